@@ -1,0 +1,86 @@
+"""Pydantic models of the catalog rows: accelerators, prices, model architectures.
+
+Units are in the field names. GB is 10^9 bytes (as vendors market memory), GiB is 2^30.
+Every row carries its source and the date it was read.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+
+Generation = Literal[
+    "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "tpu", "cpu"
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DenseTflops(_Strict):
+    """Dense peak TFLOPS per precision (no 2:4 sparsity); None where the part has no such unit."""
+
+    fp32: float | None = None
+    tf32: float | None = None
+    fp16: float | None = None
+    bf16: float | None = None
+    fp8: float | None = None
+
+
+class GpuSpec(_Strict):
+    """One accelerator, per device (not per board or instance)."""
+
+    name: str = Field(description="canonical short name, lower case, e.g. 'a100-80gb'")
+    aliases: list[str] = Field(default_factory=list, description="other names, matched exactly")
+    full_name: str
+    vendor: Literal["NVIDIA", "AMD", "Google", "Intel"]
+    generation: Generation
+    memory_gb: float = Field(gt=0, description="device memory in GB (10^9 bytes) as marketed")
+    memory_bw_gbps: float = Field(gt=0, description="memory bandwidth, GB/s")
+    dense_tflops: DenseTflops
+    tdp_w: float | None = Field(default=None, gt=0)
+    interconnect: Literal["nvlink", "pcie", "xgmi", "ici", "none"]
+    interconnect_gbps: float | None = Field(
+        default=None, gt=0, description="GPU-to-GPU bandwidth per GPU, GB/s, bidirectional total"
+    )
+    source: str
+    as_of: date
+    notes: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * 1e9)
+
+
+class PriceRow(_Strict):
+    """A price of one GPU-hour at one provider (instance price divided by its GPU count)."""
+
+    provider: str
+    provider_kind: Literal["cloud", "marketplace"]
+    gpu: str = Field(description="canonical GPU name in the accelerator catalog")
+    instance: str
+    gpus_per_instance: int = Field(gt=0)
+    region: str
+    on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    source: str
+    as_of: date
+    notes: str = ""
+
+
+class ModelEntry(_Strict):
+    """A model architecture in the catalog: a Hugging Face config.json plus its published size."""
+
+    name: str = Field(description="canonical short name, lower case, e.g. 'llama-2-7b'")
+    aliases: list[str] = Field(default_factory=list)
+    hf_id: str = Field(description="the Hugging Face repository the config comes from")
+    config_file: str = Field(description="file under catalog/data/models/")
+    published_params: float = Field(gt=0, description="parameter count as published")
+    published_params_source: str
+    as_of: date
+    notes: str = ""

@@ -1,0 +1,1 @@
+"""The analytic model: parameter counts, FLOPs, memory, step time, generation. No torch."""

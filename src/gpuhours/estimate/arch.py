@@ -1,0 +1,295 @@
+"""A transformer's shape, normalised from a Hugging Face config.json.
+
+Only the numbers that parameter counts, FLOPs and memory depend on are kept. Supported
+`model_type`s are the decoder families of the catalog (llama, mistral, qwen2, qwen3, mixtral,
+qwen2_moe, qwen3_moe, gpt2, mpt, gemma) and bert (encoder); another model_type is read with the
+llama-style key names when they are present, and refused with a clear error when they are not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.errors import InputError
+
+
+@dataclass(frozen=True)
+class ModelArch:
+    """Shape of a decoder (or encoder) transformer. Counts are per model, sizes in elements."""
+
+    name: str
+    model_type: str
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_embeddings: bool
+    gated_mlp: bool
+    #: learned absolute position embeddings (GPT-2, BERT); 0 for rotary / ALiBi models
+    position_embeddings: int = 0
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    #: LayerNorm has a bias (2d params per norm); RMSNorm has not (d)
+    norm_bias: bool = False
+    #: Qwen3-style RMSNorm on q and k per head
+    qk_norm: bool = False
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    #: an encoder (bert) has no LM head in our workloads: a pooler and a small classifier
+    encoder: bool = False
+    #: extra parameters outside the blocks (bert pooler, token types), counted but not matmul'd
+    extra_params: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+
+def _get(cfg: dict[str, Any], where: str, *keys: str, default: Any = None) -> Any:
+    for key in keys:
+        if key in cfg and cfg[key] is not None:
+            return cfg[key]
+    if default is not None:
+        return default
+    raise InputError(
+        where,
+        f"config has none of the fields {', '.join(keys)}.",
+        "Expected a Hugging Face config.json of a transformer (hidden_size, num_hidden_layers, ...).",
+    )
+
+
+def _positive_int(value: Any, where: str, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InputError(where, f"field {field!r} must be a positive integer, got {value!r}.")
+    if float(value) != int(value):
+        raise InputError(where, f"field {field!r} must be an integer, got {value!r}.")
+    return int(value)
+
+
+def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> ModelArch:
+    """Read a Hugging Face config.json dict into a ModelArch.
+
+    `where` names the input in errors (a file path or a catalog name).
+    """
+    where = where or name
+    if not isinstance(cfg, dict):
+        raise InputError(where, "a config.json must be a JSON object.")
+    # Vision-language configs keep the language model under text_config.
+    if "text_config" in cfg and "hidden_size" not in cfg:
+        cfg = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings")}
+    model_type = str(cfg.get("model_type", "llama"))
+    if model_type == "gpt2":
+        return _gpt2(cfg, name, where)
+    if model_type == "mpt":
+        return _mpt(cfg, name, where)
+    if model_type == "bert":
+        return _bert(cfg, name, where)
+    return _llama_like(cfg, name, where, model_type)
+
+
+def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
+    heads = _positive_int(_get(cfg, where, "num_attention_heads"), where, "num_attention_heads")
+    kv = _positive_int(cfg.get("num_key_value_heads") or heads, where, "num_key_value_heads")
+    head_dim = _positive_int(cfg.get("head_dim") or d // heads, where, "head_dim")
+    vocab = _positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size")
+    ffn = _positive_int(_get(cfg, where, "intermediate_size"), where, "intermediate_size")
+    if heads % kv:
+        raise InputError(where, f"num_attention_heads ({heads}) is not a multiple of "
+                                f"num_key_value_heads ({kv}).")
+    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    if experts and not top_k:
+        raise InputError(where, "an MoE config needs num_experts_per_tok.")
+    moe_ffn = int(cfg.get("moe_intermediate_size") or (ffn if experts else 0))
+    shared_ffn = int(cfg.get("shared_expert_intermediate_size") or 0)
+    # Qwen2 puts a bias on q, k and v but not on o; llama's attention_bias covers all four.
+    qkv_bias = model_type == "qwen2" or model_type == "qwen2_moe" or bool(
+        cfg.get("attention_bias", False)
+    )
+    out_bias = bool(cfg.get("attention_bias", False))
+    return ModelArch(
+        name=name,
+        model_type=model_type,
+        hidden_size=d,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=ffn,
+        vocab_size=vocab,
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        gated_mlp=True,
+        qkv_bias=qkv_bias,
+        out_bias=out_bias,
+        mlp_bias=bool(cfg.get("mlp_bias", False)),
+        norm_bias=False,
+        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        num_experts=experts,
+        experts_per_token=top_k,
+        moe_intermediate_size=moe_ffn,
+        shared_expert_intermediate_size=shared_ffn,
+    )
+
+
+def _gpt2(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    d = _positive_int(_get(cfg, where, "n_embd", "hidden_size"), where, "n_embd")
+    heads = _positive_int(_get(cfg, where, "n_head", "num_attention_heads"), where, "n_head")
+    return ModelArch(
+        name=name,
+        model_type="gpt2",
+        hidden_size=d,
+        num_layers=_positive_int(_get(cfg, where, "n_layer", "num_hidden_layers"), where, "n_layer"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=d // heads,
+        intermediate_size=int(cfg.get("n_inner") or 4 * d),
+        vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
+        gated_mlp=False,
+        position_embeddings=_positive_int(_get(cfg, where, "n_positions", default=1024), where,
+                                          "n_positions"),
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        norm_bias=True,
+    )
+
+
+def _mpt(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    d = _positive_int(_get(cfg, where, "d_model"), where, "d_model")
+    heads = _positive_int(_get(cfg, where, "n_heads"), where, "n_heads")
+    attn = cfg.get("attn_config") or {}
+    alibi = bool(attn.get("alibi", False))
+    bias = not bool(cfg.get("no_bias", False))
+    kv = int(attn.get("kv_n_heads") or heads)
+    return ModelArch(
+        name=name,
+        model_type="mpt",
+        hidden_size=d,
+        num_layers=_positive_int(_get(cfg, where, "n_layers"), where, "n_layers"),
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=d // heads,
+        intermediate_size=int(cfg.get("expansion_ratio", 4) * d),
+        vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
+        tie_embeddings=True,
+        gated_mlp=False,
+        position_embeddings=0 if alibi else int(cfg.get("max_seq_len", 2048)),
+        qkv_bias=bias,
+        out_bias=bias,
+        mlp_bias=bias,
+        norm_bias=bias,
+    )
+
+
+def _bert(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
+    heads = _positive_int(_get(cfg, where, "num_attention_heads"), where, "num_attention_heads")
+    type_vocab = int(cfg.get("type_vocab_size", 2))
+    # pooler (d x d + d); token-type embeddings; the embedding LayerNorm (2d).
+    extra = d * d + d + type_vocab * d + 2 * d
+    return ModelArch(
+        name=name,
+        model_type="bert",
+        hidden_size=d,
+        num_layers=_positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=heads,
+        head_dim=d // heads,
+        intermediate_size=_positive_int(_get(cfg, where, "intermediate_size"), where,
+                                        "intermediate_size"),
+        vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
+        tie_embeddings=True,
+        gated_mlp=False,
+        position_embeddings=int(cfg.get("max_position_embeddings", 512)),
+        qkv_bias=True,
+        out_bias=True,
+        mlp_bias=True,
+        norm_bias=True,
+        encoder=True,
+        extra_params=extra,
+    )
+
+
+# Standard shapes for a model known only by its size. Basis: the Llama family's ratios
+# (head_dim 128, SwiGLU with intermediate ~ 8/3 d rounded to 256, vocab 32000, untied) and
+# the depth/width pairs of Llama-2 7B/13B/70B and Llama-3; GQA (8 kv heads) from 30B up.
+_STANDARD_WIDTHS: tuple[tuple[float, int, int], ...] = (
+    # (params up to, hidden_size, layers)
+    (0.2e9, 768, 12),
+    (0.5e9, 1024, 24),
+    (1.0e9, 1536, 24),
+    (2.0e9, 2048, 24),
+    (4.0e9, 3072, 28),
+    (9.0e9, 4096, 32),
+    (16e9, 5120, 40),
+    (40e9, 6656, 60),
+    (90e9, 8192, 80),
+    (200e9, 12288, 96),
+    (math.inf, 16384, 126),
+)
+
+
+def standard_shape(
+    params: float,
+    name: str = "standard",
+    hidden_size: int | None = None,
+    num_layers: int | None = None,
+    vocab_size: int | None = None,
+) -> ModelArch:
+    """A Llama-shaped dense model of about `params` parameters.
+
+    Width and depth come from a table of published Llama shapes unless given; the MLP width is
+    then solved so the total matches `params`. The basis says "standard shape for the size".
+    """
+    if not math.isfinite(params) or params <= 1e6:
+        raise InputError("--params", f"expected a parameter count above 1e6, got {params!r}.")
+    d, layers = next((w, n) for limit, w, n in _STANDARD_WIDTHS if params <= limit)
+    d = hidden_size or d
+    layers = num_layers or layers
+    vocab = vocab_size or 32000
+    head_dim = 128 if d % 128 == 0 else 64
+    heads = d // head_dim
+    kv = 8 if params >= 30e9 and heads % 8 == 0 else heads
+    # params = 2*V*d + L*(attn + 3*d*ffn + 2d) + d  -> solve for ffn
+    attn = d * heads * head_dim * 2 + 2 * d * kv * head_dim
+    per_layer_budget = (params - 2 * vocab * d - d) / layers - attn - 2 * d
+    ffn = int(per_layer_budget / (3 * d))
+    if ffn < d:
+        raise InputError(
+            "--params",
+            f"{params:.3g} parameters cannot be a transformer with hidden size {d} and "
+            f"{layers} layers and vocabulary {vocab}: the embeddings alone take "
+            f"{2 * vocab * d:.3g}.",
+        )
+    return ModelArch(
+        name=name,
+        model_type="llama",
+        hidden_size=d,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=head_dim,
+        intermediate_size=ffn,
+        vocab_size=vocab,
+        tie_embeddings=False,
+        gated_mlp=True,
+    )

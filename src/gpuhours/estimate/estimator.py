@@ -1,0 +1,262 @@
+"""The analytic estimator: memory, FLOPs, step time, throughput, GPU hours and cost of a
+training setup. Pure Python, no torch; well under a millisecond per call."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.catalog.schema import PriceRow
+from gpuhours.errors import InputError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.figures import Figure, assumed, formula, given
+from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.memory import MemoryBreakdown, training_memory
+from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
+from gpuhours.estimate.workload import Hardware, Training
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MemoryReport(_Out):
+    """Peak memory per GPU; `total_bytes` is what nvidia-smi would show."""
+
+    weights_bytes: Figure
+    gradients_bytes: Figure
+    master_weights_bytes: Figure
+    optimizer_bytes: Figure
+    activations_bytes: Figure
+    logits_bytes: Figure
+    optimizer_temporaries_bytes: Figure
+    tensors_bytes: Figure
+    allocator_reserve_bytes: Figure
+    cuda_context_bytes: Figure
+    total_bytes: Figure
+    device_bytes: Figure
+    peak_phase: str
+    fits: bool
+
+
+class CostRow(_Out):
+    provider: str
+    provider_kind: str
+    instance: str
+    on_demand_usd: float | None
+    spot_usd: float | None
+    on_demand_usd_per_gpu_hour: float | None
+    spot_usd_per_gpu_hour: float | None
+    as_of: str
+    source: str
+
+
+class Totals(_Out):
+    tokens: Figure
+    optimizer_steps: Figure
+    gpu_hours: Figure
+    wall_clock_hours: Figure
+    cost_usd: list[CostRow]
+
+
+class TrainingEstimate(_Out):
+    """Everything `gpuhours estimate` reports for a training setup."""
+
+    kind: Literal["training"] = "training"
+    model: str
+    model_basis: str
+    gpu: str
+    num_gpus: int
+    setup: dict[str, object]
+    total_params: Figure
+    trainable_params: Figure
+    memory: MemoryReport
+    model_flops_per_token: Figure
+    hardware_flops_per_token: Figure
+    step_time_s: Figure
+    step_time_breakdown_s: dict[str, Figure]
+    bottleneck: str
+    tokens_per_step: Figure
+    tokens_per_s_per_gpu: Figure
+    tokens_per_s: Figure
+    mfu: Figure
+    hfu: Figure
+    gemm_efficiency: Figure
+    totals: Totals | None
+    assumptions: list[str]
+
+
+def _memory_report(m: MemoryBreakdown, device_bytes: float) -> MemoryReport:
+    src = "estimate/memory.py training_memory"
+    return MemoryReport(
+        weights_bytes=formula(m.weights_bytes, "bytes", f"{src}: params x bytes/param / ZeRO-3 shards"),
+        gradients_bytes=formula(m.gradients_bytes, "bytes", f"{src}: trainable x grad bytes"),
+        master_weights_bytes=formula(m.master_weights_bytes, "bytes", f"{src}: fp32 master copy"),
+        optimizer_bytes=formula(m.optimizer_bytes, "bytes", f"{src}: optimizer moments"),
+        activations_bytes=formula(m.activations_bytes, "bytes",
+                                  "estimate/memory.py activation_bytes: tensors saved per layer"),
+        logits_bytes=formula(m.logits_bytes, "bytes", "estimate/memory.py logits_bytes"),
+        optimizer_temporaries_bytes=formula(m.optimizer_temporaries_bytes, "bytes",
+                                            "foreach AdamW: one state-sized temporary"),
+        tensors_bytes=formula(m.tensors_bytes, "bytes", f"{src}: peak of live tensors"),
+        allocator_reserve_bytes=assumed(m.allocator_reserve_bytes, "bytes",
+                                        A.ALLOCATOR_RESERVE_FRACTION.basis),
+        cuda_context_bytes=assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis),
+        total_bytes=formula(m.total_bytes, "bytes", "tensors + allocator reserve + CUDA context"),
+        device_bytes=Figure(value=device_bytes, unit="bytes", basis="catalog",
+                            source="accelerator catalog memory_gb"),
+        peak_phase=m.peak_phase,
+        fits=m.total_bytes <= device_bytes,
+    )
+
+
+def training_amount(
+    t: Training,
+    hw: Hardware,
+    tokens: float | None = None,
+    steps: float | None = None,
+    examples: float | None = None,
+    epochs: float | None = None,
+) -> tuple[float, float, str] | None:
+    """(tokens, optimizer steps, basis) of the work, from exactly one way of stating it.
+
+    Steps = examples x epochs / effective batch (effective batch = micro-batch x accumulation x
+    GPUs); accumulation changes the number of optimizer steps, not the compute per example.
+    """
+    given_ways = [x is not None for x in (tokens, steps, examples)]
+    if sum(given_ways) == 0:
+        if epochs is not None:
+            raise InputError("--epochs", "epochs need --examples (the dataset size).")
+        return None
+    if sum(given_ways) > 1:
+        raise InputError("--tokens/--steps/--examples", "give only one of them.")
+    tokens_per_step = t.tokens_per_micro_batch * t.grad_accum * hw.num_gpus
+    effective_batch = t.micro_batch * t.grad_accum * hw.num_gpus
+    for name, value in (("--tokens", tokens), ("--steps", steps), ("--examples", examples),
+                        ("--epochs", epochs)):
+        if value is not None and (not math.isfinite(value) or value <= 0):
+            raise InputError(name, f"expected a positive number, got {value!r}.")
+    if tokens is not None:
+        return tokens, tokens / tokens_per_step, "tokens given; steps = tokens / tokens per step"
+    if steps is not None:
+        return steps * tokens_per_step, steps, "steps given; tokens = steps x tokens per step"
+    assert examples is not None
+    n_epochs = epochs if epochs is not None else 1.0
+    n_steps = math.ceil(examples * n_epochs / effective_batch)
+    basis = (f"steps = ceil({examples:g} examples x {n_epochs:g} epochs / effective batch "
+             f"{effective_batch}); each example padded or packed to seq_len {t.seq_len}")
+    return n_steps * tokens_per_step, n_steps, basis
+
+
+def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
+    """Dollars for `gpu_hours` at each provider's per-GPU-hour price."""
+    out = []
+    for p in sorted(price_rows, key=lambda r: (r.on_demand_usd_per_gpu_hour or math.inf)):
+        od, spot = p.on_demand_usd_per_gpu_hour, p.spot_usd_per_gpu_hour
+        out.append(CostRow(
+            provider=p.provider, provider_kind=p.provider_kind, instance=p.instance,
+            on_demand_usd=None if od is None else gpu_hours * od,
+            spot_usd=None if spot is None else gpu_hours * spot,
+            on_demand_usd_per_gpu_hour=od, spot_usd_per_gpu_hour=spot,
+            as_of=p.as_of.isoformat(), source=p.source,
+        ))
+    return out
+
+
+def estimate_training(
+    t: Training,
+    hw: Hardware,
+    model_basis: str,
+    tokens: float | None = None,
+    steps: float | None = None,
+    examples: float | None = None,
+    epochs: float | None = None,
+    price_rows: list[PriceRow] | None = None,
+    efficiency_scale: float = 1.0,
+    efficiency_basis: str | None = None,
+) -> TrainingEstimate:
+    """Estimate one training setup on `hw`. See DESIGN.md "Physics to get right"."""
+    arch = t.arch
+    if arch.encoder and t.method != "full":
+        raise InputError("--method", "LoRA on encoder models is not modelled yet; use full.")
+    flops = training_flops_per_token(arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
+                                     t.checkpointing)
+    mem = training_memory(arch, t, hw.num_gpus)
+    st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
+                                      efficiency_scale)
+    tokens_per_step_gpu = t.tokens_per_micro_batch * t.grad_accum
+    tps_gpu = tokens_per_step_gpu / st.step_time_s
+    peak = peak_flops(hw.gpu, t.precision)
+    mfu = tps_gpu * flops.model_flops_per_token / peak
+    hfu = tps_gpu * flops.hardware_flops_per_token / peak
+    eff_source = efficiency_basis or (
+        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].name} "
+        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].value} x width factor "
+        f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].basis})")
+    step_src = "estimate/timing.py roofline"
+    breakdown = {
+        "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"),
+        "attention_s": formula(st.attention_s, "s",
+                               f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
+        "memory_bound_s": formula(st.memory_bound_s, "s",
+                                  f"{step_src}: elementwise + logits bytes / bandwidth"),
+        "launch_floor_s": formula(st.launch_floor_s, "s", f"{step_src}: kernels x launch time"),
+        "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: optimizer state bytes / bandwidth"),
+        "communication_s": formula(st.communication_s, "s",
+                                   f"{step_src}: ring collective volume / {st.link} bandwidth"),
+        "communication_exposed_s": formula(st.communication_exposed_s, "s",
+                                           f"communication not hidden ({A.COMM_OVERLAP.basis})"),
+    }
+    totals = None
+    amount = training_amount(t, hw, tokens, steps, examples, epochs)
+    if amount is not None:
+        n_tokens, n_steps, amount_basis = amount
+        wall_s = n_steps * st.step_time_s
+        gpu_hours = wall_s * hw.num_gpus / 3600
+        totals = Totals(
+            tokens=given(n_tokens, "tokens", amount_basis),
+            optimizer_steps=formula(n_steps, "steps", amount_basis),
+            gpu_hours=formula(gpu_hours, "GPU h", "steps x step time x GPUs / 3600"),
+            wall_clock_hours=formula(wall_s / 3600, "h", f"steps x step time on {hw.num_gpus} GPUs"),
+            cost_usd=cost_rows(gpu_hours, price_rows or []),
+        )
+    used = [
+        A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
+        A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
+        A.LOGITS_TRAFFIC_BYTES_PER_ELEMENT, A.KERNEL_LAUNCH_S, A.KERNELS_PER_LAYER,
+        A.OPTIMIZER_TRAFFIC_FACTOR, A.CUDA_CONTEXT_BYTES, A.ALLOCATOR_RESERVE_FRACTION,
+    ]
+    if hw.num_gpus > 1:
+        used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
+    return TrainingEstimate(
+        model=arch.name,
+        model_basis=model_basis,
+        gpu=hw.gpu.name,
+        num_gpus=hw.num_gpus,
+        setup=t.model_dump(exclude={"arch"}),
+        total_params=formula(mem.total_params, "params", "estimate/params.py count_params"),
+        trainable_params=formula(mem.trainable_params, "params",
+                                 "all parameters" if t.method == "full"
+                                 else f"LoRA rank {t.lora_rank} on {t.lora_targets}"),
+        memory=_memory_report(mem, hw.gpu.memory_bytes),
+        model_flops_per_token=formula(flops.model_flops_per_token, "FLOP/token",
+                                      "estimate/flops.py: 6N (4N LoRA) + causal attention"),
+        hardware_flops_per_token=formula(flops.hardware_flops_per_token, "FLOP/token",
+                                         "model FLOPs + recomputation"),
+        step_time_s=formula(st.step_time_s, "s", f"{step_src}; efficiency: {eff_source}"),
+        step_time_breakdown_s=breakdown,
+        bottleneck=st.bottleneck,
+        tokens_per_step=formula(tokens_per_step_gpu * hw.num_gpus, "tokens",
+                                "micro-batch x seq x accumulation x GPUs"),
+        tokens_per_s_per_gpu=formula(tps_gpu, "tokens/s", "tokens per step per GPU / step time"),
+        tokens_per_s=formula(tps_gpu * hw.num_gpus, "tokens/s", "per GPU x GPUs"),
+        mfu=formula(mfu, "fraction", "tokens/s x model FLOPs/token / dense peak"),
+        hfu=formula(hfu, "fraction", "tokens/s x hardware FLOPs/token / dense peak"),
+        gemm_efficiency=Figure(value=st.gemm_efficiency, unit="fraction of peak",
+                               basis="measured" if efficiency_basis else "assumed",
+                               source=eff_source),
+        totals=totals,
+        assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in used],
+    )

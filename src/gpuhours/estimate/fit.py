@@ -1,0 +1,168 @@
+"""What fits: the largest micro-batch with headroom, the accumulation for a target effective
+batch, the fastest configuration that fits, and, when nothing fits, what would."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.timing import training_step_time
+from gpuhours.estimate.workload import Hardware, Training
+
+MAX_MICRO_BATCH = 512
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Candidate(_Out):
+    """One configuration that was evaluated."""
+
+    change: str
+    micro_batch: int
+    grad_accum: int
+    checkpointing: bool
+    method: str
+    zero_stage: int
+    num_gpus: int
+    gpu: str
+    memory_total_bytes: float
+    memory_limit_bytes: float
+    fits: bool
+    tokens_per_s_per_gpu: float
+
+
+class FitResult(_Out):
+    """The answer of `gpuhours fit`. Memory limit = device memory x (1 - headroom)."""
+
+    requested: Candidate
+    headroom_fraction: float
+    largest_micro_batch: int | None
+    grad_accum_for_effective_batch: int | None
+    effective_batch: int | None
+    fastest: Candidate | None
+    alternatives: list[Candidate]
+    candidates_evaluated: int
+
+
+def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candidate:
+    mem = training_memory(t.arch, t, hw.num_gpus)
+    limit = hw.gpu.memory_bytes * (1 - headroom)
+    flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
+                                     t.checkpointing)
+    st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
+    return Candidate(
+        change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
+        checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
+        num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
+        memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
+        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / st.step_time_s,
+    )
+
+
+def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> int:
+    if effective_batch is None:
+        return 1
+    return max(1, math.ceil(effective_batch / (micro_batch * num_gpus)))
+
+
+def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[int | None, int]:
+    """Largest micro-batch that fits (memory grows monotonically with it): binary search."""
+    evaluated = 0
+
+    def fits(mb: int) -> bool:
+        nonlocal evaluated
+        evaluated += 1
+        return _evaluate(t.model_copy(update={"micro_batch": mb}), hw, headroom, "").fits
+
+    if not fits(1):
+        return None, evaluated
+    lo, hi = 1, MAX_MICRO_BATCH
+    if fits(hi):
+        return hi, evaluated
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo, evaluated
+
+
+def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
+        headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = ()) -> FitResult:
+    """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
+    would fit when nothing does. Every candidate's memory comes from training_memory."""
+    headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
+    requested = _evaluate(t, hw, headroom, "as given")
+    largest, evaluated = _largest_micro_batch(t, hw, headroom)
+
+    # Sweep micro-batch x checkpointing x ZeRO stage for the fastest configuration that fits.
+    stages = [0, 1, 2, 3] if hw.num_gpus > 1 else [0]
+    if t.method == "qlora":
+        stages = [0]
+    fastest: Candidate | None = None
+    for ckpt in (False, True):
+        for stage in stages:
+            for mb in range(1, MAX_MICRO_BATCH + 1):
+                accum = _accum_for(effective_batch, mb, hw.num_gpus)
+                c = _evaluate(t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
+                                                   "zero_stage": stage, "grad_accum": accum}),
+                              hw, headroom, f"micro-batch {mb}, checkpointing "
+                              f"{'on' if ckpt else 'off'}, ZeRO {stage}")
+                evaluated += 1
+                if not c.fits:
+                    break  # memory only grows with the micro-batch
+                if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
+                    fastest = c
+
+    alternatives: list[Candidate] = []
+    if largest is None:
+        alternatives = _what_would_fit(t, hw, headroom, bigger_gpus)
+        evaluated += len(alternatives)
+    accum = None
+    if effective_batch is not None and largest is not None:
+        accum = _accum_for(effective_batch, largest, hw.num_gpus)
+    return FitResult(
+        requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
+        grad_accum_for_effective_batch=accum, effective_batch=effective_batch,
+        fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
+    )
+
+
+def _what_would_fit(t: Training, hw: Hardware, headroom: float,
+                    bigger_gpus: Iterable[GpuSpec]) -> list[Candidate]:
+    """One change at a time, then combined, at micro-batch 1."""
+    base = t.model_copy(update={"micro_batch": 1})
+    tries: list[tuple[str, Training, Hardware]] = [
+        ("gradient checkpointing", base.model_copy(update={"checkpointing": True}), hw),
+    ]
+    if t.method == "full":
+        tries.append(("LoRA (rank 16, all linear layers)",
+                      base.model_copy(update={"method": "lora", "checkpointing": True}), hw))
+    if t.method != "qlora" and t.precision != "fp32":
+        tries.append(("QLoRA (4-bit base)",
+                      base.model_copy(update={"method": "qlora", "checkpointing": True,
+                                              "zero_stage": 0}), hw))
+    if t.method != "qlora":
+        for n in (2, 4, 8, 16, 32, 64):
+            if n > hw.num_gpus:
+                tries.append((f"ZeRO-3 over {n} GPUs",
+                              base.model_copy(update={"zero_stage": 3, "checkpointing": True}),
+                              hw.model_copy(update={"num_gpus": n})))
+    for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
+        if gpu.memory_gb > hw.gpu.memory_gb:
+            tries.append((f"a larger GPU: {gpu.name} ({gpu.memory_gb:g} GB)",
+                          base.model_copy(update={"checkpointing": True}),
+                          hw.model_copy(update={"gpu": gpu})))
+    out = []
+    for change, tt, hh in tries:
+        try:
+            out.append(_evaluate(tt, hh, headroom, change))
+        except ValueError:
+            continue  # e.g. a GPU without this precision
+    return out

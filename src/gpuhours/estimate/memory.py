@@ -1,0 +1,286 @@
+"""Memory of a training step per GPU, in bytes, by part.
+
+Sources: mixed-precision state sizes from Rajbhandari et al. 2020 (ZeRO, sec. 3.1: 2 + 2 + 12
+bytes/param with Adam); activation accounting in the manner of Korthikanti et al. 2022 (sec. 4.1),
+redone for today's decoder blocks (RMSNorm, gated MLP, GQA, no dropout) tensor by tensor below;
+QLoRA's 4-bit NF4 with double quantisation from Dettmers et al. 2023 (sec. 3): 4.127 bits/param.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.flops import lora_params_per_layer
+from gpuhours.estimate.params import count_params
+from gpuhours.estimate.workload import Training
+
+#: bytes per element of the activations for each precision
+ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2}
+
+#: NF4 with double quantisation: 4 bits + 8-bit absmax per 64 + fp32 per 256 absmax blocks
+#: (Dettmers et al. 2023, sec. 3 "Double Quantization": 0.127 bits/param of constants).
+QLORA_BYTES_PER_PARAM = (4 + 8 / 64 + 32 / (64 * 256)) / 8
+
+
+@dataclass(frozen=True)
+class StateBytesPerParam:
+    """Bytes per parameter of each persistent state, before sharding."""
+
+    weights: float
+    grads: float
+    master: float
+    optimizer: float
+
+
+def state_bytes_per_param(precision: str, optimizer: str, trainable: bool) -> StateBytesPerParam:
+    """Bytes per parameter of weights, gradients, fp32 master copy and optimizer moments.
+
+    - fp32: 4 weights, 4 grads, no master; AdamW moments 2 x 4.
+    - bf16 / fp16 (pure): 2, 2, no master; moments in the parameter dtype, 2 x 2 (torch AdamW
+      keeps its state in the parameter's dtype).
+    - *-mixed: 2 weights, 2 grads, 4 master, moments 2 x 4 (ZeRO paper's 16 bytes/param).
+    A frozen parameter has only its weights.
+    """
+    half = precision != "fp32"
+    weights = 2.0 if half else 4.0
+    if not trainable:
+        return StateBytesPerParam(weights=weights, grads=0.0, master=0.0, optimizer=0.0)
+    mixed = precision.endswith("-mixed")
+    state_dtype_bytes = 4.0 if (mixed or not half) else 2.0
+    moments = {
+        "adamw": 2 * state_dtype_bytes,
+        # bitsandbytes 8-bit AdamW: 1 byte per moment + an fp32 absmax per 2048-block (Dettmers
+        # et al. 2022, "8-bit Optimizers via Block-wise Quantization").
+        "adamw-8bit": 2 * (1 + 4 / 2048),
+        "sgd": 0.0,
+        "sgd-momentum": state_dtype_bytes,
+    }[optimizer]
+    return StateBytesPerParam(
+        weights=weights, grads=weights, master=4.0 if mixed else 0.0, optimizer=moments
+    )
+
+
+def lora_trainable_params(arch: ModelArch, rank: int, targets: str) -> int:
+    """LoRA adapter parameters of the whole model."""
+    return arch.num_layers * lora_params_per_layer(arch, rank, targets)
+
+
+def quantised_params(arch: ModelArch) -> int:
+    """Parameters QLoRA stores in 4 bits: the linear layers of the blocks (not the embeddings,
+    the LM head or the norms, which bitsandbytes leaves in 16 bits)."""
+    counts = count_params(arch)
+    return counts.matmul_active - counts.lm_head_matmul if not arch.is_moe else (
+        arch.num_layers * (counts.mlp_per_layer + counts.attention_per_layer)
+    )
+
+
+@dataclass(frozen=True)
+class ActivationBytes:
+    """Activation memory of one micro-batch, bytes, per GPU."""
+
+    per_token_per_layer: float
+    saved_all_layers: float
+    #: under checkpointing: layer inputs kept + one layer recomputed during backward
+    checkpointed: bool
+    attention_scores: float
+
+    @property
+    def total(self) -> float:
+        return self.saved_all_layers
+
+
+def _trained_inputs(method: str, lora_targets: str) -> dict[str, bool]:
+    """Which layers' inputs autograd keeps: a linear keeps its input only when its weight (or a
+    LoRA adapter on it) trains; a norm keeps its normalised tensor only when its weight trains."""
+    if method == "full":
+        return dict.fromkeys(("qkv", "o", "mlp_in", "down", "norm_weight"), True)
+    return {
+        "qkv": True,  # every LoRA target set adapts q or v
+        "o": lora_targets in ("attention", "all-linear"),
+        "mlp_in": lora_targets == "all-linear",
+        "down": lora_targets == "all-linear",
+        "norm_weight": False,
+    }
+
+
+def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: bool, seq_len: int,
+                                     method: str = "full",
+                                     lora_targets: str = "all-linear") -> tuple[float, float]:
+    """Bytes saved for backward per token and layer: (tensors, attention-score matrix).
+
+    Tensor by tensor (a = activation bytes, d hidden, q = heads x head_dim, kv = kv heads x
+    head_dim, f = MLP width):
+    - two norms: an fp32 copy of the input (4d) each; for RMSNorm with a trained weight also
+      the normalised tensor before the weight multiply (a d);
+    - attention: its input (a d), q and k after the rotary embedding and v (a (q + 2 kv)), the
+      attention output kept by the kernel (a q) and its contiguous copy, the input of o_proj
+      (a q, when o_proj trains);
+    - MLP: its input (a d, when gate/up train); gated: gate and up outputs and the activation's
+      output (3 a f), and the product that enters down_proj (a f, when down trains); GELU: the up
+      output (a f) and the activation's output (a f, when down trains). An MoE token saves this
+      for each routed expert, plus fp32 router logits.
+    A frozen linear keeps nothing for its own backward (no weight gradient), so LoRA saves less.
+    Without flash attention the score matrix is materialised: heads x S per token, kept in fp32
+    by the softmax and again in the activation dtype for the AV matmul.
+    """
+    a = ACTIVATION_BYTES[precision]
+    d = arch.hidden_size
+    keep = _trained_inputs(method, lora_targets)
+    rms_normed = a * d if (keep["norm_weight"] and not arch.norm_bias) else 0
+    norm = 4 * d + rms_normed
+    attention = a * d + a * (arch.q_dim + 2 * arch.kv_dim) + a * arch.q_dim
+    attention += a * arch.q_dim if keep["o"] else 0
+
+    def ffn_bytes(f: int) -> float:
+        inner = 3 * a * f if arch.gated_mlp else a * f
+        return inner + (a * f if keep["down"] else 0)
+
+    mlp_in = a * d if keep["mlp_in"] else 0
+    if arch.is_moe:
+        mlp = arch.experts_per_token * (mlp_in + ffn_bytes(arch.moe_intermediate_size))
+        mlp += 4 * arch.num_experts + mlp_in
+        if arch.shared_expert_intermediate_size:
+            mlp += ffn_bytes(arch.shared_expert_intermediate_size)
+    else:
+        mlp = mlp_in + ffn_bytes(arch.intermediate_size)
+    scores = 0.0
+    if not flash:
+        scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
+    return 2 * norm + attention + mlp, scores
+
+
+def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
+    """Activations alive at the end of the forward pass of one micro-batch, bytes."""
+    tokens = t.tokens_per_micro_batch
+    tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
+                                                       t.seq_len, t.method, t.lora_targets)
+    per_layer = tensors + scores
+    a = ACTIVATION_BYTES[t.precision]
+    # the embedding output and the final norm and LM-head input, outside the blocks
+    outside = tokens * (a * arch.hidden_size + 4 * arch.hidden_size + 2 * a * arch.hidden_size)
+    if t.checkpointing:
+        # each block keeps its input; in backward one block is recomputed at a time.
+        saved = arch.num_layers * tokens * a * arch.hidden_size + tokens * per_layer + outside
+    else:
+        saved = arch.num_layers * tokens * per_layer + outside
+    return ActivationBytes(
+        per_token_per_layer=per_layer,
+        saved_all_layers=saved,
+        checkpointed=t.checkpointing,
+        attention_scores=scores * tokens * (1 if t.checkpointing else arch.num_layers),
+    )
+
+
+def logits_bytes(arch: ModelArch, t: Training) -> float:
+    """Logits and loss working set at the loss, bytes: batch x seq x vocab x (per-element bytes).
+
+    The LM head writes logits in the activation dtype (a); the loss upcasts them to fp32 (4)
+    and log-softmax keeps its fp32 output (4) for backward; backward then writes an fp32
+    gradient (4) while the upcast copy is gone. The peak is a + 4 + 4 bytes per element with the
+    upcast, and 4 + 4 + 4 in fp32. (torchtune's chunked cross-entropy exists to cut this.)
+    """
+    if arch.encoder:
+        return 0.0
+    a = ACTIVATION_BYTES[t.precision]
+    per_element = (a + 4 + 4) if (a < 4 and t.logits_fp32) else (3 * a)
+    return t.tokens_per_micro_batch * arch.vocab_size * per_element
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Peak memory per GPU, bytes, by part. `tensors_bytes` is what torch's allocator would
+    report as the peak allocated; reserve and context are modelled on top (see assumptions)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    master_weights_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    logits_bytes: float
+    optimizer_temporaries_bytes: float
+    peak_phase: str
+    tensors_bytes: float
+    allocator_reserve_bytes: float
+    cuda_context_bytes: float
+    trainable_params: int
+    total_params: int
+
+    @property
+    def reserved_bytes(self) -> float:
+        """What torch.cuda.max_memory_reserved would show: tensors + allocator reserve."""
+        return self.tensors_bytes + self.allocator_reserve_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        """What nvidia-smi would show: reserved + CUDA context."""
+        return self.reserved_bytes + self.cuda_context_bytes
+
+
+def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBreakdown:
+    """Peak memory per GPU of a training step.
+
+    ZeRO stage s over N data-parallel GPUs divides by N: optimizer state and master weights from
+    stage 1, gradients from 2, weights from 3 (ZeRO paper, fig. 1). The peak is the larger of
+    (a) the end of the forward pass: weights, optimizer state, gradients that persist between
+    micro-batches (when accumulating), activations, logits working set, and the LM head's
+    gradient written first in backward; (b) the optimizer step: all gradients plus the
+    temporaries of torch's default foreach AdamW (one state-sized set).
+    """
+    counts = count_params(arch)
+    total = counts.total
+    n = max(num_gpus, 1)
+    shard_opt = n if t.zero_stage >= 1 else 1
+    shard_grad = n if t.zero_stage >= 2 else 1
+    shard_w = n if t.zero_stage >= 3 else 1
+
+    if t.method == "full":
+        trainable = total
+        s = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
+        weights = total * s.weights / shard_w
+        grads_full = total * s.grads
+        master = total * s.master / shard_opt
+        opt = total * s.optimizer / shard_opt
+        head_grad = counts.lm_head_matmul * s.grads
+        temp_per_param = 4.0 if (s.master or t.precision == "fp32") else 2.0
+    else:
+        trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
+        # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
+        frozen_bytes = 2.0 if t.precision != "fp32" else 4.0
+        if t.method == "qlora":
+            q = quantised_params(arch)
+            base = q * QLORA_BYTES_PER_PARAM + (total - q) * 2.0
+        else:
+            base = total * frozen_bytes
+        weights = base / shard_w + trainable * 4.0
+        grads_full = trainable * 4.0
+        master = 0.0
+        opt = trainable * state_bytes_per_param("fp32", t.optimizer, True).optimizer / shard_opt
+        head_grad = 0.0
+        temp_per_param = 4.0
+    grads = grads_full / shard_grad
+    act = activation_bytes(arch, t)
+    logits = logits_bytes(arch, t)
+    persisting_grads = grads if t.grad_accum > 1 else 0.0
+    forward_peak = persisting_grads + act.total + logits + head_grad / shard_grad
+    opt_temps = trainable * temp_per_param / shard_opt if t.optimizer.startswith("adamw") else 0.0
+    step_peak = grads + opt_temps
+    phase = "end of forward (activations + logits)" if forward_peak >= step_peak else \
+        "optimizer step (gradients + temporaries)"
+    tensors = weights + master + opt + max(forward_peak, step_peak)
+    return MemoryBreakdown(
+        weights_bytes=weights,
+        gradients_bytes=grads,
+        master_weights_bytes=master,
+        optimizer_bytes=opt,
+        activations_bytes=act.total,
+        logits_bytes=logits,
+        optimizer_temporaries_bytes=opt_temps,
+        peak_phase=phase,
+        tensors_bytes=tensors,
+        allocator_reserve_bytes=tensors * A.ALLOCATOR_RESERVE_FRACTION.value,
+        cuda_context_bytes=A.CUDA_CONTEXT_BYTES.value,
+        trainable_params=trainable,
+        total_params=total,
+    )

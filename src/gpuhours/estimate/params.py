@@ -1,0 +1,114 @@
+"""Parameter counts from the architecture (elements, not bytes).
+
+Checked against the published counts of every catalog model and against
+`sum(p.numel())` of the model transformers builds from the same config (tests/test_params.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuhours.estimate.arch import ModelArch
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of one model, by part. `*_matmul` parts are weights of matrix multiplies."""
+
+    embedding: int
+    lm_head: int
+    attention_per_layer: int
+    mlp_per_layer: int
+    mlp_active_per_layer: int
+    norms_per_layer: int
+    final_norm: int
+    extra: int
+    num_layers: int
+
+    @property
+    def total(self) -> int:
+        """All parameters, tied embeddings counted once."""
+        blocks = self.num_layers * (
+            self.attention_per_layer + self.mlp_per_layer + self.norms_per_layer
+        )
+        return self.embedding + self.lm_head + blocks + self.final_norm + self.extra
+
+    @property
+    def matmul_active(self) -> int:
+        """Weights one token passes through in matrix multiplies, the LM head included.
+
+        Embedding lookups, norms and biases are left out (no multiply-accumulate per weight);
+        for an MoE only the routed experts of one token count. The LM head counts even when
+        tied: the logits are a real (d x vocab) matmul.
+        """
+        return self.num_layers * self.matmul_per_layer + self.lm_head_matmul
+
+    #: matmul weights of one layer that one token passes through (attention + active MLP)
+    matmul_per_layer: int = 0
+    lm_head_matmul: int = 0
+
+
+def attention_params(arch: ModelArch, weights_only: bool = False) -> int:
+    """q, k, v, o projections (+ biases, + Qwen3 q/k norms) of one layer."""
+    d = arch.hidden_size
+    weights = d * arch.q_dim + 2 * d * arch.kv_dim + arch.q_dim * d
+    if weights_only:
+        return weights
+    biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (d if arch.out_bias else 0)
+    qk_norm = 2 * arch.head_dim if arch.qk_norm else 0
+    return weights + biases + qk_norm
+
+
+def _ffn_params(d: int, ffn: int, gated: bool, bias: bool) -> int:
+    """One MLP: gate, up, down (gated, SwiGLU) or up, down (GELU)."""
+    mats = 3 if gated else 2
+    biases = ((2 * ffn if gated else ffn) + d) if bias else 0
+    return mats * d * ffn + biases
+
+
+def mlp_params(arch: ModelArch, active_only: bool = False, weights_only: bool = False) -> int:
+    """The MLP of one layer; for an MoE the router, the experts (all, or the routed top-k)
+    and any shared expert (Qwen-MoE style, with its sigmoid gate)."""
+    d = arch.hidden_size
+    bias = arch.mlp_bias and not weights_only
+    if not arch.is_moe:
+        return _ffn_params(d, arch.intermediate_size, arch.gated_mlp, bias)
+    experts = arch.experts_per_token if active_only else arch.num_experts
+    routed = experts * _ffn_params(d, arch.moe_intermediate_size, arch.gated_mlp, bias)
+    router = d * arch.num_experts
+    shared = 0
+    if arch.shared_expert_intermediate_size:
+        shared = _ffn_params(d, arch.shared_expert_intermediate_size, True, False) + d
+    return routed + router + shared
+
+
+def norm_params(arch: ModelArch) -> int:
+    """Parameters of one normalisation layer: RMSNorm d, LayerNorm 2d."""
+    return 2 * arch.hidden_size if arch.norm_bias else arch.hidden_size
+
+
+def count_params(arch: ModelArch) -> ParamCounts:
+    """Parameter counts by part for `arch`."""
+    d = arch.hidden_size
+    embedding = arch.vocab_size * d + arch.position_embeddings * d
+    head_matmul = 0 if arch.encoder else arch.vocab_size * d
+    lm_head = 0 if (arch.tie_embeddings or arch.encoder) else arch.vocab_size * d
+    if arch.encoder:
+        # BERT: the pooler is a matmul of the [CLS] token only; left in `extra`.
+        final_norm = 0
+    else:
+        final_norm = norm_params(arch)
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention_per_layer=attention_params(arch),
+        mlp_per_layer=mlp_params(arch),
+        mlp_active_per_layer=mlp_params(arch, active_only=True),
+        norms_per_layer=2 * norm_params(arch),
+        final_norm=final_norm,
+        extra=arch.extra_params,
+        num_layers=arch.num_layers,
+        matmul_per_layer=attention_params(arch, weights_only=True)
+        + mlp_params(arch, active_only=True, weights_only=True),
+        lm_head_matmul=head_matmul,
+    )

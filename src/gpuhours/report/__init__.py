@@ -1,0 +1,1 @@
+"""Rendering of estimates: terminal (Rich), JSON. Formatting lives here, not in the physics."""

@@ -1,0 +1,26 @@
+"""Shared fixtures: a tiny hand-countable architecture and a GPU row built inline."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours.catalog.schema import DenseTflops, GpuSpec
+from gpuhours.estimate.arch import ModelArch
+
+
+@pytest.fixture
+def tiny() -> ModelArch:
+    """d=64, 2 layers, 4 heads of 16, 2 kv heads, SwiGLU 128, vocab 1000, untied."""
+    return ModelArch(name="tiny", model_type="llama", hidden_size=64, num_layers=2, num_heads=4,
+                     num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=1000,
+                     tie_embeddings=False, gated_mlp=True)
+
+
+@pytest.fixture
+def toy_gpu() -> GpuSpec:
+    """Round numbers for hand arithmetic: 100 TFLOPS bf16, 1000 GB/s, 10 GB, NVLink 400 GB/s."""
+    return GpuSpec(name="toy", full_name="toy", vendor="NVIDIA", generation="ampere",
+                   memory_gb=10, memory_bw_gbps=1000,
+                   dense_tflops=DenseTflops(fp32=10, bf16=100, fp16=100), tdp_w=100,
+                   interconnect="nvlink", interconnect_gbps=400, source="test",
+                   as_of="2026-01-01")
