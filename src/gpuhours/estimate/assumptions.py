@@ -60,7 +60,8 @@ GEMM_HALF_WIDTH = _a("gemm_half_width", 128.0, "elements",
 
 #: Attention kernels reach a lower share of peak than GEMMs (softmax and rescaling run off the
 #: tensor cores), per causal FLOP: e_attn = ratio x GEMM efficiency. Basis: FlashAttention
-#: kernels that do not skip masked blocks (llm-foundry's triton kernel with ALiBi, 2023) run at
+#: kernels that do not skip masked blocks (llm-foundry's 2023 triton kernel, as its long-sequence
+#: rows imply) run at
 #: ~55% of peak on the full S x S work, i.e. ~28% per causal FLOP = 0.35 x 0.80. This one global
 #: constant was set with shared/reference/validation/throughput.csv in view (MPT 125M-30B,
 #: 512-65536 tokens). FlashAttention-2 with block skipping (Dao 2023, fig. 4-7) reaches about

@@ -93,11 +93,8 @@ def count_params(arch: ModelArch) -> ParamCounts:
     embedding = arch.vocab_size * d + arch.position_embeddings * d
     head_matmul = 0 if arch.encoder else arch.vocab_size * d
     lm_head = 0 if (arch.tie_embeddings or arch.encoder) else arch.vocab_size * d
-    if arch.encoder:
-        # BERT: the pooler is a matmul of the [CLS] token only; left in `extra`.
-        final_norm = 0
-    else:
-        final_norm = norm_params(arch)
+    # BERT: post-norm blocks, no final norm; its pooler ([CLS] token only) is in `extra`.
+    final_norm = 0 if arch.encoder else norm_params(arch)
     return ParamCounts(
         embedding=embedding,
         lm_head=lm_head,

@@ -15,7 +15,12 @@ from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
-from gpuhours.estimate.memory import ACTIVATION_BYTES, activation_bytes_per_token_layer
+from gpuhours.estimate.memory import (
+    ACTIVATION_BYTES,
+    QLORA_BYTES_PER_PARAM,
+    activation_bytes_per_token_layer,
+    quantised_params,
+)
 from gpuhours.estimate.workload import Hardware, Training
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
@@ -106,7 +111,15 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     a = ACTIVATION_BYTES[t.precision]
     logit_traffic = 0.0 if arch.encoder else (
         tokens * arch.vocab_size * A.LOGITS_TRAFFIC_BYTES_PER_ELEMENT.value * a / 2)
-    memory_bound_s = (layer_traffic + logit_traffic) / bw
+    dequant_traffic = 0.0
+    if t.method == "qlora":
+        # bitsandbytes dequantises each 4-bit weight to bf16 before every matmul that uses it:
+        # read 4.127 bits, write 2 bytes, and the GEMM reads the 2 bytes back; in forward,
+        # backward (input gradient) and the recomputed forward.
+        passes_over_weights = 3 if t.checkpointing else 2
+        dequant_traffic = t.grad_accum * passes_over_weights * quantised_params(arch) * (
+            QLORA_BYTES_PER_PARAM + 4.0)
+    memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     compute_s = matmul_s + attention_s + memory_bound_s
     kernels = A.KERNELS_PER_LAYER.value * (1.5 if t.checkpointing else 1.0) * arch.num_layers
     launch_floor_s = t.grad_accum * kernels * A.KERNEL_LAUNCH_S.value

@@ -1,0 +1,54 @@
+"""The estimator against published measurements (the accuracy targets of issue 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhours.validation import all_comparisons, gpu_hours_comparisons
+from gpuhours.validation.report import TOLERANCE, render_markdown, summary
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
+
+
+@pytest.fixture(scope="module")
+def comparisons():
+    return all_comparisons()
+
+
+def test_throughput_within_20_percent_for_90_percent_of_rows(comparisons):
+    ok, n = summary(comparisons)["throughput"]
+    assert n >= 90  # the 84 llm-foundry rows and the torchtune rows we can express
+    assert ok / n >= 0.90
+
+
+def test_llama2_gpu_hours_within_25_percent(comparisons):
+    rows = [c for c in comparisons if c.kind == "gpu_hours"]
+    assert {c.label for c in rows} >= {"Llama 2 7B", "Llama 2 13B", "Llama 2 70B"}
+    for c in rows:
+        assert c.error is not None and abs(c.error) <= TOLERANCE["gpu_hours"], c
+
+
+def test_peak_memory_within_15_percent(comparisons):
+    rows = [c for c in comparisons if c.kind == "memory" and c.error is not None]
+    assert len(rows) >= 4
+    for c in rows:
+        assert abs(c.error) <= TOLERANCE["memory"], c
+
+
+def test_llama2_7b_gpu_hours_by_hand():
+    """6 N T at the MFU the estimate implies gives the same GPU hours (2T tokens, A100 312 TF)."""
+    c = next(c for c in gpu_hours_comparisons() if c.label == "Llama 2 7B")
+    assert c.predicted is not None
+    six_nt = 6 * 6.738e9 * 2e12  # FLOPs of the matmuls, attention left out
+    mfu_6nt = six_nt / (c.predicted * 3600 * 312e12)
+    # attention at 4k adds ~8% to 6N and the estimator's MFU sits near 50% on A100
+    assert 0.40 < mfu_6nt < 0.55
+    # Meta's own figure, 184,320 GPU hours, is 6NT at 39% MFU
+    assert six_nt / (184_320 * 3600 * 312e12) == pytest.approx(0.39, abs=0.01)
+
+
+def test_docs_table_is_current(comparisons):
+    assert DOC.read_text(encoding="utf-8") == render_markdown(comparisons), (
+        "docs/validation.md is stale: run python scripts/validate.py")
