@@ -240,8 +240,8 @@ def generation(
     """Prefill and decode time, KV cache, batch limited by memory: RL rollouts, evaluation."""
     from gpuhours.estimate.generation import estimate_generation
     from gpuhours.estimate.workload import Generation
-    from gpuhours.resolve import resolve_gpu, resolve_model
     from gpuhours.report.units import gib, seconds
+    from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
     spec = resolve_gpu(gpu)
