@@ -58,6 +58,9 @@ def user_errors(func: F) -> F:
             _fail(e.where, text)
         except ValidationError as e:
             first = e.errors()[0]
+            cause = (first.get("ctx") or {}).get("error")
+            if isinstance(cause, InputError):  # raised by a model validator: names its options
+                _fail(cause.where, cause.message + (f" {cause.hint}" if cause.hint else ""))
             field = str(first["loc"][-1]) if first["loc"] else "input"
             option = _OPTION_OF_FIELD.get(field, f"--{field.replace('_', '-')}")
             _fail(option, f"{first['msg']} (got {first.get('input')!r}).")
@@ -107,10 +110,10 @@ def _training(arch: Any, method: str, precision: str, optimizer: str, batch: int
               lora_targets: str, zero: int) -> Any:
     from gpuhours.estimate.workload import Training
 
-    return Training(arch=arch, method=method, precision=precision, optimizer=optimizer,
-                    micro_batch=batch, seq_len=seq, grad_accum=grad_accum,
-                    checkpointing=checkpointing, flash_attention=flash, lora_rank=lora_rank,
-                    lora_targets=lora_targets, zero_stage=zero)
+    return Training.model_validate(dict(
+        arch=arch, method=method, precision=precision, optimizer=optimizer, micro_batch=batch,
+        seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing, flash_attention=flash,
+        lora_rank=lora_rank, lora_targets=lora_targets, zero_stage=zero))
 
 
 @app.command()
@@ -142,12 +145,19 @@ def estimate(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gbps: BwOpt = None,
+    ignore_memory: Annotated[bool, typer.Option(
+        "--ignore-memory", help="Report the estimate even when it does not fit in memory.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Memory, step time, throughput, GPU hours and cost of one training setup."""
+    """Memory, step time, throughput, GPU hours and cost of one training setup.
+
+    Exits with code 2 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
+    unless --ignore-memory is given."""
     from gpuhours import catalog
     from gpuhours.estimate.estimator import estimate_training
     from gpuhours.estimate.workload import Hardware
+    from gpuhours.report.units import gib
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params, hidden_size, layers, vocab)
@@ -158,6 +168,13 @@ def estimate(
     prices = catalog.prices(spec.name) if spec.name != "custom" else []
     e = estimate_training(t, hw, basis, tokens=tokens, steps=steps, examples=examples,
                           epochs=epochs, price_rows=prices)
+    if not e.memory.fits and not ignore_memory:
+        raise InputError(
+            "--batch", f"micro-batch {batch} x seq {seq} needs {gib(e.memory.total_bytes.value)} "
+                       f"per GPU ({e.memory.peak_phase}); {spec.name} has "
+                       f"{gib(e.memory.device_bytes.value)}.",
+            "Run `gpuhours fit` with the same options for what fits, or pass --ignore-memory "
+            "to see this estimate anyway.")
     if as_json:
         _emit_json(e)
     else:
@@ -247,8 +264,8 @@ def generation(
     spec = resolve_gpu(gpu)
     if sequences is not None and not sequences > 0:
         raise InputError("--sequences", f"expected a positive number, got {sequences!r}.")
-    g = Generation(arch=arch, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                   batch=batch, engine=engine)
+    g = Generation.model_validate(dict(arch=arch, prompt_tokens=prompt_tokens,
+                                       output_tokens=output_tokens, batch=batch, engine=engine))
     e = estimate_generation(g, spec)
     gpu_hours = None if sequences is None else sequences / e.sequences_per_s / 3600
     data = {**e.__dict__, "batch_time_s": e.batch_time_s, "model": arch.name,
@@ -261,9 +278,10 @@ def generation(
     out.print(f"[bold]{arch.name}[/bold] generating on one [bold]{spec.name}[/bold] ({engine})")
     out.print(f"  batch {e.batch} sequences (at most {e.max_batch_by_memory} fit); weights "
               f"{gib(e.weights_bytes)}, KV cache {gib(e.kv_cache_bytes)}")
-    out.print(f"  prefill {seconds(e.prefill_s)} (compute-bound), decode {seconds(e.decode_s)} "
-              f"({e.decode_bound}-bound, {seconds(e.decode_step_s_first)} to "
-              f"{seconds(e.decode_step_s_last)} per step)")
+    decode = "no decode (--output-tokens 0)" if output_tokens == 0 else (
+        f"decode {seconds(e.decode_s)} ({e.decode_bound}-bound, "
+        f"{seconds(e.decode_step_s_first)} to {seconds(e.decode_step_s_last)} per step)")
+    out.print(f"  prefill {seconds(e.prefill_s)} (compute-bound), {decode}")
     out.print(f"  {e.output_tokens_per_s:,.0f} output tokens/s, {e.sequences_per_s:,.2f} "
               f"sequences/s")
     if gpu_hours is not None:

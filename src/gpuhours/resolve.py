@@ -8,7 +8,7 @@ from datetime import date
 
 from gpuhours import catalog
 from gpuhours.catalog.schema import DenseTflops, GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import InputError, UnknownNameError
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
 
 
@@ -30,7 +30,13 @@ def resolve_model(model: str | None, params: float | None = None,
         return arch, (f"standard Llama-style shape for {params:.3g} parameters "
                       f"(d={arch.hidden_size}, layers={arch.num_layers}, "
                       f"vocab={arch.vocab_size}): assumed, estimate/arch.py standard_shape")
-    entry, cfg = catalog.model(model)
+    if not model.strip():
+        raise InputError("--model", "expected a catalog name or a path to a config.json, got ''.")
+    try:
+        entry, cfg = catalog.model(model)
+    except UnknownNameError as e:
+        e.where = "--model"
+        raise
     if entry is None:
         arch = from_hf_config(cfg, name=model, where=model)
         return arch, f"config.json {model}"
@@ -52,7 +58,11 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
         raise InputError("--gpu", "a GPU is required: a catalog name (see `gpuhours catalog "
                                   "gpus`) or --peak-tflops, --memory-gb and --bandwidth-gbps.")
     if name is not None:
-        spec = catalog.gpu(name)
+        try:
+            spec = catalog.gpu(name)
+        except UnknownNameError as e:
+            e.where = "--gpu"
+            raise
         if not any(v is not None for v in overrides.values()):
             return spec
         update: dict[str, object] = {"source": spec.source + " (figures overridden by the user)"}

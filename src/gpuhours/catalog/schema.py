@@ -41,6 +41,10 @@ class GpuSpec(_Strict):
     vendor: Literal["NVIDIA", "AMD", "Google", "Intel"]
     generation: Generation
     memory_gb: float = Field(gt=0, description="device memory in GB (10^9 bytes) as marketed")
+    memory_total_mib: float | None = Field(
+        default=None, gt=0,
+        description="memory.total as nvidia-smi reports it, MiB; HBM parts marketed as '80GB' "
+                    "hold 80 GiB, so this is used when known, memory_gb x 10^9 otherwise")
     memory_bw_gbps: float = Field(gt=0, description="memory bandwidth, GB/s")
     dense_tflops: DenseTflops
     tdp_w: float | None = Field(default=None, gt=0)
@@ -54,6 +58,8 @@ class GpuSpec(_Strict):
 
     @property
     def memory_bytes(self) -> int:
+        if self.memory_total_mib is not None:
+            return int(self.memory_total_mib * 2**20)
         return int(self.memory_gb * 1e9)
 
 

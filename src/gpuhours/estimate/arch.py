@@ -47,6 +47,9 @@ class ModelArch:
     encoder: bool = False
     #: extra parameters outside the blocks (bert pooler, token types), counted but not matmul'd
     extra_params: int = 0
+    #: the context the config was trained for (max_position_embeddings); None when not stated.
+    #: With learned position embeddings it is a hard limit (the table has that many rows).
+    max_positions: int | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -75,11 +78,18 @@ def _get(cfg: dict[str, Any], where: str, *keys: str, default: Any = None) -> An
 
 
 def _positive_int(value: Any, where: str, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            or value <= 0 or float(value) != int(value)):
         raise InputError(where, f"field {field!r} must be a positive integer, got {value!r}.")
-    if float(value) != int(value):
-        raise InputError(where, f"field {field!r} must be an integer, got {value!r}.")
     return int(value)
+
+
+def _count(cfg: dict[str, Any], where: str, *keys: str) -> int:
+    """An optional count (experts, MoE widths): absent or null is 0, otherwise a positive int."""
+    for key in keys:
+        if cfg.get(key) is not None:
+            return _positive_int(cfg[key], where, key)
+    return 0
 
 
 def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> ModelArch:
@@ -92,6 +102,9 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
         raise InputError(where, "a config.json must be a JSON object.")
     # Vision-language configs keep the language model under text_config.
     if "text_config" in cfg and "hidden_size" not in cfg:
+        if not isinstance(cfg["text_config"], dict):
+            raise InputError(where, "field 'text_config' must be an object (the language "
+                                    f"model's config), got {cfg['text_config']!r}.")
         cfg = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings")}
     model_type = str(cfg.get("model_type", "llama"))
     if model_type == "gpt2":
@@ -107,19 +120,22 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
     layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
     heads = _positive_int(_get(cfg, where, "num_attention_heads"), where, "num_attention_heads")
-    kv = _positive_int(cfg.get("num_key_value_heads") or heads, where, "num_key_value_heads")
-    head_dim = _positive_int(cfg.get("head_dim") or d // heads, where, "head_dim")
+    kv = _count(cfg, where, "num_key_value_heads") or heads
+    head_dim = _count(cfg, where, "head_dim") or max(d // heads, 1)
     vocab = _positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size")
     ffn = _positive_int(_get(cfg, where, "intermediate_size"), where, "intermediate_size")
     if heads % kv:
         raise InputError(where, f"num_attention_heads ({heads}) is not a multiple of "
                                 f"num_key_value_heads ({kv}).")
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts") or 0)
-    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    experts = _count(cfg, where, "num_local_experts", "num_experts")
+    top_k = _count(cfg, where, "num_experts_per_tok")
     if experts and not top_k:
         raise InputError(where, "an MoE config needs num_experts_per_tok.")
-    moe_ffn = int(cfg.get("moe_intermediate_size") or (ffn if experts else 0))
-    shared_ffn = int(cfg.get("shared_expert_intermediate_size") or 0)
+    if top_k > experts:
+        raise InputError(where, f"num_experts_per_tok ({top_k}) exceeds the number of experts "
+                                f"({experts}).")
+    moe_ffn = _count(cfg, where, "moe_intermediate_size") or (ffn if experts else 0)
+    shared_ffn = _count(cfg, where, "shared_expert_intermediate_size")
     # Qwen2 puts a bias on q, k and v but not on o; llama's attention_bias covers all four.
     qkv_bias = model_type == "qwen2" or model_type == "qwen2_moe" or bool(
         cfg.get("attention_bias", False)
@@ -146,6 +162,7 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         experts_per_token=top_k,
         moe_intermediate_size=moe_ffn,
         shared_expert_intermediate_size=shared_ffn,
+        max_positions=_count(cfg, where, "max_position_embeddings") or None,
     )
 
 
@@ -160,7 +177,7 @@ def _gpt2(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         num_heads=heads,
         num_kv_heads=heads,
         head_dim=d // heads,
-        intermediate_size=int(cfg.get("n_inner") or 4 * d),
+        intermediate_size=_count(cfg, where, "n_inner") or 4 * d,
         vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         gated_mlp=False,
@@ -170,6 +187,7 @@ def _gpt2(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         out_bias=True,
         mlp_bias=True,
         norm_bias=True,
+        max_positions=_count(cfg, where, "n_positions") or 1024,
     )
 
 
@@ -179,7 +197,13 @@ def _mpt(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
     attn = cfg.get("attn_config") or {}
     alibi = bool(attn.get("alibi", False))
     bias = not bool(cfg.get("no_bias", False))
-    kv = int(attn.get("kv_n_heads") or heads)
+    if not isinstance(attn, dict):
+        raise InputError(where, f"field 'attn_config' must be an object, got {attn!r}.")
+    kv = _count(attn, where, "kv_n_heads") or heads
+    ratio = cfg.get("expansion_ratio", 4)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio < 1e3:
+        raise InputError(where, f"field 'expansion_ratio' must be a positive number, got "
+                                f"{ratio!r}.")
     return ModelArch(
         name=name,
         model_type="mpt",
@@ -188,11 +212,12 @@ def _mpt(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         num_heads=heads,
         num_kv_heads=kv,
         head_dim=d // heads,
-        intermediate_size=int(cfg.get("expansion_ratio", 4) * d),
+        intermediate_size=int(ratio * d),
         vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
         tie_embeddings=True,
         gated_mlp=False,
-        position_embeddings=0 if alibi else int(cfg.get("max_seq_len", 2048)),
+        position_embeddings=0 if alibi else _count(cfg, where, "max_seq_len") or 2048,
+        max_positions=_count(cfg, where, "max_seq_len") or 2048,
         qkv_bias=bias,
         out_bias=bias,
         mlp_bias=bias,
@@ -203,7 +228,7 @@ def _mpt(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
 def _bert(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
     heads = _positive_int(_get(cfg, where, "num_attention_heads"), where, "num_attention_heads")
-    type_vocab = int(cfg.get("type_vocab_size", 2))
+    type_vocab = _count(cfg, where, "type_vocab_size") or 2
     # pooler (d x d + d); token-type embeddings; the embedding LayerNorm (2d).
     extra = d * d + d + type_vocab * d + 2 * d
     return ModelArch(
@@ -219,13 +244,14 @@ def _bert(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
         tie_embeddings=True,
         gated_mlp=False,
-        position_embeddings=int(cfg.get("max_position_embeddings", 512)),
+        position_embeddings=_count(cfg, where, "max_position_embeddings") or 512,
         qkv_bias=True,
         out_bias=True,
         mlp_bias=True,
         norm_bias=True,
         encoder=True,
         extra_params=extra,
+        max_positions=_count(cfg, where, "max_position_embeddings") or 512,
     )
 
 

@@ -85,6 +85,7 @@ class TrainingEstimate(_Out):
     hfu: Figure
     gemm_efficiency: Figure
     totals: Totals | None
+    warnings: list[str]
     assumptions: list[str]
 
 
@@ -138,10 +139,16 @@ def training_amount(
                         ("--epochs", epochs)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise InputError(name, f"expected a positive number, got {value!r}.")
+    if examples is not None and examples < 1:
+        raise InputError("--examples", f"expected at least one example, got {examples!r}.")
     if tokens is not None:
-        return tokens, tokens / tokens_per_step, "tokens given; steps = tokens / tokens per step"
+        n_steps = math.ceil(tokens / tokens_per_step)
+        return (n_steps * tokens_per_step, n_steps,
+                f"tokens given ({tokens:.4g}); steps = ceil(tokens / {tokens_per_step} tokens "
+                f"per step)")
     if steps is not None:
-        return steps * tokens_per_step, steps, "steps given; tokens = steps x tokens per step"
+        n_steps = math.ceil(steps)
+        return n_steps * tokens_per_step, n_steps, "steps given; tokens = steps x tokens per step"
     assert examples is not None
     n_epochs = epochs if epochs is not None else 1.0
     n_steps = math.ceil(examples * n_epochs / effective_batch)
@@ -222,6 +229,14 @@ def estimate_training(
             wall_clock_hours=formula(wall_s / 3600, "h", f"steps x step time on {hw.num_gpus} GPUs"),
             cost_usd=cost_rows(gpu_hours, price_rows or []),
         )
+    warnings = []
+    if arch.max_positions and t.seq_len > arch.max_positions and not arch.position_embeddings:
+        warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
+                        f"{arch.name} was configured for (max_position_embeddings); it needs "
+                        f"a context extension (RoPE scaling) to train well.")
+    if not mem.total_bytes <= hw.gpu.memory_bytes:
+        warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
+                        f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
@@ -258,5 +273,6 @@ def estimate_training(
                                basis="measured" if efficiency_basis else "assumed",
                                source=eff_source),
         totals=totals,
+        warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in used],
     )

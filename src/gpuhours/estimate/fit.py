@@ -109,9 +109,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     for ckpt in (False, True):
         for stage in stages:
             for mb in range(1, MAX_MICRO_BATCH + 1):
-                accum = _accum_for(effective_batch, mb, hw.num_gpus)
+                mb_accum = _accum_for(effective_batch, mb, hw.num_gpus)
                 c = _evaluate(t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
-                                                   "zero_stage": stage, "grad_accum": accum}),
+                                                   "zero_stage": stage, "grad_accum": mb_accum}),
                               hw, headroom, f"micro-batch {mb}, checkpointing "
                               f"{'on' if ckpt else 'off'}, ZeRO {stage}")
                 evaluated += 1
@@ -124,7 +124,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     if largest is None:
         alternatives = _what_would_fit(t, hw, headroom, bigger_gpus)
         evaluated += len(alternatives)
-    accum = None
+    accum: int | None = None
     if effective_batch is not None and largest is not None:
         accum = _accum_for(effective_batch, largest, hw.num_gpus)
     return FitResult(
@@ -136,7 +136,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
 
 def _what_would_fit(t: Training, hw: Hardware, headroom: float,
                     bigger_gpus: Iterable[GpuSpec]) -> list[Candidate]:
-    """One change at a time, then combined, at micro-batch 1."""
+    """One change at a time at micro-batch 1 (checkpointing on from the second), ZeRO-3 up to
+    the first GPU count that fits, and the three smallest larger GPUs that fit."""
     base = t.model_copy(update={"micro_batch": 1})
     tries: list[tuple[str, Training, Hardware]] = [
         ("gradient checkpointing", base.model_copy(update={"checkpointing": True}), hw),
@@ -149,20 +150,31 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
                       base.model_copy(update={"method": "qlora", "checkpointing": True,
                                               "zero_stage": 0}), hw))
     if t.method != "qlora":
-        for n in (2, 4, 8, 16, 32, 64):
+        for n in (2, 4, 8, 16, 32, 64, 128, 256, 512):
             if n > hw.num_gpus:
                 tries.append((f"ZeRO-3 over {n} GPUs",
                               base.model_copy(update={"zero_stage": 3, "checkpointing": True}),
                               hw.model_copy(update={"num_gpus": n})))
-    for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
-        if gpu.memory_gb > hw.gpu.memory_gb:
-            tries.append((f"a larger GPU: {gpu.name} ({gpu.memory_gb:g} GB)",
-                          base.model_copy(update={"checkpointing": True}),
-                          hw.model_copy(update={"gpu": gpu})))
     out = []
     for change, tt, hh in tries:
+        out.append(_evaluate(tt, hh, headroom, change))
+    # ZeRO-3 over more GPUs: only up to the first GPU count that fits
+    first_fit = next((c.num_gpus for c in out if c.fits and c.change.startswith("ZeRO-3")), None)
+    out = [c for c in out if not c.change.startswith("ZeRO-3") or first_fit is None
+           or c.num_gpus <= first_fit]
+    # a larger GPU, as given otherwise (with checkpointing): the three smallest that fit
+    larger = []
+    for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
+        if gpu.memory_gb <= hw.gpu.memory_gb:
+            continue
         try:
-            out.append(_evaluate(tt, hh, headroom, change))
+            c = _evaluate(base.model_copy(update={"checkpointing": True}),
+                          hw.model_copy(update={"gpu": gpu}), headroom,
+                          f"a larger GPU: {gpu.name} ({gpu.memory_gb:g} GB)")
         except ValueError:
-            continue  # e.g. a GPU without this precision
-    return out
+            continue  # a GPU without this precision
+        if c.fits:
+            larger.append(c)
+        if len(larger) == 3:
+            break
+    return out + larger

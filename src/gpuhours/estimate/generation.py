@@ -65,6 +65,8 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec) -> int:
 def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") -> GenerationEstimate:
     """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU."""
     arch = g.arch
+    if arch.encoder:
+        raise InputError("--model", f"{arch.name} is an encoder: it does not generate tokens.")
     cap = max_batch_by_memory(arch, g, gpu)
     batch = g.batch if g.batch is not None else cap
     if batch > cap:

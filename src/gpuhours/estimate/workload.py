@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch
 
 Method = Literal["full", "lora", "qlora"]
@@ -48,13 +49,17 @@ class Training(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Training:
-        if self.method == "qlora" and self.precision in ("fp32",):
-            raise ValueError("qlora computes in bf16/fp16: precision fp32 conflicts with qlora")
-        if self.method != "full" and self.zero_stage == 3:
-            # allowed (FSDP + LoRA exists) but the frozen base is then sharded too; fine.
-            pass
+        # InputError is a ValueError: pydantic wraps it, and the CLI unwraps it with its options
+        if self.method == "qlora" and self.precision == "fp32":
+            raise InputError("--method/--precision", "qlora computes in bf16 or fp16 on a 4-bit "
+                                                     "base; --precision fp32 conflicts with it.")
         if self.method == "qlora" and self.zero_stage == 3:
-            raise ValueError("qlora with ZeRO-3 is not modelled: 4-bit weights are not sharded")
+            raise InputError("--method/--zero", "qlora with --zero 3 is not modelled: the 4-bit "
+                                                "base is not sharded. Use --zero 0-2.")
+        if self.arch.position_embeddings and self.seq_len > self.arch.position_embeddings:
+            raise InputError("--seq", f"{self.arch.name} has learned position embeddings for "
+                                      f"{self.arch.position_embeddings} positions; --seq "
+                                      f"{self.seq_len} cannot run.")
         return self
 
     @property

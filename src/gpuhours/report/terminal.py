@@ -98,14 +98,20 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
             console.print(c)
         else:
             console.print(f"[dim]No catalog price for {e.gpu}.[/dim]")
+    for warning in e.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print("[dim]Assumptions used:[/dim]")
     for a in e.assumptions:
         console.print(f"[dim]  - {a}[/dim]")
 
 
+def _describe(c: Candidate) -> str:
+    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}, "
+            f"{c.num_gpus} x {c.gpu}")
+
+
 def _candidate_row(table: Table, c: Candidate) -> None:
-    table.add_row(c.change, str(c.micro_batch), str(c.grad_accum), c.method,
-                  "on" if c.checkpointing else "off", str(c.zero_stage), str(c.num_gpus), c.gpu,
+    table.add_row(c.change, _describe(c), f"{c.micro_batch} x {c.grad_accum}",
                   gib(c.memory_total_bytes),
                   "[green]yes[/green]" if c.fits else "[red]no[/red]",
                   f"{c.tokens_per_s_per_gpu:,.0f}")
@@ -127,9 +133,8 @@ def render_fit(r: FitResult, console: Console) -> None:
     else:
         console.print("[red]Nothing fits at micro-batch 1.[/red]")
     table = Table(title="Configurations", title_justify="left")
-    for col in ("change", "micro-batch", "accum", "method", "ckpt", "ZeRO", "GPUs", "GPU",
-                "memory/GPU", "fits", "tokens/s/GPU"):
-        table.add_column(col)
+    for col in ("change", "setup", "micro x accum", "memory/GPU", "fits", "tokens/s/GPU"):
+        table.add_column(col, overflow="fold")
     if r.fastest is not None:
         _candidate_row(table, r.fastest.model_copy(update={"change": "fastest that fits: "
                                                            + r.fastest.change}))

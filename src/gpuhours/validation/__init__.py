@@ -113,7 +113,7 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
     technique = (re.search(r'technique "([^"]+)"', notes) or re.search(r"\(([^)]+)\)", notes))
     tech = technique.group(1) if technique else ""
     label = f"torchtune {r['model']} {tech} on {r['gpu']}"
-    base = dict(kind="throughput", label=label, unit="tokens/s per GPU",
+    base: dict[str, Any] = dict(kind="throughput", label=label, unit="tokens/s per GPU",
                 measured_what="tokens/s over one epoch", source=r["source"])
     if measured is None:
         return Comparison(**base, measured=float("nan"), predicted=None, setup="",
@@ -129,16 +129,14 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
     model = _TORCHTUNE_MODELS[r["model"]]
     arch, _ = resolve_model(model)
     gpu = catalog.gpu(_TORCHTUNE_GPUS[r["gpu"]])
-    method = "full"
-    if tech in ("LoRA",):
-        method = "lora"
-    if tech in ("QLoRA",):
-        method = "qlora"
+    method = {"LoRA": "lora", "QLoRA": "qlora"}.get(tech, "full")
     optimizer = "adamw-8bit" if tech == "+ 8-bit AdamW" else "adamw"
     ckpt = r["activation_checkpointing"] == "True"  # not stated: off
-    t = Training(arch=arch, method=method, precision="bf16", optimizer=optimizer,
-                 micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]),
-                 checkpointing=ckpt, lora_rank=8, lora_targets="all-linear")
+    # torchtune's LoRA recipes: rank 8 on attention and MLP projections
+    t = Training.model_validate(dict(
+        arch=arch, method=method, precision="bf16", optimizer=optimizer,
+        micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]), checkpointing=ckpt,
+        lora_rank=8, lora_targets="all-linear"))
     e = estimate_training(t, Hardware(gpu=gpu), "catalog")
     compiled = "compile" in notes.lower() or tech not in ("+ Packed Dataset",)
     setup = (f"{method}, bf16, batch {t.micro_batch} x {t.seq_len} packed, checkpointing "
@@ -204,7 +202,7 @@ def memory_comparisons() -> list[Comparison]:
     arch, _ = resolve_model("llama-3.2-3b")  # on an L40S; the device does not enter the peak
     for r in _rows("memory.csv"):
         measured = float(r["peak_memory_gb"]) * GIB
-        base = dict(kind="memory", label=f"{r['model']} {r['method'][:48]}", unit="bytes",
+        base: dict[str, Any] = dict(kind="memory", label=f"{r['model']} {r['method'][:48]}", unit="bytes",
                     source=r["source"], measured=measured)
         if "peft" not in r["source"]:
             out.append(Comparison(**base, predicted=None, setup="", measured_what="nvidia-smi",
