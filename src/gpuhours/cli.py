@@ -38,6 +38,7 @@ _OPTION_OF_FIELD = {
     "lora_rank": "--lora-rank", "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
     "zero_stage": "--zero", "prompt_tokens": "--prompt-tokens",
     "output_tokens": "--output-tokens", "batch": "--batch",
+    "inter_node_gbps_per_gpu": "--inter-node-gbps",
 }
 
 
@@ -85,6 +86,8 @@ GpuOpt = Annotated[str | None, typer.Option(
     "--gpu", "-g", help="Catalog name or alias (gpuhours catalog gpus).")]
 GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
 PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
+NetOpt = Annotated[float, typer.Option(
+    help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
 PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
 MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
@@ -138,6 +141,7 @@ def estimate(
     examples: Annotated[float | None, typer.Option(help="Dataset size in examples.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Epochs over --examples.")] = None,
     gpus_per_node: PerNodeOpt = 8,
+    inter_node_gbps: NetOpt = 25.0,
     params: ParamsOpt = None,
     hidden_size: HiddenOpt = None,
     layers: LayersOpt = None,
@@ -164,7 +168,8 @@ def estimate(
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
     t = _training(arch, method, precision, optimizer, batch, seq, grad_accum, checkpointing,
                   flash, lora_rank, lora_targets, zero)
-    hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node)
+    hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
+                  inter_node_gbps_per_gpu=inter_node_gbps)
     prices = catalog.prices(spec.name) if spec.name != "custom" else []
     e = estimate_training(t, hw, basis, tokens=tokens, steps=steps, examples=examples,
                           epochs=epochs, price_rows=prices)
@@ -204,6 +209,7 @@ def fit(
     zero: ZeroOpt = 0,
     flash: FlashOpt = True,
     gpus_per_node: PerNodeOpt = 8,
+    inter_node_gbps: NetOpt = 25.0,
     params: ParamsOpt = None,
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
@@ -226,7 +232,8 @@ def fit(
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
     t = _training(arch, method, precision, optimizer, batch, seq, 1, checkpointing, flash,
                   lora_rank, lora_targets, zero)
-    hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node)
+    hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
+                  inter_node_gbps_per_gpu=inter_node_gbps)
     result = fit_search(t, hw, effective_batch=effective_batch, headroom=headroom,
                         bigger_gpus=catalog.gpus())
     if as_json:

@@ -54,10 +54,14 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
     if e.hardware_flops_per_token.value != e.model_flops_per_token.value:
         t.add_row("hardware FLOPs per token", si(e.hardware_flops_per_token.value, "FLOP"),
                   _basis(e.hardware_flops_per_token))
+    labels = {"matmul_s": "matmuls", "attention_s": "attention kernels",
+              "memory_bound_s": "memory-bound work", "launch_floor_s": "launch floor (not added)",
+              "optimizer_s": "optimizer step",
+              "communication_s": "communication (not added)",
+              "communication_exposed_s": "communication not hidden"}
     for key, fig in e.step_time_breakdown_s.items():
         if fig.value > 0:
-            t.add_row(f"  {key.removesuffix('_s').replace('_', ' ')}", seconds(fig.value),
-                      _basis(fig))
+            t.add_row(f"  {labels.get(key, key)}", seconds(fig.value), _basis(fig))
     t.add_row("[bold]step time[/bold]", f"[bold]{seconds(e.step_time_s.value)}[/bold]",
               f"bottleneck: [bold]{e.bottleneck}[/bold]")
     t.add_row("tokens/s per GPU", f"{e.tokens_per_s_per_gpu.value:,.0f}",
