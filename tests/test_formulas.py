@@ -62,17 +62,19 @@ def test_six_n_rule_for_a_long_context_free_model(tiny):
 
 
 def test_activation_bytes_of_one_layer_by_hand(tiny):
-    # a=2 bytes; d=64, q=64, kv=32, f=128.
+    # a=2 bytes; d=64, q=64, kv=32, f=128; full fine-tuning.
     # norms: 2 * (4*64 fp32 input + 2*64 normalised) = 768
-    # attention: input 128 + q,k,v 2*(64+32+32) = 256 + kernel output 128 + o_proj input 128
-    # MLP: input 128 + gate, up, act 3*2*128 = 768 + down input 256
+    # attention: q,k,v 2*(64+32+32) = 256 + kernel output 128 + q/k/v input 128
+    #            + o_proj input 128 = 640
+    # MLP: gate, up, act 3*2*128 = 768 + MLP input 128 + down input 256 = 1152
     tensors, scores = activation_bytes_per_token_layer(tiny, "bf16-mixed", True, 128)
-    assert tensors == 768 + (128 + 256 + 128 + 128) + (128 + 768 + 256)
+    assert tensors == 768 + 640 + 1152
     assert scores == 0
     t = Training(arch=tiny, micro_batch=2, seq_len=128)
     act = activation_bytes(tiny, t)
-    # 256 tokens x 2 layers x 2560 + outside the blocks 256 x (128 + 256 + 256)
-    assert act.total == 256 * 2 * 2560 + 256 * 640
+    # 256 tokens x 2 layers x 2560 + outside the blocks: the final norm's fp32 input and the
+    # LM head's input, 256 x 64 x (4 + 2)
+    assert act.total == 256 * 2 * 2560 + 256 * 64 * 6
 
 
 def test_eager_attention_keeps_the_score_matrix(tiny):
@@ -81,18 +83,20 @@ def test_eager_attention_keeps_the_score_matrix(tiny):
     assert scores == 4 * 128 * 6
 
 
-def test_lora_keeps_less_than_full(tiny):
+def test_lora_keeps_adapter_inputs_in_fp32(tiny):
+    qv, _ = activation_bytes_per_token_layer(tiny, "bf16", True, 128, "lora", "qv", lora_rank=4)
+    # norms: fp32 inputs only (frozen weights) 2*256 = 512; attention: q,k,v after rotary
+    # 256 + kernel output 128; MLP: gate, up, act 768 (for the SiLU and product backward);
+    # LoRA on q and v: each keeps an fp32 copy of its input (4*64) and A's output (4*4)
+    assert qv == 512 + (256 + 128) + 768 + 2 * (4 * 64 + 4 * 4)
     full, _ = activation_bytes_per_token_layer(tiny, "bf16", True, 128, "full")
-    qv, _ = activation_bytes_per_token_layer(tiny, "bf16", True, 128, "lora", "qv")
-    # qv adapters: no normalised tensors (2*128), no o_proj input (128), no MLP input (128),
-    # no down_proj input (256)
-    assert full - qv == 256 + 128 + 128 + 256
+    assert full == 2560
 
 
 def test_checkpointing_keeps_layer_inputs_and_one_layer(tiny):
     t = Training(arch=tiny, micro_batch=2, seq_len=128, checkpointing=True)
     act = activation_bytes(tiny, t)
-    assert act.total == 2 * 256 * 128 + 256 * 2560 + 256 * 640
+    assert act.total == 2 * 256 * 128 + 256 * 2560 + 256 * 64 * 6
 
 
 def test_logits_with_fp32_upcast(tiny):

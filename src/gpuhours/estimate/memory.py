@@ -91,75 +91,91 @@ class ActivationBytes:
         return self.saved_all_layers
 
 
-def _trained_inputs(method: str, lora_targets: str) -> dict[str, bool]:
-    """Which layers' inputs autograd keeps: a linear keeps its input only when its weight (or a
-    LoRA adapter on it) trains; a norm keeps its normalised tensor only when its weight trains."""
-    if method == "full":
-        return dict.fromkeys(("qkv", "o", "mlp_in", "down", "norm_weight"), True)
-    return {
-        "qkv": True,  # every LoRA target set adapts q or v
-        "o": lora_targets in ("attention", "all-linear"),
-        "mlp_in": lora_targets == "all-linear",
-        "down": lora_targets == "all-linear",
-        "norm_weight": False,
-    }
+#: which linear layers LoRA adapts, per `lora_targets`
+LORA_ADAPTED = {
+    "qv": frozenset({"q", "v"}),
+    "attention": frozenset({"q", "k", "v", "o"}),
+    "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
+}
 
 
 def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: bool, seq_len: int,
-                                     method: str = "full",
-                                     lora_targets: str = "all-linear") -> tuple[float, float]:
+                                     method: str = "full", lora_targets: str = "all-linear",
+                                     lora_rank: int = 16) -> tuple[float, float]:
     """Bytes saved for backward per token and layer: (tensors, attention-score matrix).
 
     Tensor by tensor (a = activation bytes, d hidden, q = heads x head_dim, kv = kv heads x
-    head_dim, f = MLP width):
-    - two norms: an fp32 copy of the input (4d) each; for RMSNorm with a trained weight also
-      the normalised tensor before the weight multiply (a d);
-    - attention: its input (a d), q and k after the rotary embedding and v (a (q + 2 kv)), the
-      attention output kept by the kernel (a q) and its contiguous copy, the input of o_proj
-      (a q, when o_proj trains);
-    - MLP: its input (a d, when gate/up train); gated: gate and up outputs and the activation's
-      output (3 a f), and the product that enters down_proj (a f, when down trains); GELU: the up
-      output (a f) and the activation's output (a f, when down trains). An MoE token saves this
-      for each routed expert, plus fp32 router logits.
-    A frozen linear keeps nothing for its own backward (no weight gradient), so LoRA saves less.
+    head_dim, f = MLP width), as autograd keeps them in transformers' decoder layers:
+    - two RMSNorms: an fp32 copy of the input (4d) each, and, when the norm weight trains, the
+      normalised tensor before the weight multiply (a d). LayerNorm: the fp32 input only.
+    - attention: q and k after the rotary embedding and v (a (q + 2 kv)), the kernel's output
+      (a q); full fine-tuning also keeps the input of q/k/v (a d) and of o_proj, a contiguous
+      copy of the kernel output (a q).
+    - MLP: gate and up outputs and the activation's output (3 a f; GELU: a f); full
+      fine-tuning also keeps the MLP input (a d) and the input of down_proj (a f; GELU: a f).
+    - A frozen linear keeps nothing for its own backward. A LoRA adapter keeps its input, cast
+      to the fp32 of peft's adapters (4 x in_features, one copy per adapted linear, even when
+      q, k and v share the input), and the fp32 output of its A matrix (4 r).
+    - An MoE token saves the MLP part for each routed expert, plus fp32 router logits.
     Without flash attention the score matrix is materialised: heads x S per token, kept in fp32
     by the softmax and again in the activation dtype for the AV matmul.
+    Checked against the storage autograd saves for a real model: tests/test_activations_real.py.
     """
     a = ACTIVATION_BYTES[precision]
-    d = arch.hidden_size
-    keep = _trained_inputs(method, lora_targets)
-    rms_normed = a * d if (keep["norm_weight"] and not arch.norm_bias) else 0
+    d, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    full = method == "full"
+    rms_normed = a * d if (full and not arch.norm_bias) else 0
     norm = 4 * d + rms_normed
-    attention = a * d + a * (arch.q_dim + 2 * arch.kv_dim) + a * arch.q_dim
-    attention += a * arch.q_dim if keep["o"] else 0
+    attention = a * (q + 2 * kv) + a * q
+    if full:
+        attention += a * d + a * q  # q/k/v input; o_proj input
 
     def ffn_bytes(f: int) -> float:
         inner = 3 * a * f if arch.gated_mlp else a * f
-        return inner + (a * f if keep["down"] else 0)
+        return inner + (a * d + a * f if full else 0)  # MLP input; down_proj input
 
-    mlp_in = a * d if keep["mlp_in"] else 0
     if arch.is_moe:
-        mlp = arch.experts_per_token * (mlp_in + ffn_bytes(arch.moe_intermediate_size))
-        mlp += 4 * arch.num_experts + mlp_in
+        mlp = arch.experts_per_token * ffn_bytes(arch.moe_intermediate_size)
+        mlp += 4 * arch.num_experts
         if arch.shared_expert_intermediate_size:
             mlp += ffn_bytes(arch.shared_expert_intermediate_size)
     else:
-        mlp = mlp_in + ffn_bytes(arch.intermediate_size)
+        mlp = ffn_bytes(arch.intermediate_size)
+    lora = 0.0
+    if not full:
+        f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+        experts = arch.experts_per_token if arch.is_moe else 1
+        in_dim = {"q": d, "k": d, "v": d, "o": q, "gate": d, "up": d, "down": f}
+        per_token_copies = {"gate": experts, "up": experts, "down": experts}
+        adapted = LORA_ADAPTED[lora_targets]
+        if not arch.gated_mlp:
+            adapted = adapted - {"gate"}
+        for name in adapted:
+            copies = per_token_copies.get(name, 1)
+            lora += copies * (4 * in_dim[name] + 4 * lora_rank)
+        if a == 4:
+            # in fp32 the cast is a no-op: q, k and v (and gate, up) share one saved input
+            shared = sum(d for name in ("q", "k", "v") if name in adapted) - (
+                d if adapted & {"q", "k", "v"} else 0)
+            shared += sum(d * experts for name in ("gate", "up") if name in adapted) - (
+                d * experts if adapted & {"gate", "up"} else 0)
+            lora -= 4 * shared
     scores = 0.0
     if not flash:
         scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
-    return 2 * norm + attention + mlp, scores
+    return 2 * norm + attention + mlp + lora, scores
 
 
 def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     """Activations alive at the end of the forward pass of one micro-batch, bytes."""
     tokens = t.tokens_per_micro_batch
     tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
-                                                       t.seq_len, t.method, t.lora_targets)
+                                                       t.seq_len, t.method, t.lora_targets,
+                                                       t.lora_rank)
     per_layer = tensors + scores
     a = ACTIVATION_BYTES[t.precision]
-    # the embedding output and the final norm and LM-head input, outside the blocks
-    outside = tokens * (a * arch.hidden_size + 4 * arch.hidden_size + 2 * a * arch.hidden_size)
+    # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
+    outside = tokens * arch.hidden_size * (4 + (a if t.method == "full" else 0))
     if t.checkpointing:
         # each block keeps its input; in backward one block is recomputed at a time.
         saved = arch.num_layers * tokens * a * arch.hidden_size + tokens * per_layer + outside

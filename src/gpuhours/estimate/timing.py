@@ -105,7 +105,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         attention_s = tokens * 2 * flops.attention_flops_per_token / (peak * e_mm)
         score_traffic = 0.0
     tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
-                                                       t.seq_len, t.method, t.lora_targets)
+                                                       t.seq_len, t.method, t.lora_targets,
+                                                       t.lora_rank)
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
     layer_traffic = tokens * arch.num_layers * (tensors * passes + scores * 3 + score_traffic)
     a = ACTIVATION_BYTES[t.precision]
