@@ -65,3 +65,40 @@ def test_formula_matches_saved_storage(precision, method, targets):
     # the loss keeps log-softmax's fp32 output: tokens x vocab x 4 bytes
     predicted = activation_bytes(arch, t).total + BATCH * SEQ * CONFIG["vocab_size"] * 4
     assert predicted == pytest.approx(real, rel=0.06)
+
+
+BERT = dict(model_type="bert", hidden_size=128, intermediate_size=512, num_hidden_layers=2,
+            num_attention_heads=4, vocab_size=1000, max_position_embeddings=128,
+            type_vocab_size=2, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+def test_encoder_formula_matches_saved_storage():
+    """BERT with eager attention and dropout, fp32. On the CPU a dropout mask is a float tensor
+    (4 bytes per element); the formula counts CUDA's 1-byte boolean masks, so the 3 extra bytes
+    per mask element are added here: per layer, the attention-probability mask (heads x S per
+    token) and two hidden-state masks (2d), and the embedding dropout's mask (d)."""
+    torch.manual_seed(0)
+    hf = transformers.AutoConfig.for_model(**BERT)
+    hf._attn_implementation = "eager"
+    model = transformers.BertForSequenceClassification(hf)
+    model.train()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen.setdefault(storage.data_ptr(), storage.nbytes())
+        return t
+
+    ids = torch.randint(0, 1000, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=ids, labels=torch.zeros(BATCH, dtype=torch.long))
+    real = sum(seen.values())
+
+    arch = from_hf_config(BERT, "tiny-bert")
+    assert arch.dropout and arch.encoder
+    t = Training(arch=arch, precision="fp32", micro_batch=BATCH, seq_len=SEQ)
+    tokens, d, heads = BATCH * SEQ, 128, 4
+    cpu_float_masks = 3 * tokens * (2 * (heads * SEQ + 2 * d) + d)
+    assert activation_bytes(arch, t).total + cpu_float_masks == pytest.approx(real, rel=0.04)

@@ -97,8 +97,12 @@ RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
 TargetsOpt = Annotated[str, typer.Option(
     help="LoRA targets: all-linear, attention, or qv (peft's default for llama).")]
 PrecOpt = Annotated[str, typer.Option(
-    help="bf16-mixed (fp32 master + moments), bf16 (all bf16), fp16-mixed, fp16, fp32.")]
+    help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
+         "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
+         "fp16-mixed, fp16-amp, fp16, fp32.")]
 OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
+OptimImplOpt = Annotated[str, typer.Option(
+    help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]
 SeqOpt = Annotated[int, typer.Option(help="Sequence length in tokens.")]
 CkptOpt = Annotated[bool, typer.Option(
     "--checkpointing/--no-checkpointing", help="Gradient (activation) checkpointing.")]
@@ -108,13 +112,14 @@ ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def _training(arch: Any, method: str, precision: str, optimizer: str, batch: int, seq: int,
-              grad_accum: int, checkpointing: bool, flash: bool, lora_rank: int,
-              lora_targets: str, zero: int) -> Any:
+def _training(arch: Any, method: str, precision: str, optimizer: str, optimizer_impl: str,
+              batch: int, seq: int, grad_accum: int, checkpointing: bool, flash: bool,
+              lora_rank: int, lora_targets: str, zero: int) -> Any:
     from gpuhours.estimate.workload import Training
 
     return Training.model_validate(dict(
-        arch=arch, method=method, precision=precision, optimizer=optimizer, micro_batch=batch,
+        arch=arch, method=method, precision=precision, optimizer=optimizer,
+        optimizer_impl=optimizer_impl, micro_batch=batch,
         seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing, flash_attention=flash,
         lora_rank=lora_rank, lora_targets=lora_targets, zero_stage=zero))
 
@@ -132,6 +137,7 @@ def estimate(
     checkpointing: CkptOpt = False,
     precision: PrecOpt = "bf16-mixed",
     optimizer: OptimOpt = "adamw",
+    optimizer_impl: OptimImplOpt = "foreach",
     lora_rank: RankOpt = 16,
     lora_targets: TargetsOpt = "all-linear",
     zero: ZeroOpt = 0,
@@ -166,8 +172,8 @@ def estimate(
 
     arch, basis = resolve_model(model, params, hidden_size, layers, vocab)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
-    t = _training(arch, method, precision, optimizer, batch, seq, grad_accum, checkpointing,
-                  flash, lora_rank, lora_targets, zero)
+    t = _training(arch, method, precision, optimizer, optimizer_impl, batch, seq, grad_accum,
+                  checkpointing, flash, lora_rank, lora_targets, zero)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gbps_per_gpu=inter_node_gbps)
     prices = catalog.prices(spec.name) if spec.name != "custom" else []
@@ -204,6 +210,7 @@ def fit(
     checkpointing: CkptOpt = False,
     precision: PrecOpt = "bf16-mixed",
     optimizer: OptimOpt = "adamw",
+    optimizer_impl: OptimImplOpt = "foreach",
     lora_rank: RankOpt = 16,
     lora_targets: TargetsOpt = "all-linear",
     zero: ZeroOpt = 0,
@@ -230,8 +237,8 @@ def fit(
                                               f"{effective_batch!r}.")
     arch, _ = resolve_model(model, params)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
-    t = _training(arch, method, precision, optimizer, batch, seq, 1, checkpointing, flash,
-                  lora_rank, lora_targets, zero)
+    t = _training(arch, method, precision, optimizer, optimizer_impl, batch, seq, 1,
+                  checkpointing, flash, lora_rank, lora_targets, zero)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gbps_per_gpu=inter_node_gbps)
     result = fit_search(t, hw, effective_batch=effective_batch, headroom=headroom,

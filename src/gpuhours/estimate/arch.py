@@ -50,6 +50,8 @@ class ModelArch:
     #: the context the config was trained for (max_position_embeddings); None when not stated.
     #: With learned position embeddings it is a hard limit (the table has that many rows).
     max_positions: int | None = None
+    #: dropout is active in training (BERT's 0.1): its masks are kept for backward
+    dropout: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -251,6 +253,8 @@ def _bert(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         norm_bias=True,
         encoder=True,
         extra_params=extra,
+        dropout=bool(cfg.get("hidden_dropout_prob", 0.1) or cfg.get("attention_probs_dropout_prob",
+                                                                     0.1)),
         max_positions=_count(cfg, where, "max_position_embeddings") or 512,
     )
 

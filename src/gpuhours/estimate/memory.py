@@ -17,7 +17,14 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.workload import Training
 
 #: bytes per element of the activations for each precision
-ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2}
+ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
+                    "bf16-amp": 2, "fp16-amp": 2}
+
+
+def residual_bytes(precision: str) -> int:
+    """Bytes per element of the residual stream between layers: fp32 under autocast (the norms
+    run and return in fp32), else the activation dtype."""
+    return 4 if precision == "fp32" or precision.endswith("-amp") else ACTIVATION_BYTES[precision]
 
 #: NF4 with double quantisation: 4 bits + 8-bit absmax per 64 + fp32 per 256 absmax blocks
 #: (Dettmers et al. 2023, sec. 3 "Double Quantization": 0.127 bits/param of constants).
@@ -41,8 +48,12 @@ def state_bytes_per_param(precision: str, optimizer: str, trainable: bool) -> St
     - bf16 / fp16 (pure): 2, 2, no master; moments in the parameter dtype, 2 x 2 (torch AdamW
       keeps its state in the parameter's dtype).
     - *-mixed: 2 weights, 2 grads, 4 master, moments 2 x 4 (ZeRO paper's 16 bytes/param).
+    - *-amp (torch.autocast): 4 weights, 4 grads, moments 2 x 4; autocast's 2-byte copies of
+      the matmul weights live through the step and are counted with the activations.
     A frozen parameter has only its weights.
     """
+    if precision.endswith("-amp"):
+        precision = "fp32"  # the parameters, gradients and moments are fp32
     half = precision != "fp32"
     weights = 2.0 if half else 4.0
     if not trainable:
@@ -121,6 +132,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     by the softmax and again in the activation dtype for the AV matmul.
     Checked against the storage autograd saves for a real model: tests/test_activations_real.py.
     """
+    if arch.encoder:
+        return _encoder_bytes_per_token_layer(arch, precision, seq_len)
     a = ACTIVATION_BYTES[precision]
     d, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     full = method == "full"
@@ -166,6 +179,27 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     return 2 * norm + attention + mlp + lora, scores
 
 
+def _encoder_bytes_per_token_layer(arch: ModelArch, precision: str,
+                                    seq_len: int) -> tuple[float, float]:
+    """A BERT layer (post-LayerNorm, GELU, dropout, eager attention), bytes per token:
+    (tensors, attention-score matrices).
+
+    Kept for backward, with a = activation bytes, r = residual bytes, m = 1 byte per dropout
+    mask element (CUDA's boolean mask): the inputs of the four linears a (3d + f); Q, K and V
+    (3 a d); the two hidden-state dropout masks (2 m d); the two LayerNorm inputs (2 r d); the
+    GELU input (a f). Per head and key position: the softmax output, the dropout mask and the
+    dropout output, the softmax in fp32 under autocast (4) and its dropout output cast back to
+    the activation dtype for the AV matmul (4 + m + 4 + a); in fp32, 4 + m + 4.
+    """
+    a = ACTIVATION_BYTES[precision]
+    r = residual_bytes(precision)
+    d, f = arch.hidden_size, arch.intermediate_size
+    m = 1 if arch.dropout else 0
+    tensors = a * (3 * d + f) + 3 * a * d + 2 * m * d + 2 * r * d + a * f
+    per_score = (4 + m + 4 + (a if a < 4 else 0)) if arch.dropout else (4 + (a if a < 4 else 0))
+    return tensors, arch.num_heads * seq_len * per_score
+
+
 def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     """Activations alive at the end of the forward pass of one micro-batch, bytes."""
     tokens = t.tokens_per_micro_batch
@@ -175,10 +209,13 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     per_layer = tensors + scores
     a = ACTIVATION_BYTES[t.precision]
     # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
+    # (BERT: the embedding LayerNorm's input and its dropout mask)
     outside = tokens * arch.hidden_size * (4 + (a if t.method == "full" else 0))
     if t.checkpointing:
-        # each block keeps its input; in backward one block is recomputed at a time.
-        saved = arch.num_layers * tokens * a * arch.hidden_size + tokens * per_layer + outside
+        # each block keeps its input (the residual stream); in backward one block is
+        # recomputed at a time.
+        layer_input = residual_bytes(t.precision) * arch.hidden_size
+        saved = arch.num_layers * tokens * layer_input + tokens * per_layer + outside
     else:
         saved = arch.num_layers * tokens * per_layer + outside
     return ActivationBytes(
@@ -216,6 +253,7 @@ class MemoryBreakdown:
     activations_bytes: float
     logits_bytes: float
     optimizer_temporaries_bytes: float
+    autocast_weight_copies_bytes: float
     peak_phase: str
     tensors_bytes: float
     allocator_reserve_bytes: float
@@ -259,7 +297,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         master = total * s.master / shard_opt
         opt = total * s.optimizer / shard_opt
         head_grad = counts.lm_head_matmul * s.grads
-        temp_per_param = 4.0 if (s.master or t.precision == "fp32") else 2.0
+        temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
@@ -279,8 +317,14 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     act = activation_bytes(arch, t)
     logits = logits_bytes(arch, t)
     persisting_grads = grads if t.grad_accum > 1 else 0.0
-    forward_peak = persisting_grads + act.total + logits + head_grad / shard_grad
-    opt_temps = trainable * temp_per_param / shard_opt if t.optimizer.startswith("adamw") else 0.0
+    # torch.autocast keeps a half-precision copy of each matmul weight for the step
+    autocast_cache = 2.0 * counts.matmul_active / shard_w if t.precision.endswith("-amp") else 0.0
+    forward_peak = persisting_grads + act.total + logits + head_grad / shard_grad + autocast_cache
+    # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
+    # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
+    # do not hold more than one tensor's worth
+    foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
+    opt_temps = trainable * temp_per_param / shard_opt if foreach else 0.0
     step_peak = grads + opt_temps
     phase = "end of forward (activations + logits)" if forward_peak >= step_peak else \
         "optimizer step (gradients + temporaries)"
@@ -293,6 +337,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         activations_bytes=act.total,
         logits_bytes=logits,
         optimizer_temporaries_bytes=opt_temps,
+        autocast_weight_copies_bytes=autocast_cache,
         peak_phase=phase,
         tensors_bytes=tensors,
         allocator_reserve_bytes=tensors * A.ALLOCATOR_RESERVE_FRACTION.value,

@@ -24,7 +24,7 @@ from gpuhours.estimate.memory import (
 from gpuhours.estimate.workload import Hardware, Training
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
-             "fp16-mixed": "fp16"}
+             "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16"}
 
 
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
@@ -160,7 +160,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
 def _optimizer_time_s(t: Training, trainable: int, hw: Hardware, bw: float) -> float:
     """AdamW/SGD update: read and write every state of the trainable parameters once."""
     if t.method == "full":
-        if t.precision == "fp32":
+        if t.precision == "fp32" or t.precision.endswith("-amp"):
             per_param = {"adamw": 4 * 4 + 3 * 4, "adamw-8bit": 12 + 4, "sgd": 12,
                          "sgd-momentum": 20}[t.optimizer]
         elif t.precision.endswith("-mixed"):
@@ -174,7 +174,8 @@ def _optimizer_time_s(t: Training, trainable: int, hw: Hardware, bw: float) -> f
         per_param = {"adamw": 16 + 12, "adamw-8bit": 10 + 6, "sgd": 12, "sgd-momentum": 20}[
             t.optimizer]
     shard = hw.num_gpus if t.zero_stage >= 1 else 1
-    return trainable / shard * per_param * A.OPTIMIZER_TRAFFIC_FACTOR.value / bw
+    factor = A.OPTIMIZER_TRAFFIC_FACTOR.value if t.optimizer_impl == "foreach" else 1.0
+    return trainable / shard * per_param * factor / bw
 
 
 def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
@@ -192,7 +193,7 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     bw, link = link_bandwidth_bytes_per_s(hw)
     bw *= A.COLLECTIVE_EFFICIENCY.value
     ring = (n - 1) / n
-    grad_bytes = 2.0 if t.precision != "fp32" else 4.0
+    grad_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
     if t.method != "full":
         grad_bytes = 4.0  # peft adapters in fp32
     if t.zero_stage < 3:
@@ -200,7 +201,8 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     else:
         from gpuhours.estimate.params import count_params
 
-        weight_bytes = (2.0 if t.precision != "fp32" else 4.0) * count_params(arch).total
+        fp32_weights = t.precision == "fp32" or t.precision.endswith("-amp")
+        weight_bytes = (4.0 if fp32_weights else 2.0) * count_params(arch).total
         per_micro = ring * (2 * weight_bytes + trainable * grad_bytes)
         volume = per_micro * t.grad_accum
     comm_s = volume / bw

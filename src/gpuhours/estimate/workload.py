@@ -16,8 +16,12 @@ from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch
 
 Method = Literal["full", "lora", "qlora"]
-Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed"]
+Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
+#: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
+#: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
+#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only
+OptimizerImpl = Literal["foreach", "fused", "per-parameter"]
 LoraTargets = Literal["all-linear", "attention", "qv"]
 
 
@@ -31,10 +35,14 @@ class Training(_Strict):
     arch: ModelArch
     method: Method = "full"
     #: bf16-mixed: half-precision weights and grads, fp32 master weights and moments (the
-    #: 16 bytes/param of the ZeRO paper); bf16: everything in bf16, moments included
-    #: (what `model.to(bfloat16)` + torch AdamW does); fp32: everything in fp32.
+    #: 16 bytes/param of the ZeRO paper; DeepSpeed, Megatron, FSDP mixed precision);
+    #: bf16-amp: torch.autocast over fp32 weights (Hugging Face Trainer's bf16=True on a model
+    #: loaded in fp32): fp32 weights, grads and moments plus autocast's half-precision weight
+    #: copies during the step; bf16: everything in bf16, moments included (`model.to(bfloat16)`
+    #: + torch AdamW); fp32: everything in fp32.
     precision: Precision = "bf16-mixed"
     optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "foreach"
     micro_batch: int = Field(default=1, ge=1, le=1_000_000)
     seq_len: int = Field(default=2048, ge=1, le=10_000_000)
     grad_accum: int = Field(default=1, ge=1, le=1_000_000)
