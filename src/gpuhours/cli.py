@@ -387,6 +387,19 @@ def catalog_prices(
     out.print(t)
 
 
+def _register_capabilities() -> None:
+    """Commands of trace, bench and storage live beside their libraries."""
+    from gpuhours.bench.cli import register as register_bench
+    from gpuhours.storage.cli import register as register_storage
+    from gpuhours.trace.cli import register as register_trace
+
+    for register in (register_trace, register_bench, register_storage):
+        register(app)
+
+
+_register_capabilities()
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,1 @@
+"""Real training steps on this machine, measured (torch)."""

@@ -1,0 +1,1 @@
+"""Storage: budgets, checkpoint retention, cache eviction."""

@@ -1,0 +1,1 @@
+"""The ledger of measurements and runs, and training callbacks."""
