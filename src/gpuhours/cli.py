@@ -303,6 +303,57 @@ def generation(
     out.print(f"[dim]{data['basis']}[/dim]")
 
 
+@app.command()
+@user_errors
+def plan(
+    plan_file: Annotated[str | None, typer.Argument(
+        metavar="PLAN.yaml", help="The project's plan file.")] = None,
+    out_path: Annotated[str | None, typer.Option(
+        "--out", help="Where to write the living document (default: COMPUTE_BUDGET.md next to "
+                      "the plan).")] = None,
+    no_doc: Annotated[bool, typer.Option("--no-doc", help="Do not write the document.")] = False,
+    schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
+                      ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """A project's compute budget, phase by phase, and its living document COMPUTE_BUDGET.md."""
+    from pathlib import Path
+
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+    from gpuhours.plan.schema import Plan
+
+    if schema:
+        _emit_json(Plan.model_json_schema())
+        return
+    if plan_file is None:
+        raise InputError("PLAN.yaml", "a plan file is required (or --schema).",
+                         "See examples/pixelis.yaml.")
+    budget = evaluate(load_plan(plan_file))
+    doc = None
+    if not no_doc:
+        from gpuhours.report.living_doc import update_living_document
+
+        target = Path(out_path) if out_path else Path(plan_file).parent / "COMPUTE_BUDGET.md"
+        doc = update_living_document(budget, target, plan_file)
+    if as_json:
+        data = budget.model_dump(mode="json")
+        if doc is not None:
+            data["document"] = {"path": str(doc.path), "version": doc.version,
+                                "changes": doc.changes, "written": doc.written}
+        _emit_json(data)
+        return
+    from gpuhours.report.budget_terminal import render_budget
+
+    render_budget(budget, out)
+    if doc is not None:
+        if doc.written:
+            what = "; ".join(doc.changes)
+            out.print(f"Wrote {doc.path} (version {doc.version}: {what}).")
+        else:
+            out.print(f"{doc.path} is current (version {doc.version}); nothing changed.")
+
+
 @catalog_app.command("gpus")
 @user_errors
 def catalog_gpus(as_json: JsonOpt = False) -> None:

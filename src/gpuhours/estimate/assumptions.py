@@ -98,6 +98,11 @@ KERNEL_LAUNCH_S = _a("kernel_launch_s", 8e-6, "s per kernel",
 KERNELS_PER_LAYER = _a("kernels_per_layer", 60.0, "kernels",
                        "count: ~20 forward and ~40 backward operators in a decoder block")
 
+#: Extra kernels per LoRA-adapted linear layer per micro-batch: forward A and B matmuls, the
+#: scaling, the add and the fp32 casts (~5), backward about twice that.
+KERNELS_PER_LORA_ADAPTER = _a("kernels_per_lora_adapter", 15.0, "kernels",
+                              "count: peft's LoRA forward (cast, A, B, scale, add) and backward")
+
 #: torch's default AdamW (foreach) makes one state-sized temporary per step and touches each
 #: state once for reading and once for writing; traffic multiplier over the minimal one.
 OPTIMIZER_TRAFFIC_FACTOR = _a("optimizer_traffic_factor", 1.5, "x minimal traffic",

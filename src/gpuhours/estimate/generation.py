@@ -107,3 +107,16 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") ->
         sequences_per_s=batch / total,
         output_tokens_per_s=batch * g.output_tokens / total,
     )
+
+
+def scoring_time_s(arch: ModelArch, sequences: float, tokens_per_sequence: float, gpu: GpuSpec,
+                   precision: str = "bf16") -> float:
+    """One forward pass over whole sequences (a reference or reward model scoring rollouts), on
+    one GPU: compute-bound like a prefill, 2N + causal attention FLOPs per token at GEMM
+    efficiency."""
+    if arch.encoder:
+        raise InputError("model", f"{arch.name} is an encoder; a scoring model must be a "
+                                  f"decoder here.")
+    flops = sequences * tokens_per_sequence * generation_flops_per_token(
+        arch, (tokens_per_sequence + 1) / 2)
+    return flops / (peak_flops(gpu, precision) * gemm_efficiency(gpu, arch.hidden_size))

@@ -17,6 +17,7 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
+    LORA_ADAPTED,
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
     quantised_params,
@@ -122,7 +123,11 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             QLORA_BYTES_PER_PARAM + 4.0)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     compute_s = matmul_s + attention_s + memory_bound_s
-    kernels = A.KERNELS_PER_LAYER.value * (1.5 if t.checkpointing else 1.0) * arch.num_layers
+    per_layer = A.KERNELS_PER_LAYER.value
+    if t.method != "full":
+        adapters = len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1)
+        per_layer += A.KERNELS_PER_LORA_ADAPTER.value * adapters
+    kernels = per_layer * (1.5 if t.checkpointing else 1.0) * arch.num_layers
     launch_floor_s = t.grad_accum * kernels * A.KERNEL_LAUNCH_S.value
     compute_s = max(compute_s, launch_floor_s)
 

@@ -1,0 +1,95 @@
+"""The budget: every phase evaluated, then the project formula of the seeds made explicit:
+one-time + per-seed x seeds + single-seed, + contingency; wall clock, dollars, electricity."""
+
+from __future__ import annotations
+
+import math
+
+from gpuhours import catalog
+from gpuhours.errors import InputError, UnknownNameError
+from gpuhours.estimate import assumptions as A
+from gpuhours.plan.grid import grid_phase
+from gpuhours.plan.load import LoadedPlan
+from gpuhours.plan.phases import Context, compute_phase
+from gpuhours.plan.results import Budget, CostLine, GridSchedule, PhaseResult
+from gpuhours.plan.schema import GridPhase
+
+
+def _runs_multiplier(runs: str, seeds: int) -> int:
+    return seeds if runs == "per_seed" else 1
+
+
+def evaluate(loaded: LoadedPlan) -> Budget:
+    """Evaluate every phase of a plan and assemble its budget."""
+    plan = loaded.plan
+    try:
+        gpu = catalog.gpu(plan.hardware.gpu)
+    except UnknownNameError as e:
+        raise InputError(f"{loaded.path}: hardware.gpu", e.message, e.hint) from None
+    ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path)
+    results: list[PhaseResult] = []
+    grids: dict[str, GridSchedule] = {}
+    for phase in plan.phases:
+        if isinstance(phase, GridPhase):
+            result, schedule = grid_phase(ctx, phase)
+            grids[phase.name] = schedule
+        else:
+            result = compute_phase(ctx, phase)
+        results.append(result)
+
+    def total(runs: str) -> float:
+        return sum(r.gpu_hours_per_run for r in results if r.runs == runs)
+
+    one_time, per_seed, single = total("once"), total("per_seed"), total("single_seed")
+    subtotal = one_time + per_seed * plan.seeds + single
+    contingency = subtotal * plan.contingency_percent / 100
+    grand = subtotal + contingency
+    formula = (f"one-time {one_time:,.1f} + per-seed {per_seed:,.1f} x {plan.seeds} seeds + "
+               f"single-seed {single:,.1f} = {subtotal:,.1f} GPU h; + {plan.contingency_percent:g}% "
+               f"contingency {contingency:,.1f} = {grand:,.1f} GPU h")
+    wall = sum(r.wall_hours_per_run * _runs_multiplier(r.runs, plan.seeds) for r in results)
+    wall *= 1 + plan.contingency_percent / 100
+
+    costs = _costs(plan.hardware.usd_per_gpu_hour, gpu.name, grand)
+    kwh = usd = None
+    elec_basis = None
+    if gpu.tdp_w:
+        kwh = grand * gpu.tdp_w / 1000
+        elec_basis = (f"GPU hours x TDP {gpu.tdp_w:g} W (catalog): the GPUs alone at full "
+                      f"power; host, cooling and idle time are not counted")
+        if plan.hardware.electricity_usd_per_kwh is not None:
+            usd = kwh * plan.hardware.electricity_usd_per_kwh
+    warnings = [f"{r.name}: {w}" for r in results for w in r.warnings]
+    return Budget(
+        project=plan.project, gpu=gpu.name, num_gpus=plan.hardware.num_gpus, seeds=plan.seeds,
+        phases=results, one_time_gpu_hours=one_time, per_seed_gpu_hours=per_seed,
+        single_seed_gpu_hours=single, subtotal_gpu_hours=subtotal,
+        contingency_percent=plan.contingency_percent, contingency_gpu_hours=contingency,
+        total_gpu_hours=grand, formula=formula, wall_clock_hours=wall,
+        wall_clock_basis="phases one after another, each on its own GPUs, runs repeated per "
+                         "seed, contingency included",
+        costs=costs, electricity_kwh=kwh, electricity_usd=usd, electricity_basis=elec_basis,
+        grids=grids, warnings=warnings,
+        assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
+            A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH,
+            A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
+            A.GENERATION_ENGINE_EFFICIENCY["vllm"], A.CUDA_CONTEXT_BYTES)],
+    )
+
+
+def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[CostLine]:
+    if own_price is not None:
+        return [CostLine(provider="plan", kind="stated", instance="-",
+                         on_demand_usd=gpu_hours * own_price, spot_usd=None,
+                         usd_per_gpu_hour=own_price, spot_usd_per_gpu_hour=None,
+                         as_of="as stated in the plan")]
+    rows = sorted(catalog.prices(gpu_name),
+                  key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
+    return [CostLine(provider=r.provider, kind=r.provider_kind, instance=r.instance,
+                     on_demand_usd=None if r.on_demand_usd_per_gpu_hour is None
+                     else gpu_hours * r.on_demand_usd_per_gpu_hour,
+                     spot_usd=None if r.spot_usd_per_gpu_hour is None
+                     else gpu_hours * r.spot_usd_per_gpu_hour,
+                     usd_per_gpu_hour=r.on_demand_usd_per_gpu_hour,
+                     spot_usd_per_gpu_hour=r.spot_usd_per_gpu_hour, as_of=r.as_of.isoformat())
+            for r in rows]

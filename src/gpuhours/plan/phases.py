@@ -1,0 +1,372 @@
+"""Each phase of a plan -> GPU hours of one run, with its formula, bottleneck and basis.
+
+Training phases go through the analytic estimator (estimate/estimator.py); generation through
+estimate/generation.py; stated hours keep the basis "assumed" with the plan's line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import InputError
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
+from gpuhours.estimate.generation import (
+    estimate_generation,
+    max_batch_by_memory,
+    scoring_time_s,
+)
+from gpuhours.estimate.timing import peak_flops
+from gpuhours.estimate.workload import Generation, Hardware, Training
+from gpuhours.plan.results import PhaseResult
+from gpuhours.plan.schema import (
+    EvalPhase,
+    FinetunePhase,
+    FixedPhase,
+    GridPhase,
+    OnlinePhase,
+    Plan,
+    PretrainPhase,
+    RLPhase,
+    TrainingSettings,
+)
+from gpuhours.resolve import resolve_model
+
+#: a stated figure and physics disagree when their ratio leaves [1/2, 2]
+DISAGREEMENT_RATIO = 2.0
+#: training MFU outside this range is not seen in published runs (shared/reference/validation:
+#: 39-74% on A100s; single GPUs with small models reach less)
+PLAUSIBLE_MFU = (0.05, 0.75)
+
+_TRAINING_FIELDS = [f for f in TrainingSettings.model_fields if f not in ("model", "params")]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every phase needs: the plan, its GPU, and the phase's line in the file."""
+
+    plan: Plan
+    gpu: GpuSpec
+    lines: dict[str, int]
+    path: str = "plan"
+
+
+def digest(obj: Any) -> str:
+    """A short fingerprint of a phase's settings."""
+    data = obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _where(ctx: Context, phase: Any) -> str:
+    line = ctx.lines.get(phase.name)
+    return f"{ctx.path}" + (f", line {line}" if line else "") + f", phase {phase.name!r}"
+
+
+def _field(where: str) -> str:
+    """A CLI option name from the estimator ('--model') as the plan field ('model')."""
+    return f"field {where.removeprefix('--').replace('-', '_')!r}" if where.startswith("--") \
+        else where
+
+
+def merged(ctx: Context, settings: TrainingSettings, *extra: TrainingSettings | None) -> dict:
+    """Defaults, then the phase, then overrides: the last one that sets a field wins."""
+    out: dict[str, Any] = {}
+    for layer in (ctx.plan.defaults, settings, *extra):
+        if layer is None:
+            continue
+        for key, value in layer.model_dump(exclude_none=True).items():
+            if key in TrainingSettings.model_fields:
+                out[key] = value
+    return out
+
+
+def _arch(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[ModelArch, str]:
+    if not s.get("model") and not s.get("params"):
+        raise InputError(_where(ctx, phase), "needs a `model` (or `params`), in the phase or in "
+                                             "`defaults`.")
+    try:
+        if s.get("model") and s.get("params"):
+            return resolve_model(s["model"])  # the phase's model wins over a default size
+        return resolve_model(s.get("model"), s.get("params"))
+    except InputError as e:
+        raise InputError(f"{_where(ctx, phase)}, {_field(e.where)}", e.message, e.hint) from None
+
+
+def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Training, Hardware, str]:
+    """The estimator's inputs for a training phase with settings `s` (defaults merged)."""
+    arch, basis = _arch(ctx, phase, s)
+    fields = {k: s[k] for k in _TRAINING_FIELDS if k in s and k != "gpus"}
+    fields["seq_len"] = fields.get("seq_len", 2048)
+    try:
+        t = Training.model_validate({"arch": arch, **fields})
+    except InputError as e:
+        raise InputError(f"{_where(ctx, phase)}, {_field(e.where)}", e.message, e.hint) from None
+    except ValueError as e:
+        raise InputError(_where(ctx, phase), str(e).splitlines()[-1]) from None
+    hw_plan = ctx.plan.hardware
+    gpus = s.get("gpus") or hw_plan.num_gpus
+    hw = Hardware(gpu=ctx.gpu, num_gpus=gpus, gpus_per_node=hw_plan.gpus_per_node,
+                  inter_node_gbps_per_gpu=hw_plan.inter_node_gbps)
+    return t, hw, basis
+
+
+def _check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
+    if not e.memory.fits:
+        raise InputError(
+            _where(ctx, phase),
+            f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']} needs "
+            f"{e.memory.total_bytes.value / 2**30:.1f} GiB per GPU; {e.gpu} has "
+            f"{e.memory.device_bytes.value / 2**30:.1f} GiB.",
+            "Lower micro_batch, turn on checkpointing, use LoRA or ZeRO (`gpuhours fit` "
+            "shows what fits).")
+
+
+def _setup_summary(t: Training, hw: Hardware) -> dict[str, Any]:
+    return {"model": t.arch.name, "method": t.method, "precision": t.precision,
+            "micro_batch": t.micro_batch, "seq_len": t.seq_len, "grad_accum": t.grad_accum,
+            "checkpointing": t.checkpointing, "zero_stage": t.zero_stage,
+            "gpus": hw.num_gpus, "gpu": hw.gpu.name}
+
+
+def _implied_mfu(tokens_per_s_per_gpu: float, e: TrainingEstimate) -> float:
+    return tokens_per_s_per_gpu * e.model_flops_per_token.value / peak_flops(
+        _gpu_of(e), str(e.setup["precision"]))
+
+
+def _gpu_of(e: TrainingEstimate) -> GpuSpec:
+    from gpuhours import catalog
+
+    return catalog.gpu(e.gpu)
+
+
+def check_expectations(phase: Any, e: TrainingEstimate | None, gpu_hours: float,
+                       wall_hours: float, gpus: int) -> tuple[list[str], list[str]]:
+    """Compare what the author believes with physics: (warnings beyond 2x, saying which is
+    implausible; every comparison, for the record)."""
+    x = phase.expect
+    if x is None:
+        return [], []
+    out: list[str] = []
+    checks: list[str] = []
+    if x.tokens_per_s is not None and e is not None:
+        physics = e.tokens_per_s_per_gpu.value
+        ratio = x.tokens_per_s / physics
+        checks.append(f"stated {x.tokens_per_s:,.0f} tokens/s per GPU, physics "
+                      f"{physics:,.0f} (ratio {ratio:.2g})")
+        if not 1 / DISAGREEMENT_RATIO <= ratio <= DISAGREEMENT_RATIO:
+            mfu = _implied_mfu(x.tokens_per_s, e)
+            out.append(_disagreement(f"{x.tokens_per_s:,.0f} tokens/s per GPU", physics,
+                                     "tokens/s", ratio, mfu, e))
+    for label, expected, physics in (("hours", x.hours, wall_hours),
+                                     ("GPU hours", x.gpu_hours, gpu_hours)):
+        if expected is None or physics <= 0:
+            continue
+        ratio = expected / physics
+        checks.append(f"stated {expected:,.1f} {label}, physics {physics:,.1f} "
+                      f"(ratio {ratio:.2g})")
+        if not 1 / DISAGREEMENT_RATIO <= ratio <= DISAGREEMENT_RATIO:
+            # the throughput the stated hours imply, at the same tokens
+            implied = None if e is None else e.mfu.value / ratio
+            out.append(_disagreement(f"{expected:,.1f} {label}", physics, label, 1 / ratio,
+                                     implied, e))
+    return out, checks
+
+
+def _disagreement(stated: str, physics: float, unit: str, ratio: float, mfu: float | None,
+                  e: TrainingEstimate | None) -> str:
+    how = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.1f}"
+    text = f"the plan states {stated}; physics gives {physics:,.1f} {unit} ({how} of it)."
+    if mfu is not None and e is not None:
+        lo, hi = PLAUSIBLE_MFU
+        verdict = ("implausibly low: the hardware would idle most of the time" if mfu < lo else
+                   "implausibly high: no published run reaches it" if mfu > hi else
+                   "plausible, so the estimate's efficiency assumption should be checked by a "
+                   "benchmark (gpuhours bench)")
+        text += (f" The stated figure implies an MFU of {100 * mfu:.2g}% on {e.gpu}: {verdict}; "
+                 f"the estimate assumes {100 * e.mfu.value:.0f}%.")
+    return text
+
+
+def _with_overheads(ctx: Context, phase: Any, base: float) -> tuple[float, dict[str, float]]:
+    chosen = {name: ctx.plan.overheads[name] for name in phase.overheads}
+    factor = math.prod(1 + v for v in chosen.values())
+    return base * factor, chosen
+
+
+def _result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bottleneck: str,
+            basis: str, formula: str, setup: dict[str, Any], warnings: list[str],
+            details: dict[str, Any] | None = None, e: TrainingEstimate | None = None
+            ) -> PhaseResult:
+    gpu_hours, chosen = _with_overheads(ctx, phase, base_gpu_hours)
+    wall = gpu_hours / gpus
+    disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus)
+    warnings = warnings + disagreements
+    if chosen:
+        formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
+    return PhaseResult(
+        name=phase.name, kind=phase.kind, runs=phase.runs, line=ctx.lines.get(phase.name),
+        gpus=gpus, gpu_hours_per_run_base=base_gpu_hours, overheads=chosen,
+        gpu_hours_per_run=gpu_hours, wall_hours_per_run=wall, bottleneck=bottleneck,
+        basis=basis, formula=formula, setup=setup, warnings=warnings, checks=checks,
+        details=details or {},
+        config_digest=digest(phase),
+    )
+
+
+# --- the phase kinds ------------------------------------------------------------------------
+
+def finetune(ctx: Context, phase: FinetunePhase) -> PhaseResult:
+    s = merged(ctx, phase)
+    t, hw, model_basis = training_setup(ctx, phase, s)
+    warnings: list[str] = []
+    if phase.tokens is not None:
+        e = estimate_training(t, hw, model_basis, tokens=phase.tokens * phase.epochs)
+        amount = f"{phase.tokens:.3g} tokens x {phase.epochs:g} epochs"
+    elif phase.packed:
+        examples = phase.examples or 0.0
+        packed_tpe = phase.tokens_per_example or float(t.seq_len)
+        e = estimate_training(t, hw, model_basis, tokens=examples * packed_tpe * phase.epochs)
+        amount = (f"{examples:,.0f} examples x {packed_tpe:,.0f} tokens x {phase.epochs:g} "
+                  f"epochs, packed")
+    else:
+        e = estimate_training(t, hw, model_basis, examples=phase.examples, epochs=phase.epochs)
+        amount = (f"{phase.examples:,.0f} examples x {phase.epochs:g} epochs, each padded to "
+                  f"{t.seq_len} tokens")
+        tpe = phase.tokens_per_example
+        if tpe is not None and tpe > t.seq_len:
+            warnings.append(f"tokens_per_example {tpe:,.0f} exceeds seq_len {t.seq_len}: "
+                            f"examples are truncated.")
+        elif tpe is not None and tpe < 0.8 * t.seq_len:
+            waste = 1 - tpe / t.seq_len
+            warnings.append(f"{100 * waste:.0f}% of the computed tokens are padding (mean "
+                            f"{tpe:,.0f} of {t.seq_len}); packing (packed: true) would cut "
+                            f"this phase to about {100 * (1 - waste):.0f}% of its GPU hours.")
+    _check_fits(ctx, phase, e)
+    return _training_result(ctx, phase, e, t, hw, amount, warnings)
+
+
+def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
+    s = merged(ctx, phase)
+    t, hw, model_basis = training_setup(ctx, phase, s)
+    e = estimate_training(t, hw, model_basis, tokens=phase.tokens)
+    _check_fits(ctx, phase, e)
+    return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", [])
+
+
+def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training, hw: Hardware,
+                     amount: str, warnings: list[str]) -> PhaseResult:
+    assert e.totals is not None
+    steps = e.totals.optimizer_steps.value
+    formula = (f"{amount} -> {steps:,.0f} steps x {e.step_time_s.value:.3g} s x "
+               f"{hw.num_gpus} GPUs / 3600")
+    setup = _setup_summary(t, hw)
+    basis = (f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (GEMM efficiency "
+             f"{e.gemm_efficiency.basis})")
+    details = {"tokens": e.totals.tokens.value, "optimizer_steps": steps,
+               "step_time_s": e.step_time_s.value, "tokens_per_s_per_gpu":
+               e.tokens_per_s_per_gpu.value, "mfu": e.mfu.value,
+               "memory_per_gpu_bytes": e.memory.total_bytes.value}
+    return _result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
+                   formula, setup, warnings + e.warnings, details, e)
+
+
+def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
+    """Per step: generate G responses to each prompt (generation estimate), score them with the
+    reference model and a reward model if any (forward passes), update the policy on
+    prompt + response tokens (training estimate); all stages share the phase's GPUs in turn."""
+    s = merged(ctx, phase)
+    seq = phase.prompt_tokens + phase.response_tokens
+    s.setdefault("seq_len", seq)
+    t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq})
+    gpus = hw.num_gpus
+    sequences = phase.prompts_per_step * phase.generations_per_prompt
+    steps = phase.steps if phase.steps is not None else math.ceil(
+        (phase.prompts or 0) * (phase.epochs or 0) / phase.prompts_per_step)
+
+    # each GPU generates its share of the step's sequences, in batches as large as fit
+    per_gpu = math.ceil(sequences / gpus)
+    probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens,
+                       output_tokens=phase.response_tokens, engine=phase.engine)
+    cap = max_batch_by_memory(t.arch, probe, ctx.gpu)
+    gen = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu)
+    rollout_s = math.ceil(per_gpu / gen.batch) * gen.batch_time_s
+    ref_s = scoring_time_s(t.arch, sequences, seq, ctx.gpu) / gpus if phase.reference_model else 0.0
+    reward_s = 0.0
+    if phase.reward.kind == "model":
+        reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
+        reward_s = scoring_time_s(reward_arch, sequences, seq, ctx.gpu) / gpus
+    e = estimate_training(t, hw, model_basis, tokens=sequences * seq)
+    _check_fits(ctx, phase, e)
+    update_s = sequences * seq / e.tokens_per_s.value
+    step_s = rollout_s + ref_s + reward_s + update_s
+    parts = {"rollout generation": rollout_s, "reference model": ref_s,
+             "reward model": reward_s, "policy update": update_s}
+    bottleneck = max(parts, key=lambda k: parts[k])
+    base = steps * step_s * gpus / 3600
+    formula = (f"{steps:,.0f} steps x ({rollout_s:.3g} s rollout + {ref_s:.3g} s reference + "
+               f"{reward_s:.3g} s reward + {update_s:.3g} s update) x {gpus} GPUs / 3600; "
+               f"{sequences} sequences of {phase.prompt_tokens}+{phase.response_tokens} "
+               f"tokens per step")
+    basis = (f"formula: generation roofline ({phase.engine}, batch {gen.batch} per GPU, decode "
+             f"{gen.decode_bound}-bound) + analytic training estimate ({100 * e.mfu.value:.0f}% "
+             f"MFU)")
+    details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_") + "_s": v
+                                                          for k, v in parts.items()},
+               "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": gen.batch}
+    return _result(ctx, phase, gpus, base, bottleneck, basis, formula, _setup_summary(t, hw),
+                   list(e.warnings), details, None)
+
+
+def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:
+    base = phase.duration_hours * phase.gpus * phase.utilisation
+    line = ctx.lines.get(phase.name)
+    return _result(ctx, phase, phase.gpus, base, "as stated (service time)",
+                   f"assumed: the plan's duration and GPUs (line {line})",
+                   f"{phase.duration_hours:g} h x {phase.gpus} GPUs x {phase.utilisation:g} "
+                   f"utilisation", {"gpus": phase.gpus}, [])
+
+
+def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
+    line = ctx.lines.get(phase.name)
+    if phase.gpu_hours is not None:
+        return _result(ctx, phase, 1, phase.gpu_hours, "as stated",
+                       f"assumed: the plan's GPU hours (line {line})",
+                       f"{phase.gpu_hours:g} GPU h as stated", {}, [])
+    s = merged(ctx, TrainingSettings(model=phase.model, params=phase.params))
+    arch, model_basis = _arch(ctx, phase, s)
+    total_s = 0.0
+    rows = {}
+    for b in phase.benchmarks:
+        gen = estimate_generation(Generation(arch=arch, prompt_tokens=b.prompt_tokens,
+                                             output_tokens=b.answer_tokens,
+                                             engine=phase.engine), ctx.gpu)
+        seconds = b.samples * phase.samples_per_prompt / gen.sequences_per_s
+        rows[b.name] = seconds / 3600
+        total_s += seconds
+    formula = " + ".join(f"{name} {h:.3g}" for name, h in rows.items()) + " GPU h"
+    return _result(ctx, phase, 1, total_s / 3600, "generation",
+                   f"formula: generation roofline ({phase.engine}), {model_basis}", formula,
+                   {"model": arch.name, "benchmarks": len(phase.benchmarks)}, [],
+                   {"gpu_hours_by_benchmark": rows})
+
+
+def fixed(ctx: Context, phase: FixedPhase) -> PhaseResult:
+    line = ctx.lines.get(phase.name)
+    return _result(ctx, phase, phase.gpus, phase.gpu_hours, "as stated",
+                   f"assumed: the plan's GPU hours (line {line})",
+                   f"{phase.gpu_hours:g} GPU h as stated", {"gpus": phase.gpus}, [])
+
+
+def compute_phase(ctx: Context, phase: Any) -> PhaseResult:
+    handlers: dict[str, Any] = {"finetune": finetune, "pretrain": pretrain, "rl": rl, "online": online,
+                "eval": evaluation, "one_time": fixed, "fixed": fixed}
+    if isinstance(phase, GridPhase):
+        from gpuhours.plan.grid import grid_phase
+
+        return grid_phase(ctx, phase)[0]
+    return handlers[phase.kind](ctx, phase)

@@ -1,0 +1,93 @@
+"""What a plan evaluates to: per-phase results and the budget (pydantic, for JSON output)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PhaseResult(_Out):
+    """One phase: GPU hours of one run (before and after its overheads), wall clock on its GPUs,
+    the bottleneck, and where the number came from."""
+
+    name: str
+    kind: str
+    runs: str
+    line: int | None
+    gpus: int
+    gpu_hours_per_run_base: float
+    overheads: dict[str, float]
+    gpu_hours_per_run: float
+    wall_hours_per_run: float
+    bottleneck: str
+    basis: str
+    formula: str
+    setup: dict[str, Any]
+    warnings: list[str]
+    #: the author's stated figures beside physics, whether or not they disagree
+    checks: list[str]
+    details: dict[str, Any]
+    #: fingerprint of the phase's settings, for the living document's "what changed"
+    config_digest: str
+
+
+class GridRow(_Out):
+    name: str
+    priority: int
+    gpu_hours: float
+    basis: str
+
+
+class GridSchedule(_Out):
+    rows: list[GridRow]
+    schedule_gpus: int
+    makespan_hours: float
+    days: float
+    hours_per_day: float
+    reduced_priority: int
+    reduced_gpu_hours: float
+    reduced_makespan_hours: float
+    reduced_days: float
+
+
+class CostLine(_Out):
+    provider: str
+    kind: str
+    instance: str
+    on_demand_usd: float | None
+    spot_usd: float | None
+    usd_per_gpu_hour: float | None
+    spot_usd_per_gpu_hour: float | None
+    as_of: str
+
+
+class Budget(_Out):
+    """The project formula of the seeds, made explicit."""
+
+    project: str
+    gpu: str
+    num_gpus: int
+    seeds: int
+    phases: list[PhaseResult]
+    one_time_gpu_hours: float
+    per_seed_gpu_hours: float
+    single_seed_gpu_hours: float
+    subtotal_gpu_hours: float
+    contingency_percent: float
+    contingency_gpu_hours: float
+    total_gpu_hours: float
+    formula: str
+    wall_clock_hours: float
+    wall_clock_basis: str
+    costs: list[CostLine]
+    electricity_kwh: float | None
+    electricity_usd: float | None
+    electricity_basis: str | None
+    grids: dict[str, GridSchedule]
+    warnings: list[str]
+    assumptions: list[str]

@@ -1,0 +1,246 @@
+"""The plan file: a whole project, phase by phase (YAML, validated here).
+
+Strict models: unknown keys are refused, `None` means "not set", and options that conflict are
+rejected by a validator that names them. `gpuhours plan --schema` prints the JSON Schema.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuhours.estimate.workload import LoraTargets, Method, Optimizer, OptimizerImpl, Precision
+
+Runs = Literal["once", "per_seed", "single_seed"]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Expectation(_Strict):
+    """What the plan's author believes; gpuhours compares it with physics (warns beyond 2x)."""
+
+    tokens_per_s: PositiveFloat | None = Field(
+        default=None, description="training throughput per GPU the author expects, tokens/s")
+    hours: PositiveFloat | None = Field(
+        default=None, description="wall-clock hours of one run on the phase's GPUs")
+    gpu_hours: PositiveFloat | None = Field(default=None, description="GPU hours of one run")
+
+
+class HardwareSpec(_Strict):
+    """Where the project runs."""
+
+    gpu: str = Field(description="catalog name or alias, e.g. a100-80gb")
+    gpus_per_node: PositiveInt = 8
+    nodes: PositiveInt = 1
+    inter_node_gbps: PositiveFloat = Field(
+        default=25.0, description="network between nodes per GPU, GB/s one way")
+    usd_per_gpu_hour: PositiveFloat | None = Field(
+        default=None, description="your own price; otherwise the price catalog is used")
+    electricity_usd_per_kwh: PositiveFloat | None = Field(
+        default=None, description="for local hardware: energy cost of the GPUs at their TDP")
+
+    @property
+    def num_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+
+class TrainingSettings(_Strict):
+    """Settings a training phase may set; `defaults` sets them for every phase."""
+
+    model: str | None = Field(default=None, description="catalog name or config.json path")
+    params: PositiveFloat | None = Field(default=None, description="size only, e.g. 7e9")
+    method: Method | None = None
+    lora_rank: PositiveInt | None = None
+    lora_targets: LoraTargets | None = None
+    precision: Precision | None = None
+    optimizer: Optimizer | None = None
+    optimizer_impl: OptimizerImpl | None = None
+    seq_len: PositiveInt | None = None
+    micro_batch: PositiveInt | None = None
+    grad_accum: PositiveInt | None = None
+    checkpointing: bool | None = None
+    flash_attention: bool | None = None
+    zero_stage: Literal[0, 1, 2, 3] | None = None
+    gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
+
+
+class _PhaseBase(_Strict):
+    name: str = Field(min_length=1, max_length=80)
+    runs: Runs = Field(default="per_seed", description="once, per_seed or single_seed")
+    overheads: list[str] = Field(default_factory=list,
+                                 description="names from the plan's `overheads`")
+    expect: Expectation | None = None
+    note: str = ""
+
+
+class FinetunePhase(_PhaseBase, TrainingSettings):
+    """Supervised fine-tuning: examples x epochs, each example of `tokens_per_example` tokens
+    (padded or packed into sequences of seq_len), or `tokens` in all."""
+
+    kind: Literal["finetune"]
+    examples: PositiveFloat | None = None
+    tokens_per_example: PositiveFloat | None = Field(
+        default=None, description="mean tokens per example; default: seq_len (padded)")
+    packed: bool = Field(default=False, description="examples packed into full sequences")
+    tokens: PositiveFloat | None = None
+    epochs: PositiveFloat = 1.0
+
+    @model_validator(mode="after")
+    def _amount(self) -> FinetunePhase:
+        if (self.examples is None) == (self.tokens is None):
+            raise ValueError("give exactly one of `examples` or `tokens`")
+        return self
+
+
+class PretrainPhase(_PhaseBase, TrainingSettings):
+    """Pretraining (or continued pretraining) on `tokens`."""
+
+    kind: Literal["pretrain"]
+    tokens: PositiveFloat
+
+
+class RewardModel(_Strict):
+    kind: Literal["rule", "model"] = "rule"
+    model: str | None = None
+
+    @model_validator(mode="after")
+    def _model(self) -> RewardModel:
+        if self.kind == "model" and not self.model:
+            raise ValueError("a reward model of kind `model` needs `model`")
+        return self
+
+
+class RLPhase(_PhaseBase, TrainingSettings):
+    """GRPO/PPO-style RL: each step generates `generations_per_prompt` responses to
+    `prompts_per_step` prompts, scores them, runs the reference model, and updates the policy."""
+
+    kind: Literal["rl"]
+    prompts: PositiveFloat | None = Field(default=None, description="dataset size, prompts")
+    epochs: PositiveFloat | None = None
+    steps: PositiveFloat | None = None
+    prompts_per_step: PositiveInt
+    generations_per_prompt: PositiveInt = 8
+    prompt_tokens: PositiveInt = Field(description="mean prompt length, tokens")
+    response_tokens: PositiveInt = Field(description="mean response length, tokens")
+    reference_model: bool = Field(default=True, description="a frozen copy scores the KL term")
+    reward: RewardModel = Field(default_factory=RewardModel)
+    engine: Literal["vllm", "hf-generate"] = "vllm"
+
+    @model_validator(mode="after")
+    def _amount(self) -> RLPhase:
+        if self.steps is None and (self.prompts is None or self.epochs is None):
+            raise ValueError("give `steps`, or `prompts` and `epochs`")
+        if self.steps is not None and self.epochs is not None:
+            raise ValueError("give `steps` or `epochs`, not both")
+        return self
+
+
+class OnlinePhase(_PhaseBase):
+    """A service that runs for a duration on some GPUs (test-time RL, serving with updates)."""
+
+    kind: Literal["online"]
+    duration_hours: PositiveFloat
+    gpus: PositiveInt
+    utilisation: float = Field(default=1.0, gt=0, le=1)
+
+
+class Benchmark(_Strict):
+    name: str
+    samples: PositiveInt
+    prompt_tokens: PositiveInt
+    answer_tokens: PositiveInt
+
+
+class EvalPhase(_PhaseBase):
+    """Evaluation: benchmarks x samples (generation estimate), or fixed hours."""
+
+    kind: Literal["eval"]
+    model: str | None = None
+    params: PositiveFloat | None = None
+    benchmarks: list[Benchmark] = Field(default_factory=list)
+    samples_per_prompt: PositiveInt = 1
+    engine: Literal["vllm", "hf-generate"] = "vllm"
+    gpu_hours: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _amount(self) -> EvalPhase:
+        if (not self.benchmarks) == (self.gpu_hours is None):
+            raise ValueError("give `benchmarks` or `gpu_hours`, not both and not neither")
+        return self
+
+
+class FixedPhase(_PhaseBase):
+    """GPU hours the author states (analysis scripts, profiling, debugging). Basis: assumed."""
+
+    kind: Literal["one_time", "fixed"]
+    gpu_hours: PositiveFloat
+    gpus: PositiveInt = 1
+
+
+class Experiment(_Strict):
+    name: str
+    steps: PositiveFloat | None = None
+    tokens: PositiveFloat | None = None
+    eval_only_hours: PositiveFloat | None = Field(
+        default=None, description="an evaluation-only entry: its hours as stated")
+    priority: PositiveInt = Field(default=1, description="1 = essential; larger = optional")
+    overrides: TrainingSettings | None = None
+
+    @model_validator(mode="after")
+    def _amount(self) -> Experiment:
+        given = [x is not None for x in (self.steps, self.tokens, self.eval_only_hours)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of `steps`, `tokens` or `eval_only_hours`")
+        return self
+
+
+class GridPhase(_PhaseBase, TrainingSettings):
+    """A table of experiments sharing settings (seed 004), scheduled on `schedule_gpus`."""
+
+    kind: Literal["grid"]
+    experiments: list[Experiment] = Field(min_length=1)
+    schedule_gpus: PositiveInt = 1
+    hours_per_day: float = Field(default=24.0, gt=0, le=24)
+    essential_priority: PositiveInt = Field(
+        default=1, description="the reduced set keeps experiments of this priority or lower")
+
+
+Phase = Annotated[
+    FinetunePhase | PretrainPhase | RLPhase | OnlinePhase | EvalPhase | FixedPhase | GridPhase,
+    Field(discriminator="kind"),
+]
+
+
+class Plan(_Strict):
+    """A project's compute plan."""
+
+    project: str = Field(min_length=1)
+    hardware: HardwareSpec
+    seeds: PositiveInt = 1
+    contingency_percent: float = Field(default=0.0, ge=0, le=200)
+    overheads: dict[str, float] = Field(
+        default_factory=dict, description="named multipliers, e.g. curriculum: 0.10 (+10%)")
+    defaults: TrainingSettings = Field(default_factory=TrainingSettings)
+    phases: list[Phase] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _references(self) -> Plan:
+        names = [p.name for p in self.phases]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"phase names must be unique: {', '.join(dupes)}")
+        for key, value in self.overheads.items():
+            if not -1 < value <= 10:
+                raise ValueError(f"overhead {key!r} must be a fraction above -1 (0.10 = +10%), "
+                                 f"got {value}")
+        for phase in self.phases:
+            unknown = [o for o in phase.overheads if o not in self.overheads]
+            if unknown:
+                raise ValueError(f"phase {phase.name!r} names overheads not defined in "
+                                 f"`overheads`: {', '.join(unknown)}")
+        return self

@@ -1,0 +1,54 @@
+"""The plan's budget in the terminal: phases, the formula with its numbers, cost, warnings."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuhours.plan.results import Budget
+from gpuhours.report.units import usd
+
+RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
+
+
+def render_budget(b: Budget, console: Console) -> None:
+    console.print(f"[bold]{b.project}[/bold]: {b.num_gpus} x {b.gpu}, {b.seeds} seed(s)")
+    t = Table(title="Phases (GPU hours of one run, overheads included)", title_justify="left")
+    for col, justify in (("phase", "left"), ("kind", "left"), ("runs", "left"),
+                         ("GPU h", "right"), ("wall h", "right"), ("GPUs", "right"),
+                         ("bottleneck", "left"), ("basis", "left")):
+        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for r in b.phases:
+        t.add_row(r.name, r.kind, RUNS[r.runs], f"{r.gpu_hours_per_run:,.1f}",
+                  f"{r.wall_hours_per_run:,.1f}", str(r.gpus), r.bottleneck,
+                  f"[dim]{r.basis}[/dim]")
+    console.print(t)
+    console.print(f"[bold]Budget[/bold]: {b.formula}")
+    console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({b.wall_clock_basis}).")
+    for name, g in b.grids.items():
+        console.print(f"Grid [bold]{name}[/bold]: {len(g.rows)} experiments, "
+                      f"{sum(r.gpu_hours for r in g.rows):,.1f} GPU h, makespan "
+                      f"{g.makespan_hours:,.1f} h on {g.schedule_gpus} GPU(s) = {g.days:,.1f} "
+                      f"days at {g.hours_per_day:g} h/day; priority <= {g.reduced_priority}: "
+                      f"{g.reduced_gpu_hours:,.1f} GPU h, {g.reduced_days:,.1f} days.")
+    if b.costs:
+        c = Table(title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the date)",
+                  title_justify="left")
+        for col in ("provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
+                    "as of"):
+            c.add_column(col)
+        for row in b.costs:
+            c.add_row(f"{row.provider} ({row.kind})", row.instance, usd(row.usd_per_gpu_hour),
+                      usd(row.on_demand_usd), usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd),
+                      row.as_of)
+        console.print(c)
+    else:
+        console.print(f"[dim]No catalog price for {b.gpu}; set hardware.usd_per_gpu_hour.[/dim]")
+    if b.electricity_kwh is not None:
+        money = f", {usd(b.electricity_usd)}" if b.electricity_usd is not None else ""
+        console.print(f"Electricity: {b.electricity_kwh:,.0f} kWh{money} ({b.electricity_basis}).")
+    for r in b.phases:
+        for check in r.checks:
+            console.print(f"[dim]check {r.name}: {check}[/dim]")
+    for warning in b.warnings:
+        console.print(f"[yellow]warning[/yellow] {warning}")
