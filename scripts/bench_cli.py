@@ -12,6 +12,8 @@ Measured:
       target: median < 0.5 s
   (b) `gpuhours fit ...` for a setup that evaluates >= 1,000 candidate configurations (read from
       `candidates_evaluated` of its --json output), the same way; target: median < 1 s
+  (d) `gpuhours plan examples/qwen2-0.5b-experiments.yaml --no-doc` (63 experiments, seed 004)
+      end to end, the same way; target: median < 1 s
   (c) one in-process `estimate_training` call (timeit, best of several repeats); reported
       against the "well under a millisecond per call" of estimator.py's docstring
 Context rows (no target): a bare interpreter and `import gpuhours.cli`, to show where the time of
@@ -41,6 +43,8 @@ ESTIMATE_ARGS = ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--g
 FIT_ARGS = ["fit", "--model", "gpt2", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "128",
             "--effective-batch", "4096", "--json"]
 MIN_FIT_CANDIDATES = 1000
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+PLAN_ARGS = ["plan", str(EXAMPLES / "qwen2-0.5b-experiments.yaml"), "--no-doc"]
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--estimate-target-s", type=float, default=0.5)
     parser.add_argument("--fit-target-s", type=float, default=1.0)
     parser.add_argument("--call-target-s", type=float, default=1e-3)
+    parser.add_argument("--plan-target-s", type=float, default=1.0)
     parser.add_argument("--no-fail", action="store_true",
                         help="exit 0 even when a target is missed")
     args = parser.parse_args(argv)
@@ -177,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     fit_stats, fit_out = time_subprocess(cmd + FIT_ARGS, args.runs, args.warmup)
     candidates = json.loads(fit_out)["candidates_evaluated"]
     call = time_estimate_in_process(args.repeats)
+    plan_stats, _ = time_subprocess(cmd + PLAN_ARGS, args.runs, args.warmup)
 
     print("context (no target)")
     print("  " + floor.line("python -c pass"))
@@ -189,12 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + fit_stats.line("fit, end to end"))
     print("(c) estimate_training(llama-2-7b, 8 x a100-80gb, ZeRO-3, tokens 2e12), in process")
     print("  " + call.line("one call", unit=1e-3, unit_name="ms"))
+    print(f"(d) gpuhours {' '.join(PLAN_ARGS)}")
+    print("  " + plan_stats.line("plan, end to end"))
     print()
 
     checks = [
         ("(a) estimate median", est.median_s, args.estimate_target_s, "s"),
         ("(b) fit median", fit_stats.median_s, args.fit_target_s, "s"),
         ("(c) estimate_training median", call.median_s, args.call_target_s, "s"),
+        ("(d) plan median", plan_stats.median_s, args.plan_target_s, "s"),
     ]
     missed = False
     for label, value, target, unit in checks:
