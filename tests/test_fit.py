@@ -1,0 +1,46 @@
+"""fit: the largest micro-batch is the largest that fits, and alternatives are real estimates."""
+
+from __future__ import annotations
+
+import math
+
+from gpuhours import catalog
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.fit import fit
+from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.resolve import resolve_model
+
+
+def test_largest_micro_batch_is_the_edge_of_memory():
+    arch, _ = resolve_model("llama-3.2-3b")
+    gpu = catalog.gpu("a100-80gb")
+    t = Training(arch=arch, method="lora", seq_len=2048, checkpointing=True)
+    r = fit(t, Hardware(gpu=gpu), effective_batch=64)
+    limit = gpu.memory_bytes * (1 - A.FIT_HEADROOM_FRACTION.value)
+    mb = r.largest_micro_batch
+    assert mb is not None and mb > 1
+    at = training_memory(arch, t.model_copy(update={"micro_batch": mb})).total_bytes
+    above = training_memory(arch, t.model_copy(update={"micro_batch": mb + 1})).total_bytes
+    assert at <= limit < above
+    assert r.grad_accum_for_effective_batch == math.ceil(64 / mb)
+
+
+def test_fastest_configuration_fits_and_is_at_least_as_fast_as_the_largest_batch():
+    arch, _ = resolve_model("qwen2-0.5b")
+    hw = Hardware(gpu=catalog.gpu("rtx-4090"))
+    r = fit(Training(arch=arch, seq_len=1024), hw)
+    assert r.fastest is not None and r.fastest.fits
+    assert r.fastest.memory_total_bytes <= r.fastest.memory_limit_bytes
+
+
+def test_nothing_fits_lists_changes_that_do():
+    arch, _ = resolve_model("llama-2-13b")
+    r = fit(Training(arch=arch, seq_len=4096), Hardware(gpu=catalog.gpu("rtx-4090")),
+            bigger_gpus=catalog.gpus())
+    assert r.largest_micro_batch is None
+    fitting = [c for c in r.alternatives if c.fits]
+    assert fitting
+    assert any(c.method == "qlora" for c in fitting)  # 13B in 4 bits: ~7 GB on a 24 GB card
+    for c in r.alternatives:
+        assert c.fits == (c.memory_total_bytes <= c.memory_limit_bytes)

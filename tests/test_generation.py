@@ -1,0 +1,69 @@
+"""Generation: KV cache, batch by memory, prefill and decode, by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours import catalog
+from gpuhours.errors import InputError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.generation import (
+    estimate_generation,
+    kv_cache_bytes_per_token,
+    max_batch_by_memory,
+)
+from gpuhours.estimate.params import count_params
+from gpuhours.estimate.workload import Generation
+from gpuhours.resolve import resolve_model
+
+
+def test_kv_cache_of_llama_2_7b_is_half_a_mebibyte_per_token():
+    arch, _ = resolve_model("llama-2-7b")
+    # K and V x 32 layers x 32 heads x 128 x 2 bytes = 524,288 bytes
+    assert kv_cache_bytes_per_token(arch) == 2 * 32 * 4096 * 2 == 2**19
+
+
+def test_gqa_shrinks_the_kv_cache_by_the_group_size():
+    arch, _ = resolve_model("llama-3-8b")
+    # 8 kv heads of 128 instead of 32: a quarter of llama-2-7b's
+    assert kv_cache_bytes_per_token(arch) == 2 * 32 * 1024 * 2
+
+
+def test_batch_limited_by_memory_by_hand():
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("a100-80gb")
+    g = Generation(arch=arch, prompt_tokens=1024, output_tokens=1024)
+    weights = count_params(arch).total * 2
+    usable = gpu.memory_bytes * A.GENERATION_MEMORY_UTILISATION.value - weights
+    assert max_batch_by_memory(arch, g, gpu) == int(usable // (2048 * 2**19))
+
+
+def test_decode_at_batch_one_is_bandwidth_bound_by_hand():
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("h100-sxm")
+    e = estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=100, batch=1),
+                            gpu)
+    assert e.decode_bound == "memory bandwidth"
+    bw = 3350e9 * A.GENERATION_ENGINE_EFFICIENCY["vllm"].value
+    weights = count_params(arch).total * 2
+    # first decode step reads every weight and 100 tokens of KV cache
+    assert e.decode_step_s_first == pytest.approx((weights + 100 * 2**19) / bw)
+    # ~13.5 GB at ~2.5 TB/s: about 5 ms per token, ~190 tokens/s for one sequence
+    assert 4e-3 < e.decode_step_s_first < 7e-3
+
+
+def test_large_batches_amortise_the_weights():
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("h100-sxm")
+    one = estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=100,
+                                         batch=1), gpu)
+    many = estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=100,
+                                          batch=64), gpu)
+    assert many.output_tokens_per_s > 20 * one.output_tokens_per_s
+
+
+def test_a_batch_that_does_not_fit_is_refused():
+    arch, _ = resolve_model("llama-2-70b")
+    with pytest.raises(InputError, match="leave no room"):
+        estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=100),
+                            catalog.gpu("rtx-4090"))
