@@ -24,7 +24,8 @@ CONFIG = dict(model_type="llama", hidden_size=256, intermediate_size=688, num_hi
 BATCH, SEQ = 2, 64
 
 
-def saved_bytes(model) -> int:
+def saved_bytes(model, labels=None) -> int:
+    """Bytes of the distinct storages autograd saves in one forward pass, parameters excluded."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: dict[int, int] = {}
 
@@ -34,10 +35,9 @@ def saved_bytes(model) -> int:
             seen.setdefault(storage.data_ptr(), storage.nbytes())
         return t
 
-    ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, SEQ),
-                        generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, 1000, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
+        model(input_ids=ids, labels=ids if labels is None else labels)
     return sum(seen.values())
 
 
@@ -82,19 +82,7 @@ def test_encoder_formula_matches_saved_storage():
     hf._attn_implementation = "eager"
     model = transformers.BertForSequenceClassification(hf)
     model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    ids = torch.randint(0, 1000, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=torch.zeros(BATCH, dtype=torch.long))
-    real = sum(seen.values())
+    real = saved_bytes(model, labels=torch.zeros(BATCH, dtype=torch.long))
 
     arch = from_hf_config(BERT, "tiny-bert")
     assert arch.dropout and arch.encoder

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpuhours.errors import InputError
+from gpuhours.yamlio import compose
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -36,17 +37,7 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 def parse_yaml_rows(text: str, label: str, model: type[Model]) -> list[Model]:
     """Rows of `model` from a YAML list; `label` names the file in errors."""
-    try:
-        # compose once (line numbers for errors) and build the data from the same node; the C
-        # loader, when PyYAML has it, is ~10x faster (this is on every command's path)
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        node = yaml.compose(text, Loader=loader)
-        data = loader(text).construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{label}, line {mark.line + 1}, column {mark.column + 1}" if mark else label
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(where, f"not valid YAML: {problem}.") from None
+    node, data = compose(text, label)
     if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
         raise InputError(label, "expected a YAML list of rows at the top level.")
     rows = []

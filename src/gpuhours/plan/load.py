@@ -11,8 +11,7 @@ from pydantic import ValidationError
 
 from gpuhours.errors import InputError
 from gpuhours.plan.schema import Plan
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from gpuhours.yamlio import compose
 
 
 def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
@@ -74,14 +73,7 @@ def _phase_lines(node: yaml.Node | None) -> dict[str, int]:
 
 def parse_plan(text: str, label: str) -> LoadedPlan:
     """Validate plan text; `label` names the file in errors."""
-    try:
-        node = yaml.compose(text, Loader=_LOADER)
-        data = _LOADER(text).construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{label}, line {mark.line + 1}, column {mark.column + 1}" if mark else label
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(where, f"not valid YAML: {problem}.") from None
+    node, data = compose(text, label)
     if not isinstance(data, dict):
         raise InputError(label, "expected a YAML mapping at the top level (project, hardware, "
                                 "phases, ...).")
