@@ -149,6 +149,10 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
         tries.append(("QLoRA (4-bit base)",
                       base.model_copy(update={"method": "qlora", "checkpointing": True,
                                               "zero_stage": 0}), hw))
+    if t.method != "qlora" and hw.num_gpus > 1:
+        for stage in range(t.zero_stage + 1, 4):
+            tries.append((f"ZeRO-{stage} over the {hw.num_gpus} GPUs",
+                          base.model_copy(update={"zero_stage": stage}), hw))
     if t.method != "qlora":
         for n in (2, 4, 8, 16, 32, 64, 128, 256, 512):
             if n > hw.num_gpus:
@@ -159,9 +163,9 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
     for change, tt, hh in tries:
         out.append(_evaluate(tt, hh, headroom, change))
     # ZeRO-3 over more GPUs: only up to the first GPU count that fits
-    first_fit = next((c.num_gpus for c in out if c.fits and c.change.startswith("ZeRO-3")), None)
-    out = [c for c in out if not c.change.startswith("ZeRO-3") or first_fit is None
-           or c.num_gpus <= first_fit]
+    more_gpus = [c for c in out if c.num_gpus > hw.num_gpus]
+    first_fit = next((c.num_gpus for c in more_gpus if c.fits), None)
+    out = [c for c in out if c not in more_gpus or first_fit is None or c.num_gpus <= first_fit]
     # a larger GPU, as given otherwise (with checkpointing): the three smallest that fit
     larger = []
     for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
