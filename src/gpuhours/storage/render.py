@@ -1,0 +1,96 @@
+"""Terminal rendering of storage reports and prune results (rich). Sizes in binary units:
+KiB = 2^10, MiB = 2^20, GiB = 2^30, TiB = 2^40 bytes."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuhours.storage.pruning import PruneResult
+from gpuhours.storage.report import StorageReport
+from gpuhours.storage.retention import RetentionPlan
+
+
+def size(n_bytes: float) -> str:
+    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n_bytes) >= factor:
+            return f"{n_bytes / factor:,.2f} {unit}"
+    return f"{n_bytes:,.0f} B"
+
+
+def _metric(v: float | None) -> str:
+    return "-" if v is None else f"{v:.6g}"
+
+
+def render_plan(plan: RetentionPlan, out: Console, applied_paths: set[str] | None = None) -> None:
+    if not plan.decisions:
+        out.print("No checkpoint-<step> directories found.")
+        return
+    metric = plan.policy.metric
+    t = Table(title=f"Checkpoints: {plan.policy_text}")
+    for col in ("run", "checkpoint", "step", "size", metric or "metric", "action", "why kept"):
+        t.add_column(col, justify="right" if col in ("step", "size") else "left",
+                     no_wrap=col != "why kept" and col != "run", overflow="fold")
+    for d in plan.decisions:
+        action: str = d.action
+        if applied_paths is not None and d.action == "remove":
+            action = "removed" if d.path in applied_paths else "not removed"
+        style = "red" if d.action == "remove" else ""
+        t.add_row(d.run, d.path.rsplit("/", 1)[-1], str(d.step), size(d.bytes), _metric(d.metric),
+                  f"[{style}]{action}[/{style}]" if style else action, "; ".join(d.reasons))
+    out.print(t)
+
+
+def render_report(r: StorageReport, out: Console) -> None:
+    t = Table(title=f"Storage under {r.root} (apparent size; allocated on disk as `du` counts)")
+    for col in ("kind", "files", "size", "on disk"):
+        t.add_column(col, justify="left" if col == "kind" else "right")
+    for k in r.kinds:
+        if k.files:
+            t.add_row(k.kind, f"{k.files:,}", size(k.bytes), size(k.disk_bytes))
+    t.add_row("[bold]total[/bold]", f"{r.total_files:,}", size(r.total_bytes),
+              size(r.total_disk_bytes))
+    out.print(t)
+    render_plan(r.retention, out)
+    removing = r.retention.to_remove
+    if removing:
+        out.print(f"The policy would remove {len(removing)} checkpoint(s): "
+                  f"{size(r.retention.remove_bytes)}, freeing {size(r.retention.frees_disk_bytes)} "
+                  "on disk (`gpuhours storage prune` with the same options shows it, --yes does it).")
+    elif r.retention.decisions:
+        out.print("The policy would remove nothing.")
+    _render_extras(r.trash, r.unreadable, out)
+    if r.links:
+        outside = sum(1 for x in r.links if not x.inside)
+        out.print(f"{len(r.links):,} symbolic link(s), not followed; {outside:,} point outside.")
+    out.print(f"[dim]Classification: {r.classification}[/dim]")
+    out.print(f"[dim]Scanned {r.total_files:,} entries in {r.scan_s:.2f} s.[/dim]")
+
+
+def _render_extras(trash: list[str], unreadable: list[str], out: Console) -> None:
+    if trash:
+        out.print(f"[yellow]{len(trash)} trash director(ies) left by an interrupted prune[/yellow] "
+                  f"({', '.join(trash[:3])}); the next `prune --yes` deletes them.")
+    if unreadable:
+        out.print(f"[yellow]Could not read {len(unreadable)} path(s)[/yellow]: "
+                  f"{', '.join(unreadable[:5])}; checkpoints with unreadable parts are kept.")
+
+
+def render_prune(r: PruneResult, out: Console) -> None:
+    removed = {x.path for x in r.removals if x.outcome == "removed"}
+    render_plan(r.plan, out, removed if r.applied else None)
+    plan = r.plan
+    if not r.applied:
+        if plan.to_remove:
+            out.print(f"Dry run, nothing removed. With --yes this removes "
+                      f"{len(plan.to_remove)} checkpoint(s): {size(plan.remove_bytes)}, freeing "
+                      f"{size(plan.frees_disk_bytes)} on disk.")
+        _render_extras([t.path for t in r.trash], [], out)
+        return
+    freed = sum(d.bytes for d in plan.to_remove if d.path in removed)
+    out.print(f"Removed {len(removed)} checkpoint(s), {size(freed)}.")
+    for x in r.removals + r.trash:
+        if x.outcome != "removed" or x in r.trash:
+            colour = "red" if x.outcome == "failed" else "yellow" if x.outcome == "skipped" else ""
+            label = f"[{colour}]{x.outcome}[/{colour}]" if colour else x.outcome
+            out.print(f"  {label} {x.path}: {x.detail}")

@@ -1,0 +1,279 @@
+"""One pass over a directory tree: bytes by kind, the checkpoints in it, the links, the trash.
+
+The walk uses os.scandir and never follows a symbolic link: a link is counted as a link (its own
+size), its target is read only to know whether it points at a checkpoint inside the tree.
+
+Classification, first rule that matches wins, by the path relative to DIR:
+1. trash: below a directory named `.gpuhours-trash-*` (left by an interrupted prune).
+2. checkpoints: below a directory named `checkpoint-<step>` or `tmp-checkpoint-<step>` (Hugging
+   Face Trainer), `checkpoint_<step>`, `global_step<step>` (DeepSpeed), `checkpoints`, `ckpt` or
+   `ckpts`.
+3. caches: below a directory whose name ends in `cache` or `caches` (`.cache`, `__pycache__`,
+   `image_cache`, `ImageCache`).
+4. logs: below `logs`, `log`, `wandb`, `mlruns`, `tensorboard`, `tb_logs` or `lightning_logs`.
+5. datasets: below `data`, `dataset`, `datasets` or a directory whose name contains `dataset`.
+   A rule matches when any directory of the path matches, however deep; rules 1-5 beat 6-8.
+6. a file named `*.ckpt` or with `checkpoint` or `ckpt` in its name: checkpoints.
+7. `*.log` or `events.out.tfevents*`: logs.
+8. `*.parquet`, `*.arrow`, `*.jsonl`, `*.tfrecord`, `*.npy`, `*.npz`, `*.csv`, `*.tsv`: datasets.
+Everything else is `other`; symbolic links are `links` whatever their name.
+Directory names are compared in lower case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuhours.storage._fs import TRASH_PREFIX
+
+Kind = Literal["checkpoints", "caches", "datasets", "logs", "other", "trash", "links"]
+KINDS: tuple[Kind, ...] = ("checkpoints", "caches", "datasets", "logs", "other", "trash", "links")
+
+#: a Hugging Face Trainer checkpoint directory; `tmp-` is the Trainer's staging name
+CHECKPOINT_DIR_RE = re.compile(r"(tmp-)?checkpoint-(\d+)")
+_CHECKPOINT_DIRS_RE = re.compile(r"(tmp-)?checkpoint[-_]\d+|global_step\d+|checkpoints|ckpts?")
+_LOG_DIRS = frozenset({"logs", "log", "wandb", "mlruns", "tensorboard", "tb_logs",
+                       "lightning_logs"})
+_DATA_DIRS = frozenset({"data", "dataset", "datasets"})
+_DATA_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".tfrecord", ".npy", ".npz", ".csv", ".tsv")
+#: lower rank wins; directory rules
+_RANK = {"trash": 0, "checkpoints": 1, "caches": 2, "logs": 3, "datasets": 4}
+_NONE = 99
+
+
+def _dir_rank(name: str) -> int:
+    if name.startswith(TRASH_PREFIX):
+        return _RANK["trash"]
+    low = name.lower()
+    if _CHECKPOINT_DIRS_RE.fullmatch(low):
+        return _RANK["checkpoints"]
+    if low.endswith("cache") or low.endswith("caches"):
+        return _RANK["caches"]
+    if low in _LOG_DIRS:
+        return _RANK["logs"]
+    if low in _DATA_DIRS or "dataset" in low:
+        return _RANK["datasets"]
+    return _NONE
+
+
+_KIND_OF_RANK: dict[int, Kind] = {0: "trash", 1: "checkpoints", 2: "caches", 3: "logs",
+                                  4: "datasets"}
+
+
+def file_kind(name: str) -> Kind:
+    """Kind of a file by its name alone (rules 6-8), for a file below no classified directory."""
+    low = name.lower()
+    if low.endswith(".ckpt") or "checkpoint" in low or "ckpt" in low:
+        return "checkpoints"
+    if low.endswith(".log") or low.startswith("events.out.tfevents"):
+        return "logs"
+    if low.endswith(_DATA_SUFFIXES):
+        return "datasets"
+    return "other"
+
+
+@dataclass
+class KindTotal:
+    files: int = 0
+    #: apparent size, st_size (what `ls` and `du --apparent-size` show)
+    bytes: int = 0
+    #: allocated, st_blocks x 512 (what `du` shows); hard-linked files counted once
+    disk_bytes: int = 0
+
+
+@dataclass
+class CheckpointDir:
+    """A `checkpoint-<step>` directory and what the walk saw inside it."""
+
+    rel_path: str
+    run: str
+    step: int
+    staging: bool
+    files: int = 0
+    bytes: int = 0
+    #: allocated bytes of files with a single link (freed when the checkpoint is removed)
+    single_link_disk_bytes: int = 0
+    #: files with more than one hard link: (st_dev, st_ino) -> (st_nlink, disk bytes, seen here)
+    shared_inodes: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    newest_mtime: float = 0.0
+    has_marker: bool = False
+    lock_files: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    #: links inside the tree whose target lies in this checkpoint
+    linked_from: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LinkInfo:
+    rel_path: str
+    target: str
+    #: the target's path relative to DIR when it resolves inside DIR, else None
+    target_rel: str | None
+
+
+@dataclass
+class Scan:
+    root: str
+    kinds: dict[str, KindTotal]
+    checkpoints: list[CheckpointDir]
+    links: list[LinkInfo]
+    trash_dirs: list[str]
+    unreadable: list[str]
+    files: int
+    dirs: int
+
+
+#: names inside a checkpoint that mean a writer holds it
+_LOCK_SUFFIXES = (".lock", ".tmp", ".partial", ".incomplete")
+
+
+def scan(root: str, marker: str = "trainer_state.json") -> Scan:
+    """Walk `root` (a real directory path, see _fs.resolve_root) without following links."""
+    return _walk(root, [(root, "", _NONE, None)], marker)
+
+
+def scan_checkpoint(root: str, rel_path: str, marker: str = "trainer_state.json") -> CheckpointDir | None:
+    """One checkpoint directory read again from disk (None when it is gone or not one)."""
+    name = rel_path.rsplit("/", 1)[-1]
+    m = CHECKPOINT_DIR_RE.fullmatch(name)
+    full = os.path.join(root, rel_path)
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return None
+    if m is None or not stat.S_ISDIR(st.st_mode):
+        return None
+    owner = CheckpointDir(rel_path=rel_path, run=rel_path.rsplit("/", 1)[0] if "/" in rel_path
+                          else ".", step=int(m.group(2)), staging=bool(m.group(1)),
+                          newest_mtime=st.st_mtime)
+    _walk(root, [(full, rel_path, _RANK["checkpoints"], owner)], marker)
+    return owner
+
+
+def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None]], marker: str) -> Scan:
+    """The walk of `scan`. Each stack item is (absolute path, path relative to root, rank of
+    the strongest directory rule above it, the checkpoint it belongs to)."""
+    kinds = {k: KindTotal() for k in KINDS}
+    checkpoints: list[CheckpointDir] = []
+    links: list[LinkInfo] = []
+    trash_dirs: list[str] = []
+    unreadable: list[str] = []
+    seen_inodes: set[tuple[int, int]] = set()
+    n_files = n_dirs = 0
+    while stack:
+        path, rel, rank, owner = stack.pop()
+        try:
+            it = os.scandir(path)
+        except OSError as err:
+            unreadable.append(rel or ".")
+            if owner is not None:
+                owner.unreadable.append(f"{rel or '.'}: {err.strerror}")
+            continue
+        with it:
+            for e in it:
+                child_rel = f"{rel}/{e.name}" if rel else e.name
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError as err:
+                    unreadable.append(child_rel)
+                    if owner is not None:
+                        owner.unreadable.append(f"{child_rel}: {err.strerror}")
+                    continue
+                mode = st.st_mode
+                if stat.S_ISLNK(mode):
+                    links.append(_link(root, path, e.name, child_rel))
+                    k = kinds["links"]
+                    k.files += 1
+                    k.bytes += st.st_size
+                    continue
+                if stat.S_ISDIR(mode):
+                    n_dirs += 1
+                    child_rank = min(rank, _dir_rank(e.name))
+                    child_owner = owner
+                    if owner is not None:
+                        owner.newest_mtime = max(owner.newest_mtime, st.st_mtime)
+                    elif child_rank != _RANK["trash"]:
+                        m = CHECKPOINT_DIR_RE.fullmatch(e.name)
+                        if m:
+                            child_owner = CheckpointDir(rel_path=child_rel, run=rel or ".",
+                                                        step=int(m.group(2)),
+                                                        staging=bool(m.group(1)),
+                                                        newest_mtime=st.st_mtime)
+                            checkpoints.append(child_owner)
+                    if e.name.startswith(TRASH_PREFIX) and rank != _RANK["trash"]:
+                        trash_dirs.append(child_rel)
+                    stack.append((e.path, child_rel, child_rank, child_owner))
+                    continue
+                n_files += 1
+                kind = _KIND_OF_RANK[rank] if rank != _NONE else file_kind(e.name)
+                k = kinds[kind]
+                k.files += 1
+                k.bytes += st.st_size
+                disk = st.st_blocks * 512
+                if st.st_nlink > 1:
+                    key = (st.st_dev, st.st_ino)
+                    if key not in seen_inodes:
+                        seen_inodes.add(key)
+                        k.disk_bytes += disk
+                else:
+                    k.disk_bytes += disk
+                if owner is not None:
+                    _add_to_checkpoint(owner, e.name, rel, st, disk, marker)
+    checkpoints.sort(key=lambda c: (c.run, c.step, c.rel_path))
+    _attach_links(checkpoints, links)
+    return Scan(root=root, kinds={k: v for k, v in kinds.items()}, checkpoints=checkpoints,
+                links=links, trash_dirs=sorted(trash_dirs), unreadable=sorted(unreadable),
+                files=n_files, dirs=n_dirs)
+
+
+def _add_to_checkpoint(owner: CheckpointDir, name: str, rel_dir: str, st: os.stat_result,
+                       disk: int, marker: str) -> None:
+    owner.files += 1
+    owner.bytes += st.st_size
+    owner.newest_mtime = max(owner.newest_mtime, st.st_mtime)
+    if st.st_nlink > 1:
+        entry = owner.shared_inodes.setdefault((st.st_dev, st.st_ino), [st.st_nlink, disk, 0])
+        entry[2] += 1
+    else:
+        owner.single_link_disk_bytes += disk
+    if rel_dir == owner.rel_path and name == marker:
+        owner.has_marker = True
+    if name.lower().endswith(_LOCK_SUFFIXES) or name.lower() == "lock":
+        owner.lock_files.append(f"{rel_dir}/{name}")
+
+
+def _link(root: str, directory: str, name: str, rel: str) -> LinkInfo:
+    """A symbolic link: its target as written, and where it resolves relative to `root`.
+    realpath only reads links; nothing is opened or changed through them."""
+    full = os.path.join(directory, name)
+    try:
+        target = os.readlink(full)
+    except OSError:
+        target = ""
+    resolved = os.path.realpath(full)
+    inside = resolved.startswith(root + os.sep)
+    return LinkInfo(rel_path=rel, target=target,
+                    target_rel=os.path.relpath(resolved, root).replace(os.sep, "/") if inside
+                    else None)
+
+
+def _attach_links(checkpoints: list[CheckpointDir], links: list[LinkInfo]) -> None:
+    """Mark each checkpoint that a link inside the tree points at (or into)."""
+    if not links or not checkpoints:
+        return
+    by_path = {c.rel_path: c for c in checkpoints}
+    for link in links:
+        if link.target_rel is None:
+            continue
+        # a link inside a checkpoint that points into the same checkpoint protects nothing
+        parts = link.target_rel.split("/")
+        for i in range(1, len(parts) + 1):
+            c = by_path.get("/".join(parts[:i]))
+            if c is not None:
+                if not link.rel_path.startswith(c.rel_path + "/"):
+                    c.linked_from.append(link.rel_path)
+                break
