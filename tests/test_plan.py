@@ -64,10 +64,24 @@ def test_pixelis_rft_is_rollouts_plus_update():
     step = d["rollout_generation_s"] + d["reference_model_s"] + d["reward_model_s"] + \
         d["policy_update_s"]
     assert d["step_time_s"] == pytest.approx(step)
-    assert rft.gpu_hours_per_run_base == pytest.approx(5000 * step * 8 / 3600)
+    # + the GPUs waiting while 10 LoRA checkpoints are written (every 500 of 5,000 steps)
+    write_s = d["checkpoint_write_s"]
+    assert rft.gpu_hours_per_run_base == pytest.approx((5000 * step + write_s) * 8 / 3600)
     # 32 sequences per step on 8 GPUs: 4 per GPU, so decode is bandwidth-bound and dominates
     assert d["generation_batch_per_gpu"] == 4
     assert rft.bottleneck == "rollout generation"
+
+
+def test_pixelis_storage_from_physics():
+    b = budget("pixelis.yaml")
+    sft, rft = phase(b, "sft"), phase(b, "rft")
+    # the SFT dataset: 10,000 examples x 1,500 tokens in a datasets table, 4 + 1 bytes a token
+    assert sft.storage["dataset"].value == 10_000 * 1500 * 5
+    # rollouts kept: 5,000 steps x 32 sequences x 2,048 tokens x (4 id + 4 log-prob) + 4 reward
+    assert rft.storage["rollouts"].value == 5000 * 32 * (2048 * 8 + 4)
+    # stated parts stay assumed, and make the total assumed
+    assert phase(b, "ttrl-domain-adaptation").storage["other"].basis == "assumed"
+    assert b.storage_total is not None and b.storage_total.basis == "assumed"
 
 
 # --- seed 004: a grid on one RTX 4090 ------------------------------------------------------

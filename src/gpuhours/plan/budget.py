@@ -8,6 +8,7 @@ import math
 from gpuhours import catalog
 from gpuhours.errors import InputError, UnknownNameError
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.figures import Figure
 from gpuhours.plan.grid import grid_phase
 from gpuhours.plan.load import LoadedPlan
 from gpuhours.plan.phases import Context, compute_phase
@@ -25,7 +26,9 @@ def evaluate(loaded: LoadedPlan) -> Budget:
     try:
         gpu = catalog.gpu(plan.hardware.gpu)
     except UnknownNameError as e:
-        raise InputError(f"{loaded.path}: hardware.gpu", e.message, e.hint) from None
+        line = f", line {loaded.gpu_line}" if loaded.gpu_line else ""
+        raise InputError(f"{loaded.path}{line}, hardware.gpu", e.message,
+                         "Use a name from `gpuhours catalog gpus`.") from None
     ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path)
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
@@ -60,6 +63,7 @@ def evaluate(loaded: LoadedPlan) -> Budget:
         if plan.hardware.electricity_usd_per_kwh is not None:
             usd = kwh * plan.hardware.electricity_usd_per_kwh
     warnings = [f"{r.name}: {w}" for r in results for w in r.warnings]
+    storage_total = _storage_total(results, plan.seeds)
     return Budget(
         project=plan.project, gpu=gpu.name, num_gpus=plan.hardware.num_gpus, seeds=plan.seeds,
         phases=results, one_time_gpu_hours=one_time, per_seed_gpu_hours=per_seed,
@@ -69,12 +73,30 @@ def evaluate(loaded: LoadedPlan) -> Budget:
         wall_clock_basis="phases one after another, each on its own GPUs, runs repeated per "
                          "seed, contingency included",
         costs=costs, electricity_kwh=kwh, electricity_usd=usd, electricity_basis=elec_basis,
-        grids=grids, warnings=warnings,
+        grids=grids, storage_total=storage_total, warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH,
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
             A.GENERATION_ENGINE_EFFICIENCY["vllm"], A.CUDA_CONTEXT_BYTES)],
     )
+
+
+def _storage_total(results: list[PhaseResult], seeds: int) -> Figure | None:
+    """Bytes on disk for the whole project: each dataset once; checkpoints, rollouts and logs
+    once per run (seeds keep their own)."""
+    if not any(r.storage for r in results):
+        return None
+    total = 0.0
+    parts = []
+    for r in results:
+        runs = _runs_multiplier(r.runs, seeds)
+        for name, f in r.storage.items():
+            n = 1 if name == "dataset" else runs
+            total += n * f.value
+            parts.append(f"{r.name} {name}{f' x {n}' if n > 1 else ''}")
+    stated = any(f.basis == "assumed" for r in results for f in r.storage.values())
+    return Figure(value=total, unit="bytes", basis="assumed" if stated else "formula",
+                  source="datasets once, per-run parts x runs: " + ", ".join(parts))
 
 
 def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[CostLine]:

@@ -58,6 +58,7 @@ class LoadedPlan:
     plan: Plan
     path: str
     phase_lines: dict[str, int]
+    gpu_line: int | None = None
 
 
 def _phase_lines(node: yaml.Node | None) -> dict[str, int]:
@@ -78,7 +79,9 @@ def parse_plan(text: str, label: str) -> LoadedPlan:
         raise InputError(label, "expected a YAML mapping at the top level (project, hardware, "
                                 "phases, ...).")
     try:
-        return LoadedPlan(Plan.model_validate(data), label, _phase_lines(node))
+        gpu = _node_at(node, ("hardware", "gpu"))
+        return LoadedPlan(Plan.model_validate(data), label, _phase_lines(node),
+                          gpu.start_mark.line + 1 if gpu is not None else None)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])

@@ -16,6 +16,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
+from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.generation import (
     estimate_generation,
     max_batch_by_memory,
@@ -35,6 +36,7 @@ from gpuhours.plan.schema import (
     RLPhase,
     TrainingSettings,
 )
+from gpuhours.plan.storage import phase_storage, stated_storage
 from gpuhours.resolve import resolve_model
 
 #: a stated figure and physics disagree when their ratio leaves [1/2, 2]
@@ -200,8 +202,14 @@ def _with_overheads(ctx: Context, phase: Any, base: float) -> tuple[float, dict[
 
 def _result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bottleneck: str,
             basis: str, formula: str, setup: dict[str, Any], warnings: list[str],
-            details: dict[str, Any] | None = None, e: TrainingEstimate | None = None
-            ) -> PhaseResult:
+            details: dict[str, Any] | None = None, e: TrainingEstimate | None = None,
+            storage: dict[str, Figure] | None = None, write_s: float = 0.0) -> PhaseResult:
+    if write_s:
+        # the GPUs wait while a checkpoint is written (synchronous saves)
+        base_gpu_hours += write_s * gpus / 3600
+        details = {**(details or {}), "checkpoint_write_s": write_s}
+        formula += (f" + {write_s / 3600:.3g} h of checkpoint writes x {gpus} GPUs (lower "
+                    f"bound at {ctx.plan.hardware.disk_write_gb_per_s:g} GB/s)")
     gpu_hours, chosen = _with_overheads(ctx, phase, base_gpu_hours)
     wall = gpu_hours / gpus
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus)
@@ -213,7 +221,7 @@ def _result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bottlene
         gpus=gpus, gpu_hours_per_run_base=base_gpu_hours, overheads=chosen,
         gpu_hours_per_run=gpu_hours, wall_hours_per_run=wall, bottleneck=bottleneck,
         basis=basis, formula=formula, setup=setup, warnings=warnings, checks=checks,
-        details=details or {},
+        storage=storage or {}, details=details or {},
         config_digest=digest(phase),
     )
 
@@ -247,7 +255,9 @@ def finetune(ctx: Context, phase: FinetunePhase) -> PhaseResult:
                             f"{tpe:,.0f} of {t.seq_len}); packing (packed: true) would cut "
                             f"this phase to about {100 * (1 - waste):.0f}% of its GPU hours.")
     _check_fits(ctx, phase, e)
-    return _training_result(ctx, phase, e, t, hw, amount, warnings)
+    unique_tokens = phase.tokens if phase.tokens is not None else (
+        (phase.examples or 0.0) * (phase.tokens_per_example or t.seq_len))
+    return _training_result(ctx, phase, e, t, hw, amount, warnings, unique_tokens)
 
 
 def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
@@ -255,13 +265,17 @@ def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
     t, hw, model_basis = training_setup(ctx, phase, s)
     e = estimate_training(t, hw, model_basis, tokens=phase.tokens)
     _check_fits(ctx, phase, e)
-    return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", [])
+    return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", [],
+                            phase.tokens)
 
 
 def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training, hw: Hardware,
-                     amount: str, warnings: list[str]) -> PhaseResult:
+                     amount: str, warnings: list[str], dataset_tokens: float) -> PhaseResult:
     assert e.totals is not None
     steps = e.totals.optimizer_steps.value
+    storage, write_s = phase_storage(phase, t, dataset_tokens, steps,
+                                     e.totals.wall_clock_hours.value,
+                                     disk_write_gb_per_s=ctx.plan.hardware.disk_write_gb_per_s)
     formula = (f"{amount} -> {steps:,.0f} steps x {e.step_time_s.value:.3g} s x "
                f"{hw.num_gpus} GPUs / 3600")
     setup = _setup_summary(t, hw)
@@ -272,7 +286,7 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
                e.tokens_per_s_per_gpu.value, "mfu": e.mfu.value,
                "memory_per_gpu_bytes": e.memory.total_bytes.value}
     return _result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
-                   formula, setup, warnings + e.warnings, details, e)
+                   formula, setup, warnings + e.warnings, details, e, storage, write_s)
 
 
 def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
@@ -318,8 +332,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_") + "_s": v
                                                           for k, v in parts.items()},
                "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": gen.batch}
+    storage, write_s = phase_storage(
+        phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
+        base / gpus, rollouts=steps * sequences, rollout_tokens=seq,
+        disk_write_gb_per_s=ctx.plan.hardware.disk_write_gb_per_s)
     return _result(ctx, phase, gpus, base, bottleneck, basis, formula, _setup_summary(t, hw),
-                   list(e.warnings), details, None)
+                   list(e.warnings), details, None, storage, write_s)
 
 
 def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:
@@ -328,7 +346,8 @@ def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:
     return _result(ctx, phase, phase.gpus, base, "as stated (service time)",
                    f"assumed: the plan's duration and GPUs (line {line})",
                    f"{phase.duration_hours:g} h x {phase.gpus} GPUs x {phase.utilisation:g} "
-                   f"utilisation", {"gpus": phase.gpus}, [])
+                   f"utilisation", {"gpus": phase.gpus}, [],
+                   storage=stated_storage(phase, phase.duration_hours))
 
 
 def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuhours.estimate.figures import Figure
+
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -31,6 +33,8 @@ class PhaseResult(_Out):
     warnings: list[str]
     #: the author's stated figures beside physics, whether or not they disagree
     checks: list[str]
+    #: bytes on disk by part (checkpoints retained, dataset, rollouts, logs), each with basis
+    storage: dict[str, Figure]
     details: dict[str, Any]
     #: fingerprint of the phase's settings, for the living document's "what changed"
     config_digest: str
@@ -89,5 +93,6 @@ class Budget(_Out):
     electricity_usd: float | None
     electricity_basis: str | None
     grids: dict[str, GridSchedule]
+    storage_total: Figure | None
     warnings: list[str]
     assumptions: list[str]

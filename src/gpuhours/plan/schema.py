@@ -43,6 +43,8 @@ class HardwareSpec(_Strict):
         default=None, description="your own price; otherwise the price catalog is used")
     electricity_usd_per_kwh: PositiveFloat | None = Field(
         default=None, description="for local hardware: energy cost of the GPUs at their TDP")
+    disk_write_gb_per_s: PositiveFloat | None = Field(
+        default=None, description="sequential write bandwidth of the checkpoint disk, GB/s")
 
     @property
     def num_gpus(self) -> int:
@@ -69,12 +71,29 @@ class TrainingSettings(_Strict):
     gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
 
 
+class PhaseStorage(_Strict):
+    """What a phase keeps on disk (storage/budget.py turns it into bytes)."""
+
+    checkpoints_kept: int = Field(default=1, ge=0, description="checkpoints on disk at a time")
+    save_every_steps: PositiveInt | None = Field(
+        default=None, description="optimizer steps between saves; with `disk` in the plan's "
+                                  "hardware, the write time is added to the phase")
+    with_optimizer: bool = Field(default=False,
+                                 description="resumable checkpoints: master weights + moments")
+    dataset_layout: Literal["packed", "hf-datasets", "hf-datasets-labels"] = "hf-datasets"
+    keep_rollouts: bool = Field(default=False, description="RL: keep every rollout on disk")
+    log_gb_per_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    other_gb: float = Field(default=0.0, ge=0, allow_inf_nan=False,
+                            description="anything else this phase keeps, as stated (assumed)")
+
+
 class _PhaseBase(_Strict):
     name: str = Field(min_length=1, max_length=80)
     runs: Runs = Field(default="per_seed", description="once, per_seed or single_seed")
     overheads: list[str] = Field(default_factory=list,
                                  description="names from the plan's `overheads`")
     expect: Expectation | None = None
+    storage: PhaseStorage | None = None
     note: str = ""
 
 

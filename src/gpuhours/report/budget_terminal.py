@@ -47,6 +47,13 @@ def render_budget(b: Budget, console: Console) -> None:
     if b.electricity_kwh is not None:
         money = f", {usd(b.electricity_usd)}" if b.electricity_usd is not None else ""
         console.print(f"Electricity: {b.electricity_kwh:,.0f} kWh{money} ({b.electricity_basis}).")
+    if b.storage_total is not None:
+        console.print(f"Storage: {b.storage_total.value / 1e9:,.1f} GB on disk at the peak "
+                      f"([dim]{b.storage_total.basis}: {b.storage_total.source}[/dim]).")
+        for r in b.phases:
+            if r.storage:
+                parts = ", ".join(f"{k} {f.value / 1e9:,.1f} GB" for k, f in r.storage.items())
+                console.print(f"  {r.name}: {parts}")
     for r in b.phases:
         for check in r.checks:
             console.print(f"[dim]check {r.name}: {check}[/dim]")

@@ -151,6 +151,8 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["", f"### {r.name}{where}", "",
                   f"- Setup: {', '.join(f'{k} {v}' for k, v in r.setup.items()) or '-'}",
                   f"- Formula: {r.formula}", f"- Basis: {r.basis}"]
+        lines += [f"- Storage, {k}: {f.value / 1e9:,.2f} GB ({f.basis}: {f.source})"
+                  for k, f in r.storage.items()]
         lines += [f"- Check: {c}" for c in r.checks]
         lines += [f"- Warning: {w}" for w in r.warnings]
     lines += ["", "## Budget", "", f"{b.formula}", ""]
@@ -159,6 +161,9 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
                   f"{g.days:,.1f} days at {g.hours_per_day:g} h/day; the essential set (priority "
                   f"<= {g.reduced_priority}): {g.reduced_gpu_hours:,.1f} GPU h, "
                   f"{g.reduced_days:,.1f} days.", ""]
+    if b.storage_total is not None:
+        lines += ["## Storage", "", f"{b.storage_total.value / 1e9:,.1f} GB on disk "
+                  f"({b.storage_total.basis}: {b.storage_total.source}).", ""]
     lines += ["## Cost", ""]
     if b.costs:
         lines += ["| provider | instance | $/GPU-h | on-demand | spot $/GPU-h | spot | as of |",
