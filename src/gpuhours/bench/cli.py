@@ -1,10 +1,353 @@
-"""The `gpuhours` commands of gpuhours.bench. Registered on the main app by gpuhours.cli;
-this module must not import torch at import time (imports go inside the command functions)."""
+"""The `gpuhours` commands of gpuhours.bench: `bench`, `bench-data` and `ledger list|show|export`.
+Registered on the main app by gpuhours.cli; this module must not import torch at import time
+(imports go inside the command functions)."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from gpuhours.errors import InputError
+
+LedgerOpt = Annotated[str | None, typer.Option(
+    "--ledger", help="Ledger file (default: $GPUHOURS_LEDGER, else ./.gpuhours/ledger.sqlite).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _parse_sets(items: list[str]) -> dict[str, int | float | str | bool]:
+    """--set KEY=VALUE -> {KEY: typed VALUE}: JSON scalars (3, 0.5, true, "x") or bare text."""
+    out: dict[str, int | float | str | bool] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set {item}", "expected KEY=VALUE, such as num_hidden_layers=2.")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if not isinstance(value, int | float | str | bool):
+            raise InputError(f"--set {item}", "expected a number, true/false or text.")
+        out[key.strip()] = value
+    return out
 
 
 def register(app: typer.Typer) -> None:
     """Add this capability's commands to `app`."""
+    from gpuhours.cli import user_errors
+
+    ledger_app = typer.Typer(no_args_is_help=True,
+                             help="The ledger of measurements: list, show, export.")
+    app.add_typer(ledger_app, name="ledger")
+
+    @app.command()
+    @user_errors
+    def bench(
+        model: Annotated[str | None, typer.Option(
+            "--model", "-m", help="Catalog name or config.json path; built with random "
+                                  "weights (no download).")] = None,
+        set_: Annotated[list[str] | None, typer.Option(
+            "--set", help="Override a config field, e.g. --set num_hidden_layers=2 "
+                          "(repeatable): shrink a catalog model to bench it quickly.")] = None,
+        method: Annotated[str, typer.Option(help="full or lora (peft).")] = "full",
+        precision: Annotated[str, typer.Option(
+            help="fp32, bf16 (model cast to bf16), bf16-amp or fp16-amp (torch.autocast).")
+        ] = "fp32",
+        batch: Annotated[int, typer.Option(help="Micro-batch, sequences.")] = 1,
+        seq: Annotated[int, typer.Option(help="Sequence length, tokens.")] = 512,
+        grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
+        checkpointing: Annotated[bool, typer.Option(
+            "--checkpointing/--no-checkpointing", help="Gradient checkpointing.")] = False,
+        compile_: Annotated[bool, typer.Option(
+            "--compile/--no-compile", help="torch.compile the model.")] = False,
+        optimizer: Annotated[str, typer.Option(help="adamw, sgd or sgd-momentum.")] = "adamw",
+        optimizer_impl: Annotated[str, typer.Option(
+            help="foreach (torch default), fused, per-parameter.")] = "foreach",
+        lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
+        lora_targets: Annotated[str, typer.Option(help="all-linear, attention or qv.")] = "all-linear",
+        device: Annotated[str, typer.Option(help="auto (CUDA, MPS, CPU), cuda, mps or cpu.")
+                          ] = "auto",
+        threads: Annotated[int | None, typer.Option(
+            help="CPU threads for torch (default: torch's choice).")] = None,
+        warmup: Annotated[int, typer.Option(help="Untimed warm-up steps.")] = 3,
+        min_steps: Annotated[int, typer.Option(help="Timed steps at least.")] = 5,
+        max_steps: Annotated[int, typer.Option(help="Timed steps at most.")] = 50,
+        target_cv: Annotated[float, typer.Option(
+            help="Stop when the step time's coefficient of variation is below this.")] = 0.02,
+        max_time: Annotated[float, typer.Option(
+            help="Stop timing after this many seconds (after --min-steps).")] = 60.0,
+        sweep: Annotated[list[str] | None, typer.Option(
+            help="KEY=V1,V2,... (repeatable): batch, seq, grad-accum, checkpointing, compile, "
+                 "method, precision, optimizer, optimizer-impl, lora-rank, lora-targets.")] = None,
+        peak_tflops: Annotated[float | None, typer.Option(
+            help="Peak TFLOPS for MFU (default: catalog for a known GPU, else a matmul probe).")
+        ] = None,
+        reprobe: Annotated[bool, typer.Option(
+            "--reprobe", help="Measure the device's peak again instead of reusing the "
+                              "ledger's probe of the last 7 days.")] = False,
+        profile: Annotated[Path | None, typer.Option(
+            help="Write a torch.profiler Chrome trace of 3 steps to this file.")] = None,
+        ledger: LedgerOpt = None,
+        no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not store.")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Run real training steps on this machine and measure them; store them in the ledger.
+
+        Step time (median, p10-p90, CV) split into data wait, forward, backward and optimizer;
+        tokens/s; FLOPs counted by torch; MFU against the catalog peak or a measured one; peak
+        tensor memory. With --sweep, every combination; those that run out of memory are
+        recorded as "does not fit"."""
+        from rich.console import Console
+
+        from gpuhours.bench.config import BenchSetup, StopRule
+        from gpuhours.bench.sweep import expand, parse_sweeps
+
+        if model is None:
+            raise InputError("--model", "a model is required: a catalog name (gpuhours catalog "
+                                        "models) or a config.json path.")
+        if threads is not None and threads < 1:
+            raise InputError("--threads", f"expected a positive number, got {threads}.")
+        if peak_tflops is not None and not peak_tflops > 0:
+            raise InputError("--peak-tflops", f"expected a positive number, got {peak_tflops}.")
+        base = BenchSetup.model_validate(dict(
+            model=model, config_overrides=_parse_sets(set_ or []), method=method,
+            precision=precision, micro_batch=batch, seq_len=seq, grad_accum=grad_accum,
+            checkpointing=checkpointing, compiled=compile_, optimizer=optimizer,
+            optimizer_impl=optimizer_impl, lora_rank=lora_rank, lora_targets=lora_targets))
+        rule = StopRule(warmup_steps=warmup, min_steps=min_steps, max_steps=max_steps,
+                        target_cv=target_cv, max_time_s=max_time)
+        setups = expand(base, parse_sweeps(sweep or []))
+        _run_bench(setups, rule, device, threads, peak_tflops, reprobe, profile,
+                   ledger, not no_ledger, as_json, bool(sweep), Console(stderr=True))
+
+    @app.command("bench-data")
+    @user_errors
+    def bench_data(
+        loader: Annotated[str, typer.Argument(
+            help="MODULE:FUNCTION; FUNCTION(num_workers) returns a DataLoader or any iterable "
+                 "of batches.")],
+        workers: Annotated[str, typer.Option(help="num_workers values to try.")] = "0,2,4",
+        seconds_: Annotated[float, typer.Option(
+            "--seconds", help="Time per num_workers value.")] = 5.0,
+        bench_id: Annotated[int | None, typer.Option(
+            help="Ledger measurement whose samples/s the loader must keep up with.")] = None,
+        model: Annotated[str | None, typer.Option(
+            "--model", "-m", help="Or: estimate the model's samples/s (with --gpu).")] = None,
+        gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="GPU for the estimate.")
+                       ] = None,
+        batch: Annotated[int, typer.Option(help="Micro-batch for the estimate.")] = 1,
+        seq: Annotated[int, typer.Option(help="Sequence length for the estimate.")] = 2048,
+        method: Annotated[str, typer.Option(help="full, lora or qlora for the estimate.")
+                          ] = "full",
+        precision: Annotated[str, typer.Option(help="Precision for the estimate.")
+                             ] = "bf16-mixed",
+        ledger: LedgerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Measure a data loader alone across num_workers values, in samples/s, and compare it
+        with what the model consumes: is the run input-bound?"""
+        from rich.console import Console
+
+        from gpuhours.bench.data import load_function, measure_loader, verdict
+        from gpuhours.bench.render import render_loader
+
+        values = _int_list(workers, "--workers")
+        if not seconds_ > 0:
+            raise InputError("--seconds", f"expected a positive number, got {seconds_}.")
+        if bench_id is not None and model is not None:
+            raise InputError("--bench-id/--model", "give one way to know the consumption rate.")
+        need, need_basis = _consumption(bench_id, ledger, model, gpu, batch, seq, method,
+                                        precision)
+        make_loader = load_function(loader)
+        err = Console(stderr=True)
+        rates = []
+        for n in values:
+            with err.status(f"num_workers={n}: drawing batches for {seconds_:g} s"):
+                rates.append(measure_loader(make_loader, n, seconds=seconds_))
+        lines = verdict(rates, need, need_basis)
+        if as_json:
+            _emit({"rates": [r.model_dump() for r in rates], "needed_samples_per_s": need,
+                   "needed_basis": need_basis, "verdict": lines})
+        else:
+            render_loader(rates, lines, Console())
+
+    @ledger_app.command("list")
+    @user_errors
+    def ledger_list(
+        ledger: LedgerOpt = None,
+        device: Annotated[str | None, typer.Option(help="Only this device key.")] = None,
+        limit: Annotated[int, typer.Option(help="At most this many rows.")] = 50,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Measurements, newest first."""
+        from rich.console import Console
+
+        from gpuhours.bench.render import render_ledger_list
+        from gpuhours.track.ledger import Ledger, ledger_path
+        from gpuhours.track.ledger_export import flat_row
+
+        if limit < 1:
+            raise InputError("--limit", f"expected a positive number, got {limit}.")
+        path = ledger_path(ledger)
+        with Ledger.open(path, create=False) as book:
+            rows = book.measurements(device_key=device, limit=limit)
+        if as_json:
+            _emit([flat_row(m) for m in rows])
+        else:
+            render_ledger_list(rows, Console(), str(path))
+
+    @ledger_app.command("show")
+    @user_errors
+    def ledger_show(
+        measurement_id: Annotated[int, typer.Argument(metavar="ID", help="Measurement id.")],
+        ledger: LedgerOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """One measurement in full: setup, environment, results and their bases."""
+        from rich.console import Console
+
+        from gpuhours.bench.render import render_ledger_show
+        from gpuhours.track.ledger import Ledger, ledger_path
+
+        with Ledger.open(ledger_path(ledger), create=False) as book:
+            m = book.measurement(measurement_id)
+        if as_json:
+            _emit(m.as_dict())
+        else:
+            render_ledger_show(m, Console())
+
+    @ledger_app.command("export")
+    @user_errors
+    def ledger_export(
+        ledger: LedgerOpt = None,
+        format_: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+        output: Annotated[Path | None, typer.Option(
+            help="Write to this file (atomically) instead of standard output.")] = None,
+    ) -> None:
+        """Every measurement, as JSON (full records) or CSV (one flat row each)."""
+        from gpuhours.track.ledger import Ledger, ledger_path
+        from gpuhours.track.ledger_export import to_csv, to_json
+
+        if format_ not in ("json", "csv"):
+            raise InputError("--format", f"expected json or csv, got {format_!r}.")
+        with Ledger.open(ledger_path(ledger), create=False) as book:
+            rows = list(reversed(book.measurements()))
+        text = to_json(rows) if format_ == "json" else to_csv(rows)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            from gpuhours.track.files import atomic_write_text
+
+            atomic_write_text(output, text)
+            typer.echo(f"wrote {len(rows)} measurements to {output}", err=True)
+
+
+def _emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _int_list(text: str, where: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(where, f"expected whole numbers separated by commas, got {text!r}.") \
+            from None
+    if not values or any(v < 0 for v in values):
+        raise InputError(where, f"expected numbers >= 0, got {text!r}.")
+    return values
+
+
+def _consumption(bench_id: int | None, ledger: str | None, model: str | None, gpu: str | None,
+                 batch: int, seq: int, method: str, precision: str
+                 ) -> tuple[float | None, str]:
+    """Samples/s the model consumes: from a ledger measurement or from the analytic estimate."""
+    if bench_id is not None:
+        from gpuhours.track.ledger import Ledger, ledger_path
+
+        with Ledger.open(ledger_path(ledger), create=False) as book:
+            m = book.measurement(bench_id)
+        samples = m.results.get("samples_per_s")
+        if not samples:
+            raise InputError("--bench-id", f"ledger #{bench_id} has no samples/s ({m.status}).")
+        return float(samples), f"measured: ledger #{bench_id}, {m.model} on {m.device_name}"
+    if model is None:
+        if gpu is not None:
+            raise InputError("--gpu", "an estimate also needs --model.")
+        return None, ""
+    if gpu is None:
+        raise InputError("--model", "an estimate of the consumption also needs --gpu.")
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.estimate.workload import Hardware, Training
+    from gpuhours.resolve import resolve_gpu, resolve_model
+
+    arch, basis = resolve_model(model)
+    t = Training.model_validate(dict(arch=arch, method=method, precision=precision,
+                                     micro_batch=batch, seq_len=seq))
+    e = estimate_training(t, Hardware(gpu=resolve_gpu(gpu)), basis)
+    return (e.tokens_per_s_per_gpu.value / seq,
+            f"formula: analytic estimate for {arch.name} on {gpu}, batch {batch} x seq {seq}, "
+            "tokens/s / seq")
+
+
+def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
+               peak_tflops: float | None, reprobe: bool, profile: Path | None,
+               ledger: str | None, store: bool, as_json: bool, is_sweep: bool, err: Any) -> None:
+    """Measure each setup (a Rich progress bar for a sweep), render, set the exit code."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpuhours.bench.render import render_result, render_sweep
+    from gpuhours.bench.session import bench_setup
+    from gpuhours.bench.sweep import summarize
+    from gpuhours.track.ledger import Ledger, ledger_path
+
+    with err.status("loading torch and transformers"):
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        from gpuhours.bench.device import detect
+        from gpuhours.bench.environment import collect
+
+        backend = detect(device)
+        environment = collect(backend)
+    path = ledger_path(ledger) if store else None
+    book = Ledger.open(path) if path is not None else None
+    outcomes = []
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+                "{task.completed}/{task.total}"), TimeElapsedColumn(), console=err,
+                transient=True) as bar:
+            task = bar.add_task("benchmark", total=len(setups))
+            for i, setup in enumerate(setups):
+                label = setup.label()
+
+                def progress(text: str, label: str = label) -> None:
+                    bar.update(task, description=f"{label}: {text}")
+
+                bar.update(task, description=f"{label}: building the model")
+                outcome = bench_setup(
+                    setup, backend, rule, environment, ledger=book, peak_tflops=peak_tflops,
+                    refresh_probe=reprobe and i == 0,
+                    profile_to=profile if i == 0 else None, progress=progress)
+                outcomes.append(outcome)
+                bar.advance(task)
+    finally:
+        if book is not None:
+            book.close()
+    out = Console()
+    if as_json:
+        _emit([{"setup": o.setup.model_dump(), "status": o.status, "ledger_id": o.ledger_id,
+                "error": o.error, "result": o.result.model_dump(mode="json") if o.result else None}
+               for o in outcomes])
+    elif is_sweep:
+        render_sweep(outcomes, summarize(outcomes), out)
+    else:
+        render_result(outcomes[0], out, str(path) if path else None)
+    if all(o.status != "ok" for o in outcomes):
+        first = outcomes[0]
+        raise InputError("--batch", f"does not fit on {backend.name}: {first.error}",
+                         "Try a smaller --batch or --seq, --checkpointing, or --method lora.")

@@ -1,0 +1,140 @@
+"""A catalog model (or a config.json) built with random weights for a benchmark: transformers'
+from_config, no download; LoRA by peft, gradient checkpointing by transformers, precision by
+casting; and a batch maker of random token ids.
+
+The config that is built is also read by gpuhours.estimate.arch.from_hf_config, so that the
+ledger row can be compared with the analytic estimate of the very same shape.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.bench.config import BenchSetup
+from gpuhours.errors import InputError, UnknownNameError
+from gpuhours.estimate.arch import ModelArch, from_hf_config
+
+#: config.json fields that describe a saved file, not the architecture
+_NOT_ARCHITECTURE = ("model_type", "architectures", "transformers_version", "torch_dtype", "dtype",
+                     "_name_or_path", "auto_map")
+#: module names of peft targets other than all-linear, for llama-style attention
+_LORA_MODULES = {"attention": ["q_proj", "k_proj", "v_proj", "o_proj"], "qv": ["q_proj", "v_proj"]}
+
+
+@dataclass
+class BuiltModel:
+    model: Any
+    #: the Hugging Face config it was built from, after --set overrides (stored in the ledger)
+    config: dict[str, Any]
+    arch: ModelArch
+    basis: str
+    attention: str
+    total_params: int
+    trainable_params: int
+    make_batch: Callable[[], Any]
+    set_checkpointing: Callable[[bool], None] | None
+
+
+def model_config(setup: BenchSetup) -> tuple[dict[str, Any], ModelArch, str]:
+    """(config dict with overrides, architecture, basis) of the setup's model; no torch."""
+    from gpuhours import catalog
+
+    try:
+        entry, cfg = catalog.model(setup.model)
+    except UnknownNameError as e:
+        e.where = "--model"
+        raise
+    cfg = {**cfg, **setup.config_overrides}
+    name = entry.name if entry else setup.model
+    basis = (f"catalog config of {entry.hf_id}" if entry else f"config.json {setup.model}") + (
+        f" with {', '.join(f'{k}={v}' for k, v in setup.config_overrides.items())}"
+        if setup.config_overrides else "") + "; random weights"
+    arch = from_hf_config(cfg, name=name, where="--model" if entry is None else f"--model {name}")
+    if arch.position_embeddings and setup.seq_len > arch.position_embeddings:
+        raise InputError("--seq", f"{name} has learned position embeddings for "
+                                  f"{arch.position_embeddings} positions; --seq {setup.seq_len} "
+                                  "cannot run.")
+    return cfg, arch, basis
+
+
+def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
+    """Build the setup's model on `device`, ready to train."""
+    import torch
+    import transformers
+
+    cfg, arch, basis = model_config(setup)
+    model_type = str(cfg.get("model_type", "llama"))
+    fields = {k: v for k, v in cfg.items() if k not in _NOT_ARCHITECTURE}
+    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        # a --set vocab_size below a config's special-token ids only matters for generation;
+        # drop them so that transformers does not warn about the shrunk vocabulary
+        if isinstance(fields.get(token), int) and fields[token] >= arch.vocab_size:
+            fields[token] = None
+    try:
+        hf_config = transformers.AutoConfig.for_model(model_type, **fields)
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError("--model", f"transformers cannot build a {model_type!r} config: {e}") \
+            from None
+    hf_config.use_cache = False
+    auto = transformers.AutoModelForMaskedLM if arch.encoder else transformers.AutoModelForCausalLM
+    torch.manual_seed(seed)
+    attention = "sdpa"
+    try:
+        model = auto.from_config(hf_config, attn_implementation="sdpa")
+    except (ValueError, ImportError):
+        attention = "eager"
+        model = auto.from_config(hf_config, attn_implementation="eager")
+    if setup.precision == "bf16":
+        model = model.to(torch.bfloat16)
+    base = model
+    if setup.method == "lora":
+        model = _apply_lora(model, setup, arch)
+    set_checkpointing = None
+    if setup.checkpointing:
+        def set_checkpointing(on: bool) -> None:
+            if on:
+                base.activation_checkpointing_enable({"use_reentrant": False})
+            else:
+                base.activation_checkpointing_disable()
+        set_checkpointing(True)
+    model.to(device)
+    model.train()
+    params = {id(p): p for p in model.parameters()}.values()
+    vocab = arch.vocab_size
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def make_batch() -> dict[str, Any]:
+        ids = torch.randint(0, vocab, (setup.micro_batch, setup.seq_len), generator=gen)
+        return {"input_ids": ids, "labels": ids}
+
+    return BuiltModel(
+        model=model, config=cfg, arch=arch, basis=basis, attention=attention,
+        total_params=sum(p.numel() for p in params),
+        trainable_params=sum(p.numel() for p in params if p.requires_grad),
+        make_batch=make_batch, set_checkpointing=set_checkpointing)
+
+
+def _apply_lora(model: Any, setup: BenchSetup, arch: ModelArch) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    if arch.encoder:
+        raise InputError("--method", "LoRA benchmarks are for decoder models; use --method full "
+                                     "for an encoder.")
+    if setup.lora_targets == "all-linear":
+        targets: Any = "all-linear"
+    elif arch.model_type in ("gpt2", "mpt"):
+        raise InputError("--lora-targets", f"{arch.model_type} has fused attention projections; "
+                                           "use --lora-targets all-linear.")
+    else:
+        targets = _LORA_MODULES[setup.lora_targets]
+    config = LoraConfig(r=setup.lora_rank, lora_alpha=2 * setup.lora_rank, lora_dropout=0.0,
+                        target_modules=targets, task_type="CAUSAL_LM")
+    with warnings.catch_warnings():
+        # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (a FutureWarning
+        # under transformers 5.x); nothing for us to change
+        warnings.filterwarnings("ignore", message=r".*is deprecated and will be removed in v6",
+                                category=FutureWarning)
+        return get_peft_model(model, config)

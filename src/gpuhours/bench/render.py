@@ -1,0 +1,179 @@
+"""Terminal rendering of benchmarks, sweeps, data-loader rates and ledger rows (Rich).
+Every measured figure is printed with its basis; nothing here computes a figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuhours.bench.data import LoaderRate
+from gpuhours.bench.runner import BenchResult
+from gpuhours.bench.session import Outcome
+from gpuhours.bench.sweep import SweepSummary
+from gpuhours.report.units import pct, seconds, si
+from gpuhours.track.ledger import Measurement
+
+
+def size(n_bytes: float | None) -> str:
+    """Bytes in MiB below a GiB, else GiB (both 1024-based, and said so)."""
+    if n_bytes is None:
+        return "-"
+    if abs(n_bytes) < 2**30:
+        return f"{n_bytes / 2**20:,.1f} MiB"
+    return f"{n_bytes / 2**30:,.2f} GiB"
+
+
+def _tps_range(r: BenchResult) -> str:
+    if not r.tokens_per_s_range:
+        return ""
+    lo, hi = r.tokens_per_s_range
+    return f" (p10-p90 of steps: {lo:,.0f}-{hi:,.0f})"
+
+
+def render_result(o: Outcome, console: Console, ledger_path: str | None) -> None:
+    r = o.result
+    console.print(f"[bold]{o.setup.label()}[/bold]")
+    if r is None:
+        console.print(f"  [red]does not fit[/red]: {o.error}")
+        if o.ledger_id is not None:
+            console.print(f"  recorded as ledger #{o.ledger_id} ({ledger_path})")
+        return
+    render_bench(r, console)
+    if o.ledger_id is not None:
+        console.print(f"  ledger        #{o.ledger_id} in {ledger_path}")
+
+
+def render_bench(r: BenchResult, console: Console) -> None:
+    t = r.timing
+    p = console.print
+    p(f"  device        {r.device_name}, {r.device_kind} (key {r.device_key})", highlight=False)
+    stable = "[green]stable[/green]" if t.stable else "[yellow]not stable[/yellow]"
+    p(f"  step time     median {seconds(t.median_s)}, p10-p90 {seconds(t.p10_s)}-"
+      f"{seconds(t.p90_s)}, CV {t.cv:.1%} over {t.n_steps} steps: {stable} ({t.stop_reason})")
+    parts = ", ".join(f"{k.removesuffix('_s')} {seconds(v)}" for k, v in r.phases_median_s.items())
+    p(f"  breakdown     {parts} (medians per step)")
+    compiled = "; includes torch.compile" if r.setup.get("compiled") else ""
+    p(f"  first step    {seconds(r.first_step_s)} (untimed warm-up{compiled})")
+    if r.tokens_per_s is not None:
+        p(f"  throughput    [bold]{r.tokens_per_s:,.0f} tokens/s[/bold]{_tps_range(r)}, "
+          f"{r.tokens_per_step:,} tokens per step")
+    elif r.samples_per_s is not None:
+        p(f"  throughput    {r.samples_per_s:,.2f} samples/s")
+    if r.flops is not None:
+        model = si(r.model_flops_per_step, "FLOP") if r.model_flops_per_step else "unknown"
+        p(f"  FLOPs/step    {model} model, {si(r.flops.total_flops, 'FLOP')} hardware "
+          f"(with recomputation)")
+    if r.peak is not None and (r.mfu is not None or r.hfu is not None):
+        achieved = (r.model_flops_per_step or r.flops.total_flops if r.flops else 0) / t.median_s
+        mfu = pct(r.mfu) if r.mfu is not None else "-"
+        hfu = pct(r.hfu) if r.hfu is not None else "-"
+        p(f"  utilisation   {si(achieved, 'FLOP/s')} achieved; MFU {mfu}, HFU {hfu} of "
+          f"{si(r.peak.flops_per_s, 'FLOP/s')} peak ({r.peak.basis})")
+        p(f"                [dim]peak: {r.peak.source}[/dim]")
+    if r.peak_memory_bytes is not None:
+        p(f"  peak memory   [bold]{size(r.peak_memory_bytes)}[/bold] of tensors")
+    if r.memory is not None:
+        m = r.memory
+        p(f"                weights {size(m.weights_bytes)}, gradients {size(m.gradients_bytes)}, "
+          f"optimizer state {size(m.optimizer_state_bytes)}, activations and temporaries "
+          f"{size(m.activations_and_temporaries_bytes)}"
+          + (f", other {size(m.other_preexisting_bytes)}" if m.other_preexisting_bytes else ""))
+    if r.allocator:
+        p(f"                allocator reserved {size(r.allocator['max_reserved_bytes'])}, "
+          f"{r.allocator['alloc_retries']} allocation retries")
+    if r.profile_trace:
+        p(f"  profile       Chrome trace written to {r.profile_trace} (open in "
+          "https://ui.perfetto.dev or chrome://tracing)")
+    p(f"  [dim]timing: {r.timing_basis}[/dim]")
+    p(f"  [dim]memory: {r.peak_memory_basis}[/dim]")
+    if r.flops is not None:
+        p(f"  [dim]FLOPs: {r.flops.basis}[/dim]")
+    for w in r.warnings:
+        p(f"  [yellow]note[/yellow] {w}")
+
+
+def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Console) -> None:
+    models = sorted({f"{o.setup.model} {o.setup.config_overrides or ''}".strip()
+                     for o in outcomes})
+    table = Table(title=f"Sweep of {'; '.join(models)} (measured on this machine; tokens/s from "
+                        "the median step time)")
+    for col in ("#", "configuration", "status", "tokens/s", "p10-p90 tokens/s", "step median",
+                "CV", "MFU", "peak memory", "ledger"):
+        table.add_column(col)
+    for i, o in enumerate(outcomes, 1):
+        r = o.result
+        if r is None:
+            table.add_row(str(i), o.setup.label(with_model=False), "[red]does not fit[/red]",
+                          *("-" * 6), f"#{o.ledger_id}" if o.ledger_id else "-")
+            continue
+        lo, hi = r.tokens_per_s_range or (0.0, 0.0)
+        table.add_row(str(i), o.setup.label(with_model=False), "ok",
+                      f"{r.tokens_per_s:,.0f}" if r.tokens_per_s else "-",
+                      f"{lo:,.0f}-{hi:,.0f}", seconds(r.timing.median_s), f"{r.timing.cv:.1%}",
+                      pct(r.mfu) if r.mfu is not None else "-", size(r.peak_memory_bytes),
+                      f"#{o.ledger_id}" if o.ledger_id else "-")
+    console.print(table)
+    f = summary.fastest
+    if f is not None and f.result is not None and f.result.tokens_per_s is not None:
+        console.print(f"[bold]fastest that fits:[/bold] {f.setup.label()} at "
+                      f"{f.result.tokens_per_s:,.0f} tokens/s (measured, median step)")
+    for note in summary.notes:
+        console.print(f"  [yellow]note[/yellow] {note}")
+
+
+def render_loader(rates: list[LoaderRate], lines: list[str], console: Console) -> None:
+    table = Table(title="Data loader alone (measured)")
+    for col in ("num_workers", "samples/s", "batch wait median", "batch wait p90", "start-up",
+                "batches"):
+        table.add_column(col)
+    for r in rates:
+        table.add_row(str(r.num_workers), f"{r.samples_per_s:,.1f}",
+                      seconds(r.batch_wait_median_s), seconds(r.batch_wait_p90_s),
+                      seconds(r.startup_s), str(r.batches))
+    console.print(table)
+    for line in lines:
+        console.print(f"  {line}")
+
+
+def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> None:
+    table = Table(title=f"Ledger {path} (newest first; all figures measured)")
+    for col in ("id", "date (UTC)", "status", "device", "model", "setup", "tokens/s", "step median",
+                "CV", "MFU", "peak memory"):
+        table.add_column(col)
+    for m in rows:
+        s = m.setup
+        setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
+                                          f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
+                                          "ckpt" if s.get("checkpointing") else "") if x)
+        table.add_row(str(m.id), m.created_utc[:16].replace("T", " "), m.status, m.device_key,
+                      m.model, setup, f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
+                      seconds(m.step_time_median_s) if m.step_time_median_s else "-",
+                      f"{m.step_time_cv:.1%}" if m.step_time_cv is not None else "-",
+                      pct(m.mfu) if m.mfu is not None else "-", size(m.peak_memory_bytes))
+    console.print(table)
+
+
+def render_ledger_show(m: Measurement, console: Console) -> None:
+    console.print(f"[bold]ledger #{m.id}[/bold] {m.kind} {m.status} at {m.created_utc} on "
+                  f"{m.device_name} ({m.hostname})")
+    _kv(console, "setup", m.setup)
+    _kv(console, "environment", m.environment)
+    keys = ("step_time_median_s", "step_time_p90_s", "step_time_cv", "steps_timed",
+            "tokens_per_s", "model_flops_per_step", "peak_flops_per_s", "peak_flops_basis", "mfu",
+            "peak_memory_bytes", "error")
+    _kv(console, "results", {k: m.results[k] for k in keys if k in m.results})
+    for key in ("timing_basis", "peak_memory_basis", "model_flops_basis"):
+        if m.results.get(key):
+            console.print(f"  [dim]{key}: {m.results[key]}[/dim]")
+    if m.results.get("peak"):
+        console.print(f"  [dim]peak: {m.results['peak'].get('source')}[/dim]")
+    if m.probe_ids:
+        console.print(f"  probes: {', '.join(f'#{i}' for i in m.probe_ids)}")
+
+
+def _kv(console: Console, title: str, data: dict[str, Any]) -> None:
+    console.print(f"  [bold]{title}[/bold]")
+    for k, v in data.items():
+        console.print(f"    {k}: {v}", highlight=False)

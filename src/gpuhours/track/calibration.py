@@ -1,0 +1,231 @@
+"""Calibration: the measured efficiency of a matching benchmark in the ledger, as the scale
+factor the analytic estimator applies to its assumed compute efficiency. No torch.
+
+The scale is solved, not guessed: for the measurement's own setup and device, it is the factor
+s for which `estimate_training(..., efficiency_scale=s)` gives the measured median step time
+(bisection: the estimated step time falls as s grows). Applied to a comparable setup it carries
+the measured efficiency over, while the estimator's physics (FLOPs, bytes, the width factor)
+still accounts for what differs.
+
+Which measurement matches (DESIGN.md "calibration (efficiency per gpu/model/config)"):
+- the same device: the catalog GPU, or the same CPU model and thread count (`device_key`);
+- the same method (full, lora), gradient checkpointing, and matmul precision (fp32, bf16, fp16);
+  not compiled (the estimator models eager PyTorch);
+- a comparable model: hidden size within a factor of 2 and parameters within `max_size_ratio`;
+- of those, the nearest: the same model_type first, then by log hidden size, log parameters,
+  log tokens per micro-batch and log sequence length, plus the measurement's own relative
+  p10-p90 spread (a noisy measurement is a weaker basis); the newest on a tie.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.catalog.schema import DenseTflops, GpuSpec
+from gpuhours.errors import InputError
+from gpuhours.estimate.arch import ModelArch, from_hf_config
+from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
+from gpuhours.estimate.params import count_params
+from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.track.ledger import Ledger, Measurement
+
+#: precision -> the dtype its matmuls run in; measurements calibrate setups of the same dtype
+MATMUL_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16-mixed": "bf16", "bf16-amp": "bf16",
+                "fp16": "fp16", "fp16-mixed": "fp16", "fp16-amp": "fp16"}
+_PROBE_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+#: bisection bounds for the efficiency scale
+SCALE_BOUNDS = (1e-3, 1e3)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The measured efficiency of one ledger measurement relative to the analytic estimate."""
+
+    efficiency_scale: float
+    basis: str
+    ledger_id: int
+    device_name: str
+    measured_utc: str
+    measured_tokens_per_s: float
+    analytic_tokens_per_s: float
+
+    def estimator_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for estimate_training."""
+        return {"efficiency_scale": self.efficiency_scale, "efficiency_basis": self.basis}
+
+
+def training_of(m: Measurement) -> Training | None:
+    """The analytic Training of a ledger measurement's setup, or None when it cannot be rebuilt
+    (a measurement of a user's own model through the Python API has no config)."""
+    if not m.model_config or m.setup.get("method") not in ("full", "lora"):
+        return None
+    arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+    s = m.setup
+    return Training(arch=arch, method=s["method"], precision=s["precision"],
+                    optimizer=s.get("optimizer", "adamw"),
+                    optimizer_impl=s.get("optimizer_impl", "foreach"),
+                    micro_batch=s["micro_batch"], seq_len=s["seq_len"],
+                    grad_accum=s.get("grad_accum", 1), checkpointing=bool(s["checkpointing"]),
+                    flash_attention=s.get("attention", "sdpa") == "sdpa",
+                    lora_rank=s.get("lora_rank", 16),
+                    lora_targets=s.get("lora_targets", "all-linear"))
+
+
+def efficiency_scale_for(t: Training, hw: Hardware, measured_step_time_s: float) -> float | None:
+    """The efficiency scale s at which the analytic step time of `t` on `hw` equals the measured
+    one. None when no s in SCALE_BOUNDS does: the estimate's non-compute parts alone (memory
+    traffic, optimizer, launches) take longer than the measurement, or compute would have to be
+    more than 1000x slower than assumed."""
+    if not (measured_step_time_s > 0 and math.isfinite(measured_step_time_s)):
+        raise ValueError(f"measured step time must be positive, got {measured_step_time_s!r}")
+
+    def step_s(scale: float) -> float:
+        return estimate_training(t, hw, "calibration", efficiency_scale=scale).step_time_s.value
+
+    lo, hi = SCALE_BOUNDS
+    # at the upper bound compute costs ~nothing: what is left is the non-compute floor (memory
+    # traffic, optimizer, kernel launches). A measurement at or below it says nothing about
+    # compute efficiency.
+    if step_s(hi) >= measured_step_time_s * (1 - 1e-9) or step_s(lo) < measured_step_time_s:
+        return None
+    for _ in range(80):  # geometric bisection: 1e-6 of the log range in 80 halvings
+        mid = math.sqrt(lo * hi)
+        if step_s(mid) > measured_step_time_s:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return math.sqrt(lo * hi)
+
+
+def _distance(a: ModelArch, t: Training, b: ModelArch, tb: Training, max_size_ratio: float
+              ) -> float | None:
+    """How far apart two setups are for calibration; None when not comparable."""
+    hidden = abs(math.log(a.hidden_size / b.hidden_size))
+    params = abs(math.log(count_params(a).total / count_params(b).total))
+    if hidden > math.log(2) or params > math.log(max_size_ratio):
+        return None
+    tokens = abs(math.log(t.tokens_per_micro_batch / tb.tokens_per_micro_batch))
+    seq = abs(math.log(t.seq_len / tb.seq_len))
+    # another family (untied embeddings, other attention shapes and kernels) runs differently
+    # at the same size: prefer the same model_type when one is within the limits
+    family = 0.0 if a.model_type == b.model_type else 1.0
+    return hidden + params + 0.5 * tokens + 0.5 * seq + family
+
+
+def _spread(m: Measurement) -> float:
+    """(p90 - p10) / median of the measurement's step times: a noisy measurement is a weaker
+    basis than a steady one of a slightly different setup."""
+    timing = m.results.get("timing") or {}
+    median, p10, p90 = (timing.get(k) for k in ("median_s", "p10_s", "p90_s"))
+    if not median or p10 is None or p90 is None:
+        return 0.0
+    return (p90 - p10) / median
+
+
+def candidates(ledger: Ledger, device_key: str, t: Training, *, exclude_ids: Iterable[int] = (),
+               max_size_ratio: float = 4.0) -> list[tuple[float, Measurement, Training]]:
+    """Matching measurements with their distance, nearest first (newest first on a tie)."""
+    excluded = set(exclude_ids)
+    out = []
+    for m in ledger.measurements(device_key=device_key, status="ok"):
+        if m.id in excluded or m.kind != "bench" or m.setup.get("compiled"):
+            continue
+        if not m.step_time_median_s or not m.tokens_per_s:
+            continue
+        tm = training_of(m)
+        if tm is None or tm.method != t.method or tm.checkpointing != t.checkpointing:
+            continue
+        if MATMUL_DTYPE[tm.precision] != MATMUL_DTYPE[t.precision]:
+            continue
+        d = _distance(t.arch, t, tm.arch, tm, max_size_ratio)
+        if d is not None:
+            out.append((d + _spread(m), m, tm))
+    out.sort(key=lambda c: (c[0], -c[1].id))
+    return out
+
+
+def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: str | None = None,
+                     exclude_ids: Iterable[int] = (), max_size_ratio: float = 4.0
+                     ) -> Calibration | None:
+    """The calibration for setup `t` on `hw` from the nearest matching measurement, or None.
+
+    `device_key` defaults to the catalog name of `hw.gpu` (for a CPU: 'cpu-<model>-<threads>t',
+    the name `measured_device` gives its spec). The measurement is re-estimated on the same `hw`,
+    so the scale is relative to the same peaks the target estimate uses."""
+    key = device_key or hw.gpu.name
+    for _, m, tm in candidates(ledger, key, t, exclude_ids=exclude_ids,
+                               max_size_ratio=max_size_ratio):
+        assert m.step_time_median_s is not None and m.tokens_per_s is not None
+        hw_m = hw.model_copy(update={"num_gpus": 1})
+        scale = efficiency_scale_for(tm, hw_m, m.step_time_median_s)
+        if scale is None:
+            continue
+        analytic = estimate_training(tm, hw_m, "calibration").tokens_per_s_per_gpu.value
+        timing = m.results.get("timing", {})
+        spread = m.results.get("tokens_per_s_range") or [None, None]
+        spread_text = (f", p10-p90 {spread[0]:,.0f}-{spread[1]:,.0f}" if spread[0] else "")
+        basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: "
+                 f"{m.model} {tm.method} {tm.precision} batch {tm.micro_batch} x seq "
+                 f"{tm.seq_len}{' checkpointing' if tm.checkpointing else ''} measured "
+                 f"{m.tokens_per_s:,.0f} tokens/s (median of {timing.get('n_steps', '?')} steps"
+                 f"{spread_text}) vs {analytic:,.0f} analytic: efficiency x{scale:.3g}")
+        return Calibration(efficiency_scale=scale, basis=basis, ledger_id=m.id,
+                           device_name=m.device_name, measured_utc=m.created_utc,
+                           measured_tokens_per_s=m.tokens_per_s, analytic_tokens_per_s=analytic)
+    return None
+
+
+def calibrated_estimate(t: Training, hw: Hardware, model_basis: str, ledger: Ledger, *,
+                        device_key: str | None = None, exclude_ids: Iterable[int] = (),
+                        **amount: Any) -> tuple[TrainingEstimate, TrainingEstimate | None,
+                                                Calibration | None]:
+    """(analytic estimate, calibrated estimate or None, calibration or None): both estimates, so
+    that a report can show the analytic figures beside the calibrated ones."""
+    analytic = estimate_training(t, hw, model_basis, **amount)
+    cal = find_calibration(ledger, hw, t, device_key=device_key, exclude_ids=exclude_ids)
+    if cal is None:
+        return analytic, None, None
+    return analytic, estimate_training(t, hw, model_basis, **amount, **cal.estimator_kwargs()), cal
+
+
+def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
+    """The accelerator spec of a device without a catalog row (a CPU, an Apple GPU), from its
+    newest probes in the ledger: matmul FLOP/s per dtype as the dense peaks, the copy probe as the
+    memory bandwidth, the host's RAM as its memory. Every figure is measured; the source names
+    the probes."""
+    matmul = {}
+    for p in ledger.probes(device_key=device_key, probe="matmul"):
+        key = _PROBE_DTYPE.get(p.dtype or "")
+        if key and key not in matmul:
+            matmul[key] = p
+    copies = ledger.probes(device_key=device_key, probe="copy")
+    if not matmul or not copies:
+        missing = "matmul probe" if not matmul else "copy (bandwidth) probe"
+        raise InputError("--gpu", f"the ledger {ledger.path} has no {missing} of {device_key!r}.",
+                         f"Run `gpuhours bench --device {device_key.split('-')[0]}` on that "
+                         "machine first.")
+    copy = copies[0]
+    memory = copy.details.get("device_memory_bytes") or 0
+    used = sorted([*matmul.values(), copy], key=lambda p: p.id)
+    first = used[0]
+    data: dict[str, Any] = dict(
+        name=device_key, aliases=[], full_name=first.device_name,
+        vendor="AMD" if "amd" in device_key else "Intel", generation="cpu",
+        memory_gb=memory / 1e9 if memory else 1e3,
+        memory_bw_gbps=copy.value / 1e9,
+        dense_tflops=DenseTflops(**{k: p.value / 1e12 for k, p in matmul.items()}),
+        interconnect="none",
+        source="measured: " + ", ".join(f"ledger probe #{p.id} ({p.probe} {p.dtype or ''} "
+                                        f"{p.value:.3g} {p.unit}, {p.created_utc[:10]})".replace(
+                                            "  ", " ") for p in used),
+        as_of=max(p.created_utc for p in used)[:10],
+        notes="a device measured by gpuhours bench probes, not a catalog row; vendor is "
+              "schema-filler (the catalog schema has only GPU vendors)"
+              + ("" if memory else "; memory unknown (1000 GB assumed)"),
+    )
+    return GpuSpec.model_validate(data)

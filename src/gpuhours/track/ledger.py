@@ -1,0 +1,428 @@
+"""The ledger: an SQLite file of measurements (benchmarks) and device probes.
+
+Where: `--ledger PATH`, else the environment variable GPUHOURS_LEDGER, else
+`.gpuhours/ledger.sqlite` in the current directory (beside the user's project).
+
+How it stays whole:
+- the schema is versioned (table `schema_version`) and brought up to date by the migration
+  functions in `MIGRATIONS`, in one transaction, when a ledger is opened;
+- every write is one `BEGIN IMMEDIATE ... COMMIT` transaction, so a process killed mid-write
+  leaves either the whole record or none of it;
+- WAL journal mode and a busy timeout let several benchmarks write to one ledger at once: a
+  writer waits for the other's transaction instead of failing.
+Records are append-only; units are in the column and field names. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpuhours.errors import InputError
+
+ENV_VAR = "GPUHOURS_LEDGER"
+DEFAULT_RELATIVE_PATH = Path(".gpuhours") / "ledger.sqlite"
+#: how long a writer waits for another writer's transaction before giving up, ms
+BUSY_TIMEOUT_MS = 30_000
+
+
+def ledger_path(given: str | Path | None = None) -> Path:
+    """The ledger file: `given` (--ledger), else $GPUHOURS_LEDGER, else ./.gpuhours/ledger.sqlite."""
+    if given is not None and str(given).strip():
+        return Path(given).expanduser()
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    return Path.cwd() / DEFAULT_RELATIVE_PATH
+
+
+# --- schema and migrations ------------------------------------------------------------------------
+
+
+def _v1_measurements(db: sqlite3.Connection) -> None:
+    """Version 1: one row per benchmark configuration, with its setup, environment and results.
+
+    The columns are what `ledger list` and calibration filter on; the JSON columns keep everything
+    (the full configuration, the environment, the result with each figure's basis)."""
+    db.execute("""
+        CREATE TABLE measurements (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_utc TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('ok', 'does-not-fit', 'failed')),
+            device_kind TEXT NOT NULL,
+            device_key TEXT NOT NULL,
+            device_name TEXT NOT NULL,
+            hostname TEXT NOT NULL,
+            model TEXT NOT NULL,
+            method TEXT,
+            precision TEXT,
+            micro_batch INTEGER,
+            seq_len INTEGER,
+            grad_accum INTEGER,
+            checkpointing INTEGER,
+            compiled INTEGER,
+            steps_timed INTEGER,
+            step_time_median_s REAL,
+            step_time_p90_s REAL,
+            step_time_cv REAL,
+            tokens_per_s REAL,
+            model_flops_per_step REAL,
+            peak_flops_per_s REAL,
+            peak_flops_basis TEXT,
+            mfu REAL,
+            peak_memory_bytes INTEGER,
+            setup_json TEXT NOT NULL,
+            model_config_json TEXT NOT NULL,
+            environment_json TEXT NOT NULL,
+            results_json TEXT NOT NULL
+        )""")
+    db.execute("CREATE INDEX measurements_device ON measurements (device_key, model)")
+
+
+def _v2_device_probes(db: sqlite3.Connection) -> None:
+    """Version 2: measured device rates (a CPU's matmul FLOP/s and copy bandwidth), which are the
+    peaks of devices that have no catalog row; measurements name the probe they used."""
+    db.execute("""
+        CREATE TABLE device_probes (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_utc TEXT NOT NULL,
+            device_kind TEXT NOT NULL,
+            device_key TEXT NOT NULL,
+            device_name TEXT NOT NULL,
+            hostname TEXT NOT NULL,
+            probe TEXT NOT NULL,
+            dtype TEXT,
+            value REAL NOT NULL,
+            unit TEXT NOT NULL,
+            details_json TEXT NOT NULL
+        )""")
+    db.execute("CREATE INDEX device_probes_device ON device_probes (device_key, probe, dtype)")
+    db.execute("ALTER TABLE measurements ADD COLUMN probe_ids_json TEXT NOT NULL DEFAULT '[]'")
+
+
+#: MIGRATIONS[i] brings a ledger from version i to version i + 1. Append only: never edit one
+#: that has shipped; a new table or column is a new function at the end.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_measurements, _v2_device_probes]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- records --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One benchmark configuration as stored. `results` holds every figure with its basis."""
+
+    id: int
+    created_utc: str
+    kind: str
+    status: str
+    device_kind: str
+    device_key: str
+    device_name: str
+    hostname: str
+    model: str
+    setup: dict[str, Any]
+    model_config: dict[str, Any]
+    environment: dict[str, Any]
+    results: dict[str, Any]
+    probe_ids: list[int]
+    tokens_per_s: float | None
+    step_time_median_s: float | None
+    step_time_p90_s: float | None
+    step_time_cv: float | None
+    mfu: float | None
+    peak_memory_bytes: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One measured device rate: `probe` 'matmul' (unit 'flop/s', per dtype) or 'copy'
+    (unit 'bytes/s': bytes read + written per second)."""
+
+    id: int
+    created_utc: str
+    device_kind: str
+    device_key: str
+    device_name: str
+    hostname: str
+    probe: str
+    dtype: str | None
+    value: float
+    unit: str
+    details: dict[str, Any]
+
+
+_SETUP_COLUMNS = ("method", "precision", "micro_batch", "seq_len", "grad_accum", "checkpointing",
+                  "compiled")
+_RESULT_COLUMNS = ("steps_timed", "step_time_median_s", "step_time_p90_s", "step_time_cv",
+                   "tokens_per_s", "model_flops_per_step", "peak_flops_per_s", "peak_flops_basis",
+                   "mfu", "peak_memory_bytes")
+
+
+class Ledger:
+    """An open ledger. Use as a context manager, or call `close()`.
+
+        with Ledger.open(ledger_path(args.ledger)) as ledger:
+            row_id = ledger.add_measurement(...)
+    """
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+
+    # opening ------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, create: bool = True) -> Ledger:
+        """Open (and, with `create`, make) the ledger at `path`, migrating it to SCHEMA_VERSION.
+
+        A file that is not an SQLite database, or a ledger written by a newer gpuhours, is an
+        InputError naming the file; it is never modified.
+        """
+        path = Path(path)
+        where = f"ledger {path}"
+        if path.is_dir():
+            raise InputError(where, "is a directory; expected an SQLite file.",
+                             f"Use --ledger {path / 'ledger.sqlite'} or another file.")
+        if not path.exists():
+            if not create:
+                raise InputError(where, "does not exist.",
+                                 f"Run `gpuhours bench` to create it, or set --ledger / {ENV_VAR}.")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise InputError(where, f"cannot create its folder: {e.strerror}.") from None
+        elif not _has_sqlite_header(path):
+            raise InputError(where, "is not an SQLite database (a gpuhours ledger); it was left "
+                                    "unchanged.", f"Point --ledger or {ENV_VAR} at a ledger file, "
+                                                  "or move this file away to start a new ledger.")
+        try:
+            db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as e:
+            raise InputError(where, f"cannot be opened: {e}.") from None
+        db.row_factory = sqlite3.Row
+        ledger = cls(db, path)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise InputError(where, f"could not switch to WAL journal mode (got {mode!r}); "
+                                        "is it on a network file system?")
+            db.execute("PRAGMA synchronous = FULL")
+            db.execute("PRAGMA foreign_keys = ON")
+            ledger._migrate()
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise InputError(where, f"is not a readable gpuhours ledger ({e}); it was left "
+                                    "unchanged.", "Point --ledger at another file.") from None
+        except BaseException:
+            db.close()
+            raise
+        return ledger
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction. BEGIN IMMEDIATE takes the write lock at once (waiting up to the
+        busy timeout for another writer), so a read-then-write cannot deadlock."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def _migrate(self) -> None:
+        self._db.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                         "version INTEGER NOT NULL, applied_utc TEXT NOT NULL)")
+        if self.schema_version() == SCHEMA_VERSION:
+            return
+        with self._write() as db:
+            # read again under the write lock: another process may have migrated meanwhile
+            current = self.schema_version()
+            if current > SCHEMA_VERSION:
+                raise InputError(f"ledger {self.path}",
+                                 f"has schema version {current}, newer than this gpuhours "
+                                 f"understands ({SCHEMA_VERSION}); it was left unchanged.",
+                                 "Upgrade gpuhours to read it.")
+            for version in range(current, SCHEMA_VERSION):
+                MIGRATIONS[version](db)
+                db.execute("INSERT INTO schema_version (version, applied_utc) VALUES (?, ?)",
+                           (version + 1, _now_utc()))
+
+    # writing ------------------------------------------------------------------------------------
+
+    def add_measurement(
+        self,
+        *,
+        kind: str,
+        status: str,
+        device_kind: str,
+        device_key: str,
+        device_name: str,
+        model: str,
+        setup: dict[str, Any],
+        model_config: dict[str, Any],
+        environment: dict[str, Any],
+        results: dict[str, Any],
+        probe_ids: list[int] | None = None,
+        created_utc: str | None = None,
+    ) -> int:
+        """Append one measurement in one transaction; returns its id.
+
+        `setup` carries method, precision, micro_batch, seq_len, grad_accum, checkpointing and
+        compiled; `results` the figures (step_time_median_s, tokens_per_s, mfu, ...). The
+        well-known keys of both are copied into columns; everything is kept in the JSON."""
+        hostname = str(environment.get("hostname") or socket.gethostname())
+        values: dict[str, Any] = {
+            "created_utc": created_utc or _now_utc(), "kind": kind, "status": status,
+            "device_kind": device_kind, "device_key": device_key, "device_name": device_name,
+            "hostname": hostname, "model": model,
+            "setup_json": _dumps(setup), "model_config_json": _dumps(model_config),
+            "environment_json": _dumps(environment), "results_json": _dumps(results),
+            "probe_ids_json": _dumps(list(probe_ids or [])),
+        }
+        for key in _SETUP_COLUMNS:
+            value = setup.get(key)
+            values[key] = int(value) if isinstance(value, bool) else value
+        for key in _RESULT_COLUMNS:
+            values[key] = results.get(key)
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._write() as db:
+            cur = db.execute(f"INSERT INTO measurements ({columns}) VALUES ({marks})",
+                             tuple(values.values()))
+            return int(cur.lastrowid or 0)
+
+    def add_probe(self, *, device_kind: str, device_key: str, device_name: str, hostname: str,
+                  probe: str, dtype: str | None, value: float, unit: str,
+                  details: dict[str, Any]) -> int:
+        """Append one device probe (a measured matmul rate or copy bandwidth); returns its id."""
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO device_probes (created_utc, device_kind, device_key, device_name, "
+                "hostname, probe, dtype, value, unit, details_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (_now_utc(), device_kind, device_key, device_name, hostname, probe, dtype, value,
+                 unit, _dumps(details)))
+            return int(cur.lastrowid or 0)
+
+    # reading ------------------------------------------------------------------------------------
+
+    def measurements(self, *, device_key: str | None = None, status: str | None = None,
+                     limit: int | None = None) -> list[Measurement]:
+        """Measurements, newest first, optionally of one device and status."""
+        where, args = [], []
+        if device_key is not None:
+            where.append("device_key = ?")
+            args.append(device_key)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        sql = "SELECT * FROM measurements"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [_measurement(r) for r in self._select(sql, args)]
+
+    def measurement(self, measurement_id: int) -> Measurement:
+        rows = self._select("SELECT * FROM measurements WHERE id = ?", [measurement_id])
+        if not rows:
+            raise InputError("ID", f"no measurement #{measurement_id} in ledger {self.path}.",
+                             "See `gpuhours ledger list`.")
+        return _measurement(rows[0])
+
+    def probes(self, *, device_key: str | None = None, probe: str | None = None,
+               dtype: str | None = None) -> list[Probe]:
+        """Device probes, newest first, optionally filtered."""
+        where, args = [], []
+        for column, value in (("device_key", device_key), ("probe", probe), ("dtype", dtype)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        sql = "SELECT * FROM device_probes"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        return [_probe(r) for r in self._select(sql + " ORDER BY id DESC", args)]
+
+    def probe(self, probe_id: int) -> Probe:
+        rows = self._select("SELECT * FROM device_probes WHERE id = ?", [probe_id])
+        if not rows:
+            raise InputError("probe", f"no device probe #{probe_id} in ledger {self.path}.")
+        return _probe(rows[0])
+
+    def _select(self, sql: str, args: list[Any]) -> list[sqlite3.Row]:
+        try:
+            return list(self._db.execute(sql, args).fetchall())
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"ledger {self.path}", f"cannot be read ({e}).") from None
+
+    def integrity_ok(self) -> bool:
+        """SQLite's own check of the file (pages, indexes)."""
+        return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    """An empty file is a new ledger; otherwise the file must start with SQLite's magic."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError as e:
+        raise InputError(f"ledger {path}", f"cannot be read: {e.strerror}.") from None
+    return head == b"" or head == b"SQLite format 3\x00"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _measurement(r: sqlite3.Row) -> Measurement:
+    return Measurement(
+        id=r["id"], created_utc=r["created_utc"], kind=r["kind"], status=r["status"],
+        device_kind=r["device_kind"], device_key=r["device_key"], device_name=r["device_name"],
+        hostname=r["hostname"], model=r["model"], setup=json.loads(r["setup_json"]),
+        model_config=json.loads(r["model_config_json"]),
+        environment=json.loads(r["environment_json"]), results=json.loads(r["results_json"]),
+        probe_ids=json.loads(r["probe_ids_json"]), tokens_per_s=r["tokens_per_s"],
+        step_time_median_s=r["step_time_median_s"], step_time_p90_s=r["step_time_p90_s"],
+        step_time_cv=r["step_time_cv"], mfu=r["mfu"], peak_memory_bytes=r["peak_memory_bytes"],
+    )
+
+
+def _probe(r: sqlite3.Row) -> Probe:
+    return Probe(id=r["id"], created_utc=r["created_utc"], device_kind=r["device_kind"],
+                 device_key=r["device_key"], device_name=r["device_name"],
+                 hostname=r["hostname"], probe=r["probe"], dtype=r["dtype"], value=r["value"],
+                 unit=r["unit"], details=json.loads(r["details_json"]))
