@@ -110,6 +110,11 @@ FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention (no S x S score matrix kept).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+LedgerOpt = Annotated[str | None, typer.Option(
+    help="Ledger of measurements (default: $GPUHOURS_LEDGER or ./.gpuhours/ledger.sqlite).")]
+CalibrateOpt = Annotated[bool, typer.Option(
+    "--calibrate/--no-calibrate",
+    help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
 
 
 def _training(arch: Any, method: str, precision: str, optimizer: str, optimizer_impl: str,
@@ -158,9 +163,14 @@ def estimate(
     ignore_memory: Annotated[bool, typer.Option(
         "--ignore-memory", help="Report the estimate even when it does not fit in memory.")
     ] = False,
+    ledger: LedgerOpt = None,
+    calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Memory, step time, throughput, GPU hours and cost of one training setup.
+
+    With a ledger of measurements (gpuhours bench), the assumed efficiency is replaced by the
+    measured one of the nearest matching benchmark, and the output says which.
 
     Exits with code 2 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
     unless --ignore-memory is given."""
@@ -168,17 +178,29 @@ def estimate(
     from gpuhours.estimate.estimator import estimate_training
     from gpuhours.estimate.workload import Hardware
     from gpuhours.report.units import gib
-    from gpuhours.resolve import resolve_gpu, resolve_model
+    from gpuhours.resolve import (
+        calibration_for,
+        gpu_or_measured,
+        open_ledger,
+        resolve_gpu,
+        resolve_model,
+    )
 
     arch, basis = resolve_model(model, params, hidden_size, layers, vocab)
-    spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
+    book = open_ledger(ledger) if calibrate else None
+    if gpu is not None and peak_tflops is None and memory_gb is None and bandwidth_gbps is None:
+        spec = gpu_or_measured(gpu, book)
+    else:
+        spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
     t = _training(arch, method, precision, optimizer, optimizer_impl, batch, seq, grad_accum,
                   checkpointing, flash, lora_rank, lora_targets, zero)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gbps_per_gpu=inter_node_gbps)
-    prices = catalog.prices(spec.name) if spec.name != "custom" else []
+    prices = catalog.prices(spec.name) if spec.name in {g.name for g in catalog.gpus()} else []
+    cal = calibration_for(book, hw, t)
     e = estimate_training(t, hw, basis, tokens=tokens, steps=steps, examples=examples,
-                          epochs=epochs, price_rows=prices)
+                          epochs=epochs, price_rows=prices,
+                          **(cal.estimator_kwargs() if cal else {}))
     if not e.memory.fits and not ignore_memory:
         raise InputError(
             "--batch", f"micro-batch {batch} x seq {seq} needs {gib(e.memory.total_bytes.value)} "
@@ -314,9 +336,14 @@ def plan(
     no_doc: Annotated[bool, typer.Option("--no-doc", help="Do not write the document.")] = False,
     schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
                       ] = False,
+    ledger: LedgerOpt = None,
+    calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """A project's compute budget, phase by phase, and its living document COMPUTE_BUDGET.md."""
+    """A project's compute budget, phase by phase, and its living document COMPUTE_BUDGET.md.
+
+    Training phases use the measured efficiency of a matching benchmark in the ledger when
+    there is one (their basis then says "measured" and names the ledger row)."""
     from pathlib import Path
 
     from gpuhours.plan.budget import evaluate
@@ -329,7 +356,9 @@ def plan(
     if plan_file is None:
         raise InputError("PLAN.yaml", "a plan file is required (or --schema).",
                          "See examples/pixelis.yaml.")
-    budget = evaluate(load_plan(plan_file))
+    from gpuhours.resolve import open_ledger
+
+    budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger) if calibrate else None)
     doc = None
     if not no_doc:
         from gpuhours.report.living_doc import update_living_document

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from datetime import date
+from typing import Any
 
 from gpuhours import catalog
 from gpuhours.catalog.schema import DenseTflops, GpuSpec
 from gpuhours.errors import InputError, UnknownNameError
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
+from gpuhours.estimate.workload import Hardware, Training
 
 
 def resolve_model(model: str | None, params: float | None = None,
@@ -86,3 +88,43 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
         interconnect="none", source="given on the command line", as_of=date.today(),
         notes="efficiency defaults of the Ampere generation are applied",
     )
+
+
+def open_ledger(given: str | None) -> Any:
+    """The ledger to calibrate from: `given` (--ledger), $GPUHOURS_LEDGER, or
+    ./.gpuhours/ledger.sqlite, when that file exists; None otherwise (estimates stay analytic)."""
+    from gpuhours.track.ledger import Ledger, ledger_path
+
+    path = ledger_path(given)
+    if not path.exists():
+        if given:
+            raise InputError("--ledger", f"no ledger at {path}.",
+                             "Run `gpuhours bench` first, or leave --ledger out.")
+        return None
+    return Ledger.open(path, create=False)
+
+
+def calibration_for(book: Any, hw: Hardware, t: Training) -> Any:
+    """The nearest matching measurement's calibration from `book`, or None."""
+    if book is None:
+        return None
+    from gpuhours.track.calibration import find_calibration
+
+    return find_calibration(book, hw, t)
+
+
+def gpu_or_measured(name: str, book: Any) -> GpuSpec:
+    """A catalog GPU, or a device measured by `gpuhours bench` probes in the ledger."""
+    try:
+        return catalog.gpu(name)
+    except UnknownNameError as e:
+        if book is None:
+            e.where = "--gpu"
+            raise
+        from gpuhours.track.calibration import measured_device
+
+        try:
+            return measured_device(book, name)
+        except InputError:
+            raise UnknownNameError("--gpu", name, [], "Use a catalog name (gpuhours catalog "
+                                   "gpus) or a device key from `gpuhours ledger list`.") from None

@@ -4,6 +4,7 @@ one-time + per-seed x seeds + single-seed, + contingency; wall clock, dollars, e
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from gpuhours import catalog
 from gpuhours.errors import InputError, UnknownNameError
@@ -20,8 +21,9 @@ def _runs_multiplier(runs: str, seeds: int) -> int:
     return seeds if runs == "per_seed" else 1
 
 
-def evaluate(loaded: LoadedPlan) -> Budget:
-    """Evaluate every phase of a plan and assemble its budget."""
+def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
+    """Evaluate every phase of a plan and assemble its budget; with a ledger, training phases
+    are calibrated by the nearest matching measurement."""
     plan = loaded.plan
     try:
         gpu = catalog.gpu(plan.hardware.gpu)
@@ -29,7 +31,7 @@ def evaluate(loaded: LoadedPlan) -> Budget:
         line = f", line {loaded.gpu_line}" if loaded.gpu_line else ""
         raise InputError(f"{loaded.path}{line}, hardware.gpu", e.message,
                          "Use a name from `gpuhours catalog gpus`.") from None
-    ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path)
+    ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path, ledger=ledger)
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
     for phase in plan.phases:

@@ -11,8 +11,15 @@ import heapq
 from typing import Any
 
 from gpuhours.errors import InputError
-from gpuhours.estimate.estimator import estimate_training
-from gpuhours.plan.phases import Context, _check_fits, _result, merged, training_setup
+from gpuhours.plan.phases import (
+    Context,
+    _check_fits,
+    _estimate,
+    _result,
+    _training_basis,
+    merged,
+    training_setup,
+)
 from gpuhours.plan.results import GridRow, GridSchedule, PhaseResult
 from gpuhours.plan.schema import GridPhase
 
@@ -55,7 +62,7 @@ def grid_phase(ctx: Context, phase: GridPhase) -> tuple[PhaseResult, GridSchedul
         if hw.num_gpus > phase.schedule_gpus:
             raise InputError(f"{ctx.path}, phase {phase.name!r}, experiment {exp.name!r}",
                              f"needs {hw.num_gpus} GPUs; schedule_gpus is {phase.schedule_gpus}.")
-        e = estimate_training(t, hw, model_basis, steps=exp.steps, tokens=exp.tokens)
+        e = _estimate(ctx, t, hw, model_basis, steps=exp.steps, tokens=exp.tokens)
         _check_fits(ctx, phase, e)
         assert e.totals is not None
         first_estimate = first_estimate or e
@@ -81,8 +88,8 @@ def grid_phase(ctx: Context, phase: GridPhase) -> tuple[PhaseResult, GridSchedul
     formula = (f"sum of {len(rows)} experiments; makespan {span:,.1f} h on "
                f"{phase.schedule_gpus} GPU(s) (longest first), {schedule.days:,.1f} days at "
                f"{phase.hours_per_day:g} h/day")
-    basis = "formula: analytic estimate per experiment" + (
-        f", {100 * first_estimate.mfu.value:.0f}% MFU" if first_estimate else "")
+    basis = ("formula: as stated (evaluation only)" if first_estimate is None else
+             _training_basis(first_estimate) + " (per experiment)")
     details: dict[str, Any] = {"experiments": len(rows), "makespan_hours": span,
                                "reduced_gpu_hours": reduced}
     if first_estimate is not None:

@@ -56,6 +56,8 @@ class Context:
     gpu: GpuSpec
     lines: dict[str, int]
     path: str = "plan"
+    #: a gpuhours.track.ledger.Ledger to calibrate training phases from, or None
+    ledger: Any = None
 
 
 def digest(obj: Any) -> str:
@@ -115,6 +117,24 @@ def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Trainin
     hw = Hardware(gpu=ctx.gpu, num_gpus=gpus, gpus_per_node=hw_plan.gpus_per_node,
                   inter_node_gbps_per_gpu=hw_plan.inter_node_gbps)
     return t, hw, basis
+
+
+def _estimate(ctx: Context, t: Training, hw: Hardware, model_basis: str,
+              **amount: Any) -> TrainingEstimate:
+    """The analytic estimate, calibrated by the ledger's nearest matching measurement if any."""
+    from gpuhours.resolve import calibration_for
+
+    cal = calibration_for(ctx.ledger, hw, t)
+    return estimate_training(t, hw, model_basis, **amount,
+                             **(cal.estimator_kwargs() if cal else {}))
+
+
+def _training_basis(e: TrainingEstimate) -> str:
+    """'measured: ...' when a ledger measurement set the efficiency, 'formula: ...' otherwise."""
+    if e.gemm_efficiency.basis == "measured":
+        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, efficiency "
+                f"{e.gemm_efficiency.source}")
+    return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
 
 
 def _check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
@@ -233,16 +253,16 @@ def finetune(ctx: Context, phase: FinetunePhase) -> PhaseResult:
     t, hw, model_basis = training_setup(ctx, phase, s)
     warnings: list[str] = []
     if phase.tokens is not None:
-        e = estimate_training(t, hw, model_basis, tokens=phase.tokens * phase.epochs)
+        e = _estimate(ctx, t, hw, model_basis, tokens=phase.tokens * phase.epochs)
         amount = f"{phase.tokens:.3g} tokens x {phase.epochs:g} epochs"
     elif phase.packed:
         examples = phase.examples or 0.0
         packed_tpe = phase.tokens_per_example or float(t.seq_len)
-        e = estimate_training(t, hw, model_basis, tokens=examples * packed_tpe * phase.epochs)
+        e = _estimate(ctx, t, hw, model_basis, tokens=examples * packed_tpe * phase.epochs)
         amount = (f"{examples:,.0f} examples x {packed_tpe:,.0f} tokens x {phase.epochs:g} "
                   f"epochs, packed")
     else:
-        e = estimate_training(t, hw, model_basis, examples=phase.examples, epochs=phase.epochs)
+        e = _estimate(ctx, t, hw, model_basis, examples=phase.examples, epochs=phase.epochs)
         amount = (f"{phase.examples:,.0f} examples x {phase.epochs:g} epochs, each padded to "
                   f"{t.seq_len} tokens")
         tpe = phase.tokens_per_example
@@ -263,7 +283,7 @@ def finetune(ctx: Context, phase: FinetunePhase) -> PhaseResult:
 def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
     s = merged(ctx, phase)
     t, hw, model_basis = training_setup(ctx, phase, s)
-    e = estimate_training(t, hw, model_basis, tokens=phase.tokens)
+    e = _estimate(ctx, t, hw, model_basis, tokens=phase.tokens)
     _check_fits(ctx, phase, e)
     return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", [],
                             phase.tokens)
@@ -279,8 +299,7 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
     formula = (f"{amount} -> {steps:,.0f} steps x {e.step_time_s.value:.3g} s x "
                f"{hw.num_gpus} GPUs / 3600")
     setup = _setup_summary(t, hw)
-    basis = (f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (GEMM efficiency "
-             f"{e.gemm_efficiency.basis})")
+    basis = _training_basis(e)
     details = {"tokens": e.totals.tokens.value, "optimizer_steps": steps,
                "step_time_s": e.step_time_s.value, "tokens_per_s_per_gpu":
                e.tokens_per_s_per_gpu.value, "mfu": e.mfu.value,
@@ -314,7 +333,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if phase.reward.kind == "model":
         reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
         reward_s = scoring_time_s(reward_arch, sequences, seq, ctx.gpu) / gpus
-    e = estimate_training(t, hw, model_basis, tokens=sequences * seq)
+    e = _estimate(ctx, t, hw, model_basis, tokens=sequences * seq)
     _check_fits(ctx, phase, e)
     update_s = sequences * seq / e.tokens_per_s.value
     step_s = rollout_s + ref_s + reward_s + update_s
@@ -327,8 +346,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{sequences} sequences of {phase.prompt_tokens}+{phase.response_tokens} "
                f"tokens per step")
     basis = (f"formula: generation roofline ({phase.engine}, batch {gen.batch} per GPU, decode "
-             f"{gen.decode_bound}-bound) + analytic training estimate ({100 * e.mfu.value:.0f}% "
-             f"MFU)")
+             f"{gen.decode_bound}-bound) + policy update, "
+             f"{_training_basis(e).replace(': ', ' ', 1)}")
     details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_") + "_s": v
                                                           for k, v in parts.items()},
                "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": gen.batch}

@@ -1,0 +1,84 @@
+"""A benchmark in the ledger replaces the assumed efficiency in estimate and plan, and the
+living document records the change as "efficiency measured"."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours import catalog
+from gpuhours.cli import app
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.plan.budget import evaluate
+from gpuhours.plan.load import load_plan
+from gpuhours.report.living_doc import update_living_document
+from gpuhours.resolve import resolve_model
+from gpuhours.track.ledger import Ledger
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+def _grid_setup() -> tuple[Training, Hardware]:
+    """The setup of examples/qwen2-0.5b-experiments.yaml."""
+    arch, _ = resolve_model("qwen2-0.5b")
+    t = Training(arch=arch, method="lora", lora_rank=4, micro_batch=8, seq_len=128)
+    return t, Hardware(gpu=catalog.gpu("rtx-4090"))
+
+
+def _ledger_measuring(tmp_path: Path, slowdown: float) -> Path:
+    """A ledger with one benchmark of the grid's setup, `slowdown` x the analytic step time."""
+    t, hw = _grid_setup()
+    _, config = catalog.model("qwen2-0.5b")
+    step_s = estimate_training(t, hw, "t").step_time_s.value * slowdown
+    path = tmp_path / "ledger.sqlite"
+    with Ledger.open(path) as book:
+        book.add_measurement(
+            kind="bench", status="ok", device_kind="cuda", device_key="rtx-4090",
+            device_name="NVIDIA GeForce RTX 4090", model="qwen2-0.5b",
+            setup={"method": "lora", "precision": t.precision, "micro_batch": 8, "seq_len": 128,
+                   "grad_accum": 1, "checkpointing": False, "compiled": False,
+                   "optimizer": "adamw", "optimizer_impl": "foreach", "lora_rank": 4,
+                   "lora_targets": "all-linear", "attention": "sdpa"},
+            model_config=config, environment={"hostname": "gpu-box"},
+            results={"step_time_median_s": step_s, "tokens_per_s": 1024 / step_s,
+                     "timing": {"n_steps": 50}})
+    return path
+
+
+def test_estimate_uses_the_measured_efficiency(tmp_path):
+    ledger = _ledger_measuring(tmp_path, slowdown=2.0)
+    args = ["estimate", "--model", "qwen2-0.5b", "--gpu", "rtx-4090", "--method", "lora",
+            "--lora-rank", "4", "--batch", "8", "--seq", "128", "--json"]
+    plain = json.loads(runner.invoke(app, [*args, "--no-calibrate"]).stdout)
+    result = runner.invoke(app, [*args, "--ledger", str(ledger)])
+    assert result.exit_code == 0, result.output
+    cal = json.loads(result.stdout)
+    assert plain["gemm_efficiency"]["basis"] == "assumed"
+    assert cal["gemm_efficiency"]["basis"] == "measured"
+    assert "ledger #1" in cal["gemm_efficiency"]["source"]
+    # the same setup measured at half the analytic speed is predicted at that speed
+    assert cal["tokens_per_s_per_gpu"]["value"] == pytest.approx(
+        plain["tokens_per_s_per_gpu"]["value"] / 2, rel=0.01)
+
+
+def test_plan_is_calibrated_and_the_document_says_efficiency_measured(tmp_path):
+    plan = tmp_path / "grid.yaml"
+    plan.write_text((EXAMPLES / "qwen2-0.5b-experiments.yaml").read_text())
+    doc = tmp_path / "COMPUTE_BUDGET.md"
+    before = evaluate(load_plan(plan))
+    update_living_document(before, doc, plan.name, date(2026, 1, 1))
+    with Ledger.open(_ledger_measuring(tmp_path, slowdown=1.5), create=False) as book:
+        after = evaluate(load_plan(plan), ledger=book)
+    grid_before = before.phases[0]
+    grid_after = after.phases[0]
+    assert grid_after.basis.startswith("measured: ") and "ledger #1" in grid_after.basis
+    assert grid_after.gpu_hours_per_run > grid_before.gpu_hours_per_run * 1.2
+    up = update_living_document(after, doc, plan.name, date(2026, 2, 1))
+    assert up.version == "1.1.0"
+    assert "experiments" in up.changes[0] and "efficiency measured" in up.changes[0]
