@@ -38,7 +38,9 @@ class GpuSpec(_Strict):
     name: str = Field(description="canonical short name, lower case, e.g. 'a100-80gb'")
     aliases: list[str] = Field(default_factory=list, description="other names, matched exactly")
     full_name: str
-    vendor: Literal["NVIDIA", "AMD", "Google", "Intel"]
+    #: "other" for a device measured by `gpuhours bench` that is no catalog part (a CPU model,
+    #: an Apple chip): its vendor is then in full_name
+    vendor: Literal["NVIDIA", "AMD", "Google", "Intel", "Apple", "other"]
     generation: Generation
     memory_gb: float = Field(gt=0, description="device memory in GB (10^9 bytes) as marketed")
     memory_total_mib: float | None = Field(

@@ -215,7 +215,7 @@ def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
     first = used[0]
     data: dict[str, Any] = dict(
         name=device_key, aliases=[], full_name=first.device_name,
-        vendor="AMD" if "amd" in device_key else "Intel", generation="cpu",
+        vendor="other", generation="cpu",
         memory_gb=memory / 1e9 if memory else 1e3,
         memory_bw_gbps=copy.value / 1e9,
         dense_tflops=DenseTflops(**{k: p.value / 1e12 for k, p in matmul.items()}),
@@ -224,8 +224,7 @@ def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
                                         f"{p.value:.3g} {p.unit}, {p.created_utc[:10]})".replace(
                                             "  ", " ") for p in used),
         as_of=max(p.created_utc for p in used)[:10],
-        notes="a device measured by gpuhours bench probes, not a catalog row; vendor is "
-              "schema-filler (the catalog schema has only GPU vendors)"
+        notes="a device measured by gpuhours bench probes, not a catalog row"
               + ("" if memory else "; memory unknown (1000 GB assumed)"),
     )
     return GpuSpec.model_validate(data)
