@@ -468,12 +468,13 @@ def catalog_prices(
 
 
 def _register_capabilities() -> None:
-    """Commands of trace, bench and storage live beside their libraries."""
+    """Commands of trace, bench, storage and doctor live beside their libraries."""
     from gpuhours.bench.cli import register as register_bench
+    from gpuhours.doctor.cli import register as register_doctor
     from gpuhours.storage.cli import register as register_storage
     from gpuhours.trace.cli import register as register_trace
 
-    for register in (register_trace, register_bench, register_storage):
+    for register in (register_trace, register_bench, register_storage, register_doctor):
         register(app)
 
 
