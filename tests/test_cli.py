@@ -520,3 +520,11 @@ def test_catalog_prices_for_one_gpu() -> None:
     assert {r["gpu"] for r in rows} == {"h100-sxm"}  # the alias, not a substring match
     assert all(r["on_demand_usd_per_gpu_hour"] is None or r["on_demand_usd_per_gpu_hour"] > 0
                for r in rows)
+
+
+def test_a_command_that_needs_torch_says_how_to_install_it(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
+    result = run("bench", "--model", "gpt2")
+    assert_user_error(result, "torch", r"pip install 'gpuhours\[bench\]'")

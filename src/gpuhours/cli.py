@@ -32,6 +32,9 @@ err = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: the packages of the optional `bench` extra
+_BENCH_EXTRA = {"torch", "transformers", "peft"}
+
 # pydantic field -> the CLI option that set it, for error messages
 _OPTION_OF_FIELD = {
     "micro_batch": "--batch", "seq_len": "--seq", "grad_accum": "--grad-accum",
@@ -43,7 +46,11 @@ _OPTION_OF_FIELD = {
 
 
 def _fail(where: str, message: str) -> None:
-    err.print(f"[red]error[/red] {where}: {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    # escaped: paths, names and messages may hold [brackets] that Rich would read as markup
+    err.print(f"[red]error[/red] {escape(where)}: {escape(message)}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -57,6 +64,13 @@ def user_errors(func: F) -> F:
         except InputError as e:
             text = e.message + (f" {e.hint}" if e.hint else "")
             _fail(e.where, text)
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in _BENCH_EXTRA:
+                raise
+            _fail(e.name or "torch", f"this command runs real models and needs the `bench` extra "
+                                     f"(torch, transformers, peft), which is not installed. "
+                                     f"Install it with: pip install 'gpuhours[bench]' (it pins "
+                                     f"torch==2.13.0).")
         except ValidationError as e:
             first = e.errors()[0]
             cause = (first.get("ctx") or {}).get("error")
