@@ -73,7 +73,7 @@ def test_migration_from_version_1_keeps_rows(tmp_path: Path) -> None:
     db.commit()
     db.close()
     with L.Ledger.open(path) as ledger:
-        assert ledger.schema_version() == 2
+        assert ledger.schema_version() == L.SCHEMA_VERSION
         (m,) = ledger.measurements()
         assert m.tokens_per_s == 42.0 and m.probe_ids == []
         assert ledger.probes() == []

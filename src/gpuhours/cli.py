@@ -67,10 +67,10 @@ def user_errors(func: F) -> F:
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] not in _BENCH_EXTRA:
                 raise
-            _fail(e.name or "torch", f"this command runs real models and needs the `bench` extra "
-                                     f"(torch, transformers, peft), which is not installed. "
-                                     f"Install it with: pip install 'gpuhours[bench]' (it pins "
-                                     f"torch==2.13.0).")
+            _fail(e.name or "torch", "this command runs real models and needs the `bench` extra "
+                                     "(torch, transformers, peft), which is not installed. "
+                                     "Install it with: pip install 'gpuhours[bench]' (it pins "
+                                     "torch==2.13.0).")
         except ValidationError as e:
             first = e.errors()[0]
             cause = (first.get("ctx") or {}).get("error")

@@ -3,8 +3,79 @@ not import torch at import time (imports go inside the command functions)."""
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Annotated
+
 import typer
+
+from gpuhours.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
     """Add this capability's commands to `app`."""
+    from gpuhours.cli import user_errors
+
+    @app.command()
+    @user_errors
+    def doctor(
+        run: Annotated[str | None, typer.Argument(help="A tracked run's id in the ledger.")] = None,
+        hf_log: Annotated[str | None, typer.Option(
+            "--hf-log", help="Or: a Hugging Face trainer_state.json to read after the fact.")
+        ] = None,
+        gpu: Annotated[str | None, typer.Option(
+            "--gpu", "-g", help="Catalog GPU: judges efficiency and memory of a GPU run, "
+                                "prices it, and computes the options table.")] = None,
+        planned_steps: Annotated[int | None, typer.Option(
+            help="Optimizer steps of the whole planned run (default: the tracker's).")] = None,
+        usd_per_gpu_hour: Annotated[float | None, typer.Option(
+            help="Price per GPU hour (default: the catalog's cheapest on-demand for --gpu).")
+        ] = None,
+        bench_data: Annotated[str | None, typer.Option(
+            help="JSON of `gpuhours bench-data --json` for the input-bound fix.")] = None,
+        ledger: Annotated[str | None, typer.Option(
+            "--ledger", help="Ledger file (default: $GPUHOURS_LEDGER, else "
+                             "./.gpuhours/ledger.sqlite).")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    ) -> None:
+        """Why a run is slow, and what each fix is worth in GPU hours and dollars."""
+        from gpuhours import catalog
+        from gpuhours.doctor.render import render
+
+        if (run is None) == (hf_log is None):
+            raise InputError("RUN/--hf-log", "give a tracked run id or --hf-log FILE (one).",
+                             "See `gpuhours doctor --help`.")
+        if planned_steps is not None and planned_steps < 1:
+            raise InputError("--planned-steps", f"expected a positive count, got {planned_steps}.")
+        spec = None
+        if gpu is not None:
+            try:
+                spec = catalog.gpu(gpu)
+            except InputError as e:
+                e.where = "--gpu"
+                raise
+        if hf_log is not None:
+            from gpuhours.doctor.hflog import diagnose_hf_log
+
+            result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps)
+        else:
+            from gpuhours.doctor.diagnose import diagnose, read_loader_rates, view_from_ledger
+            from gpuhours.track.ledger import Ledger, ledger_path
+
+            assert run is not None
+            try:
+                run_id = int(run)
+            except ValueError:
+                raise InputError("RUN", f"expected a run id (a number), got {run!r}.") from None
+            path = ledger_path(ledger)
+            if not path.exists():
+                raise InputError("--ledger", f"no ledger at {path}.",
+                                 "Track a run first (docs/doctor.md), or set --ledger.")
+            rates = read_loader_rates(bench_data) if bench_data else None
+            with Ledger.open(path, create=False) as book:
+                view = view_from_ledger(book, run_id, planned_steps, usd_per_gpu_hour, spec)
+            result = diagnose(view, spec, rates)
+        if as_json:
+            sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+        else:
+            sys.stdout.write(render(result))

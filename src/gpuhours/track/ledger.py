@@ -109,9 +109,55 @@ def _v2_device_probes(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE measurements ADD COLUMN probe_ids_json TEXT NOT NULL DEFAULT '[]'")
 
 
+def _v3_runs(db: sqlite3.Connection) -> None:
+    """Version 3: tracked training runs (gpuhours.track) and their step records.
+
+    A run is one row, written when it starts and updated when it ends (status, summary); its
+    steps are appended in batches, one transaction per batch, so a killed run keeps every batch
+    it flushed and stays 'running' (the doctor says so). Times in seconds, memory in bytes."""
+    db.execute("""
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            created_utc TEXT NOT NULL,
+            finished_utc TEXT,
+            status TEXT NOT NULL CHECK (status IN ('running', 'finished', 'failed')),
+            project TEXT NOT NULL,
+            phase TEXT NOT NULL,
+            name TEXT NOT NULL,
+            hostname TEXT NOT NULL,
+            device_kind TEXT NOT NULL,
+            device_name TEXT NOT NULL,
+            planned_steps INTEGER,
+            config_json TEXT NOT NULL,
+            summary_json TEXT NOT NULL DEFAULT '{}'
+        )""")
+    db.execute("CREATE INDEX runs_project ON runs (project, phase)")
+    db.execute("""
+        CREATE TABLE run_steps (
+            run_id INTEGER NOT NULL REFERENCES runs (id),
+            step INTEGER NOT NULL,
+            started_s REAL NOT NULL,
+            wall_s REAL NOT NULL,
+            data_wait_s REAL NOT NULL,
+            compute_s REAL NOT NULL,
+            optimizer_s REAL NOT NULL,
+            eval_s REAL NOT NULL,
+            save_s REAL NOT NULL,
+            save_bytes INTEGER NOT NULL,
+            samples INTEGER,
+            tokens_real INTEGER,
+            tokens_computed INTEGER,
+            peak_memory_bytes INTEGER,
+            memory_basis TEXT,
+            device_util_pct REAL,
+            PRIMARY KEY (run_id, step)
+        )""")
+
+
 #: MIGRATIONS[i] brings a ledger from version i to version i + 1. Append only: never edit one
 #: that has shipped; a new table or column is a new function at the end.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_measurements, _v2_device_probes]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_measurements, _v2_device_probes,
+                                                           _v3_runs]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,0 +1,138 @@
+"""`gpuhours doctor`: a tracked run (ledger id) or a Hugging Face trainer_state.json, turned into
+findings ranked by the GPU hours they save over the planned run, plus the options table."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.doctor import rules
+from gpuhours.doctor.physics import OptionRow, arch_of, options_table, physics_findings, training_of
+from gpuhours.doctor.rules import Finding, RunView
+from gpuhours.errors import InputError
+from gpuhours.estimate.figures import Figure
+from gpuhours.track.ledger import Ledger
+from gpuhours.track.runs import get_run, run_steps
+
+
+class Diagnosis(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    device: str
+    status: str
+    steps_recorded: int
+    planned_steps: int
+    planned_basis: str
+    #: share of recorded wall time per phase (measured)
+    time_shares: dict[str, float]
+    step_time_mean_s: float
+    measured_gpu_hours_planned: Figure
+    usd_per_gpu_hour: float | None
+    price_basis: str
+    findings: list[Finding]
+    options: list[OptionRow]
+    notes: list[str]
+
+
+def _price(gpu: GpuSpec | None, given: float | None, config: dict[str, Any]) -> tuple[float | None, str]:
+    if given is not None:
+        if not (math.isfinite(given) and given > 0):
+            raise InputError("--usd-per-gpu-hour", f"expected a positive price, got {given!r}.")
+        return given, "given: --usd-per-gpu-hour"
+    if config.get("usd_per_gpu_hour"):
+        return float(config["usd_per_gpu_hour"]), "given: the run's config usd_per_gpu_hour"
+    if gpu is not None:
+        from gpuhours import catalog
+
+        rows = [r for r in catalog.prices(gpu.name) if r.on_demand_usd_per_gpu_hour]
+        if rows:
+            cheapest = min(rows, key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
+            assert cheapest.on_demand_usd_per_gpu_hour is not None
+            return (cheapest.on_demand_usd_per_gpu_hour,
+                    f"catalog: cheapest on-demand {gpu.name}, {cheapest.provider} "
+                    f"{cheapest.instance}, as of {cheapest.as_of}")
+    return None, "no price: pass --usd-per-gpu-hour (or --gpu for a catalog price)"
+
+
+def view_from_ledger(ledger: Ledger, run_id: int, planned_steps: int | None,
+                     usd_per_gpu_hour: float | None, gpu: GpuSpec | None) -> RunView:
+    run = get_run(ledger, run_id)
+    steps = run_steps(ledger, run_id)
+    if planned_steps is not None:
+        planned, basis = planned_steps, "given: --planned-steps"
+    elif run.planned_steps:
+        planned, basis = run.planned_steps, "the tracker's planned_steps"
+    else:
+        planned, basis = len(steps), "no plan given: the steps recorded"
+    # a catalog GPU's price applies to the run's findings only when the run was on a GPU
+    price, price_basis = _price(gpu if run.device_kind == "cuda" else None, usd_per_gpu_hour,
+                                run.config)
+    view = RunView(source=f"run #{run_id}", steps=steps, planned_steps=max(1, planned),
+                   planned_basis=basis, config=run.config, device_kind=run.device_kind,
+                   device_name=run.device_name, num_gpus=int(run.config.get("num_gpus") or 1),
+                   usd_per_gpu_hour=price, price_basis=price_basis, status=run.status)
+    rules.check_enough(view)
+    return view
+
+
+def diagnose(view: RunView, gpu: GpuSpec | None = None,
+             loader_rates: list[dict[str, Any]] | None = None) -> Diagnosis:
+    """All rules over one run; findings ranked by GPU hours saved, largest first."""
+    rules.check_enough(view)
+    found = [f for f in (rules.input_bound(view, loader_rates), rules.padding(view),
+                         rules.checkpoint(view), rules.evaluation(view)) if f]
+    more, notes = physics_findings(view, gpu)
+    found += more
+    found.sort(key=lambda f: -f.gpu_hours_saved.value)
+    options: list[OptionRow] = []
+    arch = arch_of(view)
+    if gpu is not None and arch is not None:
+        option_price = (view.usd_per_gpu_hour if view.device_kind == "cuda"
+                        else _price(gpu, None, {})[0])
+        options = options_table(view, training_of(view, arch), gpu, option_price)
+    elif gpu is None:
+        notes.append("no options table: pass --gpu NAME to price the same work on one GPU "
+                     "optimised and with DDP / FSDP / ZeRO-3 on 2, 4, 8 GPUs.")
+    if view.status != "finished":
+        notes.append(f"the run is '{view.status}': it was stopped or is still going; findings "
+                     "use the steps recorded so far and are marked low-confidence.")
+    if len(view.steps) < rules.LOW_CONFIDENCE_STEPS:
+        notes.append(f"only {len(view.steps)} steps recorded: findings are low-confidence.")
+    wall = sum(s.wall_s for s in view.steps)
+    shares = {k: sum(getattr(s, k) for s in view.steps) / wall if wall else 0.0
+              for k in ("data_wait_s", "compute_s", "optimizer_s", "eval_s", "save_s")}
+    shares["other_s"] = max(0.0, 1 - sum(shares.values()))
+    mean_step = wall / len(view.steps)
+    return Diagnosis(
+        source=view.source, device=f"{view.device_kind} ({view.device_name})",
+        status=view.status, steps_recorded=len(view.steps), planned_steps=view.planned_steps,
+        planned_basis=view.planned_basis, time_shares=shares, step_time_mean_s=mean_step,
+        measured_gpu_hours_planned=Figure(
+            value=mean_step * view.planned_steps * view.num_gpus / 3600, unit="GPU h",
+            basis="measured", source="mean step wall time x planned steps x GPUs / 3600"),
+        usd_per_gpu_hour=view.usd_per_gpu_hour, price_basis=view.price_basis,
+        findings=found, options=options, notes=notes)
+
+
+def read_loader_rates(path: str | Path) -> list[dict[str, Any]]:
+    """The rates of `gpuhours bench-data --json` output."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+        rates = data["rates"]
+        for r in rates:
+            if not (float(r["samples_per_s"]) > 0 and int(r["num_workers"]) >= 0):
+                raise ValueError
+    except FileNotFoundError:
+        raise InputError(f"--bench-data {p}", "does not exist.") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise InputError(f"--bench-data {p}", "is not the JSON of `gpuhours bench-data --json` "
+                                               "(a 'rates' list with num_workers and "
+                                               "samples_per_s).") from None
+    return list(rates)

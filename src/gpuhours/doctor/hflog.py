@@ -1,0 +1,127 @@
+"""`gpuhours doctor --hf-log trainer_state.json`: what an existing Hugging Face Trainer log can
+tell after the fact.
+
+A trainer_state.json has the step counts (global_step, max_steps), the intervals (logging,
+evaluation, save), `log_history` (training losses, evaluation entries with eval_runtime, and at
+the end train_runtime, train_samples_per_second and total_flos). So it can measure the share
+of evaluation and the achieved FLOP/s; it cannot tell data waits, padding or the time of a
+checkpoint save (no per-step timing): those are listed as not judged, with how to track them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.doctor.diagnose import Diagnosis, _price
+from gpuhours.doctor.rules import LOW_CONFIDENCE_STEPS, MIN_STEPS, TARGET_OVERHEAD_SHARE, Finding
+from gpuhours.errors import InputError
+from gpuhours.estimate.figures import Figure
+from gpuhours.estimate.timing import peak_flops
+
+
+def read_trainer_state(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    where = f"--hf-log {p}"
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError(where, "does not exist.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(where, f"cannot be read as text ({e}).") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(where, f"is not valid JSON (line {e.lineno}, column {e.colno}: "
+                                f"{e.msg}); a truncated file?",
+                         "Give the trainer_state.json that the Trainer writes in each "
+                         "checkpoint folder.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("log_history"), list) \
+            or "global_step" not in data:
+        raise InputError(where, "is not a Hugging Face trainer_state.json (expected an object "
+                                "with global_step and a log_history list).",
+                         "It is written as checkpoint-*/trainer_state.json.")
+    return data
+
+
+def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
+                    usd_per_gpu_hour: float | None = None,
+                    planned_steps: int | None = None) -> Diagnosis:
+    state = read_trainer_state(path)
+    where = f"--hf-log {path}"
+    history: list[dict[str, Any]] = [h for h in state["log_history"] if isinstance(h, dict)]
+    steps_done = int(state.get("global_step") or 0)
+    if steps_done < MIN_STEPS:
+        raise InputError(where, f"records {steps_done} optimizer step(s); at least {MIN_STEPS} "
+                                "are needed to judge a run.")
+    final = next((h for h in reversed(history) if "train_runtime" in h), None)
+    if final is None:
+        raise InputError(where, "has no train_runtime entry: the run had not finished when this "
+                                "state was written, so its time cannot be measured.",
+                         "Use the trainer_state.json of the final checkpoint or output folder, "
+                         "or track the run with gpuhours.track.")
+    runtime_s = float(final["train_runtime"])
+    if not runtime_s > 0:
+        raise InputError(where, f"train_runtime {runtime_s!r} is not a positive time.")
+    planned = planned_steps or int(state.get("max_steps") or steps_done)
+    planned_basis = "given: --planned-steps" if planned_steps else "max_steps of the log"
+    price, price_basis = _price(gpu, usd_per_gpu_hour, {})
+    evals = [float(h["eval_runtime"]) for h in history if "eval_runtime" in h]
+    eval_total = sum(evals)
+    step_s = runtime_s / steps_done
+    confidence: Literal["normal", "low"] = "low" if steps_done < LOW_CONFIDENCE_STEPS else "normal"
+    findings: list[Finding] = []
+    notes: list[str] = []
+    if evals and eval_total / runtime_s >= 0.03:
+        base_step = (runtime_s - eval_total) / steps_done
+        every_now = int(state.get("eval_steps") or max(1, round(steps_done / len(evals))))
+        mean_eval = eval_total / len(evals)
+        every_new = max(every_now + 1, math.ceil(mean_eval / (TARGET_OVERHEAD_SHARE * base_step)))
+        saved_total = (planned // every_now - planned // every_new) * mean_eval
+        hours = saved_total / 3600
+        findings.append(Finding(
+            rule="evaluation", title="Evaluation takes a large share",
+            evidence=[f"{len(evals)} evaluations, {mean_eval:.1f} s each (eval_runtime, "
+                      f"measured by the Trainer): {eval_total / runtime_s:.0%} of the "
+                      f"{runtime_s / 3600:.2f} h train_runtime"],
+            fix=f"eval_steps={every_new} instead of {every_now}, or evaluate on a fixed subset",
+            saved_s_per_step=Figure(value=saved_total / planned, unit="s/step", basis="measured",
+                                    source="eval_runtime entries of the log"),
+            gpu_hours_saved=Figure(value=hours, unit="GPU h", basis="measured",
+                                   source=f"(evaluations now - after) over {planned} planned "
+                                          f"steps x mean eval_runtime; one process's time"),
+            usd_saved=None if price is None else Figure(
+                value=hours * price, unit="USD", basis="formula",
+                source=f"GPU hours x {price:g} USD/GPU-h ({price_basis})"),
+            confidence=confidence))
+    flos = state.get("total_flos") or final.get("total_flos")
+    if flos and gpu is not None:
+        achieved = float(flos) / runtime_s
+        peak = peak_flops(gpu, "bf16-mixed")
+        notes.append(f"achieved {achieved / 1e12:.1f} TFLOP/s per process = {achieved / peak:.0%} "
+                     f"of {gpu.name}'s dense bf16 peak (measured: the Trainer's total_flos, "
+                     f"about 6 x params x tokens, / train_runtime; evaluation time included)")
+    elif flos:
+        notes.append(f"achieved {float(flos) / runtime_s / 1e12:.2f} TFLOP/s per process "
+                     "(total_flos / train_runtime); pass --gpu to compare with its peak.")
+    save_steps = state.get("save_steps")
+    if save_steps:
+        notes.append(f"{steps_done // int(save_steps)} checkpoint saves (every {save_steps} "
+                     "steps) but the log has no timing of them: checkpoint overhead not judged.")
+    notes.append("the log has no per-step timing: data waits, padding, checkpoint time and "
+                 "memory were not judged. Track the next run with gpuhours.track.hf_callback "
+                 "(docs/doctor.md) and run `gpuhours doctor RUN`.")
+    return Diagnosis(
+        source=str(path), device=gpu.name if gpu else "unknown (not in the log)",
+        status="finished", steps_recorded=steps_done, planned_steps=planned,
+        planned_basis=planned_basis,
+        time_shares={"eval_s": eval_total / runtime_s, "other_s": 1 - eval_total / runtime_s},
+        step_time_mean_s=step_s,
+        measured_gpu_hours_planned=Figure(
+            value=step_s * planned / 3600, unit="GPU h", basis="measured",
+            source="train_runtime / global_step x planned steps / 3600 (one process)"),
+        usd_per_gpu_hour=price, price_basis=price_basis, findings=findings, options=[],
+        notes=notes)

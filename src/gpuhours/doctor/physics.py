@@ -1,0 +1,187 @@
+"""The doctor's estimator-based rules and the options table: what the analytic model says this
+model should take on this GPU, on one GPU optimised, and with DDP / ZeRO-2 / ZeRO-3 (FSDP) on 2,
+4 and 8 GPUs. Needs the run's model config and a catalog GPU; no torch."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.doctor.rules import Finding, RunView, _mean, _worth
+from gpuhours.errors import InputError
+from gpuhours.estimate.arch import ModelArch, from_hf_config
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.fit import fit
+from gpuhours.estimate.workload import Hardware, Training
+
+#: measured step below this fraction of the estimator's speed: "far below" (assumption: the
+#: estimator's efficiencies are typical, not best-case; half of it is clearly low)
+LOW_EFFICIENCY_RATIO = 0.5
+#: a larger micro-batch is suggested when at least this many times the current one fits
+MEMORY_HEADROOM_FACTOR = 2
+
+
+def training_of(view: RunView, arch: ModelArch) -> Training:
+    """The run's setup as the estimator's Training."""
+    cfg = view.config
+    for key in ("micro_batch", "seq_len"):
+        if not cfg.get(key):
+            raise InputError(view.source, f"the run's config has no {key}; the estimator needs "
+                                          "it.", "Pass config={'micro_batch': ..., 'seq_len': "
+                                                 "...} to the tracker.")
+    precision = cfg.get("precision") or ("bf16-amp" if cfg.get("bf16") else "fp32")
+    return Training.model_validate(dict(
+        arch=arch, method=cfg.get("method") or "full", precision=precision,
+        micro_batch=int(cfg["micro_batch"]), seq_len=int(cfg["seq_len"]),
+        grad_accum=int(cfg.get("grad_accum") or 1), checkpointing=bool(cfg.get("checkpointing")),
+        flash_attention=bool(cfg.get("flash_attention", True))))
+
+
+def arch_of(view: RunView) -> ModelArch | None:
+    cfg = view.config.get("model_config")
+    if not isinstance(cfg, dict):
+        return None
+    return from_hf_config(cfg, name=str(cfg.get("model_type") or "tracked model"),
+                          where=f"{view.source} model_config")
+
+
+def low_efficiency(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
+    """Compute + optimizer per step measured far slower than the estimator's step time for this
+    model, batch and GPU. Saving: measured - estimated (formula)."""
+    est = estimate_training(t, Hardware(gpu=gpu), "tracked run")
+    measured = _mean([s.compute_s + s.optimizer_s for s in view.steady])
+    expected = est.step_time_s.value
+    if measured <= 0 or expected / measured >= LOW_EFFICIENCY_RATIO:
+        return None
+    evidence = [f"forward + backward + optimizer: {measured:.3f} s per step (measured)",
+                f"the estimator expects {expected:.3f} s on {gpu.name} for this model and batch "
+                f"(MFU {est.mfu.value:.0%}; formula, estimate/timing.py)",
+                f"measured speed is {expected / measured:.0%} of that"]
+    fix = ("check in this order: bf16 autocast (bf16=True), flash/SDPA attention "
+           "(attn_implementation='sdpa'), a fused optimizer (optim='adamw_torch_fused'), "
+           "torch.compile; then bench the fixed step with `gpuhours bench`")
+    return _worth(view, "low-efficiency", "Far slower than this GPU runs this model", evidence,
+                  fix, measured - expected, "formula",
+                  "measured step - estimator's step time (estimate_training)")
+
+
+def memory_unused(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
+    """The CUDA allocator's peak leaves room for a micro-batch at least MEMORY_HEADROOM_FACTOR
+    times larger (fit), and the estimator says it is faster per token: saving = measured
+    compute x (1 - tokens/s now / tokens/s larger), the effective batch kept by fewer
+    accumulation steps."""
+    peaks = [s.peak_memory_bytes for s in view.steps
+             if s.peak_memory_bytes and s.memory_basis == "cuda-max-allocated"]
+    if not peaks:
+        return None
+    hw = Hardware(gpu=gpu)
+    result = fit(t, hw)
+    largest = result.largest_micro_batch
+    if largest is None or largest < MEMORY_HEADROOM_FACTOR * t.micro_batch:
+        return None
+    effective = t.micro_batch * t.grad_accum
+    new_mb = min(largest, effective) if effective >= MEMORY_HEADROOM_FACTOR * t.micro_batch \
+        else largest
+    bigger = t.model_copy(update={"micro_batch": new_mb,
+                                  "grad_accum": max(1, effective // new_mb)})
+    tps_now = estimate_training(t, hw, "run").tokens_per_s_per_gpu.value
+    tps_new = estimate_training(bigger, hw, "run").tokens_per_s_per_gpu.value
+    if tps_new <= tps_now * 1.02:
+        return None
+    measured = _mean([s.compute_s + s.optimizer_s for s in view.steady])
+    saved = measured * (1 - tps_now / tps_new)
+    evidence = [f"peak allocated {max(peaks) / 2**30:.1f} GiB of {gpu.memory_gb:g} GB "
+                f"(measured, CUDA allocator)",
+                f"micro-batch up to {largest} fits (fit, with its headroom); at {new_mb} the "
+                f"estimator gives {tps_new / tps_now:.2f}x the tokens/s (formula)"]
+    fix = (f"micro-batch {new_mb} with grad_accum {bigger.grad_accum} (same effective batch "
+           f"{effective})")
+    return _worth(view, "memory-unused", "Memory is left unused", evidence, fix, saved,
+                  "formula", "measured compute x (1 - estimated tokens/s ratio)")
+
+
+class OptionRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    option: str
+    num_gpus: int
+    micro_batch: int
+    grad_accum: int
+    fits: bool
+    wall_hours: float
+    gpu_hours: float
+    usd: float | None
+    communication_exposed_share: float
+    basis: str
+
+
+def _divisor_at_most(total: int, cap: int) -> int:
+    """The largest divisor of `total` not above `cap` (so that the effective batch is kept)."""
+    return max(d for d in range(1, max(1, min(total, cap)) + 1) if total % d == 0)
+
+
+def options_table(view: RunView, t: Training, gpu: GpuSpec,
+                  usd_per_gpu_hour: float | None) -> list[OptionRow]:
+    """The same work (planned steps x tokens per step of the run) in each setup. The effective
+    batch is kept: grad_accum = effective batch / (micro-batch x GPUs)."""
+    effective = t.micro_batch * t.grad_accum * view.num_gpus
+    tokens = view.planned_steps * effective * t.seq_len
+    rows: list[OptionRow] = []
+
+    def add(label: str, tt: Training, n: int) -> None:
+        hw = Hardware(gpu=gpu, num_gpus=n)
+        est = estimate_training(tt, hw, "run", tokens=tokens)
+        assert est.totals is not None
+        comm = est.step_time_breakdown_s["communication_exposed_s"].value / est.step_time_s.value
+        gh = est.totals.gpu_hours.value
+        rows.append(OptionRow(
+            option=label, num_gpus=n, micro_batch=tt.micro_batch, grad_accum=tt.grad_accum,
+            fits=est.memory.fits, wall_hours=est.totals.wall_clock_hours.value, gpu_hours=gh,
+            usd=None if usd_per_gpu_hour is None else gh * usd_per_gpu_hour,
+            communication_exposed_share=comm,
+            basis="formula: estimate_training (roofline, ring collectives, assumed overlap)"))
+
+    add("as run (estimate)", t, 1)
+    best = fit(t, Hardware(gpu=gpu), effective_batch=effective).fastest
+    best_mb = t.micro_batch
+    if best is not None:
+        best_mb = _divisor_at_most(effective, best.micro_batch)
+        add("optimised, 1 GPU", t.model_copy(update={
+            "micro_batch": best_mb, "grad_accum": effective // best_mb,
+            "checkpointing": best.checkpointing}), 1)
+    for n in (2, 4, 8):
+        if effective % n:
+            continue  # the effective batch cannot be split over n GPUs
+        for label, stage in (("DDP", 0), ("FSDP grad-op / ZeRO-2", 2),
+                             ("FSDP full shard / ZeRO-3", 3)):
+            hw = Hardware(gpu=gpu, num_gpus=n)
+            r = fit(t.model_copy(update={"zero_stage": stage}), hw, effective_batch=effective)
+            mb = _divisor_at_most(effective // n, min(best_mb, r.largest_micro_batch or 1))
+            accum = effective // (mb * n)
+            add(f"{label}, {n} GPUs", t.model_copy(update={
+                "zero_stage": stage, "micro_batch": mb, "grad_accum": accum}), n)
+    return rows
+
+
+def physics_findings(view: RunView, gpu: GpuSpec | None) -> tuple[list[Finding], list[str]]:
+    """The estimator-based findings, and notes on what could not be judged and why."""
+    notes: list[str] = []
+    arch = arch_of(view)
+    if arch is None:
+        notes.append("efficiency and unused memory were not judged: the run has no model "
+                     "config (the HF callback records model.config; in a plain loop pass "
+                     "config={'model_config': model.config.to_dict(), ...}).")
+        return [], notes
+    if gpu is None:
+        notes.append("efficiency and unused memory were not judged: they need a catalog GPU "
+                     f"(this run: {view.device_kind}, {view.device_name}); pass --gpu NAME for "
+                     "a GPU run.")
+        return [], notes
+    if view.device_kind != "cuda":
+        notes.append(f"efficiency and unused memory were not judged: the run was on "
+                     f"{view.device_kind} ({view.device_name}), memory measured as process RSS; "
+                     f"--gpu {gpu.name} is used for the options table only.")
+        return [], notes
+    t = training_of(view, arch)
+    found = [f for f in (low_efficiency(view, t, gpu), memory_unused(view, t, gpu)) if f]
+    return found, notes

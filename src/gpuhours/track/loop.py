@@ -1,0 +1,310 @@
+"""Tracking a plain PyTorch training loop: where each optimizer step's time goes.
+
+    from gpuhours.track import track_run
+
+    with track_run(project="demo", phase="sft", planned_steps=1000,
+                   config={"micro_batch": 8, "seq_len": 512}) as run:
+        for batch in run.batches(loader):          # times the wait for each batch; one step each
+            with run.compute():
+                loss = model(**batch).loss
+                loss.backward()
+            with run.optimizer():
+                opt.step()
+                opt.zero_grad()
+            if run.step % 500 == 0:
+                with run.save(path="ckpt/"):      # time and bytes written under the path
+                    model.save_pretrained("ckpt/")
+
+Each step's record is kept in memory and written to the ledger in one transaction every
+`flush_every_s` seconds (10) or `flush_every` steps (1000), whichever comes first, and at the
+end: a transaction costs about 10 ms here (SQLite's fsync), so writing per step would cost more
+than the step; per step the tracker does a few perf_counter calls and a list append
+(scripts/bench_track_overhead.py measures it). A killed process loses at most the last 10 s.
+torch is imported only inside functions; on CUDA the phases synchronise the device at their
+ends so that asynchronous kernels are counted where they run (set sync=False to avoid that).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gpuhours.track.ledger import Ledger, ledger_path
+from gpuhours.track.runs import StepRecord, add_steps, finish_run, start_run
+
+#: phases a step's time is attributed to (the rest of the step is "other")
+PHASES = ("data_wait_s", "compute_s", "optimizer_s", "eval_s", "save_s")
+
+
+def count_tokens(batch: Any) -> tuple[int | None, int | None, int | None]:
+    """(samples, real tokens, computed tokens) of a batch dict with input_ids and attention_mask
+    (or labels, where -100 marks ignored positions). (None, None, None) if it has neither."""
+    if not isinstance(batch, dict):
+        return None, None, None
+    ids = batch.get("input_ids")
+    mask = batch.get("attention_mask")
+    labels = batch.get("labels")
+    ref = ids if ids is not None else (mask if mask is not None else labels)
+    if ref is None or not hasattr(ref, "shape") or len(ref.shape) < 2:
+        return None, None, None
+    samples = int(ref.shape[0])
+    computed = int(ref.shape[0] * ref.shape[1])
+    if mask is not None:
+        real = int(mask.sum())
+    elif labels is not None:
+        real = int((labels != -100).sum())
+    else:
+        real = computed
+    return samples, real, computed
+
+
+def path_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes of a file, or of all files under a folder (what a checkpoint save wrote)."""
+    p = Path(path)
+    if p.is_file():
+        return p.stat().st_size
+    total = 0
+    for root, _dirs, files in os.walk(p):
+        for f in files:
+            try:
+                total += (Path(root) / f).stat().st_size
+            except OSError:
+                continue
+    return total
+
+
+class _Device:
+    """What the tracker asks the device: synchronise, peak memory, utilisation. CPU by default;
+    CUDA when torch is already imported and a CUDA device is in use."""
+
+    def __init__(self, sync: bool | None) -> None:
+        self.kind = "cpu"
+        self.name = _cpu_name()
+        self._torch: Any = None
+        self._nvml: Any = None
+        self._nvml_handle: Any = None
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            self._torch = torch
+            self.kind = "cuda"
+            self.name = torch.cuda.get_device_name()
+            try:  # nvml is optional: utilisation is recorded only where it is present
+                import pynvml  # type: ignore[import-not-found]
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+                self._nvml_handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+            except Exception:
+                self._nvml = None
+        self.sync_enabled = (self.kind == "cuda") if sync is None else (sync and self.kind == "cuda")
+
+    def sync(self) -> None:
+        if self.sync_enabled:
+            self._torch.cuda.synchronize()
+
+    def peak_memory(self) -> tuple[int | None, str]:
+        if self._torch is not None:
+            peak = int(self._torch.cuda.max_memory_allocated())
+            self._torch.cuda.reset_peak_memory_stats()
+            return peak, "cuda-max-allocated"
+        # ru_maxrss: KiB on Linux, bytes on macOS; the process's peak so far, not the step's
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(rss if sys.platform == "darwin" else rss * 1024), "process-peak-rss"
+
+    def utilisation_pct(self) -> float | None:
+        if self._nvml is None:
+            return None
+        try:
+            return float(self._nvml.nvmlDeviceGetUtilizationRates(self._nvml_handle).gpu)
+        except Exception:
+            return None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "cpu"
+
+
+class TrackedRun:
+    """One run being tracked. Use `track_run(...)` to make one; see the module docstring."""
+
+    def __init__(self, ledger: Ledger, run_id: int, device: _Device, flush_every: int,
+                 owns_ledger: bool, flush_every_s: float = 10.0) -> None:
+        self.ledger = ledger
+        self.run_id = run_id
+        self.step = 0
+        self._device = device
+        self._flush_every = max(1, flush_every)
+        self._flush_every_s = flush_every_s
+        self._last_flush = time.perf_counter()
+        self._owns_ledger = owns_ledger
+        self._pending: list[StepRecord] = []
+        self._t0 = time.perf_counter()
+        self._current: StepRecord | None = None
+        self._step_start = self._t0
+        self._n_steps = 0
+        self._totals = dict.fromkeys(PHASES, 0.0)
+        self._wall_total = 0.0
+
+    # step boundaries -----------------------------------------------------------------------------
+
+    def start_step(self) -> StepRecord:
+        """Close the current step (if any) and open the next one."""
+        now = time.perf_counter()
+        if self._current is not None:
+            self._close(now)
+        self.step += 1
+        self._step_start = now
+        self._current = StepRecord(step=self.step, started_s=now - self._t0, wall_s=0.0)
+        return self._current
+
+    def end_step(self) -> None:
+        """Close the current step now (the next start_step or batch opens another)."""
+        if self._current is not None:
+            self._close(time.perf_counter())
+
+    def _close(self, now: float) -> None:
+        rec = self._current
+        assert rec is not None
+        self._current = None
+        rec.wall_s = now - self._step_start
+        rec.peak_memory_bytes, rec.memory_basis = self._device.peak_memory()
+        rec.device_util_pct = self._device.utilisation_pct()
+        self._pending.append(rec)
+        self._n_steps += 1
+        self._wall_total += rec.wall_s
+        for k in PHASES:
+            self._totals[k] += getattr(rec, k)
+        if len(self._pending) >= self._flush_every or now - self._last_flush >= self._flush_every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the pending step records in one transaction."""
+        if self._pending:
+            add_steps(self.ledger, self.run_id, self._pending)
+            self._pending = []
+        self._last_flush = time.perf_counter()
+
+    # phases ------------------------------------------------------------------------------------
+
+    def batches(self, loader: Iterable[Any]) -> Iterator[Any]:
+        """Yield the loader's batches; each batch opens a step, and the wait for it is the
+        step's data_wait_s. Tokens are counted from input_ids / attention_mask / labels."""
+        it = iter(loader)
+        while True:
+            rec = self.start_step()
+            t = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                self._current = None  # no batch: no step
+                self.step -= 1
+                return
+            rec.data_wait_s += time.perf_counter() - t
+            self.count(batch)
+            yield batch
+
+    def count(self, batch: Any) -> None:
+        """Add a batch's samples and tokens to the current step (batches() does this)."""
+        rec = self._current or self.start_step()
+        samples, real, computed = count_tokens(batch)
+        if samples is not None:
+            rec.samples = (rec.samples or 0) + samples
+            rec.tokens_real = (rec.tokens_real or 0) + (real or 0)
+            rec.tokens_computed = (rec.tokens_computed or 0) + (computed or 0)
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[StepRecord]:
+        rec = self._current or self.start_step()
+        t = time.perf_counter()
+        try:
+            yield rec
+        finally:
+            self._device.sync()
+            setattr(rec, name, getattr(rec, name) + time.perf_counter() - t)
+
+    def data(self) -> Any:
+        """Time spent getting the next batch (when not using batches())."""
+        return self._phase("data_wait_s")
+
+    def compute(self) -> Any:
+        """Forward and backward."""
+        return self._phase("compute_s")
+
+    def optimizer(self) -> Any:
+        """Optimizer step, zero_grad, scheduler."""
+        return self._phase("optimizer_s")
+
+    def evaluate(self) -> Any:
+        """Evaluation inside the training loop."""
+        return self._phase("eval_s")
+
+    @contextmanager
+    def save(self, path: str | os.PathLike[str] | None = None) -> Iterator[StepRecord]:
+        """A checkpoint save; with `path`, the bytes under it after the save are recorded."""
+        with self._phase("save_s") as rec:
+            yield rec
+        if path is not None:
+            rec.save_bytes += path_bytes(path)
+
+    # end ---------------------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        return {"steps": self._n_steps, "wall_s": self._wall_total,
+                **{k: v for k, v in self._totals.items()}}
+
+    def close(self, failed: bool = False) -> None:
+        self.end_step()
+        try:
+            self.flush()
+            finish_run(self.ledger, self.run_id, "failed" if failed else "finished",
+                       self.summary())
+        finally:
+            if self._owns_ledger:
+                self.ledger.close()
+
+
+@contextmanager
+def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | None = None,
+              config: dict[str, Any] | None = None, ledger: str | os.PathLike[str] | Ledger | None
+              = None, flush_every: int = 1000, flush_every_s: float = 10.0,
+              sync: bool | None = None) -> Iterator[TrackedRun]:
+    """Track one run, tagged with its plan's project and phase, into the ledger (`ledger`: an open
+    Ledger, a path, or None for $GPUHOURS_LEDGER / ./.gpuhours/ledger.sqlite). `planned_steps`:
+    the optimizer steps the whole run will take, so that the doctor can say what a fix is worth
+    over all of it. Step records are written every `flush_every_s` seconds or `flush_every` steps.
+    An exception inside marks the run 'failed' (and is re-raised)."""
+    device = _Device(sync)
+    owns = not isinstance(ledger, Ledger)
+    where = None if ledger is None or isinstance(ledger, Ledger) else Path(ledger)
+    book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger_path(where))
+    cfg = dict(config or {})
+    cfg.setdefault("threads", _torch_threads())
+    run_id = start_run(book, project=project, phase=phase, name=name or f"{project}/{phase}",
+                       device_kind=device.kind, device_name=device.name,
+                       planned_steps=planned_steps, config=cfg)
+    run = TrackedRun(book, run_id, device, flush_every, owns, flush_every_s)
+    try:
+        yield run
+    except BaseException:
+        run.close(failed=True)
+        raise
+    run.close()
+
+
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None

@@ -1,0 +1,190 @@
+"""Tracked training runs in the ledger: start a run, append its step records in batches, finish
+it, read it back, and total the GPU hours spent per plan phase. Standard library only (no torch).
+
+Every write is one ledger transaction (BEGIN IMMEDIATE ... COMMIT): a batch of steps is stored
+whole or not at all, so a process killed mid-run leaves a consistent ledger whose run is still
+'running' with the batches it had flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuhours.errors import InputError
+from gpuhours.track.ledger import Ledger, _dumps, _now_utc
+
+RUN_STATUSES = ("running", "finished", "failed")
+
+
+@dataclass
+class StepRecord:
+    """One optimizer step of a tracked run, as measured. Times in seconds (wall clock,
+    time.perf_counter); `wall_s` is the whole step, from the end of the previous step.
+
+    tokens_real: non-padding tokens (attention mask, else labels != -100); tokens_computed: all
+    token positions the model ran on (padding included). peak_memory_bytes is the CUDA
+    allocator's peak during the step (memory_basis 'cuda-max-allocated') or the process's peak
+    resident set so far (memory_basis 'process-peak-rss', CPU: a different quantity, labelled)."""
+
+    step: int
+    started_s: float
+    wall_s: float
+    data_wait_s: float = 0.0
+    compute_s: float = 0.0
+    optimizer_s: float = 0.0
+    eval_s: float = 0.0
+    save_s: float = 0.0
+    save_bytes: int = 0
+    samples: int | None = None
+    tokens_real: int | None = None
+    tokens_computed: int | None = None
+    peak_memory_bytes: int | None = None
+    memory_basis: str | None = None
+    device_util_pct: float | None = None
+
+
+_STEP_COLUMNS = tuple(StepRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A tracked run as stored. `config` holds what the doctor needs to reason about the setup
+    (micro_batch, seq_len, grad_accum, num_workers, save_steps, model config, gpu, price ...)."""
+
+    id: int
+    created_utc: str
+    finished_utc: str | None
+    status: str
+    project: str
+    phase: str
+    name: str
+    hostname: str
+    device_kind: str
+    device_name: str
+    planned_steps: int | None
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def start_run(ledger: Ledger, *, project: str, phase: str, name: str, device_kind: str,
+              device_name: str, planned_steps: int | None, config: dict[str, Any]) -> int:
+    """Append a run in state 'running'; returns its id."""
+    for label, value in (("project", project), ("phase", phase)):
+        if not str(value).strip():
+            raise InputError(f"track {label}", "must not be empty: runs are totalled per "
+                                               "project and phase.")
+    if planned_steps is not None and planned_steps < 1:
+        raise InputError("track planned_steps", f"expected a positive step count, got "
+                                                f"{planned_steps!r}.")
+    with ledger._write() as db:
+        cur = db.execute(
+            "INSERT INTO runs (created_utc, status, project, phase, name, hostname, device_kind, "
+            "device_name, planned_steps, config_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
+            (_now_utc(), project, phase, name, socket.gethostname(), device_kind, device_name,
+             planned_steps, _dumps(config)))
+        return int(cur.lastrowid or 0)
+
+
+def add_steps(ledger: Ledger, run_id: int, steps: Iterable[StepRecord]) -> int:
+    """Append step records in one transaction; returns how many."""
+    rows = [tuple(getattr(s, c) for c in _STEP_COLUMNS) for s in steps]
+    if not rows:
+        return 0
+    cols = ", ".join(("run_id",) + _STEP_COLUMNS)
+    marks = ", ".join("?" for _ in range(len(_STEP_COLUMNS) + 1))
+    with ledger._write() as db:
+        db.executemany(f"INSERT INTO run_steps ({cols}) VALUES ({marks})",
+                       [(run_id, *r) for r in rows])
+    return len(rows)
+
+
+def finish_run(ledger: Ledger, run_id: int, status: str, summary: dict[str, Any]) -> None:
+    """Mark a run finished or failed, with its summary."""
+    if status not in RUN_STATUSES:
+        raise ValueError(f"status {status!r} is not one of {RUN_STATUSES}")
+    with ledger._write() as db:
+        db.execute("UPDATE runs SET status = ?, finished_utc = ?, summary_json = ? WHERE id = ?",
+                   (status, _now_utc(), _dumps(summary), run_id))
+
+
+def _run(r: Any) -> Run:
+    return Run(id=r["id"], created_utc=r["created_utc"], finished_utc=r["finished_utc"],
+               status=r["status"], project=r["project"], phase=r["phase"], name=r["name"],
+               hostname=r["hostname"], device_kind=r["device_kind"],
+               device_name=r["device_name"], planned_steps=r["planned_steps"],
+               config=json.loads(r["config_json"]), summary=json.loads(r["summary_json"]))
+
+
+def get_run(ledger: Ledger, run_id: int) -> Run:
+    rows = ledger._select("SELECT * FROM runs WHERE id = ?", [run_id])
+    if not rows:
+        known = ledger._select("SELECT id FROM runs ORDER BY id DESC LIMIT 5", [])
+        hint = (f"Recent runs: {', '.join(str(k['id']) for k in known)}." if known else
+                "No runs are tracked in it yet: track one with gpuhours.track (docs/doctor.md).")
+        raise InputError("RUN", f"no tracked run #{run_id} in ledger {ledger.path}.", hint)
+    return _run(rows[0])
+
+
+def list_runs(ledger: Ledger, project: str | None = None) -> list[Run]:
+    """Runs, newest first, optionally of one project."""
+    if project is None:
+        rows = ledger._select("SELECT * FROM runs ORDER BY id DESC", [])
+    else:
+        rows = ledger._select("SELECT * FROM runs WHERE project = ? ORDER BY id DESC", [project])
+    return [_run(r) for r in rows]
+
+
+def run_steps(ledger: Ledger, run_id: int) -> list[StepRecord]:
+    rows = ledger._select(f"SELECT {', '.join(_STEP_COLUMNS)} FROM run_steps WHERE run_id = ? "
+                          "ORDER BY step", [run_id])
+    return [StepRecord(**{c: r[c] for c in _STEP_COLUMNS}) for r in rows]
+
+
+# --- plan against actual -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PhaseActual:
+    """What tracked runs of one plan phase have spent, and the projection at the measured rate.
+
+    gpu_hours_spent: sum over the phase's runs of (recorded step wall time x GPUs) / 3600
+    (measured); steps_done: recorded optimizer steps; steps_planned: the largest planned_steps
+    among its runs (as given to the tracker), None if none was given; projected_gpu_hours:
+    gpu_hours_spent / steps_done x steps_planned (formula: measured rate x planned steps)."""
+
+    phase: str
+    runs: int
+    gpu_hours_spent: float
+    steps_done: int
+    steps_planned: int | None
+    projected_gpu_hours: float | None
+    basis: str
+
+
+def actuals_by_phase(ledger: Ledger, project: str) -> dict[str, PhaseActual]:
+    """{phase: PhaseActual} for the tracked runs of `project` (for `gpuhours plan`)."""
+    rows = ledger._select(
+        "SELECT r.phase AS phase, r.id AS id, r.planned_steps AS planned, r.config_json AS cfg, "
+        "COUNT(s.step) AS steps, COALESCE(SUM(s.wall_s), 0) AS wall "
+        "FROM runs r LEFT JOIN run_steps s ON s.run_id = r.id WHERE r.project = ? "
+        "GROUP BY r.id ORDER BY r.id", [project])
+    out: dict[str, PhaseActual] = {}
+    for r in rows:
+        gpus = int(json.loads(r["cfg"]).get("num_gpus") or 1)
+        prev = out.get(r["phase"])
+        hours = r["wall"] * gpus / 3600 + (prev.gpu_hours_spent if prev else 0.0)
+        steps = int(r["steps"]) + (prev.steps_done if prev else 0)
+        planned_values = [p for p in ((prev.steps_planned if prev else None), r["planned"])
+                          if p is not None]
+        planned = max(planned_values) if planned_values else None
+        projected = hours / steps * planned if planned and steps else None
+        out[r["phase"]] = PhaseActual(
+            phase=r["phase"], runs=(prev.runs if prev else 0) + 1, gpu_hours_spent=hours,
+            steps_done=steps, steps_planned=planned, projected_gpu_hours=projected,
+            basis="measured: tracked step wall time x GPUs; projected = measured GPU h per step "
+                  "x planned steps")
+    return out

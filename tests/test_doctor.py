@@ -1,0 +1,244 @@
+"""The doctor's rules on synthetic runs with hand-worked savings, the HF log parser on a
+real-shaped trainer_state.json, the options table, and bad input (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours import catalog
+from gpuhours.cli import app
+from gpuhours.doctor import rules
+from gpuhours.doctor.diagnose import diagnose
+from gpuhours.doctor.hflog import diagnose_hf_log
+from gpuhours.doctor.physics import options_table, training_of
+from gpuhours.errors import InputError
+from gpuhours.estimate.arch import from_hf_config
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.workload import Hardware
+from gpuhours.track.ledger import Ledger
+from gpuhours.track.runs import StepRecord, add_steps, finish_run, start_run
+
+runner = CliRunner()
+
+
+def steps(n: int, **fields: float) -> list[StepRecord]:
+    wall = sum(fields.get(k, 0.0) for k in ("data_wait_s", "compute_s", "optimizer_s",
+                                             "save_s", "eval_s"))
+    return [StepRecord(step=i + 1, started_s=i * wall, wall_s=wall, **fields)  # type: ignore[arg-type]
+            for i in range(n)]
+
+
+def view(recs: list[StepRecord], planned: int, **kw: object) -> rules.RunView:
+    cfg = kw.pop("config", {})
+    return rules.RunView(source="test", steps=recs, planned_steps=planned, planned_basis="test",
+                         config=cfg, **kw)  # type: ignore[arg-type]
+
+
+def test_input_bound_hidden_by_one_worker() -> None:
+    # wait 0.4 s, rest 0.6 s: one worker loads a batch (0.4 s) while the 0.6 s step runs,
+    # so the whole wait goes: 0.4 s/step x 36,000 steps / 3600 = 4.0 GPU h; at $2.50 = $10
+    v = view(steps(30, data_wait_s=0.4, compute_s=0.5, optimizer_s=0.1), 36_000,
+             config={"num_workers": 0, "threads": 1, "cpu_cores": 4}, usd_per_gpu_hour=2.5,
+             price_basis="test")
+    f = rules.input_bound(v)
+    assert f is not None
+    assert f.saved_s_per_step.value == pytest.approx(0.4)
+    assert f.gpu_hours_saved.value == pytest.approx(4.0)
+    assert f.usd_saved is not None and f.usd_saved.value == pytest.approx(10.0)
+    assert f.change == {"num_workers": 1}
+
+
+def test_input_bound_partly_hidden_when_load_exceeds_two_core_budget() -> None:
+    # load 0.9 s > rest 0.3 s; 2 cores, 1 training thread: 1 worker; step after = max(0.3, 0.9)
+    # = 0.9 s instead of 1.2 s: saves 0.3 s/step
+    v = view(steps(30, data_wait_s=0.9, compute_s=0.3), 100,
+             config={"num_workers": 0, "threads": 1, "cpu_cores": 2})
+    f = rules.input_bound(v)
+    assert f is not None and f.saved_s_per_step.value == pytest.approx(0.3)
+
+
+def test_input_bound_from_bench_data_rates() -> None:
+    # micro-batch 8; 2 workers deliver 40 samples/s = 0.2 s/batch < rest 0.6 s: all 0.4 s saved
+    v = view(steps(30, data_wait_s=0.4, compute_s=0.6), 100,
+             config={"num_workers": 0, "micro_batch": 8})
+    rates = [{"num_workers": 0, "samples_per_s": 10.0}, {"num_workers": 2, "samples_per_s": 40.0}]
+    f = rules.input_bound(v, rates)
+    assert f is not None and f.saved_s_per_step.value == pytest.approx(0.4)
+    assert f.change == {"num_workers": 2} and f.gpu_hours_saved.basis == "measured"
+
+
+def test_no_input_finding_when_the_wait_is_small() -> None:
+    assert rules.input_bound(view(steps(30, data_wait_s=0.01, compute_s=1.0), 100)) is None
+
+
+def test_padding_saving() -> None:
+    # 40% padding; compute + optimizer 0.6 s/step: packing saves 0.4 x 0.6 = 0.24 s/step
+    recs = steps(30, data_wait_s=0.1, compute_s=0.5, optimizer_s=0.1)
+    for r in recs:
+        r.tokens_real, r.tokens_computed = 600, 1000
+    f = rules.padding(view(recs, 1000))
+    assert f is not None and f.saved_s_per_step.value == pytest.approx(0.24)
+    assert f.gpu_hours_saved.value == pytest.approx(0.24 * 1000 / 3600)
+
+
+def test_checkpoint_interval_and_saving() -> None:
+    # 100 steps of 1.0 s, a 2.0 s save every 10 steps; planned 1000 steps. Interval that bounds
+    # saving to 2%: ceil(2.0 / (0.02 x 1.0)) = 100. Saves 100 -> 10: 90 x 2.0 s = 180 s.
+    recs = steps(100, compute_s=1.0)
+    for r in recs:
+        if r.step % 10 == 0:
+            r.save_s, r.wall_s, r.save_bytes = 2.0, 3.0, 10**9
+    f = rules.checkpoint(view(recs, 1000))
+    assert f is not None
+    assert f.change == {"save_steps": 100}
+    assert f.saved_s_per_step.value * 1000 == pytest.approx(180.0)
+    assert f.gpu_hours_saved.value == pytest.approx(180.0 / 3600)
+    assert any("1,000.0 MB written per save" in e for e in f.evidence)
+
+
+def test_findings_are_ranked_by_hours_saved() -> None:
+    recs = steps(40, data_wait_s=0.1, compute_s=0.8, optimizer_s=0.1)
+    for r in recs:
+        r.tokens_real, r.tokens_computed = 500, 1000  # padding 0.5 x 0.9 = 0.45 s/step
+    d = diagnose(view(recs, 100, config={"num_workers": 0, "threads": 1, "cpu_cores": 2}))
+    assert [f.rule for f in d.findings] == ["padding", "input-bound"]
+    assert d.findings[0].gpu_hours_saved.value > d.findings[1].gpu_hours_saved.value
+
+
+def test_too_few_steps_is_refused() -> None:
+    with pytest.raises(InputError, match="at least 5"):
+        diagnose(view(steps(3, compute_s=1.0), 100))
+
+
+def _qwen_cfg() -> dict[str, object]:
+    _, cfg = catalog.model("qwen2-0.5b")
+    return cfg
+
+
+def test_low_efficiency_on_a_gpu_run() -> None:
+    gpu = catalog.gpu("h100")
+    cfg = {"micro_batch": 4, "seq_len": 1024, "precision": "bf16-mixed", "model_config": _qwen_cfg()}
+    v0 = view(steps(10, compute_s=1.0), 100, config=cfg, device_kind="cuda")
+    t = training_of(v0, from_hf_config(_qwen_cfg(), name="qwen2"))
+    expected = estimate_training(t, Hardware(gpu=gpu), "t").step_time_s.value
+    measured = 5 * expected  # 20% of the estimator's speed
+    v = view(steps(10, compute_s=measured * 0.9, optimizer_s=measured * 0.1), 100, config=cfg,
+             device_kind="cuda")
+    d = diagnose(v, gpu)
+    (f,) = [f for f in d.findings if f.rule == "low-efficiency"]
+    assert f.saved_s_per_step.value == pytest.approx(measured - expected)
+    assert f.saved_s_per_step.basis == "formula"
+
+
+def test_options_table_shapes_and_identities() -> None:
+    gpu = catalog.gpu("h100")
+    cfg = {"micro_batch": 4, "seq_len": 1024, "grad_accum": 4, "precision": "bf16-mixed",
+           "model_config": _qwen_cfg()}
+    v = view(steps(10, compute_s=1.0), 10_000, config=cfg, usd_per_gpu_hour=2.0)
+    t = training_of(v, from_hf_config(_qwen_cfg(), name="qwen2"))
+    rows = options_table(v, t, gpu, 2.0)
+    assert len(rows) == 2 + 9
+    for r in rows:
+        assert r.gpu_hours == pytest.approx(r.wall_hours * r.num_gpus)
+        assert r.usd == pytest.approx(r.gpu_hours * 2.0)
+        # the effective batch is kept
+        assert r.micro_batch * r.grad_accum * r.num_gpus == 16
+    multi = [r for r in rows if r.num_gpus == 8]
+    assert all(r.communication_exposed_share >= 0 for r in multi)
+    one = rows[0]
+    assert all(r.wall_hours < one.wall_hours for r in multi)
+
+
+TRAINER_STATE = {
+    "best_metric": None, "best_model_checkpoint": None, "epoch": 1.0, "eval_steps": 100,
+    "global_step": 500, "is_hyper_param_search": False, "is_local_process_zero": True,
+    "is_world_process_zero": True, "logging_steps": 10, "max_steps": 500,
+    "num_input_tokens_seen": 0, "num_train_epochs": 1, "save_steps": 250,
+    "total_flos": 3.6e17, "train_batch_size": 8, "trial_name": None, "trial_params": None,
+    "stateful_callbacks": {},
+    "log_history": (
+        [{"epoch": s / 500, "grad_norm": 1.0, "learning_rate": 1e-5, "loss": 2.0, "step": s}
+         for s in range(10, 501, 10)]
+        + [{"epoch": s / 500, "eval_loss": 1.9, "eval_runtime": 30.0,
+            "eval_samples_per_second": 10.0, "eval_steps_per_second": 1.0, "step": s}
+           for s in range(100, 501, 100)]
+        + [{"epoch": 1.0, "step": 500, "total_flos": 3.6e17, "train_loss": 2.0,
+            "train_runtime": 3600.0, "train_samples_per_second": 1.11,
+            "train_steps_per_second": 0.139}]),
+}
+
+
+def test_hf_log_evaluation_finding(tmp_path: Path) -> None:
+    # 5 evals x 30 s of 3600 s; base step (3600-150)/500 = 6.9 s; interval for 2%:
+    # ceil(30 / (0.02 x 6.9)) = 218; evals over 500 steps: 5 -> 2: 90 s saved
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps(TRAINER_STATE))
+    d = diagnose_hf_log(p, catalog.gpu("h100"), usd_per_gpu_hour=3.0)
+    (f,) = d.findings
+    assert f.rule == "evaluation" and "eval_steps=218" in f.fix
+    assert f.gpu_hours_saved.value == pytest.approx(90 / 3600)
+    assert f.usd_saved is not None and f.usd_saved.value == pytest.approx(90 / 3600 * 3.0)
+    assert any("TFLOP/s" in n and "h100" in n.lower() for n in d.notes)
+    assert d.time_shares["eval_s"] == pytest.approx(150 / 3600)
+
+
+@pytest.mark.parametrize("content, match", [
+    ('{"global_step": 500, "log_history": [{"loss": 2.0, "st', "not valid JSON"),
+    ('{"model_type": "llama", "hidden_size": 64}', "not a Hugging Face trainer_state"),
+    (json.dumps({**TRAINER_STATE, "log_history": TRAINER_STATE["log_history"][:-1]}),
+     "no train_runtime"),
+    (json.dumps({**TRAINER_STATE, "global_step": 2}), "at least 5"),
+])
+def test_hf_log_bad_input_exit_2(tmp_path: Path, content: str, match: str) -> None:
+    p = tmp_path / "trainer_state.json"
+    p.write_text(content)
+    r = runner.invoke(app, ["doctor", "--hf-log", str(p)])
+    assert r.exit_code == 2, r.output
+    assert match in " ".join(r.output.split()) and "Traceback" not in r.output
+
+
+def _ledger_with_run(path: Path, n: int) -> int:
+    with Ledger.open(path) as book:
+        rid = start_run(book, project="p", phase="sft", name="x", device_kind="cpu",
+                        device_name="cpu", planned_steps=100,
+                        config={"num_workers": 0, "threads": 1, "cpu_cores": 2})
+        add_steps(book, rid, steps(n, data_wait_s=0.5, compute_s=0.5))
+        finish_run(book, rid, "finished", {})
+    return rid
+
+
+def test_cli_doctor_on_a_tracked_run(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    rid = _ledger_with_run(path, 30)
+    r = runner.invoke(app, ["doctor", str(rid), "--ledger", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["findings"][0]["rule"] == "input-bound"
+    # wait 0.5 = rest 0.5, one worker hides it: 0.5 s x 100 planned steps
+    assert d["findings"][0]["gpu_hours_saved"]["value"] == pytest.approx(50 / 3600)
+
+
+@pytest.mark.parametrize("args, match", [
+    (["99"], "no tracked run #99"),
+    (["abc"], "expected a run id"),
+    ([], "give a tracked run id or --hf-log"),
+])
+def test_cli_doctor_bad_run_exit_2(tmp_path: Path, args: list[str], match: str) -> None:
+    path = tmp_path / "l.sqlite"
+    _ledger_with_run(path, 30)
+    r = runner.invoke(app, ["doctor", *args, "--ledger", str(path)])
+    assert r.exit_code == 2, r.output
+    assert match in " ".join(r.output.split())
+
+
+def test_cli_doctor_too_few_steps_and_missing_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    rid = _ledger_with_run(path, 3)
+    r = runner.invoke(app, ["doctor", str(rid), "--ledger", str(path)])
+    assert r.exit_code == 2 and "at least 5" in " ".join(r.output.split())
+    r = runner.invoke(app, ["doctor", "1", "--ledger", str(tmp_path / "none.sqlite")])
+    assert r.exit_code == 2 and "no ledger" in r.output

@@ -1,0 +1,179 @@
+"""Tracking: ledger round trip, batched writes, a failed and a killed run, plan-against-actual,
+and the Hugging Face callback on a tiny Trainer run."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from gpuhours.track import ledger as L
+from gpuhours.track import track_run
+from gpuhours.track.ledger import Ledger
+from gpuhours.track.loop import count_tokens
+from gpuhours.track.runs import (
+    StepRecord,
+    actuals_by_phase,
+    add_steps,
+    get_run,
+    list_runs,
+    run_steps,
+    start_run,
+)
+
+
+def _count_rows(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as db:
+        return int(db.execute("SELECT COUNT(*) FROM run_steps").fetchone()[0])
+
+
+def test_new_ledger_has_runs_tables(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        assert book.schema_version() == L.SCHEMA_VERSION == 3
+    with closing(sqlite3.connect(tmp_path / "l.sqlite")) as db:
+        cols = {r[1] for r in db.execute("PRAGMA table_info(run_steps)")}
+    assert {"data_wait_s", "compute_s", "save_bytes", "tokens_real", "peak_memory_bytes"} <= cols
+
+
+def test_round_trip_with_batched_writes(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "l.sqlite"
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    batches = [{"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": mask}] * 7
+
+    def slow_loader():  # type: ignore[no-untyped-def]
+        for b in batches:
+            time.sleep(0.01)
+            yield b
+
+    with track_run(project="p", phase="sft", planned_steps=7, config={"micro_batch": 2},
+                   ledger=path, flush_every=3, flush_every_s=1e9) as run:
+        for i, _batch in enumerate(run.batches(slow_loader())):
+            with run.compute():
+                time.sleep(0.002)
+            with run.optimizer():
+                pass
+            if i == 3:  # step 4 is open; steps 1-3 were flushed as one batch
+                assert _count_rows(path) == 3
+            if run.step == 5:
+                with run.save(path=tmp_path / "ckpt.bin"):
+                    (tmp_path / "ckpt.bin").write_bytes(b"x" * 1234)
+        rid = run.run_id
+    with Ledger.open(path) as book:
+        r = get_run(book, rid)
+        recs = run_steps(book, rid)
+    assert r.status == "finished" and r.planned_steps == 7 and r.config["micro_batch"] == 2
+    assert [s.step for s in recs] == list(range(1, 8))
+    assert all(s.data_wait_s >= 0.009 and s.compute_s >= 0.0015 for s in recs)
+    assert all(s.tokens_real == 5 and s.tokens_computed == 8 and s.samples == 2 for s in recs)
+    assert [s.save_bytes for s in recs] == [0, 0, 0, 0, 1234, 0, 0]
+    assert all(s.memory_basis == "process-peak-rss" and s.peak_memory_bytes for s in recs)
+    # wall time covers the phases
+    assert all(s.wall_s >= s.data_wait_s + s.compute_s + s.optimizer_s for s in recs)
+    assert r.summary["steps"] == 7
+
+
+def test_exception_marks_run_failed_and_keeps_steps(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    with pytest.raises(RuntimeError, match="boom"), \
+            track_run(project="p", phase="sft", ledger=path) as run:
+        for i in range(4):
+            run.start_step()
+            if i == 3:
+                raise RuntimeError("boom")
+    with Ledger.open(path) as book:
+        (r,) = list_runs(book)
+        assert r.status == "failed" and len(run_steps(book, r.id)) == 4
+
+
+def test_killed_process_leaves_a_consistent_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    script = textwrap.dedent(f"""
+        import os
+        from gpuhours.track import track_run
+        with track_run(project="p", phase="sft", ledger={str(path)!r}, flush_every=5,
+                       flush_every_s=1e9) as run:
+            for i in range(12):
+                run.start_step()
+            os._exit(9)  # killed: no flush, no finish
+    """)
+    done = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert done.returncode == 9
+    with Ledger.open(path) as book:
+        assert book.integrity_ok()
+        (r,) = list_runs(book)
+        assert r.status == "running"
+        assert [s.step for s in run_steps(book, r.id)] == list(range(1, 11))
+
+
+def test_count_tokens_from_labels_and_mask() -> None:
+    torch = pytest.importorskip("torch")
+    labels = torch.tensor([[5, -100, -100], [1, 2, -100]])
+    assert count_tokens({"input_ids": labels.clamp(min=0), "labels": labels}) == (2, 3, 6)
+    assert count_tokens({"x": 1}) == (None, None, None)
+    assert count_tokens([1, 2]) == (None, None, None)
+
+
+def test_actuals_by_phase(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        a = start_run(book, project="proj", phase="sft", name="a", device_kind="cuda",
+                      device_name="H100", planned_steps=1000, config={"num_gpus": 2})
+        b = start_run(book, project="proj", phase="sft", name="b", device_kind="cuda",
+                      device_name="H100", planned_steps=None, config={"num_gpus": 2})
+        c = start_run(book, project="other", phase="sft", name="c", device_kind="cpu",
+                      device_name="x", planned_steps=5, config={})
+        add_steps(book, a, [StepRecord(step=i, started_s=i, wall_s=36.0) for i in range(100)])
+        add_steps(book, b, [StepRecord(step=i, started_s=i, wall_s=18.0) for i in range(100)])
+        add_steps(book, c, [StepRecord(step=1, started_s=0, wall_s=1.0)])
+        got = actuals_by_phase(book, "proj")
+    sft = got["sft"]
+    # (100 x 36 + 100 x 18) s x 2 GPUs / 3600 = 3.0 GPU h over 200 steps; 1000 planned -> 15
+    assert sft.runs == 2 and sft.steps_done == 200 and sft.steps_planned == 1000
+    assert sft.gpu_hours_spent == pytest.approx(3.0)
+    assert sft.projected_gpu_hours == pytest.approx(15.0)
+
+
+def test_hf_callback_on_a_tiny_trainer(tmp_path: Path) -> None:
+    pytest.importorskip("accelerate")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from gpuhours.track import hf_callback
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=2, max_position_embeddings=16)
+    model = transformers.LlamaForCausalLM(cfg)
+    ids = torch.randint(3, 64, (24, 16))
+    mask = torch.ones_like(ids)
+    mask[:, 12:] = 0
+    data = [{"input_ids": ids[i], "attention_mask": mask[i],
+             "labels": ids[i].masked_fill(mask[i] == 0, -100)} for i in range(24)]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2,
+        gradient_accumulation_steps=2, max_steps=6, save_steps=3, save_strategy="steps",
+        logging_steps=100, report_to=[], use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, save_only_model=True)
+    path = tmp_path / "l.sqlite"
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                   callbacks=[hf_callback(project="p", phase="hf",
+                                                          ledger=path)])
+    trainer.train()
+    with Ledger.open(path) as book:
+        (r,) = list_runs(book)
+        recs = run_steps(book, r.id)
+    assert r.status == "finished" and r.planned_steps == 6
+    assert r.config["micro_batch"] == 2 and r.config["grad_accum"] == 2
+    assert r.config["model_config"]["hidden_size"] == 16
+    assert [s.step for s in recs] == list(range(1, 7))
+    # 2 micro-batches of 2 sequences x 16 positions, 12 real each
+    assert all(s.tokens_computed == 64 and s.tokens_real == 48 for s in recs)
+    assert all(s.compute_s > 0 and s.optimizer_s > 0 for s in recs)
+    saved = [s.step for s in recs if s.save_s > 0 and s.save_bytes > 0]
+    assert saved == [3, 6]
