@@ -82,3 +82,36 @@ def test_plan_is_calibrated_and_the_document_says_efficiency_measured(tmp_path):
     up = update_living_document(after, doc, plan.name, date(2026, 2, 1))
     assert up.version == "1.1.0"
     assert "experiments" in up.changes[0] and "efficiency measured" in up.changes[0]
+
+
+def test_plan_against_actual_from_tracked_runs(tmp_path):
+    """A tracked run of the h100 example's phase: spent hours, projection, overrun, and a new
+    version of the document that says so."""
+    from gpuhours.track.runs import StepRecord, add_steps, finish_run, start_run
+
+    plan = tmp_path / "h100.yaml"
+    plan.write_text((EXAMPLES / "h100-phase1a.yaml").read_text())
+    doc = tmp_path / "COMPUTE_BUDGET.md"
+    budgeted = evaluate(load_plan(plan)).phases[0].gpu_hours_per_run
+    update_living_document(evaluate(load_plan(plan)), doc, plan.name, date(2026, 1, 1))
+    path = tmp_path / "ledger.sqlite"
+    planned = 225_000
+    # 1,000 steps measured at a rate that projects to twice the budget
+    step_s = 2 * budgeted * 3600 / planned
+    with Ledger.open(path) as book:
+        run = start_run(book, project="Phase 1A on one H100", phase="phase1a", name="try-1",
+                        device_kind="cuda", device_name="NVIDIA H100 80GB HBM3",
+                        planned_steps=planned, config={"num_gpus": 1})
+        add_steps(book, run, [StepRecord(step=i, started_s=i * step_s, wall_s=step_s)
+                              for i in range(1000)])
+        finish_run(book, run, "running", {})
+        b = evaluate(load_plan(plan), ledger=book)
+    actual = b.phases[0].actual
+    assert actual is not None
+    assert actual.gpu_hours_spent == pytest.approx(1000 * step_s / 3600)
+    assert actual.projected_gpu_hours == pytest.approx(2 * budgeted, rel=1e-6)
+    assert actual.overrun_gpu_hours == pytest.approx(budgeted, rel=1e-6)
+    up = update_living_document(b, doc, plan.name, date(2026, 1, 2))
+    assert up.version == "1.1.0"
+    assert "GPU h spent in tracked runs" in up.changes[0]
+    assert "Actual:" in doc.read_text() and "overrun" in doc.read_text()

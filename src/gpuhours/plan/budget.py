@@ -13,7 +13,7 @@ from gpuhours.estimate.figures import Figure
 from gpuhours.plan.grid import grid_phase
 from gpuhours.plan.load import LoadedPlan
 from gpuhours.plan.phases import Context, compute_phase
-from gpuhours.plan.results import Budget, CostLine, GridSchedule, PhaseResult
+from gpuhours.plan.results import Budget, CostLine, GridSchedule, PhaseActual, PhaseResult
 from gpuhours.plan.schema import GridPhase
 
 
@@ -41,6 +41,8 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
         else:
             result = compute_phase(ctx, phase)
         results.append(result)
+    if ledger is not None:
+        results = _with_actuals(results, ledger, plan.project)
 
     def total(runs: str) -> float:
         return sum(r.gpu_hours_per_run for r in results if r.runs == runs)
@@ -81,6 +83,26 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
             A.GENERATION_ENGINE_EFFICIENCY["vllm"], A.CUDA_CONTEXT_BYTES)],
     )
+
+
+def _with_actuals(results: list[PhaseResult], ledger: Any, project: str) -> list[PhaseResult]:
+    """Attach what tracked runs tagged with this project and a phase's name have spent."""
+    from gpuhours.track.runs import actuals_by_phase
+
+    actuals = actuals_by_phase(ledger, project)
+    out = []
+    for r in results:
+        a = actuals.get(r.name)
+        if a is None:
+            out.append(r)
+            continue
+        over = None if a.projected_gpu_hours is None else (
+            a.projected_gpu_hours - r.gpu_hours_per_run)
+        out.append(r.model_copy(update={"actual": PhaseActual(
+            runs=a.runs, gpu_hours_spent=a.gpu_hours_spent, steps_done=a.steps_done,
+            steps_planned=a.steps_planned, projected_gpu_hours=a.projected_gpu_hours,
+            overrun_gpu_hours=over, basis=a.basis)}))
+    return out
 
 
 def _storage_total(results: list[PhaseResult], seeds: int) -> Figure | None:

@@ -35,9 +35,23 @@ class PhaseResult(_Out):
     checks: list[str]
     #: bytes on disk by part (checkpoints retained, dataset, rollouts, logs), each with basis
     storage: dict[str, Figure]
+    actual: PhaseActual | None = None
     details: dict[str, Any]
     #: fingerprint of the phase's settings, for the living document's "what changed"
     config_digest: str
+
+
+class PhaseActual(_Out):
+    """Plan against actual: what tracked runs of this phase spent, and the projection."""
+
+    runs: int
+    gpu_hours_spent: float
+    steps_done: int
+    steps_planned: int | None
+    projected_gpu_hours: float | None
+    #: projected minus budgeted GPU hours of one run (positive: an overrun)
+    overrun_gpu_hours: float | None
+    basis: str
 
 
 class GridRow(_Out):

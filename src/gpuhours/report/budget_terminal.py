@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from gpuhours.plan.results import Budget
+from gpuhours.plan.results import Budget, PhaseResult
 from gpuhours.report.units import usd
 
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
@@ -55,7 +55,25 @@ def render_budget(b: Budget, console: Console) -> None:
                 parts = ", ".join(f"{k} {f.value / 1e9:,.1f} GB" for k, f in r.storage.items())
                 console.print(f"  {r.name}: {parts}")
     for r in b.phases:
+        if r.actual is not None:
+            console.print(f"actual {r.name}: {_actual_text(r)}")
+    for r in b.phases:
         for check in r.checks:
             console.print(f"[dim]check {r.name}: {check}[/dim]")
     for warning in b.warnings:
         console.print(f"[yellow]warning[/yellow] {warning}")
+
+
+def _actual_text(r: PhaseResult) -> str:
+    """Plan against actual for one phase, in words."""
+    a = r.actual
+    assert a is not None
+    text = (f"{a.gpu_hours_spent:,.2f} GPU h spent over {a.steps_done:,} steps in {a.runs} "
+            f"tracked run(s)")
+    if a.projected_gpu_hours is not None and a.overrun_gpu_hours is not None:
+        sign = "overrun" if a.overrun_gpu_hours > 0 else "saving"
+        share = abs(a.overrun_gpu_hours) / r.gpu_hours_per_run if r.gpu_hours_per_run else 0.0
+        text += (f"; projected {a.projected_gpu_hours:,.2f} GPU h at the measured rate against "
+                 f"{r.gpu_hours_per_run:,.2f} budgeted: {sign} of "
+                 f"{abs(a.overrun_gpu_hours):,.2f} GPU h ({100 * share:.0f}%)")
+    return text + f" ({a.basis})"

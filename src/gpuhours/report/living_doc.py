@@ -71,7 +71,12 @@ def state_of(b: Budget, version: str) -> dict[str, Any]:
         "total_gpu_hours": round(b.total_gpu_hours, 3),
         "phases": {r.name: {"gpu_hours": round(r.gpu_hours_per_run, 3),
                             "digest": r.config_digest,
-                            "basis": r.basis.split(":")[0]} for r in b.phases},
+                            "basis": r.basis.split(":")[0],
+                            "spent": None if r.actual is None else round(
+                                r.actual.gpu_hours_spent, 3),
+                            "projected": None if r.actual is None or
+                            r.actual.projected_gpu_hours is None else round(
+                                r.actual.projected_gpu_hours, 3)} for r in b.phases},
     }
 
 
@@ -88,6 +93,11 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if before is None:
             out.append(f"{name} added: {now['gpu_hours']:,.1f} GPU h")
             continue
+        if now.get("spent") is not None and before.get("spent") != now["spent"]:
+            projected = now.get("projected")
+            tail = (f", projected {projected:,.1f} against {now['gpu_hours']:,.1f} budgeted"
+                    if projected is not None else "")
+            out.append(f"{name}: {now['spent']:,.2f} GPU h spent in tracked runs{tail}")
         if not _moved(before["gpu_hours"], now["gpu_hours"]):
             continue
         if before.get("digest") != now["digest"]:
@@ -153,6 +163,10 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
                   f"- Formula: {r.formula}", f"- Basis: {r.basis}"]
         lines += [f"- Storage, {k}: {f.value / 1e9:,.2f} GB ({f.basis}: {f.source})"
                   for k, f in r.storage.items()]
+        if r.actual is not None:
+            from gpuhours.report.budget_terminal import _actual_text
+
+            lines.append(f"- Actual: {_actual_text(r)}")
         lines += [f"- Check: {c}" for c in r.checks]
         lines += [f"- Warning: {w}" for w in r.warnings]
     lines += ["", "## Budget", "", f"{b.formula}", ""]
