@@ -257,6 +257,9 @@ def fit(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gbps: BwOpt = None,
+    trace: Annotated[bool, typer.Option(
+        "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
+                        "(gpuhours trace; needs the bench extra).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
@@ -279,12 +282,27 @@ def fit(
                   inter_node_gbps_per_gpu=inter_node_gbps)
     result = fit_search(t, hw, effective_batch=effective_batch, headroom=headroom,
                         bigger_gpus=catalog.gpus())
+    confirmation = None
+    if trace:
+        if model is None:
+            raise InputError("--trace", "a trace needs --model (a catalog name or a config.json),"
+                                        " not --params.")
+        from gpuhours.trace import confirm_fit
+
+        chosen = t.model_copy(update={"micro_batch": result.largest_micro_batch or batch})
+        confirmation = confirm_fit(model, chosen, spec, result.headroom_fraction)
     if as_json:
-        _emit_json(result)
+        _emit_json(result if confirmation is None else
+                   {"fit": result.model_dump(mode="json"),
+                    "trace": confirmation.model_dump(mode="json")})
     else:
         from gpuhours.report.terminal import render_fit
 
         render_fit(result, out)
+        if confirmation is not None:
+            from gpuhours.trace.render import render_confirmation
+
+            render_confirmation(confirmation, out)
     if result.largest_micro_batch is None:
         raise typer.Exit(code=1)
 

@@ -10,7 +10,8 @@ Conventions, stated once:
   llm-foundry count the full S (12 L H Q T), so our MFU reads lower than theirs on long sequences.
 - Backward = 2 x forward for every matmul whose weights train. A frozen weight (LoRA base) needs
   only the input gradient: 1 x forward. Attention scores have no weights: 2 x forward.
-- Full activation recomputation (gradient checkpointing) adds one forward.
+- Full activation recomputation (gradient checkpointing) adds one forward of the layers (not
+  of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
 """
 
@@ -120,7 +121,8 @@ def training_flops_per_token(
     if frozen:
         lora_fwd = 2.0 * arch.num_layers * lora_active_params_per_layer(arch, lora_rank, lora_targets)
         lora_bwd = 2.0 * lora_fwd
-    recompute_mm = (mm_fwd + lora_fwd) if checkpointing else 0.0
+    # checkpointing wraps the decoder layers: the LM head's matmul is not recomputed
+    recompute_mm = (mm_fwd - 2.0 * counts.lm_head_matmul + lora_fwd) if checkpointing else 0.0
     recompute_attn = attn_fwd if checkpointing else 0.0
     return TrainingFlops(
         matmul_forward=mm_fwd,

@@ -118,16 +118,26 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     Tensor by tensor (a = activation bytes, d hidden, q = heads x head_dim, kv = kv heads x
     head_dim, f = MLP width), as autograd keeps them in transformers' decoder layers:
     - two RMSNorms: an fp32 copy of the input (4d) each, and, when the norm weight trains, the
-      normalised tensor before the weight multiply (a d). LayerNorm: the fp32 input only.
+      normalised tensor before the weight multiply (a d; 4d under autocast, where the residual
+      stream is fp32). LayerNorm: its input only, in the residual dtype (a; fp32 under
+      autocast). Under autocast (amp) every linear that trains keeps its own half-precision
+      copy of an fp32 input: q, k and v three, gate and up two.
     - attention: q and k after the rotary embedding and v (a (q + 2 kv)), the kernel's output
       (a q); full fine-tuning also keeps the input of q/k/v (a d) and of o_proj, a contiguous
-      copy of the kernel output (a q).
+      copy of the kernel output (a q). (The trace finds no such copy behind flash kernels,
+      which write (batch, seq, heads, dim): a q too many per token and layer, about 1% of a
+      full fine-tuning peak; tests/test_formulas.py pins the current count.) Qwen3's RMSNorms
+      on q and k keep what the block's norms keep: 4 (q + kv), and a (q + kv) when their
+      weights train.
     - MLP: gate and up outputs and the activation's output (3 a f; GELU: a f); full
       fine-tuning also keeps the MLP input (a d) and the input of down_proj (a f; GELU: a f).
     - A frozen linear keeps nothing for its own backward. A LoRA adapter keeps its input, cast
       to the fp32 of peft's adapters (4 x in_features, one copy per adapted linear, even when
-      q, k and v share the input), and the fp32 output of its A matrix (4 r).
-    - An MoE token saves the MLP part for each routed expert, plus fp32 router logits.
+      q, k and v share the input), and the fp32 output of its A matrix (4 r); under autocast
+      (mixed, amp) the half-precision copies the matmuls run on instead (a x in_features, a r).
+    - An MoE token saves the MLP part for each routed expert and that expert's output (a d,
+      kept for the multiply by the routing weight, which has a gradient), plus fp32 router
+      probabilities (transformers' grouped_mm experts; checked by trace, docs/trace_accuracy.md).
     Without flash attention the score matrix is materialised: heads x S per token, kept in fp32
     by the softmax and again in the activation dtype for the AV matmul.
     Checked against the storage autograd saves for a real model: tests/test_activations_real.py.
@@ -137,18 +147,29 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     a = ACTIVATION_BYTES[precision]
     d, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     full = method == "full"
-    rms_normed = a * d if (full and not arch.norm_bias) else 0
-    norm = 4 * d + rms_normed
+    amp = precision.endswith("-amp")
+    # the normalised tensor before the weight multiply, in the residual dtype (fp32 under amp)
+    rms_normed = residual_bytes(precision) * d if (full and not arch.norm_bias) else 0
+    # RMSNorm upcasts its input to fp32 (4d); LayerNorm keeps its input as it comes: the
+    # activation dtype, fp32 under autocast (layer_norm is on autocast's fp32 list)
+    norm = (residual_bytes(precision) * d if arch.norm_bias else 4 * d) + rms_normed
     attention = a * (q + 2 * kv) + a * q
     if full:
         attention += a * d + a * q  # q/k/v input; o_proj input
+        if amp:  # autocast casts the fp32 input once per linear: q, k and v keep a copy each
+            attention += 2 * a * d
+    if arch.qk_norm:  # Qwen3's per-head RMSNorms on q and k, kept like the block's norms
+        attention += 4 * (q + kv) + (a * (q + kv) if full else 0)
 
     def ffn_bytes(f: int) -> float:
         inner = 3 * a * f if arch.gated_mlp else a * f
-        return inner + (a * d + a * f if full else 0)  # MLP input; down_proj input
+        # MLP input (under amp gate and up each keep their own copy); down_proj input
+        copies = 2 if (amp and arch.gated_mlp) else 1
+        return inner + (copies * a * d + a * f if full else 0)
 
     if arch.is_moe:
-        mlp = arch.experts_per_token * ffn_bytes(arch.moe_intermediate_size)
+        # each routed expert's output is kept for the multiply by its routing weight
+        mlp = arch.experts_per_token * (ffn_bytes(arch.moe_intermediate_size) + a * d)
         mlp += 4 * arch.num_experts
         if arch.shared_expert_intermediate_size:
             mlp += ffn_bytes(arch.shared_expert_intermediate_size)
@@ -163,15 +184,20 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
         adapted = LORA_ADAPTED[lora_targets]
         if not arch.gated_mlp:
             adapted = adapted - {"gate"}
+        # peft casts the input to its fp32 adapters' dtype, and A's fp32 matmul keeps that copy;
+        # under autocast the matmul runs in half precision on a half-precision copy, kept instead
+        kept = a if precision.endswith(("-mixed", "-amp")) else 4
         for name in adapted:
             copies = per_token_copies.get(name, 1)
-            lora += copies * (4 * in_dim[name] + 4 * lora_rank)
+            lora += copies * (kept * in_dim[name] + kept * lora_rank)
         if a == 4:
             # in fp32 the cast is a no-op: q, k and v (and gate, up) share one saved input
             shared = sum(d for name in ("q", "k", "v") if name in adapted) - (
                 d if adapted & {"q", "k", "v"} else 0)
             shared += sum(d * experts for name in ("gate", "up") if name in adapted) - (
                 d * experts if adapted & {"gate", "up"} else 0)
+            # and o_proj's input is the attention kernel's output, kept already (a q above)
+            shared += q if "o" in adapted else 0
             lora -= 4 * shared
     scores = 0.0
     if not flash:
@@ -227,18 +253,46 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
 
 
 def logits_bytes(arch: ModelArch, t: Training) -> float:
-    """Logits and loss working set at the loss, bytes: batch x seq x vocab x (per-element bytes).
+    """Logits and loss working set in the forward pass, bytes: batch x seq x vocab x (bytes per
+    element).
 
     The LM head writes logits in the activation dtype (a); the loss upcasts them to fp32 (4)
-    and log-softmax keeps its fp32 output (4) for backward; backward then writes an fp32
-    gradient (4) while the upcast copy is gone. The peak is a + 4 + 4 bytes per element with the
-    upcast, and 4 + 4 + 4 in fp32. (torchtune's chunked cross-entropy exists to cut this.)
+    and log-softmax keeps its fp32 output (4) for backward: a + 4 + 4 bytes per element with the
+    upcast, 3a without it (a + a, and the loss's own output). The first step of backward holds
+    more: see `loss_backward_bytes`. (torchtune's chunked cross-entropy exists to cut this.)
     """
     if arch.encoder:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
     per_element = (a + 4 + 4) if (a < 4 and t.logits_fp32) else (3 * a)
     return t.tokens_per_micro_batch * arch.vocab_size * per_element
+
+
+def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
+    """Logits working set at the first step of backward, bytes: batch x seq x vocab x 12 with
+    the fp32 upcast (or in fp32), 3a without.
+
+    Backward starts at the loss: the gradient of the log-softmax output (fp32, 4) is written
+    while log-softmax's saved fp32 output (4) is alive, and then its input gradient (fp32, 4):
+    three fp32 tensors at once, the largest logits working set of the step. The forward's
+    activation-dtype logits and its fp32 upcast are gone by then (the training loop keeps only
+    the loss). Measured: the trace of this step (docs/trace_accuracy.md).
+    """
+    if arch.encoder:
+        return 0.0
+    a = ACTIVATION_BYTES[t.precision]
+    per_element = 12 if (a == 4 or t.logits_fp32) else 3 * a
+    return t.tokens_per_micro_batch * arch.vocab_size * per_element
+
+
+def lm_head_backward_bytes(arch: ModelArch, t: Training, head_grad_bytes: float) -> float:
+    """Logits working set when the LM head's weight gradient is written, bytes: the logits'
+    gradient in the logits dtype (a per element) beside the head's gradient. Later in backward
+    than `loss_backward_bytes`; larger than it only for few tokens and a trained head."""
+    if arch.encoder:
+        return 0.0
+    a = ACTIVATION_BYTES[t.precision]
+    return t.tokens_per_micro_batch * arch.vocab_size * a + head_grad_bytes
 
 
 @dataclass(frozen=True)
@@ -277,10 +331,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
 
     ZeRO stage s over N data-parallel GPUs divides by N: optimizer state and master weights from
     stage 1, gradients from 2, weights from 3 (ZeRO paper, fig. 1). The peak is the larger of
-    (a) the end of the forward pass: weights, optimizer state, gradients that persist between
-    micro-batches (when accumulating), activations, logits working set, and the LM head's
-    gradient written first in backward; (b) the optimizer step: all gradients plus the
-    temporaries of torch's default foreach AdamW (one state-sized set).
+    (a) the end of the forward pass and the start of backward: weights, optimizer state,
+    gradients that persist between micro-batches (when accumulating), activations, and the
+    largest of the logits working set at the loss, the LM head's gradient with the logits'
+    gradient beside it, and (checkpointing) the one layer recomputed after them; (b) the
+    optimizer step: all gradients plus the temporaries of torch's default foreach AdamW (one
+    state-sized set). Checked against traces of the real models on
+    fake tensors: docs/trace_accuracy.md.
     """
     counts = count_params(arch)
     total = counts.total
@@ -300,8 +357,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
-        # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
-        frozen_bytes = 2.0 if t.precision != "fp32" else 4.0
+        # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision;
+        # the frozen base is in fp32 for fp32 and for *-amp (autocast over fp32 weights)
+        frozen_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
         if t.method == "qlora":
             q = quantised_params(arch)
             base = q * QLORA_BYTES_PER_PARAM + (total - q) * 2.0
@@ -315,19 +373,26 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         temp_per_param = 4.0
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
-    logits = logits_bytes(arch, t)
+    # the logits working set peaks at the start of backward (three fp32 tensors at the loss);
+    # the LM head's gradient comes later, when only the logits' gradient is left beside it
+    logits = max(logits_bytes(arch, t), loss_backward_bytes(arch, t))
+    head_phase = lm_head_backward_bytes(arch, t, head_grad / shard_grad)
     persisting_grads = grads if t.grad_accum > 1 else 0.0
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
     autocast_cache = 2.0 * counts.matmul_active / shard_w if t.precision.endswith("-amp") else 0.0
-    forward_peak = persisting_grads + act.total + logits + head_grad / shard_grad + autocast_cache
+    # under checkpointing the one layer recomputed in backward comes after the loss: its
+    # activations and the logits working set are not alive together
+    recomputed = t.tokens_per_micro_batch * act.per_token_per_layer if t.checkpointing else 0.0
+    forward_peak = persisting_grads + act.total - recomputed + max(logits, head_phase,
+                                                                   recomputed) + autocast_cache
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
     foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
     opt_temps = trainable * temp_per_param / shard_opt if foreach else 0.0
     step_peak = grads + opt_temps
-    phase = "end of forward (activations + logits)" if forward_peak >= step_peak else \
-        "optimizer step (gradients + temporaries)"
+    phase = ("start of backward (activations + logits at the loss)"
+             if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
     return MemoryBreakdown(
         weights_bytes=weights,
