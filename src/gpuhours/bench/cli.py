@@ -239,7 +239,7 @@ def register(app: typer.Typer) -> None:
         if output is None:
             sys.stdout.write(text)
         else:
-            from gpuhours.track.files import atomic_write_text
+            from gpuhours.files import atomic_write_text
 
             atomic_write_text(output, text)
             typer.echo(f"wrote {len(rows)} measurements to {output}", err=True)

@@ -10,15 +10,14 @@ Writes are atomic (a temporary file in the same folder, fsync, rename).
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from gpuhours.errors import InputError
+from gpuhours.files import atomic_write_text
 from gpuhours.plan.results import Budget
 from gpuhours.report.units import usd
 
@@ -199,20 +198,6 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     return "\n".join(lines)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @dataclass(frozen=True)
 class DocUpdate:
     path: Path
@@ -231,7 +216,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         state = state_of(b, version)
         entry = (f"- **v{version}** ({day.isoformat()}): first budget from the plan: "
                  f"{b.total_gpu_hours:,.1f} GPU h.")
-        atomic_write(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry], state))
+        atomic_write_text(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry], state))
         return DocUpdate(path, version, ["first budget"], True)
     old_version = str(prev.state.get("version", "1.0.0"))
     candidate = state_of(b, old_version)
@@ -243,6 +228,6 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
     total_before = float(prev.state.get("total_gpu_hours", 0.0))
     entry = (f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
              f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
-    atomic_write(path, render(b, plan_path, version, day, prev.notes, [*prev.history, entry],
+    atomic_write_text(path, render(b, plan_path, version, day, prev.notes, [*prev.history, entry],
                               state))
     return DocUpdate(path, version, changes, True)
