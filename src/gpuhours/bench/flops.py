@@ -40,12 +40,12 @@ def sdpa_backward_flops(query_shape: tuple[int, ...], key_shape: tuple[int, ...]
     return 2 * b * h * s_q * s_k * (3 * d + 2 * d_v)
 
 
-def _cpu_flash_forward(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
+def cpu_flash_forward_flops(query_shape: Any, key_shape: Any, value_shape: Any, *args: Any,
                        out_shape: Any = None, **kwargs: Any) -> int:
     return sdpa_forward_flops(tuple(query_shape), tuple(key_shape), tuple(value_shape))
 
 
-def _cpu_flash_backward(grad_out_shape: Any, query_shape: Any, key_shape: Any, value_shape: Any,
+def cpu_flash_backward_flops(grad_out_shape: Any, query_shape: Any, key_shape: Any, value_shape: Any,
                         *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
     return sdpa_backward_flops(tuple(query_shape), tuple(key_shape), tuple(value_shape))
 
@@ -57,9 +57,9 @@ def extra_flop_formulas() -> dict[Any, Callable[..., int]]:
     aten = torch.ops.aten
     formulas: dict[Any, Callable[..., int]] = {}
     if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = _cpu_flash_forward
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu] = cpu_flash_forward_flops
     if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward"):
-        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = _cpu_flash_backward
+        formulas[aten._scaled_dot_product_flash_attention_for_cpu_backward] = cpu_flash_backward_flops
     return formulas
 
 

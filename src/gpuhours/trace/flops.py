@@ -19,21 +19,11 @@ from typing import Any
 import torch
 from torch.utils import flop_counter
 
+# one set of attention formulas for bench and trace (bench/flops.py has the arithmetic)
+from gpuhours.bench.flops import cpu_flash_backward_flops, cpu_flash_forward_flops
 from gpuhours.trace import attention
 
 aten = torch.ops.aten
-
-
-def _cpu_flash_forward(query: Any, key: Any, value: Any, *args: Any, out_shape: Any = None,
-                       **kwargs: Any) -> int:
-    """aten._scaled_dot_product_flash_attention_for_cpu: QK^T and AV of every head, FLOPs."""
-    return int(flop_counter.sdpa_flop_count(query, key, value))
-
-
-def _cpu_flash_backward(grad_out: Any, query: Any, key: Any, value: Any, *args: Any,
-                        out_shape: Any = None, **kwargs: Any) -> int:
-    """Its backward: recomputed scores and the four gradient matmuls, FLOPs."""
-    return int(flop_counter.sdpa_backward_flop_count(grad_out, query, key, value))
 
 
 def _grouped_mm(a: Any, b: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
@@ -58,11 +48,11 @@ def _grouped_mm_fallback_backward(a: Any, b: Any, offs: Any, grad: Any, *args: A
 
 #: our additions, keyed like torch's registry (by OpOverloadPacket)
 EXTRA_FORMULAS: dict[Any, Callable[..., int]] = {
-    aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash_forward,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu: cpu_flash_forward_flops,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: cpu_flash_backward_flops,
     aten._grouped_mm: _grouped_mm,
-    attention.FORWARD_OP: _cpu_flash_forward,
-    attention.BACKWARD_OP: _cpu_flash_backward,
+    attention.FORWARD_OP: cpu_flash_forward_flops,
+    attention.BACKWARD_OP: cpu_flash_backward_flops,
 }
 
 
