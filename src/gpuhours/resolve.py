@@ -46,6 +46,15 @@ def resolve_model(model: str | None, params: float | None = None,
     return arch, f"catalog config of {entry.hf_id} ({entry.config_file})"
 
 
+def catalog_gpu(name: str, option: str = "--gpu") -> GpuSpec:
+    """A catalog GPU; an unknown name is an error naming the option that gave it."""
+    try:
+        return catalog.gpu(name)
+    except UnknownNameError as e:
+        e.where = option
+        raise
+
+
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                 memory_gb: float | None = None,
                 bandwidth_gbps: float | None = None) -> GpuSpec:
@@ -60,11 +69,7 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
         raise InputError("--gpu", "a GPU is required: a catalog name (see `gpuhours catalog "
                                   "gpus`) or --peak-tflops, --memory-gb and --bandwidth-gbps.")
     if name is not None:
-        try:
-            spec = catalog.gpu(name)
-        except UnknownNameError as e:
-            e.where = "--gpu"
-            raise
+        spec = catalog_gpu(name)
         if not any(v is not None for v in overrides.values()):
             return spec
         update: dict[str, object] = {"source": spec.source + " (figures overridden by the user)"}

@@ -39,7 +39,6 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     ) -> None:
         """Why a run is slow, and what each fix is worth in GPU hours and dollars."""
-        from gpuhours import catalog
         from gpuhours.doctor.render import render
 
         if (run is None) == (hf_log is None):
@@ -47,13 +46,9 @@ def register(app: typer.Typer) -> None:
                              "See `gpuhours doctor --help`.")
         if planned_steps is not None and planned_steps < 1:
             raise InputError("--planned-steps", f"expected a positive count, got {planned_steps}.")
-        spec = None
-        if gpu is not None:
-            try:
-                spec = catalog.gpu(gpu)
-            except InputError as e:
-                e.where = "--gpu"
-                raise
+        from gpuhours.resolve import catalog_gpu
+
+        spec = catalog_gpu(gpu) if gpu is not None else None
         if hf_log is not None:
             from gpuhours.doctor.hflog import diagnose_hf_log
 

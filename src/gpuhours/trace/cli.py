@@ -55,7 +55,6 @@ def register(app: typer.Typer) -> None:
         (shapes, no storage). Reports the peak of live tensors and when it happens, the
         breakdown, a model of what the CUDA caching allocator would reserve, the FLOPs beside
         the analytic ones, and with --device-profile a roofline time."""
-        from gpuhours import catalog
         from gpuhours.errors import InputError
         from gpuhours.trace.setup import TraceSetup
 
@@ -70,13 +69,10 @@ def register(app: typer.Typer) -> None:
             micro_batch=batch, seq_len=seq, grad_accum=grad_accum, precision=precision,
             checkpointing=checkpointing, flash_attention=flash, optimizer=optimizer,
             optimizer_impl=optimizer_impl, steps=steps))
-        device = None
-        if device_profile is not None:
-            try:
-                device = catalog.gpu(device_profile)
-            except InputError as e:
-                e.where = "--device-profile"
-                raise
+        from gpuhours.resolve import catalog_gpu
+
+        device = (catalog_gpu(device_profile, "--device-profile")
+                  if device_profile is not None else None)
         from gpuhours.trace import trace_training
 
         result = trace_training(setup, device)
