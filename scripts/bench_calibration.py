@@ -73,8 +73,8 @@ def run(ledger_file: Path, threads: int | None, quick: bool, repeat: bool) -> No
     with Ledger.open(ledger_file) as ledger:
         for run_no in (1, 2) if repeat else (1,):
             for i, (model, setup) in enumerate(configs, 1):
-                s = BenchSetup.model_validate({**model, **setup})
-                print(f"[run {run_no}, {i}/{len(configs)}] {s.label()} {s.config_overrides}",
+                s = BenchSetup.model_validate({**model, "precision": "fp32", **setup})
+                print(f"[run {run_no}, {i}/{len(configs)}] {s.label()} {s.training.config_overrides}",
                       file=sys.stderr, flush=True)
                 outcome = bench_setup(s, backend, rule, env, ledger=ledger)
                 assert outcome.ledger_id is not None
@@ -84,7 +84,7 @@ def run(ledger_file: Path, threads: int | None, quick: bool, repeat: bool) -> No
 
 def report(ledger_file: Path, device_key: str, second_run_from: int | None = None) -> None:
     from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.estimate.workload import Hardware
+    from gpuhours.setup import Hardware
     from gpuhours.track.calibration import find_calibration, measured_device, training_of
     from gpuhours.track.ledger import Ledger
 

@@ -1,15 +1,19 @@
 """Benchmark of the analytic CLI path: is `gpuhours estimate` / `fit` fast enough to feel instant?
 
 DESIGN.md principle 4: estimate, fit and plan never import torch and answer in well under a
-second. This script measures that promise; it is a benchmark, not a test (no timing in the unit
-tests, where a loaded CI machine would make them flaky).
+second; issue 10 sets `gpuhours estimate` end to end at most 0.15 s. This script measures that
+promise; it is a benchmark, not a test (no timing in the unit tests, where a loaded CI machine
+would make them flaky). Every figure is min / median / p90 / max over the timed runs, after
+warm-up runs that are discarded; the environment is printed first.
 
     python scripts/bench_cli.py               # 15 timed runs after 2 warm-up runs
     python scripts/bench_cli.py --runs 30 --no-fail
 
 Measured:
   (a) `gpuhours estimate ...` end to end as a subprocess, interpreter start included;
-      target: median < 0.5 s
+      target: median <= 0.15 s (issue 10)
+  (e) `gpuhours --help` end to end, the same way: what every command pays before its own work;
+      no target
   (b) `gpuhours fit ...` for a setup that evaluates >= 1,000 candidate configurations (read from
       `candidates_evaluated` of its --json output), the same way; target: median < 1 s
   (d) `gpuhours plan examples/qwen2-0.5b-experiments.yaml --no-doc` (63 experiments, seed 004)
@@ -110,8 +114,8 @@ def time_estimate_in_process(repeats: int) -> Stats:
     """
     from gpuhours import catalog
     from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.estimate.workload import Hardware, Training
     from gpuhours.resolve import resolve_gpu, resolve_model
+    from gpuhours.setup import Hardware, Training
 
     arch, basis = resolve_model("llama-2-7b")
     spec = resolve_gpu("a100-80gb")
@@ -147,7 +151,22 @@ def environment() -> list[str]:
         f"cpus        {os.cpu_count()} logical, {usable} usable by this process",
         f"load avg    {load} (1, 5, 15 min; other work on the machine skews the timings)",
         f"gpuhours    {gh_version}",
+        f"imports     {cli_import_footprint()}",
     ]
+
+
+def cli_import_footprint() -> str:
+    """How many modules `import gpuhours.cli` loads, and whether torch, transformers or peft is
+    among them (DESIGN.md principle 4 says none may be)."""
+    code = ("import sys; before = set(sys.modules); import gpuhours.cli; "
+            "print(len(set(sys.modules) - before), "
+            "' '.join(m for m in ('torch', 'transformers', 'peft', 'numpy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return f"`import gpuhours.cli` failed: {proc.stderr.strip().splitlines()[-1:]}"
+    count, _, heavy = proc.stdout.strip().partition(" ")
+    return (f"`import gpuhours.cli` loads {count} modules; torch, transformers, peft, numpy among "
+            f"them: {heavy or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="discarded runs before timing")
     parser.add_argument("--repeats", type=int, default=7,
                         help="timeit repeats for the in-process call")
-    parser.add_argument("--estimate-target-s", type=float, default=0.5)
+    parser.add_argument("--estimate-target-s", type=float, default=0.15)
     parser.add_argument("--fit-target-s", type=float, default=1.0)
     parser.add_argument("--call-target-s", type=float, default=1e-3)
     parser.add_argument("--plan-target-s", type=float, default=1.0)
@@ -178,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     imp, _ = time_subprocess([sys.executable, "-c", "import gpuhours.cli"], args.runs,
                              args.warmup)
     est, _ = time_subprocess(cmd + ESTIMATE_ARGS, args.runs, args.warmup)
+    help_stats, _ = time_subprocess(cmd + ["--help"], args.runs, args.warmup)
     # fit exits 1 when nothing fits; this setup fits, so 0 is the only good code
     fit_stats, fit_out = time_subprocess(cmd + FIT_ARGS, args.runs, args.warmup)
     candidates = json.loads(fit_out)["candidates_evaluated"]
@@ -197,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + call.line("one call", unit=1e-3, unit_name="ms"))
     print(f"(d) gpuhours {' '.join(PLAN_ARGS)}")
     print("  " + plan_stats.line("plan, end to end"))
+    print("(e) gpuhours --help")
+    print("  " + help_stats.line("--help, end to end"))
     print()
 
     checks = [
@@ -207,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     missed = False
     for label, value, target, unit in checks:
-        ok = value < target
+        ok = value <= target
         missed |= not ok
-        print(f"  {'ok  ' if ok else 'MISS'} {label:<30} {value:.4g} {unit} < {target:g} {unit}")
+        print(f"  {'ok  ' if ok else 'MISS'} {label:<30} {value:.4g} {unit} <= {target:g} {unit}")
     if candidates < MIN_FIT_CANDIDATES:
         missed = True
         print(f"  MISS (b) evaluated {candidates} candidates, fewer than {MIN_FIT_CANDIDATES}: "

@@ -35,7 +35,8 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    setup = BenchSetup(model="qwen2-0.5b", micro_batch=4, seq_len=256, config_overrides={
+    setup = BenchSetup(model="qwen2-0.5b", precision="fp32", micro_batch=4, seq_len=256,
+                       config_overrides={
         "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 672, "vocab_size": 16384})
     backend = detect("auto")

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuhours.trace.matrix import (
+from gpuhours_dev.trace_matrix import (
     matrix_setups,
     references,
     render_markdown,

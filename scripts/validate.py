@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpuhours.files import atomic_write_text
-from gpuhours.validation import all_comparisons
-from gpuhours.validation.report import render_markdown, summary
+from gpuhours_dev.validation import all_comparisons
+from gpuhours_dev.validation.report import render_markdown, summary
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
 

@@ -20,7 +20,7 @@ def tiny() -> ModelArch:
 def toy_gpu() -> GpuSpec:
     """Round numbers for hand arithmetic: 100 TFLOPS bf16, 1000 GB/s, 10 GB, NVLink 400 GB/s."""
     return GpuSpec(name="toy", full_name="toy", vendor="NVIDIA", generation="ampere",
-                   memory_gb=10, memory_bw_gbps=1000,
+                   memory_gb=10, memory_bw_gb_per_s=1000,
                    dense_tflops=DenseTflops(fp32=10, bf16=100, fp16=100), tdp_w=100,
-                   interconnect="nvlink", interconnect_gbps=400, source="test",
+                   interconnect="nvlink", interconnect_gb_per_s_two_way=400, source="test",
                    as_of="2026-01-01")

@@ -13,7 +13,7 @@ import pytest
 
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.memory import activation_bytes
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from gpuhours.bench import device as D
 from gpuhours.bench.config import BenchSetup, StopRule
 from gpuhours.bench.data import load_function, measure_loader, samples_in, verdict
-from gpuhours.bench.flops import sdpa_backward_flops, sdpa_forward_flops
 from gpuhours.bench.session import Outcome
 from gpuhours.bench.stats import coefficient_of_variation, percentile, stop_reason, summarize
 from gpuhours.bench.sweep import expand, parse_sweeps
 from gpuhours.bench.sweep import summarize as summarize_sweep
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
+from gpuhours.torchkit.formulas import sdpa_backward_flops, sdpa_forward_flops
 
 # --- statistics -----------------------------------------------------------------------------------
 
@@ -45,7 +45,7 @@ def test_stop_rule() -> None:
     assert stop_reason([1.0, 2.0, 1.0], 0.0, rule) is None
     assert stop_reason([1.0, 2.0, 1.0], 11.0, rule).startswith("time cap")
     assert stop_reason([1.0, 2.0, 1.0, 2.0, 1.0], 0.0, rule).startswith("step cap")
-    with pytest.raises(ValidationError, match="--min-steps 9 exceeds"):
+    with pytest.raises(FieldError, match="at least 9 timed steps exceeds at most 5"):
         StopRule(min_steps=9, max_steps=5)
 
 
@@ -53,11 +53,12 @@ def test_stop_rule() -> None:
 
 
 def test_sweep_expansion() -> None:
-    base = BenchSetup(model="m")
+    base = BenchSetup(model="qwen2-0.5b")
     sweeps = parse_sweeps(["batch=1,2,4", "checkpointing=on,off", "precision=fp32,bf16-amp"])
     setups = expand(base, sweeps)
     assert len(setups) == 12
-    assert {(s.micro_batch, s.checkpointing, s.precision) for s in setups} == {
+    assert {(s.training.micro_batch, s.training.checkpointing, s.training.precision)
+            for s in setups} == {
         (b, c, p) for b in (1, 2, 4) for c in (True, False) for p in ("fp32", "bf16-amp")}
     assert expand(base, []) == [base]
 
@@ -76,7 +77,7 @@ def test_bad_sweeps(spec: str, message: str) -> None:
 
 def test_sweep_values_are_validated() -> None:
     with pytest.raises(ValidationError, match="micro_batch"):
-        expand(BenchSetup(model="m"), parse_sweeps(["batch=0,1"]))
+        expand(BenchSetup(model="qwen2-0.5b"), parse_sweeps(["batch=0,1"]))
     with pytest.raises(InputError, match="swept twice"):
         parse_sweeps(["batch=1", "micro-batch=2"])
 
@@ -88,7 +89,7 @@ def _outcome(batch: int, tokens_per_s: float | None, spread: float = 0.05,
         result = types.SimpleNamespace(
             tokens_per_s=tokens_per_s, allocator=None,
             tokens_per_s_range=(tokens_per_s * (1 - spread), tokens_per_s * (1 + spread)))
-    return Outcome(setup=BenchSetup(model="m", micro_batch=batch), status=status,
+    return Outcome(setup=BenchSetup(model="qwen2-0.5b", micro_batch=batch), status=status,
                    result=result)  # type: ignore[arg-type]
 
 
@@ -97,7 +98,7 @@ def test_sweep_summary_names_the_fastest_and_a_real_small_batch_win() -> None:
                 _outcome(8, None, status="does-not-fit")]
     s = summarize_sweep(outcomes)
     assert s.fastest is outcomes[1]
-    assert any(n.startswith("does not fit: m full fp32 b8") for n in s.notes)
+    assert any(n.startswith("does not fit: qwen2-0.5b full bf16-mixed b8") for n in s.notes)
     (note,) = [n for n in s.notes if "micro-batch 2 ran" in n]
     assert "50.0% more than micro-batch 4" in note and "beyond the measured spread" in note
     assert "not the work per token" in note
@@ -115,11 +116,11 @@ def test_sweep_summary_when_nothing_fits() -> None:
 
 
 def test_setup_checks_and_label() -> None:
-    with pytest.raises(ValidationError, match="fused is available for adamw only"):
-        BenchSetup(model="m", optimizer="sgd", optimizer_impl="fused")
-    s = BenchSetup(model="m", method="lora", micro_batch=4, seq_len=128, grad_accum=2,
-                   checkpointing=True)
-    assert s.label() == "m lora fp32 b4 s128 ga2 ckpt"
+    with pytest.raises(FieldError, match="fused is an AdamW implementation"):
+        BenchSetup(model="qwen2-0.5b", optimizer="sgd", optimizer_impl="fused")
+    s = BenchSetup(model="qwen2-0.5b", method="lora", precision="fp32", micro_batch=4,
+                   seq_len=128, grad_accum=2, checkpointing=True)
+    assert s.label() == "qwen2-0.5b lora fp32 b4 s128 ga2 ckpt r16"
     assert s.tokens_per_step == 4 * 128 * 2
 
 

@@ -16,7 +16,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.estimator import estimate_training
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 from gpuhours.track.calibration import (
     calibrated_estimate,
     efficiency_scale_for,
@@ -183,7 +183,7 @@ def test_measured_device_from_probes(tmp_path: Path) -> None:
     assert spec.generation == "cpu" and spec.name == "cpu-amd-epyc-2t"
     assert spec.dense_tflops.fp32 == pytest.approx(0.08)
     assert spec.dense_tflops.bf16 == pytest.approx(0.16)
-    assert spec.memory_bw_gbps == pytest.approx(20.0)
+    assert spec.memory_bw_gb_per_s == pytest.approx(20.0)
     assert spec.memory_gb == pytest.approx(24.0)
     assert spec.source.startswith("measured: ledger probe #1")
     e = estimate_training(_training(), Hardware(gpu=spec), "test")

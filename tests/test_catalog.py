@@ -167,10 +167,10 @@ def test_parts_without_a_unit_have_null_not_zero() -> None:
 
 def test_interconnect_kinds() -> None:
     assert catalog.gpu("h100-sxm").interconnect == "nvlink"
-    assert catalog.gpu("h100-sxm").interconnect_gbps == 900
-    assert catalog.gpu("a100-80gb").interconnect_gbps == 600
+    assert catalog.gpu("h100-sxm").interconnect_gb_per_s_two_way == 900
+    assert catalog.gpu("a100-80gb").interconnect_gb_per_s_two_way == 600
     assert catalog.gpu("h100-pcie").interconnect == "pcie"
-    assert catalog.gpu("t4").interconnect_gbps == 32  # PCIe Gen3 x16
+    assert catalog.gpu("t4").interconnect_gb_per_s_two_way == 32  # PCIe Gen3 x16
     assert catalog.gpu("mi300x").interconnect == "xgmi"
     assert catalog.gpu("tpu-v5p").interconnect == "ici"
 
@@ -333,7 +333,7 @@ GPU_ROW = """
   vendor: NVIDIA
   generation: hopper
   memory_gb: {memory_gb}
-  memory_bw_gbps: 1000
+  memory_bw_gb_per_s: 1000
   dense_tflops: {{bf16: 100}}
   interconnect: none
   source: test

@@ -86,17 +86,19 @@ BAD_INPUT = [
      r"greater than or equal to 1 \(got 0\)"),
     # options that need or exclude each other
     ("epochs-without-examples", [*BASE, "--epochs", "3"], "--epochs",
-     r"epochs need --examples \(the dataset size\)"),
+     r"epochs need a number of examples \(the dataset size\)"),
     ("tokens-and-steps", [*BASE, "--tokens", "1e9", "--steps", "10"],
      "--tokens/--steps/--examples", r"give only one of them"),
     ("params-and-model", [*BASE, "--params", "7e9"], "--model/--params",
      r"give a model or a parameter count, not both"),
-    ("no-model", ["estimate", "--gpu", "rtx-4090"], "--model",
-     r"a model is required: a catalog name .* a path to a config\.json, or --params"),
-    ("no-gpu", ["estimate", "--model", "qwen2-0.5b"], "--gpu",
-     r"a GPU is required: a catalog name .*--peak-tflops, --memory-gb and --bandwidth-gbps"),
+    ("no-model", ["estimate", "--gpu", "rtx-4090"], "--model/--params",
+     r"a model is required: a catalog name .* a path to a config\.json, or a parameter count"),
+    ("no-gpu", ["estimate", "--model", "qwen2-0.5b"],
+     "--gpu/--peak-tflops/--memory-gb/--bandwidth-gb-per-s",
+     r"a GPU is required: a catalog name .* or its peak TFLOPS, memory and bandwidth"),
     ("custom-gpu-incomplete", ["estimate", "--model", "qwen2-0.5b", "--peak-tflops", "100"],
-     "--peak-tflops", r"a custom GPU also needs --memory-gb and --bandwidth-gbps"),
+     "--peak-tflops/--memory-gb/--bandwidth-gb-per-s",
+     r"a GPU of your own needs all three: peak TFLOPS, memory and bandwidth"),
     ("peak-tflops-nan", [*BASE, "--peak-tflops", "nan"], "--peak-tflops",
      r"expected a positive number, got nan"),
     ("memory-gb-negative", [*BASE, "--memory-gb", "-1"], "--memory-gb",
@@ -463,9 +465,19 @@ def test_fit_70b_on_small_gpu_lists_an_alternative_that_fits() -> None:
 
 # Happy paths: generation and catalogs ------------------------------------------------------------
 
+def _figure_values(data: dict[str, Any]) -> dict[str, Any]:
+    """generation --json with each {value, unit, basis, source} figure replaced by its value."""
+    return {k: v["value"] if isinstance(v, dict) and "value" in v else v
+            for k, v in data.items()}
+
+
 def test_generation_json() -> None:
-    g = run_json("generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
-                 "--prompt-tokens", "512", "--output-tokens", "1024")
+    raw = run_json("generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
+                   "--prompt-tokens", "512", "--output-tokens", "1024")
+    # issue 13: every figure says its unit, basis and source
+    for key in ("batch", "weights_bytes", "prefill_s", "decode_s", "output_tokens_per_s"):
+        assert set(raw[key]) == {"value", "unit", "basis", "source"}
+    g = _figure_values(raw)
     assert g["model"] == "qwen2.5-7b" and g["gpu"] == "h100-sxm"
     assert 1 <= g["batch"] <= g["max_batch_by_memory"]
     # bf16 weights: 2 bytes per parameter of Qwen2.5-7B (7.62e9 parameters)
@@ -479,9 +491,13 @@ def test_generation_json() -> None:
 
 
 def test_generation_gpu_hours_for_sequences() -> None:
-    g = run_json("generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
-                 "--sequences", "1e6")
+    g = _figure_values(run_json("generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
+                                "--sequences", "1e6"))
     assert g["gpu_hours"] == pytest.approx(1e6 / g["sequences_per_s"] / 3600)
+    # and its cost at each catalog price of the GPU
+    assert g["cost_usd"] and all(c["on_demand_usd"] is None or c["on_demand_usd"] ==
+                                 pytest.approx(g["gpu_hours"] * c["on_demand_usd_per_gpu_hour"])
+                                 for c in g["cost_usd"])
 
 
 def test_generation_terminal() -> None:
@@ -526,5 +542,5 @@ def test_a_command_that_needs_torch_says_how_to_install_it(monkeypatch) -> None:
     import sys
 
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
-    result = run("bench", "--model", "gpt2")
+    result = run("bench", "--model", "gpt2", "--seq", "512")
     assert_user_error(result, "torch", r"pip install 'gpuhours\[bench\]'")

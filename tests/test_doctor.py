@@ -18,7 +18,7 @@ from gpuhours.doctor.physics import options_table, training_of
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.estimator import estimate_training
-from gpuhours.estimate.workload import Hardware
+from gpuhours.setup import Hardware
 from gpuhours.track.ledger import Ledger
 from gpuhours.track.runs import StepRecord, add_steps, finish_run, start_run
 

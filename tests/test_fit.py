@@ -8,8 +8,8 @@ from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.fit import fit
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.workload import Hardware, Training
 from gpuhours.resolve import resolve_model
+from gpuhours.setup import Hardware, Training
 
 
 def test_largest_micro_batch_is_the_edge_of_memory():

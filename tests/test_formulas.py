@@ -15,7 +15,7 @@ from gpuhours.estimate.memory import (
     training_memory,
 )
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 
 
 def test_param_count_of_tiny_model_by_hand(tiny):

@@ -246,17 +246,17 @@ def test_ledger_command_on_broken_or_missing_file(tmp_path: Path) -> None:
 STALLED_WRITER = textwrap.dedent("""
     import contextlib, sys, time
     from gpuhours.track.ledger import Ledger
-    original = Ledger._write
+    original = Ledger.transaction
 
     @contextlib.contextmanager
-    def stalling(self):
-        with original(self) as db:
+    def stalling(self, busy_timeout_s=None):
+        with original(self, busy_timeout_s) as db:
             yield db
             if db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 6:
                 print("inside the sixth transaction, rows written, not committed", flush=True)
                 time.sleep(120)
 
-    Ledger._write = stalling
+    Ledger.transaction = stalling
     with Ledger.open(sys.argv[1]) as ledger:
         for i in range(10):
             ledger.add_measurement(

@@ -131,7 +131,7 @@ def test_h100_phase1a_steps_and_the_measured_hours():
     assert p.checks and "stated 38.0 hours" in p.checks[0]
     stated_over_physics = 38 / p.wall_hours_per_run
     assert 0.5 <= stated_over_physics <= 2  # within 2x: no disagreement warning
-    assert not any("the plan states" in w for w in p.warnings)
+    assert not any("the plan states 38.0 hours" in w for w in p.warnings)
     assert b.costs[0].usd_per_gpu_hour == 2.50
     assert b.costs[0].on_demand_usd == pytest.approx(b.total_gpu_hours * 2.50)
 

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from gpuhours import catalog
 from gpuhours.cli import app
 from gpuhours.estimate.estimator import estimate_training
-from gpuhours.estimate.workload import Hardware, Training
 from gpuhours.plan.budget import evaluate
 from gpuhours.plan.load import load_plan
 from gpuhours.report.living_doc import update_living_document
 from gpuhours.resolve import resolve_model
+from gpuhours.setup import Hardware, Training
 from gpuhours.track.ledger import Ledger
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -19,7 +19,7 @@ import pytest
 
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import from_hf_config
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 from gpuhours.storage.budget import (
     checkpoint_bytes,
     checkpoint_bytes_for,

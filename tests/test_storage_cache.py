@@ -32,7 +32,7 @@ def test_plan_evicts_least_recently_used_until_under_cap():
 
 def test_plan_never_evicts_recent_or_protected_or_in_flight_files():
     entries = [entry("old", 100, 10), entry("writing", 100, 5, modified=NOW - 1),
-               entry("keep", 100, 1), entry(".x.bin.tmp-0123abcd", 100, 0)]
+               entry("keep", 100, 1), entry(".x.bin.0123abcd.gpuhours-tmp", 100, 0)]
     chosen = plan_lru_eviction(entries, max_bytes=0, now=NOW, settle_s=60,
                                protect=frozenset({"keep"}))
     assert [e.rel_path for e in chosen] == ["old"]
@@ -118,7 +118,7 @@ def test_consolidate_writes_verifies_indexes_then_removes(tmp_path):
         chunk = contents[part.offset:part.offset + part.bytes]
         assert hashlib.sha256(chunk).hexdigest() == part.sha256
     assert r.removed == paths and not any(Path(p).exists() for p in paths)
-    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".gpuhours-tmp")] == []
 
 
 def test_failed_verification_keeps_the_originals(tmp_path, monkeypatch):

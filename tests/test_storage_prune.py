@@ -223,20 +223,22 @@ def _tree_for_interruption(root: Path) -> None:
 def test_exception_mid_loop_leaves_kept_checkpoints_whole(tmp_path, monkeypatch):
     _tree_for_interruption(tmp_path)
     before = snapshot(tmp_path)
-    real_rmtree = prune_mod.shutil.rmtree
+    real_delete = prune_mod._delete_tree
     calls = []
 
-    def failing_rmtree(path, *a, **k):
-        calls.append(path)
-        if len(calls) == 2:  # the second checkpoint: delete one file, then fail
-            os.unlink(os.path.join(path, "model.safetensors"), dir_fd=k.get("dir_fd"))
+    def failing_delete(parent_fd, name, fence, tally):
+        if name.startswith(".gpuhours-trash-"):  # a checkpoint, not a folder inside one
+            calls.append(name)
+        if len(calls) == 2 and name.startswith(".gpuhours-trash-"):
+            # the second checkpoint: delete one file, then fail
+            os.unlink(os.path.join(name, "model.safetensors"), dir_fd=parent_fd)
             raise RuntimeError("interrupted")
-        return real_rmtree(path, *a, **k)
+        return real_delete(parent_fd, name, fence, tally)
 
-    monkeypatch.setattr(prune_mod.shutil, "rmtree", failing_rmtree)
+    monkeypatch.setattr(prune_mod, "_delete_tree", failing_delete)
     with pytest.raises(RuntimeError, match="interrupted"):
         prune(str(tmp_path), policy(keep_last=2), yes=True, now=LATER)
-    monkeypatch.setattr(prune_mod.shutil, "rmtree", real_rmtree)
+    monkeypatch.setattr(prune_mod, "_delete_tree", real_delete)
     after = snapshot(tmp_path)
     for kept in ("run/checkpoint-400", "run/checkpoint-500", "run/checkpoint-300"):
         assert subtree(after, kept) == subtree(before, kept)
@@ -255,17 +257,17 @@ def test_exception_mid_loop_leaves_kept_checkpoints_whole(tmp_path, monkeypatch)
 
 
 KILL_SCRIPT = textwrap.dedent("""
-    import os, shutil, sys, time
+    import os, sys, time
     import gpuhours.storage.pruning as p
     from gpuhours.storage.retention import RetentionPolicy
 
-    def slow_rmtree(path, *args, **kwargs):
+    def slow_delete(parent_fd, name, fence, tally):
         # delete one file, say so, then wait to be killed
-        os.unlink(os.path.join(path, "model.safetensors"), dir_fd=kwargs.get("dir_fd"))
-        print("deleting", path, flush=True)
+        os.unlink(os.path.join(name, "model.safetensors"), dir_fd=parent_fd)
+        print("deleting", name, flush=True)
         time.sleep(120)
 
-    p.shutil.rmtree = slow_rmtree
+    p._delete_tree = slow_delete
     p.prune(sys.argv[1], RetentionPolicy(keep_last=2), yes=True, now=float(sys.argv[2]))
 """)
 

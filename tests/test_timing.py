@@ -9,7 +9,7 @@ from gpuhours.estimate.estimator import estimate_training, training_amount
 from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import gemm_efficiency, training_step_time
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 
 
 def test_gemm_efficiency_is_generation_times_width(toy_gpu):

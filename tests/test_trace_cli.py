@@ -119,13 +119,11 @@ def test_learned_positions_limit_the_sequence():
 
 
 def test_confirm_fit_sets_the_trace_beside_the_analytic_answer(tiny, toy_gpu):
-    from gpuhours.estimate.workload import Training
-    from gpuhours.resolve import resolve_model
+    from gpuhours.setup import Training
     from gpuhours.trace import confirm_fit
 
-    arch, _ = resolve_model(tiny)
-    t = Training(arch=arch, precision="bf16", micro_batch=4, seq_len=64)
-    c = confirm_fit(tiny, t, toy_gpu)
+    t = Training(model=tiny, precision="bf16", micro_batch=4, seq_len=64)
+    c = confirm_fit(t, toy_gpu)
     assert c.traced_peak_bytes.basis == "trace"
     assert c.reserved_bytes.basis == "model of the allocator"
     assert c.total_bytes.value == c.reserved_bytes.value + c.cuda_context_bytes.value
@@ -136,20 +134,18 @@ def test_confirm_fit_sets_the_trace_beside_the_analytic_answer(tiny, toy_gpu):
 
 def test_confirm_fit_refuses_what_it_cannot_trace(tiny, toy_gpu):
     from gpuhours.errors import InputError
-    from gpuhours.estimate.workload import Training
-    from gpuhours.resolve import resolve_model
+    from gpuhours.setup import Training
     from gpuhours.trace import confirm_fit
 
-    arch, _ = resolve_model(tiny)
     with pytest.raises(InputError, match="ZeRO stage 3"):
-        confirm_fit(tiny, Training(arch=arch, zero_stage=3, seq_len=64), toy_gpu)
+        confirm_fit(Training(model=tiny, zero_stage=3, seq_len=64), toy_gpu)
 
 
 def test_importing_the_trace_package_does_not_import_torch():
     """`gpuhours.trace`'s setup, results and rendering stay light (DESIGN.md principle 4)."""
     code = textwrap.dedent("""
         import sys
-        import gpuhours.trace, gpuhours.trace.cli, gpuhours.trace.render, gpuhours.trace.matrix
+        import gpuhours.trace, gpuhours.trace.cli, gpuhours.trace.render
         import gpuhours.trace.allocator, gpuhours.trace.confirm
         print(sorted(m for m in ("torch", "transformers", "peft") if m in sys.modules))
     """)

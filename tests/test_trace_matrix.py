@@ -11,11 +11,14 @@ each row must be within 5% or carry the reason it is not.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from gpuhours.trace.matrix import (
+from gpuhours_dev.trace_matrix import (
     MAIN_MODELS,
     TOLERANCE,
     analytic_bytes,
@@ -56,10 +59,10 @@ TRACED, ANALYTIC, ERROR, REMAINS = 6, 7, 8, 12
 def test_the_matrix_is_as_large_as_the_issue_asks():
     setups = matrix_setups()
     assert len(setups) >= 30
-    main = [s for s in setups if s.model in MAIN_MODELS]
-    assert {s.method for s in main} == {"full", "lora"}
-    assert {s.checkpointing for s in main} == {False, True}
-    assert len({s.seq_len for s in main}) >= 2 and {s.precision for s in main} == {"fp32", "bf16"}
+    main = [s.training for s in setups if s.training.model in MAIN_MODELS]
+    assert {t.method for t in main} == {"full", "lora"}
+    assert {t.checkpointing for t in main} == {False, True}
+    assert len({t.seq_len for t in main}) >= 2 and {t.precision for t in main} == {"fp32", "bf16"}
     assert "mixtral-8x7b" in MAIN_MODELS and "qwen2.5-7b" in MAIN_MODELS  # MoE; 152K vocabulary
 
 
@@ -80,9 +83,10 @@ def test_every_row_is_within_5_percent_or_says_what_remains():
         cells = rows[row_id(s)]
         traced = float(cells[TRACED]) * 2**30
         error = analytic_bytes(s)[0] / traced - 1
-        known_gap = s.method == "lora" and s.lora_targets == "all-linear" and s.model.startswith(
+        t = s.training
+        known_gap = t.method == "lora" and t.lora_targets == "all-linear" and (t.model or "").startswith(
             "mixtral")
-        if s.model in MAIN_MODELS and not known_gap:
+        if t.model in MAIN_MODELS and not known_gap:
             assert abs(error) <= TOLERANCE, (row_id(s), error)
         reason = remains_for(s, error)
         assert reason != "not explained yet", row_id(s)
@@ -96,8 +100,27 @@ def test_traced_figures_in_the_document_are_current(row):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     pytest.importorskip("peft")
-    from gpuhours.trace.matrix import trace_row
+    from gpuhours_dev.trace_matrix import trace_row
 
     setup = next(s for s in matrix_setups() if row_id(s) == row)
     traced = trace_row(setup)
     assert doc_rows()[row][TRACED] == gib3(traced.traced_bytes)
+
+
+def test_the_matrix_imports_no_torch():
+    """Its configurations and rendering stay pure Python; only `trace_row` imports torch."""
+    code = ("import sys, gpuhours_dev.trace_matrix; "
+            "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))")
+    scripts = str(Path(__file__).resolve().parent.parent / "scripts")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         timeout=120, env=env)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_dev_tools_are_not_in_the_installed_package():
+    import gpuhours
+
+    package = Path(gpuhours.__file__).resolve().parent
+    assert not (package / "trace" / "matrix.py").exists()
+    assert not (package / "validation").exists()

@@ -24,9 +24,11 @@ pytest.importorskip("peft")
 
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
+from gpuhours.estimate.arch import from_hf_config  # noqa: E402
+from gpuhours.setup import torch_precision  # noqa: E402
 from gpuhours.trace.build import build_fake_model  # noqa: E402
 from gpuhours.trace.patches import as_on_gpu  # noqa: E402
-from gpuhours.trace.setup import TraceSetup, torch_precision  # noqa: E402
+from gpuhours.trace.setup import TraceSetup  # noqa: E402
 from gpuhours.trace.step import make_batch, make_optimizer, one_step, run_steps  # noqa: E402
 
 LLAMA = dict(model_type="llama", hidden_size=256, intermediate_size=688, num_hidden_layers=2,
@@ -52,11 +54,12 @@ def measured_peak_bytes(cfg: dict, setup: TraceSetup) -> int:
     optimizer = make_optimizer(trainable, setup)
     before = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
               for t in [*params, *model.buffers(), *batch.values()]}
-    autocast = torch_precision(setup.precision, setup.method).autocast_dtype
-    with as_on_gpu(setup.flash_attention, autocast is not None), \
+    autocast = torch_precision(setup.training.precision, setup.training.method).autocast_dtype
+    with as_on_gpu(setup.training.flash_attention, autocast is not None), \
             profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         for step in range(setup.steps):
-            one_step(model, batch, optimizer, trainable, None, step, autocast, setup.grad_accum)
+            one_step(model, batch, optimizer, trainable, None, step, autocast,
+                     setup.training.grad_accum)
     events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     live = peak = 0
     for e in sorted(events, key=lambda e: e.start_ns()):
@@ -81,8 +84,8 @@ CASES = [
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize(("cfg", "options"), CASES)
 def test_traced_peak_equals_the_real_step(cfg, options):
-    setup = TraceSetup(model="test model", micro_batch=options.pop("micro_batch", 2), seq_len=64,
-                       steps=2, **options)
+    setup = TraceSetup(model="test model", arch=from_hf_config(cfg, name="test model"),
+                       micro_batch=options.pop("micro_batch", 2), seq_len=64, steps=2, **options)
     traced = run_steps(cfg, setup, "test model").log.peak_bytes
     real = measured_peak_bytes(cfg, setup)
     assert traced == pytest.approx(real, rel=0.01)
@@ -91,9 +94,10 @@ def test_traced_peak_equals_the_real_step(cfg, options):
 def test_one_step_with_an_optimizer_warm_up_has_the_same_peak_as_two():
     """`steps=1` makes the optimizer state with a step on zero gradients instead of a whole
     training step: the traced step must peak exactly as the second of two real ones."""
-    two = run_steps(LLAMA, TraceSetup(model="m", precision="bf16", micro_batch=2, seq_len=64,
-                                      steps=2), "m")
-    one = run_steps(LLAMA, TraceSetup(model="m", precision="bf16", micro_batch=2, seq_len=64,
-                                      steps=1), "m")
+    arch = from_hf_config(LLAMA, name="m")
+    two = run_steps(LLAMA, TraceSetup(model="m", arch=arch, precision="bf16", micro_batch=2,
+                                      seq_len=64, steps=2), "m")
+    one = run_steps(LLAMA, TraceSetup(model="m", arch=arch, precision="bf16", micro_batch=2,
+                                      seq_len=64, steps=1), "m")
     assert one.log.peak_bytes == two.log.peak_bytes
     assert one.log.peak_place is not None and one.log.peak_place.step == 0

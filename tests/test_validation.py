@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuhours.validation import all_comparisons, gpu_hours_comparisons
-from gpuhours.validation.report import TOLERANCE, render_markdown, summary
+from gpuhours_dev.validation import all_comparisons, gpu_hours_comparisons
+from gpuhours_dev.validation.report import TOLERANCE, render_markdown, summary
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
 

@@ -6,19 +6,68 @@ inputs) becomes a one-paragraph message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
-import functools
-import json
-import sys
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
+import typer.main
+from typer.core import TyperGroup
 
-from gpuhours.errors import InputError
+from gpuhours.cli_common import (
+    AccumOpt,
+    BatchOpt,
+    CkptOpt,
+    FlashOpt,
+    GpuOpt,
+    JsonOpt,
+    LedgerOpt,
+    LossKernelOpt,
+    MethodOpt,
+    ModelOpt,
+    OptimImplOpt,
+    OptimOpt,
+    PrecOpt,
+    RankOpt,
+    SeqOpt,
+    TargetsOpt,
+    ZeroOpt,
+    defaults_of,
+    emit_json,
+    out,
+    user_errors,
+)
+from gpuhours.errors import FieldError, InputError
+from gpuhours.setup import Generation, Hardware, Training
+
+#: commands that live beside their libraries (trace, bench, storage, doctor): their modules are
+#: imported only when the command runs or help lists them, so `gpuhours estimate` loads none
+LAZY_COMMANDS: dict[str, str] = {
+    "trace": "gpuhours.trace.cli", "bench": "gpuhours.bench.cli",
+    "bench-data": "gpuhours.bench.cli", "ledger": "gpuhours.bench.cli",
+    "storage": "gpuhours.storage.cli", "doctor": "gpuhours.doctor.cli",
+}
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group: built-in commands as usual, LAZY_COMMANDS loaded on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in LAZY_COMMANDS
+                                                if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            import importlib
+
+            module = importlib.import_module(LAZY_COMMANDS[cmd_name])
+            holder = typer.Typer()
+            module.register(holder)
+            for name, command in typer.main.get_group(holder).commands.items():
+                self.add_command(command, name)
+        return super().get_command(ctx, cmd_name)
+
 
 app = typer.Typer(
+    cls=_LazyGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -27,120 +76,40 @@ app = typer.Typer(
 catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, models, prices.")
 app.add_typer(catalog_app, name="catalog")
 
-out = Console()
-err = Console(stderr=True)
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: the packages of the optional `bench` extra
-_BENCH_EXTRA = {"torch", "transformers", "peft"}
-
-# pydantic field -> the CLI option that set it, for error messages
-_OPTION_OF_FIELD = {
-    "micro_batch": "--batch", "seq_len": "--seq", "grad_accum": "--grad-accum",
-    "lora_rank": "--lora-rank", "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
-    "zero_stage": "--zero", "prompt_tokens": "--prompt-tokens",
-    "output_tokens": "--output-tokens", "batch": "--batch",
-    "inter_node_gbps_per_gpu": "--inter-node-gbps",
-}
-
-
-def _fail(where: str, message: str) -> None:
-    from rich.markup import escape
-
-    # escaped: paths, names and messages may hold [brackets] that Rich would read as markup
-    err.print(f"[red]error[/red] {escape(where)}: {escape(message)}", highlight=False,
-              soft_wrap=True)
-    raise typer.Exit(code=2)
-
-
-def user_errors(func: F) -> F:
-    """Turn bad input into a clear message and exit code 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except InputError as e:
-            text = e.message + (f" {e.hint}" if e.hint else "")
-            _fail(e.where, text)
-        except ModuleNotFoundError as e:
-            if (e.name or "").split(".")[0] not in _BENCH_EXTRA:
-                raise
-            _fail(e.name or "torch", "this command runs real models and needs the `bench` extra "
-                                     "(torch, transformers, peft), which is not installed. "
-                                     "Install it with: pip install 'gpuhours[bench]' (it pins "
-                                     "torch==2.13.0).")
-        except ValidationError as e:
-            first = e.errors()[0]
-            cause = (first.get("ctx") or {}).get("error")
-            if isinstance(cause, InputError):  # raised by a model validator: names its options
-                _fail(cause.where, cause.message + (f" {cause.hint}" if cause.hint else ""))
-            field = str(first["loc"][-1]) if first["loc"] else "input"
-            option = _OPTION_OF_FIELD.get(field, f"--{field.replace('_', '-')}")
-            _fail(option, f"{first['msg']} (got {first.get('input')!r}).")
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _emit_json(model: Any) -> None:
-    data = model.model_dump(mode="json") if hasattr(model, "model_dump") else model
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+TRAINING = defaults_of(Training)
+HARDWARE = defaults_of(Hardware)
+GENERATION = defaults_of(Generation)
 
 
 # Options shared by estimate and fit ------------------------------------------------------------
-ModelOpt = Annotated[str | None, typer.Option(
-    "--model", "-m", help="Catalog name (gpuhours catalog models) or path to a config.json.")]
 ParamsOpt = Annotated[float | None, typer.Option(
     help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
 HiddenOpt = Annotated[int | None, typer.Option(help="With --params: hidden size.")]
 LayersOpt = Annotated[int | None, typer.Option(help="With --params: number of layers.")]
 VocabOpt = Annotated[int | None, typer.Option(help="With --params: vocabulary size.")]
-GpuOpt = Annotated[str | None, typer.Option(
-    "--gpu", "-g", help="Catalog name or alias (gpuhours catalog gpus).")]
 GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
 PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
 NetOpt = Annotated[float, typer.Option(
+    "--inter-node-gb-per-s",
     help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
 PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
 MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
 BwOpt = Annotated[float | None, typer.Option(help="Memory bandwidth in GB/s.")]
-MethodOpt = Annotated[str, typer.Option(help="full, lora or qlora.")]
-RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
-TargetsOpt = Annotated[str, typer.Option(
-    help="LoRA targets: all-linear, attention, or qv (peft's default for llama).")]
-PrecOpt = Annotated[str, typer.Option(
-    help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
-         "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
-         "fp16-mixed, fp16-amp, fp16, fp32.")]
-OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
-OptimImplOpt = Annotated[str, typer.Option(
-    help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]
-SeqOpt = Annotated[int, typer.Option(help="Sequence length in tokens.")]
-CkptOpt = Annotated[bool, typer.Option(
-    "--checkpointing/--no-checkpointing", help="Gradient (activation) checkpointing.")]
-FlashOpt = Annotated[bool, typer.Option(
-    "--flash/--no-flash", help="Flash attention (no S x S score matrix kept).")]
-ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-LedgerOpt = Annotated[str | None, typer.Option(
-    help="Ledger of measurements (default: $GPUHOURS_LEDGER or ./.gpuhours/ledger.sqlite).")]
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
 
 
-def _training(arch: Any, method: str, precision: str, optimizer: str, optimizer_impl: str,
-              batch: int, seq: int, grad_accum: int, checkpointing: bool, flash: bool,
-              lora_rank: int, lora_targets: str, zero: int) -> Any:
-    from gpuhours.estimate.workload import Training
+def _training(model: str | None, params: float | None, hidden_size: int | None = None,
+              layers: int | None = None, vocab: int | None = None, **choices: object
+              ) -> Training:
+    """The Training of the options: the model read from --model or --params, the choices."""
+    from gpuhours.resolve import resolve_model
 
-    return Training.model_validate(dict(
-        arch=arch, method=method, precision=precision, optimizer=optimizer,
-        optimizer_impl=optimizer_impl, micro_batch=batch,
-        seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing, flash_attention=flash,
-        lora_rank=lora_rank, lora_targets=lora_targets, zero_stage=zero))
+    arch, basis = resolve_model(model, params, hidden_size, layers, vocab)
+    return Training.model_validate(dict(arch=arch, model=model, model_basis=basis, **choices))
 
 
 @app.command()
@@ -148,32 +117,39 @@ def _training(arch: Any, method: str, precision: str, optimizer: str, optimizer_
 def estimate(
     model: ModelOpt = None,
     gpu: GpuOpt = None,
-    gpus: GpusOpt = 1,
-    method: MethodOpt = "full",
-    batch: Annotated[int, typer.Option(help="Micro-batch per GPU, in sequences.")] = 1,
-    seq: SeqOpt = 2048,
-    grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
-    checkpointing: CkptOpt = False,
-    precision: PrecOpt = "bf16-mixed",
-    optimizer: OptimOpt = "adamw",
-    optimizer_impl: OptimImplOpt = "foreach",
-    lora_rank: RankOpt = 16,
-    lora_targets: TargetsOpt = "all-linear",
-    zero: ZeroOpt = 0,
-    flash: FlashOpt = True,
+    gpus: GpusOpt = HARDWARE.num_gpus,
+    method: MethodOpt = TRAINING.method,
+    batch: BatchOpt = TRAINING.micro_batch,
+    seq: SeqOpt = TRAINING.seq_len,
+    grad_accum: AccumOpt = TRAINING.grad_accum,
+    checkpointing: CkptOpt = TRAINING.checkpointing,
+    precision: PrecOpt = TRAINING.precision,
+    optimizer: OptimOpt = TRAINING.optimizer,
+    optimizer_impl: OptimImplOpt = TRAINING.optimizer_impl,
+    lora_rank: RankOpt = TRAINING.lora_rank,
+    lora_targets: TargetsOpt = TRAINING.lora_targets,
+    zero: ZeroOpt = TRAINING.zero_stage,
+    flash: FlashOpt = TRAINING.flash_attention,
+    loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     tokens: Annotated[float | None, typer.Option(help="Tokens to train on, e.g. 2e12.")] = None,
     steps: Annotated[float | None, typer.Option(help="Optimizer steps to run.")] = None,
     examples: Annotated[float | None, typer.Option(help="Dataset size in examples.")] = None,
     epochs: Annotated[float | None, typer.Option(help="Epochs over --examples.")] = None,
-    gpus_per_node: PerNodeOpt = 8,
-    inter_node_gbps: NetOpt = 25.0,
+    tokens_per_example: Annotated[float | None, typer.Option(
+        help="Mean tokens per example (with --examples): the padding it leaves, or with "
+             "--packed the tokens trained on.")] = None,
+    packed: Annotated[bool, typer.Option(
+        "--packed", help="Examples packed into full sequences (default: each padded to --seq).")
+    ] = False,
+    gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
+    inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
     params: ParamsOpt = None,
     hidden_size: HiddenOpt = None,
     layers: LayersOpt = None,
     vocab: VocabOpt = None,
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
-    bandwidth_gbps: BwOpt = None,
+    bandwidth_gb_per_s: BwOpt = None,
     ignore_memory: Annotated[bool, typer.Option(
         "--ignore-memory", help="Report the estimate even when it does not fit in memory.")
     ] = False,
@@ -188,42 +164,35 @@ def estimate(
 
     Exits with code 2 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
     unless --ignore-memory is given."""
-    from gpuhours import catalog
-    from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.estimate.workload import Hardware
-    from gpuhours.report.units import gib
-    from gpuhours.resolve import (
-        calibration_for,
-        gpu_or_measured,
-        open_ledger,
-        resolve_gpu,
-        resolve_model,
-    )
+    from gpuhours.api import estimate_training, gpu_spec, open_ledger
+    from gpuhours.resolve import resolve_gpu
 
-    arch, basis = resolve_model(model, params, hidden_size, layers, vocab)
+    t = _training(model, params, hidden_size, layers, vocab, method=method, precision=precision,
+                  optimizer=optimizer, optimizer_impl=optimizer_impl, micro_batch=batch,
+                  seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
+                  flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
+                  zero_stage=zero, loss_kernel=loss_kernel)
     book = open_ledger(ledger) if calibrate else None
-    if gpu is not None and peak_tflops is None and memory_gb is None and bandwidth_gbps is None:
-        spec = gpu_or_measured(gpu, book)
+    own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
+    if gpu is not None and all(v is None for v in own_figures):
+        spec = gpu_spec(gpu, book)
     else:
-        spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
-    t = _training(arch, method, precision, optimizer, optimizer_impl, batch, seq, grad_accum,
-                  checkpointing, flash, lora_rank, lora_targets, zero)
+        spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
-                  inter_node_gbps_per_gpu=inter_node_gbps)
-    prices = catalog.prices(spec.name) if spec.name in {g.name for g in catalog.gpus()} else []
-    cal = calibration_for(book, hw, t)
-    e = estimate_training(t, hw, basis, tokens=tokens, steps=steps, examples=examples,
-                          epochs=epochs, price_rows=prices,
-                          **(cal.estimator_kwargs() if cal else {}))
+                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+    e = estimate_training(t, hw, tokens=tokens, steps=steps, examples=examples, epochs=epochs,
+                          tokens_per_example=tokens_per_example, packed=packed, ledger=book)
     if not e.memory.fits and not ignore_memory:
-        raise InputError(
-            "--batch", f"micro-batch {batch} x seq {seq} needs {gib(e.memory.total_bytes.value)} "
+        from gpuhours.report.units import gib
+
+        raise FieldError(
+            "micro_batch", f"micro-batch {batch} x seq {seq} needs {gib(e.memory.total_bytes.value)} "
                        f"per GPU ({e.memory.peak_phase}); {spec.name} has "
                        f"{gib(e.memory.device_bytes.value)}.",
             "Run `gpuhours fit` with the same options for what fits, or pass --ignore-memory "
             "to see this estimate anyway.")
     if as_json:
-        _emit_json(e)
+        emit_json(e)
     else:
         from gpuhours.report.terminal import render_training
 
@@ -235,28 +204,29 @@ def estimate(
 def fit(
     model: ModelOpt = None,
     gpu: GpuOpt = None,
-    gpus: GpusOpt = 1,
-    method: MethodOpt = "full",
-    seq: SeqOpt = 2048,
-    batch: Annotated[int, typer.Option(help="Micro-batch to check first.")] = 1,
+    gpus: GpusOpt = HARDWARE.num_gpus,
+    method: MethodOpt = TRAINING.method,
+    seq: SeqOpt = TRAINING.seq_len,
+    batch: Annotated[int, typer.Option(help="Micro-batch to check first.")] = TRAINING.micro_batch,
     effective_batch: Annotated[int | None, typer.Option(
         help="Target effective batch (sequences per optimizer step, all GPUs).")] = None,
     headroom: Annotated[float | None, typer.Option(
         help="Fraction of device memory to leave free (default 0.10).")] = None,
-    checkpointing: CkptOpt = False,
-    precision: PrecOpt = "bf16-mixed",
-    optimizer: OptimOpt = "adamw",
-    optimizer_impl: OptimImplOpt = "foreach",
-    lora_rank: RankOpt = 16,
-    lora_targets: TargetsOpt = "all-linear",
-    zero: ZeroOpt = 0,
-    flash: FlashOpt = True,
-    gpus_per_node: PerNodeOpt = 8,
-    inter_node_gbps: NetOpt = 25.0,
+    checkpointing: CkptOpt = TRAINING.checkpointing,
+    precision: PrecOpt = TRAINING.precision,
+    optimizer: OptimOpt = TRAINING.optimizer,
+    optimizer_impl: OptimImplOpt = TRAINING.optimizer_impl,
+    lora_rank: RankOpt = TRAINING.lora_rank,
+    lora_targets: TargetsOpt = TRAINING.lora_targets,
+    zero: ZeroOpt = TRAINING.zero_stage,
+    flash: FlashOpt = TRAINING.flash_attention,
+    loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+    gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
+    inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
     params: ParamsOpt = None,
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
-    bandwidth_gbps: BwOpt = None,
+    bandwidth_gb_per_s: BwOpt = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
                         "(gpuhours trace; needs the bench extra).")] = False,
@@ -264,35 +234,25 @@ def fit(
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
     configuration that fits, and what would fit when nothing does."""
-    from gpuhours import catalog
-    from gpuhours.estimate.fit import fit as fit_search
-    from gpuhours.estimate.workload import Hardware
-    from gpuhours.resolve import resolve_gpu, resolve_model
+    from gpuhours.api import fit_training
+    from gpuhours.resolve import resolve_gpu
 
-    if headroom is not None and not 0 <= headroom < 1:
-        raise InputError("--headroom", f"expected a fraction in [0, 1), got {headroom!r}.")
-    if effective_batch is not None and effective_batch < 1:
-        raise InputError("--effective-batch", f"expected a positive integer, got "
-                                              f"{effective_batch!r}.")
-    arch, _ = resolve_model(model, params)
-    spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gbps)
-    t = _training(arch, method, precision, optimizer, optimizer_impl, batch, seq, 1,
-                  checkpointing, flash, lora_rank, lora_targets, zero)
+    t = _training(model, params, method=method, precision=precision, optimizer=optimizer,
+                  optimizer_impl=optimizer_impl, micro_batch=batch, seq_len=seq,
+                  checkpointing=checkpointing, flash_attention=flash, lora_rank=lora_rank,
+                  lora_targets=lora_targets, zero_stage=zero, loss_kernel=loss_kernel)
+    spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
-                  inter_node_gbps_per_gpu=inter_node_gbps)
-    result = fit_search(t, hw, effective_batch=effective_batch, headroom=headroom,
-                        bigger_gpus=catalog.gpus())
+                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+    result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom)
     confirmation = None
     if trace:
-        if model is None:
-            raise InputError("--trace", "a trace needs --model (a catalog name or a config.json),"
-                                        " not --params.")
         from gpuhours.trace import confirm_fit
 
         chosen = t.model_copy(update={"micro_batch": result.largest_micro_batch or batch})
-        confirmation = confirm_fit(model, chosen, spec, result.headroom_fraction)
+        confirmation = confirm_fit(chosen, spec, result.headroom_fraction)
     if as_json:
-        _emit_json(result if confirmation is None else
+        emit_json(result if confirmation is None else
                    {"fit": result.model_dump(mode="json"),
                     "trace": confirmation.model_dump(mode="json")})
     else:
@@ -312,49 +272,55 @@ def fit(
 def generation(
     model: ModelOpt = None,
     gpu: GpuOpt = None,
-    prompt_tokens: Annotated[int, typer.Option(help="Prompt length, tokens.")] = 512,
-    output_tokens: Annotated[int, typer.Option(help="Generated tokens per sequence.")] = 512,
+    prompt_tokens: Annotated[int, typer.Option(help="Prompt length, tokens.")
+                             ] = GENERATION.prompt_tokens,
+    output_tokens: Annotated[int, typer.Option(help="Generated tokens per sequence.")
+                             ] = GENERATION.output_tokens,
     batch: Annotated[int | None, typer.Option(
         help="Concurrent sequences (default: as many as fit).")] = None,
     sequences: Annotated[float | None, typer.Option(
         help="Sequences to generate in all, for GPU hours and cost.")] = None,
-    engine: Annotated[str, typer.Option(help="vllm or hf-generate.")] = "vllm",
+    engine: Annotated[str, typer.Option(help="vllm or hf-generate.")
+                      ] = GENERATION.engine,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "
+             "engine's).")] = None,
+    tensor_parallel: Annotated[int, typer.Option(
+        help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
+    weight_bytes_per_param: Annotated[float, typer.Option(
+        help="Bytes per weight: 2 bf16, 1 fp8/int8, ~0.56 4-bit.")
+                                      ] = GENERATION.weight_bytes_per_param,
+    kv_bytes_per_element: Annotated[float, typer.Option(
+        help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     params: ParamsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Prefill and decode time, KV cache, batch limited by memory: RL rollouts, evaluation."""
-    from gpuhours.estimate.generation import estimate_generation
-    from gpuhours.estimate.workload import Generation
-    from gpuhours.report.units import gib, seconds
+    """Prefill and decode time, KV cache, batch limited by memory and by the engine's sequence
+    cap, GPU hours and cost: RL rollouts, evaluation, serving."""
+    from gpuhours.api import estimate_generation
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
-    spec = resolve_gpu(gpu)
+    hw = Hardware(gpu=resolve_gpu(gpu))
     if sequences is not None and not sequences > 0:
-        raise InputError("--sequences", f"expected a positive number, got {sequences!r}.")
-    g = Generation.model_validate(dict(arch=arch, prompt_tokens=prompt_tokens,
-                                       output_tokens=output_tokens, batch=batch, engine=engine))
-    e = estimate_generation(g, spec)
-    gpu_hours = None if sequences is None else sequences / e.sequences_per_s / 3600
-    data = {**e.__dict__, "batch_time_s": e.batch_time_s, "model": arch.name,
-            "model_basis": basis, "gpu": spec.name, "gpu_hours": gpu_hours,
-            "basis": "formula: roofline per decode step (estimate/generation.py) with assumed "
-                     f"engine efficiency for {engine}"}
+        raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
+    g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,
+                                       prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                                       batch=batch, engine=engine,
+                                       max_num_seqs=max_num_seqs,
+                                       tensor_parallel=tensor_parallel,
+                                       weight_bytes_per_param=weight_bytes_per_param,
+                                       kv_bytes_per_element=kv_bytes_per_element))
+    e = estimate_generation(g, hw)
+    from gpuhours.estimate.generation import generation_summary
+
+    data = generation_summary(e, g, hw.gpu, sequences)
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
-    out.print(f"[bold]{arch.name}[/bold] generating on one [bold]{spec.name}[/bold] ({engine})")
-    out.print(f"  batch {e.batch} sequences (at most {e.max_batch_by_memory} fit); weights "
-              f"{gib(e.weights_bytes)}, KV cache {gib(e.kv_cache_bytes)}")
-    decode = "no decode (--output-tokens 0)" if output_tokens == 0 else (
-        f"decode {seconds(e.decode_s)} ({e.decode_bound}-bound, "
-        f"{seconds(e.decode_step_s_first)} to {seconds(e.decode_step_s_last)} per step)")
-    out.print(f"  prefill {seconds(e.prefill_s)} (compute-bound), {decode}")
-    out.print(f"  {e.output_tokens_per_s:,.0f} output tokens/s, {e.sequences_per_s:,.2f} "
-              f"sequences/s")
-    if gpu_hours is not None:
-        out.print(f"  [bold]{gpu_hours:,.1f} GPU hours[/bold] for {sequences:,.0f} sequences")
-    out.print(f"[dim]{data['basis']}[/dim]")
+    from gpuhours.report.terminal import render_generation
+
+    render_generation(data, out)
 
 
 @app.command()
@@ -364,7 +330,8 @@ def plan(
         metavar="PLAN.yaml", help="The project's plan file.")] = None,
     out_path: Annotated[str | None, typer.Option(
         "--out", help="Where to write the living document (default: COMPUTE_BUDGET.md next to "
-                      "the plan).")] = None,
+                      "the plan, or <plan>.budget.md when that one belongs to another plan).")
+    ] = None,
     no_doc: Annotated[bool, typer.Option("--no-doc", help="Do not write the document.")] = False,
     schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
                       ] = False,
@@ -383,36 +350,38 @@ def plan(
     from gpuhours.plan.schema import Plan
 
     if schema:
-        _emit_json(Plan.model_json_schema())
+        emit_json(Plan.model_json_schema())
         return
     if plan_file is None:
         raise InputError("PLAN.yaml", "a plan file is required (or --schema).",
                          "See examples/pixelis.yaml.")
-    from gpuhours.resolve import open_ledger
+    from gpuhours.api import open_ledger
 
     budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger) if calibrate else None)
     doc = None
     if not no_doc:
-        from gpuhours.report.living_doc import update_living_document
+        from gpuhours.report.living_doc import default_document_path, update_living_document
 
-        target = Path(out_path) if out_path else Path(plan_file).parent / "COMPUTE_BUDGET.md"
+        target = (Path(out_path) if out_path
+                  else default_document_path(Path(plan_file), budget.project))
         doc = update_living_document(budget, target, plan_file)
     if as_json:
         data = budget.model_dump(mode="json")
         if doc is not None:
             data["document"] = {"path": str(doc.path), "version": doc.version,
                                 "changes": doc.changes, "written": doc.written}
-        _emit_json(data)
+        emit_json(data)
         return
     from gpuhours.report.budget_terminal import render_budget
+    from gpuhours.report.text import esc
 
     render_budget(budget, out)
     if doc is not None:
         if doc.written:
             what = "; ".join(doc.changes)
-            out.print(f"Wrote {doc.path} (version {doc.version}: {what}).")
+            out.print(f"Wrote {esc(doc.path)} (version {doc.version}: {esc(what)}).")
         else:
-            out.print(f"{doc.path} is current (version {doc.version}); nothing changed.")
+            out.print(f"{esc(doc.path)} is current (version {doc.version}); nothing changed.")
 
 
 @catalog_app.command("gpus")
@@ -425,7 +394,7 @@ def catalog_gpus(as_json: JsonOpt = False) -> None:
 
     rows = catalog.gpus()
     if as_json:
-        _emit_json([r.model_dump(mode="json") for r in rows])
+        emit_json([r.model_dump(mode="json") for r in rows])
         return
     t = Table(title="Accelerators (dense TFLOPS, no sparsity; GB = 10^9 bytes)")
     for col in ("name", "aliases", "memory GB", "GB/s", "bf16", "fp16", "fp32", "TDP W",
@@ -433,10 +402,10 @@ def catalog_gpus(as_json: JsonOpt = False) -> None:
         t.add_column(col)
     for g in rows:
         tf = g.dense_tflops
-        t.add_row(g.name, ", ".join(g.aliases[:3]), f"{g.memory_gb:g}", f"{g.memory_bw_gbps:g}",
+        t.add_row(g.name, ", ".join(g.aliases[:3]), f"{g.memory_gb:g}", f"{g.memory_bw_gb_per_s:g}",
                   *(f"{v:g}" if v else "-" for v in (tf.bf16, tf.fp16, tf.fp32)),
                   f"{g.tdp_w:g}" if g.tdp_w else "-",
-                  f"{g.interconnect} {g.interconnect_gbps or '-'}", g.as_of.isoformat())
+                  f"{g.interconnect} {g.interconnect_gb_per_s_two_way or '-'}", g.as_of.isoformat())
     out.print(t)
 
 
@@ -455,7 +424,7 @@ def catalog_models(as_json: JsonOpt = False) -> None:
         arch, _ = resolve_model(entry.name)
         rows.append((entry, arch, count_params(arch).total))
     if as_json:
-        _emit_json([{**e.model_dump(mode="json"), "computed_params": n,
+        emit_json([{**e.model_dump(mode="json"), "computed_params": n,
                      "hidden_size": a.hidden_size, "num_layers": a.num_layers,
                      "vocab_size": a.vocab_size} for e, a, n in rows])
         return
@@ -486,7 +455,7 @@ def catalog_prices(
     name = catalog.gpu(gpu).name if gpu else None
     rows = catalog.prices(name)
     if as_json:
-        _emit_json([r.model_dump(mode="json") for r in rows])
+        emit_json([r.model_dump(mode="json") for r in rows])
         return
     t = Table(title="Prices per GPU-hour (instance price / GPUs; refresh before you rely on "
                     "them)")
@@ -497,20 +466,6 @@ def catalog_prices(
                   usd(r.on_demand_usd_per_gpu_hour), usd(r.spot_usd_per_gpu_hour),
                   r.as_of.isoformat())
     out.print(t)
-
-
-def _register_capabilities() -> None:
-    """Commands of trace, bench, storage and doctor live beside their libraries."""
-    from gpuhours.bench.cli import register as register_bench
-    from gpuhours.doctor.cli import register as register_doctor
-    from gpuhours.storage.cli import register as register_storage
-    from gpuhours.trace.cli import register as register_trace
-
-    for register in (register_trace, register_bench, register_storage, register_doctor):
-        register(app)
-
-
-_register_capabilities()
 
 
 def main() -> None:

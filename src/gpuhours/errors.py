@@ -1,16 +1,22 @@
 """Errors that reach the user: each says what input was wrong and what was expected.
 
 The CLI turns every `InputError` into a one-paragraph message and exit code 2, never a traceback.
+InputError is not a ValueError on purpose: raised in a pydantic validator it reaches the caller
+as itself (pydantic wraps only ValueError and AssertionError), so `Training(...)` raises the
+FieldError that names the fields, for the CLI and the library user alike.
 """
 
 from __future__ import annotations
 
 
-class InputError(ValueError):
+class InputError(Exception):
     """Bad input from the user: a name, a number, a file.
 
-    `where` names the input (a CLI option, a file and field, a line when known).
+    `where` names the input (a file and field, a line when known; a field name for a
+    FieldError). `fields` are the setup fields at fault, when the error is about fields.
     """
+
+    fields: tuple[str, ...] = ()
 
     def __init__(self, where: str, message: str, hint: str | None = None) -> None:
         self.where = where
@@ -31,3 +37,14 @@ class UnknownNameError(InputError):
         self.close = close
         suggestion = f" Did you mean: {', '.join(close)}?" if close else ""
         super().__init__(kind, f"unknown {kind} {name!r}.{suggestion}", how_to_add)
+
+
+class FieldError(InputError):
+    """A bad value of a setup field, keyed by the library's field names (`seq_len`,
+    `method`...), not by how the user gave it: the CLI names the option that set each field
+    (gpuhours.cli_common.OPTION_OF_FIELD), a plan the key and its line."""
+
+    def __init__(self, fields: str | tuple[str, ...], message: str,
+                 hint: str | None = None) -> None:
+        self.fields: tuple[str, ...] = (fields,) if isinstance(fields, str) else tuple(fields)
+        super().__init__("/".join(self.fields), message, hint)

@@ -11,34 +11,30 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuhours.errors import InputError
+from gpuhours.cli_common import (
+    AccumOpt,
+    BatchOpt,
+    CkptOpt,
+    JsonOpt,
+    LedgerOpt,
+    OptimImplOpt,
+    RankOpt,
+    SeqOpt,
+    TargetsOpt,
+    defaults_of,
+    out,
+    parse_sets,
+    user_errors,
+)
+from gpuhours.cli_common import err as err_console
+from gpuhours.errors import FieldError, InputError
+from gpuhours.setup import Training
 
-LedgerOpt = Annotated[str | None, typer.Option(
-    "--ledger", help="Ledger file (default: $GPUHOURS_LEDGER, else ./.gpuhours/ledger.sqlite).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
-
-
-def _parse_sets(items: list[str]) -> dict[str, int | float | str | bool]:
-    """--set KEY=VALUE -> {KEY: typed VALUE}: JSON scalars (3, 0.5, true, "x") or bare text."""
-    out: dict[str, int | float | str | bool] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--set {item}", "expected KEY=VALUE, such as num_hidden_layers=2.")
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = text
-        if not isinstance(value, int | float | str | bool):
-            raise InputError(f"--set {item}", "expected a number, true/false or text.")
-        out[key.strip()] = value
-    return out
+TRAINING = defaults_of(Training)
 
 
 def register(app: typer.Typer) -> None:
     """Add this capability's commands to `app`."""
-    from gpuhours.cli import user_errors
-
     ledger_app = typer.Typer(no_args_is_help=True,
                              help="The ledger of measurements: list, show, export.")
     app.add_typer(ledger_app, name="ledger")
@@ -52,22 +48,22 @@ def register(app: typer.Typer) -> None:
         set_: Annotated[list[str] | None, typer.Option(
             "--set", help="Override a config field, e.g. --set num_hidden_layers=2 "
                           "(repeatable): shrink a catalog model to bench it quickly.")] = None,
-        method: Annotated[str, typer.Option(help="full or lora (peft).")] = "full",
+        method: Annotated[str, typer.Option(help="full or lora (peft).")] = TRAINING.method,
         precision: Annotated[str, typer.Option(
-            help="fp32, bf16 (model cast to bf16), bf16-amp or fp16-amp (torch.autocast).")
-        ] = "fp32",
-        batch: Annotated[int, typer.Option(help="Micro-batch, sequences.")] = 1,
-        seq: Annotated[int, typer.Option(help="Sequence length, tokens.")] = 512,
-        grad_accum: Annotated[int, typer.Option(help="Gradient accumulation steps.")] = 1,
-        checkpointing: Annotated[bool, typer.Option(
-            "--checkpointing/--no-checkpointing", help="Gradient checkpointing.")] = False,
+            help="As estimate's --precision (the same default). On a CPU, fp32 runs fastest: "
+                 "bf16 autocast is several times slower on CPUs without bf16 units.")
+                             ] = TRAINING.precision,
+        batch: BatchOpt = TRAINING.micro_batch,
+        seq: SeqOpt = TRAINING.seq_len,
+        grad_accum: AccumOpt = TRAINING.grad_accum,
+        checkpointing: CkptOpt = TRAINING.checkpointing,
         compile_: Annotated[bool, typer.Option(
             "--compile/--no-compile", help="torch.compile the model.")] = False,
-        optimizer: Annotated[str, typer.Option(help="adamw, sgd or sgd-momentum.")] = "adamw",
-        optimizer_impl: Annotated[str, typer.Option(
-            help="foreach (torch default), fused, per-parameter.")] = "foreach",
-        lora_rank: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
-        lora_targets: Annotated[str, typer.Option(help="all-linear, attention or qv.")] = "all-linear",
+        optimizer: Annotated[str, typer.Option(help="adamw, sgd or sgd-momentum.")
+                             ] = TRAINING.optimizer,
+        optimizer_impl: OptimImplOpt = TRAINING.optimizer_impl,
+        lora_rank: RankOpt = TRAINING.lora_rank,
+        lora_targets: TargetsOpt = TRAINING.lora_targets,
         device: Annotated[str, typer.Option(help="auto (CUDA, MPS, CPU), cuda, mps or cpu.")
                           ] = "auto",
         threads: Annotated[int | None, typer.Option(
@@ -100,28 +96,27 @@ def register(app: typer.Typer) -> None:
         tokens/s; FLOPs counted by torch; MFU against the catalog peak or a measured one; peak
         tensor memory. With --sweep, every combination; those that run out of memory are
         recorded as "does not fit"."""
-        from rich.console import Console
-
         from gpuhours.bench.config import BenchSetup, StopRule
         from gpuhours.bench.sweep import expand, parse_sweeps
 
         if model is None:
-            raise InputError("--model", "a model is required: a catalog name (gpuhours catalog "
-                                        "models) or a config.json path.")
+            raise FieldError("model", "a model is required: a catalog name (gpuhours catalog "
+                                      "models) or a config.json path.")
         if threads is not None and threads < 1:
             raise InputError("--threads", f"expected a positive number, got {threads}.")
         if peak_tflops is not None and not peak_tflops > 0:
             raise InputError("--peak-tflops", f"expected a positive number, got {peak_tflops}.")
-        base = BenchSetup.model_validate(dict(
-            model=model, config_overrides=_parse_sets(set_ or []), method=method,
+        training = Training.model_validate(dict(
+            model=model, config_overrides=parse_sets(set_ or []), method=method,
             precision=precision, micro_batch=batch, seq_len=seq, grad_accum=grad_accum,
-            checkpointing=checkpointing, compiled=compile_, optimizer=optimizer,
-            optimizer_impl=optimizer_impl, lora_rank=lora_rank, lora_targets=lora_targets))
+            checkpointing=checkpointing, optimizer=optimizer, optimizer_impl=optimizer_impl,
+            lora_rank=lora_rank, lora_targets=lora_targets))
+        base = BenchSetup(training=training, compiled=compile_)
         rule = StopRule(warmup_steps=warmup, min_steps=min_steps, max_steps=max_steps,
                         target_cv=target_cv, max_time_s=max_time)
         setups = expand(base, parse_sweeps(sweep or []))
         _run_bench(setups, rule, device, threads, peak_tflops, reprobe, profile,
-                   ledger, not no_ledger, as_json, bool(sweep), Console(stderr=True))
+                   ledger, not no_ledger, as_json, bool(sweep), err_console)
 
     @app.command("bench-data")
     @user_errors
@@ -138,19 +133,19 @@ def register(app: typer.Typer) -> None:
             "--model", "-m", help="Or: estimate the model's samples/s (with --gpu).")] = None,
         gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="GPU for the estimate.")
                        ] = None,
-        batch: Annotated[int, typer.Option(help="Micro-batch for the estimate.")] = 1,
-        seq: Annotated[int, typer.Option(help="Sequence length for the estimate.")] = 2048,
+        batch: Annotated[int, typer.Option(help="Micro-batch for the estimate.")
+                         ] = TRAINING.micro_batch,
+        seq: Annotated[int, typer.Option(help="Sequence length for the estimate.")
+                       ] = TRAINING.seq_len,
         method: Annotated[str, typer.Option(help="full, lora or qlora for the estimate.")
-                          ] = "full",
+                          ] = TRAINING.method,
         precision: Annotated[str, typer.Option(help="Precision for the estimate.")
-                             ] = "bf16-mixed",
+                             ] = TRAINING.precision,
         ledger: LedgerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Measure a data loader alone across num_workers values, in samples/s, and compare it
         with what the model consumes: is the run input-bound?"""
-        from rich.console import Console
-
         from gpuhours.bench.data import load_function, measure_loader, verdict
         from gpuhours.bench.render import render_loader
 
@@ -162,7 +157,7 @@ def register(app: typer.Typer) -> None:
         need, need_basis = _consumption(bench_id, ledger, model, gpu, batch, seq, method,
                                         precision)
         make_loader = load_function(loader)
-        err = Console(stderr=True)
+        err = err_console
         rates = []
         for n in values:
             with err.status(f"num_workers={n}: drawing batches for {seconds_:g} s"):
@@ -172,7 +167,7 @@ def register(app: typer.Typer) -> None:
             _emit({"rates": [r.model_dump() for r in rates], "needed_samples_per_s": need,
                    "needed_basis": need_basis, "verdict": lines})
         else:
-            render_loader(rates, lines, Console())
+            render_loader(rates, lines, out)
 
     @ledger_app.command("list")
     @user_errors
@@ -183,8 +178,6 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Measurements, newest first."""
-        from rich.console import Console
-
         from gpuhours.bench.render import render_ledger_list
         from gpuhours.track.ledger import Ledger, ledger_path
         from gpuhours.track.ledger_export import flat_row
@@ -197,7 +190,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit([flat_row(m) for m in rows])
         else:
-            render_ledger_list(rows, Console(), str(path))
+            render_ledger_list(rows, out, str(path))
 
     @ledger_app.command("show")
     @user_errors
@@ -207,8 +200,6 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """One measurement in full: setup, environment, results and their bases."""
-        from rich.console import Console
-
         from gpuhours.bench.render import render_ledger_show
         from gpuhours.track.ledger import Ledger, ledger_path
 
@@ -217,7 +208,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _emit(m.as_dict())
         else:
-            render_ledger_show(m, Console())
+            render_ledger_show(m, out)
 
     @ledger_app.command("export")
     @user_errors
@@ -279,16 +270,15 @@ def _consumption(bench_id: int | None, ledger: str | None, model: str | None, gp
         return None, ""
     if gpu is None:
         raise InputError("--model", "an estimate of the consumption also needs --gpu.")
-    from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.estimate.workload import Hardware, Training
-    from gpuhours.resolve import resolve_gpu, resolve_model
+    from gpuhours.api import estimate_training
+    from gpuhours.resolve import catalog_gpu
+    from gpuhours.setup import Hardware
 
-    arch, basis = resolve_model(model)
-    t = Training.model_validate(dict(arch=arch, method=method, precision=precision,
+    t = Training.model_validate(dict(model=model, method=method, precision=precision,
                                      micro_batch=batch, seq_len=seq))
-    e = estimate_training(t, Hardware(gpu=resolve_gpu(gpu)), basis)
+    e = estimate_training(t, Hardware(gpu=catalog_gpu(gpu)))
     return (e.tokens_per_s_per_gpu.value / seq,
-            f"formula: analytic estimate for {arch.name} on {gpu}, batch {batch} x seq {seq}, "
+            f"formula: analytic estimate for {t.arch.name} on {gpu}, batch {batch} x seq {seq}, "
             "tokens/s / seq")
 
 
@@ -296,7 +286,6 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
                peak_tflops: float | None, reprobe: bool, profile: Path | None,
                ledger: str | None, store: bool, as_json: bool, is_sweep: bool, err: Any) -> None:
     """Measure each setup (a Rich progress bar for a sweep), render, set the exit code."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpuhours.bench.render import render_result, render_sweep
@@ -338,9 +327,8 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
     finally:
         if book is not None:
             book.close()
-    out = Console()
     if as_json:
-        _emit([{"setup": o.setup.model_dump(), "status": o.status, "ledger_id": o.ledger_id,
+        _emit([{"setup": o.setup.record(), "status": o.status, "ledger_id": o.ledger_id,
                 "error": o.error, "result": o.result.model_dump(mode="json") if o.result else None}
                for o in outcomes])
     elif is_sweep:
@@ -349,5 +337,5 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
         render_result(outcomes[0], out, str(path) if path else None)
     if all(o.status != "ok" for o in outcomes):
         first = outcomes[0]
-        raise InputError("--batch", f"does not fit on {backend.name}: {first.error}",
+        raise FieldError("micro_batch", f"does not fit on {backend.name}: {first.error}",
                          "Try a smaller --batch or --seq, --checkpointing, or --method lora.")

@@ -1,4 +1,5 @@
-"""What a benchmark runs (BenchSetup) and when it stops timing (StopRule). No torch here."""
+"""What a benchmark runs (BenchSetup: a Training of gpuhours.setup, plus compile and the learning
+rate) and when it stops timing (StopRule). No torch here."""
 
 from __future__ import annotations
 
@@ -6,17 +7,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
+from gpuhours.setup import (
+    CHOICE_FIELDS,
+    Training,
+    check_runs_in_torch,
+    nest_training,
+    torch_precision,
+)
 
-#: fp32: everything fp32; bf16: the model and optimizer state in bf16 (`model.to(bfloat16)`);
-#: bf16-amp / fp16-amp: fp32 weights with torch.autocast (fp16 adds a GradScaler). The names are
-#: those of gpuhours.estimate.workload.Precision, so a measurement maps onto an estimate.
-BenchPrecision = Literal["fp32", "bf16", "bf16-amp", "fp16-amp"]
-BenchMethod = Literal["full", "lora"]
-BenchOptimizer = Literal["adamw", "sgd", "sgd-momentum"]
-#: foreach: torch's default multi-tensor kernels; fused: fused=True (AdamW); per-parameter:
-#: foreach=False, a loop over parameters
-BenchOptimizerImpl = Literal["foreach", "fused", "per-parameter"]
 DeviceChoice = Literal["auto", "cuda", "mps", "cpu"]
 
 
@@ -25,48 +24,51 @@ class _Strict(BaseModel):
 
 
 class BenchSetup(_Strict):
-    """One configuration to benchmark: the model and how it trains. Sizes per device."""
+    """One configuration to benchmark: a Training (sizes per device) and how the bench runs it.
 
-    #: catalog name, config.json path, or the name a user gave their own model (Python API)
-    model: str
-    #: Hugging Face config fields set on top of the model's config (`--set num_hidden_layers=2`)
-    config_overrides: dict[str, int | float | str | bool] = Field(default_factory=dict)
-    method: BenchMethod = "full"
-    precision: BenchPrecision = "fp32"
-    micro_batch: int = Field(default=1, ge=1, le=1_000_000)
-    seq_len: int = Field(default=512, ge=1, le=10_000_000)
-    grad_accum: int = Field(default=1, ge=1, le=100_000)
-    checkpointing: bool = False
+    Precisions run as gpuhours.setup.torch_precision says: fp32 as is; bf16/fp16 with the model
+    cast; -amp with torch.autocast over fp32 weights (fp16 adds a GradScaler); -mixed like -amp
+    for full fine-tuning (no single-process torch equivalent keeps fp32 master weights beside
+    half-precision ones) and exactly for LoRA (a half-precision base under autocast)."""
+
+    training: Training
     compiled: bool = False
-    optimizer: BenchOptimizer = "adamw"
-    optimizer_impl: BenchOptimizerImpl = "foreach"
-    lora_rank: int = Field(default=16, ge=1, le=65536)
-    lora_targets: Literal["all-linear", "attention", "qv"] = "all-linear"
     learning_rate: float = Field(default=1e-4, gt=0, le=10)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return nest_training(data, ("compiled", "learning_rate"))
 
     @model_validator(mode="after")
     def _check(self) -> BenchSetup:
-        if self.optimizer_impl == "fused" and self.optimizer != "adamw":
-            raise InputError("--optimizer-impl", "fused is available for adamw only.")
+        t = self.training
+        check_runs_in_torch(t, "the bench")
+        if t.method == "qlora":
+            raise FieldError("method", "qlora needs bitsandbytes and a CUDA device, which the "
+                                       "bench does not drive yet; use full or lora.")
         return self
+
+    @property
+    def model(self) -> str:
+        assert self.training.model is not None  # checked above
+        return self.training.model
 
     def label(self, with_model: bool = True) -> str:
         """Short text naming the configuration, for tables and progress bars."""
-        parts = [self.model] if with_model else []
-        parts += [self.method, self.precision, f"b{self.micro_batch}", f"s{self.seq_len}"]
-        if self.grad_accum > 1:
-            parts.append(f"ga{self.grad_accum}")
-        if self.checkpointing:
-            parts.append("ckpt")
-        if self.compiled:
-            parts.append("compile")
-        if self.optimizer != "adamw" or self.optimizer_impl != "foreach":
-            parts.append(f"{self.optimizer}/{self.optimizer_impl}")
-        return " ".join(parts)
+        return self.training.label(with_model) + (" compile" if self.compiled else "")
+
+    def record(self) -> dict[str, Any]:
+        """Flat JSON-ready data of the configuration: what the ledger stores as its setup."""
+        t = self.training
+        # bf16-mixed full fine-tuning runs as bf16-amp here: what calibration must compare with
+        as_run = torch_precision(t.precision, t.method).analytic_precision
+        return {**t.choices(), "precision_as_run": as_run, "compiled": self.compiled,
+                "learning_rate": self.learning_rate}
 
     @property
     def tokens_per_step(self) -> int:
-        return self.micro_batch * self.seq_len * self.grad_accum
+        return self.training.tokens_per_step
 
 
 class StopRule(_Strict):
@@ -86,12 +88,13 @@ class StopRule(_Strict):
     @model_validator(mode="after")
     def _check(self) -> StopRule:
         if self.min_steps > self.max_steps:
-            raise InputError("--min-steps/--max-steps",
-                             f"--min-steps {self.min_steps} exceeds --max-steps {self.max_steps}.")
+            raise FieldError(("min_steps", "max_steps"),
+                             f"at least {self.min_steps} timed steps exceeds at most "
+                             f"{self.max_steps}.")
         return self
 
 
-#: sweep key (as typed) -> BenchSetup field, and how to read its values
+#: sweep key (as typed) -> the field it sets: a Training choice, or `compiled` of BenchSetup
 SWEEP_KEYS: dict[str, str] = {
     "batch": "micro_batch",
     "micro-batch": "micro_batch",
@@ -106,6 +109,7 @@ SWEEP_KEYS: dict[str, str] = {
     "lora-rank": "lora_rank",
     "lora-targets": "lora_targets",
 }
+assert all(f in CHOICE_FIELDS or f == "compiled" for f in SWEEP_KEYS.values())
 
 _BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False,
                "1": True, "0": False}
@@ -113,14 +117,26 @@ _BOOL_WORDS = {"on": True, "off": False, "true": True, "false": False, "yes": Tr
 
 def parse_sweep_value(field: str, text: str, where: str) -> Any:
     """One value of a sweep, typed for its field: ints, on/off for booleans, names otherwise."""
-    kind = BenchSetup.model_fields[field].annotation
-    if kind is bool:
+    model = BenchSetup if field == "compiled" else Training
+    kind = model.model_fields[field].annotation
+    if kind in (bool, "bool"):
         if text.lower() not in _BOOL_WORDS:
             raise InputError(where, f"expected on or off, got {text!r}.")
         return _BOOL_WORDS[text.lower()]
-    if kind is int:
+    if kind in (int, "int"):
         try:
             return int(text)
         except ValueError:
             raise InputError(where, f"expected whole numbers, got {text!r}.") from None
     return text
+
+
+def with_values(base: BenchSetup, values: dict[str, Any]) -> BenchSetup:
+    """`base` with sweep values set (Training choices, or `compiled`), validated again."""
+    training = {k: v for k, v in values.items() if k != "compiled"}
+    t = base.training
+    if training:
+        t = Training.model_validate({**t.model_dump(exclude={"arch"}), "arch": t.arch,
+                                     **training})
+    return BenchSetup(training=t, compiled=values.get("compiled", base.compiled),
+                      learning_rate=base.learning_rate)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuhours.errors import InputError, UnknownNameError
+from gpuhours.errors import FieldError, UnknownNameError
 
 
 def slug(text: str) -> str:
@@ -269,17 +269,17 @@ def detect(choice: str = "auto") -> DeviceBackend:
     import torch
 
     if choice not in ("auto", "cuda", "mps", "cpu"):
-        raise InputError("--device", f"expected auto, cuda, mps or cpu, got {choice!r}.")
+        raise FieldError("device", f"expected auto, cuda, mps or cpu, got {choice!r}.")
     cuda_ok = torch.cuda.is_available()
     mps_ok = bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
     if choice == "cuda" and not cuda_ok:
         built = torch.version.cuda
-        raise InputError("--device", "no CUDA device is available"
+        raise FieldError("device", "no CUDA device is available"
                          + (f" (torch {torch.__version__} is built without CUDA)." if not built
                             else f" (torch {torch.__version__} with CUDA {built} sees none)."),
                          "Use --device cpu, or install a CUDA build of torch on a GPU machine.")
     if choice == "mps" and not mps_ok:
-        raise InputError("--device", "no MPS (Apple GPU) device is available.", "Use --device cpu.")
+        raise FieldError("device", "no MPS (Apple GPU) device is available.", "Use --device cpu.")
     if choice == "cuda" or (choice == "auto" and cuda_ok):
         try:
             import pynvml as nvml  # type: ignore[import-not-found]

@@ -31,6 +31,9 @@ def collect(backend: DeviceBackend) -> dict[str, Any]:
     """Everything that can change a measurement, as plain JSON values."""
     import torch
 
+    from gpuhours.extras import warn_untested_versions
+
+    warn_untested_versions()
     env: dict[str, Any] = {
         "hostname": socket.gethostname(),
         "platform": platform.platform(),

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.bench.config import BenchSetup
-from gpuhours.errors import InputError, UnknownNameError
-from gpuhours.estimate.arch import ModelArch, from_hf_config
+from gpuhours.errors import FieldError
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.setup import torch_precision
 
 #: config.json fields that describe a saved file, not the architecture
 _NOT_ARCHITECTURE = ("model_type", "architectures", "transformers_version", "torch_dtype", "dtype",
@@ -39,25 +40,13 @@ class BuiltModel:
 
 
 def model_config(setup: BenchSetup) -> tuple[dict[str, Any], ModelArch, str]:
-    """(config dict with overrides, architecture, basis) of the setup's model; no torch."""
-    from gpuhours import catalog
+    """(config dict with overrides, architecture, basis) of the setup's model; no torch. The
+    Training already read (and checked) the architecture from the same config."""
+    from gpuhours.resolve import model_config as read_config
 
-    try:
-        entry, cfg = catalog.model(setup.model)
-    except UnknownNameError as e:
-        e.where = "--model"
-        raise
-    cfg = {**cfg, **setup.config_overrides}
-    name = entry.name if entry else setup.model
-    basis = (f"catalog config of {entry.hf_id}" if entry else f"config.json {setup.model}") + (
-        f" with {', '.join(f'{k}={v}' for k, v in setup.config_overrides.items())}"
-        if setup.config_overrides else "") + "; random weights"
-    arch = from_hf_config(cfg, name=name, where="--model" if entry is None else f"--model {name}")
-    if arch.position_embeddings and setup.seq_len > arch.position_embeddings:
-        raise InputError("--seq", f"{name} has learned position embeddings for "
-                                  f"{arch.position_embeddings} positions; --seq {setup.seq_len} "
-                                  "cannot run.")
-    return cfg, arch, basis
+    t = setup.training
+    cfg, _, _ = read_config(setup.model, t.config_overrides)
+    return cfg, t.arch, t.model_basis + "; random weights"
 
 
 def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
@@ -76,7 +65,7 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     try:
         hf_config = transformers.AutoConfig.for_model(model_type, **fields)
     except (ValueError, KeyError, TypeError) as e:
-        raise InputError("--model", f"transformers cannot build a {model_type!r} config: {e}") \
+        raise FieldError("model", f"transformers cannot build a {model_type!r} config: {e}") \
             from None
     hf_config.use_cache = False
     auto = transformers.AutoModelForMaskedLM if arch.encoder else transformers.AutoModelForCausalLM
@@ -87,13 +76,14 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     except (ValueError, ImportError):
         attention = "eager"
         model = auto.from_config(hf_config, attn_implementation="eager")
-    if setup.precision == "bf16":
-        model = model.to(torch.bfloat16)
+    dtype = torch_precision(setup.training.precision, setup.training.method).param_dtype
+    if dtype != "float32":
+        model = model.to(getattr(torch, dtype))
     base = model
-    if setup.method == "lora":
+    if setup.training.method == "lora":
         model = _apply_lora(model, setup, arch)
     set_checkpointing = None
-    if setup.checkpointing:
+    if setup.training.checkpointing:
         def set_checkpointing(on: bool) -> None:
             if on:
                 base.activation_checkpointing_enable({"use_reentrant": False})
@@ -107,7 +97,7 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
     def make_batch() -> dict[str, Any]:
-        ids = torch.randint(0, vocab, (setup.micro_batch, setup.seq_len), generator=gen)
+        ids = torch.randint(0, vocab, (setup.training.micro_batch, setup.training.seq_len), generator=gen)
         return {"input_ids": ids, "labels": ids}
 
     return BuiltModel(
@@ -121,16 +111,16 @@ def _apply_lora(model: Any, setup: BenchSetup, arch: ModelArch) -> Any:
     from peft import LoraConfig, get_peft_model
 
     if arch.encoder:
-        raise InputError("--method", "LoRA benchmarks are for decoder models; use --method full "
-                                     "for an encoder.")
-    if setup.lora_targets == "all-linear":
+        raise FieldError("method", "LoRA benchmarks are for decoder models; use full "
+                                   "fine-tuning for an encoder.")
+    if setup.training.lora_targets == "all-linear":
         targets: Any = "all-linear"
     elif arch.model_type in ("gpt2", "mpt"):
-        raise InputError("--lora-targets", f"{arch.model_type} has fused attention projections; "
-                                           "use --lora-targets all-linear.")
+        raise FieldError("lora_targets", f"{arch.model_type} has fused attention projections; "
+                                         "use all-linear.")
     else:
-        targets = _LORA_MODULES[setup.lora_targets]
-    config = LoraConfig(r=setup.lora_rank, lora_alpha=2 * setup.lora_rank, lora_dropout=0.0,
+        targets = _LORA_MODULES[setup.training.lora_targets]
+    config = LoraConfig(r=setup.training.lora_rank, lora_alpha=2 * setup.training.lora_rank, lora_dropout=0.0,
                         target_modules=targets, task_type="CAUSAL_LM")
     with warnings.catch_warnings():
         # peft 0.21 reads transformers' deprecated `is_gradient_checkpointing` (a FutureWarning

@@ -12,6 +12,7 @@ from gpuhours.bench.data import LoaderRate
 from gpuhours.bench.runner import BenchResult
 from gpuhours.bench.session import Outcome
 from gpuhours.bench.sweep import SweepSummary
+from gpuhours.report.text import esc
 from gpuhours.report.units import pct, seconds, si
 from gpuhours.track.ledger import Measurement
 
@@ -34,24 +35,25 @@ def _tps_range(r: BenchResult) -> str:
 
 def render_result(o: Outcome, console: Console, ledger_path: str | None) -> None:
     r = o.result
-    console.print(f"[bold]{o.setup.label()}[/bold]")
+    console.print(f"[bold]{esc(o.setup.label())}[/bold]")
     if r is None:
-        console.print(f"  [red]does not fit[/red]: {o.error}")
+        console.print(f"  [red]does not fit[/red]: {esc(o.error)}")
         if o.ledger_id is not None:
-            console.print(f"  recorded as ledger #{o.ledger_id} ({ledger_path})")
+            console.print(f"  recorded as ledger #{o.ledger_id} ({esc(ledger_path)})")
         return
     render_bench(r, console)
     if o.ledger_id is not None:
-        console.print(f"  ledger        #{o.ledger_id} in {ledger_path}")
+        console.print(f"  ledger        #{o.ledger_id} in {esc(ledger_path)}")
 
 
 def render_bench(r: BenchResult, console: Console) -> None:
     t = r.timing
     p = console.print
-    p(f"  device        {r.device_name}, {r.device_kind} (key {r.device_key})", highlight=False)
+    p(f"  device        {esc(r.device_name)}, {esc(r.device_kind)} (key {esc(r.device_key)})",
+      highlight=False)
     stable = "[green]stable[/green]" if t.stable else "[yellow]not stable[/yellow]"
     p(f"  step time     median {seconds(t.median_s)}, p10-p90 {seconds(t.p10_s)}-"
-      f"{seconds(t.p90_s)}, CV {t.cv:.1%} over {t.n_steps} steps: {stable} ({t.stop_reason})")
+      f"{seconds(t.p90_s)}, CV {t.cv:.1%} over {t.n_steps} steps: {stable} ({esc(t.stop_reason)})")
     parts = ", ".join(f"{k.removesuffix('_s')} {seconds(v)}" for k, v in r.phases_median_s.items())
     p(f"  breakdown     {parts} (medians per step)")
     compiled = "; includes torch.compile" if r.setup.get("compiled") else ""
@@ -70,8 +72,8 @@ def render_bench(r: BenchResult, console: Console) -> None:
         mfu = pct(r.mfu) if r.mfu is not None else "-"
         hfu = pct(r.hfu) if r.hfu is not None else "-"
         p(f"  utilisation   {si(achieved, 'FLOP/s')} achieved; MFU {mfu}, HFU {hfu} of "
-          f"{si(r.peak.flops_per_s, 'FLOP/s')} peak ({r.peak.basis})")
-        p(f"                [dim]peak: {r.peak.source}[/dim]")
+          f"{si(r.peak.flops_per_s, 'FLOP/s')} peak ({esc(r.peak.basis)})")
+        p(f"                [dim]peak: {esc(r.peak.source)}[/dim]")
     if r.peak_memory_bytes is not None:
         p(f"  peak memory   [bold]{size(r.peak_memory_bytes)}[/bold] of tensors")
     if r.memory is not None:
@@ -84,20 +86,20 @@ def render_bench(r: BenchResult, console: Console) -> None:
         p(f"                allocator reserved {size(r.allocator['max_reserved_bytes'])}, "
           f"{r.allocator['alloc_retries']} allocation retries")
     if r.profile_trace:
-        p(f"  profile       Chrome trace written to {r.profile_trace} (open in "
+        p(f"  profile       Chrome trace written to {esc(r.profile_trace)} (open in "
           "https://ui.perfetto.dev or chrome://tracing)")
-    p(f"  [dim]timing: {r.timing_basis}[/dim]")
-    p(f"  [dim]memory: {r.peak_memory_basis}[/dim]")
+    p(f"  [dim]timing: {esc(r.timing_basis)}[/dim]")
+    p(f"  [dim]memory: {esc(r.peak_memory_basis)}[/dim]")
     if r.flops is not None:
-        p(f"  [dim]FLOPs: {r.flops.basis}[/dim]")
+        p(f"  [dim]FLOPs: {esc(r.flops.basis)}[/dim]")
     for w in r.warnings:
-        p(f"  [yellow]note[/yellow] {w}")
+        p(f"  [yellow]note[/yellow] {esc(w)}")
 
 
 def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Console) -> None:
-    models = sorted({f"{o.setup.model} {o.setup.config_overrides or ''}".strip()
+    models = sorted({f"{o.setup.model} {o.setup.training.config_overrides or ''}".strip()
                      for o in outcomes})
-    table = Table(title=f"Sweep of {'; '.join(models)} (measured on this machine; tokens/s from "
+    table = Table(title=f"Sweep of {esc('; '.join(models))} (measured on this machine; tokens/s from "
                         "the median step time)")
     for col in ("#", "configuration", "status", "tokens/s", "p10-p90 tokens/s", "step median",
                 "CV", "MFU", "peak memory", "ledger"):
@@ -105,11 +107,11 @@ def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Consol
     for i, o in enumerate(outcomes, 1):
         r = o.result
         if r is None:
-            table.add_row(str(i), o.setup.label(with_model=False), "[red]does not fit[/red]",
+            table.add_row(str(i), esc(o.setup.label(with_model=False)), "[red]does not fit[/red]",
                           *("-" * 6), f"#{o.ledger_id}" if o.ledger_id else "-")
             continue
         lo, hi = r.tokens_per_s_range or (0.0, 0.0)
-        table.add_row(str(i), o.setup.label(with_model=False), "ok",
+        table.add_row(str(i), esc(o.setup.label(with_model=False)), "ok",
                       f"{r.tokens_per_s:,.0f}" if r.tokens_per_s else "-",
                       f"{lo:,.0f}-{hi:,.0f}", seconds(r.timing.median_s), f"{r.timing.cv:.1%}",
                       pct(r.mfu) if r.mfu is not None else "-", size(r.peak_memory_bytes),
@@ -117,10 +119,10 @@ def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Consol
     console.print(table)
     f = summary.fastest
     if f is not None and f.result is not None and f.result.tokens_per_s is not None:
-        console.print(f"[bold]fastest that fits:[/bold] {f.setup.label()} at "
+        console.print(f"[bold]fastest that fits:[/bold] {esc(f.setup.label())} at "
                       f"{f.result.tokens_per_s:,.0f} tokens/s (measured, median step)")
     for note in summary.notes:
-        console.print(f"  [yellow]note[/yellow] {note}")
+        console.print(f"  [yellow]note[/yellow] {esc(note)}")
 
 
 def render_loader(rates: list[LoaderRate], lines: list[str], console: Console) -> None:
@@ -134,11 +136,11 @@ def render_loader(rates: list[LoaderRate], lines: list[str], console: Console) -
                       seconds(r.startup_s), str(r.batches))
     console.print(table)
     for line in lines:
-        console.print(f"  {line}")
+        console.print(f"  {esc(line)}")
 
 
 def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> None:
-    table = Table(title=f"Ledger {path} (newest first; all figures measured)")
+    table = Table(title=f"Ledger {esc(path)} (newest first; all figures measured)")
     for col in ("id", "date (UTC)", "status", "device", "model", "setup", "tokens/s", "step median",
                 "CV", "MFU", "peak memory"):
         table.add_column(col)
@@ -147,8 +149,9 @@ def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> 
         setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
                                           f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
                                           "ckpt" if s.get("checkpointing") else "") if x)
-        table.add_row(str(m.id), m.created_utc[:16].replace("T", " "), m.status, m.device_key,
-                      m.model, setup, f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
+        table.add_row(str(m.id), esc(m.created_utc[:16].replace("T", " ")), esc(m.status),
+                      esc(m.device_key), esc(m.model), esc(setup),
+                      f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
                       seconds(m.step_time_median_s) if m.step_time_median_s else "-",
                       f"{m.step_time_cv:.1%}" if m.step_time_cv is not None else "-",
                       pct(m.mfu) if m.mfu is not None else "-", size(m.peak_memory_bytes))
@@ -156,8 +159,9 @@ def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> 
 
 
 def render_ledger_show(m: Measurement, console: Console) -> None:
-    console.print(f"[bold]ledger #{m.id}[/bold] {m.kind} {m.status} at {m.created_utc} on "
-                  f"{m.device_name} ({m.hostname})")
+    console.print(f"[bold]ledger #{m.id}[/bold] "
+                  + esc(f"{m.kind} {m.status} at {m.created_utc} on {m.device_name} "
+                        f"({m.hostname})"))
     _kv(console, "setup", m.setup)
     _kv(console, "environment", m.environment)
     keys = ("step_time_median_s", "step_time_p90_s", "step_time_cv", "steps_timed",
@@ -166,9 +170,9 @@ def render_ledger_show(m: Measurement, console: Console) -> None:
     _kv(console, "results", {k: m.results[k] for k in keys if k in m.results})
     for key in ("timing_basis", "peak_memory_basis", "model_flops_basis"):
         if m.results.get(key):
-            console.print(f"  [dim]{key}: {m.results[key]}[/dim]")
+            console.print(f"  [dim]{key}: {esc(m.results[key])}[/dim]")
     if m.results.get("peak"):
-        console.print(f"  [dim]peak: {m.results['peak'].get('source')}[/dim]")
+        console.print(f"  [dim]peak: {esc(m.results['peak'].get('source'))}[/dim]")
     if m.probe_ids:
         console.print(f"  probes: {', '.join(f'#{i}' for i in m.probe_ids)}")
 
@@ -176,4 +180,4 @@ def render_ledger_show(m: Measurement, console: Console) -> None:
 def _kv(console: Console, title: str, data: dict[str, Any]) -> None:
     console.print(f"  [bold]{title}[/bold]")
     for k, v in data.items():
-        console.print(f"    {k}: {v}", highlight=False)
+        console.print(f"    {esc(k)}: {esc(v)}", highlight=False)

@@ -24,11 +24,12 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuhours.bench.config import StopRule
 from gpuhours.bench.device import DeviceBackend
-from gpuhours.bench.flops import FlopCount, count_flops
-from gpuhours.bench.memory import LiveStorageTracker, MemoryPeak, state_tensors
 from gpuhours.bench.peak import PeakRate
 from gpuhours.bench.stats import TimingStats, stop_reason, summarize
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
+from gpuhours.torchkit.flops import FlopCount, count_flops
+from gpuhours.torchkit.formulas import MFU_CONVENTION
+from gpuhours.torchkit.storage import LiveStorageTracker, MemoryPeak, state_tensors
 
 PHASES = ("data_s", "forward_s", "backward_s", "optimizer_s")
 
@@ -171,12 +172,18 @@ class Trainer:
         self.backend = backend
         self.grad_accum = grad_accum
         device_type = backend.torch_device.split(":")[0]
-        if precision in ("bf16-amp", "fp16-amp"):
-            dtype = torch.bfloat16 if precision == "bf16-amp" else torch.float16
+        # -amp and -mixed both train under autocast (gpuhours.setup.torch_precision); the
+        # weights' dtype was set when the model was built
+        autocast = precision.endswith(("-amp", "-mixed"))
+        if autocast:
+            dtype = torch.bfloat16 if precision.startswith("bf16") else torch.float16
             self._autocast: Callable[[], Any] = lambda: torch.autocast(device_type, dtype=dtype)
         else:
             self._autocast = contextlib.nullcontext
-        self.scaler = torch.amp.GradScaler(device_type) if precision == "fp16-amp" else None
+        # fp16 autocast over fp32 weights needs loss scaling; a half-precision LoRA base under
+        # fp16-mixed has fp32 adapters, which a scaler serves the same way
+        self.scaler = (torch.amp.GradScaler(device_type)
+                       if autocast and precision.startswith("fp16") else None)
         self.last_batch: Any = None
 
     def step(self, timer: Any = None, before_zero_grad: Callable[[], None] | None = None) -> Any:
@@ -221,7 +228,7 @@ def make_optimizer(params: Any, name: str, impl: str, lr: float) -> Any:
         return torch.optim.SGD(params, **kw)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, momentum=0.9, **kw)
-    raise InputError("--optimizer", f"expected adamw, sgd or sgd-momentum, got {name!r}.")
+    raise FieldError("optimizer", f"expected adamw, sgd or sgd-momentum, got {name!r}.")
 
 
 # --- the measurement ------------------------------------------------------------------------------
@@ -310,13 +317,13 @@ def measure(
     model_flops_basis = "given by the caller" if model_flops_per_step is not None else ""
     if count_step_flops:
         say("counting FLOPs")
-        flops = count_flops(counting.step)
+        flops = count_flops(counting.step, MFU_CONVENTION)
         if model_flops is None and not checkpointing:
             model_flops, model_flops_basis = flops.total_flops, flops.basis
         elif model_flops is None and set_checkpointing is not None:
             set_checkpointing(False)
             try:
-                model_flops = count_flops(counting.step).total_flops
+                model_flops = count_flops(counting.step, MFU_CONVENTION).total_flops
             finally:
                 set_checkpointing(True)
             model_flops_basis = flops.basis + "; counted again without checkpointing (no recompute)"
@@ -422,7 +429,7 @@ def write_profile(trainer: Trainer, backend: DeviceBackend, path: Path, steps: i
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InputError("--profile", f"cannot create {path.parent}: {e.strerror}.") from None
+        raise FieldError("profile", f"cannot create {path.parent}: {e.strerror}.") from None
     with profile(activities=activities) as prof:
         for _ in range(steps):
             with torch.profiler.record_function("gpuhours.train_step"):

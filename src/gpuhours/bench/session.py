@@ -65,7 +65,7 @@ def bench_setup(
     from gpuhours.bench.peak import resolve_peak
 
     cfg, arch, basis = model_config(setup)  # bad input fails here, before anything is stored
-    peak = resolve_peak(backend, setup.precision, ledger, environment, peak_tflops,
+    peak = resolve_peak(backend, setup.training.precision, ledger, environment, peak_tflops,
                         refresh_probe)
     probe_ids = [peak.probe_id] if peak.probe_id is not None else []
     if ledger is not None and backend.catalog_gpu is None:
@@ -76,7 +76,7 @@ def bench_setup(
         copy = probed(ledger, backend, "copy", None, environment, refresh_probe)
         assert isinstance(copy, Probe)  # with a ledger, a probe is always stored
         probe_ids.append(copy.id)
-    full_setup = {**setup.model_dump(mode="json"), "model_basis": basis}
+    full_setup = {**setup.record(), "model_basis": basis}
     try:
         result = _build_and_measure(setup, backend, rule, environment, peak, full_setup,
                                     profile_to, progress)
@@ -113,24 +113,24 @@ def _build_and_measure(setup: BenchSetup, backend: DeviceBackend, rule: StopRule
     full_setup.update(attention=built.attention, total_params=built.total_params,
                       trainable_params=built.trainable_params)
     params = [p for p in built.model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(params, setup.optimizer, setup.optimizer_impl,
+    optimizer = make_optimizer(params, setup.training.optimizer, setup.training.optimizer_impl,
                                setup.learning_rate)
 
     def loss_fn(model: Any, batch: Any) -> Any:
         return model(**batch).loss
 
     eager = Trainer(built.model, optimizer, built.make_batch, loss_fn, backend,
-                    setup.precision, setup.grad_accum)
+                    setup.training.precision, setup.training.grad_accum)
     timed = eager
     if setup.compiled:
         import torch
 
         timed = Trainer(torch.compile(built.model), optimizer, built.make_batch, loss_fn,
-                        backend, setup.precision, setup.grad_accum)
+                        backend, setup.training.precision, setup.training.grad_accum)
     result = measure(timed, backend, setup=full_setup, rule=rule, peak=peak,
                      environment=environment, counting_trainer=eager,
                      set_checkpointing=built.set_checkpointing,
-                     checkpointing=setup.checkpointing, profile_to=profile_to,
+                     checkpointing=setup.training.checkpointing, profile_to=profile_to,
                      progress=progress)
     if setup.compiled:
         result = result.model_copy(update={"warnings": [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from gpuhours.bench.config import SWEEP_KEYS, BenchSetup, parse_sweep_value
+from gpuhours.bench.config import SWEEP_KEYS, BenchSetup, parse_sweep_value, with_values
 from gpuhours.bench.session import Outcome
 from gpuhours.errors import InputError
 
@@ -44,8 +44,7 @@ def expand(base: BenchSetup, sweeps: list[tuple[str, list[object]]]) -> list[Ben
     fields = [f for f, _ in sweeps]
     setups = []
     for combo in itertools.product(*(values for _, values in sweeps)):
-        data = {**base.model_dump(), **dict(zip(fields, combo, strict=True))}
-        setups.append(BenchSetup.model_validate(data))
+        setups.append(with_values(base, dict(zip(fields, combo, strict=True))))
     return setups
 
 
@@ -79,11 +78,11 @@ def _smaller_batch_notes(ok: list[Outcome]) -> list[str]:
     say so, and whether the difference is beyond the p10-p90 spread of the two measurements."""
     groups: dict[str, list[Outcome]] = {}
     for o in ok:
-        key = o.setup.model_copy(update={"micro_batch": 1}).model_dump_json()
+        key = repr({**o.setup.record(), "micro_batch": 1})
         groups.setdefault(key, []).append(o)
     notes = []
     for group in groups.values():
-        group.sort(key=lambda o: o.setup.micro_batch)
+        group.sort(key=lambda o: o.setup.training.micro_batch)
         for small, large in itertools.combinations(group, 2):
             if _tps(small) <= _tps(large):
                 continue
@@ -91,8 +90,8 @@ def _smaller_batch_notes(ok: list[Outcome]) -> list[str]:
             s_lo, _ = small.result.tokens_per_s_range or (0.0, 0.0)
             _, l_hi = large.result.tokens_per_s_range or (0.0, 0.0)
             gain = _tps(small) / _tps(large) - 1
-            head = (f"micro-batch {small.setup.micro_batch} ran {_tps(small):,.0f} tokens/s, "
-                    f"{gain:.1%} more than micro-batch {large.setup.micro_batch} "
+            head = (f"micro-batch {small.setup.training.micro_batch} ran {_tps(small):,.0f} tokens/s, "
+                    f"{gain:.1%} more than micro-batch {large.setup.training.micro_batch} "
                     f"({_tps(large):,.0f} tokens/s), {small.setup.label()}")
             if s_lo <= l_hi:
                 notes.append(head + ": within the measured p10-p90 spread of the two, so not a "

@@ -71,7 +71,7 @@ def parse_csv_rows(text: str, label: str, model: type[Model]) -> list[Model]:
             raise InputError(where, f"more values than the {len(expected)} columns.")
         values = {key: value for key, value in record.items() if value not in ("", None)}
         try:
-            rows.append(model.model_validate(values))
+            rows.append(model.model_validate(values, strict=False))  # CSV cells are text
         except ValidationError as exc:
             raise InputError(where, describe_validation_error(exc)) from None
     return rows
@@ -99,8 +99,10 @@ def read_config_json(path: Path) -> dict[str, Any]:
     """The config.json at `path`, or in the directory `path`."""
     if path.is_dir():
         path = path / "config.json"
-    try:
-        text = path.read_text(encoding="utf-8")
+    from gpuhours.files import CONFIG_MAX_BYTES, read_user_bytes
+
+    try:  # bounded: a FIFO, /dev/zero or a huge file is an error, not a hang
+        text = read_user_bytes(path, str(path), CONFIG_MAX_BYTES, "config.json").decode("utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "no such file.", CONFIG_HINT) from None
     except (OSError, UnicodeDecodeError) as exc:

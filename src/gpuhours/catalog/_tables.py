@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 GPU_HOW_TO_ADD = (
-    "Pass --peak-tflops/--memory-gb/--bandwidth-gbps or add a row to a catalog file "
+    "Pass --peak-tflops/--memory-gb/--bandwidth-gb-per-s or add a row to a catalog file "
     "(gpuhours/catalog/data/gpus.yaml)."
 )
 MODEL_HOW_TO_ADD = (

@@ -7,7 +7,7 @@ Every row carries its source and the date it was read.
 from __future__ import annotations
 
 from datetime import date
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,8 +18,15 @@ Generation = Literal[
 ]
 
 
+#: a row's date: a YAML date, or ISO text (JSON, CSV) - text is no mistake here, unlike a
+#: `true` for a number
+AsOf = Annotated[date, Field(strict=False)]
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a YAML `true` is not a number; CSV rows (text) are read with strict=False by
+    # catalog/_load.py, which converts each cell by its column's type
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class DenseTflops(_Strict):
@@ -47,15 +54,15 @@ class GpuSpec(_Strict):
         default=None, gt=0,
         description="memory.total as nvidia-smi reports it, MiB; HBM parts marketed as '80GB' "
                     "hold 80 GiB, so this is used when known, memory_gb x 10^9 otherwise")
-    memory_bw_gbps: float = Field(gt=0, description="memory bandwidth, GB/s")
+    memory_bw_gb_per_s: float = Field(gt=0, description="memory bandwidth, GB/s")
     dense_tflops: DenseTflops
     tdp_w: float | None = Field(default=None, gt=0)
     interconnect: Literal["nvlink", "pcie", "xgmi", "ici", "none"]
-    interconnect_gbps: float | None = Field(
+    interconnect_gb_per_s_two_way: float | None = Field(
         default=None, gt=0, description="GPU-to-GPU bandwidth per GPU, GB/s, bidirectional total"
     )
     source: str
-    as_of: date
+    as_of: AsOf
     notes: str = ""
 
     @property
@@ -77,7 +84,7 @@ class PriceRow(_Strict):
     on_demand_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     spot_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     source: str
-    as_of: date
+    as_of: AsOf
     notes: str = ""
 
 
@@ -90,5 +97,5 @@ class ModelEntry(_Strict):
     config_file: str = Field(description="file under catalog/data/models/")
     published_params: float = Field(gt=0, description="parameter count as published")
     published_params_source: str
-    as_of: date
+    as_of: AsOf
     notes: str = ""

@@ -14,7 +14,7 @@ from gpuhours.errors import InputError
 
 def register(app: typer.Typer) -> None:
     """Add this capability's commands to `app`."""
-    from gpuhours.cli import user_errors
+    from gpuhours.cli_common import user_errors
 
     @app.command()
     @user_errors

@@ -14,8 +14,9 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor import rules
 from gpuhours.doctor.physics import OptionRow, arch_of, options_table, physics_findings, training_of
 from gpuhours.doctor.rules import Finding, RunView
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.figures import Figure
+from gpuhours.files import SMALL_JSON_MAX_BYTES, read_user_text
 from gpuhours.track.ledger import Ledger
 from gpuhours.track.runs import get_run, run_steps
 
@@ -40,10 +41,13 @@ class Diagnosis(BaseModel):
     notes: list[str]
 
 
-def _price(gpu: GpuSpec | None, given: float | None, config: dict[str, Any]) -> tuple[float | None, str]:
+def price_per_gpu_hour(gpu: GpuSpec | None, given: float | None,
+                       config: dict[str, Any]) -> tuple[float | None, str]:
+    """(USD per GPU-hour, basis): the price given, else the run's config, else the catalog's
+    cheapest on-demand price of `gpu`; (None, why) when there is none."""
     if given is not None:
         if not (math.isfinite(given) and given > 0):
-            raise InputError("--usd-per-gpu-hour", f"expected a positive price, got {given!r}.")
+            raise FieldError("usd_per_gpu_hour", f"expected a positive price, got {given!r}.")
         return given, "given: --usd-per-gpu-hour"
     if config.get("usd_per_gpu_hour"):
         return float(config["usd_per_gpu_hour"]), "given: the run's config usd_per_gpu_hour"
@@ -71,7 +75,7 @@ def view_from_ledger(ledger: Ledger, run_id: int, planned_steps: int | None,
     else:
         planned, basis = len(steps), "no plan given: the steps recorded"
     # a catalog GPU's price applies to the run's findings only when the run was on a GPU
-    price, price_basis = _price(gpu if run.device_kind == "cuda" else None, usd_per_gpu_hour,
+    price, price_basis = price_per_gpu_hour(gpu if run.device_kind == "cuda" else None, usd_per_gpu_hour,
                                 run.config)
     view = RunView(source=f"run #{run_id}", steps=steps, planned_steps=max(1, planned),
                    planned_basis=basis, config=run.config, device_kind=run.device_kind,
@@ -94,7 +98,7 @@ def diagnose(view: RunView, gpu: GpuSpec | None = None,
     arch = arch_of(view)
     if gpu is not None and arch is not None:
         option_price = (view.usd_per_gpu_hour if view.device_kind == "cuda"
-                        else _price(gpu, None, {})[0])
+                        else price_per_gpu_hour(gpu, None, {})[0])
         options = options_table(view, training_of(view, arch), gpu, option_price)
     elif gpu is None:
         notes.append("no options table: pass --gpu NAME to price the same work on one GPU "
@@ -124,15 +128,18 @@ def read_loader_rates(path: str | Path) -> list[dict[str, Any]]:
     """The rates of `gpuhours bench-data --json` output."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(read_user_text(p, f"--bench-data {p}", SMALL_JSON_MAX_BYTES,
+                                         "JSON file of `gpuhours bench-data --json`"))
         rates = data["rates"]
         for r in rates:
             if not (float(r["samples_per_s"]) > 0 and int(r["num_workers"]) >= 0):
                 raise ValueError
     except FileNotFoundError:
-        raise InputError(f"--bench-data {p}", "does not exist.") from None
+        raise FieldError("bench_data", f"{p} does not exist.") from None
+    except InputError:
+        raise  # a FIFO, a device, a file too large: said as such
     except (OSError, ValueError, KeyError, TypeError):
-        raise InputError(f"--bench-data {p}", "is not the JSON of `gpuhours bench-data --json` "
+        raise FieldError("bench_data", f"{p} is not the JSON of `gpuhours bench-data --json` "
                                                "(a 'rates' list with num_workers and "
                                                "samples_per_s).") from None
     return list(rates)

@@ -16,22 +16,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.doctor.diagnose import Diagnosis, _price
+from gpuhours.doctor.diagnose import Diagnosis, price_per_gpu_hour
 from gpuhours.doctor.rules import LOW_CONFIDENCE_STEPS, MIN_STEPS, TARGET_OVERHEAD_SHARE, Finding
 from gpuhours.errors import InputError
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.timing import peak_flops
+from gpuhours.files import TRAINER_STATE_MAX_BYTES, read_user_text
 
 
 def read_trainer_state(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     where = f"--hf-log {p}"
     try:
-        text = p.read_text()
+        text = read_user_text(p, where, TRAINER_STATE_MAX_BYTES, "trainer_state.json")
     except FileNotFoundError:
         raise InputError(where, "does not exist.") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(where, f"cannot be read as text ({e}).") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -68,7 +67,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         raise InputError(where, f"train_runtime {runtime_s!r} is not a positive time.")
     planned = planned_steps or int(state.get("max_steps") or steps_done)
     planned_basis = "given: --planned-steps" if planned_steps else "max_steps of the log"
-    price, price_basis = _price(gpu, usd_per_gpu_hour, {})
+    price, price_basis = price_per_gpu_hour(gpu, usd_per_gpu_hour, {})
     evals = [float(h["eval_runtime"]) for h in history if "eval_runtime" in h]
     eval_total = sum(evals)
     step_s = runtime_s / steps_done

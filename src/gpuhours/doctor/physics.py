@@ -7,12 +7,12 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.doctor.rules import Finding, RunView, _mean, _worth
+from gpuhours.doctor.rules import Finding, RunView, finding_worth, mean_of
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch, from_hf_config
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.fit import fit
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 
 #: measured step below this fraction of the estimator's speed: "far below" (assumption: the
 #: estimator's efficiencies are typical, not best-case; half of it is clearly low)
@@ -49,7 +49,7 @@ def low_efficiency(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
     """Compute + optimizer per step measured far slower than the estimator's step time for this
     model, batch and GPU. Saving: measured - estimated (formula)."""
     est = estimate_training(t, Hardware(gpu=gpu), "tracked run")
-    measured = _mean([s.compute_s + s.optimizer_s for s in view.steady])
+    measured = mean_of([s.compute_s + s.optimizer_s for s in view.steady])
     expected = est.step_time_s.value
     if measured <= 0 or expected / measured >= LOW_EFFICIENCY_RATIO:
         return None
@@ -60,7 +60,7 @@ def low_efficiency(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
     fix = ("check in this order: bf16 autocast (bf16=True), flash/SDPA attention "
            "(attn_implementation='sdpa'), a fused optimizer (optim='adamw_torch_fused'), "
            "torch.compile; then bench the fixed step with `gpuhours bench`")
-    return _worth(view, "low-efficiency", "Far slower than this GPU runs this model", evidence,
+    return finding_worth(view, "low-efficiency", "Far slower than this GPU runs this model", evidence,
                   fix, measured - expected, "formula",
                   "measured step - estimator's step time (estimate_training)")
 
@@ -88,7 +88,7 @@ def memory_unused(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
     tps_new = estimate_training(bigger, hw, "run").tokens_per_s_per_gpu.value
     if tps_new <= tps_now * 1.02:
         return None
-    measured = _mean([s.compute_s + s.optimizer_s for s in view.steady])
+    measured = mean_of([s.compute_s + s.optimizer_s for s in view.steady])
     saved = measured * (1 - tps_now / tps_new)
     evidence = [f"peak allocated {max(peaks) / 2**30:.1f} GiB of {gpu.memory_gb:g} GB "
                 f"(measured, CUDA allocator)",
@@ -96,7 +96,7 @@ def memory_unused(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
                 f"estimator gives {tps_new / tps_now:.2f}x the tokens/s (formula)"]
     fix = (f"micro-batch {new_mb} with grad_accum {bigger.grad_accum} (same effective batch "
            f"{effective})")
-    return _worth(view, "memory-unused", "Memory is left unused", evidence, fix, saved,
+    return finding_worth(view, "memory-unused", "Memory is left unused", evidence, fix, saved,
                   "formula", "measured compute x (1 - estimated tokens/s ratio)")
 
 

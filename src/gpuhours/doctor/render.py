@@ -1,9 +1,11 @@
 """The doctor's terminal/Markdown text: findings with evidence, fix and worth; the options table.
-GB here is 10^9 bytes and GiB 2^30."""
+GB here is 10^9 bytes and GiB 2^30. Plain text (no Rich markup); control characters in user
+strings are shown as escapes (report/text.py)."""
 
 from __future__ import annotations
 
 from gpuhours.doctor.diagnose import Diagnosis
+from gpuhours.report.text import plain
 
 
 def _usd(value: float | None) -> str:
@@ -45,4 +47,5 @@ def render(d: Diagnosis) -> str:
                          f"{_usd(o.usd)} | {o.communication_exposed_share:.0%} |")
     if d.notes:
         lines += [""] + [f"note: {n}" for n in d.notes]
-    return "\n".join(lines) + "\n"
+    # paths, device and model names come from the user: no terminal control in them
+    return plain("\n".join(lines)) + "\n"

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.figures import Figure
 from gpuhours.track.runs import StepRecord
 
@@ -91,13 +91,16 @@ def check_enough(view: RunView) -> None:
                          "and at the end).")
 
 
-def _mean(values: Sequence[float]) -> float:
+def mean_of(values: Sequence[float]) -> float:
+    """The arithmetic mean; 0.0 for no values."""
     return sum(values) / len(values) if values else 0.0
 
 
-def _worth(view: RunView, rule: Any, title: str, evidence: list[str], fix: str,
-           saved_s: float, basis: str, source: str, change: dict[str, Any] | None = None
-           ) -> Finding:
+def finding_worth(view: RunView, rule: Any, title: str, evidence: list[str], fix: str,
+                  saved_s: float, basis: str, source: str, change: dict[str, Any] | None = None
+                  ) -> Finding:
+    """A finding that saves `saved_s` seconds per step, in GPU hours and dollars over the
+    planned run (saved s/step x planned steps x GPUs / 3600; x the price per GPU-hour)."""
     hours = max(0.0, saved_s) * view.planned_steps * view.num_gpus / 3600
     usd = None
     if view.usd_per_gpu_hour is not None:
@@ -124,8 +127,8 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
     left beside the training threads. With bench-data rates, L/n is replaced by the measured
     micro_batch / samples_per_s at that worker count."""
     steady = view.steady
-    wait = _mean([s.data_wait_s for s in steady])
-    wall = _mean([s.wall_s for s in steady])
+    wait = mean_of([s.data_wait_s for s in steady])
+    wall = mean_of([s.wall_s for s in steady])
     if wall <= 0 or wait / wall < MIN_SHARE:
         return None
     rest = wall - wait
@@ -136,7 +139,7 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
     if loader_rates:
         micro_batch = int(view.config.get("micro_batch") or 0)
         if micro_batch <= 0:
-            raise InputError("--bench-data", "the run's config has no micro_batch, which is "
+            raise FieldError("bench_data", "the run's config has no micro_batch, which is "
                                              "needed to turn samples/s into a batch time.")
         best = min(loader_rates, key=lambda r: (max(0.0, micro_batch / r["samples_per_s"] - rest),
                                                 r["num_workers"]))
@@ -148,7 +151,7 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
                         f"(measured)")
         fix = (f"num_workers={best['num_workers']} (measured by bench-data), with the data "
                f"pre-tokenised and on a local disk if it is not already")
-        return _worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
+        return finding_worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
                       "measured", "this run's wait and rest of step; bench-data's loader rate",
                       {"num_workers": int(best["num_workers"])})
     if workers_now > 0:
@@ -156,7 +159,7 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
         fix = ("pre-tokenise the dataset once (datasets.map(..., num_proc) and save_to_disk), "
                "keep it on a local disk, and measure the loader with `gpuhours bench-data` to "
                "choose num_workers")
-        return _worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
+        return finding_worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
                       "assumed", "assumed: after the fix the loader keeps up (wait -> 0); "
                                  "run bench-data for a measured figure")
     cores = cpu_cores or int(view.config.get("cpu_cores") or 0) or 2
@@ -170,7 +173,7 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
                     f"{cores} CPU cores, {threads} used by the training step")
     fix = (f"load batches in parallel with the step: DataLoader(num_workers={n}, "
            f"persistent_workers=True, prefetch_factor=2); better still, pre-tokenise once")
-    return _worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
+    return finding_worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
                   "measured", f"measured wait and rest of step; step after = max(rest, load/"
                               f"{n}) with {n} worker(s) (the overlap is the model)",
                   {"num_workers": n})
@@ -191,7 +194,7 @@ def padding(view: RunView) -> Finding | None:
     p = 1 - real / computed
     if p < MIN_PADDING_SHARE:
         return None
-    per_step = _mean([s.compute_s + s.optimizer_s + s.save_s + s.eval_s for s in view.steady])
+    per_step = mean_of([s.compute_s + s.optimizer_s + s.save_s + s.eval_s for s in view.steady])
     saved = p * per_step
     seq = view.config.get("seq_len")
     evidence = [f"{p:.0%} of the computed token positions are padding: {real:,} real of "
@@ -200,7 +203,7 @@ def padding(view: RunView) -> Finding | None:
     fix = (f"pack the tokenised examples into full sequences{f' of {seq} tokens' if seq else ''} "
            "(or bucket by length and pad to the batch's longest): the same data in "
            f"{1 - p:.0%} of the steps")
-    return _worth(view, "padding", "Padding is computed as if it were data", evidence, fix,
+    return finding_worth(view, "padding", "Padding is computed as if it were data", evidence, fix,
                   saved, "measured", "measured padding share x measured per-step work "
                                      "(steps scale with real tokens after packing)",
                   {"packing": True})
@@ -214,7 +217,7 @@ def _periodic(view: RunView, attr: str, rule: Literal["checkpoint", "evaluation"
     wall_total = sum(s.wall_s for s in steady)
     if not events or wall_total <= 0 or total / wall_total < MIN_SHARE:
         return None
-    mean_event = _mean(events)
+    mean_event = mean_of(events)
     base_step = (wall_total - total) / len(steady)
     every_now = len(view.steps) / len(events)
     count_now = math.floor(view.planned_steps / every_now)
@@ -229,8 +232,8 @@ def _periodic(view: RunView, attr: str, rule: Literal["checkpoint", "evaluation"
     if rule == "checkpoint":
         written = [s.save_bytes for s in view.steps if s.save_s > 0 and s.save_bytes]
         if written:
-            mb_s = _mean(written) / mean_event / 1e6
-            evidence.append(f"{_mean(written) / 1e6:,.1f} MB written per save, {mb_s:,.0f} "
+            mb_s = mean_of(written) / mean_event / 1e6
+            evidence.append(f"{mean_of(written) / 1e6:,.1f} MB written per save, {mb_s:,.0f} "
                             f"MB/s (measured)")
         fix = (f"save every {every_new} steps instead of every {every_now:.0f} (save_steps="
                f"{every_new}): at most {TARGET_OVERHEAD_SHARE:.0%} of the time goes to saving; "
@@ -240,7 +243,7 @@ def _periodic(view: RunView, attr: str, rule: Literal["checkpoint", "evaluation"
         fix = (f"evaluate every {every_new} steps instead of every {every_now:.0f} (eval_steps="
                f"{every_new}), or on a fixed subset of the evaluation set: at most "
                f"{TARGET_OVERHEAD_SHARE:.0%} of the time")
-    return _worth(view, rule, title, evidence, fix, saved, "measured",
+    return finding_worth(view, rule, title, evidence, fix, saved, "measured",
                   f"({count_now} - {count_new} events over the planned run) x measured "
                   f"{mean_event:.3f} s each / planned steps",
                   {"save_steps" if rule == "checkpoint" else "eval_steps": every_new})

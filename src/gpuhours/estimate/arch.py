@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def standard_shape(
     then solved so the total matches `params`. The basis says "standard shape for the size".
     """
     if not math.isfinite(params) or params <= 1e6:
-        raise InputError("--params", f"expected a parameter count above 1e6, got {params!r}.")
+        raise FieldError("params", f"expected a parameter count above 1e6, got {params!r}.")
     d, layers = next((w, n) for limit, w, n in _STANDARD_WIDTHS if params <= limit)
     d = hidden_size or d
     layers = num_layers or layers
@@ -304,8 +304,8 @@ def standard_shape(
     per_layer_budget = (params - 2 * vocab * d - d) / layers - attn - 2 * d
     ffn = int(per_layer_budget / (3 * d))
     if ffn < d:
-        raise InputError(
-            "--params",
+        raise FieldError(
+            "params",
             f"{params:.3g} parameters cannot be a transformer with hidden size {d} and "
             f"{layers} layers and vocabulary {vocab}: the embeddings alone take "
             f"{2 * vocab * d:.3g}.",

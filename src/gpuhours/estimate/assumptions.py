@@ -89,6 +89,34 @@ LOGITS_TRAFFIC_BYTES_PER_ELEMENT = _a(
     "logits_traffic_bytes_per_element", 30.0, "bytes per logit",
     "count of the reads and writes of transformers' causal-LM loss in bf16 with fp32 upcast")
 
+#: torchtune's chunked cross-entropy splits the logits into this many chunks along the sequence
+#: (CEWithChunkedOutputLoss(num_output_chunks=8), torchtune/modules/loss/ce_chunked_output_loss.py,
+#: the recipes' default): one chunk at a time is upcast to fp32.
+CHUNKED_CE_CHUNKS = _a("chunked_ce_chunks", 8.0, "chunks",
+                       "torchtune CEWithChunkedOutputLoss default num_output_chunks=8")
+
+#: Memory traffic over the logits (bytes per logit at bf16, scaled by activation bytes / 2 like
+#: the hf count above) of each loss kernel, outside the LM head's GEMMs.
+#: chunked: the hf passes (each chunk upcast, log-softmax, backward, cast back), a chunk at a
+#: time: the same bytes (each chunk has its own LM-head matmul; no gradient concatenation).
+#: fused-linear (Liger, src/liger_kernel/ops/fused_linear_cross_entropy.py): the LM head GEMM
+#: writes a chunk of logits (2); Liger's cross-entropy kernel reads it twice (online max/sum,
+#: then the gradient: 2 + 2) and writes the gradient in place (2); the gradient GEMMs read it
+#: as an operand (GEMM time).
+#: cut-ce (Wijmans et al. 2024, "Cut Your Losses in Large-Vocabulary Language Models",
+#: arXiv:2411.09009, sec. 4): logits are computed blockwise in on-chip memory and never written
+#: to HBM, in forward or backward; its cost is the recomputed LM head GEMM (estimate/flops.py).
+LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
+    "hf": LOGITS_TRAFFIC_BYTES_PER_ELEMENT,
+    "chunked": _a("logits_traffic_bytes_per_element.chunked", 30.0, "bytes per logit",
+                  "count: hf's passes, one chunk at a time"),
+    "fused-linear": _a("logits_traffic_bytes_per_element.fused-linear", 8.0, "bytes per logit",
+                       "count: Liger FLCE chunk write (2) + cross-entropy kernel 2 reads + "
+                       "in-place gradient write (2 + 2 + 2)"),
+    "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
+                 "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
+}
+
 #: CPU-side cost of launching one kernel in PyTorch eager mode; a step cannot run faster than
 #: its launches. Basis: PyTorch eager dispatch + CUDA launch ~5-10 us per operator.
 KERNEL_LAUNCH_S = _a("kernel_launch_s", 8e-6, "s per kernel",
@@ -121,7 +149,7 @@ COMM_OVERLAP = _a("comm_overlap", 0.8, "fraction hidden",
                   "assumption: DDP bucketed all-reduce and FSDP prefetch overlap most traffic")
 
 #: PCIe bandwidth per direction between GPUs without NVLink, GB/s (PCIe 4.0 x16, ~80% usable).
-PCIE_FALLBACK_GBPS = _a("pcie_fallback_gbps", 25.0, "GB/s per direction",
+PCIE_FALLBACK_GB_PER_S_ONE_WAY = _a("pcie_fallback_gb_per_s_one_way", 25.0, "GB/s per direction",
                         "PCIe 4.0 x16: 32 GB/s per direction at ~80% efficiency")
 
 # --- memory ---------------------------------------------------------------------------------
@@ -143,22 +171,78 @@ FIT_HEADROOM_FRACTION = _a("fit_headroom_fraction", 0.10, "of device memory",
 
 # --- generation -----------------------------------------------------------------------------
 
-#: Share of peak bandwidth (decode) and GEMM efficiency (prefill) a serving engine reaches.
-GENERATION_ENGINE_EFFICIENCY: dict[str, Assumption] = {
-    "vllm": _a("engine_efficiency.vllm", 0.75, "fraction",
-               "assumption: paged attention, continuous batching, CUDA graphs"),
-    "hf-generate": _a("engine_efficiency.hf-generate", 0.35, "fraction",
-                      "assumption: eager decode loop with launch overhead and padding"),
-}
-
 #: Share of device memory a serving engine may use (vLLM gpu_memory_utilization default 0.9).
 GENERATION_MEMORY_UTILISATION = _a("generation_memory_utilisation", 0.90, "of device memory",
                                    "vLLM's default gpu_memory_utilization")
 
 
+# --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
+# Set from the rows marked `tune` (odd row numbers, rows 1-13) of
+# scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,
+# batch 1); the even rows are held out. docs/generation.md has the fit and both accuracies.
+
+#: Host time per engine step that does not overlap the GPU: scheduling, input preparation,
+#: sampling and returning the token to the CPU (one synchronisation per step), and for vLLM the
+#: CUDA-graph replay. Independent of the model's size.
+DECODE_HOST_STEP_S: dict[str, Assumption] = {
+    "vllm": _a("decode_host_step_s.vllm", 2.3e-3, "s per step",
+               "fitted to generation.csv tune rows 1,3,5,7,9 (vLLM 0.6.3, A100, batch 1); "
+               "vLLM's own profile of 0.5.x put CPU work at >50% of a small model's step"),
+    "hf-generate": _a("decode_host_step_s.hf-generate", 1.0e-3, "s per step",
+                      "assumption: logits processors, sampling and the stopping check's "
+                      "synchronisation in transformers' generate loop, ~1 ms"),
+}
+
+#: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
+#: launches, Python module calls): a step takes the longer of the two. vLLM replays a CUDA
+#: graph (one launch per step), so 0; transformers' generate runs the model eagerly.
+DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
+    "vllm": _a("decode_host_per_layer_s.vllm", 0.0, "s per layer",
+               "CUDA graphs: the whole decode forward is one graph launch"),
+    "hf-generate": _a("decode_host_per_layer_s.hf-generate", 0.88e-3, "s per layer",
+                      "fitted to generation.csv tune rows 11 and 13 (transformers 4.46 "
+                      "eager, FA2): ~100 operator dispatches of ~8 us per decoder layer"),
+}
+
+#: Passes over the KV cache per decode step. vLLM's paged attention reads it once;
+#: transformers' DynamicCache concatenates (copies) it every step and flash-attn's unpadding
+#: gathers it again, and the rows show more than those copies explain.
+DECODE_KV_PASSES: dict[str, Assumption] = {
+    "vllm": _a("decode_kv_passes.vllm", 1.0, "reads of the KV cache per step",
+               "paged attention reads each cached K and V once"),
+    "hf-generate": _a("decode_kv_passes.hf-generate", 32.0, "reads of the KV cache per step",
+                      "fitted to generation.csv tune rows 11 and 13 (least squares with the "
+                      "per-layer cost); plausible parts: DynamicCache cat and flash-attn "
+                      "unpadding copies (~4), each of 7 q heads reading its shared KV head "
+                      "(Qwen2.5-7B GQA), and 28 thread blocks on 108 SMs"),
+}
+
+#: Decode reads each layer's weights with skinny GEMMs whose bandwidth falls for narrow models
+#: (few thread blocks per kernel, ramp and tail of each of ~10 kernels per layer): achieved
+#: bandwidth = bandwidth_efficiency x d / (d + this).
+DECODE_BANDWIDTH_HALF_WIDTH = _a(
+    "decode_bandwidth_half_width", 500.0, "elements of model width",
+    "fitted to generation.csv tune rows 1,3,5,7,9 (Qwen2.5 0.5B-14B, vLLM, A100)")
+
+#: Sequences an engine runs at once (continuous batching); more wait for a free slot.
+ENGINE_MAX_NUM_SEQS: dict[str, Assumption] = {
+    "vllm": _a("engine_max_num_seqs.vllm", 256.0, "sequences",
+               "vLLM EngineArgs max_num_seqs default 256 (docs.vllm.ai engine args, 0.6.x); "
+               "V1 raises it on large GPUs: set Generation.max_num_seqs"),
+}
+
+#: Time of one small all-reduce (a decode step's activations, KBs) between the GPUs of a
+#: tensor-parallel group on NVLink: latency-bound. Basis: vLLM's custom all-reduce and NCCL's
+#: small-message latency on NVLink are ~5-20 us; no row of the validation data has TP > 1.
+TP_ALLREDUCE_LATENCY_S = _a("tp_allreduce_latency_s", 10e-6, "s per all-reduce",
+                            "assumption: small-message all-reduce latency on NVLink, 5-20 us")
+
 def all_assumptions() -> list[Assumption]:
     """Every assumption, for reports."""
     out = [v for v in globals().values() if isinstance(v, Assumption)]
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
-    out += list(GENERATION_ENGINE_EFFICIENCY.values())
+    out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global
+    for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
+                  ENGINE_MAX_NUM_SEQS):
+        out += list(table.values())
     return out

@@ -9,13 +9,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.catalog.schema import PriceRow
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 
 
 class _Out(BaseModel):
@@ -120,27 +120,40 @@ def training_amount(
     steps: float | None = None,
     examples: float | None = None,
     epochs: float | None = None,
+    tokens_per_example: float | None = None,
+    packed: bool = False,
 ) -> tuple[float, float, str] | None:
     """(tokens, optimizer steps, basis) of the work, from exactly one way of stating it.
 
-    Steps = examples x epochs / effective batch (effective batch = micro-batch x accumulation x
+    Padded (the default): each example fills one sequence slot of seq_len tokens, so
+    steps = examples x epochs / effective batch (effective batch = micro-batch x accumulation x
     GPUs); accumulation changes the number of optimizer steps, not the compute per example.
+    Packed: examples of `tokens_per_example` tokens (mean) are concatenated into full
+    sequences, so tokens = examples x epochs x tokens_per_example and
+    steps = tokens / tokens per step.
     """
+    if (tokens_per_example is not None or packed) and examples is None:
+        raise FieldError(("tokens_per_example", "packed"), "a mean example length and packing "
+                         "describe examples: give the number of examples too.")
+    if tokens_per_example is not None and (not math.isfinite(tokens_per_example)
+                                           or tokens_per_example <= 0):
+        raise FieldError("tokens_per_example", f"expected a positive number of tokens, got "
+                                               f"{tokens_per_example!r}.")
     given_ways = [x is not None for x in (tokens, steps, examples)]
     if sum(given_ways) == 0:
         if epochs is not None:
-            raise InputError("--epochs", "epochs need --examples (the dataset size).")
+            raise FieldError("epochs", "epochs need a number of examples (the dataset size).")
         return None
     if sum(given_ways) > 1:
-        raise InputError("--tokens/--steps/--examples", "give only one of them.")
+        raise FieldError(("tokens", "steps", "examples"), "give only one of them.")
     tokens_per_step = t.tokens_per_micro_batch * t.grad_accum * hw.num_gpus
     effective_batch = t.micro_batch * t.grad_accum * hw.num_gpus
-    for name, value in (("--tokens", tokens), ("--steps", steps), ("--examples", examples),
-                        ("--epochs", epochs)):
+    for name, value in (("tokens", tokens), ("steps", steps), ("examples", examples),
+                        ("epochs", epochs)):
         if value is not None and (not math.isfinite(value) or value <= 0):
-            raise InputError(name, f"expected a positive number, got {value!r}.")
+            raise FieldError(name, f"expected a positive number, got {value!r}.")
     if examples is not None and examples < 1:
-        raise InputError("--examples", f"expected at least one example, got {examples!r}.")
+        raise FieldError("examples", f"expected at least one example, got {examples!r}.")
     if tokens is not None:
         n_steps = math.ceil(tokens / tokens_per_step)
         return (n_steps * tokens_per_step, n_steps,
@@ -151,9 +164,20 @@ def training_amount(
         return n_steps * tokens_per_step, n_steps, "steps given; tokens = steps x tokens per step"
     assert examples is not None
     n_epochs = epochs if epochs is not None else 1.0
+    if packed:
+        per_example = tokens_per_example if tokens_per_example is not None else t.seq_len
+        packed_tokens = examples * n_epochs * per_example
+        n_steps = math.ceil(packed_tokens / tokens_per_step)
+        basis = (f"packed: {examples:g} examples x {per_example:g} tokens (mean) x "
+                 f"{n_epochs:g} epochs = {packed_tokens:.4g} tokens in sequences of "
+                 f"{t.seq_len}; steps = ceil(tokens / {tokens_per_step} tokens per step)")
+        return n_steps * tokens_per_step, n_steps, basis
     n_steps = math.ceil(examples * n_epochs / effective_batch)
     basis = (f"steps = ceil({examples:g} examples x {n_epochs:g} epochs / effective batch "
-             f"{effective_batch}); each example padded or packed to seq_len {t.seq_len}")
+             f"{effective_batch}); each example padded to seq_len {t.seq_len}")
+    if tokens_per_example is not None and tokens_per_example < t.seq_len:
+        basis += (f" ({100 * (1 - tokens_per_example / t.seq_len):.0f}% of it padding at a "
+                  f"mean of {tokens_per_example:g} tokens: packing would save that)")
     return n_steps * tokens_per_step, n_steps, basis
 
 
@@ -175,21 +199,26 @@ def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
 def estimate_training(
     t: Training,
     hw: Hardware,
-    model_basis: str,
+    model_basis: str | None = None,
     tokens: float | None = None,
     steps: float | None = None,
     examples: float | None = None,
     epochs: float | None = None,
     price_rows: list[PriceRow] | None = None,
+    tokens_per_example: float | None = None,
+    packed: bool = False,
     efficiency_scale: float = 1.0,
     efficiency_basis: str | None = None,
 ) -> TrainingEstimate:
-    """Estimate one training setup on `hw`. See DESIGN.md "Physics to get right"."""
+    """Estimate one training setup on `hw`. See DESIGN.md "Physics to get right".
+
+    `model_basis` says where the shape came from (default: the Training's own)."""
+    model_basis = t.model_basis if model_basis is None else model_basis
     arch = t.arch
     if arch.encoder and t.method != "full":
-        raise InputError("--method", "LoRA on encoder models is not modelled yet; use full.")
+        raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
     flops = training_flops_per_token(arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing)
+                                     t.checkpointing, t.loss_kernel)
     mem = training_memory(arch, t, hw.num_gpus)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
@@ -217,7 +246,7 @@ def estimate_training(
                                            f"communication not hidden ({A.COMM_OVERLAP.basis})"),
     }
     totals = None
-    amount = training_amount(t, hw, tokens, steps, examples, epochs)
+    amount = training_amount(t, hw, tokens, steps, examples, epochs, tokens_per_example, packed)
     if amount is not None:
         n_tokens, n_steps, amount_basis = amount
         wall_s = n_steps * st.step_time_s
@@ -240,10 +269,12 @@ def estimate_training(
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
-        A.LOGITS_TRAFFIC_BYTES_PER_ELEMENT, A.KERNEL_LAUNCH_S, A.KERNELS_PER_LAYER,
+        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel], A.KERNEL_LAUNCH_S, A.KERNELS_PER_LAYER,
         A.KERNELS_PER_LORA_ADAPTER,
         A.OPTIMIZER_TRAFFIC_FACTOR, A.CUDA_CONTEXT_BYTES, A.ALLOCATOR_RESERVE_FRACTION,
     ]
+    if t.loss_kernel == "chunked":
+        used.append(A.CHUNKED_CE_CHUNKS)
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     return TrainingEstimate(

@@ -9,11 +9,12 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import training_step_time
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 
 MAX_MICRO_BATCH = 512
 
@@ -56,7 +57,7 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candid
     mem = training_memory(t.arch, t, hw.num_gpus)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing)
+                                     t.checkpointing, t.loss_kernel)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
@@ -175,7 +176,7 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
             c = _evaluate(base.model_copy(update={"checkpointing": True}),
                           hw.model_copy(update={"gpu": gpu}), headroom,
                           f"a larger GPU: {gpu.name} ({gpu.memory_gb:g} GB)")
-        except ValueError:
+        except InputError:
             continue  # a GPU without this precision
         if c.fits:
             larger.append(c)

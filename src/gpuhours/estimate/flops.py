@@ -13,6 +13,11 @@ Conventions, stated once:
 - Full activation recomputation (gradient checkpointing) adds one forward of the layers (not
   of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
+- The loss kernel: Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009, sec. 4) never
+  stores the logits and recomputes them blockwise in backward: one more forward of the LM head,
+  counted as recomputation. Liger's fused linear cross-entropy computes the LM head's
+  gradients inside its forward, chunk by chunk (Liger-Kernel ops/fused_linear_cross_entropy.py):
+  the same FLOPs as the unfused head, no recomputation. Chunked cross-entropy changes no FLOPs.
 """
 
 from __future__ import annotations
@@ -108,6 +113,7 @@ def training_flops_per_token(
     lora_rank: int = 16,
     lora_targets: str = "all-linear",
     checkpointing: bool = False,
+    loss_kernel: str = "hf",
 ) -> TrainingFlops:
     """FLOPs per trained token of one training step, by part (see the module docstring)."""
     counts = count_params(arch)
@@ -123,6 +129,8 @@ def training_flops_per_token(
         lora_bwd = 2.0 * lora_fwd
     # checkpointing wraps the decoder layers: the LM head's matmul is not recomputed
     recompute_mm = (mm_fwd - 2.0 * counts.lm_head_matmul + lora_fwd) if checkpointing else 0.0
+    if loss_kernel == "cut-ce" and not arch.encoder:
+        recompute_mm += 2.0 * counts.lm_head_matmul  # logits recomputed in the loss's backward
     recompute_attn = attn_fwd if checkpointing else 0.0
     return TrainingFlops(
         matmul_forward=mm_fwd,

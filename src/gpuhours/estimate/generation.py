@@ -1,23 +1,46 @@
 """Generation (RL rollouts, evaluation, serving): prefill, decode, KV cache, batch by memory.
 
-Prefill is compute-bound: 2N FLOPs per prompt token plus attention, at GEMM efficiency.
-Decode is memory-bound at small batch: each step reads every weight once and each sequence's
-KV cache, and becomes compute-bound only when batch x 2N FLOPs outgrow that traffic
-(the roofline of Williams et al. 2009 applied per decode step, as in Pope et al. 2022).
+One engine step (a prefill of the running prompts, or one decode token for each running
+sequence) costs
+
+    step_s = host_step_s[engine] + max(layers x host_per_layer_s[engine], device_s)
+    device_s = max(bytes / (bandwidth x e_bw(d)), flops / (peak x e_gemm(d)))
+
+- `host_step_s` is what does not overlap the GPU: scheduling, sampling, the token's trip back to
+  the CPU; it does not grow with the model, which is why small models and HF `generate` run far
+  below their bandwidth roofline. `host_per_layer_s` is eager launching (0 under CUDA graphs),
+  which overlaps the GPU's work, hence the max.
+- bytes: every weight that a step reads (the input embedding is a gather of a few rows, so an
+  untied embedding table is not read) plus the KV cache of every running sequence (times the
+  engine's passes over it); flops: 2N + attention per token. Decode is bandwidth-bound at small
+  batch and turns compute-bound when batch x flops outgrow the bytes (the roofline of
+  Williams et al. 2009 per step, as in Pope et al. 2022). Prefill is the same step over all
+  prompt tokens at once: compute-bound, but never faster than one read of the weights.
+- Continuous batching: the engine runs at most `max_num_seqs` sequences at once and the KV cache
+  caps the batch; sequences beyond the cap wait for a free slot (with equal lengths: waves).
+
+The constants are in estimate/assumptions.py (DECODE_*); the rows that set them and the accuracy
+on the rows that did not are in docs/generation.md.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import generation_flops_per_token
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.timing import gemm_efficiency, peak_flops
-from gpuhours.estimate.workload import Generation
+from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
+from gpuhours.setup import Generation, Hardware
+
+#: midpoints over which the decode steps are summed (the step is piecewise linear in context)
+_DECODE_SEGMENTS = 32
 
 
 def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_element: float = 2.0) -> float:
@@ -25,14 +48,59 @@ def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_element: float = 2.0) ->
     return 2.0 * arch.num_layers * arch.kv_dim * bytes_per_element
 
 
+def kv_bytes_per_token_per_gpu(arch: ModelArch, bytes_per_element: float,
+                               tensor_parallel: int) -> float:
+    """KV cache per token on each GPU of a tensor-parallel group: each holds
+    ceil(kv_heads / tp) KV heads (replicated when there are fewer KV heads than GPUs)."""
+    heads = math.ceil(arch.num_kv_heads / tensor_parallel)
+    return 2.0 * arch.num_layers * heads * arch.head_dim * bytes_per_element
+
+
+def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float:
+    """Weights one forward step reads: all of them but an untied input embedding table, of
+    which a step gathers only its tokens' rows (a tied table is read whole as the LM head)."""
+    p = count_params(arch)
+    skipped = 0 if arch.tie_embeddings else p.embedding
+    return (p.total - skipped) * bytes_per_param
+
+
+def decode_bandwidth_efficiency(arch: ModelArch) -> float:
+    """Fraction of datasheet bandwidth a decode step's weight reads reach:
+    BANDWIDTH_EFFICIENCY x d / (d + DECODE_BANDWIDTH_HALF_WIDTH) (narrow models launch too few
+    thread blocks per skinny GEMM to saturate HBM)."""
+    d = arch.hidden_size
+    return A.BANDWIDTH_EFFICIENCY.value * d / (d + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
+
+
+def engine_max_num_seqs(g: Generation) -> int | None:
+    """Sequences the engine runs at once: the setup's, else the engine's default (None: no
+    cap, hf-generate runs the whole batch)."""
+    if g.max_num_seqs is not None:
+        return g.max_num_seqs
+    cap = A.ENGINE_MAX_NUM_SEQS.get(g.engine)
+    return None if cap is None else int(cap.value)
+
+
 @dataclass(frozen=True)
 class GenerationEstimate:
-    """One batch of sequences generated on one GPU replica. Times in s, sizes in bytes."""
+    """`batch` sequences generated on one GPU replica. Times in s, sizes in bytes."""
 
+    engine: str
+    #: GPUs of one replica (tensor parallelism); times are the group's, memory per GPU
+    gpus: int
     batch: int
     max_batch_by_memory: int
+    #: sequences running at once: min(batch, the engine's max_num_seqs)
+    running_sequences: int
+    #: rounds of `running_sequences` needed for `batch` (continuous batching, equal lengths)
+    waves: int
+    max_num_seqs: int | None
     weights_bytes: float
+    weights_read_bytes_per_step: float
     kv_cache_bytes: float
+    decode_bandwidth_efficiency: float
+    host_step_s: float
+    allreduce_s_per_decode_step: float
     prefill_s: float
     decode_s: float
     decode_step_s_first: float
@@ -45,60 +113,194 @@ class GenerationEstimate:
     def batch_time_s(self) -> float:
         return self.prefill_s + self.decode_s
 
+    def figures(self) -> dict[str, Figure]:
+        """Every number with its unit and basis (what `generation --json` prints)."""
+        src = "estimate/generation.py"
+        eng = self.engine
+        cap = ("no engine cap" if self.max_num_seqs is None else
+               f"max_num_seqs {self.max_num_seqs} (the setup's, else "
+               f"assumptions.ENGINE_MAX_NUM_SEQS[{eng}])")
+        out: dict[str, Figure] = {
+            "batch": formula(self.batch, "sequences",
+                             "the setup's batch, else min(max_batch_by_memory, max_num_seqs)"),
+            "max_batch_by_memory": formula(
+                self.max_batch_by_memory, "sequences",
+                f"(memory x generation_memory_utilisation - weights) / KV bytes per sequence "
+                f"({src})"),
+            "running_sequences": formula(self.running_sequences, "sequences",
+                                         f"min(batch, max_num_seqs); {cap}"),
+            "waves": formula(self.waves, "rounds", "ceil(batch / running_sequences)"),
+            "weights_bytes": formula(self.weights_bytes, "bytes (GB = 1e9)",
+                                     "parameters x weight_bytes_per_param (whole model)"),
+            "weights_read_bytes_per_step": formula(
+                self.weights_read_bytes_per_step, "bytes (GB = 1e9)",
+                "parameters read by a forward step (an untied input embedding is gathered, "
+                "not read) x weight_bytes_per_param / tensor_parallel, per GPU"),
+            "kv_cache_bytes": formula(self.kv_cache_bytes, "bytes (GB = 1e9)",
+                                      "running sequences x (prompt + output) x 2 x layers x "
+                                      "KV heads per GPU x head_dim x kv_bytes_per_element, "
+                                      "per GPU"),
+            "decode_bandwidth_efficiency": assumed(
+                self.decode_bandwidth_efficiency, "fraction of datasheet bandwidth",
+                "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), assumptions.py"),
+            "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"),
+            "allreduce_s_per_decode_step": formula(
+                self.allreduce_s_per_decode_step, "s",
+                "2 x layers x (tp_allreduce_latency_s + 2(tp-1)/tp x running x d x 2 bytes / "
+                "link bandwidth); 0 without tensor parallelism"),
+            "host_step_s": assumed(self.host_step_s, "s per engine step",
+                                   f"assumptions.DECODE_HOST_STEP_S[{eng}]"),
+            "prefill_s": formula(self.prefill_s, "s",
+                                 "per wave: host step + max(prompt FLOPs / (peak x GEMM "
+                                 "efficiency), weight read / bandwidth)"),
+            "decode_s": formula(self.decode_s, "s",
+                                "per wave: sum over output tokens of host step + max(eager "
+                                "launches, weight + KV bytes / bandwidth, FLOPs / peak)"),
+            "decode_step_s_first": formula(self.decode_step_s_first, "s",
+                                           "first decode step (context = prompt)"),
+            "decode_step_s_last": formula(self.decode_step_s_last, "s",
+                                          "last decode step (context = prompt + output)"),
+            "batch_time_s": formula(self.batch_time_s, "s", "prefill_s + decode_s"),
+            "sequences_per_s": formula(self.sequences_per_s, "sequences/s",
+                                       "batch / batch_time_s"),
+            "output_tokens_per_s": formula(self.output_tokens_per_s, "tokens/s",
+                                           "batch x output_tokens / batch_time_s"),
+        }
+        return out
+
 
 def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec) -> int:
-    """Sequences whose full KV cache (prompt + output) fits beside the weights."""
+    """Sequences whose full KV cache (prompt + output) fits beside the weights, on each GPU of
+    the tensor-parallel group (weights split tp ways, KV heads as kv_bytes_per_token_per_gpu)."""
+    tp = g.tensor_parallel
     weights = count_params(arch).total * g.weight_bytes_per_param
-    usable = gpu.memory_bytes * A.GENERATION_MEMORY_UTILISATION.value - weights
-    per_seq = kv_cache_bytes_per_token(arch, g.kv_bytes_per_element) * (
+    usable = gpu.memory_bytes * A.GENERATION_MEMORY_UTILISATION.value - weights / tp
+    per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * (
         g.prompt_tokens + g.output_tokens)
     if usable <= per_seq:
-        raise InputError(
-            "--gpu",
+        where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
+                 f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
+        raise FieldError(
+            "gpu" if tp == 1 else ("gpu", "tensor_parallel"),
             f"{arch.name} weights ({weights / 1e9:.1f} GB) leave no room for one sequence's KV "
-            f"cache on {gpu.name} ({gpu.memory_gb:g} GB).",
-            "Use a larger GPU, a quantised model, or shard the model.",
+            f"cache on {where}.",
+            "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The cost of one engine step of a setup on a GPU (see the module docstring)."""
+
+    arch: ModelArch
+    engine: str
+    peak_flops: float
+    gemm_efficiency: float
+    bandwidth_bytes_per_s: float
+    weights_read_bytes: float
+    kv_bytes_per_token: float
+    tensor_parallel: int
+    link_bytes_per_s: float
+
+    @property
+    def host_s(self) -> float:
+        return A.DECODE_HOST_STEP_S[self.engine].value
+
+    def allreduce_s(self, tokens: float) -> float:
+        """Two all-reduces per layer of tokens x d activations (bf16) in a tensor-parallel
+        group (Megatron-LM, Shoeybi et al. 2019): latency + ring traffic 2(tp-1)/tp x bytes."""
+        tp = self.tensor_parallel
+        if tp == 1:
+            return 0.0
+        message = tokens * self.arch.hidden_size * 2.0
+        one = A.TP_ALLREDUCE_LATENCY_S.value + 2 * (tp - 1) / tp * message / self.link_bytes_per_s
+        return 2 * self.arch.num_layers * one
+
+    def seconds(self, tokens: float, kv_bytes: float, flops: float) -> tuple[float, str]:
+        """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache and
+        does `flops` on each GPU of the group; and what bounds it."""
+        t_mem = (self.weights_read_bytes + kv_bytes) / self.bandwidth_bytes_per_s
+        t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
+        t_launch = self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
+        device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
+        device += self.allreduce_s(tokens)
+        if t_launch > device:
+            device, bound = t_launch, "host (kernel launches)"
+        if self.host_s > device:
+            bound = "host (engine step)"
+        return self.host_s + device, bound
+
+    def decode(self, running: int, context: float) -> tuple[float, str]:
+        passes = A.DECODE_KV_PASSES[self.engine].value
+        kv = passes * running * context * self.kv_bytes_per_token
+        flops = running * generation_flops_per_token(self.arch, context)
+        return self.seconds(running, kv, flops / self.tensor_parallel)
+
+    def prefill(self, running: int, prompt_tokens: int) -> float:
+        flops = running * prompt_tokens * generation_flops_per_token(
+            self.arch, (prompt_tokens + 1) / 2)
+        return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel)[0]
+
+
+def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
+    """Prefill and decode time of `running` sequences generated together."""
+    prefill = step.prefill(running, g.prompt_tokens)
+    n = g.output_tokens
+    if n == 0:
+        return prefill, 0.0
+    segments = min(n, _DECODE_SEGMENTS)
+    per = n / segments
+    decode = sum(per * step.decode(running, g.prompt_tokens + (i + 0.5) * per)[0]
+                 for i in range(segments))
+    return prefill, decode
 
 
 def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") -> GenerationEstimate:
     """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU."""
     arch = g.arch
     if arch.encoder:
-        raise InputError("--model", f"{arch.name} is an encoder: it does not generate tokens.")
+        raise FieldError("model", f"{arch.name} is an encoder: it does not generate tokens.")
     cap = max_batch_by_memory(arch, g, gpu)
-    batch = g.batch if g.batch is not None else cap
+    max_seqs = engine_max_num_seqs(g)
+    default = cap if max_seqs is None else min(cap, max_seqs)
+    batch = g.batch if g.batch is not None else default
     if batch > cap:
-        raise InputError("--batch", f"a batch of {batch} sequences needs more KV cache than "
+        raise FieldError("batch", f"a batch of {batch} sequences needs more KV cache than "
                                     f"fits on {gpu.name}; at most {cap} fit.")
-    engine = A.GENERATION_ENGINE_EFFICIENCY[g.engine].value
-    peak = peak_flops(gpu, precision)
-    e_mm = gemm_efficiency(gpu, arch.hidden_size)
-    bw = gpu.memory_bw_gbps * 1e9 * engine
-    weights = count_params(arch).total * g.weight_bytes_per_param
-    kv_token = kv_cache_bytes_per_token(arch, g.kv_bytes_per_element)
-
-    prefill_flops = batch * g.prompt_tokens * generation_flops_per_token(
-        arch, (g.prompt_tokens + 1) / 2)
-    prefill_s = prefill_flops / (peak * e_mm)
-
-    def step_s(context: float) -> tuple[float, str]:
-        traffic = weights + batch * context * kv_token
-        flops = batch * generation_flops_per_token(arch, context)
-        t_mem, t_cmp = traffic / bw, flops / (peak * e_mm * engine)
-        return (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
-
-    first, bound = step_s(g.prompt_tokens)
-    last, _ = step_s(g.prompt_tokens + g.output_tokens)
-    # step time is linear in context, so the mean over steps is the mean of the ends
-    decode_s = g.output_tokens * (first + last) / 2
+    running = batch if max_seqs is None else min(batch, max_seqs)
+    full_waves, rest = divmod(batch, running)
+    e_bw = decode_bandwidth_efficiency(arch)
+    tp = g.tensor_parallel
+    kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
+    step = _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
+                 gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
+                 bandwidth_bytes_per_s=gpu.memory_bw_gb_per_s * 1e9 * e_bw,
+                 weights_read_bytes=weight_bytes_read_per_step(
+                     arch, g.weight_bytes_per_param) / tp,
+                 kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link)
+    prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
+    if rest:
+        p, d = _wave_s(step, rest, g)
+        prefill_s, decode_s = prefill_s + p, decode_s + d
+    first, bound = step.decode(running, g.prompt_tokens)
+    last, _ = step.decode(running, g.prompt_tokens + g.output_tokens)
     total = prefill_s + decode_s
     return GenerationEstimate(
+        engine=g.engine,
+        gpus=tp,
         batch=batch,
         max_batch_by_memory=cap,
-        weights_bytes=weights,
-        kv_cache_bytes=batch * kv_token * (g.prompt_tokens + g.output_tokens),
+        running_sequences=running,
+        waves=full_waves + (1 if rest else 0),
+        max_num_seqs=max_seqs,
+        weights_bytes=count_params(arch).total * g.weight_bytes_per_param,
+        weights_read_bytes_per_step=step.weights_read_bytes,
+        kv_cache_bytes=running * kv_token * (g.prompt_tokens + g.output_tokens),
+        decode_bandwidth_efficiency=e_bw,
+        host_step_s=step.host_s,
+        allreduce_s_per_decode_step=step.allreduce_s(running),
         prefill_s=prefill_s,
         decode_s=decode_s,
         decode_step_s_first=first,
@@ -109,14 +311,66 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") ->
     )
 
 
+def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
+                       sequences: float | None = None) -> dict[str, Any]:
+    """Everything `generation` reports, JSON-ready: the setup, every figure as {value, unit,
+    basis, source}, and with `sequences` the GPU hours and their cost at each catalog price of
+    `gpu` (none for a GPU outside the catalog)."""
+    from gpuhours import catalog
+    from gpuhours.estimate.estimator import cost_rows
+
+    gpu_hours = None
+    costs: list[Any] = []
+    if sequences is not None:
+        if not sequences > 0:
+            raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
+        gpu_hours = formula(sequences / e.sequences_per_s / 3600 * e.gpus, "GPU hours",
+                            f"{sequences:g} sequences / sequences_per_s / 3600 x {e.gpus} "
+                            f"GPUs per replica")
+        known = gpu.name in {c.name for c in catalog.gpus()}
+        costs = cost_rows(gpu_hours.value, catalog.prices(gpu.name) if known else [])
+    used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_LAYER_S[g.engine],
+            A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
+            A.BANDWIDTH_EFFICIENCY, A.GENERATION_MEMORY_UTILISATION,
+            A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
+    if g.tensor_parallel > 1:
+        used.append(A.TP_ALLREDUCE_LATENCY_S)
+    if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
+        used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
+    figures = e.figures()
+    if g.batch is not None:
+        figures["batch"] = given(g.batch, "sequences", "input: batch")
+    return {
+        "model": g.model or g.arch.name, "model_basis": g.model_basis, "gpu": gpu.name,
+        "engine": g.engine,
+        "setup": g.model_dump(mode="json", include={"prompt_tokens", "output_tokens", "batch",
+                                                    "max_num_seqs", "engine",
+                                                    "tensor_parallel",
+                                                    "weight_bytes_per_param",
+                                                    "kv_bytes_per_element"}),
+        "decode_bound": e.decode_bound,
+        **{k: f.model_dump(mode="json") for k, f in figures.items()},
+        "sequences": None if sequences is None else given(
+            sequences, "sequences", "input: sequences").model_dump(mode="json"),
+        "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
+        "cost_usd": [c.model_dump(mode="json") for c in costs],
+        "basis": "formula: engine step = host step + max(eager launches, weight and KV bytes / "
+                 f"bandwidth, FLOPs / peak) (estimate/generation.py), constants for {g.engine} "
+                 "fitted to the tune rows of the generation validation data (docs/generation.md)",
+        "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit, "basis": a.basis}
+                        for a in used],
+    }
+
+
 def scoring_time_s(arch: ModelArch, sequences: float, tokens_per_sequence: float, gpu: GpuSpec,
                    precision: str = "bf16") -> float:
     """One forward pass over whole sequences (a reference or reward model scoring rollouts), on
     one GPU: compute-bound like a prefill, 2N + causal attention FLOPs per token at GEMM
     efficiency."""
     if arch.encoder:
-        raise InputError("model", f"{arch.name} is an encoder; a scoring model must be a "
+        raise FieldError("model", f"{arch.name} is an encoder; a scoring model must be a "
                                   f"decoder here.")
     flops = sequences * tokens_per_sequence * generation_flops_per_token(
         arch, (tokens_per_sequence + 1) / 2)
     return flops / (peak_flops(gpu, precision) * gemm_efficiency(gpu, arch.hidden_size))
+

@@ -14,7 +14,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import lora_params_per_layer
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 
 #: bytes per element of the activations for each precision
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
@@ -252,45 +252,95 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     )
 
 
-def logits_bytes(arch: ModelArch, t: Training) -> float:
-    """Logits and loss working set in the forward pass, bytes: batch x seq x vocab x (bytes per
-    element).
+def fused_linear_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) -> int:
+    """Tokens per chunk of Liger's fused linear cross-entropy: the chunk's logits are about the
+    size of the hidden states, rounded up to a power of two (Liger-Kernel,
+    src/liger_kernel/ops/fused_linear_cross_entropy.py: inc_factor = ceil(V / H),
+    chunk_size = next_power_of_2(ceil(BT / inc_factor)); the last chunk is what is left)."""
+    inc_factor = -(-vocab_size // hidden_size)
+    per_chunk = -(-tokens // inc_factor)
+    return min(tokens, 1 << max(per_chunk - 1, 0).bit_length())
 
-    The LM head writes logits in the activation dtype (a); the loss upcasts them to fp32 (4)
-    and log-softmax keeps its fp32 output (4) for backward: a + 4 + 4 bytes per element with the
-    upcast, 3a without it (a + a, and the loss's own output). The first step of backward holds
-    more: see `loss_backward_bytes`. (torchtune's chunked cross-entropy exists to cut this.)
+
+def logits_bytes(arch: ModelArch, t: Training) -> float:
+    """Logits and loss working set in the forward pass, bytes, for `t.loss_kernel`
+    (N = tokens of the micro-batch, V vocabulary, H hidden size, a activation bytes):
+
+    - hf (transformers' ForCausalLMLoss): the LM head writes the logits in the activation dtype
+      (a), the loss upcasts them to fp32 (4) and log-softmax keeps its fp32 output (4) for
+      backward: N V (a + 4 + 4); in fp32 N V 3a (no upcast copy; the logits, log-softmax's
+      output and the loss's working copy).
+    - chunked (torchtune's CEWithChunkedOutputLoss, n = CHUNKED_CE_CHUNKS): the logits stay
+      whole in the activation dtype (a) and log-softmax keeps every chunk's fp32 output (4); one
+      chunk at a time is upcast (4/n): N V (a + 4 + 4/n).
+    - fused-linear (Liger's fused linear cross-entropy, Hsu et al. 2024, arXiv:2410.10989,
+      sec. 3.3): only one chunk of c tokens of logits exists at a time (c from
+      `fused_linear_chunk_tokens`, ~N H / V), its gradient written in place; the input gradient
+      (N H a) and the fp32 loss per token (N 4) are made in the forward: c V a + N H a + 4 N.
+    - cut-ce (Cut Cross-Entropy, Wijmans et al. 2024, arXiv:2411.09009): no logits in memory;
+      the fp32 log-sum-exp and the loss per token: 8 N.
+    The first step of backward can hold more: see `loss_backward_bytes`.
     """
     if arch.encoder:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
-    per_element = (a + 4 + 4) if (a < 4 and t.logits_fp32) else (3 * a)
-    return t.tokens_per_micro_batch * arch.vocab_size * per_element
+    tokens = t.tokens_per_micro_batch
+    v = arch.vocab_size
+    if t.loss_kernel == "chunked":
+        return tokens * v * (a + 4 + 4 / A.CHUNKED_CE_CHUNKS.value)
+    if t.loss_kernel == "fused-linear":
+        chunk = fused_linear_chunk_tokens(tokens, v, arch.hidden_size)
+        return chunk * v * a + tokens * arch.hidden_size * a + 4 * tokens
+    if t.loss_kernel == "cut-ce":
+        return 8.0 * tokens
+    per_element = (a + 4 + 4) if a < 4 else (3 * a)
+    return tokens * v * per_element
 
 
 def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
-    """Logits working set at the first step of backward, bytes: batch x seq x vocab x 12 with
-    the fp32 upcast (or in fp32), 3a without.
+    """Logits working set at the first step of backward, bytes, for `t.loss_kernel`.
 
-    Backward starts at the loss: the gradient of the log-softmax output (fp32, 4) is written
-    while log-softmax's saved fp32 output (4) is alive, and then its input gradient (fp32, 4):
-    three fp32 tensors at once, the largest logits working set of the step. The forward's
-    activation-dtype logits and its fp32 upcast are gone by then (the training loop keeps only
-    the loss). Measured: the trace of this step (docs/trace_accuracy.md).
+    - hf: backward starts at the loss: the gradient of the log-softmax output (fp32, 4) is
+      written while log-softmax's saved fp32 output (4) is alive, and then its input gradient
+      (fp32, 4): N V 12. The forward's activation-dtype logits and its fp32 upcast are gone by
+      then (the training loop keeps only the loss). Measured: the trace of this step
+      (docs/trace_accuracy.md).
+    - chunked: every chunk's saved fp32 output (4) and one chunk's two fp32 gradients and their
+      cast to the logits dtype ((8 + a)/n), the model's logits deleted before backward
+      (torchtune's recipes `del logits`): N V (4 + (8 + a)/n). Each chunk has its own LM-head
+      matmul, so no whole-logits gradient is ever assembled.
+    Both checked on real CPU tensors by a live-storage count (tests/test_loss_kernel.py).
+    - fused-linear: the gradients were made in the forward; backward scales them: N H a + 4 N.
+    - cut-ce: the input gradient is written blockwise (N H a) beside the log-sum-exp and loss
+      (8 N); its dtype is assumed to be the activations'.
     """
     if arch.encoder:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
-    per_element = 12 if (a == 4 or t.logits_fp32) else 3 * a
-    return t.tokens_per_micro_batch * arch.vocab_size * per_element
+    tokens = t.tokens_per_micro_batch
+    if t.loss_kernel == "chunked":
+        return tokens * arch.vocab_size * (4 + (8 + a) / A.CHUNKED_CE_CHUNKS.value)
+    if t.loss_kernel == "fused-linear":
+        return tokens * arch.hidden_size * a + 4 * tokens
+    if t.loss_kernel == "cut-ce":
+        return tokens * arch.hidden_size * a + 8 * tokens
+    return tokens * arch.vocab_size * 12
 
 
 def lm_head_backward_bytes(arch: ModelArch, t: Training, head_grad_bytes: float) -> float:
     """Logits working set when the LM head's weight gradient is written, bytes: the logits'
-    gradient in the logits dtype (a per element) beside the head's gradient. Later in backward
-    than `loss_backward_bytes`; larger than it only for few tokens and a trained head."""
+    gradient in the logits dtype (a per element) beside the head's gradient (hf, chunked). Later
+    in backward than `loss_backward_bytes`; larger than it only for few tokens and a trained
+    head. The fused kernels make the head's gradient while their loss runs: fused-linear in
+    its forward (Liger allocates it before the first chunk), so the forward working set of
+    `logits_bytes` and the gradient are alive together; cut-ce in its backward, beside the
+    input gradient of `loss_backward_bytes`."""
     if arch.encoder:
         return 0.0
+    if t.loss_kernel == "fused-linear":
+        return logits_bytes(arch, t) + head_grad_bytes
+    if t.loss_kernel == "cut-ce":
+        return loss_backward_bytes(arch, t) + head_grad_bytes
     a = ACTIVATION_BYTES[t.precision]
     return t.tokens_per_micro_batch * arch.vocab_size * a + head_grad_bytes
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
@@ -22,7 +22,7 @@ from gpuhours.estimate.memory import (
     activation_bytes_per_token_layer,
     quantised_params,
 )
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
              "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16"}
@@ -34,8 +34,8 @@ def peak_flops(gpu: GpuSpec, precision: str) -> float:
     tflops = getattr(gpu.dense_tflops, key)
     if tflops is None:
         supported = [k for k in ("bf16", "fp16", "fp32") if getattr(gpu.dense_tflops, k)]
-        raise InputError(
-            "--precision",
+        raise FieldError(
+            "precision",
             f"{gpu.name} has no {key} matmul rate in the catalog.",
             f"Use one of: {', '.join(supported)}.",
         )
@@ -52,13 +52,13 @@ def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
 def link_bandwidth_bytes_per_s(hw: Hardware) -> tuple[float, str]:
     """Per-GPU bandwidth of the slowest link a ring collective crosses, one direction, B/s."""
     if hw.num_nodes > 1:
-        return hw.inter_node_gbps_per_gpu * 1e9, "inter-node network"
+        return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
     gpu = hw.gpu
-    if gpu.interconnect_gbps and gpu.interconnect in ("nvlink", "xgmi", "ici"):
-        return gpu.interconnect_gbps / 2 * 1e9, gpu.interconnect
-    if gpu.interconnect == "pcie" and gpu.interconnect_gbps:
-        return gpu.interconnect_gbps / 2 * 1e9, "pcie"
-    return A.PCIE_FALLBACK_GBPS.value * 1e9, "pcie (assumed)"
+    if gpu.interconnect_gb_per_s_two_way and gpu.interconnect in ("nvlink", "xgmi", "ici"):
+        return gpu.interconnect_gb_per_s_two_way / 2 * 1e9, gpu.interconnect
+    if gpu.interconnect == "pcie" and gpu.interconnect_gb_per_s_two_way:
+        return gpu.interconnect_gb_per_s_two_way / 2 * 1e9, "pcie"
+    return A.PCIE_FALLBACK_GB_PER_S_ONE_WAY.value * 1e9, "pcie (assumed)"
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     tokens = t.tokens_per_micro_batch * t.grad_accum
     e_mm = gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
     e_attn = e_mm * A.ATTENTION_EFFICIENCY_RATIO.value
-    bw = gpu.memory_bw_gbps * 1e9 * A.BANDWIDTH_EFFICIENCY.value
+    bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
 
     matmul_s = tokens * flops.matmul_flops_per_token / (peak * e_mm)
     if t.flash_attention:
@@ -112,7 +112,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     layer_traffic = tokens * arch.num_layers * (tensors * passes + scores * 3 + score_traffic)
     a = ACTIVATION_BYTES[t.precision]
     logit_traffic = 0.0 if arch.encoder else (
-        tokens * arch.vocab_size * A.LOGITS_TRAFFIC_BYTES_PER_ELEMENT.value * a / 2)
+        tokens * arch.vocab_size * A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value * a / 2)
     dequant_traffic = 0.0
     if t.method == "qlora":
         # bitsandbytes dequantises each 4-bit weight to bf16 before every matmul that uses it:

@@ -81,7 +81,8 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH,
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
-            A.GENERATION_ENGINE_EFFICIENCY["vllm"], A.CUDA_CONTEXT_BYTES)],
+            A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
+            A.CUDA_CONTEXT_BYTES)],
     )
 
 

@@ -10,7 +10,15 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuhours.estimate.workload import LoraTargets, Method, Optimizer, OptimizerImpl, Precision
+from gpuhours.setup import (
+    LoraTargets,
+    LossKernel,
+    Method,
+    Optimizer,
+    OptimizerImpl,
+    Precision,
+    ZeroStage,
+)
 
 Runs = Literal["once", "per_seed", "single_seed"]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -18,7 +26,9 @@ PositiveInt = Annotated[int, Field(ge=1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: YAML already gives typed values, so `seeds: true` or `gpus: "8"` is a mistake to
+    # refuse, not a 1 or an 8 to accept (pydantic's lax mode reads true as 1)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Expectation(_Strict):
@@ -29,6 +39,10 @@ class Expectation(_Strict):
     hours: PositiveFloat | None = Field(
         default=None, description="wall-clock hours of one run on the phase's GPUs")
     gpu_hours: PositiveFloat | None = Field(default=None, description="GPU hours of one run")
+    steps: PositiveFloat | None = Field(
+        default=None, description="optimizer steps of one run (RL: policy updates)")
+    steps_per_hour: PositiveFloat | None = Field(
+        default=None, description="optimizer steps per wall-clock hour on the phase's GPUs")
 
 
 class HardwareSpec(_Strict):
@@ -37,7 +51,7 @@ class HardwareSpec(_Strict):
     gpu: str = Field(description="catalog name or alias, e.g. a100-80gb")
     gpus_per_node: PositiveInt = 8
     nodes: PositiveInt = 1
-    inter_node_gbps: PositiveFloat = Field(
+    inter_node_gb_per_s_one_way: PositiveFloat = Field(
         default=25.0, description="network between nodes per GPU, GB/s one way")
     usd_per_gpu_hour: PositiveFloat | None = Field(
         default=None, description="your own price; otherwise the price catalog is used")
@@ -67,7 +81,8 @@ class TrainingSettings(_Strict):
     grad_accum: PositiveInt | None = None
     checkpointing: bool | None = None
     flash_attention: bool | None = None
-    zero_stage: Literal[0, 1, 2, 3] | None = None
+    loss_kernel: LossKernel | None = None
+    zero_stage: ZeroStage | None = None
     gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
 
 

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from gpuhours.estimate.figures import Figure, assumed
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 from gpuhours.storage import budget as sb
 
 

@@ -1,4 +1,5 @@
-"""The plan's budget in the terminal: phases, the formula with its numbers, cost, warnings."""
+"""The plan's budget in the terminal: phases, the formula with its numbers, cost, warnings.
+Names and notes come from the user's plan: each goes through `esc` (report/text.py)."""
 
 from __future__ import annotations
 
@@ -6,27 +7,29 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuhours.plan.results import Budget, PhaseResult
+from gpuhours.report.text import esc
 from gpuhours.report.units import usd
 
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
 
 
 def render_budget(b: Budget, console: Console) -> None:
-    console.print(f"[bold]{b.project}[/bold]: {b.num_gpus} x {b.gpu}, {b.seeds} seed(s)")
+    console.print(f"[bold]{esc(b.project)}[/bold]: {b.num_gpus} x {esc(b.gpu)}, {b.seeds} "
+                  "seed(s)")
     t = Table(title="Phases (GPU hours of one run, overheads included)", title_justify="left")
     for col, justify in (("phase", "left"), ("kind", "left"), ("runs", "left"),
                          ("GPU h", "right"), ("wall h", "right"), ("GPUs", "right"),
                          ("bottleneck", "left"), ("basis", "left")):
         t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for r in b.phases:
-        t.add_row(r.name, r.kind, RUNS[r.runs], f"{r.gpu_hours_per_run:,.1f}",
-                  f"{r.wall_hours_per_run:,.1f}", str(r.gpus), r.bottleneck,
-                  f"[dim]{r.basis}[/dim]")
+        t.add_row(esc(r.name), esc(r.kind), RUNS[r.runs], f"{r.gpu_hours_per_run:,.1f}",
+                  f"{r.wall_hours_per_run:,.1f}", str(r.gpus), esc(r.bottleneck),
+                  f"[dim]{esc(r.basis)}[/dim]")
     console.print(t)
-    console.print(f"[bold]Budget[/bold]: {b.formula}")
-    console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({b.wall_clock_basis}).")
+    console.print(f"[bold]Budget[/bold]: {esc(b.formula)}")
+    console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({esc(b.wall_clock_basis)}).")
     for name, g in b.grids.items():
-        console.print(f"Grid [bold]{name}[/bold]: {len(g.rows)} experiments, "
+        console.print(f"Grid [bold]{esc(name)}[/bold]: {len(g.rows)} experiments, "
                       f"{sum(r.gpu_hours for r in g.rows):,.1f} GPU h, makespan "
                       f"{g.makespan_hours:,.1f} h on {g.schedule_gpus} GPU(s) = {g.days:,.1f} "
                       f"days at {g.hours_per_day:g} h/day; priority <= {g.reduced_priority}: "
@@ -38,34 +41,37 @@ def render_budget(b: Budget, console: Console) -> None:
                     "as of"):
             c.add_column(col)
         for row in b.costs:
-            c.add_row(f"{row.provider} ({row.kind})", row.instance, usd(row.usd_per_gpu_hour),
-                      usd(row.on_demand_usd), usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd),
-                      row.as_of)
+            c.add_row(esc(f"{row.provider} ({row.kind})"), esc(row.instance),
+                      usd(row.usd_per_gpu_hour), usd(row.on_demand_usd),
+                      usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd), esc(row.as_of))
         console.print(c)
     else:
-        console.print(f"[dim]No catalog price for {b.gpu}; set hardware.usd_per_gpu_hour.[/dim]")
+        console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."
+                      "[/dim]")
     if b.electricity_kwh is not None:
         money = f", {usd(b.electricity_usd)}" if b.electricity_usd is not None else ""
-        console.print(f"Electricity: {b.electricity_kwh:,.0f} kWh{money} ({b.electricity_basis}).")
+        console.print(f"Electricity: {b.electricity_kwh:,.0f} kWh{money} "
+                      f"({esc(b.electricity_basis)}).")
     if b.storage_total is not None:
         console.print(f"Storage: {b.storage_total.value / 1e9:,.1f} GB on disk at the peak "
-                      f"([dim]{b.storage_total.basis}: {b.storage_total.source}[/dim]).")
+                      f"([dim]{esc(b.storage_total.basis)}: {esc(b.storage_total.source)}"
+                      "[/dim]).")
         for r in b.phases:
             if r.storage:
                 parts = ", ".join(f"{k} {f.value / 1e9:,.1f} GB" for k, f in r.storage.items())
-                console.print(f"  {r.name}: {parts}")
+                console.print(f"  {esc(r.name)}: {esc(parts)}")
     for r in b.phases:
         if r.actual is not None:
-            console.print(f"actual {r.name}: {_actual_text(r)}")
+            console.print(f"actual {esc(r.name)}: {esc(actual_text(r))}")
     for r in b.phases:
         for check in r.checks:
-            console.print(f"[dim]check {r.name}: {check}[/dim]")
+            console.print(f"[dim]check {esc(r.name)}: {esc(check)}[/dim]")
     for warning in b.warnings:
-        console.print(f"[yellow]warning[/yellow] {warning}")
+        console.print(f"[yellow]warning[/yellow] {esc(warning)}")
 
 
-def _actual_text(r: PhaseResult) -> str:
-    """Plan against actual for one phase, in words."""
+def actual_text(r: PhaseResult) -> str:
+    """Plan against actual for one phase, in words (the terminal and the living document)."""
     a = r.actual
     assert a is not None
     text = (f"{a.gpu_hours_spent:,.2f} GPU h spent over {a.steps_done:,} steps in {a.runs} "

@@ -2,31 +2,68 @@
 
 The body is regenerated from the plan each time. Two parts are the user's and the past's, and
 are carried over byte for byte: the notes section, and the version history, to which a run only
-ever appends (one entry when some number changed, none otherwise). The numbers of the last
-version are kept in a comment at the end of the file, so that the next run can say what changed.
-Writes are atomic (a temporary file in the same folder, fsync, rename).
+ever appends (one entry when something changed: a phase's numbers, the budget formula, the
+catalog's prices, the project's name or plan file; none otherwise). The numbers of the last
+version, the project and the plan file are kept in a comment at the end of the file, so that the
+next run can say what changed, and so that a document is never taken over by another project's
+plan (`default_document_path` gives each plan its own).
+
+Under faults: writes are atomic (gpuhours.files: a temporary file in the same folder, fsync,
+rename; the file's mode kept; a symlink written through to its target; a read-only file
+refused); runs that update documents in one folder at once take turns (an exclusive `flock` on
+the folder, so that no history entry is lost and no lock file is left beside the document); text
+from the plan (a phase named like a marker comment) is neutralised in the regenerated parts, and
+the markers are found from the end of the file, so notes that quote them are kept as written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpuhours.errors import InputError
-from gpuhours.files import atomic_write_text
-from gpuhours.plan.results import Budget
+from gpuhours.files import atomic_write_text, read_user_text
+from gpuhours.plan.results import Budget, CostLine
 from gpuhours.report.units import usd
 
 NOTES_BEGIN, NOTES_END = "<!-- gpuhours:notes:begin -->", "<!-- gpuhours:notes:end -->"
 HISTORY_BEGIN, HISTORY_END = "<!-- gpuhours:history:begin -->", "<!-- gpuhours:history:end -->"
+STATE_PREFIX = "<!-- gpuhours:state "
 STATE_RE = re.compile(r"<!-- gpuhours:state (\{.*\}) -->\s*\Z", re.S)
 DEFAULT_NOTES = "(Your notes: gpuhours keeps this section as you write it.)"
+#: the document of the first plan in a folder; the others get `<plan stem>.budget.md`
+DOCUMENT_NAME = "COMPUTE_BUDGET.md"
+PLAN_DOCUMENT_SUFFIX = ".budget.md"
 #: a phase's GPU hours "changed" when they moved by more than this share or 0.05 h
 RELATIVE_CHANGE = 0.005
+#: far above any real document (the examples' are ~10 KB), far below what would exhaust memory
+MAX_DOCUMENT_BYTES = 64 * 2**20
+#: how long a run waits for another one writing documents in the same folder
+LOCK_WAIT_S = 60.0
+_VERSION_RE = re.compile(r"\d+\.\d+\.\d+")
+_TITLE_RE = re.compile(r"\A# Compute budget: (.*)$", re.M)
+_GENERATED_RE = re.compile(r"Generated from `([^`\n]*)`")
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Whose document it is: the project's name and the plan file (relative to the document's
+    folder, '/'-separated). `legacy`: read from the title and the "Generated from" line of a
+    document written before the state recorded them (the plan is then a file name only)."""
+
+    project: str | None
+    plan: str | None
+    legacy: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,39 +71,136 @@ class Previous:
     notes: str
     history: list[str]
     state: dict[str, Any]
+    owner: Owner
+    text: str
 
 
-def _between(text: str, begin: str, end: str) -> str | None:
-    i, j = text.find(begin), text.find(end)
-    if i < 0 or j < i:
-        return None
-    return text[i + len(begin):j]
+def _neutral(text: str) -> str:
+    """Plan text that cannot open or close an HTML comment (so never forms a marker)."""
+    return text.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
 
 
-def read_previous(path: Path) -> Previous | None:
-    """The carried-over parts of an existing document, or None when there is none."""
-    if not path.exists():
-        return None
-    text = path.read_text(encoding="utf-8")
-    notes = _between(text, NOTES_BEGIN, NOTES_END)
-    history = _between(text, HISTORY_BEGIN, HISTORY_END)
-    state = STATE_RE.search(text)
-    if notes is None or history is None or state is None:
+def _state_error(path: Path, why: str) -> InputError:
+    return InputError(str(path), f"its state comment (the last line) {why}.",
+                      "Restore it from version control, or move the file aside.")
+
+
+def _parse(text: str, path: Path) -> Previous:
+    """The carried-over parts of a document's text. Markers are searched from the end: the
+    state is the last line, the history the last marked block before it, the notes end at the
+    last end marker before the history and begin at the first begin marker, so notes may quote
+    any marker."""
+    at = text.rfind(STATE_PREFIX)
+    state_match = STATE_RE.match(text, at) if at >= 0 else None
+    hist_end = text.rfind(HISTORY_END, 0, at) if state_match else -1
+    hist_begin = text.rfind(HISTORY_BEGIN, 0, hist_end) if hist_end >= 0 else -1
+    notes_end = text.rfind(NOTES_END, 0, hist_begin) if hist_begin >= 0 else -1
+    notes_begin = text.find(NOTES_BEGIN, 0, notes_end) if notes_end >= 0 else -1
+    if state_match is None or notes_begin < 0:
         raise InputError(str(path), "exists but was not written by gpuhours (its notes, history "
                                     "or state markers are missing), so it is left untouched.",
                          "Move it aside or pass --out to write elsewhere.")
     try:
-        parsed = json.loads(state.group(1))
+        state = json.loads(state_match.group(1))
     except json.JSONDecodeError as e:
-        raise InputError(str(path), f"its state comment is not valid JSON ({e.msg}).",
-                         "Restore it from version control, or move the file aside.") from None
+        raise _state_error(path, f"is not valid JSON ({e.msg})") from None
+    phases = state.get("phases", {}) if isinstance(state, dict) else None
+    if not isinstance(phases, dict) or not all(
+            isinstance(p, dict) and isinstance(p.get("gpu_hours"), int | float)
+            for p in phases.values()):
+        raise _state_error(path, "is not what gpuhours writes (no phases with GPU hours)")
+    if not _VERSION_RE.fullmatch(str(state.get("version", "1.0.0"))):
+        raise _state_error(path, f"has a version {state.get('version')!r}, not like 1.2.0")
+    history = text[hist_begin + len(HISTORY_BEGIN):hist_end]
+    notes = text[notes_begin + len(NOTES_BEGIN):notes_end]
+    if "project" in state or "plan" in state:
+        owner = Owner(state.get("project"), state.get("plan"))
+    else:  # written before the state said whose it is
+        title, generated = _TITLE_RE.search(text), _GENERATED_RE.search(text)
+        owner = Owner(title.group(1).strip() if title else None,
+                      PurePosixPath(generated.group(1)).name if generated else None, legacy=True)
     entries = [line for line in history.strip("\n").split("\n") if line.strip()]
-    return Previous(notes=notes.strip("\n"), history=entries, state=parsed)
+    return Previous(notes=notes.strip("\n"), history=entries, state=state, owner=owner, text=text)
 
 
-def state_of(b: Budget, version: str) -> dict[str, Any]:
-    return {
+def read_previous(path: Path) -> Previous | None:
+    """The carried-over parts of an existing document, or None when there is none."""
+    try:
+        text = read_user_text(path, str(path), MAX_DOCUMENT_BYTES, "budget document")
+    except FileNotFoundError:
+        return None
+    return _parse(text, Path(path))
+
+
+def plan_reference(plan_path: str | Path, document: Path) -> str:
+    """The plan file as the document records it: relative to the document's folder.
+
+    `plan_path` is a path from the working directory (as given on the command line) or, when
+    no such file exists, from the document's folder."""
+    folder = os.path.dirname(os.path.realpath(document))
+    plan = os.path.realpath(plan_path if os.path.exists(plan_path) else
+                            os.path.join(folder, plan_path))
+    try:
+        return PurePosixPath(Path(os.path.relpath(plan, folder))).as_posix()
+    except ValueError:  # another drive (Windows)
+        return Path(plan).as_posix()
+
+
+def _same_plan(owner: Owner, reference: str) -> bool:
+    if owner.plan is None:
+        return False
+    if owner.legacy:
+        return owner.plan == PurePosixPath(reference).name
+    return owner.plan == reference
+
+
+def _belongs_to(prev: Previous, document: Path, plan_path: Path, project: str) -> bool:
+    """Whether `plan_path` (of `project`) may take `document` as its default document."""
+    if _same_plan(prev.owner, plan_reference(plan_path, document)):
+        return True
+    if prev.owner.plan is None:  # a legacy document without a "Generated from" line
+        return prev.owner.project == project
+    # the plan it records is gone: this plan of the same project replaced (renamed) it
+    recorded = document.parent / prev.owner.plan
+    return prev.owner.project == project and not recorded.exists()
+
+
+def default_document_path(plan_path: Path, project: str) -> Path:
+    """Where `gpuhours plan PLAN` writes its living document when no --out is given.
+
+    The rule, beside the plan file, first that applies:
+
+    1. `<plan stem>.budget.md` if it exists (this plan's own document, from an earlier run);
+    2. `COMPUTE_BUDGET.md` if it does not exist, or belongs to this plan: it records this plan
+       file; or the plan file it records is gone and its project is `project` (the plan was
+       renamed); or it is not a gpuhours document, or is a damaged one (then writing to it
+       fails with the reason, and the file is left as it is);
+    3. otherwise `<plan stem>.budget.md` (COMPUTE_BUDGET.md is another plan's).
+
+    So the first plan run in a folder keeps COMPUTE_BUDGET.md, and every other plan there gets
+    a document named after its file: examples/pixelis.yaml writes examples/COMPUTE_BUDGET.md,
+    examples/qwen2-0.5b-experiments.yaml writes examples/qwen2-0.5b-experiments.budget.md.
+    A document written before documents recorded their plan belongs to the plan named in its
+    "Generated from" line (compared by file name). `--out PATH` chooses any other path; a
+    document of another project and plan is refused there (update_living_document)."""
+    plan_path = Path(plan_path)
+    own = plan_path.with_name(plan_path.stem + PLAN_DOCUMENT_SUFFIX)
+    if own.exists() or own.is_symlink():
+        return own
+    shared = plan_path.with_name(DOCUMENT_NAME)
+    try:
+        prev = read_previous(shared)
+    except InputError:
+        return shared
+    if prev is None or _belongs_to(prev, shared, plan_path, project):
+        return shared
+    return own
+
+
+def state_of(b: Budget, version: str, plan: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "version": version,
+        "project": b.project,
         "total_gpu_hours": round(b.total_gpu_hours, 3),
         "phases": {r.name: {"gpu_hours": round(r.gpu_hours_per_run, 3),
                             "digest": r.config_digest,
@@ -77,6 +211,9 @@ def state_of(b: Budget, version: str) -> dict[str, Any]:
                             r.actual.projected_gpu_hours is None else round(
                                 r.actual.projected_gpu_hours, 3)} for r in b.phases},
     }
+    if plan is not None:
+        out["plan"] = plan
+    return out
 
 
 def _moved(old: float, new: float) -> bool:
@@ -116,6 +253,59 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return out
 
 
+def _owner_changes(owner: Owner, project: str, reference: str) -> list[str]:
+    out = []
+    if owner.project is not None and owner.project != project:
+        out.append(f"project renamed {owner.project!r} -> {project!r}")
+    if owner.plan is not None and not _same_plan(owner, reference):
+        out.append(f"now generated from {reference} (was {owner.plan})")
+    return out
+
+
+def _cost_cells(c: CostLine) -> list[str]:
+    return [f"{c.provider} ({c.kind})", c.instance, usd(c.usd_per_gpu_hour), usd(c.on_demand_usd),
+            usd(c.spot_usd_per_gpu_hour), usd(c.spot_usd), c.as_of]
+
+
+#: the cost table's columns that are prices, not totals: provider, instance, $/GPU-h, spot
+#: $/GPU-h, as of
+_PRICE_COLUMNS = (0, 1, 2, 4, 6)
+
+
+def _prices_in(text: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(provider, instance) -> the price cells of the cost table in a document's text."""
+    begin = text.find("\n## Cost\n")
+    end = text.find("\n## ", begin + 1)
+    end = len(text) if end < 0 else end
+    rows: dict[tuple[str, str], tuple[str, ...]] = {}
+    for line in text[begin:end].splitlines() if begin >= 0 else []:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or len(cells) != 7 or cells[0] == "provider" \
+                or set(cells[0]) <= {"-"}:
+            continue
+        rows[(cells[0], cells[1])] = tuple(cells[i] for i in _PRICE_COLUMNS)
+    return rows
+
+
+def _price_changes(old_text: str, b: Budget) -> list[str]:
+    """A sentence when the cost table's prices differ from the document's (the catalog or the
+    plan's own price changed); totals that moved with the GPU hours are not price changes."""
+    old = _prices_in(old_text)
+    new = {}
+    for c in b.costs:
+        cells = [_neutral(x) for x in _cost_cells(c)]
+        new[(cells[0], cells[1])] = tuple(cells[i] for i in _PRICE_COLUMNS)
+    if old == new:
+        return []
+    moved = [f"{k[0]} {k[1]} {old[k][2]} -> {new[k][2]} per GPU-h" for k in new
+             if k in old and old[k][2] != new[k][2]]
+    added, removed = len(new.keys() - old.keys()), len(old.keys() - new.keys())
+    parts = moved[:3] + ([f"{len(moved) - 3} more"] if len(moved) > 3 else [])
+    parts += [f"{added} price row(s) added"] if added else []
+    parts += [f"{removed} price row(s) removed"] if removed else []
+    return ["prices changed" + (": " + ", ".join(parts) if parts else " (spot prices or dates)")]
+
+
 def _bump(version: str) -> str:
     major, minor, _ = (int(x) for x in version.split("."))
     return f"{major}.{minor + 1}.0"
@@ -126,8 +316,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     lines = [
         f"# Compute budget: {b.project}",
         "",
-        f"<!-- written by `gpuhours plan {plan_path}`; regenerated on every run except the notes "
-        f"section and the version history, which are kept -->",
+        "HEADER",
         "",
         f"**Version {version}** ({day.isoformat()}). Generated from `{plan_path}`.",
         "",
@@ -163,9 +352,9 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += [f"- Storage, {k}: {f.value / 1e9:,.2f} GB ({f.basis}: {f.source})"
                   for k, f in r.storage.items()]
         if r.actual is not None:
-            from gpuhours.report.budget_terminal import _actual_text
+            from gpuhours.report.budget_terminal import actual_text
 
-            lines.append(f"- Actual: {_actual_text(r)}")
+            lines.append(f"- Actual: {actual_text(r)}")
         lines += [f"- Check: {c}" for c in r.checks]
         lines += [f"- Warning: {w}" for w in r.warnings]
     lines += ["", "## Budget", "", f"{b.formula}", ""]
@@ -181,9 +370,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     if b.costs:
         lines += ["| provider | instance | $/GPU-h | on-demand | spot $/GPU-h | spot | as of |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {c.provider} ({c.kind}) | {c.instance} | {usd(c.usd_per_gpu_hour)} | "
-                  f"{usd(c.on_demand_usd)} | {usd(c.spot_usd_per_gpu_hour)} | {usd(c.spot_usd)} | "
-                  f"{c.as_of} |" for c in b.costs]
+        lines += ["| " + " | ".join(_cost_cells(c)) + " |" for c in b.costs]
     else:
         lines.append(f"No catalog price for {b.gpu}.")
     if b.electricity_kwh is not None:
@@ -192,9 +379,14 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     lines += ["", "## Warnings about the plan's assumptions", ""]
     lines += [f"- {w}" for w in b.warnings] or ["- none"]
     lines += ["", "## Assumptions used", ""] + [f"- {a}" for a in b.assumptions]
+    # text from the plan and the catalog cannot form a marker or end a comment
+    lines = [_neutral(line) for line in lines]
+    lines[2] = (f"<!-- written by `gpuhours plan {_neutral(plan_path)}`; regenerated on every run "
+                f"except the notes section and the version history, which are kept -->")
+    state_json = json.dumps(state, sort_keys=True).replace("<", "\\u003c").replace(">", "\\u003e")
     lines += ["", "## Notes", "", NOTES_BEGIN, notes, NOTES_END, "",
               "## Version history", "", HISTORY_BEGIN, *history, HISTORY_END, "",
-              f"<!-- gpuhours:state {json.dumps(state, sort_keys=True)} -->", ""]
+              f"{STATE_PREFIX}{state_json} -->", ""]
     return "\n".join(lines)
 
 
@@ -206,28 +398,98 @@ class DocUpdate:
     written: bool
 
 
+@contextmanager
+def folder_lock(document: Path, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+    """Hold an exclusive lock on the document's folder (flock on the folder itself, so no lock
+    file is left beside the document): runs that update a document there take turns, and none
+    reads a history that another is about to extend. Without flock (Windows, some network file
+    systems) the block runs unlocked."""
+    folder = Path(os.path.realpath(document)).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd: int | None = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) |
+                                 getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        fd = None  # the write will fail with its own clear error
+    try:
+        if fd is not None and sys.platform != "win32":
+            import fcntl
+
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise InputError(str(document), f"another gpuhours run has been "
+                                                        f"writing in {folder} for {wait_s:g} s.",
+                                         "Try again when it has finished.") from None
+                    time.sleep(0.02)
+                except OSError:
+                    break  # no flock on this file system
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock
+
+
+def _refuse_read_only(path: Path, changes: list[str]) -> None:
+    try:
+        st = os.stat(path)  # the target of a symlink
+    except FileNotFoundError:
+        return
+    if st.st_mode & 0o222 == 0 or not os.access(path, os.W_OK):
+        raise InputError(str(path), f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}), so "
+                                    f"gpuhours left it as it was; it does not yet record: "
+                                    f"{'; '.join(changes)}.",
+                         "Make it writable (chmod u+w) to update it, or pass --out another path.")
+
+
+def _refuse_other_owner(prev: Previous, path: Path, project: str, reference: str) -> None:
+    """A document is refused to a plan of another project and another plan file (one of the
+    two changing is a rename, recorded in the history)."""
+    owner = prev.owner
+    if owner.project in (None, project) or _same_plan(owner, reference):
+        return
+    theirs = f"project {owner.project!r}" + (f", plan {owner.plan}" if owner.plan else "")
+    raise InputError(str(path), f"is the budget document of {theirs}; this is project "
+                                f"{project!r}, plan {reference}. It was left as it is.",
+                     "Pass --out with another path for this plan's document (or leave --out "
+                     "out: each plan then gets its own, see `default_document_path`).")
+
+
 def update_living_document(b: Budget, path: Path, plan_path: str,
                            today: date | None = None) -> DocUpdate:
-    """Write or update COMPUTE_BUDGET.md; append a history entry only when numbers changed."""
+    """Write or update the living document at `path`; append a history entry only when
+    something changed. Refuses (InputError) a document of another project and plan, a
+    read-only document that would change, and a file gpuhours did not write."""
     day = today or date.today()
-    prev = read_previous(path)
-    if prev is None:
-        version = "1.0.0"
-        state = state_of(b, version)
-        entry = (f"- **v{version}** ({day.isoformat()}): first budget from the plan: "
-                 f"{b.total_gpu_hours:,.1f} GPU h.")
-        atomic_write_text(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry], state))
-        return DocUpdate(path, version, ["first budget"], True)
-    old_version = str(prev.state.get("version", "1.0.0"))
-    candidate = state_of(b, old_version)
-    changes = what_changed(prev.state, candidate)
-    if not changes:
-        return DocUpdate(path, old_version, [], False)
-    version = _bump(old_version)
-    state = state_of(b, version)
-    total_before = float(prev.state.get("total_gpu_hours", 0.0))
-    entry = (f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
-             f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
-    atomic_write_text(path, render(b, plan_path, version, day, prev.notes, [*prev.history, entry],
-                              state))
-    return DocUpdate(path, version, changes, True)
+    path = Path(path)
+    with folder_lock(path):
+        prev = read_previous(path)
+        reference = plan_reference(plan_path, path)
+        if prev is None:
+            version = "1.0.0"
+            state = state_of(b, version, reference)
+            entry = (f"- **v{version}** ({day.isoformat()}): first budget from the plan: "
+                     f"{b.total_gpu_hours:,.1f} GPU h.")
+            atomic_write_text(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry],
+                                           state))
+            return DocUpdate(path, version, ["first budget"], True)
+        _refuse_other_owner(prev, path, b.project, reference)
+        old_version = str(prev.state.get("version", "1.0.0"))
+        changes = what_changed(prev.state, state_of(b, old_version, reference))
+        changes += _owner_changes(prev.owner, b.project, reference)
+        changes += _price_changes(prev.text, b)
+        if not changes:
+            return DocUpdate(path, old_version, [], False)
+        _refuse_read_only(path, changes)
+        version = _bump(old_version)
+        state = state_of(b, version, reference)
+        total_before = float(prev.state.get("total_gpu_hours", 0.0))
+        entry = _neutral(f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
+                         f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
+        atomic_write_text(path, render(b, plan_path, version, day, prev.notes,
+                                       [*prev.history, entry], state))
+        return DocUpdate(path, version, changes, True)

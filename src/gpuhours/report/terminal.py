@@ -1,6 +1,9 @@
-"""Rich tables for estimates, fits and catalogs. Every number sits beside its basis."""
+"""Rich tables for estimates, fits and catalogs. Every number sits beside its basis. Model,
+GPU and file names, bases and warnings may hold user text: each goes through `esc`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -8,21 +11,23 @@ from rich.table import Table
 from gpuhours.estimate.estimator import TrainingEstimate
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.fit import Candidate, FitResult
+from gpuhours.report.text import esc
 from gpuhours.report.units import gib, pct, seconds, si, usd
 
 
 def _basis(f: Figure) -> str:
-    return f"[dim]{f.basis}: {f.source}[/dim]"
+    return f"[dim]{esc(f.basis)}: {esc(f.source)}[/dim]"
 
 
 def render_training(e: TrainingEstimate, console: Console) -> None:
     s = e.setup
     console.print(
-        f"[bold]{e.model}[/bold] on {e.num_gpus} x [bold]{e.gpu}[/bold] - {s['method']}, "
-        f"{s['precision']}, micro-batch {s['micro_batch']} x seq {s['seq_len']} x accumulation "
-        f"{s['grad_accum']}, checkpointing {'on' if s['checkpointing'] else 'off'}, "
-        f"ZeRO {s['zero_stage']}, {s['optimizer']}")
-    console.print(f"[dim]model: {e.model_basis}[/dim]")
+        f"[bold]{esc(e.model)}[/bold] on {e.num_gpus} x [bold]{esc(e.gpu)}[/bold] - "
+        + esc(f"{s['method']}, {s['precision']}, micro-batch {s['micro_batch']} x seq "
+              f"{s['seq_len']} x accumulation {s['grad_accum']}, checkpointing "
+              f"{'on' if s['checkpointing'] else 'off'}, ZeRO {s['zero_stage']}, "
+              f"{s['optimizer']}"))
+    console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
     m = e.memory
     mem = Table(title="Memory per GPU (GiB = 2^30 bytes)", title_justify="left")
@@ -42,7 +47,7 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
             mem.add_row(name, gib(fig.value), _basis(fig))
     verdict = "[green]fits[/green]" if m.fits else "[red]does not fit[/red]"
     mem.add_row("[bold]total[/bold]", f"[bold]{gib(m.total_bytes.value)}[/bold]",
-                f"{verdict} in {gib(m.device_bytes.value)}; peak at {m.peak_phase}")
+                f"{verdict} in {gib(m.device_bytes.value)}; peak at {esc(m.peak_phase)}")
     console.print(mem)
 
     t = Table(title="Step time and throughput", title_justify="left")
@@ -63,7 +68,7 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
         if fig.value > 0:
             t.add_row(f"  {labels.get(key, key)}", seconds(fig.value), _basis(fig))
     t.add_row("[bold]step time[/bold]", f"[bold]{seconds(e.step_time_s.value)}[/bold]",
-              f"bottleneck: [bold]{e.bottleneck}[/bold]")
+              f"bottleneck: [bold]{esc(e.bottleneck)}[/bold]")
     t.add_row("tokens/s per GPU", f"{e.tokens_per_s_per_gpu.value:,.0f}",
               _basis(e.tokens_per_s_per_gpu))
     if e.num_gpus > 1:
@@ -89,24 +94,25 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
                   _basis(tot.wall_clock_hours))
         console.print(w)
         if tot.cost_usd:
-            c = Table(title=f"Cost at catalog prices for {e.gpu} (prices change: check the date)",
+            c = Table(title=f"Cost at catalog prices for {esc(e.gpu)} (prices change: check "
+                            "the date)",
                       title_justify="left")
             for col in ("provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
                         "price as of"):
                 c.add_column(col, justify="right" if "$" in col or col in ("on-demand", "spot")
                              else "left")
             for r in tot.cost_usd:
-                c.add_row(f"{r.provider} ({r.provider_kind})", r.instance,
+                c.add_row(esc(f"{r.provider} ({r.provider_kind})"), esc(r.instance),
                           usd(r.on_demand_usd_per_gpu_hour), usd(r.on_demand_usd),
-                          usd(r.spot_usd_per_gpu_hour), usd(r.spot_usd), r.as_of)
+                          usd(r.spot_usd_per_gpu_hour), usd(r.spot_usd), esc(r.as_of))
             console.print(c)
         else:
-            console.print(f"[dim]No catalog price for {e.gpu}.[/dim]")
+            console.print(f"[dim]No catalog price for {esc(e.gpu)}.[/dim]")
     for warning in e.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(f"[yellow]warning:[/yellow] {esc(warning)}")
     console.print("[dim]Assumptions used:[/dim]")
     for a in e.assumptions:
-        console.print(f"[dim]  - {a}[/dim]")
+        console.print(f"[dim]  - {esc(a)}[/dim]")
 
 
 def _describe(c: Candidate) -> str:
@@ -115,7 +121,7 @@ def _describe(c: Candidate) -> str:
 
 
 def _candidate_row(table: Table, c: Candidate) -> None:
-    table.add_row(c.change, _describe(c), f"{c.micro_batch} x {c.grad_accum}",
+    table.add_row(esc(c.change), esc(_describe(c)), f"{c.micro_batch} x {c.grad_accum}",
                   gib(c.memory_total_bytes),
                   "[green]yes[/green]" if c.fits else "[red]no[/red]",
                   f"{c.tokens_per_s_per_gpu:,.0f}")
@@ -149,3 +155,60 @@ def render_fit(r: FitResult, console: Console) -> None:
     console.print(f"[dim]{r.candidates_evaluated} configurations evaluated; memory from "
                   f"estimate/memory.py (formula), speed from estimate/timing.py (roofline with "
                   f"assumed efficiencies).[/dim]")
+
+
+def render_generation(data: dict[str, Any], console: Console) -> None:
+    """A generation estimate (gpuhours.estimate.generation.generation_summary): batch, memory,
+    prefill and decode with their bounds, throughput, GPU hours and cost, each with its basis."""
+    s = data["setup"]
+    console.print(f"[bold]{esc(data['model'])}[/bold] generating on "
+                  f"{s['tensor_parallel']} x [bold]{esc(data['gpu'])}[/bold] "
+                  f"({esc(data['engine'])}), prompt "
+                  f"{s['prompt_tokens']:,} + output {s['output_tokens']:,} tokens")
+    console.print(f"[dim]model: {esc(data['model_basis'])}[/dim]")
+    table = Table(title="Generation (GiB = 2^30 bytes)", title_justify="left")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_column("basis", overflow="fold")
+
+    def row(label: str, key: str, text: str) -> None:
+        f = data[key]
+        table.add_row(label, text, f"[dim]{esc(f['basis'])}: {esc(f['source'])}[/dim]")
+
+    fig = {k: v["value"] for k, v in data.items() if isinstance(v, dict) and "value" in v}
+    row("batch", "batch", f"{fig['batch']:,.0f} sequences")
+    row("fit in memory", "max_batch_by_memory", f"{fig['max_batch_by_memory']:,.0f} sequences")
+    row("running at once", "running_sequences", f"{fig['running_sequences']:,.0f} x "
+        f"{fig['waves']:,.0f} waves")
+    row("weights (whole model)", "weights_bytes", gib(fig["weights_bytes"]))
+    row("KV cache per GPU", "kv_cache_bytes", gib(fig["kv_cache_bytes"]))
+    if fig["gpus"] > 1:
+        row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (tensor parallel)")
+        row("all-reduces per step", "allreduce_s_per_decode_step",
+            seconds(fig["allreduce_s_per_decode_step"]))
+    row("host cost per step", "host_step_s", seconds(fig["host_step_s"]))
+    row("prefill", "prefill_s", seconds(fig["prefill_s"]))
+    if s["output_tokens"]:
+        row("decode", "decode_s", f"{seconds(fig['decode_s'])} ({esc(data['decode_bound'])}"
+            f"-bound)")
+        row("decode step", "decode_step_s_first", f"{seconds(fig['decode_step_s_first'])} to "
+            f"{seconds(fig['decode_step_s_last'])}")
+    row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
+    row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
+    if data.get("gpu_hours") is not None:
+        row("GPU hours", "gpu_hours", f"[bold]{fig['gpu_hours']:,.1f}[/bold] for "
+            f"{fig['sequences']:,.0f} sequences")
+    console.print(table)
+    if data.get("cost_usd"):
+        cost = Table(title="Cost of the GPU hours", title_justify="left")
+        for col in ("provider", "instance", "on-demand", "spot", "as of"):
+            cost.add_column(col, justify="left" if col in ("provider", "instance") else "right")
+        for c in data["cost_usd"]:
+            cost.add_row(esc(c["provider"]), esc(c["instance"]), usd(c["on_demand_usd"]),
+                         usd(c["spot_usd"]), esc(str(c["as_of"])))
+        console.print(cost)
+    elif data.get("gpu_hours") is not None:
+        console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
+    console.print(f"[dim]{esc(data['basis'])}[/dim]")
+    console.print("[dim]assumptions: " + esc("; ".join(
+        f"{a['name']} = {a['value']:g} {a['unit']}" for a in data["assumptions"])) + "[/dim]")

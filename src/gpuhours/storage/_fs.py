@@ -1,14 +1,12 @@
 """Filesystem helpers that the rest of gpuhours.storage relies on for safety: atomic writes,
-containment checks that never follow a link, and the root directory check."""
+containment checks that never follow a link, the root directory check, and the mount points
+that a walk or a deletion must never cross."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
+import re
 import stat
-from collections.abc import Iterator
-from typing import BinaryIO
 
 from gpuhours.errors import InputError
 
@@ -55,37 +53,37 @@ def is_within(root: str, rel_path: str) -> bool:
     return True
 
 
-def fsync_dir(path: str) -> None:
-    """Make a rename or unlink in directory `path` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def mount_points_under(root: str) -> frozenset[str]:
+    """The mount points strictly below `root` (a real path), from /proc/self/mountinfo: other
+    filesystems, and bind mounts of the same filesystem, which st_dev cannot tell apart from
+    an ordinary directory. Empty where there is no /proc (then st_dev is the only check)."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return frozenset()
+    prefix = root.rstrip("/") + "/"
+    found = set()
+    for line in lines:
+        fields = line.split(b" ")
+        if len(fields) < 5:
+            continue
+        # the kernel writes space, tab, newline and backslash as octal escapes (\040)
+        point = os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                                   fields[4]))
+        if point.startswith(prefix):
+            found.add(point)
+    return frozenset(found)
 
 
-@contextlib.contextmanager
-def atomic_writer(path: str) -> Iterator[BinaryIO]:
-    """Write `path` all or nothing: into a temporary file in the same directory, then fsync,
-    rename over `path`, fsync the directory. On an exception the temporary file is removed and
-    `path` is untouched."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{secrets.token_hex(4)}")
-    f = open(tmp, "xb")  # noqa: SIM115 - closed below, before the rename
+def mount_id(fd: int) -> int | None:
+    """The id of the mount an open file lies on (Linux /proc/self/fdinfo), None where unknown.
+    Two directories on one filesystem but different mounts (a bind mount) differ here."""
     try:
-        yield f
-        f.flush()
-        os.fsync(f.fileno())
-        f.close()
-        os.replace(tmp, path)
-        fsync_dir(directory)
-    except BaseException:
-        f.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    with atomic_writer(path) as f:
-        f.write(data)
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as f:
+            for line in f:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -17,7 +17,7 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import BasisKind, Figure, assumed, formula
 from gpuhours.estimate.memory import lora_trainable_params, state_bytes_per_param
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.workload import LoraTargets, Method, Optimizer, Precision, Training
+from gpuhours.setup import LoraTargets, Method, Optimizer, Precision, Training
 
 #: UTF-8 bytes of raw text per token. Basis: OpenAI's tokenizer guide, "one token generally
 #: corresponds to ~4 characters of text for common English text", and 1 byte per ASCII

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.errors import InputError
-from gpuhours.storage._fs import atomic_write_bytes, is_within, resolve_root
+from gpuhours.files import atomic_write_bytes, is_temp_name
+from gpuhours.storage._fs import is_within, resolve_root
 
 _KEY_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.=-]{0,200}")
-#: the temporary file of an atomic write in flight (_fs.atomic_writer): never evicted
-_IN_FLIGHT_RE = re.compile(r"\..+\.tmp-[0-9a-f]{8}")
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def plan_lru_eviction(entries: Sequence[CacheEntry], max_bytes: int, now: float,
     chosen: list[CacheEntry] = []
     candidates = sorted((e for e in entries
                          if e.rel_path not in protect and now - e.modified >= settle_s
-                         and not _IN_FLIGHT_RE.fullmatch(e.rel_path.rsplit("/", 1)[-1])),
+                         and not is_temp_name(e.rel_path.rsplit("/", 1)[-1])),
                         key=lambda e: (e.last_used, -e.bytes, e.rel_path))
     for e in candidates:
         if total <= max_bytes:

@@ -44,7 +44,8 @@ def _policy(keep_last: int | None, keep_best: int, metric: str | None, mode: str
 
 def register(app: typer.Typer) -> None:
     """Add the `storage` sub-app (report, prune) to `app`."""
-    from gpuhours.cli import _emit_json, out, user_errors
+    from gpuhours.cli_common import emit_json as _emit_json
+    from gpuhours.cli_common import out, user_errors
     from gpuhours.storage.retention import DEFAULT_SETTLE_S
 
     storage_app = typer.Typer(no_args_is_help=True, help="Sizes by kind under a directory; safe "

@@ -29,7 +29,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.errors import InputError
-from gpuhours.storage._fs import atomic_write_bytes, atomic_writer, fsync_dir
+from gpuhours.files import atomic_write_bytes, atomic_writer, fsync_dir
 
 _CHUNK = 1 << 20
 

@@ -4,24 +4,27 @@ How a checkpoint is removed: its path is checked again (every component below DI
 directory, no link), its completeness is checked again (a writer may have come back), it is
 renamed to `.gpuhours-trash-<name>-<random>` in the same directory (one atomic rename, made
 durable by an fsync of the directory), and only then are its files deleted, without following
-links (shutil.rmtree unlinks a link, never its target). An interruption at any point leaves
-either the whole checkpoint under its own name or a trash directory that no tool takes for a
-checkpoint; the kept checkpoints are never touched. The next `prune --yes` deletes leftover trash.
+links (a link is unlinked, never its target) and without crossing a mount point: every directory
+is opened relative to its parent with O_NOFOLLOW and must lie on the root's filesystem (st_dev)
+and mount (the mount id, /proc/self/fdinfo), or the deletion stops before touching anything in
+it. An interruption at any point leaves either the whole checkpoint under its own name or a trash
+directory that no tool takes for a checkpoint; the kept checkpoints are never touched. The next
+`prune --yes` deletes leftover trash. Each removal counts the files and bytes it really deleted,
+and the report says exactly that, also for a removal that stopped half-way.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
-import shutil
 import stat
-import sys
 import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuhours.storage._fs import TRASH_PREFIX, is_within, resolve_root
+from gpuhours.storage._fs import TRASH_PREFIX, is_within, mount_id, resolve_root
 from gpuhours.storage.retention import RetentionPlan, RetentionPolicy, assess, incomplete_reasons
 from gpuhours.storage.scan import CHECKPOINT_DIR_RE, scan, scan_checkpoint
 
@@ -32,6 +35,9 @@ class Removal(BaseModel):
     path: str
     outcome: Literal["removed", "skipped", "failed"]
     detail: str = ""
+    #: what was really deleted (a failed removal may have deleted part of the checkpoint)
+    files_removed: int = 0
+    bytes_removed: int = 0
 
 
 class PruneResult(BaseModel):
@@ -48,6 +54,17 @@ class PruneResult(BaseModel):
     @property
     def failed(self) -> bool:
         return any(r.outcome == "failed" for r in self.removals + self.trash)
+
+    @property
+    def removed(self) -> list[Removal]:
+        """The checkpoints removed whole."""
+        return [r for r in self.removals if r.outcome == "removed"]
+
+    @property
+    def partly_removed(self) -> list[Removal]:
+        """Removals that failed after deleting some files."""
+        return [r for r in self.removals + self.trash
+                if r.outcome != "removed" and r.files_removed]
 
 
 def prune(directory: str, policy: RetentionPolicy, yes: bool = False,
@@ -71,65 +88,142 @@ def remove_checkpoint(root: str, rel_path: str, policy: RetentionPolicy,
 
     The parent directory is opened component by component with O_NOFOLLOW, and the rename and
     the delete are made relative to that descriptor: a directory swapped for a link after the
-    checks cannot redirect them outside `root`."""
+    checks cannot redirect them outside `root`, and a mount point met on the way stops them."""
     name = os.path.basename(rel_path)
     if not CHECKPOINT_DIR_RE.fullmatch(name) or not is_within(root, rel_path):
         return Removal(path=rel_path, outcome="skipped",
                        detail="no longer a checkpoint directory reached without links")
-    # a writer may have come back since the plan was made: look again
+    # a writer may have come back, or something been mounted, since the plan was made: look again
     fresh = scan_checkpoint(root, rel_path, policy.marker)
     if fresh is None:
         return Removal(path=rel_path, outcome="skipped", detail="no longer a directory")
+    if fresh.mount_points:
+        return Removal(path=rel_path, outcome="skipped",
+                       detail=f"holds a mount point now ({fresh.mount_points[0]}): never crossed")
     reasons = incomplete_reasons(fresh, policy, time.time() if now is None else now)
     if reasons:
         return Removal(path=rel_path, outcome="skipped", detail="incomplete now: " + reasons[0])
     trash = f"{TRASH_PREFIX}{name}-{secrets.token_hex(4)}"
     try:
-        parent_fd = _open_dir_nofollow(root, os.path.dirname(rel_path))
+        fence = _fence(root)
+        parent_fd = _open_dir_nofollow(root, os.path.dirname(rel_path), fence)
     except OSError as e:
         return Removal(path=rel_path, outcome="skipped",
-                       detail=f"its directory cannot be opened without following links ({e.strerror})")
+                       detail=f"its directory cannot be opened without following links or "
+                              f"crossing a mount point ({e.strerror})")
+    tally = _Tally()
     try:
-        st = os.lstat(name, dir_fd=parent_fd)
-        if not stat.S_ISDIR(st.st_mode):
-            return Removal(path=rel_path, outcome="skipped", detail="no longer a directory")
+        try:
+            _check_dir(parent_fd, name, fence)
+        except OSError as e:
+            return Removal(path=rel_path, outcome="skipped", detail=e.strerror or str(e))
         try:
             os.rename(name, trash, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
             os.fsync(parent_fd)
         except OSError as e:
             return Removal(path=rel_path, outcome="failed", detail=f"rename: {e.strerror}")
         try:
-            _rmtree_at(parent_fd, trash, os.path.join(root, os.path.dirname(rel_path), trash))
-        except OSError as e:
-            return Removal(path=rel_path, outcome="failed",
-                           detail=f"renamed to {trash}, delete failed: {e.strerror}")
+            _delete_tree(parent_fd, trash, fence, tally)
+        except (OSError, RecursionError) as e:
+            return Removal(path=rel_path, outcome="failed", files_removed=tally.files,
+                           bytes_removed=tally.bytes,
+                           detail=f"renamed to {trash}; {_deleted(tally)} before the delete "
+                                  f"stopped: {getattr(e, 'strerror', None) or e}")
     finally:
         os.close(parent_fd)
-    return Removal(path=rel_path, outcome="removed")
+    return Removal(path=rel_path, outcome="removed", files_removed=tally.files,
+                   bytes_removed=tally.bytes)
 
 
-def _open_dir_nofollow(root: str, rel_dir: str) -> int:
-    """A descriptor of root/rel_dir, opened one component at a time, refusing links."""
+def _deleted(tally: _Tally) -> str:
+    return f"{tally.files} file(s), {tally.bytes:,} bytes deleted"
+
+
+class _Tally:
+    """Files and bytes deleted so far."""
+
+    def __init__(self) -> None:
+        self.files = 0
+        self.bytes = 0
+
+
+def _fence(root: str) -> tuple[int, int | None]:
+    """(st_dev, mount id) of `root`: what every directory deleted below it must share."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return os.fstat(fd).st_dev, mount_id(fd)
+    finally:
+        os.close(fd)
+
+
+def _crossing(fd: int, fence: tuple[int, int | None]) -> bool:
+    """True when the open directory `fd` lies on another filesystem or mount than `fence`."""
+    if os.fstat(fd).st_dev != fence[0]:
+        return True
+    mid = mount_id(fd) if fence[1] is not None else None
+    return mid is not None and mid != fence[1]
+
+
+def _mount_error(name: str) -> OSError:
+    return OSError(errno.EXDEV, f"{name} is a mount point (another filesystem or a bind "
+                                "mount); not crossed")
+
+
+def _check_dir(parent_fd: int, name: str, fence: tuple[int, int | None]) -> None:
+    """Raise OSError unless `name` in `parent_fd` is a directory (not a link) inside `fence`."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    except OSError as e:
+        raise OSError(e.errno, "no longer a directory reached without links") from None
+    try:
+        if _crossing(fd, fence):
+            raise _mount_error(name)
+    finally:
+        os.close(fd)
+
+
+def _open_dir_nofollow(root: str, rel_dir: str, fence: tuple[int, int | None]) -> int:
+    """A descriptor of root/rel_dir, opened one component at a time, refusing links and mount
+    points."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for part in [p for p in rel_dir.split("/") if p]:
             child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = child
+            if _crossing(fd, fence):
+                raise _mount_error(part)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def _rmtree_at(parent_fd: int, name: str, full_path: str) -> None:
-    """Delete directory `name` inside the directory open as `parent_fd`, links not followed.
-    Python < 3.11 has no rmtree(dir_fd=...): the path is used (rmtree never follows links
-    inside the tree either way)."""
-    if sys.version_info >= (3, 11):
-        shutil.rmtree(name, dir_fd=parent_fd)
-    else:  # pragma: no cover - the project runs 3.11
-        shutil.rmtree(full_path)
+def _delete_tree(parent_fd: int, name: str, fence: tuple[int, int | None], tally: _Tally) -> None:
+    """Delete directory `name` of the directory open as `parent_fd`, and everything in it.
+
+    Links are unlinked, never followed (each directory is opened with O_NOFOLLOW relative to its
+    parent). A directory on another filesystem or mount than `fence` raises OSError(EXDEV)
+    before anything in it is touched; what was deleted until then is in `tally`."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    try:
+        if _crossing(fd, fence):
+            raise _mount_error(name)
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for e in entries:
+            st = e.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                _delete_tree(fd, e.name, fence, tally)
+                continue
+            if st.st_dev != fence[0]:  # a file mounted over one of ours
+                raise _mount_error(e.name)
+            os.unlink(e.name, dir_fd=fd)
+            tally.files += 1
+            tally.bytes += st.st_size
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
 
 
 def _delete_trash(root: str, rel_path: str) -> Removal:
@@ -137,12 +231,19 @@ def _delete_trash(root: str, rel_path: str) -> Removal:
     name = os.path.basename(rel_path)
     if not name.startswith(TRASH_PREFIX) or not is_within(root, rel_path):
         return Removal(path=rel_path, outcome="skipped", detail="not a trash directory")
+    tally = _Tally()
     try:
-        parent_fd = _open_dir_nofollow(root, os.path.dirname(rel_path))
+        fence = _fence(root)
+        parent_fd = _open_dir_nofollow(root, os.path.dirname(rel_path), fence)
         try:
-            _rmtree_at(parent_fd, name, os.path.join(root, rel_path))
+            _delete_tree(parent_fd, name, fence, tally)
         finally:
             os.close(parent_fd)
-    except OSError as e:
-        return Removal(path=rel_path, outcome="failed", detail=e.strerror or str(e))
-    return Removal(path=rel_path, outcome="removed", detail="left by an interrupted prune")
+    except (OSError, RecursionError) as e:
+        detail = getattr(e, "strerror", None) or str(e)
+        if tally.files:
+            detail = f"{_deleted(tally)} before the delete stopped: {detail}"
+        return Removal(path=rel_path, outcome="failed", detail=detail, files_removed=tally.files,
+                       bytes_removed=tally.bytes)
+    return Removal(path=rel_path, outcome="removed", detail="left by an interrupted prune",
+                   files_removed=tally.files, bytes_removed=tally.bytes)

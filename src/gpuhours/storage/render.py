@@ -1,11 +1,13 @@
 """Terminal rendering of storage reports and prune results (rich). Sizes in binary units:
-KiB = 2^10, MiB = 2^20, GiB = 2^30, TiB = 2^40 bytes."""
+KiB = 2^10, MiB = 2^20, GiB = 2^30, TiB = 2^40 bytes. Every path, run name, reason and metric
+name comes from the user's disk or options and goes through `esc` (report/text.py)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
 
+from gpuhours.report.text import esc
 from gpuhours.storage.pruning import PruneResult
 from gpuhours.storage.report import StorageReport
 from gpuhours.storage.retention import RetentionPlan
@@ -22,13 +24,18 @@ def _metric(v: float | None) -> str:
     return "-" if v is None else f"{v:.6g}"
 
 
+def _few(paths: list[str], n: int) -> str:
+    return ", ".join(esc(p) for p in paths[:n])
+
+
 def render_plan(plan: RetentionPlan, out: Console, applied_paths: set[str] | None = None) -> None:
     if not plan.decisions:
         out.print("No checkpoint-<step> directories found.")
         return
     metric = plan.policy.metric
-    t = Table(title=f"Checkpoints: {plan.policy_text}")
-    for col in ("run", "checkpoint", "step", "size", metric or "metric", "action", "why kept"):
+    t = Table(title=f"Checkpoints: {esc(plan.policy_text)}")
+    for col in ("run", "checkpoint", "step", "size", esc(metric or "metric"), "action",
+                "why kept"):
         t.add_column(col, justify="right" if col in ("step", "size") else "left",
                      no_wrap=col != "why kept" and col != "run", overflow="fold")
     for d in plan.decisions:
@@ -36,13 +43,15 @@ def render_plan(plan: RetentionPlan, out: Console, applied_paths: set[str] | Non
         if applied_paths is not None and d.action == "remove":
             action = "removed" if d.path in applied_paths else "not removed"
         style = "red" if d.action == "remove" else ""
-        t.add_row(d.run, d.path.rsplit("/", 1)[-1], str(d.step), size(d.bytes), _metric(d.metric),
-                  f"[{style}]{action}[/{style}]" if style else action, "; ".join(d.reasons))
+        t.add_row(esc(d.run), esc(d.path.rsplit("/", 1)[-1]), str(d.step), size(d.bytes),
+                  _metric(d.metric), f"[{style}]{action}[/{style}]" if style else action,
+                  esc("; ".join(d.reasons)))
     out.print(t)
 
 
 def render_report(r: StorageReport, out: Console) -> None:
-    t = Table(title=f"Storage under {r.root} (apparent size; allocated on disk as `du` counts)")
+    t = Table(title=f"Storage under {esc(r.root)} (apparent size; allocated on disk as `du` "
+                    "counts)")
     for col in ("kind", "files", "size", "on disk"):
         t.add_column(col, justify="left" if col == "kind" else "right")
     for k in r.kinds:
@@ -63,21 +72,24 @@ def render_report(r: StorageReport, out: Console) -> None:
     if r.links:
         outside = sum(1 for x in r.links if not x.inside)
         out.print(f"{len(r.links):,} symbolic link(s), not followed; {outside:,} point outside.")
-    out.print(f"[dim]Classification: {r.classification}[/dim]")
+    if r.mount_points:
+        out.print(f"{len(r.mount_points):,} mount point(s) (another filesystem or a bind mount), "
+                  f"not entered: {_few(r.mount_points, 3)}.")
+    out.print(f"[dim]Classification: {esc(r.classification)}[/dim]")
     out.print(f"[dim]Scanned {r.total_files:,} entries in {r.scan_s:.2f} s.[/dim]")
 
 
 def _render_extras(trash: list[str], unreadable: list[str], out: Console) -> None:
     if trash:
         out.print(f"[yellow]{len(trash)} trash director(ies) left by an interrupted prune[/yellow] "
-                  f"({', '.join(trash[:3])}); the next `prune --yes` deletes them.")
+                  f"({_few(trash, 3)}); the next `prune --yes` deletes them.")
     if unreadable:
         out.print(f"[yellow]Could not read {len(unreadable)} path(s)[/yellow]: "
-                  f"{', '.join(unreadable[:5])}; checkpoints with unreadable parts are kept.")
+                  f"{_few(unreadable, 5)}; checkpoints with unreadable parts are kept.")
 
 
 def render_prune(r: PruneResult, out: Console) -> None:
-    removed = {x.path for x in r.removals if x.outcome == "removed"}
+    removed = {x.path for x in r.removed}
     render_plan(r.plan, out, removed if r.applied else None)
     plan = r.plan
     if not r.applied:
@@ -87,10 +99,17 @@ def render_prune(r: PruneResult, out: Console) -> None:
                       f"{size(plan.frees_disk_bytes)} on disk.")
         _render_extras([t.path for t in r.trash], [], out)
         return
-    freed = sum(d.bytes for d in plan.to_remove if d.path in removed)
-    out.print(f"Removed {len(removed)} checkpoint(s), {size(freed)}.")
+    # what was really deleted, counted file by file as it was deleted
+    freed = sum(x.bytes_removed for x in r.removed)
+    out.print(f"Removed {len(r.removed)} checkpoint(s), {size(freed)} "
+              f"({sum(x.files_removed for x in r.removed):,} files).")
+    partial = r.partly_removed
+    if partial:
+        out.print(f"[red]{len(partial)} removal(s) stopped part-way[/red] after deleting "
+                  f"{sum(x.files_removed for x in partial):,} file(s), "
+                  f"{size(sum(x.bytes_removed for x in partial))}.")
     for x in r.removals + r.trash:
         if x.outcome != "removed" or x in r.trash:
             colour = "red" if x.outcome == "failed" else "yellow" if x.outcome == "skipped" else ""
             label = f"[{colour}]{x.outcome}[/{colour}]" if colour else x.outcome
-            out.print(f"  {label} {x.path}: {x.detail}")
+            out.print(f"  {label} {esc(x.path)}: {esc(x.detail)}")

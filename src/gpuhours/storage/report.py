@@ -47,6 +47,8 @@ class StorageReport(BaseModel):
     unreadable: list[str]
     classification: str
     scan_s: float
+    #: mount points below the root (another filesystem or a bind mount): not entered
+    mount_points: list[str] = []
 
 
 CLASSIFICATION = (
@@ -55,7 +57,8 @@ CLASSIFICATION = (
     "caches; below logs, log, wandb, mlruns, tensorboard, tb_logs, lightning_logs = logs; below "
     "data, dataset(s), *dataset* = datasets; else by file name: *.ckpt, *checkpoint*, *ckpt* = "
     "checkpoints; *.log, events.out.tfevents* = logs; .parquet .arrow .jsonl .tfrecord .npy .npz "
-    ".csv .tsv = datasets; else other. Symbolic links are links (never followed).")
+    ".csv .tsv = datasets; else other. Symbolic links are links (never followed); mount points "
+    "(other filesystems, bind mounts) are not entered.")
 
 
 def storage_report(directory: str, policy: RetentionPolicy, now: float | None = None) -> StorageReport:
@@ -75,4 +78,4 @@ def storage_report(directory: str, policy: RetentionPolicy, now: float | None = 
         links=[LinkEntry(path=x.rel_path, target=x.target, inside=x.target_rel is not None)
                for x in s.links],
         trash=s.trash_dirs, unreadable=s.unreadable, classification=CLASSIFICATION,
-        scan_s=elapsed)
+        scan_s=elapsed, mount_points=s.mount_points)

@@ -6,7 +6,9 @@ Checkpoints are grouped by run (the directory that holds them). In each run the 
 - with a metric, the best complete one and the best `keep_best` (at least 1); ties go to the
   newer step;
 - a checkpoint that a symbolic link inside DIR points at, and the one the newest trainer state
-  names as `best_model_checkpoint`.
+  names as `best_model_checkpoint`;
+- a checkpoint that holds a mount point (another filesystem, or a bind mount): what is mounted
+  there is not ours, and a removal never crosses into it.
 Every other complete checkpoint would be removed. Ordering is by step, not mtime: copying or
 syncing a run rewrites mtimes, the step in the name stays (the Trainer's own numerical order).
 
@@ -28,8 +30,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.assumptions import Assumption
+from gpuhours.files import SMALL_JSON_MAX_BYTES, TRAINER_STATE_MAX_BYTES, read_user_text
 from gpuhours.storage.scan import CheckpointDir, Scan
 
 MetricMode = Literal["min", "max"]
@@ -66,16 +69,16 @@ class RetentionPolicy(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> RetentionPolicy:
         if self.keep_best and not self.metric:
-            raise InputError("--keep-best", "needs --metric: the name of the metric to rank "
+            raise FieldError("keep_best", "needs --metric: the name of the metric to rank "
                                             "checkpoints by, e.g. --metric eval_loss.")
         if self.metrics_file and not self.metric:
-            raise InputError("--metrics-file", "needs --metric: which value of the file to use.")
+            raise FieldError("metrics_file", "needs --metric: which value of the file to use.")
         if self.mode and not self.metric:
-            raise InputError("--mode", "needs --metric: the metric that min or max applies to.")
+            raise FieldError("mode", "needs --metric: the metric that min or max applies to.")
         if self.metric is not None and not self.metric.strip():
-            raise InputError("--metric", "expected a metric name such as eval_loss, got ''.")
+            raise FieldError("metric", "expected a metric name such as eval_loss, got ''.")
         if not self.marker or "/" in self.marker:
-            raise InputError("--marker", f"expected a file name, got {self.marker!r}.")
+            raise FieldError("marker", f"expected a file name, got {self.marker!r}.")
         return self
 
     @property
@@ -103,6 +106,7 @@ class CheckpointFacts:
     metric: float | None = None
     linked_from: tuple[str, ...] = ()
     named_best_by_trainer: bool = False
+    mount_points: tuple[str, ...] = ()
 
 
 class CheckpointDecision(BaseModel):
@@ -165,6 +169,9 @@ def decide(facts: Sequence[CheckpointFacts], policy: RetentionPolicy) -> list[li
                 reasons[i].append("a link points at it: " + ", ".join(f.linked_from[:3]))
             if f.named_best_by_trainer:
                 reasons[i].append("the Trainer's best_model_checkpoint")
+            if f.mount_points:
+                reasons[i].append("holds a mount point (another filesystem or a bind mount), "
+                                  "never crossed: " + ", ".join(f.mount_points[:3]))
     return reasons
 
 
@@ -206,8 +213,8 @@ def _read_state(path: str, step: int, metric: str | None) -> _State:
     """The metric at `step` and the best_model_checkpoint of a trainer_state.json. Raises
     InputError naming the file and field when it is malformed; json.JSONDecodeError when it
     is not JSON (the caller decides whether a writer may be mid-write)."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    text = read_user_text(path, path, TRAINER_STATE_MAX_BYTES, "trainer_state.json")
+    data = json.loads(text)
     if not isinstance(data, dict):
         raise InputError(path, f"expected a JSON object (the Trainer's state), got "
                                f"{type(data).__name__}.")
@@ -247,17 +254,17 @@ def _read_metrics_file(path: str, metric: str, checkpoints: Sequence[CheckpointD
     """{checkpoint path: value} from a metrics file. Keys are a checkpoint's path relative to DIR
     or, when only one checkpoint has that name, its name."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_user_text(path, f"--metrics-file {path}", SMALL_JSON_MAX_BYTES,
+                                         "metrics file (JSON)"))
     except FileNotFoundError:
-        raise InputError("--metrics-file", f"{path}: no such file.") from None
+        raise FieldError("metrics_file", f"{path}: no such file.") from None
     except json.JSONDecodeError as e:
-        raise InputError("--metrics-file", f"{path}: not valid JSON ({e.msg} at line {e.lineno}, "
+        raise FieldError("metrics_file", f"{path}: not valid JSON ({e.msg} at line {e.lineno}, "
                                            f"column {e.colno}).") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError("--metrics-file", f"{path}: cannot be read ({e}).") from None
+        raise FieldError("metrics_file", f"{path}: cannot be read ({e}).") from None
     if not isinstance(data, dict):
-        raise InputError("--metrics-file", f"{path}: expected a JSON object of {{checkpoint: "
+        raise FieldError("metrics_file", f"{path}: expected a JSON object of {{checkpoint: "
                                            f"number or {{{metric!r}: number}}}}.")
     by_name: dict[str, list[str]] = defaultdict(list)
     for c in checkpoints:
@@ -269,7 +276,7 @@ def _read_metrics_file(path: str, metric: str, checkpoints: Sequence[CheckpointD
         if isinstance(raw, dict) and metric not in raw:
             continue
         if not isinstance(v, int | float) or isinstance(v, bool):
-            raise InputError("--metrics-file", f"{path}: key {key!r}: expected a number or an "
+            raise FieldError("metrics_file", f"{path}: key {key!r}: expected a number or an "
                                                f"object with a number {metric!r}, got {raw!r}.")
         key_path = key.strip("/")
         if key_path in paths:
@@ -277,7 +284,7 @@ def _read_metrics_file(path: str, metric: str, checkpoints: Sequence[CheckpointD
         elif len(by_name.get(key_path, [])) == 1:
             target = by_name[key_path][0]
         elif len(by_name.get(key_path, [])) > 1:
-            raise InputError("--metrics-file", f"{path}: key {key!r} names checkpoints of several "
+            raise FieldError("metrics_file", f"{path}: key {key!r} names checkpoints of several "
                                                f"runs ({', '.join(by_name[key_path][:3])}); use "
                                                "the path relative to DIR.")
         else:
@@ -323,7 +330,8 @@ def assess(s: Scan, policy: RetentionPolicy, now: float) -> RetentionPlan:
             value = file_values.get(c.rel_path)
         facts.append(CheckpointFacts(path=c.rel_path, run=c.run, step=c.step,
                                      incomplete=tuple(reasons), metric=value,
-                                     linked_from=tuple(c.linked_from)))
+                                     linked_from=tuple(c.linked_from),
+                                     mount_points=tuple(c.mount_points)))
     facts = [replace(f, named_best_by_trainer=best_named.get(f.run, (0, ""))[1]
                      == os.path.basename(f.path)) for f in facts]
     if policy.metric:
@@ -360,7 +368,7 @@ def _check_metric_found(s: Scan, policy: RetentionPolicy, facts: Sequence[Checkp
             detail = f" Metrics logged at checkpoint steps: {', '.join(sorted(names)[:12])}."
         else:
             detail = " No metric is logged at any checkpoint's step."
-    raise InputError("--metric", f"{policy.metric!r} is in no checkpoint: looked in {where}."
+    raise FieldError("metric", f"{policy.metric!r} is in no checkpoint: looked in {where}."
                                  f"{detail}")
 
 

@@ -1,7 +1,9 @@
 """One pass over a directory tree: bytes by kind, the checkpoints in it, the links, the trash.
 
 The walk uses os.scandir and never follows a symbolic link: a link is counted as a link (its own
-size), its target is read only to know whether it points at a checkpoint inside the tree.
+size), its target is read only to know whether it points at a checkpoint inside the tree. Nor
+does it cross a mount point (another filesystem, st_dev, or a bind mount, /proc/self/mountinfo;
+like `du -x`): a mount point is listed, not entered, and a checkpoint that holds one is kept.
 
 Classification, first rule that matches wins, by the path relative to DIR:
 1. trash: below a directory named `.gpuhours-trash-*` (left by an interrupted prune).
@@ -28,7 +30,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gpuhours.storage._fs import TRASH_PREFIX
+from gpuhours.files import file_type
+from gpuhours.storage._fs import TRASH_PREFIX, mount_points_under
 
 Kind = Literal["checkpoints", "caches", "datasets", "logs", "other", "trash", "links"]
 KINDS: tuple[Kind, ...] = ("checkpoints", "caches", "datasets", "logs", "other", "trash", "links")
@@ -105,6 +108,8 @@ class CheckpointDir:
     unreadable: list[str] = field(default_factory=list)
     #: links inside the tree whose target lies in this checkpoint
     linked_from: list[str] = field(default_factory=list)
+    #: mount points in it (another filesystem or a bind mount): never crossed, never removed
+    mount_points: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -125,6 +130,8 @@ class Scan:
     unreadable: list[str]
     files: int
     dirs: int
+    #: mount points below the root, not entered (paths relative to it)
+    mount_points: list[str] = field(default_factory=list)
 
 
 #: names inside a checkpoint that mean a writer holds it
@@ -132,8 +139,9 @@ _LOCK_SUFFIXES = (".lock", ".tmp", ".partial", ".incomplete")
 
 
 def scan(root: str, marker: str = "trainer_state.json") -> Scan:
-    """Walk `root` (a real directory path, see _fs.resolve_root) without following links."""
-    return _walk(root, [(root, "", _NONE, None)], marker)
+    """Walk `root` (a real directory path, see _fs.resolve_root) without following links or
+    crossing mount points."""
+    return _walk(root, [(root, "", _NONE, None, os.stat(root).st_dev)], marker)
 
 
 def scan_checkpoint(root: str, rel_path: str, marker: str = "trainer_state.json") -> CheckpointDir | None:
@@ -150,22 +158,32 @@ def scan_checkpoint(root: str, rel_path: str, marker: str = "trainer_state.json"
     owner = CheckpointDir(rel_path=rel_path, run=rel_path.rsplit("/", 1)[0] if "/" in rel_path
                           else ".", step=int(m.group(2)), staging=bool(m.group(1)),
                           newest_mtime=st.st_mtime)
-    _walk(root, [(full, rel_path, _RANK["checkpoints"], owner)], marker)
+    try:
+        parent_dev = os.lstat(os.path.dirname(full)).st_dev
+    except OSError:
+        return None
+    if st.st_dev != parent_dev or full in mount_points_under(os.path.dirname(full)):
+        owner.mount_points.append(rel_path)  # the checkpoint itself is mounted here
+        return owner
+    _walk(root, [(full, rel_path, _RANK["checkpoints"], owner, st.st_dev)], marker)
     return owner
 
 
-def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None]], marker: str) -> Scan:
+def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None, int]],
+          marker: str) -> Scan:
     """The walk of `scan`. Each stack item is (absolute path, path relative to root, rank of
-    the strongest directory rule above it, the checkpoint it belongs to)."""
+    the strongest directory rule above it, the checkpoint it belongs to, its st_dev)."""
     kinds = {k: KindTotal() for k in KINDS}
     checkpoints: list[CheckpointDir] = []
     links: list[LinkInfo] = []
     trash_dirs: list[str] = []
     unreadable: list[str] = []
     seen_inodes: set[tuple[int, int]] = set()
+    mounts = mount_points_under(stack[0][0]) if stack else frozenset()
+    mount_points: list[str] = []
     n_files = n_dirs = 0
     while stack:
-        path, rel, rank, owner = stack.pop()
+        path, rel, rank, owner, dev = stack.pop()
         try:
             it = os.scandir(path)
         except OSError as err:
@@ -184,6 +202,20 @@ def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None]], ma
                         owner.unreadable.append(f"{child_rel}: {err.strerror}")
                     continue
                 mode = st.st_mode
+                if st.st_dev != dev or (mounts and e.path in mounts):
+                    # another filesystem or a bind mount: not ours to walk (or to remove)
+                    mount_points.append(child_rel)
+                    holder = owner
+                    m = CHECKPOINT_DIR_RE.fullmatch(e.name) if owner is None else None
+                    if m and stat.S_ISDIR(mode) and rank != _RANK["trash"]:
+                        # a checkpoint that is itself a mount point: listed, and kept
+                        holder = CheckpointDir(rel_path=child_rel, run=rel or ".",
+                                               step=int(m.group(2)), staging=bool(m.group(1)),
+                                               newest_mtime=st.st_mtime)
+                        checkpoints.append(holder)
+                    if holder is not None:
+                        holder.mount_points.append(child_rel)
+                    continue
                 if stat.S_ISLNK(mode):
                     links.append(_link(root, path, e.name, child_rel))
                     k = kinds["links"]
@@ -206,7 +238,7 @@ def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None]], ma
                             checkpoints.append(child_owner)
                     if e.name.startswith(TRASH_PREFIX) and rank != _RANK["trash"]:
                         trash_dirs.append(child_rel)
-                    stack.append((e.path, child_rel, child_rank, child_owner))
+                    stack.append((e.path, child_rel, child_rank, child_owner, st.st_dev))
                     continue
                 n_files += 1
                 kind = _KIND_OF_RANK[rank] if rank != _NONE else file_kind(e.name)
@@ -227,7 +259,7 @@ def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None]], ma
     _attach_links(checkpoints, links)
     return Scan(root=root, kinds={k: v for k, v in kinds.items()}, checkpoints=checkpoints,
                 links=links, trash_dirs=sorted(trash_dirs), unreadable=sorted(unreadable),
-                files=n_files, dirs=n_dirs)
+                files=n_files, dirs=n_dirs, mount_points=sorted(mount_points))
 
 
 def _add_to_checkpoint(owner: CheckpointDir, name: str, rel_dir: str, st: os.stat_result,
@@ -241,7 +273,11 @@ def _add_to_checkpoint(owner: CheckpointDir, name: str, rel_dir: str, st: os.sta
     else:
         owner.single_link_disk_bytes += disk
     if rel_dir == owner.rel_path and name == marker:
-        owner.has_marker = True
+        if stat.S_ISREG(st.st_mode):
+            owner.has_marker = True
+        else:  # a FIFO would block its reader forever, a device would never end
+            owner.unreadable.append(f"{rel_dir}/{name}: a {file_type(st.st_mode)}, not a "
+                                    "regular file")
     if name.lower().endswith(_LOCK_SUFFIXES) or name.lower() == "lock":
         owner.lock_files.append(f"{rel_dir}/{name}")
 

@@ -1,8 +1,10 @@
 """Exact memory and FLOPs of a model's training step on fake tensors (torch).
 
+    from gpuhours import Training
     from gpuhours.trace import TraceSetup, trace_training
-    r = trace_training(TraceSetup(model="qwen2.5-7b", method="lora", micro_batch=4,
-                                  seq_len=2048, precision="bf16", checkpointing=True))
+    r = trace_training(TraceSetup(training=Training(
+        model="qwen2.5-7b", method="lora", micro_batch=4, seq_len=2048, precision="bf16",
+        checkpointing=True)))
     r.peak_bytes.value, r.peak_where, r.allocator.peak_reserved_bytes, r.flops.ratio
 
 The real model is built by transformers from its config.json (no weights are downloaded), LoRA
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuhours.catalog.schema import GpuSpec
-    from gpuhours.estimate.workload import Training
+    from gpuhours.setup import Training
     from gpuhours.trace.confirm import FitConfirmation
     from gpuhours.trace.result import TraceResult
     from gpuhours.trace.setup import TraceSetup
@@ -47,9 +49,9 @@ def trace_training(setup: TraceSetup, device: GpuSpec | None = None) -> TraceRes
     return run(setup, device)
 
 
-def confirm_fit(model: str, training: Training, gpu: GpuSpec,
+def confirm_fit(training: Training, gpu: GpuSpec,
                 headroom_fraction: float | None = None) -> FitConfirmation:
     """Check the analytic answer of `gpuhours fit` with a trace; see gpuhours.trace.confirm."""
     from gpuhours.trace.confirm import confirm_fit as run
 
-    return run(model, training, gpu, headroom_fraction)
+    return run(training, gpu, headroom_fraction)

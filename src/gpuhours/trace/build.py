@@ -18,8 +18,13 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from gpuhours.errors import InputError
-from gpuhours.trace.setup import TraceSetup, lora_target_modules, torch_precision
+from gpuhours.errors import FieldError, InputError
+from gpuhours.extras import warn_untested_versions
+from gpuhours.setup import lora_target_modules, torch_precision
+from gpuhours.trace.setup import TraceSetup
+
+# every trace builds its model here, with torch and transformers: say if they are untested
+warn_untested_versions()
 
 
 @dataclass
@@ -134,13 +139,13 @@ def build_fake_model(cfg: dict[str, Any], setup: TraceSetup, fake_mode: FakeTens
     """The model of `cfg` in training mode on fake CPU tensors (real ones when `fake_mode` is
     None), with `setup`'s precision, checkpointing and LoRA applied. `where` names the model in
     errors."""
-    prec = torch_precision(setup.precision, setup.method)
+    prec = torch_precision(setup.training.precision, setup.training.method)
     dtype = getattr(torch, prec.param_dtype)
     hf = _hf_config(cfg, where)
     encoder = not getattr(hf, "is_decoder", False) and hf.model_type in ("bert", "roberta",
                                                                         "distilbert")
     hf.use_cache = False  # training: no KV cache (the HF Trainer's setting with checkpointing)
-    hf._attn_implementation = "sdpa" if setup.flash_attention else "eager"
+    hf._attn_implementation = "sdpa" if setup.training.flash_attention else "eager"
     notes: list[str] = []
     if getattr(hf, "num_local_experts", None) or getattr(hf, "num_experts", None):
         # grouped_mm: every token-expert pair in one grouped matmul, shapes independent of the
@@ -156,18 +161,18 @@ def build_fake_model(cfg: dict[str, Any], setup: TraceSetup, fake_mode: FakeTens
     with _quiet_transformers():
         model = _instantiate(hf, cfg, encoder, dtype, where)
     hf_model = model
-    if setup.checkpointing:
+    if setup.training.checkpointing:
         if not getattr(model, "supports_gradient_checkpointing", False):
-            raise InputError("--checkpointing", f"transformers' {type(model).__name__} does not "
+            raise FieldError("checkpointing", f"transformers' {type(model).__name__} does not "
                                                 "support gradient checkpointing.")
         model.activation_checkpointing_enable()  # type: ignore[operator]  # non-reentrant
-    if setup.method == "qlora":
-        raise InputError(
-            "--method", "qlora needs bitsandbytes' 4-bit layers, which are not installed here "
+    if setup.training.method == "qlora":
+        raise FieldError(
+            "method", "qlora needs bitsandbytes' 4-bit layers, which are not installed here "
                         "(and its kernels need CUDA); the trace does not invent 4-bit storage.",
             "Trace --method lora for the activations and adapters, and use `gpuhours "
             "estimate --method qlora` for the 4-bit weights (basis: formula).")
-    if setup.method == "lora":
+    if setup.training.method == "lora":
         model = _apply_lora(model, setup, where, notes)
     _materialise(model, fake_mode)
     model.train()
@@ -183,16 +188,16 @@ def _apply_lora(model: torch.nn.Module, setup: TraceSetup, where: str,
                 notes: list[str]) -> torch.nn.Module:
     import peft
 
-    targets = lora_target_modules(setup.lora_targets)
+    targets = lora_target_modules(setup.training.lora_targets)
     if isinstance(targets, list):
         names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
         missing = [t for t in targets if t not in names]
         if missing:
-            raise InputError("--lora-targets", f"{where} has no modules named "
+            raise FieldError("lora_targets", f"{where} has no modules named "
                                                f"{', '.join(missing)} (LoRA target "
-                                               f"{setup.lora_targets!r} assumes llama-style "
+                                               f"{setup.training.lora_targets!r} assumes llama-style "
                                                "names).", "Use --lora-targets all-linear.")
-    config = peft.LoraConfig(r=setup.lora_rank, lora_alpha=2 * setup.lora_rank,
+    config = peft.LoraConfig(r=setup.training.lora_rank, lora_alpha=2 * setup.training.lora_rank,
                              target_modules=targets, lora_dropout=0.0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -10,10 +10,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.workload import Training
+from gpuhours.setup import Training
 from gpuhours.trace.result import TraceFigure, TraceResult
 from gpuhours.trace.setup import TraceSetup
 
@@ -41,31 +40,17 @@ class FitConfirmation(BaseModel):
     trace: TraceResult
 
 
-def trace_setup_of(model: str, t: Training) -> TraceSetup:
-    """The TraceSetup of an estimator Training (one process: ZeRO sharding cannot be traced)."""
-    if t.zero_stage:
-        raise InputError("--trace", f"the trace runs one process without sharding; ZeRO stage "
-                                    f"{t.zero_stage} divides state over GPUs and is not traced.",
-                         "Trace with --zero 0, or rely on the analytic answer (basis: formula).")
-    if t.optimizer == "adamw-8bit":
-        raise InputError("--trace", "adamw-8bit needs bitsandbytes, which the trace does not "
-                                    "have.", "Trace with --optimizer adamw.")
-    return TraceSetup(
-        model=model, method=t.method, precision=t.precision, optimizer=t.optimizer,
-        optimizer_impl=t.optimizer_impl, micro_batch=t.micro_batch, seq_len=t.seq_len,
-        checkpointing=t.checkpointing, flash_attention=t.flash_attention,
-        lora_rank=t.lora_rank, lora_targets=t.lora_targets, grad_accum=min(t.grad_accum, 2),
-        steps=1)
-
-
-def confirm_fit(model: str, training: Training, gpu: GpuSpec,
+def confirm_fit(training: Training, gpu: GpuSpec,
                 headroom_fraction: float | None = None) -> FitConfirmation:
     """Trace `training` (the configuration `fit` chose) and set it against `gpu`'s memory less
     the headroom `fit` used (default: assumptions.FIT_HEADROOM_FRACTION)."""
     from gpuhours.trace.summary import trace_training
 
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom_fraction is None else headroom_fraction
-    setup = trace_setup_of(model, training)
+    # one process: the trace cannot shard (ZeRO) and runs two micro-batches at most, since the
+    # gradients that persist between micro-batches are the same from the second on
+    setup = TraceSetup(training=training.model_copy(
+        update={"grad_accum": min(training.grad_accum, 2)}), steps=1)
     r = trace_training(setup)
     mem = training_memory(training.arch, training)
     context = A.CUDA_CONTEXT_BYTES.value

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from gpuhours.report.text import esc
 from gpuhours.report.units import gib, pct, seconds, si
 from gpuhours.trace.accounting import ROLES
 from gpuhours.trace.result import PeakPlace, TraceFigure, TraceResult
@@ -16,33 +17,34 @@ if TYPE_CHECKING:
 
 
 def _basis(f: TraceFigure) -> str:
-    return f"[dim]{f.basis}, {f.source}[/dim]"
+    return f"[dim]{esc(f.basis)}, {esc(f.source)}[/dim]"
 
 
 def _where(p: PeakPlace | None) -> str:
     if p is None:
         return "-"
     step = "warm-up" if p.step == 0 else f"step {p.step}"
-    return f"{step}, {p.phase}, {p.module or '-'}, {p.op}"
+    return esc(f"{step}, {p.phase}, {p.module or '-'}, {p.op}")
 
 
 def _setup_line(r: TraceResult) -> str:
     s = r.setup
     lora = f" rank {s['lora_rank']} on {s['lora_targets']}" if s["method"] != "full" else ""
     accum = f" x accumulation {s['grad_accum']}" if s["grad_accum"] != 1 else ""
-    return (f"[bold]{r.model}[/bold] traced - {s['method']}{lora}, {s['precision']} (as "
+    return (f"[bold]{esc(r.model)}[/bold] traced - " + esc(
+            f"{s['method']}{lora}, {s['precision']} (as "
             f"{r.precision_as_traced}), micro-batch {s['micro_batch']} x seq {s['seq_len']}"
             f"{accum}, checkpointing {'on' if s['checkpointing'] else 'off'}, {s['optimizer']} "
-            f"({s['optimizer_impl']}), {s['steps']} step(s)")
+            f"({s['optimizer_impl']}), {s['steps']} step(s)"))
 
 
 def render_trace(r: TraceResult, console: Console) -> None:
     """The trace of one setup: peak and where, breakdown, allocator model, FLOPs, roofline."""
     console.print(_setup_line(r))
-    console.print(f"[dim]model: {r.model_basis}; {r.total_params.value / 1e9:.3f} B parameters, "
+    console.print(f"[dim]model: {esc(r.model_basis)}; {r.total_params.value / 1e9:.3f} B parameters, "
                   f"{r.trainable_params.value / 1e6:,.1f} M trainable (trace)[/dim]")
     for note in r.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {esc(note)}")
 
     mem = Table(title="Memory of live tensors (GiB = 2^30 bytes)", title_justify="left")
     for col, just in (("part", "left"), ("at the peak", "right"), ("own maximum", "right")):
@@ -57,7 +59,7 @@ def render_trace(r: TraceResult, console: Console) -> None:
                 "")
     console.print(mem)
     console.print(f"peak at: [bold]{_where(r.peak_where)}[/bold]")
-    console.print(f"[dim]basis: {r.peak_bytes.basis}, {r.peak_bytes.source}[/dim]")
+    console.print(f"[dim]basis: {esc(r.peak_bytes.basis)}, {esc(r.peak_bytes.source)}[/dim]")
 
     t = Table(title="Peaks of the step, and what a GPU would reserve", title_justify="left")
     t.add_column("quantity")
@@ -101,12 +103,12 @@ def render_trace(r: TraceResult, console: Console) -> None:
 
     if r.roofline is not None:
         rl = r.roofline
-        rt = Table(title=f"Step time on {rl.device}: a roofline per operator (a model)",
+        rt = Table(title=f"Step time on {esc(rl.device)}: a roofline per operator (a model)",
                    title_justify="left")
         for col in ("operator", "calls", "FLOPs", "bytes", "time", "bound"):
             rt.add_column(col, justify="left" if col in ("operator", "bound") else "right")
         for op in rl.top_ops:
-            rt.add_row(op.op, f"{op.calls:,}", si(op.flops), si(op.bytes, "B"),
+            rt.add_row(esc(op.op), f"{op.calls:,}", si(op.flops), si(op.bytes, "B"),
                        seconds(op.time_s), op.bound)
         console.print(rt)
         console.print(f"step time at datasheet peaks: [bold]{seconds(rl.peak_time_s.value)}"
@@ -122,7 +124,7 @@ def render_trace(r: TraceResult, console: Console) -> None:
 
 def render_confirmation(c: FitConfirmation, console: Console) -> None:
     """`gpuhours fit --trace`: the analytic answer beside the trace of the chosen setup."""
-    t = Table(title=f"Checked by a trace: micro-batch {c.micro_batch} on {c.gpu}",
+    t = Table(title=f"Checked by a trace: micro-batch {c.micro_batch} on {esc(c.gpu)}",
               title_justify="left")
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -138,6 +140,6 @@ def render_confirmation(c: FitConfirmation, console: Console) -> None:
     t.add_row("limit (device x (1 - headroom))", gib(c.limit_bytes.value), _basis(c.limit_bytes))
     console.print(t)
     colour = "green" if c.fits_by_trace else "red"
-    console.print(f"[{colour}]{c.verdict}[/{colour}]")
+    console.print(f"[{colour}]{esc(c.verdict)}[/{colour}]")
     for note in c.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {esc(note)}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.timing import gemm_efficiency
 from gpuhours.trace.result import OpTime, RooflineOut, TraceFigure
@@ -27,7 +27,7 @@ def peak_flops_of_dtype(gpu: GpuSpec, dtype: str) -> float:
     key = _PEAK_OF_DTYPE.get(dtype, "fp32")
     tflops = getattr(gpu.dense_tflops, key) or gpu.dense_tflops.fp32
     if not tflops:
-        raise InputError("--device-profile", f"{gpu.name} has no {key} or fp32 FLOP rate in "
+        raise FieldError("device_profile", f"{gpu.name} has no {key} or fp32 FLOP rate in "
                                              "the catalog.")
     return float(tflops) * 1e12
 
@@ -36,7 +36,7 @@ def roofline(op_calls: Counter[tuple[str, str, str, int, int]], gpu: GpuSpec,
              hidden_size: int, top: int = 8) -> RooflineOut:
     """Roofline time of the operators in `op_calls` ((op, phase, dtype, flops, bytes) -> calls)
     on `gpu`; `hidden_size` sets the GEMM efficiency of the assumed-efficiency figure."""
-    bandwidth = gpu.memory_bw_gbps * 1e9
+    bandwidth = gpu.memory_bw_gb_per_s * 1e9
     gemm_eff = gemm_efficiency(gpu, hidden_size)
     bw_eff = A.BANDWIDTH_EFFICIENCY.value
     total = assumed = compute = memory = 0.0
@@ -63,7 +63,7 @@ def roofline(op_calls: Counter[tuple[str, str, str, int, int]], gpu: GpuSpec,
     ranked = sorted(per_op.items(), key=lambda kv: -kv[1][3])[:top]
     top_ops = [OpTime(op=op, calls=int(r[0]), flops=r[1], bytes=r[2], time_s=r[3],
                       bound="compute" if r[4] >= r[3] / 2 else "memory") for op, r in ranked]
-    src = (f"roofline per operator on {gpu.name}: datasheet {gpu.memory_bw_gbps:g} GB/s and "
+    src = (f"roofline per operator on {gpu.name}: datasheet {gpu.memory_bw_gb_per_s:g} GB/s and "
            f"dense peak of each operator's dtype ({gpu.source})")
     return RooflineOut(
         device=gpu.name,

@@ -24,12 +24,13 @@ from torch._subclasses.fake_tensor import (
 )
 
 from gpuhours.errors import InputError
+from gpuhours.setup import torch_precision
+from gpuhours.torchkit.flops import flop_registry
 from gpuhours.trace.accounting import StorageLog
 from gpuhours.trace.build import BuiltModel, build_fake_model
-from gpuhours.trace.flops import flop_registry
 from gpuhours.trace.location import ModuleLocator
 from gpuhours.trace.patches import as_on_gpu
-from gpuhours.trace.setup import TraceSetup, torch_precision
+from gpuhours.trace.setup import TraceSetup
 from gpuhours.trace.tracker import StorageTracker
 
 
@@ -47,11 +48,11 @@ class StepTrace:
 
 
 def make_optimizer(params: list[torch.nn.Parameter], setup: TraceSetup) -> torch.optim.Optimizer:
-    foreach = setup.optimizer_impl == "foreach"
-    fused = True if setup.optimizer_impl == "fused" else None
-    if setup.optimizer == "adamw":
+    foreach = setup.training.optimizer_impl == "foreach"
+    fused = True if setup.training.optimizer_impl == "fused" else None
+    if setup.training.optimizer == "adamw":
         return torch.optim.AdamW(params, lr=1e-5, foreach=foreach, fused=fused)
-    momentum = 0.9 if setup.optimizer == "sgd-momentum" else 0.0
+    momentum = 0.9 if setup.training.optimizer == "sgd-momentum" else 0.0
     return torch.optim.SGD(params, lr=1e-5, momentum=momentum, foreach=foreach)
 
 
@@ -62,9 +63,9 @@ def _root_paths(hf_path: str) -> tuple[str, ...]:
 
 
 def make_batch(built: BuiltModel, setup: TraceSetup) -> dict[str, torch.Tensor]:
-    ids = torch.zeros((setup.micro_batch, setup.seq_len), dtype=torch.long)
+    ids = torch.zeros((setup.training.micro_batch, setup.training.seq_len), dtype=torch.long)
     if built.encoder:
-        return {"input_ids": ids, "labels": torch.zeros((setup.micro_batch,), dtype=torch.long)}
+        return {"input_ids": ids, "labels": torch.zeros((setup.training.micro_batch,), dtype=torch.long)}
     return {"input_ids": ids, "labels": ids}
 
 
@@ -89,9 +90,9 @@ def run_steps(cfg: dict[str, Any], setup: TraceSetup, where: str) -> StepTrace:
     for t in batch.values():
         tracker.register(t, "inputs")
     optimizer = make_optimizer(trainable, setup)
-    prec = torch_precision(setup.precision, setup.method)
+    prec = torch_precision(setup.training.precision, setup.training.method)
     try:
-        with fake, tracker, as_on_gpu(setup.flash_attention, prec.autocast_dtype is not None):
+        with fake, tracker, as_on_gpu(setup.training.flash_attention, prec.autocast_dtype is not None):
             if setup.steps == 1:
                 tracker.count_ops = False
                 warm_up_optimizer(optimizer, trainable, tracker)
@@ -101,7 +102,7 @@ def run_steps(cfg: dict[str, Any], setup: TraceSetup, where: str) -> StepTrace:
                 if last:  # the peak reported is the last step's: it has the optimizer state
                     tracker.log.reset_peak()
                 one_step(model, batch, optimizer, trainable, tracker, step, prec.autocast_dtype,
-                         setup.grad_accum)
+                         setup.training.grad_accum)
     except (UnsupportedOperatorException, DynamicOutputShapeException,
             DataDependentOutputException) as e:
         raise InputError(where, f"the fake-tensor mode cannot run operator {e.func} of this "

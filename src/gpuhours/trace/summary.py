@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpuhours import catalog
 from gpuhours.catalog.schema import GpuSpec
+from gpuhours.setup import torch_precision
 from gpuhours.trace import accounting, allocator
 from gpuhours.trace.compare import analytic_memory, analytic_step_flops, analytic_training
 from gpuhours.trace.result import (
@@ -20,10 +20,10 @@ from gpuhours.trace.result import (
     traced,
 )
 from gpuhours.trace.roofline import roofline
-from gpuhours.trace.setup import TraceSetup, torch_precision
+from gpuhours.trace.setup import TraceSetup
 
 _SRC = "live tensor storage of the step on fake tensors (trace/tracker.py)"
-_FLOP_SRC = "torch's flop counter formulas (+ trace/flops.py) over every operator of the step"
+_FLOP_SRC = "torch's flop counter formulas (+ gpuhours.torchkit.flops) over every operator of the step"
 
 
 def _display(module: str, hf_path: str, phase: str, model_class: str) -> str:
@@ -38,13 +38,15 @@ def _display(module: str, hf_path: str, phase: str, model_class: str) -> str:
 
 def trace_training(setup: TraceSetup, device: GpuSpec | None = None) -> TraceResult:
     """Trace `setup` on fake tensors and report it; with `device`, add a roofline time."""
-    from gpuhours.resolve import resolve_model
+    from gpuhours.resolve import model_config
     from gpuhours.trace.step import run_steps
 
-    arch, basis = resolve_model(setup.model)
-    training = analytic_training(arch, setup)  # the estimator's checks of the setup apply too
-    entry, cfg = catalog.model(setup.model)
-    where = f"catalog model {entry.name}" if entry else setup.model
+    t = setup.training
+    assert t.model is not None  # TraceSetup checks it
+    arch, basis = t.arch, t.model_basis
+    training = analytic_training(setup)
+    cfg, name, _ = model_config(t.model, t.config_overrides)
+    where = t.model if basis.startswith("config.json") else f"catalog model {name}"
     st = run_steps(cfg, setup, where)
     log = st.log
     b = accounting.breakdown(log)
@@ -65,14 +67,14 @@ def trace_training(setup: TraceSetup, device: GpuSpec | None = None) -> TraceRes
     for (_op, phase, _dtype, flops, _bytes), calls in st.op_calls.items():
         phase_flops[phase] += flops * calls
     total_flops = float(sum(phase_flops.values()))
-    causal, full = analytic_step_flops(arch, setup)
-    mem = analytic_memory(arch, setup)
-    prec = torch_precision(setup.precision, setup.method)
+    causal, full = analytic_step_flops(setup)
+    mem = analytic_memory(setup)
+    prec = torch_precision(setup.training.precision, setup.training.method)
     notes = list(built.notes) + ([prec.note] if prec.note else [])
     return TraceResult(
         model=arch.name,
         model_basis=basis,
-        setup=setup.model_dump(),
+        setup={**t.choices(), "steps": setup.steps},
         precision_as_traced=prec.analytic_precision,
         notes=notes,
         total_params=traced(st.total_params, "params", "sum of numel over the model's parameters"),

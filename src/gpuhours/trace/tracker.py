@@ -1,11 +1,12 @@
 """Our dispatch-level account of tensor storage: every allocation and free of a step, in order.
 
 A TorchDispatchMode sees every operator below autograd. Each output whose storage it has not
-seen is an allocation of `storage.nbytes()` bytes; a weak reference on the storage object
-records the free when the last tensor (or view, or autograd's saved copy) that holds it goes.
-Views share their base's storage and cost nothing; in-place operators allocate nothing. The
-same mode counts each operator's FLOPs (torch's formulas, trace/flops.py) and the bytes its
-tensors hold (inputs + outputs), for the roofline.
+seen is an allocation of `storage.nbytes()` bytes; the free is recorded when the last tensor (or
+view, or autograd's saved copy) that holds it goes (storage identity and lifetime:
+gpuhours.torchkit.storage.LiveStorages, shared with bench). Views share their base's storage and
+cost nothing; in-place operators allocate nothing. The same mode counts each operator's FLOPs
+(torch's formulas and ours, gpuhours.torchkit.flops, in the "torch" convention: full S x S
+attention) and the bytes its tensors hold (inputs + outputs), for the roofline.
 
 What it cannot see: memory a kernel allocates for itself without an operator (CUDA workspaces
 of cuBLAS and attention kernels, NCCL buffers), and the caching allocator's rounding (modelled
@@ -14,7 +15,6 @@ in trace/allocator.py).
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
 from typing import Any
 
@@ -22,6 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from gpuhours.torchkit.storage import LiveStorages
 from gpuhours.trace.accounting import Place, StorageLog
 from gpuhours.trace.location import ModuleLocator
 
@@ -42,9 +43,9 @@ class StorageTracker(TorchDispatchMode):
         super().__init__()
         self.log = StorageLog()
         self.locator = locator
-        self._live: dict[int, tuple[int, Any]] = {}  # id(storage) -> (uid, weakref)
-        #: storage objects holding each uid (more than one where an accumulation took over)
-        self._holders: dict[int, int] = {}
+        #: live storages by identity; a uid has more than one holder where an accumulation
+        #: took over a gradient's storage (`_accumulates`)
+        self._storages = LiveStorages(self._freed)
         #: id of the autograd node that was running when a uid was allocated in backward
         self._creator: dict[int, int] = {}
         self._head = head_paths
@@ -69,8 +70,7 @@ class StorageTracker(TorchDispatchMode):
         self._track(t, role, Place(self.step, "setup", "", "before the step"))
 
     def uid_of(self, t: torch.Tensor) -> int | None:
-        entry = self._live.get(id(t.untyped_storage()))
-        return entry[0] if entry else None
+        return self._storages.uid_of(t)
 
     def mark(self, tensors: list[torch.Tensor], role: str) -> None:
         """Give the storages of `tensors` a role decided after they were made."""
@@ -86,7 +86,7 @@ class StorageTracker(TorchDispatchMode):
         if not self.recording:
             return out
         outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        new = [t for t in outputs if id(t.untyped_storage()) not in self._live]
+        new = [t for t in outputs if t not in self._storages]
         phase = self.phase
         if phase == "backward" and self.locator.in_forward_module():
             phase = "recompute"
@@ -157,41 +157,20 @@ class StorageTracker(TorchDispatchMode):
             if (uid is not None and creator is not None and creator != now
                     and x.is_contiguous()
                     and self.log.sizes[uid] == out.untyped_storage().nbytes()):
-                self._alias(out, uid)
+                # `out`'s storage holds the bytes of `uid` from now on (no new allocation)
+                self._storages.alias(out, uid)
                 return True
         return False
 
-    def _alias(self, t: torch.Tensor, uid: int) -> None:
-        """`t`'s storage holds the bytes of `uid` from now on (no new allocation)."""
-        storage = t.untyped_storage()
-        key = id(storage)
-        self._holders[uid] = self._holders.get(uid, 1) + 1
-        self._live[key] = (uid, weakref.ref(storage, self._on_free(key)))
-
     def _track(self, t: torch.Tensor, role: str, place: Place) -> int | None:
-        storage = t.untyped_storage()
-        key = id(storage)
-        if key in self._live:
+        if t in self._storages:
             return None
-        uid = self.log.allocate(storage.nbytes(), role, place)
-        self._live[key] = (uid, weakref.ref(storage, self._on_free(key)))
+        uid = self.log.allocate(t.untyped_storage().nbytes(), role, place)
+        self._storages.add(t, uid)
         return uid
 
-    def _on_free(self, key: int) -> Any:
-        def callback(_: Any) -> None:
-            self._free(key)
-
-        return callback
-
-    def _free(self, key: int) -> None:
-        entry = self._live.pop(key, None)
-        if entry is None:
-            return
-        uid = entry[0]
-        held = self._holders.pop(uid, 1) - 1
-        if held > 0:
-            self._holders[uid] = held
-        elif self.recording:
+    def _freed(self, uid: int) -> None:
+        if self.recording:  # frees after the trace are not part of it
             self.log.free(uid)
 
     def _count_op(self, func: Any, args: Any, kwargs: Any, out: Any,

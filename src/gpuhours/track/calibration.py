@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.catalog.schema import DenseTflops, GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch, from_hf_config
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.workload import Hardware, Training
+from gpuhours.setup import Hardware, Training
 from gpuhours.track.ledger import Ledger, Measurement
 
 #: precision -> the dtype its matmuls run in; measurements calibrate setups of the same dtype
@@ -64,7 +64,8 @@ def training_of(m: Measurement) -> Training | None:
         return None
     arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
     s = m.setup
-    return Training(arch=arch, method=s["method"], precision=s["precision"],
+    return Training(arch=arch, method=s["method"],
+                    precision=s.get("precision_as_run", s["precision"]),
                     optimizer=s.get("optimizer", "adamw"),
                     optimizer_impl=s.get("optimizer_impl", "foreach"),
                     micro_batch=s["micro_batch"], seq_len=s["seq_len"],
@@ -206,7 +207,7 @@ def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
     copies = ledger.probes(device_key=device_key, probe="copy")
     if not matmul or not copies:
         missing = "matmul probe" if not matmul else "copy (bandwidth) probe"
-        raise InputError("--gpu", f"the ledger {ledger.path} has no {missing} of {device_key!r}.",
+        raise FieldError("gpu", f"the ledger {ledger.path} has no {missing} of {device_key!r}.",
                          f"Run `gpuhours bench --device {device_key.split('-')[0]}` on that "
                          "machine first.")
     copy = copies[0]
@@ -217,7 +218,7 @@ def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
         name=device_key, aliases=[], full_name=first.device_name,
         vendor="other", generation="cpu",
         memory_gb=memory / 1e9 if memory else 1e3,
-        memory_bw_gbps=copy.value / 1e9,
+        memory_bw_gb_per_s=copy.value / 1e9,
         dense_tflops=DenseTflops(**{k: p.value / 1e12 for k, p in matmul.items()}),
         interconnect="none",
         source="measured: " + ", ".join(f"ledger probe #{p.id} ({p.probe} {p.dtype or ''} "

@@ -22,9 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gpuhours.track.ledger import Ledger, ledger_path
-from gpuhours.track.loop import TrackedRun, _Device, _torch_threads, count_tokens, path_bytes
-from gpuhours.track.runs import start_run
+from gpuhours.track.loop import TrackedRun, count_tokens, start_tracking
 
 
 def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
@@ -35,6 +33,10 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
     planned_steps defaults to the Trainer's max_steps for this run."""
     from transformers import TrainerCallback
 
+    from gpuhours.extras import warn_untested_versions
+
+    warn_untested_versions()
+
     class GpuhoursCallback(TrainerCallback):  # type: ignore[misc]
         def __init__(self) -> None:
             self.run: TrackedRun | None = None
@@ -44,8 +46,6 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
 
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                            **kwargs: Any) -> None:
-            device = _Device(sync)
-            book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger_path(ledger))
             config: dict[str, Any] = {
                 "micro_batch": args.per_device_train_batch_size,
                 "grad_accum": args.gradient_accumulation_steps,
@@ -54,18 +54,14 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
                 else None,
                 "eval_steps": args.eval_steps, "bf16": bool(args.bf16), "fp16": bool(args.fp16),
                 "num_gpus": max(1, int(getattr(args, "world_size", 1) or 1)),
-                "threads": _torch_threads(), "source": "hf-trainer-callback",
+                "source": "hf-trainer-callback",
             }
             if model is not None and getattr(model, "config", None) is not None:
                 config["model_config"] = model.config.to_dict()
-            run_id = start_run(book, project=project, phase=phase,
-                               name=name or f"{project}/{phase}", device_kind=device.kind,
-                               device_name=device.name,
-                               planned_steps=planned_steps or state.max_steps or None,
-                               config=config)
-            self.run = TrackedRun(book, run_id, device, flush_every,
-                                  owns_ledger=not isinstance(ledger, Ledger),
-                                  flush_every_s=flush_every_s)
+            self.run = start_tracking(
+                project=project, phase=phase, name=name, config=config, ledger=ledger,
+                planned_steps=planned_steps or state.max_steps or None, flush_every=flush_every,
+                flush_every_s=flush_every_s, sync=sync)
             if model is not None:
                 self._hook = model.register_forward_pre_hook(self._count, with_kwargs=True)
             self._mark = time.perf_counter()
@@ -74,53 +70,46 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
             if self.run is not None and module.training and self._in_step:
                 self.run.count(kwargs)
 
+        def _lap(self, phase: str, sync_first: bool = False) -> None:
+            """Add the time since the last mark to `phase` of the open step; mark now."""
+            if self.run is None or self.run.current_step is None:
+                return
+            if sync_first:
+                self.run.sync_device()
+            now = time.perf_counter()
+            self.run.add_time(phase, now - self._mark)
+            self._mark = now
+
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.run is None or self._in_step:
                 return  # a later micro-batch of the same optimizer step
-            rec = self.run.start_step()
-            now = time.perf_counter()
-            rec.data_wait_s = now - self._mark
-            self._mark = now
+            self.run.start_step()
+            self._lap("data_wait_s")
             self._in_step = True
 
         def on_pre_optimizer_step(self, args: Any, state: Any, control: Any,
                                   **kwargs: Any) -> None:
-            if self.run is None or self.run._current is None:
-                return
-            self.run._device.sync()
-            now = time.perf_counter()
-            self.run._current.compute_s += now - self._mark
-            self._mark = now
+            self._lap("compute_s", sync_first=True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.run is None or self.run._current is None:
+            if self.run is None or self.run.current_step is None:
                 return
-            self.run._device.sync()
-            now = time.perf_counter()
-            self.run._current.optimizer_s += now - self._mark
-            self._mark = now
+            self._lap("optimizer_s", sync_first=True)
             self._in_step = False
 
         def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             # logging is part of the step's 'other' time; evaluation and saving follow it
-            if self.run is not None and self.run._current is not None and not self._in_step:
+            if self.run is not None and self.run.current_step is not None and not self._in_step:
                 self._mark = time.perf_counter()
 
         def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.run is None or self.run._current is None:
-                return
-            now = time.perf_counter()
-            self.run._current.eval_s += now - self._mark
-            self._mark = now
+            self._lap("eval_s")
 
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if self.run is None or self.run._current is None:
+            if self.run is None or self.run.current_step is None:
                 return
-            now = time.perf_counter()
-            rec = self.run._current
-            rec.save_s += now - self._mark
-            folder = f"{args.output_dir}/checkpoint-{state.global_step}"
-            rec.save_bytes += path_bytes(folder)
+            self._lap("save_s")
+            self.run.add_save_bytes(f"{args.output_dir}/checkpoint-{state.global_step}")
             self._mark = time.perf_counter()
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

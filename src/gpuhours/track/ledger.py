@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -161,7 +163,8 @@ MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_v1_measurements, _v2_
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _now_utc() -> str:
+def now_utc() -> str:
+    """Now, UTC, ISO 8601 to the second: the timestamps of ledger records."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -232,18 +235,25 @@ class Ledger:
     def __init__(self, db: sqlite3.Connection, path: Path) -> None:
         self._db = db
         self.path = path
+        #: how long a write waits for another process's write lock, s
+        self.busy_timeout_s = BUSY_TIMEOUT_MS / 1000
 
     # opening ------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, create: bool = True) -> Ledger:
+    def open(cls, path: str | Path, create: bool = True,
+             busy_timeout_s: float | None = None) -> Ledger:
         """Open (and, with `create`, make) the ledger at `path`, migrating it to SCHEMA_VERSION.
 
-        A file that is not an SQLite database, or a ledger written by a newer gpuhours, is an
-        InputError naming the file; it is never modified.
+        Several processes may open (and create) the same new ledger at once: the switch to WAL
+        and the migration wait for each other (up to `busy_timeout_s`, then an InputError that
+        says the file is locked). A file that is not an SQLite database, or a ledger written by
+        a newer gpuhours, is an InputError naming the file; it is never modified.
         """
         path = Path(path)
         where = f"ledger {path}"
+        if busy_timeout_s is None:
+            busy_timeout_s = BUSY_TIMEOUT_MS / 1000
         if path.is_dir():
             raise InputError(where, "is a directory; expected an SQLite file.",
                              f"Use --ledger {path / 'ledger.sqlite'} or another file.")
@@ -260,28 +270,38 @@ class Ledger:
                                     "unchanged.", f"Point --ledger or {ENV_VAR} at a ledger file, "
                                                   "or move this file away to start a new ledger.")
         try:
-            db = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            db = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None)
         except sqlite3.Error as e:
             raise InputError(where, f"cannot be opened: {e}.") from None
         db.row_factory = sqlite3.Row
         ledger = cls(db, path)
+        ledger.busy_timeout_s = busy_timeout_s
         try:
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise InputError(where, f"could not switch to WAL journal mode (got {mode!r}); "
-                                        "is it on a network file system?")
-            db.execute("PRAGMA synchronous = FULL")
-            db.execute("PRAGMA foreign_keys = ON")
-            ledger._migrate()
+            _retry_while_locked(lambda: cls._prepare(ledger, where), busy_timeout_s)
         except sqlite3.DatabaseError as e:
             db.close()
+            if _condition(e) is not None:  # locked, disk full, I/O error, read-only: say so
+                raise InputError(where, describe_error(e, busy_timeout_s) + "; it was left "
+                                        "unchanged.", _hint_for(e)) from None
             raise InputError(where, f"is not a readable gpuhours ledger ({e}); it was left "
                                     "unchanged.", "Point --ledger at another file.") from None
         except BaseException:
             db.close()
             raise
         return ledger
+
+    def _prepare(self, where: str) -> None:
+        """WAL, pragmas and migrations; each step may be retried while another process holds
+        the file (creating it, switching it to WAL, migrating it)."""
+        db = self._db
+        db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise InputError(where, f"could not switch to WAL journal mode (got {mode!r}); "
+                                    "is it on a network file system?")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
 
     def close(self) -> None:
         self._db.close()
@@ -292,17 +312,43 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # transactions and queries (the public API of the other track modules) ---------------------
+
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction. BEGIN IMMEDIATE takes the write lock at once (waiting up to the
-        busy timeout for another writer), so a read-then-write cannot deadlock."""
-        self._db.execute("BEGIN IMMEDIATE")
+    def transaction(self, busy_timeout_s: float | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction: everything executed on the yielded connection is stored whole
+        or not at all. BEGIN IMMEDIATE takes the write lock at once, waiting up to
+        `busy_timeout_s` (default: the ledger's) for another writer, so a read-then-write cannot
+        deadlock. A failure (an exception inside, a COMMIT refused because the disk is full)
+        rolls back and re-raises; the connection is left ready for the next transaction.
+
+            with ledger.transaction() as db:
+                db.execute("INSERT INTO runs ...", values)
+        """
+        if busy_timeout_s is not None:
+            self._db.execute(f"PRAGMA busy_timeout = {max(0, int(busy_timeout_s * 1000))}")
         try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                raise
+        finally:
+            if busy_timeout_s is not None:
+                with suppress(sqlite3.Error):
+                    self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """The rows of one SELECT (columns by name: row["id"]). A damaged file is an InputError
+        naming the ledger."""
+        try:
+            return list(self._db.execute(sql, list(args)).fetchall())
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"ledger {self.path}", f"cannot be read ({e}).") from None
 
     def schema_version(self) -> int:
         row = self._db.execute("SELECT MAX(version) FROM schema_version").fetchone()
@@ -313,7 +359,7 @@ class Ledger:
                          "version INTEGER NOT NULL, applied_utc TEXT NOT NULL)")
         if self.schema_version() == SCHEMA_VERSION:
             return
-        with self._write() as db:
+        with self.transaction() as db:
             # read again under the write lock: another process may have migrated meanwhile
             current = self.schema_version()
             if current > SCHEMA_VERSION:
@@ -324,7 +370,7 @@ class Ledger:
             for version in range(current, SCHEMA_VERSION):
                 MIGRATIONS[version](db)
                 db.execute("INSERT INTO schema_version (version, applied_utc) VALUES (?, ?)",
-                           (version + 1, _now_utc()))
+                           (version + 1, now_utc()))
 
     # writing ------------------------------------------------------------------------------------
 
@@ -351,12 +397,12 @@ class Ledger:
         well-known keys of both are copied into columns; everything is kept in the JSON."""
         hostname = str(environment.get("hostname") or socket.gethostname())
         values: dict[str, Any] = {
-            "created_utc": created_utc or _now_utc(), "kind": kind, "status": status,
+            "created_utc": created_utc or now_utc(), "kind": kind, "status": status,
             "device_kind": device_kind, "device_key": device_key, "device_name": device_name,
             "hostname": hostname, "model": model,
-            "setup_json": _dumps(setup), "model_config_json": _dumps(model_config),
-            "environment_json": _dumps(environment), "results_json": _dumps(results),
-            "probe_ids_json": _dumps(list(probe_ids or [])),
+            "setup_json": dumps_json(setup), "model_config_json": dumps_json(model_config),
+            "environment_json": dumps_json(environment), "results_json": dumps_json(results),
+            "probe_ids_json": dumps_json(list(probe_ids or [])),
         }
         for key in _SETUP_COLUMNS:
             value = setup.get(key)
@@ -365,7 +411,7 @@ class Ledger:
             values[key] = results.get(key)
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        with self._write() as db:
+        with self.transaction() as db:
             cur = db.execute(f"INSERT INTO measurements ({columns}) VALUES ({marks})",
                              tuple(values.values()))
             return int(cur.lastrowid or 0)
@@ -374,13 +420,13 @@ class Ledger:
                   probe: str, dtype: str | None, value: float, unit: str,
                   details: dict[str, Any]) -> int:
         """Append one device probe (a measured matmul rate or copy bandwidth); returns its id."""
-        with self._write() as db:
+        with self.transaction() as db:
             cur = db.execute(
                 "INSERT INTO device_probes (created_utc, device_kind, device_key, device_name, "
                 "hostname, probe, dtype, value, unit, details_json) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (_now_utc(), device_kind, device_key, device_name, hostname, probe, dtype, value,
-                 unit, _dumps(details)))
+                (now_utc(), device_kind, device_key, device_name, hostname, probe, dtype, value,
+                 unit, dumps_json(details)))
             return int(cur.lastrowid or 0)
 
     # reading ------------------------------------------------------------------------------------
@@ -401,10 +447,10 @@ class Ledger:
         sql += " ORDER BY id DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_measurement(r) for r in self._select(sql, args)]
+        return [_measurement(r) for r in self.query(sql, args)]
 
     def measurement(self, measurement_id: int) -> Measurement:
-        rows = self._select("SELECT * FROM measurements WHERE id = ?", [measurement_id])
+        rows = self.query("SELECT * FROM measurements WHERE id = ?", [measurement_id])
         if not rows:
             raise InputError("ID", f"no measurement #{measurement_id} in ledger {self.path}.",
                              "See `gpuhours ledger list`.")
@@ -421,23 +467,80 @@ class Ledger:
         sql = "SELECT * FROM device_probes"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        return [_probe(r) for r in self._select(sql + " ORDER BY id DESC", args)]
+        return [_probe(r) for r in self.query(sql + " ORDER BY id DESC", args)]
 
     def probe(self, probe_id: int) -> Probe:
-        rows = self._select("SELECT * FROM device_probes WHERE id = ?", [probe_id])
+        rows = self.query("SELECT * FROM device_probes WHERE id = ?", [probe_id])
         if not rows:
             raise InputError("probe", f"no device probe #{probe_id} in ledger {self.path}.")
         return _probe(rows[0])
 
-    def _select(self, sql: str, args: list[Any]) -> list[sqlite3.Row]:
-        try:
-            return list(self._db.execute(sql, args).fetchall())
-        except sqlite3.DatabaseError as e:
-            raise InputError(f"ledger {self.path}", f"cannot be read ({e}).") from None
-
     def integrity_ok(self) -> bool:
         """SQLite's own check of the file (pages, indexes)."""
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def is_locked(e: BaseException) -> bool:
+    """True for SQLite's "another connection holds the lock" errors (SQLITE_BUSY, SQLITE_LOCKED),
+    which go away by waiting; False for every other error."""
+    if not isinstance(e, sqlite3.OperationalError):
+        return False
+    name = str(getattr(e, "sqlite_errorname", ""))
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return True
+    text = str(e).lower()
+    return "database is locked" in text or "is locked" in text or "database is busy" in text
+
+
+def _condition(e: BaseException) -> str | None:
+    """What about the file's surroundings an SQLite error reports: 'locked', 'full', 'io',
+    'readonly', 'cantopen'; None for anything else (a damaged or foreign file, a bug)."""
+    if is_locked(e):
+        return "locked"
+    name = str(getattr(e, "sqlite_errorname", ""))
+    text = str(e).lower()
+    for condition, code, words in (("full", "SQLITE_FULL", "disk is full"),
+                                   ("io", "SQLITE_IOERR", "disk i/o error"),
+                                   ("readonly", "SQLITE_READONLY", "readonly"),
+                                   ("cantopen", "SQLITE_CANTOPEN", "unable to open")):
+        if name.startswith(code) or words in text:
+            return condition
+    return None
+
+
+def describe_error(e: BaseException, busy_timeout_s: float | None = None) -> str:
+    """What an SQLite error means for a ledger, in words (the end of "ledger X: ...")."""
+    condition = _condition(e)
+    if condition == "locked":
+        waited = f" and stayed locked for {busy_timeout_s:g} s" if busy_timeout_s else ""
+        return (f"is locked by another process (a benchmark, a tracker, an sqlite3 shell or a "
+                f"backup holds its write lock){waited} ({e})")
+    return {"full": f"cannot be written: the disk is full ({e})",
+            "io": f"cannot be written: a disk I/O error ({e})",
+            "readonly": f"cannot be written: it is read-only ({e})",
+            "cantopen": f"cannot be opened ({e})"}.get(condition or "", f"cannot be used ({e})")
+
+
+def _hint_for(e: BaseException) -> str:
+    if is_locked(e):
+        return "Retry when the other writer has finished, or use another --ledger."
+    return "Free the disk or fix its permissions, or point --ledger at another file."
+
+
+def _retry_while_locked(step: Callable[[], None], timeout_s: float) -> None:
+    """Run `step`, again after a short random pause while SQLite says the file is locked, until
+    `timeout_s` has passed. SQLite's own busy wait does not cover every case: a connection that
+    holds a read lock and needs the write lock (the switch to WAL of a file another process is
+    creating) gets SQLITE_BUSY at once, since waiting could deadlock."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as e:
+            if not is_locked(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(random.uniform(0.005, 0.05))
 
 
 def _has_sqlite_header(path: Path) -> bool:
@@ -450,7 +553,8 @@ def _has_sqlite_header(path: Path) -> bool:
     return head == b"" or head == b"SQLite format 3\x00"
 
 
-def _dumps(value: Any) -> str:
+def dumps_json(value: Any) -> str:
+    """The JSON of a ledger column: sorted keys; what JSON cannot hold as its str()."""
     return json.dumps(value, sort_keys=True, default=str)
 
 

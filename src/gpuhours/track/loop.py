@@ -20,6 +20,8 @@ Each step's record is kept in memory and written to the ledger in one transactio
 end: a transaction costs about 10 ms here (SQLite's fsync), so writing per step would cost more
 than the step; per step the tracker does a few perf_counter calls and a list append
 (scripts/bench_track_overhead.py measures it). A killed process loses at most the last 10 s.
+A ledger that refuses a write (another process holds its lock, the disk is full) never stops or
+slows the loop: the records wait in memory and are written later (gpuhours.track.pending).
 torch is imported only inside functions; on CUDA the phases synchronise the device at their
 ends so that asynchronous kernels are counted where they run (set sync=False to avoid that).
 """
@@ -28,15 +30,18 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpuhours.track.ledger import Ledger, ledger_path
-from gpuhours.track.runs import StepRecord, add_steps, finish_run, start_run
+from gpuhours.track.ledger import Ledger, ledger_path, now_utc
+from gpuhours.track.pending import CLOSE_TIMEOUT_S, PendingWriter, import_pending, pending_files
+from gpuhours.track.runs import StepRecord, check_run_fields
 
 #: phases a step's time is attributed to (the rest of the step is "other")
 PHASES = ("data_wait_s", "compute_s", "optimizer_s", "eval_s", "save_s")
@@ -79,7 +84,7 @@ def path_bytes(path: str | os.PathLike[str]) -> int:
     return total
 
 
-class _Device:
+class Device:
     """What the tracker asks the device: synchronise, peak memory, utilisation. CPU by default;
     CUDA when torch is already imported and a CUDA device is in use."""
 
@@ -139,16 +144,26 @@ def _cpu_name() -> str:
 
 
 class TrackedRun:
-    """One run being tracked. Use `track_run(...)` to make one; see the module docstring."""
+    """One run being tracked. Make one with `track_run(...)` (a plain loop) or
+    `start_tracking(...)` (a framework's callbacks); see the module docstring.
 
-    def __init__(self, ledger: Ledger, run_id: int, device: _Device, flush_every: int,
-                 owns_ledger: bool, flush_every_s: float = 10.0) -> None:
-        self.ledger = ledger
-        self.run_id = run_id
+    Its public methods are what a callback needs: `start_step()` / `end_step()` at the
+    boundaries, `add_time(phase, seconds)` for a phase the framework reports by events,
+    `sync_device()` before reading the clock, `add_save_bytes(path)` after a checkpoint, and
+    `close()`. Ledger faults never raise from any of them (gpuhours.track.pending)."""
+
+    def __init__(self, writer: PendingWriter, device: Device, flush_every: int,
+                 owns_ledger: bool, flush_every_s: float = 10.0,
+                 close_timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+        self.ledger = writer.ledger
         self.step = 0
+        self.device_kind = device.kind
+        self.device_name = device.name
+        self._writer = writer
         self._device = device
         self._flush_every = max(1, flush_every)
         self._flush_every_s = flush_every_s
+        self._close_timeout_s = close_timeout_s
         self._last_flush = time.perf_counter()
         self._owns_ledger = owns_ledger
         self._pending: list[StepRecord] = []
@@ -158,6 +173,25 @@ class TrackedRun:
         self._n_steps = 0
         self._totals = dict.fromkeys(PHASES, 0.0)
         self._wall_total = 0.0
+        self._drain: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def run_id(self) -> int | None:
+        """The run's id in the ledger; None while the ledger has not yet taken the run (it was
+        locked or full when the run started)."""
+        return self._writer.run_id
+
+    @property
+    def current_step(self) -> StepRecord | None:
+        """The open step's record (None between steps)."""
+        return self._current
+
+    @property
+    def ledger_faults(self) -> dict[str, Any]:
+        """What went wrong writing to the ledger so far (empty: nothing); also stored in the
+        run's summary as `ledger_faults`."""
+        return dict(self._writer.faults)
 
     # step boundaries -----------------------------------------------------------------------------
 
@@ -191,12 +225,15 @@ class TrackedRun:
         if len(self._pending) >= self._flush_every or now - self._last_flush >= self._flush_every_s:
             self.flush()
 
-    def flush(self) -> None:
-        """Write the pending step records in one transaction."""
+    def flush(self) -> bool:
+        """Hand the pending step records to the ledger in one transaction. Never raises and
+        never waits long: a ledger that refuses (locked by another process, disk full) keeps
+        them pending for a later flush (gpuhours.track.pending). True when all are written."""
         if self._pending:
-            add_steps(self.ledger, self.run_id, self._pending)
+            self._writer.add_steps(self._pending)
             self._pending = []
         self._last_flush = time.perf_counter()
+        return self._writer.flush()
 
     # phases ------------------------------------------------------------------------------------
 
@@ -225,6 +262,30 @@ class TrackedRun:
             rec.samples = (rec.samples or 0) + samples
             rec.tokens_real = (rec.tokens_real or 0) + (real or 0)
             rec.tokens_computed = (rec.tokens_computed or 0) + (computed or 0)
+
+    def add_time(self, phase: str, seconds: float) -> bool:
+        """Add `seconds` to `phase` (one of PHASES) of the open step; False (nothing added)
+        when no step is open."""
+        if phase not in PHASES:
+            raise ValueError(f"phase {phase!r} is not one of {PHASES}")
+        rec = self._current
+        if rec is None:
+            return False
+        setattr(rec, phase, getattr(rec, phase) + seconds)
+        return True
+
+    def add_save_bytes(self, path: str | os.PathLike[str]) -> bool:
+        """Add the bytes under `path` (a checkpoint just written) to the open step."""
+        rec = self._current
+        if rec is None:
+            return False
+        rec.save_bytes += path_bytes(path)
+        return True
+
+    def sync_device(self) -> None:
+        """Wait for the device's queued work (CUDA, when sync is on), so that the clock read next
+        counts it."""
+        self._device.sync()
 
     @contextmanager
     def _phase(self, name: str) -> Iterator[StepRecord]:
@@ -267,36 +328,79 @@ class TrackedRun:
                 **{k: v for k, v in self._totals.items()}}
 
     def close(self, failed: bool = False) -> None:
+        """End the run: 'failed' when the training failed (never for a ledger fault). What the
+        ledger refuses now is written by a background thread within close_timeout_s (the
+        program goes on meanwhile), then kept in a pending file beside the ledger."""
+        if self._closed:
+            return
+        self._closed = True
         self.end_step()
-        try:
-            self.flush()
-            finish_run(self.ledger, self.run_id, "failed" if failed else "finished",
-                       self.summary())
-        finally:
-            if self._owns_ledger:
-                self.ledger.close()
+        self._writer.set_finish("failed" if failed else "finished", self.summary)
+        if self._pending:
+            self._writer.add_steps(self._pending)
+            self._pending = []
+        done = self._writer.flush(force=True)
+        if self._owns_ledger:
+            self.ledger.close()
+        if not done:
+            # not a daemon: the interpreter waits for it (at most close_timeout_s) at exit
+            self._drain = threading.Thread(target=self._writer.drain,
+                                           args=(self._close_timeout_s,),
+                                           name="gpuhours-track-ledger", daemon=False)
+            self._drain.start()
+
+    def wait_written(self, timeout_s: float | None = None) -> bool:
+        """After close(): wait (at most `timeout_s`) for the background writer; True when every
+        record is in the ledger."""
+        if self._drain is not None:
+            self._drain.join(timeout_s)
+        return self._writer.done
+
+
+def start_tracking(*, project: str, phase: str, name: str = "", planned_steps: int | None = None,
+                   config: dict[str, Any] | None = None,
+                   ledger: str | os.PathLike[str] | Ledger | None = None,
+                   flush_every: int = 1000, flush_every_s: float = 10.0,
+                   sync: bool | None = None,
+                   close_timeout_s: float = CLOSE_TIMEOUT_S) -> TrackedRun:
+    """Start tracking one run and return it; the caller must `close()` it (track_run does).
+
+    Bad arguments (an empty project, a ledger path that is not a ledger) raise here, before
+    training starts. From then on the ledger can refuse writes without the training noticing:
+    the run is registered as soon as the ledger takes it (`run_id` is None until then)."""
+    check_run_fields(project, phase, planned_steps)
+    device = Device(sync)
+    owns = not isinstance(ledger, Ledger)
+    where = None if ledger is None or isinstance(ledger, Ledger) else Path(ledger)
+    book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger_path(where))
+    if pending_files(book.path):
+        import_pending(book)
+    cfg = dict(config or {})
+    cfg.setdefault("threads", torch_threads())
+    writer = PendingWriter(book, {
+        "project": project, "phase": phase, "name": name or f"{project}/{phase}",
+        "device_kind": device.kind, "device_name": device.name,
+        "planned_steps": planned_steps, "config": cfg, "created_utc": now_utc(),
+        "hostname": socket.gethostname()})
+    writer.flush(force=True)
+    return TrackedRun(writer, device, flush_every, owns, flush_every_s, close_timeout_s)
 
 
 @contextmanager
 def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | None = None,
               config: dict[str, Any] | None = None, ledger: str | os.PathLike[str] | Ledger | None
               = None, flush_every: int = 1000, flush_every_s: float = 10.0,
-              sync: bool | None = None) -> Iterator[TrackedRun]:
+              sync: bool | None = None,
+              close_timeout_s: float = CLOSE_TIMEOUT_S) -> Iterator[TrackedRun]:
     """Track one run, tagged with its plan's project and phase, into the ledger (`ledger`: an open
     Ledger, a path, or None for $GPUHOURS_LEDGER / ./.gpuhours/ledger.sqlite). `planned_steps`:
     the optimizer steps the whole run will take, so that the doctor can say what a fix is worth
     over all of it. Step records are written every `flush_every_s` seconds or `flush_every` steps.
-    An exception inside marks the run 'failed' (and is re-raised)."""
-    device = _Device(sync)
-    owns = not isinstance(ledger, Ledger)
-    where = None if ledger is None or isinstance(ledger, Ledger) else Path(ledger)
-    book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger_path(where))
-    cfg = dict(config or {})
-    cfg.setdefault("threads", _torch_threads())
-    run_id = start_run(book, project=project, phase=phase, name=name or f"{project}/{phase}",
-                       device_kind=device.kind, device_name=device.name,
-                       planned_steps=planned_steps, config=cfg)
-    run = TrackedRun(book, run_id, device, flush_every, owns, flush_every_s)
+    An exception inside marks the run 'failed' (and is re-raised); a ledger that refuses writes
+    does neither (see gpuhours.track.pending)."""
+    run = start_tracking(project=project, phase=phase, name=name, planned_steps=planned_steps,
+                         config=config, ledger=ledger, flush_every=flush_every,
+                         flush_every_s=flush_every_s, sync=sync, close_timeout_s=close_timeout_s)
     try:
         yield run
     except BaseException:
@@ -305,6 +409,7 @@ def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | 
     run.close()
 
 
-def _torch_threads() -> int | None:
+def torch_threads() -> int | None:
+    """torch's intra-op thread count when torch is imported, else None (never imports it)."""
     torch = sys.modules.get("torch")
     return int(torch.get_num_threads()) if torch is not None else None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuhours.errors import InputError
-from gpuhours.track.ledger import Ledger, _dumps, _now_utc
+from gpuhours.track.ledger import Ledger, dumps_json, now_utc
 
 RUN_STATUSES = ("running", "finished", "failed")
 
@@ -70,45 +70,88 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def start_run(ledger: Ledger, *, project: str, phase: str, name: str, device_kind: str,
-              device_name: str, planned_steps: int | None, config: dict[str, Any]) -> int:
-    """Append a run in state 'running'; returns its id."""
+def check_run_fields(project: str, phase: str, planned_steps: int | None) -> None:
+    """The checks of start_run, without writing: a tracker makes them before training starts."""
     for label, value in (("project", project), ("phase", phase)):
         if not str(value).strip():
             raise InputError(f"track {label}", "must not be empty: runs are totalled per "
                                                "project and phase.")
-    if planned_steps is not None and planned_steps < 1:
+    if planned_steps is not None and (isinstance(planned_steps, bool) or planned_steps < 1):
         raise InputError("track planned_steps", f"expected a positive step count, got "
                                                 f"{planned_steps!r}.")
-    with ledger._write() as db:
-        cur = db.execute(
-            "INSERT INTO runs (created_utc, status, project, phase, name, hostname, device_kind, "
-            "device_name, planned_steps, config_json) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)",
-            (_now_utc(), project, phase, name, socket.gethostname(), device_kind, device_name,
-             planned_steps, _dumps(config)))
+
+
+_INSERT_RUN = ("INSERT INTO runs (created_utc, status, project, phase, name, hostname, "
+               "device_kind, device_name, planned_steps, config_json) "
+               "VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)")
+
+
+def _run_values(project: str, phase: str, name: str, device_kind: str, device_name: str,
+                planned_steps: int | None, config: dict[str, Any],
+                created_utc: str | None = None, hostname: str | None = None) -> tuple[Any, ...]:
+    return (created_utc or now_utc(), project, phase, name, hostname or socket.gethostname(),
+            device_kind, device_name, planned_steps, dumps_json(config))
+
+
+def start_run(ledger: Ledger, *, project: str, phase: str, name: str, device_kind: str,
+              device_name: str, planned_steps: int | None, config: dict[str, Any],
+              created_utc: str | None = None, hostname: str | None = None,
+              busy_timeout_s: float | None = None) -> int:
+    """Append a run in state 'running'; returns its id. `busy_timeout_s`: how long to wait for
+    another writer (default: the ledger's)."""
+    check_run_fields(project, phase, planned_steps)
+    values = _run_values(project, phase, name, device_kind, device_name, planned_steps, config,
+                         created_utc, hostname)
+    with ledger.transaction(busy_timeout_s) as db:
+        cur = db.execute(_INSERT_RUN, values)
         return int(cur.lastrowid or 0)
 
 
-def add_steps(ledger: Ledger, run_id: int, steps: Iterable[StepRecord]) -> int:
+_INSERT_STEPS = (f"INSERT INTO run_steps ({', '.join(('run_id',) + _STEP_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' for _ in range(len(_STEP_COLUMNS) + 1))})")
+
+
+def add_steps(ledger: Ledger, run_id: int, steps: Iterable[StepRecord],
+              busy_timeout_s: float | None = None) -> int:
     """Append step records in one transaction; returns how many."""
-    rows = [tuple(getattr(s, c) for c in _STEP_COLUMNS) for s in steps]
+    rows = [(run_id, *(getattr(s, c) for c in _STEP_COLUMNS)) for s in steps]
     if not rows:
         return 0
-    cols = ", ".join(("run_id",) + _STEP_COLUMNS)
-    marks = ", ".join("?" for _ in range(len(_STEP_COLUMNS) + 1))
-    with ledger._write() as db:
-        db.executemany(f"INSERT INTO run_steps ({cols}) VALUES ({marks})",
-                       [(run_id, *r) for r in rows])
+    with ledger.transaction(busy_timeout_s) as db:
+        db.executemany(_INSERT_STEPS, rows)
     return len(rows)
 
 
-def finish_run(ledger: Ledger, run_id: int, status: str, summary: dict[str, Any]) -> None:
+def finish_run(ledger: Ledger, run_id: int, status: str, summary: dict[str, Any],
+               busy_timeout_s: float | None = None) -> None:
     """Mark a run finished or failed, with its summary."""
     if status not in RUN_STATUSES:
         raise ValueError(f"status {status!r} is not one of {RUN_STATUSES}")
-    with ledger._write() as db:
+    with ledger.transaction(busy_timeout_s) as db:
         db.execute("UPDATE runs SET status = ?, finished_utc = ?, summary_json = ? WHERE id = ?",
-                   (status, _now_utc(), _dumps(summary), run_id))
+                   (status, now_utc(), dumps_json(summary), run_id))
+
+
+def insert_pending_run(ledger: Ledger, run_id: int | None, run_fields: dict[str, Any],
+                       steps: list[StepRecord], finish: dict[str, Any] | None,
+                       busy_timeout_s: float | None = None) -> int:
+    """Records a tracker could not write while its run lasted (gpuhours.track.pending), added in
+    one transaction: the run (when it has no id yet), its steps (a step already stored is left
+    as it is), its final status. Returns how many step records were added."""
+    with ledger.transaction(busy_timeout_s) as db:
+        if run_id is None:
+            fields = dict(run_fields)
+            check_run_fields(fields["project"], fields["phase"], fields.get("planned_steps"))
+            run_id = int(db.execute(_INSERT_RUN, _run_values(**fields)).lastrowid or 0)
+        before = db.total_changes
+        db.executemany(_INSERT_STEPS.replace("INSERT", "INSERT OR IGNORE", 1),
+                       [(run_id, *(getattr(s, c) for c in _STEP_COLUMNS)) for s in steps])
+        added = db.total_changes - before
+        if finish is not None:
+            db.execute("UPDATE runs SET status = ?, finished_utc = ?, summary_json = ? "
+                       "WHERE id = ?", (finish["status"], now_utc(),
+                                        dumps_json(finish["summary"]), run_id))
+    return added
 
 
 def _run(r: Any) -> Run:
@@ -120,9 +163,9 @@ def _run(r: Any) -> Run:
 
 
 def get_run(ledger: Ledger, run_id: int) -> Run:
-    rows = ledger._select("SELECT * FROM runs WHERE id = ?", [run_id])
+    rows = ledger.query("SELECT * FROM runs WHERE id = ?", [run_id])
     if not rows:
-        known = ledger._select("SELECT id FROM runs ORDER BY id DESC LIMIT 5", [])
+        known = ledger.query("SELECT id FROM runs ORDER BY id DESC LIMIT 5", [])
         hint = (f"Recent runs: {', '.join(str(k['id']) for k in known)}." if known else
                 "No runs are tracked in it yet: track one with gpuhours.track (docs/doctor.md).")
         raise InputError("RUN", f"no tracked run #{run_id} in ledger {ledger.path}.", hint)
@@ -132,14 +175,14 @@ def get_run(ledger: Ledger, run_id: int) -> Run:
 def list_runs(ledger: Ledger, project: str | None = None) -> list[Run]:
     """Runs, newest first, optionally of one project."""
     if project is None:
-        rows = ledger._select("SELECT * FROM runs ORDER BY id DESC", [])
+        rows = ledger.query("SELECT * FROM runs ORDER BY id DESC", [])
     else:
-        rows = ledger._select("SELECT * FROM runs WHERE project = ? ORDER BY id DESC", [project])
+        rows = ledger.query("SELECT * FROM runs WHERE project = ? ORDER BY id DESC", [project])
     return [_run(r) for r in rows]
 
 
 def run_steps(ledger: Ledger, run_id: int) -> list[StepRecord]:
-    rows = ledger._select(f"SELECT {', '.join(_STEP_COLUMNS)} FROM run_steps WHERE run_id = ? "
+    rows = ledger.query(f"SELECT {', '.join(_STEP_COLUMNS)} FROM run_steps WHERE run_id = ? "
                           "ORDER BY step", [run_id])
     return [StepRecord(**{c: r[c] for c in _STEP_COLUMNS}) for r in rows]
 
@@ -167,7 +210,7 @@ class PhaseActual:
 
 def actuals_by_phase(ledger: Ledger, project: str) -> dict[str, PhaseActual]:
     """{phase: PhaseActual} for the tracked runs of `project` (for `gpuhours plan`)."""
-    rows = ledger._select(
+    rows = ledger.query(
         "SELECT r.phase AS phase, r.id AS id, r.planned_steps AS planned, r.config_json AS cfg, "
         "COUNT(s.step) AS steps, COALESCE(SUM(s.wall_s), 0) AS wall "
         "FROM runs r LEFT JOIN run_steps s ON s.run_id = r.id WHERE r.project = ? "

@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass
 
 from gpuhours.estimate.memory import training_memory
-from gpuhours.resolve import resolve_model
 from gpuhours.trace.compare import analytic_training
 from gpuhours.trace.setup import TraceSetup
 
@@ -26,9 +25,10 @@ SEQ_PRECISION = ((1024, "fp32"), (4096, "bf16"))
 
 
 def _id(s: TraceSetup) -> str:
-    lora = f"-r{s.lora_rank}-{s.lora_targets}" if s.method != "full" else ""
-    return (f"{s.model}/{s.method}{lora}/{'ckpt' if s.checkpointing else 'nockpt'}/"
-            f"{s.micro_batch}x{s.seq_len}/{s.precision}")
+    t = s.training
+    lora = f"-r{t.lora_rank}-{t.lora_targets}" if t.method != "full" else ""
+    return (f"{t.model}/{t.method}{lora}/{'ckpt' if t.checkpointing else 'nockpt'}/"
+            f"{t.micro_batch}x{t.seq_len}/{t.precision}")
 
 
 def matrix_setups() -> list[TraceSetup]:
@@ -61,8 +61,9 @@ def matrix_setups() -> list[TraceSetup]:
         out.append(TraceSetup.model_validate(dict(
             model="llama-3.2-3b", method=method, precision=precision, micro_batch=4,
             seq_len=2048, steps=1)))
-    out.append(TraceSetup(model="mixtral-8x7b", method="lora", lora_targets="all-linear",
-                          seq_len=4096, precision="bf16", micro_batch=1, steps=1))
+    out.append(TraceSetup.model_validate(dict(
+        model="mixtral-8x7b", method="lora", lora_targets="all-linear", seq_len=4096,
+        precision="bf16", micro_batch=1, steps=1)))
     return out
 
 
@@ -88,9 +89,10 @@ def remains_for(s: TraceSetup, error: float) -> str:
     """Why a row misses the 5% tolerance ('' when within it)."""
     if abs(error) <= TOLERANCE:
         return ""
-    if s.model == "mixtral-8x7b" and s.method == "lora" and s.lora_targets == "all-linear":
+    t = s.training
+    if t.model == "mixtral-8x7b" and t.method == "lora" and t.lora_targets == "all-linear":
         return REMAINS["mixtral-8x7b/lora-all-linear"]
-    return REMAINS.get(s.model, "not explained yet")
+    return REMAINS.get(t.model or "", "not explained yet")
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,8 @@ class MatrixRow:
 
 def analytic_bytes(s: TraceSetup) -> tuple[float, str]:
     """The estimator's peak of live tensors for `s` (no torch), and its phase."""
-    arch, _ = resolve_model(s.model)
-    m = training_memory(arch, analytic_training(arch, s))
+    t = analytic_training(s)
+    m = training_memory(t.arch, t)
     return m.tensors_bytes, m.peak_phase
 
 
@@ -174,7 +176,7 @@ def _csv_rows() -> list[dict[str, str]]:
     import csv
     from importlib import resources
 
-    text = resources.files("gpuhours.validation").joinpath("data", "memory.csv").read_text("utf-8")
+    text = resources.files("gpuhours_dev.validation").joinpath("data", "memory.csv").read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -188,9 +190,10 @@ def references() -> list[Reference]:
         if method.startswith("FULL FINE-TUNING") or method in (
                 "LORA (lora/llama-3.2-3B-rank32)", "LORA (lora/llama-3.2-3B-rank64)"):
             rank = 64 if "rank64" in method else 32
-            s = TraceSetup(model="llama-3.2-3b", method="full" if "FULL" in method else "lora",
-                           lora_rank=rank, lora_targets="qv", precision="bf16", micro_batch=4,
-                           seq_len=768, steps=1)
+            s = TraceSetup.model_validate(dict(
+                model="llama-3.2-3b", method="full" if "FULL" in method else "lora",
+                lora_rank=rank, lora_targets="qv", precision="bf16", micro_batch=4,
+                seq_len=768, steps=1))
             run_max = _RUN_MAX.search(r["notes"])
             out.append(Reference(f"Llama-3.2-3B {method.split(' (')[0].lower()}"
                                  f"{'' if 'FULL' in method else f' r{rank} q,v'}, bf16, 4 x 768",
@@ -201,11 +204,11 @@ def references() -> list[Reference]:
                 and "8-bit" not in method:
             amp = "fp16" in method
             accum = 4 if "grad accum 4" in method else 1
-            s = TraceSetup(model="bert-large-uncased", method="full",
+            s = TraceSetup.model_validate(dict(model="bert-large-uncased", method="full",
                            precision="fp16-amp" if amp else "fp32", micro_batch=int(r["batch"]),
                            seq_len=int(r["seq_len"]), grad_accum=min(accum, 2),
                            checkpointing="checkpointing" in method, flash_attention=False,
-                           optimizer_impl="per-parameter", steps=1)
+                           optimizer_impl="per-parameter", steps=1))
             out.append(Reference(f"bert-large {method}", s, gib_measured,
                                  "nvidia-smi (CUDA context included; PyTorch 1.10, 2022)",
                                  BERT_GUIDE_CONTEXT_BYTES, src))
@@ -232,9 +235,10 @@ def trace_reference(ref: Reference) -> ReferenceRow:
 # --- the document -----------------------------------------------------------------------------
 
 def _setup_text(s: TraceSetup) -> str:
-    lora = f" r{s.lora_rank} {s.lora_targets}" if s.method != "full" else ""
-    return (f"{s.model} | {s.method}{lora} | {'on' if s.checkpointing else 'off'} | "
-            f"{s.micro_batch} x {s.seq_len} | {s.precision}")
+    t = s.training
+    lora = f" r{t.lora_rank} {t.lora_targets}" if t.method != "full" else ""
+    return (f"{t.model} | {t.method}{lora} | {'on' if t.checkpointing else 'off'} | "
+            f"{t.micro_batch} x {t.seq_len} | {t.precision}")
 
 
 def _range(values: list[float], pct: bool = False, ratio: bool = False) -> str:
@@ -251,14 +255,14 @@ def render_markdown(rows: list[MatrixRow], refs: list[ReferenceRow], run_s: floa
                     environment: str) -> str:
     """docs/trace_accuracy.md from the matrix rows and the reference rows."""
     ok, n = summary(rows)
-    main = [r for r in rows if r.setup.model in MAIN_MODELS and not (
-        r.setup.method == "lora" and r.setup.lora_targets == "all-linear"
-        and r.setup.model.startswith("mixtral"))]
+    main = [r for r in rows if r.setup.training.model in MAIN_MODELS and not (
+        r.setup.training.method == "lora" and r.setup.training.lora_targets == "all-linear"
+        and r.setup.training.model.startswith("mixtral"))]
     ok_main, n_main = summary(main)
-    full_bf16 = [r.error for r in main if r.setup.method == "full"
-                 and r.setup.precision == "bf16" and not r.setup.checkpointing]
-    plain_ratios = [r.flops_ratio for r in main if not r.setup.checkpointing]
-    ckpt_ratios = [r.flops_ratio for r in main if r.setup.checkpointing]
+    full_bf16 = [r.error for r in main if r.setup.training.method == "full"
+                 and r.setup.training.precision == "bf16" and not r.setup.training.checkpointing]
+    plain_ratios = [r.flops_ratio for r in main if not r.setup.training.checkpointing]
+    ckpt_ratios = [r.flops_ratio for r in main if r.setup.training.checkpointing]
     lines = [
         "# The analytic estimator against the trace",
         "",
@@ -354,10 +358,11 @@ def render_markdown(rows: list[MatrixRow], refs: list[ReferenceRow], run_s: floa
     for x in refs:
         s = x.ref.setup
         reserved = x.reserved_bytes + x.ref.context_bytes
-        accum = f", accumulation {s.grad_accum}" if s.grad_accum > 1 else ""
+        accum = f", accumulation {s.training.grad_accum}" if s.training.grad_accum > 1 else ""
         lines.append(
-            f"| {x.ref.label} | {s.method}, {s.precision}, {s.micro_batch} x {s.seq_len}{accum}, "
-            f"checkpointing {'on' if s.checkpointing else 'off'} | "
+            f"| {x.ref.label} | {s.training.method}, {s.training.precision}, "
+            f"{s.training.micro_batch} x {s.training.seq_len}{accum}, "
+            f"checkpointing {'on' if s.training.checkpointing else 'off'} | "
             f"{gib3(x.ref.measured_bytes)} | "
             f"{gib3(x.ref.run_max_bytes) if x.ref.run_max_bytes else '-'} | "
             f"{gib3(x.traced_bytes)} | {gib3(reserved)} | "

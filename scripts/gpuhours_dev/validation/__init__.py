@@ -18,8 +18,8 @@ from gpuhours import catalog
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.workload import Hardware, Training
 from gpuhours.resolve import resolve_model
+from gpuhours.setup import Hardware, Training
 
 GIB = 2**30
 
@@ -47,7 +47,7 @@ class Comparison:
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    text = resources.files("gpuhours.validation").joinpath("data", name).read_text("utf-8")
+    text = resources.files("gpuhours_dev.validation").joinpath("data", name).read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -89,7 +89,7 @@ def _mpt_row(r: dict[str, str], gpu: Any, label: str) -> Comparison:
     t = Training(arch=arch, precision="bf16-mixed", micro_batch=mb, seq_len=seq,
                  grad_accum=accum, checkpointing=ckpt, zero_stage=3)
     # 1600 Gb/s between nodes of 8 GPUs = 25 GB/s per GPU (the table's heading)
-    hw = Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8, inter_node_gbps_per_gpu=25.0)
+    hw = Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8, inter_node_gb_per_s_one_way=25.0)
     e = estimate_training(t, hw, "llm-foundry config")
     setup = (f"FSDP full shard, bf16 mixed, micro-batch {mb} x accumulation {accum}, "
              f"checkpointing {'on' if ckpt else 'off'}")
@@ -143,6 +143,67 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
              f"{'on' if ckpt else 'off'}{'; torch.compile not modelled' if compiled else ''}")
     return Comparison(**base, measured=measured, predicted=e.tokens_per_s_per_gpu.value,
                       setup=setup, implied_mfu=_implied_mfu(e, measured))
+
+
+# H100 rows of shared/reference/validation/throughput.csv (data/throughput_h100.csv, all of them).
+# A row is expressed when its setup is one the estimator models: the catalog's H100 SXM (80 GB,
+# DGX-H100; not the power-capped 94-96 GB HBM2e parts), bf16 matmuls, data parallelism or FSDP
+# only, and a dense model of the catalog. Every other row is listed with the reason.
+_H100_MODELS = {"Llama3 8B": "llama-3-8b", "Qwen2.5 7B": "qwen2.5-7b", "Llama3 70B": "llama-3-70b",
+                "Llama 3 8B": "llama-3-8b", "Llama 3 70B": "llama-3-70b"}
+_MODEL_PARALLEL = re.compile(r"\b(TP|PP|CP|EP)[= ](\d+)")
+
+
+def _h100_skip(r: dict[str, str]) -> str | None:
+    precision = r["precision"].lower()
+    if "fp8" in precision or "float8" in precision:
+        return "fp8 matmuls: the estimator has no fp8 path"
+    if precision != "bf16":
+        return "matmul precision not stated"
+    if r["gpu"] != "H100-80GB":
+        return "an H100 other than the catalog's 80 GB SXM, or the part not stated"
+    if not r["n_gpus"] or not r["micro_batch"]:
+        return "GPU count or micro-batch not stated"
+    if any(int(n) > 1 for _, n in _MODEL_PARALLEL.findall(r["notes"])):
+        return "tensor, pipeline, context or expert parallelism: not modelled"
+    if r["model"] not in _H100_MODELS:
+        return "model not in the catalog"
+    return None
+
+
+def hopper_comparisons() -> list[Comparison]:
+    """Training throughput on H100: the rows the estimator can express, the rest with why."""
+    out = []
+    gpu = catalog.gpu("h100-sxm")
+    for r in _rows("throughput_h100.csv"):
+        label = f"{r['model']} seq {r['seq_len']} x{r['n_gpus'] or '?'} {r['gpu']}"
+        source = r["source"]
+        skipped = _h100_skip(r)
+        measured = float(r["tokens_per_sec_per_gpu"]) if r["tokens_per_sec_per_gpu"] else None
+        if skipped is None and measured is None:
+            skipped = "tokens/s per GPU not stated"
+        if skipped is not None or measured is None:
+            out.append(Comparison("throughput_hopper", label, measured or float("nan"), None,
+                                  "tokens/s per GPU", "", "", source, skipped=skipped))
+            continue
+        arch, _ = resolve_model(_H100_MODELS[r["model"]])
+        n = int(r["n_gpus"])
+        lora = "LoRA" in r["notes"]
+        accum, fsdp = (int(m.group(1)) if (m := re.search(rf"\b{key}=(\d+)", r["notes"]))
+                       else 1 for key in ("GA", "FSDP"))
+        # NeMo Automodel's LoRA rank and targets are not stated: rank 8 on every linear layer
+        # assumed (the rank moves the estimate by under 1%); checkpointing not stated: off
+        t = Training(arch=arch, method="lora" if lora else "full", precision="bf16-mixed",
+                     micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]),
+                     grad_accum=accum, lora_rank=8, zero_stage=3 if fsdp > 1 else 0)
+        e = estimate_training(t, Hardware(gpu=gpu, num_gpus=n), "catalog")
+        setup = (f"{t.method}{' r8 all-linear (assumed)' if lora else ''}, bf16, micro-batch "
+                 f"{t.micro_batch} x {t.seq_len} x accumulation {accum}, {n} GPU(s)"
+                 f"{', FSDP' if fsdp > 1 else ''}, checkpointing off (not stated)")
+        out.append(Comparison("throughput_hopper", label, measured, e.tokens_per_s_per_gpu.value,
+                              "tokens/s per GPU", "measured tokens/s per GPU", setup, source,
+                              implied_mfu=_implied_mfu(e, measured)))
+    return out
 
 
 # Llama 2 pretraining (Touvron et al. 2023, sec. 2.2 and table 1): 4k context, global batch of
@@ -258,4 +319,5 @@ def _bert_row(r: dict[str, str], base: dict[str, Any]) -> Comparison:
 
 
 def all_comparisons() -> list[Comparison]:
-    return throughput_comparisons() + gpu_hours_comparisons() + memory_comparisons()
+    return (throughput_comparisons() + hopper_comparisons() + gpu_hours_comparisons()
+            + memory_comparisons())

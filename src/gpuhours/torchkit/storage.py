@@ -1,16 +1,24 @@
-"""Peak memory of live tensors during one training step, with what it was made of.
+"""Live tensor storage, counted at the dispatcher: the identity-and-lifetime core that bench and
+trace share, and bench's tracker of a step's peak.
 
-A TorchDispatchMode sees every tensor an operator returns (forward, backward and the optimizer
-alike); each new storage is counted until its Python object is collected (a weak reference with
-a callback: torch keeps one Python object per live storage). Storages that existed before the
-step (weights, gradients, optimizer state, buffers) are registered up front. At each new
-high-water mark the set of live storages is remembered, so that after the step the peak can be
-split into weights, gradients, optimizer state, and the rest (activations, autocast copies,
-temporaries). shared/TORCH_NOTES.md: such a counter matched torch's MemTracker within 0.2 MiB
-and is 10-70x faster.
+`LiveStorages` knows which storages are alive. torch keeps one Python object per live storage
+(`tensor.untyped_storage()` returns the same object while the storage lives), so `id()` of that
+object names the storage, and a weak reference with a callback on it says when the last tensor,
+view or autograd saved copy holding it is gone. Views share their base's storage and so cost
+nothing; in-place operators make no storage.
 
-This counts tensor storage bytes as allocated by operators; a CUDA caching allocator adds
-block rounding and reserve on top (the runner reports its own statistics on a GPU).
+`LiveStorageTracker` (bench) is a TorchDispatchMode over it: every storage an operator returns is
+counted until it is freed; storages that existed before the step (weights, gradients, optimizer
+state, buffers) are registered up front. At each new high-water mark the set of live storages is
+remembered, so that after the step the peak can be split into weights, gradients, optimizer
+state and the rest (activations, autocast copies, temporaries). shared/TORCH_NOTES.md: such a
+counter matched torch's MemTracker within 0.2 MiB and is 10-70x faster. The trace's
+StorageTracker (trace/tracker.py) builds its ordered allocation log on the same core.
+
+This counts tensor storage bytes as operators allocate them; a CUDA caching allocator adds block
+rounding and reserve on top (bench reports torch.cuda's statistics on a GPU; trace/allocator.py
+models them). torch is imported only where a tensor is looked at: importing this module stays
+light.
 """
 
 from __future__ import annotations
@@ -21,6 +29,52 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+
+class LiveStorages:
+    """Live storages by identity, each under the uid its owner gave it. `on_free(uid)` is called
+    when the last storage object holding a uid is collected."""
+
+    def __init__(self, on_free: Callable[[int], None]) -> None:
+        self._on_free = on_free
+        #: id(storage object) -> (uid, weak reference keeping the callback alive)
+        self._live: dict[int, tuple[int, Any]] = {}
+        #: storage objects holding a uid, where more than one (see `alias`)
+        self._holders: dict[int, int] = {}
+
+    def __contains__(self, tensor: Any) -> bool:
+        return id(tensor.untyped_storage()) in self._live
+
+    def uid_of(self, tensor: Any) -> int | None:
+        """The uid of `tensor`'s storage, None when it is not being watched."""
+        entry = self._live.get(id(tensor.untyped_storage()))
+        return entry[0] if entry else None
+
+    def add(self, tensor: Any, uid: int) -> None:
+        """Watch `tensor`'s storage under `uid` (the caller checked that it is new)."""
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        self._live[key] = (uid, weakref.ref(storage, self._freed(key)))
+
+    def alias(self, tensor: Any, uid: int) -> None:
+        """`tensor`'s storage holds the bytes of `uid` from now on, besides the storage that
+        already does: the uid is freed when both are gone (no new allocation)."""
+        self._holders[uid] = self._holders.get(uid, 1) + 1
+        self.add(tensor, uid)
+
+    def _freed(self, key: int) -> Callable[[Any], None]:
+        def callback(_ref: Any) -> None:
+            entry = self._live.pop(key, None)
+            if entry is None:
+                return
+            uid = entry[0]
+            held = self._holders.pop(uid, 1) - 1
+            if held > 0:
+                self._holders[uid] = held
+            else:
+                self._on_free(uid)
+
+        return callback
 
 
 class MemoryPeak(BaseModel):
@@ -44,34 +98,22 @@ class LiveStorageTracker:
     def __init__(self, device_type: str) -> None:
         self.device_type = device_type
         self._serial = itertools.count()
-        self._by_cdata: dict[int, int] = {}   # storage C pointer -> serial, for live storages
+        self._storages = LiveStorages(self._freed)
         self._bytes: dict[int, int] = {}       # serial -> bytes, for live storages
-        self._refs: dict[int, Any] = {}        # serial -> weakref (keeps the callback alive)
         self._preexisting: set[int] = set()
         self.live_bytes = 0
         self.peak_bytes = 0
         self._peak_live: frozenset[int] = frozenset()
         self._mode: Any = None
 
-    # bookkeeping -----------------------------------------------------------------------------
-
-    def _serial_of(self, tensor: Any) -> int | None:
-        storage = tensor.untyped_storage()
-        return self._by_cdata.get(storage._cdata)
-
     def track(self, tensor: Any, preexisting: bool = False) -> None:
         """Count `tensor`'s storage if it is on our device type and not counted yet."""
-        if tensor.device.type != self.device_type:
+        if tensor.device.type != self.device_type or tensor in self._storages:
             return
-        storage = tensor.untyped_storage()
-        cdata = storage._cdata
-        if cdata in self._by_cdata:
-            return
-        nbytes = int(storage.nbytes())
+        nbytes = int(tensor.untyped_storage().nbytes())
         serial = next(self._serial)
-        self._by_cdata[cdata] = serial
+        self._storages.add(tensor, serial)
         self._bytes[serial] = nbytes
-        self._refs[serial] = weakref.ref(storage, self._freed_callback(serial, cdata))
         if preexisting:
             self._preexisting.add(serial)
         self.live_bytes += nbytes
@@ -79,16 +121,8 @@ class LiveStorageTracker:
             self.peak_bytes = self.live_bytes
             self._peak_live = frozenset(self._bytes)
 
-    def _freed_callback(self, serial: int, cdata: int) -> Callable[[Any], None]:
-        def freed(_ref: Any) -> None:
-            nbytes = self._bytes.pop(serial, 0)
-            self.live_bytes -= nbytes
-            self._refs.pop(serial, None)
-            if self._by_cdata.get(cdata) == serial:
-                del self._by_cdata[cdata]
-        return freed
-
-    # the dispatch mode -----------------------------------------------------------------------
+    def _freed(self, serial: int) -> None:
+        self.live_bytes -= self._bytes.pop(serial, 0)
 
     def __enter__(self) -> LiveStorageTracker:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -112,8 +146,6 @@ class LiveStorageTracker:
         self._mode.__exit__(*exc)
         self._mode = None
 
-    # the answer ------------------------------------------------------------------------------
-
     def peak(self, weights: Iterable[Any], gradients: Iterable[Any],
              optimizer_state: Iterable[Any]) -> MemoryPeak:
         """Split the peak by category; the tensors given must still be alive (end of step)."""
@@ -125,7 +157,7 @@ class LiveStorageTracker:
             for t in tensors:
                 if not _is_tensor(t) or t.device.type != self.device_type:
                     continue
-                serial = self._serial_of(t)
+                serial = self._storages.uid_of(t)
                 if serial is not None and serial in at_peak and serial not in counted:
                     counted.add(serial)
                     total += self._bytes[serial]
@@ -141,8 +173,8 @@ class LiveStorageTracker:
             optimizer_state_bytes=o, activations_and_temporaries_bytes=rest,
             other_preexisting_bytes=before,
             basis="measured: live tensor storage bytes counted by a TorchDispatchMode over one "
-                  "real step (gpuhours.bench.memory); parts told apart by storage identity at "
-                  "the high-water mark")
+                  "real step (gpuhours.torchkit.storage); parts told apart by storage identity "
+                  "at the high-water mark")
 
 
 def _is_tensor(x: Any) -> bool:

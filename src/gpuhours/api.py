@@ -1,0 +1,145 @@
+"""The public library API: what the CLI calls, and what a notebook calls.
+
+    from gpuhours import Training, Hardware, estimate_training, fit_training
+
+    t = Training(model="qwen2.5-7b", method="lora", micro_batch=4, seq_len=2048)
+    e = estimate_training(t, Hardware(gpu="a100-80gb"), tokens=1e9)
+    e.memory.total_bytes.value, e.step_time_s.value, e.totals.gpu_hours.value
+
+Every function takes the setup models of gpuhours.setup and returns pydantic models whose
+figures carry their basis. Bad input raises gpuhours.errors.InputError (a FieldError names the
+setup fields at fault). `estimate_training`, `fit_training`, `estimate_generation` and
+`plan_budget` never import torch; `trace_training` needs the `bench` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuhours.setup import Generation, Hardware, Training
+
+if TYPE_CHECKING:
+    from gpuhours.catalog.schema import GpuSpec
+    from gpuhours.estimate.estimator import TrainingEstimate
+    from gpuhours.estimate.fit import FitResult
+    from gpuhours.estimate.generation import GenerationEstimate
+    from gpuhours.plan.results import Budget
+    from gpuhours.trace.result import TraceResult
+    from gpuhours.track.ledger import Ledger
+
+
+def _prices(hardware: Hardware) -> list[Any]:
+    from gpuhours import catalog
+
+    name = hardware.gpu.name
+    return catalog.prices(name) if name in {g.name for g in catalog.gpus()} else []
+
+
+def estimate_training(training: Training, hardware: Hardware, *, tokens: float | None = None,
+                      steps: float | None = None, examples: float | None = None,
+                      epochs: float | None = None, tokens_per_example: float | None = None,
+                      packed: bool = False, ledger: Ledger | None = None) -> TrainingEstimate:
+    """Memory per GPU, step time and its bottleneck, throughput, MFU, and with an amount of work
+    (`tokens`, `steps`, or `examples` x `epochs`) GPU hours, wall clock and cost per provider.
+    Examples are padded to the sequence length unless `packed` (then `tokens_per_example`,
+    their mean length, sets the tokens).
+
+    With a `ledger` of measurements, the assumed efficiency is replaced by that of the nearest
+    matching benchmark (the estimate's basis then names it). The memory verdict is in
+    `.memory.fits`; this function does not refuse a setup that does not fit."""
+    from gpuhours.estimate.estimator import estimate_training as _estimate
+
+    cal = None
+    if ledger is not None:
+        from gpuhours.track.calibration import find_calibration
+
+        cal = find_calibration(ledger, hardware, training)
+    return _estimate(training, hardware, tokens=tokens, steps=steps, examples=examples,
+                     epochs=epochs, tokens_per_example=tokens_per_example, packed=packed,
+                     price_rows=_prices(hardware),
+                     **(cal.estimator_kwargs() if cal else {}))
+
+
+def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,
+                 headroom: float | None = None) -> FitResult:
+    """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
+    effective batch, the fastest configuration that fits, and what would fit when nothing does
+    (LoRA, QLoRA, checkpointing, ZeRO-3 on more GPUs, a larger catalog GPU)."""
+    from gpuhours import catalog
+    from gpuhours.errors import FieldError
+    from gpuhours.estimate.fit import fit
+
+    if headroom is not None and not 0 <= headroom < 1:
+        raise FieldError("headroom", f"expected a fraction in [0, 1), got {headroom!r}.")
+    if effective_batch is not None and effective_batch < 1:
+        raise FieldError("effective_batch", f"expected a positive integer, got "
+                                            f"{effective_batch!r}.")
+    return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
+               bigger_gpus=catalog.gpus())
+
+
+def estimate_generation(generation: Generation, hardware: Hardware) -> GenerationEstimate:
+    """Prefill and decode time, KV cache, and the batch that fits, on one GPU of `hardware`."""
+    from gpuhours.estimate.generation import estimate_generation as _estimate
+
+    return _estimate(generation, hardware.gpu)
+
+
+def plan_budget(plan_file: str | Path, ledger: Ledger | None = None) -> Budget:
+    """A plan file's budget, phase by phase (calibrated by `ledger` when given)."""
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+
+    return evaluate(load_plan(plan_file), ledger=ledger)
+
+
+def trace_training(training: Training, *, steps: int = 2,
+                   device: str | None = None) -> TraceResult:
+    """Exact memory and FLOPs of `training`'s step of the real model on fake tensors (needs the
+    `bench` extra: torch, transformers, peft). `device`: a catalog GPU for the roofline."""
+    from gpuhours.resolve import catalog_gpu
+    from gpuhours.trace import TraceSetup
+    from gpuhours.trace import trace_training as _trace
+
+    spec = catalog_gpu(device, field="device_profile") if device else None
+    return _trace(TraceSetup(training=training, steps=steps), spec)
+
+
+def open_ledger(path: str | Path | None = None) -> Ledger | None:
+    """The ledger to calibrate from: `path`, $GPUHOURS_LEDGER, or ./.gpuhours/ledger.sqlite,
+    when that file exists; None otherwise (estimates stay analytic). A `path` given that does
+    not exist is an error."""
+    from gpuhours.errors import FieldError
+    from gpuhours.track.ledger import Ledger, ledger_path
+
+    found = ledger_path(None if path is None else str(path))
+    if not found.exists():
+        if path is not None:
+            raise FieldError("ledger", f"no ledger at {found}.",
+                             "Run `gpuhours bench` first, or leave the ledger out.")
+        return None
+    return Ledger.open(found, create=False)
+
+
+def gpu_spec(name: str, ledger: Ledger | None = None) -> GpuSpec:
+    """A catalog GPU by name or alias, or, with a `ledger`, a device measured by `gpuhours
+    bench` probes (a CPU, an Apple chip) by its device key."""
+    from gpuhours import catalog
+    from gpuhours.errors import InputError, UnknownNameError
+    from gpuhours.resolve import catalog_gpu
+
+    if ledger is None:
+        return catalog_gpu(name)
+    try:
+        return catalog.gpu(name)
+    except UnknownNameError:
+        from gpuhours.track.calibration import measured_device
+
+        try:
+            return measured_device(ledger, name)
+        except InputError:
+            unknown = UnknownNameError("gpu", name, [], "Use a catalog name (gpuhours catalog "
+                                       "gpus) or a device key from `gpuhours ledger list`.")
+            unknown.fields = ("gpu",)
+            raise unknown from None

@@ -1,0 +1,164 @@
+"""What every `gpuhours` command shares: the consoles, the error wrapper, the JSON emitter, the
+one table from setup fields to the options that set them, and the option types.
+
+Sub-commands (bench, trace, storage, doctor) import this module, never gpuhours.cli, so that the
+CLI has no import cycle. No torch here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+
+from gpuhours.errors import InputError
+
+# emoji off: a `:name:` in a user's plan or path is text, not a picture (user strings are also
+# escaped for markup, gpuhours.report.text.esc)
+out = Console(emoji=False)
+err = Console(stderr=True, emoji=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: the packages of the optional `bench` extra
+BENCH_EXTRA = {"torch", "transformers", "peft"}
+
+#: library field -> the CLI option that sets it. The library raises errors keyed by field
+#: (gpuhours.errors.FieldError); this is the one place that knows the options' names. A field
+#: not listed is shown as --field-name.
+OPTION_OF_FIELD: dict[str, str] = {
+    "model": "--model", "params": "--params", "gpu": "--gpu", "arch": "--model",
+    "micro_batch": "--batch", "seq_len": "--seq", "grad_accum": "--grad-accum",
+    "lora_rank": "--lora-rank", "lora_targets": "--lora-targets", "method": "--method",
+    "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
+    "checkpointing": "--checkpointing", "flash_attention": "--flash", "zero_stage": "--zero",
+    "loss_kernel": "--loss-kernel",
+    "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
+    "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
+    "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens", "batch": "--batch",
+    "engine": "--engine", "peak_tflops": "--peak-tflops", "memory_gb": "--memory-gb",
+    "bandwidth_gb_per_s": "--bandwidth-gb-per-s", "ledger": "--ledger", "compiled": "--compile",
+    "steps": "--steps", "tokens": "--tokens", "examples": "--examples", "epochs": "--epochs",
+    "device_profile": "--device-profile", "warmup_steps": "--warmup", "min_steps": "--min-steps",
+    "max_steps": "--max-steps", "target_cv": "--target-cv", "max_time_s": "--max-time",
+    "learning_rate": "--learning-rate",
+}
+
+
+def option_of(field: str) -> str:
+    """The CLI option that sets a library field."""
+    return OPTION_OF_FIELD.get(field, f"--{field.replace('_', '-')}")
+
+
+def where_of(e: InputError) -> str:
+    """An error's `where` as the CLI user typed it: options for fields, as given otherwise."""
+    return "/".join(option_of(f) for f in e.fields) if e.fields else e.where
+
+
+def defaults_of(model: type[BaseModel]) -> Any:
+    """A setup model's field defaults as attributes (`TRAINING.seq_len`): the CLI's option
+    defaults, so that one default holds in every command and in plans."""
+    return SimpleNamespace(**{name: f.default for name, f in model.model_fields.items()})
+
+
+def fail(where: str, message: str, code: int = 2) -> None:
+    """Print a one-paragraph error and exit with `code` (2: bad input)."""
+    from gpuhours.report.text import esc
+
+    # escaped: paths, names and messages may hold [brackets] that Rich would read as markup,
+    # and terminal control sequences
+    err.print(f"[red]error[/red] {esc(where)}: {esc(message)}", highlight=False,
+              soft_wrap=True)
+    raise typer.Exit(code=code)
+
+
+def user_errors(func: F) -> F:
+    """Turn bad input into a clear message and exit code 2, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except InputError as e:
+            fail(where_of(e), e.message + (f" {e.hint}" if e.hint else ""))
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in BENCH_EXTRA:
+                raise
+            fail(e.name or "torch", "this command runs real models and needs the `bench` extra "
+                                    "(torch, transformers, peft), which is not installed. "
+                                    "Install it with: pip install 'gpuhours[bench]' (it pins "
+                                    "torch==2.13.0).")
+        except ValidationError as e:
+            first = e.errors()[0]
+            cause = (first.get("ctx") or {}).get("error")
+            if isinstance(cause, InputError):  # raised by a model validator, keyed by field
+                fail(where_of(cause), cause.message + (f" {cause.hint}" if cause.hint else ""))
+            field = str(first["loc"][-1]) if first["loc"] else "input"
+            fail(option_of(field), f"{first['msg']} (got {first.get('input')!r}).")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(model: Any) -> None:
+    """Print a pydantic model (or plain data) as indented JSON on stdout."""
+    data = model.model_dump(mode="json") if hasattr(model, "model_dump") else model
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+# Option types shared by several commands ------------------------------------------------------
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", "-m", help="Catalog name (gpuhours catalog models) or path to a config.json.")]
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", "-g", help="Catalog name or alias (gpuhours catalog gpus).")]
+MethodOpt = Annotated[str, typer.Option(help="full, lora or qlora.")]
+RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
+TargetsOpt = Annotated[str, typer.Option(
+    help="LoRA targets: all-linear, attention, or qv (peft's default for llama).")]
+PrecOpt = Annotated[str, typer.Option(
+    help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
+         "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
+         "fp16-mixed, fp16-amp, fp16, fp32.")]
+OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
+OptimImplOpt = Annotated[str, typer.Option(
+    help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]
+BatchOpt = Annotated[int, typer.Option(help="Micro-batch per GPU, in sequences.")]
+SeqOpt = Annotated[int, typer.Option(help="Sequence length in tokens.")]
+AccumOpt = Annotated[int, typer.Option(help="Gradient accumulation steps.")]
+CkptOpt = Annotated[bool, typer.Option(
+    "--checkpointing/--no-checkpointing", help="Gradient (activation) checkpointing.")]
+FlashOpt = Annotated[bool, typer.Option(
+    "--flash/--no-flash", help="Flash attention (no S x S score matrix kept).")]
+ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
+LossKernelOpt = Annotated[str, typer.Option(
+    help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "
+         "(Liger fused linear CE), cut-ce (Cut Cross-Entropy).")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a config field, e.g. --set num_hidden_layers=2 (repeatable).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+LedgerOpt = Annotated[str | None, typer.Option(
+    "--ledger",
+    help="Ledger of measurements (default: $GPUHOURS_LEDGER or ./.gpuhours/ledger.sqlite).")]
+
+
+def parse_sets(items: list[str]) -> dict[str, int | float | str | bool]:
+    """--set KEY=VALUE -> {KEY: typed VALUE}: JSON scalars (3, 0.5, true, "x") or bare text."""
+    parsed: dict[str, int | float | str | bool] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--set {item}", "expected KEY=VALUE, such as num_hidden_layers=2.")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if not isinstance(value, int | float | str | bool):
+            raise InputError(f"--set {item}", "expected a number, true/false or text.")
+        parsed[key.strip()] = value
+    return parsed

@@ -1,0 +1,333 @@
+"""The one setup model: what trains (Training), where (Hardware), and what generates (Generation).
+
+Every command composes these: `estimate` and `fit` take them as they are, `trace` wraps a
+Training in a TraceSetup (with the number of steps), `bench` in a BenchSetup (with compile and
+the learning rate), and a plan phase's settings become one. The choices are `Literal`s here and
+the defaults are the fields' defaults here, so one default holds everywhere: the CLI options take
+theirs from these models (gpuhours.cli_common.default_of).
+
+Errors are keyed by field (gpuhours.errors.FieldError): the CLI says which option set the field,
+a plan which key and line. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import FieldError
+from gpuhours.estimate.arch import ModelArch
+
+#: full: every weight trains; lora: low-rank adapters on a frozen base (peft); qlora: adapters
+#: on a 4-bit NF4 base (bitsandbytes)
+Method = Literal["full", "lora", "qlora"]
+#: bf16-mixed: half-precision weights and grads, fp32 master weights and moments (the
+#: 16 bytes/param of the ZeRO paper; DeepSpeed, Megatron, FSDP mixed precision);
+#: bf16-amp: torch.autocast over fp32 weights (Hugging Face Trainer's bf16=True on a model
+#: loaded in fp32): fp32 weights, grads and moments plus autocast's half-precision weight
+#: copies during the step; bf16: everything in bf16, moments included (`model.to(bfloat16)`
+#: + torch AdamW); fp32: everything in fp32. The fp16 names are the same with fp16.
+Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
+#: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
+#: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
+#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only
+OptimizerImpl = Literal["foreach", "fused", "per-parameter"]
+#: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
+#: qv: q and v only (peft's default for llama)
+LoraTargets = Literal["all-linear", "attention", "qv"]
+#: ZeRO stage over the data-parallel GPUs: 0 = plain DDP; 3 = ZeRO-3 / FSDP full shard
+ZeroStage = Literal[0, 1, 2, 3]
+#: how the loss is computed from the last hidden states (estimate/memory.py logits_bytes):
+#: hf: transformers' causal-LM loss (loss_utils.ForCausalLMLoss): the whole logits tensor,
+#: upcast to fp32 (every decoder family in the catalog uses it: llama, mistral, qwen2/3,
+#: mixtral, qwen2/3-moe, gemma, gpt2, mpt: their *ForCausalLM call self.loss_function, checked
+#: in transformers 5.23; no family needs another default); chunked: torchtune's
+#: CEWithChunkedOutputLoss (logits in chunks, one chunk upcast at a time); fused-linear: Liger's
+#: fused linear cross-entropy (LM head + loss by chunks of tokens, gradients in the forward);
+#: cut-ce: Apple's Cut Cross-Entropy (axolotl's CutCrossEntropyPlugin: logits never written
+#: to memory, recomputed blockwise in backward)
+LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce"]
+#: a serving engine with paged KV cache and continuous batching (vLLM), or HF `generate`
+Engine = Literal["vllm", "hf-generate"]
+#: a config field set on top of a model's config.json (bench and trace `--set`)
+ConfigValue = int | float | str | bool
+
+
+class _Strict(BaseModel):
+    # defer_build: the CLI reads the defaults at import; the schema is built on first use
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
+                              defer_build=True)
+
+
+def _resolve_model_fields(data: Any) -> Any:
+    """Fill `arch` and `model_basis` from `model` (a catalog name or config.json path) or
+    `params` when `arch` is not given: `Training(model="qwen2.5-7b")` is a whole setup."""
+    if not isinstance(data, dict) or data.get("arch") is not None:
+        return data
+    model, params = data.get("model"), data.pop("params", None)
+    if model is None and params is None:
+        return data  # pydantic then reports the missing `model`
+    from gpuhours.resolve import resolve_model
+
+    arch, basis = resolve_model(model, params, overrides=data.get("config_overrides") or {})
+    return {**data, "arch": arch, "model_basis": basis}
+
+
+class Training(_Strict):
+    """One training setup, per GPU: the model, the method, the precision and the batch.
+
+    Build it from a model reference, `Training(model="qwen2.5-7b", method="lora")` (a catalog
+    name or a config.json path; `params=13e9` for a standard shape of that size), or from a
+    shape, `Training(arch=ModelArch(...))`."""
+
+    #: the shape the physics uses; read from `model` when not given
+    arch: ModelArch
+    #: where the shape came from: a catalog name or a config.json path; trace and bench build
+    #: the real model from it. None for a shape given directly or a standard shape (--params)
+    model: str | None = None
+    #: how the shape was obtained (catalog row, config file, assumed standard shape)
+    model_basis: str = "architecture given by the caller"
+    #: Hugging Face config fields set on top of the model's config (`--set num_hidden_layers=2`)
+    config_overrides: dict[str, ConfigValue] = Field(default_factory=dict)
+    method: Method = "full"
+    precision: Precision = "bf16-mixed"
+    optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "foreach"
+    #: sequences per micro-batch per GPU
+    micro_batch: int = Field(default=1, ge=1, le=1_000_000)
+    #: tokens per sequence
+    seq_len: int = Field(default=2048, ge=1, le=10_000_000)
+    #: micro-batches per optimizer step
+    grad_accum: int = Field(default=1, ge=1, le=1_000_000)
+    #: activation (gradient) checkpointing: only each block's input is kept; one extra forward
+    checkpointing: bool = False
+    #: attention by a flash kernel (no S x S scores kept); False: eager attention keeps them
+    flash_attention: bool = True
+    #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
+    loss_kernel: LossKernel = "hf"
+    lora_rank: int = Field(default=16, ge=1, le=65536)
+    lora_targets: LoraTargets = "all-linear"
+    zero_stage: ZeroStage = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_arch(cls, data: Any) -> Any:
+        return _resolve_model_fields(data)
+
+    @model_validator(mode="after")
+    def _check(self) -> Training:
+        if self.method == "qlora" and self.precision == "fp32":
+            raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
+                             "4-bit base; fp32 precision conflicts with it.")
+        if self.method == "qlora" and self.zero_stage == 3:
+            raise FieldError(("method", "zero_stage"), "qlora with ZeRO stage 3 is not "
+                             "modelled: the 4-bit base is not sharded. Use stage 0-2.")
+        if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
+            raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
+                             f"{self.optimizer} has none.")
+        if self.arch.position_embeddings and self.seq_len > self.arch.position_embeddings:
+            raise FieldError("seq_len", f"{self.arch.name} has learned position embeddings for "
+                             f"{self.arch.position_embeddings} positions; a sequence of "
+                             f"{self.seq_len} tokens cannot run.")
+        return self
+
+    @property
+    def tokens_per_micro_batch(self) -> int:
+        return self.micro_batch * self.seq_len
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens per optimizer step on one GPU (micro-batch x sequence x accumulation)."""
+        return self.micro_batch * self.seq_len * self.grad_accum
+
+    def choices(self) -> dict[str, Any]:
+        """The setup as flat JSON-ready data: the model reference and every choice (what the
+        ledger stores and what outputs show as `setup`)."""
+        data = self.model_dump(mode="json", include=set(CHOICE_FIELDS))
+        return {"model": self.model or self.arch.name, "config_overrides":
+                dict(self.config_overrides), **data}
+
+    def label(self, with_model: bool = True) -> str:
+        """Short text naming the setup, for tables and progress lines."""
+        parts = [self.model or self.arch.name] if with_model else []
+        parts += [self.method, self.precision, f"b{self.micro_batch}", f"s{self.seq_len}"]
+        if self.grad_accum > 1:
+            parts.append(f"ga{self.grad_accum}")
+        if self.checkpointing:
+            parts.append("ckpt")
+        if self.method != "full":
+            parts.append(f"r{self.lora_rank}")
+        if self.optimizer != "adamw" or self.optimizer_impl != "foreach":
+            parts.append(f"{self.optimizer}/{self.optimizer_impl}")
+        if self.zero_stage:
+            parts.append(f"zero{self.zero_stage}")
+        if self.loss_kernel != "hf":
+            parts.append(f"loss:{self.loss_kernel}")
+        return " ".join(parts)
+
+
+def nest_training(data: Any, own: tuple[str, ...]) -> Any:
+    """Let a model that wraps a Training (TraceSetup, BenchSetup) be built flat too:
+    `TraceSetup(model="qwen2.5-7b", method="lora", steps=1)` puts every key but its `own`
+    into its `training`."""
+    if not isinstance(data, dict) or "training" in data:
+        return data
+    return {**{k: v for k, v in data.items() if k in own},
+            "training": {k: v for k, v in data.items() if k not in own}}
+
+
+def check_runs_in_torch(t: Training, what: str) -> None:
+    """What a real model's step in one torch process (trace, bench) cannot run: no model to
+    build, ZeRO sharding, bitsandbytes' 8-bit AdamW, a loss kernel other than transformers' own.
+    `what` names the command in the messages ("the trace", "the bench")."""
+    if t.model is None:
+        raise FieldError("model", f"{what} builds the real model: it needs a catalog name or a "
+                                  f"config.json, not a parameter count or a bare shape.")
+    if t.zero_stage:
+        raise FieldError("zero_stage", f"{what} runs one process without sharding; ZeRO stage "
+                         f"{t.zero_stage} divides state over GPUs and is not run here.",
+                         "Use ZeRO stage 0, or rely on the analytic answer (basis: formula).")
+    if t.optimizer == "adamw-8bit":
+        raise FieldError("optimizer", f"adamw-8bit needs bitsandbytes, which {what} does not "
+                                      f"drive.", "Use adamw, sgd or sgd-momentum.")
+    if t.loss_kernel != "hf":
+        raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
+                         f"a {t.loss_kernel} kernel is not what runs in {what}.",
+                         "Use loss kernel hf, or rely on the analytic answer (gpuhours "
+                         "estimate).")
+
+
+#: the fields of Training that are choices of the setup (not the model reference): what a plan's
+#: settings, a sweep or a CLI option may set
+CHOICE_FIELDS: tuple[str, ...] = tuple(
+    name for name in Training.model_fields
+    if name not in ("arch", "model", "model_basis", "config_overrides"))
+
+
+def _catalog_gpu(data: Any) -> Any:
+    """`Hardware(gpu="h100-sxm")`: a catalog name is looked up (an unknown one is an error with
+    the closest names)."""
+    if isinstance(data, dict) and isinstance(data.get("gpu"), str):
+        from gpuhours.resolve import catalog_gpu
+
+        return {**data, "gpu": catalog_gpu(data["gpu"], field="gpu")}
+    return data
+
+
+class Hardware(_Strict):
+    """Where it runs: an accelerator, how many, how they are connected."""
+
+    gpu: GpuSpec
+    num_gpus: int = Field(default=1, ge=1, le=1_000_000)
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    #: network bandwidth between nodes per GPU, GB/s, one direction. Default 25 GB/s: a
+    #: 200 Gb/s InfiniBand/RoCE NIC per GPU (8 x 200 Gb/s per node, e.g. DGX A100).
+    inter_node_gb_per_s_one_way: float = Field(default=25.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_gpu(cls, data: Any) -> Any:
+        return _catalog_gpu(data)
+
+    @property
+    def num_nodes(self) -> int:
+        return math.ceil(self.num_gpus / self.gpus_per_node)
+
+
+class Generation(_Strict):
+    """An inference/generation setup (RL rollouts, evaluation, serving), per GPU replica."""
+
+    arch: ModelArch
+    model: str | None = None
+    model_basis: str = "architecture given by the caller"
+    config_overrides: dict[str, ConfigValue] = Field(default_factory=dict)
+    prompt_tokens: int = Field(default=512, ge=1, le=10_000_000)
+    output_tokens: int = Field(default=512, ge=0, le=10_000_000)
+    #: concurrent sequences; None = as many as fit in memory
+    batch: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
+    #: fp16 scale per 128 weights). Matmuls are still costed at the bf16 rate.
+    weight_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
+    #: bytes per cached K or V element: 2 (bf16), 1 (vLLM kv_cache_dtype="fp8")
+    kv_bytes_per_element: float = Field(default=2.0, gt=0, le=4)
+    #: the engine's per-step costs are assumptions, estimate/assumptions.py (DECODE_*)
+    engine: Engine = "vllm"
+    #: sequences the engine runs at once (vLLM's max_num_seqs); None = the engine's default
+    #: (assumptions.ENGINE_MAX_NUM_SEQS; no cap for hf-generate, which runs the whole batch)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
+    #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
+    tensor_parallel: Literal[1, 2, 4, 8] = 1
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_arch(cls, data: Any) -> Any:
+        return _resolve_model_fields(data)
+
+    @model_validator(mode="after")
+    def _check(self) -> Generation:
+        if self.arch.num_heads % self.tensor_parallel:
+            raise FieldError("tensor_parallel", f"{self.arch.name} has {self.arch.num_heads} "
+                             f"attention heads; tensor parallelism must divide them "
+                             f"({self.tensor_parallel} does not).")
+        return self
+
+
+# How the choices run in torch (trace and bench; no torch imported here) -------------------
+@dataclass(frozen=True)
+class TorchPrecision:
+    """How a precision of ours runs in torch: parameter dtype, autocast dtype, and what that
+    means beside what the name promises (`note`, empty when it is exact)."""
+
+    param_dtype: str
+    autocast_dtype: str | None
+    #: the precision the analytic estimator should use to describe what was traced
+    analytic_precision: str
+    note: str
+
+
+def torch_precision(precision: str, method: str = "full") -> TorchPrecision:
+    """Map our precision names onto a torch setup that runs on fake CPU tensors.
+
+    - fp32: fp32 weights, no autocast. bf16 / fp16 (pure): the model cast to that dtype
+      (`model.to(torch.bfloat16)`), AdamW state in the same dtype.
+    - bf16-amp / fp16-amp: fp32 weights under torch.autocast (HF Trainer's bf16=True).
+    - bf16-mixed / fp16-mixed (DeepSpeed, Megatron, FSDP: half-precision weights with fp32 master
+      weights in the optimizer) have no single-process torch equivalent; the closest real one,
+      autocast over fp32 weights, is traced instead, and the note says so. With LoRA (nothing
+      of the base trains, so there is no master copy) it is exact: a model loaded in half
+      precision, peft's fp32 adapters, and autocast (the HF Trainer with bf16=True).
+    Autocast here is CPU autocast: it casts the same matmuls (linear, bmm, baddbmm, matmul) as
+    CUDA autocast, and keeps the loss's softmax in fp32 as CUDA's does.
+    """
+    half = "bfloat16" if precision.startswith("bf16") else "float16"
+    if precision == "fp32":
+        return TorchPrecision("float32", None, "fp32", "")
+    if precision in ("bf16", "fp16"):
+        return TorchPrecision(half, None, precision, "")
+    amp = precision.replace("-mixed", "-amp")
+    if precision.endswith("-amp"):
+        return TorchPrecision("float32", half, amp, "")
+    if precision.endswith("-mixed") and method != "full":
+        return TorchPrecision(half, half, precision, "")
+    if precision.endswith("-mixed"):
+        return TorchPrecision(
+            "float32", half, amp,
+            f"{precision} (half-precision weights + fp32 master weights, as DeepSpeed/FSDP keep "
+            f"them) has no single-process torch equivalent; traced as {amp}: fp32 weights, "
+            f"gradients and AdamW moments under torch.autocast({half}), the closest real setup.")
+    raise FieldError("precision", f"unknown precision {precision!r}.")
+
+
+def lora_target_modules(targets: str) -> str | list[str]:
+    """peft's `target_modules` for our LoRA target names (llama-style module names)."""
+    if targets == "all-linear":
+        return "all-linear"
+    if targets == "attention":
+        return ["q_proj", "k_proj", "v_proj", "o_proj"]
+    return ["q_proj", "v_proj"]

@@ -1,0 +1,227 @@
+"""The generation model against published measurements, and the engine physics by hand.
+
+The validation rows are scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed
+benchmark, A100-80GB; row 15 a user's approximate report). Rows marked `tune` (odd rows 1-13)
+set DECODE_HOST_STEP_S[vllm], DECODE_BANDWIDTH_HALF_WIDTH, DECODE_HOST_PER_LAYER_S[hf-generate]
+and DECODE_KV_PASSES[hf-generate]; rows marked `held-out` did not. docs/generation.md has both
+accuracy tables.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhours import catalog
+from gpuhours.errors import InputError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch, from_hf_config
+from gpuhours.estimate.generation import (
+    decode_bandwidth_efficiency,
+    estimate_generation,
+    max_batch_by_memory,
+    weight_bytes_read_per_step,
+)
+from gpuhours.estimate.params import count_params
+from gpuhours.resolve import resolve_model
+from gpuhours.setup import Generation
+
+ROWS_CSV = (Path(__file__).resolve().parents[1] / "scripts" / "gpuhours_dev" / "validation"
+            / "data" / "generation.csv")
+#: the rows that set the constants: the fit's residuals, not a prediction
+TUNED_TOLERANCE = 0.15
+#: issue 13's goal (within 25% of published throughput) on rows that set nothing
+HELD_OUT_TOLERANCE = 0.25
+
+
+def gen(**fields: Any) -> Generation:
+    """A Generation from a catalog model name (resolved by the model's validator)."""
+    return Generation.model_validate(fields)
+
+
+def _rows() -> list[dict[str, Any]]:
+    with ROWS_CSV.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _arch(r: dict[str, Any]) -> ModelArch:
+    cfg = {"model_type": "qwen2", "hidden_size": int(r["hidden_size"]),
+           "num_hidden_layers": int(r["num_hidden_layers"]),
+           "num_attention_heads": int(r["num_attention_heads"]),
+           "num_key_value_heads": int(r["num_key_value_heads"]), "head_dim": int(r["head_dim"]),
+           "intermediate_size": int(r["intermediate_size"]), "vocab_size": int(r["vocab_size"]),
+           "tie_word_embeddings": r["tie_word_embeddings"] == "true", "hidden_act": "silu"}
+    return from_hf_config(cfg, r["model"])
+
+
+def predicted_output_tokens_per_s(r: dict[str, Any]) -> float:
+    """The estimate for one row: its prompts run together, as many as the KV cache holds."""
+    arch = _arch(r)
+    gpu = catalog.gpu(r["gpu"])
+    g = Generation(arch=arch, prompt_tokens=int(r["input_tokens"]),
+                   output_tokens=int(r["output_tokens"]), engine=r["engine"])
+    batch = min(int(r["concurrency"]), max_batch_by_memory(arch, g, gpu))
+    return estimate_generation(g.model_copy(update={"batch": batch}), gpu).output_tokens_per_s
+
+
+def _case(r: dict[str, Any]) -> Any:
+    return pytest.param(r, id=f"row{r['row']}-{r['model']}-{r['engine']}-in{r['input_tokens']}")
+
+
+def test_the_split_is_every_other_row() -> None:
+    rows = _rows()
+    assert [r["split"] for r in rows] == [
+        "tune" if int(r["row"]) % 2 and int(r["row"]) < 15 else "held-out" for r in rows]
+    assert {r["engine"] for r in rows if r["split"] == "held-out"} == {"vllm", "hf-generate"}
+
+
+@pytest.mark.parametrize("row", [_case(r) for r in _rows() if r["split"] == "held-out"])
+def test_held_out_rows_within_25_percent(row: dict[str, Any]) -> None:
+    measured = float(row["measured_output_tok_per_s"])
+    assert predicted_output_tokens_per_s(row) == pytest.approx(measured,
+                                                               rel=HELD_OUT_TOLERANCE)
+
+
+@pytest.mark.parametrize("row", [_case(r) for r in _rows() if r["split"] == "tune"])
+def test_tuned_rows_within_15_percent(row: dict[str, Any]) -> None:
+    measured = float(row["measured_output_tok_per_s"])
+    assert predicted_output_tokens_per_s(row) == pytest.approx(measured, rel=TUNED_TOLERANCE)
+
+
+# Physics by hand -----------------------------------------------------------------------------
+
+def test_host_step_does_not_scale_with_the_model() -> None:
+    """A 0.5B model's decode step is mostly the engine's fixed cost; a 7B model's mostly weights."""
+    gpu = catalog.gpu("a100-80gb")
+    small = estimate_generation(gen(model="qwen2.5-0.5b", prompt_tokens=1,
+                                           output_tokens=64, batch=1), gpu)
+    large = estimate_generation(gen(model="qwen2.5-7b", prompt_tokens=1,
+                                           output_tokens=64, batch=1), gpu)
+    assert small.host_step_s == large.host_step_s == A.DECODE_HOST_STEP_S["vllm"].value
+    assert small.host_step_s > small.decode_step_s_first / 2
+    assert large.host_step_s < large.decode_step_s_first / 4
+
+
+def test_decode_step_at_batch_one_by_hand() -> None:
+    arch, _ = resolve_model("qwen2.5-7b")
+    gpu = catalog.gpu("a100-80gb")
+    e = estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=10, batch=1),
+                            gpu)
+    p = count_params(arch)
+    # untied Qwen2.5-7B: the 152064 x 3584 input embedding is gathered, not read
+    read = (p.total - 152064 * 3584) * 2
+    assert weight_bytes_read_per_step(arch, 2.0) == read
+    bw = 2039e9 * 0.80 * 3584 / (3584 + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
+    assert decode_bandwidth_efficiency(arch) * 2039e9 == pytest.approx(bw)
+    kv = 100 * 2 * 28 * 512 * 2
+    assert e.decode_step_s_first == pytest.approx(A.DECODE_HOST_STEP_S["vllm"].value
+                                                  + (read + kv) / bw)
+    assert e.decode_bound == "memory bandwidth"
+
+
+def test_hf_generate_is_launch_bound_for_a_small_model() -> None:
+    arch, _ = resolve_model("qwen2.5-0.5b")
+    e = estimate_generation(Generation(arch=arch, prompt_tokens=1, output_tokens=8, batch=1,
+                                       engine="hf-generate"), catalog.gpu("a100-80gb"))
+    per_layer = A.DECODE_HOST_PER_LAYER_S["hf-generate"].value
+    assert e.decode_bound == "host (kernel launches)"
+    assert e.decode_step_s_first == pytest.approx(A.DECODE_HOST_STEP_S["hf-generate"].value
+                                                  + 24 * per_layer)
+
+
+def test_decode_turns_compute_bound_at_large_batch() -> None:
+    gpu = catalog.gpu("h100-sxm")
+    g = gen(model="qwen2.5-7b", prompt_tokens=16, output_tokens=16, batch=2048,
+                   max_num_seqs=2048)
+    e = estimate_generation(g, gpu)
+    assert e.decode_bound == "compute"
+    one = estimate_generation(g.model_copy(update={"batch": 1}), gpu)
+    assert one.decode_bound == "memory bandwidth"
+
+
+def test_prefill_is_never_faster_than_one_weight_read() -> None:
+    arch, _ = resolve_model("qwen2.5-7b")
+    gpu = catalog.gpu("a100-80gb")
+    e = estimate_generation(Generation(arch=arch, prompt_tokens=1, output_tokens=0, batch=1), gpu)
+    floor = weight_bytes_read_per_step(arch, 2.0) / (2039e9 * decode_bandwidth_efficiency(arch))
+    assert e.prefill_s == pytest.approx(A.DECODE_HOST_STEP_S["vllm"].value + floor)
+
+
+def test_max_num_seqs_runs_the_batch_in_waves() -> None:
+    gpu = catalog.gpu("h100-sxm")
+    g = gen(model="qwen2.5-0.5b", prompt_tokens=64, output_tokens=64, batch=600)
+    e = estimate_generation(g, gpu)
+    assert e.max_num_seqs == 256 and e.running_sequences == 256 and e.waves == 3
+    # two full waves of 256 and one of 88
+    full = estimate_generation(g.model_copy(update={"batch": 256}), gpu)
+    rest = estimate_generation(g.model_copy(update={"batch": 88}), gpu)
+    assert e.batch_time_s == pytest.approx(2 * full.batch_time_s + rest.batch_time_s)
+    wide = estimate_generation(g.model_copy(update={"max_num_seqs": 1024}), gpu)
+    assert wide.waves == 1 and wide.output_tokens_per_s > e.output_tokens_per_s
+
+
+def test_default_batch_is_the_engine_cap_or_the_kv_cache() -> None:
+    gpu = catalog.gpu("h100-sxm")
+    small = estimate_generation(gen(model="qwen2.5-0.5b"), gpu)
+    assert small.batch == 256 < small.max_batch_by_memory
+    hf = estimate_generation(gen(model="qwen2.5-0.5b", engine="hf-generate"), gpu)
+    assert hf.batch == hf.max_batch_by_memory and hf.waves == 1
+
+
+def test_every_figure_has_a_unit_and_a_basis() -> None:
+    e = estimate_generation(gen(model="qwen2.5-7b"), catalog.gpu("h100-sxm"))
+    figures = e.figures()
+    assert figures["prefill_s"].value == e.prefill_s
+    assert figures["host_step_s"].basis == "assumed"
+    assert all(f.unit and f.source for f in figures.values())
+
+
+def test_tensor_parallel_splits_weights_and_adds_all_reduces_by_hand() -> None:
+    arch, _ = resolve_model("llama-2-70b")
+    gpu = catalog.gpu("h100-sxm")
+    one_gpu = gen(model="llama-2-70b", prompt_tokens=1, output_tokens=16, batch=1)
+    with pytest.raises(InputError, match="leave no room"):
+        estimate_generation(one_gpu, gpu)
+    e = estimate_generation(one_gpu.model_copy(update={"tensor_parallel": 4}), gpu)
+    assert e.gpus == 4
+    # 2 all-reduces per layer of 1 x 8192 bf16 values over NVLink (450 GB/s one way)
+    one = A.TP_ALLREDUCE_LATENCY_S.value + 2 * 3 / 4 * 8192 * 2 / 450e9
+    assert e.allreduce_s_per_decode_step == pytest.approx(2 * 80 * one)
+    bw = 3350e9 * decode_bandwidth_efficiency(arch)
+    kv = 1 * 2 * 80 * (8 // 4) * 128 * 2  # 8 KV heads split 4 ways, one token of context
+    assert e.decode_step_s_first == pytest.approx(
+        A.DECODE_HOST_STEP_S["vllm"].value + e.allreduce_s_per_decode_step
+        + (weight_bytes_read_per_step(arch, 2.0) / 4 + kv) / bw)
+
+
+def test_tensor_parallel_must_divide_the_heads() -> None:
+    with pytest.raises(InputError, match="must divide them"):
+        gen(model="qwen2.5-7b", tensor_parallel=8)  # 28 heads
+
+
+def test_gpu_hours_count_every_gpu_of_a_replica() -> None:
+    from gpuhours.estimate.generation import generation_summary
+
+    g = gen(model="qwen2.5-7b", tensor_parallel=2)
+    gpu = catalog.gpu("h100-sxm")
+    e = estimate_generation(g, gpu)
+    out = generation_summary(e, g, gpu, sequences=1e5)
+    assert out["gpu_hours"]["value"] == pytest.approx(1e5 / e.sequences_per_s / 3600 * 2)
+
+
+def test_8_bit_weights_and_kv_halve_the_bytes() -> None:
+    gpu = catalog.gpu("a100-80gb")
+    bf16 = gen(model="qwen2.5-7b", prompt_tokens=512, output_tokens=512)
+    fp8 = bf16.model_copy(update={"weight_bytes_per_param": 1.0, "kv_bytes_per_element": 1.0})
+    a, b = estimate_generation(bf16, gpu), estimate_generation(fp8, gpu)
+    assert b.weights_read_bytes_per_step == pytest.approx(a.weights_read_bytes_per_step / 2)
+    assert b.max_batch_by_memory > 2 * a.max_batch_by_memory
+    one = estimate_generation(fp8.model_copy(update={"batch": 1}), gpu)
+    ref = estimate_generation(bf16.model_copy(update={"batch": 1}), gpu)
+    # batch 1 is weight-bound: half the bytes, less than half the time (the host cost stays)
+    assert one.decode_step_s_first < ref.decode_step_s_first
+    assert one.decode_step_s_first - one.host_step_s == pytest.approx(
+        (ref.decode_step_s_first - ref.host_step_s) / 2, rel=0.01)
