@@ -56,16 +56,40 @@ class ProbeResult(BaseModel):
 
 def matmul_probe(backend: DeviceBackend, dtype: str, n: int | None = None,
                  reps: int = 8) -> ProbeResult:
-    """Median FLOP/s of an n x n @ n x n matmul in `dtype` (2 n^3 FLOPs each) on the device."""
+    """Median FLOP/s of an n x n @ n x n matmul in `dtype` (2 n^3 FLOPs each) on the device.
+
+    On a CPU the size is 2048 unless one such matmul would take over PROBE_MATMUL_MAX_S (bf16
+    on a CPU without AVX-512 is emulated, ~100x slower): then the largest power of two down to
+    256 that does not, from a 256 x 256 trial. The size is in the result and the source."""
     import torch
 
-    n = n or (2048 if backend.kind == "cpu" else 8192)
     dt = getattr(torch, dtype)
+    if n is None and backend.kind == "cpu":
+        n = _cpu_matmul_size(torch, dt)
+    n = n or 8192
     gen = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=backend.torch_device, dtype=dt)
     b = torch.randn(n, n, generator=gen).to(device=backend.torch_device, dtype=dt)
     rates = _timed(backend, lambda: torch.mm(a, b), 2.0 * n**3, reps)
     return _result("matmul", dtype, "flop/s", rates, n)
+
+
+#: longest a single probe matmul may take on a CPU, s (assumption: keeps a probe of 2 warm-up
+#: and 8 timed matmuls under ~10 s; each matmul still runs for much longer than its launch)
+PROBE_MATMUL_MAX_S = 1.0
+
+
+def _cpu_matmul_size(torch: Any, dt: Any) -> int:
+    """The CPU probe's size: 2048, or less where one matmul would take over PROBE_MATMUL_MAX_S."""
+    trial = torch.ones(256, 256, dtype=dt)
+    torch.mm(trial, trial)  # thread pools, kernel selection
+    t0 = time.perf_counter()
+    torch.mm(trial, trial)
+    rate = 2.0 * 256**3 / max(time.perf_counter() - t0, 1e-9)
+    n = 2048
+    while n > 256 and 2.0 * n**3 / rate > PROBE_MATMUL_MAX_S:
+        n //= 2
+    return n
 
 
 def copy_probe(backend: DeviceBackend, mib: int = 256, reps: int = 8) -> ProbeResult:
