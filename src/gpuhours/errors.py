@@ -48,3 +48,12 @@ class FieldError(InputError):
                  hint: str | None = None) -> None:
         self.fields: tuple[str, ...] = (fields,) if isinstance(fields, str) else tuple(fields)
         super().__init__("/".join(self.fields), message, hint)
+
+
+class DoesNotFit(InputError):
+    """A setup whose memory exceeds the device's: not malformed input but a verdict, so every
+    command exits with DOES_NOT_FIT_EXIT_CODE for it (estimate, fit, plan, bench)."""
+
+
+#: the exit code of "does not fit" in every command (2 is bad input)
+DOES_NOT_FIT_EXIT_CODE = 1

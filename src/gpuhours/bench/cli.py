@@ -27,7 +27,7 @@ from gpuhours.cli_common import (
     user_errors,
 )
 from gpuhours.cli_common import err as err_console
-from gpuhours.errors import FieldError, InputError
+from gpuhours.errors import DoesNotFit, FieldError, InputError
 from gpuhours.setup import Training
 
 TRAINING = defaults_of(Training)
@@ -337,5 +337,8 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
         render_result(outcomes[0], out, str(path) if path else None)
     if all(o.status != "ok" for o in outcomes):
         first = outcomes[0]
-        raise FieldError("micro_batch", f"does not fit on {backend.name}: {first.error}",
-                         "Try a smaller --batch or --seq, --checkpointing, or --method lora.")
+        too_big = DoesNotFit("micro_batch", f"does not fit on {backend.name}: {first.error}",
+                             "Try a smaller --batch or --seq, --checkpointing, or --method "
+                             "lora.")
+        too_big.fields = ("micro_batch",)
+        raise too_big

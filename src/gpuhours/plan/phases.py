@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError
+from gpuhours.errors import DoesNotFit, InputError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
 from gpuhours.estimate.figures import Figure
@@ -152,7 +152,7 @@ def training_basis(e: TrainingEstimate) -> str:
 
 def check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
     if not e.memory.fits:
-        raise InputError(
+        raise DoesNotFit(
             _where(ctx, phase),
             f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']} needs "
             f"{e.memory.total_bytes.value / 2**30:.1f} GiB per GPU; {e.gpu} has "
