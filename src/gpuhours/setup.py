@@ -78,7 +78,16 @@ def _resolve_model_fields(data: Any) -> Any:
     return {**data, "arch": arch, "model_basis": basis}
 
 
-class Training(_Strict):
+class _ReadsModel(_Strict):
+    """A setup whose shape (`arch`) may be given by a model reference (`model`, `params`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_arch(cls, data: Any) -> Any:
+        return _resolve_model_fields(data)
+
+
+class Training(_ReadsModel):
     """One training setup, per GPU: the model, the method, the precision and the batch.
 
     Build it from a model reference, `Training(model="qwen2.5-7b", method="lora")` (a catalog
@@ -113,11 +122,6 @@ class Training(_Strict):
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
     zero_stage: ZeroStage = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_arch(cls, data: Any) -> Any:
-        return _resolve_model_fields(data)
 
     @model_validator(mode="after")
     def _check(self) -> Training:
@@ -239,7 +243,7 @@ class Hardware(_Strict):
         return math.ceil(self.num_gpus / self.gpus_per_node)
 
 
-class Generation(_Strict):
+class Generation(_ReadsModel):
     """An inference/generation setup (RL rollouts, evaluation, serving), per GPU replica."""
 
     arch: ModelArch
@@ -263,11 +267,6 @@ class Generation(_Strict):
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8] = 1
-
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_arch(cls, data: Any) -> Any:
-        return _resolve_model_fields(data)
 
     @model_validator(mode="after")
     def _check(self) -> Generation:
