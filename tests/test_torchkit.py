@@ -226,3 +226,48 @@ def test_live_storages_free_a_uid_when_its_last_holder_goes() -> None:
     del b
     gc.collect()
     assert freed == [1]
+
+
+# --- activation checkpointing across transformers releases ---------------------------------
+class _Transformers517Model:
+    """What transformers 5.17 offers (the H100 image's release): only the old method names."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+        self.calls.append(("enable", gradient_checkpointing_kwargs))
+
+    def gradient_checkpointing_disable(self):
+        self.calls.append(("disable", {}))
+
+
+def test_checkpointing_uses_the_old_name_where_only_it_exists():
+    from gpuhours.torchkit.checkpointing import set_checkpointing
+
+    m = _Transformers517Model()
+    set_checkpointing(m, True)
+    set_checkpointing(m, False)
+    assert m.calls == [("enable", {"use_reentrant": False}), ("disable", {})]
+
+
+def test_checkpointing_on_a_real_model_recomputes_the_layers():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from gpuhours.torchkit.checkpointing import set_checkpointing
+
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=64)
+    model = transformers.LlamaForCausalLM(cfg)
+    model.train()
+    calls = []
+    layer = model.model.layers[0].mlp
+    layer.register_forward_hook(lambda *a: calls.append(1))
+    ids = torch.randint(0, 64, (1, 8))
+    set_checkpointing(model, True)
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert len(calls) == 2  # forward, then the recomputation in backward
+    set_checkpointing(model, False)
+    calls.clear()
+    model(input_ids=ids, labels=ids).loss.backward()
+    assert len(calls) == 1

@@ -54,6 +54,8 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     import torch
     import transformers
 
+    from gpuhours.torchkit import checkpointing
+
     cfg, arch, basis = model_config(setup)
     model_type = str(cfg.get("model_type", "llama"))
     fields = {k: v for k, v in cfg.items() if k not in _NOT_ARCHITECTURE}
@@ -70,25 +72,25 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     hf_config.use_cache = False
     auto = transformers.AutoModelForMaskedLM if arch.encoder else transformers.AutoModelForCausalLM
     torch.manual_seed(seed)
-    attention = "sdpa"
-    try:
-        model = auto.from_config(hf_config, attn_implementation="sdpa")
-    except (ValueError, ImportError):
-        attention = "eager"
-        model = auto.from_config(hf_config, attn_implementation="eager")
     dtype = torch_precision(setup.training.precision, setup.training.method).param_dtype
-    if dtype != "float32":
-        model = model.to(getattr(torch, dtype))
+    attention = "sdpa"
+    # built on the device in its final dtype: an 8B model's random initialisation takes seconds
+    # on a GPU and no fp32 copy in host memory (minutes and 32 GB on the CPU)
+    with torch.device(device):
+        try:
+            model = auto.from_config(hf_config, attn_implementation="sdpa",
+                                     dtype=getattr(torch, dtype))
+        except (ValueError, ImportError):
+            attention = "eager"
+            model = auto.from_config(hf_config, attn_implementation="eager",
+                                     dtype=getattr(torch, dtype))
     base = model
     if setup.training.method == "lora":
         model = _apply_lora(model, setup, arch)
     set_checkpointing = None
     if setup.training.checkpointing:
         def set_checkpointing(on: bool) -> None:
-            if on:
-                base.activation_checkpointing_enable({"use_reentrant": False})
-            else:
-                base.activation_checkpointing_disable()
+            checkpointing.set_checkpointing(base, on)
         set_checkpointing(True)
     model.to(device)
     model.train()

@@ -21,6 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from gpuhours.errors import FieldError, InputError
 from gpuhours.extras import warn_untested_versions
 from gpuhours.setup import lora_target_modules, torch_precision
+from gpuhours.torchkit.checkpointing import set_checkpointing
 from gpuhours.trace.setup import TraceSetup
 
 # every trace builds its model here, with torch and transformers: say if they are untested
@@ -165,7 +166,7 @@ def build_fake_model(cfg: dict[str, Any], setup: TraceSetup, fake_mode: FakeTens
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise FieldError("checkpointing", f"transformers' {type(model).__name__} does not "
                                                 "support gradient checkpointing.")
-        model.activation_checkpointing_enable()  # type: ignore[operator]  # non-reentrant
+        set_checkpointing(model, True)
     if setup.training.method == "qlora":
         raise FieldError(
             "method", "qlora needs bitsandbytes' 4-bit layers, which are not installed here "
