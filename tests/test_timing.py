@@ -60,7 +60,61 @@ def test_data_parallel_all_reduce_by_hand(tiny, toy_gpu):
     assert 0 <= st.communication_exposed_s <= st.communication_s
 
 
-def test_tiny_batches_are_launch_bound(tiny, toy_gpu):
+def test_tiny_batches_are_host_bound(tiny, toy_gpu):
     e = estimate_training(Training(arch=tiny, micro_batch=1, seq_len=16), Hardware(gpu=toy_gpu),
                           "t")
-    assert e.bottleneck.startswith("kernel launches")
+    assert e.bottleneck.startswith("host issuing eager operators")
+
+
+def test_host_time_by_hand(tiny, toy_gpu):
+    # bf16-mixed runs under autocast: 55 forward + 89 backward operators per layer, no biases,
+    # plus 32 + 24 outside the layers; each 32 us; host and GPU combine as a 1.5-norm
+    t = Training(arch=tiny, micro_batch=1, seq_len=16, grad_accum=3)
+    hw = Hardware(gpu=toy_gpu)
+    st = training_step_time(tiny, t, hw, training_flops_per_token(tiny, 16), 202048)
+    ops = tiny.num_layers * (55 + 89) + 32 + 24
+    assert st.host_s == pytest.approx(3 * ops * 32e-6)
+    gpu = st.matmul_s + st.attention_s + st.memory_bound_s
+    assert st.host_exposed_s == pytest.approx((st.host_s ** 1.5 + gpu ** 1.5) ** (1 / 1.5) - gpu)
+    # the micro-batches' host time adds up; the optimizer's 11 operators are issued once
+    assert st.optimizer_s >= 11 * 32e-6
+
+
+def test_host_operators_of_qwen2_lora_and_checkpointing_by_hand():
+    from gpuhours.estimate.timing import host_ops_per_micro_batch
+
+    # Qwen2.5-0.5B: 24 layers, q/k/v biases (2 backward operators each when trained)
+    full = Training(model="qwen2.5-0.5b")
+    assert host_ops_per_micro_batch(full.arch, full) == 24 * (55 + 89 + 3 * 2) + 32 + 24
+    # LoRA on 7 linears: 8.6 forward and 7.1 backward per adapter, minus the frozen weight's
+    # gradient matmul; the biases are frozen; nothing trainable outside the layers
+    lora = Training(model="qwen2.5-0.5b", method="lora")
+    per_layer = (55 + 7 * 8.6) + (89 + 7 * (7.1 - 1))
+    assert host_ops_per_micro_batch(lora.arch, lora) == pytest.approx(24 * per_layer + 32)
+    # checkpointing issues each layer's forward again inside the backward
+    ckpt = Training(model="qwen2.5-0.5b", checkpointing=True)
+    assert (host_ops_per_micro_batch(ckpt.arch, ckpt)
+            - host_ops_per_micro_batch(full.arch, full)) == 24 * 55
+
+
+@pytest.mark.parametrize(("precision", "optimizer", "impl", "bytes_per_param"), [
+    # foreach AdamW over fp32 states, grads and params: 13 x 4 + 3 x 4 + 4 x 4
+    ("bf16-amp", "adamw", "foreach", 80.0),
+    ("fp32", "adamw", "foreach", 80.0),
+    # fused: read p, g, m, v and write p, m, v once
+    ("fp32", "adamw", "fused", 28.0),
+    # -mixed: fp32 master and moments, bf16 grads, and the bf16 weights written back
+    ("bf16-mixed", "adamw", "foreach", 13 * 4 + 3 * 2 + 4 * 4 + 2),
+    # pure bf16: moments in bf16 too
+    ("bf16", "adamw", "foreach", 13 * 2 + 3 * 2 + 4 * 2),
+    ("fp32", "sgd", "foreach", 12.0),
+    ("fp32", "sgd-momentum", "foreach", 5 * 4 + 4 + 2 * 4),
+])
+def test_optimizer_bytes_by_hand(precision, optimizer, impl, bytes_per_param):
+    from gpuhours.estimate.timing import optimizer_bytes_per_param
+
+    t = Training(model="qwen2.5-0.5b", precision=precision, optimizer=optimizer,
+                 optimizer_impl=impl)
+    assert optimizer_bytes_per_param(t) == pytest.approx(bytes_per_param)
+
+

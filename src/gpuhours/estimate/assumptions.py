@@ -117,24 +117,66 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }
 
-#: CPU-side cost of launching one kernel in PyTorch eager mode; a step cannot run faster than
-#: its launches. Basis: PyTorch eager dispatch + CUDA launch ~5-10 us per operator.
-KERNEL_LAUNCH_S = _a("kernel_launch_s", 8e-6, "s per kernel",
-                     "assumption: eager-mode operator dispatch plus cudaLaunchKernel")
+# --- the host: issuing eager operators (issue 14, docs/bench.md "The host floor") ------------
+# An eager step cannot finish before its host has issued every device operator (Python,
+# dispatcher, autograd, cudaLaunchKernel). The counts below are counted, not assumed:
+# `python scripts/host_overhead.py count` runs bench's own trainer on 2- and 4-layer Llama and
+# Qwen2 models under gpuhours.torchkit.ops.count_ops (torch 2.13, transformers 5.23, peft 0.21;
+# views and allocations excluded) and takes the difference per layer. Other families are
+# costed as Llama-shaped layers.
 
-#: Kernels per transformer layer per training micro-batch (forward + backward), eager mode.
-KERNELS_PER_LAYER = _a("kernels_per_layer", 60.0, "kernels",
-                       "count: ~20 forward and ~40 backward operators in a decoder block")
+#: Host seconds per device operator of a training step (forward under autograd, backward in
+#: the autograd engine, optimizer). Host-specific: CPU single-thread speed, torch release.
+HOST_S_PER_OP = _a(
+    "host_s_per_op", 32e-6, "s per operator",
+    "fitted to ONE step: ledger row 1 of the H100 run (scripts/gpuhours_dev/validation/data/"
+    "h100_2026-11-23: Qwen2.5-0.5B full, 1 x 512 tokens, host-bound: 131.5 ms = the optimizer's "
+    "counted 14 ms + 3656 counted operators combined with 4.7 ms of GPU work; 16-core Xeon VM "
+    "host, torch 2.11). The forward and backward phases measured there give 31 us. A faster "
+    "host is faster (docs/bench.md, 'The host floor')")
 
-#: Extra kernels per LoRA-adapted linear layer per micro-batch: forward A and B matmuls, the
-#: scaling, the add and the fp32 casts (~5), backward about twice that.
-KERNELS_PER_LORA_ADAPTER = _a("kernels_per_lora_adapter", 15.0, "kernels",
-                              "count: peft's LoRA forward (cast, A, B, scale, add) and backward")
+#: Operators per decoder layer per micro-batch, counted, by how the precision runs in torch:
+#: (forward, backward). autocast (-amp, -mixed) adds a cast per linear weight and its grad.
+OPS_PER_LAYER: dict[str, tuple[float, float]] = {
+    "fp32": (41.0, 69.0),
+    "half": (45.0, 73.0),       # pure bf16/fp16: the RMSNorm upcasts add ops
+    "autocast": (55.0, 89.0),
+}
+#: ... and per LoRA adapter (A, B, scale, add; their gradients), (forward, backward); the
+#: frozen base linear drops its weight-gradient matmul (one operator) from the backward.
+OPS_PER_LORA_ADAPTER: dict[str, tuple[float, float]] = {
+    "fp32": (6.0, 5.4),
+    "half": (8.0, 8.4),
+    "autocast": (8.6, 7.1),
+}
+#: Operators per micro-batch outside the layers (embedding, final norm, LM head, loss),
+#: (forward, backward with trainable embeddings and head; a LoRA backward has ~none).
+OPS_PER_MICRO_BATCH = (32.0, 24.0)
+#: Backward operators per bias of a trainable linear (Qwen2's q/k/v biases: +6 per layer).
+OPS_PER_BIAS_GRAD = 2.0
+#: Optimizer-step operators: torch's foreach AdamW issues 11 multi-tensor operators, fused
+#: AdamW 4; a per-parameter loop 9 per parameter tensor (+2).
+OPS_OPTIMIZER = {"foreach": 11.0, "fused": 4.0, "per-parameter-per-tensor": 9.0}
 
-#: torch's default AdamW (foreach) makes one state-sized temporary per step and touches each
-#: state once for reading and once for writing; traffic multiplier over the minimal one.
-OPTIMIZER_TRAFFIC_FACTOR = _a("optimizer_traffic_factor", 1.5, "x minimal traffic",
-                              "foreach AdamW temporaries (shared/TORCH_NOTES.md)")
+#: How host and GPU time of a micro-batch combine: (host^p + gpu^p)^(1/p). p -> infinity
+#: would be perfect overlap (the larger alone), p = 1 none (their sum). Between: the host runs
+#: ahead during long GEMMs and the GPU waits during runs of short operators. The form is a
+#: choice (smooth, homogeneous, exact at both limits); only p is fitted.
+HOST_GPU_OVERLAP_P = _a(
+    "host_gpu_overlap_p", 1.5, "exponent",
+    "fitted to the 7 full fine-tuning rows of the H100 run (p in 1, 1.5, ... 6, with "
+    "host_s_per_op refitted to row 1 for each; rms error 5.7%); the 8 LoRA rows were held out: "
+    "all within 18%, 7 of 8 within 10% (docs/bench.md)")
+
+#: Bytes each optimizer implementation moves per parameter, by element size: s = one moment
+#: (fp32: 4), g = gradient, p = the parameter it updates (the fp32 master under -mixed).
+#: Counted from torch/optim/adamw.py's foreach path (_foreach_lerp_ on m: 2s + g; mul_ and
+#: addcmul_ on v: 4s + 2g; weight decay mul_ on p: 2p; sqrt, div_, add_ into a temporary: 5s;
+#: addcdiv_ into p: 2p + 2s) = 13s + 3g + 4p; fused AdamW reads p, g, m, v and writes p, m, v
+#: once = 2p + g + 4s. Measured on the H100: 14.9 ms and 96.1 ms for Qwen2.5-0.5B and
+#: Llama-3.2-3B full fine-tuning (fp32 states, 80 B/param) against 14.7 and 95.9 counted.
+ADAMW_TRAFFIC_FOREACH = (13.0, 3.0, 4.0)  # (s, g, p) multipliers
+ADAMW_TRAFFIC_FUSED = (4.0, 1.0, 2.0)
 
 # --- communication --------------------------------------------------------------------------
 

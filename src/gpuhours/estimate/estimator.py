@@ -238,8 +238,13 @@ def estimate_training(
                                f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
         "memory_bound_s": formula(st.memory_bound_s, "s",
                                   f"{step_src}: elementwise + logits bytes / bandwidth"),
-        "launch_floor_s": formula(st.launch_floor_s, "s", f"{step_src}: kernels x launch time"),
-        "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: optimizer state bytes / bandwidth"),
+        "host_s": formula(st.host_s, "s", f"{step_src}: counted eager operators x "
+                          f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name})"),
+        "host_exposed_s": formula(st.host_exposed_s, "s",
+                                  f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
+                                  f"p = {A.HOST_GPU_OVERLAP_P.value:g}"),
+        "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: {t.optimizer} "
+                               f"({t.optimizer_impl}) counted bytes per parameter / bandwidth"),
         "communication_s": formula(st.communication_s, "s",
                                    f"{step_src}: ring collective volume / {st.link} bandwidth"),
         "communication_exposed_s": formula(st.communication_exposed_s, "s",
@@ -269,9 +274,8 @@ def estimate_training(
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
-        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel], A.KERNEL_LAUNCH_S, A.KERNELS_PER_LAYER,
-        A.KERNELS_PER_LORA_ADAPTER,
-        A.OPTIMIZER_TRAFFIC_FACTOR, A.CUDA_CONTEXT_BYTES, A.ALLOCATOR_RESERVE_FRACTION,
+        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel], A.HOST_S_PER_OP, A.HOST_GPU_OVERLAP_P,
+        A.CUDA_CONTEXT_BYTES, A.ALLOCATOR_RESERVE_FRACTION,
     ]
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)

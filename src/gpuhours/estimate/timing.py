@@ -2,8 +2,10 @@
 
 Roofline: matmuls run at the GPU's GEMM efficiency (assumptions.py) scaled by the width of the
 matrices; attention kernels at a lower share; non-matmul work is memory-bound at the achievable
-bandwidth; a step cannot be shorter than its kernel launches; communication over the
-interconnect is partly hidden behind compute.
+bandwidth; in eager mode the host issues every operator (counted per layer, assumptions.py) and
+host and GPU time of a micro-batch combine as a p-norm (partial overlap); the optimizer moves
+the bytes its implementation is counted to move; communication over the interconnect is partly
+hidden behind compute.
 """
 
 from __future__ import annotations
@@ -68,7 +70,10 @@ class StepTime:
     matmul_s: float
     attention_s: float
     memory_bound_s: float
-    launch_floor_s: float
+    #: host seconds to issue the step's operators (eager mode), all micro-batches
+    host_s: float
+    #: the part of host_s the GPU waits for: combined micro-batch time minus GPU time
+    host_exposed_s: float
     optimizer_s: float
     communication_s: float
     communication_exposed_s: float
@@ -122,16 +127,21 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         dequant_traffic = t.grad_accum * passes_over_weights * quantised_params(arch) * (
             QLORA_BYTES_PER_PARAM + 4.0)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
-    compute_s = matmul_s + attention_s + memory_bound_s
-    per_layer = A.KERNELS_PER_LAYER.value
-    if t.method != "full":
-        adapters = len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1)
-        per_layer += A.KERNELS_PER_LORA_ADAPTER.value * adapters
-    kernels = per_layer * (1.5 if t.checkpointing else 1.0) * arch.num_layers
-    launch_floor_s = t.grad_accum * kernels * A.KERNEL_LAUNCH_S.value
-    compute_s = max(compute_s, launch_floor_s)
+    gpu_compute_s = matmul_s + attention_s + memory_bound_s
+    if gpu.generation == "cpu":
+        # on a CPU the operators run on the host itself: their dispatch is inside the measured
+        # compute rate, not a second timeline beside it
+        host_s = host_exposed_s = 0.0
+    else:
+        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * A.HOST_S_PER_OP.value
+        p = A.HOST_GPU_OVERLAP_P.value
+        combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
+        host_exposed_s = combined - gpu_compute_s
+    compute_s = gpu_compute_s + host_exposed_s
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
+    if gpu.generation != "cpu":
+        optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * A.HOST_S_PER_OP.value)
     comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
     step = compute_s + optimizer_s + exposed_s
 
@@ -139,18 +149,17 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         "matmul compute": matmul_s,
         "attention kernels": attention_s,
         "memory-bound elementwise work": memory_bound_s,
-        "kernel launches (CPU-bound: micro-batch too small)": launch_floor_s,
+        "host issuing eager operators (micro-batch too small to hide it)": host_exposed_s,
         "optimizer step (memory-bound)": optimizer_s,
         f"communication over {link}": exposed_s,
     }
-    if launch_floor_s < matmul_s + attention_s + memory_bound_s:
-        parts.pop("kernel launches (CPU-bound: micro-batch too small)")
     bottleneck = max(parts, key=lambda k: parts[k])
     return StepTime(
         matmul_s=matmul_s,
         attention_s=attention_s,
         memory_bound_s=memory_bound_s,
-        launch_floor_s=launch_floor_s,
+        host_s=host_s,
+        host_exposed_s=host_exposed_s,
         optimizer_s=optimizer_s,
         communication_s=comm_s,
         communication_exposed_s=exposed_s,
@@ -162,25 +171,72 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     )
 
 
-def _optimizer_time_s(t: Training, trainable: int, hw: Hardware, bw: float) -> float:
-    """AdamW/SGD update: read and write every state of the trainable parameters once."""
+def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """Device operators the host issues for one micro-batch, forward and backward (counted,
+    assumptions.OPS_*): per layer by how the precision runs, LoRA adapters, bias gradients,
+    the recomputed forward under checkpointing, and the embedding/head/loss outside."""
+    kind = ("fp32" if t.precision == "fp32" else
+            "autocast" if t.precision.endswith(("-amp", "-mixed")) else "half")
+    fwd, bwd = A.OPS_PER_LAYER[kind]
+    outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
     if t.method == "full":
-        if t.precision == "fp32" or t.precision.endswith("-amp"):
-            per_param = {"adamw": 4 * 4 + 3 * 4, "adamw-8bit": 12 + 4, "sgd": 12,
-                         "sgd-momentum": 20}[t.optimizer]
-        elif t.precision.endswith("-mixed"):
-            # read bf16 grad, fp32 master, m, v; write master, m, v and the bf16 weights
-            per_param = {"adamw": 2 + 12 + 12 + 2, "adamw-8bit": 2 + 4 + 2 + 4 + 2 + 2,
-                         "sgd": 2 + 4 + 4 + 2, "sgd-momentum": 2 + 8 + 8 + 2}[t.optimizer]
-        else:
-            per_param = {"adamw": 8 + 6, "adamw-8bit": 6 + 4, "sgd": 6, "sgd-momentum": 10}[
-                t.optimizer]
+        biases = 3 * arch.qkv_bias + arch.out_bias + (3 if arch.gated_mlp else 2) * arch.mlp_bias
+        bwd += A.OPS_PER_BIAS_GRAD * biases
     else:
-        per_param = {"adamw": 16 + 12, "adamw-8bit": 10 + 6, "sgd": 12, "sgd-momentum": 20}[
-            t.optimizer]
+        adapters = len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1)
+        a_fwd, a_bwd = A.OPS_PER_LORA_ADAPTER[kind]
+        # the frozen base linear's weight-gradient matmul is not issued
+        fwd, bwd = fwd + a_fwd * adapters, bwd + (a_bwd - 1) * adapters
+        outside_bwd = 0.0
+    if t.checkpointing:
+        bwd += fwd  # the forward again, layer by layer, inside the backward
+    return arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd
+
+
+def optimizer_ops(arch: ModelArch, t: Training) -> float:
+    """Device operators of one optimizer step (assumptions.OPS_OPTIMIZER)."""
+    if t.optimizer_impl != "per-parameter":
+        return A.OPS_OPTIMIZER[t.optimizer_impl]
+    if t.method == "full":
+        # per layer: the linears, two norms, any biases; plus embeddings, head, final norm
+        tensors = arch.num_layers * (7 + 2 + 3 * arch.qkv_bias) + 3
+    else:
+        tensors = arch.num_layers * 2 * len(LORA_ADAPTED[t.lora_targets])
+    return A.OPS_OPTIMIZER["per-parameter-per-tensor"] * tensors + 2
+
+
+def optimizer_bytes_per_param(t: Training) -> float:
+    """Bytes the optimizer step moves per trainable parameter (assumptions.ADAMW_TRAFFIC_*):
+    element sizes from the memory model's state bytes, pass counts from the implementation."""
+    from gpuhours.estimate.memory import state_bytes_per_param
+
+    if t.method == "full":
+        st = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
+        g = st.grads
+        p = st.master or st.weights
+        half_copy = st.weights if st.master else 0.0  # -mixed writes the half-precision weights
+        s_bytes = 4.0 if (st.master or st.weights == 4.0) else 2.0
+    else:
+        # LoRA adapters are fp32 (peft's default), whatever the base precision
+        g = p = s_bytes = 4.0
+        half_copy = 0.0
+    if t.optimizer == "adamw":
+        ks, kg, kp = (A.ADAMW_TRAFFIC_FUSED if t.optimizer_impl == "fused"
+                      else A.ADAMW_TRAFFIC_FOREACH)
+        return ks * s_bytes + kg * g + kp * p + half_copy
+    if t.optimizer == "adamw-8bit":
+        # bitsandbytes' fused 8-bit kernel: read p, g and both 1-byte moments, write p and them
+        return 2 * p + g + 4 * 1.0 + half_copy
+    if t.optimizer == "sgd":
+        return 2 * p + g + half_copy  # p.add_(g, alpha=-lr)
+    # momentum: buf.mul_(m) (2s), buf.add_(g) (2s + g), p.add_(buf) (2p + s)
+    return 5 * s_bytes + g + 2 * p + half_copy
+
+
+def _optimizer_time_s(t: Training, trainable: int, hw: Hardware, bw: float) -> float:
+    """The optimizer step: its counted bytes per parameter at the achievable bandwidth."""
     shard = hw.num_gpus if t.zero_stage >= 1 else 1
-    factor = A.OPTIMIZER_TRAFFIC_FACTOR.value if t.optimizer_impl == "foreach" else 1.0
-    return trainable / shard * per_param * factor / bw
+    return trainable / shard * optimizer_bytes_per_param(t) / bw
 
 
 def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,

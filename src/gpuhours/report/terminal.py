@@ -60,7 +60,8 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
         t.add_row("hardware FLOPs per token", si(e.hardware_flops_per_token.value, "FLOP"),
                   _basis(e.hardware_flops_per_token))
     labels = {"matmul_s": "matmuls", "attention_s": "attention kernels",
-              "memory_bound_s": "memory-bound work", "launch_floor_s": "launch floor (not added)",
+              "memory_bound_s": "memory-bound work", "host_s": "host issuing operators (not added)",
+              "host_exposed_s": "host time not hidden",
               "optimizer_s": "optimizer step",
               "communication_s": "communication (not added)",
               "communication_exposed_s": "communication not hidden"}

@@ -75,11 +75,18 @@ def training_of(m: Measurement) -> Training | None:
                     lora_targets=s.get("lora_targets", "all-linear"))
 
 
+#: a measured step whose host time (not hidden behind the GPU's) is more than this share of
+#: it calibrates nothing: the GPU's efficiency hardly moves it
+HOST_LED_FRACTION = 0.5
+
+
 def efficiency_scale_for(t: Training, hw: Hardware, measured_step_time_s: float) -> float | None:
     """The efficiency scale s at which the analytic step time of `t` on `hw` equals the measured
     one. None when no s in SCALE_BOUNDS does: the estimate's non-compute parts alone (memory
-    traffic, optimizer, launches) take longer than the measurement, or compute would have to be
-    more than 1000x slower than assumed."""
+    traffic, optimizer, the host's operators) take longer than the measurement, or compute would
+    have to be more than 1000x slower than assumed; and None when, at the s found, the host's
+    issuing of operators is most of the step: such a step measures the host, not the GPU's
+    efficiency (HOST_LED_FRACTION)."""
     if not (measured_step_time_s > 0 and math.isfinite(measured_step_time_s)):
         raise ValueError(f"measured step time must be positive, got {measured_step_time_s!r}")
 
@@ -88,7 +95,7 @@ def efficiency_scale_for(t: Training, hw: Hardware, measured_step_time_s: float)
 
     lo, hi = SCALE_BOUNDS
     # at the upper bound compute costs ~nothing: what is left is the non-compute floor (memory
-    # traffic, optimizer, kernel launches). A measurement at or below it says nothing about
+    # traffic, optimizer, the host's operators). A measurement at or below it says nothing about
     # compute efficiency.
     if step_s(hi) >= measured_step_time_s * (1 - 1e-9) or step_s(lo) < measured_step_time_s:
         return None
@@ -100,7 +107,11 @@ def efficiency_scale_for(t: Training, hw: Hardware, measured_step_time_s: float)
             hi = mid
         if hi / lo < 1 + 1e-9:
             break
-    return math.sqrt(lo * hi)
+    scale = math.sqrt(lo * hi)
+    e = estimate_training(t, hw, "calibration", efficiency_scale=scale)
+    if e.step_time_breakdown_s["host_exposed_s"].value > HOST_LED_FRACTION * e.step_time_s.value:
+        return None
+    return scale
 
 
 def _distance(a: ModelArch, t: Training, b: ModelArch, tb: Training, max_size_ratio: float

@@ -1,0 +1,175 @@
+"""The host floor of an eager step: count its device operators, then fit one host cost per
+operator to the host-bound steps of the H100 run and test it on the others.
+
+    python scripts/host_overhead.py count            # operator counts per layer (CPU, seconds)
+    python scripts/host_overhead.py fit              # + the fit and the held-out check
+
+`count` builds each model family twice, with 2 and 4 layers at a tiny width (operator counts
+depend on the structure, not the width), runs one training step of bench's own trainer under
+gpuhours.torchkit.ops.count_ops and prints operators per layer (the difference of the two,
+halved) and per step (the rest: embedding, LM head, loss, optimizer) for forward, backward and
+the optimizer; and operators per decode step of HF `generate` (the difference of two lengths).
+
+`fit` divides the measured step time of ONE host-bound configuration of the H100 run
+(scripts/gpuhours_dev/validation/data/h100_2026-11-23, ledger row 1: Qwen2.5-0.5B full
+fine-tuning, one 512-token sequence) by its counted operators, and predicts with that host cost
+per operator the other host-bound rows (LoRA has a third more operators per layer) and HF
+generate's decode steps, which it never saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "gpuhours_dev/validation/data/h100_2026-11-23"
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 256}
+
+
+def step_counts(model: str, layers: int, method: str = "full", checkpointing: bool = False,
+                precision: str = "bf16-mixed", optimizer_impl: str = "foreach"
+                ) -> dict[str, int]:
+    """Operators of one training step (the second: optimizer state exists), by phase."""
+    import torch
+
+    from gpuhours.bench import model as bench_model
+    from gpuhours.bench.config import BenchSetup
+    from gpuhours.bench.runner import make_optimizer
+    from gpuhours.setup import torch_precision
+    from gpuhours.torchkit.ops import count_ops
+
+    over = {**TINY, "num_hidden_layers": layers}
+    if model.startswith("llama"):
+        over["head_dim"] = 16
+    s = BenchSetup.model_validate(dict(model=model, config_overrides=over, method=method,
+                                       checkpointing=checkpointing, precision=precision,
+                                       optimizer_impl=optimizer_impl, micro_batch=1, seq_len=16))
+    built = bench_model.build(s, "cpu")
+    params = [p for p in built.model.parameters() if p.requires_grad]
+    opt = make_optimizer(params, "adamw", optimizer_impl, 1e-5)
+    tp = torch_precision(precision, method)
+    amp = tp.autocast_dtype
+
+    def fwd() -> Any:
+        if amp:
+            with torch.autocast("cpu", dtype=getattr(torch, amp)):
+                return built.model(**built.make_batch()).loss
+        return built.model(**built.make_batch()).loss
+
+    for _ in range(2):
+        fwd().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    out: dict[str, Any] = {}
+    holder: dict[str, Any] = {}
+    out["forward"] = sum(count_ops(lambda: holder.__setitem__("loss", fwd())).values())
+    out["backward"] = sum(count_ops(lambda: holder["loss"].backward()).values())
+    out["optimizer"] = sum(count_ops(opt.step).values())
+    return out
+
+
+def decode_counts(model: str, layers: int) -> float:
+    """Operators per decode step of HF generate (bf16, greedy): the difference of 12 and 4 new
+    tokens, over 8."""
+    import torch
+    import transformers
+
+    from gpuhours.resolve import model_config
+    from gpuhours.torchkit.ops import count_ops
+
+    cfg, _, _ = model_config(model, {**TINY, "num_hidden_layers": layers,
+                                     **({"head_dim": 16} if model.startswith("llama") else {})})
+    fields = {k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype", "dtype",
+                                                         "transformers_version", "model_type")}
+    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if isinstance(fields.get(token), int) and fields[token] >= TINY["vocab_size"]:
+            fields[token] = None
+    hf = transformers.AutoConfig.for_model(str(cfg["model_type"]), **fields)
+    m = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16,
+                                                      attn_implementation="sdpa").eval()
+    ids = torch.randint(0, TINY["vocab_size"], (1, 16))
+
+    def gen(n: int) -> int:
+        with torch.no_grad():
+            return sum(count_ops(lambda: m.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                min_new_tokens=n, do_sample=False, pad_token_id=0)).values())
+
+    return (gen(12) - gen(4)) / 8
+
+
+def per_layer(model: str, **kw: Any) -> dict[str, dict[str, float]]:
+    a, b = step_counts(model, 2, **kw), step_counts(model, 4, **kw)
+    return {phase: {"per_layer": (b[phase] - a[phase]) / 2,
+                    "per_step": a[phase] - 2 * (b[phase] - a[phase]) / 2} for phase in a}
+
+
+def count() -> dict[str, Any]:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    table: dict[str, Any] = {}
+    for model in ("qwen2.5-0.5b", "llama-3.2-3b"):
+        for method in ("full", "lora"):
+            for ckpt in (False, True):
+                key = f"{model} {method}{' ckpt' if ckpt else ''}"
+                table[key] = per_layer(model, method=method, checkpointing=ckpt)
+        d2, d4 = decode_counts(model, 2), decode_counts(model, 4)
+        table[f"{model} decode"] = {"per_layer": (d4 - d2) / 2, "per_step": d2 - (d4 - d2)}
+    for key, phases in table.items():
+        print(f"{key:28s} " + "  ".join(
+            f"{ph}: {v['per_layer']:.0f}/layer + {v['per_step']:.0f}" for ph, v in
+            (phases.items() if "decode" not in key else [("decode", phases)])))
+    return table
+
+
+def fit(table: dict[str, Any]) -> None:
+    db = sqlite3.connect(DATA / "ledger.sqlite")
+    rows = {}
+    for id_, setup, median in db.execute(
+            "select id, setup_json, step_time_median_s from measurements where status='ok'"):
+        rows[id_] = (json.loads(setup), median)
+    layers = {"qwen2.5-0.5b": 24, "llama-3.2-3b": 28, "llama-3.1-8b": 32}
+
+    def ops(setup: dict[str, Any]) -> float:
+        fam = "qwen2.5-0.5b" if setup["model"].startswith("qwen") else "llama-3.2-3b"
+        c = table[f"{fam} {setup['method']}{' ckpt' if setup.get('checkpointing') else ''}"]
+        n = layers[setup["model"]]
+        return sum(v["per_layer"] * n + v["per_step"] for v in c.values())
+
+    s_per_op = rows[1][1] / ops(rows[1][0])
+    print(f"\nfitted on ledger row 1 alone: {rows[1][1] * 1e3:.1f} ms / {ops(rows[1][0]):.0f} "
+          f"operators = {s_per_op * 1e6:.1f} us per operator\n")
+    print("| # | setup | operators | host floor | measured step | floor / measured |")
+    print("|---|---|---|---|---|---|")
+    for id_, (setup, median) in rows.items():
+        n = ops(setup)
+        print(f"| {id_} | {setup['model']} {setup['method']} b{setup['micro_batch']} "
+              f"s{setup['seq_len']} | {n:.0f} | {n * s_per_op * 1e3:.1f} ms | "
+              f"{median * 1e3:.1f} ms | {n * s_per_op / median:.2f} |")
+    gen = json.loads((DATA / "generate.json").read_text())
+    print("\n| HF generate | decode operators/step | host floor | measured step | ratio |")
+    print("|---|---|---|---|---|")
+    for r in gen:
+        fam = "qwen2.5-0.5b" if r["model"].startswith("qwen") else "llama-3.2-3b"
+        c = table[f"{fam} decode"]
+        n = c["per_layer"] * layers[r["model"]] + c["per_step"]
+        print(f"| {r['model']} b{r['batch']} | {n:.0f} | {n * s_per_op * 1e3:.1f} ms | "
+              f"{r['decode_step_s'] * 1e3:.1f} ms | {n * s_per_op / r['decode_step_s']:.2f} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("action", choices=["count", "fit"])
+    a = p.parse_args()
+    table = count()
+    if a.action == "fit":
+        fit(table)
+
+
+if __name__ == "__main__":
+    main()
