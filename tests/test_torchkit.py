@@ -273,3 +273,54 @@ def test_checkpointing_on_a_real_model_recomputes_the_layers():
     calls.clear()
     model(input_ids=ids, labels=ids).loss.backward()
     assert len(calls) == 1
+
+
+# --- the operator counts the estimate's host floor uses (estimate/assumptions.py OPS_*) -----
+@pytest.fixture(scope="module")
+def op_counts():
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    import warnings
+
+    from host_overhead import per_layer  # scripts/host_overhead.py (pytest pythonpath)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {(model, method, ckpt, prec): per_layer(model, method=method, checkpointing=ckpt,
+                                                       precision=prec)
+                for model in ("llama-3.2-3b", "qwen2.5-0.5b")
+                for method, ckpt, prec in (("full", False, "bf16-mixed"),
+                                           ("lora", False, "bf16-mixed"),
+                                           ("full", True, "bf16-mixed"),
+                                           ("full", False, "fp32"), ("full", False, "bf16"))}
+
+
+def test_operator_counts_per_layer_match_the_estimate(op_counts):
+    from gpuhours.estimate import assumptions as A
+
+    for prec, kind in (("bf16-mixed", "autocast"), ("fp32", "fp32"), ("bf16", "half")):
+        c = op_counts[("llama-3.2-3b", "full", False, prec)]
+        assert (c["forward"]["per_layer"], c["backward"]["per_layer"]) == A.OPS_PER_LAYER[kind]
+    # Qwen2's q, k and v biases add their gradients to the backward, nothing to the forward
+    q = op_counts[("qwen2.5-0.5b", "full", False, "bf16-mixed")]
+    assert q["forward"]["per_layer"] == 55
+    assert q["backward"]["per_layer"] == 89 + 3 * A.OPS_PER_BIAS_GRAD
+    assert q["forward"]["per_step"] == A.OPS_PER_MICRO_BATCH[0]
+    assert q["backward"]["per_step"] == A.OPS_PER_MICRO_BATCH[1]
+    assert q["optimizer"]["per_step"] == A.OPS_OPTIMIZER["foreach"]
+
+
+def test_operator_counts_of_lora_and_checkpointing_match_the_estimate(op_counts):
+    from gpuhours.estimate import assumptions as A
+
+    full = op_counts[("llama-3.2-3b", "full", False, "bf16-mixed")]
+    lora = op_counts[("llama-3.2-3b", "lora", False, "bf16-mixed")]
+    a_fwd, a_bwd = A.OPS_PER_LORA_ADAPTER["autocast"]
+    # 7 adapters (all-linear); the frozen base linears drop one weight-gradient matmul each
+    assert lora["forward"]["per_layer"] == pytest.approx(55 + 7 * a_fwd, abs=0.5)
+    assert lora["backward"]["per_layer"] == pytest.approx(89 + 7 * (a_bwd - 1), abs=0.5)
+    # checkpointing issues the layer's forward again inside the backward (torch's early stop
+    # skips the last few operators: the estimate counts the whole forward, within 10%)
+    ckpt = op_counts[("llama-3.2-3b", "full", True, "bf16-mixed")]
+    recomputed = ckpt["backward"]["per_layer"] - full["backward"]["per_layer"]
+    assert recomputed == pytest.approx(full["forward"]["per_layer"], rel=0.10)
