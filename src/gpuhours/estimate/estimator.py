@@ -32,6 +32,8 @@ class MemoryReport(_Out):
     activations_bytes: Figure
     logits_bytes: Figure
     optimizer_temporaries_bytes: Figure
+    #: ZeRO-3/FSDP: unsharded layers, root unit and gradients in flight, beyond the shards
+    gathered_bytes: Figure
     tensors_bytes: Figure
     allocator_reserve_bytes: Figure
     cuda_context_bytes: Figure
@@ -101,6 +103,9 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float) -> MemoryReport:
         logits_bytes=formula(m.logits_bytes, "bytes", "estimate/memory.py logits_bytes"),
         optimizer_temporaries_bytes=formula(m.optimizer_temporaries_bytes, "bytes",
                                             "foreach AdamW: one state-sized temporary"),
+        gathered_bytes=formula(m.gathered_bytes, "bytes",
+                               f"{src}: ZeRO-3/FSDP root unit + 2 gathered layers and their "
+                               "gradients (gathered_working_bytes)"),
         tensors_bytes=formula(m.tensors_bytes, "bytes", f"{src}: peak of live tensors"),
         allocator_reserve_bytes=assumed(m.allocator_reserve_bytes, "bytes",
                                         A.ALLOCATOR_RESERVE_FRACTION.basis),
@@ -268,6 +273,13 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
+    load_bytes = mem.total_params * 2.0  # the checkpoint in bf16/fp16, as it is loaded
+    if t.zero_stage >= 3 and hw.num_gpus > 1 and load_bytes > hw.gpu.memory_bytes:
+        warnings.append(f"loading: the whole model is {load_bytes / 2**30:.0f} GiB in bf16, more "
+                        f"than one {hw.gpu.name}; shard it as it loads (FSDP with meta-device "
+                        f"init or accelerate's fsdp_cpu_ram_efficient_loading, DeepSpeed "
+                        f"zero.Init): a framework that loads it onto every GPU first runs out "
+                        f"of memory before the first step.")
     if not mem.total_bytes <= hw.gpu.memory_bytes:
         warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import lora_params_per_layer
-from gpuhours.estimate.params import count_params
+from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.setup import Training
 
 #: bytes per element of the activations for each precision
@@ -358,6 +358,8 @@ class MemoryBreakdown:
     logits_bytes: float
     optimizer_temporaries_bytes: float
     autocast_weight_copies_bytes: float
+    #: ZeRO-3/FSDP: the unsharded weights (and gradients) alive at once, on top of the shards
+    gathered_bytes: float
     peak_phase: str
     tensors_bytes: float
     allocator_reserve_bytes: float
@@ -374,6 +376,35 @@ class MemoryBreakdown:
     def total_bytes(self) -> float:
         """What nvidia-smi would show: reserved + CUDA context."""
         return self.reserved_bytes + self.cuda_context_bytes
+
+
+def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: int) -> float:
+    """Bytes of unsharded weights and gradients a ZeRO-3/FSDP rank holds at the start of the
+    backward pass, beyond its shards (0 without weight sharding).
+
+    FSDP wraps each decoder layer as a unit (HF Trainer's and TRL's transformer-layer auto-wrap,
+    torchtitan's fully_shard per block) and the rest (embeddings, LM head, final norm) in the
+    root unit. The root's parameters stay gathered from forward into backward (FSDP2's root
+    does not reshard after forward; FSDP1 likewise). In backward, with the default
+    BackwardPrefetch.BACKWARD_PRE, the current unit's parameters, the next unit's prefetched
+    ones, the current unit's unsharded gradient and the previous unit's gradient still being
+    reduce-scattered are alive together (PyTorch FSDP docs, BackwardPrefetch). DeepSpeed ZeRO-3's
+    prefetch bucket and live-parameter limit are of the same order for one or two layers.
+    """
+    if t.zero_stage < 3 or num_gpus <= 1:
+        return 0.0
+    shard_left = 1 - 1 / num_gpus  # a rank's own shard is already counted in the weights
+    full = t.method == "full"
+    w = state_bytes_per_param(t.precision, t.optimizer, trainable=full).weights
+    if not full:
+        w = QLORA_BYTES_PER_PARAM if t.method == "qlora" else (
+            4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0)
+    layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
+    root = counts.embedding + counts.lm_head + counts.final_norm
+    params = root * w * shard_left + 2 * layer * w
+    # the gradients of two units; a LoRA unit's gradients are its adapters' (counted apart)
+    grads = 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads if full else 0.0
+    return params + grads
 
 
 def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBreakdown:
@@ -433,8 +464,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
     recomputed = t.tokens_per_micro_batch * act.per_token_per_layer if t.checkpointing else 0.0
-    forward_peak = persisting_grads + act.total - recomputed + max(logits, head_phase,
-                                                                   recomputed) + autocast_cache
+    gathered = gathered_working_bytes(counts, t, n)
+    forward_peak = (persisting_grads + act.total - recomputed
+                    + max(logits, head_phase, recomputed) + autocast_cache + gathered)
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
@@ -453,6 +485,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         logits_bytes=logits,
         optimizer_temporaries_bytes=opt_temps,
         autocast_weight_copies_bytes=autocast_cache,
+        gathered_bytes=gathered,
         peak_phase=phase,
         tensors_bytes=tensors,
         allocator_reserve_bytes=tensors * A.ALLOCATOR_RESERVE_FRACTION.value,

@@ -1,0 +1,64 @@
+"""ZeRO-3/FSDP: the unsharded working set beside the shards, worked by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours.estimate.memory import gathered_working_bytes, training_memory
+from gpuhours.estimate.params import count_params
+from gpuhours.setup import Training
+
+
+def test_gathered_working_set_by_hand():
+    t = Training(model="llama-3.1-8b", zero_stage=3)   # bf16-mixed: 2-byte weights and grads
+    c = count_params(t.arch)
+    layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
+    root = c.embedding + c.lm_head + c.final_norm       # untied: 2 x 128256 x 4096 + 4096
+    assert root == 2 * 128256 * 4096 + 4096
+    # the root unit, less this rank's own 1/8; two layers' weights and two layers' gradients
+    expected = root * 2 * (1 - 1 / 8) + 2 * layer * 2 + 2 * layer * 2
+    assert gathered_working_bytes(c, t, 8) == pytest.approx(expected)
+    assert expected / 2**30 == pytest.approx(3.34, abs=0.01)
+
+
+def test_lora_under_fsdp_gathers_the_frozen_base_only():
+    t = Training(model="llama-3.1-8b", method="lora", zero_stage=3)
+    c = count_params(t.arch)
+    layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
+    root = c.embedding + c.lm_head + c.final_norm
+    assert gathered_working_bytes(c, t, 2) == pytest.approx(root * 2 * 0.5 + 2 * layer * 2)
+
+
+@pytest.mark.parametrize(("stage", "gpus"), [(0, 8), (1, 8), (2, 8), (3, 1)])
+def test_nothing_is_gathered_without_weight_sharding(stage, gpus):
+    t = Training(model="llama-3.1-8b", zero_stage=stage)
+    assert gathered_working_bytes(count_params(t.arch), t, gpus) == 0.0
+
+
+def test_the_peak_holds_the_working_set(monkeypatch):
+    from gpuhours.estimate import memory
+
+    # activations enough that the start of backward is the peak with or without the set
+    t = Training(model="llama-3.1-8b", zero_stage=3, micro_batch=4, seq_len=4096)
+    with_set = training_memory(t.arch, t, 8)
+    assert with_set.gathered_bytes > 3 * 2**30
+    # the peak is at the start of backward here, so the working set adds to it in full
+    assert with_set.peak_phase.startswith("start of backward")
+    monkeypatch.setattr(memory, "gathered_working_bytes", lambda *a: 0.0)
+    without = training_memory(t.arch, t, 8)
+    assert without.peak_phase.startswith("start of backward")
+    assert with_set.tensors_bytes - without.tensors_bytes == pytest.approx(with_set.gathered_bytes)
+    assert training_memory(t.arch, t, 1).gathered_bytes == 0.0
+
+
+def test_a_model_larger_than_one_gpu_warns_about_loading():
+    from gpuhours.api import estimate_training
+    from gpuhours.setup import Hardware
+
+    big = estimate_training(Training(model="llama-3-70b", method="lora", zero_stage=3),
+                            Hardware(gpu="a100-80gb", num_gpus=8))
+    # 70.55e9 parameters x 2 bytes = 131 GiB > 80 GB
+    assert any(w.startswith("loading: the whole model is 131 GiB") for w in big.warnings)
+    small = estimate_training(Training(model="llama-3.1-8b", zero_stage=3),
+                              Hardware(gpu="a100-80gb", num_gpus=8))
+    assert not any(w.startswith("loading") for w in small.warnings)
