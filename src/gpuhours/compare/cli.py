@@ -1,0 +1,161 @@
+"""The `gpuhours compare` command: parse, call gpuhours.compare.rank, print. Registered lazily
+on the main app by gpuhours.cli (LAZY_COMMANDS); no torch, and nothing heavy at import."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpuhours.cli_common import (
+    AccumOpt,
+    BatchOpt,
+    CkptOpt,
+    FlashOpt,
+    JsonOpt,
+    LossKernelOpt,
+    MethodOpt,
+    ModelOpt,
+    OptimImplOpt,
+    OptimOpt,
+    PrecOpt,
+    RankOpt,
+    SeqOpt,
+    TargetsOpt,
+    ZeroOpt,
+    defaults_of,
+)
+from gpuhours.setup import Hardware, Training
+
+if TYPE_CHECKING:
+    from gpuhours.catalog.schema import GpuSpec
+
+TRAINING = defaults_of(Training)
+HARDWARE = defaults_of(Hardware)
+
+GpuListOpt = Annotated[str | None, typer.Option(
+    "--gpu", "-g", help="GPUs to compare, comma-separated catalog names (default: every "
+                        "catalog GPU).")]
+CountsOpt = Annotated[str, typer.Option(
+    "--gpus", help="GPU counts to compare, comma-separated (data parallel).")]
+ProviderOpt = Annotated[str | None, typer.Option(
+    help="Only these providers, comma-separated (aws, gcp, lambda...; 'given' for "
+         "--usd-per-gpu-hour).")]
+PriceOpt = Annotated[float | None, typer.Option(
+    help="Your own price in USD per GPU-hour, billed per GPU used: added as provider 'given'.")]
+ByOpt = Annotated[str, typer.Option(help="Rank by usd (dollars) or wall (wall clock).")]
+TopOpt = Annotated[int, typer.Option(help="Rows to show.")]
+ParamsOpt = Annotated[float | None, typer.Option(
+    help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
+TokensOpt = Annotated[float | None, typer.Option(help="Tokens to train on, e.g. 2e12.")]
+StepsOpt = Annotated[float | None, typer.Option(
+    help="Optimizer steps to run (with a single --gpus count).")]
+ExamplesOpt = Annotated[float | None, typer.Option(help="Dataset size in examples.")]
+EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples.")]
+PerExampleOpt = Annotated[float | None, typer.Option(
+    help="Mean tokens per example (with --examples): the padding it leaves, or with --packed "
+         "the tokens trained on.")]
+PackedOpt = Annotated[bool, typer.Option(
+    "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
+PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
+NetOpt = Annotated[float, typer.Option(
+    "--inter-node-gb-per-s",
+    help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `compare` command to `app`."""
+    from gpuhours.cli_common import user_errors
+    from gpuhours.compare.rank import DEFAULT_COUNTS
+
+    default_counts = ",".join(str(n) for n in DEFAULT_COUNTS)
+
+    @app.command()
+    @user_errors
+    def compare(
+        model: ModelOpt = None,
+        gpu: GpuListOpt = None,
+        gpus: CountsOpt = default_counts,
+        provider: ProviderOpt = None,
+        usd_per_gpu_hour: PriceOpt = None,
+        by: ByOpt = "usd",
+        top: TopOpt = 15,
+        tokens: TokensOpt = None,
+        steps: StepsOpt = None,
+        examples: ExamplesOpt = None,
+        epochs: EpochsOpt = None,
+        tokens_per_example: PerExampleOpt = None,
+        packed: PackedOpt = False,
+        method: MethodOpt = TRAINING.method,
+        batch: BatchOpt = TRAINING.micro_batch,
+        seq: SeqOpt = TRAINING.seq_len,
+        grad_accum: AccumOpt = TRAINING.grad_accum,
+        checkpointing: CkptOpt = TRAINING.checkpointing,
+        precision: PrecOpt = TRAINING.precision,
+        optimizer: OptimOpt = TRAINING.optimizer,
+        optimizer_impl: OptimImplOpt = TRAINING.optimizer_impl,
+        lora_rank: RankOpt = TRAINING.lora_rank,
+        lora_targets: TargetsOpt = TRAINING.lora_targets,
+        zero: ZeroOpt = TRAINING.zero_stage,
+        flash: FlashOpt = TRAINING.flash_attention,
+        loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+        params: ParamsOpt = None,
+        gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
+        inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """One job's cost across GPUs, GPU counts, providers and on-demand/spot, ranked by
+        dollars or wall clock.
+
+        You pay whole instances: one GPU on a provider that sells only 8-GPU instances pays 8.
+        Setups that do not fit in memory are left out (and counted); price rows that look
+        wrong are flagged. Exit code 1 when nothing fits; 2 is bad input."""
+        from gpuhours.cli_common import emit_json, out
+        from gpuhours.compare.rank import (
+            Amount,
+            candidate_prices,
+            compare_training,
+            parse_counts,
+            parse_names,
+        )
+        from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE
+
+        training = Training.model_validate(dict(
+            model=model, params=params, method=method, precision=precision,
+            optimizer=optimizer, optimizer_impl=optimizer_impl, micro_batch=batch,
+            seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
+            flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
+            zero_stage=zero, loss_kernel=loss_kernel))
+        specs = _gpus(parse_names(gpu) if gpu is not None else None)
+        counts = parse_counts(gpus)
+        rows = candidate_prices(specs, counts,
+                                parse_names(provider, "provider") if provider else None,
+                                usd_per_gpu_hour)
+        amount = Amount(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
+                        tokens_per_example=tokens_per_example, packed=packed)
+        result = compare_training(training, specs, counts, rows, amount, by=by, top=top,
+                                  gpus_per_node=gpus_per_node,
+                                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+        if as_json:
+            emit_json(result)
+        else:
+            from gpuhours.compare.render import render_comparison
+
+            render_comparison(result, out)
+        if not result.estimates and any(x.reason == "does not fit" for x in result.excluded):
+            raise typer.Exit(code=DOES_NOT_FIT_EXIT_CODE)
+
+
+def _gpus(names: list[str] | None) -> list[GpuSpec]:
+    """Catalog GPUs by name (unknown names are errors keyed by --gpu), or all of them."""
+    from gpuhours import catalog
+    from gpuhours.resolve import catalog_gpu
+
+    if names is None:
+        return catalog.gpus()
+    specs: list[GpuSpec] = []
+    for name in names:
+        spec = catalog_gpu(name, field="gpu")
+        if spec not in specs:
+            specs.append(spec)
+    return specs

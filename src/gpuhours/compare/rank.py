@@ -1,0 +1,490 @@
+"""One training job priced across GPU types, GPU counts, providers and on-demand/spot, ranked
+by dollars or by wall clock.
+
+For each candidate (GPU, count) the analytic estimator gives memory (does it fit?), step time
+and wall clock; for each provider that sells that GPU, the cheapest instance shape that holds
+the GPUs is billed for the whole job: you pay whole instances, so one GPU used on an 8-GPU-only
+provider pays 8. Price rows that look wrong are flagged (spot equal to on-demand, a row read
+more than a year ago or before a known price change, a note that says the row is suspect).
+
+Pure library: no torch, no typer. Every figure carries its basis (`Figure`); every offer its
+price row's source and date.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.catalog.schema import GpuSpec, PriceRow
+from gpuhours.errors import FieldError, InputError
+from gpuhours.estimate.figures import Figure, formula, given
+from gpuhours.setup import Hardware, Training
+
+#: a price row read more than this many days before today is flagged "stale". Assumption: 12
+#: months, because GPU-hour list prices move by tens of percent within a year (AWS cut P4/P5
+#: on-demand prices by up to 45% in June 2025; see KNOWN_PRICE_CHANGES).
+STALE_AFTER_DAYS = 365
+
+#: the provider name of the price given with --usd-per-gpu-hour
+GIVEN_PROVIDER = "given"
+
+Pricing = Literal["on-demand", "spot"]
+RankBy = Literal["usd", "wall"]
+RANK_BY: tuple[RankBy, ...] = ("usd", "wall")
+#: the GPU counts compared when none are given: one node's usual data-parallel sizes
+DEFAULT_COUNTS: tuple[int, ...] = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class PriceChange:
+    """A provider's price change for one GPU: a row read before `effective` predates it."""
+
+    provider: str
+    gpu: str
+    effective: date
+    what: str
+    source: str
+
+
+_AWS_CUT = ("AWS on-demand price cut of up to 45% for P4d/P4de/P5/P5en instances",
+            "AWS announcement, June 2025 (day not recorded here: first of the month used), as "
+            "reported by usage.ai; cited in catalog/data/prices.csv notes")
+#: price changes known to this library; rows read before one are flagged stale. Add a row when
+#: a provider announces a change that the price catalog may not have caught yet.
+KNOWN_PRICE_CHANGES: tuple[PriceChange, ...] = tuple(
+    PriceChange("aws", gpu, date(2025, 6, 1), *_AWS_CUT)
+    for gpu in ("a100-40gb", "a100-80gb", "h100-sxm", "h200")
+)
+
+#: words the price catalog's notes use for a row its author doubted (catalog/data/prices.csv
+#: convention), and the flag each raises. Matched case-sensitively in the notes.
+NOTE_MARKERS: tuple[tuple[str, Literal["stale", "suspicious", "partial"], str], ...] = (
+    ("SUSPICIOUS", "suspicious", "doubted"),
+    ("INCONSISTENT", "suspicious", "doubted"),
+    ("likely stale", "stale", "dated"),
+    ("GPU-only", "partial", "GPU only"),
+    ("GPU portion only", "partial", "GPU only"),
+    ("GPU attachment only", "partial", "GPU only"),
+)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Flag(_Out):
+    """Something doubtful about a price row: `short` for a table cell, `text` in full."""
+
+    kind: Literal["stale", "suspicious", "partial"]
+    short: str
+    text: str
+
+
+class Amount(_Out):
+    """The job's amount of work, stated one way (as `gpuhours estimate` takes it)."""
+
+    tokens: float | None = None
+    steps: float | None = None
+    examples: float | None = None
+    epochs: float | None = None
+    tokens_per_example: float | None = None
+    packed: bool = False
+
+
+class SetupEstimate(_Out):
+    """The job on `num_gpus` x `gpu` (data parallel): time and memory, from the estimator."""
+
+    gpu: str
+    num_gpus: int
+    fits: bool
+    memory_per_gpu_bytes: Figure
+    device_bytes: Figure
+    step_time_s: Figure
+    bottleneck: str
+    tokens: Figure
+    optimizer_steps: Figure
+    wall_clock_hours: Figure
+    gpu_hours: Figure
+
+
+class Excluded(_Out):
+    """A (GPU, count) left out of the ranking, and why."""
+
+    gpu: str
+    num_gpus: int
+    reason: Literal["does not fit", "cannot estimate", "no price", "no instance shape"]
+    detail: str
+
+
+class Offer(_Out):
+    """The job on one instance shape of one provider at one pricing kind."""
+
+    rank: int
+    gpu: str
+    num_gpus: int
+    provider: str
+    provider_kind: str
+    region: str
+    instance: str
+    gpus_per_instance: int
+    instances: int
+    #: GPUs paid for: instances x GPUs per instance (>= num_gpus)
+    billed_gpus: int
+    pricing: Pricing
+    usd_per_gpu_hour: float
+    #: the estimate's step time, with its source (roofline and efficiency assumed)
+    step_time_s: Figure
+    wall_clock_hours: Figure
+    #: GPU hours paid for: wall clock x billed GPUs
+    billed_gpu_hours: Figure
+    cost_usd: Figure
+    price_source: str
+    price_as_of: date
+    flags: list[Flag]
+
+
+class Comparison(_Out):
+    """Everything `gpuhours compare` reports."""
+
+    kind: Literal["compare"] = "compare"
+    model: str
+    model_basis: str
+    setup: dict[str, object]
+    amount: Amount
+    ranked_by: RankBy
+    today: date
+    stale_after_days: int
+    offers_total: int
+    #: the best `top` offers, ranked
+    offers: list[Offer]
+    cheapest: Offer | None
+    fastest: Offer | None
+    estimates: list[SetupEstimate]
+    excluded: list[Excluded]
+    assumptions: list[str]
+
+
+# Parsing the candidate lists -------------------------------------------------------------
+def parse_counts(text: str) -> list[int]:
+    """'1,2,4,8' -> [1, 2, 4, 8] (GPU counts, each >= 1, duplicates dropped, order kept)."""
+    counts: list[int] = []
+    for part in text.split(","):
+        try:
+            n = int(part.strip())
+        except ValueError:
+            raise FieldError("num_gpus", f"expected whole GPU counts separated by commas, such "
+                                         f"as 1,2,4,8; got {text!r}.") from None
+        if n < 1 or n > 1_000_000:
+            raise FieldError("num_gpus", f"a GPU count must be between 1 and 1000000, got {n}.")
+        if n not in counts:
+            counts.append(n)
+    return counts
+
+
+def parse_names(text: str, field: str = "gpu") -> list[str]:
+    """'a100-80gb, h100' -> ['a100-80gb', 'h100']; an empty part is an error keyed by
+    `field`."""
+    names = [part.strip() for part in text.split(",")]
+    if not all(names):
+        raise FieldError(field, f"expected names separated by commas, got {text!r}.")
+    return names
+
+
+def given_price_rows(gpus: Iterable[GpuSpec], counts: Iterable[int], usd_per_gpu_hour: float,
+                     today: date) -> list[PriceRow]:
+    """Price rows named 'given' for a user's price (USD per GPU-hour, on-demand), billed per
+    GPU used: one row per GPU and count, an "instance" of exactly that many GPUs."""
+    if not math.isfinite(usd_per_gpu_hour) or usd_per_gpu_hour <= 0:
+        raise FieldError("usd_per_gpu_hour", f"expected a positive price in USD, got "
+                                             f"{usd_per_gpu_hour!r}.")
+    return [PriceRow(provider=GIVEN_PROVIDER, provider_kind="marketplace", gpu=g.name,
+                     instance=f"your price, {n} GPU", gpus_per_instance=n, region="-",
+                     on_demand_usd_per_gpu_hour=usd_per_gpu_hour,
+                     source="--usd-per-gpu-hour", as_of=today,
+                     notes="price given by the user, per GPU-hour, billed per GPU used")
+            for g in gpus for n in counts]
+
+
+def candidate_prices(gpus: Sequence[GpuSpec], counts: Sequence[int],
+                     providers: Sequence[str] | None = None,
+                     usd_per_gpu_hour: float | None = None,
+                     today: date | None = None) -> list[PriceRow]:
+    """The catalog's price rows of `gpus`, plus the 'given' rows of `usd_per_gpu_hour`, kept to
+    `providers` when given (names as in the catalog, or 'given'; unknown ones are an error)."""
+    from gpuhours import catalog
+
+    names = {g.name for g in gpus}
+    rows = [r for r in catalog.prices() if r.gpu in names]
+    if usd_per_gpu_hour is not None:
+        rows += given_price_rows(gpus, counts, usd_per_gpu_hour,
+                                 date.today() if today is None else today)
+    if providers is None:
+        return rows
+    known = sorted({r.provider for r in catalog.prices()} | {GIVEN_PROVIDER})
+    providers = [name.lower() for name in providers]
+    for name in providers:
+        if name not in known:
+            raise FieldError("provider", f"unknown provider {name!r}; known: "
+                                         f"{', '.join(known)}.",
+                             "'given' is the price of --usd-per-gpu-hour.")
+    return [r for r in rows if r.provider in providers]
+
+
+# Price rows: flags and instance shapes ---------------------------------------------------
+def price_flags(row: PriceRow, today: date,
+                changes: Sequence[PriceChange] = KNOWN_PRICE_CHANGES) -> list[Flag]:
+    """What is doubtful about a price row, as of `today`: spot equal to on-demand, a row read
+    more than STALE_AFTER_DAYS ago, a row read before a known price change, a note that marks
+    it (NOTE_MARKERS)."""
+    flags: list[Flag] = []
+    od, spot = row.on_demand_usd_per_gpu_hour, row.spot_usd_per_gpu_hour
+    if od is not None and spot is not None and spot == od:
+        flags.append(Flag(kind="suspicious", short="spot=od",
+                          text=f"suspicious: spot = on-demand (${od:g}/GPU-h); spot is usually "
+                               f"far cheaper, so one of them is probably wrong"))
+    age_days = (today - row.as_of).days
+    if age_days > STALE_AFTER_DAYS:
+        months = age_days * 12 // 365
+        flags.append(Flag(kind="stale", short=f"stale {months}mo",
+                          text=f"stale: read {row.as_of.isoformat()}, {months} months ago "
+                               f"(more than {STALE_AFTER_DAYS} days)"))
+    for change in changes:
+        if (change.provider, change.gpu) == (row.provider, row.gpu) and \
+                row.as_of < change.effective:
+            flags.append(Flag(kind="stale", short="pre-change",
+                              text=f"stale: read {row.as_of.isoformat()}, before the "
+                                   f"{change.what} ({change.effective.isoformat()}; source: "
+                                   f"{change.source})"))
+    for marker, kind, short in NOTE_MARKERS:
+        if marker in row.notes and all(f.short != short for f in flags):
+            flags.append(Flag(kind=kind, short=short,
+                              text=f"{kind}: the row's notes say {marker!r}: {row.notes}"))
+    return flags
+
+
+@dataclass(frozen=True)
+class InstanceChoice:
+    """A number of instances of one price row's shape, holding the job's GPUs."""
+
+    row: PriceRow
+    instances: int
+    billed_gpus: int
+    usd_per_gpu_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        """Dollars per hour of wall clock for all instances."""
+        return self.billed_gpus * self.usd_per_gpu_hour
+
+
+def cheapest_instance(rows: Sequence[PriceRow], num_gpus: int, gpus_per_node: int,
+                      pricing: Pricing) -> InstanceChoice | None:
+    """The cheapest way one provider's rows hold `num_gpus` GPUs at `pricing`, or None.
+
+    One instance of at least `num_gpus` GPUs; for a job larger than a node (`gpus_per_node`,
+    as the estimate assumes), ceil(num_gpus / shape) instances of node-sized shapes. Smaller
+    shapes joined over the network are not offered: the estimate does not model them. Dollars
+    per hour = instances x GPUs per instance x price per GPU-hour; ties go to fewer instances.
+    """
+    choices = []
+    for row in rows:
+        price = row.on_demand_usd_per_gpu_hour if pricing == "on-demand" \
+            else row.spot_usd_per_gpu_hour
+        shape = row.gpus_per_instance
+        if price is None or shape < min(num_gpus, gpus_per_node):
+            continue
+        instances = math.ceil(num_gpus / shape)
+        choices.append(InstanceChoice(row, instances, instances * shape, price))
+    if not choices:
+        return None
+    return min(choices, key=lambda c: (c.usd_per_hour, c.instances, c.row.instance))
+
+
+# The estimates --------------------------------------------------------------------------
+def estimate_setup(training: Training, hardware: Hardware, amount: Amount) -> SetupEstimate:
+    """The job on `hardware`: memory, step time and, from the amount, wall clock and GPU hours
+    (the analytic estimator, gpuhours.estimate.estimator; no calibration)."""
+    from gpuhours.estimate.estimator import estimate_training
+
+    e = estimate_training(training, hardware, **amount.model_dump())
+    assert e.totals is not None  # the amount is checked to be given by compare_training
+    return SetupEstimate(
+        gpu=hardware.gpu.name, num_gpus=hardware.num_gpus, fits=e.memory.fits,
+        memory_per_gpu_bytes=e.memory.total_bytes, device_bytes=e.memory.device_bytes,
+        step_time_s=e.step_time_s, bottleneck=e.bottleneck, tokens=e.totals.tokens,
+        optimizer_steps=e.totals.optimizer_steps, wall_clock_hours=e.totals.wall_clock_hours,
+        gpu_hours=e.totals.gpu_hours)
+
+
+def _check_amount(amount: Amount, counts: Sequence[int]) -> None:
+    if amount.tokens is None and amount.steps is None and amount.examples is None:
+        raise FieldError(("tokens", "steps", "examples"), "compare prices a whole job: give its "
+                         "size as tokens, steps, or examples (with epochs).")
+    if amount.steps is not None and len(counts) > 1:
+        raise FieldError(("steps", "num_gpus"), "a number of optimizer steps is a different "
+                         "job on each GPU count (each step trains on every GPU's micro-batches),"
+                         " so it cannot rank several counts.",
+                         "Give the job as tokens or examples, or a single GPU count.")
+
+
+def _offer(rank: int, setup: SetupEstimate, choice: InstanceChoice, pricing: Pricing,
+           today: date) -> Offer:
+    row = choice.row
+    wall_h = setup.wall_clock_hours.value
+    billed_h = wall_h * choice.billed_gpus
+    price_basis = (f"{row.provider} {row.instance} ({row.gpus_per_instance} GPU/instance) "
+                   f"{pricing} ${choice.usd_per_gpu_hour:g}/GPU-h, as of "
+                   f"{row.as_of.isoformat()}, source: {row.source}")
+    price_kind = given if row.provider == GIVEN_PROVIDER else _catalog_figure
+    return Offer(
+        rank=rank, gpu=setup.gpu, num_gpus=setup.num_gpus, provider=row.provider,
+        provider_kind=GIVEN_PROVIDER if row.provider == GIVEN_PROVIDER else row.provider_kind,
+        region=row.region, instance=row.instance, gpus_per_instance=row.gpus_per_instance,
+        instances=choice.instances, billed_gpus=choice.billed_gpus, pricing=pricing,
+        usd_per_gpu_hour=choice.usd_per_gpu_hour, step_time_s=setup.step_time_s,
+        wall_clock_hours=setup.wall_clock_hours,
+        billed_gpu_hours=formula(billed_h, "GPU h", f"wall clock x {choice.billed_gpus} GPUs "
+                                 f"billed ({choice.instances} x {row.gpus_per_instance}-GPU "
+                                 f"instance)"),
+        cost_usd=price_kind(billed_h * choice.usd_per_gpu_hour, "USD",
+                            f"billed GPU h x {price_basis}"),
+        price_source=row.source, price_as_of=row.as_of, flags=price_flags(row, today))
+
+
+def _catalog_figure(value: float, unit: str, source: str) -> Figure:
+    return Figure(value=value, unit=unit, basis="catalog", source=source)
+
+
+def _sort_key(offer: Offer, by: RankBy) -> tuple[float, float, str, int, str, str]:
+    usd, wall = offer.cost_usd.value, offer.wall_clock_hours.value
+    first, second = (usd, wall) if by == "usd" else (wall, usd)
+    return (first, second, offer.gpu, offer.num_gpus, offer.provider, offer.pricing)
+
+
+def rank_offers(offers: Sequence[Offer], by: RankBy) -> list[Offer]:
+    """`offers` ordered by dollars (then wall clock) or by wall clock (then dollars), each
+    given its rank (1 = best)."""
+    ordered = sorted(offers, key=lambda o: _sort_key(o, by))
+    return [o.model_copy(update={"rank": i}) for i, o in enumerate(ordered, start=1)]
+
+
+def compare_training(
+    training: Training,
+    gpus: Sequence[GpuSpec],
+    counts: Sequence[int],
+    price_rows: Sequence[PriceRow],
+    amount: Amount,
+    *,
+    by: str = "usd",
+    top: int = 15,
+    today: date | None = None,
+    gpus_per_node: int | None = None,
+    inter_node_gb_per_s_one_way: float | None = None,
+) -> Comparison:
+    """Rank the job `training` x `amount` over every (GPU, count) of `gpus` x `counts` that
+    fits in memory, every provider row of `price_rows` for that GPU, and on-demand and spot.
+
+    Multi-GPU is data parallel with the Training's ZeRO stage; micro-batch and accumulation
+    are per GPU, so the effective batch grows with the count. Dollars are for whole instances
+    (cheapest_instance). `top` limits `offers`; `cheapest` and `fastest` are over all offers.
+    `today` (default: the local date) dates the stale flags.
+    """
+    today = date.today() if today is None else today
+    if by not in RANK_BY:
+        raise FieldError("by", f"expected one of {', '.join(RANK_BY)}, got {by!r}.")
+    if top < 1:
+        raise FieldError("top", f"expected at least 1 row, got {top}.")
+    if not gpus:
+        raise FieldError("gpu", "no GPU to compare.")
+    if not counts:
+        raise FieldError("num_gpus", "no GPU count to compare.")
+    _check_amount(amount, counts)
+    node: dict[str, object] = {}
+    if gpus_per_node is not None:
+        node["gpus_per_node"] = gpus_per_node
+    if inter_node_gb_per_s_one_way is not None:
+        node["inter_node_gb_per_s_one_way"] = inter_node_gb_per_s_one_way
+
+    estimates: list[SetupEstimate] = []
+    excluded: list[Excluded] = []
+    offers: list[Offer] = []
+    first_error: InputError | None = None
+    for gpu in gpus:
+        rows = [r for r in price_rows if r.gpu == gpu.name]
+        for count in counts:
+            hardware = Hardware.model_validate({"gpu": gpu, "num_gpus": count, **node})
+            try:
+                setup = estimate_setup(training, hardware, amount)
+            except InputError as exc:  # e.g. no matmul rate at this precision on this GPU
+                first_error = first_error or exc
+                excluded.append(Excluded(gpu=gpu.name, num_gpus=count,
+                                         reason="cannot estimate", detail=exc.message))
+                continue
+            if not setup.fits:
+                excluded.append(Excluded(
+                    gpu=gpu.name, num_gpus=count, reason="does not fit",
+                    detail=f"needs {setup.memory_per_gpu_bytes.value / 2**30:.1f} GiB per GPU, "
+                           f"has {setup.device_bytes.value / 2**30:.1f} GiB"))
+                continue
+            estimates.append(setup)
+            found = _offers_of(setup, rows, hardware.gpus_per_node, today)
+            if not found:
+                excluded.append(_unpriced(gpu.name, count, rows))
+            offers += found
+    if not estimates and first_error is not None and \
+            all(x.reason == "cannot estimate" for x in excluded):
+        raise first_error  # the same bad input everywhere: say it once, as an error
+    rank_by: RankBy = "usd" if by == "usd" else "wall"
+    ranked = rank_offers(offers, rank_by)
+    return Comparison(
+        model=training.model or training.arch.name, model_basis=training.model_basis,
+        setup=training.choices(), amount=amount, ranked_by=rank_by,
+        today=today, stale_after_days=STALE_AFTER_DAYS, offers_total=len(ranked),
+        offers=ranked[:top],
+        cheapest=min(ranked, key=lambda o: _sort_key(o, "usd"), default=None),
+        fastest=min(ranked, key=lambda o: _sort_key(o, "wall"), default=None),
+        estimates=estimates, excluded=excluded, assumptions=_assumptions())
+
+
+def _offers_of(setup: SetupEstimate, rows: Sequence[PriceRow], gpus_per_node: int,
+               today: date) -> list[Offer]:
+    """One offer per (provider, region) and pricing kind: its cheapest instance shape."""
+    by_provider: dict[tuple[str, str], list[PriceRow]] = {}
+    for row in rows:
+        by_provider.setdefault((row.provider, row.region), []).append(row)
+    found = []
+    for provider_rows in by_provider.values():
+        for pricing in ("on-demand", "spot"):
+            choice = cheapest_instance(provider_rows, setup.num_gpus, gpus_per_node, pricing)
+            if choice is not None:
+                found.append(_offer(0, setup, choice, pricing, today))
+    return found
+
+
+def _unpriced(gpu: str, count: int, rows: Sequence[PriceRow]) -> Excluded:
+    if not rows:
+        return Excluded(gpu=gpu, num_gpus=count, reason="no price",
+                        detail="no price row for this GPU (give one with --usd-per-gpu-hour)")
+    largest = max(r.gpus_per_instance for r in rows)
+    return Excluded(gpu=gpu, num_gpus=count, reason="no instance shape",
+                    detail=f"the largest instance priced holds {largest} GPU(s); several small "
+                           f"instances over the network are not modelled")
+
+
+def _assumptions() -> list[str]:
+    return [
+        "multi-GPU is data parallel with the setup's ZeRO stage; micro-batch and accumulation "
+        "are per GPU, so the effective batch grows with the GPU count",
+        "you pay whole instances for the whole wall clock: billed GPUs = instances x GPUs per "
+        "instance; the cheapest shape that holds the GPUs is chosen per provider and pricing",
+        "spot runs as long as on-demand: preemption and restarts are not modelled",
+        "step time is analytic (gpuhours estimate without a ledger's calibration)",
+        f"a price row read more than {STALE_AFTER_DAYS} days ago is flagged stale (assumption:"
+        f" GPU prices move by tens of percent a year)",
+    ]
