@@ -210,7 +210,6 @@ def test_unknown_name_message_names_the_option(args: list[str], option: str) -> 
 
 @pytest.mark.parametrize(("extra", "options"), [
     (["--method", "qlora", "--precision", "fp32"], ("--method", "--precision")),
-    (["--method", "qlora", "--zero", "3", "--gpus", "2"], ("--method", "--zero")),
 ])
 def test_conflicting_options_name_both_options(extra: list[str], options: tuple[str, ...]
                                                ) -> None:

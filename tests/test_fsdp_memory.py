@@ -62,3 +62,20 @@ def test_a_model_larger_than_one_gpu_warns_about_loading():
     small = estimate_training(Training(model="llama-3.1-8b", zero_stage=3),
                               Hardware(gpu="a100-80gb", num_gpus=8))
     assert not any(w.startswith("loading") for w in small.warnings)
+
+
+def test_fsdp_qlora_shards_the_4bit_base():
+    # the Answer.AI / HF FSDP-QLoRA recipe: 4-bit storage sharded over the GPUs
+    from gpuhours.estimate.memory import QLORA_BYTES_PER_PARAM, quantised_params
+
+    t = Training(model="llama-3-70b", method="qlora", zero_stage=3, checkpointing=True)
+    c = count_params(t.arch)
+    q = quantised_params(t.arch)
+    one, two = training_memory(t.arch, t, 1), training_memory(t.arch, t, 2)
+    adapters = one.trainable_params * 4.0
+    base = q * QLORA_BYTES_PER_PARAM + (c.total - q) * 2.0
+    assert one.weights_bytes == pytest.approx(base + adapters)
+    assert two.weights_bytes == pytest.approx(base / 2 + adapters)
+    layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
+    root = c.embedding + c.lm_head + c.final_norm
+    assert two.gathered_bytes == pytest.approx(root * 2.0 * 0.5 + 2 * layer * QLORA_BYTES_PER_PARAM)

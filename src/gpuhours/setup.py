@@ -128,9 +128,6 @@ class Training(_ReadsModel):
         if self.method == "qlora" and self.precision == "fp32":
             raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
                              "4-bit base; fp32 precision conflicts with it.")
-        if self.method == "qlora" and self.zero_stage == 3:
-            raise FieldError(("method", "zero_stage"), "qlora with ZeRO stage 3 is not "
-                             "modelled: the 4-bit base is not sharded. Use stage 0-2.")
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")

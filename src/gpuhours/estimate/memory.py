@@ -397,11 +397,14 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: int) -> f
     full = t.method == "full"
     w = state_bytes_per_param(t.precision, t.optimizer, trainable=full).weights
     if not full:
-        w = QLORA_BYTES_PER_PARAM if t.method == "qlora" else (
-            4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0)
+        w = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
+    # QLoRA under FSDP (bnb_4bit_quant_storage set to the compute dtype, so FSDP can flatten
+    # and shard the packed 4-bit weights: the Answer.AI / HF FSDP-QLoRA recipe) gathers the
+    # layers' 4-bit storage; embeddings and head stay in half precision
+    w_layer = QLORA_BYTES_PER_PARAM if t.method == "qlora" else w
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
     root = counts.embedding + counts.lm_head + counts.final_norm
-    params = root * w * shard_left + 2 * layer * w
+    params = root * w * shard_left + 2 * layer * w_layer
     # the gradients of two units; a LoRA unit's gradients are its adapters' (counted apart)
     grads = 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads if full else 0.0
     return params + grads

@@ -264,6 +264,10 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
 
         fp32_weights = t.precision == "fp32" or t.precision.endswith("-amp")
         weight_bytes = (4.0 if fp32_weights else 2.0) * count_params(arch).total
+        if t.method == "qlora":
+            # FSDP gathers the packed 4-bit storage of the quantised linears
+            q = quantised_params(arch)
+            weight_bytes = q * QLORA_BYTES_PER_PARAM + (count_params(arch).total - q) * 2.0
         per_micro = ring * (2 * weight_bytes + trainable * grad_bytes)
         volume = per_micro * t.grad_accum
     comm_s = volume / bw
