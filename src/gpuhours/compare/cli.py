@@ -104,12 +104,15 @@ def register(app: typer.Typer) -> None:
         inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
         as_json: JsonOpt = False,
     ) -> None:
-        """One job's cost across GPUs, GPU counts, providers and on-demand/spot, ranked by
-        dollars or wall clock.
+        """One job's cost across GPUs, GPU counts, providers and on-demand/spot, ranked.
 
-        You pay whole instances: one GPU on a provider that sells only 8-GPU instances pays 8.
-        Setups that do not fit in memory are left out (and counted); price rows that look
-        wrong are flagged. Exit code 1 when nothing fits; 2 is bad input."""
+        You pay whole instances: one GPU where only 8-GPU instances are sold pays for 8.
+
+        Setups that do not fit in memory are left out, and counted.
+
+        Doubtful price rows are flagged: spot = on-demand, read over a year ago.
+
+        Exit code 1 when nothing fits; 2 is bad input."""
         from gpuhours.cli_common import emit_json, out
         from gpuhours.compare.rank import (
             Amount,
