@@ -333,6 +333,13 @@ def test_bad_input_exits_2_with_the_option_named(args: tuple[str, ...], option: 
     assert option in result.stderr and pattern in result.stderr, result.stderr
 
 
+def test_a_bad_amount_is_one_error_not_a_gpu_left_out() -> None:
+    # every catalog GPU: the V100 (no bf16) must not hide the real mistake
+    result = run("--model", "qwen2-0.5b", "--tokens", "-5")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "--tokens: expected a positive number" in result.stderr, result.stderr
+
+
 def test_no_amount_is_an_error_naming_the_ways() -> None:
     result = run("--model", "qwen2-0.5b")
     assert result.exit_code == 2 and "--tokens/--steps/--examples" in result.stderr

@@ -322,7 +322,11 @@ def estimate_setup(training: Training, hardware: Hardware, amount: Amount) -> Se
         gpu_hours=e.totals.gpu_hours)
 
 
-def _check_amount(amount: Amount, counts: Sequence[int]) -> None:
+def _check_amount(training: Training, amount: Amount, counts: Sequence[int],
+                  hardware: Hardware) -> None:
+    """Bad amounts are errors up front, not a 'cannot estimate' on every GPU."""
+    from gpuhours.estimate.estimator import training_amount
+
     if amount.tokens is None and amount.steps is None and amount.examples is None:
         raise FieldError(("tokens", "steps", "examples"), "compare prices a whole job: give its "
                          "size as tokens, steps, or examples (with epochs).")
@@ -331,6 +335,7 @@ def _check_amount(amount: Amount, counts: Sequence[int]) -> None:
                          "job on each GPU count (each step trains on every GPU's micro-batches),"
                          " so it cannot rank several counts.",
                          "Give the job as tokens or examples, or a single GPU count.")
+    training_amount(training, hardware, **amount.model_dump())
 
 
 def _offer(rank: int, setup: SetupEstimate, choice: InstanceChoice, pricing: Pricing,
@@ -404,12 +409,13 @@ def compare_training(
         raise FieldError("gpu", "no GPU to compare.")
     if not counts:
         raise FieldError("num_gpus", "no GPU count to compare.")
-    _check_amount(amount, counts)
     node: dict[str, object] = {}
     if gpus_per_node is not None:
         node["gpus_per_node"] = gpus_per_node
     if inter_node_gb_per_s_one_way is not None:
         node["inter_node_gb_per_s_one_way"] = inter_node_gb_per_s_one_way
+    _check_amount(training, amount, counts,
+                  Hardware.model_validate({"gpu": gpus[0], "num_gpus": counts[0], **node}))
 
     estimates: list[SetupEstimate] = []
     excluded: list[Excluded] = []
