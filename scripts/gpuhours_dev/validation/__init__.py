@@ -39,6 +39,10 @@ class Comparison:
     skipped: str | None = None
     #: for throughput rows: measured tokens/s x model FLOPs/token / dense peak
     implied_mfu: float | None = None
+    #: fine-tuning rows (finetune.py): the source's short name, the method, the GPU generation
+    group: str = ""
+    method: str = ""
+    generation: str = ""
 
     @property
     def error(self) -> float | None:
@@ -319,5 +323,7 @@ def _bert_row(r: dict[str, str], base: dict[str, Any]) -> Comparison:
 
 
 def all_comparisons() -> list[Comparison]:
+    from gpuhours_dev.validation.finetune import finetune_comparisons
+
     return (throughput_comparisons() + hopper_comparisons() + gpu_hours_comparisons()
-            + memory_comparisons())
+            + memory_comparisons() + finetune_comparisons())

@@ -6,6 +6,12 @@ import math
 import re
 
 from gpuhours_dev.validation import GIB, Comparison, all_comparisons
+from gpuhours_dev.validation.finetune_report import (
+    FT_TOLERANCE,
+    SUMMARY_TITLES,
+    fits_summary,
+    render_finetune,
+)
 
 TOLERANCE = {"throughput": 0.20, "throughput_hopper": 0.20, "gpu_hours": 0.25, "memory": 0.15}
 NOTES = {
@@ -44,11 +50,13 @@ def _fmt(c: Comparison, value: float | None) -> str:
 
 
 def summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
-    """kind -> (rows within tolerance, rows expressed)."""
+    """kind -> (rows within tolerance, rows expressed); ft_fits: (rows that ran predicted to
+    fit, rows that ran and were checked)."""
     out = {}
-    for kind, tol in TOLERANCE.items():
+    for kind, tol in {**TOLERANCE, **FT_TOLERANCE}.items():
         rows = [c for c in comparisons if c.kind == kind and c.error is not None]
         out[kind] = (sum(abs(c.error) <= tol for c in rows if c.error is not None), len(rows))
+    out["ft_fits"] = fits_summary(comparisons)
     return out
 
 
@@ -69,8 +77,14 @@ def render_markdown(comparisons: list[Comparison] | None = None) -> str:
         "|---|---|---|",
     ]
     for kind, (ok, n) in summary(comparisons).items():
-        lines.append(f"| {TITLES[kind]} | {ok} of {n} ({100 * ok / max(n, 1):.0f}%) | "
-                     f"{100 * TOLERANCE[kind]:.0f}% |")
+        if kind == "ft_fits":
+            lines.append(f"| {SUMMARY_TITLES[kind]} | {ok} of {n} ({100 * ok / max(n, 1):.0f}%)"
+                         f" | fits in the GPU's memory |")
+            continue
+        title = TITLES.get(kind) or SUMMARY_TITLES[kind]
+        tol = {**TOLERANCE, **FT_TOLERANCE}[kind]
+        lines.append(f"| {title} | {ok} of {n} ({100 * ok / max(n, 1):.0f}%) | "
+                     f"{100 * tol:.0f}% |")
     for kind, title in TITLES.items():
         rows = [c for c in comparisons if c.kind == kind]
         lines += ["", f"## {title}", "", NOTES[kind], "",
@@ -102,7 +116,8 @@ def render_markdown(comparisons: list[Comparison] | None = None) -> str:
                   "misses; the source may count tokens differently.", ""]
         lines += [f"- {c.label}: implied MFU {100 * (c.implied_mfu or 0):.0f}%"
                   for c in implausible]
+    lines += render_finetune(comparisons)
     sources = sorted({re.sub(r"results/\S+\.json", "results/*.json", c.source)
-                      for c in comparisons})
+                      for c in comparisons if c.kind in TITLES})
     lines += ["", "## Sources", ""] + [f"- {s}" for s in sources] + [""]
     return "\n".join(lines)

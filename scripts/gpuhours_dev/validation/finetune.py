@@ -1,0 +1,535 @@
+"""The estimator against the 517 published fine-tuning runs of data/finetune_runs.csv (issue 14).
+
+Each row is mapped to a `Training` and, where the GPU is named, a `Hardware`, by rules per
+column (`map_row`): the model by exact catalog name or alias (a table below, never a substring),
+the method, LoRA rank and targets, batch, sequence, accumulation, checkpointing, precision,
+optimizer, GPU and parallelism. A row whose setup the estimator cannot express keeps the reason;
+every assumption made for a row is written into its setup text. Nothing is tuned per row.
+
+Three comparisons per row (`finetune_comparisons`):
+- memory per GPU, like with like: a torch allocated (or "active") peak against the estimate's
+  live tensors (`MemoryBreakdown.tensors_bytes`), a torch reserved peak against tensors plus the
+  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus the CUDA
+  context (`total_bytes`); a figure whose type the source does not state against
+  `reserved_bytes` (said so in the row). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
+- fits: a configuration that ran must not be predicted as not fitting (`total_bytes` above the
+  GPU's memory, the estimator's own `fits`).
+- throughput, tokens/s per GPU, only where the source's tokens are the tokens computed (packed
+  sequences, padding to a fixed length, or dummy full-length samples); else skipped with why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import FieldError
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.memory import training_memory
+from gpuhours.resolve import resolve_gpu, resolve_model
+from gpuhours.setup import Hardware, Training
+
+from . import Comparison, _rows
+
+GIB = 2**30
+GB = 10**9
+DATA = "finetune_runs.csv"
+
+#: short name of each source, by the start of its `source` column
+SOURCES: tuple[tuple[str, str], ...] = (
+    ("Lightning-AI/litgpt config_hub", "litgpt config_hub"),
+    ("Lightning-AI/litgpt tutorials/resource-tables", "litgpt resource tables"),
+    ("QwenLM/Qwen", "Qwen"),
+    ("modelscope/ms-swift", "ms-swift"),
+    ("InternLM/xtuner", "xtuner"),
+    ("pytorch/torchtune", "torchtune"),
+    ("huggingface/peft", "PEFT"),
+    ("AnswerDotAI/fsdp_qlora", "Answer.AI"),
+    ("axolotl-ai-cloud/axolotl", "axolotl"),
+    ("unslothai/unsloth", "Unsloth README"),
+    ("hiyouga/LLaMA-Factory", "LLaMA-Factory (via Unsloth)"),
+    ("https://unsloth.ai/docs", "Unsloth docs (capacity)"),
+    ("huggingface/blog", "HF blog"),
+)
+
+#: the row's model name -> (catalog name, assumption when the name is not the catalog model's)
+MODELS: dict[str, tuple[str, str]] = {
+    "Llama-2-7b": ("llama-2-7b", ""), "llama-2-7b": ("llama-2-7b", ""),
+    "Llama-2-7B": ("llama-2-7b", ""), "LLaMA2-7B": ("llama-2-7b", ""),
+    "Llama2-7B": ("llama-2-7b", ""), "NousResearch/Llama-2-7b-hf": ("llama-2-7b", ""),
+    "Llama-2-13b": ("llama-2-13b", ""),
+    "Llama-2-70B": ("llama-2-70b", ""), "Llama2-70B": ("llama-2-70b", ""),
+    "meta-llama/Llama-2-70b-chat-hf": ("llama-2-70b", ""),
+    "llama-3-8b": ("llama-3-8b", ""), "llama3-8b-instruct": ("llama-3-8b", ""),
+    "llama-3.1-8b": ("llama-3.1-8b", ""), "Llama 3.1 8B": ("llama-3.1-8b", ""),
+    "Llama 3.1 8B Instruct": ("llama-3.1-8b", ""),
+    "llama-3.2-3b": ("llama-3.2-3b", ""), "Llama 3.2 3B": ("llama-3.2-3b", ""),
+    "meta-llama/Llama-3.2-3B": ("llama-3.2-3b", ""),
+    "mistral-7b": ("mistral-7b", ""),
+    "mistral-7b-v0.2": ("mistral-7b", "Mistral-7B v0.2 has v0.1's shape (the catalog's)"),
+    "Mistral-7B-v0.2 base": ("mistral-7b", "Mistral-7B v0.2 has v0.1's shape (the catalog's)"),
+    "Mistral 7B (Slim Orca)": ("mistral-7b", ""),
+    "Llama 3.1 70B": ("llama-3-70b", "Llama 3.1 70B has Llama 3 70B's shape (the catalog's)"),
+    "Llama 3.3 70B Instruct": ("llama-3-70b",
+                               "Llama 3.3 70B has Llama 3 70B's shape (the catalog's)"),
+}
+
+#: the row's GPU text -> (catalog name, assumption)
+GPUS: dict[str, tuple[str, str]] = {
+    "A10G (24GB)": ("a10g", ""),
+    "A100-SXM4-40GB": ("a100-40gb", ""), "A100 40GB": ("a100-40gb", ""),
+    "A100 40GB SMX": ("a100-40gb", ""),
+    "A100-SXM4-80G": ("a100-80gb", ""), "A100-SXM4-80GB": ("a100-80gb", ""),
+    "A100 80GB (2 nodes x 8, NVLink intra-node, EFA inter-node)": ("a100-80gb", ""),
+    "A100 (memory size not stated)": ("a100-80gb", "A100 size not stated: 80 GB SXM assumed"),
+    "NVIDIA L40S": ("l40s", ""),
+    "RTX 4090 (24GB)": ("rtx-4090", ""),
+    "2x RTX 4090 (24GB, PCIe4 x16, no NVLink, 400W peak)": ("rtx-4090", ""),
+    "2x RTX 3090 (24GB, no NVLink, power-limited 280W)": (
+        "rtx-3090", "power-limited to 280 W: not modelled (catalog 350 W part)"),
+    "RTX A6000 (48GB)": ("rtx-a6000", ""),
+    "H100 80GB SXM": ("h100-sxm", ""),
+}
+#: "48GB GPU", "GPU with 12 GB VRAM": a size only, used for the fits check, never for time
+_GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
+
+#: methods of the rows that the estimator cannot express, with why
+METHOD_SKIPS: dict[str, str] = {
+    "gptq-lora": "quantised base other than bnb 4-bit (GPTQ)",
+    "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
+    "lora (+ trainable wte/lm_head)": "LoRA with trained embeddings and LM head not modelled",
+    "lora (DoRA)": "DoRA not modelled (its weight-norm pass keeps more activations)",
+    "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
+    "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
+    "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
+    "qlora (unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
+    "not stated": "method not stated",
+}
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """One row as the estimator sees it: the setup, or why it cannot be expressed."""
+
+    row: int  # 1-based data row of finetune_runs.csv (the CSV line number minus one)
+    source: str
+    citation: str
+    label: str
+    method: str
+    training: Training | None
+    gpu: GpuSpec | None  # None: not named (memory is still compared)
+    gpu_is_size_only: bool
+    num_gpus: int
+    setup: str
+    skipped: str | None
+
+
+def source_name(citation: str) -> str:
+    for start, name in SOURCES:
+        if citation.startswith(start):
+            return name
+    raise ValueError(f"unknown source {citation[:60]!r}")  # pragma: no cover
+
+
+def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
+    """(full/lora/qlora, why not expressible)."""
+    m, quant = r["method"], r["quant"].lower()
+    if m in METHOD_SKIPS:
+        return None, METHOD_SKIPS[m]
+    if m.startswith("PEFT fine-tune"):
+        return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
+    base = m.removesuffix(" (Hugging Face + FA2)")
+    if base not in ("full", "lora", "qlora"):
+        return None, f"PEFT method other than LoRA ({m})"
+    if "gptq" in quant or "awq" in quant or "aqlm" in quant:
+        return None, "quantised base other than bnb 4-bit"
+    if "quantiz" in quant:
+        return None, "GaLore with weight quantisation not modelled"
+    if "nf4" in quant or "4-bit" in quant or "int4 (bnb)" in quant:
+        if "unsloth" in quant and "via unsloth/hf" not in quant:
+            return None, "Unsloth's kernels and offloaded checkpointing not modelled"
+        return "qlora", None
+    if "8-bit" in quant or "int8" in quant:
+        return None, "quantised base other than bnb 4-bit (int8)"
+    return base, None
+
+
+_ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
+_NAMES = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "output_proj": "o",
+          "attn out proj": "o", "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
+          "q": "q", "k": "k", "v": "v", "o": "o", "gate": "gate", "up": "up", "down": "down",
+          "mlp": "gate,up,down", "MLP": "gate,up,down", "lm_head": "lm_head"}
+
+
+def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | None]:
+    """(lora_targets, assumption, why not expressible) from `target_modules`."""
+    text = r["target_modules"]
+    if not text:
+        if source == "LLaMA-Factory (via Unsloth)":
+            return "qv", "targets not stated: LLaMA-Factory's default then, q_proj,v_proj, " \
+                         "assumed", None
+        return None, "", "LoRA targets not stated"
+    if "lora_target_linear=true" in text or text.startswith("ALL"):
+        return "all-linear", "", None
+    if text == "self_attn":
+        return "attention", "", None
+    head = re.split(r" \(|;", text)[0]
+    parts = re.split(r",| \+ ", head)
+    names: set[str] = set()
+    for p in (x.strip() for x in parts):
+        if p not in _NAMES:
+            return None, "", f"LoRA targets not expressible ({head})"
+        names |= set(_NAMES[p].split(","))
+    note = ""
+    if "lm_head" in names:
+        names.discard("lm_head")
+        note = "LoRA on the LM head as well: not modelled (its adapter is r x (d + vocab))"
+    if names == {"q", "v"}:
+        return "qv", note, None
+    if names == {"q", "k", "v", "o"}:
+        return "attention", note, None
+    if names == _ALL_LINEAR:
+        return "all-linear", note, None
+    missing = _ALL_LINEAR - names
+    if names >= {"q", "v", "gate", "up", "down"} and len(missing) == 1:
+        extra = f"targets lack {missing.pop()}_proj: modelled as all-linear (one adapter more)"
+        return "all-linear", "; ".join(x for x in (note, extra) if x), None
+    if names == {"q", "k", "v"}:
+        return "attention", "targets q,k,v: modelled as q,k,v,o (one adapter more)", None
+    return None, "", f"LoRA targets not expressible ({head})"
+
+
+def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+    """(Training fields, assumption, why not expressible)."""
+    o = r["optimizer"]
+    low = o.lower()
+    if "optimizer_in_bwd" in low or "fused into backward" in low:
+        return {}, "", "optimizer step fused into backward (optimizer_in_bwd) not modelled"
+    if "lora-fa" in low:
+        return {}, "", "LoRA-FA optimizer not modelled"
+    if "4bit" in low:
+        return {}, "", "4-bit optimizer states not modelled"
+    if "cpu_offload" in low:
+        return {}, "", "FSDP CPU offload not modelled"
+    if low.startswith("adamw (implied"):  # torchtune's flags table: 8-bit comes in later rows
+        return {"optimizer": "adamw"}, "", None
+    if "8bit" in low or "8-bit" in low:
+        return {"optimizer": "adamw-8bit"}, "", None
+    if "pagedadamw" in low or "paged_adamw_32bit" in low:
+        return ({"optimizer": "adamw", "optimizer_impl": "fused"},
+                "bitsandbytes paged AdamW: fp32 states, one kernel (no foreach temporaries)",
+                None)
+    if "fused" in low:
+        return {"optimizer": "adamw", "optimizer_impl": "fused"}, "", None
+    if "adamw" in low or "adam" in low:
+        return {"optimizer": "adamw"}, "", None
+    return ({"optimizer": "adamw"}, "optimizer not stated: torch AdamW (foreach) assumed, "
+            "the Trainer's default", None)
+
+
+def _precision(r: dict[str, str], method: str) -> tuple[str, str]:
+    p = r["precision"].lower()
+    if "mixed (see notes)" in p:  # xtuner: AmpOptimWrapper float16 under DeepSpeed
+        return "fp16-mixed", "DeepSpeed fp16 (AmpOptimWrapper float16): fp16 weights, fp32 master"
+    if "bf16 mixed" in p:
+        return "bf16-mixed", ""
+    if p.startswith("fp16"):
+        return "fp16", ""
+    if "bf16" in p or "bfloat16" in p:
+        return "bf16", ""
+    if p == "16-bit" or p == "4-bit base weights":
+        return "bf16", "16-bit compute: bf16 weights assumed"
+    return "bf16", "precision not stated: bf16 weights assumed"
+
+
+def _checkpointing(r: dict[str, str], source: str) -> tuple[bool | None, str, str | None]:
+    g = r["grad_checkpointing"]
+    if g.startswith("True"):
+        return True, "", None
+    if g.startswith("False"):
+        return False, "", None
+    if g == "offload":
+        return None, "", "activation offload to CPU not modelled"
+    if source == "LLaMA-Factory (via Unsloth)":
+        return True, "checkpointing not stated: on assumed (LLaMA-Factory's default)", None
+    return True, "checkpointing not stated: on assumed", None
+
+
+def _parallel(r: dict[str, str], n: int) -> tuple[int, str, str | None]:
+    """(ZeRO stage, assumption, why not expressible)."""
+    p = r["parallelism"]
+    if "offload" in p.lower() and "offload_params=False" not in p:
+        return 0, "", "FSDP CPU offload not modelled"
+    if re.search(r"sequence parallel (size )?([2-9]|\d\d)", p):
+        return 0, "", "sequence parallelism not modelled"
+    if n == 1:
+        return 0, "", None
+    if "NO_SHARD" in p or p.startswith("DDP"):
+        return 0, "", None
+    if "FSDP" in p or "ZeRO-3" in p:
+        return 3, "", None
+    if "ZeRO stage not stated" in p and r["source"].startswith("InternLM/xtuner"):
+        return 3, "DeepSpeed ZeRO stage not stated: ZeRO-3 assumed", None
+    return 0, "", "multi-GPU layout not stated"
+
+
+#: torchtune's optimization-flags rows state what each cumulative row has switched on
+_TORCHTUNE_STATE = re.compile(r"state: packed=(\w+), compile=(\w+), chunked CE=(\w+), "
+                              r"activation offloading=(\w+)")
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.strip() else None
+
+
+def map_row(i: int, r: dict[str, str]) -> Mapped:
+    """The setup of data row `i` (1-based), or the reason it cannot be expressed."""
+    source = source_name(r["source"])
+    label = f"#{i} {r['model']} {r['method']}"
+    n = _int(r["n_gpus"]) or 1
+    base: dict[str, Any] = dict(row=i, source=source, citation=r["source"], label=label,
+                                num_gpus=n)
+    notes: list[str] = []
+
+    def skip(why: str, method: str = r["method"]) -> Mapped:
+        return Mapped(**base, method=method, training=None, gpu=None, gpu_is_size_only=False,
+                      setup="", skipped=why)
+
+    if source == "HF blog":
+        return skip("time approximate (~13.5 h, kept in notes only); no memory figure")
+    method, why = _method(r)
+    if method is None:
+        return skip(why or "method not expressible")
+    if r["model"] not in MODELS:
+        return skip("model not in catalog", method)
+    model, model_note = MODELS[r["model"]]
+    notes.append(model_note)
+    if not r["seq_len"] or not r["per_device_batch"]:
+        return skip("sequence length or batch not stated", method)
+    stage, par_note, why = _parallel(r, n)
+    if why:
+        return skip(why, method)
+    notes.append(par_note)
+    opt, opt_note, why = _optimizer(r)
+    if why:
+        return skip(why, method)
+    notes.append(opt_note)
+    ckpt, ckpt_note, why = _checkpointing(r, source)
+    if why or ckpt is None:
+        return skip(why or "checkpointing", method)
+    notes.append(ckpt_note)
+    precision, prec_note = _precision(r, method)
+    notes.append(prec_note)
+    lora: dict[str, Any] = {}
+    if method != "full":
+        targets, t_note, why = _targets(r, source)
+        if why or targets is None:
+            return skip(why or "targets", method)
+        if not r["lora_r"]:
+            return skip("LoRA rank not stated", method)
+        lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets}
+        notes.append(t_note)
+        if "nf4" in r["quant"] and "dq" not in r["quant"] and "torchao" not in r["quant"]:
+            notes.append("NF4 without double quantisation: 0.37 bit/param more than modelled")
+        if "torchao" in r["quant"] or "torchtune NF4" in r["quant"]:
+            notes.append("torchao NF4 counted as bitsandbytes NF4 with double quantisation")
+    state = _TORCHTUNE_STATE.search(r["notes"])
+    if state and state.group(4) == "True":
+        return skip("activation offload to CPU not modelled", method)
+    loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
+    accum = _int(r["grad_accum"])
+    if accum is None:
+        accum = 1
+        notes.append("gradient accumulation not stated: 1 assumed")
+    gpu, gpu_size_only, gpu_note = _gpu(r["gpu"])
+    notes.append(gpu_note)
+    arch, _ = resolve_model(model)
+    try:
+        t = Training.model_validate(dict(
+            arch=arch, model=model, method=method, precision=precision,
+            micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
+            grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
+            **opt, **lora))
+    except FieldError as e:
+        return skip(f"the estimator refuses the setup: {e}", method)
+    setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
+    return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
+                  setup=setup, skipped=None)
+
+
+def _gpu(text: str) -> tuple[GpuSpec | None, bool, str]:
+    """(GPU, size only, assumption). A GPU named by its size only keeps that size for the fits
+    check (a size in GB taken as 10^9 bytes) and is never used for time."""
+    if text in GPUS:
+        name, note = GPUS[text]
+        return resolve_gpu(name), False, note
+    m = _GPU_SIZE.match(text)
+    if m:
+        size = float(m.group(1))
+        spec = resolve_gpu("a100-80gb", memory_gb=size)
+        return (spec, True, f"GPU named by size only ({m.group(1)} GB = 10^9 bytes each; "
+                            f"fits check only)")
+    return None, False, ""
+
+
+def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
+    parts: list[str] = [t.method]
+    if t.method != "full":
+        parts.append(f"r{t.lora_rank} {t.lora_targets}")
+    parts += [t.precision, f"micro-batch {t.micro_batch} x {t.seq_len}"]
+    if t.grad_accum > 1:
+        parts.append(f"x accumulation {t.grad_accum}")
+    parts.append("checkpointing " + ("on" if t.checkpointing else "off"))
+    opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
+    parts.append(opt)
+    if t.loss_kernel != "hf":
+        parts.append(f"{t.loss_kernel} cross-entropy")
+    where = f"{n} x {gpu.name}" if gpu is not None and not size_only else f"{n} GPU(s)"
+    parts.append(where + (f", ZeRO-{t.zero_stage}/FSDP" if t.zero_stage else ""))
+    return ", ".join(parts)
+
+
+def mapped_rows() -> list[Mapped]:
+    return [map_row(i, r) for i, r in enumerate(_rows(DATA), start=1)]
+
+
+# What each source measured ------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryFigure:
+    bytes: float
+    #: "allocated", "reserved", "device" (nvidia-smi) or "unstated" (compared with reserved)
+    kind: str
+    what: str
+
+
+def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
+    """The row's peak memory per GPU in bytes, with what it is (README: "How each source
+    defines its numbers")."""
+    note = r["mem_unit_note"]
+    value = r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]
+    if not value:
+        return None
+    unit = GIB if ("GiB" in note or "2^30" in note or note.startswith("'G' per GPU")) else GB
+    unit_name = "GiB" if unit == GIB else "GB"
+    if r["peak_mem_alloc_gb"]:
+        return MemoryFigure(float(value) * unit, "allocated",
+                            f"torch allocated/active peak, {unit_name}")
+    if "max_memory_reserved" in note or "memory_reserved()" in note:
+        pct = "99th percentile of steps, " if "99th" in note else ""
+        return MemoryFigure(float(value) * unit, "reserved",
+                            f"torch reserved peak, {pct}{unit_name}")
+    if "nvidia-smi" in note and "not stated" not in note:
+        return MemoryFigure(float(value) * unit, "device", f"nvidia-smi, {unit_name}")
+    return MemoryFigure(float(value) * unit, "unstated",
+                        f"type not stated (compared with reserved), {unit_name}")
+
+
+#: sources whose tokens/s count the tokens computed, with how
+_TOKENS_COMPUTED = {
+    "xtuner": "tokens/s per GPU (TGS), packed to max length",
+    "Answer.AI": "1024 dummy full-length samples x context / run time",
+    "Qwen": "padded to model_max_length: 8 x GPUs x seq / s per step",
+    "torchtune": "tokens/s over an epoch, packed",
+}
+_TOKENS_SKIP = {
+    "PEFT": "unpacked batches padded to the longest: the computed (padded) tokens are not "
+            "stated (tokens/s counts unpadded tokens)",
+    "ms-swift": "samples/s of variable-length samples (mean 3234 tokens): tokens not stated",
+    "litgpt config_hub": "runtime includes validation; variable-length samples",
+    "litgpt resource tables": "variable-length Alpaca batches: tokens per step not stated",
+    "LLaMA-Factory (via Unsloth)": "variable-length samples (cutoff 1024): padding not stated",
+}
+
+
+def throughput_figure(r: dict[str, str], source: str) -> tuple[float | None, str]:
+    """(measured tokens/s per GPU, why not) of the row."""
+    if not r["tokens_per_s_total"]:
+        return None, "no tokens/s figure"
+    if source in _TOKENS_SKIP:
+        return None, _TOKENS_SKIP[source]
+    if source not in _TOKENS_COMPUTED:
+        return None, "tokens/s basis not known"  # pragma: no cover
+    if "packed=False" in r["notes"]:
+        return None, "unpacked dataset: padding per batch not stated"
+    return float(r["tokens_per_s_total"]) / (_int(r["n_gpus"]) or 1), ""
+
+
+def ran(r: dict[str, str]) -> bool:
+    """The run completed: it has a measured figure, or it is a capacity limit that fit."""
+    if "OOM" in r["notes"] and not (r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]):
+        return False
+    return bool(r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"] or r["tokens_per_s_total"]
+                or r["samples_per_s"] or r["step_time_s"] or r["train_runtime_s"]
+                or "capacity limit" in r["notes"])
+
+
+# Comparisons ----------------------------------------------------------------------------------
+def _predicted_memory(kind: str, t: Training, n: int) -> float:
+    m = training_memory(t.arch, t, n)
+    if kind == "allocated":
+        return m.tensors_bytes
+    if kind == "device":
+        return m.total_bytes
+    return m.reserved_bytes
+
+
+def finetune_comparisons() -> list[Comparison]:
+    """Three Comparisons per row: ft_memory, ft_throughput and ft_fits (each compared or
+    skipped with the reason). ft_fits: measured = the GPU's memory, predicted = the estimate's
+    device total (`total_bytes`); predicted above measured = refused."""
+    out: list[Comparison] = []
+    for m, r in zip(mapped_rows(), _rows(DATA), strict=True):
+        out += _row_comparisons(m, r)
+    return out
+
+
+def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
+    tags: dict[str, Any] = dict(source=m.citation, group=m.source, method=m.method,
+                                setup=m.setup)
+    t = m.training
+    nan = float("nan")
+    out = []
+    fig = memory_figure(r)
+    mem_skip = m.skipped or (None if fig is not None else "no memory figure")
+    if r["peak_mem_reserved_gb"] and "for 4 GPUs" in r["notes"]:
+        mem_skip = mem_skip or "summed over GPUs"  # pragma: no cover (kept in notes only)
+    if t is None or fig is None or mem_skip:
+        out.append(Comparison("ft_memory", m.label, fig.bytes if fig else nan, None, "bytes",
+                              fig.what if fig else "", skipped=mem_skip, **tags))
+    else:
+        out.append(Comparison("ft_memory", m.label, fig.bytes,
+                              _predicted_memory(fig.kind, t, m.num_gpus), "bytes", fig.what,
+                              **tags))
+    # fits
+    ran_ok = ran(r)
+    fit_skip = m.skipped or (None if ran_ok else "did not run (OOM or no result)")
+    no_gpu = f"GPU not in catalog ({r['gpu']})" if r["gpu"] else "GPU not stated"
+    if fit_skip is None and (m.gpu is None):
+        fit_skip = no_gpu
+    if fit_skip or t is None or m.gpu is None:
+        out.append(Comparison("ft_fits", m.label, nan, None, "bytes", "", skipped=fit_skip,
+                              **tags))
+    else:
+        total = training_memory(t.arch, t, m.num_gpus).total_bytes
+        out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
+                              f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
+    # throughput
+    measured, why = throughput_figure(r, m.source)
+    tp_skip = m.skipped or (why or None)
+    if tp_skip is None and (m.gpu is None or m.gpu_is_size_only):
+        tp_skip = no_gpu if m.gpu is None else "GPU named by its memory size only"
+    if tp_skip or t is None or m.gpu is None or measured is None:
+        out.append(Comparison("ft_throughput", m.label, measured or nan, None,
+                              "tokens/s per GPU", "", skipped=tp_skip, **tags))
+    else:
+        hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus)
+        e = estimate_training(t, hw, "catalog")
+        what = _TOKENS_COMPUTED[m.source]
+        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
+        setup = m.setup + ("; torch.compile not modelled" if compiled else "")
+        out.append(Comparison("ft_throughput", m.label, measured, e.tokens_per_s_per_gpu.value,
+                              "tokens/s per GPU", what, generation=m.gpu.generation,
+                              **{**tags, "setup": setup}))
+    return out
