@@ -218,6 +218,13 @@ GENERATION_MEMORY_UTILISATION = _a("generation_memory_utilisation", 0.90, "of de
                                    "vLLM's default gpu_memory_utilization")
 
 
+#: Share of device memory a rollout engine gets when it shares its GPUs with the trainer
+#: (colocated RL): the trainer's weights, gradients and optimizer state keep the rest.
+COLOCATED_ROLLOUT_MEMORY_UTILISATION = _a(
+    "colocated_rollout_memory_utilisation", 0.5, "of device memory",
+    "assumption: verl's GRPO/PPO examples set rollout gpu_memory_utilization 0.4-0.6; TRL's "
+    "colocate mode defaults to vllm_gpu_memory_utilization 0.3")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

@@ -169,12 +169,17 @@ class GenerationEstimate:
         return out
 
 
-def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec) -> int:
+def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
+                        memory_utilisation: float | None = None) -> int:
     """Sequences whose full KV cache (prompt + output) fits beside the weights, on each GPU of
-    the tensor-parallel group (weights split tp ways, KV heads as kv_bytes_per_token_per_gpu)."""
+    the tensor-parallel group (weights split tp ways, KV heads as kv_bytes_per_token_per_gpu).
+    `memory_utilisation`: the engine's share of device memory (vLLM gpu_memory_utilization;
+    default assumptions.GENERATION_MEMORY_UTILISATION)."""
     tp = g.tensor_parallel
     weights = count_params(arch).total * g.weight_bytes_per_param
-    usable = gpu.memory_bytes * A.GENERATION_MEMORY_UTILISATION.value - weights / tp
+    share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
+             else memory_utilisation)
+    usable = gpu.memory_bytes * share - weights / tp
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * (
         g.prompt_tokens + g.output_tokens)
     if usable <= per_seq:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import DoesNotFit, InputError
+from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
 from gpuhours.estimate.figures import Figure
@@ -372,54 +373,150 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
 
 
 def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
-    """Per step: generate G responses to each prompt (generation estimate), score them with the
-    reference model and a reward model if any (forward passes), update the policy on
-    prompt + response tokens (training estimate); all stages share the phase's GPUs in turn."""
+    """One synchronous GRPO/PPO step: generate G responses to each prompt, score them (the
+    policy's old log-probs, the reference model, a reward model, PPO's critic), update the
+    policy (and critic) `policy_epochs` times, and send the new weights to the engine.
+
+    - Rollouts: each engine GPU generates its share of the step's sequences in waves as large
+      as its KV cache allows (the engine's memory share depends on the placement). A wave lasts
+      as long as the larger of its work (every sequence at the mean length) and its tail (the
+      longest response decoded one token per step, alone): a synchronous step waits for it.
+    - Placement: colocated, every stage runs on all GPUs in turn; dedicated, `rollout_gpus` run
+      the engine while the rest train, each side idle while the other works, unless
+      `async_rollout` overlaps them (one step off-policy): then the slower side sets the step.
+    - Weight sync: the policy's bf16 weights to the engine each step, over the GPUs' link.
+    """
     s = merged(ctx, phase)
+    longest = phase.max_response_tokens or phase.response_tokens
     seq = phase.prompt_tokens + phase.response_tokens
-    s.setdefault("seq_len", seq)
-    t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq})
-    gpus = hw.num_gpus
+    seq_max = phase.prompt_tokens + longest
+    gpus_total = s.get("gpus") or ctx.plan.hardware.num_gpus
+    dedicated = phase.placement == "dedicated"
+    rollout_gpus = phase.rollout_gpus if dedicated else gpus_total
+    assert rollout_gpus is not None
+    train_gpus = gpus_total - rollout_gpus if dedicated else gpus_total
+    if train_gpus < 1:
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_gpus'",
+                         f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
+                         f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
+                         "`rollout_gpus`.")
+    t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
+    if t.arch.max_positions and seq_max > t.arch.max_positions:
+        raise InputError(f"{_where(ctx, phase)}, field 'max_response_tokens'"
+                         if phase.max_response_tokens else
+                         f"{_where(ctx, phase)}, field 'response_tokens'",
+                         f"a {phase.prompt_tokens}-token prompt and a {longest}-token response "
+                         f"exceed {t.arch.name}'s {t.arch.max_positions}-token context.")
     sequences = phase.prompts_per_step * phase.generations_per_prompt
     steps = phase.steps if phase.steps is not None else math.ceil(
         (phase.prompts or 0) * (phase.epochs or 0) / phase.prompts_per_step)
 
-    # each GPU generates its share of the step's sequences, in batches as large as fit
-    per_gpu = math.ceil(sequences / gpus)
+    # rollouts: KV sized for the longest response, in the engine's share of memory
+    share = phase.rollout_memory_utilisation or (
+        A.GENERATION_MEMORY_UTILISATION.value if dedicated
+        else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION.value)
+    per_gpu = math.ceil(sequences / rollout_gpus)
     probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens,
                        output_tokens=phase.response_tokens, engine=phase.engine)
-    cap = max_batch_by_memory(t.arch, probe, ctx.gpu)
-    gen = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu)
-    rollout_s = math.ceil(per_gpu / gen.batch) * gen.batch_time_s
-    ref_s = scoring_time_s(t.arch, sequences, seq, ctx.gpu) / gpus if phase.reference_model else 0.0
+    try:
+        cap = max_batch_by_memory(t.arch, probe.model_copy(update={"output_tokens": longest}),
+                                  ctx.gpu, share)
+    except InputError as e:
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_memory_utilisation'",
+                         f"{e.message} (the engine's share: {share:g} of the GPU)",
+                         "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
+                         ) from None
+    work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu)
+    tail = estimate_generation(probe.model_copy(update={"batch": 1, "output_tokens": longest}),
+                               ctx.gpu)
+    waves = math.ceil(per_gpu / work.batch)
+    rollout_s = max(waves * work.batch_time_s, (waves - 1) * work.batch_time_s + tail.batch_time_s)
+    tail_led = tail.batch_time_s > work.batch_time_s
+
+    # scoring passes over whole sequences, on the training GPUs
+    def score(arch: ModelArch) -> float:
+        return scoring_time_s(arch, sequences, seq, ctx.gpu) / train_gpus
+
+    old_logprob_s = score(t.arch) if phase.old_logprob_pass else 0.0
+    ref_s = score(t.arch) if phase.reference_model else 0.0
     reward_s = 0.0
     if phase.reward.kind == "model":
         reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
-        reward_s = scoring_time_s(reward_arch, sequences, seq, ctx.gpu) / gpus
+        reward_s = score(reward_arch)
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
-    check_fits(ctx, phase, e)
-    update_s = sequences * seq / e.tokens_per_s.value
-    step_s = rollout_s + ref_s + reward_s + update_s
-    parts = {"rollout generation": rollout_s, "reference model": ref_s,
-             "reward model": reward_s, "policy update": update_s}
+    # memory: the padded batch holds the longest sequence
+    check_fits(ctx, phase, e if seq_max == seq else estimate_phase(
+        ctx, t.model_copy(update={"seq_len": seq_max}), hw, model_basis))
+    update_s = phase.policy_epochs * sequences * seq / e.tokens_per_s.value
+    critic_s = (score(t.arch) + update_s) if phase.critic else 0.0
+    sync_s = weight_sync_s(t.arch, hw, dedicated)
+
+    train_side = old_logprob_s + ref_s + reward_s + update_s + critic_s
+    if not dedicated:
+        step_s = rollout_s + train_side + sync_s
+    elif phase.async_rollout:
+        step_s = max(rollout_s, train_side) + sync_s
+    else:
+        step_s = rollout_s + train_side + sync_s
+    parts = {"rollout generation": rollout_s, "old-policy log-probs": old_logprob_s,
+             "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
+             "critic": critic_s, "weight sync": sync_s}
     bottleneck = max(parts, key=lambda k: parts[k])
-    base = steps * step_s * gpus / 3600
-    formula = (f"{steps:,.0f} steps x ({rollout_s:.3g} s rollout + {ref_s:.3g} s reference + "
-               f"{reward_s:.3g} s reward + {update_s:.3g} s update) x {gpus} GPUs / 3600; "
-               f"{sequences} sequences of {phase.prompt_tokens}+{phase.response_tokens} "
-               f"tokens per step")
-    basis = (f"formula: generation roofline ({phase.engine}, batch {gen.batch} per GPU, decode "
-             f"{gen.decode_bound}-bound) + policy update, "
+    if bottleneck == "rollout generation" and tail_led:
+        bottleneck = "rollout generation (waiting for the longest response)"
+    base = steps * step_s * gpus_total / 3600
+    shown = " + ".join(f"{v:.3g} s {k}" for k, v in parts.items() if v > 0)
+    overlap = ("max(rollout, training side) + sync" if phase.async_rollout else "sum")
+    formula = (f"{steps:,.0f} steps x {step_s:.3g} s ({shown}; {overlap}) x {gpus_total} GPUs "
+               f"/ 3600; {sequences} sequences of {phase.prompt_tokens} + "
+               f"{phase.response_tokens} (longest {longest}) tokens per step; rollouts on "
+               f"{rollout_gpus} GPU(s) ({phase.placement}), training on {train_gpus}")
+    basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
+             f"{share:g} of its memory, decode {work.decode_bound}-bound"
+             f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
              f"{training_basis(e).replace(': ', ' ', 1)}")
-    details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_") + "_s": v
-                                                          for k, v in parts.items()},
-               "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": gen.batch}
+    warnings = list(e.warnings)
+    if phase.max_response_tokens is None:
+        warnings.append("max_response_tokens not given: every response is assumed as long as "
+                        "the mean; a synchronous step waits for its longest response.")
+    if work.decode_bound == "memory bandwidth" and work.batch < 16:
+        warnings.append(f"only {work.batch} sequences per rollout GPU at a time: decode reads "
+                        f"all the weights for each token of a few sequences (weight-bound); "
+                        f"more prompts per step or fewer rollout GPUs use them better.")
+    details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_").replace("-", "_")
+                                                          + "_s": v for k, v in parts.items()},
+               "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": work.batch,
+               "rollout_waves": waves, "rollout_tail_s": tail.batch_time_s,
+               "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
+               "rollout_memory_utilisation": share}
     storage, write_s = phase_storage(
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
-        base / gpus, rollouts=steps * sequences, rollout_tokens=seq,
+        base / gpus_total, rollouts=steps * sequences, rollout_tokens=seq,
         disk_write_gb_per_s=ctx.plan.hardware.disk_write_gb_per_s)
-    return phase_result(ctx, phase, gpus, base, bottleneck, basis, formula, _setup_summary(t, hw),
-                   list(e.warnings), details, None, storage, write_s, steps=steps)
+    return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
+                        _setup_summary(t, hw), warnings, details, None, storage, write_s,
+                        steps=steps)
+
+
+def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:
+    """Seconds to hand the updated policy's bf16 weights to the rollout engine each step.
+
+    Dedicated engine GPUs receive them over the GPUs' link (an NCCL broadcast: the bytes once
+    at collective efficiency). Colocated, the engine's copy is refreshed in device memory
+    (read and write once at achievable bandwidth), after the trainer's shards are gathered
+    over the link when it trains on several GPUs ((N-1)/N of the bytes, an all-gather).
+    """
+    from gpuhours.estimate.params import count_params
+    from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
+
+    weights = count_params(arch).total * 2.0
+    link, _ = link_bandwidth_bytes_per_s(hw)
+    link *= A.COLLECTIVE_EFFICIENCY.value
+    if dedicated:
+        return weights / link
+    local = 2 * weights / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value)
+    gather = (hw.num_gpus - 1) / hw.num_gpus * weights / link if hw.num_gpus > 1 else 0.0
+    return local + gather
 
 
 def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:

@@ -161,9 +161,32 @@ class RLPhase(_PhaseBase, TrainingSettings):
     generations_per_prompt: PositiveInt = 8
     prompt_tokens: PositiveInt = Field(description="mean prompt length, tokens")
     response_tokens: PositiveInt = Field(description="mean response length, tokens")
+    max_response_tokens: PositiveInt | None = Field(
+        default=None, description="the longest response (max_tokens/max_response_length): a "
+        "synchronous step waits for it; unset = every response as long as the mean")
     reference_model: bool = Field(default=True, description="a frozen copy scores the KL term")
     reward: RewardModel = Field(default_factory=RewardModel)
     engine: Literal["vllm", "hf-generate"] = "vllm"
+    placement: Literal["colocated", "dedicated"] = Field(
+        default="colocated", description="rollouts on the trainer's GPUs in turn (verl's hybrid "
+        "engine, TRL colocate), or on `rollout_gpus` of the phase's GPUs (TRL vllm-server, "
+        "OpenRLHF)")
+    rollout_gpus: PositiveInt | None = Field(
+        default=None, description="GPUs of the phase that run the engine (dedicated placement)")
+    rollout_memory_utilisation: float | None = Field(
+        default=None, gt=0, le=1, description="the engine's share of GPU memory "
+        "(gpu_memory_utilization); default 0.5 colocated, 0.9 dedicated")
+    async_rollout: bool = Field(
+        default=False, description="one-step off-policy: the next step's rollouts overlap this "
+        "step's update (dedicated placement)")
+    old_logprob_pass: bool = Field(
+        default=True, description="a forward of the policy over the rollouts before the update "
+        "(verl always; TRL when num_iterations > 1)")
+    policy_epochs: PositiveInt = Field(
+        default=1, description="passes of the update over each rollout batch (PPO epochs, TRL "
+        "num_iterations)")
+    critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
+                                                    "scored and trained every step")
 
     @model_validator(mode="after")
     def _amount(self) -> RLPhase:
@@ -171,6 +194,15 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError("give `steps`, or `prompts` and `epochs`")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give `steps` or `epochs`, not both")
+        if self.max_response_tokens is not None and self.max_response_tokens < self.response_tokens:
+            raise ValueError(f"max_response_tokens ({self.max_response_tokens}) is below the mean "
+                             f"response_tokens ({self.response_tokens})")
+        if (self.placement == "dedicated") != (self.rollout_gpus is not None):
+            raise ValueError("dedicated placement needs `rollout_gpus`, and `rollout_gpus` "
+                             "needs `placement: dedicated`")
+        if self.async_rollout and self.placement != "dedicated":
+            raise ValueError("async_rollout overlaps rollouts with the update on other GPUs: it "
+                             "needs `placement: dedicated`")
         return self
 
 

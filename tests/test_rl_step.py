@@ -1,0 +1,98 @@
+"""The RL step of a plan's `rl` phase: the longest response, placement, async overlap, weight
+sync and the extra passes, worked from the parts the phase reports; bad input named by field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuhours.errors import InputError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.params import count_params
+from gpuhours.plan.budget import evaluate
+from gpuhours.plan.load import load_plan
+from gpuhours.setup import Training
+
+BASE: dict[str, Any] = {
+    "project": "rl-test",
+    "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 1},
+    "defaults": {"model": "qwen2.5-7b", "method": "lora", "checkpointing": True},
+    "phases": [{"name": "grpo", "kind": "rl", "steps": 100, "prompts_per_step": 32,
+                "generations_per_prompt": 8, "prompt_tokens": 512, "response_tokens": 1024,
+                "reward": {"kind": "rule"}}],
+}
+
+
+def run(tmp_path: Path, **phase: Any) -> Any:
+    plan = {**BASE, "phases": [{**BASE["phases"][0], **phase}]}
+    f = tmp_path / "plan.yaml"
+    f.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return evaluate(load_plan(f)).phases[0]
+
+
+def test_the_longest_response_sets_the_wave(tmp_path):
+    even = run(tmp_path).details
+    tailed = run(tmp_path, max_response_tokens=4096).details
+    # the same mean work; the longest response alone needs 4096 decode steps
+    assert tailed["rollout_tail_s"] > even["rollout_tail_s"] * 3.5
+    assert tailed["rollout_generation_s"] == pytest.approx(
+        max(tailed["rollout_waves"] * even["rollout_generation_s"] / even["rollout_waves"],
+            (tailed["rollout_waves"] - 1) * even["rollout_generation_s"] / even["rollout_waves"]
+            + tailed["rollout_tail_s"]), rel=0.05)
+    assert tailed["step_time_s"] > even["step_time_s"]
+
+
+def test_dedicated_rollout_gpus_wait_for_each_other_unless_async(tmp_path):
+    sync = run(tmp_path, placement="dedicated", rollout_gpus=2).details
+    assert (sync["rollout_gpus"], sync["train_gpus"]) == (2, 6)
+    train_side = (sync["old_policy_log_probs_s"] + sync["reference_model_s"]
+                  + sync["policy_update_s"])
+    assert sync["step_time_s"] == pytest.approx(
+        sync["rollout_generation_s"] + train_side + sync["weight_sync_s"])
+    asy = run(tmp_path, placement="dedicated", rollout_gpus=2, async_rollout=True).details
+    assert asy["step_time_s"] == pytest.approx(
+        max(asy["rollout_generation_s"], train_side) + asy["weight_sync_s"])
+    # the engine gets vLLM's default share of its own GPUs
+    assert sync["rollout_memory_utilisation"] == A.GENERATION_MEMORY_UTILISATION.value
+
+
+def test_weight_sync_by_hand(tmp_path):
+    d = run(tmp_path, placement="dedicated", rollout_gpus=2).details
+    weights = count_params(Training(model="qwen2.5-7b").arch).total * 2.0
+    # NVLink on an A100 SXM: 600 GB/s two-way, 300 one way, at collective efficiency
+    assert d["weight_sync_s"] == pytest.approx(
+        weights / (300e9 * A.COLLECTIVE_EFFICIENCY.value))
+    colocated = run(tmp_path).details
+    local = 2 * weights / (2039e9 * A.BANDWIDTH_EFFICIENCY.value)
+    gather = 7 / 8 * weights / (300e9 * A.COLLECTIVE_EFFICIENCY.value)
+    assert colocated["weight_sync_s"] == pytest.approx(local + gather, rel=0.01)
+
+
+def test_ppo_critic_and_epochs_add_their_passes(tmp_path):
+    grpo = run(tmp_path).details
+    ppo = run(tmp_path, critic=True, policy_epochs=2, old_logprob_pass=True).details
+    assert ppo["policy_update_s"] == pytest.approx(2 * grpo["policy_update_s"])
+    # the critic: one scoring pass (as the old-policy pass) and an update like the policy's
+    assert ppo["critic_s"] == pytest.approx(ppo["old_policy_log_probs_s"]
+                                            + ppo["policy_update_s"])
+    no_old = run(tmp_path, old_logprob_pass=False).details
+    assert no_old["old_policy_log_probs_s"] == 0.0
+
+
+@pytest.mark.parametrize(("phase", "field", "pattern"), [
+    (dict(max_response_tokens=512), "max_response_tokens", "below the mean"),
+    (dict(placement="dedicated"), "rollout_gpus", "rollout_gpus"),
+    (dict(async_rollout=True), "async_rollout", "dedicated"),
+    (dict(placement="dedicated", rollout_gpus=8), "rollout_gpus", "none of the phase's 8"),
+    (dict(max_response_tokens=200_000), "max_response_tokens", "context"),
+    (dict(rollout_memory_utilisation=0.1, max_response_tokens=2048), "rollout_memory",
+     "no room"),
+])
+def test_bad_rl_settings_name_the_field(tmp_path, phase, field, pattern):
+    with pytest.raises(InputError, match=pattern) as caught:
+        run(tmp_path, **phase)
+    assert "plan.yaml" in str(caught.value)
+    assert field in str(caught.value) or field in caught.value.fields
