@@ -58,3 +58,9 @@ def test_inter_node_bandwidth_scales_the_collectives(base: dict) -> None:
 def test_gpus_per_node_moves_the_collectives_onto_nvlink(base: dict) -> None:
     d = _estimate("--gpus-per-node", "16")  # one node: NVLink (300 GB/s one way) not the NIC
     assert _part(d, "communication_s") < _part(base, "communication_s") / 5
+
+
+def test_host_us_per_op_scales_the_host_time(base: dict) -> None:
+    d = _estimate("--host-us-per-op", "16")  # half the assumed 32 us
+    assert _part(d, "host_s") == pytest.approx(_part(base, "host_s") / 2, rel=1e-9)
+    assert "given: host_us_per_op" in d["step_time_breakdown_s"]["host_s"]["source"]

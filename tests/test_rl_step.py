@@ -96,3 +96,12 @@ def test_bad_rl_settings_name_the_field(tmp_path, phase, field, pattern):
         run(tmp_path, **phase)
     assert "plan.yaml" in str(caught.value)
     assert field in str(caught.value) or field in caught.value.fields
+
+
+def test_the_plans_host_cost_per_operator_reaches_the_estimate(tmp_path):
+    slow = run(tmp_path).details
+    fast_plan = {**BASE, "hardware": {**BASE["hardware"], "host_us_per_op": 8.0}}
+    f = tmp_path / "fast.yaml"
+    f.write_text(yaml.safe_dump({**fast_plan, "phases": BASE["phases"]}, sort_keys=False))
+    fast = evaluate(load_plan(f)).phases[0].details
+    assert fast["policy_update_s"] < slow["policy_update_s"]

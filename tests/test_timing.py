@@ -118,3 +118,13 @@ def test_optimizer_bytes_by_hand(precision, optimizer, impl, bytes_per_param):
     assert optimizer_bytes_per_param(t) == pytest.approx(bytes_per_param)
 
 
+
+
+def test_the_host_cost_per_operator_is_the_machines_when_given(tiny, toy_gpu):
+    t = Training(arch=tiny, micro_batch=1, seq_len=16)
+    f = training_flops_per_token(tiny, 16)
+    assumed = training_step_time(tiny, t, Hardware(gpu=toy_gpu), f, 202048)
+    fast = training_step_time(tiny, t, Hardware(gpu=toy_gpu, host_us_per_op=8.0), f, 202048)
+    assert fast.host_s == pytest.approx(assumed.host_s * 8 / 32)
+    e = estimate_training(t, Hardware(gpu=toy_gpu, host_us_per_op=8.0), "t")
+    assert "8 us (given: host_us_per_op)" in e.step_time_breakdown_s["host_s"].source

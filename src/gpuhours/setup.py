@@ -229,6 +229,10 @@ class Hardware(_Strict):
     #: network bandwidth between nodes per GPU, GB/s, one direction. Default 25 GB/s: a
     #: 200 Gb/s InfiniBand/RoCE NIC per GPU (8 x 200 Gb/s per node, e.g. DGX A100).
     inter_node_gb_per_s_one_way: float = Field(default=25.0, gt=0, allow_inf_nan=False)
+    #: host (CPU) microseconds per eager device operator; None = the assumption
+    #: (estimate/assumptions.py HOST_S_PER_OP, measured on one H100 VM host). A step cannot be
+    #: shorter than its host's issuing of its operators (docs/bench.md, "The host floor").
+    host_us_per_op: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

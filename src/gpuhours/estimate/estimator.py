@@ -243,8 +243,9 @@ def estimate_training(
                                f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
         "memory_bound_s": formula(st.memory_bound_s, "s",
                                   f"{step_src}: elementwise + logits bytes / bandwidth"),
-        "host_s": formula(st.host_s, "s", f"{step_src}: counted eager operators x "
-                          f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name})"),
+        "host_s": formula(st.host_s, "s", f"{step_src}: counted eager operators x " + (
+            f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
+            else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
         "host_exposed_s": formula(st.host_exposed_s, "s",
                                   f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
                                   f"p = {A.HOST_GPU_OVERLAP_P.value:g}"),

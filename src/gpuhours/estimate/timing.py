@@ -133,7 +133,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # compute rate, not a second timeline beside it
         host_s = host_exposed_s = 0.0
     else:
-        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * A.HOST_S_PER_OP.value
+        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw)
         p = A.HOST_GPU_OVERLAP_P.value
         combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
         host_exposed_s = combined - gpu_compute_s
@@ -141,7 +141,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
     if gpu.generation != "cpu":
-        optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * A.HOST_S_PER_OP.value)
+        optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
     comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
     step = compute_s + optimizer_s + exposed_s
 
@@ -169,6 +169,12 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         attention_efficiency=e_attn if t.flash_attention else e_mm,
         link=link,
     )
+
+
+def host_s_per_op(hw: Hardware) -> float:
+    """Host seconds per eager operator: the machine's own figure when given, else assumed."""
+    return (hw.host_us_per_op * 1e-6 if hw.host_us_per_op is not None
+            else A.HOST_S_PER_OP.value)
 
 
 def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:

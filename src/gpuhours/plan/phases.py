@@ -127,7 +127,8 @@ def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Trainin
     hw_plan = ctx.plan.hardware
     gpus = s.get("gpus") or hw_plan.num_gpus
     hw = Hardware(gpu=ctx.gpu, num_gpus=gpus, gpus_per_node=hw_plan.gpus_per_node,
-                  inter_node_gb_per_s_one_way=hw_plan.inter_node_gb_per_s_one_way)
+                  inter_node_gb_per_s_one_way=hw_plan.inter_node_gb_per_s_one_way,
+                  host_us_per_op=hw_plan.host_us_per_op)
     return t, hw, basis
 
 
@@ -421,9 +422,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     try:
         cap = max_batch_by_memory(t.arch, probe.model_copy(update={"output_tokens": longest}),
                                   ctx.gpu, share)
-    except InputError as e:
+    except InputError as err:
         raise InputError(f"{_where(ctx, phase)}, field 'rollout_memory_utilisation'",
-                         f"{e.message} (the engine's share: {share:g} of the GPU)",
+                         f"{err.message} (the engine's share: {share:g} of the GPU)",
                          "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
                          ) from None
     work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu)

@@ -53,6 +53,9 @@ class HardwareSpec(_Strict):
     nodes: PositiveInt = 1
     inter_node_gb_per_s_one_way: PositiveFloat = Field(
         default=25.0, description="network between nodes per GPU, GB/s one way")
+    host_us_per_op: PositiveFloat | None = Field(
+        default=None, description="host (CPU) microseconds per eager device operator; "
+        "default: the estimator's assumption (32, one H100 VM host)")
     usd_per_gpu_hour: PositiveFloat | None = Field(
         default=None, description="your own price; otherwise the price catalog is used")
     electricity_usd_per_kwh: PositiveFloat | None = Field(
