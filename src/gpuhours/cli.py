@@ -29,10 +29,11 @@ from gpuhours.cli_common import (
     RankOpt,
     SeqOpt,
     TargetsOpt,
+    WideOpt,
     ZeroOpt,
+    console_for,
     defaults_of,
     emit_json,
-    out,
     user_errors,
 )
 from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE, DoesNotFit, FieldError, InputError
@@ -78,6 +79,23 @@ catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, m
 app.add_typer(catalog_app, name="catalog")
 
 
+def _print_version(value: bool) -> None:
+    """--version: the installed package's version, from its metadata (nothing heavy imported)."""
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"gpuhours {version('gpuhours')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _top(version: Annotated[bool | None, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print the version and exit.")] = None) -> None:
+    # no docstring: the group's help stays the one given to typer.Typer above
+    pass
+
+
 TRAINING = defaults_of(Training)
 HARDWARE = defaults_of(Hardware)
 GENERATION = defaults_of(Generation)
@@ -98,6 +116,10 @@ PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
 MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
 BwOpt = Annotated[float | None, typer.Option(help="Memory bandwidth in GB/s.")]
+HostOpt = Annotated[float | None, typer.Option(
+    "--host-us-per-op", help="Host (CPU) microseconds per eager device operator (default: "
+    "32, measured on one H100 VM host; a faster host is faster). Small micro-batches are "
+    "bound by it.")]
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
@@ -151,12 +173,14 @@ def estimate(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
+    host_us_per_op: HostOpt = None,
     ignore_memory: Annotated[bool, typer.Option(
         "--ignore-memory", help="Report the estimate even when it does not fit in memory.")
     ] = False,
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Memory, step time, throughput, GPU hours and cost of one training setup.
 
@@ -181,7 +205,8 @@ def estimate(
     else:
         spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
-                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
+                  host_us_per_op=host_us_per_op)
     e = estimate_training(t, hw, tokens=tokens, steps=steps, examples=examples, epochs=epochs,
                           tokens_per_example=tokens_per_example, packed=packed, ledger=book)
     if as_json:
@@ -202,7 +227,7 @@ def estimate(
     else:
         from gpuhours.report.terminal import render_training
 
-        render_training(e, out)
+        render_training(e, console_for(wide), wide)
 
 
 @app.command()
@@ -237,6 +262,7 @@ def fit(
         "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
                         "(gpuhours trace; needs the bench extra).")] = False,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
     configuration that fits, and what would fit when nothing does."""
@@ -264,11 +290,11 @@ def fit(
     else:
         from gpuhours.report.terminal import render_fit
 
-        render_fit(result, out)
+        render_fit(result, console_for(wide), wide)
         if confirmation is not None:
             from gpuhours.trace.render import render_confirmation
 
-            render_confirmation(confirmation, out)
+            render_confirmation(confirmation, console_for(wide))
     if result.largest_micro_batch is None:
         raise typer.Exit(code=DOES_NOT_FIT_EXIT_CODE)
 
@@ -300,6 +326,7 @@ def generation(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     params: ParamsOpt = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Prefill and decode time, KV cache, batch limited by memory and by the engine's sequence
     cap, GPU hours and cost: RL rollouts, evaluation, serving."""
@@ -326,7 +353,7 @@ def generation(
         return
     from gpuhours.report.terminal import render_generation
 
-    render_generation(data, out)
+    render_generation(data, console_for(wide), wide)
 
 
 @app.command()
@@ -344,6 +371,7 @@ def plan(
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """A project's compute budget, phase by phase, and its living document COMPUTE_BUDGET.md.
 
@@ -381,48 +409,54 @@ def plan(
     from gpuhours.report.budget_terminal import render_budget
     from gpuhours.report.text import esc
 
-    render_budget(budget, out)
+    console = console_for(wide)
+    render_budget(budget, console, wide)
     if doc is not None:
         if doc.written:
             what = "; ".join(doc.changes)
-            out.print(f"Wrote {esc(doc.path)} (version {doc.version}: {esc(what)}).")
+            console.print(f"Wrote {esc(doc.path)} (version {doc.version}: {esc(what)}).")
         else:
-            out.print(f"{esc(doc.path)} is current (version {doc.version}); nothing changed.")
+            console.print(f"{esc(doc.path)} is current (version {doc.version}); nothing "
+                          "changed.")
 
 
 @catalog_app.command("gpus")
 @user_errors
-def catalog_gpus(as_json: JsonOpt = False) -> None:
+def catalog_gpus(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """Accelerators: memory, bandwidth, dense TFLOPS, TDP, interconnect, source."""
-    from rich.table import Table
-
     from gpuhours import catalog
+    from gpuhours.report.tables import Col, print_split
+    from gpuhours.report.text import esc
 
     rows = catalog.gpus()
     if as_json:
         emit_json([r.model_dump(mode="json") for r in rows])
         return
-    t = Table(title="Accelerators (dense TFLOPS, no sparsity; GB = 10^9 bytes)")
-    for col in ("name", "aliases", "memory GB", "GB/s", "bf16", "fp16", "fp32", "TDP W",
-                "link", "as of"):
-        t.add_column(col)
+    cols = (Col("name", "name"), Col("aliases"), Col("memory GB", "number", "right"),
+            Col("GB/s", "number", "right"), Col("bf16", "number", "right"),
+            Col("fp16", "number", "right"), Col("fp32", "number", "right"),
+            Col("TDP W", "number", "right"), Col("link"), Col("as of", "number"))
+    table = []
     for g in rows:
         tf = g.dense_tflops
-        t.add_row(g.name, ", ".join(g.aliases[:3]), f"{g.memory_gb:g}", f"{g.memory_bw_gb_per_s:g}",
-                  *(f"{v:g}" if v else "-" for v in (tf.bf16, tf.fp16, tf.fp32)),
-                  f"{g.tdp_w:g}" if g.tdp_w else "-",
-                  f"{g.interconnect} {g.interconnect_gb_per_s_two_way or '-'}", g.as_of.isoformat())
-    out.print(t)
+        table.append([esc(g.name), esc(", ".join(g.aliases[:3])), f"{g.memory_gb:g}",
+                      f"{g.memory_bw_gb_per_s:g}",
+                      *(f"{v:g}" if v else "-" for v in (tf.bf16, tf.fp16, tf.fp32)),
+                      f"{g.tdp_w:g}" if g.tdp_w else "-",
+                      esc(f"{g.interconnect} {g.interconnect_gb_per_s_two_way or '-'}"),
+                      g.as_of.isoformat()])
+    print_split(console_for(wide), cols, table, details=(1, 8), wide=wide,
+                title="Accelerators (dense TFLOPS, no sparsity; GB = 10^9 bytes)")
 
 
 @catalog_app.command("models")
 @user_errors
-def catalog_models(as_json: JsonOpt = False) -> None:
+def catalog_models(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     """Model architectures: parameter counts computed from the config and as published."""
-    from rich.table import Table
-
     from gpuhours import catalog
     from gpuhours.estimate.params import count_params
+    from gpuhours.report.tables import Col, print_split
+    from gpuhours.report.text import esc
     from gpuhours.resolve import resolve_model
 
     rows = []
@@ -434,16 +468,16 @@ def catalog_models(as_json: JsonOpt = False) -> None:
                      "hidden_size": a.hidden_size, "num_layers": a.num_layers,
                      "vocab_size": a.vocab_size} for e, a, n in rows])
         return
-    t = Table(title="Model architectures")
-    for col in ("name", "hf id", "params (computed)", "published", "layers", "d", "heads/kv",
-                "vocab", "experts"):
-        t.add_column(col)
-    for e, a, n in rows:
-        t.add_row(e.name, e.hf_id, f"{n / 1e9:.3f} B", f"{e.published_params / 1e9:.3f} B",
-                  str(a.num_layers), str(a.hidden_size), f"{a.num_heads}/{a.num_kv_heads}",
-                  str(a.vocab_size),
-                  f"{a.experts_per_token}/{a.num_experts}" if a.is_moe else "-")
-    out.print(t)
+    cols = (Col("name", "name"), Col("hf id"), Col("params computed", "number", "right"),
+            Col("published", "number", "right"), Col("layers", "number", "right"),
+            Col("d", "number", "right"), Col("heads kv", "number", "right"),
+            Col("vocab", "number", "right"), Col("MoE k/n", "number", "right"))
+    table = [[esc(e.name), esc(e.hf_id), f"{n / 1e9:.3f} B", f"{e.published_params / 1e9:.3f} B",
+              str(a.num_layers), str(a.hidden_size), f"{a.num_heads}/{a.num_kv_heads}",
+              str(a.vocab_size), f"{a.experts_per_token}/{a.num_experts}" if a.is_moe else "-"]
+             for e, a, n in rows]
+    print_split(console_for(wide), cols, table, details=(1,), wide=wide,
+                title="Model architectures (B = 10^9 parameters; MoE: experts per token/all)")
 
 
 @catalog_app.command("prices")
@@ -451,11 +485,12 @@ def catalog_models(as_json: JsonOpt = False) -> None:
 def catalog_prices(
     gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="Only this GPU.")] = None,
     as_json: JsonOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Prices per GPU-hour, on-demand and spot, with the date each was read."""
-    from rich.table import Table
-
     from gpuhours import catalog
+    from gpuhours.report.tables import Col, Notes, print_table
+    from gpuhours.report.text import esc
     from gpuhours.report.units import usd
 
     name = catalog.gpu(gpu).name if gpu else None
@@ -463,15 +498,16 @@ def catalog_prices(
     if as_json:
         emit_json([r.model_dump(mode="json") for r in rows])
         return
-    t = Table(title="Prices per GPU-hour (instance price / GPUs; refresh before you rely on "
-                    "them)")
-    for col in ("gpu", "provider", "kind", "instance", "on-demand", "spot", "as of"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(r.gpu, r.provider, r.provider_kind, r.instance,
-                  usd(r.on_demand_usd_per_gpu_hour), usd(r.spot_usd_per_gpu_hour),
-                  r.as_of.isoformat())
-    out.print(t)
+    cols = (Col("gpu", "name"), Col("provider", "name"), Col("kind", stack=True),
+            Col("instance"),
+            Col("on-demand", "number", "right"), Col("spot", "number", "right"),
+            Col("as of", "number"))
+    table = [[esc(r.gpu), esc(r.provider), esc(r.provider_kind), esc(r.instance),
+              usd(r.on_demand_usd_per_gpu_hour), usd(r.spot_usd_per_gpu_hour),
+              r.as_of.isoformat()] for r in rows]
+    print_table(console_for(wide), cols, table, notes=Notes(), wide=wide,
+                title="Prices per GPU-hour (instance price / GPUs; refresh before you rely on "
+                      "them)")
 
 
 def main() -> None:

@@ -27,6 +27,15 @@ err = Console(stderr=True, emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: the width of the console of --wide: lines as long as the widest table needs
+WIDE_COLUMNS = 1000
+
+
+def console_for(wide: bool) -> Console:
+    """The console of a command's tables: `out`, or with --wide one as wide as its tables need
+    (Rich sizes a table to its content, so a 1000-column console adds no padding)."""
+    return Console(emoji=False, width=WIDE_COLUMNS) if wide else out
+
 #: the packages of the optional `bench` extra
 BENCH_EXTRA = {"torch", "transformers", "peft"}
 
@@ -42,6 +51,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "loss_kernel": "--loss-kernel",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
+    "host_us_per_op": "--host-us-per-op",
     "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens", "batch": "--batch",
     "engine": "--engine", "peak_tflops": "--peak-tflops", "memory_gb": "--memory-gb",
     "bandwidth_gb_per_s": "--bandwidth-gb-per-s", "ledger": "--ledger", "compiled": "--compile",
@@ -143,6 +153,9 @@ LossKernelOpt = Annotated[str, typer.Option(
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a config field, e.g. --set num_hidden_layers=2 (repeatable).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+WideOpt = Annotated[bool, typer.Option(
+    "--wide", help="Full tables, every basis in its row, however long the lines (default: "
+                   "tables too wide for the terminal put long texts in numbered notes).")]
 LedgerOpt = Annotated[str | None, typer.Option(
     "--ledger",
     help="Ledger of measurements (default: $GPUHOURS_LEDGER or ./.gpuhours/ledger.sqlite).")]

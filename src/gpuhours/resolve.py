@@ -30,6 +30,7 @@ def model_config(model: str, overrides: dict[str, ConfigValue] | None = None
         e.fields = ("model",)
         raise
     overrides = overrides or {}
+    check_overrides(cfg, overrides, entry.name if entry else model)
     cfg = {**cfg, **overrides}
     name = entry.name if entry else model
     basis = f"catalog config of {entry.hf_id} ({entry.config_file})" if entry else (
@@ -37,6 +38,79 @@ def model_config(model: str, overrides: dict[str, ConfigValue] | None = None
     if overrides:
         basis += " with " + ", ".join(f"{k}={v}" for k, v in overrides.items())
     return cfg, name, basis
+
+
+#: config fields a model may set although its config.json leaves them out (transformers then
+#: uses its default): the optional fields gpuhours.estimate.arch reads, and the common
+#: PretrainedConfig fields. Checked without importing transformers (the light path).
+OPTIONAL_CONFIG_KEYS = frozenset({
+    "num_key_value_heads", "head_dim", "tie_word_embeddings", "attention_bias", "mlp_bias",
+    "max_position_embeddings", "num_local_experts", "num_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size",
+    "rope_theta", "rope_scaling", "sliding_window", "use_sliding_window", "max_window_layers",
+    "attention_dropout", "hidden_dropout", "hidden_act", "rms_norm_eps", "layer_norm_eps",
+    "initializer_range", "use_cache", "torch_dtype", "dtype", "bos_token_id", "eos_token_id",
+    "pad_token_id", "output_router_logits", "router_aux_loss_coef",
+})
+#: size fields: a whole number >= 1 when set (names as transformers' configs spell them,
+#: gpt2's n_* and mpt's d_model/n_* included)
+SIZE_CONFIG_KEYS = frozenset({
+    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "intermediate_size", "vocab_size", "max_position_embeddings",
+    "num_local_experts", "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "n_embd", "n_head", "n_layer", "n_positions", "n_inner", "d_model", "n_heads", "n_layers",
+    "max_seq_len",
+})
+#: (hidden size, attention heads, key-value heads) under each spelling
+_SHAPE_KEYS = (("hidden_size", "num_attention_heads", "num_key_value_heads"),
+               ("n_embd", "n_head", None), ("d_model", "n_heads", None))
+
+
+def check_overrides(cfg: dict[str, Any], overrides: dict[str, ConfigValue], model: str
+                    ) -> None:
+    """Reject `--set` overrides that transformers would not read or that cannot run, before
+    any model is built: a key that is neither a field of the model's config (its text_config
+    included) nor in OPTIONAL_CONFIG_KEYS (close matches suggested); a size that is not a
+    whole number >= 1; a hidden size the attention heads do not divide (when no head_dim is
+    given); attention heads the key-value heads do not divide. Errors are keyed by
+    `config_overrides` (the CLI's --set) and name the key."""
+    if not overrides:
+        return
+    import difflib
+
+    text = cfg.get("text_config")
+    known = set(cfg) | (set(text) if isinstance(text, dict) else set()) | OPTIONAL_CONFIG_KEYS
+    for key, value in overrides.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            raise FieldError("config_overrides", f"unknown config key {key!r} for {model}"
+                             f" (model_type {cfg.get('model_type', 'llama')})."
+                             + (f" Did you mean: {', '.join(close)}?" if close else ""),
+                             "Keys are the fields of the model's config.json and common "
+                             "optional ones (gpuhours.resolve.OPTIONAL_CONFIG_KEYS).")
+        if key in SIZE_CONFIG_KEYS and (isinstance(value, bool) or not isinstance(value, int)
+                                        or value < 1):
+            raise FieldError("config_overrides", f"{key}={value!r}: expected a whole number "
+                                                 ">= 1.")
+    merged = {**(text if isinstance(text, dict) and "hidden_size" not in cfg else {}),
+              **cfg, **overrides}
+    for d_key, h_key, kv_key in _SHAPE_KEYS:
+        d, heads = merged.get(d_key), merged.get(h_key)
+        if not (isinstance(d, int) and isinstance(heads, int) and heads > 0):
+            continue
+        touched = [k for k in (d_key, h_key, kv_key, "head_dim") if k in overrides]
+        if not touched:
+            continue
+        setting = ", ".join(f"{k}={overrides[k]}" for k in touched)
+        if merged.get("head_dim") is None and d % heads:
+            raise FieldError("config_overrides", f"{setting}: {d_key} ({d}) is not a multiple "
+                             f"of {h_key} ({heads}), so the heads cannot split it.",
+                             f"Set {d_key} to a multiple of {heads}, or give head_dim.")
+        kv = merged.get(kv_key) if kv_key else None
+        if isinstance(kv, int) and kv > 0 and heads % kv:
+            raise FieldError("config_overrides", f"{setting}: {h_key} ({heads}) is not a "
+                             f"multiple of {kv_key} ({kv}): each key-value head serves a "
+                             "whole group of query heads.")
 
 
 def resolve_model(model: str | None, params: float | None = None,

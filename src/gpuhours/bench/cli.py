@@ -285,12 +285,12 @@ def _consumption(bench_id: int | None, ledger: str | None, model: str | None, gp
 def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
                peak_tflops: float | None, reprobe: bool, profile: Path | None,
                ledger: str | None, store: bool, as_json: bool, is_sweep: bool, err: Any) -> None:
-    """Measure each setup (a Rich progress bar for a sweep), render, set the exit code."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    """Measure each setup, render, set the exit code. Progress goes to stderr: a Rich bar on a
+    terminal, one line per configuration started and finished when stderr is a pipe or a file
+    (a long sweep in CI or under nohup). Ctrl-C prints what finished so far and exits 130."""
     from gpuhours.bench.render import render_result, render_sweep
     from gpuhours.bench.session import bench_setup
-    from gpuhours.bench.sweep import summarize
+    from gpuhours.bench.sweep import run_sweep, summarize
     from gpuhours.track.ledger import Ledger, ledger_path
 
     with err.status("loading torch and transformers"):
@@ -305,36 +305,35 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
         environment = collect(backend)
     path = ledger_path(ledger) if store else None
     book = Ledger.open(path) if path is not None else None
-    outcomes = []
+
+    def measure(i: int, setup: Any, progress: Any = None) -> Any:
+        return bench_setup(setup, backend, rule, environment, ledger=book,
+                           peak_tflops=peak_tflops, refresh_probe=reprobe and i == 0,
+                           profile_to=profile if i == 0 else None, progress=progress)
+
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
-                "{task.completed}/{task.total}"), TimeElapsedColumn(), console=err,
-                transient=True) as bar:
-            task = bar.add_task("benchmark", total=len(setups))
-            for i, setup in enumerate(setups):
-                label = setup.label()
-
-                def progress(text: str, label: str = label) -> None:
-                    bar.update(task, description=f"{label}: {text}")
-
-                bar.update(task, description=f"{label}: building the model")
-                outcome = bench_setup(
-                    setup, backend, rule, environment, ledger=book, peak_tflops=peak_tflops,
-                    refresh_probe=reprobe and i == 0,
-                    profile_to=profile if i == 0 else None, progress=progress)
-                outcomes.append(outcome)
-                bar.advance(task)
+        if err.is_terminal:
+            run = _run_with_bar(setups, measure, err)
+        else:
+            run = run_sweep(setups, measure, log=lambda line: err.print(
+                line, markup=False, highlight=False, soft_wrap=True))
     finally:
         if book is not None:
             book.close()
+    outcomes = run.outcomes
+    if run.interrupted:
+        err.print(f"interrupted: {len(outcomes)} of {run.total} configuration(s) finished"
+                  + ("; their table follows." if outcomes else "."), highlight=False)
     if as_json:
         _emit([{"setup": o.setup.record(), "status": o.status, "ledger_id": o.ledger_id,
                 "error": o.error, "result": o.result.model_dump(mode="json") if o.result else None}
                for o in outcomes])
-    elif is_sweep:
+    elif outcomes and (is_sweep or run.interrupted):
         render_sweep(outcomes, summarize(outcomes), out)
-    else:
+    elif outcomes:
         render_result(outcomes[0], out, str(path) if path else None)
+    if run.interrupted:
+        raise typer.Exit(code=INTERRUPTED_EXIT_CODE)
     if all(o.status != "ok" for o in outcomes):
         first = outcomes[0]
         too_big = DoesNotFit("micro_batch", f"does not fit on {backend.name}: {first.error}",
@@ -342,3 +341,32 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
                              "lora.")
         too_big.fields = ("micro_batch",)
         raise too_big
+
+
+#: the exit code of a run stopped by Ctrl-C: 128 + SIGINT, as a shell reports it
+INTERRUPTED_EXIT_CODE = 130
+
+
+def _run_with_bar(setups: list[Any], measure: Any, err: Any) -> Any:
+    """run_sweep under a Rich progress bar on the terminal, each step's phase in its text."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpuhours.bench.sweep import run_sweep
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(
+            "{task.completed}/{task.total}"), TimeElapsedColumn(), console=err,
+            transient=True) as bar:
+        task = bar.add_task("benchmark", total=len(setups))
+
+        def one(i: int, setup: Any) -> Any:
+            label = setup.label()
+
+            def progress(text: str) -> None:
+                bar.update(task, description=f"{label}: {text}")
+
+            progress("building the model")
+            outcome = measure(i, setup, progress)
+            bar.advance(task)
+            return outcome
+
+        return run_sweep(setups, one)

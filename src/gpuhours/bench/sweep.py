@@ -6,6 +6,7 @@ No torch here."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuhours.bench.config import SWEEP_KEYS, BenchSetup, parse_sweep_value, with_values
@@ -46,6 +47,44 @@ def expand(base: BenchSetup, sweeps: list[tuple[str, list[object]]]) -> list[Ben
     for combo in itertools.product(*(values for _, values in sweeps)):
         setups.append(with_values(base, dict(zip(fields, combo, strict=True))))
     return setups
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """What a sweep ran: the outcomes of the configurations that finished, in order, and
+    whether it was interrupted (Ctrl-C) before the last."""
+
+    outcomes: list[Outcome]
+    total: int
+    interrupted: bool = False
+
+
+def outcome_text(o: Outcome) -> str:
+    """One configuration's result in a few words: its status and, when it ran, its tokens/s."""
+    if o.status == "ok" and o.result is not None and o.result.tokens_per_s:
+        return f"ok, {o.result.tokens_per_s:,.0f} tokens/s"
+    return o.status + (f" ({o.error})" if o.error and o.status != "does-not-fit" else "")
+
+
+def run_sweep(setups: list[BenchSetup], run_one: Callable[[int, BenchSetup], Outcome],
+              log: Callable[[str], None] | None = None) -> SweepRun:
+    """Run each setup in order with `run_one(index, setup)`; `log` gets one line as each
+    configuration starts and one as it finishes (`[2/8] started ...`, `[2/8] finished ...:
+    ok, 1,234 tokens/s`). A KeyboardInterrupt stops the sweep: the configurations finished so
+    far are returned, marked interrupted, so that their table can still be printed."""
+    outcomes: list[Outcome] = []
+    n = len(setups)
+    try:
+        for i, setup in enumerate(setups):
+            if log is not None:
+                log(f"[{i + 1}/{n}] started {setup.label()}")
+            outcome = run_one(i, setup)
+            outcomes.append(outcome)
+            if log is not None:
+                log(f"[{i + 1}/{n}] finished {setup.label()}: {outcome_text(outcome)}")
+    except KeyboardInterrupt:
+        return SweepRun(outcomes, n, interrupted=True)
+    return SweepRun(outcomes, n)
 
 
 @dataclass(frozen=True)

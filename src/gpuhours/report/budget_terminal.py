@@ -1,31 +1,40 @@
 """The plan's budget in the terminal: phases, the formula with its numbers, cost, warnings.
-Names and notes come from the user's plan: each goes through `esc` (report/text.py)."""
+Names and notes come from the user's plan: each goes through `esc` (report/text.py). A table too
+wide for the console gets its bases as numbered footnotes (report/tables.py), unless `wide`."""
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.table import Table
 
 from gpuhours.plan.results import Budget, PhaseResult
+from gpuhours.report.tables import Col, Notes, print_table
 from gpuhours.report.text import esc
 from gpuhours.report.units import usd
 
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
 
 
-def render_budget(b: Budget, console: Console) -> None:
+#: the phases table: the phase name is the plan's (a name the user types back)
+_PHASE_COLS = (Col("phase", "name"), Col("kind", "name"), Col("runs", stack=True),
+               Col("GPU h", "number", "right"), Col("wall h", "number", "right"),
+               Col("GPUs", "number", "right"), Col("bottleneck"), Col("basis", "basis"))
+_COST_COLS = (Col("provider"), Col("instance", stack=True),
+              Col("$/GPU-h", "number", "right"),
+              Col("on-demand", "number", "right"), Col("spot $/GPU-h", "number", "right"),
+              Col("spot", "number", "right"), Col("as of", "number"))
+
+
+def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
+    """The budget: phases, formula, wall clock, grids, cost, energy, storage, actuals, checks,
+    warnings. `wide`: bases in the phases table however long the lines."""
+    notes = Notes()
     console.print(f"[bold]{esc(b.project)}[/bold]: {b.num_gpus} x {esc(b.gpu)}, {b.seeds} "
                   "seed(s)")
-    t = Table(title="Phases (GPU hours of one run, overheads included)", title_justify="left")
-    for col, justify in (("phase", "left"), ("kind", "left"), ("runs", "left"),
-                         ("GPU h", "right"), ("wall h", "right"), ("GPUs", "right"),
-                         ("bottleneck", "left"), ("basis", "left")):
-        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for r in b.phases:
-        t.add_row(esc(r.name), esc(r.kind), RUNS[r.runs], f"{r.gpu_hours_per_run:,.1f}",
-                  f"{r.wall_hours_per_run:,.1f}", str(r.gpus), esc(r.bottleneck),
-                  f"[dim]{esc(r.basis)}[/dim]")
-    console.print(t)
+    phases = [[esc(r.name), esc(r.kind), RUNS[r.runs], f"{r.gpu_hours_per_run:,.1f}",
+               f"{r.wall_hours_per_run:,.1f}", str(r.gpus), esc(r.bottleneck),
+               f"[dim]{esc(r.basis)}[/dim]"] for r in b.phases]
+    print_table(console, _PHASE_COLS, phases, notes=notes, wide=wide,
+                title="Phases (GPU hours of one run, overheads included)")
     console.print(f"[bold]Budget[/bold]: {esc(b.formula)}")
     console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({esc(b.wall_clock_basis)}).")
     for name, g in b.grids.items():
@@ -35,16 +44,13 @@ def render_budget(b: Budget, console: Console) -> None:
                       f"days at {g.hours_per_day:g} h/day; priority <= {g.reduced_priority}: "
                       f"{g.reduced_gpu_hours:,.1f} GPU h, {g.reduced_days:,.1f} days.")
     if b.costs:
-        c = Table(title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the date)",
-                  title_justify="left")
-        for col in ("provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
-                    "as of"):
-            c.add_column(col)
-        for row in b.costs:
-            c.add_row(esc(f"{row.provider} ({row.kind})"), esc(row.instance),
-                      usd(row.usd_per_gpu_hour), usd(row.on_demand_usd),
-                      usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd), esc(row.as_of))
-        console.print(c)
+        cost = [[esc(f"{row.provider} ({row.kind})"), esc(row.instance),
+                 usd(row.usd_per_gpu_hour), usd(row.on_demand_usd),
+                 usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd), esc(row.as_of)]
+                for row in b.costs]
+        print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
+                    title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the "
+                          "date)")
     else:
         console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."
                       "[/dim]")

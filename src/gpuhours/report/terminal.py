@@ -1,25 +1,38 @@
-"""Rich tables for estimates, fits and catalogs. Every number sits beside its basis. Model,
-GPU and file names, bases and warnings may hold user text: each goes through `esc`."""
+"""Rich tables for estimates, fits and generation. Every number sits beside its basis: in the
+table when it fits the console (or with `wide`), else as a numbered footnote under it
+(report/tables.py). Model, GPU and file names, bases and warnings may hold user text: each goes
+through `esc`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from gpuhours.estimate.estimator import TrainingEstimate
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.fit import Candidate, FitResult
+from gpuhours.report.tables import Col, Notes, print_list, print_table
 from gpuhours.report.text import esc
 from gpuhours.report.units import gib, pct, seconds, si, usd
+
+#: the columns of a table of quantities, each beside its basis
+_QUANTITY_COLS = (Col("quantity"), Col("value", "number", "right"), Col("basis", "basis"))
+#: a cost table: provider and instance, prices and totals in dollars, the date of the price
+_COST_COLS = (Col("provider"), Col("instance", stack=True),
+              Col("$/GPU-h", "number", "right"),
+              Col("on-demand", "number", "right"), Col("spot $/GPU-h", "number", "right"),
+              Col("spot", "number", "right"), Col("price as of", "number"))
 
 
 def _basis(f: Figure) -> str:
     return f"[dim]{esc(f.basis)}: {esc(f.source)}[/dim]"
 
 
-def render_training(e: TrainingEstimate, console: Console) -> None:
+def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -> None:
+    """A training estimate: memory, step time, the whole run, cost, warnings, assumptions.
+    `wide`: every basis in its table, however long the lines (else footnotes when narrow)."""
+    notes = Notes()
     s = e.setup
     console.print(
         f"[bold]{esc(e.model)}[/bold] on {e.num_gpus} x [bold]{esc(e.gpu)}[/bold] - "
@@ -30,35 +43,26 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
     console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
     m = e.memory
-    mem = Table(title="Memory per GPU (GiB = 2^30 bytes)", title_justify="left")
-    mem.add_column("part")
-    mem.add_column("size", justify="right")
-    mem.add_column("basis", overflow="fold")
-    rows = [("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
-            ("fp32 master weights", m.master_weights_bytes),
-            ("optimizer state", m.optimizer_bytes), ("activations", m.activations_bytes),
-            ("logits and loss", m.logits_bytes),
-            ("optimizer temporaries", m.optimizer_temporaries_bytes),
-            ("peak of live tensors", m.tensors_bytes),
-            ("allocator reserve", m.allocator_reserve_bytes),
-            ("CUDA context", m.cuda_context_bytes)]
-    for name, fig in rows:
-        if fig.value:
-            mem.add_row(name, gib(fig.value), _basis(fig))
+    parts = [("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
+             ("fp32 master weights", m.master_weights_bytes),
+             ("optimizer state", m.optimizer_bytes), ("activations", m.activations_bytes),
+             ("logits and loss", m.logits_bytes),
+             ("optimizer temporaries", m.optimizer_temporaries_bytes),
+             ("peak of live tensors", m.tensors_bytes),
+             ("allocator reserve", m.allocator_reserve_bytes),
+             ("CUDA context", m.cuda_context_bytes)]
+    mem = [[name, gib(fig.value), _basis(fig)] for name, fig in parts if fig.value]
     verdict = "[green]fits[/green]" if m.fits else "[red]does not fit[/red]"
-    mem.add_row("[bold]total[/bold]", f"[bold]{gib(m.total_bytes.value)}[/bold]",
-                f"{verdict} in {gib(m.device_bytes.value)}; peak at {esc(m.peak_phase)}")
-    console.print(mem)
+    mem.append(["[bold]total[/bold]", f"[bold]{gib(m.total_bytes.value)}[/bold]",
+                f"{verdict} in {gib(m.device_bytes.value)}; peak at {esc(m.peak_phase)}"])
+    print_table(console, (Col("part"), Col("size", "number", "right"), _QUANTITY_COLS[2]), mem,
+                notes=notes, wide=wide, title="Memory per GPU (GiB = 2^30 bytes)")
 
-    t = Table(title="Step time and throughput", title_justify="left")
-    t.add_column("quantity")
-    t.add_column("value", justify="right")
-    t.add_column("basis", overflow="fold")
-    t.add_row("model FLOPs per token", si(e.model_flops_per_token.value, "FLOP"),
-              _basis(e.model_flops_per_token))
+    t = [["model FLOPs per token", si(e.model_flops_per_token.value, "FLOP"),
+          _basis(e.model_flops_per_token)]]
     if e.hardware_flops_per_token.value != e.model_flops_per_token.value:
-        t.add_row("hardware FLOPs per token", si(e.hardware_flops_per_token.value, "FLOP"),
-                  _basis(e.hardware_flops_per_token))
+        t.append(["hardware FLOPs per token", si(e.hardware_flops_per_token.value, "FLOP"),
+                  _basis(e.hardware_flops_per_token)])
     labels = {"matmul_s": "matmuls", "attention_s": "attention kernels",
               "memory_bound_s": "memory-bound work", "host_s": "host issuing operators (not added)",
               "host_exposed_s": "host time not hidden",
@@ -67,53 +71,44 @@ def render_training(e: TrainingEstimate, console: Console) -> None:
               "communication_exposed_s": "communication not hidden"}
     for key, fig in e.step_time_breakdown_s.items():
         if fig.value > 0:
-            t.add_row(f"  {labels.get(key, key)}", seconds(fig.value), _basis(fig))
-    t.add_row("[bold]step time[/bold]", f"[bold]{seconds(e.step_time_s.value)}[/bold]",
-              f"bottleneck: [bold]{esc(e.bottleneck)}[/bold]")
-    t.add_row("tokens/s per GPU", f"{e.tokens_per_s_per_gpu.value:,.0f}",
-              _basis(e.tokens_per_s_per_gpu))
+            t.append([f"  {labels.get(key, key)}", seconds(fig.value), _basis(fig)])
+    t.append(["[bold]step time[/bold]", f"[bold]{seconds(e.step_time_s.value)}[/bold]",
+              f"bottleneck: [bold]{esc(e.bottleneck)}[/bold]"])
+    t.append(["tokens/s per GPU", f"{e.tokens_per_s_per_gpu.value:,.0f}",
+              _basis(e.tokens_per_s_per_gpu)])
     if e.num_gpus > 1:
-        t.add_row("tokens/s, all GPUs", f"{e.tokens_per_s.value:,.0f}", _basis(e.tokens_per_s))
-    t.add_row("GEMM efficiency", pct(e.gemm_efficiency.value), _basis(e.gemm_efficiency))
-    t.add_row("MFU", pct(e.mfu.value), _basis(e.mfu))
+        t.append(["tokens/s, all GPUs", f"{e.tokens_per_s.value:,.0f}", _basis(e.tokens_per_s)])
+    t.append(["GEMM efficiency", pct(e.gemm_efficiency.value), _basis(e.gemm_efficiency)])
+    t.append(["MFU", pct(e.mfu.value), _basis(e.mfu)])
     if e.hfu.value != e.mfu.value:
-        t.add_row("HFU (with recomputation)", pct(e.hfu.value), _basis(e.hfu))
-    console.print(t)
+        t.append(["HFU (with recomputation)", pct(e.hfu.value), _basis(e.hfu)])
+    print_table(console, _QUANTITY_COLS, t, notes=notes, wide=wide,
+                title="Step time and throughput")
 
     if e.totals is not None:
         tot = e.totals
-        w = Table(title="The whole run", title_justify="left")
-        w.add_column("quantity")
-        w.add_column("value", justify="right")
-        w.add_column("basis", overflow="fold")
-        w.add_row("tokens", si(tot.tokens.value), _basis(tot.tokens))
-        w.add_row("optimizer steps", f"{tot.optimizer_steps.value:,.0f}",
-                  _basis(tot.optimizer_steps))
-        w.add_row("[bold]GPU hours[/bold]", f"[bold]{tot.gpu_hours.value:,.1f}[/bold]",
-                  _basis(tot.gpu_hours))
-        w.add_row(f"wall clock on {e.num_gpus} GPU(s)", f"{tot.wall_clock_hours.value:,.1f} h",
-                  _basis(tot.wall_clock_hours))
-        console.print(w)
+        w = [["tokens", si(tot.tokens.value), _basis(tot.tokens)],
+             ["optimizer steps", f"{tot.optimizer_steps.value:,.0f}",
+              _basis(tot.optimizer_steps)],
+             ["[bold]GPU hours[/bold]", f"[bold]{tot.gpu_hours.value:,.1f}[/bold]",
+              _basis(tot.gpu_hours)],
+             [f"wall clock on {e.num_gpus} GPU(s)", f"{tot.wall_clock_hours.value:,.1f} h",
+              _basis(tot.wall_clock_hours)]]
+        print_table(console, _QUANTITY_COLS, w, notes=notes, wide=wide, title="The whole run")
         if tot.cost_usd:
-            c = Table(title=f"Cost at catalog prices for {esc(e.gpu)} (prices change: check "
-                            "the date)",
-                      title_justify="left")
-            for col in ("provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
-                        "price as of"):
-                c.add_column(col, justify="right" if "$" in col or col in ("on-demand", "spot")
-                             else "left")
-            for r in tot.cost_usd:
-                c.add_row(esc(f"{r.provider} ({r.provider_kind})"), esc(r.instance),
-                          usd(r.on_demand_usd_per_gpu_hour), usd(r.on_demand_usd),
-                          usd(r.spot_usd_per_gpu_hour), usd(r.spot_usd), esc(r.as_of))
-            console.print(c)
+            cost = [[esc(f"{r.provider} ({r.provider_kind})"), esc(r.instance),
+                     usd(r.on_demand_usd_per_gpu_hour), usd(r.on_demand_usd),
+                     usd(r.spot_usd_per_gpu_hour), usd(r.spot_usd), esc(r.as_of)]
+                    for r in tot.cost_usd]
+            print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
+                        title=f"Cost at catalog prices for {esc(e.gpu)} (prices change: check "
+                              "the date)")
         else:
             console.print(f"[dim]No catalog price for {esc(e.gpu)}.[/dim]")
     for warning in e.warnings:
         console.print(f"[yellow]warning:[/yellow] {esc(warning)}")
     console.print("[dim]Assumptions used:[/dim]")
-    for a in e.assumptions:
-        console.print(f"[dim]  - {esc(a)}[/dim]")
+    print_list(console, [f"[dim]{esc(a)}[/dim]" for a in e.assumptions])
 
 
 def _describe(c: Candidate) -> str:
@@ -121,14 +116,21 @@ def _describe(c: Candidate) -> str:
             f"{c.num_gpus} x {c.gpu}")
 
 
-def _candidate_row(table: Table, c: Candidate) -> None:
-    table.add_row(esc(c.change), esc(_describe(c)), f"{c.micro_batch} x {c.grad_accum}",
-                  gib(c.memory_total_bytes),
-                  "[green]yes[/green]" if c.fits else "[red]no[/red]",
-                  f"{c.tokens_per_s_per_gpu:,.0f}")
+def _candidate_row(c: Candidate) -> list[str]:
+    return [esc(c.change), esc(_describe(c)), f"{c.micro_batch} x {c.grad_accum}",
+            gib(c.memory_total_bytes), "[green]yes[/green]" if c.fits else "[red]no[/red]",
+            f"{c.tokens_per_s_per_gpu:,.0f}"]
 
 
-def render_fit(r: FitResult, console: Console) -> None:
+#: the columns of fit's configurations: the change and the setup are prose (they wrap between
+#: words; GPU names hold no space), the rest numbers
+_FIT_COLS = (Col("change"), Col("setup"), Col("micro x accum", "number", "right"),
+             Col("memory/GPU", "number", "right"), Col("fits", "number"),
+             Col("tokens/s/GPU", "number", "right"))
+
+
+def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
+    """A fit: the verdict as given, the largest micro-batch, the configurations tried."""
     req = r.requested
     limit = gib(req.memory_limit_bytes)
     verdict = "[green]fits[/green]" if req.fits else "[red]does not fit[/red]"
@@ -143,38 +145,33 @@ def render_fit(r: FitResult, console: Console) -> None:
                           f"GPU(s)")
     else:
         console.print("[red]Nothing fits at micro-batch 1.[/red]")
-    table = Table(title="Configurations", title_justify="left")
-    for col in ("change", "setup", "micro x accum", "memory/GPU", "fits", "tokens/s/GPU"):
-        table.add_column(col, overflow="fold")
+    rows = []
     if r.fastest is not None:
-        _candidate_row(table, r.fastest.model_copy(update={"change": "fastest that fits: "
-                                                           + r.fastest.change}))
-    for c in r.alternatives:
-        _candidate_row(table, c)
-    if r.fastest is not None or r.alternatives:
-        console.print(table)
+        rows.append(_candidate_row(r.fastest.model_copy(update={
+            "change": "fastest that fits: " + r.fastest.change})))
+    rows.extend(_candidate_row(c) for c in r.alternatives)
+    if rows:
+        print_table(console, _FIT_COLS, rows, notes=Notes(), wide=wide, title="Configurations")
     console.print(f"[dim]{r.candidates_evaluated} configurations evaluated; memory from "
                   f"estimate/memory.py (formula), speed from estimate/timing.py (roofline with "
                   f"assumed efficiencies).[/dim]")
 
 
-def render_generation(data: dict[str, Any], console: Console) -> None:
+def render_generation(data: dict[str, Any], console: Console, wide: bool = False) -> None:
     """A generation estimate (gpuhours.estimate.generation.generation_summary): batch, memory,
     prefill and decode with their bounds, throughput, GPU hours and cost, each with its basis."""
+    notes = Notes()
     s = data["setup"]
     console.print(f"[bold]{esc(data['model'])}[/bold] generating on "
                   f"{s['tensor_parallel']} x [bold]{esc(data['gpu'])}[/bold] "
                   f"({esc(data['engine'])}), prompt "
                   f"{s['prompt_tokens']:,} + output {s['output_tokens']:,} tokens")
     console.print(f"[dim]model: {esc(data['model_basis'])}[/dim]")
-    table = Table(title="Generation (GiB = 2^30 bytes)", title_justify="left")
-    table.add_column("quantity")
-    table.add_column("value", justify="right")
-    table.add_column("basis", overflow="fold")
+    table: list[list[str]] = []
 
     def row(label: str, key: str, text: str) -> None:
         f = data[key]
-        table.add_row(label, text, f"[dim]{esc(f['basis'])}: {esc(f['source'])}[/dim]")
+        table.append([label, text, f"[dim]{esc(f['basis'])}: {esc(f['source'])}[/dim]"])
 
     fig = {k: v["value"] for k, v in data.items() if isinstance(v, dict) and "value" in v}
     row("batch", "batch", f"{fig['batch']:,.0f} sequences")
@@ -199,15 +196,15 @@ def render_generation(data: dict[str, Any], console: Console) -> None:
     if data.get("gpu_hours") is not None:
         row("GPU hours", "gpu_hours", f"[bold]{fig['gpu_hours']:,.1f}[/bold] for "
             f"{fig['sequences']:,.0f} sequences")
-    console.print(table)
+    print_table(console, _QUANTITY_COLS, table, notes=notes, wide=wide,
+                title="Generation (GiB = 2^30 bytes)")
     if data.get("cost_usd"):
-        cost = Table(title="Cost of the GPU hours", title_justify="left")
-        for col in ("provider", "instance", "on-demand", "spot", "as of"):
-            cost.add_column(col, justify="left" if col in ("provider", "instance") else "right")
-        for c in data["cost_usd"]:
-            cost.add_row(esc(c["provider"]), esc(c["instance"]), usd(c["on_demand_usd"]),
-                         usd(c["spot_usd"]), esc(str(c["as_of"])))
-        console.print(cost)
+        cost = [[esc(c["provider"]), esc(c["instance"]), usd(c["on_demand_usd"]),
+                 usd(c["spot_usd"]), esc(str(c["as_of"]))] for c in data["cost_usd"]]
+        print_table(console, (Col("provider"), Col("instance", stack=True),
+                              Col("on-demand", "number", "right"),
+                              Col("spot", "number", "right"), Col("as of", "number", "right")),
+                    cost, notes=notes, wide=wide, title="Cost of the GPU hours")
     elif data.get("gpu_hours") is not None:
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")

@@ -1,0 +1,185 @@
+"""Tables that fit the terminal: no name a user must type and no number is cut.
+
+Every table of the reports is described by its columns, each of a kind:
+- "name" (a model, a GPU, a phase: something the user types back) and "number": never wrapped
+  inside and never cut with "…"; when the table is narrowed the column keeps the width of its
+  widest cell and only its header may wrap;
+- "text": prose that may wrap between words (and fold, never "…", inside a word too long);
+- "basis": the long text saying where a number comes from. When the whole table fits the console
+  it stays in the table; when it does not (a pipe is 80 columns), each becomes a numbered
+  footnote, `[3]`, printed under the table (a short one, or the short lead of one, stays), so
+  that the table keeps about its wide length instead of folding every row into four lines.
+
+A catalog listing too wide for the console moves its long columns (Hugging Face ids, aliases)
+to a second table keyed by the name (`print_split`). `--wide` keeps every table whole and lets
+lines be as long as they need (gpuhours.cli_common.console_for).
+
+Cells are Rich markup; user text in them is escaped by the caller (gpuhours.report.text.esc).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rich import box
+from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape, render
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+Kind = Literal["name", "number", "text", "basis"]
+
+#: the width a table is measured at to learn its natural (unfolded) width
+_UNBOUNDED = 10_000
+#: a basis this short (in cells) stays in a compact table: a marker would save little
+INLINE_CELLS = 28
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column: its header, its kind (module docstring) and its alignment."""
+
+    header: str
+    kind: Kind = "text"
+    justify: Literal["left", "right"] = "left"
+    #: when the table is compact, this column's cells go under the previous column's, in one
+    #: column (a provider and its instance): one column fewer to share the width
+    stack: bool = False
+
+
+@dataclass
+class Notes:
+    """Numbered footnotes of one report: identical texts share a number, numbering continues
+    from table to table, and each table prints the notes it introduced under itself."""
+
+    texts: list[str] = field(default_factory=list)
+    printed: int = 0
+
+    def ref(self, markup: str) -> str:
+        """The marker of `markup` (`[n]`, as Rich markup), adding it as a note if new. A short
+        text stays as it is, and a short lead before "; " stays beside the marker of the rest
+        (`fits in 80.00 GiB [3]`), so that a verdict is read in the table."""
+        if Text.from_markup(markup).cell_len <= INLINE_CELLS:
+            return markup
+        lead, sep, rest = markup.partition("; ")
+        if sep and Text.from_markup(lead).cell_len <= INLINE_CELLS and _closed(lead, rest):
+            return f"{lead} {self.ref(rest)}"
+        if markup not in self.texts:
+            self.texts.append(markup)
+        return escape(f"[{self.texts.index(markup) + 1}]")
+
+    def print_new(self, console: Console) -> None:
+        """Print the notes not printed yet, each with a hanging indent."""
+        if self.printed == len(self.texts):
+            return
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(justify="right", no_wrap=True)
+        grid.add_column(overflow="fold")
+        for number, text in enumerate(self.texts[self.printed:], start=self.printed + 1):
+            grid.add_row(escape(f"[{number}]"), text)
+        console.print(grid)
+        self.printed = len(self.texts)
+
+
+def _closed(*parts: str) -> bool:
+    """Whether each markup part is whole by itself: no tag closed that it did not open."""
+    try:
+        for part in parts:
+            render(part)
+    except MarkupError:
+        return False
+    return True
+
+
+def print_list(console: Console, items: Sequence[str], marker: str = "  -") -> None:
+    """A bulleted list of markup lines, each wrapped under its own start (a hanging indent)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for item in items:
+        grid.add_row(f"[dim]{escape(marker)}[/dim]", item)
+    console.print(grid)
+
+
+def natural_width(console: Console, table: Table) -> int:
+    """The width `table` takes when nothing in it is wrapped, borders included."""
+    options = console.options.update_width(_UNBOUNDED)
+    return Measurement.get(console, options, table).maximum
+
+
+def _cell_width(console: Console, markup: str) -> int:
+    """The printed width of the longest line of a markup cell."""
+    text = Text.from_markup(markup)
+    return max((console.measure(line).maximum for line in text.split()), default=0)
+
+
+def _table(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
+           notes: Notes | None, title: str | None, caption: str | None) -> Table:
+    """The table; with `notes`, compact: a light frame, basis cells as footnote markers, and each
+    name and number column fixed at its widest cell so that Rich narrows only the text."""
+    if notes is None:
+        table = Table(title=title, title_justify="left", caption=caption,
+                      caption_justify="left")
+    else:  # two spaces between columns and no frame: 3 columns more than the boxed table
+        table = Table(title=title, title_justify="left", caption=caption,
+                      caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      padding=(0, 1, 0, 0), pad_edge=False)
+    if notes is not None and any(col.stack for col in cols):
+        keep = [i for i, col in enumerate(cols) if not col.stack]
+        merged = [Col(f"{col.header} / {cols[i + 1].header}", col.kind, col.justify)
+                  if i + 1 < len(cols) and cols[i + 1].stack else col
+                  for i, col in enumerate(cols) if not col.stack]
+        rows = [[f"{row[i]}\n{row[i + 1]}" if i + 1 < len(cols) and cols[i + 1].stack
+                 else row[i] for i in keep] for row in rows]
+        cols = merged
+    for i, col in enumerate(cols):
+        width = None
+        if notes is not None and col.kind in ("name", "number"):
+            widest = max((_cell_width(console, row[i]) for row in rows), default=1)
+            header_word = max((len(word) for word in col.header.split()), default=1)
+            width = max(widest, header_word)
+        table.add_column(col.header, justify=col.justify, width=width, overflow="fold",
+                         no_wrap=notes is not None and col.kind == "basis")
+    for row in rows:
+        cells = [notes.ref(cell) if col.kind == "basis" and notes is not None and cell
+                 else cell for col, cell in zip(cols, row, strict=True)]
+        table.add_row(*cells)
+    return table
+
+
+def fits(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> bool:
+    """Whether the whole table, nothing wrapped, fits the console's width."""
+    return natural_width(console, _table(cols, rows, console, None, None, None)) <= console.width
+
+
+def print_table(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], *,
+                notes: Notes, wide: bool = False, title: str | None = None,
+                caption: str | None = None) -> None:
+    """Print a table whole when it fits the console (or `wide`); otherwise compact: a light
+    frame, name and number columns kept whole, basis columns as numbered footnotes (`notes`)
+    printed under it."""
+    if wide or fits(console, cols, rows):
+        console.print(_table(cols, rows, console, None, title, caption))
+        return
+    console.print(_table(cols, rows, console, notes, title, caption))
+    notes.print_new(console)
+
+
+def print_split(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]],
+                details: Sequence[int], *, wide: bool = False, title: str | None = None) -> None:
+    """A catalog listing: whole when it fits (or `wide`); otherwise compact, with the columns
+    `details` (long names, such as Hugging Face ids or aliases) moved to a second table keyed by
+    the first column, so that neither table cuts a name or a number."""
+    if wide or fits(console, cols, rows):
+        console.print(_table(cols, rows, console, None, title, None))
+        return
+    keep = [i for i in range(len(cols)) if i not in details]
+    moved = [0, *details]
+    print_table(console, [cols[i] for i in keep], [[row[i] for i in keep] for row in rows],
+                notes=Notes(), title=title)
+    print_table(console, [cols[0], *(Col(cols[i].header) for i in details)],
+                [[row[i] for i in moved] for row in rows], notes=Notes())
