@@ -100,7 +100,7 @@ METHOD_SKIPS: dict[str, str] = {
     "gptq-lora": "quantised base other than bnb 4-bit (GPTQ)",
     "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
     "lora (+ trainable wte/lm_head)": "LoRA with trained embeddings and LM head not modelled",
-    "lora (DoRA)": "DoRA not modelled (its weight-norm pass keeps more activations)",
+    "lora (DoRA)": "DoRA not modelled",
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
     "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
@@ -303,7 +303,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if method is None:
         return skip(why or "method not expressible")
     if r["model"] not in MODELS:
-        return skip("model not in catalog", method)
+        return skip(f"model not in catalog ({r['model']})", method)
     model, model_note = MODELS[r["model"]]
     notes.append(model_note)
     if not r["seq_len"] or not r["per_device_batch"]:
@@ -478,7 +478,8 @@ def _predicted_memory(kind: str, t: Training, n: int) -> float:
 def finetune_comparisons() -> list[Comparison]:
     """Three Comparisons per row: ft_memory, ft_throughput and ft_fits (each compared or
     skipped with the reason). ft_fits: measured = the GPU's memory, predicted = the estimate's
-    device total (`total_bytes`); predicted above measured = refused."""
+    device total (`total_bytes`); predicted above measured = refused. And ft_oom for each
+    expressible row reported out of memory (the same two figures: it should not fit)."""
     out: list[Comparison] = []
     for m, r in zip(mapped_rows(), _rows(DATA), strict=True):
         out += _row_comparisons(m, r)
@@ -493,8 +494,10 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     out = []
     fig = memory_figure(r)
     mem_skip = m.skipped or (None if fig is not None else "no memory figure")
-    if r["peak_mem_reserved_gb"] and "for 4 GPUs" in r["notes"]:
-        mem_skip = mem_skip or "summed over GPUs"  # pragma: no cover (kept in notes only)
+    if mem_skip is None and "packed=False" in r["notes"]:
+        # torchtune's baseline pads each batch to its longest sample (Alpaca: far below the
+        # 4096 cap), and the longest batch is not stated
+        mem_skip = "unpacked, padded per batch: the longest batch is not stated (seq is a cap)"
     if t is None or fig is None or mem_skip:
         out.append(Comparison("ft_memory", m.label, fig.bytes if fig else nan, None, "bytes",
                               fig.what if fig else "", skipped=mem_skip, **tags))
@@ -514,6 +517,11 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     else:
         total = training_memory(t.arch, t, m.num_gpus).total_bytes
         out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
+                              f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
+    if not ran_ok and t is not None and m.gpu is not None and "OOM" in r["notes"]:
+        # the converse check, for the runs reported out of memory
+        total = training_memory(t.arch, t, m.num_gpus).total_bytes
+        out.append(Comparison("ft_oom", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     # throughput
     measured, why = throughput_figure(r, m.source)

@@ -1,0 +1,148 @@
+"""The estimator against finetune_runs.csv (issue 14): the mapping of rows checked by hand,
+every row compared or kept with a reason, and today's headline numbers as a regression floor
+(not the goals: docs/validation.md says how far from them we are)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuhours.estimate.memory import training_memory
+from gpuhours_dev.validation import _rows
+from gpuhours_dev.validation.finetune import (
+    DATA,
+    GB,
+    GIB,
+    MODELS,
+    finetune_comparisons,
+    map_row,
+    mapped_rows,
+    memory_figure,
+)
+from gpuhours_dev.validation.finetune_report import fits_summary
+
+KINDS = ("ft_memory", "ft_fits", "ft_throughput")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return _rows(DATA)
+
+
+@pytest.fixture(scope="module")
+def comparisons():
+    return finetune_comparisons()
+
+
+def _one(comparisons, kind, row):
+    return next(c for c in comparisons if c.kind == kind and c.label.startswith(f"#{row} "))
+
+
+def test_all_517_rows_read(rows):
+    assert len(rows) == 517
+
+
+def test_litgpt_lora_row_by_hand(rows, comparisons):
+    """Row 17: litgpt config_hub llama-2-7b/lora.yaml on one A10G; torch.cuda.max_memory_allocated
+    / 1e9 = 19.77 (decimal GB), compared with the estimate's live tensors."""
+    m = map_row(17, rows[16])
+    t = m.training
+    assert m.skipped is None and t is not None and m.gpu is not None
+    assert (t.model, t.method, t.lora_rank, t.lora_targets) == ("llama-2-7b", "lora", 32, "qv")
+    assert (t.micro_batch, t.seq_len, t.grad_accum) == (2, 512, 4)
+    assert (t.checkpointing, t.precision, t.optimizer, t.optimizer_impl) == (
+        False, "bf16", "adamw", "foreach")
+    assert (t.zero_stage, m.num_gpus, m.gpu.name) == (0, 1, "a10g")
+    fig = memory_figure(rows[16])
+    assert fig is not None and fig.kind == "allocated"
+    assert fig.bytes == pytest.approx(19.77 * GB)
+    c = _one(comparisons, "ft_memory", 17)
+    assert c.predicted == pytest.approx(training_memory(t.arch, t, 1).tensors_bytes)
+
+
+def test_answerai_fsdp_qlora_row_by_hand(rows, comparisons):
+    """Row 409: Answer.AI fsdp_qlora, Llama-2-7B QLoRA r64 on 2x RTX 3090 with FSDP full shard;
+    per-GPU torch.cuda.max_memory_reserved 5.21 GiB; 1024 x 2048 tokens in 1564 s."""
+    m = map_row(409, rows[408])
+    t = m.training
+    assert m.skipped is None and t is not None and m.gpu is not None
+    assert (t.model, t.method, t.lora_rank, t.lora_targets) == (
+        "llama-2-7b", "qlora", 64, "all-linear")
+    assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing) == (1, 2048, 1, True)
+    assert (t.zero_stage, m.num_gpus, m.gpu.name) == (3, 2, "rtx-3090")
+    # the stated targets lack o_proj: the approximation is written into the setup
+    assert "lack o_proj" in m.setup
+    fig = memory_figure(rows[408])
+    assert fig is not None and fig.kind == "reserved"
+    assert fig.bytes == pytest.approx(5.21 * GIB)
+    mem = _one(comparisons, "ft_memory", 409)
+    assert mem.predicted == pytest.approx(training_memory(t.arch, t, 2).reserved_bytes)
+    tp = _one(comparisons, "ft_throughput", 409)
+    assert tp.measured == pytest.approx(1340.9 / 2)  # tokens/s of both GPUs, per GPU
+    assert tp.generation == "ampere"
+
+
+def test_llamafactory_row_records_every_assumption(rows):
+    """Row 452 states neither targets, checkpointing nor optimizer: each assumption is named."""
+    m = map_row(452, rows[451])
+    assert m.training is not None and m.training.method == "qlora"
+    for said in ("targets not stated", "checkpointing not stated", "optimizer not stated",
+                 "A100 size not stated"):
+        assert said in m.setup
+    fig = memory_figure(rows[451])
+    assert fig is not None and fig.kind == "unstated" and fig.bytes == pytest.approx(9 * GB)
+
+
+def test_xtuner_row_by_hand(rows, comparisons):
+    """Row 308: xtuner Llama-2-7B full, 8 A100-80GB, 8k packed, TGS 3028.3 tokens/s per GPU."""
+    m = map_row(308, rows[307])
+    t = m.training
+    assert t is not None and (t.precision, t.zero_stage, t.seq_len) == ("fp16-mixed", 3, 8192)
+    assert "ZeRO-3 assumed" in m.setup
+    assert _one(comparisons, "ft_throughput", 308).measured == pytest.approx(3028.3)
+
+
+@pytest.mark.parametrize(("row", "reason"), [
+    (141, "quantised base other than bnb 4-bit"),  # Qwen Int4 (GPTQ)
+    (420, "FSDP CPU offload not modelled"),
+    (310, "sequence parallelism not modelled"),
+    (1, "model not in catalog (falcon-7b)"),
+    (322, "optimizer_in_bwd"),
+    (442, "vendor table"),
+])
+def test_rows_not_expressible_keep_the_reason(rows, row, reason):
+    m = map_row(row, rows[row - 1])
+    assert m.training is None and m.skipped is not None and reason in m.skipped
+
+
+def test_every_row_compared_or_with_a_reason(comparisons):
+    for kind in KINDS:
+        cs = [c for c in comparisons if c.kind == kind]
+        assert len(cs) == 517, kind
+        for c in cs:
+            assert (c.error is not None) != bool(c.skipped), c
+            if c.error is not None:
+                assert math.isfinite(c.error) and c.setup, c
+
+
+def test_models_only_by_exact_name():
+    for m in mapped_rows():
+        if m.training is not None:
+            assert m.label.split(" ", 1)[1].startswith(tuple(MODELS))
+
+
+def test_headline_numbers_regression_floor(comparisons):
+    """Today's numbers (docs/validation.md), as a floor, not the goals of issue 14: memory
+    within 10% for 80% of expressible runs, under 2% refused, throughput within 20% for 90%."""
+    mem = [c for c in comparisons if c.kind == "ft_memory" and c.error is not None]
+    assert len(mem) >= 61
+    assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 26
+    ok, n = fits_summary(comparisons)
+    assert n >= 76 and n - ok <= 1
+    tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
+    assert len(tp) >= 28
+    assert sum(abs(c.error) <= 0.20 for c in tp if c.error is not None) >= 14
+    # the reported out-of-memory runs: today 5 of 7 predicted not to fit
+    oom = [c for c in comparisons if c.kind == "ft_oom" and c.error is not None]
+    assert sum(c.error > 0 for c in oom if c.error is not None) >= 5
