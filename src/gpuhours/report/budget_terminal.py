@@ -14,10 +14,11 @@ from gpuhours.report.units import usd
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
 
 
-#: the phases table: the phase name is the plan's (a name the user types back)
+#: the phases table: the phase name is the plan's (a name the user types back); a bottleneck
+#: explained at length goes to a note like a basis, a short one stays
 _PHASE_COLS = (Col("phase", "name"), Col("kind", "name"), Col("runs", stack=True),
                Col("GPU h", "number", "right"), Col("wall h", "number", "right"),
-               Col("GPUs", "number", "right"), Col("bottleneck"), Col("basis", "basis"))
+               Col("GPUs", "number", "right"), Col("bottleneck", "basis"), Col("basis", "basis"))
 _COST_COLS = (Col("provider"), Col("instance", stack=True),
               Col("$/GPU-h", "number", "right"),
               Col("on-demand", "number", "right"), Col("spot $/GPU-h", "number", "right"),

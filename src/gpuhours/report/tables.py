@@ -136,14 +136,19 @@ def _table(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
         rows = [[f"{row[i]}\n{row[i + 1]}" if i + 1 < len(cols) and cols[i + 1].stack
                  else row[i] for i in keep] for row in rows]
         cols = merged
-    for i, col in enumerate(cols):
-        width = None
-        if notes is not None and col.kind in ("name", "number"):
-            widest = max((_cell_width(console, row[i]) for row in rows), default=1)
-            header_word = max((len(word) for word in col.header.split()), default=1)
-            width = max(widest, header_word)
-        table.add_column(col.header, justify=col.justify, width=width, overflow="fold",
-                         no_wrap=notes is not None and col.kind == "basis")
+    widths: list[int | None] = [None] * len(cols)
+    if notes is not None:
+        for i, col in enumerate(cols):
+            if col.kind in ("name", "number"):
+                widest = max((_cell_width(console, row[i]) for row in rows), default=1)
+                header_word = max((len(word) for word in col.header.split()), default=1)
+                widths[i] = max(widest, header_word)
+        fixed = sum(w or 0 for w in widths) + 2 * (len(cols) - 1) + 4 * widths.count(None)
+        if fixed > console.width:  # a console too narrow for the names: they fold, numbers not
+            widths = [None if col.kind == "name" else w for col, w in zip(cols, widths,
+                                                                            strict=True)]
+    for col, width in zip(cols, widths, strict=True):
+        table.add_column(col.header, justify=col.justify, width=width, overflow="fold")
     for row in rows:
         cells = [notes.ref(cell) if col.kind == "basis" and notes is not None and cell
                  else cell for col, cell in zip(cols, row, strict=True)]
