@@ -67,7 +67,7 @@ REMAINS: dict[str, str] = {
         "was read at the table's last commit, perhaps later than the run); it is the one run "
         "that ran and is predicted not to fit."),
     "litgpt resource tables": (
-        "Single-GPU LoRA rows are within 3%; the bnb.nf4 rows read 2.4-4.2 GiB above the "
+        "Single-GPU LoRA rows are within 3%; the bnb.nf4 rows read 2.3-4.3 GiB above the "
         "estimate, as for config_hub. The FSDP rows (2 and 4 A100-40GB, lit-gpt of October "
         "2023, FSDP with activation checkpointing) read as much as the single-GPU rows of "
         "the same micro-batch without checkpointing (Llama-2-7B at micro-batch 1: 20.7 GiB "
@@ -100,17 +100,21 @@ REMAINS: dict[str, str] = {
         "FSDP (and DDP) LoRA and QLoRA on two 24 GB cards, torch reserved peak. From one "
         "micro-batch of 2048 tokens to the next the measured peak grows by 1.6-2.6 GiB, the "
         "estimate by 1.3 GiB (#409 to #413 for QLoRA, #411 to #415 for LoRA), so the gap "
-        "(up to 22% at the largest batches) is per-token memory: saved activations under "
-        "reentrant checkpointing, or the loss of the transformers of early 2024 (bf16 "
-        "logits, an fp32 copy and a shifted fp32 copy), not weights or optimizer state. The "
-        "smallest row (#408, QLoRA 1 x 512) reads 1 GiB above the estimate, a fixed part "
-        "(CUDA graphs, NCCL buffers or the allocator's blocks) that the estimate's reserved "
+        "(up to 22% at the largest batches) is per-token memory (saved activations or the "
+        "loss's working set), not weights or optimizer state; which tensors, not resolved. "
+        "The smallest row (#408, QLoRA 1 x 512) reads 1 GiB above the estimate while the "
+        "next (#409, four times the tokens) measures only 0.2 GiB more: a fixed part that the "
+        "estimate's reserved "
         "figure lacks. The 70B rows state no memory; the CPU-offload rows are not modelled."),
     "LLaMA-Factory (via Unsloth)": (
         "Within 7% except the HF QLoRA row (#452): 9 GB measured, 2 GiB above the estimate, "
         "while the Unsloth QLoRA row of the same setup (#453) matches. Figures are whole GB "
         "of unstated type, quoted second-hand; LoRA targets and checkpointing are assumed "
-        "(see the setup text)."),
+        "(see the setup text). A likely mechanism for the HF QLoRA rows here, in axolotl "
+        "and in the Unsloth capacity limits: peft's prepare_model_for_kbit_training, which "
+        "the HF stack calls for 4-bit bases, casts every parameter that is not quantised "
+        "(embeddings, norms, LM head) to fp32, so the residual stream, the checkpointed "
+        "layer inputs and the LM head's weights take 4 bytes where the estimate counts 2."),
     "axolotl": (
         "One row has a catalog model (Llama-2-7B QLoRA, \"about 17 GB\"); the estimate is "
         "a third lower. The figure is approximate and of unstated type, and the config was "
@@ -125,9 +129,15 @@ REMAINS: dict[str, str] = {
         "openbuddy) are outside the catalog, and the one Llama-3 row uses Unsloth. Speeds are "
         "samples/s of variable-length samples, not comparable without token counts."),
     "Unsloth docs (capacity)": (
-        "Capacity limits, not peaks: the HF + FA2 rows (QLoRA r32, batch 1, the longest "
-        "context that fit in 8-80 GB) are fits checks, and none is refused. The Unsloth rows "
-        "rely on Unsloth's kernels and offloaded checkpointing, not modelled."),
+        "Capacity limits, not peaks: for the HF + FA2 rows (QLoRA r32 on every linear "
+        "layer, batch 1, the longest context that fit in 8-80 GB) the estimate's device "
+        "total at the published context is 15-23% below the card's memory (table below), "
+        "so it would allow longer contexts than ran; the checkpointing of those runs is not "
+        "stated (on assumed, the smaller estimate). The fp32 upcast of peft's "
+        "prepare_model_for_kbit_training (see LLaMA-Factory) accounts for part of it: at "
+        "28,454 tokens on Llama 3.1 8B, fp32 instead of bf16 layer inputs add 32 layers x "
+        "4096 x 2 bytes per token, 7 GiB. The Unsloth rows rely on Unsloth's kernels and "
+        "offloaded checkpointing, not modelled."),
 }
 THROUGHPUT_REMAINS: dict[str, str] = {
     "Answer.AI": (
@@ -164,6 +174,10 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "traffic of a 70B model between four nodes is the likely gap. The "
         "sequence-parallel rows are not modelled."),
 }
+
+
+PROSE_DATE = ("Errors quoted in these notes were read from the tables on 2026-11-23; the tables "
+              "are regenerated with the estimator and are the current figures.")
 
 
 def _pct(x: float) -> str:
@@ -288,8 +302,16 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
               f"{'does not fit' if (c.error or 0.0) > 0 else 'fits (miss)'}; {c.setup}"
               for c in oom if c.predicted is not None]
     lines += [
-              "", "### What remains off, and why", ""]
+              "", "### What remains off, and why", "", PROSE_DATE, ""]
     lines += [f"- **{src}**: {text}" for src, text in REMAINS.items()]
+    capacity = [c for c in fits if c.error is not None and c.group.startswith("Unsloth docs")]
+    lines += ["", "Capacity limits (Unsloth docs, HF + FA2: the longest context that fit): the "
+              "estimate's device total at that context beside the card's memory:", "",
+              "| row | setup as estimated | card | predicted | predicted / card - 1 |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {c.label} | {c.setup} | {c.measured / GIB:.1f} GiB | "
+              f"{(c.predicted or 0.0) / GIB:.1f} GiB | {_pct(c.error or 0.0)} |"
+              for c in capacity]
     lines += ["", "### Every compared row", ""] + _row_table(mem, tol_m)
     lines += ["", "### Rows not expressible (for memory, fits and throughput alike)", ""]
     lines += _skipped([c for c in mem if c.label in setup_skip])
@@ -303,7 +325,7 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
     lines += ["", "By method (compared rows):", ""]
     lines += _group_table([c for c in tp if c.error is not None], lambda c: c.method,
                           "method")
-    lines += ["", "### What remains off, and why", ""]
+    lines += ["", "### What remains off, and why", "", PROSE_DATE, ""]
     lines += [f"- **{src}**: {text}" for src, text in THROUGHPUT_REMAINS.items()]
     lines += ["", "### Every compared row", ""] + _row_table(tp, tol_t)
     lines += ["", "Expressible rows not compared for throughput (the rows not expressible "
