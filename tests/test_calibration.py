@@ -203,3 +203,51 @@ def test_ledger_calibration_and_bench_imports_do_not_import_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert json.loads(out.stdout) == []
+
+
+# --- the host's cost per operator, from a host-led measurement -----------------------------
+def test_a_host_led_measurement_gives_the_host_cost_per_operator(toy_gpu: GpuSpec,
+                                                                tmp_path: Path) -> None:
+    from gpuhours.track.calibration import find_host_calibration
+
+    small = _training(precision="bf16-amp", micro_batch=1, seq_len=128)
+    # what this setup measures on a host that takes 20 us per operator (the estimate's own
+    # step time there); the solve must give 20 back
+    hw20 = Hardware(gpu=toy_gpu, host_us_per_op=20.0)
+    measured = estimate_training(small, hw20, "test").step_time_s.value
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        mid = _store(ledger, small, measured)
+        host = find_host_calibration(ledger, Hardware(gpu=toy_gpu), device_key="toy")
+    assert host is not None and host.ledger_id == mid
+    assert host.host_us_per_op == pytest.approx(20.0, rel=1e-6)
+    assert host.basis.startswith(f"measured: ledger #{mid}")
+
+
+def test_a_gpu_led_measurement_says_nothing_of_the_host(toy_gpu: GpuSpec, tmp_path: Path) -> None:
+    from gpuhours.track.calibration import find_host_calibration
+
+    big = _training(micro_batch=16)
+    hw = Hardware(gpu=toy_gpu)
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        _store(ledger, big, _measured(big, hw, 0.5))
+        assert find_host_calibration(ledger, hw, device_key="toy") is None
+
+
+def test_the_estimate_names_the_measured_host(toy_gpu: GpuSpec, tmp_path: Path) -> None:
+    from gpuhours.track.calibration import calibration_kwargs
+
+    small = _training(precision="bf16-amp", micro_batch=1, seq_len=128)
+    hw = Hardware(gpu=toy_gpu)
+    measured = estimate_training(small, Hardware(gpu=toy_gpu, host_us_per_op=20.0),
+                                 "test").step_time_s.value
+    with Ledger.open(tmp_path / "l.sqlite") as ledger:
+        _store(ledger, small, measured)
+        kwargs = calibration_kwargs(ledger, hw.model_copy(update={"gpu": toy_gpu}), small)
+    e = estimate_training(small, hw, "test", **kwargs)
+    host = e.step_time_breakdown_s["host_s"]
+    assert host.basis == "measured" and "20.0 us per operator" in host.source
+    assert e.step_time_s.value == pytest.approx(measured, rel=1e-6)
+    # a host the user states wins over the ledger's
+    given = estimate_training(small, Hardware(gpu=toy_gpu, host_us_per_op=8.0), "test",
+                              **kwargs)
+    assert "given: host_us_per_op" in given.step_time_breakdown_s["host_s"].source

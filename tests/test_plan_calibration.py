@@ -24,16 +24,17 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
 
 
-def _grid_setup() -> tuple[Training, Hardware]:
-    """The setup of examples/qwen2-0.5b-experiments.yaml."""
+def _grid_setup(micro_batch: int = 8, seq_len: int = 128) -> tuple[Training, Hardware]:
+    """The setup of examples/qwen2-0.5b-experiments.yaml (by default)."""
     arch, _ = resolve_model("qwen2-0.5b")
-    t = Training(arch=arch, method="lora", lora_rank=4, micro_batch=8, seq_len=128)
+    t = Training(arch=arch, method="lora", lora_rank=4, micro_batch=micro_batch, seq_len=seq_len)
     return t, Hardware(gpu=catalog.gpu("rtx-4090"))
 
 
-def _ledger_measuring(tmp_path: Path, slowdown: float) -> Path:
+def _ledger_measuring(tmp_path: Path, slowdown: float, micro_batch: int = 8,
+                      seq_len: int = 128) -> Path:
     """A ledger with one benchmark of the grid's setup, `slowdown` x the analytic step time."""
-    t, hw = _grid_setup()
+    t, hw = _grid_setup(micro_batch, seq_len)
     _, config = catalog.model("qwen2-0.5b")
     step_s = estimate_training(t, hw, "t").step_time_s.value * slowdown
     path = tmp_path / "ledger.sqlite"
@@ -41,12 +42,14 @@ def _ledger_measuring(tmp_path: Path, slowdown: float) -> Path:
         book.add_measurement(
             kind="bench", status="ok", device_kind="cuda", device_key="rtx-4090",
             device_name="NVIDIA GeForce RTX 4090", model="qwen2-0.5b",
-            setup={"method": "lora", "precision": t.precision, "micro_batch": 8, "seq_len": 128,
+            setup={"method": "lora", "precision": t.precision, "micro_batch": micro_batch,
+                   "seq_len": seq_len,
                    "grad_accum": 1, "checkpointing": False, "compiled": False,
                    "optimizer": "adamw", "optimizer_impl": "foreach", "lora_rank": 4,
                    "lora_targets": "all-linear", "attention": "sdpa"},
             model_config=config, environment={"hostname": "gpu-box"},
-            results={"step_time_median_s": step_s, "tokens_per_s": 1024 / step_s,
+            results={"step_time_median_s": step_s,
+                     "tokens_per_s": micro_batch * seq_len / step_s,
                      "timing": {"n_steps": 50}})
     return path
 
@@ -60,9 +63,25 @@ def test_estimate_uses_the_measured_efficiency(tmp_path):
     assert result.exit_code == 0, result.output
     cal = json.loads(result.stdout)
     assert plain["gemm_efficiency"]["basis"] == "assumed"
+    # 1,024 tokens per micro-batch: the estimate calls this step host-led, so the measurement
+    # sets the host's cost per operator (not the GPU's efficiency, which it cannot tell)
+    host = cal["step_time_breakdown_s"]["host_s"]
+    assert host["basis"] == "measured" and "ledger #1" in host["source"]
+    assert cal["gemm_efficiency"]["basis"] == "assumed"
+    # the same setup measured at half the analytic speed is predicted at that speed
+    assert cal["tokens_per_s_per_gpu"]["value"] == pytest.approx(
+        plain["tokens_per_s_per_gpu"]["value"] / 2, rel=0.01)
+
+
+def test_a_gpu_led_measurement_sets_the_efficiency(tmp_path):
+    ledger = _ledger_measuring(tmp_path, slowdown=2.0, micro_batch=8, seq_len=2048)
+    args = ["estimate", "--model", "qwen2-0.5b", "--gpu", "rtx-4090", "--method", "lora",
+            "--lora-rank", "4", "--batch", "8", "--seq", "2048", "--json"]
+    plain = json.loads(runner.invoke(app, [*args, "--no-calibrate"]).stdout)
+    cal = json.loads(runner.invoke(app, [*args, "--ledger", str(ledger)]).stdout)
     assert cal["gemm_efficiency"]["basis"] == "measured"
     assert "ledger #1" in cal["gemm_efficiency"]["source"]
-    # the same setup measured at half the analytic speed is predicted at that speed
+    assert cal["step_time_breakdown_s"]["host_s"]["basis"] != "measured"
     assert cal["tokens_per_s_per_gpu"]["value"] == pytest.approx(
         plain["tokens_per_s_per_gpu"]["value"] / 2, rel=0.01)
 

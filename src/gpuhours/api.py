@@ -46,19 +46,19 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
     their mean length, sets the tokens).
 
     With a `ledger` of measurements, the assumed efficiency is replaced by that of the nearest
-    matching benchmark (the estimate's basis then names it). The memory verdict is in
+    matching benchmark, and the assumed host cost per operator by the one a host-led benchmark
+    on the same device measured (the estimate's bases then name them). The memory verdict is in
     `.memory.fits`; this function does not refuse a setup that does not fit."""
     from gpuhours.estimate.estimator import estimate_training as _estimate
 
-    cal = None
+    measured: dict[str, Any] = {}
     if ledger is not None:
-        from gpuhours.track.calibration import find_calibration
+        from gpuhours.track.calibration import calibration_kwargs
 
-        cal = find_calibration(ledger, hardware, training)
+        measured = calibration_kwargs(ledger, hardware, training)
     return _estimate(training, hardware, tokens=tokens, steps=steps, examples=examples,
                      epochs=epochs, tokens_per_example=tokens_per_example, packed=packed,
-                     price_rows=_prices(hardware),
-                     **(cal.estimator_kwargs() if cal else {}))
+                     price_rows=_prices(hardware), **measured)
 
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,

@@ -67,6 +67,9 @@ def render_bench(r: BenchResult, console: Console) -> None:
         model = si(r.model_flops_per_step, "FLOP") if r.model_flops_per_step else "unknown"
         p(f"  FLOPs/step    {model} model, {si(r.flops.total_flops, 'FLOP')} hardware "
           f"(with recomputation)")
+    if r.operators_per_step:
+        p(f"  operators     {r.operators_per_step:,} device operators per step (counted); at "
+          f"most {t.median_s / r.operators_per_step * 1e6:.1f} us of host time each")
     if r.peak is not None and (r.mfu is not None or r.hfu is not None):
         achieved = (r.model_flops_per_step or r.flops.total_flops if r.flops else 0) / t.median_s
         mfu = pct(r.mfu) if r.mfu is not None else "-"

@@ -29,6 +29,7 @@ from gpuhours.bench.stats import TimingStats, stop_reason, summarize
 from gpuhours.errors import FieldError, InputError
 from gpuhours.torchkit.flops import FlopCount, count_flops
 from gpuhours.torchkit.formulas import MFU_CONVENTION
+from gpuhours.torchkit.ops import count_ops
 from gpuhours.torchkit.storage import LiveStorageTracker, MemoryPeak, state_tensors
 
 PHASES = ("data_s", "forward_s", "backward_s", "optimizer_s")
@@ -59,6 +60,9 @@ class BenchResult(BaseModel):
     flops: FlopCount | None
     model_flops_per_step: float | None
     model_flops_basis: str
+    #: device operators of one optimizer step (gpuhours.torchkit.ops.count_ops): with the
+    #: step time, the host's cost per operator when the step is host-led
+    operators_per_step: int | None = None
     peak: PeakRate | None
     mfu: float | None
     hfu: float | None
@@ -84,6 +88,7 @@ class BenchResult(BaseModel):
             "step_time_cv": self.timing.cv,
             "tokens_per_s": self.tokens_per_s,
             "model_flops_per_step": self.model_flops_per_step,
+            "operators_per_step": self.operators_per_step,
             "peak_flops_per_s": self.peak.flops_per_s if self.peak else None,
             "peak_flops_basis": self.peak.basis if self.peak else None,
             "mfu": self.mfu,
@@ -313,6 +318,7 @@ def measure(
                             "of 46%). Try --threads 1.")
 
     flops = None
+    operators: int | None = None
     model_flops = model_flops_per_step
     model_flops_basis = "given by the caller" if model_flops_per_step is not None else ""
     if count_step_flops:
@@ -333,6 +339,8 @@ def measure(
         if flops.total_flops == 0:
             warnings.append("torch's FLOP counter counted no FLOPs: MFU not reported.")
             model_flops = None
+        say("counting operators")
+        operators = sum(count_ops(counting.step).values())
 
     memory = None
     if track_memory:
@@ -379,7 +387,7 @@ def measure(
         tokens_per_s_range=(tokens / timing.p90_s, tokens / timing.p10_s) if tokens else None,
         samples_per_s=samples / median if samples else None,
         flops=flops, model_flops_per_step=model_flops, model_flops_basis=model_flops_basis,
-        peak=peak,
+        operators_per_step=operators, peak=peak,
         mfu=model_flops / median / peak_rate if model_flops and peak_rate else None,
         hfu=flops.total_flops / median / peak_rate if flops and flops.total_flops and peak_rate
         else None,

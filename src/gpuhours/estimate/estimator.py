@@ -214,10 +214,18 @@ def estimate_training(
     packed: bool = False,
     efficiency_scale: float = 1.0,
     efficiency_basis: str | None = None,
+    host_us_per_op: float | None = None,
+    host_basis: str | None = None,
 ) -> TrainingEstimate:
     """Estimate one training setup on `hw`. See DESIGN.md "Physics to get right".
 
-    `model_basis` says where the shape came from (default: the Training's own)."""
+    `model_basis` says where the shape came from (default: the Training's own).
+    `host_us_per_op` (with `host_basis`): a measured host cost per operator (the ledger's),
+    used unless `hw` gives one."""
+    if host_us_per_op is not None and hw.host_us_per_op is None:
+        hw = hw.model_copy(update={"host_us_per_op": host_us_per_op})
+    else:
+        host_basis = None
     model_basis = t.model_basis if model_basis is None else model_basis
     arch = t.arch
     if arch.encoder and t.method != "full":
@@ -243,7 +251,9 @@ def estimate_training(
                                f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
         "memory_bound_s": formula(st.memory_bound_s, "s",
                                   f"{step_src}: elementwise + logits bytes / bandwidth"),
-        "host_s": formula(st.host_s, "s", f"{step_src}: counted eager operators x " + (
+        "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
+            f"{step_src}: counted eager operators x {hw.host_us_per_op:.3g} us ({host_basis})"))
+        if host_basis else formula(st.host_s, "s", f"{step_src}: counted eager operators x " + (
             f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
             else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
         "host_exposed_s": formula(st.host_exposed_s, "s",

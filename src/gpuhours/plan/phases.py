@@ -135,20 +135,27 @@ def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Trainin
 def estimate_phase(ctx: Context, t: Training, hw: Hardware, model_basis: str,
               **amount: Any) -> TrainingEstimate:
     """The analytic estimate, calibrated by the ledger's nearest matching measurement if any."""
-    cal = None
+    measured: dict[str, Any] = {}
     if ctx.ledger is not None:
-        from gpuhours.track.calibration import find_calibration
+        from gpuhours.track.calibration import calibration_kwargs
 
-        cal = find_calibration(ctx.ledger, hw, t)
-    return estimate_training(t, hw, model_basis, **amount,
-                             **(cal.estimator_kwargs() if cal else {}))
+        measured = calibration_kwargs(ctx.ledger, hw, t)
+    return estimate_training(t, hw, model_basis, **amount, **measured)
 
 
 def training_basis(e: TrainingEstimate) -> str:
-    """'measured: ...' when a ledger measurement set the efficiency, 'formula: ...' otherwise."""
+    """'measured: ...' when a ledger measurement set the efficiency or (for a host-led step)
+    the host's cost per operator, 'formula: ...' otherwise."""
+    host = e.step_time_breakdown_s["host_s"]
+    exposed = e.step_time_breakdown_s["host_exposed_s"].value
+    host_measured = host.basis == "measured" and exposed > 0.5 * e.step_time_s.value
     if e.gemm_efficiency.basis == "measured":
         return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, efficiency "
-                f"{e.gemm_efficiency.source}")
+                f"{e.gemm_efficiency.source}"
+                + (f"; host {host.source}" if host.basis == "measured" else ""))
+    if host_measured:
+        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, host-led; host "
+                f"{host.source}")
     return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
 
 

@@ -161,6 +161,83 @@ def candidates(ledger: Ledger, device_key: str, t: Training, *, exclude_ids: Ite
     return out
 
 
+@dataclass(frozen=True)
+class HostCalibration:
+    """The host's cost per eager operator, measured: a host-led step of the ledger."""
+
+    host_us_per_op: float
+    basis: str
+    ledger_id: int
+    host_share: float
+
+    def estimator_kwargs(self) -> dict[str, Any]:
+        return {"host_us_per_op": self.host_us_per_op, "host_basis": self.basis}
+
+
+def host_us_per_op_of(m: Measurement, tm: Training, hw: Hardware) -> tuple[float, float] | None:
+    """(host us per operator, host share of the step) that a measured step implies, or None
+    when the setup is not host-led by the estimate, or its host was not the larger part (a
+    GPU-led step hides the host: it says nothing).
+
+    The estimate's GPU work G and optimizer time of the measured setup are taken as they are;
+    the rest of the measured median is (H^p + G^p)^(1/p), solved for H, over the operators
+    bench counted (or, for older rows, the estimator's count) less the optimizer's."""
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.estimate.timing import host_ops_per_micro_batch, optimizer_ops
+
+    if m.device_kind == "cpu" or not m.step_time_median_s:
+        return None
+    e = estimate_training(tm, hw.model_copy(update={"num_gpus": 1, "host_us_per_op": None}),
+                          "calibration")
+    parts = {k: v.value for k, v in e.step_time_breakdown_s.items()}
+    # one step cannot tell a slow host from a slow GPU: only a setup whose step the estimate
+    # itself calls host-led (a micro-batch too small to hide the host) measures the host
+    if parts["host_exposed_s"] <= HOST_LED_FRACTION * e.step_time_s.value:
+        return None
+    gpu = parts["matmul_s"] + parts["attention_s"] + parts["memory_bound_s"]
+    rest = m.step_time_median_s - parts["optimizer_s"] - parts["communication_exposed_s"]
+    if rest <= gpu * 1.05:
+        return None
+    p = A.HOST_GPU_OVERLAP_P.value
+    host_s = (rest ** p - gpu ** p) ** (1 / p)
+    if host_s < gpu:
+        return None
+    counted = m.results.get("operators_per_step")
+    ops = (counted - optimizer_ops(tm.arch, tm) if isinstance(counted, int) and counted > 0
+           else tm.grad_accum * host_ops_per_micro_batch(tm.arch, tm))
+    return host_s / ops * 1e6, (rest - gpu) / m.step_time_median_s
+
+
+def find_host_calibration(ledger: Ledger, hw: Hardware, *, device_key: str | None = None,
+                          exclude_ids: Iterable[int] = ()) -> HostCalibration | None:
+    """The host's cost per operator on this device from its most host-led bench measurement
+    (the host's time best isolated), or None when no measurement there was host-led."""
+    key = device_key or hw.gpu.name
+    excluded = set(exclude_ids)
+    best: tuple[float, float, Measurement, Training] | None = None
+    for m in ledger.measurements(device_key=key, status="ok"):
+        if m.id in excluded or m.kind != "bench" or m.setup.get("compiled"):
+            continue
+        tm = training_of(m)
+        if tm is None:
+            continue
+        found = host_us_per_op_of(m, tm, hw)
+        if found is not None and (best is None or found[1] > best[1]):
+            best = (*found, m, tm)
+    if best is None:
+        return None
+    us, share, m, tm = best
+    assert m.step_time_median_s is not None  # host_us_per_op_of needs it
+    counted = m.results.get("operators_per_step")
+    ops_text = (f"{counted:,} operators counted" if isinstance(counted, int)
+                else "operators as the estimator counts them")
+    basis = (f"measured: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model} "
+             f"{tm.method} batch {tm.micro_batch} x seq {tm.seq_len}, median "
+             f"{m.step_time_median_s * 1e3:.1f} ms, host-led ({share:.0%} of the step beyond "
+             f"the GPU's work), {ops_text}: {us:.1f} us per operator")
+    return HostCalibration(host_us_per_op=us, basis=basis, ledger_id=m.id, host_share=share)
+
+
 def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: str | None = None,
                      exclude_ids: Iterable[int] = (), max_size_ratio: float = 4.0
                      ) -> Calibration | None:
@@ -170,6 +247,10 @@ def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: s
     the name `measured_device` gives its spec). The measurement is re-estimated on the same `hw`,
     so the scale is relative to the same peaks the target estimate uses."""
     key = device_key or hw.gpu.name
+    host = (find_host_calibration(ledger, hw, device_key=key, exclude_ids=exclude_ids)
+            if hw.host_us_per_op is None else None)
+    if host is not None:  # the efficiency is solved beside the host the ledger measured
+        hw = hw.model_copy(update={"host_us_per_op": host.host_us_per_op})
     for _, m, tm in candidates(ledger, key, t, exclude_ids=exclude_ids,
                                max_size_ratio=max_size_ratio):
         assert m.step_time_median_s is not None and m.tokens_per_s is not None
@@ -190,6 +271,21 @@ def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: s
                            device_name=m.device_name, measured_utc=m.created_utc,
                            measured_tokens_per_s=m.tokens_per_s, analytic_tokens_per_s=analytic)
     return None
+
+
+def calibration_kwargs(ledger: Ledger, hw: Hardware, t: Training) -> dict[str, Any]:
+    """estimate_training's keyword arguments from the ledger: the host's measured cost per
+    operator (when the device has a host-led measurement and `hw` gives none) and the nearest
+    matching measurement's efficiency (solved beside that host); empty when neither exists."""
+    out: dict[str, Any] = {}
+    if hw.host_us_per_op is None:
+        host = find_host_calibration(ledger, hw)
+        if host is not None:
+            out.update(host.estimator_kwargs())
+    cal = find_calibration(ledger, hw, t)
+    if cal is not None:
+        out.update(cal.estimator_kwargs())
+    return out
 
 
 def calibrated_estimate(t: Training, hw: Hardware, model_basis: str, ledger: Ledger, *,
