@@ -229,7 +229,9 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
             "the Trainer's default", None)
 
 
-def _precision(r: dict[str, str], method: str) -> tuple[str, str]:
+def _precision(r: dict[str, str]) -> tuple[str, str]:
+    """(our precision, assumption). "bf16-true", bf16 weights with the Trainer's bf16 flag,
+    torchtune's dtype=bf16: bf16 weights and states (a LoRA adapter stays fp32 in peft)."""
     p = r["precision"].lower()
     if "mixed (see notes)" in p:  # xtuner: AmpOptimWrapper float16 under DeepSpeed
         return "fp16-mixed", "DeepSpeed fp16 (AmpOptimWrapper float16): fp16 weights, fp32 master"
@@ -245,6 +247,7 @@ def _precision(r: dict[str, str], method: str) -> tuple[str, str]:
 
 
 def _checkpointing(r: dict[str, str], source: str) -> tuple[bool | None, str, str | None]:
+    """(activation checkpointing, assumption, why not expressible)."""
     g = r["grad_checkpointing"]
     if g.startswith("True"):
         return True, "", None
@@ -320,7 +323,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if why or ckpt is None:
         return skip(why or "checkpointing", method)
     notes.append(ckpt_note)
-    precision, prec_note = _precision(r, method)
+    precision, prec_note = _precision(r)
     notes.append(prec_note)
     lora: dict[str, Any] = {}
     if method != "full":
