@@ -225,6 +225,14 @@ COLOCATED_ROLLOUT_MEMORY_UTILISATION = _a(
     "assumption: verl's GRPO/PPO examples set rollout gpu_memory_utilization 0.4-0.6; TRL's "
     "colocate mode defaults to vllm_gpu_memory_utilization 0.3")
 
+#: Tokens per GPU per micro-batch of an RL policy update when the plan sets no micro-batch:
+#: the rollouts are packed (or dynamically batched) up to this many tokens, a whole number of
+#: sequences of the mean length.
+RL_UPDATE_TOKENS_PER_MICRO_BATCH = _a(
+    "rl_update_tokens_per_micro_batch", 16384.0, "tokens",
+    "verl's ppo_max_token_len_per_gpu default (16384) with use_dynamic_bsz; NeMo-RL and "
+    "OpenRLHF pack sequences likewise")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

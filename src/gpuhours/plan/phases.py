@@ -408,6 +408,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
+    packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
+    if packed:
+        s = {**s, "micro_batch": max(1, int(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value // seq))}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
     if t.arch.max_positions and seq_max > t.arch.max_positions:
         raise InputError(f"{_where(ctx, phase)}, field 'max_response_tokens'"
@@ -423,9 +426,19 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     share = phase.rollout_memory_utilisation or (
         A.GENERATION_MEMORY_UTILISATION.value if dedicated
         else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION.value)
-    per_gpu = math.ceil(sequences / rollout_gpus)
-    probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens,
-                       output_tokens=phase.response_tokens, engine=phase.engine)
+    tp = phase.rollout_tensor_parallel
+    if rollout_gpus % tp:
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'",
+                         f"{rollout_gpus} rollout GPUs do not split into engines of {tp}.")
+    engines = rollout_gpus // tp
+    per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
+    try:
+        probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens,
+                           output_tokens=phase.response_tokens, engine=phase.engine,
+                           tensor_parallel=tp)
+    except InputError as err:
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'", err.message
+                         ) from None
     try:
         cap = max_batch_by_memory(t.arch, probe.model_copy(update={"output_tokens": longest}),
                                   ctx.gpu, share)
@@ -451,10 +464,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if phase.reward.kind == "model":
         reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
         reward_s = score(reward_arch)
+    def longest_batch(tt: Training) -> TrainingEstimate:
+        """The micro-batch's memory when it holds the longest sequences (padded)."""
+        return estimate_phase(ctx, tt.model_copy(update={
+            "seq_len": seq_max, "micro_batch": max(1, tt.micro_batch * seq // seq_max)}),
+            hw, model_basis)
+
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
-    # memory: the padded batch holds the longest sequence
-    check_fits(ctx, phase, e if seq_max == seq else estimate_phase(
-        ctx, t.model_copy(update={"seq_len": seq_max}), hw, model_basis))
+    while packed and t.micro_batch > 1 and not (e.memory.fits and longest_batch(t).memory.fits):
+        # the framework packs fewer tokens per micro-batch until they fit
+        t = t.model_copy(update={"micro_batch": t.micro_batch // 2})
+        e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
+    check_fits(ctx, phase, e if seq_max == seq else longest_batch(t))
     update_s = phase.policy_epochs * sequences * seq / e.tokens_per_s.value
     critic_s = (score(t.arch) + update_s) if phase.critic else 0.0
     sync_s = weight_sync_s(t.arch, hw, dedicated)
@@ -478,7 +499,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     formula = (f"{steps:,.0f} steps x {step_s:.3g} s ({shown}; {overlap}) x {gpus_total} GPUs "
                f"/ 3600; {sequences} sequences of {phase.prompt_tokens} + "
                f"{phase.response_tokens} (longest {longest}) tokens per step; rollouts on "
-               f"{rollout_gpus} GPU(s) ({phase.placement}), training on {train_gpus}")
+               f"{rollout_gpus} GPU(s) ({phase.placement}"
+               f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
+               f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
@@ -496,6 +519,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": work.batch,
                "rollout_waves": waves, "rollout_tail_s": tail.batch_time_s,
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
+               "rollout_tensor_parallel": tp, "update_micro_batch": t.micro_batch,
                "rollout_memory_utilisation": share}
     storage, write_s = phase_storage(
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,

@@ -176,6 +176,8 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "OpenRLHF)")
     rollout_gpus: PositiveInt | None = Field(
         default=None, description="GPUs of the phase that run the engine (dedicated placement)")
+    rollout_tensor_parallel: Literal[1, 2, 4, 8] = Field(
+        default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size)")
     rollout_memory_utilisation: float | None = Field(
         default=None, gt=0, le=1, description="the engine's share of GPU memory "
         "(gpu_memory_utilization); default 0.5 colocated, 0.9 dedicated")
@@ -203,6 +205,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if (self.placement == "dedicated") != (self.rollout_gpus is not None):
             raise ValueError("dedicated placement needs `rollout_gpus`, and `rollout_gpus` "
                              "needs `placement: dedicated`")
+        engine_gpus = self.rollout_gpus or 1
+        if self.rollout_gpus is not None and engine_gpus % self.rollout_tensor_parallel:
+            raise ValueError(f"rollout_gpus ({engine_gpus}) must be a multiple of "
+                             f"rollout_tensor_parallel ({self.rollout_tensor_parallel})")
         if self.async_rollout and self.placement != "dedicated":
             raise ValueError("async_rollout overlaps rollouts with the update on other GPUs: it "
                              "needs `placement: dedicated`")
