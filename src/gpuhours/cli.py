@@ -89,9 +89,9 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _top(version: Annotated[bool | None, typer.Option(
+def _top(version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_print_version,
-        help="Print the version and exit.")] = None) -> None:
+        help="Print the version and exit.")] = False) -> None:
     # no docstring: the group's help stays the one given to typer.Typer above
     pass
 

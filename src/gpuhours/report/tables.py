@@ -7,8 +7,9 @@ Every table of the reports is described by its columns, each of a kind:
 - "text": prose that may wrap between words (and fold, never "…", inside a word too long);
 - "basis": the long text saying where a number comes from. When the whole table fits the console
   it stays in the table; when it does not (a pipe is 80 columns), each becomes a numbered
-  footnote, `[3]`, printed under the table (a short one, or the short lead of one, stays), so
-  that the table keeps about its wide length instead of folding every row into four lines.
+  footnote, `[3]`, printed under the table (a short one, or the short lead of one, stays while
+  the table fits), so that the table keeps about its wide length instead of folding every row
+  into four lines. Several basis columns (a plan's bottleneck and basis) share one note column.
 
 A catalog listing too wide for the console moves its long columns (Hugging Face ids, aliases)
 to a second table keyed by the name (`print_split`). `--wide` keeps every table whole and lets
@@ -58,15 +59,17 @@ class Notes:
 
     texts: list[str] = field(default_factory=list)
     printed: int = 0
+    #: texts this short (in cells) stay in the table; 0 when even those do not fit
+    inline_cells: int = INLINE_CELLS
 
     def ref(self, markup: str) -> str:
         """The marker of `markup` (`[n]`, as Rich markup), adding it as a note if new. A short
         text stays as it is, and a short lead before "; " stays beside the marker of the rest
         (`fits in 80.00 GiB [3]`), so that a verdict is read in the table."""
-        if Text.from_markup(markup).cell_len <= INLINE_CELLS:
+        if Text.from_markup(markup).cell_len <= self.inline_cells:
             return markup
         lead, sep, rest = markup.partition("; ")
-        if sep and Text.from_markup(lead).cell_len <= INLINE_CELLS and _closed(lead, rest):
+        if sep and Text.from_markup(lead).cell_len <= self.inline_cells and _closed(lead, rest):
             return f"{lead} {self.ref(rest)}"
         if markup not in self.texts:
             self.texts.append(markup)
@@ -128,6 +131,13 @@ def _table(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
         table = Table(title=title, title_justify="left", caption=caption,
                       caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                       padding=(0, 1, 0, 0), pad_edge=False)
+    basis = [i for i, col in enumerate(cols) if col.kind == "basis"]
+    if notes is not None and len(basis) > 1:  # one note column: its texts joined by "; "
+        rows = [["; ".join(row[j] for j in basis if row[j]) if i == basis[0] else cell
+                 for i, cell in enumerate(row) if i not in basis[1:]] for row in rows]
+        header = " / ".join(cols[i].header for i in basis)
+        cols = [Col(header, "basis") if i == basis[0] else col
+                for i, col in enumerate(cols) if i not in basis[1:]]
     if notes is not None and any(col.stack for col in cols):
         keep = [i for i, col in enumerate(cols) if not col.stack]
         merged = [Col(f"{col.header} / {cols[i + 1].header}", col.kind, col.justify)
@@ -170,7 +180,15 @@ def print_table(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[s
     if wide or fits(console, cols, rows):
         console.print(_table(cols, rows, console, None, title, caption))
         return
-    console.print(_table(cols, rows, console, notes, title, caption))
+    known, inline = len(notes.texts), notes.inline_cells
+    for cells in (inline, inline // 2, 0):  # fewer texts kept in the table until it fits
+        del notes.texts[known:]
+        notes.inline_cells = cells
+        table = _table(cols, rows, console, notes, title, caption)
+        if natural_width(console, table) <= console.width:
+            break
+    notes.inline_cells = inline
+    console.print(table)
     notes.print_new(console)
 
 
