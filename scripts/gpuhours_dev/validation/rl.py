@@ -72,7 +72,8 @@ CASES = [
     Case(32, "a100-80gb", {**_ORLHF, "rollout_gpus": 4, "rollout_tensor_parallel": 4,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3}, _ORLHF_ASSUMED + "; one vLLM engine of tensor parallel 4 on 4 of the 16 GPUs; does "
+          "zero_stage": 3},
+         _ORLHF_ASSUMED + "; one vLLM engine of tensor parallel 4 on 4 of the 16 GPUs; does "
          "not fit as expressed: ZeRO-3 over the 12 training GPUs leaves the actor's AdamW "
          "state alone at 94 GB per GPU, and the source does not say how it held it (offload "
          "is not modelled)"),
