@@ -135,9 +135,16 @@ def _training(model: str | None, params: float | None, hidden_size: int | None =
     return Training.model_validate(dict(arch=arch, model=model, model_basis=basis, **choices))
 
 
+def _not_given(ctx: typer.Context, option: str) -> bool:
+    """The option took its default: the user did not choose it (typer's own click enum)."""
+    source = ctx.get_parameter_source(option)
+    return source is None or source.name in ("DEFAULT", "DEFAULT_MAP")
+
+
 @app.command()
 @user_errors
 def estimate(
+    ctx: typer.Context,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     gpus: GpusOpt = HARDWARE.num_gpus,
@@ -207,8 +214,21 @@ def estimate(
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
                   host_us_per_op=host_us_per_op)
-    e = estimate_training(t, hw, tokens=tokens, steps=steps, examples=examples, epochs=epochs,
-                          tokens_per_example=tokens_per_example, packed=packed, ledger=book)
+    amount = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
+                  tokens_per_example=tokens_per_example, packed=packed)
+    e = estimate_training(t, hw, **amount, ledger=book)
+    left_open = all(_not_given(ctx, name) for name in ("batch", "checkpointing", "zero"))
+    if not e.memory.fits and not ignore_memory and left_open:
+        # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
+        # fastest setup that fits rather than refuse the defaults
+        from gpuhours.estimate.fit import chosen_setup
+
+        found = chosen_setup(t, hw)
+        if found is not None:
+            t, why = found
+            e = estimate_training(t, hw, **amount, ledger=book)
+            e = e.model_copy(update={"warnings": [why, *e.warnings]})
+            batch = t.micro_batch
     if as_json:
         emit_json(e)  # a setup that does not fit is a result too: memory.fits says so
     if not e.memory.fits and not ignore_memory:

@@ -183,3 +183,23 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
         if len(larger) == 3:
             break
     return out + larger
+
+
+def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None
+                 ) -> tuple[Training, str] | None:
+    """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
+    ZeRO stage chosen; everything else as given), with a sentence saying what was chosen; None
+    when none fits. For a question that leaves the setup open: "a 65B model on 2,048 GPUs"."""
+    result = fit(t, hw, headroom=headroom)
+    best = result.fastest
+    if best is None:
+        return None
+    chosen = t.model_copy(update={"micro_batch": best.micro_batch,
+                                  "checkpointing": best.checkpointing,
+                                  "zero_stage": best.zero_stage, "grad_accum": t.grad_accum})
+    why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
+           f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage} (the fastest of "
+           f"{result.candidates_evaluated} configurations that fit with "
+           f"{result.headroom_fraction:.0%} headroom; the defaults did not fit). Give --batch, "
+           f"--checkpointing or --zero to choose yourself.")
+    return chosen, why

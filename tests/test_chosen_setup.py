@@ -1,0 +1,59 @@
+"""A question that leaves the setup open gets the fastest setup that fits, said so (issue 16):
+"a 70B model, 2T tokens, 2,048 A100-80GB, sequence 4096: how many GPU hours?"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours.cli import app
+from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE
+from gpuhours.estimate.fit import chosen_setup, fit
+from gpuhours.setup import Hardware, Training
+
+runner = CliRunner()
+
+
+def test_the_chosen_setup_is_fits_fastest_of_the_same_method():
+    t, hw = Training(model="llama-2-70b", seq_len=4096), Hardware(gpu="a100-80gb", num_gpus=64)
+    found = chosen_setup(t, hw)
+    assert found is not None
+    chosen, why = found
+    best = fit(t, hw).fastest
+    assert best is not None
+    assert (chosen.micro_batch, chosen.checkpointing, chosen.zero_stage) == (
+        best.micro_batch, best.checkpointing, best.zero_stage)
+    assert chosen.method == "full" and chosen.seq_len == 4096
+    assert why.startswith(f"setup chosen by gpuhours: micro-batch {best.micro_batch}")
+
+
+def test_nothing_fits_nothing_is_chosen():
+    # a 70B model's full fine-tuning state on one 24 GB card
+    assert chosen_setup(Training(model="llama-2-70b"), Hardware(gpu="rtx-4090")) is None
+
+
+PLAIN = ["estimate", "--gpu", "a100-80gb", "--gpus", "2048", "--seq", "4096", "--tokens", "2e12",
+         "--json", "--no-calibrate"]
+
+
+@pytest.mark.parametrize(("model", "published_gpu_hours"), [
+    # the Llama 2 model card's pretraining GPU hours (validation data pretraining_gpu_hours.csv);
+    # nothing in the estimate or the chooser was set from them
+    ("llama-2-7b", 184_320), ("llama-2-13b", 368_640), ("llama-2-70b", 1_720_320)])
+def test_the_plain_pretraining_question_is_answered(model, published_gpu_hours):
+    result = runner.invoke(app, [*PLAIN, "--model", model])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    assert d["memory"]["fits"]
+    assert d["warnings"][0].startswith("setup chosen by gpuhours")
+    assert d["totals"]["gpu_hours"]["value"] == pytest.approx(published_gpu_hours, rel=0.25)
+
+
+def test_a_setup_the_user_chose_is_kept_and_refused_when_it_does_not_fit():
+    result = runner.invoke(app, [*PLAIN, "--model", "llama-2-70b", "--batch", "1"])
+    assert result.exit_code == DOES_NOT_FIT_EXIT_CODE
+    d = json.loads(result.stdout)
+    assert not d["memory"]["fits"] and d["setup"]["micro_batch"] == 1
+    assert not any(w.startswith("setup chosen") for w in d["warnings"])
