@@ -214,8 +214,8 @@ def estimate(
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
                   host_us_per_op=host_us_per_op)
-    amount = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
-                  tokens_per_example=tokens_per_example, packed=packed)
+    amount: dict[str, Any] = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
+                                  tokens_per_example=tokens_per_example, packed=packed)
     e = estimate_training(t, hw, **amount, ledger=book)
     left_open = all(_not_given(ctx, name) for name in ("batch", "checkpointing", "zero"))
     if not e.memory.fits and not ignore_memory and left_open:
