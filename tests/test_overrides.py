@@ -64,3 +64,21 @@ def test_host_us_per_op_scales_the_host_time(base: dict) -> None:
     d = _estimate("--host-us-per-op", "16")  # half the assumed 32 us
     assert _part(d, "host_s") == pytest.approx(_part(base, "host_s") / 2, rel=1e-9)
     assert "given: host_us_per_op" in d["step_time_breakdown_s"]["host_s"]["source"]
+
+
+def test_usd_per_gpu_hour_is_costed_beside_the_catalog() -> None:
+    d = _estimate("--tokens", "1e9", "--usd-per-gpu-hour", "1.5")
+    rows = d["totals"]["cost_usd"]
+    given = [r for r in rows if r["provider"] == "given"]
+    assert len(given) == 1 and given[0]["source"] == "--usd-per-gpu-hour"
+    assert given[0]["on_demand_usd"] == pytest.approx(1.5 * d["totals"]["gpu_hours"]["value"])
+    assert len(rows) > 1  # the catalog's rows are still there
+
+
+def test_generation_takes_a_price_too() -> None:
+    result = CliRunner().invoke(app, ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
+                                      "--sequences", "1e5", "--usd-per-gpu-hour", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    given = [r for r in d["cost_usd"] if r["provider"] == "given"]
+    assert given[0]["on_demand_usd"] == pytest.approx(2 * d["gpu_hours"]["value"])

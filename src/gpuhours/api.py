@@ -29,22 +29,33 @@ if TYPE_CHECKING:
     from gpuhours.track.ledger import Ledger
 
 
-def _prices(hardware: Hardware) -> list[Any]:
+def _prices(hardware: Hardware, usd_per_gpu_hour: float | None = None) -> list[Any]:
+    """The catalog's prices of the GPU, and first the user's own price when given."""
     from gpuhours import catalog
 
     name = hardware.gpu.name
-    return catalog.prices(name) if name in {g.name for g in catalog.gpus()} else []
+    rows = catalog.prices(name) if name in {g.name for g in catalog.gpus()} else []
+    if usd_per_gpu_hour is not None:
+        from datetime import date
+
+        from gpuhours.compare.rank import given_price_rows
+
+        rows = [*given_price_rows([hardware.gpu], [hardware.num_gpus], usd_per_gpu_hour,
+                                  date.today()), *rows]
+    return rows
 
 
 def estimate_training(training: Training, hardware: Hardware, *, tokens: float | None = None,
                       steps: float | None = None, examples: float | None = None,
                       epochs: float | None = None, tokens_per_example: float | None = None,
-                      packed: bool = False, ledger: Ledger | None = None) -> TrainingEstimate:
+                      packed: bool = False, ledger: Ledger | None = None,
+                      usd_per_gpu_hour: float | None = None) -> TrainingEstimate:
     """Memory per GPU, step time and its bottleneck, throughput, MFU, and with an amount of work
     (`tokens`, `steps`, or `examples` x `epochs`) GPU hours, wall clock and cost per provider.
     Examples are padded to the sequence length unless `packed` (then `tokens_per_example`,
     their mean length, sets the tokens).
 
+    `usd_per_gpu_hour`: your own price, costed first (provider 'given') beside the catalog's.
     With a `ledger` of measurements, the assumed efficiency is replaced by that of the nearest
     matching benchmark, and the assumed host cost per operator by the one a host-led benchmark
     on the same device measured (the estimate's bases then name them). The memory verdict is in
@@ -58,7 +69,7 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
         measured = calibration_kwargs(ledger, hardware, training)
     return _estimate(training, hardware, tokens=tokens, steps=steps, examples=examples,
                      epochs=epochs, tokens_per_example=tokens_per_example, packed=packed,
-                     price_rows=_prices(hardware), **measured)
+                     price_rows=_prices(hardware, usd_per_gpu_hour), **measured)
 
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,

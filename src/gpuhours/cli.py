@@ -116,6 +116,9 @@ PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
 MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
 BwOpt = Annotated[float | None, typer.Option(help="Memory bandwidth in GB/s.")]
+UsdOpt = Annotated[float | None, typer.Option(
+    "--usd-per-gpu-hour", help="Your own price, USD per GPU-hour: costed first (provider "
+    "'given') beside the catalog's prices.")]
 HostOpt = Annotated[float | None, typer.Option(
     "--host-us-per-op", help="Host (CPU) microseconds per eager device operator (default: "
     "32, measured on one H100 VM host; a faster host is faster). Small micro-batches are "
@@ -181,6 +184,7 @@ def estimate(
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
     host_us_per_op: HostOpt = None,
+    usd_per_gpu_hour: UsdOpt = None,
     ignore_memory: Annotated[bool, typer.Option(
         "--ignore-memory", help="Report the estimate even when it does not fit in memory.")
     ] = False,
@@ -215,7 +219,8 @@ def estimate(
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
                   host_us_per_op=host_us_per_op)
     amount: dict[str, Any] = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
-                                  tokens_per_example=tokens_per_example, packed=packed)
+                                  tokens_per_example=tokens_per_example, packed=packed,
+                                  usd_per_gpu_hour=usd_per_gpu_hour)
     e = estimate_training(t, hw, **amount, ledger=book)
     left_open = all(_not_given(ctx, name) for name in ("batch", "checkpointing", "zero"))
     if not e.memory.fits and not ignore_memory and left_open:
@@ -345,6 +350,7 @@ def generation(
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     params: ParamsOpt = None,
+    usd_per_gpu_hour: UsdOpt = None,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
 ) -> None:
@@ -367,7 +373,12 @@ def generation(
     e = estimate_generation(g, hw)
     from gpuhours.estimate.generation import generation_summary
 
-    data = generation_summary(e, g, hw.gpu, sequences)
+    prices = None
+    if usd_per_gpu_hour is not None:
+        from gpuhours.api import _prices
+
+        prices = _prices(hw.model_copy(update={"num_gpus": tensor_parallel}), usd_per_gpu_hour)
+    data = generation_summary(e, g, hw.gpu, sequences, prices)
     if as_json:
         emit_json(data)
         return

@@ -317,10 +317,11 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") ->
 
 
 def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
-                       sequences: float | None = None) -> dict[str, Any]:
+                       sequences: float | None = None,
+                       price_rows: list[Any] | None = None) -> dict[str, Any]:
     """Everything `generation` reports, JSON-ready: the setup, every figure as {value, unit,
     basis, source}, and with `sequences` the GPU hours and their cost at each catalog price of
-    `gpu` (none for a GPU outside the catalog)."""
+    `gpu` (none for a GPU outside the catalog), or at `price_rows` when given."""
     from gpuhours import catalog
     from gpuhours.estimate.estimator import cost_rows
 
@@ -333,7 +334,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                             f"{sequences:g} sequences / sequences_per_s / 3600 x {e.gpus} "
                             f"GPUs per replica")
         known = gpu.name in {c.name for c in catalog.gpus()}
-        costs = cost_rows(gpu_hours.value, catalog.prices(gpu.name) if known else [])
+        if price_rows is None:
+            price_rows = catalog.prices(gpu.name) if known else []
+        costs = cost_rows(gpu_hours.value, price_rows)
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, A.GENERATION_MEMORY_UTILISATION,
