@@ -134,3 +134,25 @@ def test_plan_against_actual_from_tracked_runs(tmp_path):
     assert up.version == "1.1.0"
     assert "GPU h spent in tracked runs" in up.changes[0]
     assert "Actual:" in doc.read_text() and "overrun" in doc.read_text()
+
+
+def test_a_smoke_run_of_another_setup_is_not_projected_by_the_plan(tmp_path):
+    from gpuhours.report.budget_terminal import actual_text
+    from gpuhours.track.runs import StepRecord, add_steps, start_run
+
+    plan = tmp_path / "h100.yaml"
+    plan.write_text((EXAMPLES / "h100-phase1a.yaml").read_text())
+    with Ledger.open(tmp_path / "ledger.sqlite") as book:
+        run = start_run(book, project="Phase 1A on one H100", phase="phase1a", name="smoke",
+                        device_kind="cpu", device_name="AMD EPYC", planned_steps=100,
+                        config={"num_gpus": 1, "model_config": {
+                            "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 512}})
+        add_steps(book, run, [StepRecord(step=i, started_s=i, wall_s=1.0) for i in range(10)])
+        b = evaluate(load_plan(plan), ledger=book)
+    actual = b.phases[0].actual
+    assert actual is not None
+    assert actual.runs == 0 and actual.projected_gpu_hours is None
+    assert actual.other_setup_runs == 1
+    text = actual_text(b.phases[0])
+    assert "1 tracked run(s) of another setup not counted" in text
+    assert "ran on cpu (planned h100-sxm)" in text

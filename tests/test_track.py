@@ -177,3 +177,38 @@ def test_hf_callback_on_a_tiny_trainer(tmp_path: Path) -> None:
     assert all(s.compute_s > 0 and s.optimizer_s > 0 for s in recs)
     saved = [s.step for s in recs if s.save_s > 0 and s.save_bytes > 0]
     assert saved == [3, 6]
+
+
+def test_runs_of_another_setup_are_not_projected(tmp_path: Path) -> None:
+    """A CPU smoke test of a 1M-parameter model under the 8B H100 phase's name was once
+    projected as a 9% overrun of that phase: it is counted apart, with the reasons."""
+    planned = {"hidden_size": 4096, "num_layers": 32, "vocab_size": 128256, "method": "full",
+               "gpu": "h100-sxm"}
+    tiny = {"hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 512}
+    real = {"hidden_size": 4096, "num_hidden_layers": 32, "vocab_size": 128256}
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        smoke = start_run(book, project="p", phase="sft", name="smoke", device_kind="cpu",
+                          device_name="AMD EPYC", planned_steps=1000,
+                          config={"num_gpus": 1, "model_config": tiny, "method": "full"})
+        other_gpu = start_run(book, project="p", phase="sft", name="a100", device_kind="cuda",
+                              device_name="NVIDIA A100-SXM4-80GB", planned_steps=1000,
+                              config={"num_gpus": 1, "model_config": real})
+        lora = start_run(book, project="p", phase="sft", name="lora", device_kind="cuda",
+                         device_name="NVIDIA H100 80GB HBM3", planned_steps=1000,
+                         config={"num_gpus": 1, "model_config": real, "method": "lora"})
+        good = start_run(book, project="p", phase="sft", name="real", device_kind="cuda",
+                         device_name="NVIDIA H100 80GB HBM3", planned_steps=1000,
+                         config={"num_gpus": 1, "model_config": real, "method": "full"})
+        for run in (smoke, other_gpu, lora, good):
+            add_steps(book, run, [StepRecord(step=i, started_s=i, wall_s=3.6) for i in range(10)])
+        got = actuals_by_phase(book, "p", {"sft": planned})["sft"]
+        unfiltered = actuals_by_phase(book, "p")["sft"]
+    assert got.runs == 1 and got.steps_done == 10
+    assert got.gpu_hours_spent == pytest.approx(10 * 3.6 / 3600)
+    assert got.projected_gpu_hours == pytest.approx(1.0)
+    assert got.other_setup_runs == 3
+    reasons = " | ".join(got.other_setup_reasons)
+    assert "model hidden_size 64 (planned 4096)" in reasons
+    assert "ran on a100-80gb (planned h100-sxm)" in reasons
+    assert "method lora (planned full)" in reasons
+    assert unfiltered.runs == 4  # without a plan to compare with, every run counts

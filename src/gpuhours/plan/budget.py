@@ -90,7 +90,10 @@ def _with_actuals(results: list[PhaseResult], ledger: Any, project: str) -> list
     """Attach what tracked runs tagged with this project and a phase's name have spent."""
     from gpuhours.track.runs import actuals_by_phase
 
-    actuals = actuals_by_phase(ledger, project)
+    expected = {r.name: {k: r.setup.get(k) for k in ("hidden_size", "num_layers",
+                                                      "vocab_size", "method", "gpu")}
+                for r in results if r.setup}
+    actuals = actuals_by_phase(ledger, project, expected)
     out = []
     for r in results:
         a = actuals.get(r.name)
@@ -102,7 +105,8 @@ def _with_actuals(results: list[PhaseResult], ledger: Any, project: str) -> list
         out.append(r.model_copy(update={"actual": PhaseActual(
             runs=a.runs, gpu_hours_spent=a.gpu_hours_spent, steps_done=a.steps_done,
             steps_planned=a.steps_planned, projected_gpu_hours=a.projected_gpu_hours,
-            overrun_gpu_hours=over, basis=a.basis)}))
+            overrun_gpu_hours=over, basis=a.basis, other_setup_runs=a.other_setup_runs,
+            other_setup_reasons=list(a.other_setup_reasons))}))
     return out
 
 

@@ -171,7 +171,9 @@ def check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
 
 
 def _setup_summary(t: Training, hw: Hardware) -> dict[str, Any]:
-    return {"model": t.arch.name, "method": t.method, "precision": t.precision,
+    return {"model": t.arch.name, "hidden_size": t.arch.hidden_size,
+            "num_layers": t.arch.num_layers, "vocab_size": t.arch.vocab_size,
+            "method": t.method, "precision": t.precision,
             "micro_batch": t.micro_batch, "seq_len": t.seq_len, "grad_accum": t.grad_accum,
             "checkpointing": t.checkpointing, "zero_stage": t.zero_stage,
             "gpus": hw.num_gpus, "gpu": hw.gpu.name}

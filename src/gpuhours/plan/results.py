@@ -52,6 +52,10 @@ class PhaseActual(_Out):
     #: projected minus budgeted GPU hours of one run (positive: an overrun)
     overrun_gpu_hours: float | None
     basis: str
+    #: tracked runs under this phase's name of another setup (model, method, device): not
+    #: counted, and why
+    other_setup_runs: int = 0
+    other_setup_reasons: list[str] = []
 
 
 class GridRow(_Out):

@@ -89,4 +89,8 @@ def actual_text(r: PhaseResult) -> str:
         text += (f"; projected {a.projected_gpu_hours:,.2f} GPU h at the measured rate against "
                  f"{r.gpu_hours_per_run:,.2f} budgeted: {sign} of "
                  f"{abs(a.overrun_gpu_hours):,.2f} GPU h ({100 * share:.0f}%)")
-    return text + f" ({a.basis})"
+    text += f" ({a.basis})"
+    if a.other_setup_runs:
+        text += (f"; {a.other_setup_runs} tracked run(s) of another setup not counted: "
+                 + ", ".join(a.other_setup_reasons))
+    return text

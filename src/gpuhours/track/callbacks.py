@@ -58,6 +58,11 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
             }
             if model is not None and getattr(model, "config", None) is not None:
                 config["model_config"] = model.config.to_dict()
+            if model is not None:
+                # what plan-vs-actual joins on: a LoRA run is not the full fine-tuning phase's
+                quantised = bool(getattr(model, "is_loaded_in_4bit", False))
+                config["method"] = ("qlora" if quantised and hasattr(model, "peft_config") else
+                                    "lora" if hasattr(model, "peft_config") else "full")
             self.run = start_tracking(
                 project=project, phase=phase, name=name, config=config, ledger=ledger,
                 planned_steps=planned_steps or state.max_steps or None, flush_every=flush_every,

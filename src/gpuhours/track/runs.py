@@ -206,18 +206,69 @@ class PhaseActual:
     steps_planned: int | None
     projected_gpu_hours: float | None
     basis: str
+    #: tracked runs of this phase's name whose setup is not the plan's (not counted), and why
+    other_setup_runs: int = 0
+    other_setup_reasons: tuple[str, ...] = ()
 
 
-def actuals_by_phase(ledger: Ledger, project: str) -> dict[str, PhaseActual]:
-    """{phase: PhaseActual} for the tracked runs of `project` (for `gpuhours plan`)."""
+#: config keys of a model's size in a Hugging Face config (gpt2 spells them its own way)
+_SIZE_KEYS = {"hidden_size": ("hidden_size", "n_embd", "d_model"),
+              "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+              "vocab_size": ("vocab_size",)}
+
+
+def setup_mismatches(run: dict[str, Any], expected: dict[str, Any]) -> list[str]:
+    """Why a tracked run is not of the plan phase's setup: its model's size, its method, its
+    device kind or GPU type (each only when both sides say it). Empty: the same setup."""
+    reasons = []
+    cfg = run["config"]
+    model_cfg = cfg.get("model_config") or {}
+    for key, names in _SIZE_KEYS.items():
+        ran = next((model_cfg[n] for n in names if isinstance(model_cfg.get(n), int)), None)
+        planned = expected.get(key)
+        if ran is not None and planned is not None and ran != planned:
+            reasons.append(f"model {key} {ran} (planned {planned})")
+            break
+    if cfg.get("method") and expected.get("method") and cfg["method"] != expected["method"]:
+        reasons.append(f"method {cfg['method']} (planned {expected['method']})")
+    gpu = expected.get("gpu")
+    if gpu and run["device_kind"] in ("cpu", "mps"):
+        reasons.append(f"ran on {run['device_kind']} (planned {gpu})")
+    elif gpu and run["device_kind"] == "cuda":
+        from gpuhours.bench.device import catalog_gpu_for
+
+        ran_on = catalog_gpu_for(run["device_name"])
+        if ran_on is not None and ran_on != gpu:
+            reasons.append(f"ran on {ran_on} (planned {gpu})")
+    return reasons
+
+
+def actuals_by_phase(ledger: Ledger, project: str,
+                     expected: dict[str, dict[str, Any]] | None = None
+                     ) -> dict[str, PhaseActual]:
+    """{phase: PhaseActual} for the tracked runs of `project` (for `gpuhours plan`).
+
+    `expected`: each phase's planned setup (model sizes, method, catalog GPU); a run of another
+    setup (a CPU smoke test of a tiny model under the 8B phase's name) is counted apart and
+    never projected."""
     rows = ledger.query(
         "SELECT r.phase AS phase, r.id AS id, r.planned_steps AS planned, r.config_json AS cfg, "
+        "r.device_kind AS device_kind, r.device_name AS device_name, "
         "COUNT(s.step) AS steps, COALESCE(SUM(s.wall_s), 0) AS wall "
         "FROM runs r LEFT JOIN run_steps s ON s.run_id = r.id WHERE r.project = ? "
         "GROUP BY r.id ORDER BY r.id", [project])
     out: dict[str, PhaseActual] = {}
+    apart: dict[str, list[str]] = {}
     for r in rows:
-        gpus = int(json.loads(r["cfg"]).get("num_gpus") or 1)
+        cfg = json.loads(r["cfg"])
+        want = (expected or {}).get(r["phase"])
+        if want is not None:
+            why = setup_mismatches({"config": cfg, "device_kind": r["device_kind"],
+                                    "device_name": r["device_name"]}, want)
+            if why:
+                apart.setdefault(r["phase"], []).append(f"run #{r['id']}: {'; '.join(why)}")
+                continue
+        gpus = int(cfg.get("num_gpus") or 1)
         prev = out.get(r["phase"])
         hours = r["wall"] * gpus / 3600 + (prev.gpu_hours_spent if prev else 0.0)
         steps = int(r["steps"]) + (prev.steps_done if prev else 0)
@@ -230,4 +281,11 @@ def actuals_by_phase(ledger: Ledger, project: str) -> dict[str, PhaseActual]:
             steps_done=steps, steps_planned=planned, projected_gpu_hours=projected,
             basis="measured: tracked step wall time x GPUs; projected = measured GPU h per step "
                   "x planned steps")
+    for phase, reasons in apart.items():
+        prev = out.get(phase)
+        base = prev or PhaseActual(phase=phase, runs=0, gpu_hours_spent=0.0, steps_done=0,
+                                   steps_planned=None, projected_gpu_hours=None,
+                                   basis="measured: no tracked run of the planned setup")
+        out[phase] = PhaseActual(**{**base.__dict__, "other_setup_runs": len(reasons),
+                                    "other_setup_reasons": tuple(reasons)})
     return out
