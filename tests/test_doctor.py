@@ -242,3 +242,44 @@ def test_cli_doctor_too_few_steps_and_missing_ledger(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "at least 5" in " ".join(r.output.split())
     r = runner.invoke(app, ["doctor", "1", "--ledger", str(tmp_path / "none.sqlite")])
     assert r.exit_code == 2 and "no ledger" in r.output
+
+
+def _checkpoint(out: Path, step: int, mtime: float) -> Path:
+    """output_dir/checkpoint-N/trainer_state.json of an unfinished run, written at `mtime`."""
+    import os
+
+    d = out / f"checkpoint-{step}"
+    d.mkdir(parents=True)
+    history = [h for h in TRAINER_STATE["log_history"]
+               if h.get("step", 0) <= step and "train_runtime" not in h]
+    f = d / "trainer_state.json"
+    f.write_text(json.dumps({**TRAINER_STATE, "global_step": step, "max_steps": 2000,
+                             "log_history": history}))
+    os.utime(f, (mtime, mtime))
+    return f
+
+
+def test_hf_log_of_a_checkpoint_is_timed_by_the_checkpoints_beside_it(tmp_path: Path) -> None:
+    # checkpoints at steps 100, 250 and 400 written 1,500 s apart per 150 steps: 10 s a step
+    for step, t in ((100, 1_000_000.0), (250, 1_001_500.0)):
+        _checkpoint(tmp_path, step, t)
+    last = _checkpoint(tmp_path, 400, 1_003_000.0)
+    d = diagnose_hf_log(last, catalog.gpu("a100-80gb"), usd_per_gpu_hour=2.0, gpus=4)
+    assert d.step_time_mean_s == pytest.approx(10.0)
+    # 2,000 planned steps x 10 s x 4 GPUs
+    assert d.measured_gpu_hours_planned.value == pytest.approx(2000 * 10 * 4 / 3600)
+    assert "file times of 3 checkpoint" in d.measured_gpu_hours_planned.source
+    assert d.measured_gpu_hours_planned.basis == "measured"
+
+
+def test_hf_log_of_a_lone_checkpoint_needs_the_elapsed_time(tmp_path: Path) -> None:
+    lone = _checkpoint(tmp_path, 400, 1_000_000.0)
+    r = runner.invoke(app, ["doctor", "--hf-log", str(lone)])
+    assert r.exit_code == 2 and "--elapsed-hours" in " ".join(r.output.split())
+    r = runner.invoke(app, ["doctor", "--hf-log", str(lone), "--elapsed-hours", "2",
+                            "--gpus", "8", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["step_time_mean_s"] == pytest.approx(7200 / 400)
+    assert d["measured_gpu_hours_planned"]["value"] == pytest.approx(2000 * 18 * 8 / 3600)
+    assert d["measured_gpu_hours_planned"]["basis"] == "assumed"

@@ -31,6 +31,12 @@ def register(app: typer.Typer) -> None:
         usd_per_gpu_hour: Annotated[float | None, typer.Option(
             help="Price per GPU hour (default: the catalog's cheapest on-demand for --gpu).")
         ] = None,
+        gpus: Annotated[int, typer.Option(
+            "--gpus", help="With --hf-log: GPUs (processes) of the run; the log does not say.")
+        ] = 1,
+        elapsed_hours: Annotated[float | None, typer.Option(
+            "--elapsed-hours", help="With --hf-log of an unfinished run and no other checkpoint "
+                                    "beside it: the wall time of its steps so far.")] = None,
         bench_data: Annotated[str | None, typer.Option(
             help="JSON of `gpuhours bench-data --json` for the input-bound fix.")] = None,
         ledger: Annotated[str | None, typer.Option(
@@ -52,7 +58,8 @@ def register(app: typer.Typer) -> None:
         if hf_log is not None:
             from gpuhours.doctor.hflog import diagnose_hf_log
 
-            result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps)
+            result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps, gpus,
+                                     elapsed_hours)
         else:
             from gpuhours.doctor.diagnose import diagnose, read_loader_rates, view_from_ledger
             from gpuhours.track.ledger import Ledger, ledger_path

@@ -46,25 +46,65 @@ def read_trainer_state(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def checkpoint_rate(path: str | Path) -> tuple[float, str] | None:
+    """(seconds per optimizer step, basis) from the checkpoints beside `path` when it is
+    output_dir/checkpoint-N/trainer_state.json: each checkpoint's trainer_state.json is written
+    when that checkpoint is saved, so the file times of two or more of them measure the rate
+    between them (save time included). None with fewer than two."""
+    p = Path(path)
+    if not p.parent.name.startswith("checkpoint-"):
+        return None
+    points = []
+    for f in p.parent.parent.glob("checkpoint-*/trainer_state.json"):
+        try:
+            step = int(json.loads(f.read_text(encoding="utf-8")).get("global_step") or 0)
+            points.append((step, f.stat().st_mtime))
+        except (OSError, ValueError, AttributeError):
+            continue  # a checkpoint being written or a foreign file: not a time point
+    points.sort()
+    if len(points) < 2 or points[-1][0] <= points[0][0] or points[-1][1] <= points[0][1]:
+        return None
+    (s0, t0), (s1, t1) = points[0], points[-1]
+    rate = (t1 - t0) / (s1 - s0)
+    return rate, (f"measured: file times of {len(points)} checkpoint trainer_state.json files "
+                  f"(steps {s0}-{s1} in {(t1 - t0) / 3600:.2f} h, checkpoint saves included)")
+
+
 def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                     usd_per_gpu_hour: float | None = None,
-                    planned_steps: int | None = None) -> Diagnosis:
+                    planned_steps: int | None = None, gpus: int = 1,
+                    elapsed_hours: float | None = None) -> Diagnosis:
+    """Read a trainer_state.json. Its time: the final train_runtime; else the file times of
+    the checkpoints beside it; else `elapsed_hours` (the wall time of its steps) when given.
+    `gpus`: processes of the run (the log does not say); GPU hours count all of them."""
     state = read_trainer_state(path)
     where = f"--hf-log {path}"
+    if gpus < 1:
+        raise InputError("--gpus", f"expected a positive count, got {gpus}.")
+    if elapsed_hours is not None and not (math.isfinite(elapsed_hours) and elapsed_hours > 0):
+        raise InputError("--elapsed-hours", f"expected a positive time, got {elapsed_hours!r}.")
     history: list[dict[str, Any]] = [h for h in state["log_history"] if isinstance(h, dict)]
     steps_done = int(state.get("global_step") or 0)
     if steps_done < MIN_STEPS:
         raise InputError(where, f"records {steps_done} optimizer step(s); at least {MIN_STEPS} "
                                 "are needed to judge a run.")
-    final = next((h for h in reversed(history) if "train_runtime" in h), None)
-    if final is None:
-        raise InputError(where, "has no train_runtime entry: the run had not finished when this "
-                                "state was written, so its time cannot be measured.",
-                         "Use the trainer_state.json of the final checkpoint or output folder, "
+    final: dict[str, Any] = next((h for h in reversed(history) if "train_runtime" in h), {})
+    time_basis = "the Trainer's train_runtime"
+    if final:
+        runtime_s = float(final["train_runtime"])
+        if not runtime_s > 0:
+            raise InputError(where, f"train_runtime {runtime_s!r} is not a positive time.")
+    elif (found := checkpoint_rate(path)) is not None:
+        runtime_s, time_basis = found[0] * steps_done, found[1]
+    elif elapsed_hours is not None:
+        runtime_s, time_basis = elapsed_hours * 3600, "given: --elapsed-hours"
+    else:
+        raise InputError(where, "has no train_runtime entry (the run had not finished when this "
+                                "state was written) and no other checkpoint beside it to time "
+                                "the steps by, so its time cannot be measured.",
+                         "Pass --elapsed-hours H (the wall time of its steps so far), give the "
+                         "trainer_state.json of the output folder once the run has finished, "
                          "or track the run with gpuhours.track.")
-    runtime_s = float(final["train_runtime"])
-    if not runtime_s > 0:
-        raise InputError(where, f"train_runtime {runtime_s!r} is not a positive time.")
     planned = planned_steps or int(state.get("max_steps") or steps_done)
     planned_basis = "given: --planned-steps" if planned_steps else "max_steps of the log"
     price, price_basis = price_per_gpu_hour(gpu, usd_per_gpu_hour, {})
@@ -80,7 +120,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         mean_eval = eval_total / len(evals)
         every_new = max(every_now + 1, math.ceil(mean_eval / (TARGET_OVERHEAD_SHARE * base_step)))
         saved_total = (planned // every_now - planned // every_new) * mean_eval
-        hours = saved_total / 3600
+        hours = saved_total / 3600 * gpus
         findings.append(Finding(
             rule="evaluation", title="Evaluation takes a large share",
             evidence=[f"{len(evals)} evaluations, {mean_eval:.1f} s each (eval_runtime, "
@@ -91,21 +131,23 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                                     source="eval_runtime entries of the log"),
             gpu_hours_saved=Figure(value=hours, unit="GPU h", basis="measured",
                                    source=f"(evaluations now - after) over {planned} planned "
-                                          f"steps x mean eval_runtime; one process's time"),
+                                          f"steps x mean eval_runtime x {gpus} GPU(s)"),
             usd_saved=None if price is None else Figure(
                 value=hours * price, unit="USD", basis="formula",
                 source=f"GPU hours x {price:g} USD/GPU-h ({price_basis})"),
             confidence=confidence))
     flos = state.get("total_flos") or final.get("total_flos")
     if flos and gpu is not None:
-        achieved = float(flos) / runtime_s
+        achieved = float(flos) / runtime_s / gpus
         peak = peak_flops(gpu, "bf16-mixed")
-        notes.append(f"achieved {achieved / 1e12:.1f} TFLOP/s per process = {achieved / peak:.0%} "
+        notes.append(f"achieved {achieved / 1e12:.1f} TFLOP/s per GPU = {achieved / peak:.0%} "
                      f"of {gpu.name}'s dense bf16 peak (measured: the Trainer's total_flos, "
-                     f"about 6 x params x tokens, / train_runtime; evaluation time included)")
+                     f"about 6 x params x tokens, / run time / {gpus} GPU(s); evaluation "
+                     f"time included)")
     elif flos:
-        notes.append(f"achieved {float(flos) / runtime_s / 1e12:.2f} TFLOP/s per process "
-                     "(total_flos / train_runtime); pass --gpu to compare with its peak.")
+        notes.append(f"achieved {float(flos) / runtime_s / gpus / 1e12:.2f} TFLOP/s per GPU "
+                     f"(total_flos / run time / {gpus} GPU(s)); pass --gpu to compare with its "
+                     "peak.")
     save_steps = state.get("save_steps")
     if save_steps:
         notes.append(f"{steps_done // int(save_steps)} checkpoint saves (every {save_steps} "
@@ -120,7 +162,10 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         time_shares={"eval_s": eval_total / runtime_s, "other_s": 1 - eval_total / runtime_s},
         step_time_mean_s=step_s,
         measured_gpu_hours_planned=Figure(
-            value=step_s * planned / 3600, unit="GPU h", basis="measured",
-            source="train_runtime / global_step x planned steps / 3600 (one process)"),
+            value=step_s * planned / 3600 * gpus, unit="GPU h",
+            basis="assumed" if time_basis.startswith("given") else "measured",
+            source=f"run time / global_step x planned steps / 3600 x {gpus} GPU(s) "
+                   f"(run time: {time_basis}; GPUs: "
+                   f"{'given: --gpus' if gpus > 1 else 'one process assumed: pass --gpus'})"),
         usd_per_gpu_hour=price, price_basis=price_basis, findings=findings, options=[],
         notes=notes)
