@@ -29,18 +29,19 @@ def phase(b, name: str):
 
 def test_pixelis_budget_formula_by_hand():
     b = budget("pixelis.yaml")
-    # stated phases keep their numbers: SVD 4 + 4 GPU h once; online 12 h x 2 GPUs x 1.25
+    # stated phases keep their numbers: SVD 4 + 4 GPU h and development 200 (on an RTX 4090)
+    # once; online 12 h x 2 GPUs x 1.25
     # (system overhead) and 24 h x 2 x 1.20 (monitoring); ablations 25 and profiling 20 once
     assert phase(b, "svd-qwen2.5-7b").gpu_hours_per_run == 4
     assert phase(b, "ttrl-domain-adaptation").gpu_hours_per_run == pytest.approx(30.0)
     assert phase(b, "ttrl-continual-learning").gpu_hours_per_run == pytest.approx(57.6)
-    assert b.one_time_gpu_hours == pytest.approx(8.0)
+    assert b.one_time_gpu_hours == pytest.approx(208.0)
     assert b.single_seed_gpu_hours == pytest.approx(
         25 + 20 + phase(b, "sft-qwen3-8b").gpu_hours_per_run)
     per_seed = sum(phase(b, n).gpu_hours_per_run for n in (
         "sft", "rft", "ttrl-domain-adaptation", "ttrl-continual-learning", "evaluation"))
     assert b.per_seed_gpu_hours == pytest.approx(per_seed)
-    subtotal = 8.0 + 3 * per_seed + b.single_seed_gpu_hours
+    subtotal = 208.0 + 3 * per_seed + b.single_seed_gpu_hours
     assert b.subtotal_gpu_hours == pytest.approx(subtotal)
     assert b.total_gpu_hours == pytest.approx(subtotal * 1.15)
     assert "x 3 seeds" in b.formula and "15% contingency" in b.formula
@@ -213,3 +214,35 @@ def test_a_phase_that_does_not_fit_is_an_error(tmp_path):
     result = run("plan", str(bad), "--no-doc")
     assert result.exit_code == 1  # "does not fit", the same code in every command
     assert f"{bad}, line 5, phase 'sft'" in result.stderr and "GiB" in result.stderr
+
+
+def test_a_phase_on_its_own_gpu_is_costed_as_that_gpu():
+    b = budget("pixelis.yaml")
+    dev = phase(b, "development")
+    assert dev.gpu == "rtx-4090" and phase(b, "sft").gpu == "a100-40gb"
+    # each GPU type's hours, contingency included, add up to the total
+    assert b.gpu_hours_by_gpu["rtx-4090"] == pytest.approx(200 * 1.15)
+    assert sum(b.gpu_hours_by_gpu.values()) == pytest.approx(b.total_gpu_hours)
+    # the A100 prices cost only the A100 hours; the 4090 has no catalog price: said so
+    a100 = [c for c in b.costs if c.gpu == "a100-40gb" and c.usd_per_gpu_hour]
+    assert a100 and all(c.on_demand_usd == pytest.approx(
+        c.usd_per_gpu_hour * b.gpu_hours_by_gpu["a100-40gb"]) for c in a100)
+    assert all(c.instance.endswith("[a100-40gb]") for c in a100)
+    assert any(w.startswith("no catalog price for rtx-4090") for w in b.warnings)
+    # electricity at each type's TDP
+    assert b.electricity_kwh == pytest.approx(
+        b.gpu_hours_by_gpu["a100-40gb"] * 0.400 + b.gpu_hours_by_gpu["rtx-4090"] * 0.450)
+
+
+def test_an_unknown_phase_gpu_names_the_line_and_field(tmp_path):
+    import yaml
+
+    from gpuhours.errors import InputError
+
+    data = yaml.safe_load((EXAMPLES / "pixelis.yaml").read_text())
+    data["phases"][0]["gpu"] = "rtx-9999"
+    f = tmp_path / "p.yaml"
+    f.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError, match="field 'gpu'") as caught:
+        evaluate(load_plan(f))
+    assert "p.yaml, line" in str(caught.value)

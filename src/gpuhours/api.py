@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from gpuhours.track.ledger import Ledger
 
 
-def _prices(hardware: Hardware, usd_per_gpu_hour: float | None = None) -> list[Any]:
+def price_rows_for(hardware: Hardware, usd_per_gpu_hour: float | None = None) -> list[Any]:
     """The catalog's prices of the GPU, and first the user's own price when given."""
     from gpuhours import catalog
 
@@ -69,7 +69,7 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
         measured = calibration_kwargs(ledger, hardware, training)
     return _estimate(training, hardware, tokens=tokens, steps=steps, examples=examples,
                      epochs=epochs, tokens_per_example=tokens_per_example, packed=packed,
-                     price_rows=_prices(hardware, usd_per_gpu_hour), **measured)
+                     price_rows=price_rows_for(hardware, usd_per_gpu_hour), **measured)
 
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,

@@ -375,9 +375,10 @@ def generation(
 
     prices = None
     if usd_per_gpu_hour is not None:
-        from gpuhours.api import _prices
+        from gpuhours.api import price_rows_for
 
-        prices = _prices(hw.model_copy(update={"num_gpus": tensor_parallel}), usd_per_gpu_hour)
+        prices = price_rows_for(hw.model_copy(update={"num_gpus": tensor_parallel}),
+                                usd_per_gpu_hour)
     data = generation_summary(e, g, hw.gpu, sequences, prices)
     if as_json:
         emit_json(data)

@@ -52,6 +52,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op", "usd_per_gpu_hour": "--usd-per-gpu-hour",
+    "elapsed_hours": "--elapsed-hours",
     "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens", "batch": "--batch",
     "engine": "--engine", "peak_tflops": "--peak-tflops", "memory_gb": "--memory-gb",
     "bandwidth_gb_per_s": "--bandwidth-gb-per-s", "ledger": "--ledger", "compiled": "--compile",

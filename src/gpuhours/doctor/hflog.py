@@ -18,7 +18,7 @@ from typing import Any, Literal
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor.diagnose import Diagnosis, price_per_gpu_hour
 from gpuhours.doctor.rules import LOW_CONFIDENCE_STEPS, MIN_STEPS, TARGET_OVERHEAD_SHARE, Finding
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.files import TRAINER_STATE_MAX_BYTES, read_user_text
@@ -80,9 +80,9 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
     state = read_trainer_state(path)
     where = f"--hf-log {path}"
     if gpus < 1:
-        raise InputError("--gpus", f"expected a positive count, got {gpus}.")
+        raise FieldError("num_gpus", f"expected a positive count, got {gpus}.")
     if elapsed_hours is not None and not (math.isfinite(elapsed_hours) and elapsed_hours > 0):
-        raise InputError("--elapsed-hours", f"expected a positive time, got {elapsed_hours!r}.")
+        raise FieldError("elapsed_hours", f"expected a positive time, got {elapsed_hours!r}.")
     history: list[dict[str, Any]] = [h for h in state["log_history"] if isinstance(h, dict)]
     steps_done = int(state.get("global_step") or 0)
     if steps_done < MIN_STEPS:

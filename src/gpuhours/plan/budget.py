@@ -4,6 +4,7 @@ one-time + per-seed x seeds + single-seed, + contingency; wall clock, dollars, e
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from gpuhours import catalog
@@ -34,12 +35,18 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
     ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path, ledger=ledger)
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
+    gpus_by_name = {gpu.name: gpu}
     for phase in plan.phases:
+        phase_ctx = ctx
+        if phase.gpu is not None:
+            phase_gpu = _phase_gpu(loaded, phase)
+            gpus_by_name[phase_gpu.name] = phase_gpu
+            phase_ctx = replace(ctx, gpu=phase_gpu)
         if isinstance(phase, GridPhase):
-            result, schedule = grid_phase(ctx, phase)
+            result, schedule = grid_phase(phase_ctx, phase)
             grids[phase.name] = schedule
         else:
-            result = compute_phase(ctx, phase)
+            result = compute_phase(phase_ctx, phase)
         results.append(result)
     if ledger is not None:
         results = _with_actuals(results, ledger, plan.project)
@@ -57,16 +64,30 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
     wall = sum(r.wall_hours_per_run * _runs_multiplier(r.runs, plan.seeds) for r in results)
     wall *= 1 + plan.contingency_percent / 100
 
-    costs = _costs(plan.hardware.usd_per_gpu_hour, gpu.name, grand)
+    # each GPU type's share of the total: its phases' hours x runs, contingency included
+    by_gpu: dict[str, float] = {}
+    for r in results:
+        share = r.gpu_hours_per_run * _runs_multiplier(r.runs, plan.seeds)
+        by_gpu[r.gpu or gpu.name] = by_gpu.get(r.gpu or gpu.name, 0.0) + share
+    by_gpu = {k: v * (1 + plan.contingency_percent / 100) for k, v in by_gpu.items()}
+    costs = [line for name, hours in by_gpu.items()
+             for line in _costs(plan.hardware.usd_per_gpu_hour, name, hours)]
+    if len(by_gpu) > 1:  # say which GPU type each price is for
+        costs = [c.model_copy(update={"instance": f"{c.instance} [{c.gpu}]"}) for c in costs]
     kwh = usd = None
     elec_basis = None
-    if gpu.tdp_w:
-        kwh = grand * gpu.tdp_w / 1000
-        elec_basis = (f"GPU hours x TDP {gpu.tdp_w:g} W (catalog): the GPUs alone at full "
+    if all(gpus_by_name[name].tdp_w for name in by_gpu):
+        kwh = sum(hours * (gpus_by_name[name].tdp_w or 0) / 1000 for name, hours in by_gpu.items())
+        tdps = ", ".join(f"{name} {gpus_by_name[name].tdp_w:g} W" for name in by_gpu)
+        elec_basis = (f"GPU hours x TDP ({tdps}; catalog): the GPUs alone at full "
                       f"power; host, cooling and idle time are not counted")
         if plan.hardware.electricity_usd_per_kwh is not None:
             usd = kwh * plan.hardware.electricity_usd_per_kwh
     warnings = [f"{r.name}: {w}" for r in results for w in r.warnings]
+    priced = {c.gpu for c in costs}
+    warnings += [f"no catalog price for {name} ({hours:,.1f} GPU h): the costs leave it out; "
+                 f"hardware.usd_per_gpu_hour prices every GPU type of the plan"
+                 for name, hours in by_gpu.items() if name not in priced]
     storage_total = _storage_total(results, plan.seeds)
     return Budget(
         project=plan.project, gpu=gpu.name, num_gpus=plan.hardware.num_gpus, seeds=plan.seeds,
@@ -76,7 +97,8 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
         total_gpu_hours=grand, formula=formula, wall_clock_hours=wall,
         wall_clock_basis="phases one after another, each on its own GPUs, runs repeated per "
                          "seed, contingency included",
-        costs=costs, electricity_kwh=kwh, electricity_usd=usd, electricity_basis=elec_basis,
+        costs=costs, gpu_hours_by_gpu=by_gpu, electricity_kwh=kwh, electricity_usd=usd,
+        electricity_basis=elec_basis,
         grids=grids, storage_total=storage_total, warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH,
@@ -128,15 +150,26 @@ def _storage_total(results: list[PhaseResult], seeds: int) -> Figure | None:
                   source="datasets once, per-run parts x runs: " + ", ".join(parts))
 
 
+def _phase_gpu(loaded: LoadedPlan, phase: Any) -> Any:
+    """The catalog GPU a phase names, or an error naming the plan, line and field."""
+    try:
+        return catalog.gpu(phase.gpu)
+    except UnknownNameError as e:
+        line = loaded.phase_lines.get(phase.name)
+        raise InputError(f"{loaded.path}{f', line {line}' if line else ''}, phase "
+                         f"{phase.name!r}, field 'gpu'", e.message,
+                         "Use a name from `gpuhours catalog gpus`.") from None
+
+
 def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[CostLine]:
     if own_price is not None:
-        return [CostLine(provider="plan", kind="stated", instance="-",
+        return [CostLine(gpu=gpu_name, provider="plan", kind="stated", instance="-",
                          on_demand_usd=gpu_hours * own_price, spot_usd=None,
                          usd_per_gpu_hour=own_price, spot_usd_per_gpu_hour=None,
                          as_of="as stated in the plan")]
     rows = sorted(catalog.prices(gpu_name),
                   key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
-    return [CostLine(provider=r.provider, kind=r.provider_kind, instance=r.instance,
+    return [CostLine(gpu=gpu_name, provider=r.provider, kind=r.provider_kind, instance=r.instance,
                      on_demand_usd=None if r.on_demand_usd_per_gpu_hour is None
                      else gpu_hours * r.on_demand_usd_per_gpu_hour,
                      spot_usd=None if r.spot_usd_per_gpu_hour is None

@@ -314,7 +314,7 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
         gpu_hours_per_run=gpu_hours, wall_hours_per_run=wall, bottleneck=bottleneck,
         basis=basis, formula=formula, setup=setup, warnings=warnings, checks=checks,
         storage=storage or {}, details=details or {},
-        config_digest=digest(phase),
+        config_digest=digest(phase), gpu=ctx.gpu.name,
     )
 
 

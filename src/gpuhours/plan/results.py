@@ -39,6 +39,8 @@ class PhaseResult(_Out):
     details: dict[str, Any]
     #: fingerprint of the phase's settings, for the living document's "what changed"
     config_digest: str
+    #: the catalog GPU the phase runs on (the plan's unless the phase names its own)
+    gpu: str = ""
 
 
 class PhaseActual(_Out):
@@ -78,6 +80,8 @@ class GridSchedule(_Out):
 
 
 class CostLine(_Out):
+    #: the GPU type these GPU hours run on (a plan may use several)
+    gpu: str = ""
     provider: str
     kind: str
     instance: str
@@ -107,6 +111,8 @@ class Budget(_Out):
     wall_clock_hours: float
     wall_clock_basis: str
     costs: list[CostLine]
+    #: GPU hours (contingency included) by the GPU type the phases run on
+    gpu_hours_by_gpu: dict[str, float] = {}
     electricity_kwh: float | None
     electricity_usd: float | None
     electricity_basis: str | None

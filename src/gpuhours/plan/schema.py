@@ -107,6 +107,8 @@ class PhaseStorage(_Strict):
 
 class _PhaseBase(_Strict):
     name: str = Field(min_length=1, max_length=80)
+    gpu: str | None = Field(default=None, description="this phase's catalog GPU when it is not "
+                                                      "the plan's (hardware.gpu)")
     runs: Runs = Field(default="per_seed", description="once, per_seed or single_seed")
     overheads: list[str] = Field(default_factory=list,
                                  description="names from the plan's `overheads`")

@@ -326,7 +326,20 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         f"{b.contingency_percent:g}% contingency included).",
         f"- Wall clock: {b.wall_clock_hours:,.0f} h ({b.wall_clock_basis}).",
     ]
-    if b.costs:
+    if b.costs and len(b.gpu_hours_by_gpu) > 1:
+        parts, total = [], 0.0
+        for name, hours in b.gpu_hours_by_gpu.items():
+            best = min((c for c in b.costs if c.gpu == name and c.on_demand_usd is not None),
+                       key=lambda c: c.on_demand_usd or 0, default=None)
+            if best is None:
+                parts.append(f"{name} {hours:,.0f} GPU h: no price")
+                continue
+            total += best.on_demand_usd or 0.0
+            parts.append(f"{name} {hours:,.0f} GPU h at {usd(best.on_demand_usd)} "
+                         f"({best.provider}, as of {best.as_of})")
+        lines.append(f"- GPU types: {'; '.join(parts)}; cheapest on-demand in all: "
+                     f"{usd(total)}.")
+    elif b.costs:
         cheapest = min((c for c in b.costs if c.on_demand_usd is not None),
                        key=lambda c: c.on_demand_usd or 0, default=None)
         if cheapest is not None:
