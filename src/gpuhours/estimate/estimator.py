@@ -53,6 +53,8 @@ class CostRow(_Out):
     spot_usd_per_gpu_hour: float | None
     as_of: str
     source: str
+    #: what is doubtful about the price row (gpuhours.catalog.price_flags): stale, suspicious
+    flags: list[str] = []
 
 
 class Totals(_Out):
@@ -187,7 +189,13 @@ def training_amount(
 
 
 def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
-    """Dollars for `gpu_hours` at each provider's per-GPU-hour price."""
+    """Dollars for `gpu_hours` at each provider's per-GPU-hour price, each row's doubts
+    flagged (stale, spot = on-demand, marked in the catalog's notes)."""
+    from datetime import date
+
+    from gpuhours.catalog.price_flags import price_flags
+
+    today = date.today()
     out = []
     for p in sorted(price_rows, key=lambda r: (r.on_demand_usd_per_gpu_hour or math.inf)):
         od, spot = p.on_demand_usd_per_gpu_hour, p.spot_usd_per_gpu_hour
@@ -197,6 +205,7 @@ def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
             spot_usd=None if spot is None else gpu_hours * spot,
             on_demand_usd_per_gpu_hour=od, spot_usd_per_gpu_hour=spot,
             as_of=p.as_of.isoformat(), source=p.source,
+            flags=[f.text for f in price_flags(p, today)],
         ))
     return out
 

@@ -167,6 +167,11 @@ def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[Cos
                          on_demand_usd=gpu_hours * own_price, spot_usd=None,
                          usd_per_gpu_hour=own_price, spot_usd_per_gpu_hour=None,
                          as_of="as stated in the plan")]
+    from datetime import date
+
+    from gpuhours.catalog.price_flags import price_flags
+
+    today = date.today()
     rows = sorted(catalog.prices(gpu_name),
                   key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
     return [CostLine(gpu=gpu_name, provider=r.provider, kind=r.provider_kind, instance=r.instance,
@@ -175,5 +180,6 @@ def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[Cos
                      spot_usd=None if r.spot_usd_per_gpu_hour is None
                      else gpu_hours * r.spot_usd_per_gpu_hour,
                      usd_per_gpu_hour=r.on_demand_usd_per_gpu_hour,
-                     spot_usd_per_gpu_hour=r.spot_usd_per_gpu_hour, as_of=r.as_of.isoformat())
+                     spot_usd_per_gpu_hour=r.spot_usd_per_gpu_hour, as_of=r.as_of.isoformat(),
+                     flags=[f.text for f in price_flags(r, today)])
             for r in rows]

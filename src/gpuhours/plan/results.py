@@ -90,6 +90,8 @@ class CostLine(_Out):
     usd_per_gpu_hour: float | None
     spot_usd_per_gpu_hour: float | None
     as_of: str
+    #: what is doubtful about the price row (gpuhours.catalog.price_flags)
+    flags: list[str] = []
 
 
 class Budget(_Out):

@@ -52,6 +52,10 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
         print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
                     title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the "
                           "date)")
+        for row in b.costs:
+            for flag in row.flags:
+                console.print(f"[yellow]price flag[/yellow] {esc(row.provider)} "
+                              f"{esc(row.instance)}: {esc(flag)}")
     else:
         console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."
                       "[/dim]")

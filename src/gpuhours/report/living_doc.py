@@ -384,6 +384,10 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["| provider | instance | $/GPU-h | on-demand | spot $/GPU-h | spot | as of |",
                   "|---|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_cost_cells(c)) + " |" for c in b.costs]
+        flagged = [f"- Price flag, {c.provider} {c.instance}: {flag}"
+                   for c in b.costs for flag in c.flags]
+        if flagged:
+            lines += ["", *flagged]
     else:
         lines.append(f"No catalog price for {b.gpu}.")
     if b.electricity_kwh is not None:

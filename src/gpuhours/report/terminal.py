@@ -103,6 +103,10 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
             print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
                         title=f"Cost at catalog prices for {esc(e.gpu)} (prices change: check "
                               "the date)")
+            for r in tot.cost_usd:
+                for flag in r.flags:
+                    console.print(f"[yellow]price flag[/yellow] {esc(r.provider)} "
+                                  f"{esc(r.instance)}: {esc(flag)}")
         else:
             console.print(f"[dim]No catalog price for {esc(e.gpu)}.[/dim]")
     for warning in e.warnings:
@@ -205,6 +209,10 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
                               Col("on-demand", "number", "right"),
                               Col("spot", "number", "right"), Col("as of", "number", "right")),
                     cost, notes=notes, wide=wide, title="Cost of the GPU hours")
+        for c in data["cost_usd"]:
+            for flag in c.get("flags") or []:
+                console.print(f"[yellow]price flag[/yellow] {esc(c['provider'])} "
+                              f"{esc(c['instance'])}: {esc(flag)}")
     elif data.get("gpu_hours") is not None:
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
