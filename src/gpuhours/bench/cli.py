@@ -28,9 +28,10 @@ from gpuhours.cli_common import (
 )
 from gpuhours.cli_common import err as err_console
 from gpuhours.errors import DoesNotFit, FieldError, InputError
-from gpuhours.setup import Training
+from gpuhours.setup import Generation, Training
 
 TRAINING = defaults_of(Training)
+GENERATION = defaults_of(Generation)
 
 
 def register(app: typer.Typer) -> None:
@@ -86,11 +87,21 @@ def register(app: typer.Typer) -> None:
                               "ledger's probe of the last 7 days.")] = False,
         profile: Annotated[Path | None, typer.Option(
             help="Write a torch.profiler Chrome trace of 3 steps to this file.")] = None,
+        workload: Annotated[str, typer.Option(
+            help="train (training steps) or generate (HF generate: prefill and decode, with "
+                 "--batch, --prompt-tokens, --output-tokens).")] = "train",
+        prompt_tokens: Annotated[int, typer.Option(
+            help="With --workload generate: prompt length, tokens.")] = GENERATION.prompt_tokens,
+        output_tokens: Annotated[int, typer.Option(
+            help="With --workload generate: new tokens per sequence.")] = 64,
+        repeats: Annotated[int, typer.Option(
+            help="With --workload generate: timed runs of each length (the median).")] = 3,
         ledger: LedgerOpt = None,
         no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not store.")] = False,
         as_json: JsonOpt = False,
     ) -> None:
-        """Run real training steps on this machine and measure them; store them in the ledger.
+        """Run real training steps (or, with --workload generate, HF generate) on this machine
+        and measure them; store them in the ledger.
 
         Step time (median, p10-p90, CV) split into data wait, forward, backward and optimizer;
         tokens/s; FLOPs counted by torch; MFU against the catalog peak or a measured one; peak
@@ -104,6 +115,18 @@ def register(app: typer.Typer) -> None:
                                       "models) or a config.json path.")
         if threads is not None and threads < 1:
             raise InputError("--threads", f"expected a positive number, got {threads}.")
+        if workload not in ("train", "generate"):
+            raise InputError("--workload", f"expected train or generate, got {workload!r}.")
+        if workload == "generate":
+            if sweep:
+                raise InputError("--sweep", "sweeps are for --workload train.")
+            g = Generation.model_validate(dict(
+                model=model, config_overrides=parse_sets(set_ or []), batch=batch,
+                prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                engine="hf-generate"))
+            _run_generate(g, precision, repeats, device, threads, ledger, not no_ledger,
+                          as_json, err_console)
+            return
         if peak_tflops is not None and not peak_tflops > 0:
             raise InputError("--peak-tflops", f"expected a positive number, got {peak_tflops}.")
         training = Training.model_validate(dict(
@@ -341,6 +364,54 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
                              "lora.")
         too_big.fields = ("micro_batch",)
         raise too_big
+
+
+def _run_generate(g: Any, precision: str, repeats: int, device: str, threads: int | None,
+                  ledger: str | None, store: bool, as_json: bool, err: Any) -> None:
+    """Measure HF generate for `g`, store it (kind 'generate'), print it beside the estimate."""
+    from gpuhours.bench.generate import measure_generate, with_estimate
+    from gpuhours.bench.render import render_generate
+    from gpuhours.bench.session import is_out_of_memory
+    from gpuhours.track.ledger import Ledger, ledger_path
+
+    with err.status("loading torch and transformers"):
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        from gpuhours.bench.device import detect
+        from gpuhours.bench.environment import collect
+
+        backend = detect(device)
+        environment = collect(backend)
+    with err.status(f"timing generate on {backend.name}"):
+        try:
+            result = with_estimate(measure_generate(g, backend, precision, repeats), g)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            raise DoesNotFit("batch", f"does not fit on {backend.name}: "
+                                      f"{type(e).__name__}", "Try a smaller --batch.") from None
+    ledger_id = None
+    path = ledger_path(ledger) if store else None
+    if path is not None:
+        cfg, _, _ = _model_config(g)
+        with Ledger.open(path) as book:
+            ledger_id = book.add_measurement(
+                kind="generate", status="ok", device_kind=backend.kind,
+                device_key=backend.key, device_name=backend.name, model=g.arch.name,
+                setup=result.setup, model_config=cfg, environment=environment,
+                results=result.ledger_results())
+    if as_json:
+        _emit({"ledger_id": ledger_id, "result": result.model_dump(mode="json")})
+    else:
+        render_generate(result, out, str(path) if path else None, ledger_id)
+
+
+def _model_config(g: Any) -> Any:
+    from gpuhours.resolve import model_config
+
+    return model_config(g.model, g.config_overrides)
 
 
 #: the exit code of a run stopped by Ctrl-C: 128 + SIGINT, as a shell reports it

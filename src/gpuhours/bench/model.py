@@ -19,7 +19,7 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.setup import torch_precision
 
 #: config.json fields that describe a saved file, not the architecture
-_NOT_ARCHITECTURE = ("model_type", "architectures", "transformers_version", "torch_dtype", "dtype",
+NOT_ARCHITECTURE = ("model_type", "architectures", "transformers_version", "torch_dtype", "dtype",
                      "_name_or_path", "auto_map")
 #: module names of peft targets other than all-linear, for llama-style attention
 _LORA_MODULES = {"attention": ["q_proj", "k_proj", "v_proj", "o_proj"], "qv": ["q_proj", "v_proj"]}
@@ -58,7 +58,7 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
 
     cfg, arch, basis = model_config(setup)
     model_type = str(cfg.get("model_type", "llama"))
-    fields = {k: v for k, v in cfg.items() if k not in _NOT_ARCHITECTURE}
+    fields = {k: v for k, v in cfg.items() if k not in NOT_ARCHITECTURE}
     for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
         # a --set vocab_size below a config's special-token ids only matters for generation;
         # drop them so that transformers does not warn about the shrunk vocabulary

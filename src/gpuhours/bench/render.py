@@ -149,9 +149,13 @@ def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> 
         table.add_column(col)
     for m in rows:
         s = m.setup
-        setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
-                                          f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
-                                          "ckpt" if s.get("checkpointing") else "") if x)
+        if m.kind == "generate":
+            setup = (f"generate {s.get('precision')} b{s.get('batch')} "
+                     f"p{s.get('prompt_tokens')}+{s.get('output_tokens')}")
+        else:
+            setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
+                                              f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
+                                              "ckpt" if s.get("checkpointing") else "") if x)
         table.add_row(str(m.id), esc(m.created_utc[:16].replace("T", " ")), esc(m.status),
                       esc(m.device_key), esc(m.model), esc(setup),
                       f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
@@ -184,3 +188,35 @@ def _kv(console: Console, title: str, data: dict[str, Any]) -> None:
     console.print(f"  [bold]{title}[/bold]")
     for k, v in data.items():
         console.print(f"    {esc(k)}: {esc(v)}", highlight=False)
+
+
+def render_generate(r: Any, console: Console, ledger_path: str | None,
+                    ledger_id: int | None) -> None:
+    """A generate benchmark: measured prefill and decode, beside the estimate when there is
+    one."""
+    s = r.setup
+    p = console.print
+    p(f"[bold]{esc(str(s['model']))}[/bold] HF generate, {r.dtype}, batch {s['batch']}, "
+      f"{s['prompt_tokens']} prompt + {s['output_tokens']} new tokens")
+    p(f"  device        {esc(r.device_name)}, {r.device_kind} (key {esc(r.device_key)})")
+    est = ""
+    if r.estimated_prefill_s is not None:
+        est = f"; estimated {seconds(r.estimated_prefill_s)}"
+    p(f"  prefill       {seconds(r.prefill_s)} (1 new token){est}")
+    est = ""
+    if r.estimated_decode_step_s is not None:
+        err = r.estimated_decode_step_s / r.decode_step_s - 1
+        est = f"; estimated {seconds(r.estimated_decode_step_s)} ({err:+.0%})"
+    p(f"  decode step   [bold]{seconds(r.decode_step_s)}[/bold] per token of the batch{est}")
+    p(f"  throughput    {r.output_tokens_per_s:,.1f} output tokens/s")
+    if r.operators_per_decode_step:
+        p(f"  operators     {r.operators_per_decode_step:,.0f} device operators per decode step "
+          f"(counted); at most {r.decode_step_s / r.operators_per_decode_step * 1e6:.1f} us "
+          "of host time each")
+    if r.peak_memory_bytes is not None:
+        p(f"  peak memory   {size(r.peak_memory_bytes)} of tensors")
+    p(f"[dim]  timing: {esc(r.timing_basis)}[/dim]")
+    if r.estimate_basis:
+        p(f"[dim]  estimate: {esc(r.estimate_basis)}[/dim]")
+    if ledger_id is not None:
+        p(f"  ledger        #{ledger_id} in {esc(str(ledger_path))}")
