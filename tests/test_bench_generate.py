@@ -71,3 +71,39 @@ def test_on_a_catalog_gpu_the_estimate_stands_beside_the_measurement() -> None:
     assert r.estimated_prefill_s == pytest.approx(e.prefill_s)
     assert r.estimated_decode_step_s == pytest.approx(e.decode_s / 128)
     assert r.estimate_basis is not None and "h100-sxm" in r.estimate_basis
+
+
+def test_a_generate_measurement_calibrates_the_host_of_hf_generate(tmp_path: Path) -> None:
+    from gpuhours import catalog
+    from gpuhours.api import estimate_generation
+    from gpuhours.setup import Generation, Hardware
+    from gpuhours.track.ledger import Ledger
+
+    h100 = Hardware(gpu=catalog.gpu("h100-sxm"))
+    g = Generation(model="qwen2.5-0.5b", batch=1, prompt_tokens=512, output_tokens=128,
+                   engine="hf-generate")
+    analytic = estimate_generation(g, h100)
+    # the H100 run's measured decode step for this setup (docs/generation.md): 32.0 ms
+    measured = 0.0320
+    _, config = catalog.model("qwen2.5-0.5b")
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        mid = book.add_measurement(
+            kind="generate", status="ok", device_kind="cuda", device_key="h100-sxm",
+            device_name="NVIDIA H100 80GB HBM3", model="qwen2.5-0.5b",
+            setup={"workload": "generate", "batch": 1, "prompt_tokens": 512,
+                   "output_tokens": 128, "engine": "hf-generate", "precision": "bf16"},
+            model_config=config, environment={"hostname": "h"},
+            results={"step_time_median_s": measured, "tokens_per_s": 1 / measured})
+        calibrated = estimate_generation(g, h100, book)
+        other = estimate_generation(Generation(model="llama-3.1-8b", batch=1, prompt_tokens=512,
+                                               output_tokens=128, engine="hf-generate"),
+                                    h100, book)
+    assert analytic.calibration is None
+    assert calibrated.decode_s / 128 == pytest.approx(measured, rel=1e-4)
+    assert calibrated.calibration is not None
+    assert calibrated.calibration.startswith(f"calibrated: ledger #{mid}")
+    assert calibrated.figures()["host_step_s"].basis == "measured"
+    # the host measured on this machine carries to another model on it: Llama-3.1-8B's
+    # decode step measured 44.2 ms on the same H100 (held out): predicted within 10%
+    assert other.calibration == calibrated.calibration
+    assert other.decode_s / 128 == pytest.approx(0.0442, rel=0.10)

@@ -90,10 +90,22 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
                bigger_gpus=catalog.gpus())
 
 
-def estimate_generation(generation: Generation, hardware: Hardware) -> GenerationEstimate:
-    """Prefill and decode time, KV cache, and the batch that fits, on one GPU of `hardware`."""
+def estimate_generation(generation: Generation, hardware: Hardware,
+                        ledger: Ledger | None = None) -> GenerationEstimate:
+    """Prefill and decode time, KV cache, and the batch that fits, on one GPU of `hardware`.
+    With a `ledger` holding an HF generate benchmark on that GPU (`bench --workload
+    generate`), hf-generate's host costs are scaled to reproduce it."""
     from gpuhours.estimate.generation import estimate_generation as _estimate
 
+    if ledger is not None:
+        from gpuhours.track.calibration import find_generation_calibration
+
+        cal = find_generation_calibration(ledger, hardware.gpu, generation)
+        if cal is not None:
+            from dataclasses import replace
+
+            return replace(_estimate(generation, hardware.gpu, host_scale=cal.host_scale),
+                           calibration=cal.basis)
     return _estimate(generation, hardware.gpu)
 
 

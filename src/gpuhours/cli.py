@@ -351,6 +351,8 @@ def generation(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     params: ParamsOpt = None,
     usd_per_gpu_hour: UsdOpt = None,
+    ledger: LedgerOpt = None,
+    calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
 ) -> None:
@@ -370,7 +372,9 @@ def generation(
                                        tensor_parallel=tensor_parallel,
                                        weight_bytes_per_param=weight_bytes_per_param,
                                        kv_bytes_per_element=kv_bytes_per_element))
-    e = estimate_generation(g, hw)
+    from gpuhours.api import open_ledger
+
+    e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)
     from gpuhours.estimate.generation import generation_summary
 
     prices = None

@@ -108,6 +108,8 @@ class GenerationEstimate:
     decode_bound: str
     sequences_per_s: float
     output_tokens_per_s: float
+    #: where the host costs came from when a measurement set them (None: assumed)
+    calibration: str | None = None
 
     @property
     def batch_time_s(self) -> float:
@@ -149,7 +151,10 @@ class GenerationEstimate:
                 "2 x layers x (tp_allreduce_latency_s + 2(tp-1)/tp x running x d x 2 bytes / "
                 "link bandwidth); 0 without tensor parallelism"),
             "host_step_s": assumed(self.host_step_s, "s per engine step",
-                                   f"assumptions.DECODE_HOST_STEP_S[{eng}]"),
+                                   f"assumptions.DECODE_HOST_STEP_S[{eng}]")
+            if self.calibration is None else Figure(
+                value=self.host_step_s, unit="s per engine step", basis="measured",
+                source=self.calibration),
             "prefill_s": formula(self.prefill_s, "s",
                                  "per wave: host step + max(prompt FLOPs / (peak x GEMM "
                                  "efficiency), weight read / bandwidth)"),
@@ -207,10 +212,12 @@ class _Step:
     kv_bytes_per_token: float
     tensor_parallel: int
     link_bytes_per_s: float
+    #: a measured host relative to the engine's assumed one (calibration; 1 = assumed)
+    host_scale: float = 1.0
 
     @property
     def host_s(self) -> float:
-        return A.DECODE_HOST_STEP_S[self.engine].value
+        return A.DECODE_HOST_STEP_S[self.engine].value * self.host_scale
 
     def allreduce_s(self, tokens: float) -> float:
         """Two all-reduces per layer of tokens x d activations (bf16) in a tensor-parallel
@@ -227,7 +234,8 @@ class _Step:
         does `flops` on each GPU of the group; and what bounds it."""
         t_mem = (self.weights_read_bytes + kv_bytes) / self.bandwidth_bytes_per_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
-        t_launch = self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
+        t_launch = (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
+                    * self.host_scale)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         device += self.allreduce_s(tokens)
         if t_launch > device:
@@ -261,8 +269,10 @@ def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
     return prefill, decode
 
 
-def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") -> GenerationEstimate:
-    """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU."""
+def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
+                        host_scale: float = 1.0) -> GenerationEstimate:
+    """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU.
+    `host_scale` multiplies the engine's host costs (a calibration from a measured host)."""
     arch = g.arch
     if arch.encoder:
         raise FieldError("model", f"{arch.name} is an encoder: it does not generate tokens.")
@@ -284,7 +294,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16") ->
                  bandwidth_bytes_per_s=gpu.memory_bw_gb_per_s * 1e9 * e_bw,
                  weights_read_bytes=weight_bytes_read_per_step(
                      arch, g.weight_bytes_per_param) / tp,
-                 kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link)
+                 kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
+                 host_scale=host_scale)
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -364,7 +375,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "cost_usd": [c.model_dump(mode="json") for c in costs],
         "basis": "formula: engine step = host step + max(eager launches, weight and KV bytes / "
                  f"bandwidth, FLOPs / peak) (estimate/generation.py), constants for {g.engine} "
-                 "fitted to the tune rows of the generation validation data (docs/generation.md)",
+                 "fitted to the tune rows of the generation validation data (docs/generation.md)"
+                 + (f"; host costs {e.calibration}" if e.calibration else ""),
+        "calibration": e.calibration,
         "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit, "basis": a.basis}
                         for a in used],
     }

@@ -336,3 +336,62 @@ def measured_device(ledger: Ledger, device_key: str) -> GpuSpec:
               + ("" if memory else "; memory unknown (1000 GB assumed)"),
     )
     return GpuSpec.model_validate(data)
+
+
+@dataclass(frozen=True)
+class GenerationCalibration:
+    """A measured HF generate decode step: the engine's host costs scaled to match it."""
+
+    host_scale: float
+    basis: str
+    ledger_id: int
+
+
+def find_generation_calibration(ledger: Ledger, gpu: GpuSpec, g: Any
+                                ) -> GenerationCalibration | None:
+    """The host scale at which the hf-generate estimate reproduces the measured decode step of
+    the nearest (by parameter count) `bench --workload generate` row on `gpu`; None when there
+    is none, or its step is no longer than the GPU's work alone (it says nothing of the host).
+    The host's cost does not depend on the model's size per operator, so the scale carries to
+    other models and batches on the same machine."""
+    from gpuhours.estimate.generation import estimate_generation
+    from gpuhours.setup import Generation
+
+    if g.engine != "hf-generate":
+        return None
+    rows = [m for m in ledger.measurements(device_key=gpu.name, status="ok")
+            if m.kind == "generate" and m.model_config and m.step_time_median_s]
+    if not rows:
+        return None
+    target = count_params(g.arch).total
+
+    def size(m: Measurement) -> float:
+        arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+        return abs(math.log(count_params(arch).total / target))
+
+    m = min(rows, key=lambda r: (size(r), -r.id))
+    arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+    s = m.setup
+    measured = Generation(arch=arch, batch=s["batch"], prompt_tokens=s["prompt_tokens"],
+                          output_tokens=s["output_tokens"], engine="hf-generate")
+    assert m.step_time_median_s is not None
+
+    def step_s(scale: float) -> float:
+        e = estimate_generation(measured, gpu, host_scale=scale)
+        return e.decode_s / max(1, measured.output_tokens)
+
+    lo, hi = 1e-3, 1e3
+    if step_s(lo) >= m.step_time_median_s or step_s(hi) <= m.step_time_median_s:
+        return None
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        if step_s(mid) < m.step_time_median_s:
+            lo = mid
+        else:
+            hi = mid
+    scale = math.sqrt(lo * hi)
+    basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model} HF "
+             f"generate batch {s['batch']}, {s['prompt_tokens']} + {s['output_tokens']} "
+             f"tokens, decode step {m.step_time_median_s * 1e3:.1f} ms measured: engine host "
+             f"costs x{scale:.3g}")
+    return GenerationCalibration(host_scale=scale, basis=basis, ledger_id=m.id)
