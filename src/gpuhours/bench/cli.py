@@ -88,8 +88,14 @@ def register(app: typer.Typer) -> None:
         profile: Annotated[Path | None, typer.Option(
             help="Write a torch.profiler Chrome trace of 3 steps to this file.")] = None,
         workload: Annotated[str, typer.Option(
-            help="train (training steps) or generate (HF generate: prefill and decode, with "
-                 "--batch, --prompt-tokens, --output-tokens).")] = "train",
+            help="train (training steps), generate (HF generate: prefill and decode, with "
+                 "--batch, --prompt-tokens, --output-tokens) or grpo (one GRPO step, each "
+                 "part timed: --prompts x --generations responses of --output-tokens, the "
+                 "update in micro-batches of --batch).")] = "train",
+        prompts: Annotated[int, typer.Option(
+            help="With --workload grpo: prompts per step.")] = 2,
+        generations: Annotated[int, typer.Option(
+            help="With --workload grpo: responses per prompt (the group).")] = 4,
         prompt_tokens: Annotated[int, typer.Option(
             help="With --workload generate: prompt length, tokens.")] = GENERATION.prompt_tokens,
         output_tokens: Annotated[int, typer.Option(
@@ -115,8 +121,20 @@ def register(app: typer.Typer) -> None:
                                       "models) or a config.json path.")
         if threads is not None and threads < 1:
             raise InputError("--threads", f"expected a positive number, got {threads}.")
-        if workload not in ("train", "generate"):
-            raise InputError("--workload", f"expected train or generate, got {workload!r}.")
+        if workload not in ("train", "generate", "grpo"):
+            raise InputError("--workload", f"expected train, generate or grpo, got "
+                                           f"{workload!r}.")
+        if workload == "grpo":
+            if sweep:
+                raise InputError("--sweep", "sweeps are for --workload train.")
+            policy = Training.model_validate(dict(
+                model=model, config_overrides=parse_sets(set_ or []), method=method,
+                precision=precision, micro_batch=batch,
+                seq_len=prompt_tokens + output_tokens, optimizer=optimizer,
+                optimizer_impl=optimizer_impl, lora_rank=lora_rank, lora_targets=lora_targets))
+            _run_grpo(policy, prompts, generations, prompt_tokens, output_tokens, device,
+                      threads, ledger, not no_ledger, as_json, err_console)
+            return
         if workload == "generate":
             if sweep:
                 raise InputError("--sweep", "sweeps are for --workload train.")
@@ -406,6 +424,50 @@ def _run_generate(g: Any, precision: str, repeats: int, device: str, threads: in
         _emit({"ledger_id": ledger_id, "result": result.model_dump(mode="json")})
     else:
         render_generate(result, out, str(path) if path else None, ledger_id)
+
+
+def _run_grpo(t: Any, prompts: int, generations: int, prompt_tokens: int, response_tokens: int,
+              device: str, threads: int | None, ledger: str | None, store: bool,
+              as_json: bool, err: Any) -> None:
+    """One GRPO step of `t`'s policy, each part timed; stored (kind 'grpo') and printed."""
+    from gpuhours.bench.grpo import measure_grpo
+    from gpuhours.bench.render import render_grpo
+    from gpuhours.bench.session import is_out_of_memory
+    from gpuhours.track.ledger import Ledger, ledger_path
+
+    with err.status("loading torch and transformers"):
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        from gpuhours.bench.device import detect
+        from gpuhours.bench.environment import collect
+
+        backend = detect(device)
+        environment = collect(backend)
+    with err.status(f"one GRPO step on {backend.name}"):
+        try:
+            result = measure_grpo(t, backend, prompts, generations, prompt_tokens,
+                                  response_tokens)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            raise DoesNotFit("batch", f"does not fit on {backend.name}: "
+                                      f"{type(e).__name__}", "Try a smaller --batch, fewer "
+                                      "--prompts or --generations.") from None
+    ledger_id = None
+    path = ledger_path(ledger) if store else None
+    if path is not None:
+        cfg, _, _ = _model_config(t)
+        with Ledger.open(path) as book:
+            ledger_id = book.add_measurement(
+                kind="grpo", status="ok", device_kind=backend.kind, device_key=backend.key,
+                device_name=backend.name, model=t.arch.name, setup=result.setup,
+                model_config=cfg, environment=environment, results=result.ledger_results())
+    if as_json:
+        _emit({"ledger_id": ledger_id, "result": result.model_dump(mode="json")})
+    else:
+        render_grpo(result, out, str(path) if path else None, ledger_id)
 
 
 def _model_config(g: Any) -> Any:

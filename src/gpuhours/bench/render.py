@@ -220,3 +220,20 @@ def render_generate(r: Any, console: Console, ledger_path: str | None,
         p(f"[dim]  estimate: {esc(r.estimate_basis)}[/dim]")
     if ledger_id is not None:
         p(f"  ledger        #{ledger_id} in {esc(str(ledger_path))}")
+
+
+def render_grpo(r: Any, console: Console, ledger_path: str | None,
+                ledger_id: int | None) -> None:
+    """One GRPO step, part by part."""
+    s = r.setup
+    p = console.print
+    p(f"[bold]{esc(str(s['model']))}[/bold] GRPO step, {s['method']}, {s['precision']}: "
+      f"{s['prompts']} prompts x {s['generations']} responses of {s['response_tokens']} tokens "
+      f"({s['prompt_tokens']}-token prompts), update in micro-batches of {s['micro_batch']}")
+    p(f"  device        {esc(r.device_name)}, {r.device_kind} (key {esc(r.device_key)})")
+    for name, t in r.parts_s.items():
+        p(f"  {name:<22} {seconds(t):>10}  {t / r.step_s:6.1%}")
+    p(f"  [bold]{'step':<22} {seconds(r.step_s):>10}[/bold]")
+    p(f"[dim]  timing: {esc(r.timing_basis)}[/dim]")
+    if ledger_id is not None:
+        p(f"  ledger        #{ledger_id} in {esc(str(ledger_path))}")
