@@ -57,3 +57,17 @@ def test_a_setup_the_user_chose_is_kept_and_refused_when_it_does_not_fit():
     d = json.loads(result.stdout)
     assert not d["memory"]["fits"] and d["setup"]["micro_batch"] == 1
     assert not any(w.startswith("setup chosen") for w in d["warnings"])
+
+
+def test_a_node_that_slows_the_run_is_said():
+    from gpuhours.api import estimate_training
+
+    t = Training(model="llama-2-7b", zero_stage=3, checkpointing=True, seq_len=2048)
+    slow_net = dict(gpu="a100-80gb", inter_node_gb_per_s_one_way=3.0)
+    two = estimate_training(t, Hardware(num_gpus=16, **slow_net))
+    one = estimate_training(t, Hardware(num_gpus=8, **slow_net))
+    # ZeRO-3 over a 3 GB/s network: 16 GPUs train fewer tokens/s than one NVLink node
+    assert two.tokens_per_s.value < one.tokens_per_s.value
+    assert any(w.startswith("the last node makes the run slower") for w in two.warnings)
+    fast = estimate_training(t, Hardware(gpu="a100-80gb", num_gpus=16))
+    assert not any(w.startswith("the last node") for w in fast.warnings)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.fit import fit
@@ -23,7 +21,11 @@ def test_largest_micro_batch_is_the_edge_of_memory():
     at = training_memory(arch, t.model_copy(update={"micro_batch": mb})).total_bytes
     above = training_memory(arch, t.model_copy(update={"micro_batch": mb + 1})).total_bytes
     assert at <= limit < above
-    assert r.grad_accum_for_effective_batch == math.ceil(64 / mb)
+    # exactly 64: the largest micro-batch up to mb that divides it, and its accumulation
+    split = max(m for m in range(1, mb + 1) if 64 % m == 0)
+    assert r.micro_batch_for_effective_batch == split
+    assert r.grad_accum_for_effective_batch == 64 // split
+    assert r.micro_batch_for_effective_batch * r.grad_accum_for_effective_batch == 64
 
 
 def test_fastest_configuration_fits_and_is_at_least_as_fast_as_the_largest_batch():
@@ -44,3 +46,21 @@ def test_nothing_fits_lists_changes_that_do():
     assert any(c.method == "qlora" for c in fitting)  # 13B in 4 bits: ~7 GB on a 24 GB card
     for c in r.alternatives:
         assert c.fits == (c.memory_total_bytes <= c.memory_limit_bytes)
+
+
+
+def test_the_effective_batch_is_reached_exactly_or_the_nearest_is_said():
+    arch, _ = resolve_model("qwen2.5-7b")
+    t = Training(arch=arch, method="lora", seq_len=2048)
+    gpu = catalog.gpu("a100-80gb")
+    # once answered 3 x 11 = 33 for 32: now a split of exactly 32 (micro-batch 2 x 16)
+    r = fit(t, Hardware(gpu=gpu), effective_batch=32)
+    assert r.largest_micro_batch == 3
+    assert (r.micro_batch_for_effective_batch, r.grad_accum_for_effective_batch) == (2, 16)
+    assert r.fastest is not None
+    assert r.fastest.micro_batch * r.fastest.grad_accum * r.fastest.num_gpus == 32
+    # 33 sequences over 2 GPUs: no whole split; the nearest are 32 and 34
+    odd = fit(t, Hardware(gpu=gpu, num_gpus=2), effective_batch=33)
+    assert odd.micro_batch_for_effective_batch is None
+    assert "nearest: 32 or 34" in odd.effective_batch_note
+    assert odd.fastest is None

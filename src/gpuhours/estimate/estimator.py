@@ -293,6 +293,21 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
+    if hw.num_nodes > 1:
+        # does the last node pay for itself? the same setup on one node fewer
+        fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
+        mem_f = training_memory(arch, t, fewer.num_gpus)
+        st_f = training_step_time(arch, t, fewer, flops, mem_f.trainable_params,
+                                  efficiency_scale)
+        total_now = tokens_per_step_gpu * hw.num_gpus / st.step_time_s
+        total_fewer = tokens_per_step_gpu * fewer.num_gpus / st_f.step_time_s
+        if mem_f.total_bytes <= hw.gpu.memory_bytes and total_fewer >= total_now:
+            warnings.append(
+                f"the last node makes the run slower: {hw.num_gpus} GPUs train "
+                f"{total_now:,.0f} tokens/s, {fewer.num_gpus} GPUs {total_fewer:,.0f} "
+                f"(the collectives over the network, {hw.inter_node_gb_per_s_one_way:g} GB/s "
+                f"per GPU, grow faster than the compute shrinks); use fewer nodes, a larger "
+                f"micro-batch or accumulation, or ZeRO below 3.")
     load_bytes = mem.total_params * 2.0  # the checkpoint in bf16/fp16, as it is loaded
     if t.zero_stage >= 3 and hw.num_gpus > 1 and load_bytes > hw.gpu.memory_bytes:
         warnings.append(f"loading: the whole model is {load_bytes / 2**30:.0f} GiB in bf16, more "

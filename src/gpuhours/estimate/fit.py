@@ -48,6 +48,12 @@ class FitResult(_Out):
     largest_micro_batch: int | None
     grad_accum_for_effective_batch: int | None
     effective_batch: int | None
+    #: the micro-batch that, with grad_accum_for_effective_batch and the GPUs, makes exactly
+    #: the effective batch: the largest that fits and divides it (micro-batch x accumulation
+    #: x GPUs = effective batch); None when no whole split exists
+    micro_batch_for_effective_batch: int | None = None
+    #: why the effective batch cannot be reached exactly, and what is nearest; "" when it is
+    effective_batch_note: str = ""
     fastest: Candidate | None
     alternatives: list[Candidate]
     candidates_evaluated: int
@@ -68,10 +74,30 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candid
     )
 
 
-def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> int:
+def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> int | None:
+    """Accumulation steps for exactly `effective_batch` sequences per optimizer step; None
+    when micro_batch x GPUs does not divide it."""
     if effective_batch is None:
         return 1
-    return max(1, math.ceil(effective_batch / (micro_batch * num_gpus)))
+    per_pass = micro_batch * num_gpus
+    if effective_batch % per_pass:
+        return None
+    return effective_batch // per_pass
+
+
+def _split_effective_batch(effective_batch: int, largest: int, num_gpus: int
+                           ) -> tuple[int | None, int | None, str]:
+    """(micro-batch, accumulation, note): the largest micro-batch up to `largest` that makes
+    exactly `effective_batch` with `num_gpus`; otherwise the nearest reachable batches."""
+    for mb in range(min(largest, effective_batch), 0, -1):
+        accum = _accum_for(effective_batch, mb, num_gpus)
+        if accum is not None:
+            return mb, accum, ""
+    below = effective_batch // num_gpus * num_gpus
+    above = below + num_gpus
+    near = " or ".join(str(b) for b in (below, above) if b > 0)
+    return None, None, (f"an effective batch of {effective_batch} cannot be split over "
+                        f"{num_gpus} GPUs (micro-batch x accumulation x GPUs); nearest: {near}")
 
 
 def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[int | None, int]:
@@ -111,6 +137,15 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         for stage in stages:
             for mb in range(1, MAX_MICRO_BATCH + 1):
                 mb_accum = _accum_for(effective_batch, mb, hw.num_gpus)
+                if mb_accum is None:
+                    # this micro-batch cannot make the effective batch exactly; a larger one
+                    # may (memory still decides where the sweep stops)
+                    if not _evaluate(t.model_copy(update={"micro_batch": mb,
+                                                          "checkpointing": ckpt,
+                                                          "zero_stage": stage}),
+                                     hw, headroom, "").fits:
+                        break
+                    continue
                 c = _evaluate(t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
                                                    "zero_stage": stage, "grad_accum": mb_accum}),
                               hw, headroom, f"micro-batch {mb}, checkpointing "
@@ -126,11 +161,14 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         alternatives = _what_would_fit(t, hw, headroom, bigger_gpus)
         evaluated += len(alternatives)
     accum: int | None = None
+    split_mb: int | None = None
+    note = ""
     if effective_batch is not None and largest is not None:
-        accum = _accum_for(effective_batch, largest, hw.num_gpus)
+        split_mb, accum, note = _split_effective_batch(effective_batch, largest, hw.num_gpus)
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
         grad_accum_for_effective_batch=accum, effective_batch=effective_batch,
+        micro_batch_for_effective_batch=split_mb, effective_batch_note=note,
         fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
     )
 

@@ -142,11 +142,13 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
                   f"({pct(r.headroom_fraction)} headroom left free).")
     if r.largest_micro_batch is not None:
         console.print(f"Largest micro-batch that fits: [bold]{r.largest_micro_batch}[/bold]")
-        if r.effective_batch is not None:
+        if r.effective_batch is not None and r.micro_batch_for_effective_batch is not None:
             console.print(f"Effective batch {r.effective_batch}: micro-batch "
-                          f"{r.largest_micro_batch} x accumulation "
+                          f"[bold]{r.micro_batch_for_effective_batch}[/bold] x accumulation "
                           f"[bold]{r.grad_accum_for_effective_batch}[/bold] x {req.num_gpus} "
-                          f"GPU(s)")
+                          f"GPU(s), exactly")
+        elif r.effective_batch is not None:
+            console.print(f"[yellow]{esc(r.effective_batch_note)}[/yellow]")
     else:
         console.print("[red]Nothing fits at micro-batch 1.[/red]")
     rows = []
