@@ -9,16 +9,32 @@ from typing import Annotated
 
 import typer
 
+from gpuhours.cli_common import (
+    CkptOpt,
+    MethodOpt,
+    ModelOpt,
+    PrecOpt,
+    SeqOpt,
+    ZeroOpt,
+    defaults_of,
+    user_errors,
+)
 from gpuhours.errors import InputError
+from gpuhours.setup import Training
+
+#: the setup options of --hf-log that default to the setup model's defaults: (parameter, field)
+SETUP_OPTIONS = (("method", "method"), ("seq", "seq_len"), ("precision", "precision"),
+                 ("checkpointing", "checkpointing"), ("zero", "zero_stage"))
 
 
 def register(app: typer.Typer) -> None:
     """Add this capability's commands to `app`."""
-    from gpuhours.cli_common import user_errors
+    training = defaults_of(Training)
 
     @app.command()
     @user_errors
     def doctor(
+        ctx: typer.Context,
         run: Annotated[str | None, typer.Argument(help="A tracked run's id in the ledger.")] = None,
         hf_log: Annotated[str | None, typer.Option(
             "--hf-log", help="Or: a Hugging Face trainer_state.json to read after the fact.")
@@ -37,6 +53,18 @@ def register(app: typer.Typer) -> None:
         elapsed_hours: Annotated[float | None, typer.Option(
             "--elapsed-hours", help="With --hf-log of an unfinished run and no other checkpoint "
                                     "beside it: the wall time of its steps so far.")] = None,
+        model: ModelOpt = None,
+        method: MethodOpt = training.method,
+        batch: Annotated[int | None, typer.Option(
+            help="With --hf-log: micro-batch per GPU, in sequences (default: the log's "
+                 "train_batch_size, the Trainer's batch per process).")] = None,
+        seq: SeqOpt = training.seq_len,
+        grad_accum: Annotated[int | None, typer.Option(
+            help="With --hf-log: gradient accumulation steps (default: the log's samples per "
+                 "step / (micro-batch x GPUs); else 1, said as assumed).")] = None,
+        precision: PrecOpt = training.precision,
+        checkpointing: CkptOpt = training.checkpointing,
+        zero: ZeroOpt = training.zero_stage,
         bench_data: Annotated[str | None, typer.Option(
             help="JSON of `gpuhours bench-data --json` for the input-bound fix.")] = None,
         ledger: Annotated[str | None, typer.Option(
@@ -54,12 +82,27 @@ def register(app: typer.Typer) -> None:
             raise InputError("--planned-steps", f"expected a positive count, got {planned_steps}.")
         from gpuhours.resolve import catalog_gpu
 
+        defaulted = [field for name, field in SETUP_OPTIONS if _not_given(ctx, name)]
+        given = [f"--{name}" for name, field in SETUP_OPTIONS if field not in defaulted]
+        given += [o for o, v in (("--batch", batch), ("--grad-accum", grad_accum)) if v is not None]
+        if model is None and given:
+            raise InputError("/".join(given), "set the setup that --hf-log compares with "
+                             "physics, and need --model.", "Pass --model NAME (a catalog name "
+                             "or a config.json) with --hf-log.")
+        if run is not None and model is not None:
+            raise InputError("--model", "is for --hf-log; a tracked run's model and setup are "
+                             "in its config.", "Leave --model out with a run id.")
         spec = catalog_gpu(gpu) if gpu is not None else None
         if hf_log is not None:
             from gpuhours.doctor.hflog import diagnose_hf_log
 
+            choices: dict[str, object] = dict(
+                method=method, seq_len=seq, precision=precision, checkpointing=checkpointing,
+                zero_stage=zero)
+            choices.update({k: v for k, v in (("micro_batch", batch), ("grad_accum", grad_accum))
+                            if v is not None})
             result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps, gpus,
-                                     elapsed_hours)
+                                     elapsed_hours, model, choices, defaulted)
         else:
             from gpuhours.doctor.diagnose import diagnose, read_loader_rates, view_from_ledger
             from gpuhours.track.ledger import Ledger, ledger_path
@@ -81,3 +124,9 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
         else:
             sys.stdout.write(render(result))
+
+
+def _not_given(ctx: typer.Context, option: str) -> bool:
+    """The option took its default: the user did not choose it."""
+    source = ctx.get_parameter_source(option)
+    return source is None or source.name in ("DEFAULT", "DEFAULT_MAP")

@@ -6,6 +6,10 @@ evaluation, save), `log_history` (training losses, evaluation entries with eval_
 the end train_runtime, train_samples_per_second and total_flos). So it can measure the share
 of evaluation and the achieved FLOP/s; it cannot tell data waits, padding or the time of a
 checkpoint save (no per-step timing): those are listed as not judged, with how to track them.
+
+It does not say the model or the setup either: given them (`--model`, the setup options) and a
+GPU, the run is compared with physics as a tracked run is (physics.py: the low-efficiency rule
+and the options table), its step measured as run time minus evaluation over global_step.
 """
 
 from __future__ import annotations
@@ -17,11 +21,29 @@ from typing import Any, Literal
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor.diagnose import Diagnosis, price_per_gpu_hour
-from gpuhours.doctor.rules import LOW_CONFIDENCE_STEPS, MIN_STEPS, TARGET_OVERHEAD_SHARE, Finding
+from gpuhours.doctor.physics import (
+    LOW_EFFICIENCY_RATIO,
+    OptionRow,
+    low_efficiency_vs,
+    options_table,
+)
+from gpuhours.doctor.rules import (
+    LOW_CONFIDENCE_STEPS,
+    MIN_STEPS,
+    TARGET_OVERHEAD_SHARE,
+    Finding,
+    RunView,
+)
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.files import TRAINER_STATE_MAX_BYTES, read_user_text
+from gpuhours.setup import Hardware, Training
+
+#: the log's samples per optimizer step may differ from micro-batch x GPUs x accumulation by this
+#: share of the accumulation (assumption: the Trainer rounds samples/s to 3 decimals, and an
+#: epoch's last optimizer step may be partial, so samples / max_steps falls a little short)
+ACCUM_TOLERANCE = 0.1
 
 
 def read_trainer_state(path: str | Path) -> dict[str, Any]:
@@ -70,13 +92,129 @@ def checkpoint_rate(path: str | Path) -> tuple[float, str] | None:
                   f"(steps {s0}-{s1} in {(t1 - t0) / 3600:.2f} h, checkpoint saves included)")
 
 
+def samples_per_step(state: dict[str, Any], final: dict[str, Any], seq_len: int
+                     ) -> tuple[float, str] | None:
+    """Samples (sequences) per optimizer step over all GPUs, from the log, with its basis.
+
+    The Trainer's train_samples_per_second x train_runtime is its num_train_samples (max_steps
+    x total batch, or examples x epochs), over max_steps (transformers Trainer._inner_training_
+    loop, speed_metrics); else num_input_tokens_seen (summed over processes) / global_step /
+    `seq_len`, which assumes every sequence is `seq_len` tokens. None when the log has neither."""
+    steps = int(state.get("max_steps") or state.get("global_step") or 0)
+    rate, runtime = final.get("train_samples_per_second"), final.get("train_runtime")
+    if rate and runtime and steps:
+        return (float(rate) * float(runtime) / steps,
+                "measured: train_samples_per_second x train_runtime / max_steps")
+    seen, done = state.get("num_input_tokens_seen"), int(state.get("global_step") or 0)
+    if seen and done:
+        return (float(seen) / done / seq_len,
+                f"measured: num_input_tokens_seen / global_step / {seq_len} tokens per sequence")
+    return None
+
+
+def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
+                choices: dict[str, Any], gpus: int) -> tuple[Training, list[str]]:
+    """The run's setup as a Training, and the basis of micro-batch and accumulation.
+
+    `choices`: Training fields as given (micro_batch and grad_accum absent when not given).
+    Micro-batch: else the log's train_batch_size, the Trainer's batch per process
+    (per_device_train_batch_size; one process per GPU under torchrun, accelerate or deepspeed).
+    Accumulation: else the log's samples per step / (micro-batch x GPUs), which must be a whole
+    number (within ACCUM_TOLERANCE); else 1, assumed."""
+    given = dict(choices)
+    batch, accum = given.pop("micro_batch", None), given.pop("grad_accum", None)
+    bases = []
+    if batch is None:
+        logged = state.get("train_batch_size")
+        if not isinstance(logged, int) or isinstance(logged, bool) or logged < 1:
+            raise FieldError("micro_batch", "the log has no train_batch_size to take the "
+                                            "micro-batch from.",
+                             "Pass --batch (sequences per GPU per micro-batch).")
+        batch = logged
+        bases.append(f"micro-batch {batch}: the log's train_batch_size (the Trainer's batch "
+                     "per process, one process per GPU)")
+    else:
+        bases.append(f"micro-batch {batch}: given (--batch)")
+    found = samples_per_step(state, final, int(given.get("seq_len") or 1))
+    if found is not None:
+        samples, source = found
+        derived = samples / (batch * gpus)
+        whole = max(1, round(derived))
+        if abs(whole - derived) > ACCUM_TOLERANCE * whole:
+            raise FieldError(("micro_batch", "num_gpus"), f"the log's {samples:.4g} samples per "
+                             f"optimizer step ({source}) are not micro-batch {batch} x {gpus} "
+                             f"GPU(s) x a whole number of accumulation steps ({derived:.3g}).",
+                             "Pass --batch (per GPU) and --gpus as the run had them; a run of "
+                             "one process over several GPUs (DataParallel) logs "
+                             "train_batch_size as the sum over them.")
+        if accum is not None and accum != whole:
+            raise FieldError("grad_accum", f"{accum} conflicts with the log: its {samples:.4g} "
+                             f"samples per step / (micro-batch {batch} x {gpus} GPU(s)) = "
+                             f"{derived:.3g}.", "Leave --grad-accum out to take it from the log.")
+        bases.append(f"accumulation {whole}: {samples:.4g} samples per step ({source}) / "
+                     f"(micro-batch {batch} x {gpus} GPU(s))")
+        accum = whole
+    elif accum is None:
+        accum = 1
+        bases.append("accumulation 1: assumed (the log does not say its samples per step; "
+                     "pass --grad-accum)")
+    else:
+        bases.append(f"accumulation {accum}: given (--grad-accum)")
+    t = Training.model_validate(dict(model=model, micro_batch=batch, grad_accum=accum, **given))
+    return t, bases
+
+
+def compare_with_physics(view: RunView, t: Training, bases: list[str], defaulted: list[str],
+                         gpu: GpuSpec, measured_s: float, time_basis: str,
+                         confidence: Literal["normal", "low"]
+                         ) -> tuple[list[Finding], list[str], list[OptionRow]]:
+    """The tracked run's physics for a log: the low-efficiency rule (physics.low_efficiency_vs)
+    on `view.num_gpus` x `gpu` with `measured_s` per step, and the options table
+    (physics.options_table). Returns (findings, notes, options)."""
+    from gpuhours.api import estimate_training
+
+    hw = Hardware(gpu=gpu, num_gpus=view.num_gpus)
+    est = estimate_training(t, hw)
+    expected = est.step_time_s.value
+    assumed = ("; assumed (the defaults of `gpuhours estimate`, not in the log): "
+               + ", ".join(f"{f} {getattr(t, f)}" for f in defaulted)) if defaulted else ""
+    setup = (f"setup compared: {t.label()} ({t.model_basis}); {'; '.join(bases)}{assumed}; "
+             f"{view.num_gpus} x {gpu.name} (given: --gpu; GPUs "
+             f"{'given: --gpus' if view.num_gpus > 1 else 'one assumed: pass --gpus'})")
+    what = (f"run time minus the eval_runtime entries / global_step (run time: {time_basis}; "
+            "data waits, logging and checkpoint saves are in it: the log does not separate "
+            "them)")
+    found = low_efficiency_vs(view, measured_s, what, est, hw, [setup])
+    # with a finding, its evidence says all this; without, the note says what was compared
+    notes = [] if found else [
+        f"compared with physics: {measured_s:.3f} s per step measured (evaluation left out) vs "
+        f"the estimator's {expected:.3f} s (formula): {expected / measured_s:.0%} of its speed "
+        f"(low-efficiency below {LOW_EFFICIENCY_RATIO:.0%}). {setup}."]
+    if not est.memory.fits:
+        from gpuhours.report.units import gib
+
+        notes.append(f"the estimator says this setup needs {gib(est.memory.total_bytes.value)} "
+                     f"per GPU, more than {gpu.name}'s {gib(est.memory.device_bytes.value)}: "
+                     "the run had other settings; pass --precision, --checkpointing, --zero "
+                     "as it had them.")
+    findings = [found.model_copy(update={"confidence": confidence})] if found else []
+    return findings, notes, options_table(view, t, gpu, view.usd_per_gpu_hour)
+
+
 def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                     usd_per_gpu_hour: float | None = None,
                     planned_steps: int | None = None, gpus: int = 1,
-                    elapsed_hours: float | None = None) -> Diagnosis:
+                    elapsed_hours: float | None = None, model: str | None = None,
+                    choices: dict[str, Any] | None = None,
+                    defaulted: list[str] | None = None) -> Diagnosis:
     """Read a trainer_state.json. Its time: the final train_runtime; else the file times of
     the checkpoints beside it; else `elapsed_hours` (the wall time of its steps) when given.
-    `gpus`: processes of the run (the log does not say); GPU hours count all of them."""
+    `gpus`: processes of the run (the log does not say); GPU hours count all of them.
+
+    With `model` (a catalog name or config.json path) and `gpu`, the run is compared with
+    physics (compare_with_physics): `choices` are the Training fields given (hf_training fills
+    micro-batch and accumulation from the log), `defaulted` those of them left at their
+    defaults (said as assumed)."""
     state = read_trainer_state(path)
     where = f"--hf-log {path}"
     if gpus < 1:
@@ -148,6 +286,28 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         notes.append(f"achieved {float(flos) / runtime_s / gpus / 1e12:.2f} TFLOP/s per GPU "
                      f"(total_flos / run time / {gpus} GPU(s)); pass --gpu to compare with its "
                      "peak.")
+    options: list[OptionRow] = []
+    if model is not None:
+        t, bases = hf_training(state, final, model, choices or {}, gpus)
+        if gpu is None:
+            notes.append("not compared with physics: pass --gpu NAME (the run's GPU) for the "
+                         "low-efficiency check and the options table.")
+        else:
+            view = RunView(source=str(path), steps=[], planned_steps=planned,
+                           planned_basis=planned_basis, device_kind="cuda",
+                           device_name=gpu.name, num_gpus=gpus, usd_per_gpu_hour=price,
+                           price_basis=price_basis)
+            more, more_notes, options = compare_with_physics(
+                view, t, bases, defaulted or [], gpu, (runtime_s - eval_total) / steps_done,
+                time_basis, confidence)
+            findings += more
+            notes += more_notes
+    else:
+        notes.append("not compared with physics: the log does not say the model or the setup. "
+                     "Pass --model (and --seq, --precision, --checkpointing, --zero as the run "
+                     "had them) with --gpu for the low-efficiency check and the options table "
+                     "(one GPU optimised, DDP / ZeRO-2 / ZeRO-3 on 2, 4, 8 GPUs).")
+    findings.sort(key=lambda f: -f.gpu_hours_saved.value)
     save_steps = state.get("save_steps")
     if save_steps:
         notes.append(f"{steps_done // int(save_steps)} checkpoint saves (every {save_steps} "
@@ -167,5 +327,5 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
             source=f"run time / global_step x planned steps / 3600 x {gpus} GPU(s) "
                    f"(run time: {time_basis}; GPUs: "
                    f"{'given: --gpus' if gpus > 1 else 'one process assumed: pass --gpus'})"),
-        usd_per_gpu_hour=price, price_basis=price_basis, findings=findings, options=[],
+        usd_per_gpu_hour=price, price_basis=price_basis, findings=findings, options=options,
         notes=notes)

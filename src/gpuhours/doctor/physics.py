@@ -10,7 +10,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor.rules import Finding, RunView, finding_worth, mean_of
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch, from_hf_config
-from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
 from gpuhours.estimate.fit import fit
 from gpuhours.setup import Hardware, Training
 
@@ -48,21 +48,33 @@ def arch_of(view: RunView) -> ModelArch | None:
 def low_efficiency(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
     """Compute + optimizer per step measured far slower than the estimator's step time for this
     model, batch and GPU. Saving: measured - estimated (formula)."""
-    est = estimate_training(t, Hardware(gpu=gpu), "tracked run")
+    hw = Hardware(gpu=gpu)
     measured = mean_of([s.compute_s + s.optimizer_s for s in view.steady])
+    return low_efficiency_vs(view, measured, "forward + backward + optimizer",
+                             estimate_training(t, hw, "tracked run"), hw)
+
+
+def low_efficiency_vs(view: RunView, measured_s: float, measured_what: str,
+                      est: TrainingEstimate, hw: Hardware, evidence: list[str] | None = None
+                      ) -> Finding | None:
+    """The low-efficiency rule: `measured_s` (seconds per optimizer step, measured, of what
+    `measured_what` names) against the estimator's step time `est` on `hw`. A finding when the
+    measured speed is below LOW_EFFICIENCY_RATIO of the estimator's; saving: measured -
+    estimated per step (formula). `evidence`: more lines, after the comparison."""
     expected = est.step_time_s.value
-    if measured <= 0 or expected / measured >= LOW_EFFICIENCY_RATIO:
+    if measured_s <= 0 or expected / measured_s >= LOW_EFFICIENCY_RATIO:
         return None
-    evidence = [f"forward + backward + optimizer: {measured:.3f} s per step (measured)",
-                f"the estimator expects {expected:.3f} s on {gpu.name} for this model and batch "
-                f"(MFU {est.mfu.value:.0%}; formula, estimate/timing.py)",
-                f"measured speed is {expected / measured:.0%} of that"]
+    where = hw.gpu.name if hw.num_gpus == 1 else f"{hw.num_gpus} x {hw.gpu.name}"
+    lines = [f"{measured_what}: {measured_s:.3f} s per step (measured)",
+             f"the estimator expects {expected:.3f} s on {where} for this model and batch "
+             f"(MFU {est.mfu.value:.0%}; formula, estimate/timing.py)",
+             f"measured speed is {expected / measured_s:.0%} of that", *(evidence or [])]
     fix = ("check in this order: bf16 autocast (bf16=True), flash/SDPA attention "
            "(attn_implementation='sdpa'), a fused optimizer (optim='adamw_torch_fused'), "
            "torch.compile; then bench the fixed step with `gpuhours bench`")
-    return finding_worth(view, "low-efficiency", "Far slower than this GPU runs this model", evidence,
-                  fix, measured - expected, "formula",
-                  "measured step - estimator's step time (estimate_training)")
+    return finding_worth(view, "low-efficiency", "Far slower than this GPU runs this model",
+                         lines, fix, measured_s - expected, "formula",
+                         "measured step - estimator's step time (estimate_training)")
 
 
 def memory_unused(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:
@@ -122,8 +134,10 @@ def _divisor_at_most(total: int, cap: int) -> int:
 
 def options_table(view: RunView, t: Training, gpu: GpuSpec,
                   usd_per_gpu_hour: float | None) -> list[OptionRow]:
-    """The same work (planned steps x tokens per step of the run) in each setup. The effective
-    batch is kept: grad_accum = effective batch / (micro-batch x GPUs)."""
+    """The same work (planned steps x tokens per step of the run) in each setup: the run's own
+    setup on its GPUs (view.num_gpus), one GPU optimised (fit's fastest), DDP / ZeRO-2 / ZeRO-3
+    on 2, 4, 8 GPUs. The effective batch is kept: grad_accum = effective batch / (micro-batch x
+    GPUs)."""
     effective = t.micro_batch * t.grad_accum * view.num_gpus
     tokens = view.planned_steps * effective * t.seq_len
     rows: list[OptionRow] = []
@@ -141,7 +155,7 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
             communication_exposed_share=comm,
             basis="formula: estimate_training (roofline, ring collectives, assumed overlap)"))
 
-    add("as run (estimate)", t, 1)
+    add("as run (estimate)", t, view.num_gpus)
     best = fit(t, Hardware(gpu=gpu), effective_batch=effective).fastest
     best_mb = t.micro_batch
     if best is not None:
