@@ -144,6 +144,16 @@ def _not_given(ctx: typer.Context, option: str) -> bool:
     return source is None or source.name in ("DEFAULT", "DEFAULT_MAP")
 
 
+#: estimate's parameter of each field a setup file (--from) may fill
+_PARAM_OF_FIELD = {
+    "model": "model", "method": "method", "precision": "precision", "optimizer": "optimizer",
+    "optimizer_impl": "optimizer_impl", "micro_batch": "batch", "seq_len": "seq",
+    "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
+    "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
+    "zero_stage": "zero", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
+    "examples": "examples", "packed": "packed"}
+
+
 @app.command()
 @user_errors
 def estimate(
@@ -192,6 +202,11 @@ def estimate(
     calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
+    from_file: Annotated[str | None, typer.Option(
+        "--from", help="Read the setup from another tool's config: an axolotl or LLaMA-Factory "
+                       "YAML, a torchtune recipe config, a Hugging Face TrainingArguments JSON "
+                       "or trainer_state.json, a TRL SFTConfig/GRPOConfig. Options given here "
+                       "win; the warnings say what was used (docs/importers.md).")] = None,
 ) -> None:
     """Memory, step time, throughput, GPU hours and cost of one training setup.
 
@@ -204,6 +219,30 @@ def estimate(
     from gpuhours.api import estimate_training, gpu_spec, open_ledger
     from gpuhours.resolve import resolve_gpu
 
+    fill: dict[str, Any] = {}
+    notes: list[str] = []
+    if from_file is not None:
+        from gpuhours.importers import read_setup, settings_to_use
+
+        explicit = {f for f, p in _PARAM_OF_FIELD.items() if not _not_given(ctx, p)}
+        if params is not None:  # --params names the model too
+            explicit.add("model")
+        cli_amount = next((p for p in ("tokens", "steps", "examples")
+                           if not _not_given(ctx, p)), None)
+        fill, notes = settings_to_use(read_setup(from_file), explicit, cli_amount, from_file)
+        model, method = fill.get("model", model), fill.get("method", method)
+        precision, optimizer = fill.get("precision", precision), fill.get("optimizer", optimizer)
+        optimizer_impl = fill.get("optimizer_impl", optimizer_impl)
+        batch, seq = fill.get("micro_batch", batch), fill.get("seq_len", seq)
+        grad_accum = fill.get("grad_accum", grad_accum)
+        checkpointing = fill.get("checkpointing", checkpointing)
+        flash, loss_kernel = fill.get("flash_attention", flash), fill.get("loss_kernel",
+                                                                            loss_kernel)
+        lora_rank, lora_targets = fill.get("lora_rank", lora_rank), fill.get("lora_targets",
+                                                                               lora_targets)
+        zero, gpus = fill.get("zero_stage", zero), fill.get("num_gpus", gpus)
+        steps, epochs = fill.get("steps", steps), fill.get("epochs", epochs)
+        examples, packed = fill.get("examples", examples), fill.get("packed", packed)
     t = _training(model, params, hidden_size, layers, vocab, method=method, precision=precision,
                   optimizer=optimizer, optimizer_impl=optimizer_impl, micro_batch=batch,
                   seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
@@ -223,6 +262,7 @@ def estimate(
                                   usd_per_gpu_hour=usd_per_gpu_hour)
     e = estimate_training(t, hw, **amount, ledger=book)
     left_open = all(_not_given(ctx, name) for name in ("batch", "checkpointing", "zero"))
+    left_open = left_open and not {"micro_batch", "checkpointing", "zero_stage"} & fill.keys()
     if not e.memory.fits and not ignore_memory and left_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
         # fastest setup that fits rather than refuse the defaults
@@ -234,6 +274,8 @@ def estimate(
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch
+    if notes:
+        e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
     if as_json:
         emit_json(e)  # a setup that does not fit is a result too: memory.fits says so
     if not e.memory.fits and not ignore_memory:

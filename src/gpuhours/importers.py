@@ -1,0 +1,746 @@
+"""Read the training setup people already wrote for another tool (`gpuhours estimate --from`).
+
+`read_setup(path)` detects the format from the content and maps what it can onto gpuhours'
+Training field names (and the amount of work: steps, epochs, packed), saying in `used` what
+came from which key and in `unused` each key it saw but could not use, with why.
+
+Formats and where their key names come from (read in each tool's own code or examples):
+
+- axolotl YAML: examples/llama-3/lora-8b.yml; src/axolotl/utils/config/__init__.py
+  (resolve_dtype: bf16 true/auto loads the model in bfloat16; normalize_config: grad_accum =
+  batch_size // micro_batch_size when not given).
+- LLaMA-Factory YAML: examples/train_lora/llama3_lora_sft.yaml; src/llamafactory/model/
+  adapter.py (init_adapter: trainable parameters are upcast to fp32 unless pure_bf16);
+  hparams/model_args.py (disable_gradient_checkpointing: checkpointing is on by default;
+  flash_attn; enable_liger_kernel; quantization_bit).
+- torchtune recipe config: recipes/configs/llama3_1/8B_lora_single_device.yaml (model
+  `_component_` builders, lora_attn_modules, apply_lora_to_mlp, batch_size, dtype,
+  enable_activation_checkpointing, loss CEWithChunkedOutputLoss).
+- Hugging Face TrainingArguments JSON (`args.to_json_string()`), trainer_state.json, and TRL's
+  SFTConfig / GRPOConfig (TrainingArguments keys plus max_length / max_seq_length, packing,
+  num_generations, max_prompt_length, max_completion_length).
+
+Pure: no torch, no network. Errors name the file (InputError, exit 2 in the CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.errors import InputError
+
+#: a setup file is small; a trainer_state.json with a long log_history can reach megabytes
+MAX_SETUP_BYTES = 64 * 2**20
+
+#: Training fields and amounts an import may set (the keys of Imported.fields)
+FIELDS = ("model", "method", "precision", "optimizer", "optimizer_impl", "micro_batch",
+          "seq_len", "grad_accum", "checkpointing", "flash_attention", "loss_kernel",
+          "lora_rank", "lora_targets", "zero_stage", "steps", "epochs", "examples", "packed",
+          "num_gpus")
+
+#: keys that change neither memory nor time (learning rate, logging, saving, evaluation, data
+#: sources, tokenizer, hub, seeds): reported together in one line, not one by one
+_NO_COST = re.compile(
+    r"learning_rate|^lr$|warmup|weight_decay|^adam_|epsilon|max_grad_norm|scheduler|log|save|"
+    r"eval|seed|hub|report_to|output_dir|run_name|wandb|mlflow|push_to|dataset|template|"
+    r"tokenizer|special_tokens|val_set_size|val_size|overwrite|preprocessing|dataloader|"
+    r"trust_remote_code|resume|^do_|ddp_timeout|metric|label|dropout|lora_alpha|data_files|"
+    r"shuffle|^device$|plot_|disable_tqdm|remove_unused|include_|tf32|local_rank|strict|"
+    r"profiler|checkpointer|max_samples|group_by_length|train_on_inputs|model_type$|^split$|"
+    r"^source$|cutoff|^prediction|greater_is_better|accelerator_config|past_index|jit_mode|"
+    r"restore_callback|optim_target|torchdynamo|ray_|use_cpu|use_mps|^no_cuda|^debug$|"
+    r"full_determinism|skip_memory_metrics|batch_eval|average_tokens|ignore_data_skip|"
+    r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|lora_modules_to_save$|"
+    r"^batch_size$|max_steps_per_epoch$|chat_template|^enable_activation_offloading$|"
+    r"^compile$|^dtype$")
+
+
+class Imported(BaseModel):
+    """What a setup file said, in gpuhours' terms."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: the format detected: axolotl, llama-factory, torchtune, hf-training-args,
+    #: hf-trainer-state, trl-sft, trl-grpo
+    format: str
+    #: Training field names (and steps, epochs, examples, packed, num_gpus) -> values
+    fields: dict[str, Any]
+    #: "axolotl micro_batch_size=2 -> micro_batch 2", one per key used
+    used: list[str]
+    #: "load_in_8bit: ...", one per key seen but not used, with why
+    unused: list[str]
+
+
+class _Reader:
+    """One file's keys: each taken key is marked; what is left is reported at the end."""
+
+    def __init__(self, data: dict[str, Any], tool: str) -> None:
+        self.data, self.tool = data, tool
+        self.seen: set[str] = set()
+        self.fields: dict[str, Any] = {}
+        self.used: list[str] = []
+        self.unused: list[str] = []
+
+    def take(self, key: str) -> Any:
+        self.seen.add(key)
+        return self.data.get(key)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def set(self, field: str, value: Any, source: str, note: str = "") -> None:
+        """Set `field` from `source` (e.g. "micro_batch_size=2"), replacing an earlier value."""
+        self.fields[field] = value
+        shown = value if not isinstance(value, bool) else str(value).lower()
+        self.used.append(f"{self.tool} {source} -> {field} {shown}" + (f" ({note})" if note
+                                                                          else ""))
+
+    def skip(self, source: str, why: str) -> None:
+        self.unused.append(f"{source}: {why}")
+
+    def finish(self, fmt: str) -> Imported:
+        quiet: list[str] = []
+        left: list[str] = []
+        for key, value in self.data.items():
+            if key in self.seen or value is None or value == [] or value == {}:
+                continue
+            (quiet if _NO_COST.search(key) else left).append(key)
+        for key in left:
+            self.skip(f"{key}={_short(self.data[key])}", "not read by gpuhours")
+        if quiet:
+            shown = ", ".join(quiet[:8]) + (f" and {len(quiet) - 8} more" if len(quiet) > 8
+                                             else "")
+            self.unused.append(f"{len(quiet)} keys that change neither memory nor time "
+                               f"(learning rate, logging, data, saving): {shown}")
+        return Imported(format=fmt, fields=self.fields, used=self.used, unused=self.unused)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# Models ----------------------------------------------------------------------------------------
+def _catalog_model(name: str) -> tuple[str | None, str]:
+    """(a model reference Training accepts, how it was found) or (None, why not).
+
+    A catalog name, alias or Hugging Face id first; then the repository's name without its
+    owner ("NousResearch/Meta-Llama-3-8B" -> alias meta-llama-3-8b: a copy of the same weights
+    under another account has the same shape); then a local folder or config.json."""
+    from gpuhours import catalog
+
+    candidates = [name] + ([name.rsplit("/", 1)[1]] if "/" in name.strip("/") else [])
+    for i, candidate in enumerate(candidates):
+        try:
+            entry, _ = catalog.model(candidate)
+        except (InputError, OSError):
+            continue
+        if entry is not None:
+            how = "catalog" if i == 0 else f"catalog, by the repository name {candidate}"
+            return entry.name, how
+        if i == 0:
+            return name, "its config.json on this machine"
+    return None, ("not in the catalog (see `gpuhours catalog models`) and not a local "
+                  "config.json: give --model")
+
+
+def _set_model(r: _Reader, key: str) -> None:
+    name = r.take(key)
+    if not isinstance(name, str) or not name:
+        return
+    ref, how = _catalog_model(name)
+    if ref is None:
+        r.skip(f"{key}={name}", how)
+    else:
+        r.set("model", ref, f"{key}={name}", how)
+
+
+#: torchtune builder family (torchtune.models.<family>.<builder>) -> catalog name prefix
+_TORCHTUNE_FAMILY = {"llama2": "llama-2", "llama3": "llama-3", "llama3_1": "llama-3.1",
+                     "llama3_2": "llama-3.2", "qwen2": "qwen2", "qwen2_5": "qwen2.5",
+                     "qwen3": "qwen3", "mistral": "mistral"}
+
+
+# LoRA targets ----------------------------------------------------------------------------------
+_ATTN = {"q_proj", "k_proj", "v_proj", "o_proj"}
+_MLP = {"gate_proj", "up_proj", "down_proj"}
+
+
+def _targets_of(modules: set[str]) -> str | None:
+    """peft module names -> a LoraTargets choice when they match one exactly."""
+    if modules == {"q_proj", "v_proj"}:
+        return "qv"
+    if modules == _ATTN:
+        return "attention"
+    if modules == _ATTN | _MLP:
+        return "all-linear"
+    return None
+
+
+def _set_targets(r: _Reader, source: str, modules: set[str]) -> None:
+    found = _targets_of(modules)
+    if found is None:
+        r.skip(source, "gpuhours models adapters on q,v (qv), q,k,v,o (attention) or every "
+                       "linear layer but the LM head (all-linear); this set is none of them")
+    else:
+        r.set("lora_targets", found, source)
+
+
+def _modules(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {m.strip() for m in value.split(",") if m.strip()}
+    return {str(m) for m in value} if isinstance(value, list) else set()
+
+
+# Shared Hugging Face Trainer keys --------------------------------------------------------------
+#: Trainer `optim` names (transformers OptimizerNames; axolotl's `optimizer` takes the same) ->
+#: (optimizer, implementation, note)
+_HF_OPTIM = {
+    "adamw_torch": ("adamw", "foreach", ""),
+    "adamw_torch_fused": ("adamw", "fused", ""),
+    "adamw_hf": ("adamw", "per-parameter", "transformers' own AdamW"),
+    "adamw_bnb_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
+    "adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
+    "paged_adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes; paging to CPU under memory "
+                                                "pressure is not modelled"),
+    "sgd": ("sgd", "foreach", ""),
+}
+
+
+def _set_optim(r: _Reader, key: str) -> None:
+    name = r.take(key)
+    if name is None:
+        return
+    found = _HF_OPTIM.get(str(name))
+    if found is None:
+        r.skip(f"{key}={name}", "optimizer not modelled (adamw, adamw 8-bit and sgd are)")
+        return
+    r.set("optimizer", found[0], f"{key}={name}", found[2])
+    r.set("optimizer_impl", found[1], f"{key}={name}")
+
+
+_ZERO_IN_NAME = re.compile(r"(?:zero|_z|^z|ds_z)[_-]?([0-3])(?![0-9])")
+
+
+def _set_deepspeed(r: _Reader, key: str, folder: Path) -> None:
+    value = r.take(key)
+    if not value:
+        return
+    config: Any = value if isinstance(value, dict) else None
+    name = str(value) if not isinstance(value, dict) else "(inline)"
+    how = "zero_optimization.stage"
+    if config is None:
+        path = Path(name).expanduser()
+        for p in ([path] if path.is_absolute() else [folder / path, path]):
+            try:
+                from gpuhours.files import read_user_text
+
+                config = json.loads(read_user_text(p, str(p), MAX_SETUP_BYTES,
+                                                   "DeepSpeed config"))
+                how = f"zero_optimization.stage of {p}"
+                break
+            except (InputError, OSError, ValueError):
+                continue
+    if isinstance(config, dict):
+        zero = config.get("zero_optimization") or {}
+        stage = zero.get("stage") if isinstance(zero, dict) else None
+        if stage in (0, 1, 2, 3):
+            r.set("zero_stage", stage, f"{key}={name}", how)
+        else:
+            r.skip(f"{key}={name}", f"no zero_optimization.stage of 0-3 in it ({stage!r})")
+        for part in ("offload_optimizer", "offload_param"):
+            device = (zero.get(part) or {}).get("device") if isinstance(zero, dict) else None
+            if device not in (None, "none"):
+                r.skip(f"{key} {part}.device={device}", "CPU/NVMe offload is not modelled: "
+                       "the estimate keeps that state on the GPU (more memory, less time)")
+        return
+    match = _ZERO_IN_NAME.search(Path(name).name.lower())
+    if match is None:
+        r.skip(f"{key}={name}", "file not found beside the setup file and its name gives no "
+                                "ZeRO stage: give --zero")
+        return
+    r.set("zero_stage", int(match.group(1)), f"{key}={name}",
+          "from the file name; the file was not found beside the setup file")
+    if "offload" in name.lower():
+        r.skip(f"{key}={name}", "CPU offload is not modelled: the estimate keeps that state "
+                                "on the GPU (more memory, less time)")
+
+
+def _set_fsdp(r: _Reader, key: str, config_key: str) -> None:
+    value = r.take(key)
+    config = r.take(config_key)
+    config = config if isinstance(config, dict) else {}
+    words = set(_modules(value.replace(" ", ",") if isinstance(value, str) else value))
+    strategy = str(config.get("sharding_strategy") or config.get("fsdp_sharding_strategy")
+                   or "").lower()
+    if strategy:
+        words.add(strategy)
+    reshard = config.get("reshard_after_forward", config.get("fsdp_reshard_after_forward"))
+    source = f"{key}={_short(value)}" if value else f"{config_key}"
+    if "hybrid_shard" in words or "hybrid_shard_zero2" in words:
+        r.skip(source, "hybrid sharding (within a node, replicated across nodes) is not "
+                       "modelled: give --zero")
+    elif "full_shard" in words or reshard is True:
+        r.set("zero_stage", 3, source, "FSDP full shard = ZeRO-3")
+    elif "shard_grad_op" in words or reshard is False:
+        r.set("zero_stage", 2, source, "FSDP shard_grad_op = ZeRO-2")
+    elif "no_shard" in words:
+        r.set("zero_stage", 0, source)
+    elif value or config:
+        r.skip(source, "no sharding strategy in it: give --zero")
+    if "offload" in words or config.get("offload_params") or config.get("fsdp_offload_params"):
+        r.skip(source + " offload", "CPU offload is not modelled: the estimate keeps that "
+                                    "state on the GPU (more memory, less time)")
+
+
+def _set_amounts(r: _Reader, epochs_key: str, steps_key: str) -> None:
+    epochs, steps = r.take(epochs_key), r.take(steps_key)
+    if isinstance(steps, int | float) and not isinstance(steps, bool) and steps > 0:
+        r.set("steps", steps, f"{steps_key}={steps}")
+        if epochs is not None:
+            r.skip(f"{epochs_key}={epochs}", f"{steps_key} overrides it, as in the trainer")
+    elif isinstance(epochs, int | float) and not isinstance(epochs, bool) and epochs > 0:
+        r.set("epochs", epochs, f"{epochs_key}={epochs}", "with --examples, the dataset size")
+
+
+def _set_int(r: _Reader, key: str, field: str) -> None:
+    value = r.take(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        r.set(field, value, f"{key}={value}")
+    elif value is not None:
+        r.skip(f"{key}={_short(value)}", "expected a whole number >= 1")
+
+
+def _set_bool(r: _Reader, key: str, field: str) -> None:
+    value = r.take(key)
+    if isinstance(value, bool):
+        r.set(field, value, f"{key}={str(value).lower()}")
+    elif value is not None:
+        r.skip(f"{key}={_short(value)}", "expected true or false")
+
+
+def _hf_precision(r: _Reader, pure: bool, note: str) -> None:
+    """bf16/fp16 of the Trainer: autocast over the weights (bf16-amp), or, where the tool
+    loads and keeps the weights in half precision, pure half precision."""
+    bf16, fp16 = r.take("bf16"), r.take("fp16")
+    for key, value, half in (("bf16", bf16, "bf16"), ("fp16", fp16, "fp16")):
+        if value is True:
+            r.set("precision", half if pure else f"{half}-amp", f"{key}=true", note)
+            return
+    if bf16 is False and fp16 is False:
+        r.set("precision", "fp32", "bf16=false, fp16=false", "no mixed precision: fp32")
+
+
+def _hf_common(r: _Reader, folder: Path) -> None:
+    """The TrainingArguments keys every Trainer-based tool shares."""
+    _set_int(r, "per_device_train_batch_size", "micro_batch")
+    _set_int(r, "gradient_accumulation_steps", "grad_accum")
+    _set_bool(r, "gradient_checkpointing", "checkpointing")
+    _set_optim(r, "optim")
+    _set_deepspeed(r, "deepspeed", folder)
+    _set_fsdp(r, "fsdp", "fsdp_config")
+    _set_amounts(r, "num_train_epochs", "max_steps")
+    if r.take("use_liger_kernel") is True:
+        r.set("loss_kernel", "fused-linear", "use_liger_kernel=true",
+              "Liger's fused linear cross-entropy")
+    for key in ("torch_compile", "auto_find_batch_size"):
+        if r.take(key) is True:
+            r.skip(f"{key}=true", "not modelled: the estimate is of an eager step at the "
+                                  "given batch" if key == "torch_compile" else
+                                  "the batch it would find is unknown: give --batch")
+    r.take("gradient_checkpointing_kwargs")
+
+
+# Formats ---------------------------------------------------------------------------------------
+def _axolotl(r: _Reader, folder: Path) -> Imported:
+    _set_model(r, "base_model")
+    r.take("base_model_config")
+    adapter = r.take("adapter")
+    four, eight = r.take("load_in_4bit"), r.take("load_in_8bit")
+    if adapter == "qlora" or (adapter == "lora" and four is True):
+        r.set("method", "qlora", f"adapter={adapter}" + (", load_in_4bit=true" if four else ""))
+    elif adapter == "lora":
+        r.set("method", "lora", "adapter=lora")
+    elif adapter is None:
+        r.set("method", "full", "no adapter", "every weight trains")
+    else:
+        r.skip(f"adapter={adapter}", "only lora and qlora adapters are modelled")
+    if eight is True:
+        r.skip("load_in_8bit=true", "an 8-bit base (bitsandbytes LLM.int8) is not modelled: "
+                                    "the estimate keeps the base in 16 bits (more memory)")
+    _set_int(r, "lora_r", "lora_rank")
+    linear, modules = r.take("lora_target_linear"), r.take("lora_target_modules")
+    if linear is True:
+        r.set("lora_targets", "all-linear", "lora_target_linear=true")
+    elif modules:
+        _set_targets(r, f"lora_target_modules={_short(modules)}", _modules(modules))
+    saved = r.take("lora_modules_to_save")
+    if saved:
+        r.skip(f"lora_modules_to_save={_short(saved)}", "fully trained extra modules (such as "
+               "embed_tokens, lm_head) beside the adapters are not modelled: their weights, "
+               "gradients and optimizer state are missing from the estimate")
+    _set_int(r, "sequence_len", "seq_len")
+    _set_int(r, "micro_batch_size", "micro_batch")
+    if r.has("gradient_accumulation_steps"):
+        _set_int(r, "gradient_accumulation_steps", "grad_accum")
+    batch, micro = r.take("batch_size"), r.data.get("micro_batch_size")
+    if "grad_accum" not in r.fields and isinstance(batch, int) and isinstance(micro, int) \
+            and micro > 0 and batch >= micro:
+        # axolotl normalize_config: gradient_accumulation_steps = batch_size // micro_batch_size
+        r.set("grad_accum", batch // micro, f"batch_size={batch} // micro_batch_size={micro}")
+    sample_packing = r.take("sample_packing")
+    if isinstance(sample_packing, bool):
+        r.set("packed", sample_packing, f"sample_packing={str(sample_packing).lower()}",
+              "with --examples")
+    r.take("eval_sample_packing")
+    r.take("pad_to_sequence_len")
+    bf16, fp16 = r.take("bf16"), r.take("fp16")
+    if bf16 is True or bf16 == "auto":
+        r.set("precision", "bf16", f"bf16={str(bf16).lower()}", "axolotl loads the weights in "
+              "bfloat16 (resolve_dtype); auto is bf16 on a GPU that has it")
+    elif fp16 is True:
+        r.set("precision", "fp16", "fp16=true", "axolotl loads the weights in float16")
+    elif bf16 is False and fp16 in (False, None):
+        r.set("precision", "fp32", "bf16=false", "weights in fp32")
+    checkpointing = r.take("gradient_checkpointing")
+    if isinstance(checkpointing, bool):
+        r.set("checkpointing", checkpointing,
+              f"gradient_checkpointing={str(checkpointing).lower()}")
+    elif checkpointing is not None:
+        r.set("checkpointing", True, f"gradient_checkpointing={checkpointing}")
+        r.skip(f"gradient_checkpointing={checkpointing}", "offloading checkpoints to the CPU "
+                                                          "is not modelled")
+    for key, flash in (("flash_attention", True), ("sdp_attention", True),
+                       ("xformers_attention", True), ("eager_attention", False)):
+        if r.take(key) is True:
+            r.set("flash_attention", flash, f"{key}=true",
+                  "no S x S scores kept" if flash else "S x S scores kept")
+    _set_optim(r, "optimizer")
+    _set_deepspeed(r, "deepspeed", folder)
+    _set_fsdp(r, "fsdp", "fsdp_config")
+    r.take("fsdp_version")
+    _set_amounts(r, "num_epochs", "max_steps")
+    if r.take("cut_cross_entropy") is True:
+        r.set("loss_kernel", "cut-ce", "cut_cross_entropy=true", "CutCrossEntropyPlugin")
+    elif r.take("liger_fused_linear_cross_entropy") is True:
+        r.set("loss_kernel", "fused-linear", "liger_fused_linear_cross_entropy=true")
+    r.take("plugins")
+    for key in ("liger_rope", "liger_rms_norm", "liger_glu_activation", "liger_layer_norm"):
+        if r.take(key) is True:
+            r.skip(f"{key}=true", "Liger's fused kernels other than the loss are not "
+                                  "modelled (they save some activation memory)")
+    return r.finish("axolotl")
+
+
+def _llama_factory(r: _Reader, folder: Path) -> Imported:
+    _set_model(r, "model_name_or_path")
+    stage = r.take("stage")
+    if stage not in (None, "sft", "pt"):
+        r.skip(f"stage={stage}", "only supervised (sft) and pre-training (pt) steps are "
+                                 "modelled: reward, PPO, DPO and KTO run more models")
+    kind, bits = r.take("finetuning_type"), r.take("quantization_bit")
+    if kind == "lora" and bits == 4:
+        r.set("method", "qlora", "finetuning_type=lora, quantization_bit=4")
+    elif kind in ("lora", "full"):
+        r.set("method", kind, f"finetuning_type={kind}")
+    elif kind is not None:
+        r.skip(f"finetuning_type={kind}", "only full and lora fine-tuning are modelled")
+    if bits not in (None, 4):
+        r.skip(f"quantization_bit={bits}", "only a 4-bit (NF4) base is modelled")
+    _set_int(r, "lora_rank", "lora_rank")
+    target = r.take("lora_target")
+    if target == "all":
+        r.set("lora_targets", "all-linear", "lora_target=all")
+    elif target:
+        _set_targets(r, f"lora_target={target}", _modules(target))
+    _set_int(r, "cutoff_len", "seq_len")
+    packing = r.take("packing")
+    if isinstance(packing, bool):
+        r.set("packed", packing, f"packing={str(packing).lower()}", "with --examples")
+    pure = r.take("pure_bf16") is True
+    _hf_precision(r, pure, "pure_bf16: weights kept in bf16" if pure else
+                  "LLaMA-Factory upcasts the trainable weights to fp32 and the Trainer "
+                  "autocasts (adapter.py init_adapter)")
+    if pure and "precision" not in r.fields:
+        r.set("precision", "bf16", "pure_bf16=true")
+    disable = r.take("disable_gradient_checkpointing")
+    r.set("checkpointing", disable is not True,
+          f"disable_gradient_checkpointing={str(disable is True).lower()}",
+          "LLaMA-Factory checkpoints activations unless it is disabled")
+    attn = r.take("flash_attn")
+    if attn in ("fa2", "sdpa", "auto"):
+        r.set("flash_attention", True, f"flash_attn={attn}")
+    elif attn == "disabled":
+        r.set("flash_attention", False, "flash_attn=disabled", "eager attention")
+    if r.take("enable_liger_kernel") is True:
+        r.set("loss_kernel", "fused-linear", "enable_liger_kernel=true",
+              "Liger's fused linear cross-entropy")
+    for key in ("use_unsloth", "use_galore", "use_badam", "use_apollo", "use_dora"):
+        if r.take(key) is True:
+            r.skip(f"{key}=true", "not modelled")
+    _hf_common(r, folder)
+    return r.finish("llama-factory")
+
+
+def _component(value: Any) -> str:
+    return str(value.get("_component_", "")) if isinstance(value, dict) else ""
+
+
+def _torchtune(r: _Reader) -> Imported:
+    model = r.take("model")
+    builder = _component(model).rsplit(".", 1)[-1]
+    family_and_size = re.sub(r"^q?lora_", "", builder)
+    ref = None
+    for family in sorted(_TORCHTUNE_FAMILY, key=len, reverse=True):
+        if family_and_size.startswith(family + "_"):
+            candidate = f"{_TORCHTUNE_FAMILY[family]}-{family_and_size[len(family) + 1:]}"
+            ref, _ = _catalog_model(candidate)
+            break
+    source = f"model._component_={_component(model)}"
+    if ref is None:
+        r.skip(source, "no catalog model for this builder: give --model")
+    else:
+        r.set("model", ref, source, "torchtune builder")
+    if builder.startswith("qlora_"):
+        r.set("method", "qlora", source)
+    elif builder.startswith("lora_"):
+        r.set("method", "lora", source)
+    elif builder:
+        r.set("method", "full", source)
+    if isinstance(model, dict) and builder.startswith(("lora_", "qlora_")):
+        rank = model.get("lora_rank")
+        if isinstance(rank, int):
+            r.set("lora_rank", rank, f"model.lora_rank={rank}")
+        attn = {"o_proj" if m == "output_proj" else m
+                for m in _modules(model.get("lora_attn_modules"))}
+        mlp, out = model.get("apply_lora_to_mlp") is True, model.get("apply_lora_to_output")
+        modules = attn | (_MLP if mlp else set())
+        source = (f"model.lora_attn_modules={_short(model.get('lora_attn_modules'))}, "
+                  f"apply_lora_to_mlp={str(mlp).lower()}")
+        if out is True:
+            r.skip("model.apply_lora_to_output=true", "an adapter on the LM head is not "
+                                                      "modelled")
+        _set_targets(r, source, modules)
+    _set_int(r, "batch_size", "micro_batch")
+    _set_int(r, "gradient_accumulation_steps", "grad_accum")
+    _set_bool(r, "enable_activation_checkpointing", "checkpointing")
+    if r.take("enable_activation_offloading") is True:
+        r.skip("enable_activation_offloading=true", "offloading activations to the CPU is not "
+                                                    "modelled")
+    dtype = r.take("dtype")
+    if dtype in ("bf16", "fp32"):
+        r.set("precision", dtype, f"dtype={dtype}",
+              "torchtune keeps weights, gradients and optimizer state in this dtype")
+    elif dtype is not None:
+        r.skip(f"dtype={dtype}", "expected bf16 or fp32")
+    tokenizer = r.take("tokenizer")
+    seq = tokenizer.get("max_seq_len") if isinstance(tokenizer, dict) else None
+    if isinstance(seq, int) and seq >= 1:
+        r.set("seq_len", seq, f"tokenizer.max_seq_len={seq}")
+    else:
+        r.skip("tokenizer.max_seq_len=null", "no sequence length (each batch is as long as "
+                                             "its longest example): give --seq")
+    dataset = r.take("dataset")
+    if isinstance(dataset, dict) and isinstance(dataset.get("packed"), bool):
+        r.set("packed", dataset["packed"], f"dataset.packed={str(dataset['packed']).lower()}",
+              "with --examples")
+    optimizer = r.take("optimizer")
+    name = _component(optimizer)
+    if name == "torch.optim.AdamW":
+        fused = isinstance(optimizer, dict) and optimizer.get("fused") is True
+        r.set("optimizer", "adamw", f"optimizer._component_={name}")
+        r.set("optimizer_impl", "fused" if fused else "foreach",
+              f"optimizer.fused={str(fused).lower()}")
+    elif name in ("bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.AdamW8bit"):
+        r.set("optimizer", "adamw-8bit", f"optimizer._component_={name}", "bitsandbytes")
+        r.set("optimizer_impl", "fused", f"optimizer._component_={name}")
+    elif name:
+        r.skip(f"optimizer._component_={name}", "optimizer not modelled (torch AdamW and "
+                                                "bitsandbytes 8-bit AdamW are)")
+    loss = _component(r.take("loss"))
+    if loss.endswith("CEWithChunkedOutputLoss"):
+        r.set("loss_kernel", "chunked", f"loss._component_={loss}")
+    elif loss:
+        r.skip(f"loss._component_={loss}", "loss kernel not modelled")
+    _set_amounts(r, "epochs", "max_steps")
+    if r.take("compile") is True:
+        r.skip("compile=true", "not modelled: the estimate is of an eager step")
+    if r.take("fsdp_cpu_offload") is True:
+        r.skip("fsdp_cpu_offload=true", "CPU offload is not modelled")
+    return r.finish("torchtune")
+
+
+def _model_beside(r: _Reader, folder: Path) -> None:
+    """A Trainer output folder holds the model's config.json beside its arguments and state."""
+    config = folder / "config.json"
+    if config.is_file():
+        r.set("model", str(config), "config.json beside the file")
+
+
+def _trainer_state(r: _Reader, folder: Path) -> Imported:
+    _model_beside(r, folder)
+    _set_int(r, "train_batch_size", "micro_batch")
+    _set_amounts(r, "num_train_epochs", "max_steps")
+    for key in ("log_history", "global_step", "epoch", "best_metric", "stateful_callbacks",
+                "total_flos", "num_input_tokens_seen"):
+        r.take(key)
+    return r.finish("hf-trainer-state")
+
+
+def _training_args(r: _Reader, folder: Path, fmt: str) -> Imported:
+    if fmt != "hf-training-args":
+        _set_model(r, "model_name_or_path")
+    else:
+        _model_beside(r, folder)
+    init = r.take("model_init_kwargs")
+    dtype = (init.get("dtype") or init.get("torch_dtype")) if isinstance(init, dict) else None
+    pure = dtype in ("bfloat16", "float16")
+    _hf_precision(r, pure, f"model_init_kwargs dtype={dtype}: weights loaded in half precision"
+                  if pure else "the Trainer autocasts over the weights; fp32 as "
+                  "from_pretrained loads them by default")
+    attn = init.get("attn_implementation") if isinstance(init, dict) else None
+    if attn in ("flash_attention_2", "flash_attention_3", "sdpa"):
+        r.set("flash_attention", True, f"model_init_kwargs.attn_implementation={attn}")
+    elif attn == "eager":
+        r.set("flash_attention", False, "model_init_kwargs.attn_implementation=eager")
+    _hf_common(r, folder)
+    if fmt == "trl-sft":
+        for key in ("max_length", "max_seq_length"):
+            if r.has(key):
+                _set_int(r, key, "seq_len")
+        packing = r.take("packing")
+        if isinstance(packing, bool):
+            r.set("packed", packing, f"packing={str(packing).lower()}", "with --examples")
+    if fmt == "trl-grpo":
+        prompt, completion = r.take("max_prompt_length"), r.take("max_completion_length")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            r.set("seq_len", prompt + completion, f"max_prompt_length={prompt} + "
+                  f"max_completion_length={completion}", "the policy update's sequence")
+        gens = r.take("num_generations")
+        if gens is not None:
+            r.skip(f"num_generations={gens}", "rollout generation is not part of `estimate` "
+                   "(it prices one training step); see docs/rl.md for RL phases")
+        for key in ("use_vllm", "beta"):
+            if r.has(key):
+                r.skip(f"{key}={r.take(key)}", "rollouts and the reference model are not part "
+                                               "of `estimate`; see docs/rl.md")
+    return r.finish(fmt)
+
+
+# Detection -------------------------------------------------------------------------------------
+_TRL_SFT_KEYS = ("max_seq_length", "max_length", "packing", "dataset_text_field",
+                 "completion_only_loss", "assistant_only_loss")
+_TRL_GRPO_KEYS = ("num_generations", "max_completion_length", "max_prompt_length")
+
+
+def detect_format(data: dict[str, Any]) -> str | None:
+    """The tool a setup's keys come from, or None."""
+    if "log_history" in data or ("global_step" in data and "train_batch_size" in data):
+        return "hf-trainer-state"
+    if _component(data.get("model")).startswith("torchtune."):
+        return "torchtune"
+    if "base_model" in data and any(k in data for k in ("micro_batch_size", "adapter",
+                                                          "sequence_len")):
+        return "axolotl"
+    if "model_name_or_path" in data and any(k in data for k in ("finetuning_type", "cutoff_len",
+                                                                  "stage", "template")):
+        return "llama-factory"
+    if any(k in data for k in ("per_device_train_batch_size", "gradient_accumulation_steps")):
+        if any(k in data for k in _TRL_GRPO_KEYS):
+            return "trl-grpo"
+        if any(k in data for k in _TRL_SFT_KEYS):
+            return "trl-sft"
+        return "hf-training-args"
+    return None
+
+
+def read_setup(path: str | os.PathLike[str]) -> Imported:
+    """The setup in another tool's config file (format detected from its keys)."""
+    from gpuhours.files import read_user_text
+
+    where = str(path)
+    try:
+        text = read_user_text(path, where, MAX_SETUP_BYTES, "training setup file")
+    except FileNotFoundError:
+        raise InputError(where, "no such file.") from None
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise InputError(where, f"not valid JSON: {e}.") from None
+    else:
+        from gpuhours.yamlio import compose
+
+        _, data = compose(text, where)
+    return parse_setup(data, where, Path(path).expanduser().parent)
+
+
+def parse_setup(data: Any, where: str, folder: Path) -> Imported:
+    """The setup of already-loaded data; `where` names it in errors, `folder` is where files
+    it names (a DeepSpeed config, a config.json) are looked for."""
+    fmt = detect_format(data) if isinstance(data, dict) else None
+    if fmt is None:
+        keys = ", ".join(list(data)[:8]) if isinstance(data, dict) else type(data).__name__
+        raise InputError(where, f"not a training setup gpuhours can read (found: {keys}).",
+                         "--from reads an axolotl or LLaMA-Factory YAML, a torchtune recipe "
+                         "config, a Hugging Face TrainingArguments JSON or trainer_state.json, "
+                         "or a TRL SFTConfig/GRPOConfig (docs/importers.md).")
+    tool = {"hf-training-args": "TrainingArguments", "hf-trainer-state": "trainer_state",
+            "trl-sft": "SFTConfig", "trl-grpo": "GRPOConfig", "llama-factory": "LLaMA-Factory"
+            }.get(fmt, fmt)
+    r = _Reader(data, tool)
+    if fmt == "axolotl":
+        return _axolotl(r, folder)
+    if fmt == "llama-factory":
+        return _llama_factory(r, folder)
+    if fmt == "torchtune":
+        return _torchtune(r)
+    if fmt == "hf-trainer-state":
+        return _trainer_state(r, folder)
+    return _training_args(r, folder, fmt)
+
+
+# Merging with the command line -----------------------------------------------------------------
+#: the fields that state the amount of work; the command line's amount replaces the file's
+AMOUNT_FIELDS = ("steps", "epochs", "examples", "packed")
+
+
+def settings_to_use(imported: Imported, explicit: set[str], cli_amount: str | None,
+                    label: str) -> tuple[dict[str, Any], list[str]]:
+    """(fields to fill, notes for the output's warnings): the imported fields the command line
+    did not set (`explicit`: field names given there).
+
+    The amount of work: when the command line gives tokens or steps (`cli_amount`), the file's
+    steps, epochs, examples and packing are not used; when it gives examples, the file's
+    epochs and packing describe them. Epochs and packing describe examples: without a dataset
+    size they are dropped, said in a note."""
+    fill = {k: v for k, v in imported.fields.items() if k not in explicit}
+    notes: list[str] = []
+    replaced = [k for k in imported.fields if k in explicit]
+    if cli_amount is not None:
+        kept = ("epochs", "packed") if cli_amount == "examples" else ()
+        for k in AMOUNT_FIELDS:
+            if k in fill and k not in kept:
+                del fill[k]
+                replaced.append(k)
+    elif "examples" not in fill:
+        for k in ("epochs", "packed"):
+            if k in fill and fill[k] is not False:
+                notes.append(f"{label}: {k}={fill[k]} not used: give --examples (the "
+                             f"dataset size) to count the work from it.")
+            fill.pop(k, None)
+    if fill.get("packed") is False:
+        del fill["packed"]
+    notes.insert(0, f"setup read from {label} ({imported.format}): "
+                    + "; ".join(imported.used) + ".")
+    if replaced:
+        notes.insert(1, f"{label}: the command line replaces the file's "
+                        f"{', '.join(replaced)}.")
+    notes += [f"{label}: not used: {u}." for u in imported.unused]
+    return fill, notes
