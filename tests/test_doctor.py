@@ -283,3 +283,184 @@ def test_hf_log_of_a_lone_checkpoint_needs_the_elapsed_time(tmp_path: Path) -> N
     assert d["step_time_mean_s"] == pytest.approx(7200 / 400)
     assert d["measured_gpu_hours_planned"]["value"] == pytest.approx(2000 * 18 * 8 / 3600)
     assert d["measured_gpu_hours_planned"]["basis"] == "assumed"
+
+
+# --- --hf-log compared with physics (--model and the setup) ------------------------------------
+
+#: the known setup of the log below: qwen2.5-0.5b full, micro-batch 8, seq 512, 500 steps on
+#: one H100, setup defaults otherwise (bf16-mixed, no checkpointing, ZeRO 0)
+KNOWN = dict(model="qwen2.5-0.5b", micro_batch=8, seq_len=512)
+#: the run took this many times the estimator's step: 3x is 33% of its speed, below the 50%
+#: of LOW_EFFICIENCY_RATIO (2x sits exactly on it, where the rule stays silent)
+SLOWER = 3.0
+
+
+def _known_step_s(n: int = 1, **update: object) -> float:
+    """The estimator's step time of the known setup on `n` H100s (gpuhours.api, no ledger)."""
+    from gpuhours.api import estimate_training as api_estimate
+    from gpuhours.setup import Training
+
+    t = Training.model_validate({**KNOWN, **update})
+    return api_estimate(t, Hardware(gpu=catalog.gpu("h100"), num_gpus=n)).step_time_s.value
+
+
+def _known_log(tmp_path: Path, samples_per_step: int = 8, evals: int = 0,
+               runtime_s: float | None = None) -> Path:
+    """A finished trainer_state.json of 500 steps, train_batch_size 8; its train_runtime is
+    SLOWER x the estimator's step x 500, plus `evals` evaluations of 20 s each."""
+    runtime = runtime_s or SLOWER * _known_step_s() * 500 + 20.0 * evals
+    history: list[dict[str, object]] = [
+        {"epoch": s / 500, "loss": 2.0, "learning_rate": 1e-5, "step": s}
+        for s in range(10, 501, 10)]
+    history += [{"epoch": s / 500, "eval_loss": 1.9, "eval_runtime": 20.0, "step": s}
+                for s in range(500 // evals, 501, 500 // evals)] if evals else []
+    history.append({"epoch": 1.0, "step": 500, "total_flos": 1e16, "train_loss": 2.0,
+                    "train_runtime": runtime,
+                    # the Trainer rounds both to 3 decimals (speed_metrics)
+                    "train_samples_per_second": round(500 * samples_per_step / runtime, 3),
+                    "train_steps_per_second": round(500 / runtime, 3)})
+    p = tmp_path / "trainer_state.json"
+    p.write_text(json.dumps({
+        "global_step": 500, "max_steps": 500, "train_batch_size": 8, "logging_steps": 10,
+        "eval_steps": 500 // evals if evals else None, "save_steps": 500,
+        "num_input_tokens_seen": 0, "total_flos": 1e16, "log_history": history}))
+    return p
+
+
+def _doctor_json(*args: str) -> dict[str, object]:
+    r = runner.invoke(app, ["doctor", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def test_hf_log_low_efficiency_against_the_estimator(tmp_path: Path) -> None:
+    p = _known_log(tmp_path)
+    d = _doctor_json("--hf-log", str(p), "--model", "qwen2.5-0.5b", "--seq", "512",
+                     "--gpu", "h100", "--usd-per-gpu-hour", "2")
+    expected = _known_step_s()
+    measured = SLOWER * expected  # run time / 500 steps, no evaluation
+    (f,) = [f for f in d["findings"] if f["rule"] == "low-efficiency"]  # type: ignore[union-attr,index]
+    assert f["saved_s_per_step"]["value"] == pytest.approx(measured - expected)
+    assert f["saved_s_per_step"]["basis"] == "formula"
+    assert f["gpu_hours_saved"]["value"] == pytest.approx((measured - expected) * 500 / 3600)
+    assert f["usd_saved"]["value"] == pytest.approx((measured - expected) * 500 / 3600 * 2)
+    text = " ".join(f["evidence"])
+    assert f"{measured:.3f} s per step (measured)" in text
+    assert f"expects {expected:.3f} s on h100-sxm" in text
+    # what came from where: micro-batch and accumulation from the log, the rest assumed
+    assert "micro-batch 8: the log's train_batch_size" in text
+    assert "accumulation 1: 8 samples per step (measured" in text
+    assert "assumed (the defaults of `gpuhours estimate`" in text and "precision bf16-mixed" in text
+    assert "seq_len" not in text.split("assumed")[1]  # --seq was given
+
+
+def test_hf_log_options_table_gpu_hours_by_hand(tmp_path: Path) -> None:
+    p = _known_log(tmp_path)
+    d = _doctor_json("--hf-log", str(p), "--model", "qwen2.5-0.5b", "--seq", "512",
+                     "--gpu", "h100", "--usd-per-gpu-hour", "2")
+    rows = {r["option"]: r for r in d["options"]}  # type: ignore[union-attr,index]
+    assert set(rows) == {"as run (estimate)", "optimised, 1 GPU"} | {
+        f"{label}, {n} GPUs" for n in (2, 4, 8)
+        for label in ("DDP", "FSDP grad-op / ZeRO-2", "FSDP full shard / ZeRO-3")}
+    # by hand: 500 steps x the estimator's step x GPUs / 3600, the effective batch 8 kept
+    assert rows["as run (estimate)"]["gpu_hours"] == pytest.approx(500 * _known_step_s() / 3600)
+    for name, zero in (("DDP, 4 GPUs", 0), ("FSDP full shard / ZeRO-3, 8 GPUs", 3)):
+        r = rows[name]
+        assert r["micro_batch"] * r["grad_accum"] * r["num_gpus"] == 8
+        step = _known_step_s(r["num_gpus"], micro_batch=r["micro_batch"],
+                             grad_accum=r["grad_accum"], zero_stage=zero)
+        assert r["gpu_hours"] == pytest.approx(500 * step * r["num_gpus"] / 3600)
+        assert r["usd"] == pytest.approx(r["gpu_hours"] * 2)
+    one = rows["optimised, 1 GPU"]
+    step = _known_step_s(micro_batch=one["micro_batch"], grad_accum=one["grad_accum"],
+                         checkpointing=False)
+    assert one["gpu_hours"] <= rows["as run (estimate)"]["gpu_hours"] * (1 + 1e-9)
+    assert one["micro_batch"] * one["grad_accum"] == 8 and step > 0
+
+
+def test_hf_log_multi_gpu_and_accumulation_from_the_log(tmp_path: Path) -> None:
+    # 64 samples per step, train_batch_size 8 on 2 GPUs: accumulation 4
+    p = _known_log(tmp_path, samples_per_step=64, runtime_s=2000.0)
+    d = diagnose_hf_log(p, catalog.gpu("h100"), usd_per_gpu_hour=2.0, gpus=2,
+                        model="qwen2.5-0.5b", choices=dict(seq_len=512), defaulted=[])
+    for r in d.options:
+        assert r.micro_batch * r.grad_accum * r.num_gpus == 64
+    as_run = d.options[0]
+    assert (as_run.num_gpus, as_run.micro_batch, as_run.grad_accum) == (2, 8, 4)
+    expected = _known_step_s(2, grad_accum=4)
+    assert as_run.gpu_hours == pytest.approx(500 * expected * 2 / 3600)
+    (f,) = [f for f in d.findings if f.rule == "low-efficiency"]  # 4 s vs about 1.2 s
+    assert f.saved_s_per_step.value == pytest.approx(2000 / 500 - expected)
+    assert f.gpu_hours_saved.value == pytest.approx((2000 / 500 - expected) * 500 * 2 / 3600)
+    assert any("2 x h100-sxm" in e for e in f.evidence)
+
+
+def test_hf_log_measured_step_leaves_evaluation_out(tmp_path: Path) -> None:
+    p = _known_log(tmp_path, evals=5)  # 5 x 20 s of evaluation on top of the steps
+    d = diagnose_hf_log(p, catalog.gpu("h100"), model="qwen2.5-0.5b",
+                        choices=dict(seq_len=512), defaulted=[])
+    (f,) = [f for f in d.findings if f.rule == "low-efficiency"]
+    assert f.saved_s_per_step.value == pytest.approx((SLOWER - 1) * _known_step_s())
+
+
+def test_hf_log_without_samples_assumes_one_accumulation_step(tmp_path: Path) -> None:
+    lone = _checkpoint(tmp_path, 400, 1_000_000.0)  # unfinished: no train_samples_per_second
+    d = _doctor_json("--hf-log", str(lone), "--elapsed-hours", "1", "--model", "qwen2.5-0.5b",
+                     "--seq", "512", "--gpu", "h100")
+    text = " ".join([*d["notes"], *(e for f in d["findings"] for e in f["evidence"])])  # type: ignore[union-attr,index,misc]
+    assert "accumulation 1: assumed" in text
+    assert d["options"]
+
+
+def test_hf_log_without_model_says_what_to_pass(tmp_path: Path) -> None:
+    d = _doctor_json("--hf-log", str(_known_log(tmp_path)), "--gpu", "h100")
+    assert d["options"] == []
+    assert any("not compared with physics" in n and "--model" in n for n in d["notes"])  # type: ignore[union-attr]
+    d = _doctor_json("--hf-log", str(_known_log(tmp_path)), "--model", "qwen2.5-0.5b")
+    assert d["options"] == [] and any("pass --gpu" in n for n in d["notes"])  # type: ignore[union-attr]
+
+
+def test_hf_log_text_output_has_the_finding_and_the_table(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["doctor", "--hf-log", str(_known_log(tmp_path)), "--model",
+                            "qwen2.5-0.5b", "--seq", "512", "--gpu", "h100"])
+    assert r.exit_code == 0, r.output
+    assert "(low-efficiency)" in r.output and "| DDP, 2 GPUs | 2 |" in r.output
+
+
+@pytest.mark.parametrize("args, option, match", [
+    (["--model", "qwen9-nonexistent"], "--model", "unknown model"),
+    (["--model", "qwen2.5-0.5b", "--batch", "3"], "--batch/--gpus", "whole number"),
+    (["--model", "qwen2.5-0.5b", "--gpus", "3"], "--batch/--gpus", "whole number"),
+    (["--model", "qwen2.5-0.5b", "--grad-accum", "2"], "--grad-accum", "conflicts with the log"),
+    (["--model", "qwen2.5-0.5b", "--batch", "0"], "--batch", "expected a positive count"),
+    (["--model", "qwen2.5-0.5b", "--grad-accum", "0"], "--grad-accum", "expected a positive"),
+    (["--batch", "8"], "--batch", "need --model"),
+    (["--seq", "512"], "--seq", "need --model"),
+])
+def test_hf_log_setup_bad_input_exit_2(tmp_path: Path, args: list[str], option: str,
+                                       match: str) -> None:
+    p = _known_log(tmp_path)
+    r = runner.invoke(app, ["doctor", "--hf-log", str(p), "--gpu", "h100", *args])
+    assert r.exit_code == 2, r.output
+    out = " ".join(r.output.split())
+    assert f"error {option}" in out and match in out and "Traceback" not in r.output
+
+
+def test_doctor_run_rejects_model(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    rid = _ledger_with_run(path, 30)
+    r = runner.invoke(app, ["doctor", str(rid), "--ledger", str(path), "--model", "qwen2.5-0.5b"])
+    assert r.exit_code == 2 and "--model" in r.output
+
+
+def test_doctor_hf_log_with_a_model_imports_no_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    p = _known_log(tmp_path)
+    code = ("import sys, json; from typer.testing import CliRunner; from gpuhours.cli import app; "
+            f"r = CliRunner().invoke(app, ['doctor', '--hf-log', {str(p)!r}, '--model', "
+            "'qwen2.5-0.5b', '--seq', '512', '--gpu', 'h100', '--json']); "
+            "print(json.dumps([r.exit_code, 'torch' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [0, False]

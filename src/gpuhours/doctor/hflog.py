@@ -123,6 +123,9 @@ def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
     number (within ACCUM_TOLERANCE); else 1, assumed."""
     given = dict(choices)
     batch, accum = given.pop("micro_batch", None), given.pop("grad_accum", None)
+    for field, value in (("micro_batch", batch), ("grad_accum", accum)):
+        if value is not None and value < 1:
+            raise FieldError(field, f"expected a positive count, got {value}.")
     bases = []
     if batch is None:
         logged = state.get("train_batch_size")
