@@ -464,3 +464,26 @@ def test_doctor_hf_log_with_a_model_imports_no_torch(tmp_path: Path) -> None:
             "print(json.dumps([r.exit_code, 'torch' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.splitlines()[-1]) == [0, False]
+
+
+def test_hf_log_sequence_length_from_the_tokens_seen(tmp_path: Path) -> None:
+    # 500 steps x 8 samples x 512 tokens seen, --seq not given: seq 512 measured
+    p = _known_log(tmp_path)
+    state = json.loads(p.read_text())
+    p.write_text(json.dumps({**state, "num_input_tokens_seen": 500 * 8 * 512}))
+    d = _doctor_json("--hf-log", str(p), "--model", "qwen2.5-0.5b", "--gpu", "h100")
+    (f,) = [f for f in d["findings"] if f["rule"] == "low-efficiency"]  # type: ignore[union-attr,index]
+    text = " ".join(f["evidence"])
+    assert "seq 512: measured, num_input_tokens_seen" in text and "s512" in text
+    assert f["saved_s_per_step"]["value"] == pytest.approx((SLOWER - 1) * _known_step_s())
+
+
+def test_hf_log_accumulation_from_the_tokens_of_an_unfinished_run(tmp_path: Path) -> None:
+    # no train_runtime yet; 400 steps x 32 samples x 512 tokens seen, batch 8: accumulation 4
+    lone = _checkpoint(tmp_path, 400, 1_000_000.0)
+    state = json.loads(lone.read_text())
+    lone.write_text(json.dumps({**state, "num_input_tokens_seen": 400 * 32 * 512}))
+    d = _doctor_json("--hf-log", str(lone), "--elapsed-hours", "1", "--model", "qwen2.5-0.5b",
+                     "--seq", "512", "--gpu", "h100")
+    as_run = d["options"][0]  # type: ignore[index]
+    assert (as_run["micro_batch"], as_run["grad_accum"]) == (8, 4)  # type: ignore[index]

@@ -112,11 +112,32 @@ def samples_per_step(state: dict[str, Any], final: dict[str, Any], seq_len: int
     return None
 
 
-def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
-                choices: dict[str, Any], gpus: int) -> tuple[Training, list[str]]:
-    """The run's setup as a Training, and the basis of micro-batch and accumulation.
+def seq_from_log(state: dict[str, Any], final: dict[str, Any]) -> tuple[int, str] | None:
+    """Tokens per sequence from the log, with its basis: num_input_tokens_seen / global_step
+    (tokens per step) over the samples per step of train_samples_per_second (samples_per_step).
+    The Trainer counts every position by default (include_num_input_tokens_seen=True or "all")
+    and only the real ones with "non_padding": then it is the mean length, shorter than the
+    padded sequence. None when the log has no token count or no sample rate."""
+    seen, done = state.get("num_input_tokens_seen"), int(state.get("global_step") or 0)
+    found = samples_per_step(state, final, 1)
+    if not seen or not done or found is None or not found[1].startswith(
+            "measured: train_samples_per_second"):
+        return None
+    seq = round(float(seen) / done / found[0])
+    return (seq, f"seq {seq}: measured, num_input_tokens_seen / global_step / {found[0]:.4g} "
+                 "samples per step (padding included unless the Trainer counted non_padding)"
+            ) if seq >= 1 else None
 
-    `choices`: Training fields as given (micro_batch and grad_accum absent when not given).
+
+def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
+                choices: dict[str, Any], gpus: int, defaulted: list[str]
+                ) -> tuple[Training, list[str], list[str]]:
+    """The run's setup as a Training, the basis of the figures taken from the log, and the
+    fields still at their defaults (assumed).
+
+    `choices`: Training fields as given (micro_batch and grad_accum absent when not given);
+    `defaulted`: those of them the user left at their defaults. Sequence length: when not
+    given, seq_from_log where the log counts tokens.
     Micro-batch: else the log's train_batch_size, the Trainer's batch per process
     (per_device_train_batch_size; one process per GPU under torchrun, accelerate or deepspeed).
     Accumulation: else the log's samples per step / (micro-batch x GPUs), which must be a whole
@@ -127,6 +148,11 @@ def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
         if value is not None and value < 1:
             raise FieldError(field, f"expected a positive count, got {value}.")
     bases = []
+    defaulted = list(defaulted)
+    if "seq_len" in defaulted and (seq := seq_from_log(state, final)) is not None:
+        given["seq_len"] = seq[0]
+        defaulted.remove("seq_len")
+        bases.append(seq[1])
     if batch is None:
         logged = state.get("train_batch_size")
         if not isinstance(logged, int) or isinstance(logged, bool) or logged < 1:
@@ -164,7 +190,7 @@ def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
     else:
         bases.append(f"accumulation {accum}: given (--grad-accum)")
     t = Training.model_validate(dict(model=model, micro_batch=batch, grad_accum=accum, **given))
-    return t, bases
+    return t, bases, defaulted
 
 
 def compare_with_physics(view: RunView, t: Training, bases: list[str], defaulted: list[str],
@@ -291,7 +317,8 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                      "peak.")
     options: list[OptionRow] = []
     if model is not None:
-        t, bases = hf_training(state, final, model, choices or {}, gpus)
+        t, bases, assumed = hf_training(state, final, model, choices or {}, gpus,
+                                        defaulted or [])
         if gpu is None:
             notes.append("not compared with physics: pass --gpu NAME (the run's GPU) for the "
                          "low-efficiency check and the options table.")
@@ -301,7 +328,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                            device_name=gpu.name, num_gpus=gpus, usd_per_gpu_hour=price,
                            price_basis=price_basis)
             more, more_notes, options = compare_with_physics(
-                view, t, bases, defaulted or [], gpu, (runtime_s - eval_total) / steps_done,
+                view, t, bases, assumed, gpu, (runtime_s - eval_total) / steps_done,
                 time_basis, confidence)
             findings += more
             notes += more_notes
