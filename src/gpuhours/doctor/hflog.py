@@ -193,6 +193,10 @@ def hf_training(state: dict[str, Any], final: dict[str, Any], model: str,
     return t, bases, defaulted
 
 
+def _shown(value: object) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
 def compare_with_physics(view: RunView, t: Training, bases: list[str], defaulted: list[str],
                          gpu: GpuSpec, measured_s: float, time_basis: str,
                          confidence: Literal["normal", "low"]
@@ -206,7 +210,7 @@ def compare_with_physics(view: RunView, t: Training, bases: list[str], defaulted
     est = estimate_training(t, hw)
     expected = est.step_time_s.value
     assumed = ("; assumed (the defaults of `gpuhours estimate`, not in the log): "
-               + ", ".join(f"{f} {getattr(t, f)}" for f in defaulted)) if defaulted else ""
+               + ", ".join(f"{f} {_shown(getattr(t, f))}" for f in defaulted)) if defaulted else ""
     setup = (f"setup compared: {t.label()} ({t.model_basis}); {'; '.join(bases)}{assumed}; "
              f"{view.num_gpus} x {gpu.name} (given: --gpu; GPUs "
              f"{'given: --gpus' if view.num_gpus > 1 else 'one assumed: pass --gpus'})")
