@@ -292,7 +292,10 @@ def _set_fsdp(r: _Reader, key: str, config_key: str) -> None:
         r.set("zero_stage", 2, source, "FSDP shard_grad_op = ZeRO-2")
     elif "no_shard" in words:
         r.set("zero_stage", 0, source)
-    elif value or config:
+    elif r.data.get("fsdp_version") == 2 and config:
+        r.set("zero_stage", 3, "fsdp_version=2", "FSDP2 fully_shard reshards after forward "
+                                                 "by default = ZeRO-3")
+    elif value:
         r.skip(source, "no sharding strategy in it: give --zero")
     if "offload" in words or config.get("offload_params") or config.get("fsdp_offload_params"):
         r.skip(source + " offload", "CPU offload is not modelled: the estimate keeps that "
