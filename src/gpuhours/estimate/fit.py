@@ -3,7 +3,6 @@ batch, the fastest configuration that fits, and, when nothing fits, what would."
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
