@@ -478,3 +478,30 @@ def test_axolotl_fsdp(tmp_path: Path, extra: str, zero: int, offload: bool) -> N
     got = read_setup(write(tmp_path, "fsdp.yml", AXOLOTL + extra))
     assert got.fields["zero_stage"] == zero
     assert any("CPU offload" in u for u in got.unused) is offload
+
+
+def test_cli_unknown_model_asks_for_model(tmp_path: Path) -> None:
+    p = write(tmp_path, "lf.yaml", LLAMA_FACTORY)
+    r = run("estimate", "--from", str(p), "--gpu", "a100-80gb")
+    assert r.exit_code == 2
+    assert "lf.yaml" in r.output and "give --model" in r.output.replace("\n", " ")
+    r = run("estimate", "--from", str(p), "--gpu", "a100-80gb", "--model", "llama-3-8b",
+            "--json")
+    assert r.exit_code == 0, r.output
+    setup = json.loads(r.stdout)["setup"]
+    assert (setup["method"], setup["lora_rank"], setup["seq_len"], setup["zero_stage"]) == (
+        "lora", 8, 2048, 3)
+
+
+def test_from_does_not_import_torch(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    p = write(tmp_path, "axolotl.yml", AXOLOTL)
+    code = ("import sys\nfrom typer.testing import CliRunner\nimport gpuhours.cli\n"
+            f"r = CliRunner().invoke(gpuhours.cli.app, ['estimate', '--from', {str(p)!r}, "
+            "'--gpu', 'a100-80gb', '--json'])\nassert r.exit_code == 0, r.output\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

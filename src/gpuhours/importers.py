@@ -723,6 +723,12 @@ def settings_to_use(imported: Imported, explicit: set[str], cli_amount: str | No
     steps, epochs, examples and packing are not used; when it gives examples, the file's
     epochs and packing describe them. Epochs and packing describe examples: without a dataset
     size they are dropped, said in a note."""
+    if "model" not in imported.fields and "model" not in explicit:
+        why = next((u for u in imported.unused if "give --model" in u), None)
+        raise InputError(label, "names no model gpuhours can find" +
+                         (f" ({why})." if why else " (this format does not name one)."),
+                         "Give --model: a catalog name (gpuhours catalog models), a Hugging "
+                         "Face id in the catalog, or a config.json.")
     fill = {k: v for k, v in imported.fields.items() if k not in explicit}
     notes: list[str] = []
     replaced = [k for k in imported.fields if k in explicit]
@@ -740,8 +746,9 @@ def settings_to_use(imported: Imported, explicit: set[str], cli_amount: str | No
             fill.pop(k, None)
     if fill.get("packed") is False:
         del fill["packed"]
+    # each `used` line begins with the tool's name, which the first note gives once
     notes.insert(0, f"setup read from {label} ({imported.format}): "
-                    + "; ".join(imported.used) + ".")
+                    + "; ".join(u.split(" ", 1)[1] for u in imported.used) + ".")
     if replaced:
         notes.insert(1, f"{label}: the command line replaces the file's "
                         f"{', '.join(replaced)}.")
