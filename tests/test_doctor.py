@@ -141,9 +141,19 @@ def test_options_table_shapes_and_identities() -> None:
     v = view(steps(10, compute_s=1.0), 10_000, config=cfg, usd_per_gpu_hour=2.0)
     t = training_of(v, from_hf_config(_qwen_cfg(), name="qwen2"))
     rows = options_table(v, t, gpu, 2.0)
-    assert len(rows) == 2 + 9
+    own = [r for r in rows if r.gpu == "h100-sxm"]
+    others = [r for r in rows if r.gpu != "h100-sxm"]
+    assert len(own) == 2 + 9
+    # one GPU of each other type that fits, optimised, at that type's catalog price
+    assert {r.gpu for r in others} <= {"rtx-4090", "l40s", "a100-80gb", "h200"}
+    assert all(r.option == f"optimised, 1 x {r.gpu}" and r.num_gpus == 1 for r in others)
+    for r in others:
+        prices = [p.on_demand_usd_per_gpu_hour for p in catalog.prices(r.gpu)
+                  if p.on_demand_usd_per_gpu_hour]
+        assert r.usd == (pytest.approx(r.gpu_hours * min(prices)) if prices else None)
     for r in rows:
         assert r.gpu_hours == pytest.approx(r.wall_hours * r.num_gpus)
+    for r in own:
         assert r.usd == pytest.approx(r.gpu_hours * 2.0)
         # the effective batch is kept
         assert r.micro_batch * r.grad_accum * r.num_gpus == 16
@@ -358,7 +368,8 @@ def test_hf_log_options_table_gpu_hours_by_hand(tmp_path: Path) -> None:
     p = _known_log(tmp_path)
     d = _doctor_json("--hf-log", str(p), "--model", "qwen2.5-0.5b", "--seq", "512",
                      "--gpu", "h100", "--usd-per-gpu-hour", "2")
-    rows = {r["option"]: r for r in d["options"]}  # type: ignore[union-attr,index]
+    rows = {r["option"]: r for r in d["options"]  # type: ignore[union-attr,index]
+            if r["gpu"] == "h100-sxm"}
     assert set(rows) == {"as run (estimate)", "optimised, 1 GPU"} | {
         f"{label}, {n} GPUs" for n in (2, 4, 8)
         for label in ("DDP", "FSDP grad-op / ZeRO-2", "FSDP full shard / ZeRO-3")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuhours import catalog
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor.rules import Finding, RunView, finding_worth, mean_of
 from gpuhours.errors import InputError
@@ -117,6 +118,8 @@ class OptionRow(BaseModel):
 
     option: str
     num_gpus: int
+    #: the GPU type of the row (the run's, or another catalog GPU's)
+    gpu: str = ""
     micro_batch: int
     grad_accum: int
     fits: bool
@@ -142,18 +145,20 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
     tokens = view.planned_steps * effective * t.seq_len
     rows: list[OptionRow] = []
 
-    def add(label: str, tt: Training, n: int) -> None:
-        hw = Hardware(gpu=gpu, num_gpus=n)
+    def add(label: str, tt: Training, n: int, on: GpuSpec = gpu,
+            price: float | None = usd_per_gpu_hour, price_basis: str = "") -> None:
+        hw = Hardware(gpu=on, num_gpus=n)
         est = estimate_training(tt, hw, "run", tokens=tokens)
         assert est.totals is not None
         comm = est.step_time_breakdown_s["communication_exposed_s"].value / est.step_time_s.value
         gh = est.totals.gpu_hours.value
         rows.append(OptionRow(
-            option=label, num_gpus=n, micro_batch=tt.micro_batch, grad_accum=tt.grad_accum,
-            fits=est.memory.fits, wall_hours=est.totals.wall_clock_hours.value, gpu_hours=gh,
-            usd=None if usd_per_gpu_hour is None else gh * usd_per_gpu_hour,
-            communication_exposed_share=comm,
-            basis="formula: estimate_training (roofline, ring collectives, assumed overlap)"))
+            option=label, num_gpus=n, gpu=on.name, micro_batch=tt.micro_batch,
+            grad_accum=tt.grad_accum, fits=est.memory.fits,
+            wall_hours=est.totals.wall_clock_hours.value, gpu_hours=gh,
+            usd=None if price is None else gh * price, communication_exposed_share=comm,
+            basis="formula: estimate_training (roofline, ring collectives, assumed overlap)"
+                  + price_basis))
 
     add("as run (estimate)", t, view.num_gpus)
     best = fit(t, Hardware(gpu=gpu), effective_batch=effective).fastest
@@ -174,7 +179,27 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
             accum = effective // (mb * n)
             add(f"{label}, {n} GPUs", t.model_copy(update={
                 "zero_stage": stage, "micro_batch": mb, "grad_accum": accum}), n)
+    for name in OTHER_GPUS:
+        other = catalog.gpu(name)
+        if other.name == gpu.name:
+            continue
+        found = fit(t, Hardware(gpu=other), effective_batch=effective).fastest
+        if found is None:
+            continue  # does not fit on one of these: `gpuhours compare` ranks more counts
+        mb = _divisor_at_most(effective, found.micro_batch)
+        prices = [r.on_demand_usd_per_gpu_hour for r in catalog.prices(other.name)
+                  if r.on_demand_usd_per_gpu_hour]
+        add(f"optimised, 1 x {other.name}", t.model_copy(update={
+            "micro_batch": mb, "grad_accum": effective // mb,
+            "checkpointing": found.checkpointing}), 1, other, min(prices) if prices else None,
+            "; price: the catalog's cheapest on-demand per GPU-hour" if prices else
+            "; no catalog price")
     return rows
+
+
+#: other GPU types the options table prices the run on (one GPU each, optimised); `gpuhours
+#: compare` ranks every type, count and provider
+OTHER_GPUS = ("rtx-4090", "l40s", "a100-80gb", "h100-sxm", "h200")
 
 
 def physics_findings(view: RunView, gpu: GpuSpec | None) -> tuple[list[Finding], list[str]]:
