@@ -505,3 +505,20 @@ def test_from_does_not_import_torch(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_real_training_arguments_dump(tmp_path: Path) -> None:
+    """Every key of the installed transformers' TrainingArguments JSON is either used or
+    knowingly set aside: none is left 'not read by gpuhours'."""
+    transformers = pytest.importorskip("transformers")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none",
+                                          per_device_train_batch_size=4,
+                                          gradient_accumulation_steps=8, max_steps=200)
+    data = json.loads(args.to_json_string())
+    data["bf16"] = True  # as written on a GPU with bf16 (this machine may have none)
+    p = write(tmp_path, "training_args.json", data)
+    got = read_setup(p)
+    assert got.format == "hf-training-args"
+    assert {k: got.fields[k] for k in ("precision", "micro_batch", "grad_accum", "steps")} == {
+        "precision": "bf16-amp", "micro_batch": 4, "grad_accum": 8, "steps": 200}
+    assert not [u for u in got.unused if "not read by gpuhours" in u]

@@ -50,7 +50,7 @@ _NO_COST = re.compile(
     r"learning_rate|^lr$|warmup|weight_decay|^adam_|epsilon|max_grad_norm|scheduler|log|save|"
     r"eval|seed|hub|report_to|output_dir|run_name|wandb|mlflow|push_to|dataset|template|"
     r"tokenizer|special_tokens|val_set_size|val_size|overwrite|preprocessing|dataloader|"
-    r"trust_remote_code|resume|^do_|ddp_timeout|metric|label|dropout|lora_alpha|data_files|"
+    r"trust_remote_code|resume|^do_|^ddp_|metric|label|dropout|lora_alpha|data_files|"
     r"shuffle|^device$|plot_|disable_tqdm|remove_unused|include_|tf32|local_rank|strict|"
     r"profiler|checkpointer|max_samples|group_by_length|train_on_inputs|model_type$|^split$|"
     r"^source$|cutoff|^prediction|greater_is_better|accelerator_config|past_index|jit_mode|"
@@ -58,7 +58,8 @@ _NO_COST = re.compile(
     r"full_determinism|skip_memory_metrics|batch_eval|average_tokens|ignore_data_skip|"
     r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|lora_modules_to_save$|"
     r"^batch_size$|max_steps_per_epoch$|chat_template|^enable_activation_offloading$|"
-    r"^compile$|^dtype$")
+    r"^compile$|^dtype$|fp16_opt_level|half_precision_backend|fp16_backend|length_column|"
+    r"best_model|_token$|temperature|^top_[pk]$|^min_p$|repetition_penalty|sampling_strategy")
 
 
 class Imported(BaseModel):
@@ -108,8 +109,8 @@ class _Reader:
         quiet: list[str] = []
         left: list[str] = []
         for key, value in self.data.items():
-            if key in self.seen or value is None or value == [] or value == {}:
-                continue
+            if key in self.seen or not value:
+                continue  # a feature left off or unset says nothing about the run
             (quiet if _NO_COST.search(key) else left).append(key)
         for key in left:
             self.skip(f"{key}={_short(self.data[key])}", "not read by gpuhours")
@@ -225,7 +226,7 @@ def _set_optim(r: _Reader, key: str) -> None:
     r.set("optimizer_impl", found[1], f"{key}={name}")
 
 
-_ZERO_IN_NAME = re.compile(r"(?:zero|_z|^z|ds_z)[_-]?([0-3])(?![0-9])")
+_ZERO_IN_NAME = re.compile(r"(?:zero|_z|^z|ds_z|stage)[_-]?([0-3])(?![0-9])")
 
 
 def _set_deepspeed(r: _Reader, key: str, folder: Path) -> None:
@@ -328,23 +329,32 @@ def _set_bool(r: _Reader, key: str, field: str) -> None:
         r.skip(f"{key}={_short(value)}", "expected true or false")
 
 
-def _hf_precision(r: _Reader, pure: bool, note: str) -> None:
+def _hf_precision(r: _Reader, pure: bool, note: str, off: str | None) -> None:
     """bf16/fp16 of the Trainer: autocast over the weights (bf16-amp), or, where the tool
-    loads and keeps the weights in half precision, pure half precision."""
+    loads and keeps the weights in half precision, pure half precision. `off`: the precision
+    when both are false (None: not known, reported unused)."""
     bf16, fp16 = r.take("bf16"), r.take("fp16")
     for key, value, half in (("bf16", bf16, "bf16"), ("fp16", fp16, "fp16")):
         if value is True:
             r.set("precision", half if pure else f"{half}-amp", f"{key}=true", note)
             return
     if bf16 is False and fp16 is False:
-        r.set("precision", "fp32", "bf16=false, fp16=false", "no mixed precision: fp32")
+        if off is not None:
+            r.set("precision", off, "bf16=false, fp16=false", "no autocast: the weights' dtype")
+        else:
+            r.skip("bf16=false, fp16=false", "half-precision weights with fp32 trainable ones "
+                                             "and no autocast is not modelled: give "
+                                             "--precision")
 
 
 def _hf_common(r: _Reader, folder: Path) -> None:
     """The TrainingArguments keys every Trainer-based tool shares."""
     _set_int(r, "per_device_train_batch_size", "micro_batch")
     _set_int(r, "gradient_accumulation_steps", "grad_accum")
-    _set_bool(r, "gradient_checkpointing", "checkpointing")
+    # transformers 5 renames gradient_checkpointing to activation_checkpointing (both dumped)
+    new_name = "activation_checkpointing"
+    _set_bool(r, new_name if r.has(new_name) else "gradient_checkpointing", "checkpointing")
+    r.take("gradient_checkpointing")
     _set_optim(r, "optim")
     _set_deepspeed(r, "deepspeed", folder)
     _set_fsdp(r, "fsdp", "fsdp_config")
@@ -404,13 +414,17 @@ def _axolotl(r: _Reader, folder: Path) -> Imported:
     r.take("eval_sample_packing")
     r.take("pad_to_sequence_len")
     bf16, fp16 = r.take("bf16"), r.take("fp16")
+    # axolotl resolve_dtype: torch_dtype bfloat16 for bf16 (auto: where the GPU has it),
+    # float16 for fp16 or an 8-bit base, else float32; the weights are loaded in it
     if bf16 is True or bf16 == "auto":
-        r.set("precision", "bf16", f"bf16={str(bf16).lower()}", "axolotl loads the weights in "
-              "bfloat16 (resolve_dtype); auto is bf16 on a GPU that has it")
-    elif fp16 is True:
-        r.set("precision", "fp16", "fp16=true", "axolotl loads the weights in float16")
-    elif bf16 is False and fp16 in (False, None):
-        r.set("precision", "fp32", "bf16=false", "weights in fp32")
+        r.set("precision", "bf16", f"bf16={str(bf16).lower()}", "weights loaded in bfloat16, "
+              "resolve_dtype; auto = bf16 on a GPU that has it")
+    elif fp16 is True or eight is True:
+        r.set("precision", "fp16", "fp16=true" if fp16 else "load_in_8bit=true",
+              "weights loaded in float16, resolve_dtype")
+    else:
+        r.set("precision", "fp32", f"bf16={str(bf16).lower()}, fp16={str(fp16).lower()}",
+              "weights loaded in float32, resolve_dtype")
     checkpointing = r.take("gradient_checkpointing")
     if isinstance(checkpointing, bool):
         r.set("checkpointing", checkpointing,
@@ -469,7 +483,7 @@ def _llama_factory(r: _Reader, folder: Path) -> Imported:
     pure = r.take("pure_bf16") is True
     _hf_precision(r, pure, "pure_bf16: weights kept in bf16" if pure else
                   "LLaMA-Factory upcasts the trainable weights to fp32 and the Trainer "
-                  "autocasts (adapter.py init_adapter)")
+                  "autocasts (adapter.py init_adapter)", None)
     if pure and "precision" not in r.fields:
         r.set("precision", "bf16", "pure_bf16=true")
     disable = r.take("disable_gradient_checkpointing")
@@ -574,6 +588,10 @@ def _torchtune(r: _Reader) -> Imported:
     _set_amounts(r, "epochs", "max_steps")
     if r.take("compile") is True:
         r.skip("compile=true", "not modelled: the estimate is of an eager step")
+    if r.take("optimizer_in_bwd") is True:
+        r.skip("optimizer_in_bwd=true", "the optimizer step inside the backward (each gradient "
+                                        "freed at once) is not modelled: the estimate holds "
+                                        "every gradient (more memory)")
     if r.take("fsdp_cpu_offload") is True:
         r.skip("fsdp_cpu_offload=true", "CPU offload is not modelled")
     return r.finish("torchtune")
@@ -606,7 +624,8 @@ def _training_args(r: _Reader, folder: Path, fmt: str) -> Imported:
     pure = dtype in ("bfloat16", "float16")
     _hf_precision(r, pure, f"model_init_kwargs dtype={dtype}: weights loaded in half precision"
                   if pure else "the Trainer autocasts over the weights; fp32 as "
-                  "from_pretrained loads them by default")
+                  "from_pretrained loads them by default",
+                  {"bfloat16": "bf16", "float16": "fp16"}.get(str(dtype), "fp32"))
     attn = init.get("attn_implementation") if isinstance(init, dict) else None
     if attn in ("flash_attention_2", "flash_attention_3", "sdpa"):
         r.set("flash_attention", True, f"model_init_kwargs.attn_implementation={attn}")
