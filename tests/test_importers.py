@@ -376,7 +376,8 @@ def test_unknown_model_is_reported(tmp_path: Path) -> None:
     ("x.yaml", "foo: 1\nbar: 2\n", "not a training setup gpuhours can read"),
     ("x.yaml", "base_model: [\n", "not valid YAML"),
     ("x.json", "{\"per_device_train_batch_size\": ", "not valid JSON"),
-    ("x.yaml", "- a\n- b\n", "not a training setup"),
+    ("x.yaml", "- a\n- b\n", "found a list, not a mapping"),
+    ("x.yaml", "", "found nothing"),
 ])
 def test_bad_files(tmp_path: Path, name: str, text: str, match: str) -> None:
     p = write(tmp_path, name, text)

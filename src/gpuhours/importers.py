@@ -708,8 +708,9 @@ def parse_setup(data: Any, where: str, folder: Path) -> Imported:
     it names (a DeepSpeed config, a config.json) are looked for."""
     fmt = detect_format(data) if isinstance(data, dict) else None
     if fmt is None:
-        keys = ", ".join(list(data)[:8]) if isinstance(data, dict) else type(data).__name__
-        raise InputError(where, f"not a training setup gpuhours can read (found: {keys}).",
+        found = ("nothing" if data is None else f"keys {', '.join(map(str, list(data)[:8]))}"
+                 if isinstance(data, dict) else f"a {type(data).__name__}, not a mapping")
+        raise InputError(where, f"not a training setup gpuhours can read (found {found}).",
                          "--from reads an axolotl or LLaMA-Factory YAML, a torchtune recipe "
                          "config, a Hugging Face TrainingArguments JSON or trainer_state.json, "
                          "or a TRL SFTConfig/GRPOConfig (docs/importers.md).")
