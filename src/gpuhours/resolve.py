@@ -134,7 +134,10 @@ def resolve_model(model: str | None, params: float | None = None,
                       f"vocab={arch.vocab_size}): assumed, estimate/arch.py standard_shape")
     cfg, name, basis = model_config(model, overrides)
     where = model if basis.startswith("config.json") else f"catalog model {name}"
-    return from_hf_config(cfg, name=name, where=where), basis
+    arch = from_hf_config(cfg, name=name, where=where)
+    if arch.params_basis:
+        basis += f"; {arch.params_basis}"
+    return arch, basis
 
 
 def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:

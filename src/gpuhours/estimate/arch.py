@@ -1,15 +1,19 @@
 """A transformer's shape, normalised from a Hugging Face config.json.
 
-Only the numbers that parameter counts, FLOPs and memory depend on are kept. Supported
-`model_type`s are the decoder families of the catalog (llama, mistral, qwen2, qwen3, mixtral,
-qwen2_moe, qwen3_moe, gpt2, mpt, gemma) and bert (encoder); another model_type is read with the
-llama-style key names when they are present, and refused with a clear error when they are not.
+Only the numbers that parameter counts, FLOPs and memory depend on are kept. Exact or refused:
+the `model_type`s in COVERED_MODEL_TYPES are read by the analytic model, whose parameter count
+equals `sum(p.numel())` of the model transformers builds from the same config
+(tests/test_catalog_models.py checks every one). Another model_type is counted, when transformers
+is installed, by building it on the meta device (no memory, seconds): if the shape read from its
+generic llama-style fields matches that count within MATCH_TOLERANCE, the shape is used and the
+exact total carried (the basis says so); otherwise, and always without transformers, it is
+refused with an error naming the model type and the covered ones (docs/models.md).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuhours.errors import FieldError, InputError
@@ -52,6 +56,12 @@ class ModelArch:
     max_positions: int | None = None
     #: dropout is active in training (BERT's 0.1): its masks are kept for backward
     dropout: bool = False
+    #: normalisation layers per block: 2 (before attention and MLP); Gemma 2 has 4 (before and
+    #: after each)
+    norms_per_block: int = 2
+    #: how the total was counted when the analytic model does not cover the model_type (built
+    #: by transformers on the meta device); "" when the analytic count is exact by itself
+    params_basis: str = ""
 
     @property
     def is_moe(self) -> bool:
@@ -94,8 +104,30 @@ def _count(cfg: dict[str, Any], where: str, *keys: str) -> int:
     return 0
 
 
+#: model_types read as a llama-style decoder (RMSNorm, gated MLP, rotary): each one's default
+#: config in transformers is counted exactly (tests/test_catalog_models.py). phi3 fuses q/k/v and
+#: gate/up into one matrix each, which has the same parameters and FLOPs; granite's multipliers
+#: (embedding, attention, residual, logits) are scalars, not parameters.
+LLAMA_LIKE_MODEL_TYPES = frozenset({
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+    "phi3", "granite",
+})
+#: every model_type the analytic model counts exactly
+COVERED_MODEL_TYPES = LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"}
+#: types whose config class ties the LM head to the embedding when the config.json omits
+#: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2"})
+#: an uncovered model_type whose generic llama-style reading is this close (relative) to the
+#: count of the model transformers builds is estimated from that reading, with the exact total
+#: carried; assumption: 0.5% keeps every size-driven figure (weights, gradients, optimizer
+#: state) exact and the shape-driven ones (FLOPs, activations) within about that much
+MATCH_TOLERANCE = 0.005
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> ModelArch:
-    """Read a Hugging Face config.json dict into a ModelArch.
+    """Read a Hugging Face config.json dict into a ModelArch: exactly for COVERED_MODEL_TYPES,
+    through transformers on the meta device for others (see the module docstring), or refused
+    with a FieldError keyed by `model`.
 
     `where` names the input in errors (a file path or a catalog name).
     """
@@ -109,6 +141,9 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
                                     f"model's config), got {cfg['text_config']!r}.")
         cfg = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings")}
     model_type = str(cfg.get("model_type", "llama"))
+    not_covered = _not_covered(cfg, model_type)
+    if not_covered:
+        return _counted_by_transformers(cfg, name, where, model_type, not_covered)
     if model_type == "gpt2":
         return _gpt2(cfg, name, where)
     if model_type == "mpt":
@@ -116,6 +151,78 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     if model_type == "bert":
         return _bert(cfg, name, where)
     return _llama_like(cfg, name, where, model_type)
+
+
+def _not_covered(cfg: dict[str, Any], model_type: str) -> str:
+    """Why the analytic model cannot count this config exactly, or "" when it can."""
+    if model_type not in COVERED_MODEL_TYPES:
+        return f"model_type {model_type!r} is not one the analytic model covers"
+    # Qwen-MoE configs may keep some layers dense; the analytic model has one MLP kind per model
+    step = cfg.get("decoder_sparse_step")
+    if model_type in ("qwen2_moe", "qwen3_moe") and (cfg.get("mlp_only_layers")
+                                                     or step not in (None, 1)):
+        return (f"this {model_type} config keeps some layers dense (mlp_only_layers "
+                f"{cfg.get('mlp_only_layers')}, decoder_sparse_step {step}), which the analytic "
+                "model does not count")
+    return ""
+
+
+def _refusal_hint() -> str:
+    return (f"Covered model types: {', '.join(sorted(COVERED_MODEL_TYPES))} (docs/models.md). "
+            "Other types are counted by building the model with transformers on the meta device "
+            "when it is installed; or give a parameter count (--params) for a standard "
+            "Llama-shaped model of that size.")
+
+
+def _count_built(cfg: dict[str, Any], model_type: str, where: str, why: str) -> int | None:
+    """Parameters of the causal LM transformers builds from `cfg` on the meta device (no memory;
+    tied weights once, as `parameters()` yields a shared tensor once), or None when transformers
+    or torch is not installed. Imported here only: the covered types never load torch."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return None
+    fields = {k: v for k, v in cfg.items() if k != "model_type"}
+    try:
+        hf_config = transformers.AutoConfig.for_model(model_type, **fields)
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    except Exception as e:  # any failure to build is the refusal, naming what transformers said
+        raise FieldError("model", f"{where}: {why}, and transformers "
+                         f"{transformers.__version__} could not build it as a causal LM to "
+                         f"count it ({type(e).__name__}: {str(e)[:200]}).",
+                         _refusal_hint()) from None
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _counted_by_transformers(cfg: dict[str, Any], name: str, where: str, model_type: str,
+                             why: str) -> ModelArch:
+    """An uncovered config: its total from the model transformers builds, its shape from the
+    generic llama-style fields when they agree within MATCH_TOLERANCE; refused otherwise."""
+    from gpuhours.estimate.params import count_params  # params imports this module
+
+    real = _count_built(cfg, model_type, where, why)
+    if real is None:
+        raise FieldError("model", f"{where}: {why}, and transformers is not installed to count "
+                         "it by building the model on the meta device.", _refusal_hint())
+    try:
+        arch: ModelArch | None = _llama_like(cfg, name, where, model_type)
+    except InputError:
+        arch = None
+    analytic = count_params(arch).total if arch is not None else None
+    if arch is None or analytic is None or abs(analytic - real) > MATCH_TOLERANCE * real:
+        reading = ("its fields cannot be read as a llama-style decoder" if analytic is None else
+                   f"reading its fields as a llama-style decoder gives {analytic:,} "
+                   f"({(analytic - real) / real:+.1%})")
+        raise FieldError("model", f"{where}: {why}: transformers builds {real:,} parameters from "
+                         f"this config, and {reading}, so its shape is unknown to gpuhours and "
+                         "no estimate is made.", _refusal_hint())
+    basis = (f"model_type {model_type} is not covered by the analytic model: {real:,} parameters "
+             "counted by building it with transformers on the meta device; the shape read from "
+             f"its llama-style fields gives {analytic:,} ({(analytic - real) / real:+.2%}), the "
+             "difference carried as parameters outside the blocks")
+    return replace(arch, extra_params=arch.extra_params + real - analytic, params_basis=basis)
 
 
 def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
@@ -143,6 +250,7 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         cfg.get("attention_bias", False)
     )
     out_bias = bool(cfg.get("attention_bias", False))
+    tied = cfg.get("tie_word_embeddings")
     return ModelArch(
         name=name,
         model_type=model_type,
@@ -153,8 +261,9 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         head_dim=head_dim,
         intermediate_size=ffn,
         vocab_size=vocab,
-        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        tie_embeddings=model_type in _TIED_BY_DEFAULT if tied is None else bool(tied),
         gated_mlp=True,
+        norms_per_block=4 if model_type == "gemma2" else 2,
         qkv_bias=qkv_bias,
         out_bias=out_bias,
         mlp_bias=bool(cfg.get("mlp_bias", False)),

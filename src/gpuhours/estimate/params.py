@@ -22,6 +22,9 @@ class ParamCounts:
     mlp_active_per_layer: int
     norms_per_layer: int
     final_norm: int
+    #: outside the blocks and not matmul'd: bert's pooler and token types; for a model_type the
+    #: analytic model does not cover, the (small, either sign) difference between the count
+    #: transformers builds and the generic shape's (ModelArch.params_basis says so)
     extra: int
     num_layers: int
 
@@ -101,7 +104,7 @@ def count_params(arch: ModelArch) -> ParamCounts:
         attention_per_layer=attention_params(arch),
         mlp_per_layer=mlp_params(arch),
         mlp_active_per_layer=mlp_params(arch, active_only=True),
-        norms_per_layer=2 * norm_params(arch),
+        norms_per_layer=arch.norms_per_block * norm_params(arch),
         final_norm=final_norm,
         extra=arch.extra_params,
         num_layers=arch.num_layers,
