@@ -116,7 +116,7 @@ LLAMA_LIKE_MODEL_TYPES = frozenset({
 COVERED_MODEL_TYPES = LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"}
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
-_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2"})
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
 #: an uncovered model_type whose generic llama-style reading is this close (relative) to the
 #: count of the model transformers builds is estimated from that reading, with the exact total
 #: carried; assumption: 0.5% keeps every size-driven figure (weights, gradients, optimizer

@@ -1,0 +1,84 @@
+"""The parameter-count check of docs/models.md, as Markdown tables.
+
+    python scripts/catalog_counts.py              # every catalog model: analytic, transformers, published
+    python scripts/catalog_counts.py --uncovered  # default configs of other model types: counted or refused
+
+The transformers count is `sum(p.numel())` of the model built from the same config on the meta
+device (tied weights once); for bert, the encoder with its pooler, as gpuhours counts it. Needs
+transformers and torch (the package's `torch` extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import torch
+import transformers
+
+from gpuhours import catalog
+from gpuhours.errors import InputError
+from gpuhours.estimate.arch import from_hf_config
+from gpuhours.estimate.params import count_params
+
+#: model types outside the analytic model, at their transformers default configs
+UNCOVERED = ("phi", "starcoder2", "gpt_neox", "falcon", "olmo", "olmo2", "cohere", "gemma3_text",
+             "deepseek_v2", "deepseek_v3", "jamba", "llama4")
+
+
+def built_count(config: dict[str, Any]) -> int:
+    with torch.device("meta"):
+        if config["model_type"] == "bert":
+            fields = {k: v for k, v in config.items() if k != "model_type"}
+            model = transformers.BertModel(transformers.BertConfig(**fields))
+        else:
+            hf_config = transformers.AutoConfig.for_model(**config)
+            model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def catalog_table() -> list[str]:
+    rows = ["| catalog name | model_type | analytic | transformers | exact | published | "
+            "analytic vs published |", "|---|---|---:|---:|:-:|---:|---:|"]
+    for entry in catalog.models():
+        _, config = catalog.model(entry.name)
+        analytic = count_params(from_hf_config(config, entry.name)).total
+        real = built_count(config)
+        gap = (analytic - entry.published_params) / entry.published_params
+        rows.append(f"| {entry.name} | {config['model_type']} | {analytic:,} | {real:,} | "
+                    f"{'yes' if analytic == real else 'NO'} | {entry.published_params:,.0f} | "
+                    f"{gap:+.2%} |")
+    return rows
+
+
+def uncovered_table() -> list[str]:
+    rows = [f"| model_type (transformers {transformers.__version__} default config) | "
+            "transformers | gpuhours |", "|---|---:|---|"]
+    for model_type in UNCOVERED:
+        config = transformers.AutoConfig.for_model(model_type).to_dict()
+        real = built_count({**config, "model_type": config.get("model_type", model_type)})
+        try:
+            arch = from_hf_config(config, model_type)
+            generic = count_params(arch).total - arch.extra_params
+            verdict = (f"counted on the meta device; the generic shape is {generic - real:+,} "
+                       f"({(generic - real) / real:+.3%}) off, carried as extra")
+        except InputError as e:
+            reason = e.message.split(": transformers builds")[-1]
+            verdict = "refused: " + (reason.split(", so its shape")[0].split(", and ")[-1]
+                                     if "reading its fields" in reason or "cannot be read" in reason
+                                     else reason)
+        rows.append(f"| {model_type} | {real:,} | {verdict} |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--uncovered", action="store_true",
+                        help="other model types at their default configs instead of the catalog")
+    args = parser.parse_args()
+    transformers.logging.set_verbosity_error()
+    print("\n".join(uncovered_table() if args.uncovered else catalog_table()))
+
+
+if __name__ == "__main__":
+    main()
