@@ -42,8 +42,11 @@ def arch_of(view: RunView) -> ModelArch | None:
     cfg = view.config.get("model_config")
     if not isinstance(cfg, dict):
         return None
-    return from_hf_config(cfg, name=str(cfg.get("model_type") or "tracked model"),
-                          where=f"{view.source} model_config")
+    try:
+        return from_hf_config(cfg, name=str(cfg.get("model_type") or "tracked model"),
+                              where=f"{view.source} model_config")
+    except InputError:
+        return None  # a model type the estimator refuses: efficiency is not judged
 
 
 def low_efficiency(view: RunView, t: Training, gpu: GpuSpec) -> Finding | None:

@@ -202,7 +202,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     scores = 0.0
     if not flash:
         scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
-    return 2 * norm + attention + mlp + lora, scores
+    # each norm of the block keeps its input (Gemma 2 has four: pre and post, twice)
+    return arch.norms_per_block * norm + attention + mlp + lora, scores
 
 
 def _encoder_bytes_per_token_layer(arch: ModelArch, precision: str,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.catalog.schema import DenseTflops, GpuSpec
-from gpuhours.errors import FieldError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.arch import ModelArch, from_hf_config
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
 from gpuhours.estimate.params import count_params
@@ -62,7 +62,10 @@ def training_of(m: Measurement) -> Training | None:
     (a measurement of a user's own model through the Python API has no config)."""
     if not m.model_config or m.setup.get("method") not in ("full", "lora"):
         return None
-    arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+    try:
+        arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+    except InputError:
+        return None  # a model type the estimator refuses: this row calibrates nothing
     s = m.setup
     return Training(arch=arch, method=s["method"],
                     precision=s.get("precision_as_run", s["precision"]),
@@ -359,18 +362,19 @@ def find_generation_calibration(ledger: Ledger, gpu: GpuSpec, g: Any
 
     if g.engine != "hf-generate":
         return None
-    rows = [m for m in ledger.measurements(device_key=gpu.name, status="ok")
-            if m.kind == "generate" and m.model_config and m.step_time_median_s]
-    if not rows:
+    archs: dict[int, tuple[Measurement, ModelArch]] = {}
+    for m in ledger.measurements(device_key=gpu.name, status="ok"):
+        if m.kind == "generate" and m.model_config and m.step_time_median_s:
+            try:
+                archs[m.id] = (m, from_hf_config(m.model_config, name=m.model,
+                                                 where=f"ledger #{m.id}"))
+            except InputError:
+                continue  # a model type the estimator refuses
+    if not archs:
         return None
     target = count_params(g.arch).total
-
-    def size(m: Measurement) -> float:
-        arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
-        return abs(math.log(count_params(arch).total / target))
-
-    m = min(rows, key=lambda r: (size(r), -r.id))
-    arch = from_hf_config(m.model_config, name=m.model, where=f"ledger #{m.id}")
+    m, arch = min(archs.values(), key=lambda ma: (
+        abs(math.log(count_params(ma[1]).total / target)), -ma[0].id))
     s = m.setup
     measured = Generation(arch=arch, batch=s["batch"], prompt_tokens=s["prompt_tokens"],
                           output_tokens=s["output_tokens"], engine="hf-generate")
