@@ -384,11 +384,12 @@ def _run_bench(setups: list[Any], rule: Any, device: str, threads: int | None,
         raise too_big
 
 
-def _run_generate(g: Any, precision: str, repeats: int, device: str, threads: int | None,
-                  ledger: str | None, store: bool, as_json: bool, err: Any) -> None:
-    """Measure HF generate for `g`, store it (kind 'generate'), print it beside the estimate."""
-    from gpuhours.bench.generate import measure_generate, with_estimate
-    from gpuhours.bench.render import render_generate
+def _run_workload(kind: str, model_of: Any, measure: Any, render: Any, activity: str,
+                  hint: str, device: str, threads: int | None, ledger: str | None,
+                  store: bool, as_json: bool, err: Any) -> None:
+    """Run a non-training workload (`measure(backend)` -> a result with .setup and
+    .ledger_results()), store it in the ledger as `kind`, and print it (`render`) or its JSON.
+    Running out of memory is "does not fit" (exit 1) with `hint`."""
     from gpuhours.bench.session import is_out_of_memory
     from gpuhours.track.ledger import Ledger, ledger_path
 
@@ -402,28 +403,40 @@ def _run_generate(g: Any, precision: str, repeats: int, device: str, threads: in
 
         backend = detect(device)
         environment = collect(backend)
-    with err.status(f"timing generate on {backend.name}"):
+    with err.status(f"{activity} on {backend.name}"):
         try:
-            result = with_estimate(measure_generate(g, backend, precision, repeats), g)
+            result = measure(backend)
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
             raise DoesNotFit("batch", f"does not fit on {backend.name}: "
-                                      f"{type(e).__name__}", "Try a smaller --batch.") from None
+                                      f"{type(e).__name__}", hint) from None
     ledger_id = None
     path = ledger_path(ledger) if store else None
     if path is not None:
-        cfg, _, _ = _model_config(g)
+        cfg, _, _ = _model_config(model_of)
         with Ledger.open(path) as book:
             ledger_id = book.add_measurement(
-                kind="generate", status="ok", device_kind=backend.kind,
-                device_key=backend.key, device_name=backend.name, model=g.arch.name,
-                setup=result.setup, model_config=cfg, environment=environment,
-                results=result.ledger_results())
+                kind=kind, status="ok", device_kind=backend.kind, device_key=backend.key,
+                device_name=backend.name, model=model_of.arch.name, setup=result.setup,
+                model_config=cfg, environment=environment, results=result.ledger_results())
     if as_json:
         _emit({"ledger_id": ledger_id, "result": result.model_dump(mode="json")})
     else:
-        render_generate(result, out, str(path) if path else None, ledger_id)
+        render(result, out, str(path) if path else None, ledger_id)
+
+
+def _run_generate(g: Any, precision: str, repeats: int, device: str, threads: int | None,
+                  ledger: str | None, store: bool, as_json: bool, err: Any) -> None:
+    """Measure HF generate for `g`, store it (kind 'generate'), print it beside the estimate."""
+    from gpuhours.bench.generate import measure_generate, with_estimate
+    from gpuhours.bench.render import render_generate
+
+    _run_workload("generate", g,
+                  lambda backend: with_estimate(measure_generate(g, backend, precision,
+                                                                 repeats), g),
+                  render_generate, "timing generate", "Try a smaller --batch.", device,
+                  threads, ledger, store, as_json, err)
 
 
 def _run_grpo(t: Any, prompts: int, generations: int, prompt_tokens: int, response_tokens: int,
@@ -432,42 +445,12 @@ def _run_grpo(t: Any, prompts: int, generations: int, prompt_tokens: int, respon
     """One GRPO step of `t`'s policy, each part timed; stored (kind 'grpo') and printed."""
     from gpuhours.bench.grpo import measure_grpo
     from gpuhours.bench.render import render_grpo
-    from gpuhours.bench.session import is_out_of_memory
-    from gpuhours.track.ledger import Ledger, ledger_path
 
-    with err.status("loading torch and transformers"):
-        import torch
-
-        if threads is not None:
-            torch.set_num_threads(threads)
-        from gpuhours.bench.device import detect
-        from gpuhours.bench.environment import collect
-
-        backend = detect(device)
-        environment = collect(backend)
-    with err.status(f"one GRPO step on {backend.name}"):
-        try:
-            result = measure_grpo(t, backend, prompts, generations, prompt_tokens,
-                                  response_tokens)
-        except Exception as e:
-            if not is_out_of_memory(e):
-                raise
-            raise DoesNotFit("batch", f"does not fit on {backend.name}: "
-                                      f"{type(e).__name__}", "Try a smaller --batch, fewer "
-                                      "--prompts or --generations.") from None
-    ledger_id = None
-    path = ledger_path(ledger) if store else None
-    if path is not None:
-        cfg, _, _ = _model_config(t)
-        with Ledger.open(path) as book:
-            ledger_id = book.add_measurement(
-                kind="grpo", status="ok", device_kind=backend.kind, device_key=backend.key,
-                device_name=backend.name, model=t.arch.name, setup=result.setup,
-                model_config=cfg, environment=environment, results=result.ledger_results())
-    if as_json:
-        _emit({"ledger_id": ledger_id, "result": result.model_dump(mode="json")})
-    else:
-        render_grpo(result, out, str(path) if path else None, ledger_id)
+    _run_workload("grpo", t,
+                  lambda backend: measure_grpo(t, backend, prompts, generations, prompt_tokens,
+                                               response_tokens),
+                  render_grpo, "one GRPO step", "Try a smaller --batch, fewer --prompts or "
+                  "--generations.", device, threads, ledger, store, as_json, err)
 
 
 def _model_config(g: Any) -> Any:

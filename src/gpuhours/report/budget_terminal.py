@@ -8,7 +8,7 @@ from rich.console import Console
 
 from gpuhours.plan.results import Budget, PhaseResult
 from gpuhours.report.tables import Col, Notes, print_table
-from gpuhours.report.text import esc
+from gpuhours.report.text import esc, print_price_flags
 from gpuhours.report.units import usd
 
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
@@ -52,10 +52,7 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
         print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
                     title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the "
                           "date)")
-        for row in b.costs:
-            for flag in row.flags:
-                console.print(f"[yellow]price flag[/yellow] {esc(row.provider)} "
-                              f"{esc(row.instance)}: {esc(flag)}")
+        print_price_flags(console, ((row.provider, row.instance, row.flags) for row in b.costs))
     else:
         console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."
                       "[/dim]")

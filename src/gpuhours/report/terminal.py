@@ -13,7 +13,7 @@ from gpuhours.estimate.estimator import TrainingEstimate
 from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.fit import Candidate, FitResult
 from gpuhours.report.tables import Col, Notes, print_list, print_table
-from gpuhours.report.text import esc
+from gpuhours.report.text import esc, print_price_flags
 from gpuhours.report.units import gib, pct, seconds, si, usd
 
 #: the columns of a table of quantities, each beside its basis
@@ -103,10 +103,8 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
             print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
                         title=f"Cost at catalog prices for {esc(e.gpu)} (prices change: check "
                               "the date)")
-            for r in tot.cost_usd:
-                for flag in r.flags:
-                    console.print(f"[yellow]price flag[/yellow] {esc(r.provider)} "
-                                  f"{esc(r.instance)}: {esc(flag)}")
+            print_price_flags(console, ((r.provider, r.instance, r.flags)
+                                        for r in tot.cost_usd))
         else:
             console.print(f"[dim]No catalog price for {esc(e.gpu)}.[/dim]")
     for warning in e.warnings:
@@ -211,10 +209,8 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
                               Col("on-demand", "number", "right"),
                               Col("spot", "number", "right"), Col("as of", "number", "right")),
                     cost, notes=notes, wide=wide, title="Cost of the GPU hours")
-        for c in data["cost_usd"]:
-            for flag in c.get("flags") or []:
-                console.print(f"[yellow]price flag[/yellow] {esc(c['provider'])} "
-                              f"{esc(c['instance'])}: {esc(flag)}")
+        print_price_flags(console, ((c["provider"], c["instance"], c.get("flags") or [])
+                                    for c in data["cost_usd"]))
     elif data.get("gpu_hours") is not None:
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")

@@ -18,6 +18,8 @@ Two dangers, two steps:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Any
 
 #: C0 controls except tab and newline, DEL, and the C1 controls (U+0080-U+009F, which some
 #: terminals read as 8-bit escape sequences: U+009B is a CSI)
@@ -40,3 +42,11 @@ def esc(value: object) -> str:
     from rich.markup import escape
 
     return escape(plain(value))
+
+
+def print_price_flags(console: Any, rows: Iterable[tuple[str, str, Iterable[str]]]) -> None:
+    """One line per doubtful price row under a cost table: (provider, instance, flag texts)."""
+    for provider, instance, flags in rows:
+        for flag in flags:
+            console.print(f"[yellow]price flag[/yellow] {esc(provider)} {esc(instance)}: "
+                          f"{esc(flag)}")
