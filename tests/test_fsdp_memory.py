@@ -79,3 +79,22 @@ def test_fsdp_qlora_shards_the_4bit_base():
     layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
     root = c.embedding + c.lm_head + c.final_norm
     assert two.gathered_bytes == pytest.approx(root * 2.0 * 0.5 + 2 * layer * QLORA_BYTES_PER_PARAM)
+
+
+def test_peft_kbit_preparation_keeps_the_unquantised_weights_in_fp32():
+    # prepare_model_for_kbit_training casts every non-4-bit weight (embeddings, LM head, norms)
+    # to fp32: 4 bytes each instead of 2; the FSDP-QLoRA recipe (ZeRO-3) does not
+    from gpuhours.estimate.memory import QLORA_BYTES_PER_PARAM, quantised_params
+
+    t = Training(model="llama-3.1-8b", method="qlora", checkpointing=True)
+    c, q = count_params(t.arch), quantised_params(t.arch)
+    adapters = training_memory(t.arch, t).trainable_params * 4.0
+    prepared = training_memory(t.arch, t).weights_bytes
+    assert prepared == pytest.approx(q * QLORA_BYTES_PER_PARAM + (c.total - q) * 4 + adapters)
+    plain = t.model_copy(update={"kbit_upcast": False})
+    assert training_memory(t.arch, plain).weights_bytes == pytest.approx(
+        q * QLORA_BYTES_PER_PARAM + (c.total - q) * 2 + adapters)
+    # Llama-3.1-8B: 2 x 128,256 x 4,096 embedding and head weights, 2 bytes more each
+    assert prepared - training_memory(t.arch, plain).weights_bytes == pytest.approx(
+        2 * (c.total - q), rel=1e-9)
+    assert c.total - q > 2 * 128256 * 4096

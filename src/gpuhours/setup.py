@@ -122,6 +122,10 @@ class Training(_ReadsModel):
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
     zero_stage: ZeroStage = 0
+    #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
+    #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
+    #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16)
+    kbit_upcast: bool | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Training:

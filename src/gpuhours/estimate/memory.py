@@ -379,6 +379,14 @@ class MemoryBreakdown:
         return self.reserved_bytes + self.cuda_context_bytes
 
 
+def kbit_bytes(t: Training) -> float:
+    """Bytes per weight that QLoRA leaves unquantised (embeddings, LM head, norms): 4 when
+    peft's prepare_model_for_kbit_training upcasts them (peft/utils/other.py: every fp16/bf16
+    parameter that is not a bitsandbytes Params4bit goes to float32), else 2."""
+    upcast = t.kbit_upcast if t.kbit_upcast is not None else t.zero_stage < 3
+    return 4.0 if upcast else 2.0
+
+
 def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: int) -> float:
     """Bytes of unsharded weights and gradients a ZeRO-3/FSDP rank holds at the start of the
     backward pass, beyond its shards (0 without weight sharding).
@@ -447,7 +455,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         frozen_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
         if t.method == "qlora":
             q = quantised_params(arch)
-            base = q * QLORA_BYTES_PER_PARAM + (total - q) * 2.0
+            base = q * QLORA_BYTES_PER_PARAM + (total - q) * kbit_bytes(t)
         else:
             base = total * frozen_bytes
         weights = base / shard_w + trainable * 4.0

@@ -86,6 +86,9 @@ class TrainingSettings(_Strict):
     flash_attention: bool | None = None
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
+    kbit_upcast: bool | None = Field(
+        default=None, description="qlora: non-4-bit weights cast to fp32 by peft's "
+        "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP")
     gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
 
 
