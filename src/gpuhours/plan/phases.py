@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -59,6 +59,8 @@ class Context:
     path: str = "plan"
     #: a gpuhours.track.ledger.Ledger to calibrate training phases from, or None
     ledger: Any = None
+    #: what each phase's `from:` file gave and could not give, by phase name (warnings)
+    imported: dict[str, list[str]] = field(default_factory=dict)
 
 
 def digest(obj: Any) -> str:
@@ -91,15 +93,41 @@ def _plan_error(ctx: Context, phase: Any, e: Exception) -> InputError:
 
 
 def merged(ctx: Context, settings: TrainingSettings, *extra: TrainingSettings | None) -> dict:
-    """Defaults, then the phase, then overrides: the last one that sets a field wins."""
+    """Defaults, then the phase, then overrides: the last one that sets a field wins. A layer's
+    `from:` file fills the settings below that layer's own (what it read and could not use is
+    kept in ctx.imported for the phase's warnings)."""
     out: dict[str, Any] = {}
     for layer in (ctx.plan.defaults, settings, *extra):
         if layer is None:
             continue
+        if layer.from_ is not None:
+            out.update(_imported(ctx, settings, layer.from_))
         for key, value in layer.model_dump(exclude_none=True).items():
-            if key in TrainingSettings.model_fields:
+            if key in TrainingSettings.model_fields and key != "from_":
                 out[key] = value
     return out
+
+
+def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
+    """The TrainingSettings a `from:` file gives, and its notes recorded for the phase."""
+    from pathlib import Path
+
+    from gpuhours.importers import read_setup
+
+    path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
+    try:
+        got = read_setup(path)
+    except InputError as e:
+        raise InputError(f"{_where(ctx, phase)}, field 'from'", e.message, e.hint) from None
+    fields = {k: v for k, v in got.fields.items() if k in TrainingSettings.model_fields}
+    if "num_gpus" in got.fields and "gpus" not in fields:
+        fields["gpus"] = got.fields["num_gpus"]
+    notes = ctx.imported.setdefault(getattr(phase, "name", ""), [])
+    note = f"setup read from {name} ({got.format}): " + "; ".join(got.used)
+    if note not in notes:
+        notes.append(note)
+        notes += [f"{name}: not used: {u}" for u in got.unused]
+    return fields
 
 
 def _arch(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[ModelArch, str]:
@@ -305,7 +333,7 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
     gpu_hours, chosen = _with_overheads(ctx, phase, base_gpu_hours)
     wall = gpu_hours / gpus
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus, steps)
-    warnings = warnings + disagreements
+    warnings = ctx.imported.get(phase.name, []) + warnings + disagreements
     if chosen:
         formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
     return PhaseResult(

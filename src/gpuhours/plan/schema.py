@@ -71,6 +71,11 @@ class HardwareSpec(_Strict):
 class TrainingSettings(_Strict):
     """Settings a training phase may set; `defaults` sets them for every phase."""
 
+    from_: str | None = Field(
+        default=None, alias="from",
+        description="a training tool's config (axolotl, LLaMA-Factory, torchtune, HF "
+                    "TrainingArguments, TRL), relative to the plan: its settings fill those the "
+                    "phase does not set (docs/importers.md)")
     model: str | None = Field(default=None, description="catalog name or config.json path")
     params: PositiveFloat | None = Field(default=None, description="size only, e.g. 7e9")
     method: Method | None = None
