@@ -129,12 +129,11 @@ def time_generate(model_name: str, batch: int, prompt: int, new: int,
     import torch
     import transformers
 
+    from gpuhours.bench.model import hf_config_of
     from gpuhours.resolve import model_config
 
     cfg, _, _ = model_config(model_name, {})
-    fields = {k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype", "dtype",
-                                                         "transformers_version", "auto_map", "model_type")}
-    hf = transformers.AutoConfig.for_model(str(cfg["model_type"]), **fields)
+    hf = hf_config_of(cfg, int(cfg["vocab_size"]))
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     with torch.device(device):
         m = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16,

@@ -78,17 +78,13 @@ def decode_counts(model: str, layers: int) -> float:
     import torch
     import transformers
 
+    from gpuhours.bench.model import hf_config_of
     from gpuhours.resolve import model_config
     from gpuhours.torchkit.ops import count_ops
 
     cfg, _, _ = model_config(model, {**TINY, "num_hidden_layers": layers,
                                      **({"head_dim": 16} if model.startswith("llama") else {})})
-    fields = {k: v for k, v in cfg.items() if k not in ("architectures", "torch_dtype", "dtype",
-                                                         "transformers_version", "model_type")}
-    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        if isinstance(fields.get(token), int) and fields[token] >= TINY["vocab_size"]:
-            fields[token] = None
-    hf = transformers.AutoConfig.for_model(str(cfg["model_type"]), **fields)
+    hf = hf_config_of(cfg, TINY["vocab_size"])
     m = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16,
                                                       attn_implementation="sdpa").eval()
     ids = torch.randint(0, TINY["vocab_size"], (1, 16))

@@ -16,6 +16,8 @@ from gpuhours.cli_common import (
     AccumOpt,
     BatchOpt,
     CkptOpt,
+    EpochsOpt,
+    ExamplesOpt,
     FlashOpt,
     GpuOpt,
     JsonOpt,
@@ -23,12 +25,19 @@ from gpuhours.cli_common import (
     LossKernelOpt,
     MethodOpt,
     ModelOpt,
+    NetOpt,
     OptimImplOpt,
     OptimOpt,
+    PackedOpt,
+    ParamsOpt,
+    PerExampleOpt,
+    PerNodeOpt,
     PrecOpt,
     RankOpt,
     SeqOpt,
+    StepsOpt,
     TargetsOpt,
+    TokensOpt,
     WideOpt,
     ZeroOpt,
     console_for,
@@ -102,16 +111,10 @@ GENERATION = defaults_of(Generation)
 
 
 # Options shared by estimate and fit ------------------------------------------------------------
-ParamsOpt = Annotated[float | None, typer.Option(
-    help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
 HiddenOpt = Annotated[int | None, typer.Option(help="With --params: hidden size.")]
 LayersOpt = Annotated[int | None, typer.Option(help="With --params: number of layers.")]
 VocabOpt = Annotated[int | None, typer.Option(help="With --params: vocabulary size.")]
 GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
-PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
-NetOpt = Annotated[float, typer.Option(
-    "--inter-node-gb-per-s",
-    help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
 PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
 MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
@@ -174,16 +177,12 @@ def estimate(
     zero: ZeroOpt = TRAINING.zero_stage,
     flash: FlashOpt = TRAINING.flash_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
-    tokens: Annotated[float | None, typer.Option(help="Tokens to train on, e.g. 2e12.")] = None,
-    steps: Annotated[float | None, typer.Option(help="Optimizer steps to run.")] = None,
-    examples: Annotated[float | None, typer.Option(help="Dataset size in examples.")] = None,
-    epochs: Annotated[float | None, typer.Option(help="Epochs over --examples.")] = None,
-    tokens_per_example: Annotated[float | None, typer.Option(
-        help="Mean tokens per example (with --examples): the padding it leaves, or with "
-             "--packed the tokens trained on.")] = None,
-    packed: Annotated[bool, typer.Option(
-        "--packed", help="Examples packed into full sequences (default: each padded to --seq).")
-    ] = False,
+    tokens: TokensOpt = None,
+    steps: StepsOpt = None,
+    examples: ExamplesOpt = None,
+    epochs: EpochsOpt = None,
+    tokens_per_example: PerExampleOpt = None,
+    packed: PackedOpt = False,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
     inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
     params: ParamsOpt = None,

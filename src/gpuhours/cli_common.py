@@ -154,6 +154,22 @@ LossKernelOpt = Annotated[str, typer.Option(
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a config field, e.g. --set num_hidden_layers=2 (repeatable).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+# the amount of work and the hardware, as estimate and compare take them
+TokensOpt = Annotated[float | None, typer.Option(help="Tokens to train on, e.g. 2e12.")]
+StepsOpt = Annotated[float | None, typer.Option(help="Optimizer steps to run.")]
+ExamplesOpt = Annotated[float | None, typer.Option(help="Dataset size in examples.")]
+EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples.")]
+PerExampleOpt = Annotated[float | None, typer.Option(
+    help="Mean tokens per example (with --examples): the padding it leaves, or with --packed "
+         "the tokens trained on.")]
+PackedOpt = Annotated[bool, typer.Option(
+    "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
+ParamsOpt = Annotated[float | None, typer.Option(
+    help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
+PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
+NetOpt = Annotated[float, typer.Option(
+    "--inter-node-gb-per-s",
+    help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
 WideOpt = Annotated[bool, typer.Option(
     "--wide", help="Full tables, every basis in its row, however long the lines (default: "
                    "tables too wide for the terminal put long texts in numbered notes).")]

@@ -124,9 +124,9 @@ def register(app: typer.Typer) -> None:
         if workload not in ("train", "generate", "grpo"):
             raise InputError("--workload", f"expected train, generate or grpo, got "
                                            f"{workload!r}.")
+        if workload != "train" and sweep:
+            raise InputError("--sweep", "sweeps are for --workload train.")
         if workload == "grpo":
-            if sweep:
-                raise InputError("--sweep", "sweeps are for --workload train.")
             policy = Training.model_validate(dict(
                 model=model, config_overrides=parse_sets(set_ or []), method=method,
                 precision=precision, micro_batch=batch,
@@ -136,8 +136,6 @@ def register(app: typer.Typer) -> None:
                       threads, ledger, not no_ledger, as_json, err_console)
             return
         if workload == "generate":
-            if sweep:
-                raise InputError("--sweep", "sweeps are for --workload train.")
             g = Generation.model_validate(dict(
                 model=model, config_overrides=parse_sets(set_ or []), batch=batch,
                 prompt_tokens=prompt_tokens, output_tokens=output_tokens,

@@ -64,7 +64,7 @@ def measure_generate(g: Generation, backend: DeviceBackend, precision: str,
     import torch
     import transformers
 
-    from gpuhours.bench.model import NOT_ARCHITECTURE
+    from gpuhours.bench.model import hf_config_of
     from gpuhours.resolve import model_config
     from gpuhours.torchkit.ops import count_ops
 
@@ -78,15 +78,11 @@ def measure_generate(g: Generation, backend: DeviceBackend, precision: str,
     if dtype_name is None:
         raise FieldError("precision", f"expected one of {', '.join(_DTYPE)}, got {precision!r}.")
     dtype = getattr(torch, dtype_name)
-    cfg, _, _ = model_config(g.model or "", g.config_overrides) if g.model else ({}, None, None)
-    if not cfg:
+    if not g.model:
         raise FieldError("model", "a generate benchmark needs a catalog model or config.json.")
-    fields = {k: v for k, v in cfg.items() if k not in NOT_ARCHITECTURE}
+    cfg, _, _ = model_config(g.model, g.config_overrides)
     vocab = g.arch.vocab_size
-    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        if isinstance(fields.get(token), int) and fields[token] >= vocab:
-            fields[token] = None
-    hf = transformers.AutoConfig.for_model(str(cfg.get("model_type", "llama")), **fields)
+    hf = hf_config_of(cfg, vocab)
     device = backend.torch_device
     torch.manual_seed(seed)
     with torch.device(device):

@@ -49,6 +49,25 @@ def model_config(setup: BenchSetup) -> tuple[dict[str, Any], ModelArch, str]:
     return cfg, t.arch, t.model_basis + "; random weights"
 
 
+def hf_config_of(cfg: dict[str, Any], vocab_size: int) -> Any:
+    """A transformers config from a config.json dict (with its --set overrides applied):
+    bench's training models, its generate workload and the dev scripts build from this."""
+    import transformers
+
+    model_type = str(cfg.get("model_type", "llama"))
+    fields = {k: v for k, v in cfg.items() if k not in NOT_ARCHITECTURE}
+    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        # a --set vocab_size below a config's special-token ids only matters for generation;
+        # drop them so that transformers does not warn about the shrunk vocabulary
+        if isinstance(fields.get(token), int) and fields[token] >= vocab_size:
+            fields[token] = None
+    try:
+        return transformers.AutoConfig.for_model(model_type, **fields)
+    except (ValueError, KeyError, TypeError) as e:
+        raise FieldError("model", f"transformers cannot build a {model_type!r} config: {e}") \
+            from None
+
+
 def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     """Build the setup's model on `device`, ready to train."""
     import torch
@@ -57,18 +76,7 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
     from gpuhours.torchkit import checkpointing
 
     cfg, arch, basis = model_config(setup)
-    model_type = str(cfg.get("model_type", "llama"))
-    fields = {k: v for k, v in cfg.items() if k not in NOT_ARCHITECTURE}
-    for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
-        # a --set vocab_size below a config's special-token ids only matters for generation;
-        # drop them so that transformers does not warn about the shrunk vocabulary
-        if isinstance(fields.get(token), int) and fields[token] >= arch.vocab_size:
-            fields[token] = None
-    try:
-        hf_config = transformers.AutoConfig.for_model(model_type, **fields)
-    except (ValueError, KeyError, TypeError) as e:
-        raise FieldError("model", f"transformers cannot build a {model_type!r} config: {e}") \
-            from None
+    hf_config = hf_config_of(cfg, arch.vocab_size)
     hf_config.use_cache = False
     auto = transformers.AutoModelForMaskedLM if arch.encoder else transformers.AutoModelForCausalLM
     torch.manual_seed(seed)

@@ -11,17 +11,25 @@ from gpuhours.cli_common import (
     AccumOpt,
     BatchOpt,
     CkptOpt,
+    EpochsOpt,
+    ExamplesOpt,
     FlashOpt,
     JsonOpt,
     LossKernelOpt,
     MethodOpt,
     ModelOpt,
+    NetOpt,
     OptimImplOpt,
     OptimOpt,
+    PackedOpt,
+    ParamsOpt,
+    PerExampleOpt,
+    PerNodeOpt,
     PrecOpt,
     RankOpt,
     SeqOpt,
     TargetsOpt,
+    TokensOpt,
     ZeroOpt,
     defaults_of,
 )
@@ -45,22 +53,8 @@ PriceOpt = Annotated[float | None, typer.Option(
     help="Your own price in USD per GPU-hour, billed per GPU used: added as provider 'given'.")]
 ByOpt = Annotated[str, typer.Option(help="Rank by usd (dollars) or wall (wall clock).")]
 TopOpt = Annotated[int, typer.Option(help="Rows to show.")]
-ParamsOpt = Annotated[float | None, typer.Option(
-    help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
-TokensOpt = Annotated[float | None, typer.Option(help="Tokens to train on, e.g. 2e12.")]
-StepsOpt = Annotated[float | None, typer.Option(
+CompareStepsOpt = Annotated[float | None, typer.Option(
     help="Optimizer steps to run (with a single --gpus count).")]
-ExamplesOpt = Annotated[float | None, typer.Option(help="Dataset size in examples.")]
-EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples.")]
-PerExampleOpt = Annotated[float | None, typer.Option(
-    help="Mean tokens per example (with --examples): the padding it leaves, or with --packed "
-         "the tokens trained on.")]
-PackedOpt = Annotated[bool, typer.Option(
-    "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
-PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
-NetOpt = Annotated[float, typer.Option(
-    "--inter-node-gb-per-s",
-    help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -81,7 +75,7 @@ def register(app: typer.Typer) -> None:
         by: ByOpt = "usd",
         top: TopOpt = 15,
         tokens: TokensOpt = None,
-        steps: StepsOpt = None,
+        steps: CompareStepsOpt = None,
         examples: ExamplesOpt = None,
         epochs: EpochsOpt = None,
         tokens_per_example: PerExampleOpt = None,

@@ -12,7 +12,7 @@ from gpuhours.doctor.rules import Finding, RunView, finding_worth, mean_of
 from gpuhours.errors import InputError
 from gpuhours.estimate.arch import ModelArch, from_hf_config
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
-from gpuhours.estimate.fit import fit
+from gpuhours.estimate.fit import divisor_at_most, fit
 from gpuhours.setup import Hardware, Training
 
 #: measured step below this fraction of the estimator's speed: "far below" (assumption: the
@@ -133,11 +133,6 @@ class OptionRow(BaseModel):
     basis: str
 
 
-def _divisor_at_most(total: int, cap: int) -> int:
-    """The largest divisor of `total` not above `cap` (so that the effective batch is kept)."""
-    return max(d for d in range(1, max(1, min(total, cap)) + 1) if total % d == 0)
-
-
 def options_table(view: RunView, t: Training, gpu: GpuSpec,
                   usd_per_gpu_hour: float | None) -> list[OptionRow]:
     """The same work (planned steps x tokens per step of the run) in each setup: the run's own
@@ -167,7 +162,7 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
     best = fit(t, Hardware(gpu=gpu), effective_batch=effective).fastest
     best_mb = t.micro_batch
     if best is not None:
-        best_mb = _divisor_at_most(effective, best.micro_batch)
+        best_mb = divisor_at_most(effective, best.micro_batch)
         add("optimised, 1 GPU", t.model_copy(update={
             "micro_batch": best_mb, "grad_accum": effective // best_mb,
             "checkpointing": best.checkpointing}), 1)
@@ -178,7 +173,7 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
                              ("FSDP full shard / ZeRO-3", 3)):
             hw = Hardware(gpu=gpu, num_gpus=n)
             r = fit(t.model_copy(update={"zero_stage": stage}), hw, effective_batch=effective)
-            mb = _divisor_at_most(effective // n, min(best_mb, r.largest_micro_batch or 1))
+            mb = divisor_at_most(effective // n, min(best_mb, r.largest_micro_batch or 1))
             accum = effective // (mb * n)
             add(f"{label}, {n} GPUs", t.model_copy(update={
                 "zero_stage": stage, "micro_batch": mb, "grad_accum": accum}), n)
@@ -189,7 +184,7 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
         found = fit(t, Hardware(gpu=other), effective_batch=effective).fastest
         if found is None:
             continue  # does not fit on one of these: `gpuhours compare` ranks more counts
-        mb = _divisor_at_most(effective, found.micro_batch)
+        mb = divisor_at_most(effective, found.micro_batch)
         prices = [r.on_demand_usd_per_gpu_hour for r in catalog.prices(other.name)
                   if r.on_demand_usd_per_gpu_hour]
         add(f"optimised, 1 x {other.name}", t.model_copy(update={

@@ -84,14 +84,19 @@ def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> 
     return effective_batch // per_pass
 
 
+def divisor_at_most(total: int, cap: int) -> int:
+    """The largest divisor of `total` not above `cap` (a micro-batch that keeps an effective
+    batch whole)."""
+    return max(d for d in range(1, max(1, min(total, cap)) + 1) if total % d == 0)
+
+
 def _split_effective_batch(effective_batch: int, largest: int, num_gpus: int
                            ) -> tuple[int | None, int | None, str]:
     """(micro-batch, accumulation, note): the largest micro-batch up to `largest` that makes
     exactly `effective_batch` with `num_gpus`; otherwise the nearest reachable batches."""
-    for mb in range(min(largest, effective_batch), 0, -1):
-        accum = _accum_for(effective_batch, mb, num_gpus)
-        if accum is not None:
-            return mb, accum, ""
+    if effective_batch % num_gpus == 0:
+        mb = divisor_at_most(effective_batch // num_gpus, largest)
+        return mb, effective_batch // (mb * num_gpus), ""
     below = effective_batch // num_gpus * num_gpus
     above = below + num_gpus
     near = " or ".join(str(b) for b in (below, above) if b > 0)

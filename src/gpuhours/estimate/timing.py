@@ -23,6 +23,7 @@ from gpuhours.estimate.memory import (
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
     quantised_params,
+    state_bytes_per_param,
 )
 from gpuhours.setup import Hardware, Training
 
@@ -214,8 +215,6 @@ def optimizer_ops(arch: ModelArch, t: Training) -> float:
 def optimizer_bytes_per_param(t: Training) -> float:
     """Bytes the optimizer step moves per trainable parameter (assumptions.ADAMW_TRAFFIC_*):
     element sizes from the memory model's state bytes, pass counts from the implementation."""
-    from gpuhours.estimate.memory import state_bytes_per_param
-
     if t.method == "full":
         st = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
         g = st.grads

@@ -61,6 +61,9 @@ class Context:
     ledger: Any = None
     #: what each phase's `from:` file gave and could not give, by phase name (warnings)
     imported: dict[str, list[str]] = field(default_factory=dict)
+    #: `from:` files as read, by path: each is read once per plan (a grid's experiments and
+    #: every phase may name the same file)
+    setups: dict[str, Any] = field(default_factory=dict)
 
 
 def digest(obj: Any) -> str:
@@ -115,10 +118,12 @@ def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
     from gpuhours.importers import read_setup
 
     path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
-    try:
-        got = read_setup(path)
-    except InputError as e:
-        raise InputError(f"{_where(ctx, phase)}, field 'from'", e.message, e.hint) from None
+    got = ctx.setups.get(str(path))
+    if got is None:
+        try:
+            got = ctx.setups[str(path)] = read_setup(path)
+        except InputError as e:
+            raise InputError(f"{_where(ctx, phase)}, field 'from'", e.message, e.hint) from None
     fields = {k: v for k, v in got.fields.items() if k in TrainingSettings.model_fields}
     if "num_gpus" in got.fields and "gpus" not in fields:
         fields["gpus"] = got.fields["num_gpus"]

@@ -285,6 +285,8 @@ def calibration_kwargs(ledger: Ledger, hw: Hardware, t: Training) -> dict[str, A
         host = find_host_calibration(ledger, hw)
         if host is not None:
             out.update(host.estimator_kwargs())
+            # the efficiency is solved beside this host (find_calibration need not look again)
+            hw = hw.model_copy(update={"host_us_per_op": host.host_us_per_op})
     cal = find_calibration(ledger, hw, t)
     if cal is not None:
         out.update(cal.estimator_kwargs())
