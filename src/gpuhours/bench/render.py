@@ -143,26 +143,37 @@ def render_loader(rates: list[LoaderRate], lines: list[str], console: Console) -
 
 
 def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> None:
-    table = Table(title=f"Ledger {esc(path)} (newest first; all figures measured)")
-    for col in ("id", "date (UTC)", "status", "device", "model", "setup", "tokens/s", "step median",
-                "CV", "MFU", "peak memory"):
-        table.add_column(col)
+    """The ledger's measurements, newest first: ids, devices and models whole at 80 columns
+    (gpuhours.report.tables)."""
+    from gpuhours.report.tables import Col, Notes, print_table
+
+    cols = (Col("id", "number", "right"), Col("date (UTC)", "number", stack=True),
+            Col("device", "name"), Col("model", "name", stack=True), Col("status", "name"),
+            Col("setup", stack=True),
+            Col("tokens/s", "number", "right"), Col("step median", "number", "right", True),
+            Col("CV", "number", "right"), Col("MFU", "number", "right", True),
+            Col("peak memory", "number", "right"))
+    table = []
     for m in rows:
         s = m.setup
         if m.kind == "generate":
             setup = (f"generate {s.get('precision')} b{s.get('batch')} "
                      f"p{s.get('prompt_tokens')}+{s.get('output_tokens')}")
+        elif m.kind == "grpo":
+            setup = (f"grpo {s.get('method')} {s.get('prompts')}x{s.get('generations')} "
+                     f"r{s.get('response_tokens')}")
         else:
             setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
                                               f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
                                               "ckpt" if s.get("checkpointing") else "") if x)
-        table.add_row(str(m.id), esc(m.created_utc[:16].replace("T", " ")), esc(m.status),
-                      esc(m.device_key), esc(m.model), esc(setup),
+        table.append([str(m.id), esc(m.created_utc[:16].replace("T", " ")),
+                      esc(m.device_key), esc(m.model), esc(m.status), esc(setup),
                       f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
                       seconds(m.step_time_median_s) if m.step_time_median_s else "-",
                       f"{m.step_time_cv:.1%}" if m.step_time_cv is not None else "-",
-                      pct(m.mfu) if m.mfu is not None else "-", size(m.peak_memory_bytes))
-    console.print(table)
+                      pct(m.mfu) if m.mfu is not None else "-", size(m.peak_memory_bytes)])
+    print_table(console, cols, table, notes=Notes(),
+                title=f"Ledger {esc(path)} (newest first; all figures measured)")
 
 
 def render_ledger_show(m: Measurement, console: Console) -> None:

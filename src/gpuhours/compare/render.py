@@ -44,9 +44,8 @@ def _table(c: Comparison) -> Table:
               title_justify="left")
     t.add_column("#", justify="right")
     t.add_column("GPU", no_wrap=True)
-    # one line per row: a long instance name is cut (in full under --json)
-    t.add_column("provider instance", no_wrap=True, overflow="ellipsis", min_width=12,
-                 max_width=24)
+    # an instance name is typed back to a provider: a long one folds onto a second line
+    t.add_column("provider instance", overflow="fold", min_width=12, max_width=26)
     t.add_column("pay")
     t.add_column("wall h", justify="right")
     t.add_column("GPU h", justify="right")

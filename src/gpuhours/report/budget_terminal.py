@@ -49,9 +49,10 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
                  usd(row.usd_per_gpu_hour), usd(row.on_demand_usd),
                  usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd), esc(row.as_of)]
                 for row in b.costs]
+        hours = (f"{b.total_gpu_hours:,.0f} GPU h" if len(b.gpu_hours_by_gpu) < 2 else
+                 ", ".join(f"{h:,.0f} GPU h on {name}" for name, h in b.gpu_hours_by_gpu.items()))
         print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
-                    title=f"Cost of {b.total_gpu_hours:,.0f} GPU h (prices change: check the "
-                          "date)")
+                    title=f"Cost of {hours} (prices change: check the date)")
         print_price_flags(console, ((row.provider, row.instance, row.flags) for row in b.costs))
     else:
         console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."
