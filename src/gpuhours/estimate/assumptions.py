@@ -178,6 +178,18 @@ HOST_GPU_OVERLAP_P = _a(
 ADAMW_TRAFFIC_FOREACH = (13.0, 3.0, 4.0)  # (s, g, p) multipliers
 ADAMW_TRAFFIC_FUSED = (4.0, 1.0, 2.0)
 
+#: torch.compile's speed-up of a training step, as a range: from 1.0 (no gain: graph breaks, a
+#: step dominated by large GEMMs, which compile leaves to cuBLAS) up to these geometric means of
+#: the PyTorch 2.0 benchmark (163 HF, TIMM and TorchBench models, training on an A100:
+#: "21% faster" in fp32, "51% faster" with AMP; pytorch.org/get-started/pytorch-2.0). Not
+#: measured on other GPUs by that source; a range for `gpuhours trace`, never a prediction.
+TORCH_COMPILE_SPEEDUP_FP32 = _a(
+    "torch_compile_speedup_fp32", 1.21, "x (upper end; lower end 1.0)",
+    "PyTorch 2.0 benchmark geomean, training, fp32, A100 (pytorch.org/get-started/pytorch-2.0)")
+TORCH_COMPILE_SPEEDUP_AMP = _a(
+    "torch_compile_speedup_amp", 1.51, "x (upper end; lower end 1.0)",
+    "PyTorch 2.0 benchmark geomean, training, AMP, A100 (pytorch.org/get-started/pytorch-2.0)")
+
 # --- communication --------------------------------------------------------------------------
 
 #: Fraction of link bandwidth that NCCL collectives reach (bus bandwidth / link bandwidth).
