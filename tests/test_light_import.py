@@ -66,3 +66,30 @@ def test_cli_and_analytic_commands_do_not_import_torch() -> None:
     # ... without the heavy libraries, neither at import nor on the command path
     assert report["after_import"] == []
     assert report["after_commands"] == []
+
+
+def test_the_installed_command_builds_only_the_command_asked() -> None:
+    """`gpuhours estimate ...` (the console script, main()) gives typer one command to turn into
+    click parameters, not all of them; help, --version and a mistyped name get the whole app,
+    and the one-command app answers exactly as the whole one does."""
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import _app_for, app
+
+    def names(typer_app) -> list[str]:  # type: ignore[no-untyped-def]
+        return [info.name or info.callback.__name__ for info in typer_app.registered_commands]
+
+    narrow = _app_for(["gpuhours", "estimate", "--model", "gpt2"])
+    assert names(narrow) == ["estimate"] and narrow.registered_groups == []
+    assert [g.name for g in _app_for(["gpuhours", "catalog", "gpus"]).registered_groups] == \
+        ["catalog"]
+    for argv in (["gpuhours"], ["gpuhours", "--help"], ["gpuhours", "--version"],
+                 ["gpuhours", "estimat"], ["gpuhours", "bench"]):
+        assert _app_for(argv) is app
+    args = ["estimate", "--model", "qwen2-0.5b", "--gpu", "rtx-4090", "--batch", "8", "--seq",
+            "128", "--tokens", "1e9", "--json"]
+    whole, alone = CliRunner().invoke(app, args), CliRunner().invoke(narrow, args)
+    assert whole.exit_code == alone.exit_code == 0
+    assert json.loads(alone.stdout) == json.loads(whole.stdout)
+    bad = CliRunner().invoke(narrow, ["estimate", "--batch", "0", "--model", "gpt2"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output

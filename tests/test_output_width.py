@@ -5,6 +5,7 @@ finished when interrupted."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
@@ -319,3 +322,28 @@ def test_sweep_interrupted_before_anything_finished_exits_130(
     assert result.exit_code == 130, result.output
     assert json.loads(result.stdout) == []
     assert "interrupted: 0 of 3 configuration(s) finished." in result.stderr
+
+
+# The layout's arithmetic width against Rich's own measurement ----------------------------------
+_CELL = st.lists(st.sampled_from(["a", "gpu", "7", " ", "\n", "漢", "[bold]x[/bold]", "\\[1]",
+                                  "rtx-4090", "0.5 GiB"]), max_size=6).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kinds=st.lists(st.sampled_from(["name", "number", "text", "basis"]), min_size=1,
+                      max_size=5),
+       cells=st.lists(st.lists(_CELL, min_size=5, max_size=5), max_size=4),
+       compact=st.booleans(), stack=st.booleans())
+def test_the_layout_width_is_the_width_rich_measures(kinds: list[str], cells: list[list[str]],
+                                                      compact: bool, stack: bool) -> None:
+    """The tables decide whether a table fits (and footnote its bases) by arithmetic over the
+    cells' widths instead of asking Rich to measure the whole table each time; Rich's
+    measurement of the same table, boxed or compact, is the independent count."""
+    from gpuhours.report.tables import _layout, _table, natural_width
+
+    cols = [Col(f"h{i} {kind}", kind, stack=stack and i == 1)  # type: ignore[arg-type]
+            for i, kind in enumerate(kinds)]
+    rows = [row[:len(cols)] for row in cells]
+    console = Console(width=80, file=io.StringIO())
+    layout = _layout(cols, rows, console, Notes() if compact else None)
+    assert layout.natural_width == natural_width(console, _table(layout, None, None))

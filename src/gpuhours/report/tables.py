@@ -20,11 +20,13 @@ Cells are Rich markup; user text in them is escaped by the caller (gpuhours.repo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.errors import MarkupError
 from rich.markup import escape, render
@@ -79,12 +81,9 @@ class Notes:
         """Print the notes not printed yet, each with a hanging indent."""
         if self.printed == len(self.texts):
             return
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(justify="right", no_wrap=True)
-        grid.add_column(overflow="fold")
-        for number, text in enumerate(self.texts[self.printed:], start=self.printed + 1):
-            grid.add_row(escape(f"[{number}]"), text)
-        console.print(grid)
+        rows = [(escape(f"[{number}]"), text)
+                for number, text in enumerate(self.texts[self.printed:], start=self.printed + 1)]
+        console.print(_hanging(console, rows, justify="right"))
         self.printed = len(self.texts)
 
 
@@ -100,37 +99,66 @@ def _closed(*parts: str) -> bool:
 
 def print_list(console: Console, items: Sequence[str], marker: str = "  -") -> None:
     """A bulleted list of markup lines, each wrapped under its own start (a hanging indent)."""
+    console.print(_hanging(console, [(f"[dim]{escape(marker)}[/dim]", item) for item in items]))
+
+
+def _hanging(console: Console, rows: Sequence[tuple[str, str]],
+             justify: Literal["left", "right"] = "left") -> Table:
+    """Markers and texts, each text wrapped under its own start. The widths are given (the
+    markers' widest; the texts' widest, at most what is left of the line), so that Rich does
+    not measure every cell again."""
+    marker_width = max((cell_width(marker) for marker, _ in rows), default=0)
+    text_width = max((cell_width(text) for _, text in rows), default=0)
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    for item in items:
-        grid.add_row(f"[dim]{escape(marker)}[/dim]", item)
-    console.print(grid)
+    grid.add_column(justify=justify, no_wrap=True, width=marker_width)
+    grid.add_column(overflow="fold",
+                    width=max(1, min(text_width, console.width - marker_width - 1)))
+    for row in rows:
+        grid.add_row(*row)
+    return grid
 
 
 def natural_width(console: Console, table: Table) -> int:
-    """The width `table` takes when nothing in it is wrapped, borders included."""
+    """The width `table` takes when nothing in it is wrapped, borders included, as Rich
+    measures it (the tests hold `_natural_width`, the arithmetic used here, equal to it)."""
     options = console.options.update_width(_UNBOUNDED)
     return Measurement.get(console, options, table).maximum
 
 
-def _cell_width(console: Console, markup: str) -> int:
-    """The printed width of the longest line of a markup cell."""
-    text = Text.from_markup(markup)
-    return max((console.measure(line).maximum for line in text.split()), default=0)
+@functools.lru_cache(maxsize=8192)
+def cell_width(markup: str) -> int:
+    """The printed width of the longest line of a markup cell, as Rich measures a Text."""
+    return max((cell_len(line) for line in Text.from_markup(markup).plain.splitlines()),
+               default=0)
 
 
-def _table(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
-           notes: Notes | None, title: str | None, caption: str | None) -> Table:
-    """The table; with `notes`, compact: a light frame, basis cells as footnote markers, and each
-    name and number column fixed at its widest cell so that Rich narrows only the text."""
-    if notes is None:
-        table = Table(title=title, title_justify="left", caption=caption,
-                      caption_justify="left")
-    else:  # two spaces between columns and no frame: 3 columns more than the boxed table
-        table = Table(title=title, title_justify="left", caption=caption,
-                      caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                      padding=(0, 1, 0, 0), pad_edge=False)
+@dataclass(frozen=True)
+class _Layout:
+    """A table's columns and cells as they will be printed, and each column's width when
+    nothing wraps (a compact table's name and number columns are fixed at their widest cell)."""
+
+    cols: list[Col]
+    cells: list[list[str]]
+    widths: list[int]
+    fixed: list[bool]
+    compact: bool
+
+    @property
+    def natural_width(self) -> int:
+        """Columns, padding and borders: the boxed table pads each column by one cell on
+        both sides and draws n + 1 rules; the compact one leaves two cells between columns."""
+        n = len(self.widths)
+        if self.compact:
+            return sum(self.widths) + 2 * (n - 1)
+        return sum(self.widths) + 3 * n + 1
+
+
+def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
+            notes: Notes | None) -> _Layout:
+    """The layout; with `notes`, compact: basis cells as footnote markers, stacked columns
+    merged, and each name and number column fixed at its widest cell so that Rich narrows only
+    the text."""
+    cols = list(cols)
     basis = [i for i, col in enumerate(cols) if col.kind == "basis"]
     if notes is not None and len(basis) > 1:  # one note column: its texts joined by "; "
         rows = [["; ".join(row[j] for j in basis if row[j]) if i == basis[0] else cell
@@ -146,29 +174,43 @@ def _table(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
         rows = [[f"{row[i]}\n{row[i + 1]}" if i + 1 < len(cols) and cols[i + 1].stack
                  else row[i] for i in keep] for row in rows]
         cols = merged
-    widths: list[int | None] = [None] * len(cols)
-    if notes is not None:
-        for i, col in enumerate(cols):
-            if col.kind in ("name", "number"):
-                widest = max((_cell_width(console, row[i]) for row in rows), default=1)
-                header_word = max((len(word) for word in col.header.split()), default=1)
-                widths[i] = max(widest, header_word)
-        fixed = sum(w or 0 for w in widths) + 2 * (len(cols) - 1) + 4 * widths.count(None)
-        if fixed > console.width:  # a console too narrow for the names: they fold, numbers not
-            widths = [None if col.kind == "name" else w for col, w in zip(cols, widths,
-                                                                            strict=True)]
-    for col, width in zip(cols, widths, strict=True):
-        table.add_column(col.header, justify=col.justify, width=width, overflow="fold")
-    for row in rows:
-        cells = [notes.ref(cell) if col.kind == "basis" and notes is not None and cell
-                 else cell for col, cell in zip(cols, row, strict=True)]
-        table.add_row(*cells)
+    cells = [[notes.ref(cell) if col.kind == "basis" and notes is not None and cell else cell
+              for col, cell in zip(cols, row, strict=True)] for row in rows]
+    widest = [max((cell_width(row[i]) for row in cells), default=0) for i in range(len(cols))]
+    natural = [max(w, cell_width(col.header)) for w, col in zip(widest, cols, strict=True)]
+    if notes is None:
+        return _Layout(cols, cells, natural, [False] * len(cols), compact=False)
+    pinned = {i: max(widest[i], max((len(word) for word in col.header.split()), default=1), 1)
+              for i, col in enumerate(cols) if col.kind in ("name", "number")}
+    width_of_fixed = sum(pinned.values()) + 2 * (len(cols) - 1) + 4 * (len(cols) - len(pinned))
+    if width_of_fixed > console.width:  # too narrow for the names: they fold, numbers not
+        pinned = {i: w for i, w in pinned.items() if cols[i].kind != "name"}
+    return _Layout(cols, cells, [pinned.get(i, w) for i, w in enumerate(natural)],
+                   [i in pinned for i in range(len(cols))], compact=True)
+
+
+def _table(layout: _Layout, title: str | None, caption: str | None, *,
+           pin_all: bool = False) -> Table:
+    """The Rich table of `layout`: boxed, or compact (a light frame). `pin_all` (the table fits)
+    gives every column its natural width, so that Rich need not measure the cells again."""
+    if not layout.compact:
+        table = Table(title=title, title_justify="left", caption=caption,
+                      caption_justify="left")
+    else:  # two spaces between columns and no frame: 3 columns more than the boxed table
+        table = Table(title=title, title_justify="left", caption=caption,
+                      caption_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      padding=(0, 1, 0, 0), pad_edge=False)
+    for col, width, fixed in zip(layout.cols, layout.widths, layout.fixed, strict=True):
+        table.add_column(col.header, justify=col.justify,
+                         width=width if fixed or pin_all else None, overflow="fold")
+    for row in layout.cells:
+        table.add_row(*row)
     return table
 
 
 def fits(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]]) -> bool:
     """Whether the whole table, nothing wrapped, fits the console's width."""
-    return natural_width(console, _table(cols, rows, console, None, None, None)) <= console.width
+    return _layout(cols, rows, console, None).natural_width <= console.width
 
 
 def print_table(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[str]], *,
@@ -177,18 +219,19 @@ def print_table(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[s
     """Print a table whole when it fits the console (or `wide`); otherwise compact: a light
     frame, name and number columns kept whole, basis columns as numbered footnotes (`notes`)
     printed under it."""
-    if wide or fits(console, cols, rows):
-        console.print(_table(cols, rows, console, None, title, caption))
+    whole = _layout(cols, rows, console, None)
+    if wide or whole.natural_width <= console.width:
+        console.print(_table(whole, title, caption, pin_all=True))
         return
     known, inline = len(notes.texts), notes.inline_cells
     for cells in (inline, inline // 2, 0):  # fewer texts kept in the table until it fits
         del notes.texts[known:]
         notes.inline_cells = cells
-        table = _table(cols, rows, console, notes, title, caption)
-        if natural_width(console, table) <= console.width:
+        layout = _layout(cols, rows, console, notes)
+        if layout.natural_width <= console.width:
             break
     notes.inline_cells = inline
-    console.print(table)
+    console.print(_table(layout, title, caption, pin_all=layout.natural_width <= console.width))
     notes.print_new(console)
 
 
@@ -197,8 +240,9 @@ def print_split(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[s
     """A catalog listing: whole when it fits (or `wide`); otherwise compact, with the columns
     `details` (long names, such as Hugging Face ids or aliases) moved to a second table keyed by
     the first column, so that neither table cuts a name or a number."""
-    if wide or fits(console, cols, rows):
-        console.print(_table(cols, rows, console, None, title, None))
+    whole = _layout(cols, rows, console, None)
+    if wide or whole.natural_width <= console.width:
+        console.print(_table(whole, title, None, pin_all=True))
         return
     keep = [i for i in range(len(cols)) if i not in details]
     moved = [0, *details]
