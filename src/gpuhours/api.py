@@ -134,7 +134,7 @@ def open_ledger(path: str | Path | None = None) -> Ledger | None:
     when that file exists; None otherwise (estimates stay analytic). A `path` given that does
     not exist is an error."""
     from gpuhours.errors import FieldError
-    from gpuhours.track.ledger import Ledger, ledger_path
+    from gpuhours.track.paths import ledger_path
 
     found = ledger_path(None if path is None else str(path))
     if not found.exists():
@@ -142,6 +142,8 @@ def open_ledger(path: str | Path | None = None) -> Ledger | None:
             raise FieldError("ledger", f"no ledger at {found}.",
                              "Run `gpuhours bench` first, or leave the ledger out.")
         return None
+    from gpuhours.track.ledger import Ledger
+
     return Ledger.open(found, create=False)
 
 

@@ -16,7 +16,6 @@ Records are append-only; units are in the column and field names. Standard libra
 from __future__ import annotations
 
 import json
-import os
 import random
 import socket
 import sqlite3
@@ -29,21 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from gpuhours.errors import InputError
+from gpuhours.track.paths import DEFAULT_RELATIVE_PATH, ENV_VAR, ledger_path  # noqa: F401
 
-ENV_VAR = "GPUHOURS_LEDGER"
-DEFAULT_RELATIVE_PATH = Path(".gpuhours") / "ledger.sqlite"
 #: how long a writer waits for another writer's transaction before giving up, ms
 BUSY_TIMEOUT_MS = 30_000
-
-
-def ledger_path(given: str | Path | None = None) -> Path:
-    """The ledger file: `given` (--ledger), else $GPUHOURS_LEDGER, else ./.gpuhours/ledger.sqlite."""
-    if given is not None and str(given).strip():
-        return Path(given).expanduser()
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser()
-    return Path.cwd() / DEFAULT_RELATIVE_PATH
 
 
 # --- schema and migrations ------------------------------------------------------------------------
