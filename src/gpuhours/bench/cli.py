@@ -91,7 +91,9 @@ def register(app: typer.Typer) -> None:
             help="train (training steps), generate (HF generate: prefill and decode, with "
                  "--batch, --prompt-tokens, --output-tokens) or grpo (one GRPO step, each "
                  "part timed: --prompts x --generations responses of --output-tokens, the "
-                 "update in micro-batches of --batch).")] = "train",
+                 "update in micro-batches of --batch) or inference (forward latency and "
+                 "throughput by --backend and --batches, drift against eager; --model or "
+                 "--module with --input).")] = "train",
         prompts: Annotated[int, typer.Option(
             help="With --workload grpo: prompts per step.")] = 2,
         generations: Annotated[int, typer.Option(
@@ -102,6 +104,24 @@ def register(app: typer.Typer) -> None:
             help="With --workload generate: new tokens per sequence.")] = 64,
         repeats: Annotated[int, typer.Option(
             help="With --workload generate: timed runs of each length (the median).")] = 3,
+        backend: Annotated[list[str] | None, typer.Option(
+            help="With --workload inference: eager, compile, onnxruntime or onnxruntime-int8 "
+                 "(repeatable or comma-separated; default eager,onnxruntime,"
+                 "onnxruntime-int8).")] = None,
+        batches: Annotated[str | None, typer.Option(
+            help="With --workload inference: batch sizes, e.g. 1,8,32 (default: --batch).")
+        ] = None,
+        module: Annotated[str | None, typer.Option(
+            help="With --workload inference: your nn.Module, pkg.mod:factory or "
+                 "path/file.py:factory (called without arguments), instead of --model.")
+        ] = None,
+        input_: Annotated[list[str] | None, typer.Option(
+            "--input", help="With --module: NAME=DTYPE[DIMS], B the batch, e.g. "
+                            "'images=float32[B,3,224,224]'; integers '<HIGH' (repeatable).")
+        ] = None,
+        max_seconds: Annotated[float, typer.Option(
+            help="With --workload inference: seconds of timed calls per backend (all batch "
+                 "sizes) before it stops unconverged.")] = 60.0,
         ledger: LedgerOpt = None,
         no_ledger: Annotated[bool, typer.Option("--no-ledger", help="Do not store.")] = False,
         as_json: JsonOpt = False,
@@ -116,13 +136,25 @@ def register(app: typer.Typer) -> None:
         from gpuhours.bench.config import BenchSetup, StopRule
         from gpuhours.bench.sweep import expand, parse_sweeps
 
+        if workload == "inference":
+            if sweep:
+                raise InputError("--sweep", "sweeps are for --workload train; inference takes "
+                                            "--batches and --backend.")
+            _run_inference(model, parse_sets(set_ or []), module, input_ or [], seq, backend,
+                           batches or str(batch), warmup, target_cv, max_seconds, device,
+                           threads, ledger, not no_ledger, as_json, err_console)
+            return
+        if module is not None or input_:
+            raise InputError("--module/--input", "a module and its inputs are for --workload "
+                                                 "inference (gpuhours trace --module for "
+                                                 "training memory).")
         if model is None:
             raise FieldError("model", "a model is required: a catalog name (gpuhours catalog "
                                       "models) or a config.json path.")
         if threads is not None and threads < 1:
             raise InputError("--threads", f"expected a positive number, got {threads}.")
-        if workload not in ("train", "generate", "grpo"):
-            raise InputError("--workload", f"expected train, generate or grpo, got "
+        if workload not in ("train", "generate", "grpo", "inference"):
+            raise InputError("--workload", f"expected train, generate, grpo or inference, got "
                                            f"{workload!r}.")
         if workload != "train" and sweep:
             raise InputError("--sweep", "sweeps are for --workload train.")
@@ -449,6 +481,90 @@ def _run_grpo(t: Any, prompts: int, generations: int, prompt_tokens: int, respon
                                                response_tokens),
                   render_grpo, "one GRPO step", "Try a smaller --batch, fewer --prompts or "
                   "--generations.", device, threads, ledger, store, as_json, err)
+
+
+def _run_inference(model: str | None, overrides: dict[str, Any], module: str | None,
+                   inputs: list[str], seq: int, backends: list[str] | None, batches: str,
+                   warmup: int, target_cv: float, max_seconds: float, device: str,
+                   threads: int | None, ledger: str | None, store: bool, as_json: bool,
+                   err: Any) -> None:
+    """Time a model's forward under each backend (gpuhours.bench.inference); store one ledger
+    row (kind 'inference') per backend and batch; print the tables or the JSON."""
+    from gpuhours.bench.inference import InferenceRule, parse_backends
+
+    if (model is None) == (module is None):
+        raise InputError("--model/--module", "inference needs one model: a catalog name or "
+                                             "config.json (--model), or your nn.Module "
+                                             "(--module with --input).")
+    if module is not None and not inputs:
+        raise InputError("--input", "--module needs its inputs, e.g. --input "
+                                    "'images=float32[B,3,224,224]' (B is the batch).")
+    if model is not None and inputs:
+        raise InputError("--input", "a catalog model takes input_ids of --seq tokens; --input "
+                                    "is for --module.")
+    if threads is not None and threads < 1:
+        raise InputError("--threads", f"expected a positive number, got {threads}.")
+    names = parse_backends(backends)
+    sizes = _int_list(batches, "--batches")
+    rule = InferenceRule(warmup=warmup, target_cv=target_cv, max_seconds=max_seconds)
+    rule.check()
+    if any(n.startswith("onnxruntime") for n in names):
+        from gpuhours.bench.onnx_backend import require_onnxruntime
+
+        require_onnxruntime()
+    with err.status("loading torch"):
+        import torch
+
+        if threads is not None:
+            torch.set_num_threads(threads)
+        from gpuhours.bench.device import detect
+        from gpuhours.bench.environment import collect
+        from gpuhours.bench.inference import catalog_model, measure_inference, user_model
+
+        target = detect(device)
+        environment = collect(target)
+        environment.update(_versions("onnx", "onnxruntime", "onnxscript"))
+    with err.status("building the model"):
+        m = (user_model(module, inputs) if module is not None
+             else catalog_model(str(model), overrides, seq))
+    status = err.status(f"timing {m.name} on {target.name}")
+    with status:
+        result = measure_inference(m, target, names, sizes, rule,
+                                   progress=lambda b: status.update(f"timing {b}"))
+    path = None
+    if store:
+        from gpuhours.track.ledger import Ledger, ledger_path
+
+        path = ledger_path(ledger)
+        ids = []
+        with Ledger.open(path) as book:
+            for b, _, setup, results in result.ledger_rows():
+                ids.append(book.add_measurement(
+                    kind="inference", status="ok", device_kind=b.device_kind,
+                    device_key=b.device_key, device_name=b.device_name, model=m.name,
+                    setup=setup, model_config=m.config, environment=environment,
+                    results=results))
+        result = result.model_copy(update={"ledger_ids": ids})
+    if as_json:
+        _emit(result.model_dump(mode="json"))
+    else:
+        from gpuhours.bench.inference_render import render_inference
+
+        render_inference(result, out, str(path) if path else None)
+    if all(b.status != "ok" for b in result.backends):
+        raise typer.Exit(code=1)
+
+
+def _versions(*packages: str) -> dict[str, str | None]:
+    from importlib import metadata
+
+    found: dict[str, str | None] = {}
+    for p in packages:
+        try:
+            found[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            found[p] = None
+    return found
 
 
 def _model_config(g: Any) -> Any:
