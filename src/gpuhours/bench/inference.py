@@ -403,7 +403,7 @@ def measure_inference(m: InferenceModel, backend: DeviceBackend, backends: Seque
                       f"after 1 first call and {rule.warmup} warm-up calls; repeated until the "
                       f"median's CV (McKean-Schrader standard error / median) < "
                       f"{rule.target_cv:.0%} or {rule.max_seconds:g} s per backend; "
-                      f"{threads} threads (torch and ONNX Runtime intra-op)"),
+                      f"{threads} thread(s), torch's and ONNX Runtime's intra-op"),
         drift_basis=(f"measured: outputs on the same random inputs (batch {drift_batch}, seed 0) "
                      "against eager fp32; top-1 = argmax of the last dimension"
                      + (" (next-token logits)" if m.logits else "") + "; random weights"))
@@ -430,6 +430,8 @@ def _run_backend(name: str, m: InferenceModel, module: Any, backend: DeviceBacke
     """One backend: prepare it, time it at each batch size, measure its drift."""
     import torch
 
+    from gpuhours.bench.module_spec import make_inputs
+
     prepare: dict[str, float] = {}
     basis = None
     device = dict(device_kind=backend.kind, device_key=backend.key, device_name=backend.name)
@@ -453,7 +455,9 @@ def _run_backend(name: str, m: InferenceModel, module: Any, backend: DeviceBacke
         ob.require_onnxruntime()
         if exported is None:
             t = time.perf_counter()
-            cpu_inputs = {k: v.cpu() for k, v in inputs[min(batches)].items()}
+            # exported at batch 2: torch.export specialises a dimension of size 1 to a
+            # constant, and the file must serve every batch size
+            cpu_inputs = make_inputs(m.specs, 2, seed=0)
             outputs = [f"output{i}" for i in range(len(reference))] if len(reference) > 1 \
                 else ["output"]
             exported = ob.export_onnx(module.cpu(), cpu_inputs, outputs, tmp)

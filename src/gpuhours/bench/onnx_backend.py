@@ -57,15 +57,50 @@ def _quiet() -> Iterator[io.StringIO]:
     buf = io.StringIO()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    root.setLevel(logging.ERROR)
+    # torch's own loggers write through handlers bound to the real stderr at their creation
+    loud = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo",
+                                           "onnxscript")]
+    levels = [g.level for g in loud]
+    for g in [root, *loud]:
+        g.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(buf), \
-                contextlib.redirect_stderr(buf):
+                contextlib.redirect_stderr(buf), _fds_to(buf):
             warnings.simplefilter("ignore")
             yield buf
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        for g, lv in zip(loud, levels, strict=True):
+            g.setLevel(lv)
+
+
+@contextlib.contextmanager
+def _fds_to(buf: io.StringIO) -> Iterator[None]:
+    """File descriptors 1 and 2 into a temporary file whose text is added to `buf`: the
+    TorchScript exporter prints its graph from C++ on a failure, past sys.stdout."""
+    import sys
+    import tempfile
+
+    for stream in (sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as sink:
+        try:
+            os.dup2(sink.fileno(), 1)
+            os.dup2(sink.fileno(), 2)
+            yield
+        finally:
+            for stream in (sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            sink.seek(0)
+            buf.write(sink.read().decode(errors="replace"))
 
 
 def export_onnx(module: Any, inputs: dict[str, Any], output_names: Sequence[str],
