@@ -95,9 +95,12 @@ def register(app: typer.Typer) -> None:
         = False,
         as_json: JsonOpt = False,
     ) -> None:
-        """Remove old Hugging Face checkpoint-<step> directories: shows what it would remove,
-        removes only with --yes. Never removes the newest, the best, an incomplete or a linked
-        checkpoint, nor anything outside DIR. Exit code 1 when a removal failed."""
+        """Remove old checkpoints: Hugging Face checkpoint-<step> directories, and checkpoint
+        files named by step or epoch (checkpoint_step_500.pt, epoch_3.ckpt,
+        epoch=2-step=1000-val_loss=0.23.ckpt; a metric in the name ranks them for --metric).
+        Shows what it would remove, removes only with --yes. Never removes the newest, the
+        best, an incomplete or a linked checkpoint, nor anything outside DIR. Exit code 1
+        when a removal failed."""
         from gpuhours.errors import InputError
         from gpuhours.storage.pruning import prune as prune_dir
         from gpuhours.storage.render import render_prune

@@ -11,6 +11,9 @@ it. An interruption at any point leaves either the whole checkpoint under its ow
 directory that no tool takes for a checkpoint; the kept checkpoints are never touched. The next
 `prune --yes` deletes leftover trash. Each removal counts the files and bytes it really deleted,
 and the report says exactly that, also for a removal that stopped half-way.
+
+A checkpoint kept as one file (`epoch_3.ckpt`) is looked at again the same way and unlinked
+relative to its directory, opened without following links: one atomic step, no trash.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuhours.storage._fs import TRASH_PREFIX, is_within, mount_id, resolve_root
 from gpuhours.storage.retention import RetentionPlan, RetentionPolicy, assess, incomplete_reasons
-from gpuhours.storage.scan import CHECKPOINT_DIR_RE, scan, scan_checkpoint
+from gpuhours.storage.scan import CHECKPOINT_DIR_RE, scan, scan_checkpoint, scan_flat_checkpoint
 
 
 class Removal(BaseModel):
@@ -78,7 +81,8 @@ def prune(directory: str, policy: RetentionPolicy, yes: bool = False,
                            trash=[Removal(path=t, outcome="skipped", detail="pending")
                                   for t in s.trash_dirs])
     trash = [_delete_trash(root, t) for t in s.trash_dirs]
-    removals = [remove_checkpoint(root, d.path, policy, now) for d in plan.to_remove]
+    removals = [remove_checkpoint_file(root, d.path, policy, now) if d.flat
+                else remove_checkpoint(root, d.path, policy, now) for d in plan.to_remove]
     return PruneResult(root=root, plan=plan, applied=True, removals=removals, trash=trash)
 
 
@@ -133,6 +137,45 @@ def remove_checkpoint(root: str, rel_path: str, policy: RetentionPolicy,
         os.close(parent_fd)
     return Removal(path=rel_path, outcome="removed", files_removed=tally.files,
                    bytes_removed=tally.bytes)
+
+
+def remove_checkpoint_file(root: str, rel_path: str, policy: RetentionPolicy,
+                           now: float | None = None) -> Removal:
+    """Remove one checkpoint file below `root` (a real path): looked at again (still a regular
+    file named as a checkpoint, reached without links, settled), then unlinked relative to its
+    directory opened component by component with O_NOFOLLOW (a directory swapped for a link
+    after the checks cannot redirect the unlink). One unlink is atomic: no trash step."""
+    name = os.path.basename(rel_path)
+    if not is_within(root, rel_path):
+        return Removal(path=rel_path, outcome="skipped",
+                       detail="no longer a checkpoint file reached without links")
+    fresh = scan_flat_checkpoint(root, rel_path)
+    if fresh is None:
+        return Removal(path=rel_path, outcome="skipped",
+                       detail="no longer a regular checkpoint file")
+    reasons = incomplete_reasons(fresh, policy, time.time() if now is None else now)
+    if reasons:
+        return Removal(path=rel_path, outcome="skipped", detail="incomplete now: " + reasons[0])
+    try:
+        fence = _fence(root)
+        parent_fd = _open_dir_nofollow(root, os.path.dirname(rel_path), fence)
+    except OSError as e:
+        return Removal(path=rel_path, outcome="skipped",
+                       detail=f"its directory cannot be opened without following links or "
+                              f"crossing a mount point ({e.strerror})")
+    try:
+        st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            return Removal(path=rel_path, outcome="skipped", detail="no longer a regular file")
+        os.unlink(name, dir_fd=parent_fd)
+        os.fsync(parent_fd)
+    except FileNotFoundError:
+        return Removal(path=rel_path, outcome="skipped", detail="gone already")
+    except OSError as e:
+        return Removal(path=rel_path, outcome="failed", detail=f"unlink: {e.strerror}")
+    finally:
+        os.close(parent_fd)
+    return Removal(path=rel_path, outcome="removed", files_removed=1, bytes_removed=st.st_size)
 
 
 def _deleted(tally: _Tally) -> str:

@@ -30,7 +30,8 @@ def _few(paths: list[str], n: int) -> str:
 
 def render_plan(plan: RetentionPlan, out: Console, applied_paths: set[str] | None = None) -> None:
     if not plan.decisions:
-        out.print("No checkpoint-<step> directories found.")
+        out.print("No checkpoints found (checkpoint-<step> directories, or checkpoint files "
+                  "named by step or epoch such as checkpoint_step_500.pt or epoch_3.ckpt).")
         return
     metric = plan.policy.metric
     t = Table(title=f"Checkpoints: {esc(plan.policy_text)}")
@@ -43,7 +44,8 @@ def render_plan(plan: RetentionPlan, out: Console, applied_paths: set[str] | Non
         if applied_paths is not None and d.action == "remove":
             action = "removed" if d.path in applied_paths else "not removed"
         style = "red" if d.action == "remove" else ""
-        t.add_row(esc(d.run), esc(d.path.rsplit("/", 1)[-1]), str(d.step), size(d.bytes),
+        step = str(d.step) if d.step_in_name else f"epoch {d.epoch}"
+        t.add_row(esc(d.run), esc(d.path.rsplit("/", 1)[-1]), step, size(d.bytes),
                   _metric(d.metric), f"[{style}]{action}[/{style}]" if style else action,
                   esc("; ".join(d.reasons)))
     out.print(t)

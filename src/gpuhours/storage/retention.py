@@ -1,6 +1,8 @@
-"""Checkpoint retention: which Hugging Face `checkpoint-<step>` directories to keep, and why.
+"""Checkpoint retention: which Hugging Face `checkpoint-<step>` directories, and which
+checkpoint files (`checkpoint_step_500.pt`, `epoch=3-val_loss=0.23.ckpt`), to keep, and why.
 
-Checkpoints are grouped by run (the directory that holds them). In each run the policy keeps:
+Checkpoints are grouped by run (the directory that holds them; for files, the directory and the
+name's pattern with its numbers left out, gpuhours.storage.scan). In each run the policy keeps:
 - every incomplete checkpoint (see `incomplete_reasons`): a training process may be writing it;
 - the newest complete checkpoint, by the step in its name, and the last `keep_last` (at least 1);
 - with a metric, the best complete one and the best `keep_best` (at least 1); ties go to the
@@ -14,8 +16,10 @@ syncing a run rewrites mtimes, the step in the name stays (the Trainer's own num
 
 A checkpoint's metric is the value of `metric` in the `log_history` entry of its
 trainer_state.json whose `step` equals the checkpoint's step: the evaluation of that very model.
-An evaluation at another step describes another model and is not used. A metrics file
-(`metrics_file`) can give the values instead.
+An evaluation at another step describes another model and is not used. A checkpoint file's
+metric is the one its name carries (`val_loss=0.23`, as Lightning's ModelCheckpoint writes it);
+a file is ordered by the step in its name, or by its epoch when it names no step. A metrics
+file (`metrics_file`) can give the values instead, for both.
 """
 
 from __future__ import annotations
@@ -121,6 +125,12 @@ class CheckpointDecision(BaseModel):
     action: Literal["keep", "remove"]
     #: why it is kept; empty when removed
     reasons: list[str]
+    #: a checkpoint kept as one file (`epoch_3.ckpt`), not a checkpoint-<step> directory
+    flat: bool = False
+    #: a flat file's epoch, when its name carries one
+    epoch: int | None = None
+    #: False when `step` is the epoch (a file named by epoch alone)
+    step_in_name: bool = True
 
 
 class RetentionPlan(BaseModel):
@@ -181,7 +191,9 @@ def incomplete_reasons(c: CheckpointDir, policy: RetentionPolicy, now: float) ->
     the Trainer writes after the weights, optimizer, scheduler and RNG state); a lock or
     temporary file inside (`*.lock`, `lock`, `*.tmp`, `*.partial`, `*.incomplete`); a file or
     directory in it modified less than `settle_s` seconds ago (or in the future); a part that
-    could not be read."""
+    could not be read.A checkpoint file has neither marker nor staging name (torch.save writes it in place):
+    the settle window is its rule.
+    """
     reasons = []
     if c.staging:
         reasons.append("tmp- name: the Trainer is still staging it")
@@ -306,7 +318,13 @@ def assess(s: Scan, policy: RetentionPolicy, now: float) -> RetentionPlan:
     for c in s.checkpoints:
         reasons = incomplete_reasons(c, policy, now)
         value: float | None = None
-        if c.has_marker:
+        if c.flat:  # no trainer state: the metric, if any, is written in the file's name
+            value = c.name_metrics.get(policy.metric) if policy.metric else None
+            if value is not None and not math.isfinite(value):
+                value = None
+            if not reasons:
+                metric_names |= set(c.name_metrics)
+        elif c.has_marker:
             state_path = os.path.join(s.root, c.rel_path, policy.marker)
             try:
                 st = _read_state(state_path, c.step, policy.metric)
@@ -342,7 +360,9 @@ def assess(s: Scan, policy: RetentionPolicy, now: float) -> RetentionPlan:
     for c, f, why in zip(s.checkpoints, facts, reasons_of, strict=True):
         decisions.append(CheckpointDecision(path=c.rel_path, run=c.run, step=c.step, files=c.files,
                                             bytes=c.bytes, metric=f.metric,
-                                            action="keep" if why else "remove", reasons=why))
+                                            action="keep" if why else "remove", reasons=why,
+                                            flat=c.flat, epoch=c.epoch,
+                                            step_in_name=c.step_in_name))
         if not why:
             removed.append(c)
     return RetentionPlan(policy=policy, policy_text=policy.describe(), decisions=decisions,
@@ -355,8 +375,12 @@ def _check_metric_found(s: Scan, policy: RetentionPolicy, facts: Sequence[Checkp
     complete = [f for f in facts if not f.incomplete]
     if not complete or any(f.metric is not None for f in complete):
         return
+    n_files = sum(1 for c in s.checkpoints if c.flat and c.rel_path in
+                  {f.path for f in complete})
     where = f"--metrics-file {policy.metrics_file}" if policy.metrics_file else (
-        f"the {policy.marker} of {len(complete)} complete checkpoints under {s.root}")
+        f"the {policy.marker} of {len(complete) - n_files} complete checkpoint directories"
+        + (f" and the names of {n_files} checkpoint files" if n_files else "")
+        + f" under {s.root}")
     detail = ""
     if not policy.metrics_file:
         if steps:

@@ -20,6 +20,12 @@ Classification, first rule that matches wins, by the path relative to DIR:
 8. `*.parquet`, `*.arrow`, `*.jsonl`, `*.tfrecord`, `*.npy`, `*.npz`, `*.csv`, `*.tsv`: datasets.
 Everything else is `other`; symbolic links are `links` whatever their name.
 Directory names are compared in lower case.
+
+Checkpoints kept as single files (`checkpoint_step_500.pt`, `epoch_3.ckpt`,
+`epoch=2-step=1000-val_loss=0.23.ckpt`) are found too, outside checkpoint directories and
+outside caches, logs and datasets: a file with a checkpoint extension whose name carries a step
+or an epoch (`flat_checkpoint_name`). Files of one directory whose names differ only in their
+numbers form one series (`run`), ordered by step (by epoch when the names carry no step).
 """
 
 from __future__ import annotations
@@ -70,7 +76,8 @@ _KIND_OF_RANK: dict[int, Kind] = {0: "trash", 1: "checkpoints", 2: "caches", 3: 
 def file_kind(name: str) -> Kind:
     """Kind of a file by its name alone (rules 6-8), for a file below no classified directory."""
     low = name.lower()
-    if low.endswith(".ckpt") or "checkpoint" in low or "ckpt" in low:
+    if low.endswith(".ckpt") or "checkpoint" in low or "ckpt" in low \
+            or flat_checkpoint_name(name) is not None:
         return "checkpoints"
     if low.endswith(".log") or low.startswith("events.out.tfevents"):
         return "logs"
@@ -110,6 +117,74 @@ class CheckpointDir:
     linked_from: list[str] = field(default_factory=list)
     #: mount points in it (another filesystem or a bind mount): never crossed, never removed
     mount_points: list[str] = field(default_factory=list)
+    #: a checkpoint kept as one file (`epoch_3.ckpt`), not a checkpoint-<step> directory
+    flat: bool = False
+    #: a flat file's epoch, when its name carries one
+    epoch: int | None = None
+    #: False when `step` is the epoch (a flat file named by epoch alone)
+    step_in_name: bool = True
+    #: metrics written in a flat file's name (`val_loss=0.23`)
+    name_metrics: dict[str, float] = field(default_factory=dict)
+
+
+#: extensions of a checkpoint kept as one file (torch, Lightning, safetensors, pickles)
+FLAT_CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".pth.tar", ".pkl")
+_STEP_RE = re.compile(r"(?:^|[^a-z])(?:global_step|global-step|step|steps|iter|iteration|it)"
+                      r"[_=-]?(\d+)(?![a-z])")
+_EPOCH_RE = re.compile(r"(?:^|[^a-z])(?:epoch|ep)[_=-]?(\d+)(?![a-z])")
+#: `checkpoint_500.pt`, `ckpt-500.pt`, `model_500.pt`: a bare number after the word is a step
+_BARE_STEP_RE = re.compile(r"^(?:checkpoint|ckpt|model|weights|state)[_-](\d+)$")
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_METRIC_RE = re.compile(r"([A-Za-z][A-Za-z0-9_./]*)=(" + _NUMBER + r")(?=$|[-_ ,])")
+_NUMBERS_RE = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class FlatName:
+    """What a checkpoint file's name says: step, epoch, metrics, and its series' pattern."""
+
+    step: int | None
+    epoch: int | None
+    metrics: dict[str, float]
+    #: the name with its numbers replaced by `*`: files of one series share it
+    pattern: str
+
+    @property
+    def order(self) -> int:
+        """The number that orders the series: the step, or the epoch without one."""
+        return self.step if self.step is not None else self.epoch or 0
+
+
+def flat_checkpoint_name(name: str) -> FlatName | None:
+    """The step/epoch/metrics of a checkpoint file's name, or None when it is not one: a
+    checkpoint extension (FLAT_CHECKPOINT_SUFFIXES) and a step or an epoch in the name
+    (`step_500`, `step=500`, `global_step500`, `iter_500`, `epoch_3`, `epoch=3`, or a bare
+    number after checkpoint/ckpt/model/weights/state). `last.ckpt` or `best.pt` name no step
+    and are not part of a series (never removed). Lower case compared; `key=value` pairs
+    other than step and epoch are metrics (`val_loss=0.23`)."""
+    low = name.lower()
+    suffix = next((x for x in sorted(FLAT_CHECKPOINT_SUFFIXES, key=len, reverse=True)
+                   if low.endswith(x)), None)
+    if suffix is None:
+        return None
+    stem = low[:-len(suffix)]
+    step_m = _STEP_RE.search(stem)
+    epoch_m = _EPOCH_RE.search(stem)
+    bare = _BARE_STEP_RE.fullmatch(stem) if step_m is None and epoch_m is None else None
+    if step_m is None and epoch_m is None and bare is None:
+        return None
+    step = int(step_m.group(1)) if step_m else int(bare.group(1)) if bare else None
+    metrics = {}
+    for key, value in _METRIC_RE.findall(name[:-len(suffix)]):
+        if key.lower() not in ("step", "epoch", "global_step", "iter", "iteration", "it", "ep",
+                               "steps"):
+            metrics[key] = float(value)
+    # metric values first (a sign and a decimal point are part of them), then other numbers
+    raw_stem = name[:-len(suffix)]
+    pattern = _NUMBERS_RE.sub("*", _METRIC_RE.sub(lambda m: f"{m.group(1)}=*", raw_stem)) \
+        + name[-len(suffix):]
+    return FlatName(step=step, epoch=int(epoch_m.group(1)) if epoch_m else None,
+                    metrics=metrics, pattern=pattern)
 
 
 @dataclass
@@ -241,6 +316,11 @@ def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None, int]
                     stack.append((e.path, child_rel, child_rank, child_owner, st.st_dev))
                     continue
                 n_files += 1
+                if owner is None and rank in (_NONE, _RANK["checkpoints"]) \
+                        and stat.S_ISREG(mode):
+                    flat = flat_checkpoint_name(e.name)
+                    if flat is not None:
+                        checkpoints.append(_flat_checkpoint(child_rel, rel, flat, st))
                 kind = _KIND_OF_RANK[rank] if rank != _NONE else file_kind(e.name)
                 k = kinds[kind]
                 k.files += 1
@@ -260,6 +340,37 @@ def _walk(root: str, stack: list[tuple[str, str, int, CheckpointDir | None, int]
     return Scan(root=root, kinds={k: v for k, v in kinds.items()}, checkpoints=checkpoints,
                 links=links, trash_dirs=sorted(trash_dirs), unreadable=sorted(unreadable),
                 files=n_files, dirs=n_dirs, mount_points=sorted(mount_points))
+
+
+def _flat_checkpoint(rel_path: str, rel_dir: str, flat: FlatName, st: os.stat_result
+                     ) -> CheckpointDir:
+    """A checkpoint file as the retention rules see a checkpoint: one file, its own marker
+    (there is no trainer state to wait for: the settle window alone says it is written)."""
+    c = CheckpointDir(rel_path=rel_path, run=f"{rel_dir or '.'}/{flat.pattern}",
+                      step=flat.order, staging=False, files=1, bytes=st.st_size,
+                      newest_mtime=st.st_mtime, has_marker=True, flat=True, epoch=flat.epoch,
+                      step_in_name=flat.step is not None, name_metrics=dict(flat.metrics))
+    disk = st.st_blocks * 512
+    if st.st_nlink > 1:
+        c.shared_inodes[(st.st_dev, st.st_ino)] = [st.st_nlink, disk, 1]
+    else:
+        c.single_link_disk_bytes = disk
+    return c
+
+
+def scan_flat_checkpoint(root: str, rel_path: str) -> CheckpointDir | None:
+    """One checkpoint file read again from disk (None when it is gone, a link, or no longer a
+    regular file named as a checkpoint)."""
+    name = rel_path.rsplit("/", 1)[-1]
+    flat = flat_checkpoint_name(name)
+    try:
+        st = os.lstat(os.path.join(root, rel_path))
+    except OSError:
+        return None
+    if flat is None or not stat.S_ISREG(st.st_mode):
+        return None
+    return _flat_checkpoint(rel_path, rel_path.rsplit("/", 1)[0] if "/" in rel_path else "",
+                            flat, st)
 
 
 def _add_to_checkpoint(owner: CheckpointDir, name: str, rel_dir: str, st: os.stat_result,
