@@ -469,7 +469,7 @@ def plan(
                          "See examples/pixelis.yaml.")
     from gpuhours.api import open_ledger
 
-    budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger) if calibrate else None)
+    budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger), calibrate=calibrate)
     doc = None
     if not no_doc:
         from gpuhours.report.living_doc import default_document_path, update_living_document

@@ -395,3 +395,10 @@ def scoring_time_s(arch: ModelArch, sequences: float, tokens_per_sequence: float
         arch, (tokens_per_sequence + 1) / 2)
     return flops / (peak_flops(gpu, precision) * gemm_efficiency(gpu, arch.hidden_size))
 
+
+
+def rollout_precision(gpu: GpuSpec, training_precision: str) -> str:
+    """The matmul precision rollouts and scoring passes are costed at: bf16, as engines run
+    them, on a device with a bf16 rate; on one without (a CPU measured by `gpuhours bench`
+    in fp32), the training's own matmul precision."""
+    return "bf16" if gpu.dense_tflops.bf16 else training_precision

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from gpuhours import catalog
+from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError, UnknownNameError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure
@@ -22,24 +23,22 @@ def _runs_multiplier(runs: str, seeds: int) -> int:
     return seeds if runs == "per_seed" else 1
 
 
-def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
+def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> Budget:
     """Evaluate every phase of a plan and assemble its budget; with a ledger, training phases
-    are calibrated by the nearest matching measurement."""
+    are calibrated by the nearest matching measurement (unless not `calibrate`: the ledger then
+    only names the devices it measured) and tracked runs are set against their phases."""
     plan = loaded.plan
-    try:
-        gpu = catalog.gpu(plan.hardware.gpu)
-    except UnknownNameError as e:
-        line = f", line {loaded.gpu_line}" if loaded.gpu_line else ""
-        raise InputError(f"{loaded.path}{line}, hardware.gpu", e.message,
-                         "Use a name from `gpuhours catalog gpus`.") from None
-    ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path, ledger=ledger)
+    line = f", line {loaded.gpu_line}" if loaded.gpu_line else ""
+    gpu = _gpu(plan.hardware.gpu, ledger, f"{loaded.path}{line}, hardware.gpu")
+    ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path,
+                  ledger=ledger if calibrate else None)
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
     gpus_by_name = {gpu.name: gpu}
     for phase in plan.phases:
         phase_ctx = ctx
         if phase.gpu is not None:
-            phase_gpu = _phase_gpu(loaded, phase)
+            phase_gpu = _phase_gpu(loaded, phase, ledger)
             gpus_by_name[phase_gpu.name] = phase_gpu
             phase_ctx = replace(ctx, gpu=phase_gpu)
         if isinstance(phase, GridPhase):
@@ -48,7 +47,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None) -> Budget:
         else:
             result = compute_phase(phase_ctx, phase)
         results.append(result)
-    if ledger is not None:
+    if ledger is not None and calibrate:
         results = _with_actuals(results, ledger, plan.project)
 
     def total(runs: str) -> float:
@@ -150,15 +149,29 @@ def _storage_total(results: list[PhaseResult], seeds: int) -> Figure | None:
                   source="datasets once, per-run parts x runs: " + ", ".join(parts))
 
 
-def _phase_gpu(loaded: LoadedPlan, phase: Any) -> Any:
-    """The catalog GPU a phase names, or an error naming the plan, line and field."""
+def _gpu(name: str, ledger: Any, where: str) -> GpuSpec:
+    """A catalog GPU by name or alias; with a ledger, also a device measured there by `gpuhours
+    bench` (a CPU, an Apple chip: its probes give the peaks and bandwidth), as `estimate` takes
+    one. An error names the plan, line and field."""
     try:
-        return catalog.gpu(phase.gpu)
+        return catalog.gpu(name)
     except UnknownNameError as e:
-        line = loaded.phase_lines.get(phase.name)
-        raise InputError(f"{loaded.path}{f', line {line}' if line else ''}, phase "
-                         f"{phase.name!r}, field 'gpu'", e.message,
-                         "Use a name from `gpuhours catalog gpus`.") from None
+        if ledger is not None and ledger.probes(device_key=name):
+            from gpuhours.track.calibration import measured_device
+
+            try:
+                return measured_device(ledger, name)
+            except InputError as err:
+                raise InputError(where, err.message, err.hint) from None
+        raise InputError(where, e.message, "Use a name from `gpuhours catalog gpus`, or a "
+                         "device key measured by `gpuhours bench` with --ledger.") from None
+
+
+def _phase_gpu(loaded: LoadedPlan, phase: Any, ledger: Any = None) -> GpuSpec:
+    """The GPU a phase names (see _gpu)."""
+    line = loaded.phase_lines.get(phase.name)
+    return _gpu(phase.gpu, ledger, f"{loaded.path}{f', line {line}' if line else ''}, phase "
+                                   f"{phase.name!r}, field 'gpu'")
 
 
 def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[CostLine]:
@@ -172,7 +185,11 @@ def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[Cos
     from gpuhours.catalog.price_flags import price_flags
 
     today = date.today()
-    rows = sorted(catalog.prices(gpu_name),
+    try:
+        listed = catalog.prices(gpu_name)
+    except UnknownNameError:  # a device measured by bench (a CPU): no catalog price
+        listed = []
+    rows = sorted(listed,
                   key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
     return [CostLine(gpu=gpu_name, provider=r.provider, kind=r.provider_kind, instance=r.instance,
                      on_demand_usd=None if r.on_demand_usd_per_gpu_hour is None

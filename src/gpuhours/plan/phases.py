@@ -23,6 +23,7 @@ from gpuhours.estimate.figures import Figure
 from gpuhours.estimate.generation import (
     estimate_generation,
     max_batch_by_memory,
+    rollout_precision,
     scoring_time_s,
 )
 from gpuhours.estimate.timing import peak_flops
@@ -482,16 +483,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{err.message} (the engine's share: {share:g} of the GPU)",
                          "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
                          ) from None
-    work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu)
+    matmul = rollout_precision(ctx.gpu, t.precision)
+    work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu,
+                               matmul)
     tail = estimate_generation(probe.model_copy(update={"batch": 1, "output_tokens": longest}),
-                               ctx.gpu)
+                               ctx.gpu, matmul)
     waves = math.ceil(per_gpu / work.batch)
     rollout_s = max(waves * work.batch_time_s, (waves - 1) * work.batch_time_s + tail.batch_time_s)
     tail_led = tail.batch_time_s > work.batch_time_s
 
     # scoring passes over whole sequences, on the training GPUs
     def score(arch: ModelArch) -> float:
-        return scoring_time_s(arch, sequences, seq, ctx.gpu) / train_gpus
+        return scoring_time_s(arch, sequences, seq, ctx.gpu, matmul) / train_gpus
 
     old_logprob_s = score(t.arch) if phase.old_logprob_pass else 0.0
     ref_s = score(t.arch) if phase.reference_model else 0.0
@@ -512,7 +515,17 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     check_fits(ctx, phase, e if seq_max == seq else longest_batch(t))
     update_s = phase.policy_epochs * sequences * seq / e.tokens_per_s.value
-    critic_s = (score(t.arch) + update_s) if phase.critic else 0.0
+    grpo = _grpo_calibration(ctx, hw, t)
+    if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
+        scale = grpo.scales.get
+        if phase.engine == grpo.engine:
+            rollout_s *= scale("rollout generation", 1.0)
+        old_logprob_s *= scale("old-policy log-probs", 1.0)
+        # a reward model scores like the reference: one forward over every sequence
+        ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
+        update_s *= scale("policy update", 1.0)
+    critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
+                + update_s) if phase.critic else 0.0
     sync_s = weight_sync_s(t.arch, hw, dedicated)
 
     train_side = old_logprob_s + ref_s + reward_s + update_s + critic_s
@@ -541,6 +554,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
              f"{training_basis(e).replace(': ', ' ', 1)}")
+    if grpo is not None:
+        basis += f"; {grpo.basis}"
     warnings = list(e.warnings)
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
@@ -555,7 +570,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_waves": waves, "rollout_tail_s": tail.batch_time_s,
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
                "rollout_tensor_parallel": tp, "update_micro_batch": t.micro_batch,
-               "rollout_memory_utilisation": share}
+               "rollout_memory_utilisation": share,
+               "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None}
     storage, write_s = phase_storage(
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
         base / gpus_total, rollouts=steps * sequences, rollout_tokens=seq,
@@ -563,6 +579,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
                         _setup_summary(t, hw), warnings, details, None, storage, write_s,
                         steps=steps)
+
+
+def _grpo_calibration(ctx: Context, hw: Hardware, t: Training) -> Any:
+    """The part scales of the nearest GRPO step measured on this device (`gpuhours bench
+    --workload grpo`), or None without a ledger or such a measurement."""
+    if ctx.ledger is None:
+        return None
+    from gpuhours.track.calibration import find_grpo_calibration
+
+    return find_grpo_calibration(ctx.ledger, hw, t)
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:

@@ -48,7 +48,8 @@ class Expectation(_Strict):
 class HardwareSpec(_Strict):
     """Where the project runs."""
 
-    gpu: str = Field(description="catalog name or alias, e.g. a100-80gb")
+    gpu: str = Field(description="catalog name or alias, e.g. a100-80gb; or the device key "
+                     "of a machine measured by `gpuhours bench` (with the ledger)")
     gpus_per_node: PositiveInt = 8
     nodes: PositiveInt = 1
     inter_node_gb_per_s_one_way: PositiveFloat = Field(

@@ -401,3 +401,97 @@ def find_generation_calibration(ledger: Ledger, gpu: GpuSpec, g: Any
              f"tokens, decode step {m.step_time_median_s * 1e3:.1f} ms measured: engine host "
              f"costs x{scale:.3g}")
     return GenerationCalibration(host_scale=scale, basis=basis, ledger_id=m.id)
+
+
+#: the parts of a GRPO step a `bench --workload grpo` row calibrates, as the plan's rl phase
+#: names them; the reward is a rule on this machine (its time is Python's) and is not carried
+GRPO_PARTS = ("rollout generation", "old-policy log-probs", "reference model", "policy update")
+
+
+@dataclass(frozen=True)
+class GrpoCalibration:
+    """A measured GRPO step: each part's measured time over the physics' time for that step."""
+
+    #: measured / predicted, by part (GRPO_PARTS)
+    scales: dict[str, float]
+    basis: str
+    ledger_id: int
+    #: the engine the rollout ran on: its scale carries only to rollouts on the same engine
+    engine: str
+
+
+def grpo_parts_s(t: Training, hw: Hardware, sequences: int, prompt_tokens: int,
+                 response_tokens: int, engine: str = "hf-generate",
+                 update_tokens_per_s: float | None = None) -> dict[str, float]:
+    """The physics' time of each part of one colocated GRPO step on one device, as the plan's
+    rl phase computes it for a step whose rollouts fit in one wave: `sequences` responses of
+    `response_tokens` to prompts of `prompt_tokens` generated in one batch (the longer of the
+    batch and of one sequence alone); the old policy and the reference scoring each sequence
+    once (one forward, gpuhours.estimate.generation.scoring_time_s); the update at the
+    training estimate's tokens/s (or `update_tokens_per_s`, a calibrated one). Seconds."""
+    from gpuhours.estimate.generation import (
+        estimate_generation,
+        rollout_precision,
+        scoring_time_s,
+    )
+    from gpuhours.setup import Generation
+
+    seq = prompt_tokens + response_tokens
+    matmul = rollout_precision(hw.gpu, t.precision)
+    g = Generation(arch=t.arch, prompt_tokens=prompt_tokens, output_tokens=response_tokens,
+                   engine=engine, batch=sequences)  # type: ignore[arg-type]
+    work = estimate_generation(g, hw.gpu, matmul).batch_time_s
+    alone = estimate_generation(g.model_copy(update={"batch": 1}), hw.gpu, matmul).batch_time_s
+    score = scoring_time_s(t.arch, sequences, seq, hw.gpu, matmul) / hw.num_gpus
+    if update_tokens_per_s is None:
+        update_tokens_per_s = estimate_training(t.model_copy(update={"seq_len": seq}), hw,
+                                                "calibration").tokens_per_s.value
+    return {"rollout generation": max(work, alone), "old-policy log-probs": score,
+            "reference model": score, "policy update": sequences * seq / update_tokens_per_s}
+
+
+def find_grpo_calibration(ledger: Ledger, hw: Hardware, t: Training, *,
+                          max_size_ratio: float = 4.0) -> GrpoCalibration | None:
+    """The nearest `bench --workload grpo` row on `hw`'s device with `t`'s method and matmul
+    dtype and a comparable model (as for training calibration: hidden size within 2x,
+    parameters within `max_size_ratio`), as part scales; None when there is none.
+
+    The predicted parts of the measured step use the same physics as the plan (`grpo_parts_s`,
+    with the update at the ledger's training calibration when there is one, so that a scale
+    is not applied twice): on the measured step itself the calibrated parts are the measured
+    ones, and on a larger step on the same machine the physics carries what differs."""
+    best: tuple[float, Measurement, Training] | None = None
+    for m in ledger.measurements(device_key=hw.gpu.name, status="ok"):
+        if m.kind != "grpo" or not m.model_config:
+            continue
+        s = m.setup
+        tm = training_of(m)
+        if tm is None or tm.method != t.method:
+            continue
+        if MATMUL_DTYPE[tm.precision] != MATMUL_DTYPE[t.precision]:
+            continue
+        seq = s["prompt_tokens"] + s["response_tokens"]
+        tm = tm.model_copy(update={"seq_len": seq})
+        d = _distance(t.arch, t.model_copy(update={"seq_len": seq}), tm.arch, tm, max_size_ratio)
+        if d is not None and (best is None or (d, -m.id) < (best[0], -best[1].id)):
+            best = (d, m, tm)
+    if best is None:
+        return None
+    _, m, tm = best
+    s, measured = m.setup, m.results.get("parts_s") or {}
+    hw1 = hw.model_copy(update={"num_gpus": 1})
+    kwargs = calibration_kwargs(ledger, hw1, tm)
+    update_rate = (estimate_training(tm, hw1, "calibration", **kwargs).tokens_per_s.value
+                   if kwargs else None)
+    predicted = grpo_parts_s(tm, hw1, s["prompts"] * s["generations"], s["prompt_tokens"],
+                             s["response_tokens"], update_tokens_per_s=update_rate)
+    scales = {part: measured[part] / predicted[part] for part in GRPO_PARTS
+              if measured.get(part) and predicted[part] > 0}
+    if not scales:
+        return None
+    shown = ", ".join(f"{part} x{scale:.3g}" for part, scale in scales.items())
+    basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: one GRPO "
+             f"step of {m.model} {tm.method} ({s['prompts']} prompts x {s['generations']}, "
+             f"{s['prompt_tokens']} + {s['response_tokens']} tokens, HF generate) measured "
+             f"{m.step_time_median_s or 0:.3g} s; measured / physics: {shown}")
+    return GrpoCalibration(scales=scales, basis=basis, ledger_id=m.id, engine="hf-generate")
