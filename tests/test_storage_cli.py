@@ -212,3 +212,166 @@ def test_storage_commands_do_not_import_torch(tree):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+# --- storage evict ----------------------------------------------------------------------------
+
+def _aged(path: Path, size: int, hours_ago: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * size)
+    t = path.stat().st_mtime - hours_ago * 3600
+    os.utime(path, (t, t))
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    for i in range(1, 6):  # f1 oldest; 1,000 bytes each
+        _aged(tmp_path / "img" / f"f{i}.png", 1000, hours_ago=6 - i)
+    return tmp_path
+
+
+def test_evict_dry_run_then_yes_removes_the_least_recently_used(cache):
+    before = sorted(p.name for p in (cache / "img").iterdir())
+    data = run_json("evict", str(cache), "--max-size", "2.5kB")  # 2,500 bytes
+    # 5,000 bytes: the three oldest go to reach 2,000 <= 2,500
+    assert [f["path"] for f in data["files"]] == ["img/f1.png", "img/f2.png", "img/f3.png"]
+    assert data["bytes_before"] == 5000 and data["bytes_after"] == 2000
+    assert data["applied"] is False and data["max_bytes"] == 2500
+    assert sorted(p.name for p in (cache / "img").iterdir()) == before
+    assert "Dry run, nothing removed" in run("evict", str(cache), "--max-size", "2500").stdout
+    data = run_json("evict", str(cache), "--max-size", "2.5kB", "--yes")
+    assert data["evicted_bytes"] == 3000
+    assert sorted(p.name for p in (cache / "img").iterdir()) == ["f4.png", "f5.png"]
+
+
+def test_evict_says_when_the_cap_cannot_be_met(cache):
+    _aged(cache / "img" / "writing.png", 700, hours_ago=0)  # inside the 60 s settle window
+    data = run_json("evict", str(cache), "--max-size", "500", "--yes", exit_code=1)
+    assert data["over_cap"] is True and data["bytes_after"] == 700 and data["too_recent"] == 1
+    assert [p.name for p in (cache / "img").iterdir()] == ["writing.png"]
+
+
+@pytest.mark.parametrize(("args", "where", "pattern"), [
+    (("--max-size", "5 gigs"), "--max-size", r"expected a size such as 5GB"),
+    (("--max-size", "5GB", "--settle-s", "-1"), "--settle-s", r"expected seconds >= 0"),
+])
+def test_evict_bad_input(cache, args, where, pattern):
+    assert_user_error(run("evict", str(cache), *args), where, pattern)
+
+
+# --- storage consolidate ----------------------------------------------------------------------
+
+def _batches(tmp_path: Path) -> tuple[list[str], Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    parts = [{"images": torch.randn(n, 3, 4, 4, generator=g), "labels": torch.arange(n) + 10 * i}
+             for i, n in enumerate((4, 5, 6))]
+    parts[1]["images"][0, 0, 0, 0] = float("nan")  # a NaN must verify too (bitwise compare)
+    paths = []
+    for i, p in enumerate(parts):
+        torch.save(p, tmp_path / f"batch_{i}.pt")
+        paths.append(str(tmp_path / f"batch_{i}.pt"))
+    return paths, parts
+
+
+def test_consolidate_pt_batches_into_one_loadable_file(tmp_path):
+    import torch
+
+    paths, parts = _batches(tmp_path)
+    dest = tmp_path / "dataset_v1.pt"
+    data = run_json("consolidate", *paths, "--into", str(dest))
+    assert data["format"] == "torch" and data["applied"] is False and not dest.exists()
+    assert data["bytes"] == sum(os.path.getsize(p) for p in paths)
+    data = run_json("consolidate", *paths, "--into", str(dest), "--yes")
+    assert data["result"]["removed"] == paths and not any(os.path.exists(p) for p in paths)
+    merged = torch.load(dest, weights_only=True)
+    assert merged["images"].shape == (15, 3, 4, 4) and merged["labels"].shape == (15,)
+    assert torch.equal(merged["labels"], torch.cat([p["labels"] for p in parts]))
+    assert torch.allclose(merged["images"], torch.cat([p["images"] for p in parts]),
+                          equal_nan=True)
+    index = json.loads(Path(data["result"]["index"]).read_text())
+    assert index["layout"] == "concat"
+    assert [p["rows"]["images"] for p in index["parts"]] == [4, 5, 6]
+
+
+def test_parts_of_different_shapes_are_kept_as_a_list(tmp_path):
+    import torch
+
+    a, b = torch.ones(2, 3), torch.zeros(4, 5)
+    torch.save(a, tmp_path / "a.pt")
+    torch.save(b, tmp_path / "b.pt")
+    data = run_json("consolidate", str(tmp_path / "a.pt"), str(tmp_path / "b.pt"), "--into",
+                    str(tmp_path / "all.pt"), "--yes", "--keep-originals")
+    assert data["result"]["removed"] == [] and (tmp_path / "a.pt").exists()
+    merged = torch.load(tmp_path / "all.pt", weights_only=True)
+    assert isinstance(merged, list) and torch.equal(merged[0], a) and torch.equal(merged[1], b)
+
+
+def test_a_failed_verification_deletes_nothing(tmp_path, monkeypatch):
+    import torch
+
+    from gpuhours.storage.torch_merge import TorchMerge
+
+    paths, _ = _batches(tmp_path)
+    before = {p: Path(p).read_bytes() for p in paths}
+    real_write = TorchMerge.write
+
+    def lossy_write(self, parts, out):  # a merge that silently drops the last row of a part
+        real_write(self, parts, out)
+        out.seek(0)
+        out.truncate()
+        merged = {k: v for k, v in torch.load(parts[0], weights_only=True).items()}
+        merged = {k: torch.cat([v, v[:-1]]) for k, v in merged.items()}
+        torch.save(merged, out)
+
+    monkeypatch.setattr(TorchMerge, "write", lossy_write)
+    dest = tmp_path / "out.pt"
+    assert_user_error(run("consolidate", *paths, "--into", str(dest), "--yes"), str(dest),
+                      r"verification failed .*originals kept")
+    assert not dest.exists()
+    assert {p: Path(p).read_bytes() for p in paths} == before
+
+
+def test_a_pickle_needing_code_is_refused_unless_allowed(tmp_path):
+    import datetime
+
+    import torch
+
+    days = [datetime.date(2026, 11, 1), datetime.date(2026, 11, 2)]
+    files = [str(tmp_path / f"d_{i}.pt") for i in range(2)]
+    for f, day in zip(files, days, strict=True):
+        torch.save({"day": day}, f)  # a date is not in torch's weights_only allow-list
+    assert_user_error(run("consolidate", *files, "--into", str(tmp_path / "d.pt"), "--yes"),
+                      "d_0.pt", r"weights_only=True.*--unsafe-pickle")
+    assert all(os.path.exists(f) for f in files) and not (tmp_path / "d.pt").exists()
+    data = run_json("consolidate", *files, "--into", str(tmp_path / "d.pt"), "--yes",
+                    "--unsafe-pickle")
+    assert data["result"]["removed"] == files
+    assert torch.load(tmp_path / "d.pt", weights_only=False) == [{"day": d} for d in days]
+
+
+def test_consolidate_bytes_and_bad_input(tmp_path):
+    for i in range(3):
+        (tmp_path / f"part_{i}.jsonl").write_text(f'{{"i": {i}}}\n')
+    files = [str(tmp_path / f"part_{i}.jsonl") for i in range(3)]
+    data = run_json("consolidate", *files, "--into", str(tmp_path / "all.jsonl"), "--yes")
+    assert data["format"] == "bytes"
+    assert (tmp_path / "all.jsonl").read_text() == '{"i": 0}\n{"i": 1}\n{"i": 2}\n'
+    assert not any(os.path.exists(f) for f in files)
+    (tmp_path / "x.jsonl").write_text("x")
+    assert_user_error(run("consolidate", str(tmp_path / "x.jsonl"), "--into",
+                          str(tmp_path / "all.jsonl")), "all.jsonl", r"already exists")
+    assert_user_error(run("consolidate", str(tmp_path / "nope.pt"), "--into",
+                          str(tmp_path / "n.pt")), "nope.pt", r"no such file")
+    assert_user_error(run("consolidate", str(tmp_path / "x.jsonl"), "--into",
+                          str(tmp_path / "y"), "--format", "zip"), "--format", r"expected auto")
+
+
+def test_the_order_given_is_said_when_the_numbers_disagree(tmp_path):
+    for n in (1, 2, 10):
+        (tmp_path / f"batch_{n}.bin").write_bytes(b"x")
+    files = sorted(str(tmp_path / f"batch_{n}.bin") for n in (1, 2, 10))  # as a glob sorts
+    r = run("consolidate", *files, "--into", str(tmp_path / "all.bin"))
+    assert r.exit_code == 0 and "not by the numbers in the names" in r.stdout

@@ -4,8 +4,11 @@
 - `storage_report`: bytes by kind under a directory and what a retention policy would remove.
 - `prune`: carry out a retention policy on Hugging Face checkpoint directories, safely.
 - `LruCache` / `evict`: a cache directory under a size cap, least recently used out first.
-- `consolidate`: batch files into one, originals removed only after the result is verified.
-No torch here.
+- `prune` also takes checkpoints kept as single files (`epoch_3.ckpt`, `checkpoint_step_500.pt`).
+- `consolidate`: batch files into one, originals removed only after the result is verified;
+  `torch_merge.TorchMerge` merges .pt files into one torch can load (torch imported only there,
+  inside its functions).
+No torch at import.
 """
 
 from importlib import import_module

@@ -38,6 +38,15 @@ class CacheEntry:
     modified: float
 
 
+class EvictedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    bytes: int
+    #: max(st_atime, st_mtime), seconds since the epoch
+    last_used: float
+
+
 class Eviction(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -50,6 +59,10 @@ class Eviction(BaseModel):
     #: True when the cap could not be met (files too recent to evict)
     over_cap: bool
     applied: bool
+    #: the evicted files (or those a dry run would evict), least recently used first
+    files: list[EvictedFile] = []
+    #: files too recently modified to evict (the settle window)
+    too_recent: int = 0
 
 
 def plan_lru_eviction(entries: Sequence[CacheEntry], max_bytes: int, now: float,
@@ -108,6 +121,7 @@ def evict(directory: str, max_bytes: int, apply: bool = False, settle_s: float =
     chosen = plan_lru_eviction(entries, max_bytes, time.time() if now is None else now, settle_s,
                                protect)
     evicted: list[str] = []
+    files: list[EvictedFile] = []
     freed = 0
     for e in chosen:
         if apply:
@@ -118,10 +132,30 @@ def evict(directory: str, max_bytes: int, apply: bool = False, settle_s: float =
             except FileNotFoundError:
                 continue
         evicted.append(e.rel_path)
+        files.append(EvictedFile(path=e.rel_path, bytes=e.bytes, last_used=e.last_used))
         freed += e.bytes
+    t = time.time() if now is None else now
     return Eviction(directory=root, max_bytes=max_bytes, bytes_before=before,
                     bytes_after=before - freed, evicted=evicted, evicted_bytes=freed,
-                    over_cap=before - freed > max_bytes, applied=apply)
+                    over_cap=before - freed > max_bytes, applied=apply, files=files,
+                    too_recent=sum(1 for e in entries if t - e.modified < settle_s))
+
+
+_SIZE_RE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE](\d+))?\s*([KMGT]i?B|B)?\s*",
+                      re.IGNORECASE)
+_UNIT_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size_bytes(text: str, option: str) -> int:
+    """'5GB' (10^9), '5GiB' (2^30), '500MB', '1e9' or a plain number of bytes -> bytes; an
+    InputError naming `option` otherwise."""
+    m = _SIZE_RE.fullmatch(text)
+    if m is None:
+        raise InputError(option, f"expected a size such as 5GB (10^9 bytes), 5GiB (2^30) or "
+                                 f"500MB, got {text!r}.")
+    value = float(m.group(1)) * 10 ** int(m.group(2) or 0)
+    return int(value * _UNIT_BYTES[(m.group(3) or "B").lower()])
 
 
 class LruCache:

@@ -42,14 +42,26 @@ def _policy(keep_last: int | None, keep_best: int, metric: str | None, mode: str
         metrics_file=metrics_file, settle_s=settle_s, marker=marker))
 
 
+def _out_of_natural_order(files: list[str]) -> bool:
+    """True when the files' numbers (batch_2 < batch_10) would order them otherwise."""
+    import re
+
+    def key(name: str) -> list[tuple[int, int | str]]:
+        return [(0, int(part)) if part.isdigit() else (1, part)
+                for part in re.split(r"(\d+)", name) if part]
+
+    return sorted(files, key=key) != list(files)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the `storage` sub-app (report, prune) to `app`."""
+    """Add the `storage` sub-app (report, prune, evict, consolidate) to `app`."""
     from gpuhours.cli_common import emit_json as _emit_json
     from gpuhours.cli_common import out, user_errors
     from gpuhours.storage.retention import DEFAULT_SETTLE_S
 
     storage_app = typer.Typer(no_args_is_help=True, help="Sizes by kind under a directory; safe "
-                                                         "checkpoint retention.")
+                                                         "checkpoint retention, cache eviction "
+                                                         "and consolidation of batch files.")
     app.add_typer(storage_app, name="storage")
 
     @storage_app.command("report")
@@ -117,3 +129,99 @@ def register(app: typer.Typer) -> None:
             render_prune(r, out)
         if r.failed:
             raise typer.Exit(code=1)
+
+    @storage_app.command("evict")
+    @user_errors
+    def evict(
+        directory: Annotated[str, typer.Argument(metavar="DIR", help="The cache directory.",
+                                                 show_default=False)],
+        max_size: Annotated[str, typer.Option(
+            help="The cap: 5GB (10^9 bytes), 5GiB (2^30 bytes), 500MB or a number of bytes.",
+            show_default=False)],
+        settle_s: Annotated[float, typer.Option(
+            help="A file modified less than this many seconds ago may still be being written "
+                 "and is never evicted.")] = 60.0,
+        yes: Annotated[bool, typer.Option("--yes", help="Remove; without it nothing changes.")]
+        = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Bring a cache directory under --max-size by removing its least recently used files
+        (last use: the later of access and modification time). Shows what it would remove,
+        removes only with --yes. Links are neither followed nor removed; nothing outside DIR
+        is touched. Exit code 1 when the cap cannot be met (files too recent to evict)."""
+        from gpuhours.errors import InputError
+        from gpuhours.storage.cache import evict as evict_dir
+        from gpuhours.storage.cache import parse_size_bytes
+        from gpuhours.storage.render import render_eviction
+
+        if not settle_s >= 0:
+            raise InputError("--settle-s", f"expected seconds >= 0, got {settle_s}.")
+        r = evict_dir(directory, parse_size_bytes(max_size, "--max-size"), apply=yes,
+                      settle_s=settle_s)
+        if as_json:
+            _emit_json(r)
+        else:
+            render_eviction(r, out)
+        if r.over_cap:
+            raise typer.Exit(code=1)
+
+    @storage_app.command("consolidate")
+    @user_errors
+    def consolidate(
+        files: Annotated[list[str], typer.Argument(
+            metavar="FILES...", help="The batch files, in the order to merge them.",
+            show_default=False)],
+        into: Annotated[str, typer.Option(
+            "--into", help="The consolidated file to write (must not exist).",
+            show_default=False)],
+        format_: Annotated[str, typer.Option(
+            "--format", help="torch (.pt files loaded and saved as one: tensors or dicts of "
+                             "tensors concatenated along dim 0, else a list), bytes (the files "
+                             "concatenated, with an index of offsets), or auto (torch when "
+                             "every file ends in .pt or .pth).")] = "auto",
+        keep_originals: Annotated[bool, typer.Option(
+            "--keep-originals", help="Write and verify, but delete nothing.")] = False,
+        unsafe_pickle: Annotated[bool, typer.Option(
+            "--unsafe-pickle", help="Load .pt files that torch.load(weights_only=True) refuses "
+                                    "(runs their pickled code: only files you trust).")] = False,
+        yes: Annotated[bool, typer.Option("--yes", help="Write, verify, then delete the "
+                                                        "originals; without it nothing "
+                                                        "changes.")] = False,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Merge batch files into one file, verify it, and only then delete the originals
+        (the seed 003 pattern, made safe): written atomically, checked by reading it back
+        (a .pt file reloaded and compared tensor by tensor with each original; bytes by size
+        and SHA-256), nothing deleted if the check fails. Shows the plan; acts only with
+        --yes."""
+        from gpuhours.errors import InputError
+        from gpuhours.storage.consolidation import check_inputs
+        from gpuhours.storage.consolidation import consolidate as merge
+        from gpuhours.storage.render import render_consolidation
+        from gpuhours.storage.torch_merge import TORCH_SUFFIXES
+
+        if format_ not in ("auto", "torch", "bytes"):
+            raise InputError("--format", f"expected auto, torch or bytes, got {format_!r}.")
+        fmt = format_ if format_ != "auto" else (
+            "torch" if all(f.lower().endswith(TORCH_SUFFIXES) for f in files) else "bytes")
+        if unsafe_pickle and fmt != "torch":
+            raise InputError("--unsafe-pickle", "is for --format torch.")
+        total = check_inputs(files, into)
+        result = None
+        if yes:
+            if fmt == "torch":
+                from gpuhours.storage.torch_merge import TorchMerge
+
+                tm = TorchMerge(unsafe_pickle=unsafe_pickle)
+                result = merge(files, into, remove_originals=not keep_originals, write=tm.write,
+                               verify=tm.verifier(files), describe=lambda: tm.describe(files))
+            else:
+                result = merge(files, into, remove_originals=not keep_originals)
+        plan = {"files": list(files), "dest": into, "format": fmt, "bytes": total,
+                "applied": yes, "keep_originals": keep_originals,
+                "natural_order": _out_of_natural_order(files),
+                "result": result.model_dump() if result else None}
+        if as_json:
+            _emit_json(plan)
+        else:
+            render_consolidation(plan, out)

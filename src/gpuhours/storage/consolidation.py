@@ -14,7 +14,8 @@ was written, not what a failing disk will return later.
 
 The default merge is byte concatenation (JSON lines, raw token arrays, any format whose files
 concatenate). For a format that does not (torch .pt files, Arrow files), pass `write` (merge the
-parts into the open file) and `verify` (read the written file back and raise if wrong).
+parts into the open file) and `verify` (read the written file back and raise if wrong);
+gpuhours.storage.torch_merge does it for .pt files.
 """
 
 from __future__ import annotations
@@ -92,10 +93,18 @@ def _sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
+def check_inputs(batch_files: Sequence[str], dest: str) -> int:
+    """Step 1 alone (for a dry run): InputError unless the inputs are distinct regular files
+    and `dest` is new; their total size, bytes."""
+    return sum(st.st_size for _, st in _check_inputs(batch_files, dest))
+
+
 def consolidate(batch_files: Sequence[str], dest: str, remove_originals: bool = True,
                 write: Callable[[Sequence[str], BinaryIO], None] | None = None,
-                verify: Callable[[str], None] | None = None) -> Consolidation:
-    """Write `batch_files` into the new file `dest`; verify it; then remove the originals."""
+                verify: Callable[[str], None] | None = None,
+                describe: Callable[[], dict[str, object]] | None = None) -> Consolidation:
+    """Write `batch_files` into the new file `dest`; verify it; then remove the originals.
+    With a custom format, `describe()` (after the verification) gives the index to write."""
     checked = _check_inputs(batch_files, dest)
     if (write is None) != (verify is None):
         raise InputError("consolidate", "pass both `write` and `verify` for a custom format, or "
@@ -129,6 +138,10 @@ def consolidate(batch_files: Sequence[str], dest: str, remove_originals: bool = 
         atomic_write_bytes(index, json.dumps({
             "dest": os.path.basename(dest), "bytes": offset, "sha256": total.hexdigest(),
             "parts": [pt.model_dump() for pt in parts]}, indent=1).encode())
+    elif describe is not None:
+        index = dest + ".index.json"
+        atomic_write_bytes(index, json.dumps({"dest": os.path.basename(dest), **describe()},
+                                             indent=1).encode())
     removed = []
     if remove_originals:
         for p, _ in checked:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuhours.report.text import esc
+from gpuhours.storage.cache import Eviction
 from gpuhours.storage.pruning import PruneResult
 from gpuhours.storage.report import StorageReport
 from gpuhours.storage.retention import RetentionPlan
@@ -115,3 +116,66 @@ def render_prune(r: PruneResult, out: Console) -> None:
             colour = "red" if x.outcome == "failed" else "yellow" if x.outcome == "skipped" else ""
             label = f"[{colour}]{x.outcome}[/{colour}]" if colour else x.outcome
             out.print(f"  {label} {esc(x.path)}: {esc(x.detail)}")
+
+
+def _age(seconds_ago: float) -> str:
+    for unit, n in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds_ago >= n:
+            return f"{seconds_ago / n:.1f} {unit} ago"
+    return f"{max(seconds_ago, 0):.0f} s ago"
+
+
+def render_eviction(r: Eviction, out: Console, now: float | None = None, shown: int = 20) -> None:
+    import time
+
+    t = time.time() if now is None else now
+    out.print(f"Cache {esc(r.directory)}: {size(r.bytes_before)} in files, cap "
+              f"{size(r.max_bytes)} ({r.max_bytes:,} bytes).")
+    if not r.files:
+        out.print("Nothing to evict." if not r.over_cap else "")
+    else:
+        table = Table(title="Least recently used first")
+        for col in ("file", "size", "last used"):
+            table.add_column(col, justify="left" if col == "file" else "right",
+                             overflow="fold")
+        for f in r.files[:shown]:
+            table.add_row(esc(f.path), size(f.bytes), _age(t - f.last_used))
+        out.print(table)
+        if len(r.files) > shown:
+            out.print(f"... and {len(r.files) - shown:,} more.")
+        verb = "Removed" if r.applied else "Dry run, nothing removed. With --yes this removes"
+        out.print(f"{verb} {len(r.files):,} file(s), {size(r.evicted_bytes)}: the cache "
+                  f"{'is' if r.applied else 'would be'} {size(r.bytes_after)}.")
+    out.print("[dim]Last use: the later of access and modification time (a filesystem "
+              "mounted noatime records no reads).[/dim]")
+    if r.over_cap:
+        out.print(f"[yellow]Still over the cap[/yellow]: {size(r.bytes_after)}; "
+                  f"{r.too_recent:,} file(s) were modified within the settle window and are "
+                  "never evicted (they may still be being written).")
+
+
+def render_consolidation(plan: dict[str, object], out: Console) -> None:
+    files = plan["files"]
+    assert isinstance(files, list)
+    total = plan["bytes"]
+    assert isinstance(total, int)
+    how = ("loaded with torch.load(weights_only=True) and saved as one object"
+           if plan["format"] == "torch" else "concatenated byte for byte, with an index")
+    out.print(f"{len(files):,} file(s), {size(total)}, into {esc(plan['dest'])}: {how}.")
+    if plan.get("natural_order"):
+        out.print(f"[yellow]Note[/yellow]: merged in the order given, not by the numbers in "
+                  f"the names ({esc(', '.join(files[:3]))}, ...): a shell glob sorts batch_10 "
+                  "before batch_2. Pass them sorted (ls -v, sort -V) if the order matters.")
+    result = plan["result"]
+    if not plan["applied"]:
+        then = "keeps them" if plan["keep_originals"] else "then deletes the originals"
+        out.print(f"Dry run, nothing written. With --yes this writes {esc(plan['dest'])} "
+                  f"atomically, checks it by reading it back, and only {then}.")
+        return
+    assert isinstance(result, dict)
+    out.print(f"Wrote {esc(result['dest'])} ({size(result['bytes'])}) and verified it"
+              + (f"; index {esc(result['index'])}" if result.get("index") else "") + ".")
+    removed = result["removed"]
+    assert isinstance(removed, list)
+    out.print(f"Deleted {len(removed):,} original(s)." if removed
+              else "Kept the originals (--keep-originals).")
