@@ -40,8 +40,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.bench.device import DeviceBackend
-from gpuhours.bench.latency import next_check, p50_p95, stop_reason
+from gpuhours.bench.latency import median_cv, next_check, p50_p95, stop_reason
 from gpuhours.bench.module_spec import InputSpec
+from gpuhours.bench.stats import coefficient_of_variation
 from gpuhours.errors import DoesNotFit, InputError
 
 BACKENDS = ("eager", "compile", "onnxruntime", "onnxruntime-int8")
@@ -289,9 +290,6 @@ def time_calls(call: Callable[[], Any], batch: int, rule: InferenceRule, budget_
         if len(times) >= check_at or elapsed >= budget_s:
             reason = stop_reason(times, elapsed, rule.target_cv, budget_s)
             check_at = next_check(len(times))
-    from gpuhours.bench.latency import median_cv
-    from gpuhours.bench.stats import coefficient_of_variation
-
     p50, p95 = p50_p95(times)
     mcv = median_cv(times)
     return BatchTiming(batch=batch, calls=len(times), first_call_s=first,
