@@ -127,9 +127,13 @@ class InferenceResult(BaseModel):
         rows = []
         for b in self.backends:
             for t in b.timings:
-                setup = {"workload": "inference", "backend": b.backend, "micro_batch": t.batch,
-                         "precision": "int8 weights (dynamic)" if b.backend.endswith("int8")
-                         else "fp32", "compiled": b.backend == "compile",
+                int8 = b.backend.endswith("int8")
+                # `method` carries the backend so that ledger lists that show training rows'
+                # method column name it (the calibration reads only kind 'bench' rows)
+                setup = {"workload": "inference", "backend": b.backend, "method": b.backend,
+                         "micro_batch": t.batch, "precision": "int8" if int8 else "fp32",
+                         "quantization": "dynamic int8 weights (onnxruntime quantize_dynamic)"
+                         if int8 else None, "compiled": b.backend == "compile",
                          "inputs": self.inputs, "runs_on": b.runs_on,
                          "seq_len": self.tokens_per_sample}
                 results = {
