@@ -214,3 +214,30 @@ def test_bad_inference_input_exits_2_naming_the_option(args: list[str], where: s
                             "--max-seconds", "0.1", "--no-ledger", *args])
     assert r.exit_code == 2, r.output
     assert where in r.output and "Traceback" not in r.output
+
+
+def test_the_python_api_takes_a_module_object() -> None:
+    import torch
+
+    from gpuhours.bench.device import cpu_backend
+    from gpuhours.bench.inference import InferenceRule, measure_inference, module_model
+
+    class TwoInputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(50, 8)
+            self.out = torch.nn.Linear(8, 3)
+
+        def forward(self, ids: torch.Tensor, scale: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"logits": self.out(self.emb(ids).mean(1) * scale), "none": None}
+
+    torch.manual_seed(0)
+    m = module_model(TwoInputs(), "ids=int64[B,6]<50; scale=float32[B,1]", "two-inputs")
+    assert m.params == 50 * 8 + 8 * 3 + 3
+    r = measure_inference(m, cpu_backend(torch.get_num_threads()), ["eager"], [1, 3],
+                          InferenceRule(warmup=1, max_seconds=0.3))
+    (eager,) = r.backends
+    assert eager.status == "ok" and [t.batch for t in eager.timings] == [1, 3]
+    # a [batch, classes] output is a classifier: 3 rows compared, all agreeing with themselves
+    assert eager.drift is not None and eager.drift.top1_rows == 3
+    assert eager.drift.max_abs_diff == 0.0

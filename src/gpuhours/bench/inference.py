@@ -194,17 +194,28 @@ def _flat_module(module: Any, names: Sequence[str]) -> Any:
     return Flat().eval()
 
 
+def module_model(module: Any, input_specs: str | Sequence[str], name: str,
+                 basis: str = "your module: its own weights") -> InferenceModel:
+    """An nn.Module object (the Python API) with its input specs (gpuhours.bench.module_spec),
+    ready for `measure_inference`."""
+    from gpuhours.bench.module_spec import parse_input_spec
+
+    specs = parse_input_spec(input_specs)
+    module = module.eval()
+    params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
+    return InferenceModel(module=_flat_module(module, [s.name for s in specs]), name=name,
+                          basis=basis, specs=specs, params=params, config={},
+                          tokens_per_sample=None, logits=False)
+
+
 def user_model(module_spec: str, input_specs: Sequence[str]) -> InferenceModel:
     """A user's nn.Module (`--module`) with its `--input` specs."""
     from gpuhours.bench.module_spec import load_module, parse_input_spec
 
-    specs = parse_input_spec(input_specs)
-    module = load_module(module_spec).eval()
-    params = sum(p.numel() for p in {id(p): p for p in module.parameters()}.values())
-    return InferenceModel(module=_flat_module(module, [s.name for s in specs]), name=module_spec,
-                          basis=f"your module {module_spec}: its own weights (as the factory "
-                                "builds them)", specs=specs, params=params, config={},
-                          tokens_per_sample=None, logits=False)
+    parse_input_spec(input_specs)  # bad specs are reported before the user's code runs
+    return module_model(load_module(module_spec), input_specs, module_spec,
+                        f"your module {module_spec}: its own weights (as the factory builds "
+                        "them)")
 
 
 def catalog_model(model: str, overrides: dict[str, Any], seq_len: int) -> InferenceModel:
