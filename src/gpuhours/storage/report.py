@@ -55,8 +55,9 @@ CLASSIFICATION = (
     "first match wins: below .gpuhours-trash-* = trash; below checkpoint-<n>, tmp-checkpoint-<n>, "
     "checkpoint_<n>, global_step<n>, checkpoints, ckpt(s) = checkpoints; below *cache(s) = "
     "caches; below logs, log, wandb, mlruns, tensorboard, tb_logs, lightning_logs = logs; below "
-    "data, dataset(s), *dataset* = datasets; else by file name: *.ckpt, *checkpoint*, *ckpt* = "
-    "checkpoints; *.log, events.out.tfevents* = logs; .parquet .arrow .jsonl .tfrecord .npy .npz "
+    "data, dataset(s), *dataset* = datasets; else by file name: *.ckpt, *checkpoint*, *ckpt*, "
+    "a checkpoint file named by step or epoch (step_500.pt, epoch_3.pth) = checkpoints; "
+    "*.log, events.out.tfevents* = logs; .parquet .arrow .jsonl .tfrecord .npy .npz "
     ".csv .tsv = datasets; else other. Symbolic links are links (never followed); mount points "
     "(other filesystems, bind mounts) are not entered.")
 
