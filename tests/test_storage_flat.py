@@ -39,7 +39,9 @@ def test_names_that_are_checkpoints(name: str, step: int | None, epoch: int | No
 
 @pytest.mark.parametrize("name", [
     "last.ckpt", "best.pt", "model.safetensors", "optimizer.pt", "batch_3.pt", "steps.pt",
-    "stepper_3.pt", "checkpoint_step_500.txt", "epoch_3.ckpt.tmp", "data_00012.bin"])
+    "stepper_3.pt", "checkpoint_step_500.txt", "epoch_3.ckpt.tmp", "data_00012.bin",
+    # the shards of one model are not a series of checkpoints
+    "model-00001-of-00003.safetensors", "pytorch_model-00001-of-00002.bin"])
 def test_names_that_are_not(name: str) -> None:
     assert flat_checkpoint_name(name) is None
 
