@@ -62,10 +62,10 @@ class BatchTiming(BaseModel):
     sample_latency_p50_s: float
     sample_latency_p95_s: float
     samples_per_s: float
-    #: the calls' own spread (sample standard deviation over the mean)
-    calls_cv: float
-    #: the CV of the median estimate (the stopping rule's figure)
-    median_cv: float
+    #: the calls' own spread (sample standard deviation over the mean); None below 2 calls
+    calls_cv: float | None
+    #: the CV of the median estimate (the stopping rule's figure); None below 3 calls
+    median_cv: float | None
     converged: bool
     stop_reason: str
     timed_s: float
@@ -311,8 +311,8 @@ def time_calls(call: Callable[[], Any], batch: int, rule: InferenceRule, budget_
                        batch_latency_p50_s=p50, batch_latency_p95_s=p95,
                        sample_latency_p50_s=p50 / batch, sample_latency_p95_s=p95 / batch,
                        samples_per_s=batch / p50 if p50 > 0 else math.inf,
-                       calls_cv=coefficient_of_variation(times),
-                       median_cv=mcv if math.isfinite(mcv) else 1.0,
+                       calls_cv=coefficient_of_variation(times) if len(times) >= 2 else None,
+                       median_cv=mcv if math.isfinite(mcv) else None,
                        converged=reason.startswith("converged"), stop_reason=reason,
                        timed_s=time.perf_counter() - start)
 

@@ -31,7 +31,8 @@ def render_inference(r: InferenceResult, console: Console, ledger_path: str | No
             rows.append([esc(b.backend), "-", "-", "-", "-", "-", "[red]failed[/red]"])
             continue
         for t in b.timings:
-            cv = f"{t.median_cv:.1%}" + ("" if t.converged else " [yellow]*[/yellow]")
+            cv = (f"{t.median_cv:.1%}" if t.median_cv is not None else "-") \
+                + ("" if t.converged else " [yellow]*[/yellow]")
             rows.append([esc(b.backend), str(t.batch), seconds(t.sample_latency_p50_s),
                          seconds(t.sample_latency_p95_s), _rate(t.samples_per_s), str(t.calls),
                          cv])
@@ -41,7 +42,7 @@ def render_inference(r: InferenceResult, console: Console, ledger_path: str | No
                      if not t.converged]
     if not_converged:
         p(f"  [yellow]*[/yellow] not converged: stopped at the time limit ({r.max_seconds:g} s "
-          f"per backend) with the median's CV above {r.target_cv:.0%}: "
+          f"per backend) before the median's CV fell under {r.target_cv:.0%}: "
           f"{esc(', '.join(not_converged))}", highlight=False)
     else:
         p(f"  every median converged: its CV under {r.target_cv:.0%} within {r.max_seconds:g} s "
