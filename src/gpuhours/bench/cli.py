@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
         min_steps: Annotated[int, typer.Option(help="Timed steps at least.")] = 5,
         max_steps: Annotated[int, typer.Option(help="Timed steps at most.")] = 50,
         target_cv: Annotated[float, typer.Option(
-            help="Stop when the step time's coefficient of variation is below this.")] = 0.02,
+            help="Stop when the step time's coefficient of variation is below this (with "
+                 "--workload inference: the CV of the median latency).")] = 0.02,
         max_time: Annotated[float, typer.Option(
             help="Stop timing after this many seconds (after --min-steps).")] = 60.0,
         sweep: Annotated[list[str] | None, typer.Option(
