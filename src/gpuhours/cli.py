@@ -300,6 +300,7 @@ def estimate(
 @app.command()
 @user_errors
 def fit(
+    ctx: typer.Context,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     gpus: GpusOpt = HARDWARE.num_gpus,
@@ -330,12 +331,55 @@ def fit(
                         "(gpuhours trace; needs the bench extra).")] = False,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
+    from_file: Annotated[str | None, typer.Option(
+        "--from", help="Read the setup from another tool's config (as `estimate --from`; "
+                       "docs/importers.md): options given here win; the file's micro-batch x "
+                       "accumulation x GPUs is the effective batch unless --effective-batch "
+                       "is given. The warnings say what was used.")] = None,
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
     configuration that fits, and what would fit when nothing does."""
     from gpuhours.api import fit_training
     from gpuhours.resolve import resolve_gpu
 
+    notes: list[str] = []
+    if from_file is not None:
+        from gpuhours.importers import AMOUNT_FIELDS, read_setup, settings_to_use
+
+        imported = read_setup(from_file)
+        # fit counts no amount of work: the file's steps, epochs, examples are said unused
+        amounts = {k: v for k, v in imported.fields.items() if k in AMOUNT_FIELDS}
+        imported = imported.model_copy(update={"fields": {
+            k: v for k, v in imported.fields.items() if k not in AMOUNT_FIELDS}})
+        explicit = {f for f, p in _PARAM_OF_FIELD.items()
+                    if f not in AMOUNT_FIELDS and f != "grad_accum" and not _not_given(ctx, p)}
+        if params is not None:  # --params names the model too
+            explicit.add("model")
+        fill, notes = settings_to_use(imported, explicit, None, from_file)
+        model, method = fill.get("model", model), fill.get("method", method)
+        precision, optimizer = fill.get("precision", precision), fill.get("optimizer", optimizer)
+        optimizer_impl = fill.get("optimizer_impl", optimizer_impl)
+        batch, seq = fill.get("micro_batch", batch), fill.get("seq_len", seq)
+        checkpointing = fill.get("checkpointing", checkpointing)
+        flash, loss_kernel = fill.get("flash_attention", flash), fill.get("loss_kernel",
+                                                                            loss_kernel)
+        lora_rank, lora_targets = fill.get("lora_rank", lora_rank), fill.get("lora_targets",
+                                                                               lora_targets)
+        zero, gpus = fill.get("zero_stage", zero), fill.get("num_gpus", gpus)
+        accum = fill.get("grad_accum")
+        if accum is not None and effective_batch is None:
+            per_gpu = imported.fields.get("micro_batch", batch)  # the file's, not --batch
+            effective_batch = per_gpu * accum * gpus
+            notes.append(f"{from_file}: effective batch {effective_batch} = the file's "
+                         f"micro-batch {per_gpu} x accumulation {accum} x {gpus} GPU(s); fit "
+                         "finds the largest micro-batch and the accumulation that keep it.")
+        elif accum is not None:
+            notes.append(f"{from_file}: not used: accumulation {accum}: --effective-batch "
+                         "sets the batch per optimizer step.")
+        if amounts:
+            notes.append(f"{from_file}: not used by fit: "
+                         + ", ".join(f"{k}={v}" for k, v in amounts.items())
+                         + " (the amount of work; `gpuhours estimate --from` counts it).")
     t = _training(model, params, method=method, precision=precision, optimizer=optimizer,
                   optimizer_impl=optimizer_impl, micro_batch=batch, seq_len=seq,
                   checkpointing=checkpointing, flash_attention=flash, lora_rank=lora_rank,
@@ -351,13 +395,17 @@ def fit(
         chosen = t.model_copy(update={"micro_batch": result.largest_micro_batch or batch})
         confirmation = confirm_fit(chosen, spec, result.headroom_fraction)
     if as_json:
-        emit_json(result if confirmation is None else
-                   {"fit": result.model_dump(mode="json"),
-                    "trace": confirmation.model_dump(mode="json")})
+        data = (result.model_dump(mode="json") if confirmation is None else
+                {"fit": result.model_dump(mode="json"),
+                 "trace": confirmation.model_dump(mode="json")})
+        emit_json({**data, "warnings": notes} if from_file is not None else data)
     else:
         from gpuhours.report.terminal import render_fit
+        from gpuhours.report.text import esc
 
         render_fit(result, console_for(wide), wide)
+        for note in notes:
+            console_for(wide).print(f"[yellow]warning:[/yellow] {esc(note)}")
         if confirmation is not None:
             from gpuhours.trace.render import render_confirmation
 
