@@ -200,6 +200,10 @@ def estimate(
     ] = False,
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
+    transfer_from: Annotated[int | None, typer.Option(
+        "--transfer-from", metavar="ID", help="A training step of this model measured on "
+        "another device (a ledger id, `gpuhours ledger list`): carried to this GPU through "
+        "the roofline, with a range (docs/bench.md).")] = None,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
     from_file: Annotated[str | None, typer.Option(
@@ -276,8 +280,19 @@ def estimate(
             batch = t.micro_batch
     if notes:
         e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
+    moved = None
+    if transfer_from is not None:
+        from gpuhours.track.transfer import transfer_measurement
+
+        source = book if book is not None else open_ledger(ledger)
+        if source is None:
+            raise InputError("--transfer-from", "there is no ledger to read the measurement "
+                             "from.", "Pass --ledger, or run `gpuhours bench` first.")
+        moved = transfer_measurement(source, transfer_from, t, hw)
     if as_json:
-        emit_json(e)  # a setup that does not fit is a result too: memory.fits says so
+        # a setup that does not fit is a result too: memory.fits says so
+        emit_json(e if moved is None else {**e.model_dump(mode="json"),
+                                           "transferred": moved.as_json()})
     if not e.memory.fits and not ignore_memory:
         from gpuhours.report.units import gib
 
@@ -292,9 +307,12 @@ def estimate(
     if as_json:
         return
     else:
-        from gpuhours.report.terminal import render_training
+        from gpuhours.report.terminal import render_training, render_transfer
 
-        render_training(e, console_for(wide), wide)
+        console = console_for(wide)
+        render_training(e, console, wide)
+        if moved is not None:
+            render_transfer(moved, e, console)
 
 
 @app.command()

@@ -216,3 +216,21 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
     console.print("[dim]assumptions: " + esc("; ".join(
         f"{a['name']} = {a['value']:g} {a['unit']}" for a in data["assumptions"])) + "[/dim]")
+
+
+def render_transfer(x: Any, e: TrainingEstimate, console: Console) -> None:
+    """A step measured on another device, carried to this estimate's GPU
+    (gpuhours.track.transfer.Transfer), beside the estimate's own figures."""
+    notes = Notes()
+    rows = [["step time, transferred", seconds(x.step_s), esc(x.basis)],
+            ["  range", f"{seconds(x.low_s)}-{seconds(x.high_s)}",
+             "the measured residual all in the compute part, or all in the memory-bound part"],
+            ["tokens/s per GPU", si(x.tokens_per_s_per_gpu), "tokens per step / step time"],
+            ["step time, analytic", seconds(x.analytic_step_s), "this estimate, above"]]
+    if e.totals is not None:
+        scale = x.step_s / e.step_time_s.value
+        rows.append(["GPU hours at that step", si(e.totals.gpu_hours.value * scale),
+                     f"the estimate's {si(e.totals.gpu_hours.value)} x {scale:.3g}"])
+    print_table(console, (Col("quantity"), Col("value", "number", "right"), Col("basis", "basis")),
+                rows, notes=notes, title=f"Measured elsewhere: ledger #{x.ledger_id}, carried to "
+                                         f"{esc(e.gpu)}")
