@@ -9,7 +9,6 @@ import typer
 
 from gpuhours.cli_common import (
     AccumOpt,
-    BatchOpt,
     CkptOpt,
     JsonOpt,
     ModelOpt,
@@ -41,13 +40,16 @@ def register(app: typer.Typer) -> None:
                           ] = TRAINING.method,
         lora_rank: RankOpt = TRAINING.lora_rank,
         lora_targets: TargetsOpt = TRAINING.lora_targets,
-        batch: BatchOpt = TRAINING.micro_batch,
+        batch: Annotated[int | None, typer.Option(
+            help=f"Micro-batch per GPU (default {TRAINING.micro_batch}); with --module, the "
+                 "batch of the per-module table (default: the largest that fits).")] = None,
         seq: SeqOpt = TRAINING.seq_len,
         grad_accum: AccumOpt = TRAINING.grad_accum,
-        precision: Annotated[str, typer.Option(
-            help="fp32, bf16 (all bf16), bf16-amp (autocast over fp32 weights); bf16-mixed is "
+        precision: Annotated[str | None, typer.Option(
+            help=f"fp32, bf16 (all bf16), bf16-amp (autocast over fp32 weights); bf16-mixed is "
                  "traced as bf16-amp for full fine-tuning (the closest single-process "
-                 "equivalent) and exactly for LoRA. fp16 likewise.")] = TRAINING.precision,
+                 "equivalent) and exactly for LoRA. fp16 likewise (fp16-mixed with a "
+                 f"GradScaler). Default {TRAINING.precision}; fp32 with --module.")] = None,
         checkpointing: CkptOpt = TRAINING.checkpointing,
         flash: Annotated[bool, typer.Option(
             "--flash/--no-flash", help="SDPA flash attention, or eager attention with the "
@@ -61,6 +63,21 @@ def register(app: typer.Typer) -> None:
         device_profile: Annotated[str | None, typer.Option(
             "--device-profile", help="Catalog GPU for a roofline time per operator, e.g. "
                                      "h100-sxm.")] = None,
+        module: Annotated[str | None, typer.Option(
+            "--module", help="Your own nn.Module instead of --model: pkg.mod:factory or "
+                             "file.py:factory (called with no arguments).")] = None,
+        input_: Annotated[list[str] | None, typer.Option(
+            "--input", help="With --module, each input of its forward (repeatable): "
+                            "NAME=DTYPE[DIMS], B for the batch, e.g. "
+                            "'images=float32[B,3,224,224]'.")] = None,
+        gpu: Annotated[str | None, typer.Option(
+            "--gpu", "-g", help="With --module: the catalog GPU to fit and time on, e.g. t4 "
+                                "(for --model: as --device-profile).")] = None,
+        headroom: Annotated[float | None, typer.Option(
+            help="With --module: share of GPU memory kept free (default "
+                 "assumptions.FIT_HEADROOM_FRACTION, as fit).")] = None,
+        max_batch: Annotated[int, typer.Option(
+            help="With --module: the largest batch tried.")] = 4096,
         as_json: JsonOpt = False,
     ) -> None:
         """Exact memory and FLOPs of the real model's training step, without a GPU.
@@ -69,13 +86,25 @@ def register(app: typer.Typer) -> None:
         downloaded), applies LoRA with peft, and runs training steps on fake tensors
         (shapes, no storage). Reports the peak of live tensors and when it happens, the
         breakdown, a model of what the CUDA caching allocator would reserve, the FLOPs beside
-        the analytic ones, and with --device-profile a roofline time."""
+        the analytic ones, and with --device-profile a roofline time.
+
+        With --module and --input, your own nn.Module: memory by part as the batch grows, the
+        largest batch that fits --gpu, and a roofline time per top-level module."""
         from gpuhours.errors import FieldError
         from gpuhours.resolve import catalog_gpu
         from gpuhours.setup import Training
         from gpuhours.trace import trace_training
         from gpuhours.trace.setup import TraceSetup
 
+        if module is not None:
+            _trace_module(module, model, input_ or [], gpu, precision or "fp32", batch,
+                          optimizer_impl, headroom, max_batch, as_json)
+            return
+        if input_:
+            raise FieldError("input", "--input is for --module (a model of your own).")
+        precision = precision or TRAINING.precision
+        batch = batch if batch is not None else TRAINING.micro_batch
+        device_profile = device_profile or gpu
         if model is None:
             raise FieldError("model", "a model is required: a catalog name (see `gpuhours "
                                       "catalog models`) or a path to a config.json.")
@@ -94,3 +123,29 @@ def register(app: typer.Typer) -> None:
             from gpuhours.trace.render import render_trace
 
             render_trace(result, out)
+
+
+def _trace_module(spec: str, model: str | None, inputs: list[str], gpu: str | None,
+                  precision: str, batch: int | None, optimizer_impl: str,
+                  headroom: float | None, max_batch: int, as_json: bool) -> None:
+    """`gpuhours trace --module`: load the factory, trace, print."""
+    from gpuhours.errors import FieldError
+    from gpuhours.trace.module_spec import load_factory
+    from gpuhours.trace.module_trace import trace_module
+
+    if model is not None:
+        raise FieldError(("model", "module"), "give --model (a transformers model) or --module "
+                                              "(your own nn.Module), not both.")
+    if gpu is None:
+        raise FieldError("gpu", "--module needs --gpu: the catalog GPU to fit the batch on "
+                                "(gpuhours catalog gpus), e.g. --gpu t4.")
+    factory = load_factory(spec)
+    result = trace_module(factory, inputs, gpu, precision, optimizer_impl=optimizer_impl,
+                          headroom_fraction=headroom, batch=batch, max_batch=max_batch,
+                          name=spec)
+    if as_json:
+        emit_json(result)
+    else:
+        from gpuhours.trace.module_render import render_module_trace
+
+        render_module_trace(result, out)

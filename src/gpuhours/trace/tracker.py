@@ -31,6 +31,9 @@ ACTIVATIONS, LOGITS, AUTOCAST, BACKWARD_TEMPS, RECOMPUTED, OPTIMIZER_TEMPS, OTHE
     "activations", "logits and loss", "autocast weight copies", "backward temporaries",
     "recomputed activations", "optimizer temporaries", "other")
 
+#: rows of the per-module count that are no child module of the model
+OUTSIDE_MODULES, OPTIMIZER_ROW = "(loss, glue)", "(optimizer)"
+
 _TO_COPY = torch.ops.aten._to_copy.default
 _ADD = torch.ops.aten.add.Tensor
 
@@ -59,6 +62,11 @@ class StorageTracker(TorchDispatchMode):
         self.count_ops = True
         #: (op name, phase, dtype, flops, bytes) -> calls
         self.op_calls: Counter[tuple[str, str, str, int, int]] = Counter()
+        #: with `count_modules`: (top-level module, op name, phase, dtype, flops, bytes,
+        #: reduction length) -> calls, where the reduction length is flops / (2 x output elements) (a matmul's
+        #: inner dimension K), 0 for operators without FLOPs
+        self.count_modules = False
+        self.module_calls: Counter[tuple[str, str, str, str, int, int, int]] = Counter()
 
     # --- phases and registration --------------------------------------------------------------
     def begin(self, step: int, phase: str) -> None:
@@ -177,10 +185,18 @@ class StorageTracker(TorchDispatchMode):
                   outputs: list[torch.Tensor], phase: str) -> None:
         """FLOPs and tensor bytes of one operator call. Calls that move no data are left out:
         metadata queries (no tensor output), views, and aliases of an input's storage."""
-        if not outputs or func.is_view:
+        if func.is_view:
             return
         inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-        if not func._schema.is_mutable:
+        if not outputs:
+            # in-place operators that return nothing (the optimizer's _foreach_*_, the grad
+            # scaler's unscale): their written arguments are read and written back
+            if not func._schema.is_mutable or not inputs:
+                return
+            outputs = _written_arguments(func, args, kwargs)
+            if not outputs:
+                return
+        elif not func._schema.is_mutable:
             held = {id(t.untyped_storage()) for t in inputs}
             if all(id(t.untyped_storage()) in held for t in outputs):
                 return  # e.g. _unsafe_view, alias: the output is an input's storage
@@ -191,7 +207,33 @@ class StorageTracker(TorchDispatchMode):
         dtype = str(outputs[0].dtype).replace("torch.", "")
         key = (str(func.overloadpacket.__name__), phase, dtype, flops, nbytes)
         self.op_calls[key] += 1
+        if self.count_modules:
+            elements = sum(t.numel() for t in outputs)
+            reduction = flops // (2 * elements) if flops and elements else 0
+            top = self._top_module(phase)
+            self.module_calls[(top, key[0], phase, dtype, flops, nbytes, reduction)] += 1
+
+    def _top_module(self, phase: str) -> str:
+        """The top-level module (a child of the model) an operator runs in; the optimizer;
+        or OUTSIDE_MODULES (the loss, and the model's own forward between its children)."""
+        if phase.startswith("optimizer") or phase == "zero_grad":
+            return OPTIMIZER_ROW
+        path = self.locator.current()
+        if not path:
+            return OUTSIDE_MODULES
+        return path.split(".", 1)[0]
 
     def close(self) -> None:
         """Stop recording (frees after the step are not part of it)."""
         self.recording = False
+
+
+def _written_arguments(func: Any, args: Any, kwargs: Any) -> list[torch.Tensor]:
+    """The tensors an in-place operator writes: its arguments whose schema marks them written."""
+    written: list[torch.Tensor] = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is None or not a.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(a.name)
+        written += [t for t in tree_leaves(value) if isinstance(t, torch.Tensor)]
+    return written

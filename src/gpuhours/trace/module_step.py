@@ -1,0 +1,231 @@
+"""A user's own nn.Module on fake tensors: one training step at a given batch, traced.
+
+The factory is called under `torch.device("meta")` (no weights made; a factory that cannot run
+there, e.g. one that loads a file, runs on the CPU instead), then every parameter and buffer is
+swapped for an empty fake tensor (trace/build.py `_materialise`, which keeps tied weights tied).
+A step is what a plain PyTorch training loop does:
+
+    with autocast(fp16 or bf16, for -mixed / -amp):  out = model(*inputs, **named_inputs)
+    loss = out.loss, out["loss"], a scalar output, or else the mean of each floating output
+    (loss x scale).backward()                      # fp16: torch.amp.GradScaler's scaled loss
+    unscale the gradients and check them for inf   # fp16: the scaler's pass over the gradients
+    AdamW.step(); zero_grad(set_to_none=True)
+
+Parameters stay fp32 under -mixed / -amp (the fp32 master weights a GradScaler run keeps), and
+autocast makes the half-precision activations and weight copies. Pure bf16 / fp16 cast the
+model. The optimizer state is made first by an optimizer step on zero gradients (as in
+trace/step.py with one step), so that the traced step has it throughout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.utils._pytree import tree_leaves
+
+from gpuhours.errors import FieldError, InputError
+from gpuhours.torchkit.flops import flop_registry
+from gpuhours.trace.accounting import StorageLog
+from gpuhours.trace.attention import cuda_like_dropout, cuda_like_sdpa
+from gpuhours.trace.autocast import cuda_fp32_policy
+from gpuhours.trace.build import _materialise
+from gpuhours.trace.location import ModuleLocator
+from gpuhours.trace.module_spec import InputSpec, build_module, make_inputs
+from gpuhours.trace.step import warm_up_optimizer
+from gpuhours.trace.tracker import StorageTracker
+
+#: precisions of a plain PyTorch loop: fp32; autocast over fp32 weights (-mixed and -amp are
+#: the same thing here: fp16 adds a GradScaler); the whole model cast to half
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp", "bf16", "fp16")
+
+#: the loss scale a GradScaler starts with (torch.amp.GradScaler init_scale): its value does
+#: not matter to a trace, only that the loss is multiplied and the gradients unscaled
+_INIT_SCALE = 2.0**16
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise FieldError("precision", f"expected one of {', '.join(PRECISIONS)}, got "
+                                      f"{precision!r}.")
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    if precision.endswith(("-mixed", "-amp")):
+        return torch.float16 if precision.startswith("fp16") else torch.bfloat16
+    return None
+
+
+def param_dtype(precision: str) -> torch.dtype:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
+
+
+@dataclass
+class FakeModule:
+    """The user's model on fake tensors, with what a step needs."""
+
+    model: torch.nn.Module
+    fake: FakeTensorMode
+    params: list[torch.nn.Parameter]
+    trainable: list[torch.nn.Parameter]
+    #: (name, parameters, trainable parameters) of each child of the model
+    children: list[tuple[str, int, int]]
+    built_on: str
+
+
+def build_fake_module(factory: Callable[[], Any], spec: str, precision: str) -> FakeModule:
+    """Build the model of `factory` on fake tensors in `precision`'s parameter dtype."""
+    check_precision(precision)
+    built_on = "meta"
+    try:
+        model = build_module(factory, spec, device="meta")
+    except InputError:
+        # e.g. a factory that loads weights from a file: build it for real, then fake it
+        model = build_module(factory, spec)
+        built_on = "cpu"
+    fake = FakeTensorMode()
+    if param_dtype(precision) != torch.float32:
+        model.to(param_dtype(precision))
+    _materialise(model, fake)
+    model.train()
+    params = list(dict.fromkeys(model.parameters()))
+    children = []
+    for name, child in model.named_children():
+        ps = list(dict.fromkeys(child.parameters()))
+        children.append((name, sum(p.numel() for p in ps),
+                         sum(p.numel() for p in ps if p.requires_grad)))
+    trainable = [p for p in params if p.requires_grad]
+    if not trainable:
+        raise InputError(spec, "the model has no parameter that requires grad: nothing to train.")
+    return FakeModule(model=model, fake=fake, params=params, trainable=trainable,
+                      children=children, built_on=built_on)
+
+
+@dataclass
+class BatchTrace:
+    log: StorageLog
+    #: (top-level module, op, phase, dtype, flops, bytes, reduction length) -> calls
+    module_calls: Counter[tuple[str, str, str, str, int, int, int]]
+
+
+def loss_of(out: Any) -> torch.Tensor:
+    """The module's own loss (`.loss`, `["loss"]`, a scalar output), or else the sum of the
+    means of its floating outputs that need a gradient (an assumption: the real loss's own
+    tensors are small next to the model's and are not traced)."""
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, dict):
+        loss = out.get("loss")
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        return out
+    leaves = [t for t in tree_leaves(out if not hasattr(out, "to_tuple") else out.to_tuple())
+              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    if not leaves:
+        raise InputError("--module", "the model's output has no floating tensor that needs a "
+                                     "gradient: nothing to train (are all its parameters frozen, "
+                                     "or is the output detached?).")
+    total = leaves[0].mean()
+    for t in leaves[1:]:
+        total = total + t.mean()
+    return total
+
+
+@contextlib.contextmanager
+def _as_on_gpu(autocast: bool) -> Iterator[None]:
+    """CUDA's dropout mask and attention kernel, and CUDA autocast's fp32 operators (the
+    transformers patches of trace/patches.py are not needed for a plain module)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(cuda_like_dropout())
+        stack.enter_context(cuda_like_sdpa())
+        if autocast:
+            stack.enter_context(cuda_fp32_policy())
+        yield
+
+
+def make_optimizer(trainable: list[torch.nn.Parameter], impl: str) -> torch.optim.Optimizer:
+    if impl not in ("foreach", "fused", "per-parameter"):
+        raise FieldError("optimizer_impl", f"expected foreach, fused or per-parameter, got "
+                                           f"{impl!r}.")
+    return torch.optim.AdamW(trainable, lr=1e-4, foreach=impl == "foreach",
+                             fused=True if impl == "fused" else None)
+
+
+def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precision: str,
+                optimizer_impl: str, spec: str) -> BatchTrace:
+    """One training step of `fm` at `batch`, on fake tensors, with the optimizer state made
+    beforehand; every allocation, free, FLOP and byte of the step recorded."""
+    model = fm.model
+    locator = ModuleLocator()
+    locator.install(model)
+    tracker = StorageTracker(locator, head_paths=(), root_paths=(), flop_formulas=flop_registry())
+    for p in fm.params:
+        tracker.register(p, "parameters")
+    for b in model.buffers():
+        tracker.register(b, "parameters")
+    with fm.fake:
+        args, kwargs = make_inputs(specs, batch)
+    for t in [*args, *kwargs.values()]:
+        tracker.register(t, "inputs")
+    optimizer = make_optimizer(fm.trainable, optimizer_impl)
+    amp = autocast_dtype(precision)
+    scaler = precision.startswith("fp16") and amp is not None
+    try:
+        with fm.fake, tracker, _as_on_gpu(amp is not None):
+            tracker.count_ops = False
+            warm_up_optimizer(optimizer, fm.trainable, tracker)
+            tracker.count_ops = tracker.count_modules = True
+            tracker.log.reset_peak()
+            tracker.begin(0, "forward")
+            with torch.autocast("cpu", dtype=amp) if amp else contextlib.nullcontext():
+                out = model(*args, **kwargs)
+            loss = loss_of(out)
+            del out
+            if scaler:
+                loss = loss * _INIT_SCALE
+            tracker.begin(0, "backward")
+            loss.backward()
+            del loss
+            grads = [p.grad for p in fm.trainable if p.grad is not None]
+            tracker.mark(grads, "gradients")
+            tracker.begin(0, "optimizer")
+            if scaler:
+                found_inf = torch.zeros(1)
+                inv_scale = torch.full((1,), 1.0 / _INIT_SCALE)
+                torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+                del found_inf, inv_scale
+            del grads
+            optimizer.step()
+            tracker.begin(0, "zero_grad")
+            optimizer.zero_grad(set_to_none=True)
+    except (UnsupportedOperatorException, DynamicOutputShapeException,
+            DataDependentOutputException) as e:
+        raise InputError(spec, f"the fake-tensor mode cannot run operator {e.func} of this "
+                               f"model, in {locator.current() or 'the model'} "
+                               f"({type(e).__name__}): its shapes depend on tensor values.",
+                         "`gpuhours bench --module` measures it on this machine instead.") \
+            from None
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError,
+            AttributeError) as e:
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise InputError(spec, f"the training step failed in {locator.current() or 'the model'}"
+                               f" during {tracker.phase} at batch {batch}: "
+                               f"{type(e).__name__}: {first}",
+                         "Check --input (names, dtypes and shapes the model's forward takes) "
+                         "and --precision.") from None
+    finally:
+        tracker.close()
+        locator.remove()
+        for p in fm.trainable:  # the next batch starts without gradients
+            p.grad = None
+    return BatchTrace(log=tracker.log, module_calls=tracker.module_calls)
