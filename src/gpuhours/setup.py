@@ -126,9 +126,22 @@ class Training(_ReadsModel):
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16)
     kbit_upcast: bool | None = None
+    #: tensor parallelism with sequence parallelism (Megatron-LM): GPUs each layer's weights and
+    #: activations are split over (estimate/parallel.py)
+    tp: int = Field(default=1, ge=1, le=1024)
+    #: pipeline parallelism: stages the layers are split over (1F1B schedule; grad_accum is the
+    #: number of micro-batches per step)
+    pp: int = Field(default=1, ge=1, le=1024)
+    #: context parallelism: GPUs the sequence is split over (ring attention)
+    cp: int = Field(default=1, ge=1, le=1024)
+    #: expert parallelism (MoE): GPUs the routed experts are split over (all-to-all)
+    ep: int = Field(default=1, ge=1, le=4096)
+    #: model chunks per pipeline rank of the interleaved schedule (1 = plain 1F1B)
+    virtual_stages: int = Field(default=1, ge=1, le=128)
 
     @model_validator(mode="after")
     def _check(self) -> Training:
+        _check_layout(self)
         if self.method == "qlora" and self.precision == "fp32":
             raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
                              "4-bit base; fp32 precision conflicts with it.")
@@ -173,7 +186,41 @@ class Training(_ReadsModel):
             parts.append(f"zero{self.zero_stage}")
         if self.loss_kernel != "hf":
             parts.append(f"loss:{self.loss_kernel}")
+        parts += [f"{k}{getattr(self, k)}" for k in ("tp", "pp", "cp", "ep")
+                  if getattr(self, k) > 1]
+        if self.virtual_stages > 1:
+            parts.append(f"v{self.virtual_stages}")
         return " ".join(parts)
+
+
+def _check_layout(t: Training) -> None:
+    """A parallel layout the model can be split by: heads by tp, layers by pp x virtual stages,
+    the sequence by cp, experts by ep (the GPU count is checked where it is known,
+    estimate/parallel.py layout_of)."""
+    arch = t.arch
+    if t.tp > 1 and arch.num_heads % t.tp:
+        raise FieldError("tp", f"{arch.name} has {arch.num_heads} attention heads; tensor "
+                         f"parallelism must divide them ({t.tp} does not).")
+    if t.virtual_stages > 1 and t.pp == 1:
+        raise FieldError("virtual_stages", "virtual stages interleave a pipeline: they need "
+                                           "--pp above 1.")
+    if arch.num_layers % (t.pp * t.virtual_stages):
+        raise FieldError(("pp", "virtual_stages"), f"{arch.name} has {arch.num_layers} layers; "
+                         f"pp {t.pp} x virtual stages {t.virtual_stages} must divide them.")
+    if t.cp > 1 and t.seq_len % t.cp:
+        raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
+                               f"--seq {t.seq_len}.")
+    if t.ep > 1 and not arch.is_moe:
+        raise FieldError("ep", f"expert parallelism splits the experts of an MoE; {arch.name} "
+                               f"has none.")
+    if t.ep > 1 and arch.num_experts % t.ep:
+        raise FieldError("ep", f"{arch.name} has {arch.num_experts} experts; expert "
+                               f"parallelism must divide them ({t.ep} does not).")
+    if t.method != "full" and t.tp * t.pp * t.cp * t.ep > 1:
+        raise FieldError(("method", "tp", "pp", "cp", "ep"), "tensor, pipeline, context and "
+                         "expert parallelism are modelled for full training (Megatron-LM); "
+                         f"{t.method} with them is not.", "Use data parallelism (--zero) for "
+                         "LoRA and QLoRA.")
 
 
 def nest_training(data: Any, own: tuple[str, ...]) -> Any:
@@ -200,6 +247,9 @@ def check_runs_in_torch(t: Training, what: str) -> None:
     if t.optimizer == "adamw-8bit":
         raise FieldError("optimizer", f"adamw-8bit needs bitsandbytes, which {what} does not "
                                       f"drive.", "Use adamw, sgd or sgd-momentum.")
+    if t.tp * t.pp * t.cp * t.ep > 1:
+        raise FieldError(("tp", "pp", "cp", "ep"), f"{what} runs one process; a parallel "
+                         f"layout splits the model over GPUs and is not run here.")
     if t.loss_kernel != "hf":
         raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
                          f"a {t.loss_kernel} kernel is not what runs in {what}.",

@@ -202,6 +202,14 @@ COLLECTIVE_EFFICIENCY = _a("collective_efficiency", 0.75, "fraction of link band
 COMM_OVERLAP = _a("comm_overlap", 0.8, "fraction hidden",
                   "assumption: DDP bucketed all-reduce and FSDP prefetch overlap most traffic")
 
+#: Share of tensor-parallel, expert all-to-all and pipeline-stage traffic hidden behind compute.
+#: Megatron-LM's tensor-parallel collectives sit between the matmuls that need them (Narayanan et
+#: al. 2021, sec. 3.2: "on the critical path"); Transformer Engine's userbuffer overlap (2023+)
+#: hides part of them, MoE dispatch overlap likewise: neither is assumed.
+MODEL_PARALLEL_COMM_OVERLAP = _a("model_parallel_comm_overlap", 0.0, "fraction hidden",
+                                 "assumption: Megatron-LM 2021 runs tensor-parallel collectives "
+                                 "on the critical path (Narayanan et al. 2021, sec. 3.2)")
+
 #: PCIe bandwidth per direction between GPUs without NVLink, GB/s (PCIe 4.0 x16, ~80% usable).
 PCIE_FALLBACK_GB_PER_S_ONE_WAY = _a("pcie_fallback_gb_per_s_one_way", 25.0, "GB/s per direction",
                         "PCIe 4.0 x16: 32 GB/s per direction at ~80% efficiency")

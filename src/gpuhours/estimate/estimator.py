@@ -12,7 +12,7 @@ from gpuhours.catalog.schema import PriceRow
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure, assumed, formula, given
-from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
 from gpuhours.setup import Hardware, Training
@@ -153,8 +153,10 @@ def training_amount(
         return None
     if sum(given_ways) > 1:
         raise FieldError(("tokens", "steps", "examples"), "give only one of them.")
-    tokens_per_step = t.tokens_per_micro_batch * t.grad_accum * hw.num_gpus
-    effective_batch = t.micro_batch * t.grad_accum * hw.num_gpus
+    # each data-parallel replica (tp x pp x cp GPUs) takes its own micro-batches
+    replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
+    tokens_per_step = t.tokens_per_micro_batch * t.grad_accum * replicas
+    effective_batch = t.micro_batch * t.grad_accum * replicas
     for name, value in (("tokens", tokens), ("steps", steps), ("examples", examples),
                         ("epochs", epochs)):
         if value is not None and (not math.isfinite(value) or value <= 0):
@@ -239,12 +241,13 @@ def estimate_training(
     arch = t.arch
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
-    flops = training_flops_per_token(arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing, t.loss_kernel)
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
     mem = training_memory(arch, t, hw.num_gpus)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
-    tokens_per_step_gpu = t.tokens_per_micro_batch * t.grad_accum
+    # tokens of one optimizer step per GPU: a model replica's, shared by its tp x pp x cp GPUs
+    mp = t.tp * t.pp * t.cp
+    tokens_per_step_gpu = t.tokens_per_micro_batch * t.grad_accum / mp
     tps_gpu = tokens_per_step_gpu / st.step_time_s
     peak = peak_flops(hw.gpu, t.precision)
     mfu = tps_gpu * flops.model_flops_per_token / peak
@@ -275,6 +278,17 @@ def estimate_training(
         "communication_exposed_s": formula(st.communication_exposed_s, "s",
                                            f"communication not hidden ({A.COMM_OVERLAP.basis})"),
     }
+    if st.collectives:
+        breakdown["pipeline_bubble_s"] = formula(
+            st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
+            f"pp {t.pp}, v {t.virtual_stages}, m {t.grad_accum} micro-batches (Narayanan et al. "
+            f"2021)")
+        for c in st.collectives:
+            key = c.name.replace("-", "_").replace(" ", "_")
+            breakdown[f"{key}_s"] = formula(c.seconds, "s", f"estimate/parallel.py: {c.name} "
+                                            f"volume / {c.link} bandwidth")
+            breakdown[f"{key}_exposed_s"] = formula(c.exposed_s, "s", f"{c.name} not hidden "
+                                                    f"behind compute")
     totals = None
     amount = training_amount(t, hw, tokens, steps, examples, epochs, tokens_per_example, packed)
     if amount is not None:
@@ -293,7 +307,7 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
-    if hw.num_nodes > 1:
+    if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
         mem_f = training_memory(arch, t, fewer.num_gpus)
@@ -328,6 +342,8 @@ def estimate_training(
         used.append(A.CHUNKED_CE_CHUNKS)
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
+    if st.collectives:
+        used.append(A.MODEL_PARALLEL_COMM_OVERLAP)
     return TrainingEstimate(
         model=arch.name,
         model_basis=model_basis,
@@ -347,7 +363,7 @@ def estimate_training(
         step_time_breakdown_s=breakdown,
         bottleneck=st.bottleneck,
         tokens_per_step=formula(tokens_per_step_gpu * hw.num_gpus, "tokens",
-                                "micro-batch x seq x accumulation x GPUs"),
+                                "micro-batch x seq x accumulation x data-parallel replicas"),
         tokens_per_s_per_gpu=formula(tps_gpu, "tokens/s", "tokens per step per GPU / step time"),
         tokens_per_s=formula(tps_gpu * hw.num_gpus, "tokens/s", "per GPU x GPUs"),
         mfu=formula(mfu, "fraction", "tokens/s x model FLOPs/token / dense peak"),

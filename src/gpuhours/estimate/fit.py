@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
@@ -32,6 +32,12 @@ class Candidate(_Out):
     method: str
     zero_stage: int
     num_gpus: int
+    #: the parallel layout (estimate/parallel.py); data_parallel = GPUs / (tp pp cp)
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    data_parallel: int = 1
     gpu: str
     memory_total_bytes: float
     memory_limit_bytes: float
@@ -61,15 +67,16 @@ class FitResult(_Out):
 def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candidate:
     mem = training_memory(t.arch, t, hw.num_gpus)
     limit = hw.gpu.memory_bytes * (1 - headroom)
-    flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing, t.loss_kernel)
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
+    mp = t.tp * t.pp * t.cp
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
         checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
         num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
         memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
-        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / st.step_time_s,
+        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / mp / st.step_time_s,
+        tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
     )
 
 
@@ -124,41 +131,89 @@ def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[in
     return lo, evaluated
 
 
+def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
+    """The parallel layouts the chooser tries for full training on several GPUs: tensor
+    parallelism in powers of two within a node (dividing the heads), pipeline stages dividing
+    the layers, context parallelism for sequences of 16K tokens and more, expert parallelism
+    in powers of two dividing the experts; each product dividing the GPUs (parallel.layout_of).
+    Plain 1F1B (virtual stages 1)."""
+    given = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep,
+             "virtual_stages": t.virtual_stages}
+    if t.method != "full" or hw.num_gpus == 1:
+        return [given]
+    arch, n = t.arch, hw.num_gpus
+    powers = [2 ** k for k in range(12)]
+    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and arch.num_heads % x == 0]
+    pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if arch.num_layers % x == 0]
+    cps = [x for x in powers if x <= 8] if t.seq_len >= 16384 else [1]
+    eps = [x for x in powers if arch.is_moe and arch.num_experts % x == 0 and x <= 64] or [1]
+    out = []
+    for tp in tps:
+        for pp in pps:
+            for cp in cps:
+                mp = tp * pp * cp
+                if n % mp or t.seq_len % cp or tp * cp > hw.gpus_per_node:
+                    continue
+                for ep in eps:
+                    if (tp * cp * (n // mp)) % ep == 0:
+                        out.append({"tp": tp, "pp": pp, "cp": cp, "ep": ep,
+                                    "virtual_stages": 1})
+    return out
+
+
+def _layout_label(c: Candidate) -> str:
+    parts = [f"{k} {getattr(c, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(c, k) > 1]
+    return ", ".join(parts + [f"data parallel {c.data_parallel}"]) if parts else ""
+
+
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
-        headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = ()) -> FitResult:
+        headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = (),
+        search_layouts: bool = False) -> FitResult:
     """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
-    would fit when nothing does. Every candidate's memory comes from training_memory."""
+    would fit when nothing does. Every candidate's memory comes from training_memory.
+
+    `search_layouts`: try tensor, pipeline, context and expert parallel layouts too
+    (candidate_layouts). Without an effective batch each layout keeps the global batch of its
+    micro-batch in plain data parallelism without accumulation (micro-batch x GPUs sequences):
+    a replica of tp pp cp GPUs runs tp pp cp micro-batches per step."""
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
     requested = _evaluate(t, hw, headroom, "as given")
     largest, evaluated = _largest_micro_batch(t, hw, headroom)
 
-    # Sweep micro-batch x checkpointing x ZeRO stage for the fastest configuration that fits.
-    stages = [0, 1, 2, 3] if hw.num_gpus > 1 else [0]
-    if t.method == "qlora":
-        stages = [0]
+    # Sweep layout x micro-batch x checkpointing x ZeRO stage for the fastest that fits.
+    layouts = candidate_layouts(t, hw) if search_layouts else [
+        {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "virtual_stages": t.virtual_stages}]
     fastest: Candidate | None = None
-    for ckpt in (False, True):
-        for stage in stages:
-            for mb in range(1, MAX_MICRO_BATCH + 1):
-                mb_accum = _accum_for(effective_batch, mb, hw.num_gpus)
-                if mb_accum is None:
-                    # this micro-batch cannot make the effective batch exactly; a larger one
-                    # may (memory still decides where the sweep stops)
-                    if not _evaluate(t.model_copy(update={"micro_batch": mb,
-                                                          "checkpointing": ckpt,
-                                                          "zero_stage": stage}),
-                                     hw, headroom, "").fits:
-                        break
-                    continue
-                c = _evaluate(t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
-                                                   "zero_stage": stage, "grad_accum": mb_accum}),
-                              hw, headroom, f"micro-batch {mb}, checkpointing "
-                              f"{'on' if ckpt else 'off'}, ZeRO {stage}")
-                evaluated += 1
-                if not c.fits:
-                    break  # memory only grows with the micro-batch
-                if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
-                    fastest = c
+    for layout in layouts:
+        mp = layout["tp"] * layout["pp"] * layout["cp"]
+        replicas = hw.num_gpus // mp
+        stages = [0, 1, 2, 3] if replicas > 1 else [0]
+        if t.method == "qlora":
+            stages = [0]
+        for ckpt in (False, True):
+            for stage in stages:
+                for mb in range(1, MAX_MICRO_BATCH + 1):
+                    mb_accum = (_accum_for(effective_batch, mb, replicas)
+                                if effective_batch is not None else mp)
+                    base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
+                                                "zero_stage": stage, **layout})
+                    if mb_accum is None:
+                        # this micro-batch cannot make the effective batch exactly; a larger
+                        # one may (memory still decides where the sweep stops)
+                        if not _evaluate(base, hw, headroom, "").fits:
+                            break
+                        continue
+                    c = _evaluate(base.model_copy(update={"grad_accum": mb_accum}),
+                                  hw, headroom, f"micro-batch {mb}, checkpointing "
+                                  f"{'on' if ckpt else 'off'}, ZeRO {stage}")
+                    evaluated += 1
+                    if not c.fits:
+                        break  # memory only grows with the micro-batch
+                    if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
+                        fastest = c
+    if fastest is not None and _layout_label(fastest):
+        fastest = fastest.model_copy(update={"change": f"{fastest.change}, "
+                                                       f"{_layout_label(fastest)}"})
 
     alternatives: list[Candidate] = []
     if largest is None:
@@ -168,7 +223,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     split_mb: int | None = None
     note = ""
     if effective_batch is not None and largest is not None:
-        split_mb, accum, note = _split_effective_batch(effective_batch, largest, hw.num_gpus)
+        split_mb, accum, note = _split_effective_batch(
+            effective_batch, largest, hw.num_gpus // (t.tp * t.pp * t.cp))
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
         grad_accum_for_effective_batch=accum, effective_batch=effective_batch,
@@ -227,21 +283,28 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
     return out + larger
 
 
-def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None
-                 ) -> tuple[Training, str] | None:
+def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
+                 search_layouts: bool = False) -> tuple[Training, str] | None:
     """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
-    ZeRO stage chosen; everything else as given), with a sentence saying what was chosen; None
-    when none fits. For a question that leaves the setup open: "a 65B model on 2,048 GPUs"."""
-    result = fit(t, hw, headroom=headroom)
+    ZeRO stage chosen, and with `search_layouts` the parallel layout; everything else as given),
+    with a sentence saying what was chosen; None when none fits. For a question that leaves the
+    setup open: "a 65B model on 2,048 GPUs"."""
+    result = fit(t, hw, headroom=headroom, search_layouts=search_layouts)
     best = result.fastest
     if best is None:
         return None
     chosen = t.model_copy(update={"micro_batch": best.micro_batch,
                                   "checkpointing": best.checkpointing,
-                                  "zero_stage": best.zero_stage, "grad_accum": t.grad_accum})
+                                  "zero_stage": best.zero_stage,
+                                  "grad_accum": t.grad_accum * best.tp * best.pp * best.cp,
+                                  "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep})
+    layout = _layout_label(best)
+    layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
+              if layout else "")
     why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
-           f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage} (the fastest of "
-           f"{result.candidates_evaluated} configurations that fit with "
+           f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
+           f"fastest of {result.candidates_evaluated} configurations that fit with "
            f"{result.headroom_fraction:.0%} headroom; the defaults did not fit). Give --batch, "
-           f"--checkpointing or --zero to choose yourself.")
+           f"--checkpointing or --zero{' or --tp/--pp/--cp/--ep' if search_layouts else ''} "
+           f"to choose yourself.")
     return chosen, why

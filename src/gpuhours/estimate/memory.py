@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import lora_params_per_layer
+from gpuhours.estimate.parallel import (
+    activation_micro_batches_in_flight,
+    layout_of,
+    local_params,
+    zero_shards,
+)
 from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.setup import Training
 
@@ -387,7 +393,7 @@ def kbit_bytes(t: Training) -> float:
     return 4.0 if upcast else 2.0
 
 
-def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: int) -> float:
+def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) -> float:
     """Bytes of unsharded weights and gradients a ZeRO-3/FSDP rank holds at the start of the
     backward pass, beyond its shards (0 without weight sharding).
 
@@ -434,7 +440,14 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     """
     counts = count_params(arch)
     total = counts.total
-    n = max(num_gpus, 1)
+    n: float = max(num_gpus, 1)
+    # a model-parallel layout (estimate/parallel.py): this GPU holds `held` of the parameters
+    # and ZeRO shards its state over the data-parallel ranks only
+    lay = layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus)
+    held: float = total
+    if not lay.trivial:
+        local = local_params(arch, counts, lay)
+        held, n = local.total, zero_shards(lay, local)
     shard_opt = n if t.zero_stage >= 1 else 1
     shard_grad = n if t.zero_stage >= 2 else 1
     shard_w = n if t.zero_stage >= 3 else 1
@@ -442,11 +455,11 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     if t.method == "full":
         trainable = total
         s = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
-        weights = total * s.weights / shard_w
-        grads_full = total * s.grads
-        master = total * s.master / shard_opt
-        opt = total * s.optimizer / shard_opt
-        head_grad = counts.lm_head_matmul * s.grads
+        weights = held * s.weights / shard_w
+        grads_full = held * s.grads
+        master = held * s.master / shard_opt
+        opt = held * s.optimizer / shard_opt
+        head_grad = counts.lm_head_matmul * s.grads / lay.tp
         temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
@@ -466,24 +479,34 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         temp_per_param = 4.0
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
+    # tensor (sequence) parallelism divides every activation and the vocabulary-parallel
+    # logits by tp, context parallelism the tokens by cp (Korthikanti et al. 2022 sec. 4.2.2);
+    # a pipeline's first stage holds the micro-batches in flight, its last the logits
+    split = lay.tp * lay.cp
+    in_first, in_last = activation_micro_batches_in_flight(lay, t.grad_accum)
+    act_first, act_last = act.total * in_first / split, act.total * in_last / split
     # the logits working set peaks at the start of backward (three fp32 tensors at the loss);
     # the LM head's gradient comes later, when only the logits' gradient is left beside it
-    logits = max(logits_bytes(arch, t), loss_backward_bytes(arch, t))
-    head_phase = lm_head_backward_bytes(arch, t, head_grad / shard_grad)
+    logits = max(logits_bytes(arch, t), loss_backward_bytes(arch, t)) / split
+    head_phase = lm_head_backward_bytes(arch, t, head_grad * split / shard_grad) / split
     persisting_grads = grads if t.grad_accum > 1 else 0.0
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
-    autocast_cache = 2.0 * counts.matmul_active / shard_w if t.precision.endswith("-amp") else 0.0
+    autocast_cache = (2.0 * counts.matmul_active * (held / total) / shard_w
+                      if t.precision.endswith("-amp") else 0.0)
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
-    recomputed = t.tokens_per_micro_batch * act.per_token_per_layer if t.checkpointing else 0.0
-    gathered = gathered_working_bytes(counts, t, n)
-    forward_peak = (persisting_grads + act.total - recomputed
-                    + max(logits, head_phase, recomputed) + autocast_cache + gathered)
+    recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
+                  if t.checkpointing else 0.0)
+    gathered = gathered_working_bytes(counts, t, n) * (held / total)
+    # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
+    forward_peak = (persisting_grads + autocast_cache + gathered + max(
+        act_first, act_last - recomputed + max(logits, head_phase, recomputed)))
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
     foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
-    opt_temps = trainable * temp_per_param / shard_opt if foreach else 0.0
+    opt_temps = (held if t.method == "full" else trainable) * temp_per_param / shard_opt \
+        if foreach else 0.0
     step_peak = grads + opt_temps
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
@@ -493,7 +516,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         gradients_bytes=grads,
         master_weights_bytes=master,
         optimizer_bytes=opt,
-        activations_bytes=act.total,
+        activations_bytes=act_first,
         logits_bytes=logits,
         optimizer_temporaries_bytes=opt_temps,
         autocast_weight_copies_bytes=autocast_cache,

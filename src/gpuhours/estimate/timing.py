@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import parallel as P
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.memory import (
@@ -25,6 +26,7 @@ from gpuhours.estimate.memory import (
     quantised_params,
     state_bytes_per_param,
 )
+from gpuhours.estimate.params import count_params
 from gpuhours.setup import Hardware, Training
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
@@ -64,6 +66,16 @@ def link_bandwidth_bytes_per_s(hw: Hardware) -> tuple[float, str]:
     return A.PCIE_FALLBACK_GB_PER_S_ONE_WAY.value * 1e9, "pcie (assumed)"
 
 
+def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
+    """Per-GPU one-way bandwidth of a collective whose ranks lie within `span_gpus` consecutive
+    GPUs (Megatron-LM's rank order: tensor innermost, then context, data, pipeline): the GPU's
+    own link (NVLink) when they fit in one node, the network between nodes otherwise."""
+    if span_gpus <= hw.gpus_per_node:
+        one_node = hw.model_copy(update={"num_gpus": min(hw.num_gpus, hw.gpus_per_node)})
+        return link_bandwidth_bytes_per_s(one_node)
+    return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
+
+
 @dataclass(frozen=True)
 class StepTime:
     """Seconds per optimizer step per GPU, by part; `step_time_s` is their combination."""
@@ -83,6 +95,9 @@ class StepTime:
     gemm_efficiency: float
     attention_efficiency: float
     link: str
+    #: model-parallel layouts: the idle share of the pipeline and each collective on its link
+    pipeline_bubble_s: float = 0.0
+    collectives: tuple[P.Collective, ...] = ()
 
     @property
     def compute_s(self) -> float:
@@ -128,13 +143,22 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         dequant_traffic = t.grad_accum * passes_over_weights * quantised_params(arch) * (
             QLORA_BYTES_PER_PARAM + 4.0)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
+    lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus)
+    if not lay.trivial:
+        # a GPU runs 1/(tp cp) of each of its L/pp layers; the LM head and the loss sit on the
+        # last stage, the slowest, whose pace the pipeline keeps (Narayanan et al. 2021)
+        mp, split = lay.model_parallel, lay.tp * lay.cp
+        head_s = tokens * 6.0 * count_params(arch).lm_head_matmul / (peak * e_mm)
+        matmul_s = (matmul_s - head_s) / mp + head_s / split
+        attention_s /= mp
+        memory_bound_s = (layer_traffic + dequant_traffic) / mp / bw + logit_traffic / split / bw
     gpu_compute_s = matmul_s + attention_s + memory_bound_s
     if gpu.generation == "cpu":
         # on a CPU the operators run on the host itself: their dispatch is inside the measured
         # compute rate, not a second timeline beside it
         host_s = host_exposed_s = 0.0
     else:
-        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw)
+        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) / lay.pp
         p = A.HOST_GPU_OVERLAP_P.value
         combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
         host_exposed_s = combined - gpu_compute_s
@@ -143,8 +167,27 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
     if gpu.generation != "cpu":
         optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
-    comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
-    step = compute_s + optimizer_s + exposed_s
+    collectives: tuple[P.Collective, ...] = ()
+    bubble_s = 0.0
+    if lay.trivial:
+        comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
+    else:
+        collectives = layout_collectives(arch, t, hw, lay, attention_s)
+        # tensor, context, expert and stage-to-stage traffic are inside each stage's time: the
+        # bubble idles in proportion to all of it, (p - 1)/(v m) of the ideal step
+        stage_s = compute_s + sum(c.exposed_s for c in collectives)
+        bubble_s = stage_s * (lay.pp - 1) / (lay.virtual_stages * t.grad_accum)
+        local = P.local_params(arch, count_params(arch), lay)
+        shards = P.zero_shards(lay, local)
+        optimizer_s = local.total / (shards if t.zero_stage >= 1 else 1) \
+            * optimizer_bytes_per_param(t) / bw
+        if gpu.generation != "cpu":
+            optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
+        dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s)
+        comm_s, exposed_s, link = dp.seconds, dp.exposed_s, dp.link
+        collectives = (*collectives, dp)
+    model_parallel_s = sum(c.exposed_s for c in collectives[:-1]) if collectives else 0.0
+    step = compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
 
     parts = {
         "matmul compute": matmul_s,
@@ -154,6 +197,12 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         "optimizer step (memory-bound)": optimizer_s,
         f"communication over {link}": exposed_s,
     }
+    if collectives:
+        parts[f"pipeline bubble ({lay.pp} stages, {t.grad_accum} micro-batches)"] = bubble_s
+        for c in collectives[:-1]:
+            parts[f"{c.name} over {c.link}"] = c.exposed_s
+        parts[f"data-parallel gradients over {link}"] = parts.pop(
+            f"communication over {link}")
     bottleneck = max(parts, key=lambda k: parts[k])
     return StepTime(
         matmul_s=matmul_s,
@@ -169,7 +218,66 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         gemm_efficiency=e_mm,
         attention_efficiency=e_attn if t.flash_attention else e_mm,
         link=link,
+        pipeline_bubble_s=bubble_s,
+        collectives=collectives,
     )
+
+
+def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,
+                       attention_s: float) -> tuple[P.Collective, ...]:
+    """The model-parallel traffic of one optimizer step on one GPU, each on its link: tensor
+    parallelism within tp consecutive GPUs, context parallelism within tp x cp, expert all-to-all
+    within ep, stage-to-stage sends across the whole layout. Tensor, expert and stage traffic is
+    on the critical path (assumptions.MODEL_PARALLEL_COMM_OVERLAP); ring attention's KV exchange
+    hides behind the attention kernels it feeds."""
+    a = ACTIVATION_BYTES[t.precision]
+    eff = A.COLLECTIVE_EFFICIENCY.value
+    hidden_share = A.MODEL_PARALLEL_COMM_OVERLAP.value
+    m, layers, d = t.grad_accum, arch.num_layers / lay.pp, arch.hidden_size
+    tokens = t.tokens_per_micro_batch / lay.cp  # the tokens of one GPU's sequence chunk
+    out: list[P.Collective] = []
+
+    def add(name: str, volume_bytes: float, span: int, hideable_s: float | None = None) -> None:
+        bw, link = group_link_bytes_per_s(hw, span)
+        seconds = volume_bytes / (bw * eff)
+        hidden = min(seconds, hideable_s) if hideable_s is not None else seconds * hidden_share
+        out.append(P.Collective(name=name, seconds=seconds, exposed_s=seconds - hidden,
+                                link=link))
+
+    if lay.tp > 1:
+        add("tensor-parallel collectives", m * layers * P.tensor_parallel_bytes_per_layer(
+            tokens, d, a, lay.tp, t.checkpointing), lay.tp)
+    if lay.cp > 1:
+        add("context-parallel KV ring", m * layers * P.context_parallel_bytes_per_layer(
+            t.tokens_per_micro_batch, arch.kv_dim, a, lay.cp, lay.tp, t.checkpointing),
+            lay.tp * lay.cp, hideable_s=attention_s)
+    if lay.ep > 1:
+        add("expert all-to-all", m * layers * P.expert_all_to_all_bytes_per_layer(
+            tokens / lay.tp, d, a, arch.experts_per_token, lay.ep, t.checkpointing), lay.ep)
+    if lay.pp > 1:
+        add("pipeline sends", m * P.pipeline_p2p_bytes_per_micro_batch(
+            tokens, d, a, lay.tp, lay.virtual_stages), hw.num_gpus)
+    return tuple(out)
+
+
+def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params: float,
+                          shards: float, compute_s: float) -> P.Collective:
+    """The data-parallel gradient (and ZeRO-3 weight) traffic of one GPU's parameters over the
+    ranks that hold the same ones, on the link those ranks span (tp x cp x dp GPUs), partly
+    hidden behind compute as for plain data parallelism (assumptions.COMM_OVERLAP)."""
+    bw, link = group_link_bytes_per_s(hw, lay.tp * lay.cp * lay.dp)
+    bw *= A.COLLECTIVE_EFFICIENCY.value
+    half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
+    grad_bytes = 2.0 if half else 4.0
+    if t.zero_stage < 3:
+        volume = P.data_parallel_grad_bytes(local_params, grad_bytes, shards)
+    else:
+        ring = (shards - 1) / shards
+        volume = t.grad_accum * ring * local_params * (2 * grad_bytes + grad_bytes)
+    seconds = volume / bw if shards > 1 else 0.0
+    hidden = min(seconds * A.COMM_OVERLAP.value, compute_s)
+    return P.Collective(name="data-parallel gradients", seconds=seconds,
+                        exposed_s=seconds - hidden, link=link)
 
 
 def host_s_per_op(hw: Hardware) -> float:

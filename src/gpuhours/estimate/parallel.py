@@ -1,0 +1,232 @@
+"""Parallel layouts per GPU: tensor (with sequence), pipeline, context and expert parallelism
+combined with data parallelism and ZeRO.
+
+A layout splits `num_gpus` into tp x cp x dp x pp (Megatron-LM's rank order, tensor innermost,
+pipeline outermost): dp = num_gpus / (tp pp cp). Experts are split by ep over the tp x cp x dp
+ranks of a pipeline stage (expert tensor parallelism 1, as Megatron-Core's MoE recipes run).
+
+Sources:
+- Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+  Megatron-LM" (PTD-P): the 1F1B pipeline bubble (p - 1) / m of the ideal time, divided by v for
+  the interleaved schedule (sec. 2.2); two all-reduces of the b s h activations per layer in the
+  forward pass and two in backward for tensor parallelism (sec. 2.3, 3.2); point-to-point sends
+  of b s h between stages, split over the tensor-parallel ranks by the scatter/gather
+  optimisation (sec. 4.1).
+- Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models":
+  sequence parallelism replaces each all-reduce by a reduce-scatter and an all-gather of the same
+  volume and divides every activation by t (sec. 4.2.2); the first pipeline stage holds p
+  micro-batches of L/p layers, times (1 + (p - 1)/(p v)) for the interleaved schedule (sec. 4.2.3).
+- Liu et al. 2023, "Ring Attention with Blockwise Transformers": each rank passes its K and V
+  chunk around the ring of cp ranks, overlapped with the block computation.
+- Lepikhin et al. 2020 (GShard) / Megatron-Core MoE: two all-to-alls per MoE layer forward
+  (dispatch, combine) and two in backward.
+Ring collectives move (n - 1)/n of the buffer per GPU for an all-gather or a reduce-scatter and
+twice that for an all-reduce (the bus-bandwidth convention of nccl-tests).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuhours.errors import FieldError
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.params import ParamCounts, _ffn_params
+
+#: Network bandwidth per GPU between nodes, GB/s one way, of the common reference nodes: one
+#: NIC per GPU. DGX A100: 8 x ConnectX-6 200 Gb/s HDR InfiniBand (NVIDIA DGX A100 datasheet,
+#: 2020) = 25 GB/s; DGX H100 and DGX B200: 8 x ConnectX-7 400 Gb/s NDR (NVIDIA DGX H100 /
+#: DGX B200 datasheets, 2023/2024) = 50 GB/s. `Hardware.inter_node_gb_per_s_one_way` keeps its
+#: 25 GB/s default; these are the figures to give it for those nodes (`--inter-node-gb-per-s`).
+NODE_NETWORK_GB_PER_S_ONE_WAY: dict[str, tuple[float, str]] = {
+    "ampere": (25.0, "DGX A100: ConnectX-6 200 Gb/s HDR InfiniBand per GPU (DGX A100 datasheet)"),
+    "hopper": (50.0, "DGX H100: ConnectX-7 400 Gb/s NDR InfiniBand per GPU (DGX H100 datasheet)"),
+    "blackwell": (50.0, "DGX B200: ConnectX-7 400 Gb/s NDR InfiniBand per GPU (DGX B200 "
+                        "datasheet)"),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the GPUs are split: tensor, pipeline, context, expert and data parallel sizes, and
+    the virtual stages per pipeline rank of the interleaved schedule."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    virtual_stages: int = 1
+    dp: int = 1
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica is spread over: tp x pp x cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def trivial(self) -> bool:
+        """Data parallelism only (every GPU holds the whole model)."""
+        return self.model_parallel == 1 and self.ep == 1
+
+    def label(self) -> str:
+        parts = [f"{k}{v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("cp", self.cp),
+                                        ("ep", self.ep)) if v > 1]
+        if self.virtual_stages > 1:
+            parts.append(f"v{self.virtual_stages}")
+        return " ".join(parts + [f"dp{self.dp}"])
+
+
+def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus: int) -> Layout:
+    """The layout of `num_gpus`, checked: tp x pp x cp divides the GPUs, ep divides the ranks
+    of a stage (tp x cp x dp). Errors name the options (`--tp`, `--pp`, `--cp`, `--ep`)."""
+    mp = tp * pp * cp
+    if num_gpus % mp:
+        raise FieldError(("tp", "pp", "cp"), f"tp {tp} x pp {pp} x cp {cp} = {mp} GPUs per model "
+                         f"replica does not divide the {num_gpus} GPUs.",
+                         "Choose sizes whose product divides the number of GPUs.")
+    dp = num_gpus // mp
+    if (tp * cp * dp) % ep:
+        raise FieldError("ep", f"expert parallelism {ep} must divide the {tp * cp * dp} GPUs of "
+                         f"a pipeline stage (tp x cp x dp = {tp} x {cp} x {dp}).")
+    return Layout(tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages, dp=dp)
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LocalParams:
+    """Parameters one GPU holds on the fuller of the first and last pipeline stages."""
+
+    #: non-expert parameters (attention, dense MLP, norms, embeddings/head on their stages)
+    dense: float
+    #: routed-expert weights (split by ep, sharded by ZeRO over the expert-data-parallel ranks)
+    expert: float
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalParams:
+    """Parameters per GPU: each layer's attention and MLP weights / tp (column- and row-parallel
+    linears; Narayanan et al. sec. 2.3), routed experts / ep, norms and the router replicated,
+    the embedding and LM head / tp (vocabulary-parallel), L / pp layers per stage. With pp > 1
+    the first stage holds the embedding and the last the LM head (a tied head keeps a copy there,
+    as Megatron-LM does); the larger stage is returned."""
+    layers = arch.num_layers / lay.pp
+    expert_per_layer = 0.0
+    if arch.is_moe:
+        expert_per_layer = arch.num_experts * _ffn_params(
+            arch.hidden_size, arch.moe_intermediate_size, arch.gated_mlp, arch.mlp_bias)
+    router = arch.hidden_size * arch.num_experts if arch.is_moe else 0
+    split_mlp = counts.mlp_per_layer - expert_per_layer - router
+    dense_layer = (counts.attention_per_layer + split_mlp) / lay.tp + router \
+        + counts.norms_per_layer
+    body = layers * dense_layer + counts.extra / lay.pp
+    head = counts.lm_head if counts.lm_head else counts.embedding  # tied: a copy on the last
+    if lay.pp == 1:
+        ends = (counts.embedding + counts.lm_head) / lay.tp + counts.final_norm
+    else:
+        ends = max(counts.embedding / lay.tp, head / lay.tp + counts.final_norm)
+    return LocalParams(dense=body + ends, expert=layers * expert_per_layer / lay.ep)
+
+
+def zero_shards(lay: Layout, local: LocalParams) -> float:
+    """The number of ranks ZeRO divides this GPU's state over, as one effective count: dense
+    state over the dp x cp ranks holding the same shard (Megatron-LM's distributed optimizer
+    shards over data and context parallel ranks), expert state over the tp x cp x dp / ep ranks
+    holding the same experts. Equal to the data-parallel size without experts."""
+    dense_ranks = lay.dp * lay.cp
+    expert_ranks = max(lay.tp * lay.cp * lay.dp // lay.ep, 1)
+    per_gpu = local.dense / dense_ranks + local.expert / expert_ranks
+    return local.total / per_gpu if per_gpu else 1.0
+
+
+def activation_micro_batches_in_flight(lay: Layout, micro_batches: int) -> tuple[float, float]:
+    """Activations held on the first and on the last pipeline stage, in units of one
+    micro-batch's activations of all L layers (before the tp and cp split).
+
+    1F1B: the first stage holds min(m, p) micro-batches of L/p layers (Korthikanti et al. 2022,
+    sec. 4.2.3: p micro-batches, so L layers' worth); interleaved with v virtual stages: times
+    (1 + (p - 1)/(p v)). The last stage holds one micro-batch of its L/p layers."""
+    p, v, m = lay.pp, lay.virtual_stages, micro_batches
+    if p == 1:
+        return 1.0, 1.0
+    first = min(m, p) / p
+    if v > 1:
+        first *= 1 + (p - 1) / (p * v)
+    return first, 1 / p
+
+
+# --- time -------------------------------------------------------------------------------------
+
+def pipeline_bubble_fraction(pp: int, micro_batches: int, virtual_stages: int = 1) -> float:
+    """Share of a pipelined step spent idle in the bubble: (p - 1) / (v m + p - 1).
+
+    Narayanan et al. 2021, sec. 2.2: the bubble is (p - 1)/m of the ideal time for 1F1B and
+    (p - 1)/(v m) for the interleaved schedule with v model chunks per GPU; as a share of the
+    whole step, (p - 1)/(m + p - 1) and (p - 1)/(v m + p - 1)."""
+    return (pp - 1) / (virtual_stages * micro_batches + pp - 1)
+
+
+def tensor_parallel_bytes_per_layer(tokens: float, hidden_size: int, activation_bytes: float,
+                                    tp: int, recompute: bool = False) -> float:
+    """Bytes one GPU sends per layer and micro-batch for tensor (and sequence) parallelism.
+
+    Two all-reduces of the b s h activations forward and two backward (Narayanan et al. 2021,
+    sec. 3.2), each 2 (t - 1)/t of the buffer per GPU: 8 (t - 1)/t b s h bytes; sequence
+    parallelism's all-gather + reduce-scatter pairs move the same (Korthikanti et al. 2022,
+    sec. 4.2.2). Full recomputation repeats the forward's two: 12 (t - 1)/t b s h."""
+    if tp == 1:
+        return 0.0
+    passes = 6 if recompute else 4  # all-reduces per layer: 2 fwd + 2 bwd (+ 2 recomputed)
+    return passes * 2 * (tp - 1) / tp * tokens * hidden_size * activation_bytes
+
+
+def pipeline_p2p_bytes_per_micro_batch(tokens: float, hidden_size: int,
+                                       activation_bytes: float, tp: int,
+                                       virtual_stages: int = 1) -> float:
+    """Bytes one GPU sends to its neighbouring stage per micro-batch: the activations forward and
+    their gradient backward, b s h each, split over the t tensor-parallel ranks (scatter/gather,
+    Narayanan et al. 2021 sec. 4.1), once per model chunk: 2 v b s h / t."""
+    return 2 * virtual_stages * tokens * hidden_size * activation_bytes / tp
+
+
+def context_parallel_bytes_per_layer(tokens: float, kv_dim: int, activation_bytes: float,
+                                     cp: int, tp: int, recompute: bool = False) -> float:
+    """Bytes one GPU sends per layer and micro-batch for ring attention over cp ranks: its K and
+    V chunk (b s/cp x 2 kv) passed cp - 1 times forward; backward passes K and V again and their
+    gradients (twice the forward); KV heads split by tp. Full recomputation adds a forward."""
+    if cp == 1:
+        return 0.0
+    passes = 4 if recompute else 3
+    return passes * (cp - 1) * (tokens / cp) * 2 * kv_dim * activation_bytes / tp
+
+
+def expert_all_to_all_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
+                                      activation_bytes: float, experts_per_token: int, ep: int,
+                                      recompute: bool = False) -> float:
+    """Bytes one GPU sends per MoE layer and micro-batch: dispatch and combine all-to-alls of its
+    tokens' hidden states to the k routed experts, (ep - 1)/ep of them to other ranks, forward and
+    backward (4 all-to-alls; 6 with full recomputation)."""
+    if ep == 1:
+        return 0.0
+    passes = 6 if recompute else 4
+    return passes * tokens_per_gpu * experts_per_token * hidden_size * activation_bytes \
+        * (ep - 1) / ep
+
+
+def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float) -> float:
+    """Bytes one GPU sends to reduce its gradients over `ranks` data-parallel ranks per optimizer
+    step: an all-reduce, 2 (n - 1)/n of the buffer (ZeRO-1/2's reduce-scatter + all-gather of
+    the updated weights move the same)."""
+    return 2 * (ranks - 1) / ranks * params * grad_bytes if ranks > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of communication in a step: seconds on its link and the part not hidden."""
+
+    name: str
+    seconds: float
+    exposed_s: float
+    link: str
