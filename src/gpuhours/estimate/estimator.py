@@ -12,7 +12,7 @@ from gpuhours.catalog.schema import PriceRow
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure, assumed, formula, given
-from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
 from gpuhours.setup import Hardware, Training
@@ -241,7 +241,8 @@ def estimate_training(
     arch = t.arch
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
-    flops = training_flops(t)  # images and their vision tower included (issue 15)
+    flops = training_flops_per_token(arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
+                                     t.checkpointing, t.loss_kernel)
     mem = training_memory(arch, t, hw.num_gpus)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)

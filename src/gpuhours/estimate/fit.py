@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
@@ -67,7 +67,8 @@ class FitResult(_Out):
 def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candidate:
     mem = training_memory(t.arch, t, hw.num_gpus)
     limit = hw.gpu.memory_bytes * (1 - headroom)
-    flops = training_flops(t)  # images and their vision tower included (issue 15)
+    flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
+                                     t.checkpointing, t.loss_kernel)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     mp = t.tp * t.pp * t.cp
     return Candidate(
