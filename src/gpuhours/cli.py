@@ -54,7 +54,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "trace": "gpuhours.trace.cli", "bench": "gpuhours.bench.cli",
     "bench-data": "gpuhours.bench.cli", "ledger": "gpuhours.bench.cli",
     "storage": "gpuhours.storage.cli", "doctor": "gpuhours.doctor.cli",
-    "compare": "gpuhours.compare.cli",
+    "compare": "gpuhours.compare.cli", "export": "gpuhours.track.export_cli",
 }
 
 
