@@ -73,7 +73,7 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
 
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,
-                 headroom: float | None = None) -> FitResult:
+                 headroom: float | None = None, search_layouts: bool = False) -> FitResult:
     """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
     effective batch, the fastest configuration that fits, and what would fit when nothing does
     (LoRA, QLoRA, checkpointing, ZeRO-3 on more GPUs, a larger catalog GPU)."""
@@ -87,7 +87,7 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
         raise FieldError("effective_batch", f"expected a positive integer, got "
                                             f"{effective_batch!r}.")
     return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
-               bigger_gpus=catalog.gpus())
+               bigger_gpus=catalog.gpus(), search_layouts=search_layouts)
 
 
 def estimate_generation(generation: Generation, hardware: Hardware,

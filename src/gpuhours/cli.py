@@ -127,6 +127,17 @@ HostOpt = Annotated[float | None, typer.Option(
     "--host-us-per-op", help="Host (CPU) microseconds per eager device operator (default: "
     "32, measured on one H100 VM host; a faster host is faster). Small micro-batches are "
     "bound by it.")]
+TpOpt = Annotated[int, typer.Option(
+    "--tp", help="Tensor parallelism (with sequence parallelism, Megatron-LM): GPUs each layer "
+    "is split over, within a node. Left out (with --pp/--cp/--ep): chosen when the setup is.")]
+PpOpt = Annotated[int, typer.Option(
+    "--pp", help="Pipeline stages (1F1B; --grad-accum is the micro-batches per step).")]
+CpOpt = Annotated[int, typer.Option(
+    "--cp", help="Context parallelism: GPUs the sequence is split over (ring attention).")]
+EpOpt = Annotated[int, typer.Option(
+    "--ep", help="Expert parallelism (MoE): GPUs the experts are split over (all-to-all).")]
+VirtualOpt = Annotated[int, typer.Option(
+    "--virtual-stages", help="Model chunks per pipeline stage (interleaved schedule).")]
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
@@ -176,6 +187,11 @@ def estimate(
     lora_rank: RankOpt = TRAINING.lora_rank,
     lora_targets: TargetsOpt = TRAINING.lora_targets,
     zero: ZeroOpt = TRAINING.zero_stage,
+    tp: TpOpt = TRAINING.tp,
+    pp: PpOpt = TRAINING.pp,
+    cp: CpOpt = TRAINING.cp,
+    ep: EpOpt = TRAINING.ep,
+    virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     tokens: TokensOpt = None,
@@ -251,7 +267,8 @@ def estimate(
                   optimizer=optimizer, optimizer_impl=optimizer_impl, micro_batch=batch,
                   seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
                   flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
-                  zero_stage=zero, loss_kernel=loss_kernel)
+                  zero_stage=zero, loss_kernel=loss_kernel, tp=tp, pp=pp, cp=cp, ep=ep,
+                  virtual_stages=virtual_stages)
     book = open_ledger(ledger) if calibrate else None
     own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
     if gpu is not None and all(v is None for v in own_figures):
@@ -272,7 +289,8 @@ def estimate(
         # fastest setup that fits rather than refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
-        found = chosen_setup(t, hw)
+        layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+        found = chosen_setup(t, hw, search_layouts=layouts_open)
         if found is not None:
             t, why = found
             e = estimate_training(t, hw, **amount, ledger=book)
@@ -336,6 +354,11 @@ def fit(
     lora_rank: RankOpt = TRAINING.lora_rank,
     lora_targets: TargetsOpt = TRAINING.lora_targets,
     zero: ZeroOpt = TRAINING.zero_stage,
+    tp: TpOpt = TRAINING.tp,
+    pp: PpOpt = TRAINING.pp,
+    cp: CpOpt = TRAINING.cp,
+    ep: EpOpt = TRAINING.ep,
+    virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
@@ -401,11 +424,15 @@ def fit(
     t = _training(model, params, method=method, precision=precision, optimizer=optimizer,
                   optimizer_impl=optimizer_impl, micro_batch=batch, seq_len=seq,
                   checkpointing=checkpointing, flash_attention=flash, lora_rank=lora_rank,
-                  lora_targets=lora_targets, zero_stage=zero, loss_kernel=loss_kernel)
+                  lora_targets=lora_targets, zero_stage=zero, loss_kernel=loss_kernel,
+                  tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
-    result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom)
+    # a layout left open is searched: tensor, pipeline, context and expert parallelism
+    layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+    result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,
+                          search_layouts=layouts_open)
     confirmation = None
     if trace:
         from gpuhours.trace import confirm_fit

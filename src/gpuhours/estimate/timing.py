@@ -58,7 +58,11 @@ def link_bandwidth_bytes_per_s(hw: Hardware) -> tuple[float, str]:
     """Per-GPU bandwidth of the slowest link a ring collective crosses, one direction, B/s."""
     if hw.num_nodes > 1:
         return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
-    gpu = hw.gpu
+    return _within_node_link(hw.gpu)
+
+
+def _within_node_link(gpu: GpuSpec) -> tuple[float, str]:
+    """Per-GPU one-way bandwidth between GPUs of one node, B/s: the catalog's GPU link."""
     if gpu.interconnect_gb_per_s_two_way and gpu.interconnect in ("nvlink", "xgmi", "ici"):
         return gpu.interconnect_gb_per_s_two_way / 2 * 1e9, gpu.interconnect
     if gpu.interconnect == "pcie" and gpu.interconnect_gb_per_s_two_way:
@@ -71,8 +75,7 @@ def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
     GPUs (Megatron-LM's rank order: tensor innermost, then context, data, pipeline): the GPU's
     own link (NVLink) when they fit in one node, the network between nodes otherwise."""
     if span_gpus <= hw.gpus_per_node:
-        one_node = hw.model_copy(update={"num_gpus": min(hw.num_gpus, hw.gpus_per_node)})
-        return link_bandwidth_bytes_per_s(one_node)
+        return _within_node_link(hw.gpu)
     return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
 
 
