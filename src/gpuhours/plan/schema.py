@@ -92,6 +92,14 @@ class TrainingSettings(_Strict):
     flash_attention: bool | None = None
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
+    tp: PositiveInt | None = Field(default=None, description="tensor parallelism with sequence "
+                                   "parallelism (Megatron-LM), within a node")
+    pp: PositiveInt | None = Field(default=None, description="pipeline stages (1F1B)")
+    cp: PositiveInt | None = Field(default=None, description="context parallelism (ring "
+                                   "attention)")
+    ep: PositiveInt | None = Field(default=None, description="expert parallelism (MoE)")
+    virtual_stages: PositiveInt | None = Field(
+        default=None, description="model chunks per pipeline stage (interleaved schedule)")
     kbit_upcast: bool | None = Field(
         default=None, description="qlora: non-4-bit weights cast to fp32 by peft's "
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP")
