@@ -410,7 +410,9 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
     details = {"tokens": e.totals.tokens.value, "optimizer_steps": steps,
                "step_time_s": e.step_time_s.value, "tokens_per_s_per_gpu":
                e.tokens_per_s_per_gpu.value, "mfu": e.mfu.value,
-               "memory_per_gpu_bytes": e.memory.total_bytes.value}
+               "memory_per_gpu_bytes": e.memory.total_bytes.value,
+               # each part with its basis, for the report's memory chart (gpuhours report)
+               "memory": e.memory.model_dump(mode="json")}
     return phase_result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
                    formula, setup, warnings + e.warnings, details, e, storage, write_s,
                    steps=steps)
