@@ -117,6 +117,9 @@ def render_markdown(comparisons: list[Comparison] | None = None) -> str:
         lines += [f"- {c.label}: implied MFU {100 * (c.implied_mfu or 0):.0f}%"
                   for c in implausible]
     lines += render_finetune(comparisons)
+    from gpuhours_dev.validation.at_scale import render_at_scale
+
+    lines += render_at_scale()
     sources = sorted({re.sub(r"results/\S+\.json", "results/*.json", c.source)
                       for c in comparisons if c.kind in TITLES})
     lines += ["", "## Sources", ""] + [f"- {s}" for s in sources] + [""]

@@ -184,6 +184,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     # Sweep layout x micro-batch x checkpointing x ZeRO stage for the fastest that fits.
     layouts = candidate_layouts(t, hw) if search_layouts else [
         {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "virtual_stages": t.virtual_stages}]
+    given = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "virtual_stages": t.virtual_stages}
     fastest: Candidate | None = None
     for layout in layouts:
         mp = layout["tp"] * layout["pp"] * layout["cp"]
@@ -191,9 +192,18 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         stages = [0, 1, 2, 3] if replicas > 1 else [0]
         if t.method == "qlora":
             stages = [0]
+        # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
+        # (bisected); the layout as given tries every micro-batch
+        sampled = search_layouts and layout != given
         for ckpt in (False, True):
             for stage in stages:
-                for mb in range(1, MAX_MICRO_BATCH + 1):
+
+                def trial(mb: int, replicas: int = replicas, mp: int = mp, ckpt: bool = ckpt,
+                          stage: int = stage, layout: dict[str, int] = layout
+                          ) -> Candidate | str | None:
+                    """A candidate; None: fits but cannot make the batch; "stop": too big."""
+                    if effective_batch is not None and mb * replicas > effective_batch:
+                        return "stop"  # a larger micro-batch overshoots on every replica
                     mb_accum = (_accum_for(effective_batch, mb, replicas)
                                 if effective_batch is not None else mp)
                     base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
@@ -201,15 +211,35 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                     if mb_accum is None:
                         # this micro-batch cannot make the effective batch exactly; a larger
                         # one may (memory still decides where the sweep stops)
-                        if not _evaluate(base, hw, headroom, "", False).fits:
-                            break
-                        continue
+                        return None if _evaluate(base, hw, headroom, "", False).fits else "stop"
                     c = _evaluate(base.model_copy(update={"grad_accum": mb_accum}),
                                   hw, headroom, f"micro-batch {mb}, checkpointing "
                                   f"{'on' if ckpt else 'off'}, ZeRO {stage}", False)
+                    return c if c.fits else "stop"  # memory only grows with the micro-batch
+
+                tried: list[Candidate | str | None] = []
+                if not sampled:
+                    for mb in range(1, MAX_MICRO_BATCH + 1):
+                        tried.append(trial(mb))
+                        if tried[-1] == "stop":
+                            break
+                else:
+                    lo, hi = 0, MAX_MICRO_BATCH + 1
+                    mb = 1
+                    while mb <= MAX_MICRO_BATCH:
+                        tried.append(trial(mb))
+                        if tried[-1] == "stop":
+                            hi = mb
+                            break
+                        lo, mb = mb, mb * 2
+                    while lo and hi - lo > 1:  # bisect for the largest that fits
+                        mid = (lo + hi) // 2
+                        tried.append(trial(mid))
+                        lo, hi = (lo, mid) if tried[-1] == "stop" else (mid, hi)
+                for c in tried:
+                    if not isinstance(c, Candidate):
+                        continue
                     evaluated += 1
-                    if not c.fits:
-                        break  # memory only grows with the micro-batch
                     if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
                         fastest = c
     if fastest is not None and _layout_label(fastest):
