@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.flops import training_flops_per_token
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
