@@ -64,13 +64,23 @@ class FitResult(_Out):
     candidates_evaluated: int
 
 
-def _evaluate(t: Training, hw: Hardware, headroom: float, change: str) -> Candidate:
+def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
+              speed_if_too_big: bool = True) -> Candidate:
+    """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
+    that does not fit at 0 (the sweep only needs to know that it does not)."""
     mem = training_memory(t.arch, t, hw.num_gpus)
     limit = hw.gpu.memory_bytes * (1 - headroom)
+    mp = t.tp * t.pp * t.cp
+    if not speed_if_too_big and mem.total_bytes > limit:
+        return Candidate(
+            change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
+            checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
+            num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
+            memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
+            tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp)
     flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
                                      t.checkpointing, t.loss_kernel)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
-    mp = t.tp * t.pp * t.cp
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
         checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
