@@ -203,13 +203,13 @@ def _check_layout(t: Training) -> None:
                          f"parallelism must divide them ({t.tp} does not).")
     if t.virtual_stages > 1 and t.pp == 1:
         raise FieldError("virtual_stages", "virtual stages interleave a pipeline: they need "
-                                           "--pp above 1.")
+                                           "pipeline stages (pp) above 1.")
     if arch.num_layers % (t.pp * t.virtual_stages):
         raise FieldError(("pp", "virtual_stages"), f"{arch.name} has {arch.num_layers} layers; "
                          f"pp {t.pp} x virtual stages {t.virtual_stages} must divide them.")
     if t.cp > 1 and t.seq_len % t.cp:
         raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
-                               f"--seq {t.seq_len}.")
+                               f"the sequence length {t.seq_len}.")
     if t.ep > 1 and not arch.is_moe:
         raise FieldError("ep", f"expert parallelism splits the experts of an MoE; {arch.name} "
                                f"has none.")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.params import ParamCounts, _ffn_params
+from gpuhours.estimate.params import ParamCounts
 
 #: Network bandwidth per GPU between nodes, GB/s one way, of the common reference nodes: one
 #: NIC per GPU. DGX A100: 8 x ConnectX-6 200 Gb/s HDR InfiniBand (NVIDIA DGX A100 datasheet,
@@ -115,8 +115,11 @@ def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalPara
     layers = arch.num_layers / lay.pp
     expert_per_layer = 0.0
     if arch.is_moe:
-        expert_per_layer = arch.num_experts * _ffn_params(
-            arch.hidden_size, arch.moe_intermediate_size, arch.gated_mlp, arch.mlp_bias)
+        # each expert: 3 (gated) or 2 matrices of d x f, and their biases when the MLP has them
+        d, f = arch.hidden_size, arch.moe_intermediate_size
+        mats = 3 if arch.gated_mlp else 2
+        biases = ((mats - 1) * f + d) if arch.mlp_bias else 0
+        expert_per_layer = arch.num_experts * (mats * d * f + biases)
     router = arch.hidden_size * arch.num_experts if arch.is_moe else 0
     split_mlp = counts.mlp_per_layer - expert_per_layer - router
     dense_layer = (counts.attention_per_layer + split_mlp) / lay.tp + router \
