@@ -145,10 +145,18 @@ def register(app: typer.Typer) -> None:
                            batches or str(batch), warmup, target_cv, max_seconds, device,
                            threads, ledger, not no_ledger, as_json, err_console)
             return
-        if module is not None or input_:
+        if (module is not None or input_) and workload != "train":
             raise InputError("--module/--input", "a module and its inputs are for --workload "
-                                                 "inference (gpuhours trace --module for "
-                                                 "training memory).")
+                                                 "train or inference (gpuhours trace --module "
+                                                 "for training memory on a GPU you lack).")
+        if module is not None or input_:
+            from gpuhours.bench.module_train import run_module_cli
+
+            run_module_cli(module, model, input_ or [], batch, precision, device, threads,
+                           optimizer_impl, compile_, warmup, min_steps, max_steps, target_cv,
+                           max_time, profile, peak_tflops, ledger, not no_ledger, as_json,
+                           bool(sweep))
+            return
         if model is None:
             raise FieldError("model", "a model is required: a catalog name (gpuhours catalog "
                                       "models) or a config.json path.")

@@ -14,6 +14,7 @@ from gpuhours.bench.session import Outcome
 from gpuhours.bench.sweep import SweepSummary
 from gpuhours.report.text import esc
 from gpuhours.report.units import pct, seconds, si
+from gpuhours.torchkit.module_time import ModuleTimes
 from gpuhours.track.ledger import Measurement
 
 
@@ -95,8 +96,30 @@ def render_bench(r: BenchResult, console: Console) -> None:
     p(f"  [dim]memory: {esc(r.peak_memory_basis)}[/dim]")
     if r.flops is not None:
         p(f"  [dim]FLOPs: {esc(r.flops.basis)}[/dim]")
+    if r.module_times is not None:
+        render_module_times(r.module_times, t.median_s, console)
     for w in r.warnings:
         p(f"  [yellow]note[/yellow] {esc(w)}")
+
+
+def render_module_times(m: ModuleTimes, plain_median_s: float, console: Console) -> None:
+    """Seed 003's table, measured: component, forward, backward, time per step, share."""
+    table = Table(title="Where a step's time goes, per top-level module (measured)",
+                  title_justify="left")
+    table.add_column("component", no_wrap=True)
+    for col in ("forward", "backward", "time", "%"):
+        table.add_column(col, justify="right")
+    for row in m.rows:
+        table.add_row(esc(row.component),
+                      seconds(row.forward_s) if row.forward_s is not None else "-",
+                      seconds(row.backward_s) if row.backward_s is not None else "-",
+                      seconds(row.total_s), f"{row.share:.0%}")
+    table.add_row("[bold]total[/bold]", "", "", f"[bold]{seconds(m.total_s)}[/bold]", "100%")
+    console.print(table)
+    console.print(f"  [dim]{esc(m.basis)}. (loss, glue): the loss and the model's own forward "
+                  f"outside its children. Steps with the hooks took {seconds(m.hooked_step_median_s)}"
+                  f" (median), without {seconds(plain_median_s)}: each boundary's "
+                  "synchronisation and the hooks themselves cost that difference.[/dim]")
 
 
 def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Console) -> None:

@@ -29,6 +29,7 @@ from gpuhours.bench.stats import TimingStats, stop_reason, summarize
 from gpuhours.errors import FieldError, InputError
 from gpuhours.torchkit.flops import FlopCount, count_flops
 from gpuhours.torchkit.formulas import MFU_CONVENTION
+from gpuhours.torchkit.module_time import ModuleTimes
 from gpuhours.torchkit.ops import count_ops
 from gpuhours.torchkit.storage import LiveStorageTracker, MemoryPeak, state_tensors
 
@@ -75,6 +76,9 @@ class BenchResult(BaseModel):
     host_load_1m: tuple[float, float] | None
     final_loss: float | None
     profile_trace: str | None
+    #: forward and backward time per top-level module, measured on steps with hooks
+    #: (gpuhours.torchkit.module_time); None when not asked for
+    module_times: ModuleTimes | None = None
     warnings: list[str]
     environment: dict[str, Any]
 
@@ -190,6 +194,8 @@ class Trainer:
         self.scaler = (torch.amp.GradScaler(device_type)
                        if autocast and precision.startswith("fp16") else None)
         self.last_batch: Any = None
+        #: told of each backward (gpuhours.torchkit.module_time.ModuleTimer), when set
+        self.observer: Any = None
 
     def step(self, timer: Any = None, before_zero_grad: Callable[[], None] | None = None) -> Any:
         """One optimizer step; `before_zero_grad` is called while the gradients still exist."""
@@ -204,7 +210,12 @@ class Trainer:
                 if self.grad_accum > 1:
                     loss = loss / self.grad_accum
             timer.mark("forward_s")
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            scaled = self.scaler.scale(loss) if self.scaler else loss
+            if self.observer is not None:
+                self.observer.before_backward(scaled)
+            scaled.backward()
+            if self.observer is not None:
+                self.observer.after_backward()
             timer.mark("backward_s")
         if self.scaler:
             self.scaler.step(self.optimizer)
@@ -257,12 +268,15 @@ def measure(
     track_memory: bool = True,
     profile_to: str | Path | None = None,
     progress: Callable[[str], None] | None = None,
+    time_modules: bool = True,
+    module_steps: int = 5,
 ) -> BenchResult:
     """Warm up, time, count and track one training setup. See the module docstring.
 
     `counting_trainer` runs the FLOP and memory steps (the eager model when the timed one is
     compiled). `set_checkpointing(False/True)` lets the FLOP count of the model without
-    recomputation (MFU) be told from the one with it (HFU)."""
+    recomputation (MFU) be told from the one with it (HFU). `time_modules`: after the timed
+    steps, `module_steps` more (on the eager model) with hooks timing each top-level module."""
     say = progress or (lambda text: None)
     counting = counting_trainer or trainer
     warnings: list[str] = []
@@ -316,6 +330,14 @@ def measure(
                             "often steadier and not slower (on the 2-core VM gpuhours is built "
                             "on, --threads 1 ran a step in about half the time, CV 1% instead "
                             "of 46%). Try --threads 1.")
+
+    module_times = None
+    if time_modules and module_steps > 0:
+        say("timing each module")
+        module_times = time_each_module(counting, backend, module_steps)
+        if counting is not trainer:
+            warnings.append("per-module times were measured on the eager model (hooks on a "
+                            "compiled model would break its graph)")
 
     flops = None
     operators: int | None = None
@@ -397,7 +419,7 @@ def measure(
             "max_reserved_bytes": allocator.reserved_bytes,
             "alloc_retries": allocator.alloc_retries},
         host_load_1m=host_load, final_loss=final_loss, profile_trace=profile_path,
-        warnings=warnings,
+        module_times=module_times, warnings=warnings,
         environment=environment,
     )
 
@@ -425,10 +447,53 @@ def _contention_warning(load: tuple[float, float] | None, backend: DeviceBackend
             "the step times include that contention.")
 
 
+def time_each_module(trainer: Trainer, backend: DeviceBackend, steps: int) -> ModuleTimes:
+    """Forward and backward time per top-level module over `steps` steps with hooks (after one
+    untimed step with them), wall clock with the device synchronised at each boundary."""
+    from gpuhours.bench.device import WallTimer
+    from gpuhours.torchkit.module_time import OUTSIDE, ModuleTimer, summarize_module_times
+
+    hooks = ModuleTimer(trainer.model, backend.synchronize)
+    order = list(dict.fromkeys(label for label, _ in hooks.modules))
+    per_step: list[dict[str, tuple[float, float]]] = []
+    data: list[float] = []
+    optimizer: list[float] = []
+    walls: list[float] = []
+    trainer.observer = hooks
+    try:
+        with hooks:
+            for i in range(steps + 1):
+                timer = WallTimer(backend.synchronize)
+                trainer.step(timer)
+                step_s, phases = timer.finish()
+                fwd, bwd = hooks.take()
+                if i == 0:
+                    continue  # the hooks' first step: graph walks and hook set-up warm up
+                outside_fwd = max(phases.get("forward_s", 0.0) - sum(fwd.values()), 0.0)
+                fwd[OUTSIDE] = fwd.get(OUTSIDE, 0.0) + outside_fwd
+                labels = [x for x in [*order, OUTSIDE] if x in fwd or x in bwd]
+                per_step.append({x: (fwd.get(x, 0.0), bwd.get(x, 0.0)) for x in labels})
+                data.append(phases.get("data_s", 0.0))
+                optimizer.append(phases.get("optimizer_s", 0.0))
+                walls.append(step_s)
+    finally:
+        trainer.observer = None
+    return summarize_module_times(
+        per_step, data, optimizer, walls,
+        basis=f"measured: forward pre/post hooks on each top-level module and pre-hooks on the "
+              f"autograd nodes each one made, the device ({backend.name}) synchronised at every "
+              f"module boundary, wall clock (torchkit/module_time.py); median of {steps} steps "
+              "after one untimed")
+
+
 def write_profile(trainer: Trainer, backend: DeviceBackend, path: Path, steps: int = 3) -> Path:
-    """Run `steps` steps under torch.profiler and write a Chrome trace to `path` atomically."""
+    """Run `steps` steps under torch.profiler and write a Chrome trace to `path` atomically;
+    each top-level module's forward and backward are named ranges (`module: NAME`) in it,
+    unless the model is compiled (hooks would break its graph)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
+
+    from gpuhours.torchkit.module_time import ModuleTimer
 
     activities = [ProfilerActivity.CPU]
     if backend.kind == "cuda":
@@ -438,11 +503,18 @@ def write_profile(trainer: Trainer, backend: DeviceBackend, path: Path, steps: i
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise FieldError("profile", f"cannot create {path.parent}: {e.strerror}.") from None
-    with profile(activities=activities) as prof:
-        for _ in range(steps):
-            with torch.profiler.record_function("gpuhours.train_step"):
-                trainer.step()
-            backend.synchronize()
+    compiled = hasattr(trainer.model, "_orig_mod")
+    ranges = (ModuleTimer(trainer.model, lambda: None, ranges=True) if not compiled
+              else contextlib.nullcontext())
+    with profile(activities=activities) as prof, ranges:
+        trainer.observer = ranges if not compiled else None
+        try:
+            for _ in range(steps):
+                with torch.profiler.record_function("gpuhours.train_step"):
+                    trainer.step()
+                backend.synchronize()
+        finally:
+            trainer.observer = None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".json")
     os.close(fd)
     try:

@@ -129,8 +129,8 @@ def _trace_module(spec: str, model: str | None, inputs: list[str], gpu: str | No
                   precision: str, batch: int | None, optimizer_impl: str,
                   headroom: float | None, max_batch: int, as_json: bool) -> None:
     """`gpuhours trace --module`: load the factory, trace, print."""
+    from gpuhours.bench.module_spec import load_module
     from gpuhours.errors import FieldError
-    from gpuhours.trace.module_spec import load_factory
     from gpuhours.trace.module_trace import trace_module
 
     if model is not None:
@@ -139,8 +139,7 @@ def _trace_module(spec: str, model: str | None, inputs: list[str], gpu: str | No
     if gpu is None:
         raise FieldError("gpu", "--module needs --gpu: the catalog GPU to fit the batch on "
                                 "(gpuhours catalog gpus), e.g. --gpu t4.")
-    factory = load_factory(spec)
-    result = trace_module(factory, inputs, gpu, precision, optimizer_impl=optimizer_impl,
+    result = trace_module(lambda: load_module(spec), inputs, gpu, precision, optimizer_impl=optimizer_impl,
                           headroom_fraction=headroom, batch=batch, max_batch=max_batch,
                           name=spec)
     if as_json:

@@ -32,16 +32,16 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.utils._pytree import tree_leaves
 
+from gpuhours.bench.module_spec import InputSpec, make_inputs
 from gpuhours.errors import FieldError, InputError
 from gpuhours.torchkit.flops import flop_registry
+from gpuhours.torchkit.loss import loss_of
 from gpuhours.trace.accounting import StorageLog
 from gpuhours.trace.attention import cuda_like_dropout, cuda_like_sdpa
 from gpuhours.trace.autocast import cuda_fp32_policy
 from gpuhours.trace.build import _materialise
 from gpuhours.trace.location import ModuleLocator
-from gpuhours.trace.module_spec import InputSpec, build_module, make_inputs
 from gpuhours.trace.step import warm_up_optimizer
 from gpuhours.trace.tracker import StorageTracker
 
@@ -88,10 +88,10 @@ def build_fake_module(factory: Callable[[], Any], spec: str, precision: str) -> 
     check_precision(precision)
     built_on = "meta"
     try:
-        model = build_module(factory, spec, device="meta")
+        model = _build(factory, spec, "meta")
     except InputError:
         # e.g. a factory that loads weights from a file: build it for real, then fake it
-        model = build_module(factory, spec)
+        model = _build(factory, spec, None)
         built_on = "cpu"
     fake = FakeTensorMode()
     if param_dtype(precision) != torch.float32:
@@ -111,34 +111,28 @@ def build_fake_module(factory: Callable[[], Any], spec: str, precision: str) -> 
                       children=children, built_on=built_on)
 
 
+def _build(factory: Callable[[], Any], spec: str, device: str | None) -> torch.nn.Module:
+    """`factory()` under `torch.device(device)` when given; an InputError if it fails or
+    makes no nn.Module."""
+    try:
+        with torch.device(device) if device else contextlib.nullcontext():
+            model = factory()
+    except InputError:
+        raise
+    except Exception as e:  # the user's code raised: say so, without our traceback
+        raise InputError(spec, f"building the model failed: {type(e).__name__}: "
+                               f"{str(e).strip()[:300]}.") from None
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(spec, f"the factory returned a {type(model).__name__}, not a torch "
+                               "nn.Module.")
+    return model
+
+
 @dataclass
 class BatchTrace:
     log: StorageLog
     #: (top-level module, op, phase, dtype, flops, bytes, reduction length) -> calls
     module_calls: Counter[tuple[str, str, str, str, int, int, int]]
-
-
-def loss_of(out: Any) -> torch.Tensor:
-    """The module's own loss (`.loss`, `["loss"]`, a scalar output), or else the sum of the
-    means of its floating outputs that need a gradient (an assumption: the real loss's own
-    tensors are small next to the model's and are not traced)."""
-    loss = getattr(out, "loss", None)
-    if loss is None and isinstance(out, dict):
-        loss = out.get("loss")
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        return loss
-    if isinstance(out, torch.Tensor) and out.numel() == 1:
-        return out
-    leaves = [t for t in tree_leaves(out if not hasattr(out, "to_tuple") else out.to_tuple())
-              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
-    if not leaves:
-        raise InputError("--module", "the model's output has no floating tensor that needs a "
-                                     "gradient: nothing to train (are all its parameters frozen, "
-                                     "or is the output detached?).")
-    total = leaves[0].mean()
-    for t in leaves[1:]:
-        total = total + t.mean()
-    return total
 
 
 @contextlib.contextmanager
@@ -174,8 +168,8 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
     for b in model.buffers():
         tracker.register(b, "parameters")
     with fm.fake:
-        args, kwargs = make_inputs(specs, batch)
-    for t in [*args, *kwargs.values()]:
+        kwargs = make_inputs(specs, batch)
+    for t in kwargs.values():
         tracker.register(t, "inputs")
     optimizer = make_optimizer(fm.trainable, optimizer_impl)
     amp = autocast_dtype(precision)
@@ -188,7 +182,7 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
             tracker.log.reset_peak()
             tracker.begin(0, "forward")
             with torch.autocast("cpu", dtype=amp) if amp else contextlib.nullcontext():
-                out = model(*args, **kwargs)
+                out = model(**kwargs)
             loss = loss_of(out)
             del out
             if scaler:

@@ -167,20 +167,21 @@ def trace_module(factory: Callable[[], Any], inputs: Sequence[str], gpu: GpuSpec
     """Memory by part as the batch grows, the largest batch that fits `gpu`, and the roofline
     time per top-level module, for the training step of the model `factory()` makes.
 
-    `inputs`: one `NAME=DTYPE[DIMS]` per model input, `B` for the batch (trace/module_spec.py).
+    `inputs`: one `NAME=DTYPE[DIMS]` per input of the model's forward, by keyword, `B` for the
+    batch (gpuhours.bench.module_spec).
     `precision`: fp32, bf16-mixed / fp16-mixed (autocast over fp32 weights; fp16 with a
     GradScaler), bf16 / fp16 (the model cast). `batch`: the batch of the per-module table
     (default: the largest that fits, or 1). `gpu`: a catalog GpuSpec or name."""
+    from gpuhours.bench.module_spec import parse_input_spec
     from gpuhours.errors import FieldError
     from gpuhours.resolve import catalog_gpu
-    from gpuhours.trace.module_spec import parse_input_specs
     from gpuhours.trace.module_step import build_fake_module, check_precision, trace_batch
     from gpuhours.trace.tracker import OPTIMIZER_ROW, OUTSIDE_MODULES
 
     start = time.perf_counter()
     check_precision(precision)
     spec_name = name or getattr(factory, "__qualname__", None) or repr(factory)
-    specs = parse_input_specs(list(inputs))
+    specs = parse_input_spec(list(inputs))
     device = catalog_gpu(gpu, "gpu") if isinstance(gpu, str) else gpu
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom_fraction is None else headroom_fraction
     if not 0 <= headroom < 1:
@@ -209,8 +210,6 @@ def trace_module(factory: Callable[[], Any], inputs: Sequence[str], gpu: GpuSpec
     if fm.built_on == "cpu":
         notes.append("the factory could not run on the meta device and was built on the CPU "
                      "(its weights were made, then swapped for fake tensors)")
-    if specs and any(s.dtype.startswith("int") for s in specs):
-        notes.append("integer inputs are zeros (valid indices); the trace does not read values")
     notes.append("loss: the model's own (.loss, ['loss'] or a scalar output), else the mean of "
                  "its outputs: a real loss's own small tensors are not traced")
     if precision.startswith("fp16") and precision != "fp16":
