@@ -39,6 +39,10 @@ def register(app: typer.Typer) -> None:
         hf_log: Annotated[str | None, typer.Option(
             "--hf-log", help="Or: a Hugging Face trainer_state.json to read after the fact.")
         ] = None,
+        wandb_run: Annotated[str | None, typer.Option(
+            "--wandb-run", metavar="DIR", help="Or: a W&B run directory (wandb/offline-run-*/ "
+            "or run-*/) of a Hugging Face Trainer run, read as --hf-log (the export extra).")
+        ] = None,
         gpu: Annotated[str | None, typer.Option(
             "--gpu", "-g", help="Catalog GPU: judges efficiency and memory of a GPU run, "
                                 "prices it, and computes the options table.")] = None,
@@ -75,9 +79,9 @@ def register(app: typer.Typer) -> None:
         """Why a run is slow, and what each fix is worth in GPU hours and dollars."""
         from gpuhours.doctor.render import render
 
-        if (run is None) == (hf_log is None):
-            raise InputError("RUN/--hf-log", "give a tracked run id or --hf-log FILE (one).",
-                             "See `gpuhours doctor --help`.")
+        if sum(x is not None for x in (run, hf_log, wandb_run)) != 1:
+            raise InputError("RUN/--hf-log", "give a tracked run id or --hf-log FILE or "
+                             "--wandb-run DIR (one).", "See `gpuhours doctor --help`.")
         if planned_steps is not None and planned_steps < 1:
             raise InputError("--planned-steps", f"expected a positive count, got {planned_steps}.")
         from gpuhours.resolve import catalog_gpu
@@ -93,7 +97,7 @@ def register(app: typer.Typer) -> None:
             raise InputError("--model", "is for --hf-log; a tracked run's model and setup are "
                              "in its config.", "Leave --model out with a run id.")
         spec = catalog_gpu(gpu) if gpu is not None else None
-        if hf_log is not None:
+        if hf_log is not None or wandb_run is not None:
             from gpuhours.doctor.hflog import diagnose_hf_log
 
             choices: dict[str, object] = dict(
@@ -101,8 +105,16 @@ def register(app: typer.Typer) -> None:
                 zero_stage=zero)
             choices.update({k: v for k, v in (("micro_batch", batch), ("grad_accum", grad_accum))
                             if v is not None})
-            result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps, gpus,
-                                     elapsed_hours, model, choices, defaulted)
+            if wandb_run is not None:
+                from gpuhours.doctor.wandblog import diagnose_wandb_run
+
+                result = diagnose_wandb_run(wandb_run, spec, usd_per_gpu_hour, planned_steps,
+                                            None if _not_given(ctx, "gpus") else gpus,
+                                            elapsed_hours, model, choices, defaulted)
+            else:
+                assert hf_log is not None
+                result = diagnose_hf_log(hf_log, spec, usd_per_gpu_hour, planned_steps, gpus,
+                                         elapsed_hours, model, choices, defaulted)
         else:
             from gpuhours.doctor.diagnose import diagnose, read_loader_rates, view_from_ledger
             from gpuhours.track.ledger import Ledger, ledger_path

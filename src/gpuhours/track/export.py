@@ -315,6 +315,10 @@ def export_to_wandb(runs: list[ExportRun], *, project: str = DEFAULT_PROJECT,
         finally:
             run.finish()
         local = wandb_local_runs(where, r.run_key)
+        if local and offline:  # its log is complete before `wandb sync` or a reader comes
+            from gpuhours.track.wandb_file import wait_until_complete
+
+            wait_until_complete(local[-1])
         outcomes.append(ExportOutcome(r.ledger_ref, r.run_key, "exported",
                                       str(local[-1]) if local else f"{project}/{r.run_key}"))
     return outcomes

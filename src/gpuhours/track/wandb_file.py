@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,3 +192,19 @@ def read_wandb_run(directory: str | Path, where: str | None = None) -> WandbRun:
         raise InputError(where, "has no run record: not a complete W&B run log.")
     run.config.pop("_wandb", None)  # W&B's own bookkeeping, not the user's config
     return run
+
+
+def wait_until_complete(directory: str | Path, timeout_s: float = 30.0) -> bool:
+    """Wait until the run's log holds its exit record: wandb's core process writes the file
+    after `run.finish()` has returned, so a reader that comes at once may find it partly
+    written. True when complete, False after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if read_wandb_run(directory).exit_code is not None:
+                return True
+        except InputError:
+            pass  # not written yet, or only in part
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
