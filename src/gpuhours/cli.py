@@ -55,6 +55,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "bench-data": "gpuhours.bench.cli", "ledger": "gpuhours.bench.cli",
     "storage": "gpuhours.storage.cli", "doctor": "gpuhours.doctor.cli",
     "compare": "gpuhours.compare.cli", "export": "gpuhours.track.export_cli",
+    "report": "gpuhours.report.cli",
 }
 
 
