@@ -185,8 +185,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
 
     `search_layouts`: try tensor, pipeline, context and expert parallel layouts too
     (candidate_layouts). Without an effective batch each layout keeps the global batch of its
-    micro-batch in plain data parallelism without accumulation (micro-batch x GPUs sequences):
-    a replica of tp pp cp GPUs runs tp pp cp micro-batches per step."""
+    micro-batch in the layout as given: a replica of tp pp cp GPUs runs proportionally more
+    micro-batches per step (a layout given keeps its accumulation)."""
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
     requested = _evaluate(t, hw, headroom, "as given")
     largest, evaluated = _largest_micro_batch(t, hw, headroom)
@@ -199,6 +199,12 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     for layout in layouts:
         mp = layout["tp"] * layout["pp"] * layout["cp"]
         replicas = hw.num_gpus // mp
+        # without an effective batch: the layout as given keeps its micro-batches per step (one
+        # without a layout, as this sweep always did); a searched layout keeps the given global
+        # batch, its replicas running proportionally more micro-batches
+        given_mp = t.tp * t.pp * t.cp
+        open_accum = (1 if layout == given and given_mp == 1 else t.grad_accum
+                      if layout == given else max(1, t.grad_accum * mp // given_mp))
         stages = [0, 1, 2, 3] if replicas > 1 else [0]
         if t.method == "qlora":
             stages = [0]
@@ -208,14 +214,15 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         for ckpt in (False, True):
             for stage in stages:
 
-                def trial(mb: int, replicas: int = replicas, mp: int = mp, ckpt: bool = ckpt,
+                def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
+                          ckpt: bool = ckpt,
                           stage: int = stage, layout: dict[str, int] = layout
                           ) -> Candidate | str | None:
                     """A candidate; None: fits but cannot make the batch; "stop": too big."""
                     if effective_batch is not None and mb * replicas > effective_batch:
                         return "stop"  # a larger micro-batch overshoots on every replica
                     mb_accum = (_accum_for(effective_batch, mb, replicas)
-                                if effective_batch is not None else mp)
+                                if effective_batch is not None else open_accum)
                     base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
                                                 "zero_stage": stage, **layout})
                     if mb_accum is None:
@@ -345,7 +352,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     chosen = t.model_copy(update={"micro_batch": best.micro_batch,
                                   "checkpointing": best.checkpointing,
                                   "zero_stage": best.zero_stage,
-                                  "grad_accum": t.grad_accum * best.tp * best.pp * best.cp,
+                                  "grad_accum": t.grad_accum if best.tp * best.pp * best.cp == 1
+                                  else best.grad_accum,
                                   "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep})
     layout = _layout_label(best)
     layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
