@@ -215,3 +215,17 @@ def test_measurement_without_step_times(tmp_path: Path) -> None:
                              model_config={}, environment={}, results={})
         m = from_measurement(book.measurement(1), book.path)
     assert m.series == {} and m.metrics == {} and m.params["status"] == "does-not-fit"
+
+
+def test_online_without_a_wandb_login_is_exit_2(ledger_file: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # online mode with no API key anywhere: W&B refuses before any request is made
+    monkeypatch.delenv("WANDB_MODE")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    r = runner.invoke(app, ["export", "wandb", "--ledger", str(ledger_file), "--dir",
+                            str(tmp_path / "wb")])
+    assert r.exit_code == 2, r.output
+    assert "could not check whether run" in r.output and "--offline" in r.output
+    assert not wandb_local_runs(tmp_path / "wb", records(ledger_file)[0].run_key)

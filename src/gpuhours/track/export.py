@@ -268,14 +268,16 @@ def wandb_local_runs(directory: Path, key: str) -> list[Path]:
 
 def _wandb_online_has(wandb: Any, entity: str | None, project: str, key: str) -> bool:
     """Whether the W&B server already has run `key` (online mode only; needs a login)."""
-    api = wandb.Api()
-    path = f"{entity or api.default_entity}/{project}/{key}"
+    path = f"{entity or '(your default entity)'}/{project}/{key}"
     try:
+        api = wandb.Api()
+        path = f"{entity or api.default_entity}/{project}/{key}"
         api.run(path)
     except Exception as e:  # wandb raises CommError / ValueError for a run it cannot find
         if "not found" in str(e).lower() or "could not find" in str(e).lower():
             return False
-        raise InputError("W&B", f"could not check whether run {path} exists: {e}.",
+        # no API key (UsageError), no network, a server error: nothing was exported
+        raise InputError("W&B", f"could not check whether run {path} exists: {e}",
                          "Log in (wandb login), or export with --offline.") from None
     return True
 
