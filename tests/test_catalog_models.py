@@ -35,6 +35,8 @@ def built_count(config: dict[str, Any]) -> int:
     with torch.device("meta"):
         if config["model_type"] == "bert":
             model = transformers.BertModel(hf_config)
+        elif config["model_type"] == "qwen2_5_vl":  # a vision-language model: not a causal LM
+            model = transformers.Qwen2_5_VLForConditionalGeneration(hf_config)
         else:
             model = transformers.AutoModelForCausalLM.from_config(hf_config)
     return sum(p.numel() for p in model.parameters())

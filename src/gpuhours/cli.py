@@ -195,6 +195,21 @@ def estimate(
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+    images_per_example: Annotated[int, typer.Option(
+        "--images-per-example", min=0, help="Vision-language models: images per example; "
+        "their tokens add to --seq's text tokens, their vision-tower forward to the step.")
+    ] = TRAINING.images_per_example,
+    image_pixels: Annotated[int | None, typer.Option(
+        "--image-pixels", min=1, help="Pixels of each image (e.g. 480000; assumed square), "
+        "resized as the Qwen2.5-VL processor does: one token per 28 x 28 pixels.")] = None,
+    image_tokens: Annotated[int | None, typer.Option(
+        "--image-tokens", min=1, help="Tokens per image, instead of --image-pixels.")] = None,
+    image_max_pixels: Annotated[int | None, typer.Option(
+        "--image-max-pixels", min=784, help="The processor's max_pixels (default 1,003,520): "
+        "larger images are shrunk to it.")] = None,
+    train_vision: Annotated[bool, typer.Option(
+        "--train-vision", help="Train the vision tower too (full fine-tuning only); by "
+        "default it is frozen.")] = TRAINING.train_vision,
     tokens: TokensOpt = None,
     steps: StepsOpt = None,
     examples: ExamplesOpt = None,
@@ -269,7 +284,9 @@ def estimate(
                   seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
                   flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
                   zero_stage=zero, loss_kernel=loss_kernel, tp=tp, pp=pp, cp=cp, ep=ep,
-                  virtual_stages=virtual_stages)
+                  virtual_stages=virtual_stages, images_per_example=images_per_example,
+                  image_pixels=image_pixels, image_tokens=image_tokens,
+                  image_max_pixels=image_max_pixels, train_vision=train_vision)
     book = open_ledger(ledger) if calibrate else None
     own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
     if gpu is not None and all(v is None for v in own_figures):

@@ -139,6 +139,73 @@ class Training(_ReadsModel):
     #: model chunks per pipeline rank of the interleaved schedule (1 = plain 1F1B)
     virtual_stages: int = Field(default=1, ge=1, le=128)
 
+    #: vision-language models: images per example; each adds its image tokens to the sequence
+    #: the language model sees (beyond seq_len's text tokens) and one vision-tower forward
+    images_per_example: int = Field(default=0, ge=0, le=100_000)
+    #: pixels of each image as given to the processor (assumed square), resized by its
+    #: smart-resize rule to one token per 28 x 28 pixels (estimate/vision.py)
+    image_pixels: int | None = Field(default=None, ge=1, le=1_000_000_000)
+    #: language-model tokens per image, given directly instead of image_pixels
+    image_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: the processor's max_pixels (images above it are shrunk); None = its default,
+    #: 28 x 28 x 1280 = 1,003,520 (transformers' Qwen2VLImageProcessor)
+    image_max_pixels: int | None = Field(default=None, ge=784, le=1_000_000_000)
+    #: the vision tower trains (full fine-tuning only); default frozen, as LLaMA-Factory
+    #: (freeze_vision_tower: true) and Qwen's own Qwen2.5-VL fine-tuning script (tune_mm_vision
+    #: False) run it: LoRA adapts the language model only, and a frozen tower keeps no
+    #: gradients, optimizer state or activations
+    train_vision: bool = False
+
+    @model_validator(mode="after")
+    def _check_images(self) -> Training:
+        if not self.images_per_example:
+            if (self.image_pixels is not None or self.image_tokens is not None
+                    or self.image_max_pixels is not None):
+                raise FieldError("images_per_example", "an image size is given but no images "
+                                 "per example: give images_per_example too.")
+            if self.train_vision:
+                raise FieldError("train_vision", "a trained vision tower needs images: give "
+                                 "images_per_example.")
+            return self
+        if self.arch.vision is None:
+            raise FieldError("images_per_example", f"{self.arch.name} has no vision tower "
+                             "(no vision_config gpuhours reads); images cannot be fed to it.",
+                             "Use a vision-language model such as qwen2.5-vl-7b.")
+        if (self.image_pixels is None) == (self.image_tokens is None):
+            raise FieldError(("image_pixels", "image_tokens"), "give the size of each image: "
+                             "its pixels (e.g. 480000) or its tokens, one of the two.")
+        if self.train_vision and self.method != "full":
+            raise FieldError(("train_vision", "method"), f"a trained vision tower is modelled "
+                             f"for full fine-tuning only; with {self.method} it stays frozen.")
+        return self
+
+    @property
+    def image_tokens_per_image(self) -> int:
+        """Language-model tokens of one image (0 without images)."""
+        grid = self.image_grid
+        return grid.tokens if grid is not None else 0
+
+    @property
+    def image_grid(self) -> Any:
+        """The patch grid of one image (estimate/vision.py ImageGrid), or None without images."""
+        if not self.images_per_example or self.arch.vision is None:
+            return None
+        from gpuhours.estimate.vision import grid_for_tokens, image_grid
+
+        if self.image_tokens is not None:
+            return grid_for_tokens(self.arch.vision, self.image_tokens)
+        assert self.image_pixels is not None
+        from gpuhours.estimate.vision import DEFAULT_MAX_PIXELS
+
+        return image_grid(self.arch.vision, self.image_pixels,
+                          max_pixels=self.image_max_pixels or DEFAULT_MAX_PIXELS)
+
+    @property
+    def llm_seq_len(self) -> int:
+        """Tokens per sequence the language model sees: seq_len's text tokens plus the image
+        tokens of every image of the example."""
+        return self.seq_len + self.images_per_example * self.image_tokens_per_image
+
     @model_validator(mode="after")
     def _check(self) -> Training:
         _check_layout(self)
@@ -156,12 +223,13 @@ class Training(_ReadsModel):
 
     @property
     def tokens_per_micro_batch(self) -> int:
-        return self.micro_batch * self.seq_len
+        """Tokens the language model processes per micro-batch, image tokens included."""
+        return self.micro_batch * self.llm_seq_len
 
     @property
     def tokens_per_step(self) -> int:
         """Tokens per optimizer step on one GPU (micro-batch x sequence x accumulation)."""
-        return self.micro_batch * self.seq_len * self.grad_accum
+        return self.micro_batch * self.llm_seq_len * self.grad_accum
 
     def choices(self) -> dict[str, Any]:
         """The setup as flat JSON-ready data: the model reference and every choice (what the
@@ -186,6 +254,8 @@ class Training(_ReadsModel):
             parts.append(f"zero{self.zero_stage}")
         if self.loss_kernel != "hf":
             parts.append(f"loss:{self.loss_kernel}")
+        if self.images_per_example:
+            parts.append(f"img{self.images_per_example}x{self.image_tokens_per_image}t")
         parts += [f"{k}{getattr(self, k)}" for k in ("tp", "pp", "cp", "ep")
                   if getattr(self, k) > 1]
         if self.virtual_stages > 1:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuhours.errors import FieldError, InputError
+from gpuhours.estimate.vision import VISION_MODEL_TYPES, VisionTower, vision_tower_from_config
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,25 @@ class ModelArch:
     #: how the total was counted when the analytic model does not cover the model_type (built
     #: by transformers on the meta device); "" when the analytic count is exact by itself
     params_basis: str = ""
+    #: sliding-window (local) attention: the window in tokens and how many of the layers use it
+    #: (the others attend to the whole context); None / 0 when every layer is global
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+    #: the vision tower of a vision-language model (estimate/vision.py); None for text models
+    vision: VisionTower | None = None
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def attended_tokens(self, context: float) -> float:
+        """Mean over layers of the tokens one query attends to with `context` tokens before it:
+        min(context, window) on the sliding-window layers, the whole context on the others."""
+        if not self.sliding_window or not self.sliding_layers:
+            return context
+        windowed = min(context, float(self.sliding_window))
+        return (self.sliding_layers * windowed
+                + (self.num_layers - self.sliding_layers) * context) / self.num_layers
 
     @property
     def q_dim(self) -> int:
@@ -113,7 +129,7 @@ LLAMA_LIKE_MODEL_TYPES = frozenset({
     "phi3", "granite",
 })
 #: every model_type the analytic model counts exactly
-COVERED_MODEL_TYPES = LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"}
+COVERED_MODEL_TYPES = LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
@@ -134,6 +150,16 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     where = where or name
     if not isinstance(cfg, dict):
         raise InputError(where, "a config.json must be a JSON object.")
+    vision = None
+    if str(cfg.get("model_type", "")) in VISION_MODEL_TYPES:
+        vision = vision_tower_from_config(cfg.get("vision_config"), where)
+        text = cfg.get("text_config")
+        # Qwen2.5-VL's language model is a Qwen2 decoder; hub configs keep its fields at the
+        # top level, transformers 5's saved configs under text_config
+        base = {**cfg, **(text if isinstance(text, dict) else {})}
+        base = {k: v for k, v in base.items() if k not in ("vision_config", "text_config")}
+        arch = _llama_like({**base, "model_type": "qwen2"}, name, where, "qwen2")
+        return replace(arch, model_type=str(cfg["model_type"]), vision=vision)
     # Vision-language configs keep the language model under text_config.
     if "text_config" in cfg and "hidden_size" not in cfg:
         if not isinstance(cfg["text_config"], dict):
@@ -274,7 +300,42 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         moe_intermediate_size=moe_ffn,
         shared_expert_intermediate_size=shared_ffn,
         max_positions=_count(cfg, where, "max_position_embeddings") or None,
+        **_sliding(cfg, where, model_type, layers),
     )
+
+
+def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:
+    """The sliding-window fields of a llama-style config, as transformers reads them:
+    `layer_types` when given (its "sliding_attention" entries); otherwise per family: mistral
+    and mixtral window every layer when `sliding_window` is set; gemma2 every even layer
+    (Gemma2DecoderLayer: `not layer_idx % 2`); gemma3_text every layer but each
+    `sliding_window_pattern`-th (default 6); qwen2/qwen3 (and their MoE) only with
+    `use_sliding_window`, the layers from `max_window_layers` on. Others: no window."""
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if window in (None, 0, False):  # qwen2_moe's config class writes 0 for "no window"
+        return {}
+    window = _positive_int(window, where, "sliding_window")
+    if isinstance(types, list) and types:
+        if len(types) != layers:
+            raise InputError(where, f"layer_types has {len(types)} entries for {layers} layers.")
+        n = sum(1 for x in types if x == "sliding_attention")
+    elif model_type in ("mistral", "mixtral"):
+        n = layers
+    elif model_type == "gemma2":
+        n = (layers + 1) // 2
+    elif model_type == "gemma3_text":
+        pattern = _count(cfg, where, "sliding_window_pattern") or 6
+        n = layers - layers // pattern
+    elif model_type in ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe"):
+        if not cfg.get("use_sliding_window"):
+            return {}
+        first = cfg.get("max_window_layers")
+        first = layers if not isinstance(first, int) else first
+        n = max(0, layers - first)
+    else:
+        return {}
+    return {"sliding_window": window, "sliding_layers": n} if n else {}
 
 
 def _gpt2(cfg: dict[str, Any], name: str, where: str) -> ModelArch:

@@ -12,7 +12,7 @@ from gpuhours.catalog.schema import PriceRow
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure, assumed, formula, given
-from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
 from gpuhours.setup import Hardware, Training
@@ -241,8 +241,7 @@ def estimate_training(
     arch = t.arch
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
-    flops = training_flops_per_token(arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing, t.loss_kernel)
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
     mem = training_memory(arch, t, hw.num_gpus)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
@@ -284,7 +283,7 @@ def estimate_training(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
             f"pp {t.pp}, v {t.virtual_stages}, m {t.grad_accum} micro-batches (Narayanan et al. "
             f"2021)")
-        for c in st.collectives[:-1]:  # the last, data-parallel, is communication_s above
+        for c in st.collectives:
             key = c.name.replace("-", "_").replace(" ", "_")
             breakdown[f"{key}_s"] = formula(c.seconds, "s", f"estimate/parallel.py: {c.name} "
                                             f"volume / {c.link} bandwidth")
@@ -304,6 +303,9 @@ def estimate_training(
             cost_usd=cost_rows(gpu_hours, price_rows or []),
         )
     warnings = []
+    from gpuhours.estimate.flops import images_note
+
+    images = images_note(t)  # a vision-language setup's images and its tower (issue 15)
     if arch.max_positions and t.seq_len > arch.max_positions and not arch.position_embeddings:
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
@@ -374,5 +376,6 @@ def estimate_training(
                                source=eff_source),
         totals=totals,
         warnings=warnings,
-        assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in used],
+        assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in used]
+        + ([images] if images else []),
     )

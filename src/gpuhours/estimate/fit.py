@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate.flops import training_flops_per_token
+from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
@@ -78,8 +78,7 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
             num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
             memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
             tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp)
-    flops = training_flops_per_token(t.arch, t.seq_len, t.method, t.lora_rank, t.lora_targets,
-                                     t.checkpointing, t.loss_kernel)
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,

@@ -13,6 +13,12 @@ Conventions, stated once:
 - Full activation recomputation (gradient checkpointing) adds one forward of the layers (not
   of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
+- Sliding-window layers attend to min(context, window) tokens (ModelArch.attended_tokens).
+- A vision-language model's images: each image's vision-tower forward (estimate/vision.py),
+  spread over the language-model tokens of its example (text + image tokens), so that
+  tokens x FLOPs/token is the step's work. A frozen tower has no backward (its input, the
+  pixels, needs no gradient); a trained one 2 x forward, and its forward again under
+  checkpointing. Vision attention is bidirectional within its windows.
 - The loss kernel: Cut Cross-Entropy (Wijmans et al. 2024, arXiv:2411.09009, sec. 4) never
   stores the logits and recomputes them blockwise in backward: one more forward of the LM head,
   counted as recomputation. Liger's fused linear cross-entropy computes the LM head's
@@ -22,10 +28,15 @@ Conventions, stated once:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.vision import vision_forward_flops
+
+if TYPE_CHECKING:  # setup imports arch; flops is imported by memory, which setup does not
+    from gpuhours.setup import Training
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,9 @@ class TrainingFlops:
         """Work the algorithm needs (MFU's numerator): forward + backward, no recomputation."""
         return (
             self.matmul_forward + self.matmul_backward + self.lora_forward + self.lora_backward
-            + self.attention_forward + self.attention_backward
+            + self.attention_forward + self.attention_backward + self.vision_forward
+            + self.vision_backward + self.vision_attention_forward
+            + self.vision_attention_backward
         )
 
     @property
@@ -57,15 +70,21 @@ class TrainingFlops:
     def matmul_flops_per_token(self) -> float:
         """Dense matmul part of the hardware FLOPs (runs at GEMM efficiency)."""
         mm = self.matmul_forward + self.matmul_backward + self.lora_forward + self.lora_backward
-        return mm + self.recompute_matmul
+        return mm + self.vision_forward + self.vision_backward + self.recompute_matmul
 
     @property
     def attention_flops_per_token(self) -> float:
         """Attention-score part of the hardware FLOPs (runs at attention-kernel efficiency)."""
-        return self.attention_forward + self.attention_backward + self.recompute_attention
+        return (self.attention_forward + self.attention_backward + self.vision_attention_forward
+                + self.vision_attention_backward + self.recompute_attention)
 
     recompute_matmul: float = 0.0
     recompute_attention: float = 0.0
+    #: the vision tower's matmuls and attention per language-model token (0 without images)
+    vision_forward: float = 0.0
+    vision_backward: float = 0.0
+    vision_attention_forward: float = 0.0
+    vision_attention_backward: float = 0.0
 
 
 def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: bool = True) -> float:
@@ -73,8 +92,22 @@ def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: boo
 
     context = (seq_len + 1) / 2 under a causal mask (mean over positions), seq_len otherwise.
     """
-    context = (seq_len + 1) / 2 if causal else float(seq_len)
-    return 4.0 * arch.num_layers * arch.q_dim * context
+    if not causal:
+        return 4.0 * arch.num_layers * arch.q_dim * seq_len
+    return 4.0 * arch.num_layers * arch.q_dim * causal_mean_attended(arch, seq_len)
+
+
+def causal_mean_attended(arch: ModelArch, seq_len: float) -> float:
+    """Mean over positions and layers of the keys a query attends to under a causal mask:
+    (S + 1) / 2 on a global layer; with a window W < S, position p (1-based) sees min(p, W)
+    keys, a mean of (S W - W (W - 1) / 2) / S."""
+    global_mean = (seq_len + 1) / 2
+    w = arch.sliding_window
+    if not w or not arch.sliding_layers or w >= seq_len:
+        return global_mean
+    windowed_mean = (seq_len * w - w * (w - 1) / 2) / seq_len
+    return (arch.sliding_layers * windowed_mean
+            + (arch.num_layers - arch.sliding_layers) * global_mean) / arch.num_layers
 
 
 def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
@@ -146,5 +179,69 @@ def training_flops_per_token(
 
 
 def generation_flops_per_token(arch: ModelArch, context_tokens: float) -> float:
-    """Forward FLOPs to process one token with `context_tokens` of context before it."""
-    return 2.0 * count_params(arch).matmul_active + 4.0 * arch.num_layers * arch.q_dim * context_tokens
+    """Forward FLOPs to process one token with `context_tokens` of context before it
+    (min(context, window) on sliding-window layers)."""
+    return (2.0 * count_params(arch).matmul_active
+            + 4.0 * arch.num_layers * arch.q_dim * arch.attended_tokens(context_tokens))
+
+
+def prefill_flops_per_token(arch: ModelArch, prompt_tokens: float) -> float:
+    """Forward FLOPs per token of a causal pass over `prompt_tokens` tokens (a prefill, a
+    scoring pass): the matmuls and the causal mean of attended keys, which on sliding-window
+    layers is the mean of min(position, window) (causal_mean_attended)."""
+    return (2.0 * count_params(arch).matmul_active
+            + 4.0 * arch.num_layers * arch.q_dim * causal_mean_attended(arch, prompt_tokens))
+
+
+def training_flops(t: Training) -> TrainingFlops:
+    """FLOPs per language-model token of the training setup `t`: the decoder over its whole
+    sequence (text and image tokens) and, with images, the vision tower's work spread over the
+    example's tokens (see the module docstring)."""
+    arch = t.arch
+    f = training_flops_per_token(arch, t.llm_seq_len, t.method, t.lora_rank, t.lora_targets,
+                                 t.checkpointing, t.loss_kernel)
+    grid = t.image_grid
+    if grid is None or arch.vision is None:
+        return f
+    per_image = vision_forward_flops(arch.vision, grid)
+    share = t.images_per_example / t.llm_seq_len  # images per language-model token
+    mm, attn = per_image.matmul * share, per_image.attention * share
+    trains = t.train_vision
+    recompute_mm = mm if (trains and t.checkpointing) else 0.0
+    recompute_attn = attn if (trains and t.checkpointing) else 0.0
+    return replace(
+        f,
+        vision_forward=mm,
+        vision_backward=2.0 * mm if trains else 0.0,
+        vision_attention_forward=attn,
+        vision_attention_backward=2.0 * attn if trains else 0.0,
+        recompute=f.recompute + recompute_mm + recompute_attn,
+        recompute_matmul=f.recompute_matmul + recompute_mm,
+        recompute_attention=f.recompute_attention + recompute_attn,
+    )
+
+
+def images_note(t: Training) -> str | None:
+    """What the images of a vision-language setup add, with the rule each figure comes from;
+    None without images."""
+    grid, v = t.image_grid, t.arch.vision
+    if grid is None or v is None:
+        return None
+    if t.image_tokens is not None:
+        size = f"{t.image_tokens} tokens each (given)"
+    else:
+        side = grid.grid_h * v.patch_size
+        cap = t.image_max_pixels or 28 * 28 * 1280
+        size = (f"{t.image_pixels:,} pixels each (assumed square), resized to {side} x "
+                f"{grid.grid_w * v.patch_size} by the Qwen2-VL processor's smart_resize "
+                f"(multiples of {v.pixels_per_token_side}, max_pixels {cap:,}): "
+                f"{grid.patches:,} patches of {v.patch_size} px, {grid.tokens} tokens")
+    fwd = vision_forward_flops(v, grid)
+    tower = ("trained (full): forward, backward and its state" if t.train_vision else
+             "frozen (the default, as LLaMA-Factory's freeze_vision_tower and Qwen's "
+             "tune_mm_vision=False run it): forward only, no gradients, optimizer state or "
+             "activations")
+    return (f"images: {t.images_per_example} per example, {size}; the language model sees "
+            f"{t.seq_len} text + {t.llm_seq_len - t.seq_len} image tokens = {t.llm_seq_len} "
+            f"per sequence; vision tower {fwd.total / 1e12:.3g} TFLOP forward per image "
+            f"(estimate/vision.py), {tower}")

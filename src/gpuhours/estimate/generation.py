@@ -34,7 +34,7 @@ from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.figures import Figure, assumed, formula, given
-from gpuhours.estimate.flops import generation_flops_per_token
+from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
 from gpuhours.setup import Generation, Hardware
@@ -54,6 +54,15 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, bytes_per_element: float,
     ceil(kv_heads / tp) KV heads (replicated when there are fewer KV heads than GPUs)."""
     heads = math.ceil(arch.num_kv_heads / tensor_parallel)
     return 2.0 * arch.num_layers * heads * arch.head_dim * bytes_per_element
+
+
+def kv_tokens_held(arch: ModelArch, context_tokens: float) -> float:
+    """Tokens' worth of KV cache (over all layers) a sequence of `context_tokens` holds: the
+    whole context on global layers, min(context, window) on sliding-window layers (Gemma 2/3,
+    Mistral, gpt-oss). Assumed both engines keep only the window there: vLLM's hybrid KV-cache
+    manager frees the blocks that slid out, transformers' sliding-window cache layers keep the
+    last `sliding_window` tokens."""
+    return arch.attended_tokens(context_tokens)
 
 
 def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float:
@@ -185,8 +194,8 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
     share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
              else memory_utilisation)
     usable = gpu.memory_bytes * share - weights / tp
-    per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * (
-        g.prompt_tokens + g.output_tokens)
+    per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
+        arch, g.prompt_tokens + g.output_tokens)
     if usable <= per_seq:
         where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
@@ -246,13 +255,12 @@ class _Step:
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
         passes = A.DECODE_KV_PASSES[self.engine].value
-        kv = passes * running * context * self.kv_bytes_per_token
+        kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
         flops = running * generation_flops_per_token(self.arch, context)
         return self.seconds(running, kv, flops / self.tensor_parallel)
 
     def prefill(self, running: int, prompt_tokens: int) -> float:
-        flops = running * prompt_tokens * generation_flops_per_token(
-            self.arch, (prompt_tokens + 1) / 2)
+        flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
         return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel)[0]
 
 
@@ -313,7 +321,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         max_num_seqs=max_seqs,
         weights_bytes=count_params(arch).total * g.weight_bytes_per_param,
         weights_read_bytes_per_step=step.weights_read_bytes,
-        kv_cache_bytes=running * kv_token * (g.prompt_tokens + g.output_tokens),
+        kv_cache_bytes=running * kv_token * kv_tokens_held(arch, g.prompt_tokens
+                                                           + g.output_tokens),
         decode_bandwidth_efficiency=e_bw,
         host_step_s=step.host_s,
         allreduce_s_per_decode_step=step.allreduce_s(running),
@@ -391,8 +400,7 @@ def scoring_time_s(arch: ModelArch, sequences: float, tokens_per_sequence: float
     if arch.encoder:
         raise FieldError("model", f"{arch.name} is an encoder; a scoring model must be a "
                                   f"decoder here.")
-    flops = sequences * tokens_per_sequence * generation_flops_per_token(
-        arch, (tokens_per_sequence + 1) / 2)
+    flops = sequences * tokens_per_sequence * prefill_flops_per_token(arch, tokens_per_sequence)
     return flops / (peak_flops(gpu, precision) * gemm_efficiency(gpu, arch.hidden_size))
 
 

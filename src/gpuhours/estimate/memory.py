@@ -20,6 +20,7 @@ from gpuhours.estimate.parallel import (
     zero_shards,
 )
 from gpuhours.estimate.params import ParamCounts, count_params
+from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
 from gpuhours.setup import Training
 
 #: bytes per element of the activations for each precision
@@ -88,9 +89,12 @@ def quantised_params(arch: ModelArch) -> int:
     """Parameters QLoRA stores in 4 bits: the linear layers of the blocks (not the embeddings,
     the LM head or the norms, which bitsandbytes leaves in 16 bits)."""
     counts = count_params(arch)
-    return counts.matmul_active - counts.lm_head_matmul if not arch.is_moe else (
+    # a vision tower's linears too (assumed: bitsandbytes through transformers converts every
+    # nn.Linear but the LM head; its Conv3d patch embedding and norms stay unquantised)
+    vision = vision_linear_params(arch.vision) if arch.vision is not None else 0
+    return vision + (counts.matmul_active - counts.lm_head_matmul if not arch.is_moe else (
         arch.num_layers * (counts.mlp_per_layer + counts.attention_per_layer)
-    )
+    ))
 
 
 @dataclass(frozen=True)
@@ -237,10 +241,19 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     """Activations alive at the end of the forward pass of one micro-batch, bytes."""
     tokens = t.tokens_per_micro_batch
     tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
-                                                       t.seq_len, t.method, t.lora_targets,
+                                                       t.llm_seq_len, t.method, t.lora_targets,
                                                        t.lora_rank)
     per_layer = tensors + scores
     a = ACTIVATION_BYTES[t.precision]
+    # a trained vision tower keeps its blocks' activations for every image of the micro-batch
+    # (a frozen one keeps none: its input, the pixels, needs no gradient)
+    vision = 0.0
+    if t.train_vision and arch.vision is not None and t.image_grid is not None:
+        v, grid = arch.vision, t.image_grid
+        per_image = vision_activation_bytes(v, grid, a)
+        if t.checkpointing:  # transformers checkpoints the vision blocks too: their inputs
+            per_image = grid.patches * v.depth * a * v.hidden_size + per_image / v.depth
+        vision = t.micro_batch * t.images_per_example * per_image
     # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
     # (BERT: the embedding LayerNorm's input and its dropout mask)
     outside = tokens * arch.hidden_size * (4 + (a if t.method == "full" else 0))
@@ -248,9 +261,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         # each block keeps its input (the residual stream); in backward one block is
         # recomputed at a time.
         layer_input = residual_bytes(t.precision) * arch.hidden_size
-        saved = arch.num_layers * tokens * layer_input + tokens * per_layer + outside
+        saved = arch.num_layers * tokens * layer_input + tokens * per_layer + outside + vision
     else:
-        saved = arch.num_layers * tokens * per_layer + outside
+        saved = arch.num_layers * tokens * per_layer + outside + vision
     return ActivationBytes(
         per_token_per_layer=per_layer,
         saved_all_layers=saved,
@@ -461,6 +474,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         opt = held * s.optimizer / shard_opt
         head_grad = counts.lm_head_matmul * s.grads / lay.tp
         temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
+        if counts.vision and not t.train_vision:
+            # a frozen vision tower (the default) keeps its weights only (setup.train_vision)
+            trainable -= counts.vision
+            grads_full -= counts.vision * s.grads
+            master -= counts.vision * s.master / shard_opt
+            opt -= counts.vision * s.optimizer / shard_opt
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision;

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuhours.estimate.vision import vision_params
+
 if TYPE_CHECKING:  # arch counts an uncovered config through this module: no import back
     from gpuhours.estimate.arch import ModelArch
 
@@ -36,7 +38,7 @@ class ParamCounts:
         blocks = self.num_layers * (
             self.attention_per_layer + self.mlp_per_layer + self.norms_per_layer
         )
-        return self.embedding + self.lm_head + blocks + self.final_norm + self.extra
+        return self.embedding + self.lm_head + blocks + self.final_norm + self.extra + self.vision
 
     @property
     def matmul_active(self) -> int:
@@ -51,6 +53,9 @@ class ParamCounts:
     #: matmul weights of one layer that one token passes through (attention + active MLP)
     matmul_per_layer: int = 0
     lm_head_matmul: int = 0
+    #: the vision tower of a vision-language model (estimate/vision.py vision_params): in the
+    #: total, not in matmul_active (its FLOPs are per image, estimate/vision.py)
+    vision: int = 0
 
 
 def attention_params(arch: ModelArch, weights_only: bool = False) -> int:
@@ -113,4 +118,5 @@ def count_params(arch: ModelArch) -> ParamCounts:
         matmul_per_layer=attention_params(arch, weights_only=True)
         + mlp_params(arch, active_only=True, weights_only=True),
         lm_head_matmul=head_matmul,
+        vision=vision_params(arch.vision) if arch.vision is not None else 0,
     )

@@ -103,6 +103,18 @@ class TrainingSettings(_Strict):
     kbit_upcast: bool | None = Field(
         default=None, description="qlora: non-4-bit weights cast to fp32 by peft's "
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP")
+    images_per_example: int | None = Field(
+        default=None, ge=0, description="vision-language models: images per example (their "
+        "tokens add to seq_len's text tokens; the vision tower's forward to the step)")
+    image_pixels: PositiveInt | None = Field(
+        default=None, description="pixels of each image (assumed square), resized as the "
+        "Qwen2.5-VL processor does: one token per 28 x 28 pixels")
+    image_tokens: PositiveInt | None = Field(
+        default=None, description="tokens per image, instead of image_pixels")
+    image_max_pixels: PositiveInt | None = Field(
+        default=None, description="the processor's max_pixels (default 1,003,520)")
+    train_vision: bool | None = Field(
+        default=None, description="the vision tower trains (full fine-tuning); default frozen")
     gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
 
 

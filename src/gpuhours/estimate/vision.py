@@ -1,0 +1,258 @@
+"""The vision tower of a vision-language model (Qwen2.5-VL): its parameters, image tokens from
+pixels, and FLOPs and activations per image.
+
+Qwen2.5-VL (Bai et al. 2025, arXiv:2502.13923, sec. 2.1; transformers' modeling_qwen2_5_vl.py):
+an image is resized so both sides are multiples of patch x merge (28 pixels), cut into 14 x 14
+patches (each patch twice in time: temporal_patch_size 2, a 3 x 2 x 14 x 14 = 1,176-value
+vector), embedded by a bias-free Conv3d, passed through `depth` blocks (RMSNorm, fused qkv and
+proj with biases, a gated SiLU MLP with biases) whose attention is bidirectional inside windows
+of window_size pixels except in `fullatt_block_indexes`, and merged 2 x 2 into one LLM token by
+an MLP (RMSNorm, Linear(4d, 4d), GELU, Linear(4d, out_hidden_size)). One token per 28 x 28
+pixels. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.errors import FieldError, InputError
+
+#: model_types whose vision tower this module reads
+VISION_MODEL_TYPES = frozenset({"qwen2_5_vl"})
+#: the processor's default pixel bounds (transformers' Qwen2VLImageProcessor, which
+#: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
+DEFAULT_MIN_PIXELS = 56 * 56
+DEFAULT_MAX_PIXELS = 28 * 28 * 1280
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """Shape of a Qwen2.5-VL vision tower (its config's vision_config). Sizes in elements."""
+
+    depth: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    patch_size: int
+    temporal_patch_size: int
+    in_channels: int
+    spatial_merge_size: int
+    out_hidden_size: int
+    #: pixels per side of an attention window; blocks not in fullatt_block_indexes attend only
+    #: within their window
+    window_size: int
+    fullatt_block_indexes: tuple[int, ...]
+
+    @property
+    def pixels_per_token_side(self) -> int:
+        """Side in pixels of the square one LLM token covers: patch x merge (28)."""
+        return self.patch_size * self.spatial_merge_size
+
+    @property
+    def patch_values(self) -> int:
+        """Values in one patch vector: channels x temporal patch x patch^2 (1,176)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size ** 2
+
+    @property
+    def merger_width(self) -> int:
+        """Width of the merger's input: hidden x merge^2 (5,120)."""
+        return self.hidden_size * self.spatial_merge_size ** 2
+
+
+def _int(cfg: dict[str, Any], where: str, key: str, *others: str, default: int | None = None
+         ) -> int:
+    for k in (key, *others):
+        value = cfg.get(k)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(where, f"vision_config field {k!r} must be a whole number "
+                                        f">= 1, got {value!r}.")
+            return value
+    if default is None:
+        raise InputError(where, f"vision_config has no {key!r}.")  # pragma: no cover
+    return default
+
+
+def vision_tower_from_config(vc: Any, where: str) -> VisionTower:
+    """A VisionTower from a Qwen2.5-VL `vision_config` dict; a missing field takes the default of
+    transformers' Qwen2_5_VLVisionConfig (5.23), so that the count stays that of the model
+    transformers builds (its hidden_size default is 3584; the checkpoints state 1280)."""
+    if not isinstance(vc, dict):
+        raise InputError(where, f"field 'vision_config' must be an object, got {vc!r}.")
+    full = vc.get("fullatt_block_indexes", (7, 15, 23, 31))
+    if not isinstance(full, list | tuple) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in full):
+        raise InputError(where, f"vision_config field 'fullatt_block_indexes' must be a list of "
+                                f"layer numbers, got {full!r}.")
+    return VisionTower(
+        depth=_int(vc, where, "depth", default=32),
+        hidden_size=_int(vc, where, "hidden_size", "embed_dim", default=3584),
+        intermediate_size=_int(vc, where, "intermediate_size", default=3420),
+        num_heads=_int(vc, where, "num_heads", default=16),
+        patch_size=_int(vc, where, "patch_size", "spatial_patch_size", default=14),
+        temporal_patch_size=_int(vc, where, "temporal_patch_size", default=2),
+        in_channels=_int(vc, where, "in_channels", "in_chans", default=3),
+        spatial_merge_size=_int(vc, where, "spatial_merge_size", default=2),
+        out_hidden_size=_int(vc, where, "out_hidden_size", default=3584),
+        window_size=_int(vc, where, "window_size", default=112),
+        fullatt_block_indexes=tuple(full),
+    )
+
+
+# Parameters ---------------------------------------------------------------------------------
+def block_params(v: VisionTower) -> int:
+    """One vision block: two RMSNorms (2d), qkv (d x 3d + 3d), proj (d x d + d), gate and up
+    (d x f + f each), down (f x d + d)."""
+    d, f = v.hidden_size, v.intermediate_size
+    return 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * (d * f + f) + (f * d + d)
+
+
+def merger_params(v: VisionTower) -> int:
+    """The patch merger: RMSNorm (d), Linear(4d, 4d) and Linear(4d, out), with biases."""
+    m = v.merger_width
+    return v.hidden_size + (m * m + m) + (m * v.out_hidden_size + v.out_hidden_size)
+
+
+def vision_params(v: VisionTower) -> int:
+    """All parameters of the tower: patch embedding (Conv3d without bias), blocks, merger.
+    The rotary embedding has no parameters (its inv_freq is a buffer)."""
+    return v.patch_values * v.hidden_size + v.depth * block_params(v) + merger_params(v)
+
+
+def vision_linear_params(v: VisionTower) -> int:
+    """Weights of the tower's nn.Linear layers (what bitsandbytes would quantise)."""
+    d, f, m = v.hidden_size, v.intermediate_size, v.merger_width
+    return v.depth * (4 * d * d + 3 * d * f) + m * m + m * v.out_hidden_size
+
+
+# Image tokens -------------------------------------------------------------------------------
+def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = DEFAULT_MIN_PIXELS,
+                 max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[int, int]:
+    """(height, width) in pixels the Qwen2-VL/2.5-VL processor resizes an image to: both sides
+    multiples of `factor` (patch x merge), the area within [min_pixels, max_pixels], the aspect
+    ratio kept as closely as possible. The rule of transformers'
+    models/qwen2_vl/image_processing_qwen2_vl.py `smart_resize` (also qwen-vl-utils): round each
+    side to the factor; if that exceeds max_pixels, scale by sqrt(h w / max_pixels) and floor;
+    if below min_pixels, scale by sqrt(min_pixels / (h w)) and ceil."""
+    if height < 1 or width < 1:
+        raise FieldError("image_pixels", f"an image needs a positive size, got {height} x {width}.")
+    if max(height, width) / min(height, width) > 200:
+        raise FieldError("image_pixels", "the processor refuses an aspect ratio above 200.")
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def square_side_px(pixels: int) -> int:
+    """Side of the square image of `pixels` pixels (an image given by its pixel count alone is
+    assumed square), rounded to the nearest pixel."""
+    return max(1, round(math.sqrt(pixels)))
+
+
+@dataclass(frozen=True)
+class ImageGrid:
+    """One image as the tower sees it: its patch grid after resizing."""
+
+    grid_h: int
+    grid_w: int
+    merge: int
+
+    @property
+    def patches(self) -> int:
+        return self.grid_h * self.grid_w
+
+    @property
+    def tokens(self) -> int:
+        """LLM tokens of the image: patches / merge^2."""
+        return self.patches // self.merge ** 2
+
+
+def image_grid(v: VisionTower, pixels: int, min_pixels: int = DEFAULT_MIN_PIXELS,
+               max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageGrid:
+    """The patch grid of a square image of `pixels` pixels after the processor's smart resize."""
+    side = square_side_px(pixels)
+    h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
+    return ImageGrid(h // v.patch_size, w // v.patch_size, v.spatial_merge_size)
+
+
+def grid_for_tokens(v: VisionTower, tokens: int) -> ImageGrid:
+    """A patch grid that gives `tokens` LLM tokens (image tokens given directly): as square as
+    the number allows (the largest divisor up to its square root as the short side)."""
+    short = max(k for k in range(1, math.isqrt(tokens) + 1) if tokens % k == 0)
+    m = v.spatial_merge_size
+    return ImageGrid(short * m, tokens // short * m, m)
+
+
+# FLOPs and activations per image ------------------------------------------------------------
+def window_sequence_lengths(v: VisionTower, grid: ImageGrid) -> list[int]:
+    """Patches in each attention window of a windowed block: the merged grid is cut into
+    windows of (window_size / patch / merge) merged tokens per side, the last ones in each
+    direction smaller (transformers' Qwen2_5_VisionTransformerPretrainedModel.get_window_index:
+    vit_merger_window_size = window_size // spatial_merge_size // patch_size, no padding kept)."""
+    m = v.spatial_merge_size
+    win = max(1, v.window_size // m // v.patch_size)
+    gh, gw = grid.grid_h // m, grid.grid_w // m
+
+    def spans(n: int) -> list[int]:
+        return [min(win, n - s) for s in range(0, n, win)]
+
+    return [a * b * m * m for a in spans(gh) for b in spans(gw)]
+
+
+@dataclass(frozen=True)
+class VisionFlops:
+    """Forward FLOPs of the tower for one image (one multiply-add = 2 FLOPs)."""
+
+    #: patch embedding, the blocks' linears and the merger
+    matmul: float
+    #: QK^T and AV of every block: 4 x d x (sum over its attention windows of length^2)
+    attention: float
+
+    @property
+    def total(self) -> float:
+        return self.matmul + self.attention
+
+
+def vision_forward_flops(v: VisionTower, grid: ImageGrid) -> VisionFlops:
+    """Forward FLOPs of one image. N patches, T = N / merge^2 tokens, d hidden, f MLP width:
+    patch embedding 2 N (values x d); per block 2 N (4 d^2 + 3 d f) for qkv, proj, gate, up
+    and down; merger 2 T (4d x 4d + 4d x out). Attention is bidirectional (no causal half):
+    per block 4 d sum(n_w^2) over its windows (one window of all N patches in the full-attention
+    blocks). Norms, SiLU/GELU and the rotary embedding are left out (no matmul)."""
+    d, f = v.hidden_size, v.intermediate_size
+    n = grid.patches
+    matmul = 2.0 * n * v.patch_values * d
+    matmul += v.depth * 2.0 * n * (4 * d * d + 3 * d * f)
+    m = v.merger_width
+    matmul += 2.0 * grid.tokens * (m * m + m * v.out_hidden_size)
+    windowed = sum(s * s for s in window_sequence_lengths(v, grid))
+    full_blocks = sum(1 for i in v.fullatt_block_indexes if 0 <= i < v.depth)
+    attention = 4.0 * d * ((v.depth - full_blocks) * windowed + full_blocks * n * n)
+    return VisionFlops(matmul=matmul, attention=attention)
+
+
+def vision_activation_bytes(v: VisionTower, grid: ImageGrid, activation_bytes: int) -> float:
+    """Bytes a trained tower keeps for backward per image (frozen: none, its inputs need no
+    gradient). Per patch and block, as autograd keeps them in transformers' vision block:
+    two RMSNorms' fp32 inputs and their normalised outputs (2 (4d + a d)), the qkv input
+    (a d), q, k, v after the rotary embedding (3 a d), the attention output and proj's input
+    (2 a d), the MLP input (a d), gate, up and the activation's output (3 a f), down's input
+    (a f); with a flash kernel no score matrix. Plus the merger per token: its norm (4d' + a d'
+    with d' = 4d over the merged token), the first linear's input (a 4d), GELU's input and
+    output (2 a 4d)."""
+    a = activation_bytes
+    d, f = v.hidden_size, v.intermediate_size
+    per_patch_block = 2 * (4 * d + a * d) + a * d + 3 * a * d + 2 * a * d + a * d + 4 * a * f
+    m = v.merger_width
+    per_token_merger = (4 * m + a * m) + a * m + 2 * a * m
+    return grid.patches * v.depth * per_patch_block + grid.tokens * per_token_merger
