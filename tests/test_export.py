@@ -203,6 +203,9 @@ def test_cli_errors_exit_2(ledger_file: Path, tmp_path: Path, monkeypatch: pytes
     assert r.exit_code == 2 and "no ledger at" in r.output
     r = runner.invoke(app, ["export", "mlflow", "--ledger", str(ledger_file), "--run", "9"])
     assert r.exit_code == 2 and "--run 9" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["export", "wandb", "--ledger", str(ledger_file), "--offline",
+                            "--dir", str(tmp_path / "wb"), "--project", "a/b"])
+    assert r.exit_code == 2 and "Invalid project name" in r.output
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if the extra were not installed
     r = runner.invoke(app, ["export", "wandb", "--ledger", str(ledger_file), "--offline"])
     assert r.exit_code == 2 and "pip install 'gpuhours[export]'" in r.output

@@ -305,10 +305,14 @@ def export_to_wandb(runs: list[ExportRun], *, project: str = DEFAULT_PROJECT,
             outcomes.append(ExportOutcome(r.ledger_ref, r.run_key, "already",
                                           str(there[0]) if there else f"{project}/{r.run_key}"))
             continue
-        run = wandb.init(project=project, entity=entity, id=r.run_key, name=r.name,
-                         config={**r.params, "gpuhours": r.tags}, tags=_wandb_tags(r),
-                         mode="offline" if offline else "online", dir=str(where),
-                         settings=settings, resume="never", reinit="create_new")
+        try:
+            run = wandb.init(project=project, entity=entity, id=r.run_key, name=r.name,
+                             config={**r.params, "gpuhours": r.tags}, tags=_wandb_tags(r),
+                             mode="offline" if offline else "online", dir=str(where),
+                             settings=settings, resume="never", reinit="create_new")
+        except wandb.errors.Error as e:  # a refused login, project or entity
+            raise InputError("W&B", f"refused run {r.run_key} ({r.ledger_ref}): {e}",
+                             "Check --project and --entity, or export with --offline.") from None
         try:
             for step, row in _rows_by_step(r.series):
                 run.log(row, step=step)
