@@ -94,7 +94,7 @@ def test_each_collective_on_its_link():
     b = e.step_time_breakdown_s
     assert "nvlink" in b["tensor_parallel_collectives_s"].source     # 8 GPUs of one node
     assert "network" in b["pipeline_sends_s"].source                 # stages on other nodes
-    assert "network" in b["data_parallel_gradients_s"].source        # dp ranks 16 GPUs apart
+    assert "network" in b["communication_s"].source                  # dp ranks 16 GPUs apart
     assert b["pipeline_bubble_s"].value > 0
     # a node of 4 GPUs: tensor parallelism over 8 crosses the network and costs more
     small_nodes = estimate_training(t, Hardware(gpu="a100-80gb", num_gpus=64, gpus_per_node=4))
@@ -110,7 +110,7 @@ def test_the_bubble_is_its_share_of_the_step():
     # bubble = (the stage's busy time) x (p - 1)/m: 3/8 of everything but the optimizer step
     # and the data-parallel traffic (both after the pipeline drains)
     busy = (e.step_time_s.value - b["pipeline_bubble_s"].value - b["optimizer_s"].value
-            - b["data_parallel_gradients_exposed_s"].value)
+            - b["communication_exposed_s"].value)
     assert b["pipeline_bubble_s"].value == pytest.approx(busy * 3 / 8)
 
 

@@ -283,7 +283,7 @@ def estimate_training(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
             f"pp {t.pp}, v {t.virtual_stages}, m {t.grad_accum} micro-batches (Narayanan et al. "
             f"2021)")
-        for c in st.collectives:
+        for c in st.collectives[:-1]:  # the last, data-parallel, is communication_s above
             key = c.name.replace("-", "_").replace(" ", "_")
             breakdown[f"{key}_s"] = formula(c.seconds, "s", f"estimate/parallel.py: {c.name} "
                                             f"volume / {c.link} bandwidth")

@@ -68,7 +68,13 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
               "host_exposed_s": "host time not hidden",
               "optimizer_s": "optimizer step",
               "communication_s": "communication (not added)",
-              "communication_exposed_s": "communication not hidden"}
+              "communication_exposed_s": "communication not hidden",
+              "pipeline_bubble_s": "pipeline bubble"}
+    for kind in ("tensor_parallel_collectives", "context_parallel_KV_ring", "expert_all_to_all",
+                 "pipeline_sends"):
+        name = kind.replace("_", " ")
+        labels[f"{kind}_s"] = f"{name} (not added)"
+        labels[f"{kind}_exposed_s"] = f"{name} not hidden"
     for key, fig in e.step_time_breakdown_s.items():
         if fig.value > 0:
             t.append([f"  {labels.get(key, key)}", seconds(fig.value), _basis(fig)])
