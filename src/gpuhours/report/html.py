@@ -48,25 +48,44 @@ def script_json(data: Any) -> str:
 
 # --- figures (plotly specs as plain data) -------------------------------------------------------
 
+#: a phase keeps its colour in every chart (plotly's default cycles by trace, so a phase left
+#: out of one chart would shift the others); no grey, which is the contingency's
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#bcbd22", "#17becf", "#393b79", "#e7ba52", "#637939", "#843c39", "#7b4173",
+           "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363", "#9c9ede")
+CONTINGENCY_COLOUR = "#aaaaaa"
+
+
+def _colours(series: list[str], order: list[str]) -> dict[str, str]:
+    """Colour by position in `order` (the plan's phases), else by position among `series`."""
+    out = {}
+    for i, name in enumerate(series):
+        at = order.index(name) if name in order else len(order) + i
+        out[name] = CONTINGENCY_COLOUR if name == "contingency" else PALETTE[at % len(PALETTE)]
+    return out
+
+
 def _hover(p: cd.Point, shown: str) -> str:
     return plot_text(f"{p.series}: {shown} ({p.basis}: {p.source})")
 
 
 def _stacked(points: list[cd.Point], title: str, unit_title: str, scale: float,
-             shown: Any) -> dict[str, Any]:
+             shown: Any, order: list[str] | None = None) -> dict[str, Any]:
     """Bars stacked by series over the points' labels; `scale` converts the values to the
-    axis unit; each bar keeps its exact value in customdata."""
+    axis unit; each bar keeps its exact value in customdata. `order`: the names whose
+    colours stay put from chart to chart."""
     labels = list(dict.fromkeys(p.label for p in points))
+    names = list(dict.fromkeys(p.series for p in points))
+    colours = _colours(names, order or [])
     traces = []
-    for series in dict.fromkeys(p.series for p in points):
+    for series in names:
         mine = [p for p in points if p.series == series]
         traces.append({"type": "bar", "name": plot_text(series),
                        "x": [plot_text(p.label) for p in mine],
                        "y": [p.value / scale for p in mine],
                        "customdata": [p.value for p in mine],
                        "hovertext": [_hover(p, shown(p.value)) for p in mine],
-                       "hoverinfo": "text",
-                       **({"marker": {"color": "#999999"}} if series == "contingency" else {})})
+                       "hoverinfo": "text", "marker": {"color": colours[series]}})
     return {"data": traces, "layout": {
         "title": {"text": plot_text(title)}, "barmode": "stack",
         "xaxis": {"categoryorder": "array", "categoryarray": [plot_text(x) for x in labels]},
@@ -75,8 +94,8 @@ def _stacked(points: list[cd.Point], title: str, unit_title: str, scale: float,
 
 
 def _grouped(points: list[cd.Point], title: str, unit_title: str, scale: float,
-             shown: Any) -> dict[str, Any]:
-    fig = _stacked(points, title, unit_title, scale, shown)
+             shown: Any, order: list[str] | None = None) -> dict[str, Any]:
+    fig = _stacked(points, title, unit_title, scale, shown, order)
     fig["layout"]["barmode"] = "group"
     return fig
 
@@ -133,13 +152,15 @@ def _sweep(sweeps: list[dict[str, Any]], key: str, title: str, unit: str,
 
 def figures(b: dict[str, Any], sweeps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The page's plotly figures by element id, from the budget JSON and the sweeps."""
+    phases = [p["name"] for p in b["phases"]]
     figs = {"chart-gpu-hours": _stacked(
         cd.phase_gpu_hours(b), f"GPU hours by phase: {b['total_gpu_hours']:,.1f} GPU h",
-        "GPU hours", 1.0, lambda v: f"{v:,.2f} GPU h")}
+        "GPU hours", 1.0, lambda v: f"{v:,.2f} GPU h", phases)}
     usd_points, _ = cd.phase_usd(b)
     if usd_points:
         figs["chart-usd"] = _stacked(usd_points, "Dollars by phase at the cheapest on-demand "
-                                                  "price", "USD", 1.0, lambda v: f"${v:,.0f}")
+                                                  "price", "USD", 1.0, lambda v: f"${v:,.0f}",
+                                     phases)
     providers = cd.provider_costs(b)
     if providers:
         figs["chart-providers"] = _grouped(providers, "Cost of the budget by price row",
@@ -147,7 +168,7 @@ def figures(b: dict[str, Any], sweeps: list[dict[str, Any]]) -> dict[str, dict[s
     memory = cd.phase_memory(b)
     if memory:
         figs["chart-memory"] = _grouped(memory, "Memory per GPU by part (GiB = 2^30 bytes)",
-                                        "GiB", cd.GIB, lambda v: f"{v / cd.GIB:,.2f} GiB")
+                                        "GiB", cd.GIB, lambda v: f"{v / cd.GIB:,.2f} GiB", phases)
     bd = cd.burn_downs(b)
     if bd:
         figs["chart-burn-down"] = _burn_down(bd)
