@@ -1,11 +1,11 @@
 """Cross-device transfer (gpuhours.track.transfer) against steps measured on the other device.
 
-    python -m gpuhours_dev.validation.transfer run      (from scripts/; ~10 min on a 2-core VM)
+    python -m gpuhours_dev.validation.transfer run      (from scripts/; a few minutes on a quiet 2-core VM)
     python -m gpuhours_dev.validation.transfer report   (prints a Markdown table)
 
 The only two devices this machine has are its CPU with one torch thread and with two: different
 devices to gpuhours (device keys `cpu-...-1t` and `-2t`, each with its own measured matmul rate
-and bandwidth). `run` benchmarks the same setups of a Qwen2.5-0.5B shape cut to 2 layers on both
+and bandwidth). `run` benchmarks the same setups of a small Qwen2.5 shape on both
 into data/transfer/ledger.sqlite; `report` carries each 1-thread measurement to the 2-thread
 device, for its own setup and for the other setups, and sets the result beside the 2-thread
 measurement, which the transfer never sees. Nothing here is fitted.
@@ -19,7 +19,11 @@ from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "transfer"
 LEDGER = DATA / "ledger.sqlite"
-MODEL = ["--model", "qwen2.5-0.5b", "--set", "num_hidden_layers=2", "--precision", "fp32"]
+# a Qwen2.5 shape small enough for a few seconds a step on one thread (the real 0.5B's 152k
+# vocabulary makes its logits most of the step)
+MODEL = ["--model", "qwen2.5-0.5b", "--set", "num_hidden_layers=4", "--set", "hidden_size=512",
+         "--set", "intermediate_size=1536", "--set", "num_attention_heads=8",
+         "--set", "num_key_value_heads=2", "--set", "vocab_size=8192", "--precision", "fp32"]
 SETUPS = [["--method", "full", "--batch", "1", "--seq", "256"],
           ["--method", "full", "--batch", "4", "--seq", "256"],
           ["--method", "lora", "--batch", "4", "--seq", "256"]]
