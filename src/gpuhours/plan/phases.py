@@ -471,7 +471,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     engines = rollout_gpus // tp
     per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
     try:
-        probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens,
+        # the engine prefills the image tokens too (issue 15; the tower's forward is left out)
+        probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
                            tensor_parallel=tp)
     except InputError as err:
@@ -496,7 +497,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
 
     # scoring passes over whole sequences, on the training GPUs
     def score(arch: ModelArch) -> float:
-        return scoring_time_s(arch, sequences, seq, ctx.gpu, matmul) / train_gpus
+        # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15)
+        return scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
 
     old_logprob_s = score(t.arch) if phase.old_logprob_pass else 0.0
     ref_s = score(t.arch) if phase.reference_model else 0.0
@@ -516,7 +518,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         t = t.model_copy(update={"micro_batch": t.micro_batch // 2})
         e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     check_fits(ctx, phase, e if seq_max == seq else longest_batch(t))
-    update_s = phase.policy_epochs * sequences * seq / e.tokens_per_s.value
+    update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
