@@ -198,3 +198,16 @@ def test_fit_searches_layouts_when_they_are_left_open():
                                "--json"])
     fastest = json.loads(kept.stdout)["fastest"]
     assert fastest is None or (fastest["tp"], fastest["pp"]) == (4, 2)
+
+
+def test_a_newer_node_than_the_default_network_is_said():
+    t = Training(model="llama-2-7b", zero_stage=3, checkpointing=True)
+    h100 = estimate_training(t, Hardware(gpu="h100-sxm", num_gpus=16))
+    # a DGX H100: 400 Gb/s NDR per GPU = 50 GB/s one way, twice the 200 Gb/s default
+    assert any("DGX H100 has 50" in w for w in h100.warnings)
+    given = estimate_training(t, Hardware(gpu="h100-sxm", num_gpus=16,
+                                          inter_node_gb_per_s_one_way=50.0))
+    assert not any("DGX H100" in w for w in given.warnings)
+    assert given.step_time_s.value < h100.step_time_s.value
+    a100 = estimate_training(t, Hardware(gpu="a100-80gb", num_gpus=16))
+    assert not any("network between nodes" in w for w in a100.warnings)

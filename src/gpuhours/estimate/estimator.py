@@ -14,6 +14,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
+from gpuhours.estimate.parallel import NODE_NETWORK_GB_PER_S_ONE_WAY
 from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
 from gpuhours.setup import Hardware, Training
 
@@ -332,6 +333,15 @@ def estimate_training(
                         f"init or accelerate's fsdp_cpu_ram_efficient_loading, DeepSpeed "
                         f"zero.Init): a framework that loads it onto every GPU first runs out "
                         f"of memory before the first step.")
+    reference_net = NODE_NETWORK_GB_PER_S_ONE_WAY.get(hw.gpu.generation)
+    if (hw.num_nodes > 1 and reference_net is not None
+            and hw.inter_node_gb_per_s_one_way < reference_net[0]):
+        # the default network is a DGX A100's; a newer node usually has more
+        gb, node, source = reference_net
+        warnings.append(f"the network between nodes is taken as "
+                        f"{hw.inter_node_gb_per_s_one_way:g} GB/s per GPU one way; a {node} has "
+                        f"{gb:g} ({source}): give your cluster's (--inter-node-gb-per-s, a "
+                        f"plan's hardware.inter_node_gb_per_s_one_way).")
     if not mem.total_bytes <= hw.gpu.memory_bytes:
         warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")

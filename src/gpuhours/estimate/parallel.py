@@ -37,11 +37,13 @@ from gpuhours.estimate.params import ParamCounts
 #: 2020) = 25 GB/s; DGX H100 and DGX B200: 8 x ConnectX-7 400 Gb/s NDR (NVIDIA DGX H100 /
 #: DGX B200 datasheets, 2023/2024) = 50 GB/s. `Hardware.inter_node_gb_per_s_one_way` keeps its
 #: 25 GB/s default; these are the figures to give it for those nodes (`--inter-node-gb-per-s`).
-NODE_NETWORK_GB_PER_S_ONE_WAY: dict[str, tuple[float, str]] = {
-    "ampere": (25.0, "DGX A100: ConnectX-6 200 Gb/s HDR InfiniBand per GPU (DGX A100 datasheet)"),
-    "hopper": (50.0, "DGX H100: ConnectX-7 400 Gb/s NDR InfiniBand per GPU (DGX H100 datasheet)"),
-    "blackwell": (50.0, "DGX B200: ConnectX-7 400 Gb/s NDR InfiniBand per GPU (DGX B200 "
-                        "datasheet)"),
+NODE_NETWORK_GB_PER_S_ONE_WAY: dict[str, tuple[float, str, str]] = {
+    "ampere": (25.0, "DGX A100", "ConnectX-6 200 Gb/s HDR InfiniBand per GPU, DGX A100 "
+                                 "datasheet"),
+    "hopper": (50.0, "DGX H100", "ConnectX-7 400 Gb/s NDR InfiniBand per GPU, DGX H100 "
+                                 "datasheet"),
+    "blackwell": (50.0, "DGX B200", "ConnectX-7 400 Gb/s NDR InfiniBand per GPU, DGX B200 "
+                                    "datasheet"),
 }
 
 
