@@ -60,21 +60,24 @@ def render_module_trace(r: ModuleTraceResult, console: Console) -> None:
     m = Table(title=f"Where the step's time would go on {esc(rl.device)} at batch {rl.batch:,} "
                     "(a roofline model)", title_justify="left")
     m.add_column("component", no_wrap=True)
-    for col in ("params", "fwd FLOP", "bwd FLOP", "bytes", "fwd", "bwd", "%"):
+    for col in ("params", "FLOP", "bytes", "fwd", "bwd", "time", "%"):
         m.add_column(col, justify="right")
     for row in rl.rows:
         params = "" if not row.params else (
             si(row.params) + ("" if row.trainable_params == row.params else
                               " fr." if not row.trainable_params else
                               f" ({si(row.trainable_params)} tr.)"))
-        m.add_row(esc(row.module), params, si(row.forward_flops), si(row.backward_flops),
+        m.add_row(esc(row.module), params, si(row.forward_flops + row.backward_flops),
                   si(row.bytes, "B"), seconds(row.forward_s), seconds(row.backward_s),
-                  f"{row.share:.0%}")
-    m.add_row("[bold]step[/bold]", "", "", "", "", "", f"[bold]{seconds(rl.step_time_s)}[/bold]",
-              "100%")
+                  seconds(row.time_s), f"{row.share:.0%}")
+    m.add_row("[bold]step[/bold]", "", si(sum(x.forward_flops + x.backward_flops
+                                              for x in rl.rows)),
+              si(sum(x.bytes for x in rl.rows), "B"), "", "",
+              f"[bold]{seconds(rl.step_time_s)}[/bold]", "100%")
     console.print(m)
     console.print("[dim]params: fr. frozen, tr. trainable; (loss, glue): the loss and the model's "
-                  "own forward outside its children; fwd, bwd: roofline time.[/dim]")
+                  "own forward outside its children; FLOP: forward + backward; fwd, bwd, time (with the "
+                  "optimizer step's): roofline time.[/dim]")
     console.print(f"[dim]FLOPs and bytes: {esc(r.sources['flops'])}. Time: {esc(r.sources['time'])}"
                   f"; compute-bound {seconds(rl.compute_bound_s)}, memory-bound "
                   f"{seconds(rl.memory_bound_s)}. {esc(rl.note)}.[/dim]")

@@ -58,6 +58,7 @@ class ModuleCost(_Out):
     bytes: float
     forward_s: float
     backward_s: float
+    #: forward + backward + the optimizer step's (the optimizer's own row)
     time_s: float
     #: the part of time_s spent in operators bound by compute (the rest by memory bandwidth)
     compute_bound_s: float

@@ -97,7 +97,7 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
     bw = A.BANDWIDTH_EFFICIENCY
     attn = A.ATTENTION_EFFICIENCY_RATIO
     bandwidth = gpu.memory_bw_gb_per_s * 1e9 * bw.value
-    acc: dict[str, list[float]] = defaultdict(lambda: [0.0] * 6)
+    acc: dict[str, list[float]] = defaultdict(lambda: [0.0] * 7)
     compute_total = memory_total = 0.0
     for (top, op, phase, dtype, flops, nbytes, k), n in calls.items():
         peak = peak_flops_of_dtype(gpu, dtype)
@@ -114,10 +114,10 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
         if phase in _FORWARD_PHASES:
             row[0] += flops * n
             row[3] += t
-        else:
-            if phase in _BACKWARD_PHASES:
-                row[1] += flops * n
+        elif phase in _BACKWARD_PHASES:
+            row[1] += flops * n
             row[4] += t
+        row[6] += t
         row[2] += nbytes * n
         if t_compute >= t_memory and flops:
             row[5] += t
@@ -135,8 +135,8 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
         p, tp = sizes.get(name, (0, 0))
         rows.append(ModuleCost(module=name, params=p, trainable_params=tp, forward_flops=r[0],
                                backward_flops=r[1], bytes=r[2], forward_s=r[3], backward_s=r[4],
-                               time_s=r[3] + r[4], compute_bound_s=r[5],
-                               share=(r[3] + r[4]) / step if step else 0.0))
+                               time_s=r[6], compute_bound_s=r[5],
+                               share=r[6] / step if step else 0.0))
     amp = precision != "fp32"
     speedup = A.TORCH_COMPILE_SPEEDUP_AMP if amp else A.TORCH_COMPILE_SPEEDUP_FP32
     fastest = max(compute_total, step / speedup.value)
