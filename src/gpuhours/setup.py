@@ -277,6 +277,10 @@ def _check_layout(t: Training) -> None:
     if arch.num_layers % (t.pp * t.virtual_stages):
         raise FieldError(("pp", "virtual_stages"), f"{arch.name} has {arch.num_layers} layers; "
                          f"pp {t.pp} x virtual stages {t.virtual_stages} must divide them.")
+    if t.virtual_stages > 1 and t.grad_accum % t.pp:
+        raise FieldError(("grad_accum", "virtual_stages"), f"the interleaved schedule runs the "
+                         f"micro-batches in groups of pp ({t.pp}): {t.grad_accum} micro-batches "
+                         f"per step are not a multiple of it (Megatron-LM requires it).")
     if t.cp > 1 and t.seq_len % t.cp:
         raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
                                f"the sequence length {t.seq_len}.")

@@ -252,10 +252,10 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                         mid = (lo + hi) // 2
                         tried.append(trial(mid))
                         lo, hi = (lo, mid) if tried[-1] == "stop" else (mid, hi)
+                evaluated += len(tried)
                 for c in tried:
                     if not isinstance(c, Candidate):
                         continue
-                    evaluated += 1
                     if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
                         fastest = c
     if fastest is not None and _layout_label(fastest):
