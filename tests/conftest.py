@@ -24,3 +24,10 @@ def toy_gpu() -> GpuSpec:
                    dense_tflops=DenseTflops(fp32=10, bf16=100, fp16=100), tdp_w=100,
                    interconnect="nvlink", interconnect_gb_per_s_two_way=400, source="test",
                    as_of="2026-01-01")
+
+
+@pytest.fixture(autouse=True)
+def _no_budget_charts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COMPUTE_BUDGET.md's PNG charts (matplotlib, ~0.4 s each here) are off but in their own
+    tests (tests/test_report_html.py), which turn them on."""
+    monkeypatch.setenv("GPUHOURS_CHARTS", "off")

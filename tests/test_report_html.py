@@ -241,3 +241,45 @@ def test_names_with_markup_show_as_text(tmp_path: Path) -> None:
     assert dom.count("</script>") - shown.count("</script>") == 3  # plotly, data, drawing
     assert "<b>x</b>" not in shown and "font-weight:bold" not in shown
     assert "<img" not in shown and "<script" not in shown
+
+
+# --- the living document's charts -------------------------------------------------------------
+
+def test_the_living_document_gets_charts_beside_its_tables(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUHOURS_CHARTS")
+    plan = tmp_path / "pixelis.yaml"
+    shutil.copyfile(PIXELIS, plan)
+    doc = tmp_path / "COMPUTE_BUDGET.md"
+    first = runner.invoke(app, ["plan", str(plan)])
+    assert first.exit_code == 0, first.output
+    text = doc.read_text()
+    names = {"gpu-hours": "COMPUTE_BUDGET.gpu-hours.png", "cost": "COMPUTE_BUDGET.cost.png",
+             "memory": "COMPUTE_BUDGET.memory.png"}
+    for name in names.values():
+        assert f"]({name})" in text  # referenced by a path relative to the document
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # beside their tables: the phases' chart after the phase table, the cost's after prices
+    assert text.index("| phase | kind |") < text.index(names["gpu-hours"]) < text.index("### ")
+    assert text.index("## Cost") < text.index(names["cost"]) < text.index("## Warnings")
+    assert "pip install" not in text
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files
+    # nothing changed: the document and its history stay as they were; a deleted chart returns
+    (tmp_path / names["cost"]).unlink()
+    second = runner.invoke(app, ["plan", str(plan)])
+    assert second.exit_code == 0 and "is current (version 1.0.0)" in second.stdout
+    assert doc.read_text() == text
+    assert (tmp_path / names["cost"]).exists()
+
+
+def test_without_matplotlib_the_document_says_how_to_get_charts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUHOURS_CHARTS")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec -> None: not installed
+    plan = tmp_path / "q.yaml"
+    shutil.copyfile(QWEN, plan)
+    r = runner.invoke(app, ["plan", str(plan)])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "COMPUTE_BUDGET.md").read_text()
+    assert "- Charts beside the tables need matplotlib: `pip install 'gpuhours[report]'`." in text
+    assert ".png" not in text and not list(tmp_path.glob("*.png"))

@@ -311,8 +311,20 @@ def _bump(version: str) -> str:
     return f"{major}.{minor + 1}.0"
 
 
+def _image(charts: dict[str, str] | None, key: str, alt: str) -> list[str]:
+    """A chart's Markdown image line (its file beside the document), or nothing."""
+    if not charts or key not in charts:
+        return []
+    from urllib.parse import quote
+
+    return ["", f"![{alt}]({quote(charts[key])})"]
+
+
 def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
-           history: list[str], state: dict[str, Any]) -> str:
+           history: list[str], state: dict[str, Any],
+           charts: dict[str, str] | None = None) -> str:
+    """The document's text. `charts`: chart key -> PNG file name beside the document (None:
+    matplotlib is not installed, and the document says how to get them)."""
     lines = [
         f"# Compute budget: {b.project}",
         "",
@@ -349,6 +361,11 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     lines.append(f"- Largest phase per run: {biggest.name}, {biggest.gpu_hours_per_run:,.1f} GPU h"
                  f", bound by {biggest.bottleneck}.")
     lines.append(f"- {len(b.warnings)} warning(s) about the plan's assumptions (below).")
+    if charts is None:
+        from gpuhours.report.charts import CHARTS_ENV, INSTALL_HINT, charts_off
+
+        lines.append(f"- Charts are off ({CHARTS_ENV}=off)." if charts_off() else
+                     f"- Charts beside the tables need matplotlib: `{INSTALL_HINT}`.")
     lines += ["", "## Hardware", "", f"- {b.num_gpus} x {b.gpu} (plan: `hardware`).", "",
               "## Phases", ""]
     lines += ["| phase | kind | runs | GPU h per run | wall h per run | GPUs | bottleneck |",
@@ -357,6 +374,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines.append(f"| {r.name} | {r.kind} | {r.runs.replace('_', ' ')} | "
                      f"{r.gpu_hours_per_run:,.1f} | {r.wall_hours_per_run:,.1f} | {r.gpus} | "
                      f"{r.bottleneck} |")
+    lines += _image(charts, "gpu-hours", "GPU hours by phase and budget term")
     for r in b.phases:
         where = f" (plan line {r.line})" if r.line else ""
         lines += ["", f"### {r.name}{where}", "",
@@ -370,6 +388,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
             lines.append(f"- Actual: {actual_text(r)}")
         lines += [f"- Check: {c}" for c in r.checks]
         lines += [f"- Warning: {w}" for w in r.warnings]
+    lines += _image(charts, "memory", "Memory per GPU by part")
     lines += ["", "## Budget", "", f"{b.formula}", ""]
     for name, g in b.grids.items():
         lines += [f"Grid {name}: makespan {g.makespan_hours:,.1f} h on {g.schedule_gpus} GPU(s), "
@@ -388,6 +407,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
                    for c in b.costs for flag in c.flags]
         if flagged:
             lines += ["", *flagged]
+        lines += _image(charts, "cost", "Cost by price row, on-demand and spot")
     else:
         lines.append(f"No catalog price for {b.gpu}.")
     if b.electricity_kwh is not None:
@@ -405,6 +425,28 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
               "## Version history", "", HISTORY_BEGIN, *history, HISTORY_END, "",
               f"{STATE_PREFIX}{state_json} -->", ""]
     return "\n".join(lines)
+
+
+def _write_charts(b: Budget, path: Path) -> dict[str, str] | None:
+    """The PNG charts beside the document (report/charts.py), when matplotlib is installed."""
+    from gpuhours.report import charts
+
+    if charts.charts_off() or not charts.matplotlib_installed():
+        return None
+    return charts.write_charts(b.model_dump(mode="json"), path)
+
+
+def _restore_charts(b: Budget, path: Path, text: str) -> None:
+    """A current document whose charts were deleted gets them back (nothing else changes)."""
+    from urllib.parse import quote
+
+    from gpuhours.report import charts
+
+    keys = [k for k in charts.CHART_SUFFIXES
+            if f"]({quote(charts.chart_path(path, k).name)})" in text
+            and not charts.chart_path(path, k).exists()]
+    if keys and not charts.charts_off() and charts.matplotlib_installed():
+        charts.write_charts(b.model_dump(mode="json"), path)
 
 
 @dataclass(frozen=True)
@@ -492,7 +534,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
             entry = (f"- **v{version}** ({day.isoformat()}): first budget from the plan: "
                      f"{b.total_gpu_hours:,.1f} GPU h.")
             atomic_write_text(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry],
-                                           state))
+                                           state, _write_charts(b, path)))
             return DocUpdate(path, version, ["first budget"], True)
         _refuse_other_owner(prev, path, b.project, reference)
         old_version = str(prev.state.get("version", "1.0.0"))
@@ -500,6 +542,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         changes += _owner_changes(prev.owner, b.project, reference)
         changes += _price_changes(prev.text, b)
         if not changes:
+            _restore_charts(b, path, prev.text)
             return DocUpdate(path, old_version, [], False)
         _refuse_read_only(path, changes)
         version = _bump(old_version)
@@ -508,5 +551,5 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         entry = _neutral(f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
                          f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
         atomic_write_text(path, render(b, plan_path, version, day, prev.notes,
-                                       [*prev.history, entry], state))
+                                       [*prev.history, entry], state, _write_charts(b, path)))
         return DocUpdate(path, version, changes, True)
