@@ -5,10 +5,14 @@ only: a GPU measured into the ledger is gpuhours.api.gpu_spec's."""
 from __future__ import annotations
 
 import math
+import os
+import re
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuhours import catalog
+from gpuhours.catalog._names import base_names, close_keys, normalise
 from gpuhours.catalog.schema import DenseTflops, GpuSpec
 from gpuhours.errors import FieldError, UnknownNameError
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
@@ -17,24 +21,126 @@ if TYPE_CHECKING:
     from gpuhours.setup import ConfigValue
 
 
+#: a Hugging Face Hub repository id: owner/name
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def hf_hub_cache_dir() -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub finds it: $HF_HUB_CACHE, else
+    $HF_HOME/hub, else ~/.cache/huggingface/hub ($XDG_CACHE_HOME in place of ~/.cache)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(cache) / "huggingface" / "hub"
+
+
+def cached_hub_config(hub_id: str) -> Path | None:
+    """The config.json of `hub_id` in the local Hugging Face cache, or None: the snapshot that
+    refs/main names (what `from_pretrained` loads), else the newest snapshot holding one. The
+    cache layout is huggingface_hub's: models--{owner}--{name}/snapshots/{revision}/."""
+    repo = hf_hub_cache_dir() / ("models--" + hub_id.replace("/", "--"))
+    snapshots = repo / "snapshots"
+    main = repo / "refs" / "main"
+    try:
+        if main.is_file():
+            pinned = snapshots / main.read_text(encoding="utf-8").strip() / "config.json"
+            if pinned.is_file():
+                return pinned
+        found = [p for p in snapshots.glob("*/config.json") if p.is_file()]
+    except OSError:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _catalog_key(name: str) -> str | None:
+    """The catalog name whose name, alias or hf_id has the key of `name`, or None."""
+    key = normalise(name)
+    for entry in catalog.models():
+        if key in {normalise(n) for n in (entry.name, *entry.aliases, entry.hf_id)}:
+            return entry.name
+    return None
+
+
+def _tuned_to_base(model: str) -> tuple[str, str] | None:
+    """(catalog name, note) for a tuned release's name (an -Instruct/-Chat/-it id, with or
+    without its owner) whose base is in the catalog, or None."""
+    short = model.rsplit("/", 1)[-1]
+    for name in (short, *base_names(short)):
+        found = _catalog_key(name)
+        if found is not None:
+            same = normalise(name) == normalise(short)
+            note = (f"{model} read as the catalog's {found}" if same else
+                    f"{model} mapped to the catalog's {found}: a tuned release ({short}) has "
+                    f"its base model's architecture")
+            return found, note
+    return None
+
+
+def _unknown_model(model: str) -> UnknownNameError:
+    keys = {normalise(n): entry.name for entry in catalog.models()
+            for n in (entry.name, *entry.aliases, entry.hf_id)}
+    close: list[str] = []
+    for key in close_keys(model.rsplit("/", 1)[-1], keys) + close_keys(model, keys):
+        if keys[key] not in close:
+            close.append(keys[key])
+    e = UnknownNameError("model", model, close[:3],
+                         "Give a catalog name (`gpuhours catalog models`), a path to a "
+                         "config.json or a model directory, or a Hugging Face id whose "
+                         f"config.json is in the local cache ({hf_hub_cache_dir()}; "
+                         "`huggingface-cli download ID config.json` puts it there).")
+    e.where, e.fields = "model", ("model",)
+    return e
+
+
+def _find_model(model: str) -> tuple[Any, dict[str, Any], str, str]:
+    """(catalog entry or None, config, display name, basis) of what the user typed: a catalog
+    name, alias or Hub id; a config.json or model directory; a Hub id in the local Hugging Face
+    cache; a tuned release of a catalog model (-Instruct, -Chat, -it). Else UnknownNameError
+    (keyed by `model`) with close names."""
+    is_path = Path(model).expanduser().exists()
+    hub = (bool(_HUB_ID.match(model)) and not is_path and not model.lower().endswith(".json")
+           and _catalog_key(model) is None)
+    if hub:
+        path = cached_hub_config(model)
+        if path is not None:
+            _, cfg = catalog.model(path)
+            return None, cfg, model, (f"config.json of {model} in the local Hugging Face "
+                                      f"cache ({path})")
+    elif not is_path:
+        try:
+            entry, cfg = catalog.model(model)
+            return entry, cfg, entry.name if entry else model, ""
+        except UnknownNameError:
+            pass
+    else:
+        _, cfg = catalog.model(Path(model).expanduser())
+        return None, cfg, model, f"config.json {model}"
+    mapped = _tuned_to_base(model)
+    if mapped is None:
+        raise _unknown_model(model)
+    entry, cfg = catalog.model(mapped[0])
+    return entry, cfg, model, mapped[1]
+
+
 def model_config(model: str, overrides: dict[str, ConfigValue] | None = None
                  ) -> tuple[dict[str, Any], str, str]:
-    """(config dict with `overrides` applied, display name, basis) of a catalog name or a
-    config.json path. Errors are keyed by the field `model`."""
+    """(config dict with `overrides` applied, display name, basis) of a catalog name, a
+    config.json path or model directory, or a Hugging Face id (see _find_model). Errors are
+    keyed by the field `model`."""
     if not model.strip():
         raise FieldError("model", "expected a catalog name or a path to a config.json, got ''.")
-    try:
-        entry, cfg = catalog.model(model)
-    except UnknownNameError as e:
-        e.where = "model"
-        e.fields = ("model",)
-        raise
+    entry, cfg, name, found = _find_model(model)
     overrides = overrides or {}
-    check_overrides(cfg, overrides, entry.name if entry else model)
+    check_overrides(cfg, overrides, name)
     cfg = {**cfg, **overrides}
-    name = entry.name if entry else model
-    basis = f"catalog config of {entry.hf_id} ({entry.config_file})" if entry else (
-        f"config.json {model}")
+    if entry is not None:
+        basis = f"catalog config of {entry.hf_id} ({entry.config_file})"
+        if found:
+            basis = f"{found}; {basis}"
+    else:
+        basis = found or f"config.json {model}"
     if overrides:
         basis += " with " + ", ".join(f"{k}={v}" for k, v in overrides.items())
     return cfg, name, basis

@@ -98,3 +98,28 @@ class NameIndex(Generic[Row]):
             if len(close) == _MAX_CLOSE:
                 break
         return close
+
+
+#: name endings of instruction-, chat- or otherwise-tuned releases that keep the base model's
+#: architecture (Qwen2.5-7B-Instruct, Llama-2-7b-chat-hf, gemma-2-9b-it): a name ending so is
+#: looked up again without them
+TUNED_SUFFIXES = ("instruct", "chat", "it", "base", "hf")
+
+
+def base_names(name: str) -> list[str]:
+    """Lookup keys to try for a model `name` whose exact key is unknown, nearest first: its
+    normalised form with tuned-release endings taken off one at a time ('Llama-2-7b-chat-hf'
+    -> 'llama-2-7b-chat', 'llama-2-7b'). Empty when nothing can be taken off."""
+    key = normalise(name)
+    out: list[str] = []
+    while True:
+        head, _, last = key.rpartition("-")
+        if not head or last not in TUNED_SUFFIXES:
+            return out
+        key = head
+        out.append(key)
+
+
+def close_keys(query: str, keys: Iterable[str], n: int = _MAX_CLOSE) -> list[str]:
+    """Up to `n` of `keys` most similar to `query` by difflib's ratio (normalised first)."""
+    return difflib.get_close_matches(normalise(query), list(keys), n=n, cutoff=_CLOSE_CUTOFF)
