@@ -5,7 +5,8 @@ matrices; attention kernels at a lower share; non-matmul work is memory-bound at
 bandwidth; in eager mode the host issues every operator (counted per layer, assumptions.py) and
 host and GPU time of a micro-batch combine as a p-norm (partial overlap); the optimizer moves
 the bytes its implementation is counted to move; communication over the interconnect is partly
-hidden behind compute.
+hidden behind compute. A model-parallel layout (estimate/parallel.py) divides each GPU's share
+of the compute by tp x pp x cp, adds the pipeline bubble and each collective on its own link.
 """
 
 from __future__ import annotations
