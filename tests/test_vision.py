@@ -241,3 +241,12 @@ def test_cli_estimate_with_images_and_its_refusal() -> None:
     bad = CliRunner().invoke(gpuhours.cli.app, run)
     assert bad.exit_code == 2
     assert "--image-pixels" in bad.output and "Traceback" not in bad.output
+
+
+def test_trace_and_bench_refuse_a_vision_language_model() -> None:
+    """They build a causal LM in torch: a VL model is refused, naming what to do instead."""
+    from gpuhours.setup import check_runs_in_torch
+
+    with pytest.raises(FieldError, match="vision-language") as e:
+        check_runs_in_torch(_vl(images_per_example=1, image_tokens=64), "the trace")
+    assert e.value.fields == ("images_per_example",)

@@ -314,6 +314,12 @@ def check_runs_in_torch(t: Training, what: str) -> None:
     if t.model is None:
         raise FieldError("model", f"{what} builds the real model: it needs a catalog name or a "
                                   f"config.json, not a parameter count or a bare shape.")
+    if t.images_per_example or t.arch.vision is not None:
+        raise FieldError("images_per_example" if t.images_per_example else "model",
+                         f"{what} builds a causal language model; a vision-language model and "
+                         "its images are not run in torch here (issue 15).",
+                         "Rely on the analytic answer (gpuhours estimate), or give the "
+                         "language model alone (qwen2.5-7b for qwen2.5-vl-7b).")
     if t.zero_stage:
         raise FieldError("zero_stage", f"{what} runs one process without sharding; ZeRO stage "
                          f"{t.zero_stage} divides state over GPUs and is not run here.",
