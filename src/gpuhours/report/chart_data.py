@@ -145,9 +145,11 @@ def phase_memory(b: dict[str, Any]) -> list[Point]:
             if not isinstance(f, dict):
                 continue
             label = part.removesuffix("_bytes").replace("_", " ")
+            source = f["source"]
             if part == "total_bytes":
-                label = f"total ({mem.get('peak_phase', 'peak')})"
-            out.append(Point(label, p["name"], f["value"], "bytes", f["basis"], f["source"]))
+                label = "total (peak)"
+                source += f"; the peak is at the {mem.get('peak_phase', 'step')}"
+            out.append(Point(label, p["name"], f["value"], "bytes", f["basis"], source))
     return out
 
 

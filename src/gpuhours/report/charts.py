@@ -48,33 +48,44 @@ def _png(fig: Any) -> bytes:
 
 
 def _bars(points: list[cd.Point], title: str, unit: str, scale: float, stacked: bool) -> Any:
+    """Stacked vertical bars (a few short labels: the budget's terms) or grouped horizontal
+    bars (long labels: price rows, memory parts), the legend below."""
     from matplotlib.figure import Figure
 
     labels = list(dict.fromkeys(p.label for p in points))
     series = list(dict.fromkeys(p.series for p in points))
-    fig = Figure(figsize=(10, 4.5))
-    # room for the legend on the right and slanted labels below (no tight bbox: it draws twice)
-    ax = fig.add_axes((0.08, 0.2, 0.62, 0.72))
+    rows = max(1, -(-len(series) // 4))
+    height = 3.6 + (0 if stacked else 0.22 * len(labels) * max(1, len(series)) ** 0.5)
+    fig = Figure(figsize=(10, height + 0.25 * rows))
+    # fixed margins (no tight bbox: it draws the figure twice): long labels on the left
+    left = 0.08 if stacked else 0.34
+    bottom = (0.75 + 0.25 * rows) / fig.get_figheight() + (0.06 if stacked else 0.04)
+    ax = fig.add_axes((left, bottom, 0.97 - left, 0.9 - bottom))
     width = 0.8 if stacked else 0.8 / max(len(series), 1)
-    bottoms = [0.0] * len(labels)
+    base = [0.0] * len(labels)
     for i, name in enumerate(series):
         values = [0.0] * len(labels)
         for p in points:
             if p.series == name:
                 values[labels.index(p.label)] = p.value / scale
-        xs = [x if stacked else x - 0.4 + width * (i + 0.5) for x in range(len(labels))]
         colour = "#aaaaaa" if name == "contingency" else f"C{i % 10}"
-        ax.bar(xs, values, width, bottom=bottoms if stacked else None, label=name,
-               color=colour)
         if stacked:
-            bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
-    ax.set_xticks(range(len(labels)), labels, rotation=20 if len(labels) > 4 else 0,
-                  ha="right" if len(labels) > 4 else "center", fontsize=8)
-    ax.set_ylabel(unit)
+            ax.bar(range(len(labels)), values, width, bottom=base, label=name, color=colour)
+            base = [b + v for b, v in zip(base, values, strict=True)]
+        else:
+            ys = [y - 0.4 + width * (i + 0.5) for y in range(len(labels))]
+            ax.barh(ys, values, width, label=name, color=colour)
+    if stacked:
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_ylabel(unit)
+        ax.grid(axis="y", alpha=0.3)
+    else:
+        ax.set_yticks(range(len(labels)), labels, fontsize=8)
+        ax.invert_yaxis()  # the first row on top, as in the tables
+        ax.set_xlabel(unit)
+        ax.grid(axis="x", alpha=0.3)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncols=3 if len(series) > 6 else 1, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))
-    ax.grid(axis="y", alpha=0.3)
+    fig.legend(loc="lower center", ncols=min(4, len(series)), fontsize=7, frameon=False)
     return fig
 
 
