@@ -3,6 +3,7 @@ fits, and the roofline time per top-level module. Every column's basis is printe
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -14,6 +15,14 @@ from gpuhours.trace.module_result import PARTS, ModuleTraceResult
 def _g(n_bytes: float) -> str:
     """GiB without the unit, for table cells whose title says GiB."""
     return f"{n_bytes / 2**30:,.2f}"
+
+
+def _ms(s: float) -> str:
+    """Milliseconds in at most 6 characters (the column's title says ms)."""
+    ms = s * 1e3
+    if ms >= 100:
+        return f"{ms:,.0f}"
+    return f"{ms:.1f}" if ms >= 1 else f"{ms:.3f}"
 
 
 _SHORT = {"parameters": "params", "gradients": "grads", "optimizer state": "optim",
@@ -58,26 +67,26 @@ def render_module_trace(r: ModuleTraceResult, console: Console) -> None:
 
     rl = r.roofline
     m = Table(title=f"Where the step's time would go on {esc(rl.device)} at batch {rl.batch:,} "
-                    "(a roofline model)", title_justify="left")
+                    "(a roofline model)", title_justify="left", box=box.SIMPLE_HEAD)
     m.add_column("component", no_wrap=True)
-    for col in ("params", "FLOP", "bytes", "fwd", "bwd", "time", "%"):
-        m.add_column(col, justify="right")
+    for col in ("params", "FLOP", "bytes", "fwd ms", "bwd ms", "ms", "%"):
+        m.add_column(col, justify="right", no_wrap=True, min_width=4 if col == "%" else None)
     for row in rl.rows:
         params = "" if not row.params else (
             si(row.params) + ("" if row.trainable_params == row.params else
                               " fr." if not row.trainable_params else
                               f" ({si(row.trainable_params)} tr.)"))
         m.add_row(esc(row.module), params, si(row.forward_flops + row.backward_flops),
-                  si(row.bytes, "B"), seconds(row.forward_s), seconds(row.backward_s),
-                  seconds(row.time_s), f"{row.share:.0%}")
+                  si(row.bytes, "B"), _ms(row.forward_s), _ms(row.backward_s),
+                  _ms(row.time_s), f"{row.share:.0%}")
     m.add_row("[bold]step[/bold]", "", si(sum(x.forward_flops + x.backward_flops
                                               for x in rl.rows)),
               si(sum(x.bytes for x in rl.rows), "B"), "", "",
-              f"[bold]{seconds(rl.step_time_s)}[/bold]", "100%")
+              f"[bold]{_ms(rl.step_time_s)}[/bold]", "100%")
     console.print(m)
     console.print("[dim]params: fr. frozen, tr. trainable; (loss, glue): the loss and the model's "
-                  "own forward outside its children; FLOP: forward + backward; fwd, bwd, time (with the "
-                  "optimizer step's): roofline time.[/dim]")
+                  "own forward outside its children; FLOP: forward + backward; fwd ms, bwd ms, ms (with "
+                  "the optimizer step's): roofline time.[/dim]")
     console.print(f"[dim]FLOPs and bytes: {esc(r.sources['flops'])}. Time: {esc(r.sources['time'])}"
                   f"; compute-bound {seconds(rl.compute_bound_s)}, memory-bound "
                   f"{seconds(rl.memory_bound_s)}. {esc(rl.note)}.[/dim]")

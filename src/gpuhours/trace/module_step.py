@@ -20,6 +20,7 @@ trace/step.py with one step), so that the traced step has it throughout.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -174,6 +175,11 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
     optimizer = make_optimizer(fm.trainable, optimizer_impl)
     amp = autocast_dtype(precision)
     scaler = precision.startswith("fp16") and amp is not None
+    # a shape error in the user's forward is reported below, once; the fake-tensor mode would
+    # also log it with its own traceback
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
     try:
         with fm.fake, tracker, _as_on_gpu(amp is not None):
             tracker.count_ops = False
@@ -218,6 +224,7 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
                          "Check --input (names, dtypes and shapes the model's forward takes) "
                          "and --precision.") from None
     finally:
+        fake_log.setLevel(level)
         tracker.close()
         locator.remove()
         for p in fm.trainable:  # the next batch starts without gradients
