@@ -289,6 +289,8 @@ def test_cli_table_prints_the_largest_batch(model_file):
      "expected one of fp32"),
     (["--input", "images=float32[B,16,8]", "--gpu", "t4", "--model", "qwen2.5-0.5b"], "not both"),
     (["--input", "pixels=float32[B,16,8]", "--gpu", "t4"], "training step failed"),
+    (["--input", "images=float32[B,16,8]", "--gpu", "t4", "--method", "lora"],
+     "--method apply to --model"),
 ])
 def test_cli_bad_input_exits_2_with_the_reason(model_file, args, says):
     r = CliRunner().invoke(app, ["trace", "--module", model_file, *args])

@@ -97,6 +97,14 @@ def register(app: typer.Typer) -> None:
         from gpuhours.trace.setup import TraceSetup
 
         if module is not None:
+            unused = [name for name, given in (
+                ("--method", method != TRAINING.method), ("--set", bool(set_)),
+                ("--checkpointing", checkpointing), ("--optimizer", optimizer != "adamw"),
+                ("--device-profile", device_profile is not None)) if given]
+            if unused:
+                raise FieldError("module", f"{', '.join(unused)} apply to --model; --module "
+                                           "traces your model as its factory builds it, "
+                                           "trained with AdamW (use --gpu for the device).")
             _trace_module(module, model, input_ or [], gpu, precision or "fp32", batch,
                           optimizer_impl, headroom, max_batch, as_json)
             return
