@@ -211,3 +211,4 @@ def _apply_lora(model: torch.nn.Module, setup: TraceSetup, where: str,
             if text not in notes:
                 notes.append(text)
     return model
+materialise = _materialise  # public name for trace.module_step

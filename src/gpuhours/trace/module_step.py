@@ -41,7 +41,7 @@ from gpuhours.torchkit.loss import loss_of
 from gpuhours.trace.accounting import StorageLog
 from gpuhours.trace.attention import cuda_like_dropout, cuda_like_sdpa
 from gpuhours.trace.autocast import cuda_fp32_policy
-from gpuhours.trace.build import _materialise
+from gpuhours.trace.build import materialise as _materialise
 from gpuhours.trace.location import ModuleLocator
 from gpuhours.trace.step import warm_up_optimizer
 from gpuhours.trace.tracker import StorageTracker
