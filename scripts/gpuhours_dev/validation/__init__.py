@@ -149,64 +149,28 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
                       setup=setup, implied_mfu=_implied_mfu(e, measured))
 
 
-# H100 rows of shared/reference/validation/throughput.csv (data/throughput_h100.csv, all of them).
-# A row is expressed when its setup is one the estimator models: the catalog's H100 SXM (80 GB,
-# DGX-H100; not the power-capped 94-96 GB HBM2e parts), bf16 matmuls, data parallelism or FSDP
-# only, and a dense model of the catalog. Every other row is listed with the reason.
-_H100_MODELS = {"Llama3 8B": "llama-3-8b", "Qwen2.5 7B": "qwen2.5-7b", "Llama3 70B": "llama-3-70b",
-                "Llama 3 8B": "llama-3-8b", "Llama 3 70B": "llama-3-70b"}
-_MODEL_PARALLEL = re.compile(r"\b(TP|PP|CP|EP)[= ](\d+)")
-
-
-def _h100_skip(r: dict[str, str]) -> str | None:
-    precision = r["precision"].lower()
-    if "fp8" in precision or "float8" in precision:
-        return "fp8 matmuls: the estimator has no fp8 path"
-    if precision != "bf16":
-        return "matmul precision not stated"
-    if r["gpu"] != "H100-80GB":
-        return "an H100 other than the catalog's 80 GB SXM, or the part not stated"
-    if not r["n_gpus"] or not r["micro_batch"]:
-        return "GPU count or micro-batch not stated"
-    if any(int(n) > 1 for _, n in _MODEL_PARALLEL.findall(r["notes"])):
-        return "tensor, pipeline, context or expert parallelism: not modelled"
-    if r["model"] not in _H100_MODELS:
-        return "model not in the catalog"
-    return None
-
-
 def hopper_comparisons() -> list[Comparison]:
-    """Training throughput on H100: the rows the estimator can express, the rest with why."""
+    """Training throughput on H100 (validation/hopper.py): each expressed row in its half of
+    the split (group "tune" or "held-out"), the rest with why."""
+    from gpuhours_dev.validation.hopper import hopper_rows, predicted_tokens_per_s, split_halves
+
+    rows = hopper_rows(_rows("throughput_h100.csv"))
+    tune, _ = split_halves(rows)
+    tuned = {id(r) for r in tune}
     out = []
-    gpu = catalog.gpu("h100-sxm")
-    for r in _rows("throughput_h100.csv"):
-        label = f"{r['model']} seq {r['seq_len']} x{r['n_gpus'] or '?'} {r['gpu']}"
-        source = r["source"]
-        skipped = _h100_skip(r)
-        measured = float(r["tokens_per_sec_per_gpu"]) if r["tokens_per_sec_per_gpu"] else None
-        if skipped is None and measured is None:
-            skipped = "tokens/s per GPU not stated"
-        if skipped is not None or measured is None:
-            out.append(Comparison("throughput_hopper", label, measured or float("nan"), None,
-                                  "tokens/s per GPU", "", "", source, skipped=skipped))
+    for r in rows:
+        if r.skipped is not None or r.measured is None:
+            out.append(Comparison("throughput_hopper", r.label, r.measured or float("nan"), None,
+                                  "tokens/s per GPU", "", "", r.source, skipped=r.skipped))
             continue
-        arch, _ = resolve_model(_H100_MODELS[r["model"]])
-        n = int(r["n_gpus"])
-        lora = "LoRA" in r["notes"]
-        accum, fsdp = (int(m.group(1)) if (m := re.search(rf"\b{key}=(\d+)", r["notes"]))
-                       else 1 for key in ("GA", "FSDP"))
-        # NeMo Automodel's LoRA rank and targets are not stated: rank 8 on every linear layer
-        # assumed (the rank moves the estimate by under 1%); checkpointing not stated: off
-        t = Training(arch=arch, method="lora" if lora else "full", precision="bf16-mixed",
-                     micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]),
-                     grad_accum=accum, lora_rank=8, zero_stage=3 if fsdp > 1 else 0)
-        e = estimate_training(t, Hardware(gpu=gpu, num_gpus=n), "catalog")
-        setup = (f"{t.method}{' r8 all-linear (assumed)' if lora else ''}, bf16, micro-batch "
-                 f"{t.micro_batch} x {t.seq_len} x accumulation {accum}, {n} GPU(s)"
-                 f"{', FSDP' if fsdp > 1 else ''}, checkpointing off (not stated)")
-        out.append(Comparison("throughput_hopper", label, measured, e.tokens_per_s_per_gpu.value,
-                              "tokens/s per GPU", "measured tokens/s per GPU", setup, source,
-                              implied_mfu=_implied_mfu(e, measured)))
+        assert r.training is not None and r.hardware is not None
+        e = estimate_training(r.training, r.hardware, r.training.model_basis)
+        predicted = predicted_tokens_per_s(r)
+        out.append(Comparison("throughput_hopper", r.label, r.measured, predicted,
+                              "tokens/s per GPU", "measured tokens/s per GPU", r.setup, r.source,
+                              implied_mfu=_implied_mfu(e, r.measured),
+                              group="tune" if id(r) in tuned else "held-out",
+                              generation="hopper"))
     return out
 
 

@@ -18,12 +18,10 @@ NOTES = {
     "throughput": "torch.compile is not modelled: rows measured with it run faster than "
                   "estimated. The long-sequence MPT rows set the attention-kernel efficiency "
                   "(one global constant, see assumptions.py).",
-    "throughput_hopper": "Every H100 row of shared/reference/validation/throughput.csv. No "
-                         "constant is set from them: gemm_efficiency.hopper is still the "
-                         "datasheet-based assumption of assumptions.py. Few rows are expressible "
-                         "today (fp8 matmuls and tensor/pipeline/context parallelism are not "
-                         "modelled; counts below), too few to learn the Hopper efficiency from "
-                         "one half and check it on the other.",
+    "throughput_hopper": "Every H100 row of shared/reference/validation/throughput.csv, each "
+                         "with the layout its source states (tensor, pipeline, context, expert "
+                         "parallelism: estimate/parallel.py) and its matmul precision "
+                         "(validation/hopper.py).",
     "gpu_hours": "Meta states neither GPU counts nor layouts; one rule picks the setup for "
                  "every size (see the setup column and validation/__init__.py).",
     "memory": "PEFT's rows are the 99th percentile of torch's reserved memory per step (today's "

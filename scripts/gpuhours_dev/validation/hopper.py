@@ -1,0 +1,211 @@
+"""Training throughput on H100 (docs/validation.md): every H100 row of
+shared/reference/validation/throughput.csv (data/throughput_h100.csv), expressed with the row's
+stated layout (estimate/parallel.py) and matmul precision, or listed with the reason it is not.
+
+The Hopper efficiencies of assumptions.py (bf16 and fp8) were set from the *tuning* half of the
+expressed rows only; the *held-out* half checks them. The split (`split_halves`) is by
+configuration, not by row: rows that repeat one setup (Megatron-Bridge republishes the same
+layout in each container release) fall in the same half, so a held-out row is never a re-run of
+a tuned one. Configurations are sorted by a stable key (model, precision, method, sequence,
+GPUs, layout, micro-batch) and alternate tune, held out, tune, ... within each matmul
+precision, so both precisions have both halves. `fit_hopper` is the fit that set the constants.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuhours import catalog
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.parallel import NODE_NETWORK_GB_PER_S_ONE_WAY
+from gpuhours.resolve import resolve_model
+from gpuhours.setup import Hardware, Training
+
+#: the catalog model of each source's model name (Megatron-Bridge, NeMo, NeMo Automodel)
+H100_MODELS = {
+    "Llama3 8B": "llama-3-8b", "Llama 3 8B": "llama-3-8b", "LLAMA3_8B": "llama-3-8b",
+    "LLAMA3-8B": "llama-3-8b", "Llama3 70B": "llama-3-70b", "Llama 3 70B": "llama-3-70b",
+    "LLAMA3_70B": "llama-3-70b", "LLAMA3-70B": "llama-3-70b", "Llama3 70B 2-node": "llama-3-70b",
+    "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b", "LLAMA2-70B": "llama-2-70b",
+    "Qwen2.5 7B": "qwen2.5-7b", "Qwen2.5 32B": "qwen2.5-32b", "Qwen2.5 32B 2-node": "qwen2.5-32b",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3 MoE 30B": "qwen3-30b-a3b",
+}
+_KEYS = ("TP", "PP", "CP", "EP", "VP", "GA", "FSDP", "DP", "LBS")
+
+
+def _layout_numbers(notes: str) -> dict[str, int]:
+    """The layout a row's notes state: TP=, PP=, CP=, EP=, VP=, GA=, FSDP=, DP=, LBS=."""
+    return {k: int(m.group(1)) for k in _KEYS if (m := re.search(rf"\b{k}=(\d+)", notes))}
+
+
+def matmul_precision(r: dict[str, str]) -> str | None:
+    """The precision the row's matmuls ran in: "fp8-mixed" for Transformer Engine fp8 (delayed
+    "FP8", current scaling "FP8-CS", "FP8 (hybrid)") and torchao float8 linears, "bf16-mixed"
+    for BF16, None when the source does not say."""
+    p = r["precision"].lower()
+    if "fp8" in p or "float8" in p:
+        return "fp8-mixed"
+    return "bf16-mixed" if p == "bf16" else None
+
+
+@dataclass(frozen=True)
+class HopperRow:
+    """One H100 row: the setup it is estimated with, or why it is not expressed."""
+
+    label: str
+    source: str
+    measured: float | None
+    training: Training | None
+    hardware: Hardware | None
+    setup: str
+    skipped: str | None
+    #: configuration key: rows with equal keys are one setup measured more than once
+    config_key: tuple[Any, ...] = ()
+
+
+def _skip(r: dict[str, str], nums: dict[str, int]) -> str | None:
+    if matmul_precision(r) is None:
+        return "matmul precision not stated"
+    if matmul_precision(r) == "fp8-mixed":
+        return "fp8 matmuls: no fp8 path"
+    if r["gpu"] != "H100-80GB":
+        if r["gpu"].startswith("H100-9"):
+            return ("a power-capped 94-96 GB HBM2e H100 (no datasheet of its clocks or peak; "
+                    "its source says its MFU is understated against the SXM peak)")
+        return "the H100 part is not stated"
+    if not r["tokens_per_sec_per_gpu"]:
+        return "tokens/s per GPU not stated (TFLOP/s per GPU only, in the source's FLOP count)"
+    if not r["n_gpus"] or not r["micro_batch"]:
+        return "GPU count or micro-batch not stated"
+    if "tokendrop" in r["model"]:
+        return "MoE token dropping (capacity factor): not modelled"
+    if r["model"] not in H100_MODELS:
+        return "model not in the catalog"
+    lora = "LoRA" in r["notes"]
+    if lora and any(nums.get(k, 1) > 1 for k in ("TP", "PP", "CP", "EP")):
+        return "LoRA with tensor, pipeline, context or expert parallelism: not modelled"
+    return None
+
+
+def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
+    """Each H100 row as a setup of the estimator with the layout its source states, or why not.
+
+    Megatron-Bridge and NeMo (Megatron-Core) keep bf16 weights with an fp32 distributed
+    optimizer (ZeRO-1 over the data-parallel ranks: their recipes' default); NeMo Automodel's
+    FSDP=N is FSDP2 over N ranks (ZeRO-3). Gradient accumulation is the global batch over
+    micro-batch x data-parallel ranks when the row does not state GA. DGX-H100 nodes: 8 GPUs,
+    400 Gb/s NDR per GPU (parallel.NODE_NETWORK_GB_PER_S_ONE_WAY). Checkpointing is not stated
+    by these tables: off. NeMo Automodel's LoRA rank and targets are not stated: rank 8 on every
+    linear layer (the rank moves the estimate by under 1%).
+    """
+    gpu = catalog.gpu("h100-sxm")
+    net = NODE_NETWORK_GB_PER_S_ONE_WAY["hopper"][0]
+    out = []
+    for r in rows:
+        label = (f"{r['model']} {r['precision'] or '?'} seq {r['seq_len']} x{r['n_gpus'] or '?'}"
+                 + ("" if r["gpu"] == "H100-80GB" else f" {r['gpu'].split(' (')[0]}"))
+        measured = float(r["tokens_per_sec_per_gpu"]) if r["tokens_per_sec_per_gpu"] else None
+        nums = _layout_numbers(r["notes"])
+        skipped = _skip(r, nums)
+        if skipped is not None:
+            out.append(HopperRow(label, r["source"], measured, None, None, "", skipped))
+            continue
+        assert measured is not None
+        n, mb, seq = int(r["n_gpus"]), int(r["micro_batch"]), int(r["seq_len"])
+        tp, pp, cp, ep = (nums.get(k, 1) for k in ("TP", "PP", "CP", "EP"))
+        vp = nums.get("VP", 1)
+        dp = n // (tp * pp * cp)
+        fsdp = nums.get("FSDP", 0) > 1
+        accum = nums.get("GA") or max(int(r["global_batch"]) // (mb * dp), 1)
+        notes = r["notes"]
+        method = "lora" if "LoRA" in notes else "full"
+        precision = matmul_precision(r)
+        arch, basis = resolve_model(H100_MODELS[r["model"]])
+        t = Training.model_validate(dict(
+            arch=arch, model_basis=basis, method=method, precision=precision,
+            micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=8,
+            zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=vp))
+        hw = Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8, inter_node_gb_per_s_one_way=net)
+        layout = " ".join(f"{k.lower()} {v}" for k, v in (("TP", tp), ("PP", pp), ("CP", cp),
+                                                          ("EP", ep), ("VP", vp)) if v > 1)
+        setup = (f"{method}{' r8 all-linear (assumed)' if method == 'lora' else ''}, "
+                 f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
+                 f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
+                 f"x {accum}")
+        key = (H100_MODELS[r["model"]], precision, method, seq, n, tp, pp, cp, ep, vp, mb,
+               accum, fsdp)
+        out.append(HopperRow(label, r["source"], measured, t, hw, setup, None, key))
+    return out
+
+
+# --- the split and the fit -------------------------------------------------------------------
+
+def split_halves(rows: list[HopperRow]) -> tuple[list[HopperRow], list[HopperRow]]:
+    """(tuning, held-out) of the expressed rows: distinct configurations sorted by their key,
+    alternating tune / held out within each matmul precision (the key's second field); every row
+    of a configuration goes where its configuration goes."""
+    expressed = [r for r in rows if r.skipped is None]
+    configs = sorted({r.config_key for r in expressed}, key=lambda k: tuple(map(str, k)))
+    tune_keys: set[tuple[Any, ...]] = set()
+    for precision in sorted({k[1] for k in configs}):
+        mine = [k for k in configs if k[1] == precision]
+        tune_keys |= set(mine[0::2])
+    tune = [r for r in expressed if r.config_key in tune_keys]
+    held = [r for r in expressed if r.config_key not in tune_keys]
+    return tune, held
+
+
+def predicted_tokens_per_s(row: HopperRow) -> float:
+    assert row.training is not None and row.hardware is not None
+    return estimate_training(row.training, row.hardware, row.training.model_basis)\
+        .tokens_per_s_per_gpu.value
+
+
+@contextmanager
+def hopper_efficiency(name: str, value: float) -> Iterator[None]:
+    """Temporarily set the Hopper entry of GEMM_EFFICIENCY_BY_GENERATION (name "bf16") or of
+    FP8_GEMM_EFFICIENCY_BY_GENERATION (name "fp8"): for the fit only."""
+    table = A.GEMM_EFFICIENCY_BY_GENERATION if name == "bf16" else \
+        A.FP8_GEMM_EFFICIENCY_BY_GENERATION
+    old = table["hopper"]
+    table["hopper"] = replace(old, value=value)
+    try:
+        yield
+    finally:
+        table["hopper"] = old
+
+
+def rms_log_error(rows: list[HopperRow], predict: Callable[[HopperRow], float]) -> float:
+    """Root mean square of log(predicted / measured) over `rows`."""
+    errs = [math.log(predict(r) / (r.measured or math.nan)) for r in rows]
+    return math.sqrt(sum(e * e for e in errs) / len(errs))
+
+
+def _best(rows: list[HopperRow], name: str, grid: tuple[float, ...]) -> float:
+    scores = {}
+    for value in grid:
+        with hopper_efficiency(name, value):
+            scores[value] = rms_log_error(rows, predicted_tokens_per_s)
+    return min(scores, key=lambda v: scores[v])
+
+
+#: the efficiencies the fit tries: 0.40, 0.41, ... 0.95 of the dense peak
+FIT_GRID = tuple(i / 100 for i in range(40, 96))
+
+
+def fit_hopper(tune: list[HopperRow], grid: tuple[float, ...] = FIT_GRID) -> dict[str, float]:
+    """The Hopper GEMM efficiencies that minimise the rms log error on the tuning rows: bf16 on
+    the bf16 rows, then fp8 on the fp8 rows with bf16 at its fitted value (their attention and
+    LM head run in bf16). A grid of 0.01 steps; nothing else is varied."""
+    bf16 = [r for r in tune if r.config_key[1] == "bf16-mixed"]
+    fp8 = [r for r in tune if r.config_key[1] == "fp8-mixed"]
+    out = {"bf16": _best(bf16, "bf16", grid)}
+    with hopper_efficiency("bf16", out["bf16"]):
+        out["fp8"] = _best(fp8, "fp8", grid)
+    return out
