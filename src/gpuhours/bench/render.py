@@ -165,6 +165,34 @@ def render_loader(rates: list[LoaderRate], lines: list[str], console: Console) -
         console.print(f"  {esc(line)}")
 
 
+def _tagged(tag: str, value: Any) -> str:
+    """`tag` + value, or "" where the ledger row has no value (a module's inputs have no
+    sequence length; an old row may lack a key)."""
+    return "" if value is None or value == "" else f"{tag}{value}"
+
+
+def ledger_setup_label(kind: str, setup: dict[str, Any]) -> str:
+    """One short line saying what a ledger row measured: the workload, method or backend,
+    precision, batch (b), sequence or prompt+output tokens (s, p); parts the row lacks are left
+    out, never printed as "None"."""
+    s = setup
+    if kind == "generate":
+        tokens = (f"p{s.get('prompt_tokens')}+{s.get('output_tokens')}"
+                  if s.get("prompt_tokens") is not None else "")
+        parts = ["generate", s.get("precision"), _tagged("b", s.get("batch")), tokens]
+    elif kind == "grpo":
+        prompts = (f"{s.get('prompts')}x{s.get('generations')}"
+                   if s.get("prompts") is not None else "")
+        parts = ["grpo", s.get("method"), prompts, _tagged("r", s.get("response_tokens"))]
+    elif kind == "inference":
+        parts = ["inference", s.get("backend") or s.get("method"), s.get("precision"),
+                 _tagged("b", s.get("micro_batch")), _tagged("s", s.get("seq_len"))]
+    else:
+        parts = [s.get("method"), s.get("precision"), _tagged("b", s.get("micro_batch")),
+                 _tagged("s", s.get("seq_len")), "ckpt" if s.get("checkpointing") else ""]
+    return " ".join(str(x) for x in parts if x) or "-"
+
+
 def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> None:
     """The ledger's measurements, newest first: ids, devices and models whole at 80 columns
     (gpuhours.report.tables)."""
@@ -178,17 +206,7 @@ def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> 
             Col("peak memory", "number", "right"))
     table = []
     for m in rows:
-        s = m.setup
-        if m.kind == "generate":
-            setup = (f"generate {s.get('precision')} b{s.get('batch')} "
-                     f"p{s.get('prompt_tokens')}+{s.get('output_tokens')}")
-        elif m.kind == "grpo":
-            setup = (f"grpo {s.get('method')} {s.get('prompts')}x{s.get('generations')} "
-                     f"r{s.get('response_tokens')}")
-        else:
-            setup = " ".join(str(x) for x in (s.get("method"), s.get("precision"),
-                                              f"b{s.get('micro_batch')}", f"s{s.get('seq_len')}",
-                                              "ckpt" if s.get("checkpointing") else "") if x)
+        setup = ledger_setup_label(m.kind, m.setup)
         table.append([str(m.id), esc(m.created_utc[:16].replace("T", " ")),
                       esc(m.device_key), esc(m.model), esc(m.status), esc(setup),
                       f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
