@@ -170,6 +170,18 @@ _PARAM_OF_FIELD = {
     "examples": "examples", "packed": "packed"}
 
 
+def _given(ctx: typer.Context, fill: dict[str, Any]) -> dict[str, Any]:
+    """Field -> value of each _PARAM_OF_FIELD field the command has an option for: the setup
+    file's (`fill`, by field) where it gives one, else the option's. A field a command has no
+    option for (fit's grad_accum, steps) is left out: the command reads it from `fill`."""
+    return {f: fill.get(f, ctx.params[p]) for f, p in _PARAM_OF_FIELD.items() if p in ctx.params}
+
+
+def _training_fields(given: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `given` that are Training's (model, method, micro_batch, ...)."""
+    return {f: v for f, v in given.items() if f in Training.model_fields}
+
+
 @app.command()
 @user_errors
 def estimate(
@@ -266,24 +278,12 @@ def estimate(
         cli_amount = next((p for p in ("tokens", "steps", "examples")
                            if not _not_given(ctx, p)), None)
         fill, notes = settings_to_use(read_setup(from_file), explicit, cli_amount, from_file)
-        model, method = fill.get("model", model), fill.get("method", method)
-        precision, optimizer = fill.get("precision", precision), fill.get("optimizer", optimizer)
-        optimizer_impl = fill.get("optimizer_impl", optimizer_impl)
-        batch, seq = fill.get("micro_batch", batch), fill.get("seq_len", seq)
-        grad_accum = fill.get("grad_accum", grad_accum)
-        checkpointing = fill.get("checkpointing", checkpointing)
-        flash, loss_kernel = fill.get("flash_attention", flash), fill.get("loss_kernel",
-                                                                            loss_kernel)
-        lora_rank, lora_targets = fill.get("lora_rank", lora_rank), fill.get("lora_targets",
-                                                                               lora_targets)
-        zero, gpus = fill.get("zero_stage", zero), fill.get("num_gpus", gpus)
-        steps, epochs = fill.get("steps", steps), fill.get("epochs", epochs)
-        examples, packed = fill.get("examples", examples), fill.get("packed", packed)
-    t = _training(model, params, hidden_size, layers, vocab, method=method, precision=precision,
-                  optimizer=optimizer, optimizer_impl=optimizer_impl, micro_batch=batch,
-                  seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
-                  flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
-                  zero_stage=zero, loss_kernel=loss_kernel, tp=tp, pp=pp, cp=cp, ep=ep,
+    given = _given(ctx, fill)
+    batch, seq, gpus = given["micro_batch"], given["seq_len"], given["num_gpus"]
+    steps, epochs = given["steps"], given["epochs"]
+    examples, packed = given["examples"], given["packed"]
+    t = _training(params=params, hidden_size=hidden_size, layers=layers, vocab=vocab,
+                  **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
                   virtual_stages=virtual_stages, images_per_example=images_per_example,
                   image_pixels=image_pixels, image_tokens=image_tokens,
                   image_max_pixels=image_max_pixels, train_vision=train_vision)
@@ -402,6 +402,7 @@ def fit(
     from gpuhours.resolve import resolve_gpu
 
     notes: list[str] = []
+    given = _given(ctx, {})
     if from_file is not None:
         from gpuhours.importers import AMOUNT_FIELDS, read_setup, settings_to_use
 
@@ -415,16 +416,8 @@ def fit(
         if params is not None:  # --params names the model too
             explicit.add("model")
         fill, notes = settings_to_use(imported, explicit, None, from_file)
-        model, method = fill.get("model", model), fill.get("method", method)
-        precision, optimizer = fill.get("precision", precision), fill.get("optimizer", optimizer)
-        optimizer_impl = fill.get("optimizer_impl", optimizer_impl)
-        batch, seq = fill.get("micro_batch", batch), fill.get("seq_len", seq)
-        checkpointing = fill.get("checkpointing", checkpointing)
-        flash, loss_kernel = fill.get("flash_attention", flash), fill.get("loss_kernel",
-                                                                            loss_kernel)
-        lora_rank, lora_targets = fill.get("lora_rank", lora_rank), fill.get("lora_targets",
-                                                                               lora_targets)
-        zero, gpus = fill.get("zero_stage", zero), fill.get("num_gpus", gpus)
+        given = _given(ctx, fill)
+        batch, gpus = given["micro_batch"], given["num_gpus"]
         accum = fill.get("grad_accum")
         if accum is not None and effective_batch is None:
             per_gpu = imported.fields.get("micro_batch", batch)  # the file's, not --batch
@@ -439,11 +432,8 @@ def fit(
             notes.append(f"{from_file}: not used by fit: "
                          + ", ".join(f"{k}={v}" for k, v in amounts.items())
                          + " (the amount of work; `gpuhours estimate --from` counts it).")
-    t = _training(model, params, method=method, precision=precision, optimizer=optimizer,
-                  optimizer_impl=optimizer_impl, micro_batch=batch, seq_len=seq,
-                  checkpointing=checkpointing, flash_attention=flash, lora_rank=lora_rank,
-                  lora_targets=lora_targets, zero_stage=zero, loss_kernel=loss_kernel,
-                  tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages)
+    t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
+                  virtual_stages=virtual_stages)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
