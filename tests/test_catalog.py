@@ -306,7 +306,9 @@ def test_mpt_configs_are_the_llm_foundry_benchmark_models(name: str, table_billi
     assert round(with_pos_and_biases / 1e9, 4) == pytest.approx(table_billion)
 
 
-@pytest.mark.parametrize("name", [m.name for m in catalog.models()])
+#: remote-code model types (Qwen-1) have no transformers class: tests/test_qwen1.py counts them by hand
+@pytest.mark.parametrize("name", [m.name for m in catalog.models()
+                                  if catalog.model(m.name)[1].get("model_type") != "qwen"])
 def test_config_builds_with_transformers_and_matches_published_params(name: str) -> None:
     """Exact identity: transformers' model built from the catalog config (meta device, no weights)
     has the published parameter count within 1% (tied weights counted once)."""

@@ -20,10 +20,15 @@ import pytest
 from gpuhours import catalog
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import COVERED_MODEL_TYPES, MATCH_TOLERANCE, from_hf_config
+from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES
 from gpuhours.estimate.params import count_params
 from gpuhours.resolve import resolve_model
 
 MODEL_NAMES = [m.name for m in catalog.models()]
+#: models transformers can build: not the remote-code types (Qwen-1), which have no class there
+#: and are held to a hand count of their config instead (tests/test_qwen1.py)
+BUILT_NAMES = [n for n in MODEL_NAMES
+               if catalog.model(n)[1].get("model_type") not in REMOTE_CODE_MODEL_TYPES]
 
 
 def built_count(config: dict[str, Any]) -> int:
@@ -56,7 +61,7 @@ def test_covered_type_default_config_is_exact(model_type: str) -> None:
 # --- every catalog model --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", BUILT_NAMES)
 def test_catalog_model_is_exact(name: str) -> None:
     _, config = catalog.model(name)
     arch, basis = resolve_model(name)
@@ -65,7 +70,7 @@ def test_catalog_model_is_exact(name: str) -> None:
     assert count_params(arch).total == built_count(config)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", BUILT_NAMES)
 def test_catalog_model_within_one_percent_of_published(name: str) -> None:
     """Published figures are often rounded (0.49B, 3.8B): 1% covers the rounding; each row's notes
     give the exact count and the gap."""
