@@ -112,7 +112,7 @@ BAD_INPUT = [
     ("method-typo", [*BASE, "--method", "lorra"], "--method",
      r"'full', 'lora' or 'qlora' \(got 'lorra'\)"),
     ("precision-fp8", [*BASE, "--precision", "fp8"], "--precision",
-     r"'bf16-mixed', 'fp16-mixed', 'bf16-amp' or 'fp16-amp' \(got 'fp8'\)"),
+     r"'bf16-amp', 'fp16-amp' or 'fp8-mixed' \(got 'fp8'\)"),
     ("zero-5", [*BASE, "--zero", "5"], "--zero", r"0, 1, 2 or 3 \(got 5\)"),
     ("optimizer-typo", [*BASE, "--optimizer", "adam"], "--optimizer",
      r"'adamw', 'adamw-8bit', 'sgd' or 'sgd-momentum' \(got 'adam'\)"),

@@ -136,7 +136,8 @@ TargetsOpt = Annotated[str, typer.Option(
 PrecOpt = Annotated[str, typer.Option(
     help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
          "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
-         "fp16-mixed, fp16-amp, fp16, fp32.")]
+         "fp16-mixed, fp16-amp, fp16, fp32; fp8-mixed (bf16-mixed with fp8 GEMMs in the "
+         "layers: Transformer Engine, torchao float8; Hopper, Ada, Blackwell).")]
 OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
 OptimImplOpt = Annotated[str, typer.Option(
     help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]

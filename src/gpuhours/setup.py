@@ -31,7 +31,11 @@ Method = Literal["full", "lora", "qlora"]
 #: loaded in fp32): fp32 weights, grads and moments plus autocast's half-precision weight
 #: copies during the step; bf16: everything in bf16, moments included (`model.to(bfloat16)`
 #: + torch AdamW); fp32: everything in fp32. The fp16 names are the same with fp16.
-Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp"]
+#: fp8-mixed: bf16-mixed whose decoder-layer linears run fp8 GEMMs (Transformer Engine,
+#: torchao float8: Megatron, NeMo, torchtitan); attention, norms, LM head and optimizer as
+#: bf16-mixed. Needs fp8 tensor cores (Hopper, Ada, Blackwell, MI300).
+Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp",
+                    "fp8-mixed"]
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
 #: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
@@ -209,9 +213,9 @@ class Training(_ReadsModel):
     @model_validator(mode="after")
     def _check(self) -> Training:
         _check_layout(self)
-        if self.method == "qlora" and self.precision == "fp32":
+        if self.method == "qlora" and self.precision in ("fp32", "fp8-mixed"):
             raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
-                             "4-bit base; fp32 precision conflicts with it.")
+                             f"4-bit base; {self.precision} precision conflicts with it.")
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")
@@ -439,6 +443,10 @@ def torch_precision(precision: str, method: str = "full") -> TorchPrecision:
     Autocast here is CPU autocast: it casts the same matmuls (linear, bmm, baddbmm, matmul) as
     CUDA autocast, and keeps the loss's softmax in fp32 as CUDA's does.
     """
+    if precision == "fp8-mixed":
+        raise FieldError("precision", "fp8-mixed (fp8 GEMMs through Transformer Engine or "
+                         "torchao) is modelled by estimate, fit and plan; the fake-tensor and "
+                         "real runs here are bf16.", "Use bf16-mixed for trace and bench.")
     half = "bfloat16" if precision.startswith("bf16") else "float16"
     if precision == "fp32":
         return TorchPrecision("float32", None, "fp32", "")

@@ -72,8 +72,6 @@ class HopperRow:
 def _skip(r: dict[str, str], nums: dict[str, int]) -> str | None:
     if matmul_precision(r) is None:
         return "matmul precision not stated"
-    if matmul_precision(r) == "fp8-mixed":
-        return "fp8 matmuls: no fp8 path"
     if r["gpu"] != "H100-80GB":
         if r["gpu"].startswith("H100-9"):
             return ("a power-capped 94-96 GB HBM2e H100 (no datasheet of its clocks or peak; "

@@ -52,6 +52,41 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
               "the CPU peak is itself measured by a matmul probe"),
 }
 
+#: Fraction of the dense fp8 peak that the fp8 GEMMs of fp8-mixed training reach (Transformer
+#: Engine or torchao float8 linears: e4m3 inputs and weights, e5m2 or e4m3 gradients, per-tensor
+#: scales), by GPU generation. Only generations with fp8 tensor cores have an entry; the others
+#: refuse fp8-mixed (timing.peak_flops). The attention kernels, the LM head and LoRA adapters
+#: stay in bf16 at the bf16 efficiencies above.
+FP8_GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
+    "ada": _a("fp8_gemm_efficiency.ada", 0.60, "fraction of dense fp8 peak",
+              "assumption: Ada's power limit bites harder at fp8's doubled rate; no training "
+              "row read"),
+    "hopper": _a("fp8_gemm_efficiency.hopper", 0.50, "fraction of dense fp8 peak",
+                 "assumption: ~990 of 1979 TFLOPS: fp8 GEMMs at 700 W are further below their doubled "
+                 "peak than bf16 ones"),
+    "blackwell": _a("fp8_gemm_efficiency.blackwell", 0.55, "fraction of dense fp8 peak",
+                    "assumption: no B200 fp8 training row expressed; about Hopper's share"),
+    "cdna3": _a("fp8_gemm_efficiency.cdna3", 0.40, "fraction of dense fp8 peak",
+                "assumption: MI300X hipBLASLt fp8 GEMMs reach a smaller share than bf16"),
+}
+
+#: Bytes a fp8-mixed step moves per element of each quantised activation (the input of every
+#: decoder-layer linear) and output gradient: read the bf16 tensor (2), write its fp8 copy for
+#: the forward or input-gradient GEMM (1) and the transposed fp8 copy the weight-gradient GEMM
+#: needs on Hopper (1): fp8 GEMMs there take only the TN layout (Transformer Engine docs,
+#: "Performance considerations: handling transposes"). Transformer Engine fuses some casts into
+#: the norm and activation kernels, so this is an upper count.
+FP8_CAST_BYTES_PER_ELEMENT = _a("fp8_cast_bytes_per_element", 4.0, "bytes per element",
+                                "count: read bf16 (2) + fp8 rowwise (1) + fp8 columnwise (1)")
+
+#: Bytes per decoder-layer matmul weight of the fp8 copies Transformer Engine keeps through the
+#: step (rowwise for the forward GEMM, columnwise for the input-gradient GEMM on Hopper; cached
+#: across micro-batches), on top of the bf16 weights and fp32 master/Adam state of bf16-mixed.
+#: torchao's float8 linears cast per use instead and keep the cast weight for backward; the
+#: same bytes.
+FP8_WEIGHT_COPY_BYTES = _a("fp8_weight_copy_bytes", 2.0, "bytes per layer matmul weight",
+                           "Transformer Engine Float8Tensor: 1 byte rowwise + 1 columnwise")
+
 #: GEMMs whose inner dimension is the model width d lose a share to pipeline fill and epilogue
 #: per output tile: efficiency x d / (d + GEMM_HALF_WIDTH). Basis: the K-dimension dependence of
 #: GEMM throughput in NVIDIA's "Matrix Multiplication Background" guide; 128 is one K-tile pair.
@@ -70,6 +105,20 @@ ATTENTION_EFFICIENCY_RATIO = _a(
     "attention_efficiency_ratio", 0.35, "fraction of the GEMM efficiency",
     "attention kernels ~55% of peak on the full S^2 work without causal block skipping "
     "(llm-foundry MPT table); FlashAttention-2 with skipping is up to 2x faster")
+
+#: Generations whose training stacks run attention kernels that skip masked blocks and overlap
+#: softmax with the matmuls: the attention efficiency per causal FLOP, as a fraction of the dense
+#: bf16 peak, instead of ATTENTION_EFFICIENCY_RATIO x the GEMM efficiency. Hopper: cuDNN's
+#: fused attention (Transformer Engine: Megatron-LM, NeMo) and FlashAttention-3 reach ~600-650
+#: TFLOPS forward and ~420-500 backward at 2k-16k tokens, head dim 64-128, on an H100 SXM
+#: (Shah et al. 2024, arXiv:2407.08608, figs. 5-6); forward + backward (2x the forward's
+#: FLOPs) time-weighted: 3 / (989/620 + 2 x 989/460) = 0.50. FlashAttention-2 (transformers'
+#: default) reaches ~370 forward and ~260 backward there: ~0.31, so stacks on it run slower.
+ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
+    "hopper": _a("attention_efficiency.hopper", 0.50, "fraction of dense bf16 peak",
+                 "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
+                 "backward ~460 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+}
 
 #: Achievable fraction of peak memory bandwidth for streaming kernels (elementwise, norms,
 #: optimizer). Basis: STREAM-like copy kernels on HBM GPUs reach 80-90% of the datasheet rate.
@@ -318,6 +367,8 @@ def all_assumptions() -> list[Assumption]:
     """Every assumption, for reports."""
     out = [v for v in globals().values() if isinstance(v, Assumption)]
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
+    out += list(FP8_GEMM_EFFICIENCY_BY_GENERATION.values())
+    out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global
     for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
                   ENGINE_MAX_NUM_SEQS):

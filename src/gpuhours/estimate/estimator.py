@@ -257,6 +257,10 @@ def estimate_training(
         f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].name} "
         f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].value} x width factor "
         f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].basis})")
+    if t.precision == "fp8-mixed":
+        fp8 = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation]
+        eff_source += (f"; the layers' fp8 GEMMs: {fp8.name} {fp8.value} x the width factor "
+                       f"of the fp8 peak ({fp8.basis}); MFU against the fp8 peak")
     step_src = "estimate/timing.py roofline"
     breakdown = {
         "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"),
@@ -353,6 +357,11 @@ def estimate_training(
     ]
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
+    if hw.gpu.generation in A.ATTENTION_EFFICIENCY_BY_GENERATION:
+        used.append(A.ATTENTION_EFFICIENCY_BY_GENERATION[hw.gpu.generation])
+    if t.precision == "fp8-mixed":
+        used += [A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation],
+                 A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     if st.collectives:

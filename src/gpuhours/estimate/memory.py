@@ -25,7 +25,7 @@ from gpuhours.setup import Training
 
 #: bytes per element of the activations for each precision
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
-                    "bf16-amp": 2, "fp16-amp": 2}
+                    "bf16-amp": 2, "fp16-amp": 2, "fp8-mixed": 2}
 
 
 def residual_bytes(precision: str) -> int:
@@ -212,8 +212,15 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     scores = 0.0
     if not flash:
         scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
+    # fp8-mixed: Transformer Engine and torchao keep each linear's input for its weight gradient
+    # as the fp8 copy (1 byte, not a): the q/k/v and o_proj inputs, the MLP and down_proj inputs
+    fp8_saved = 0.0
+    if precision == "fp8-mixed" and full:
+        experts = arch.experts_per_token if arch.is_moe else 1
+        f_in = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+        fp8_saved = (a - 1) * (d + q + experts * (d + f_in))
     # each norm of the block keeps its input (Gemma 2 has four: pre and post, twice)
-    return arch.norms_per_block * norm + attention + mlp + lora, scores
+    return arch.norms_per_block * norm + attention + mlp + lora - fp8_saved, scores
 
 
 def _encoder_bytes_per_token_layer(arch: ModelArch, precision: str,
@@ -377,6 +384,7 @@ class MemoryBreakdown:
     activations_bytes: float
     logits_bytes: float
     optimizer_temporaries_bytes: float
+    #: autocast's half-precision copies of the matmul weights (-amp), fp8-mixed's fp8 copies
     autocast_weight_copies_bytes: float
     #: ZeRO-3/FSDP: the unsharded weights (and gradients) alive at once, on top of the shards
     gathered_bytes: float
@@ -512,6 +520,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
     autocast_cache = (2.0 * counts.matmul_active * (held / total) / shard_w
                       if t.precision.endswith("-amp") else 0.0)
+    if t.precision == "fp8-mixed":  # the fp8 copies of the layers' weights (assumptions.py)
+        autocast_cache = (A.FP8_WEIGHT_COPY_BYTES.value * quantised_params(arch)
+                          * (held / total) / shard_w)
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split

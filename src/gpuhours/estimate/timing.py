@@ -31,12 +31,15 @@ from gpuhours.estimate.params import count_params
 from gpuhours.setup import Hardware, Training
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
-             "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16"}
+             "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16", "fp8-mixed": "fp8"}
 
 
 def peak_flops(gpu: GpuSpec, precision: str) -> float:
-    """Dense peak FLOP/s of `gpu` for the matmul precision of `precision` (datasheet)."""
+    """Dense peak FLOP/s of `gpu` for the matmul precision of `precision` (datasheet); for
+    fp8-mixed the fp8 peak (its MFU is counted against it)."""
     key = _PEAK_KEY[precision]
+    if key == "fp8":
+        check_fp8(gpu)
     tflops = getattr(gpu.dense_tflops, key)
     if tflops is None:
         supported = [k for k in ("bf16", "fp16", "fp32") if getattr(gpu.dense_tflops, k)]
@@ -48,11 +51,64 @@ def peak_flops(gpu: GpuSpec, precision: str) -> float:
     return tflops * 1e12
 
 
+def check_fp8(gpu: GpuSpec) -> None:
+    """Refuse fp8-mixed on a GPU without fp8 tensor cores (before Hopper and Ada; MI250X, TPUs),
+    or one whose fp8 GEMM efficiency has no entry in assumptions.py."""
+    if (gpu.dense_tflops.fp8 is None
+            or gpu.generation not in A.FP8_GEMM_EFFICIENCY_BY_GENERATION):
+        has = sorted(A.FP8_GEMM_EFFICIENCY_BY_GENERATION)
+        raise FieldError("precision", f"{gpu.name} ({gpu.generation}) has no fp8 tensor cores: "
+                         f"fp8-mixed needs a GPU of generation {', '.join(has)} with an fp8 rate "
+                         f"in the catalog.", "Use bf16-mixed (or fp16-mixed on GPUs without "
+                         "bf16).")
+
+
+def fp8_gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
+    """Achieved fraction of the dense fp8 peak for fp8-mixed's GEMMs: generation x width."""
+    check_fp8(gpu)
+    base = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[gpu.generation].value
+    return base * hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
+
+
+def fp8_matmul_flops_per_token(arch: ModelArch, t: Training, flops: TrainingFlops) -> float:
+    """The matmul FLOPs per token fp8-mixed runs in fp8: the decoder layers' linears (forward,
+    backward, recomputation). The LM head stays in bf16 (Megatron-LM keeps its output layer
+    outside Transformer Engine; torchtitan's float8 converter skips `output`), as do LoRA
+    adapters and a vision tower; the head's FLOPs are 6 x its weights per token when it trains,
+    4 x when frozen (LoRA: no weight gradient)."""
+    head = count_params(arch).lm_head_matmul * (6.0 if t.method == "full" else 4.0)
+    layers = flops.matmul_forward + flops.matmul_backward + flops.recompute_matmul - head
+    return max(layers, 0.0)
+
+
+def fp8_cast_bytes_per_token(arch: ModelArch) -> float:
+    """Bytes fp8-mixed's casts move per token over the layers: each decoder-layer linear's input
+    (q/k/v share one: d; o_proj: q; gate/up share one: d; down_proj: f) and each output
+    gradient (q + 2 kv; d; 2 f or f; d), per routed expert for an MoE's MLP, at
+    assumptions.FP8_CAST_BYTES_PER_ELEMENT."""
+    d, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
+    f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+    experts = arch.experts_per_token if arch.is_moe else 1
+    mlp_out = 2 * f if arch.gated_mlp else f
+    elements = (d + q) + (q + 2 * kv) + d + experts * ((d + f) + (mlp_out + d))
+    return arch.num_layers * elements * A.FP8_CAST_BYTES_PER_ELEMENT.value
+
+
 def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     """Achieved fraction of dense peak for the model's GEMMs: generation x width factor."""
     base = A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation].value
     width = hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
     return base * width
+
+
+def attention_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
+    """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
+    generation's own figure where assumptions.py has one (Hopper), else a share of the GEMM
+    efficiency (ATTENTION_EFFICIENCY_RATIO)."""
+    own = A.ATTENTION_EFFICIENCY_BY_GENERATION.get(gpu.generation)
+    if own is not None:
+        return own.value
+    return gemm_efficiency(gpu, hidden_size) * A.ATTENTION_EFFICIENCY_RATIO.value
 
 
 def link_bandwidth_bytes_per_s(hw: Hardware) -> tuple[float, str]:
@@ -115,13 +171,22 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     `efficiency_scale` multiplies the compute efficiencies (calibration from measurements).
     """
     gpu = hw.gpu
-    peak = peak_flops(gpu, t.precision)
+    fp8 = t.precision == "fp8-mixed"
+    # fp8-mixed: attention, the LM head and everything but the layers' GEMMs run in bf16
+    peak = peak_flops(gpu, "bf16-mixed" if fp8 else t.precision)
     tokens = t.tokens_per_micro_batch * t.grad_accum
     e_mm = gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
-    e_attn = e_mm * A.ATTENTION_EFFICIENCY_RATIO.value
+    e_attn = attention_efficiency(gpu, arch.hidden_size) * efficiency_scale
     bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
 
     matmul_s = tokens * flops.matmul_flops_per_token / (peak * e_mm)
+    fp8_cast_traffic = 0.0
+    if fp8:
+        fp8_flops = fp8_matmul_flops_per_token(arch, t, flops)
+        e_fp8 = fp8_gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
+        matmul_s = tokens * ((flops.matmul_flops_per_token - fp8_flops) / (peak * e_mm)
+                             + fp8_flops / (peak_flops(gpu, t.precision) * e_fp8))
+        fp8_cast_traffic = tokens * fp8_cast_bytes_per_token(arch)
     if t.flash_attention:
         attention_s = tokens * flops.attention_flops_per_token / (peak * e_attn)
         score_traffic = 0.0
@@ -146,6 +211,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         passes_over_weights = 3 if t.checkpointing else 2
         dequant_traffic = t.grad_accum * passes_over_weights * quantised_params(arch) * (
             QLORA_BYTES_PER_PARAM + 4.0)
+    layer_traffic += fp8_cast_traffic
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus)
     if not lay.trivial:
@@ -256,8 +322,21 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
             t.tokens_per_micro_batch, arch.kv_dim, a, lay.cp, lay.tp, t.checkpointing),
             lay.tp * lay.cp, hideable_s=attention_s)
     if lay.ep > 1:
-        add("expert all-to-all", m * layers * P.expert_all_to_all_bytes_per_layer(
-            tokens / lay.tp, d, a, arch.experts_per_token, lay.ep, t.checkpointing), lay.ep)
+        volume = m * layers * P.expert_all_to_all_bytes_per_layer(
+            tokens / lay.tp, d, a, arch.experts_per_token, lay.ep, t.checkpointing)
+        per_node = min(hw.gpus_per_node, lay.ep)
+        if lay.ep > per_node:
+            # an all-to-all sends (ep - g)/(ep - 1) of its bytes to ranks in other nodes, each GPU
+            # through its own port, and the rest over the node's own links at the same time:
+            # the slower of the two parts
+            inter = volume * (lay.ep - per_node) / (lay.ep - 1)
+            port, net = group_link_bytes_per_s(hw, lay.ep)
+            inside, _ = _within_node_link(hw.gpu)
+            seconds = max(inter / port, (volume - inter) / inside) / eff
+            out.append(P.Collective(name="expert all-to-all", seconds=seconds,
+                                    exposed_s=seconds * (1 - hidden_share), link=net))
+        else:
+            add("expert all-to-all", volume, lay.ep)
     if lay.pp > 1:
         add("pipeline sends", m * P.pipeline_p2p_bytes_per_micro_batch(
             tokens, d, a, lay.tp, lay.virtual_stages), hw.num_gpus)

@@ -34,7 +34,7 @@ from gpuhours.track.ledger import Ledger, Measurement
 
 #: precision -> the dtype its matmuls run in; measurements calibrate setups of the same dtype
 MATMUL_DTYPE = {"fp32": "fp32", "bf16": "bf16", "bf16-mixed": "bf16", "bf16-amp": "bf16",
-                "fp16": "fp16", "fp16-mixed": "fp16", "fp16-amp": "fp16"}
+                "fp16": "fp16", "fp16-mixed": "fp16", "fp16-amp": "fp16", "fp8-mixed": "fp8"}
 _PROBE_DTYPE = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 #: bisection bounds for the efficiency scale
 SCALE_BOUNDS = (1e-3, 1e3)
