@@ -14,6 +14,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure
 from gpuhours.plan.grid import grid_phase
 from gpuhours.plan.load import LoadedPlan
+from gpuhours.plan.measured import micro_benchmarks, uses_by_id
 from gpuhours.plan.phases import Context, compute_phase
 from gpuhours.plan.results import Budget, CostLine, GridSchedule, PhaseActual, PhaseResult
 from gpuhours.plan.schema import GridPhase
@@ -35,7 +36,9 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
     gpus_by_name = {gpu.name: gpu}
+    uses: dict[int, list[str]] = {}
     for phase in plan.phases:
+        start = len(ctx.used_measurements)
         phase_ctx = ctx
         if phase.gpu is not None:
             phase_gpu = _phase_gpu(loaded, phase, ledger)
@@ -47,6 +50,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         else:
             result = compute_phase(phase_ctx, phase)
         results.append(result)
+        uses_by_id(ctx.used_measurements[start:], phase.name, uses)
     if ledger is not None and calibrate:
         results = _with_actuals(results, ledger, plan.project)
 
@@ -104,6 +108,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
             A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.CUDA_CONTEXT_BYTES)],
+        micro_benchmarks=micro_benchmarks(ledger, uses) if uses else [],
     )
 
 

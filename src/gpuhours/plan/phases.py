@@ -65,6 +65,9 @@ class Context:
     #: `from:` files as read, by path: each is read once per plan (a grid's experiments and
     #: every phase may name the same file)
     setups: dict[str, Any] = field(default_factory=dict)
+    #: (ledger id, what it set) for every measurement that calibrated a figure, in order: the
+    #: budget lists them as its micro-benchmarks, each with the phases it set
+    used_measurements: list[tuple[int, str]] = field(default_factory=list)
 
 
 def digest(obj: Any) -> str:
@@ -173,7 +176,7 @@ def estimate_phase(ctx: Context, t: Training, hw: Hardware, model_basis: str,
     if ctx.ledger is not None:
         from gpuhours.track.calibration import calibration_kwargs
 
-        measured = calibration_kwargs(ctx.ledger, hw, t)
+        measured = calibration_kwargs(ctx.ledger, hw, t, ctx.used_measurements)
     return estimate_training(t, hw, model_basis, **amount, **measured)
 
 
@@ -592,7 +595,11 @@ def _grpo_calibration(ctx: Context, hw: Hardware, t: Training) -> Any:
         return None
     from gpuhours.track.calibration import find_grpo_calibration
 
-    return find_grpo_calibration(ctx.ledger, hw, t)
+    found = find_grpo_calibration(ctx.ledger, hw, t)
+    if found is not None:
+        parts = ", ".join(f"{part} x{scale:.3g}" for part, scale in found.scales.items())
+        ctx.used_measurements.append((found.ledger_id, f"the GRPO step's parts ({parts})"))
+    return found
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:

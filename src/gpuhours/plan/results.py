@@ -94,6 +94,31 @@ class CostLine(_Out):
     flags: list[str] = []
 
 
+class MicroBenchmark(_Out):
+    """A measurement of the ledger that set figures of this budget in place of assumed ones
+    (`gpuhours bench`): what ran, where and when, and what it measured. Every figure here is
+    measured; `peak_memory_basis` says which statistic the peak is."""
+
+    ledger_id: int
+    measured_utc: str
+    kind: str
+    device: str
+    model: str
+    setup: str
+    steps_timed: int | None
+    step_time_median_s: float | None
+    step_time_cv: float | None
+    #: the medians of the step's parts (data, forward, backward, optimizer; or a GRPO step's
+    #: rollout, scoring and update), seconds
+    step_parts_s: dict[str, float]
+    peak_memory_bytes: int | None
+    peak_memory_basis: str | None
+    tokens_per_s: float | None
+    mfu: float | None
+    #: "phase: what it set", one per phase and figure
+    used_for: list[str]
+
+
 class Budget(_Out):
     """The project formula of the seeds, made explicit."""
 
@@ -122,3 +147,5 @@ class Budget(_Out):
     storage_total: Figure | None
     warnings: list[str]
     assumptions: list[str]
+    #: the ledger's measurements that set figures of this budget (empty without a ledger)
+    micro_benchmarks: list[MicroBenchmark] = []

@@ -69,6 +69,9 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
             if r.storage:
                 parts = ", ".join(f"{k} {f.value / 1e9:,.1f} GB" for k, f in r.storage.items())
                 console.print(f"  {esc(r.name)}: {esc(parts)}")
+    for m in b.micro_benchmarks:
+        console.print(f"measured: ledger #{m.ledger_id} ({esc(m.device)}, "
+                      f"{m.measured_utc[:10]}) sets {esc('; '.join(m.used_for))}")
     for r in b.phases:
         if r.actual is not None:
             console.print(f"actual {esc(r.name)}: {esc(actual_text(r))}")

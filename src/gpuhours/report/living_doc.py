@@ -211,6 +211,11 @@ def state_of(b: Budget, version: str, plan: str | None = None) -> dict[str, Any]
                             r.actual.projected_gpu_hours is None else round(
                                 r.actual.projected_gpu_hours, 3)} for r in b.phases},
     }
+    if b.micro_benchmarks:
+        out["micro_benchmarks"] = {
+            str(m.ledger_id): {"device": m.device, "date": m.measured_utc[:10],
+                               "phases": sorted({u.split(":")[0] for u in m.used_for})}
+            for m in b.micro_benchmarks}
     if plan is not None:
         out["plan"] = plan
     return out
@@ -248,6 +253,13 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for name in old_phases:
         if name not in new_phases:
             out.append(f"{name} removed")
+    old_mb, new_mb = old.get("micro_benchmarks", {}), new.get("micro_benchmarks", {})
+    for key, m in new_mb.items():
+        if key not in old_mb:
+            out.append(f"micro-benchmark ledger #{key} ({m['device']}, {m['date']}) replaces "
+                       f"assumed figures of {', '.join(m['phases'])}")
+    out += [f"micro-benchmark ledger #{key} no longer used" for key in old_mb
+            if key not in new_mb]
     if not out and _moved(float(old.get("total_gpu_hours", 0.0)), new["total_gpu_hours"]):
         out.append("the budget formula changed (seeds or contingency)")
     return out
@@ -389,6 +401,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += [f"- Check: {c}" for c in r.checks]
         lines += [f"- Warning: {w}" for w in r.warnings]
     lines += _image(charts, "memory", "Memory per GPU by part")
+    lines += micro_benchmark_section(b)
     lines += ["", "## Budget", "", f"{b.formula}", ""]
     for name, g in b.grids.items():
         lines += [f"Grid {name}: makespan {g.makespan_hours:,.1f} h on {g.schedule_gpus} GPU(s), "
@@ -425,6 +438,44 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
               "## Version history", "", HISTORY_BEGIN, *history, HISTORY_END, "",
               f"{STATE_PREFIX}{state_json} -->", ""]
     return "\n".join(lines)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:,.1f}"
+
+
+def micro_benchmark_section(b: Budget) -> list[str]:
+    """The measurements of the ledger that set figures of this budget, with what each measured
+    (seed 000's "micro-benchmark" section, from real runs instead of simulated ones)."""
+    lines = ["", "## Micro-benchmarks", ""]
+    if not b.micro_benchmarks:
+        return lines + [
+            "None yet: every step time above is the formula's, at assumed efficiencies (see "
+            "each phase's basis). `gpuhours bench` with a phase's model and setup on the GPU "
+            "it will run on records a short real run in the ledger; the next `gpuhours plan` "
+            "uses it in place of the assumption and bumps this document's version."]
+    lines += ["Measured runs of the ledger that set figures above in place of assumed ones. "
+              "Every figure in this table is measured; step parts are medians over the timed "
+              "steps.", "",
+              "| ledger # | date (UTC) | device | model, setup | step ms (median, CV) | "
+              "parts, ms | peak memory | tokens/s | MFU |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for m in b.micro_benchmarks:
+        cv = f", CV {100 * m.step_time_cv:.1f}%" if m.step_time_cv is not None else ""
+        steps = f" over {m.steps_timed} steps" if m.steps_timed else ""
+        parts = "; ".join(f"{k} {_ms(v)}" for k, v in m.step_parts_s.items()) or "-"
+        peak = ("-" if m.peak_memory_bytes is None
+                else f"{m.peak_memory_bytes / 2**30:,.2f} GiB")
+        rate = "-" if m.tokens_per_s is None else f"{m.tokens_per_s:,.0f}"
+        mfu = "-" if m.mfu is None else f"{100 * m.mfu:.1f}%"
+        lines.append(f"| {m.ledger_id} | {m.measured_utc[:16].replace('T', ' ')} | {m.device} | "
+                     f"{m.model}, {m.setup} | {_ms(m.step_time_median_s)}{cv}{steps} | "
+                     f"{parts} | {peak} | {rate} | {mfu} |")
+    lines.append("")
+    for m in b.micro_benchmarks:
+        basis = f"; peak memory: {m.peak_memory_basis}" if m.peak_memory_basis else ""
+        lines.append(f"- #{m.ledger_id} sets {'; '.join(m.used_for)}{basis}.")
+    return lines
 
 
 def _write_charts(b: Budget, path: Path) -> dict[str, str] | None:

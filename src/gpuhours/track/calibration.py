@@ -276,20 +276,28 @@ def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: s
     return None
 
 
-def calibration_kwargs(ledger: Ledger, hw: Hardware, t: Training) -> dict[str, Any]:
+def calibration_kwargs(ledger: Ledger, hw: Hardware, t: Training,
+                       used: list[tuple[int, str]] | None = None) -> dict[str, Any]:
     """estimate_training's keyword arguments from the ledger: the host's measured cost per
     operator (when the device has a host-led measurement and `hw` gives none) and the nearest
-    matching measurement's efficiency (solved beside that host); empty when neither exists."""
+    matching measurement's efficiency (solved beside that host); empty when neither exists.
+
+    `used`, when given, gets (ledger id, what it set) for each measurement that set a figure:
+    the budget document lists them as its micro-benchmarks."""
     out: dict[str, Any] = {}
     if hw.host_us_per_op is None:
         host = find_host_calibration(ledger, hw)
         if host is not None:
             out.update(host.estimator_kwargs())
+            if used is not None:
+                used.append((host.ledger_id, "the host's cost per operator"))
             # the efficiency is solved beside this host (find_calibration need not look again)
             hw = hw.model_copy(update={"host_us_per_op": host.host_us_per_op})
     cal = find_calibration(ledger, hw, t)
     if cal is not None:
         out.update(cal.estimator_kwargs())
+        if used is not None:
+            used.append((cal.ledger_id, f"the GPU's efficiency (x{cal.efficiency_scale:.3g})"))
     return out
 
 
