@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.quant import BaseQuant
 
 #: full: every weight trains; lora: low-rank adapters on a frozen base (peft); qlora: adapters
 #: on a 4-bit NF4 base (bitsandbytes)
@@ -128,8 +129,18 @@ class Training(_ReadsModel):
     zero_stage: ZeroStage = 0
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
-    #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16)
+    #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16) or a GPTQ base
+    #: (peft skips the cast for GPTQ models)
     kbit_upcast: bool | None = None
+    #: qlora's 4-bit base (estimate/quant.py): nf4 (bitsandbytes, double quantisation),
+    #: gptq-int4 (auto-gptq, group size 128: a GPTQ checkpoint such as Qwen-7B-Chat-Int4),
+    #: awq-int4 (AutoAWQ, group size 128)
+    base_quant: BaseQuant = "nf4"
+    #: LoRA/QLoRA also train the token embedding and the LM head, as peft's
+    #: modules_to_save=["wte", "lm_head"] does: a whole trainable copy of each (copy.deepcopy,
+    #: in the frozen weights' dtype) beside the frozen original, with its gradient and the
+    #: optimizer's state; the LM head's weight gradient adds a matmul to backward
+    lora_trainable_embeddings: bool = False
     #: tensor parallelism with sequence parallelism (Megatron-LM): GPUs each layer's weights and
     #: activations are split over (estimate/parallel.py)
     tp: int = Field(default=1, ge=1, le=1024)
@@ -216,6 +227,13 @@ class Training(_ReadsModel):
         if self.method == "qlora" and self.precision in ("fp32", "fp8-mixed"):
             raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
                              f"4-bit base; {self.precision} precision conflicts with it.")
+        if self.base_quant != "nf4" and self.method != "qlora":
+            raise FieldError(("base_quant", "method"), f"a {self.base_quant} base is a quantised "
+                             f"base for qlora; {self.method} trains on an unquantised one.")
+        if self.lora_trainable_embeddings and self.method == "full":
+            raise FieldError(("lora_trainable_embeddings", "method"), "full fine-tuning trains "
+                             "the embeddings already; trainable embeddings are a LoRA/QLoRA "
+                             "choice.")
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")
@@ -251,7 +269,9 @@ class Training(_ReadsModel):
         if self.checkpointing:
             parts.append("ckpt")
         if self.method != "full":
-            parts.append(f"r{self.lora_rank}")
+            parts.append(f"r{self.lora_rank}" + ("+emb" if self.lora_trainable_embeddings else ""))
+        if self.base_quant != "nf4":
+            parts.append(self.base_quant)
         if self.optimizer != "adamw" or self.optimizer_impl != "foreach":
             parts.append(f"{self.optimizer}/{self.optimizer_impl}")
         if self.zero_stage:
@@ -334,6 +354,11 @@ def check_runs_in_torch(t: Training, what: str) -> None:
     if t.tp * t.pp * t.cp * t.ep > 1:
         raise FieldError(("tp", "pp", "cp", "ep"), f"{what} runs one process; a parallel "
                          f"layout splits the model over GPUs and is not run here.")
+    if t.base_quant != "nf4" or t.lora_trainable_embeddings:
+        field = "base_quant" if t.base_quant != "nf4" else "lora_trainable_embeddings"
+        raise FieldError(field, f"{what} does not build a GPTQ/AWQ base or peft's "
+                         "modules_to_save copies.", "Rely on the analytic answer (gpuhours "
+                         "estimate).")
     if t.loss_kernel != "hf":
         raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
                          f"a {t.loss_kernel} kernel is not what runs in {what}.",

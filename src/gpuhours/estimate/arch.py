@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuhours.errors import FieldError, InputError
+from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES, remote_code_fields
 from gpuhours.estimate.vision import VISION_MODEL_TYPES, VisionTower, vision_tower_from_config
 
 
@@ -167,11 +168,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
                                     f"model's config), got {cfg['text_config']!r}.")
         cfg = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings")}
     model_type = str(cfg.get("model_type", "llama"))
-    from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES, from_remote_code_config
-
     if model_type in REMOTE_CODE_MODEL_TYPES:  # read from the checkpoint's own modelling code
-        arch: ModelArch = from_remote_code_config(cfg, name, where, model_type)
-        return arch
+        return ModelArch(**remote_code_fields(cfg, name, where, model_type))
     not_covered = _not_covered(cfg, model_type)
     if not_covered:
         return _counted_by_transformers(cfg, name, where, model_type, not_covered)

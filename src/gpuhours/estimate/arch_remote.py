@@ -18,6 +18,7 @@ checked against a hand count of the published config (tests/test_qwen1.py).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from gpuhours.errors import InputError
@@ -26,40 +27,55 @@ from gpuhours.errors import InputError
 REMOTE_CODE_MODEL_TYPES = frozenset({"qwen"})
 
 
-def from_remote_code_config(cfg: dict[str, Any], name: str, where: str, model_type: str) -> Any:
-    """A ModelArch for a config of one of REMOTE_CODE_MODEL_TYPES (see the module docstring)."""
+def remote_code_fields(cfg: dict[str, Any], name: str, where: str,
+                       model_type: str) -> dict[str, Any]:
+    """The ModelArch fields of a config of one of REMOTE_CODE_MODEL_TYPES (see the module
+    docstring); estimate/arch.py builds the ModelArch."""
     if model_type == "qwen":
         return _qwen1(cfg, name, where)
     raise InputError(where, f"model_type {model_type!r} has no remote-code reader.")  # pragma: no cover
 
 
-def _qwen1(cfg: dict[str, Any], name: str, where: str) -> Any:
-    from gpuhours.estimate.arch import ModelArch, _count, _get, _positive_int
+def _positive(cfg: dict[str, Any], where: str, *keys: str, required: bool = True) -> int:
+    """The first of `keys` set in `cfg`, a positive integer; 0 when absent and not required."""
+    for key in keys:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value) or value <= 0 or float(value) != int(value)):
+            raise InputError(where, f"field {key!r} must be a positive integer, got {value!r}.")
+        return int(value)
+    if required:
+        raise InputError(where, f"config has none of the fields {', '.join(keys)}.",
+                         "Expected a Qwen-1 config.json (hidden_size, num_hidden_layers, ...).")
+    return 0
 
-    d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
-    heads = _positive_int(_get(cfg, where, "num_attention_heads"), where, "num_attention_heads")
-    head_dim = _count(cfg, where, "kv_channels") or max(d // heads, 1)
-    inner = _positive_int(_get(cfg, where, "intermediate_size"), where, "intermediate_size")
+
+def _qwen1(cfg: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    d = _positive(cfg, where, "hidden_size")
+    heads = _positive(cfg, where, "num_attention_heads")
+    inner = _positive(cfg, where, "intermediate_size")
     if inner % 2:
         raise InputError(where, f"a Qwen-1 config's intermediate_size is twice the MLP width "
                                 f"(QWenMLP uses intermediate_size // 2); {inner} is odd.")
     bias = not bool(cfg.get("no_bias", True))
-    return ModelArch(
+    return dict(
         name=name,
         model_type="qwen",
         hidden_size=d,
-        num_layers=_positive_int(_get(cfg, where, "num_hidden_layers"), where,
-                                 "num_hidden_layers"),
+        num_layers=_positive(cfg, where, "num_hidden_layers"),
         num_heads=heads,
         num_kv_heads=heads,
-        head_dim=head_dim,
+        head_dim=_positive(cfg, where, "kv_channels", required=False) or max(d // heads, 1),
         intermediate_size=inner // 2,
-        vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
+        vocab_size=_positive(cfg, where, "vocab_size"),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         gated_mlp=True,
         qkv_bias=True,
         out_bias=bias,
         mlp_bias=bias,
         norm_bias=False,
-        max_positions=_count(cfg, where, "max_position_embeddings", "seq_length") or None,
+        max_positions=_positive(cfg, where, "max_position_embeddings", "seq_length",
+                                required=False) or None,
     )

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuhours.setup import (
+    BaseQuant,
     LoraTargets,
     LossKernel,
     Method,
@@ -102,7 +103,12 @@ class TrainingSettings(_Strict):
         default=None, description="model chunks per pipeline stage (interleaved schedule)")
     kbit_upcast: bool | None = Field(
         default=None, description="qlora: non-4-bit weights cast to fp32 by peft's "
-        "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP")
+        "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP or a GPTQ base")
+    base_quant: BaseQuant | None = Field(
+        default=None, description="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4, awq-int4")
+    lora_trainable_embeddings: bool | None = Field(
+        default=None, description="lora/qlora: the embeddings and LM head train too (peft "
+        "modules_to_save: a trainable copy with gradients and optimizer state)")
     images_per_example: int | None = Field(
         default=None, ge=0, description="vision-language models: images per example (their "
         "tokens add to seq_len's text tokens; the vision tower's forward to the step)")
