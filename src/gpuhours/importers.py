@@ -19,6 +19,7 @@ Formats and where their key names come from (read in each tool's own code or exa
 - Hugging Face TrainingArguments JSON (`args.to_json_string()`), trainer_state.json, and TRL's
   SFTConfig / GRPOConfig (TrainingArguments keys plus max_length / max_seq_length, packing,
   num_generations, max_prompt_length, max_completion_length).
+- verl's PPO/GRPO trainer config: gpuhours.importer_verl (the policy update's step).
 
 Pure: no torch, no network. Errors name the file (InputError, exit 2 in the CLI).
 """
@@ -31,172 +32,26 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from gpuhours.errors import InputError
+from gpuhours.import_reader import (
+    MLP,
+    Imported,
+    Reader,
+    catalog_model,
+    modules_of,
+    set_model,
+    set_targets,
+    short,
+)
 
 #: a setup file is small; a trainer_state.json with a long log_history can reach megabytes
 MAX_SETUP_BYTES = 64 * 2**20
-
-#: Training fields and amounts an import may set (the keys of Imported.fields)
-FIELDS = ("model", "method", "precision", "optimizer", "optimizer_impl", "micro_batch",
-          "seq_len", "grad_accum", "checkpointing", "flash_attention", "loss_kernel",
-          "lora_rank", "lora_targets", "zero_stage", "steps", "epochs", "examples", "packed",
-          "num_gpus")
-
-#: keys that change neither memory nor time (learning rate, logging, saving, evaluation, data
-#: sources, tokenizer, hub, seeds): reported together in one line, not one by one
-_NO_COST = re.compile(
-    r"learning_rate|^lr$|warmup|weight_decay|^adam_|epsilon|max_grad_norm|scheduler|log|save|"
-    r"eval|seed|hub|report_to|output_dir|run_name|wandb|mlflow|push_to|dataset|template|"
-    r"tokenizer|special_tokens|val_set_size|val_size|overwrite|preprocessing|dataloader|"
-    r"trust_remote_code|resume|^do_|^ddp_|metric|label|dropout|lora_alpha|data_files|"
-    r"shuffle|^device$|plot_|disable_tqdm|remove_unused|include_|tf32|local_rank|strict|"
-    r"profiler|checkpointer|max_samples|group_by_length|train_on_inputs|model_type$|^split$|"
-    r"^source$|cutoff|^prediction|greater_is_better|accelerator_config|past_index|jit_mode|"
-    r"restore_callback|optim_target|torchdynamo|ray_|use_cpu|use_mps|^no_cuda|^debug$|"
-    r"full_determinism|skip_memory_metrics|batch_eval|average_tokens|ignore_data_skip|"
-    r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|lora_modules_to_save$|"
-    r"^batch_size$|max_steps_per_epoch$|chat_template|^enable_activation_offloading$|"
-    r"^compile$|^dtype$|fp16_opt_level|half_precision_backend|fp16_backend|length_column|"
-    r"best_model|_token$|temperature|^top_[pk]$|^min_p$|repetition_penalty|sampling_strategy")
-
-
-class Imported(BaseModel):
-    """What a setup file said, in gpuhours' terms."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    #: the format detected: axolotl, llama-factory, torchtune, hf-training-args,
-    #: hf-trainer-state, trl-sft, trl-grpo
-    format: str
-    #: Training field names (and steps, epochs, examples, packed, num_gpus) -> values
-    fields: dict[str, Any]
-    #: "axolotl micro_batch_size=2 -> micro_batch 2", one per key used
-    used: list[str]
-    #: "load_in_8bit: ...", one per key seen but not used, with why
-    unused: list[str]
-
-
-class _Reader:
-    """One file's keys: each taken key is marked; what is left is reported at the end."""
-
-    def __init__(self, data: dict[str, Any], tool: str) -> None:
-        self.data, self.tool = data, tool
-        self.seen: set[str] = set()
-        self.fields: dict[str, Any] = {}
-        self.used: list[str] = []
-        self.unused: list[str] = []
-
-    def take(self, key: str) -> Any:
-        self.seen.add(key)
-        return self.data.get(key)
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def set(self, field: str, value: Any, source: str, note: str = "") -> None:
-        """Set `field` from `source` (e.g. "micro_batch_size=2"), replacing an earlier value."""
-        self.fields[field] = value
-        shown = value if not isinstance(value, bool) else str(value).lower()
-        self.used.append(f"{self.tool} {source} -> {field} {shown}" + (f" ({note})" if note
-                                                                          else ""))
-
-    def skip(self, source: str, why: str) -> None:
-        self.unused.append(f"{source}: {why}")
-
-    def finish(self, fmt: str) -> Imported:
-        quiet: list[str] = []
-        left: list[str] = []
-        for key, value in self.data.items():
-            if key in self.seen or not value:
-                continue  # a feature left off or unset says nothing about the run
-            (quiet if _NO_COST.search(key) else left).append(key)
-        for key in left:
-            self.skip(f"{key}={_short(self.data[key])}", "not read by gpuhours")
-        if quiet:
-            shown = ", ".join(quiet[:8]) + (f" and {len(quiet) - 8} more" if len(quiet) > 8
-                                             else "")
-            self.unused.append(f"{len(quiet)} keys that change neither memory nor time "
-                               f"(learning rate, logging, data, saving): {shown}")
-        return Imported(format=fmt, fields=self.fields, used=self.used, unused=self.unused)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-# Models ----------------------------------------------------------------------------------------
-def _catalog_model(name: str) -> tuple[str | None, str]:
-    """(a model reference Training accepts, how it was found) or (None, why not).
-
-    A catalog name, alias or Hugging Face id first; then the repository's name without its
-    owner ("NousResearch/Meta-Llama-3-8B" -> alias meta-llama-3-8b: a copy of the same weights
-    under another account has the same shape); then a local folder or config.json."""
-    from gpuhours import catalog
-
-    candidates = [name] + ([name.rsplit("/", 1)[1]] if "/" in name.strip("/") else [])
-    for i, candidate in enumerate(candidates):
-        try:
-            entry, _ = catalog.model(candidate)
-        except (InputError, OSError):
-            continue
-        if entry is not None:
-            how = "catalog" if i == 0 else f"catalog, by the repository name {candidate}"
-            return entry.name, how
-        if i == 0:
-            return name, "its config.json on this machine"
-    return None, ("not in the catalog (see `gpuhours catalog models`) and not a local "
-                  "config.json: give --model")
-
-
-def _set_model(r: _Reader, key: str) -> None:
-    name = r.take(key)
-    if not isinstance(name, str) or not name:
-        return
-    ref, how = _catalog_model(name)
-    if ref is None:
-        r.skip(f"{key}={name}", how)
-    else:
-        r.set("model", ref, f"{key}={name}", how)
 
 
 #: torchtune builder family (torchtune.models.<family>.<builder>) -> catalog name prefix
 _TORCHTUNE_FAMILY = {"llama2": "llama-2", "llama3": "llama-3", "llama3_1": "llama-3.1",
                      "llama3_2": "llama-3.2", "qwen2": "qwen2", "qwen2_5": "qwen2.5",
                      "qwen3": "qwen3", "mistral": "mistral"}
-
-
-# LoRA targets ----------------------------------------------------------------------------------
-_ATTN = {"q_proj", "k_proj", "v_proj", "o_proj"}
-_MLP = {"gate_proj", "up_proj", "down_proj"}
-
-
-def _targets_of(modules: set[str]) -> str | None:
-    """peft module names -> a LoraTargets choice when they match one exactly."""
-    if modules == {"q_proj", "v_proj"}:
-        return "qv"
-    if modules == _ATTN:
-        return "attention"
-    if modules == _ATTN | _MLP:
-        return "all-linear"
-    return None
-
-
-def _set_targets(r: _Reader, source: str, modules: set[str]) -> None:
-    found = _targets_of(modules)
-    if found is None:
-        r.skip(source, "gpuhours models adapters on q,v (qv), q,k,v,o (attention) or every "
-                       "linear layer but the LM head (all-linear); this set is none of them")
-    else:
-        r.set("lora_targets", found, source)
-
-
-def _modules(value: Any) -> set[str]:
-    if isinstance(value, str):
-        return {m.strip() for m in value.split(",") if m.strip()}
-    return {str(m) for m in value} if isinstance(value, list) else set()
 
 
 # Shared Hugging Face Trainer keys --------------------------------------------------------------
@@ -214,7 +69,7 @@ _HF_OPTIM = {
 }
 
 
-def _set_optim(r: _Reader, key: str) -> None:
+def _set_optim(r: Reader, key: str) -> None:
     name = r.take(key)
     if name is None:
         return
@@ -229,7 +84,7 @@ def _set_optim(r: _Reader, key: str) -> None:
 _ZERO_IN_NAME = re.compile(r"(?:zero|_z|^z|ds_z|stage)[_-]?([0-3])(?![0-9])")
 
 
-def _set_deepspeed(r: _Reader, key: str, folder: Path) -> None:
+def _set_deepspeed(r: Reader, key: str, folder: Path) -> None:
     value = r.take(key)
     if not value:
         return
@@ -273,17 +128,17 @@ def _set_deepspeed(r: _Reader, key: str, folder: Path) -> None:
                                 "on the GPU (more memory, less time)")
 
 
-def _set_fsdp(r: _Reader, key: str, config_key: str) -> None:
+def _set_fsdp(r: Reader, key: str, config_key: str) -> None:
     value = r.take(key)
     config = r.take(config_key)
     config = config if isinstance(config, dict) else {}
-    words = set(_modules(value.replace(" ", ",") if isinstance(value, str) else value))
+    words = set(modules_of(value.replace(" ", ",") if isinstance(value, str) else value))
     strategy = str(config.get("sharding_strategy") or config.get("fsdp_sharding_strategy")
                    or "").lower()
     if strategy:
         words.add(strategy)
     reshard = config.get("reshard_after_forward", config.get("fsdp_reshard_after_forward"))
-    source = f"{key}={_short(value)}" if value else f"{config_key}"
+    source = f"{key}={short(value)}" if value else f"{config_key}"
     if "hybrid_shard" in words or "hybrid_shard_zero2" in words:
         r.skip(source, "hybrid sharding (within a node, replicated across nodes) is not "
                        "modelled: give --zero")
@@ -303,7 +158,7 @@ def _set_fsdp(r: _Reader, key: str, config_key: str) -> None:
                                     "state on the GPU (more memory, less time)")
 
 
-def _set_amounts(r: _Reader, epochs_key: str, steps_key: str) -> None:
+def _set_amounts(r: Reader, epochs_key: str, steps_key: str) -> None:
     epochs, steps = r.take(epochs_key), r.take(steps_key)
     if isinstance(steps, int | float) and not isinstance(steps, bool) and steps > 0:
         r.set("steps", steps, f"{steps_key}={steps}")
@@ -313,23 +168,23 @@ def _set_amounts(r: _Reader, epochs_key: str, steps_key: str) -> None:
         r.set("epochs", epochs, f"{epochs_key}={epochs}", "with --examples, the dataset size")
 
 
-def _set_int(r: _Reader, key: str, field: str) -> None:
+def _set_int(r: Reader, key: str, field: str) -> None:
     value = r.take(key)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         r.set(field, value, f"{key}={value}")
     elif value is not None:
-        r.skip(f"{key}={_short(value)}", "expected a whole number >= 1")
+        r.skip(f"{key}={short(value)}", "expected a whole number >= 1")
 
 
-def _set_bool(r: _Reader, key: str, field: str) -> None:
+def _set_bool(r: Reader, key: str, field: str) -> None:
     value = r.take(key)
     if isinstance(value, bool):
         r.set(field, value, f"{key}={str(value).lower()}")
     elif value is not None:
-        r.skip(f"{key}={_short(value)}", "expected true or false")
+        r.skip(f"{key}={short(value)}", "expected true or false")
 
 
-def _hf_precision(r: _Reader, pure: bool, note: str, off: str | None) -> None:
+def _hf_precision(r: Reader, pure: bool, note: str, off: str | None) -> None:
     """bf16/fp16 of the Trainer: autocast over the weights (bf16-amp), or, where the tool
     loads and keeps the weights in half precision, pure half precision. `off`: the precision
     when both are false (None: not known, reported unused)."""
@@ -347,7 +202,7 @@ def _hf_precision(r: _Reader, pure: bool, note: str, off: str | None) -> None:
                                              "--precision")
 
 
-def _hf_common(r: _Reader, folder: Path) -> None:
+def _hf_common(r: Reader, folder: Path) -> None:
     """The TrainingArguments keys every Trainer-based tool shares."""
     _set_int(r, "per_device_train_batch_size", "micro_batch")
     _set_int(r, "gradient_accumulation_steps", "grad_accum")
@@ -371,8 +226,8 @@ def _hf_common(r: _Reader, folder: Path) -> None:
 
 
 # Formats ---------------------------------------------------------------------------------------
-def _axolotl(r: _Reader, folder: Path) -> Imported:
-    _set_model(r, "base_model")
+def _axolotl(r: Reader, folder: Path) -> Imported:
+    set_model(r, "base_model")
     r.take("base_model_config")
     adapter = r.take("adapter")
     four, eight = r.take("load_in_4bit"), r.take("load_in_8bit")
@@ -392,10 +247,10 @@ def _axolotl(r: _Reader, folder: Path) -> Imported:
     if linear is True:
         r.set("lora_targets", "all-linear", "lora_target_linear=true")
     elif modules:
-        _set_targets(r, f"lora_target_modules={_short(modules)}", _modules(modules))
+        set_targets(r, f"lora_target_modules={short(modules)}", modules_of(modules))
     saved = r.take("lora_modules_to_save")
     if saved:
-        r.skip(f"lora_modules_to_save={_short(saved)}", "fully trained extra modules (such as "
+        r.skip(f"lora_modules_to_save={short(saved)}", "fully trained extra modules (such as "
                "embed_tokens, lm_head) beside the adapters are not modelled: their weights, "
                "gradients and optimizer state are missing from the estimate")
     _set_int(r, "sequence_len", "seq_len")
@@ -455,8 +310,8 @@ def _axolotl(r: _Reader, folder: Path) -> Imported:
     return r.finish("axolotl")
 
 
-def _llama_factory(r: _Reader, folder: Path) -> Imported:
-    _set_model(r, "model_name_or_path")
+def _llama_factory(r: Reader, folder: Path) -> Imported:
+    set_model(r, "model_name_or_path")
     stage = r.take("stage")
     if stage not in (None, "sft", "pt"):
         r.skip(f"stage={stage}", "only supervised (sft) and pre-training (pt) steps are "
@@ -475,7 +330,7 @@ def _llama_factory(r: _Reader, folder: Path) -> Imported:
     if target == "all":
         r.set("lora_targets", "all-linear", "lora_target=all")
     elif target:
-        _set_targets(r, f"lora_target={target}", _modules(target))
+        set_targets(r, f"lora_target={target}", modules_of(target))
     _set_int(r, "cutoff_len", "seq_len")
     packing = r.take("packing")
     if isinstance(packing, bool):
@@ -509,7 +364,7 @@ def _component(value: Any) -> str:
     return str(value.get("_component_", "")) if isinstance(value, dict) else ""
 
 
-def _torchtune(r: _Reader) -> Imported:
+def _torchtune(r: Reader) -> Imported:
     model = r.take("model")
     builder = _component(model).rsplit(".", 1)[-1]
     family_and_size = re.sub(r"^q?lora_", "", builder)
@@ -517,7 +372,7 @@ def _torchtune(r: _Reader) -> Imported:
     for family in sorted(_TORCHTUNE_FAMILY, key=len, reverse=True):
         if family_and_size.startswith(family + "_"):
             candidate = f"{_TORCHTUNE_FAMILY[family]}-{family_and_size[len(family) + 1:]}"
-            ref, _ = _catalog_model(candidate)
+            ref, _ = catalog_model(candidate)
             break
     source = f"model._component_={_component(model)}"
     if ref is None:
@@ -535,15 +390,15 @@ def _torchtune(r: _Reader) -> Imported:
         if isinstance(rank, int):
             r.set("lora_rank", rank, f"model.lora_rank={rank}")
         attn = {"o_proj" if m == "output_proj" else m
-                for m in _modules(model.get("lora_attn_modules"))}
+                for m in modules_of(model.get("lora_attn_modules"))}
         mlp, out = model.get("apply_lora_to_mlp") is True, model.get("apply_lora_to_output")
-        modules = attn | (_MLP if mlp else set())
-        source = (f"model.lora_attn_modules={_short(model.get('lora_attn_modules'))}, "
+        modules = attn | (MLP if mlp else set())
+        source = (f"model.lora_attn_modules={short(model.get('lora_attn_modules'))}, "
                   f"apply_lora_to_mlp={str(mlp).lower()}")
         if out is True:
             r.skip("model.apply_lora_to_output=true", "an adapter on the LM head is not "
                                                       "modelled")
-        _set_targets(r, source, modules)
+        set_targets(r, source, modules)
     _set_int(r, "batch_size", "micro_batch")
     _set_int(r, "gradient_accumulation_steps", "grad_accum")
     _set_bool(r, "enable_activation_checkpointing", "checkpointing")
@@ -597,14 +452,14 @@ def _torchtune(r: _Reader) -> Imported:
     return r.finish("torchtune")
 
 
-def _model_beside(r: _Reader, folder: Path) -> None:
+def _model_beside(r: Reader, folder: Path) -> None:
     """A Trainer output folder holds the model's config.json beside its arguments and state."""
     config = folder / "config.json"
     if config.is_file():
         r.set("model", str(config), "config.json beside the file")
 
 
-def _trainer_state(r: _Reader, folder: Path) -> Imported:
+def _trainer_state(r: Reader, folder: Path) -> Imported:
     _model_beside(r, folder)
     _set_int(r, "train_batch_size", "micro_batch")
     _set_amounts(r, "num_train_epochs", "max_steps")
@@ -614,9 +469,9 @@ def _trainer_state(r: _Reader, folder: Path) -> Imported:
     return r.finish("hf-trainer-state")
 
 
-def _training_args(r: _Reader, folder: Path, fmt: str) -> Imported:
+def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
     if fmt != "hf-training-args":
-        _set_model(r, "model_name_or_path")
+        set_model(r, "model_name_or_path")
     else:
         _model_beside(r, folder)
     init = r.take("model_init_kwargs")
@@ -665,6 +520,8 @@ def detect_format(data: dict[str, Any]) -> str | None:
     """The tool a setup's keys come from, or None."""
     if "log_history" in data or ("global_step" in data and "train_batch_size" in data):
         return "hf-trainer-state"
+    if isinstance(data.get("actor_rollout_ref"), dict):
+        return "verl"
     if _component(data.get("model")).startswith("torchtune."):
         return "torchtune"
     if "base_model" in data and any(k in data for k in ("micro_batch_size", "adapter",
@@ -713,17 +570,22 @@ def parse_setup(data: Any, where: str, folder: Path) -> Imported:
         raise InputError(where, f"not a training setup gpuhours can read (found {found}).",
                          "--from reads an axolotl or LLaMA-Factory YAML, a torchtune recipe "
                          "config, a Hugging Face TrainingArguments JSON or trainer_state.json, "
-                         "or a TRL SFTConfig/GRPOConfig (docs/importers.md).")
+                         "a TRL SFTConfig/GRPOConfig, or a verl trainer config "
+                         "(docs/importers.md).")
     tool = {"hf-training-args": "TrainingArguments", "hf-trainer-state": "trainer_state",
             "trl-sft": "SFTConfig", "trl-grpo": "GRPOConfig", "llama-factory": "LLaMA-Factory"
             }.get(fmt, fmt)
-    r = _Reader(data, tool)
+    r = Reader(data, tool)
     if fmt == "axolotl":
         return _axolotl(r, folder)
     if fmt == "llama-factory":
         return _llama_factory(r, folder)
     if fmt == "torchtune":
         return _torchtune(r)
+    if fmt == "verl":
+        from gpuhours.importer_verl import read_verl
+
+        return read_verl(data, folder)
     if fmt == "hf-trainer-state":
         return _trainer_state(r, folder)
     return _training_args(r, folder, fmt)
