@@ -24,6 +24,8 @@ Conventions, stated once:
   counted as recomputation. Liger's fused linear cross-entropy computes the LM head's
   gradients inside its forward, chunk by chunk (Liger-Kernel ops/fused_linear_cross_entropy.py):
   the same FLOPs as the unfused head, no recomputation. Chunked cross-entropy changes no FLOPs.
+- LoRA with trainable embeddings (peft modules_to_save): the LM head's copy trains, so its
+  backward is 2 x forward like full fine-tuning's; the rest of the base stays frozen.
 """
 
 from __future__ import annotations
@@ -200,6 +202,10 @@ def training_flops(t: Training) -> TrainingFlops:
     arch = t.arch
     f = training_flops_per_token(arch, t.llm_seq_len, t.method, t.lora_rank, t.lora_targets,
                                  t.checkpointing, t.loss_kernel)
+    if t.lora_trainable_embeddings and t.method != "full":
+        # the LM head's trainable copy (peft modules_to_save) adds its weight gradient, one
+        # more head matmul in backward; the embedding's gradient is a scatter-add, no matmul
+        f = replace(f, matmul_backward=f.matmul_backward + 2.0 * count_params(arch).lm_head_matmul)
     grid = t.image_grid
     if grid is None or arch.vision is None:
         return f

@@ -20,6 +20,7 @@ from gpuhours.estimate.parallel import (
     zero_shards,
 )
 from gpuhours.estimate.params import ParamCounts, count_params
+from gpuhours.estimate.quant import quantised_linears_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
 from gpuhours.setup import Training
 
@@ -263,7 +264,8 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         vision = t.micro_batch * t.images_per_example * per_image
     # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
     # (BERT: the embedding LayerNorm's input and its dropout mask)
-    outside = tokens * arch.hidden_size * (4 + (a if t.method == "full" else 0))
+    head_trains = t.method == "full" or t.lora_trainable_embeddings
+    outside = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
     if t.checkpointing:
         # each block keeps its input (the residual stream); in backward one block is
         # recomputed at a time.
@@ -409,9 +411,34 @@ class MemoryBreakdown:
 def kbit_bytes(t: Training) -> float:
     """Bytes per weight that QLoRA leaves unquantised (embeddings, LM head, norms): 4 when
     peft's prepare_model_for_kbit_training upcasts them (peft/utils/other.py: every fp16/bf16
-    parameter that is not a bitsandbytes Params4bit goes to float32), else 2."""
-    upcast = t.kbit_upcast if t.kbit_upcast is not None else t.zero_stage < 3
+    parameter that is not a bitsandbytes Params4bit goes to float32; not for a GPTQ model,
+    which it skips), else 2."""
+    default = t.zero_stage < 3 and t.base_quant != "gptq-int4"
+    upcast = t.kbit_upcast if t.kbit_upcast is not None else default
     return 4.0 if upcast else 2.0
+
+
+def embedding_copy_params(counts: ParamCounts, t: Training) -> int:
+    """Parameters of the trainable copies of LoRA's `lora_trainable_embeddings` (peft's
+    modules_to_save=["wte", "lm_head"]): the token embedding and an untied LM head (a tied head
+    is the embedding's copy, peft ties the copies too); 0 when the choice is off."""
+    if not t.lora_trainable_embeddings or t.method == "full":
+        return 0
+    return counts.embedding + counts.lm_head
+
+
+def embedding_copy_state_bytes(t: Training) -> StateBytesPerParam:
+    """Bytes per parameter of those copies: peft deep-copies the frozen module, so the copy has
+    the frozen weights' dtype (c: 2 in bf16/fp16, 4 in fp32, under autocast, or where QLoRA's
+    k-bit preparation upcast them); its gradient is of that dtype too, and torch's AdamW keeps
+    its two moments in the parameter's dtype (2c); no master copy (HF Trainer)."""
+    if t.method == "qlora":
+        c = kbit_bytes(t)
+    else:
+        c = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
+    moments = {"adamw": 2 * c, "adamw-8bit": 2 * (1 + 4 / 2048), "sgd": 0.0,
+               "sgd-momentum": c}[t.optimizer]
+    return StateBytesPerParam(weights=c, grads=c, master=0.0, optimizer=moments)
 
 
 def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) -> float:
@@ -482,6 +509,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         opt = held * s.optimizer / shard_opt
         head_grad = counts.lm_head_matmul * s.grads / lay.tp
         temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
+        temp_bytes = held * temp_per_param
         if counts.vision and not t.train_vision:
             # a frozen vision tower (the default) keeps its weights only (setup.train_vision)
             trainable -= counts.vision
@@ -495,7 +523,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         frozen_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
         if t.method == "qlora":
             q = quantised_params(arch)
-            base = q * QLORA_BYTES_PER_PARAM + (total - q) * kbit_bytes(t)
+            base = quantised_linears_bytes(arch, q, t.base_quant) + (total - q) * kbit_bytes(t)
         else:
             base = total * frozen_bytes
         weights = base / shard_w + trainable * 4.0
@@ -503,7 +531,18 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         master = 0.0
         opt = trainable * state_bytes_per_param("fp32", t.optimizer, True).optimizer / shard_opt
         head_grad = 0.0
-        temp_per_param = 4.0
+        temp_bytes = trainable * 4.0
+        # trainable embeddings (modules_to_save): a copy beside the frozen original, its
+        # gradient and optimizer state, sharded like the base under ZeRO-3
+        copies = embedding_copy_params(counts, t)
+        if copies:
+            c = embedding_copy_state_bytes(t)
+            weights += copies * c.weights / shard_w
+            grads_full += copies * c.grads
+            opt += copies * c.optimizer / shard_opt
+            head_grad = counts.lm_head_matmul * c.grads
+            temp_bytes += copies * c.weights
+            trainable += copies
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
     # tensor (sequence) parallelism divides every activation and the vocabulary-parallel
@@ -535,8 +574,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
     foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
-    opt_temps = (held if t.method == "full" else trainable) * temp_per_param / shard_opt \
-        if foreach else 0.0
+    opt_temps = temp_bytes / shard_opt if foreach else 0.0
     step_peak = grads + opt_temps
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
