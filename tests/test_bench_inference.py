@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from gpuhours.bench.latency import Z_975, median_cv, median_standard_error, stop_reason
 from gpuhours.cli import app
+from gpuhours.cli_common import where_of
 from gpuhours.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,7 @@ def test_bad_input_specs_are_named(spec: str, message: str) -> None:
 
     with pytest.raises(InputError, match=message) as e:
         parse_input_spec(spec)
-    assert e.value.where == "--input"
+    assert e.value.fields == ("inputs",) and where_of(e.value) == "--input"
 
 
 def test_load_module_by_file_and_by_dotted_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -60,6 +60,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "device_profile": "--device-profile", "warmup_steps": "--warmup", "min_steps": "--min-steps",
     "max_steps": "--max-steps", "target_cv": "--target-cv", "max_time_s": "--max-time",
     "learning_rate": "--learning-rate",
+    # bench --module / bench inference / trace --module
+    "inputs": "--input", "backends": "--backend",
 }
 
 
@@ -69,8 +71,12 @@ def option_of(field: str) -> str:
 
 
 def where_of(e: InputError) -> str:
-    """An error's `where` as the CLI user typed it: options for fields, as given otherwise."""
-    return "/".join(option_of(f) for f in e.fields) if e.fields else e.where
+    """An error's `where` as the CLI user typed it: options for fields (and the value given,
+    `--run 9`), as given otherwise."""
+    if not e.fields:
+        return e.where
+    named = "/".join(option_of(f) for f in e.fields)
+    return named if e.given is None else f"{named} {e.given}"
 
 
 def defaults_of(model: type[BaseModel]) -> Any:

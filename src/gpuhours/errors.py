@@ -17,6 +17,9 @@ class InputError(Exception):
     """
 
     fields: tuple[str, ...] = ()
+    #: the value the user gave, when the error is about one of several (a run id, a URI): `where`
+    #: names it after the field, the CLI after the option (`--run 9`)
+    given: str | None = None
 
     def __init__(self, where: str, message: str, hint: str | None = None) -> None:
         self.where = where
@@ -45,9 +48,11 @@ class FieldError(InputError):
     (gpuhours.cli_common.OPTION_OF_FIELD), a plan the key and its line."""
 
     def __init__(self, fields: str | tuple[str, ...], message: str,
-                 hint: str | None = None) -> None:
+                 hint: str | None = None, *, given: str | None = None) -> None:
         self.fields: tuple[str, ...] = (fields,) if isinstance(fields, str) else tuple(fields)
-        super().__init__("/".join(self.fields), message, hint)
+        self.given = given
+        named = "/".join(self.fields)
+        super().__init__(named if given is None else f"{named} {given}", message, hint)
 
 
 class DoesNotFit(InputError):

@@ -43,7 +43,7 @@ from gpuhours.bench.device import DeviceBackend
 from gpuhours.bench.latency import median_cv, next_check, p50_p95, stop_reason
 from gpuhours.bench.module_spec import InputSpec
 from gpuhours.bench.stats import coefficient_of_variation
-from gpuhours.errors import DoesNotFit, InputError
+from gpuhours.errors import DoesNotFit, FieldError, InputError
 
 BACKENDS = ("eager", "compile", "onnxruntime", "onnxruntime-int8")
 DEFAULT_BACKENDS = ("eager", "onnxruntime", "onnxruntime-int8")
@@ -258,9 +258,9 @@ def parse_backends(values: Sequence[str] | None) -> list[str]:
              if v.strip()]
     for n in names:
         if n not in BACKENDS:
-            raise InputError("--backend", f"expected one of {', '.join(BACKENDS)}, got {n!r}.")
+            raise FieldError("backends", f"expected one of {', '.join(BACKENDS)}, got {n!r}.")
     if not names:
-        raise InputError("--backend", f"expected one of {', '.join(BACKENDS)}.")
+        raise FieldError("backends", f"expected one of {', '.join(BACKENDS)}.")
     return list(dict.fromkeys(names))
 
 
@@ -272,13 +272,13 @@ class InferenceRule:
 
     def check(self) -> None:
         if self.warmup < 0:
-            raise InputError("--warmup", f"expected a whole number >= 0, got {self.warmup}.")
+            raise FieldError("warmup", f"expected a whole number >= 0, got {self.warmup}.")
         if not 0 < self.target_cv < 1:
-            raise InputError("--target-cv", f"expected a fraction between 0 and 1, got "
-                                            f"{self.target_cv}.")
+            raise FieldError("target_cv", f"expected a fraction between 0 and 1, got "
+                                          f"{self.target_cv}.")
         if not self.max_seconds > 0:
-            raise InputError("--max-seconds", f"expected a positive number of seconds, got "
-                                              f"{self.max_seconds}.")
+            raise FieldError("max_seconds", f"expected a positive number of seconds, got "
+                                            f"{self.max_seconds}.")
 
 
 def time_calls(call: Callable[[], Any], batch: int, rule: InferenceRule, budget_s: float,
@@ -367,7 +367,7 @@ def measure_inference(m: InferenceModel, backend: DeviceBackend, backends: Seque
 
     rule.check()
     if not batches or any(b < 1 for b in batches):
-        raise InputError("--batches", f"expected batch sizes >= 1, got {list(batches)}.")
+        raise FieldError("batches", f"expected batch sizes >= 1, got {list(batches)}.")
     device = backend.torch_device
     cuda = backend.kind == "cuda"
     threads = torch.get_num_threads()
@@ -381,8 +381,8 @@ def measure_inference(m: InferenceModel, backend: DeviceBackend, backends: Seque
         except Exception as e:
             _raise_user_error(e, m, backend, drift_batch)
     if not reference:
-        raise InputError("--module", f"{m.name} returned no tensor; expected a tensor, a tuple or "
-                                     "a dict of tensors.")
+        raise FieldError("module", f"{m.name} returned no tensor; expected a tensor, a tuple or "
+                                   "a dict of tensors.")
     classifier = _is_classifier(m, reference)
     results = []
     with tempfile.TemporaryDirectory(prefix="gpuhours-onnx-") as tmp:
@@ -428,8 +428,8 @@ def _raise_user_error(e: Exception, m: InferenceModel, backend: DeviceBackend, b
     if is_out_of_memory(e):
         raise DoesNotFit("batch", f"batch {batch} does not fit on {backend.name}: "
                                   f"{type(e).__name__}", "Try smaller --batches.") from None
-    where = "--module" if not m.logits else "--model"
-    raise InputError(where, f"calling {m.name} on {', '.join(s.text() for s in m.specs)} at "
+    field = "module" if not m.logits else "model"
+    raise FieldError(field, f"calling {m.name} on {', '.join(s.text() for s in m.specs)} at "
                             f"batch {batch} failed: {type(e).__name__}: {str(e).strip()[:300]}",
                      "The --input names must be the forward's parameters." if not m.logits
                      else None) from None

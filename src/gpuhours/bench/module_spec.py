@@ -14,7 +14,8 @@ from a standard normal distribution, integer ones uniformly from [0, HIGH) (`<HI
 booleans at random; all from one seeded generator, so the same spec gives the same tensors.
 The tensors are passed to the module by keyword: the names must be its forward's parameters.
 
-Bad specs raise InputError (exit code 2 in the CLI) naming the option and what was expected.
+Bad specs raise a FieldError keyed by the field (`module`, `inputs`; the CLI names the option:
+gpuhours.cli_common.OPTION_OF_FIELD) saying what was expected; exit code 2 in the CLI.
 torch is imported inside the functions only.
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 
 #: dtype names accepted in --input -> torch dtype attribute
 DTYPES = {
@@ -73,26 +74,26 @@ def load_module(spec: str) -> Any:
 
     target, sep, attr = spec.rpartition(":")
     if not sep or not target or not attr or not attr.isidentifier():
-        raise InputError("--module", f"expected package.module:factory or path/to/file.py:factory, "
-                                     f"got {spec!r}.",
+        raise FieldError("module", f"expected package.module:factory or path/to/file.py:factory, "
+                                   f"got {spec!r}.",
                          "For example: --module examples/hybrid_vision.py:build")
     module = _import(target)
     obj = getattr(module, attr, None)
     if obj is None:
-        raise InputError("--module", f"{target} has no attribute {attr!r}.")
+        raise FieldError("module", f"{target} has no attribute {attr!r}.")
     if isinstance(obj, nn.Module):
         return obj
     if not callable(obj):
-        raise InputError("--module", f"{target}:{attr} is a {type(obj).__name__}, not a factory "
-                                     "or an nn.Module.")
+        raise FieldError("module", f"{target}:{attr} is a {type(obj).__name__}, not a factory "
+                                   "or an nn.Module.")
     try:
         built = obj()
     except Exception as e:  # the user's code raised: say so, without our traceback
-        raise InputError("--module", f"calling {target}:{attr}() failed: {type(e).__name__}: "
-                                     f"{e}.", "The factory is called without arguments.") from None
+        raise FieldError("module", f"calling {target}:{attr}() failed: {type(e).__name__}: "
+                                   f"{e}.", "The factory is called without arguments.") from None
     if not isinstance(built, nn.Module):
-        raise InputError("--module", f"{target}:{attr}() returned a {type(built).__name__}, "
-                                     "expected a torch.nn.Module.")
+        raise FieldError("module", f"{target}:{attr}() returned a {type(built).__name__}, "
+                                   "expected a torch.nn.Module.")
     return built
 
 
@@ -101,18 +102,18 @@ def _import(target: str) -> Any:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target)
         if not path.is_file():
-            raise InputError("--module", f"{target}: no such file.")
+            raise FieldError("module", f"{target}: no such file.")
         name = f"gpuhours_user_{re.sub(r'[^A-Za-z0-9_]', '_', path.stem)}"
         loaded = importlib.util.spec_from_file_location(name, path)
         if loaded is None or loaded.loader is None:
-            raise InputError("--module", f"{target}: not a Python file that can be loaded.")
+            raise FieldError("module", f"{target}: not a Python file that can be loaded.")
         module = importlib.util.module_from_spec(loaded)
         sys.modules[name] = module  # dataclasses and pickling look modules up by name
         try:
             loaded.loader.exec_module(module)
         except Exception as e:
             del sys.modules[name]
-            raise InputError("--module", f"loading {target} failed: {type(e).__name__}: {e}.") \
+            raise FieldError("module", f"loading {target} failed: {type(e).__name__}: {e}.") \
                 from None
         return module
     cwd = str(Path.cwd())
@@ -121,11 +122,11 @@ def _import(target: str) -> Any:
     try:
         return importlib.import_module(target)
     except ImportError as e:
-        raise InputError("--module", f"cannot import {target!r}: {e}.",
+        raise FieldError("module", f"cannot import {target!r}: {e}.",
                          "Run from your project's folder, install it, or give a file path "
                          "(path/to/file.py:factory).") from None
     except Exception as e:  # the user's module raised while importing
-        raise InputError("--module", f"importing {target!r} failed: {type(e).__name__}: {e}.") \
+        raise FieldError("module", f"importing {target!r} failed: {type(e).__name__}: {e}.") \
             from None
 
 
@@ -135,31 +136,31 @@ def parse_input_spec(spec: str | Sequence[str]) -> list[InputSpec]:
     texts = [spec] if isinstance(spec, str) else list(spec)
     entries = [e for t in texts for e in t.split(";") if e.strip()]
     if not entries:
-        raise InputError("--input", "expected at least one input, got none.", _EXAMPLE)
+        raise FieldError("inputs", "expected at least one input, got none.", _EXAMPLE)
     found: list[InputSpec] = []
     for entry in entries:
         m = _ENTRY_RE.fullmatch(entry)
         if m is None:
-            raise InputError("--input", f"expected NAME=DTYPE[DIMS], got {entry.strip()!r}.",
+            raise FieldError("inputs", f"expected NAME=DTYPE[DIMS], got {entry.strip()!r}.",
                              _EXAMPLE)
         name, dtype_text, dims_text, high_text = m.groups()
         dtype = DTYPES.get(dtype_text.lower())
         if dtype is None:
-            raise InputError("--input", f"{name}: unknown dtype {dtype_text!r}; expected one of "
-                                        f"{', '.join(sorted(set(DTYPES.values())))}.")
+            raise FieldError("inputs", f"{name}: unknown dtype {dtype_text!r}; expected one of "
+                                       f"{', '.join(sorted(set(DTYPES.values())))}.")
         shape = tuple(_dim(name, d) for d in dims_text.split(",")) if dims_text.strip() else ()
         if None not in shape:
-            raise InputError("--input", f"{name}: the shape [{dims_text}] has no B; one "
-                                        "dimension must be the batch.", _EXAMPLE)
+            raise FieldError("inputs", f"{name}: the shape [{dims_text}] has no B; one "
+                                       "dimension must be the batch.", _EXAMPLE)
         if high_text is not None and (dtype in _FLOAT or dtype == "bool"):
-            raise InputError("--input", f"{name}: '<{high_text}' bounds integer inputs only, "
-                                        f"not {dtype}.")
+            raise FieldError("inputs", f"{name}: '<{high_text}' bounds integer inputs only, "
+                                       f"not {dtype}.")
         high = int(high_text) if high_text is not None else 2
         if high < 1:
-            raise InputError("--input", f"{name}: expected a bound '<N' with N >= 1, got "
-                                        f"'<{high_text}'.")
+            raise FieldError("inputs", f"{name}: expected a bound '<N' with N >= 1, got "
+                                       f"'<{high_text}'.")
         if any(s.name == name for s in found):
-            raise InputError("--input", f"{name} is given twice.")
+            raise FieldError("inputs", f"{name} is given twice.")
         found.append(InputSpec(name=name, dtype=dtype, shape=shape, high=high))
     return found
 
@@ -170,8 +171,8 @@ def _dim(name: str, text: str) -> int | None:
         return None
     if d.isdigit() and int(d) > 0:
         return int(d)
-    raise InputError("--input", f"{name}: expected each dimension to be B or a positive whole "
-                                f"number, got {d!r}.", _EXAMPLE)
+    raise FieldError("inputs", f"{name}: expected each dimension to be B or a positive whole "
+                               f"number, got {d!r}.", _EXAMPLE)
 
 
 def make_inputs(specs: Sequence[InputSpec], batch: int, seed: int = 0,
@@ -180,7 +181,7 @@ def make_inputs(specs: Sequence[InputSpec], batch: int, seed: int = 0,
     import torch
 
     if batch < 1:
-        raise InputError("--batch", f"expected a batch of at least 1, got {batch}.")
+        raise FieldError("batch", f"expected a batch of at least 1, got {batch}.")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     tensors: dict[str, Any] = {}
     for s in specs:

@@ -63,20 +63,20 @@ def run_module_cli(module: str | None, model: str | None, inputs: list[str], bat
     """`gpuhours bench --module ... --input ...` (training): check, measure, print."""
     from gpuhours.cli_common import emit_json, out
     from gpuhours.cli_common import err as err_console
-    from gpuhours.errors import InputError
 
+    # field-keyed, as the library's errors: the CLI names the options (cli_common.option_of)
     if module is None:
-        raise InputError("--input", "--input is for --module (your own nn.Module).")
+        raise FieldError("inputs", "--input is for --module (your own nn.Module).")
     if model is not None:
-        raise InputError("--model/--module", "give --model (a transformers model) or --module "
-                                             "(your own nn.Module), not both.")
+        raise FieldError(("model", "module"), "give --model (a transformers model) or --module "
+                                              "(your own nn.Module), not both.")
     if not inputs:
-        raise InputError("--input", "--module needs its inputs, e.g. --input "
-                                    "'images=float32[B,3,224,224]'.")
+        raise FieldError("inputs", "--module needs its inputs, e.g. --input "
+                                   "'images=float32[B,3,224,224]'.")
     if sweep:
-        raise InputError("--sweep", "sweeps are for --model; run --module once per setting.")
+        raise FieldError("sweep", "sweeps are for --model; run --module once per setting.")
     if threads is not None and threads < 1:
-        raise InputError("--threads", f"expected a positive number, got {threads}.")
+        raise FieldError("threads", f"expected a positive number, got {threads}.")
     with err_console.status("loading torch"):
         import torch
 

@@ -26,19 +26,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 
 INSTALL_HINT = "Install it with: pip install 'gpuhours[inference]' (onnx, onnxruntime, onnxscript)."
 
 
 def require_onnxruntime() -> Any:
-    """The onnxruntime module, or an InputError saying how to install it."""
+    """The onnxruntime module, or a FieldError (of `backends`) saying how to install it."""
     try:
         import onnx  # noqa: F401
         import onnxruntime
     except ModuleNotFoundError as e:
-        raise InputError("--backend", f"the onnxruntime backends need {e.name}, which is not "
-                                      "installed.", INSTALL_HINT) from None
+        raise FieldError("backends", f"the onnxruntime backends need {e.name}, which is not "
+                                     "installed.", INSTALL_HINT) from None
     return onnxruntime
 
 
@@ -124,7 +124,7 @@ def export_onnx(module: Any, inputs: dict[str, Any], output_names: Sequence[str]
         try:
             import onnxscript  # noqa: F401
         except ModuleNotFoundError:
-            raise InputError("--backend", "ONNX export failed (" + errors[0] + "), and the "
+            raise FieldError("backends", "ONNX export failed (" + errors[0] + "), and the "
                              "torch.export-based exporter needs onnxscript, which is not "
                              "installed.", INSTALL_HINT) from None
         batch = torch.export.Dim("batch")

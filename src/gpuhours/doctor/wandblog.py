@@ -123,9 +123,12 @@ def diagnose_wandb_run(directory: str | Path, gpu: GpuSpec | None = None,
     of the type W&B recorded, when the catalog has it."""
     from gpuhours.doctor.hflog import diagnose_hf_log
 
-    where = f"--wandb-run {directory}"
-    run = read_wandb_run(directory, where)
-    state = trainer_state_of(run, where)
+    where = f"--wandb-run {directory}"  # the diagnosis's source, as the CLI user gave it
+    try:
+        run = read_wandb_run(directory)
+        state = trainer_state_of(run, str(directory))
+    except InputError as e:  # keyed by the field (the CLI names the option: --wandb-run DIR)
+        raise FieldError("wandb_run", e.message, e.hint, given=str(directory)) from None
     notes = [f"read from the W&B run {run.run_id} ({run.project}/{run.name or run.run_id}): the "
              "Trainer's logs as WandbCallback wrote them (train/*, eval/*, the summary's "
              "train_runtime), per_device_train_batch_size as the micro-batch"]
@@ -162,8 +165,8 @@ def diagnose_wandb_run(directory: str | Path, gpu: GpuSpec | None = None,
         except InputError as e:  # said of the converted log: name the user's run instead
             if not e.where.startswith("--hf-log"):
                 raise
-            raise InputError(where, e.message.replace("train_runtime entry", "train_runtime in "
-                                                      "its summary"), e.hint) from None
+            raise FieldError("wandb_run", e.message.replace("train_runtime entry", "train_runtime "
+                             "in its summary"), e.hint, given=str(directory)) from None
     figure = d.measured_gpu_hours_planned
     if wandb_clock:
         notes.append("run time: W&B's _runtime of the last logged row (the run has no "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError
 
 
 def loss_of(out: Any) -> Any:
@@ -25,9 +25,9 @@ def loss_of(out: Any) -> Any:
     leaves = [t for t in tree_leaves(out if not hasattr(out, "to_tuple") else out.to_tuple())
               if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not leaves:
-        raise InputError("--module", "the model's output has no floating tensor that needs a "
-                                     "gradient: nothing to train (are all its parameters frozen, "
-                                     "or is the output detached?).")
+        raise FieldError("module", "the model's output has no floating tensor that needs a "
+                                   "gradient: nothing to train (are all its parameters frozen, "
+                                   "or is the output detached?).")
     total = leaves[0].mean()
     for t in leaves[1:]:
         total = total + t.mean()

@@ -29,7 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.track.ledger import Ledger, Measurement
 from gpuhours.track.runs import Run, StepRecord, get_run, list_runs, run_steps
 
@@ -205,8 +205,8 @@ def parse_ref(text: str) -> tuple[str, int]:
     kind = "r" if t.startswith("r") else "m"
     digits = t[1:] if t[:1] in ("m", "r") else t
     if not digits.isdigit() or int(digits) < 1:
-        raise InputError("--run", f"expected a ledger id: 3 or m3 (measurement 3, `gpuhours "
-                                  f"ledger list`) or r3 (tracked run 3), got {text!r}.")
+        raise FieldError("run", f"expected a ledger id: 3 or m3 (measurement 3, `gpuhours "
+                                f"ledger list`) or r3 (tracked run 3), got {text!r}.")
     return kind, int(digits)
 
 
@@ -224,8 +224,8 @@ def ledger_exports(ledger: Ledger, refs: list[str] | None = None) -> list[Export
                 else:
                     out.append(from_tracked_run(get_run(ledger, number),
                                                 run_steps(ledger, number), path))
-            except InputError as e:  # named by --run, not by the ledger's own words
-                raise InputError(f"--run {ref}", e.message, e.hint) from None
+            except InputError as e:  # named by the run asked for, not by the ledger's words
+                raise FieldError("run", e.message, e.hint, given=ref) from None
         return out
     measured = [from_measurement(m, path) for m in reversed(ledger.measurements())]
     tracked = [from_tracked_run(r, run_steps(ledger, r.id), path)
@@ -403,6 +403,6 @@ def export_to_mlflow(runs: list[ExportRun], *, tracking_uri: str | None = None,
         hint = ("A sqlite: store needs the full mlflow package (pip install mlflow); the "
                 "export extra's mlflow-skinny writes a file: store." if uri.startswith("sqlite")
                 else "Check --tracking-uri.")
-        raise InputError(f"--tracking-uri {uri}", f"MLflow refused it: "
-                                                  f"{str(e).splitlines()[0]}", hint) from None
+        raise FieldError("tracking_uri", f"MLflow refused it: {str(e).splitlines()[0]}", hint,
+                         given=uri) from None
     return outcomes
