@@ -172,6 +172,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     """
     gpu = hw.gpu
     fp8 = t.precision == "fp8-mixed"
+    if fp8:
+        check_fp8(gpu)  # before the bf16 rate: a V100 lacks both, and fp8 is what was asked
     # fp8-mixed: attention, the LM head and everything but the layers' GEMMs run in bf16
     peak = peak_flops(gpu, "bf16-mixed" if fp8 else t.precision)
     tokens = t.tokens_per_micro_batch * t.grad_accum

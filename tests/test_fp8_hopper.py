@@ -1,0 +1,154 @@
+"""fp8-mixed training (Transformer Engine / torchao style) and the Hopper validation split
+(issue 14, item 5). Expected numbers are counted by hand from the shape below."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours import catalog
+from gpuhours.cli import app
+from gpuhours.errors import FieldError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.memory import activation_bytes_per_token_layer, training_memory
+from gpuhours.estimate.timing import training_step_time
+from gpuhours.setup import Hardware, Training, torch_precision
+from gpuhours_dev.validation import _rows, hopper_comparisons
+from gpuhours_dev.validation.hopper import (
+    FIT_GRID,
+    HopperRow,
+    fit_hopper,
+    hopper_rows,
+    split_halves,
+)
+
+# d 1024, 2 layers, 8 heads of 128 (no GQA), plain GELU MLP of 4096, vocabulary 1000, untied:
+#   per layer: q, k, v, o = 4 x 1024^2 = 4,194,304; MLP 2 x 1024 x 4096 = 8,388,608
+#   -> 12,582,912 matmul weights per layer, 25,165,824 in the two layers; LM head 1,024,000
+ARCH = ModelArch(name="hand-2L", model_type="llama", hidden_size=1024, num_layers=2,
+                 num_heads=8, num_kv_heads=8, head_dim=128, intermediate_size=4096,
+                 vocab_size=1000, tie_embeddings=False, gated_mlp=False)
+LAYER_WEIGHTS = 2 * 12_582_912
+HEAD_WEIGHTS = 1_024_000
+H100 = catalog.gpu("h100-sxm")  # dense bf16 989.5, fp8 1979 TFLOPS, 3350 GB/s
+
+
+def _training(precision: str, **kw: object) -> Training:
+    return Training.model_validate(dict(arch=ARCH, precision=precision, micro_batch=2,
+                                        seq_len=1024, **kw))
+
+
+def _step(t: Training):  # type: ignore[no-untyped-def]
+    mem = training_memory(ARCH, t)
+    return training_step_time(ARCH, t, Hardware(gpu=H100), training_flops(t),
+                              mem.trainable_params)
+
+
+def test_fp8_matmul_time_by_hand() -> None:
+    """The layers' 6 x 25,165,824 FLOPs per token at the fp8 peak and fp8 efficiency, the LM
+    head's 6 x 1,024,000 at the bf16 peak and bf16 efficiency, both x width 1024/1152."""
+    tokens = 2 * 1024
+    width = 1024 / (1024 + 128)
+    e16 = A.GEMM_EFFICIENCY_BY_GENERATION["hopper"].value * width
+    e8 = A.FP8_GEMM_EFFICIENCY_BY_GENERATION["hopper"].value * width
+    expected = tokens * (6 * HEAD_WEIGHTS / (989.5e12 * e16)
+                         + 6 * LAYER_WEIGHTS / (1979e12 * e8))
+    st = _step(_training("fp8-mixed"))
+    assert st.matmul_s == pytest.approx(expected, rel=1e-9)
+    # bf16-mixed: everything at the bf16 rate; fp8 is faster by the share in fp8 layers
+    bf16 = _step(_training("bf16-mixed"))
+    assert bf16.matmul_s == pytest.approx(
+        tokens * 6 * (HEAD_WEIGHTS + LAYER_WEIGHTS) / (989.5e12 * e16), rel=1e-9)
+    # attention kernels stay bf16: the same time
+    assert st.attention_s == pytest.approx(bf16.attention_s, rel=1e-12)
+
+
+def test_fp8_memory_bound_traffic_by_hand() -> None:
+    """Per token and layer, fp8 casts move 4 bytes per element of the linear inputs (q/k/v
+    1024, o 1024, MLP in 1024, down 4096) and output gradients (q + 2 kv 3072, o 1024, up 4096,
+    down 1024): 16,384 elements = 65,536 B; the fp8 copies kept for backward shrink the saved
+    linear inputs by 1 byte each, 7,168 B, read and written 4 times: -28,672 B. Net +36,864 B
+    per token and layer at 80% of 3350 GB/s."""
+    tokens = 2 * 1024
+    delta = _step(_training("fp8-mixed")).memory_bound_s - _step(_training(
+        "bf16-mixed")).memory_bound_s
+    assert delta == pytest.approx(tokens * 2 * 36_864 / (3350e9 * 0.8), rel=1e-9)
+
+
+def test_fp8_memory_by_hand() -> None:
+    """bf16-mixed's state (2 + 2 + 4 + 8 bytes per parameter) plus the fp8 rowwise and
+    columnwise copies of the layers' weights (2 x 25,165,824 B); linear inputs kept in fp8."""
+    fp8 = training_memory(ARCH, _training("fp8-mixed"))
+    bf16 = training_memory(ARCH, _training("bf16-mixed"))
+    assert fp8.autocast_weight_copies_bytes == 2 * LAYER_WEIGHTS
+    assert bf16.autocast_weight_copies_bytes == 0
+    for part in ("weights_bytes", "gradients_bytes", "master_weights_bytes", "optimizer_bytes"):
+        assert getattr(fp8, part) == getattr(bf16, part), part
+    kept = [activation_bytes_per_token_layer(ARCH, p, True, 1024, "full", "all-linear", 16)[0]
+            for p in ("bf16-mixed", "fp8-mixed")]
+    assert kept[0] - kept[1] == 1024 + 1024 + 1024 + 4096
+    # a frozen LoRA base keeps no linear inputs for weight gradients: nothing to shrink
+    lora = [activation_bytes_per_token_layer(ARCH, p, True, 1024, "lora", "all-linear", 16)[0]
+            for p in ("bf16-mixed", "fp8-mixed")]
+    assert lora[0] == lora[1]
+
+
+@pytest.mark.parametrize("gpu", ["a100-80gb", "v100-16gb", "t4", "mi250x", "tpu-v5p"])
+def test_fp8_refused_without_fp8_tensor_cores(gpu: str) -> None:
+    with pytest.raises(FieldError, match="has no fp8 tensor cores"):
+        estimate_training(_training("fp8-mixed"), Hardware(gpu=catalog.gpu(gpu)))
+
+
+def test_fp8_refusal_from_the_cli_and_from_trace() -> None:
+    result = CliRunner().invoke(app, ["estimate", "--model", "qwen2-0.5b", "--gpu",
+                                      "a100-80gb", "--precision", "fp8-mixed"],
+                                env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 2, result.output
+    assert "--precision" in result.stderr and "no fp8 tensor cores" in result.stderr
+    assert "Traceback" not in result.output
+    ok = CliRunner().invoke(app, ["estimate", "--model", "qwen2-0.5b", "--gpu", "h100",
+                                  "--precision", "fp8-mixed"], env={"COLUMNS": "200"})
+    assert ok.exit_code == 0, ok.output
+    with pytest.raises(FieldError, match="fp8-mixed"):
+        torch_precision("fp8-mixed")
+    with pytest.raises(FieldError, match="qlora"):
+        _training("fp8-mixed", method="qlora")
+
+
+# --- the split ------------------------------------------------------------------------------
+
+def _row(key: tuple[object, ...], measured: float = 1.0) -> HopperRow:
+    return HopperRow(label=str(key), source="s", measured=measured, training=None,
+                     hardware=None, setup="", skipped=None, config_key=key)
+
+
+def test_split_alternates_configurations_within_each_precision() -> None:
+    keys = [("m", p, i) for p in ("bf16-mixed", "fp8-mixed") for i in range(5)]
+    rows = [_row(k) for k in keys] + [_row(keys[3]), _row(keys[3])]  # a re-measured setup
+    rows.append(HopperRow("x", "s", 1.0, None, None, "", "skipped", ()))
+    tune, held = split_halves(rows)
+    tune_keys, held_keys = {r.config_key for r in tune}, {r.config_key for r in held}
+    assert not tune_keys & held_keys
+    assert len(tune) + len(held) == len(rows) - 1  # the skipped row is in neither
+    # sorted keys 0..4 of each precision: 0, 2, 4 tune; 1, 3 held out (with both re-runs)
+    assert tune_keys == {("m", p, i) for p in ("bf16-mixed", "fp8-mixed") for i in (0, 2, 4)}
+    assert sum(r.config_key == keys[3] for r in held) == 3
+
+
+def test_held_out_rows_were_not_used_by_the_fit() -> None:
+    """The report's held-out rows are the split's, disjoint from the tuning rows; refitting
+    on the tuning rows alone gives the constants in assumptions.py."""
+    rows = hopper_rows(_rows("throughput_h100.csv"))
+    tune, held = split_halves(rows)
+    assert tune and held
+    assert not {r.config_key for r in tune} & {r.config_key for r in held}
+    report = {c.label + c.setup: c.group for c in hopper_comparisons() if not c.skipped}
+    assert {report[r.label + r.setup] for r in held} == {"held-out"}
+    assert {report[r.label + r.setup] for r in tune} == {"tune"}
+    fitted = fit_hopper(tune)
+    assert fitted["bf16"] == A.GEMM_EFFICIENCY_BY_GENERATION["hopper"].value
+    assert fitted["fp8"] == A.FP8_GEMM_EFFICIENCY_BY_GENERATION["hopper"].value
+    assert max(FIT_GRID) == 0.80  # the bound the fp8 fit ends on (assumptions.py says so)
