@@ -32,7 +32,19 @@ NOTES = {
                          "is bound by matmul compute (`fit_hopper`: the least rms log error on "
                          "a 0.01 grid, 0.40-0.80, each configuration counted once). The "
                          "held-out rows were not used. Hopper's attention efficiency is "
-                         "cuDNN/FlashAttention-3's published rate, not fitted.",
+                         "cuDNN/FlashAttention-3's published rate, not fitted. What is off: the "
+                         "fp8 fit ends on the grid's bound (0.80 of the fp8 peak), so the fp8 "
+                         "rows are slower in the model for reasons outside the GEMMs: the host "
+                         "term counts transformers' eager operators (Megatron-Core with "
+                         "Transformer Engine's fused layers issues far fewer), and tensor-"
+                         "parallel collectives are taken as exposed (Megatron-Bridge's H100 "
+                         "recipes overlap them with TE userbuffers); the bf16 fit rests on one "
+                         "configuration. Llama3 70B on 64 GPUs (FSDP 32 x CP 2) is bound by its "
+                         "inter-node FSDP traffic, modelled at one 400 Gb/s port per GPU, while "
+                         "NCCL's rings use all 8 ports of a DGX node. Qwen3-30B-A3B over 16 GPUs "
+                         "with EP 16 sends its expert all-to-all between two nodes. The "
+                         "Qwen3-30B-A3B PP 2 x EP 8 setup was measured at 9,058 and at 5,113-"
+                         "5,275 tokens/s in different releases of the same table.",
     "gpu_hours": "Meta states neither GPU counts nor layouts; one rule picks the setup for "
                  "every size (see the setup column and validation/__init__.py).",
     "memory": "PEFT's rows are the 99th percentile of torch's reserved memory per step (today's "
