@@ -22,6 +22,34 @@ from gpuhours.estimate.vision import VISION_MODEL_TYPES, VisionTower, vision_tow
 
 
 @dataclass(frozen=True)
+class LatentAttention:
+    """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 sec. 2.1; transformers'
+    DeepseekV3Attention). Sizes in elements per token.
+
+    q: hidden -> q_lora_rank (RMSNorm) -> heads x (qk_nope + qk_rope); or hidden -> heads x
+    (qk_nope + qk_rope) directly when q_lora_rank is 0. kv: hidden -> kv_lora_rank + qk_rope (the
+    compressed latent and the shared rotary key, which is all a KV cache keeps), RMSNorm on the
+    latent, latent -> heads x (qk_nope + v). o: heads x v -> hidden.
+    """
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def cache_elements_per_layer(self) -> int:
+        """What one token leaves in the KV cache of one layer: the latent and the rotary key
+        (DeepSeek-V2 Table 1: (d_c + d_h^R) l elements over l layers)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """Shape of a decoder (or encoder) transformer. Counts are per model, sizes in elements."""
 
@@ -70,6 +98,44 @@ class ModelArch:
     sliding_layers: int = 0
     #: the vision tower of a vision-language model (estimate/vision.py); None for text models
     vision: VisionTower | None = None
+    #: multi-head latent attention (DeepSeek-V2/V3) in place of q/k/v/o projections; None else
+    mla: LatentAttention | None = None
+    #: in an MoE model, how many layers have a dense MLP (intermediate_size wide) instead of
+    #: the experts: DeepSeek's and GLM-4-MoE's first_k_dense_replace first layers
+    dense_mlp_layers: int = 0
+    #: the shared expert has a sigmoid gate (a d -> 1 linear, Qwen-MoE); DeepSeek's has none
+    shared_expert_gate: bool = True
+
+    @property
+    def mixed(self) -> bool:
+        """Layers that the per-layer counts of estimate/params.py cannot describe alone (latent
+        attention, dense and MoE layers mixed): counted by estimate/blocks.py."""
+        return self.mla is not None or self.dense_mlp_layers > 0 or (
+            self.is_moe and not self.shared_expert_gate)
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is the routed experts (0 for a dense model)."""
+        return self.num_layers - self.dense_mlp_layers if self.is_moe else 0
+
+    @property
+    def score_flops_per_key(self) -> float:
+        """Forward FLOPs of QK^T and AV for one query and one attended key, summed over the
+        layers: 2 x heads x (qk width + v width) per layer, 4 x q_dim when keys and values are
+        as wide as queries. MLA attends with qk_nope + qk_rope wide keys and v_head_dim wide
+        values per head (the expanded form transformers and training kernels compute)."""
+        if self.mla is not None:
+            width = self.num_heads * (self.mla.qk_head_dim + self.mla.v_head_dim)
+            return 2.0 * width * self.num_layers
+        return 4.0 * self.q_dim * self.num_layers
+
+    @property
+    def kv_cache_elements_per_token(self) -> int:
+        """Elements one token leaves in the KV cache over all layers (windows aside):
+        2 x kv_dim per layer (K and V), MLA's latent and rotary key per layer."""
+        if self.mla is not None:
+            return self.mla.cache_elements_per_layer * self.num_layers
+        return 2 * self.kv_dim * self.num_layers
 
     @property
     def is_moe(self) -> bool:
@@ -129,8 +195,11 @@ LLAMA_LIKE_MODEL_TYPES = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
     "phi3", "granite",
 })
+#: multi-head latent attention with routed + shared experts and dense first layers
+MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 #: every model_type the analytic model counts exactly
-COVERED_MODEL_TYPES = LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
+COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
+                       | MLA_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
@@ -179,6 +248,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
         return _mpt(cfg, name, where)
     if model_type == "bert":
         return _bert(cfg, name, where)
+    if model_type in MLA_MODEL_TYPES:
+        return _deepseek(cfg, name, where, model_type)
     return _llama_like(cfg, name, where, model_type)
 
 
@@ -304,6 +375,56 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         shared_expert_intermediate_size=shared_ffn,
         max_positions=_count(cfg, where, "max_position_embeddings") or None,
         **_sliding(cfg, where, model_type, layers),
+    )
+
+
+def _deepseek(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """DeepSeek-V2/V3 (transformers' modeling_deepseek_v2/v3): latent attention (with
+    attention_bias, q_a, kv_a and o have biases); the first `first_k_dense_replace` layers a
+    dense gated MLP of intermediate_size, the others `n_routed_experts` routed experts of
+    moe_intermediate_size (num_experts_per_tok per token), a router without bias (V3's
+    e_score_correction_bias is a buffer, not a parameter) and n_shared_experts shared experts
+    fused into one gated MLP of n_shared x moe_intermediate_size, with no gate of its own. V3's
+    multi-token-prediction layers (num_nextn_predict_layers) are not built by transformers and
+    not counted (DeepSeek-V3's 671B excludes them)."""
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
+    experts = _count(cfg, where, "n_routed_experts", "num_local_experts", "num_experts")
+    top_k = _count(cfg, where, "num_experts_per_tok")
+    if experts and not top_k:
+        raise InputError(where, f"a {model_type} config with routed experts needs "
+                                "num_experts_per_tok (DeepSeek-V2: 6, V3: 8).")
+    dense_first = cfg.get("first_k_dense_replace") or 0
+    if isinstance(dense_first, bool) or not isinstance(dense_first, int) or dense_first < 0:
+        raise InputError(where, f"field 'first_k_dense_replace' must be a non-negative integer, "
+                                f"got {dense_first!r}.")
+    base = _llama_like({**cfg, "sliding_window": None, "num_local_experts": experts or None,
+                        "num_experts": None, "num_experts_per_tok": top_k or None,
+                        "shared_expert_intermediate_size": None}, name, where, model_type)
+    q_lora = _count(cfg, where, "q_lora_rank")
+    mla = LatentAttention(
+        q_lora_rank=q_lora,
+        kv_lora_rank=_positive_int(_get(cfg, where, "kv_lora_rank"), where, "kv_lora_rank"),
+        qk_nope_head_dim=_positive_int(_get(cfg, where, "qk_nope_head_dim"), where,
+                                       "qk_nope_head_dim"),
+        qk_rope_head_dim=_positive_int(_get(cfg, where, "qk_rope_head_dim"), where,
+                                       "qk_rope_head_dim"),
+        v_head_dim=_positive_int(_get(cfg, where, "v_head_dim"), where, "v_head_dim"),
+    )
+    shared = _count(cfg, where, "n_shared_experts") if experts else 0
+    moe_ffn = base.moe_intermediate_size
+    return replace(
+        base,
+        # MLA's heads all read the one latent: num_kv_heads/head_dim describe no cache
+        num_kv_heads=base.num_heads,
+        head_dim=mla.qk_head_dim,
+        qkv_bias=False,
+        out_bias=bool(cfg.get("attention_bias", False)),
+        # DeepseekV2MLP honours mlp_bias; DeepseekV3MLP has no biases whatever the config says
+        mlp_bias=model_type == "deepseek_v2" and bool(cfg.get("mlp_bias", False)),
+        mla=mla,
+        dense_mlp_layers=min(dense_first, layers) if experts else 0,
+        shared_expert_intermediate_size=shared * moe_ffn,
+        shared_expert_gate=False,
     )
 
 

@@ -14,6 +14,11 @@ Conventions, stated once:
   of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
 - Sliding-window layers attend to min(context, window) tokens (ModelArch.attended_tokens).
+- Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434): the low-rank projections are
+  matmuls like any other (estimate/blocks.py); scores over keys qk_nope + qk_rope wide and
+  values v_head_dim wide per head, the expanded form training and prefill kernels compute
+  (ModelArch.score_flops_per_key). Decoding kernels that absorb kv_b_proj into q and o
+  (FlashMLA) attend over the 576-wide latent instead: not modelled.
 - A vision-language model's images: each image's vision-tower forward (estimate/vision.py),
   spread over the language-model tokens of its example (text + image tokens), so that
   tokens x FLOPs/token is the step's work. A frozen tower has no backward (its input, the
@@ -33,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.vision import vision_forward_flops
@@ -90,13 +96,14 @@ class TrainingFlops:
 
 
 def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: bool = True) -> float:
-    """Forward FLOPs/token of QK^T and AV over all layers: 4 x L x (heads x head_dim) x context.
+    """Forward FLOPs/token of QK^T and AV over all layers: 4 x L x (heads x head_dim) x context
+    (MLA: 2 x L x heads x (qk_nope + qk_rope + v_head_dim) x context; ModelArch.score_flops_per_key).
 
     context = (seq_len + 1) / 2 under a causal mask (mean over positions), seq_len otherwise.
     """
     if not causal:
-        return 4.0 * arch.num_layers * arch.q_dim * seq_len
-    return 4.0 * arch.num_layers * arch.q_dim * causal_mean_attended(arch, seq_len)
+        return arch.score_flops_per_key * seq_len
+    return arch.score_flops_per_key * causal_mean_attended(arch, seq_len)
 
 
 def causal_mean_attended(arch: ModelArch, seq_len: float) -> float:
@@ -120,6 +127,8 @@ def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
     For an MoE, "all-linear" adapts every expert.
     """
     d = arch.hidden_size
+    if arch.mixed:
+        return _mixed_lora_params(arch, rank, targets, active_only=False)
     qv = rank * (d + arch.q_dim) + rank * (d + arch.kv_dim)
     attention = qv + rank * (d + arch.kv_dim) + rank * (arch.q_dim + d)
     if targets == "qv":
@@ -132,8 +141,45 @@ def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
     return attention + experts * mats * rank * (d + ffn)
 
 
+def _mixed_lora_params(arch: ModelArch, rank: int, targets: str, active_only: bool) -> int:
+    """LoRA parameters of a model whose layers differ (ModelArch.mixed), as a mean over the layers
+    rounded down (within one parameter a layer). MLA's linears are q_a and q_b (or q_proj),
+    kv_a_proj_with_mqa, kv_b_proj and o_proj; "qv" names projections MLA does not have and is
+    refused. "all-linear" adds the dense MLPs, the routed experts (all, or the top-k one token
+    passes through) and the shared expert."""
+    d, h = arch.hidden_size, arch.num_heads
+    m = arch.mla
+    if m is not None:
+        if targets == "qv":
+            raise FieldError("lora_targets", f"{arch.name} has multi-head latent attention, "
+                             "which has no q_proj and v_proj to adapt.",
+                             "Use lora_targets 'attention' or 'all-linear'.")
+        q_width = h * m.qk_head_dim
+        q = (rank * (d + m.q_lora_rank) + rank * (m.q_lora_rank + q_width) if m.q_lora_rank
+             else rank * (d + q_width))
+        attention = (q + rank * (d + m.kv_lora_rank + m.qk_rope_head_dim)
+                     + rank * (m.kv_lora_rank + h * (m.qk_nope_head_dim + m.v_head_dim))
+                     + rank * (h * m.v_head_dim + d))
+    else:
+        attention = lora_params_per_layer(replace(arch, mla=None, dense_mlp_layers=0,
+                                                  shared_expert_gate=True, num_experts=0),
+                                          rank, "qv" if targets == "qv" else "attention")
+    if targets != "all-linear":
+        return attention
+    mats = 3 if arch.gated_mlp else 2
+    moe, dense = arch.moe_layers, arch.num_layers - arch.moe_layers
+    experts = arch.experts_per_token if active_only else arch.num_experts
+    per_moe = experts * mats * rank * (d + arch.moe_intermediate_size)
+    if arch.shared_expert_intermediate_size:
+        per_moe += 3 * rank * (d + arch.shared_expert_intermediate_size)
+    mlp = dense * mats * rank * (d + arch.intermediate_size) + moe * per_moe
+    return attention + mlp // arch.num_layers
+
+
 def lora_active_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
     """LoRA weights one token passes through (for an MoE, the routed experts' adapters only)."""
+    if arch.mixed:
+        return _mixed_lora_params(arch, rank, targets, active_only=True)
     if not arch.is_moe or targets != "all-linear":
         return lora_params_per_layer(arch, rank, targets)
     dense_part = lora_params_per_layer(arch, rank, "attention")
@@ -184,7 +230,7 @@ def generation_flops_per_token(arch: ModelArch, context_tokens: float) -> float:
     """Forward FLOPs to process one token with `context_tokens` of context before it
     (min(context, window) on sliding-window layers)."""
     return (2.0 * count_params(arch).matmul_active
-            + 4.0 * arch.num_layers * arch.q_dim * arch.attended_tokens(context_tokens))
+            + arch.score_flops_per_key * arch.attended_tokens(context_tokens))
 
 
 def prefill_flops_per_token(arch: ModelArch, prompt_tokens: float) -> float:
@@ -192,7 +238,7 @@ def prefill_flops_per_token(arch: ModelArch, prompt_tokens: float) -> float:
     scoring pass): the matmuls and the causal mean of attended keys, which on sliding-window
     layers is the mean of min(position, window) (causal_mean_attended)."""
     return (2.0 * count_params(arch).matmul_active
-            + 4.0 * arch.num_layers * arch.q_dim * causal_mean_attended(arch, prompt_tokens))
+            + arch.score_flops_per_key * causal_mean_attended(arch, prompt_tokens))
 
 
 def training_flops(t: Training) -> TrainingFlops:

@@ -44,14 +44,21 @@ _DECODE_SEGMENTS = 32
 
 
 def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_element: float = 2.0) -> float:
-    """K and V of one token over all layers: 2 x layers x kv_heads x head_dim x bytes."""
-    return 2.0 * arch.num_layers * arch.kv_dim * bytes_per_element
+    """K and V of one token over all layers: 2 x layers x kv_heads x head_dim x bytes; with
+    multi-head latent attention the compressed latent and the shared rotary key, layers x
+    (kv_lora_rank + qk_rope_head_dim) x bytes (DeepSeek-V2, arXiv:2405.04434, Table 1; what
+    transformers' DeepseekV3Attention caches and vLLM's MLA backend stores)."""
+    return float(arch.kv_cache_elements_per_token) * bytes_per_element
 
 
 def kv_bytes_per_token_per_gpu(arch: ModelArch, bytes_per_element: float,
                                tensor_parallel: int) -> float:
     """KV cache per token on each GPU of a tensor-parallel group: each holds
-    ceil(kv_heads / tp) KV heads (replicated when there are fewer KV heads than GPUs)."""
+    ceil(kv_heads / tp) KV heads (replicated when there are fewer KV heads than GPUs). MLA's
+    latent belongs to no head: every GPU of the group keeps all of it (vLLM's MLA backend
+    under tensor parallelism)."""
+    if arch.mla is not None:
+        return kv_cache_bytes_per_token(arch, bytes_per_element)
     heads = math.ceil(arch.num_kv_heads / tensor_parallel)
     return 2.0 * arch.num_layers * heads * arch.head_dim * bytes_per_element
 

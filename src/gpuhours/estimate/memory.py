@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import lora_params_per_layer
+from gpuhours.estimate.mla import mla_attention_activation_bytes
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
@@ -171,6 +172,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
             attention += 2 * a * d
     if arch.qk_norm:  # Qwen3's per-head RMSNorms on q and k, kept like the block's norms
         attention += 4 * (q + kv) + (a * (q + kv) if full else 0)
+    if arch.mla is not None:  # multi-head latent attention: its own tensors (estimate/mla.py)
+        attention = mla_attention_activation_bytes(arch, a, residual_bytes(precision), full, amp)
 
     def ffn_bytes(f: int) -> float:
         inner = 3 * a * f if arch.gated_mlp else a * f
@@ -184,6 +187,9 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
         mlp += 4 * arch.num_experts
         if arch.shared_expert_intermediate_size:
             mlp += ffn_bytes(arch.shared_expert_intermediate_size)
+        if arch.dense_mlp_layers:  # dense first layers (DeepSeek): the mean over the layers
+            mlp = (arch.moe_layers * mlp + arch.dense_mlp_layers
+                   * ffn_bytes(arch.intermediate_size)) / arch.num_layers
     else:
         mlp = ffn_bytes(arch.intermediate_size)
     lora = 0.0

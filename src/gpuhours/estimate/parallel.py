@@ -122,7 +122,9 @@ def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalPara
         mats = 3 if arch.gated_mlp else 2
         biases = ((mats - 1) * f + d) if arch.mlp_bias else 0
         expert_per_layer = arch.num_experts * (mats * d * f + biases)
-    router = arch.hidden_size * arch.num_experts if arch.is_moe else 0
+        # dense first layers (DeepSeek) have no experts: the mean over the layers
+        expert_per_layer *= arch.moe_layers / arch.num_layers
+    router = arch.hidden_size * arch.num_experts * arch.moe_layers / arch.num_layers
     split_mlp = counts.mlp_per_layer - expert_per_layer - router
     dense_layer = (counts.attention_per_layer + split_mlp) / lay.tp + router \
         + counts.norms_per_layer

@@ -38,7 +38,8 @@ class ParamCounts:
         blocks = self.num_layers * (
             self.attention_per_layer + self.mlp_per_layer + self.norms_per_layer
         )
-        return self.embedding + self.lm_head + blocks + self.final_norm + self.extra + self.vision
+        return (self.embedding + self.lm_head + blocks + self.layers_remainder + self.final_norm
+                + self.extra + self.vision)
 
     @property
     def matmul_active(self) -> int:
@@ -48,7 +49,8 @@ class ParamCounts:
         for an MoE only the routed experts of one token count. The LM head counts even when
         tied: the logits are a real (d x vocab) matmul.
         """
-        return self.num_layers * self.matmul_per_layer + self.lm_head_matmul
+        return (self.num_layers * self.matmul_per_layer + self.matmul_remainder
+                + self.lm_head_matmul)
 
     #: matmul weights of one layer that one token passes through (attention + active MLP)
     matmul_per_layer: int = 0
@@ -56,6 +58,10 @@ class ParamCounts:
     #: the vision tower of a vision-language model (estimate/vision.py vision_params): in the
     #: total, not in matmul_active (its FLOPs are per image, estimate/vision.py)
     vision: int = 0
+    #: models whose layers differ (estimate/blocks.py): the per-layer fields are means rounded
+    #: down, and these the rest of the blocks' sum and of the matmul weights, so totals are exact
+    layers_remainder: int = 0
+    matmul_remainder: int = 0
 
 
 def attention_params(arch: ModelArch, weights_only: bool = False) -> int:
@@ -99,6 +105,10 @@ def norm_params(arch: ModelArch) -> int:
 
 def count_params(arch: ModelArch) -> ParamCounts:
     """Parameter counts by part for `arch`."""
+    if arch.mixed:  # latent attention, dense and MoE layers mixed: estimate/blocks.py
+        from gpuhours.estimate.blocks import mixed_param_counts  # blocks imports this module
+
+        return mixed_param_counts(arch)
     d = arch.hidden_size
     embedding = arch.vocab_size * d + arch.position_embeddings * d
     head_matmul = 0 if arch.encoder else arch.vocab_size * d

@@ -1,0 +1,135 @@
+"""Parameter counts of models whose layers are not all alike (elements, not bytes).
+
+estimate/params.py counts a model as num_layers copies of one block. This module counts the
+models that break that (ModelArch.mixed): multi-head latent attention (DeepSeek-V2/V3), MoE
+models whose first layers are dense (DeepSeek's first_k_dense_replace), and shared experts
+without a gate. It sums each part over the layers and hands ParamCounts the per-layer means
+rounded down, with the remainder carried so that `total` and `matmul_active` stay exact.
+Each formula follows the module transformers builds (cited per function); the totals are held
+to `sum(p.numel())` of that model by tests/test_catalog_models.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuhours.estimate.params import (
+    ParamCounts,
+    _ffn_params,
+    attention_params,
+    norm_params,
+)
+from gpuhours.estimate.vision import vision_params
+
+if TYPE_CHECKING:
+    from gpuhours.estimate.arch import ModelArch
+
+
+def latent_attention_params(arch: ModelArch, weights_only: bool = False) -> int:
+    """One MLA layer (transformers' DeepseekV3Attention): q_a (d x r_q, bias with
+    attention_bias), its RMSNorm (r_q), q_b (r_q x H (nope + rope)) -- or q_proj (d x H (nope +
+    rope)) without q_lora_rank --, kv_a_proj_with_mqa (d x (r_kv + rope), bias with
+    attention_bias), its RMSNorm on the latent (r_kv), kv_b (r_kv x H (nope + v)), o (H v x d,
+    bias with attention_bias). `weights_only` leaves out the biases and norms (no matmul)."""
+    m = arch.mla
+    assert m is not None
+    d, h = arch.hidden_size, arch.num_heads
+    q_width = h * m.qk_head_dim
+    if m.q_lora_rank:
+        q = d * m.q_lora_rank + m.q_lora_rank * q_width
+        q_extra = (m.q_lora_rank if arch.out_bias else 0) + m.q_lora_rank  # bias, RMSNorm
+    else:
+        q, q_extra = d * q_width, 0
+    kv_a = m.kv_lora_rank + m.qk_rope_head_dim
+    kv = d * kv_a + m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
+    kv_extra = (kv_a if arch.out_bias else 0) + m.kv_lora_rank  # bias, RMSNorm on the latent
+    o = h * m.v_head_dim * d
+    o_extra = d if arch.out_bias else 0
+    weights = q + kv + o
+    return weights if weights_only else weights + q_extra + kv_extra + o_extra
+
+
+def _attention(arch: ModelArch, weights_only: bool = False) -> int:
+    if arch.mla is not None:
+        return latent_attention_params(arch, weights_only)
+    return attention_params(arch, weights_only)
+
+
+def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
+    """One MoE layer: the routed experts (all, or the top-k of one token), the router (d x E,
+    no bias) and the shared expert (a gated MLP; plus its d -> 1 sigmoid gate in Qwen-MoE).
+    transformers stores the experts as 3-D parameters (gate_up_proj, down_proj) without biases."""
+    d = arch.hidden_size
+    experts = arch.experts_per_token if active_only else arch.num_experts
+    routed = experts * _ffn_params(d, arch.moe_intermediate_size, arch.gated_mlp, False)
+    router = d * arch.num_experts
+    shared = 0
+    if arch.shared_expert_intermediate_size:
+        bias = arch.mlp_bias and not weights_only  # DeepSeek-V2's shared MLP honours mlp_bias
+        shared = _ffn_params(d, arch.shared_expert_intermediate_size, True, bias)
+        shared += d if arch.shared_expert_gate else 0
+    return routed + router + shared
+
+
+@dataclass(frozen=True)
+class LayerSums:
+    """Each part summed over all layers, in parameters."""
+
+    attention: int
+    mlp: int
+    mlp_active: int
+    norms: int
+    #: matmul weights one token passes through (attention + dense MLP or routed experts)
+    matmul_active: int
+
+
+def layer_sums(arch: ModelArch) -> LayerSums:
+    """The blocks' parameters summed over the layers: `moe_layers` with experts, the others
+    (`dense_mlp_layers`, or all of a dense model) a dense MLP of intermediate_size."""
+    d = arch.hidden_size
+    layers, moe = arch.num_layers, arch.moe_layers
+    dense = layers - moe
+    dense_mlp = _ffn_params(d, arch.intermediate_size, arch.gated_mlp, arch.mlp_bias)
+    dense_w = _ffn_params(d, arch.intermediate_size, arch.gated_mlp, False)
+    mlp = dense * dense_mlp
+    mlp_active = dense * dense_mlp
+    matmul = layers * _attention(arch, weights_only=True) + dense * dense_w
+    if moe:
+        mlp += moe * _moe_mlp(arch, active_only=False, weights_only=False)
+        mlp_active += moe * _moe_mlp(arch, active_only=True, weights_only=False)
+        matmul += moe * _moe_mlp(arch, active_only=True, weights_only=True)
+    return LayerSums(
+        attention=layers * _attention(arch),
+        mlp=mlp,
+        mlp_active=mlp_active,
+        norms=layers * arch.norms_per_block * norm_params(arch),
+        matmul_active=matmul,
+    )
+
+
+def mixed_param_counts(arch: ModelArch) -> ParamCounts:
+    """ParamCounts of a mixed model: per-layer fields are means over the layers rounded down
+    (what per-layer consumers such as ZeRO-3's gathered unit need to within one parameter);
+    `layers_remainder` and `matmul_remainder` carry the rest so totals are exact."""
+    d = arch.hidden_size
+    s = layer_sums(arch)
+    n = arch.num_layers
+    attn, mlp, mlp_active, norms = s.attention // n, s.mlp // n, s.mlp_active // n, s.norms // n
+    matmul = s.matmul_active // n
+    return ParamCounts(
+        embedding=arch.vocab_size * d + arch.position_embeddings * d,
+        lm_head=0 if arch.tie_embeddings else arch.vocab_size * d,
+        attention_per_layer=attn,
+        mlp_per_layer=mlp,
+        mlp_active_per_layer=mlp_active,
+        norms_per_layer=norms,
+        final_norm=norm_params(arch),
+        extra=arch.extra_params,
+        num_layers=n,
+        matmul_per_layer=matmul,
+        lm_head_matmul=arch.vocab_size * d,
+        vision=vision_params(arch.vision) if arch.vision is not None else 0,
+        layers_remainder=s.attention + s.mlp + s.norms - n * (attn + mlp + norms),
+        matmul_remainder=s.matmul_active - n * matmul,
+    )
