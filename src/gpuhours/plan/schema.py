@@ -6,9 +6,9 @@ rejected by a validator that names them. `gpuhours plan --schema` prints the JSO
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from gpuhours.setup import (
     BaseQuant,
@@ -70,13 +70,18 @@ class HardwareSpec(_Strict):
         return self.gpus_per_node * self.nodes
 
 
+#: settings a phase may also give by the Hugging Face TrainingArguments name
+HF_NAMES = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
+            "checkpointing": "gradient_checkpointing"}
+
+
 class TrainingSettings(_Strict):
     """Settings a training phase may set; `defaults` sets them for every phase."""
 
     from_: str | None = Field(
         default=None, alias="from",
         description="a training tool's config (axolotl, LLaMA-Factory, torchtune, HF "
-                    "TrainingArguments, TRL), relative to the plan: its settings fill those the "
+                    "TrainingArguments, TRL, verl), relative to the plan: its settings fill those the "
                     "phase does not set (docs/importers.md)")
     model: str | None = Field(default=None, description="catalog name or config.json path")
     params: PositiveFloat | None = Field(default=None, description="size only, e.g. 7e9")
@@ -87,9 +92,16 @@ class TrainingSettings(_Strict):
     optimizer: Optimizer | None = None
     optimizer_impl: OptimizerImpl | None = None
     seq_len: PositiveInt | None = None
-    micro_batch: PositiveInt | None = None
-    grad_accum: PositiveInt | None = None
-    checkpointing: bool | None = None
+    micro_batch: PositiveInt | None = Field(
+        default=None, validation_alias=AliasChoices("micro_batch", "per_device_train_batch_size"),
+        description="sequences per GPU per forward (Hugging Face: per_device_train_batch_size)")
+    grad_accum: PositiveInt | None = Field(
+        default=None, validation_alias=AliasChoices("grad_accum", "gradient_accumulation_steps"),
+        description="micro-batches per optimizer step (Hugging Face: "
+                    "gradient_accumulation_steps)")
+    checkpointing: bool | None = Field(
+        default=None, validation_alias=AliasChoices("checkpointing", "gradient_checkpointing"),
+        description="activation checkpointing (Hugging Face: gradient_checkpointing)")
     flash_attention: bool | None = None
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
@@ -122,6 +134,17 @@ class TrainingSettings(_Strict):
     train_vision: bool | None = Field(
         default=None, description="the vision tower trains (full fine-tuning); default frozen")
     gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_each(cls, data: Any) -> Any:
+        """A setting given under both its gpuhours name and its Hugging Face name is a conflict,
+        not a choice of one."""
+        if isinstance(data, dict):
+            for ours, theirs in HF_NAMES.items():
+                if ours in data and theirs in data:
+                    raise ValueError(f"`{ours}` and `{theirs}` name the same setting: give one")
+        return data
 
 
 class PhaseStorage(_Strict):
