@@ -253,7 +253,8 @@ def estimate(
     from_file: Annotated[str | None, typer.Option(
         "--from", help="Read the setup from another tool's config: an axolotl or LLaMA-Factory "
                        "YAML, a torchtune recipe config, a Hugging Face TrainingArguments JSON "
-                       "or trainer_state.json, a TRL SFTConfig/GRPOConfig. Options given here "
+                       "or trainer_state.json, a TRL SFTConfig/GRPOConfig, a verl trainer "
+                       "config (its policy update). Options given here "
                        "win; the warnings say what was used (docs/importers.md).")] = None,
 ) -> None:
     """Memory, step time, throughput, GPU hours and cost of one training setup.
