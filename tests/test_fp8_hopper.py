@@ -152,3 +152,32 @@ def test_held_out_rows_were_not_used_by_the_fit() -> None:
     assert fitted["bf16"] == A.GEMM_EFFICIENCY_BY_GENERATION["hopper"].value
     assert fitted["fp8"] == A.FP8_GEMM_EFFICIENCY_BY_GENERATION["hopper"].value
     assert max(FIT_GRID) == 0.80  # the bound the fp8 fit ends on (assumptions.py says so)
+
+
+def test_hopper_attention_at_the_flash_attention_3_rate() -> None:
+    """Causal attention of 8 x 128 heads over 1024 tokens: 2 x 2 x 1024 x 512.5 FLOPs per token
+    and layer forward, 3x with backward, 2 layers = 12,595,200 per token, at 0.50 of the bf16
+    peak (cuDNN / FlashAttention-3 on H100), whatever the precision of the GEMMs."""
+    tokens = 2 * 1024
+    expected = tokens * 12_595_200 / (989.5e12 * 0.50)
+    assert A.ATTENTION_EFFICIENCY_BY_GENERATION["hopper"].value == 0.50
+    for precision in ("bf16-mixed", "fp8-mixed"):
+        assert _step(_training(precision)).attention_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_expert_all_to_all_across_two_nodes_by_hand() -> None:
+    """16 experts over ep 16 on two DGX-H100 nodes: per layer and micro-batch a GPU sends
+    4 passes x 1024 tokens x top-2 x d 1024 x 2 bytes x 15/16 = 15,728,640 B, two layers:
+    31,457,280 B, 8/15 of it (2^24 B) to the other node through its own 50 GB/s port and 7/15
+    over NVLink (450 GB/s one way) at the same time; the slower part at 75% efficiency."""
+    moe = ModelArch(name="hand-moe", model_type="mixtral", hidden_size=1024, num_layers=2,
+                    num_heads=8, num_kv_heads=8, head_dim=128, intermediate_size=4096,
+                    vocab_size=1000, tie_embeddings=False, gated_mlp=True, num_experts=16,
+                    experts_per_token=2, moe_intermediate_size=512)
+    t = Training(arch=moe, precision="bf16-mixed", micro_batch=1, seq_len=1024, ep=16)
+    hw = Hardware(gpu=H100, num_gpus=16, gpus_per_node=8, inter_node_gb_per_s_one_way=50.0)
+    mem = training_memory(moe, t, 16)
+    st = training_step_time(moe, t, hw, training_flops(t), mem.trainable_params)
+    a2a = next(c for c in st.collectives if c.name == "expert all-to-all")
+    assert a2a.seconds == pytest.approx(2**24 / 50e9 / 0.75, rel=1e-9)
+    assert a2a.exposed_s == a2a.seconds  # on the critical path (MODEL_PARALLEL_COMM_OVERLAP 0)
