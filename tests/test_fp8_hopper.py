@@ -181,3 +181,12 @@ def test_expert_all_to_all_across_two_nodes_by_hand() -> None:
     a2a = next(c for c in st.collectives if c.name == "expert all-to-all")
     assert a2a.seconds == pytest.approx(2**24 / 50e9 / 0.75, rel=1e-9)
     assert a2a.exposed_s == a2a.seconds  # on the critical path (MODEL_PARALLEL_COMM_OVERLAP 0)
+
+
+def test_nemo_gpt3_shapes_have_their_nominal_sizes() -> None:
+    """The launcher configs' shapes count to the sizes in the models' names."""
+    from gpuhours.estimate.params import count_params
+    from gpuhours_dev.validation.hopper import nemo_gpt3
+
+    for name, billions in (("GPT3-5B", 5), ("GPT3-20B", 20), ("GPT3-175B", 175)):
+        assert count_params(nemo_gpt3(name)).total / 1e9 == pytest.approx(billions, rel=0.02)

@@ -22,6 +22,7 @@ from typing import Any
 
 from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.parallel import NODE_NETWORK_GB_PER_S_ONE_WAY
 from gpuhours.resolve import resolve_model
@@ -37,6 +38,22 @@ H100_MODELS = {
     "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3 MoE 30B": "qwen3-30b-a3b",
 }
 _KEYS = ("TP", "PP", "CP", "EP", "VP", "GA", "FSDP", "DP", "LBS")
+
+#: NeMo's GPT-3 benchmark models (hidden size, layers), from the NeMo-Framework-Launcher configs
+#: launcher_scripts/conf/training/gpt3/{5b,20b,175b}.yaml (commit 056a90e): heads of 128,
+#: FFN 4h with GeLU, biases, LayerNorm, learned positions of 2048, the GPT-2 BPE vocabulary
+#: (50,257) padded to a multiple of 128 (make_vocab_size_divisible_by), tied to the embedding.
+NEMO_GPT3 = {"GPT3-5B": (4096, 24), "GPT3-20B": (6144, 44), "GPT3-175B": (12288, 96)}
+
+
+def nemo_gpt3(name: str) -> ModelArch:
+    """The GPT-3 of NeMo's performance table, as its launcher config defines it."""
+    hidden, layers = NEMO_GPT3[name]
+    return ModelArch(name=f"nemo-{name.lower()}", model_type="gpt2", hidden_size=hidden,
+                     num_layers=layers, num_heads=hidden // 128, num_kv_heads=hidden // 128,
+                     head_dim=128, intermediate_size=4 * hidden, vocab_size=50304,
+                     tie_embeddings=True, gated_mlp=False, position_embeddings=2048,
+                     qkv_bias=True, out_bias=True, mlp_bias=True, norm_bias=True)
 
 
 def _layout_numbers(notes: str) -> dict[str, int]:
@@ -83,7 +100,7 @@ def _skip(r: dict[str, str], nums: dict[str, int]) -> str | None:
         return "GPU count or micro-batch not stated"
     if "tokendrop" in r["model"]:
         return "MoE token dropping (capacity factor): not modelled"
-    if r["model"] not in H100_MODELS:
+    if r["model"] not in H100_MODELS and r["model"] not in NEMO_GPT3:
         return "model not in the catalog"
     lora = "LoRA" in r["notes"]
     if lora and any(nums.get(k, 1) > 1 for k in ("TP", "PP", "CP", "EP")):
@@ -124,7 +141,11 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
         notes = r["notes"]
         method = "lora" if "LoRA" in notes else "full"
         precision = matmul_precision(r)
-        arch, basis = resolve_model(H100_MODELS[r["model"]])
+        if r["model"] in NEMO_GPT3:
+            arch = nemo_gpt3(r["model"])
+            basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
+        else:
+            arch, basis = resolve_model(H100_MODELS[r["model"]])
         t = Training.model_validate(dict(
             arch=arch, model_basis=basis, method=method, precision=precision,
             micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=8,
@@ -136,8 +157,8 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
                  f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
                  f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
                  f"x {accum}")
-        key = (H100_MODELS[r["model"]], precision, method, seq, n, tp, pp, cp, ep, vp, mb,
-               accum, fsdp)
+        model = arch.name if r["model"] in NEMO_GPT3 else H100_MODELS[r["model"]]
+        key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
         out.append(HopperRow(label, r["source"], measured, t, hw, setup, None, key))
     return out
 

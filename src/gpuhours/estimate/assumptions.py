@@ -66,7 +66,7 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
 #: refuse fp8-mixed (timing.peak_flops). The attention kernels, the LM head and LoRA adapters
 #: stay in bf16 at the bf16 efficiencies above. hopper: fitted to the GEMM-bound fp8 tuning
 #: rows (8 configurations of Megatron-Bridge and NeMo: Llama 2 7B/13B/70B, Llama 3 8B/70B,
-#: Qwen3-30B-A3B); the fit ends on its grid's upper bound, 0.80 (no public H100 fp8 GEMM sweep
+#: NeMo's GPT-3 20B/175B); the fit ends on its grid's upper bound, 0.80 (no public H100 fp8 GEMM sweep
 #: reaches more): those rows run faster than the model predicts for reasons outside the GEMMs
 #: (docs/validation.md). The others: assumptions, no fp8 training row expressed.
 FP8_GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
