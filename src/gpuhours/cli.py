@@ -26,6 +26,7 @@ from gpuhours.cli_common import (
     MethodOpt,
     ModelOpt,
     NetOpt,
+    NodeOpt,
     OptimImplOpt,
     OptimOpt,
     PackedOpt,
@@ -170,6 +171,34 @@ _PARAM_OF_FIELD = {
     "examples": "examples", "packed": "packed"}
 
 
+def _network(ctx: typer.Context, node: str | None, spec: Any, gpus_per_node: int,
+             inter_node_gb_per_s: float) -> tuple[int, float]:
+    """(GPUs per node, network GB/s per GPU one way): the catalog node type's when --node is
+    given (then neither figure may be given beside it), the options' otherwise."""
+    if node is None:
+        return gpus_per_node, inter_node_gb_per_s
+    from gpuhours.catalog import node_for_gpu
+
+    both = [name for name in ("gpus_per_node", "inter_node_gb_per_s_one_way")
+            if not _not_given(ctx, name)]
+    if both:
+        raise FieldError(("node", both[0]), f"--node {node} sets it; give one or the other.")
+    n = node_for_gpu(node, spec.name)
+    return n.gpus_per_node, n.inter_node_gb_per_s_one_way
+
+
+def _network_note(node: str | None) -> list[str]:
+    """The node type's network as an assumption line of the estimate (none without --node)."""
+    if node is None:
+        return []
+    from gpuhours import catalog
+
+    n = catalog.node(node)
+    return [f"network: {n.name}, {n.gpus_per_node} GPUs per node, {n.within_node}; "
+            f"{n.network} = {n.inter_node_gb_per_s_one_way:g} GB/s per GPU one way between "
+            f"nodes ({n.source})"]
+
+
 def _given(ctx: typer.Context, fill: dict[str, Any]) -> dict[str, Any]:
     """Field -> value of each _PARAM_OF_FIELD field the command has an option for: the setup
     file's (`fill`, by field) where it gives one, else the option's. A field a command has no
@@ -228,6 +257,7 @@ def estimate(
     epochs: EpochsOpt = None,
     tokens_per_example: PerExampleOpt = None,
     packed: PackedOpt = False,
+    node: NodeOpt = None,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
     inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
     params: ParamsOpt = None,
@@ -294,6 +324,8 @@ def estimate(
         spec = gpu_spec(gpu, book)
     else:
         spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
+    gpus_per_node, inter_node_gb_per_s_one_way = _network(
+        ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
                   host_us_per_op=host_us_per_op)
@@ -317,6 +349,8 @@ def estimate(
             batch = t.micro_batch
     if notes:
         e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
+    if node is not None:
+        e = e.model_copy(update={"assumptions": [*e.assumptions, *_network_note(node)]})
     moved = None
     if transfer_from is not None:
         from gpuhours.track.transfer import transfer_measurement
@@ -380,6 +414,7 @@ def fit(
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+    node: NodeOpt = None,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
     inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,
     params: ParamsOpt = None,
@@ -436,6 +471,8 @@ def fit(
     t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
                   virtual_stages=virtual_stages)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
+    gpus_per_node, inter_node_gb_per_s_one_way = _network(
+        ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
@@ -627,6 +664,27 @@ def catalog_gpus(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
                       g.as_of.isoformat()])
     print_split(console_for(wide), cols, table, details=(1, 8), wide=wide,
                 title="Accelerators (dense TFLOPS, no sparsity; GB = 10^9 bytes)")
+
+
+@catalog_app.command("nodes")
+@user_errors
+def catalog_nodes(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
+    """Node types: the GPUs they carry, GPUs per node, the network per GPU, source (--node)."""
+    from gpuhours import catalog
+    from gpuhours.report.tables import Col, print_split
+    from gpuhours.report.text import esc
+
+    rows = catalog.nodes()
+    if as_json:
+        emit_json([r.model_dump(mode="json") for r in rows])
+        return
+    cols = (Col("name", "name"), Col("GPUs", "name"), Col("per node", "number", "right"),
+            Col("GB/s per GPU", "number", "right"), Col("network"), Col("source"))
+    table = [[esc(n.name), esc(", ".join(n.gpus)), str(n.gpus_per_node),
+              f"{n.inter_node_gb_per_s_one_way:g}", esc(n.network), esc(n.source)]
+             for n in rows]
+    print_split(console_for(wide), cols, table, details=(4, 5), wide=wide,
+                title="Node types (network between nodes: GB/s per GPU, one way)")
 
 
 @catalog_app.command("models")

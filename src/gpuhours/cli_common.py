@@ -49,7 +49,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash", "zero_stage": "--zero",
     "loss_kernel": "--loss-kernel",
-    "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node",
+    "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op", "usd_per_gpu_hour": "--usd-per-gpu-hour",
     "elapsed_hours": "--elapsed-hours",
@@ -174,6 +174,9 @@ PackedOpt = Annotated[bool, typer.Option(
 ParamsOpt = Annotated[float | None, typer.Option(
     help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
 PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]
+NodeOpt = Annotated[str | None, typer.Option(
+    "--node", help="Node type from the catalog (gpuhours catalog nodes), e.g. dgx-h100, "
+                   "aws-p4d: sets --gpus-per-node and --inter-node-gb-per-s.")]
 NetOpt = Annotated[float, typer.Option(
     "--inter-node-gb-per-s",
     help="Network bandwidth between nodes per GPU, GB/s one way (25 = one 200 Gb/s NIC per GPU).")]

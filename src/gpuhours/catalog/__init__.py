@@ -3,6 +3,7 @@
     from gpuhours import catalog
     catalog.gpu("H100-80GB SXM").dense_tflops.bf16    # 989.5, dense; .source says from where
     catalog.prices("a100-80gb")                       # per-GPU-hour prices, on-demand and spot
+    catalog.node("aws-p5").inter_node_gb_per_s_one_way  # 50.0 GB/s per GPU to other nodes
     entry, config = catalog.model("llama-3.1-8b")     # ModelEntry and its config.json as a dict
     entry, config = catalog.model("path/to/config.json")   # (None, dict) for one's own model
 
@@ -19,17 +20,21 @@ from typing import Any
 
 from gpuhours.catalog import _tables
 from gpuhours.catalog._load import read_config_json
-from gpuhours.catalog.schema import DenseTflops, GpuSpec, ModelEntry, PriceRow
+from gpuhours.catalog.schema import DenseTflops, GpuSpec, ModelEntry, NodeSpec, PriceRow
 
 __all__ = [
     "DenseTflops",
     "GpuSpec",
     "ModelEntry",
+    "NodeSpec",
     "PriceRow",
     "gpu",
     "gpus",
     "model",
     "models",
+    "node",
+    "node_for_gpu",
+    "nodes",
     "prices",
 ]
 
@@ -42,6 +47,33 @@ def gpu(name: str) -> GpuSpec:
 def gpus() -> list[GpuSpec]:
     """All accelerators, in catalog order."""
     return list(_tables.gpu_table()[0])
+
+
+def node(name: str) -> NodeSpec:
+    """The node type called `name` (canonical name or alias, e.g. 'dgx-h100', 'p4d.24xlarge')."""
+    return _tables.node_table()[1].lookup(name)
+
+
+def node_for_gpu(name: str, gpu_name: str) -> NodeSpec:
+    """The node type `name`, checked to carry the GPU `gpu_name` (a catalog name or alias);
+    a FieldError keyed by `node` otherwise."""
+    from gpuhours.errors import FieldError, UnknownNameError
+
+    try:
+        spec = node(name)
+    except UnknownNameError as e:
+        raise FieldError("node", e.message, e.hint) from None
+    canonical = _tables.gpu_table()[1].get(gpu_name)
+    if canonical is None or canonical.name not in spec.gpus:
+        raise FieldError("node", f"{spec.name} carries {', '.join(spec.gpus)}, not {gpu_name}.",
+                         "Name a GPU the node carries (gpuhours catalog nodes), or give the "
+                         "GPUs per node and the network per GPU of your own machines.")
+    return spec
+
+
+def nodes() -> list[NodeSpec]:
+    """All node types, in catalog order."""
+    return list(_tables.node_table()[0])
 
 
 def prices(gpu_name: str | None = None) -> list[PriceRow]:

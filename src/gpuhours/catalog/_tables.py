@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuhours.catalog._load import parse_config_json, parse_csv_rows, parse_yaml_rows
 from gpuhours.catalog._names import NameIndex
-from gpuhours.catalog.schema import GpuSpec, ModelEntry, PriceRow
+from gpuhours.catalog.schema import GpuSpec, ModelEntry, NodeSpec, PriceRow
 from gpuhours.errors import InputError
 
 if TYPE_CHECKING:
@@ -41,6 +41,30 @@ def gpu_table() -> tuple[tuple[GpuSpec, ...], NameIndex[GpuSpec]]:
     label = _label("gpus.yaml")
     rows = tuple(parse_yaml_rows((_data_dir() / "gpus.yaml").read_text("utf-8"), label, GpuSpec))
     index = NameIndex("GPU", GPU_HOW_TO_ADD, ((r.name, r.aliases, r) for r in rows), label)
+    return rows, index
+
+
+NODE_HOW_TO_ADD = ("Give --gpus-per-node and --inter-node-gb-per-s (a plan's hardware."
+                   "gpus_per_node and inter_node_gb_per_s_one_way), or add a row to "
+                   "gpuhours/catalog/data/nodes.yaml.")
+
+
+@functools.cache
+def node_table() -> tuple[tuple[NodeSpec, ...], NameIndex[NodeSpec]]:
+    """All node types, in file order, and their name index; each row's GPUs are checked to be
+    canonical names of gpus.yaml."""
+    label = _label("nodes.yaml")
+    rows = tuple(parse_yaml_rows((_data_dir() / "nodes.yaml").read_text("utf-8"), label,
+                                 NodeSpec))
+    _, gpus = gpu_table()
+    for row in rows:
+        for name in row.gpus:
+            spec = gpus.get(name)
+            if spec is None or spec.name != name:
+                raise InputError(f"{label}, {row.name!r}",
+                                 f"gpu {name!r} is not a canonical name in gpus.yaml.")
+    index = NameIndex("node type", NODE_HOW_TO_ADD, ((r.name, r.aliases, r) for r in rows),
+                      label)
     return rows, index
 
 

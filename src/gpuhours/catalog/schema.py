@@ -72,6 +72,21 @@ class GpuSpec(_Strict):
         return int(self.memory_gb * 1e9)
 
 
+class NodeSpec(_Strict):
+    """One node type: the GPUs it carries and each GPU's network to other nodes."""
+
+    name: str = Field(description="canonical short name, lower case, e.g. 'dgx-h100'")
+    aliases: list[str] = Field(default_factory=list, description="other names, matched exactly")
+    gpus: list[str] = Field(min_length=1, description="canonical names of the GPUs it carries")
+    gpus_per_node: int = Field(ge=1, le=1024)
+    within_node: str
+    network: str
+    inter_node_gb_per_s_one_way: float = Field(
+        gt=0, description="per GPU, one direction, GB/s: the node's network over its GPUs")
+    source: str
+    as_of: AsOf
+
+
 class PriceRow(_Strict):
     """A price of one GPU-hour at one provider (instance price divided by its GPU count)."""
 

@@ -51,6 +51,9 @@ class HardwareSpec(_Strict):
 
     gpu: str = Field(description="catalog name or alias, e.g. a100-80gb; or the device key "
                      "of a machine measured by `gpuhours bench` (with the ledger)")
+    node: str | None = Field(
+        default=None, description="node type from the catalog (gpuhours catalog nodes), e.g. "
+        "dgx-h100: sets gpus_per_node and inter_node_gb_per_s_one_way")
     gpus_per_node: PositiveInt = 8
     nodes: PositiveInt = 1
     inter_node_gb_per_s_one_way: PositiveFloat = Field(
@@ -64,6 +67,25 @@ class HardwareSpec(_Strict):
         default=None, description="for local hardware: energy cost of the GPUs at their TDP")
     disk_write_gb_per_s: PositiveFloat | None = Field(
         default=None, description="sequential write bandwidth of the checkpoint disk, GB/s")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node(cls, data: Any) -> Any:
+        """A catalog node type fills gpus_per_node and inter_node_gb_per_s_one_way."""
+        if not isinstance(data, dict) or not isinstance(data.get("node"), str):
+            return data  # no node, or the field's own check says what is wrong with it
+        both = sorted({"gpus_per_node", "inter_node_gb_per_s_one_way"} & data.keys())
+        if both:
+            raise ValueError(f"node {data['node']} sets {both[0]}; give one or the other")
+        from gpuhours.catalog import node_for_gpu
+        from gpuhours.errors import InputError
+
+        try:
+            n = node_for_gpu(data["node"], str(data.get("gpu")))
+        except InputError as e:
+            raise ValueError(f"{e.message} {e.hint or ''}".strip().rstrip(".")) from None
+        return {**data, "gpus_per_node": n.gpus_per_node,
+                "inter_node_gb_per_s_one_way": n.inter_node_gb_per_s_one_way}
 
     @property
     def num_gpus(self) -> int:
