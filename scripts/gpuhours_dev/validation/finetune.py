@@ -74,6 +74,16 @@ MODELS: dict[str, tuple[str, str]] = {
     "Llama 3.1 70B": ("llama-3-70b", "Llama 3.1 70B has Llama 3 70B's shape (the catalog's)"),
     "Llama 3.3 70B Instruct": ("llama-3-70b",
                                "Llama 3.3 70B has Llama 3 70B's shape (the catalog's)"),
+    # Qwen-1 (QwenLM/Qwen's README, ms-swift's benchmark): the -Chat and GPTQ -Int4 checkpoints
+    # have the base model's architecture; the quantisation is the setup's base_quant
+    "Qwen-1.8B": ("qwen-1.8b", ""), "Qwen-7B": ("qwen-7b", ""), "Qwen-14B": ("qwen-14b", ""),
+    "Qwen-72B": ("qwen-72b", ""),
+    "Qwen-1.8B-Chat-Int4": ("qwen-1.8b", "Qwen-1.8B-Chat-Int4 has Qwen-1.8B's shape"),
+    "Qwen-7B-Chat-Int4": ("qwen-7b", "Qwen-7B-Chat-Int4 has Qwen-7B's shape"),
+    "Qwen-14B-Chat-Int4": ("qwen-14b", "Qwen-14B-Chat-Int4 has Qwen-14B's shape"),
+    "Qwen-72B-Chat-Int4": ("qwen-72b", "Qwen-72B-Chat-Int4 has Qwen-72B's shape"),
+    "qwen-1_8b-chat": ("qwen-1.8b", ""), "qwen-7b-chat": ("qwen-7b", ""),
+    "qwen-14b-chat": ("qwen-14b", ""), "qwen-72b-chat": ("qwen-72b", ""),
 }
 
 #: the row's GPU text -> (catalog name, assumption)
@@ -97,9 +107,7 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
-    "gptq-lora": "quantised base other than bnb 4-bit (GPTQ)",
     "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
-    "lora (+ trainable wte/lm_head)": "LoRA with trained embeddings and LM head not modelled",
     "lora (DoRA)": "DoRA not modelled",
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
@@ -133,6 +141,16 @@ def source_name(citation: str) -> str:
     raise ValueError(f"unknown source {citation[:60]!r}")  # pragma: no cover
 
 
+#: the method text of LoRA with peft's modules_to_save=["wte", "lm_head"] (Qwen's "LoRA (emb)")
+LORA_EMB = "lora (+ trainable wte/lm_head)"
+
+
+def _base_quant(r: dict[str, str]) -> str:
+    """The 4-bit base of a qlora row: a GPTQ or AWQ checkpoint, else bitsandbytes NF4."""
+    quant = r["quant"].lower()
+    return "gptq-int4" if "gptq" in quant else "awq-int4" if "awq" in quant else "nf4"
+
+
 def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
     """(full/lora/qlora, why not expressible)."""
     m, quant = r["method"], r["quant"].lower()
@@ -141,10 +159,15 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
     if m.startswith("PEFT fine-tune"):
         return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
     base = m.removesuffix(" (Hugging Face + FA2)")
+    base = {LORA_EMB: "lora", "gptq-lora": "lora"}.get(base, base)
     if base not in ("full", "lora", "qlora"):
         return None, f"PEFT method other than LoRA ({m})"
-    if "gptq" in quant or "awq" in quant or "aqlm" in quant:
-        return None, "quantised base other than bnb 4-bit"
+    if "aqlm" in quant:
+        return None, "quantised base other than 4-bit NF4, GPTQ or AWQ (AQLM 2-bit)"
+    if "gptq" in quant or "awq" in quant:
+        if "int8" in quant or "8-bit" in quant:
+            return None, "quantised base other than 4-bit NF4, GPTQ or AWQ (GPTQ int8)"
+        return "qlora", None
     if "quantiz" in quant:
         return None, "GaLore with weight quantisation not modelled"
     if "nf4" in quant or "4-bit" in quant or "int4 (bnb)" in quant:
@@ -160,7 +183,10 @@ _ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
 _NAMES = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "output_proj": "o",
           "attn out proj": "o", "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
           "q": "q", "k": "k", "v": "v", "o": "o", "gate": "gate", "up": "up", "down": "down",
-          "mlp": "gate,up,down", "MLP": "gate,up,down", "lm_head": "lm_head"}
+          "mlp": "gate,up,down", "MLP": "gate,up,down", "lm_head": "lm_head",
+          # Qwen-1 (modeling_qwen.py): c_attn is q, k and v fused; peft's suffix match puts
+          # "c_proj" on both attn.c_proj (o) and mlp.c_proj (down); w2 is the gate, w1 the up
+          "c_attn": "q,k,v", "c_proj": "o,down", "w1": "up", "w2": "gate"}
 
 
 def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | None]:
@@ -275,6 +301,8 @@ def _parallel(r: dict[str, str], n: int) -> tuple[int, str, str | None]:
         return 3, "", None
     if "ZeRO stage not stated" in p and r["source"].startswith("InternLM/xtuner"):
         return 3, "DeepSpeed ZeRO stage not stated: ZeRO-3 assumed", None
+    if "finetune_lora_ds.sh" in p and "ZeRO stage not stated" in p:
+        return 2, "ZeRO stage not stated: finetune_lora_ds.sh's ds_config_zero2.json assumed", None
     return 0, "", "multi-GPU layout not stated"
 
 
@@ -325,6 +353,9 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     notes.append(ckpt_note)
     precision, prec_note = _precision(r)
     notes.append(prec_note)
+    if method == "full" and precision in ("bf16", "fp16"):
+        precision, ds_note = _deepspeed_precision(r, source, precision)
+        notes.append(ds_note)
     lora: dict[str, Any] = {}
     if method != "full":
         targets, t_note, why = _targets(r, source)
@@ -332,8 +363,14 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             return skip(why or "targets", method)
         if not r["lora_r"]:
             return skip("LoRA rank not stated", method)
-        lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets}
+        lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
+                "lora_trainable_embeddings": r["method"] == LORA_EMB}
         notes.append(t_note)
+        notes.append(_fused_qkv_note(r, model, int(r["lora_r"])))
+        if method == "qlora":
+            lora["base_quant"] = _base_quant(r)
+            if "deepspeed" in r["parallelism"].lower() and n == 1:
+                notes.append("DeepSpeed ZeRO-2 on one GPU: its gradient buckets not modelled")
         if "nf4" in r["quant"] and "dq" not in r["quant"] and "torchao" not in r["quant"]:
             notes.append("NF4 without double quantisation: 0.37 bit/param more than modelled")
         if "torchao" in r["quant"] or "torchtune NF4" in r["quant"]:
@@ -348,6 +385,9 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("gradient accumulation not stated: 1 assumed")
     gpu, gpu_size_only, gpu_note = _gpu(r["gpu"])
     notes.append(gpu_note)
+    if "truncation_strategy default 'delete'" in r["notes"]:
+        notes.append("samples of variable length up to the maximum: the peak taken at a "
+                     "full-length sample")
     arch, _ = resolve_model(model)
     try:
         t = Training.model_validate(dict(
@@ -360,6 +400,30 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
                   setup=setup, skipped=None)
+
+
+def _deepspeed_precision(r: dict[str, str], source: str, precision: str) -> tuple[str, str]:
+    """Full fine-tuning through DeepSpeed keeps fp32 master weights and moments beside the
+    half-precision weights (its bf16/fp16 optimizer): -mixed. Qwen's README runs full
+    fine-tuning with finetune_ds.sh, its one full-parameter script (DeepSpeed ZeRO-3)."""
+    said = "deepspeed" in r["parallelism"].lower() or "finetune_ds.sh" in r["parallelism"]
+    if said:
+        return f"{precision}-mixed", "DeepSpeed: fp32 master weights and moments"
+    if source == "Qwen":
+        return (f"{precision}-mixed", "Qwen's full fine-tuning script is finetune_ds.sh "
+                "(DeepSpeed): fp32 master weights and moments assumed")
+    return precision, ""
+
+
+def _fused_qkv_note(r: dict[str, str], model: str, rank: int) -> str:
+    """Qwen-1's c_attn is q, k and v in one linear: peft puts one adapter on it, r x (d + 3d),
+    where the estimate counts three, r x (d + d) each: 2 r d parameters per layer more."""
+    if not r["target_modules"].startswith("c_attn"):
+        return ""
+    arch, _ = resolve_model(model)
+    extra = 2 * rank * arch.hidden_size * arch.num_layers
+    return (f"c_attn fuses q, k and v (one adapter, counted as three: {extra / 1e6:.1f}M "
+            f"adapter parameters more than peft's)")
 
 
 def _gpu(text: str) -> tuple[GpuSpec | None, bool, str]:
@@ -381,6 +445,10 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
     parts: list[str] = [t.method]
     if t.method != "full":
         parts.append(f"r{t.lora_rank} {t.lora_targets}")
+    if t.lora_trainable_embeddings:
+        parts.append("trainable embeddings and LM head (modules_to_save)")
+    if t.method == "qlora":
+        parts.append(f"{t.base_quant} base")
     parts += [t.precision, f"micro-batch {t.micro_batch} x {t.seq_len}"]
     if t.grad_accum > 1:
         parts.append(f"x accumulation {t.grad_accum}")

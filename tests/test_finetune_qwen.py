@@ -1,0 +1,73 @@
+"""The Qwen-1 rows of finetune_runs.csv (QwenLM/Qwen README's profile, ms-swift's benchmark)
+mapped to setups, checked by hand against the rows' own text (issue 14)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours.estimate.memory import training_memory
+from gpuhours_dev.validation import _rows
+from gpuhours_dev.validation.finetune import DATA, GB, GIB, map_row, memory_figure
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return _rows(DATA)
+
+
+def test_lora_emb_row(rows) -> None:
+    """Row 131: Qwen-7B 'LoRA (emb)' at 256 tokens, batch 1 x accumulation 8, r64 on c_attn,
+    c_proj, w1, w2 (every linear), bf16, checkpointing, one A100-SXM4-80G; README 33.7 GB."""
+    m = map_row(131, rows[130])
+    t = m.training
+    assert m.skipped is None and t is not None and m.gpu is not None
+    assert (t.model, t.method, t.lora_rank, t.lora_targets) == ("qwen-7b", "lora", 64,
+                                                                 "all-linear")
+    assert t.lora_trainable_embeddings and t.base_quant == "nf4"
+    assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing, t.precision) == (
+        1, 256, 8, True, "bf16")
+    assert (m.num_gpus, m.gpu.name, t.zero_stage) == (1, "a100-80gb", 0)
+    assert "modules_to_save" in m.setup and "c_attn fuses q, k and v" in m.setup
+    fig = memory_figure(rows[130])
+    assert fig is not None and fig.kind == "unstated" and fig.bytes == pytest.approx(33.7 * GB)
+
+
+def test_int4_row_is_a_gptq_base_in_fp16(rows) -> None:
+    """Row 137: Qwen-7B-Chat-Int4 Q-LoRA (GPTQConfig bits=4), --fp16, the Int4 checkpoint's
+    architecture is Qwen-7B's; DeepSpeed ZeRO-2 on one GPU, said in the setup."""
+    m = map_row(137, rows[136])
+    t = m.training
+    assert m.skipped is None and t is not None
+    assert (t.model, t.method, t.base_quant, t.precision) == ("qwen-7b", "qlora", "gptq-int4",
+                                                              "fp16")
+    assert not t.lora_trainable_embeddings
+    assert "DeepSpeed ZeRO-2 on one GPU" in m.setup and "gptq-int4 base" in m.setup
+
+
+def test_full_row_runs_deepspeeds_mixed_precision(rows) -> None:
+    """Row 143: Qwen-7B full on 2 GPUs with finetune_ds.sh (DeepSpeed ZeRO-3): bf16 weights
+    with fp32 master weights and moments."""
+    m = map_row(143, rows[142])
+    t = m.training
+    assert m.skipped is None and t is not None
+    assert (t.method, t.precision, t.zero_stage, m.num_gpus) == ("full", "bf16-mixed", 3, 2)
+    assert "fp32 master weights" in m.setup
+
+
+def test_ms_swift_c_attn_row(rows) -> None:
+    """Row 182: ms-swift qwen-7b-chat LoRA r8 on c_attn (q, k, v fused) at max length 2048;
+    torch.cuda.max_memory_reserved 27.74 GiB; variable-length samples (peak at full length)."""
+    m = map_row(182, rows[181])
+    t = m.training
+    assert m.skipped is None and t is not None
+    assert (t.model, t.method, t.lora_rank, t.lora_targets, t.seq_len) == (
+        "qwen-7b", "lora", 8, "attention", 2048)
+    assert "full-length sample" in m.setup and "targets q,k,v" in m.setup
+    fig = memory_figure(rows[181])
+    assert fig is not None and fig.kind == "reserved" and fig.bytes == pytest.approx(27.74 * GIB)
+    assert training_memory(t.arch, t, 1).reserved_bytes > 0
+
+
+def test_gptq_int8_stays_unexpressed(rows) -> None:
+    m = map_row(184, rows[183])
+    assert m.training is None and m.skipped is not None and "GPTQ int8" in m.skipped
