@@ -3,8 +3,9 @@
 estimate/params.py counts a model as num_layers copies of one block. This module counts the
 models that break that (ModelArch.mixed): multi-head latent attention (DeepSeek-V2/V3), MoE
 models whose first layers are dense (DeepSeek's first_k_dense_replace), and shared experts
-without a gate. It sums each part over the layers and hands ParamCounts the per-layer means
-rounded down, with the remainder carried so that `total` and `matmul_active` stay exact.
+without a gate. It sums each part over the layers and gives estimate/params.py's ParamCounts the
+per-layer means rounded down, with the remainder carried so that `total` and `matmul_active`
+stay exact.
 Each formula follows the module transformers builds (cited per function); the totals are held
 to `sum(p.numel())` of that model by tests/test_catalog_models.py.
 """
@@ -12,18 +13,32 @@ to `sum(p.numel())` of that model by tests/test_catalog_models.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from gpuhours.estimate.params import (
-    ParamCounts,
-    _ffn_params,
-    attention_params,
-    norm_params,
-)
 from gpuhours.estimate.vision import vision_params
 
 if TYPE_CHECKING:
     from gpuhours.estimate.arch import ModelArch
+
+
+def _ffn(d: int, ffn: int, gated: bool, bias: bool) -> int:
+    """One MLP: gate, up, down (gated) or up, down, with their biases (as estimate/params.py;
+    this module does not import it, which imports this one)."""
+    return (3 if gated else 2) * d * ffn + (((2 * ffn if gated else ffn) + d) if bias else 0)
+
+
+def _norm(arch: ModelArch) -> int:
+    return 2 * arch.hidden_size if arch.norm_bias else arch.hidden_size
+
+
+def _grouped_query_attention(arch: ModelArch, weights_only: bool) -> int:
+    """q, k, v, o (+ biases, + per-head q/k RMSNorms), as estimate/params.attention_params."""
+    d = arch.hidden_size
+    weights = 2 * d * arch.q_dim + 2 * d * arch.kv_dim
+    if weights_only:
+        return weights
+    biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (d if arch.out_bias else 0)
+    return weights + biases + (2 * arch.head_dim if arch.qk_norm else 0)
 
 
 def latent_attention_params(arch: ModelArch, weights_only: bool = False) -> int:
@@ -53,7 +68,7 @@ def latent_attention_params(arch: ModelArch, weights_only: bool = False) -> int:
 def _attention(arch: ModelArch, weights_only: bool = False) -> int:
     if arch.mla is not None:
         return latent_attention_params(arch, weights_only)
-    return attention_params(arch, weights_only)
+    return _grouped_query_attention(arch, weights_only)
 
 
 def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
@@ -62,12 +77,12 @@ def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
     transformers stores the experts as 3-D parameters (gate_up_proj, down_proj) without biases."""
     d = arch.hidden_size
     experts = arch.experts_per_token if active_only else arch.num_experts
-    routed = experts * _ffn_params(d, arch.moe_intermediate_size, arch.gated_mlp, False)
+    routed = experts * _ffn(d, arch.moe_intermediate_size, arch.gated_mlp, False)
     router = d * arch.num_experts
     shared = 0
     if arch.shared_expert_intermediate_size:
         bias = arch.mlp_bias and not weights_only  # DeepSeek-V2's shared MLP honours mlp_bias
-        shared = _ffn_params(d, arch.shared_expert_intermediate_size, True, bias)
+        shared = _ffn(d, arch.shared_expert_intermediate_size, True, bias)
         shared += d if arch.shared_expert_gate else 0
     return routed + router + shared
 
@@ -90,8 +105,8 @@ def layer_sums(arch: ModelArch) -> LayerSums:
     d = arch.hidden_size
     layers, moe = arch.num_layers, arch.moe_layers
     dense = layers - moe
-    dense_mlp = _ffn_params(d, arch.intermediate_size, arch.gated_mlp, arch.mlp_bias)
-    dense_w = _ffn_params(d, arch.intermediate_size, arch.gated_mlp, False)
+    dense_mlp = _ffn(d, arch.intermediate_size, arch.gated_mlp, arch.mlp_bias)
+    dense_w = _ffn(d, arch.intermediate_size, arch.gated_mlp, False)
     mlp = dense * dense_mlp
     mlp_active = dense * dense_mlp
     matmul = layers * _attention(arch, weights_only=True) + dense * dense_w
@@ -103,28 +118,29 @@ def layer_sums(arch: ModelArch) -> LayerSums:
         attention=layers * _attention(arch),
         mlp=mlp,
         mlp_active=mlp_active,
-        norms=layers * arch.norms_per_block * norm_params(arch),
+        norms=layers * arch.norms_per_block * _norm(arch),
         matmul_active=matmul,
     )
 
 
-def mixed_param_counts(arch: ModelArch) -> ParamCounts:
-    """ParamCounts of a mixed model: per-layer fields are means over the layers rounded down
-    (what per-layer consumers such as ZeRO-3's gathered unit need to within one parameter);
-    `layers_remainder` and `matmul_remainder` carry the rest so totals are exact."""
+def mixed_param_fields(arch: ModelArch) -> dict[str, Any]:
+    """The fields of estimate/params.ParamCounts for a mixed model: per-layer fields are means
+    over the layers rounded down (what per-layer consumers such as ZeRO-3's gathered unit need,
+    to within one parameter); `layers_remainder` and `matmul_remainder` carry the rest so that
+    the totals are exact."""
     d = arch.hidden_size
     s = layer_sums(arch)
     n = arch.num_layers
     attn, mlp, mlp_active, norms = s.attention // n, s.mlp // n, s.mlp_active // n, s.norms // n
     matmul = s.matmul_active // n
-    return ParamCounts(
+    return dict(
         embedding=arch.vocab_size * d + arch.position_embeddings * d,
         lm_head=0 if arch.tie_embeddings else arch.vocab_size * d,
         attention_per_layer=attn,
         mlp_per_layer=mlp,
         mlp_active_per_layer=mlp_active,
         norms_per_layer=norms,
-        final_norm=norm_params(arch),
+        final_norm=_norm(arch),
         extra=arch.extra_params,
         num_layers=n,
         matmul_per_layer=matmul,

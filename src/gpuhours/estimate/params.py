@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuhours.estimate.blocks import mixed_param_fields
 from gpuhours.estimate.vision import vision_params
 
 if TYPE_CHECKING:  # arch counts an uncovered config through this module: no import back
@@ -106,9 +107,7 @@ def norm_params(arch: ModelArch) -> int:
 def count_params(arch: ModelArch) -> ParamCounts:
     """Parameter counts by part for `arch`."""
     if arch.mixed:  # latent attention, dense and MoE layers mixed: estimate/blocks.py
-        from gpuhours.estimate.blocks import mixed_param_counts  # blocks imports this module
-
-        return mixed_param_counts(arch)
+        return ParamCounts(**mixed_param_fields(arch))
     d = arch.hidden_size
     embedding = arch.vocab_size * d + arch.position_embeddings * d
     head_matmul = 0 if arch.encoder else arch.vocab_size * d
