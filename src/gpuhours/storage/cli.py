@@ -3,6 +3,7 @@ this module must not import torch at import time (imports go inside the command 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +26,21 @@ SettleOpt = Annotated[float, typer.Option(
 MarkerOpt = Annotated[str, typer.Option(
     help="File whose presence marks a finished checkpoint (the Trainer writes it last).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+RemoveOpt = Annotated[bool, typer.Option("--yes", help="Remove; without it nothing changes.")]
+
+
+def _show(result: Any, render: Callable[[Any, Any], None], as_json: bool,
+          failed: bool = False) -> None:
+    """Print a command's result (JSON on stdout, else rendered), then exit with code 1 when
+    `failed`: a removal failed, or the cap cannot be met."""
+    from gpuhours.cli_common import emit_json, out
+
+    if as_json:
+        emit_json(result)
+    else:
+        render(result, out)
+    if failed:
+        raise typer.Exit(code=1)
 
 
 def _policy(keep_last: int | None, keep_best: int, metric: str | None, mode: str | None,
@@ -55,8 +71,7 @@ def _out_of_natural_order(files: list[str]) -> bool:
 
 def register(app: typer.Typer) -> None:
     """Add the `storage` sub-app (report, prune, evict, consolidate) to `app`."""
-    from gpuhours.cli_common import emit_json as _emit_json
-    from gpuhours.cli_common import out, user_errors
+    from gpuhours.cli_common import user_errors
     from gpuhours.storage.retention import DEFAULT_SETTLE_S
 
     storage_app = typer.Typer(no_args_is_help=True, help="Sizes by kind under a directory; safe "
@@ -84,11 +99,7 @@ def register(app: typer.Typer) -> None:
         from gpuhours.storage.report import storage_report
 
         policy = _policy(keep_last, keep_best, metric, mode, metrics_file, settle_s, marker)
-        r = storage_report(directory, policy)
-        if as_json:
-            _emit_json(r)
-        else:
-            render_report(r, out)
+        _show(storage_report(directory, policy), render_report, as_json)
 
     @storage_app.command("prune")
     @user_errors
@@ -103,8 +114,7 @@ def register(app: typer.Typer) -> None:
         metrics_file: MetricsFileOpt = None,
         settle_s: SettleOpt = DEFAULT_SETTLE_S.value,
         marker: MarkerOpt = "trainer_state.json",
-        yes: Annotated[bool, typer.Option("--yes", help="Remove; without it nothing changes.")]
-        = False,
+        yes: RemoveOpt = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Remove old checkpoints: Hugging Face checkpoint-<step> directories, and checkpoint
@@ -123,12 +133,7 @@ def register(app: typer.Typer) -> None:
                                             "is always kept).")
         policy = _policy(keep_last, keep_best, metric, mode, metrics_file, settle_s, marker)
         r = prune_dir(directory, policy, yes=yes)
-        if as_json:
-            _emit_json(r)
-        else:
-            render_prune(r, out)
-        if r.failed:
-            raise typer.Exit(code=1)
+        _show(r, render_prune, as_json, failed=bool(r.failed))
 
     @storage_app.command("evict")
     @user_errors
@@ -141,8 +146,7 @@ def register(app: typer.Typer) -> None:
         settle_s: Annotated[float, typer.Option(
             help="A file modified less than this many seconds ago may still be being written "
                  "and is never evicted.")] = 60.0,
-        yes: Annotated[bool, typer.Option("--yes", help="Remove; without it nothing changes.")]
-        = False,
+        yes: RemoveOpt = False,
         as_json: JsonOpt = False,
     ) -> None:
         """Bring a cache directory under --max-size by removing its least recently used files
@@ -158,12 +162,7 @@ def register(app: typer.Typer) -> None:
             raise InputError("--settle-s", f"expected seconds >= 0, got {settle_s}.")
         r = evict_dir(directory, parse_size_bytes(max_size, "--max-size"), apply=yes,
                       settle_s=settle_s)
-        if as_json:
-            _emit_json(r)
-        else:
-            render_eviction(r, out)
-        if r.over_cap:
-            raise typer.Exit(code=1)
+        _show(r, render_eviction, as_json, failed=bool(r.over_cap))
 
     @storage_app.command("consolidate")
     @user_errors
@@ -221,7 +220,4 @@ def register(app: typer.Typer) -> None:
                 "applied": yes, "keep_originals": keep_originals,
                 "natural_order": _out_of_natural_order(files),
                 "result": result.model_dump() if result else None}
-        if as_json:
-            _emit_json(plan)
-        else:
-            render_consolidation(plan, out)
+        _show(plan, render_consolidation, as_json)

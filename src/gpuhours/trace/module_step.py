@@ -27,24 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import (
-    DataDependentOutputException,
-    DynamicOutputShapeException,
-    FakeTensorMode,
-    UnsupportedOperatorException,
-)
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuhours.bench.module_spec import InputSpec, make_inputs
 from gpuhours.errors import FieldError, InputError
-from gpuhours.torchkit.flops import flop_registry
 from gpuhours.torchkit.loss import loss_of
 from gpuhours.trace.accounting import StorageLog
 from gpuhours.trace.attention import cuda_like_dropout, cuda_like_sdpa
 from gpuhours.trace.autocast import cuda_fp32_policy
 from gpuhours.trace.build import materialise as _materialise
-from gpuhours.trace.location import ModuleLocator
-from gpuhours.trace.step import warm_up_optimizer
-from gpuhours.trace.tracker import StorageTracker
+from gpuhours.trace.step import STEP_FAILURES, step_failures_named, tracked_model, warm_up_optimizer
 
 #: precisions of a plain PyTorch loop: fp32; autocast over fp32 weights (-mixed and -amp are
 #: the same thing here: fp16 adds a GradScaler); the whole model cast to half
@@ -161,13 +153,7 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
     """One training step of `fm` at `batch`, on fake tensors, with the optimizer state made
     beforehand; every allocation, free, FLOP and byte of the step recorded."""
     model = fm.model
-    locator = ModuleLocator()
-    locator.install(model)
-    tracker = StorageTracker(locator, head_paths=(), root_paths=(), flop_formulas=flop_registry())
-    for p in fm.params:
-        tracker.register(p, "parameters")
-    for b in model.buffers():
-        tracker.register(b, "parameters")
+    locator, tracker = tracked_model(model, fm.params)
     with fm.fake:
         kwargs = make_inputs(specs, batch)
     for t in kwargs.values():
@@ -180,8 +166,13 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     level = fake_log.level
     fake_log.setLevel(logging.CRITICAL)
+    named = step_failures_named(
+        spec, locator, tracker, why=": its shapes depend on tensor values", at=f" at batch {batch}",
+        cannot_run_hint="`gpuhours bench --module` measures it on this machine instead.",
+        failed_hint="Check --input (names, dtypes and shapes the model's forward takes) and "
+                    "--precision.", failures=(*STEP_FAILURES, AttributeError))
     try:
-        with fm.fake, tracker, _as_on_gpu(amp is not None):
+        with named, fm.fake, tracker, _as_on_gpu(amp is not None):
             tracker.count_ops = False
             warm_up_optimizer(optimizer, fm.trainable, tracker)
             tracker.count_ops = tracker.count_modules = True
@@ -208,21 +199,6 @@ def trace_batch(fm: FakeModule, specs: Sequence[InputSpec], batch: int, precisio
             optimizer.step()
             tracker.begin(0, "zero_grad")
             optimizer.zero_grad(set_to_none=True)
-    except (UnsupportedOperatorException, DynamicOutputShapeException,
-            DataDependentOutputException) as e:
-        raise InputError(spec, f"the fake-tensor mode cannot run operator {e.func} of this "
-                               f"model, in {locator.current() or 'the model'} "
-                               f"({type(e).__name__}): its shapes depend on tensor values.",
-                         "`gpuhours bench --module` measures it on this machine instead.") \
-            from None
-    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError,
-            AttributeError) as e:
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        raise InputError(spec, f"the training step failed in {locator.current() or 'the model'}"
-                               f" during {tracker.phase} at batch {batch}: "
-                               f"{type(e).__name__}: {first}",
-                         "Check --input (names, dtypes and shapes the model's forward takes) "
-                         "and --precision.") from None
     finally:
         fake_log.setLevel(level)
         tracker.close()

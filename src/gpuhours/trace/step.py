@@ -12,6 +12,7 @@ import contextlib
 import resource
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,49 @@ def _root_paths(hf_path: str) -> tuple[str, ...]:
     return tuple(".".join(parts[:i]) for i in range(len(parts) + 1))
 
 
+#: what a model raises when it cannot run the setup (shapes that do not fit, an option this
+#: architecture lacks): said as the user's error, where it failed, not as a traceback
+STEP_FAILURES: tuple[type[Exception], ...] = (RuntimeError, ValueError, TypeError, IndexError,
+                                              NotImplementedError)
+
+
+def tracked_model(model: torch.nn.Module, params: Iterable[torch.nn.Parameter],
+                  head_paths: tuple[str, ...] = (), root_paths: tuple[str, ...] = ()
+                  ) -> tuple[ModuleLocator, StorageTracker]:
+    """A module locator installed on `model` (the caller removes it) and a storage tracker that
+    counts FLOPs, with `params` and the model's buffers registered as parameters."""
+    locator = ModuleLocator()
+    locator.install(model)
+    tracker = StorageTracker(locator, head_paths=head_paths, root_paths=root_paths,
+                             flop_formulas=flop_registry())
+    for p in params:
+        tracker.register(p, "parameters")
+    for b in model.buffers():
+        tracker.register(b, "parameters")
+    return locator, tracker
+
+
+@contextlib.contextmanager
+def step_failures_named(where: str, locator: ModuleLocator, tracker: StorageTracker, *,
+                        cannot_run_hint: str, failed_hint: str, why: str = "", at: str = "",
+                        failures: tuple[type[Exception], ...] = STEP_FAILURES) -> Iterator[None]:
+    """A traced step's failure as an InputError of `where`, naming the module (and phase) it
+    failed in: an operator the fake-tensor mode cannot run (`why` says more), or the model
+    refusing the setup (`failures`; `at` adds to the phase, e.g. " at batch 8")."""
+    try:
+        yield
+    except (UnsupportedOperatorException, DynamicOutputShapeException,
+            DataDependentOutputException) as e:
+        raise InputError(where, f"the fake-tensor mode cannot run operator {e.func} of this "
+                                f"model, in {locator.current() or 'the model'} "
+                                f"({type(e).__name__}){why}.", cannot_run_hint) from None
+    except failures as e:
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise InputError(where, f"the training step failed in {locator.current() or 'the model'} "
+                                f"during {tracker.phase}{at}: {type(e).__name__}: {first}",
+                         failed_hint) from None
+
+
 def make_batch(built: BuiltModel, setup: TraceSetup) -> dict[str, torch.Tensor]:
     ids = torch.zeros((setup.training.micro_batch, setup.training.seq_len), dtype=torch.long)
     if built.encoder:
@@ -75,24 +119,24 @@ def run_steps(cfg: dict[str, Any], setup: TraceSetup, where: str) -> StepTrace:
     fake = FakeTensorMode()
     built = build_fake_model(cfg, setup, fake, where)
     model = built.model
-    locator = ModuleLocator()
-    locator.install(model)
-    tracker = StorageTracker(locator, head_paths=(built.head_path,),
-                             root_paths=_root_paths(built.hf_path), flop_formulas=flop_registry())
     params = list(dict.fromkeys(model.parameters()))  # a tied weight once
     trainable = [p for p in params if p.requires_grad]
-    for p in params:
-        tracker.register(p, "parameters")
-    for b in model.buffers():
-        tracker.register(b, "parameters")
+    locator, tracker = tracked_model(model, params, (built.head_path,),
+                                     _root_paths(built.hf_path))
     with fake:
         batch = make_batch(built, setup)
     for t in batch.values():
         tracker.register(t, "inputs")
     optimizer = make_optimizer(trainable, setup)
     prec = torch_precision(setup.training.precision, setup.training.method)
+    named = step_failures_named(
+        where, locator, tracker,
+        cannot_run_hint="Use `gpuhours estimate` for the analytic figures (basis: formula).",
+        failed_hint="Check the config.json and options; `gpuhours estimate` gives the analytic "
+                    "figures (basis: formula).")
     try:
-        with fake, tracker, as_on_gpu(setup.training.flash_attention, prec.autocast_dtype is not None):
+        with named, fake, tracker, as_on_gpu(setup.training.flash_attention,
+                                              prec.autocast_dtype is not None):
             if setup.steps == 1:
                 tracker.count_ops = False
                 warm_up_optimizer(optimizer, trainable, tracker)
@@ -103,21 +147,6 @@ def run_steps(cfg: dict[str, Any], setup: TraceSetup, where: str) -> StepTrace:
                     tracker.log.reset_peak()
                 one_step(model, batch, optimizer, trainable, tracker, step, prec.autocast_dtype,
                          setup.training.grad_accum)
-    except (UnsupportedOperatorException, DynamicOutputShapeException,
-            DataDependentOutputException) as e:
-        raise InputError(where, f"the fake-tensor mode cannot run operator {e.func} of this "
-                                f"model, in {locator.current() or 'the model'} "
-                                f"({type(e).__name__}).",
-                         "Use `gpuhours estimate` for the analytic figures (basis: formula).") \
-            from None
-    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as e:
-        # a configuration that makes no sense to the model (shapes that do not fit, an option
-        # this architecture lacks): name where it failed instead of a traceback
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        raise InputError(where, f"the training step failed in {locator.current() or 'the model'} "
-                                f"during {tracker.phase}: {type(e).__name__}: {first}",
-                         "Check the config.json and options; `gpuhours estimate` gives the "
-                         "analytic figures (basis: formula).") from None
     finally:
         tracker.close()
         locator.remove()
