@@ -72,7 +72,7 @@ class _LazyGroup(TyperGroup):
             import importlib
 
             module = importlib.import_module(LAZY_COMMANDS[cmd_name])
-            holder = typer.Typer()
+            holder = typer.Typer(rich_markup_mode=None)
             module.register(holder)
             for name, command in typer.main.get_group(holder).commands.items():
                 self.add_command(command, name)
@@ -84,6 +84,9 @@ _APP_SETTINGS: dict[str, Any] = dict(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # click's plain help: Rich's option tables cut long option names (--images-per-exa…) at
+    # 80 columns, the width when piped; click's wraps the help text and keeps every name whole
+    rich_markup_mode=None,
     help="Predict memory, time and cost of ML training from physics; check it; track it.",
 )
 app = typer.Typer(**_APP_SETTINGS)
