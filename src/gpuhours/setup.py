@@ -55,8 +55,11 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: CEWithChunkedOutputLoss (logits in chunks, one chunk upcast at a time); fused-linear: Liger's
 #: fused linear cross-entropy (LM head + loss by chunks of tokens, gradients in the forward);
 #: cut-ce: Apple's Cut Cross-Entropy (axolotl's CutCrossEntropyPlugin: logits never written
-#: to memory, recomputed blockwise in backward)
-LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce"]
+#: to memory, recomputed blockwise in backward); half: a model's own cross-entropy on its
+#: half-precision logits without autocast (no .float(): Qwen-1's modeling_qwen.py under
+#: DeepSpeed's fp16/bf16 engine, which casts the model and runs no torch.autocast): the
+#: logits and log-softmax stay in the activation dtype
+LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half"]
 #: a serving engine with paged KV cache and continuous batching (vLLM), or HF `generate`
 Engine = Literal["vllm", "hf-generate"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
@@ -227,6 +230,11 @@ class Training(_ReadsModel):
         if self.method == "qlora" and self.precision in ("fp32", "fp8-mixed"):
             raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
                              f"4-bit base; {self.precision} precision conflicts with it.")
+        if self.loss_kernel == "half" and (self.precision == "fp32"
+                                           or self.precision.endswith("-amp")):
+            raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "
+                             f"half-precision logits without autocast; under {self.precision} "
+                             "the log-softmax runs in fp32.", "Use loss kernel hf.")
         if self.base_quant != "nf4" and self.method != "qlora":
             raise FieldError(("base_quant", "method"), f"a {self.base_quant} base is a quantised "
                              f"base for qlora; {self.method} trains on an unquantised one.")

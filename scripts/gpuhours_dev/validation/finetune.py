@@ -353,9 +353,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     notes.append(ckpt_note)
     precision, prec_note = _precision(r)
     notes.append(prec_note)
+    deepspeed = "deepspeed" in r["parallelism"].lower()
     if method == "full" and precision in ("bf16", "fp16"):
         precision, ds_note = _deepspeed_precision(r, source, precision)
         notes.append(ds_note)
+        deepspeed = deepspeed or "DeepSpeed" in ds_note
     lora: dict[str, Any] = {}
     if method != "full":
         targets, t_note, why = _targets(r, source)
@@ -379,6 +381,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if state and state.group(4) == "True":
         return skip("activation offload to CPU not modelled", method)
     loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
+    if deepspeed and resolve_model(model)[0].model_type == "qwen":
+        # DeepSpeed's fp16/bf16 engine casts the model and runs no torch.autocast, and Qwen-1's
+        # loss is CrossEntropyLoss on the half-precision logits (no .float())
+        loss_kernel = "half"
+        notes.append("Qwen-1's loss on half-precision logits under DeepSpeed (no autocast)")
     accum = _int(r["grad_accum"])
     if accum is None:
         accum = 1

@@ -175,6 +175,10 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
     "fused-linear": _a("logits_traffic_bytes_per_element.fused-linear", 8.0, "bytes per logit",
                        "count: Liger FLCE chunk write (2) + cross-entropy kernel 2 reads + "
                        "in-place gradient write (2 + 2 + 2)"),
+    "half": _a("logits_traffic_bytes_per_element.half", 20.0, "bytes per logit",
+               "count: logits write, log-softmax read and write; backward: the loss gradient "
+               "write, log-softmax backward two reads and a write, the slice's zero-fill and "
+               "copy (2 bytes each)"),
     "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }

@@ -328,6 +328,10 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
         return chunk * v * a + tokens * arch.hidden_size * a + 4 * tokens
     if t.loss_kernel == "cut-ce":
         return 8.0 * tokens
+    if t.loss_kernel == "half":
+        # the logits and log-softmax's output (a each); the shifted labels' slice of the
+        # logits is contiguous at micro-batch 1 and copied (a) above it
+        return tokens * v * a * (3 if t.micro_batch > 1 else 2)
     per_element = (a + 4 + 4) if a < 4 else (3 * a)
     return tokens * v * per_element
 
@@ -348,6 +352,10 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
     - fused-linear: the gradients were made in the forward; backward scales them: N H a + 4 N.
     - cut-ce: the input gradient is written blockwise (N H a) beside the log-sum-exp and loss
       (8 N); its dtype is assumed to be the activations'.
+    - half: log-softmax's saved output, the gradient of it and its input gradient, all in the
+      activation dtype: N V 3a (the forward holds the logits and that output, N V 2a, and a
+      contiguous copy of the shifted logits, a, at micro-batch > 1). Counted on real CPU bf16
+      and fp16 tensors (tests/test_half_loss.py).
     """
     if arch.encoder:
         return 0.0
@@ -359,6 +367,8 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return tokens * arch.hidden_size * a + 4 * tokens
     if t.loss_kernel == "cut-ce":
         return tokens * arch.hidden_size * a + 8 * tokens
+    if t.loss_kernel == "half":  # saved output, its gradient, the input gradient: all a
+        return tokens * arch.vocab_size * 3 * a
     return tokens * arch.vocab_size * 12
 
 
