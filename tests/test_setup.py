@@ -150,6 +150,21 @@ def test_the_library_raises_no_errors_named_after_cli_options() -> None:
     assert offenders == []
 
 
+def test_an_error_names_the_field_in_the_library_and_the_option_on_the_command_line() -> None:
+    from gpuhours.cli_common import where_of
+    from gpuhours.track.export import parse_ref
+
+    with pytest.raises(FieldError) as e:
+        parse_ref("x9")
+    assert (e.value.where, where_of(e.value)) == ("run", "--run")
+    refused = FieldError("tracking_uri", "MLflow refused it.", given="file:///tmp/ml")
+    assert refused.where == "tracking_uri file:///tmp/ml"
+    assert where_of(refused) == "--tracking-uri file:///tmp/ml"
+    # a field whose option is named otherwise: the table says so
+    assert where_of(FieldError("inputs", "expected NAME=DTYPE[DIMS].")) == "--input"
+    assert where_of(FieldError(("model", "module"), "not both.")) == "--model/--module"
+
+
 def test_the_package_has_no_import_cycle_even_counting_lazy_imports() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "import_graph.py"), "--lazy"],
                             capture_output=True, text=True, timeout=60)
