@@ -33,7 +33,8 @@ NO_COST = re.compile(
     r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|lora_modules_to_save$|"
     r"^batch_size$|max_steps_per_epoch$|chat_template|^enable_activation_offloading$|"
     r"^compile$|^dtype$|fp16_opt_level|half_precision_backend|fp16_backend|length_column|"
-    r"best_model|_token$|temperature|^top_[pk]$|^min_p$|repetition_penalty|sampling_strategy")
+    r"best_model|_token$|temperature|^top_[pk]$|^min_p$|repetition_penalty|sampling_strategy|"
+    r"revision$|log_completions")
 
 
 class Imported(BaseModel):

@@ -214,9 +214,10 @@ def _hf_common(r: Reader, folder: Path) -> None:
     _set_deepspeed(r, "deepspeed", folder)
     _set_fsdp(r, "fsdp", "fsdp_config")
     _set_amounts(r, "num_train_epochs", "max_steps")
-    if r.take("use_liger_kernel") is True:
-        r.set("loss_kernel", "fused-linear", "use_liger_kernel=true",
-              "Liger's fused linear cross-entropy")
+    for key in ("use_liger_kernel", "use_liger"):  # use_liger: TRL's name before 0.16
+        if r.take(key) is True:
+            r.set("loss_kernel", "fused-linear", f"{key}=true",
+                  "Liger's fused linear cross-entropy")
     for key in ("torch_compile", "auto_find_batch_size"):
         if r.take(key) is True:
             r.skip(f"{key}=true", "not modelled: the estimate is of an eager step at the "
@@ -475,17 +476,27 @@ def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
     else:
         _model_beside(r, folder)
     init = r.take("model_init_kwargs")
-    dtype = (init.get("dtype") or init.get("torch_dtype")) if isinstance(init, dict) else None
+    init = init if isinstance(init, dict) else {}
+    # TRL's CLI config (`trl sft --config x.yaml`) gives its ModelConfig's torch_dtype / dtype and
+    # attn_implementation at the top level; its scripts load the model with them
+    top_dtype, top_old, top_attn = r.take("dtype"), r.take("torch_dtype"), r.take("attn_implementation")
+    dtype = init.get("dtype") or init.get("torch_dtype") or top_dtype or top_old
+    where = "model_init_kwargs " if (init.get("dtype") or init.get("torch_dtype")) else ""
     pure = dtype in ("bfloat16", "float16")
-    _hf_precision(r, pure, f"model_init_kwargs dtype={dtype}: weights loaded in half precision"
+    _hf_precision(r, pure, f"{where}dtype={dtype}: weights loaded in half precision"
                   if pure else "the Trainer autocasts over the weights; fp32 as "
                   "from_pretrained loads them by default",
                   {"bfloat16": "bf16", "float16": "fp16"}.get(str(dtype), "fp32"))
-    attn = init.get("attn_implementation") if isinstance(init, dict) else None
+    attn = init.get("attn_implementation") or top_attn
+    where = "model_init_kwargs." if init.get("attn_implementation") else ""
     if attn in ("flash_attention_2", "flash_attention_3", "sdpa"):
-        r.set("flash_attention", True, f"model_init_kwargs.attn_implementation={attn}")
+        r.set("flash_attention", True, f"{where}attn_implementation={attn}")
     elif attn == "eager":
-        r.set("flash_attention", False, "model_init_kwargs.attn_implementation=eager")
+        r.set("flash_attention", False, f"{where}attn_implementation=eager")
+    processes = r.take("num_processes")
+    if isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1:
+        r.set("num_gpus", processes, f"num_processes={processes}", "accelerate's training "
+              "processes, one per GPU (TRL CLI)")
     _hf_common(r, folder)
     if fmt == "trl-sft":
         for key in ("max_length", "max_seq_length"):
@@ -507,6 +518,10 @@ def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
             if r.has(key):
                 r.skip(f"{key}={r.take(key)}", "rollouts and the reference model are not part "
                                                "of `estimate`; see docs/rl.md")
+        vllm = [k for k in r.data if k.startswith("vllm_") and r.take(k) is not None]
+        if vllm:
+            r.skip(", ".join(f"{k}={short(r.data[k])}" for k in vllm), "the vLLM rollout "
+                   "engine's settings: rollouts are not part of `estimate`; see docs/rl.md")
     return r.finish(fmt)
 
 
@@ -530,10 +545,12 @@ def detect_format(data: dict[str, Any]) -> str | None:
     if "model_name_or_path" in data and any(k in data for k in ("finetuning_type", "cutoff_len",
                                                                   "stage", "template")):
         return "llama-factory"
-    if any(k in data for k in ("per_device_train_batch_size", "gradient_accumulation_steps")):
+    trl_cli = "model_name_or_path" in data and "dataset_name" in data  # `trl sft --config`
+    if trl_cli or any(k in data for k in ("per_device_train_batch_size",
+                                          "gradient_accumulation_steps")):
         if any(k in data for k in _TRL_GRPO_KEYS):
             return "trl-grpo"
-        if any(k in data for k in _TRL_SFT_KEYS):
+        if trl_cli or any(k in data for k in _TRL_SFT_KEYS):
             return "trl-sft"
         return "hf-training-args"
     return None
