@@ -73,6 +73,11 @@ def quantised_linears_bytes(arch: ModelArch, quantised_params: int,
     NF4's 4.127 bits, or each block linear at `int4_linear_bytes` (GPTQ, AWQ)."""
     if base_quant == "nf4":
         return quantised_params * NF4_BYTES_PER_PARAM
+    if arch.mixed:
+        # layers of different shapes (latent attention, dense and MoE layers): the packed
+        # weights and the group constants per weight; GPTQ's g_idx (4 bytes per input row,
+        # about 0.1% of the 4-bit data) left out
+        return quantised_params * (0.5 + 2.5 / INT4_GROUP_SIZE)
     per_block = sum(n * int4_linear_bytes(i, o, base_quant) for i, o, n in block_linears(arch))
     in_blocks = arch.num_layers * sum(n * i * o for i, o, n in block_linears(arch))
     # anything else counted as quantised (a vision tower's linears) at the blocks' mean rate
