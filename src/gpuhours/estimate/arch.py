@@ -105,12 +105,22 @@ class ModelArch:
     dense_mlp_layers: int = 0
     #: the shared expert has a sigmoid gate (a d -> 1 linear, Qwen-MoE); DeepSeek's has none
     shared_expert_gate: bool = True
+    #: q/k RMSNorms over the whole projections (OLMoE: q_dim and kv_dim wide) instead of per head
+    qk_norm_full: bool = False
+    #: gpt-oss: one learned attention-sink logit per head and layer
+    attention_sinks: bool = False
+    #: gpt-oss: the experts' linears have biases, and the router has one
+    expert_bias: bool = False
+    router_bias: bool = False
+    #: counted by estimate/blocks.py whatever the other fields (the families of MOE_MODEL_TYPES)
+    counted_by_blocks: bool = False
 
     @property
     def mixed(self) -> bool:
         """Layers that the per-layer counts of estimate/params.py cannot describe alone (latent
-        attention, dense and MoE layers mixed): counted by estimate/blocks.py."""
-        return self.mla is not None or self.dense_mlp_layers > 0 or (
+        attention, dense and MoE layers mixed, the MoE families' own parts): counted by
+        estimate/blocks.py."""
+        return self.counted_by_blocks or self.mla is not None or self.dense_mlp_layers > 0 or (
             self.is_moe and not self.shared_expert_gate)
 
     @property
@@ -197,9 +207,14 @@ LLAMA_LIKE_MODEL_TYPES = frozenset({
 })
 #: multi-head latent attention with routed + shared experts and dense first layers
 MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
+#: MoE decoders with grouped-query attention and their own parts (_moe_family): Llama 4's
+#: interleaved dense/MoE layers and shared expert, gpt-oss's biased experts, router and sinks,
+#: GLM-4-MoE's dense first layers and shared experts, OLMoE's whole-projection q/k norms,
+#: Granite MoE
+MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "granitemoe"})
 #: every model_type the analytic model counts exactly
 COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
-                       | MLA_MODEL_TYPES)
+                       | MLA_MODEL_TYPES | MOE_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
@@ -250,6 +265,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
         return _bert(cfg, name, where)
     if model_type in MLA_MODEL_TYPES:
         return _deepseek(cfg, name, where, model_type)
+    if model_type in MOE_MODEL_TYPES:
+        return _moe_family(cfg, name, where, model_type)
     return _llama_like(cfg, name, where, model_type)
 
 
@@ -428,15 +445,79 @@ def _deepseek(cfg: dict[str, Any], name: str, where: str, model_type: str) -> Mo
     )
 
 
+def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """The MoE families of MOE_MODEL_TYPES, as transformers builds them (modeling_<type>.py):
+    a llama-style block (RMSNorm, rotary, GQA, q/k/v/o with attention_bias) whose MLP is routed
+    experts (3-D parameters gate_up_proj and down_proj) and a bias-free router (d x E), and:
+    - llama4_text: the layers of `moe_layers` (default every `interleave_moe_layer_step`-th)
+      are MoE with a shared expert (a gated MLP of intermediate_size, no gate of its own), the
+      others a dense gated MLP of intermediate_size_mlp; its q/k L2 norm has no weights;
+    - gpt_oss: biased experts (2 f + d per expert) and router (E), one attention-sink logit per
+      head and layer; attention_bias on q, k, v and o;
+    - glm4_moe: the first `first_k_dense_replace` layers dense (intermediate_size), the others
+      routed experts of moe_intermediate_size and n_shared_experts shared ones fused into one
+      gated MLP without gate; q/k/v biased (attention_bias), o not; per-head q/k RMSNorms with
+      use_qk_norm; the e_score_correction_bias is a buffer;
+    - olmoe: RMSNorms over the whole q and k projections (hidden and kv-heads x head_dim wide);
+    - granitemoe: nothing more (its multipliers are scalars).
+    Experts have intermediate_size wide MLPs unless the type names moe_intermediate_size."""
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
+    experts_key = "n_routed_experts" if model_type == "glm4_moe" else "num_local_experts"
+    experts = _count(cfg, where, experts_key, "num_experts")
+    if not experts:
+        raise InputError(where, f"a {model_type} config needs {experts_key} (its number of "
+                                "experts).")
+    fields: dict[str, Any] = {**cfg, "num_local_experts": experts, "num_experts": None,
+                              "shared_expert_intermediate_size": None}
+    if model_type != "glm4_moe":
+        fields["moe_intermediate_size"] = cfg.get("intermediate_size")
+    if model_type == "llama4_text":
+        fields["intermediate_size"] = cfg.get("intermediate_size_mlp") or cfg.get(
+            "intermediate_size")
+    base = _llama_like(fields, name, where, model_type)
+    attention_bias = bool(cfg.get("attention_bias", model_type == "gpt_oss"))
+    arch = replace(base, counted_by_blocks=True, qkv_bias=attention_bias,
+                   out_bias=attention_bias and model_type != "glm4_moe", mlp_bias=False)
+    if model_type == "llama4_text":
+        moe_layers = cfg.get("moe_layers")
+        if moe_layers is None:
+            step = _count(cfg, where, "interleave_moe_layer_step") or 1
+            moe_layers = list(range(step - 1, layers, step))
+        if not isinstance(moe_layers, list) or not all(
+                isinstance(i, int) and 0 <= i < layers for i in moe_layers):
+            raise InputError(where, f"field 'moe_layers' must list layer indices below {layers}, "
+                                    f"got {moe_layers!r}.")
+        return replace(arch, dense_mlp_layers=layers - len(set(moe_layers)),
+                       shared_expert_intermediate_size=base.moe_intermediate_size,
+                       shared_expert_gate=False)
+    if model_type == "gpt_oss":
+        return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True)
+    if model_type == "glm4_moe":
+        dense_first = cfg.get("first_k_dense_replace") or 0
+        if isinstance(dense_first, bool) or not isinstance(dense_first, int) or dense_first < 0:
+            raise InputError(where, "field 'first_k_dense_replace' must be a non-negative "
+                                    f"integer, got {dense_first!r}.")
+        shared = _count(cfg, where, "n_shared_experts")
+        return replace(arch, dense_mlp_layers=min(dense_first, layers),
+                       shared_expert_intermediate_size=shared * base.moe_intermediate_size,
+                       shared_expert_gate=False, qk_norm=bool(cfg.get("use_qk_norm", False)))
+    if model_type == "olmoe":
+        return replace(arch, qk_norm=True, qk_norm_full=True)
+    return arch
+
+
 def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:
     """The sliding-window fields of a llama-style config, as transformers reads them:
     `layer_types` when given (its "sliding_attention" entries); otherwise per family: mistral
     and mixtral window every layer when `sliding_window` is set; gemma2 every even layer
-    (Gemma2DecoderLayer: `not layer_idx % 2`); gemma3_text every layer but each
-    `sliding_window_pattern`-th (default 6); qwen2/qwen3 (and their MoE) only with
-    `use_sliding_window`, the layers from `max_window_layers` on. Others: no window."""
+    (Gemma2DecoderLayer: `not layer_idx % 2`), gpt_oss too (its window 128 by default);
+    gemma3_text every layer but each `sliding_window_pattern`-th (default 6); qwen2/qwen3 (and
+    their MoE) only with `use_sliding_window`, the layers from `max_window_layers` on. Others:
+    no window. Llama 4's chunked-attention layers are read as global (not windowed)."""
     window = cfg.get("sliding_window")
     types = cfg.get("layer_types")
+    if window is None and model_type == "gpt_oss":
+        window = 128  # GptOssConfig's default
     if window in (None, 0, False):  # qwen2_moe's config class writes 0 for "no window"
         return {}
     window = _positive_int(window, where, "sliding_window")
@@ -446,7 +527,7 @@ def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> d
         n = sum(1 for x in types if x == "sliding_attention")
     elif model_type in ("mistral", "mixtral"):
         n = layers
-    elif model_type == "gemma2":
+    elif model_type in ("gemma2", "gpt_oss"):  # gpt-oss: GptOssConfig's layer_types, alike
         n = (layers + 1) // 2
     elif model_type == "gemma3_text":
         pattern = _count(cfg, where, "sliding_window_pattern") or 6

@@ -38,7 +38,11 @@ def _grouped_query_attention(arch: ModelArch, weights_only: bool) -> int:
     if weights_only:
         return weights
     biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (d if arch.out_bias else 0)
-    return weights + biases + (2 * arch.head_dim if arch.qk_norm else 0)
+    qk_norm = 0
+    if arch.qk_norm:  # per head (Qwen3, GLM-4-MoE), or over the whole projections (OLMoE)
+        qk_norm = arch.q_dim + arch.kv_dim if arch.qk_norm_full else 2 * arch.head_dim
+    sinks = arch.num_heads if arch.attention_sinks else 0  # gpt-oss: a logit per head
+    return weights + biases + qk_norm + sinks
 
 
 def latent_attention_params(arch: ModelArch, weights_only: bool = False) -> int:
@@ -72,13 +76,16 @@ def _attention(arch: ModelArch, weights_only: bool = False) -> int:
 
 
 def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
-    """One MoE layer: the routed experts (all, or the top-k of one token), the router (d x E,
-    no bias) and the shared expert (a gated MLP; plus its d -> 1 sigmoid gate in Qwen-MoE).
-    transformers stores the experts as 3-D parameters (gate_up_proj, down_proj) without biases."""
+    """One MoE layer: the routed experts (all, or the top-k of one token), the router (d x E;
+    gpt-oss adds a bias of E) and the shared expert (a gated MLP; plus its d -> 1 sigmoid gate
+    in Qwen-MoE). transformers stores the experts as 3-D parameters (gate_up_proj, down_proj),
+    without biases but in gpt-oss (2 f + d per expert)."""
     d = arch.hidden_size
     experts = arch.experts_per_token if active_only else arch.num_experts
-    routed = experts * _ffn(d, arch.moe_intermediate_size, arch.gated_mlp, False)
-    router = d * arch.num_experts
+    expert_bias = arch.expert_bias and not weights_only  # gpt-oss's biased experts
+    routed = experts * _ffn(d, arch.moe_intermediate_size, arch.gated_mlp, expert_bias)
+    router = d * arch.num_experts + (arch.num_experts if arch.router_bias and not weights_only
+                                     else 0)
     shared = 0
     if arch.shared_expert_intermediate_size:
         bias = arch.mlp_bias and not weights_only  # DeepSeek-V2's shared MLP honours mlp_bias
