@@ -12,6 +12,7 @@ from gpuhours.bench.data import LoaderRate
 from gpuhours.bench.runner import BenchResult
 from gpuhours.bench.session import Outcome
 from gpuhours.bench.sweep import SweepSummary
+from gpuhours.report.tables import Col, Notes, print_table
 from gpuhours.report.text import esc
 from gpuhours.report.units import pct, seconds, si
 from gpuhours.torchkit.module_time import ModuleTimes
@@ -122,27 +123,43 @@ def render_module_times(m: ModuleTimes, plain_median_s: float, console: Console)
                   "synchronisation and the hooks themselves cost that difference.[/dim]")
 
 
+def _model_label(model: str, overrides: dict[str, Any] | None) -> str:
+    """A model and its --set overrides as the user typed them (key=value)."""
+    if not overrides:
+        return model
+    return f"{model} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
+
+
+#: the sweep table: a configuration's label is what the user reads back; numbers never cut
+_SWEEP_COLS = (Col("#", "number", "right"), Col("configuration", "text"), Col("status", "name"),
+               Col("tokens/s", "number", "right"),
+               Col("p10-p90 tokens/s", "number", "right", stack=True),
+               Col("step median", "number", "right"), Col("CV", "number", "right"),
+               Col("MFU", "number", "right", stack=True), Col("peak memory", "number", "right"),
+               Col("ledger", "number", "right"))
+
+
 def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Console) -> None:
-    models = sorted({f"{o.setup.model} {o.setup.training.config_overrides or ''}".strip()
+    """The configurations of a sweep, one row each, whole at 80 columns (report/tables.py)."""
+    models = sorted({_model_label(o.setup.model, o.setup.training.config_overrides)
                      for o in outcomes})
-    table = Table(title=f"Sweep of {esc('; '.join(models))} (measured on this machine; tokens/s from "
-                        "the median step time)")
-    for col in ("#", "configuration", "status", "tokens/s", "p10-p90 tokens/s", "step median",
-                "CV", "MFU", "peak memory", "ledger"):
-        table.add_column(col)
+    rows = []
     for i, o in enumerate(outcomes, 1):
         r = o.result
+        ledger = f"#{o.ledger_id}" if o.ledger_id else "-"
         if r is None:
-            table.add_row(str(i), esc(o.setup.label(with_model=False)), "[red]does not fit[/red]",
-                          *("-" * 6), f"#{o.ledger_id}" if o.ledger_id else "-")
+            rows.append([str(i), esc(o.setup.label(with_model=False)),
+                         "[red]does not fit[/red]", *("-" * 6), ledger])
             continue
         lo, hi = r.tokens_per_s_range or (0.0, 0.0)
-        table.add_row(str(i), esc(o.setup.label(with_model=False)), "ok",
-                      f"{r.tokens_per_s:,.0f}" if r.tokens_per_s else "-",
-                      f"{lo:,.0f}-{hi:,.0f}", seconds(r.timing.median_s), f"{r.timing.cv:.1%}",
-                      pct(r.mfu) if r.mfu is not None else "-", size(r.peak_memory_bytes),
-                      f"#{o.ledger_id}" if o.ledger_id else "-")
-    console.print(table)
+        rows.append([str(i), esc(o.setup.label(with_model=False)), "ok",
+                     f"{r.tokens_per_s:,.0f}" if r.tokens_per_s else "-",
+                     f"{lo:,.0f}-{hi:,.0f}", seconds(r.timing.median_s), f"{r.timing.cv:.1%}",
+                     pct(r.mfu) if r.mfu is not None else "-", size(r.peak_memory_bytes),
+                     ledger])
+    print_table(console, _SWEEP_COLS, rows, notes=Notes(),
+                title=f"Sweep of {esc('; '.join(models))} (measured on this machine; tokens/s "
+                      "from the median step time)")
     f = summary.fastest
     if f is not None and f.result is not None and f.result.tokens_per_s is not None:
         console.print(f"[bold]fastest that fits:[/bold] {esc(f.setup.label())} at "
