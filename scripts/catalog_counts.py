@@ -2,6 +2,7 @@
 
     python scripts/catalog_counts.py              # every catalog model: analytic, transformers, published
     python scripts/catalog_counts.py --uncovered  # default configs of other model types: counted or refused
+    python scripts/catalog_counts.py --covered    # default config of every covered model type: exact
 
 The transformers count is `sum(p.numel())` of the model built from the same config on the meta
 device (tied weights once); for bert, the encoder with its pooler, as gpuhours counts it. Needs
@@ -18,13 +19,15 @@ import transformers
 
 from gpuhours import catalog
 from gpuhours.errors import InputError
-from gpuhours.estimate.arch import from_hf_config
+from gpuhours.estimate.arch import COVERED_MODEL_TYPES, from_hf_config
 from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES
 from gpuhours.estimate.params import count_params
 
 #: model types outside the analytic model, at their transformers default configs
 UNCOVERED = ("phi", "starcoder2", "gpt_neox", "falcon", "olmo", "olmo2", "cohere", "gemma3_text",
-             "deepseek_v2", "deepseek_v3", "jamba", "llama4")
+             "jamba", "mamba2", "falcon_h1", "granitemoehybrid")
+#: covered types whose transformers default config leaves out a field the estimate needs
+DEFAULT_FIXES: dict[str, dict[str, Any]] = {"deepseek_v2": {"num_experts_per_tok": 6}}
 
 
 def built_count(config: dict[str, Any]) -> int:
@@ -80,13 +83,30 @@ def uncovered_table() -> list[str]:
     return rows
 
 
+def covered_table() -> list[str]:
+    rows = [f"| model_type (transformers {transformers.__version__} default config) | gpuhours | "
+            "transformers | exact |", "|---|---:|---:|:-:|"]
+    for model_type in sorted(COVERED_MODEL_TYPES):
+        config = {**transformers.AutoConfig.for_model(model_type).to_dict(),
+                  **DEFAULT_FIXES.get(model_type, {})}
+        analytic = count_params(from_hf_config(config, model_type)).total
+        real = built_count({**config, "model_type": model_type})
+        rows.append(f"| {model_type} | {analytic:,} | {real:,} | "
+                    f"{'yes' if analytic == real else 'NO'} |")
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--uncovered", action="store_true",
                         help="other model types at their default configs instead of the catalog")
+    parser.add_argument("--covered", action="store_true",
+                        help="every covered model type at its default config")
     args = parser.parse_args()
     transformers.logging.set_verbosity_error()
-    print("\n".join(uncovered_table() if args.uncovered else catalog_table()))
+    table = (uncovered_table() if args.uncovered else covered_table() if args.covered
+             else catalog_table())
+    print("\n".join(table))
 
 
 if __name__ == "__main__":
