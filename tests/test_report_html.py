@@ -180,7 +180,10 @@ def test_help_does_not_import_plotly() -> None:
 
 def _chromium(*args: str) -> str:
     assert CHROMIUM is not None
+    # offline: every request but file:// goes to a closed local port, so a page that needed
+    # the network (a CDN's plotly.js) would not draw its charts
     proc = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
+                           "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
                            "--virtual-time-budget=10000", *args], capture_output=True, text=True,
                           timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -192,6 +195,8 @@ def test_the_page_renders_in_chromium(tmp_path: Path) -> None:
     out = tmp_path / "pixelis.html"
     page = _report(PIXELIS, out)
     figs = _embedded(page)["figures"]
+    # nothing is loaded from elsewhere: plotly.js is inside the page
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)=", page)
     dom = _chromium("--dump-dom", out.as_uri())
     # plotly drew every figure (its SVG root per chart) and the page's script saw them all
     assert 'class="main-svg"' in dom
