@@ -223,6 +223,21 @@ def test_plan_at_80_columns_two_lines_per_phase(plan_file: Path) -> None:
     assert end - start <= 4 + 2 * len(budget["phases"])
 
 
+def test_plan_with_names_that_allow_it_keeps_one_line_a_phase_at_80_columns() -> None:
+    """Pixelis: the kind and the runs keep their own columns, the bottleneck joins its basis
+    in the note: one line a phase, as in the wide table."""
+    pixelis = str(Path(__file__).resolve().parents[1] / "examples" / "pixelis.yaml")
+    lines = assert_fits(run("plan", pixelis, "--no-doc"))
+    budget = json.loads(run("plan", pixelis, "--no-doc", "--json").stdout)
+    start = next(i for i, line in enumerate(lines) if line.startswith("────"))
+    end = next(i for i, line in enumerate(lines) if line.strip().startswith("[1] "))
+    rows = lines[start + 1:end]
+    assert [row.split()[0] for row in rows] == [p["name"] for p in budget["phases"]]
+    sft = next(row for row in rows if row.startswith("sft "))
+    assert sft.split()[1:4] == ["finetune", "per", "seed"]
+    assert any(line.strip().startswith("[3] matmul compute; formula:") for line in lines)
+
+
 # The tables' module ----------------------------------------------------------------------------
 
 def test_notes_share_numbers_and_keep_short_texts() -> None:
@@ -336,9 +351,10 @@ _CELL = st.lists(st.sampled_from(["a", "gpu", "7", " ", "\n", "漢", "[bold]x[/b
 @given(kinds=st.lists(st.sampled_from(["name", "number", "text", "basis"]), min_size=1,
                       max_size=5),
        cells=st.lists(st.lists(_CELL, min_size=5, max_size=5), max_size=4),
-       compact=st.booleans(), stack=st.booleans())
+       compact=st.booleans(), stack=st.booleans(), wrap=st.booleans())
 def test_the_layout_width_is_the_width_rich_measures(kinds: list[str], cells: list[list[str]],
-                                                      compact: bool, stack: bool) -> None:
+                                                      compact: bool, stack: bool,
+                                                      wrap: bool) -> None:
     """The tables decide whether a table fits (and footnote its bases) by arithmetic over the
     cells' widths instead of asking Rich to measure the whole table each time; Rich's
     measurement of the same table, boxed or compact, is the independent count."""
@@ -348,5 +364,5 @@ def test_the_layout_width_is_the_width_rich_measures(kinds: list[str], cells: li
             for i, kind in enumerate(kinds)]
     rows = [row[:len(cols)] for row in cells]
     console = Console(width=80, file=io.StringIO())
-    layout = _layout(cols, rows, console, Notes() if compact else None)
+    layout = _layout(cols, rows, console, Notes() if compact else None, wrap_headers=wrap)
     assert layout.natural_width == natural_width(console, _table(layout, None, None))

@@ -10,6 +10,9 @@ Every table of the reports is described by its columns, each of a kind:
   footnote, `[3]`, printed under the table (a short one, or the short lead of one, stays while
   the table fits), so that the table keeps about its wide length instead of folding every row
   into four lines. Several basis columns (a plan's bottleneck and basis) share one note column.
+  A compact table first tries one line a row: short bases inline, then fewer, then none, then
+  headers wrapped to their cells' width; only when none of these fits do the "stack" columns go
+  under their neighbours (two lines a row).
 
 A catalog listing too wide for the console moves its long columns (Hugging Face ids, aliases)
 to a second table keyed by the name (`print_split`). `--wide` keeps every table whole and lets
@@ -21,8 +24,9 @@ Cells are Rich markup; user text in them is escaped by the caller (gpuhours.repo
 from __future__ import annotations
 
 import functools
+import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from rich import box
@@ -154,10 +158,10 @@ class _Layout:
 
 
 def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console,
-            notes: Notes | None) -> _Layout:
+            notes: Notes | None, stack: bool = True, wrap_headers: bool = False) -> _Layout:
     """The layout; with `notes`, compact: basis cells as footnote markers, stacked columns
-    merged, and each name and number column fixed at its widest cell so that Rich narrows only
-    the text."""
+    merged (unless not `stack`), headers wrapped to their cells' width (`wrap_headers`), and
+    each name and number column fixed at its widest cell so that Rich narrows only the text."""
     cols = list(cols)
     basis = [i for i, col in enumerate(cols) if col.kind == "basis"]
     if notes is not None and len(basis) > 1:  # one note column: its texts joined by "; "
@@ -166,7 +170,7 @@ def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console
         header = " / ".join(cols[i].header for i in basis)
         cols = [Col(header, "basis") if i == basis[0] else col
                 for i, col in enumerate(cols) if i not in basis[1:]]
-    if notes is not None and any(col.stack for col in cols):
+    if notes is not None and stack and any(col.stack for col in cols):
         keep = [i for i, col in enumerate(cols) if not col.stack]
         merged = [Col(f"{col.header} / {cols[i + 1].header}", col.kind, col.justify)
                   if i + 1 < len(cols) and cols[i + 1].stack else col
@@ -180,6 +184,11 @@ def _layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], console: Console
     natural = [max(w, cell_width(col.header)) for w, col in zip(widest, cols, strict=True)]
     if notes is None:
         return _Layout(cols, cells, natural, [False] * len(cols), compact=False)
+    if wrap_headers:  # a header over its cells' width goes on lines of that width, by words
+        cols = [replace(col, header="\n".join(textwrap.wrap(
+                    col.header, max(w, *(len(word) for word in col.header.split()))))) if
+                col.header.strip() else col for w, col in zip(widest, cols, strict=True)]
+        natural = [max(w, cell_width(col.header)) for w, col in zip(widest, cols, strict=True)]
     pinned = {i: max(widest[i], max((len(word) for word in col.header.split()), default=1), 1)
               for i, col in enumerate(cols) if col.kind in ("name", "number")}
     width_of_fixed = sum(pinned.values()) + 2 * (len(cols) - 1) + 4 * (len(cols) - len(pinned))
@@ -224,10 +233,14 @@ def print_table(console: Console, cols: Sequence[Col], rows: Sequence[Sequence[s
         console.print(_table(whole, title, caption, pin_all=True))
         return
     known, inline = len(notes.texts), notes.inline_cells
-    for cells in (inline, inline // 2, 0):  # fewer texts kept in the table until it fits
+    # one line a row first: fewer texts kept in the table until it fits; only then the stacked
+    # columns (a kind over its runs) share one, two lines a row
+    tries = [(stack, wrap, cells) for stack in (False, True) for wrap in (False, True)
+             for cells in (inline, inline // 2, 0) if stack or any(col.stack for col in cols)]
+    for stack, wrap, cells in tries:
         del notes.texts[known:]
         notes.inline_cells = cells
-        layout = _layout(cols, rows, console, notes)
+        layout = _layout(cols, rows, console, notes, stack=stack, wrap_headers=wrap)
         if layout.natural_width <= console.width:
             break
     notes.inline_cells = inline
