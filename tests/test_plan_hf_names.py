@@ -50,3 +50,13 @@ def test_both_names_at_once_is_an_error_naming_the_phase(tmp_path: Path) -> None
 def test_a_bad_value_under_the_hugging_face_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="per_device_train_batch_size"):
         load_plan(_plan(tmp_path, {"per_device_train_batch_size": 0}))
+
+
+def test_the_schema_lists_both_names() -> None:
+    from gpuhours.plan.schema import Plan
+
+    defs = Plan.model_json_schema()["$defs"]
+    for phase in ("FinetunePhase", "PretrainPhase", "RLPhase", "TrainingSettings"):
+        props = defs[phase]["properties"]
+        assert props["per_device_train_batch_size"]["anyOf"] == props["micro_batch"]["anyOf"]
+        assert "gradient_accumulation_steps" in props and "gradient_checkpointing" in props

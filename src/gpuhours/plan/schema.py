@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic.config import JsonDict
 
 from gpuhours.setup import (
     BaseQuant,
@@ -97,8 +98,24 @@ HF_NAMES = {"micro_batch": "per_device_train_batch_size", "grad_accum": "gradien
             "checkpointing": "gradient_checkpointing"}
 
 
+def _hf_names_in_schema(schema: JsonDict) -> None:
+    """`plan --schema` lists each Hugging Face name beside gpuhours' own (editors check plans
+    against it, and unknown keys are refused)."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return
+    for ours, theirs in HF_NAMES.items():
+        field = props.get(ours)
+        if isinstance(field, dict):
+            props[theirs] = {**field, "title": theirs,
+                             "description": f"{ours}, by its Hugging Face name (one of the two)"}
+
+
 class TrainingSettings(_Strict):
     """Settings a training phase may set; `defaults` sets them for every phase."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
+                              json_schema_extra=_hf_names_in_schema)
 
     from_: str | None = Field(
         default=None, alias="from",
@@ -125,6 +142,9 @@ class TrainingSettings(_Strict):
         default=None, validation_alias=AliasChoices("checkpointing", "gradient_checkpointing"),
         description="activation checkpointing (Hugging Face: gradient_checkpointing)")
     flash_attention: bool | None = None
+    fused_attention: bool | None = Field(
+        default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
+        "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
     tp: PositiveInt | None = Field(default=None, description="tensor parallelism with sequence "
