@@ -19,6 +19,7 @@ from gpuhours.cli_common import (
     EpochsOpt,
     ExamplesOpt,
     FlashOpt,
+    FusedOpt,
     GpuOpt,
     JsonOpt,
     LedgerOpt,
@@ -169,6 +170,7 @@ _PARAM_OF_FIELD = {
     "model": "model", "method": "method", "precision": "precision", "optimizer": "optimizer",
     "optimizer_impl": "optimizer_impl", "micro_batch": "batch", "seq_len": "seq",
     "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
+    "fused_attention": "fused",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
     "zero_stage": "zero", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
     "examples": "examples", "packed": "packed"}
@@ -238,6 +240,7 @@ def estimate(
     ep: EpOpt = TRAINING.ep,
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
+    fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     images_per_example: Annotated[int, typer.Option(
         "--images-per-example", min=0, help="Vision-language models: images per example; "
@@ -416,6 +419,7 @@ def fit(
     ep: EpOpt = TRAINING.ep,
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
     flash: FlashOpt = TRAINING.flash_attention,
+    fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     node: NodeOpt = None,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,

@@ -47,7 +47,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "micro_batch": "--batch", "seq_len": "--seq", "grad_accum": "--grad-accum",
     "lora_rank": "--lora-rank", "lora_targets": "--lora-targets", "method": "--method",
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
-    "checkpointing": "--checkpointing", "flash_attention": "--flash", "zero_stage": "--zero",
+    "checkpointing": "--checkpointing", "flash_attention": "--flash",
+    "fused_attention": "--fused-attention", "zero_stage": "--zero",
     "loss_kernel": "--loss-kernel",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
@@ -154,6 +155,10 @@ CkptOpt = Annotated[bool, typer.Option(
     "--checkpointing/--no-checkpointing", help="Gradient (activation) checkpointing.")]
 FlashOpt = Annotated[bool, typer.Option(
     "--flash/--no-flash", help="Flash attention (no S x S score matrix kept).")]
+FusedOpt = Annotated[bool, typer.Option(
+    "--fused-attention/--sdpa-attention",
+    help="cuDNN fused attention or FlashAttention-3 (Megatron-LM, NeMo), faster on Hopper; "
+         "default: PyTorch SDPA's FlashAttention-2 kernels (transformers).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 LossKernelOpt = Annotated[str, typer.Option(
     help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "

@@ -125,6 +125,11 @@ class Training(_ReadsModel):
     checkpointing: bool = False
     #: attention by a flash kernel (no S x S scores kept); False: eager attention keeps them
     flash_attention: bool = True
+    #: the flash kernel is a fused one that overlaps softmax with the matmuls: cuDNN's fused
+    #: attention (Transformer Engine: Megatron-LM, NeMo) or FlashAttention-3; False: PyTorch
+    #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only
+    #: (assumptions.ATTENTION_EFFICIENCY_BY_GENERATION)
+    fused_attention: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
     lora_rank: int = Field(default=16, ge=1, le=65536)

@@ -108,6 +108,17 @@ def _skip(r: dict[str, str], nums: dict[str, int]) -> str | None:
     return None
 
 
+def fused_attention(source: str, notes: str) -> bool:
+    """Whether a row's stack runs cuDNN's fused attention: Megatron-LM, Megatron-Bridge and NeMo
+    (Megatron-Core) train through Transformer Engine, whose attention on Hopper is cuDNN's; NeMo
+    Automodel says its kernels per row ("TE + triton": Transformer Engine's attention;
+    "TorchSDPA", "FlexAttn": PyTorch's). The others (torchtitan: PyTorch SDPA; OLMo-core:
+    flash-attn 2; Meta: not stated) are taken at SDPA's FlashAttention-2 rate."""
+    if "TorchSDPA" in notes or "FlexAttn" in notes:
+        return False
+    return "Megatron" in source or "NeMo" in source
+
+
 def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
     """Each H100 row as a setup of the estimator with the layout its source states, or why not.
 
@@ -117,7 +128,7 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
     micro-batch x data-parallel ranks when the row does not state GA. DGX-H100 nodes: 8 GPUs,
     400 Gb/s NDR per GPU (parallel.NODE_NETWORK_GB_PER_S_ONE_WAY). Checkpointing is not stated
     by these tables: off. NeMo Automodel's LoRA rank and targets are not stated: rank 8 on every
-    linear layer (the rank moves the estimate by under 1%).
+    linear layer (the rank moves the estimate by under 1%). Attention: `fused_attention`.
     """
     gpu = catalog.gpu("h100-sxm")
     net = NODE_NETWORK_GB_PER_S_ONE_WAY["hopper"][0]
@@ -149,7 +160,8 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
         t = Training.model_validate(dict(
             arch=arch, model_basis=basis, method=method, precision=precision,
             micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=8,
-            zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=vp))
+            zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
+            virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
         hw = Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8, inter_node_gb_per_s_one_way=net)
         layout = " ".join(f"{k.lower()} {v}" for k, v in (("TP", tp), ("PP", pp), ("CP", cp),
                                                           ("EP", ep), ("VP", vp)) if v > 1)

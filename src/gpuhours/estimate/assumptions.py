@@ -125,12 +125,21 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: fused attention (Transformer Engine: Megatron-LM, NeMo) and FlashAttention-3 reach ~600-650
 #: TFLOPS forward and ~420-500 backward at 2k-16k tokens, head dim 64-128, on an H100 SXM
 #: (Shah et al. 2024, arXiv:2407.08608, figs. 5-6); forward + backward (2x the forward's
-#: FLOPs) time-weighted: 3 / (989/620 + 2 x 989/460) = 0.50. FlashAttention-2 (transformers'
-#: default) reaches ~370 forward and ~260 backward there: ~0.31, so stacks on it run slower.
+#: FLOPs) time-weighted: 3 / (989/620 + 2 x 989/460) = 0.50. This table holds the fused kernels
+#: (Training.fused_attention); SDPA_ATTENTION_EFFICIENCY_BY_GENERATION the default one.
 ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "hopper": _a("attention_efficiency.hopper", 0.50, "fraction of dense bf16 peak",
                  "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
                  "backward ~460 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+}
+#: The same for PyTorch SDPA's flash kernels (FlashAttention-2: transformers' default, and
+#: torchtitan's): on an H100 SXM ~370 TFLOPS forward and ~260 backward at 2k-16k tokens, head
+#: dim 128, causal (Shah et al. 2024, figs. 5-6, FlashAttention-2 series): 3 / (989/370 +
+#: 2 x 989/260) = 0.29. Our own H100 run (HF + SDPA, docs/bench.md) ran on these kernels.
+SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
+    "hopper": _a("sdpa_attention_efficiency.hopper", 0.29, "fraction of dense bf16 peak",
+                 "PyTorch SDPA's FlashAttention-2 kernels on H100 SXM, forward ~370 and "
+                 "backward ~260 TFLOPS (Shah et al. 2024, figs. 5-6)"),
 }
 
 #: Achievable fraction of peak memory bandwidth for streaming kernels (elementwise, norms,
@@ -386,6 +395,7 @@ def all_assumptions() -> list[Assumption]:
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(FP8_GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())
+    out += list(SDPA_ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global
     for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
                   ENGINE_MAX_NUM_SEQS):

@@ -357,8 +357,10 @@ def estimate_training(
     ]
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
-    if hw.gpu.generation in A.ATTENTION_EFFICIENCY_BY_GENERATION:
-        used.append(A.ATTENTION_EFFICIENCY_BY_GENERATION[hw.gpu.generation])
+    attention_table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if t.fused_attention
+                       else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
+    if hw.gpu.generation in attention_table:
+        used.append(attention_table[hw.gpu.generation])
     if t.precision == "fp8-mixed":
         used += [A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation],
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]

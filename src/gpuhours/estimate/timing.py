@@ -101,11 +101,14 @@ def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     return base * width
 
 
-def attention_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
+def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False) -> float:
     """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
-    generation's own figure where assumptions.py has one (Hopper), else a share of the GEMM
-    efficiency (ATTENTION_EFFICIENCY_RATIO)."""
-    own = A.ATTENTION_EFFICIENCY_BY_GENERATION.get(gpu.generation)
+    generation's own figure for the kernel where assumptions.py has one (Hopper: fused, cuDNN or
+    FlashAttention-3; else SDPA's FlashAttention-2), else a share of the GEMM efficiency
+    (ATTENTION_EFFICIENCY_RATIO)."""
+    table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if fused
+             else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
+    own = table.get(gpu.generation)
     if own is not None:
         return own.value
     return gemm_efficiency(gpu, hidden_size) * A.ATTENTION_EFFICIENCY_RATIO.value
@@ -178,7 +181,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     peak = peak_flops(gpu, "bf16-mixed" if fp8 else t.precision)
     tokens = t.tokens_per_micro_batch * t.grad_accum
     e_mm = gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
-    e_attn = attention_efficiency(gpu, arch.hidden_size) * efficiency_scale
+    e_attn = attention_efficiency(gpu, arch.hidden_size, t.fused_attention) * efficiency_scale
     bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
 
     matmul_s = tokens * flops.matmul_flops_per_token / (peak * e_mm)

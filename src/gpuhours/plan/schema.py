@@ -142,6 +142,9 @@ class TrainingSettings(_Strict):
         default=None, validation_alias=AliasChoices("checkpointing", "gradient_checkpointing"),
         description="activation checkpointing (Hugging Face: gradient_checkpointing)")
     flash_attention: bool | None = None
+    fused_attention: bool | None = Field(
+        default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
+        "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
     tp: PositiveInt | None = Field(default=None, description="tensor parallelism with sequence "
