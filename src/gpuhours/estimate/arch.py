@@ -50,6 +50,69 @@ class LatentAttention:
 
 
 @dataclass(frozen=True)
+class MambaMixer:
+    """A Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; transformers'
+    Mamba2Mixer, FalconH1Mixer, GraniteMoeHybridMambaLayer). Widths in elements.
+
+    in_proj: hidden -> inner (gate z) + conv_dim (x, B, C) + heads (dt); a depthwise causal
+    conv1d of conv_kernel taps over conv_dim = inner + 2 x groups x state channels; dt_bias,
+    A_log and D per head; a gated RMSNorm over inner; out_proj: inner -> hidden.
+    """
+
+    inner: int
+    heads: int
+    head_dim: int
+    state_size: int
+    groups: int
+    conv_kernel: int
+    chunk_size: int
+    in_bias: bool = False
+    out_bias: bool = False
+    conv_bias: bool = True
+    gated_norm: bool = True
+
+    @property
+    def conv_dim(self) -> int:
+        return self.inner + 2 * self.groups * self.state_size
+
+    def params(self, hidden_size: int, weights_only: bool = False) -> int:
+        """One mixer's parameters; `weights_only`: the two projections' matmul weights."""
+        in_width = self.inner + self.conv_dim + self.heads
+        weights = hidden_size * in_width + self.inner * hidden_size
+        if weights_only:
+            return weights
+        return (weights + (in_width if self.in_bias else 0) + (hidden_size if self.out_bias else 0)
+                + self.conv_dim * (self.conv_kernel + (1 if self.conv_bias else 0))
+                + 3 * self.heads + (self.inner if self.gated_norm else 0))
+
+    @property
+    def scan_flops_per_token(self) -> float:
+        """Forward FLOPs per token of the SSD algorithm with chunk length Q (Dao & Gu 2024,
+        sec. 6): C B^T within a chunk (Q x N per group and token), its masked product with X
+        (Q x P per head), the chunk states B^T X and the states' contribution C h (N x P per
+        head each), 2 FLOPs a multiply-add; plus the depthwise conv (conv_dim x conv_kernel).
+        The inter-chunk recurrence (N x P per head and chunk) is left out. Assumed: the kernel
+        computes whole Q x Q blocks (no causal halving), as mamba_ssm's chunked kernels do."""
+        g, h, n, p, q = self.groups, self.heads, self.state_size, self.head_dim, self.chunk_size
+        return 2.0 * (g * q * n + h * (q * p + 2 * n * p)) + 2.0 * self.conv_dim * self.conv_kernel
+
+    @property
+    def decode_flops_per_token(self) -> float:
+        """Forward FLOPs of one recurrent step: the state update h = exp(dt A) h + dt B x and
+        the output C h (2 x heads x head_dim x state multiply-adds), plus the conv step."""
+        return (4.0 * self.heads * self.head_dim * self.state_size
+                + 2.0 * self.conv_dim * self.conv_kernel)
+
+    @property
+    def state_elements(self) -> int:
+        """The recurrent state one sequence keeps in one layer, whatever its length: the SSM
+        state (heads x head_dim x state) and the conv window (conv_dim x (conv_kernel - 1), as
+        mamba_ssm's and vLLM's decoding keep it; transformers' cache keeps conv_kernel)."""
+        return (self.heads * self.head_dim * self.state_size
+                + self.conv_dim * (self.conv_kernel - 1))
+
+
+@dataclass(frozen=True)
 class ModelArch:
     """Shape of a decoder (or encoder) transformer. Counts are per model, sizes in elements."""
 
@@ -114,14 +177,24 @@ class ModelArch:
     router_bias: bool = False
     #: counted by estimate/blocks.py whatever the other fields (the families of MOE_MODEL_TYPES)
     counted_by_blocks: bool = False
+    #: state-space (Mamba-2) mixers and the layers that have one; the layers with attention
+    #: (None: all) and those without an MLP (Mamba-2 LMs have none)
+    ssm: MambaMixer | None = None
+    ssm_layers: int = 0
+    attention_layers: int | None = None
+    mlp_free_layers: int = 0
+
+    @property
+    def attention_layer_count(self) -> int:
+        return self.num_layers if self.attention_layers is None else self.attention_layers
 
     @property
     def mixed(self) -> bool:
         """Layers that the per-layer counts of estimate/params.py cannot describe alone (latent
         attention, dense and MoE layers mixed, the MoE families' own parts): counted by
         estimate/blocks.py."""
-        return self.counted_by_blocks or self.mla is not None or self.dense_mlp_layers > 0 or (
-            self.is_moe and not self.shared_expert_gate)
+        return (self.counted_by_blocks or self.mla is not None or self.dense_mlp_layers > 0
+                or self.ssm is not None or (self.is_moe and not self.shared_expert_gate))
 
     @property
     def moe_layers(self) -> int:
@@ -137,7 +210,7 @@ class ModelArch:
         if self.mla is not None:
             width = self.num_heads * (self.mla.qk_head_dim + self.mla.v_head_dim)
             return 2.0 * width * self.num_layers
-        return 4.0 * self.q_dim * self.num_layers
+        return 4.0 * self.q_dim * self.attention_layer_count
 
     @property
     def kv_cache_elements_per_token(self) -> int:
@@ -145,7 +218,21 @@ class ModelArch:
         2 x kv_dim per layer (K and V), MLA's latent and rotary key per layer."""
         if self.mla is not None:
             return self.mla.cache_elements_per_layer * self.num_layers
-        return 2 * self.kv_dim * self.num_layers
+        return 2 * self.kv_dim * self.attention_layer_count
+
+    @property
+    def ssm_scan_flops_per_token(self) -> float:
+        """Forward FLOPs per token of the SSM layers' scans (MambaMixer.scan_flops_per_token)."""
+        return self.ssm.scan_flops_per_token * self.ssm_layers if self.ssm else 0.0
+
+    @property
+    def ssm_decode_flops_per_token(self) -> float:
+        return self.ssm.decode_flops_per_token * self.ssm_layers if self.ssm else 0.0
+
+    @property
+    def ssm_state_elements(self) -> int:
+        """Recurrent state of one sequence over the SSM layers, constant in its length."""
+        return self.ssm.state_elements * self.ssm_layers if self.ssm else 0
 
     @property
     def is_moe(self) -> bool:
@@ -212,9 +299,11 @@ MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 #: GLM-4-MoE's dense first layers and shared experts, OLMoE's whole-projection q/k norms,
 #: Granite MoE
 MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "granitemoe"})
+#: state-space models and hybrids with Mamba-2 mixers (_mamba_family)
+SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid"})
 #: every model_type the analytic model counts exactly
 COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
-                       | MLA_MODEL_TYPES | MOE_MODEL_TYPES)
+                       | MLA_MODEL_TYPES | MOE_MODEL_TYPES | SSM_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
@@ -267,6 +356,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
         return _deepseek(cfg, name, where, model_type)
     if model_type in MOE_MODEL_TYPES:
         return _moe_family(cfg, name, where, model_type)
+    if model_type in SSM_MODEL_TYPES:
+        return _mamba_family(cfg, name, where, model_type)
     return _llama_like(cfg, name, where, model_type)
 
 
@@ -504,6 +595,88 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
     if model_type == "olmoe":
         return replace(arch, qk_norm=True, qk_norm_full=True)
     return arch
+
+
+def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """Mamba-2 LMs and hybrids (transformers' modeling_<type>.py), each mixer a MambaMixer:
+    - mamba2: every layer a mixer (inner = expand x hidden, `use_bias` on both projections)
+      and one RMSNorm, no attention and no MLP;
+    - falcon_h1: every layer attention and a mixer side by side (inner = mamba_d_ssm, or
+      mamba_expand x hidden; in_proj biased with mamba_proj_bias, out_proj with
+      projectors_bias; the gated norm only with mamba_rms_norm) and a dense gated MLP;
+    - granitemoehybrid (Granite 4): each layer a mixer ("linear_attention" or "mamba" in
+      layer_types) or attention, then the MoE (when num_local_experts > 0) and a shared gated
+      MLP of shared_intermediate_size."""
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
+    d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
+    if model_type == "mamba2":
+        inner = int(cfg.get("expand", 2) * d)
+        ssm = MambaMixer(
+            inner=inner, heads=_positive_int(_get(cfg, where, "num_heads"), where, "num_heads"),
+            head_dim=_positive_int(_get(cfg, where, "head_dim", default=64), where, "head_dim"),
+            state_size=_positive_int(_get(cfg, where, "state_size", default=128), where,
+                                     "state_size"),
+            groups=_positive_int(_get(cfg, where, "n_groups", default=1), where, "n_groups"),
+            conv_kernel=_positive_int(_get(cfg, where, "conv_kernel", default=4), where,
+                                      "conv_kernel"),
+            chunk_size=_positive_int(_get(cfg, where, "chunk_size", default=256), where,
+                                     "chunk_size"),
+            in_bias=bool(cfg.get("use_bias", False)), out_bias=bool(cfg.get("use_bias", False)),
+            conv_bias=bool(cfg.get("use_conv_bias", True)))
+        vocab = _positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size")
+        return ModelArch(
+            name=name, model_type=model_type, hidden_size=d, num_layers=layers, num_heads=1,
+            num_kv_heads=1, head_dim=1, intermediate_size=inner, vocab_size=vocab,
+            tie_embeddings=bool(cfg.get("tie_word_embeddings", False)), gated_mlp=True,
+            norms_per_block=1, counted_by_blocks=True, ssm=ssm, ssm_layers=layers,
+            attention_layers=0, mlp_free_layers=layers,
+            max_positions=None)
+    fields = {**cfg, "sliding_window": None}
+    if model_type == "granitemoehybrid":
+        # 0 experts is a dense Granite 4 (the shared MLP alone)
+        experts = _count({"n": cfg.get("num_local_experts") or None}, where, "n")
+        shared = _positive_int(_get(cfg, where, "shared_intermediate_size"), where,
+                               "shared_intermediate_size")
+        fields.update(num_local_experts=experts or None, num_experts=None,
+                      num_experts_per_tok=cfg.get("num_experts_per_tok") if experts else None,
+                      moe_intermediate_size=cfg.get("intermediate_size") if experts else None,
+                      intermediate_size=shared)
+    base = _llama_like(fields, name, where, model_type)
+    inner = (cfg.get("mamba_d_ssm") if model_type == "falcon_h1" else None) or int(
+        cfg.get("mamba_expand", 2) * d)
+    heads = _positive_int(_get(cfg, where, "mamba_n_heads"), where, "mamba_n_heads")
+    head_dim = cfg.get("mamba_d_head")
+    head_dim = head_dim if isinstance(head_dim, int) else inner // heads
+    ssm = MambaMixer(
+        inner=inner, heads=heads, head_dim=head_dim,
+        state_size=_positive_int(_get(cfg, where, "mamba_d_state"), where, "mamba_d_state"),
+        groups=_positive_int(_get(cfg, where, "mamba_n_groups", default=1), where,
+                             "mamba_n_groups"),
+        conv_kernel=_positive_int(_get(cfg, where, "mamba_d_conv", default=4), where,
+                                  "mamba_d_conv"),
+        chunk_size=_positive_int(_get(cfg, where, "mamba_chunk_size", default=256), where,
+                                 "mamba_chunk_size"),
+        in_bias=bool(cfg.get("mamba_proj_bias", False)),
+        out_bias=bool(cfg.get("projectors_bias" if model_type == "falcon_h1"
+                              else "mamba_proj_bias", False)),
+        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+        gated_norm=model_type != "falcon_h1" or bool(cfg.get("mamba_rms_norm", False)))
+    attention_bias = bool(cfg.get("attention_bias", False))
+    arch = replace(base, counted_by_blocks=True, ssm=ssm, qkv_bias=attention_bias,
+                   out_bias=attention_bias)
+    if model_type == "falcon_h1":
+        return replace(arch, ssm_layers=layers, attention_layers=layers,
+                       mlp_bias=bool(cfg.get("mlp_bias", False)))
+    types = cfg.get("layer_types") or cfg.get("layers_block_type") or (
+        ["linear_attention"] * layers)
+    if not isinstance(types, list) or len(types) != layers:
+        raise InputError(where, f"layer_types must list {layers} entries, got {types!r}.")
+    mamba = sum(1 for x in types if x in ("linear_attention", "mamba"))
+    shared = base.intermediate_size
+    if not base.is_moe:  # the shared MLP alone: a dense gated MLP in every layer
+        return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba)
+    return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba,
+                   shared_expert_intermediate_size=shared, shared_expert_gate=False)
 
 
 def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:

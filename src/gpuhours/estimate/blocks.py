@@ -2,12 +2,12 @@
 
 estimate/params.py counts a model as num_layers copies of one block. This module counts the
 models that break that (ModelArch.mixed): multi-head latent attention (DeepSeek-V2/V3), MoE
-models whose first layers are dense (DeepSeek's first_k_dense_replace), and shared experts
-without a gate. It sums each part over the layers and gives estimate/params.py's ParamCounts the
-per-layer means rounded down, with the remainder carried so that `total` and `matmul_active`
-stay exact.
-Each formula follows the module transformers builds (cited per function); the totals are held
-to `sum(p.numel())` of that model by tests/test_catalog_models.py.
+models whose first layers are dense (DeepSeek's first_k_dense_replace), shared experts without a
+gate, the MoE families' own parts, and Mamba-2 mixers in place of or beside attention. It sums
+each part over the layers and gives estimate/params.py's ParamCounts the per-layer means rounded
+down, with the remainder carried so that `total` and `matmul_active` stay exact. Each formula
+follows the module transformers builds (cited per function); the totals are held to
+`sum(p.numel())` of that model by tests/test_catalog_models.py.
 """
 
 from __future__ import annotations
@@ -108,21 +108,28 @@ class LayerSums:
 
 def layer_sums(arch: ModelArch) -> LayerSums:
     """The blocks' parameters summed over the layers: `moe_layers` with experts, the others
-    (`dense_mlp_layers`, or all of a dense model) a dense MLP of intermediate_size."""
+    (`dense_mlp_layers`, or all of a dense model) a dense MLP of intermediate_size, but
+    `mlp_free_layers` with none; attention on `attention_layer_count` layers and a Mamba-2
+    mixer on `ssm_layers` (counted with the attention: the token mixers)."""
     d = arch.hidden_size
     layers, moe = arch.num_layers, arch.moe_layers
-    dense = layers - moe
+    dense = layers - moe - arch.mlp_free_layers
+    attention_layers = layers if arch.mla is not None else arch.attention_layer_count
     dense_mlp = _ffn(d, arch.intermediate_size, arch.gated_mlp, arch.mlp_bias)
     dense_w = _ffn(d, arch.intermediate_size, arch.gated_mlp, False)
     mlp = dense * dense_mlp
     mlp_active = dense * dense_mlp
-    matmul = layers * _attention(arch, weights_only=True) + dense * dense_w
+    matmul = attention_layers * _attention(arch, weights_only=True) + dense * dense_w
+    ssm = 0
+    if arch.ssm is not None:  # Mamba-2 mixers: in_proj and out_proj are the matmuls
+        ssm = arch.ssm_layers * arch.ssm.params(d)
+        matmul += arch.ssm_layers * arch.ssm.params(d, weights_only=True)
     if moe:
         mlp += moe * _moe_mlp(arch, active_only=False, weights_only=False)
         mlp_active += moe * _moe_mlp(arch, active_only=True, weights_only=False)
         matmul += moe * _moe_mlp(arch, active_only=True, weights_only=True)
     return LayerSums(
-        attention=layers * _attention(arch),
+        attention=attention_layers * _attention(arch) + ssm,
         mlp=mlp,
         mlp_active=mlp_active,
         norms=layers * arch.norms_per_block * _norm(arch),

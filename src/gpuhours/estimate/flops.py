@@ -14,6 +14,11 @@ Conventions, stated once:
   of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
 - Sliding-window layers attend to min(context, window) tokens (ModelArch.attended_tokens).
+- State-space (Mamba-2) layers: in_proj and out_proj are matmuls; the scan is counted with the
+  attention part (a kernel, not a GEMM): the SSD algorithm's chunked products (Dao & Gu 2024,
+  arXiv:2405.21060, sec. 6; MambaMixer.scan_flops_per_token), per token whatever the context,
+  backward 2 x forward like attention (assumption); a decode step is the recurrence
+  (MambaMixer.decode_flops_per_token).
 - Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434): the low-rank projections are
   matmuls like any other (estimate/blocks.py); scores over keys qk_nope + qk_rope wide and
   values v_head_dim wide per head, the expanded form training and prefill kernels compute
@@ -97,13 +102,15 @@ class TrainingFlops:
 
 def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: bool = True) -> float:
     """Forward FLOPs/token of QK^T and AV over all layers: 4 x L x (heads x head_dim) x context
-    (MLA: 2 x L x heads x (qk_nope + qk_rope + v_head_dim) x context; ModelArch.score_flops_per_key).
+    (MLA: 2 x L x heads x (qk_nope + qk_rope + v_head_dim) x context; ModelArch.score_flops_per_key),
+    plus the SSM layers' scans (ModelArch.ssm_scan_flops_per_token), which do not grow with context.
 
     context = (seq_len + 1) / 2 under a causal mask (mean over positions), seq_len otherwise.
     """
     if not causal:
         return arch.score_flops_per_key * seq_len
-    return arch.score_flops_per_key * causal_mean_attended(arch, seq_len)
+    return (arch.score_flops_per_key * causal_mean_attended(arch, seq_len)
+            + arch.ssm_scan_flops_per_token)
 
 
 def causal_mean_attended(arch: ModelArch, seq_len: float) -> float:
@@ -146,7 +153,8 @@ def _mixed_lora_params(arch: ModelArch, rank: int, targets: str, active_only: bo
     rounded down (within one parameter a layer). MLA's linears are q_a and q_b (or q_proj),
     kv_a_proj_with_mqa, kv_b_proj and o_proj; "qv" names projections MLA does not have and is
     refused. "all-linear" adds the dense MLPs, the routed experts (all, or the top-k one token
-    passes through) and the shared expert."""
+    passes through), the shared expert and the Mamba mixers' in_proj and out_proj. Attention
+    adapters are on the attention layers only (none in a Mamba-2 LM: only "all-linear")."""
     d, h = arch.hidden_size, arch.num_heads
     m = arch.mla
     if m is not None:
@@ -161,13 +169,23 @@ def _mixed_lora_params(arch: ModelArch, rank: int, targets: str, active_only: bo
                      + rank * (m.kv_lora_rank + h * (m.qk_nope_head_dim + m.v_head_dim))
                      + rank * (h * m.v_head_dim + d))
     else:
-        attention = lora_params_per_layer(replace(arch, mla=None, dense_mlp_layers=0,
-                                                  shared_expert_gate=True, num_experts=0),
-                                          rank, "qv" if targets == "qv" else "attention")
+        plain = replace(arch, mla=None, dense_mlp_layers=0, shared_expert_gate=True,
+                        num_experts=0, counted_by_blocks=False, ssm=None)
+        if arch.attention_layer_count == 0 and targets != "all-linear":
+            raise FieldError("lora_targets", f"{arch.name} has no attention layers to adapt.",
+                             "Use lora_targets 'all-linear' (the mixers' in_proj and out_proj).")
+        attention = lora_params_per_layer(plain, rank, "qv" if targets == "qv" else "attention")
+        attention = attention * arch.attention_layer_count // arch.num_layers
     if targets != "all-linear":
         return attention
+    if arch.ssm is not None:  # the mixers' in_proj and out_proj
+        s = arch.ssm
+        in_width = s.inner + s.conv_dim + s.heads
+        ssm = rank * (d + in_width) + rank * (s.inner + d)
+        attention += ssm * arch.ssm_layers // arch.num_layers
     mats = 3 if arch.gated_mlp else 2
-    moe, dense = arch.moe_layers, arch.num_layers - arch.moe_layers
+    moe = arch.moe_layers
+    dense = arch.num_layers - moe - arch.mlp_free_layers
     experts = arch.experts_per_token if active_only else arch.num_experts
     per_moe = experts * mats * rank * (d + arch.moe_intermediate_size)
     if arch.shared_expert_intermediate_size:
@@ -228,9 +246,10 @@ def training_flops_per_token(
 
 def generation_flops_per_token(arch: ModelArch, context_tokens: float) -> float:
     """Forward FLOPs to process one token with `context_tokens` of context before it
-    (min(context, window) on sliding-window layers)."""
+    (min(context, window) on sliding-window layers; an SSM layer's one recurrent step)."""
     return (2.0 * count_params(arch).matmul_active
-            + arch.score_flops_per_key * arch.attended_tokens(context_tokens))
+            + arch.score_flops_per_key * arch.attended_tokens(context_tokens)
+            + arch.ssm_decode_flops_per_token)
 
 
 def prefill_flops_per_token(arch: ModelArch, prompt_tokens: float) -> float:
@@ -238,7 +257,8 @@ def prefill_flops_per_token(arch: ModelArch, prompt_tokens: float) -> float:
     scoring pass): the matmuls and the causal mean of attended keys, which on sliding-window
     layers is the mean of min(position, window) (causal_mean_attended)."""
     return (2.0 * count_params(arch).matmul_active
-            + arch.score_flops_per_key * causal_mean_attended(arch, prompt_tokens))
+            + arch.score_flops_per_key * causal_mean_attended(arch, prompt_tokens)
+            + arch.ssm_scan_flops_per_token)
 
 
 def training_flops(t: Training) -> TrainingFlops:

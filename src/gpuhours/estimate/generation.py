@@ -60,7 +60,17 @@ def kv_bytes_per_token_per_gpu(arch: ModelArch, bytes_per_element: float,
     if arch.mla is not None:
         return kv_cache_bytes_per_token(arch, bytes_per_element)
     heads = math.ceil(arch.num_kv_heads / tensor_parallel)
-    return 2.0 * arch.num_layers * heads * arch.head_dim * bytes_per_element
+    return 2.0 * arch.attention_layer_count * heads * arch.head_dim * bytes_per_element
+
+
+def state_bytes_per_sequence_per_gpu(arch: ModelArch, bytes_per_element: float,
+                                     tensor_parallel: int) -> float:
+    """The recurrent state of one sequence in the SSM (Mamba-2) layers, on each GPU of a
+    tensor-parallel group: (heads x head_dim x state + conv_dim x (conv_kernel - 1)) x layers x
+    bytes / tp, the same whatever the sequence's length (it replaces a KV cache in those
+    layers). Assumed: kept in the KV-cache dtype (vLLM's mamba_ssm_cache_dtype "auto") and
+    split with the heads over the group, as vLLM's Mamba-2 layers shard them."""
+    return arch.ssm_state_elements * bytes_per_element / tensor_parallel
 
 
 def kv_tokens_held(arch: ModelArch, context_tokens: float) -> float:
@@ -155,9 +165,10 @@ class GenerationEstimate:
                 "parameters read by a forward step (an untied input embedding is gathered, "
                 "not read) x weight_bytes_per_param / tensor_parallel, per GPU"),
             "kv_cache_bytes": formula(self.kv_cache_bytes, "bytes (GB = 1e9)",
-                                      "running sequences x (prompt + output) x 2 x layers x "
-                                      "KV heads per GPU x head_dim x kv_bytes_per_element, "
-                                      "per GPU"),
+                                      "running sequences x ((prompt + output) x 2 x "
+                                      "attention layers x KV heads per GPU x head_dim (MLA: "
+                                      "layers x (kv_lora_rank + qk_rope_head_dim)) + SSM "
+                                      "state) x kv_bytes_per_element, per GPU"),
             "decode_bandwidth_efficiency": assumed(
                 self.decode_bandwidth_efficiency, "fraction of datasheet bandwidth",
                 "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), assumptions.py"),
@@ -192,8 +203,9 @@ class GenerationEstimate:
 
 def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
                         memory_utilisation: float | None = None) -> int:
-    """Sequences whose full KV cache (prompt + output) fits beside the weights, on each GPU of
-    the tensor-parallel group (weights split tp ways, KV heads as kv_bytes_per_token_per_gpu).
+    """Sequences whose full KV cache (prompt + output) and SSM state fit beside the weights, on
+    each GPU of the tensor-parallel group (weights split tp ways, KV heads as
+    kv_bytes_per_token_per_gpu, state as state_bytes_per_sequence_per_gpu).
     `memory_utilisation`: the engine's share of device memory (vLLM gpu_memory_utilization;
     default assumptions.GENERATION_MEMORY_UTILISATION)."""
     tp = g.tensor_parallel
@@ -202,7 +214,8 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
              else memory_utilisation)
     usable = gpu.memory_bytes * share - weights / tp
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
-        arch, g.prompt_tokens + g.output_tokens)
+        arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
+        arch, g.kv_bytes_per_element, tp)
     if usable <= per_seq:
         where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
@@ -230,6 +243,8 @@ class _Step:
     link_bytes_per_s: float
     #: a measured host relative to the engine's assumed one (calibration; 1 = assumed)
     host_scale: float = 1.0
+    #: SSM state per sequence and GPU: read and written back by every decode step
+    state_bytes_per_sequence: float = 0.0
 
     @property
     def host_s(self) -> float:
@@ -263,6 +278,7 @@ class _Step:
     def decode(self, running: int, context: float) -> tuple[float, str]:
         passes = A.DECODE_KV_PASSES[self.engine].value
         kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
+        kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
         return self.seconds(running, kv, flops / self.tensor_parallel)
 
@@ -303,6 +319,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     e_bw = decode_bandwidth_efficiency(arch)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
     step = _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
                  gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
@@ -310,7 +327,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                  weights_read_bytes=weight_bytes_read_per_step(
                      arch, g.weight_bytes_per_param) / tp,
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
-                 host_scale=host_scale)
+                 host_scale=host_scale, state_bytes_per_sequence=state)
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -328,8 +345,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         max_num_seqs=max_seqs,
         weights_bytes=count_params(arch).total * g.weight_bytes_per_param,
         weights_read_bytes_per_step=step.weights_read_bytes,
-        kv_cache_bytes=running * kv_token * kv_tokens_held(arch, g.prompt_tokens
-                                                           + g.output_tokens),
+        kv_cache_bytes=running * (kv_token * kv_tokens_held(arch, g.prompt_tokens
+                                                            + g.output_tokens) + state),
         decode_bandwidth_efficiency=e_bw,
         host_step_s=step.host_s,
         allreduce_s_per_decode_step=step.allreduce_s(running),

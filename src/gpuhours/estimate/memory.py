@@ -22,6 +22,7 @@ from gpuhours.estimate.parallel import (
 )
 from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.quant import quantised_linears_bytes
+from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
 from gpuhours.setup import Training
 
@@ -227,6 +228,9 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
         f_in = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
         fp8_saved = (a - 1) * (d + q + experts * (d + f_in))
     # each norm of the block keeps its input (Gemma 2 has four: pre and post, twice)
+    if arch.ssm is not None:  # Mamba-2 layers and hybrids: means over the layers (estimate/ssm.py)
+        return arch.norms_per_block * norm + hybrid_layer_bytes(arch, attention, mlp, a, full) \
+            + lora - fp8_saved, scores
     return arch.norms_per_block * norm + attention + mlp + lora - fp8_saved, scores
 
 

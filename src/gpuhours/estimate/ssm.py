@@ -1,0 +1,26 @@
+"""State-space (Mamba-2) layers: what they keep for backward. Parameters are in
+estimate/blocks.py, FLOPs and the recurrent state on ModelArch and MambaMixer."""
+
+from __future__ import annotations
+
+from gpuhours.estimate.arch import ModelArch
+
+
+def hybrid_layer_bytes(arch: ModelArch, attention: float, mlp: float, a: int,
+                       full: bool) -> float:
+    """Bytes per token of a layer's token mixer and MLP, as means over the layers of an SSM
+    model or hybrid: the attention tensors (`attention`, estimate/memory.py's count for one
+    attention layer) on the attention layers, the Mamba-2 mixer's on the SSM layers, the MLP
+    (`mlp`) on the layers that have one.
+
+    The mixer's, assumed from mamba_ssm's fused mamba_split_conv1d_scan_combined (what
+    transformers' CUDA path runs in training), which saves in_proj's output (z, x, B, C, dt:
+    inner + conv_dim + heads wide) and recomputes the conv and the scan in backward: a (inner +
+    conv_dim + heads); full fine-tuning adds the inputs of in_proj (a d) and out_proj (a inner).
+    Not checked against a run: on the CPU transformers runs an unfused path that keeps more."""
+    s = arch.ssm
+    assert s is not None
+    mixer = a * (s.inner + s.conv_dim + s.heads) + (a * (arch.hidden_size + s.inner) if full else 0)
+    n = arch.num_layers
+    return (attention * arch.attention_layer_count + mixer * arch.ssm_layers
+            + mlp * (n - arch.mlp_free_layers)) / n
