@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from gpuhours.cli_common import (
     AccumOpt,
+    BaseQuantOpt,
     BatchOpt,
     CkptOpt,
     EpochsOpt,
@@ -40,6 +41,7 @@ from gpuhours.cli_common import (
     StepsOpt,
     TargetsOpt,
     TokensOpt,
+    TrainEmbOpt,
     WideOpt,
     ZeroOpt,
     console_for,
@@ -173,7 +175,8 @@ _PARAM_OF_FIELD = {
     "fused_attention": "fused",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
     "zero_stage": "zero", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
-    "examples": "examples", "packed": "packed"}
+    "examples": "examples", "packed": "packed", "base_quant": "base_quant",
+    "lora_trainable_embeddings": "lora_trainable_embeddings"}
 
 
 def _network(ctx: typer.Context, node: str | None, spec: Any, gpus_per_node: int,
@@ -242,6 +245,8 @@ def estimate(
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+    base_quant: BaseQuantOpt = TRAINING.base_quant,
+    lora_trainable_embeddings: TrainEmbOpt = TRAINING.lora_trainable_embeddings,
     images_per_example: Annotated[int, typer.Option(
         "--images-per-example", min=0, help="Vision-language models: images per example; "
         "their tokens add to --seq's text tokens, their vision-tower forward to the step.")
@@ -421,6 +426,8 @@ def fit(
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
+    base_quant: BaseQuantOpt = TRAINING.base_quant,
+    lora_trainable_embeddings: TrainEmbOpt = TRAINING.lora_trainable_embeddings,
     node: NodeOpt = None,
     gpus_per_node: PerNodeOpt = HARDWARE.gpus_per_node,
     inter_node_gb_per_s_one_way: NetOpt = HARDWARE.inter_node_gb_per_s_one_way,

@@ -162,7 +162,14 @@ FusedOpt = Annotated[bool, typer.Option(
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 LossKernelOpt = Annotated[str, typer.Option(
     help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "
-         "(Liger fused linear CE), cut-ce (Cut Cross-Entropy).")]
+         "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "
+         "on half-precision logits, no autocast: Qwen-1 under DeepSpeed).")]
+BaseQuantOpt = Annotated[str, typer.Option(
+    help="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4 or awq-int4 (a GPTQ or AWQ "
+         "checkpoint, groups of 128).")]
+TrainEmbOpt = Annotated[bool, typer.Option(
+    "--lora-trainable-embeddings", help="LoRA/QLoRA: train the embeddings and LM head too "
+    "(peft modules_to_save: a copy with its gradient and optimizer state).")]
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a config field, e.g. --set num_hidden_layers=2 (repeatable).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
