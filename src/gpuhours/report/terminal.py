@@ -57,6 +57,10 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
                 f"{verdict} in {gib(m.device_bytes.value)}; peak at {esc(m.peak_phase)}"])
     print_table(console, (Col("part"), Col("size", "number", "right"), _QUANTITY_COLS[2]), mem,
                 notes=notes, wide=wide, title="Memory per GPU (GiB = 2^30 bytes)")
+    reserved = m.tensors_bytes.value + m.allocator_reserve_bytes.value
+    console.print(f"[dim]as the tools report it: torch.cuda.max_memory_allocated() ~ peak of "
+                  f"live tensors ({gib(m.tensors_bytes.value)}); max_memory_reserved() ~ with "
+                  f"the allocator reserve ({gib(reserved)}); nvidia-smi ~ total[/dim]")
 
     t = [["model FLOPs per token", si(e.model_flops_per_token.value, "FLOP"),
           _basis(e.model_flops_per_token)]]
