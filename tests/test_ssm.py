@@ -1,5 +1,6 @@
-"""State-space models and hybrids (issue 15): Mamba-2, Falcon-H1 and Granite 4 (granitemoehybrid)
-counted exactly against transformers, their scan FLOPs, recurrent state and KV cache by hand.
+"""State-space models and hybrids (issue 15): Mamba-2, Falcon-H1, Granite 4 (granitemoehybrid) and
+Jamba (Mamba-1 mixers) counted exactly against transformers, their scan FLOPs, recurrent state
+and KV cache by hand.
 
 Hand numbers use transformers' Mamba2Config defaults (Mamba-Codestral-7B's shape): hidden 4,096,
 64 layers, 128 heads of 64, state 128, 8 groups, conv 4, chunk 256, expand 2 (inner 8,192,
@@ -54,6 +55,14 @@ SMALL = [
                               mamba_d_state=16,
                               layer_types=["linear_attention", "attention", "linear_attention",
                                            "attention"])),
+    ("jamba", dict(hidden_size=64, num_hidden_layers=6, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=96, vocab_size=500, mamba_d_state=8,
+                   mamba_dt_rank=8, num_experts=4, num_experts_per_tok=2, attn_layer_period=3,
+                   attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1)),
+    ("jamba", dict(hidden_size=64, num_hidden_layers=6, num_attention_heads=4,
+                   num_key_value_heads=2, intermediate_size=96, vocab_size=500, mamba_d_state=8,
+                   num_experts=1, num_experts_per_tok=1, attn_layer_period=2, attn_layer_offset=0,
+                   mamba_proj_bias=True, mamba_conv_bias=False, tie_word_embeddings=True)),
     ("granitemoehybrid", dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
                               num_key_value_heads=2, intermediate_size=32,
                               shared_intermediate_size=48, vocab_size=500, num_local_experts=0,
@@ -117,6 +126,7 @@ def test_falcon_h1_keeps_kv_and_state() -> None:
 
 def test_granite_hybrid_kv_only_on_attention_layers() -> None:
     variant = SMALL[4][1]
+    assert SMALL[4][0] == "granitemoehybrid"
     arch = from_hf_config({"model_type": "granitemoehybrid", **variant}, "g4")
     assert (arch.attention_layer_count, arch.ssm_layers) == (2, 2)
     # 2 attention layers x 2 KV heads x 16 (64 / 4) x K and V x 2 bytes
@@ -134,3 +144,22 @@ def test_mamba2_activations_and_lora() -> None:
     assert lora_params_per_layer(arch, 8, "all-linear") == 8 * (4096 + 18560) + 8 * (8192 + 4096)
     with pytest.raises(FieldError, match="no attention layers"):
         lora_params_per_layer(arch, 8, "qv")
+
+
+def test_jamba_layers_kv_and_state_by_hand() -> None:
+    """Jamba (JambaConfig defaults, Jamba-v0.1's shape): 32 layers, attention where i % 8 == 4
+    (4 layers), MoE where i % 2 == 1 (16 layers). KV per token 2 x 4 x 8 x 128 x 2 = 16,384 B,
+    an eighth of what reading every layer as attention gives; the Mamba-1 state per sequence
+    28 x (8192 x 16 + 8192 x 3) elements = 8,716,288 B in bf16; a scan step 7 x 8192 x 16 +
+    2 x 8192 x 4 FLOPs per layer."""
+    transformers = pytest.importorskip("transformers")
+    arch = from_hf_config(transformers.AutoConfig.for_model("jamba").to_dict(), "jamba")
+    assert arch.ssm is not None
+    assert (arch.attention_layer_count, arch.ssm_layers, arch.moe_layers) == (4, 28, 16)
+    assert kv_cache_bytes_per_token(arch, 2.0) == 16_384
+    assert state_bytes_per_sequence_per_gpu(arch, 2.0, 1) == 8_716_288
+    assert arch.ssm.decode_flops_per_token == 7 * 8192 * 16 + 2 * 8192 * 4
+    # LoRA all-linear on a mixer: in_proj 4096 -> 16384, x_proj 8192 -> 256 + 32, dt_proj
+    # 256 -> 8192, out_proj 8192 -> 4096
+    assert sum(a + b for a, b in arch.ssm.linears(4096)) == (4096 + 16384 + 8192 + 288
+                                                               + 256 + 8192 + 8192 + 4096)

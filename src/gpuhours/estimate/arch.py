@@ -70,13 +70,23 @@ class MambaMixer:
     out_bias: bool = False
     conv_bias: bool = True
     gated_norm: bool = True
+    #: 1: a Mamba-1 mixer (Gu & Dao 2023, arXiv:2312.00752; transformers' JambaMambaMixer):
+    #: in_proj hidden -> 2 x inner (x, z), a conv over inner, x_proj inner -> dt_rank + 2 x
+    #: state, dt_proj dt_rank -> inner (biased), A_log inner x state, D inner, out_proj, and
+    #: Jamba's RMSNorms on dt, B and C; heads = inner and head_dim = 1 (one channel a "head")
+    version: int = 2
+    dt_rank: int = 0
 
     @property
     def conv_dim(self) -> int:
+        if self.version == 1:
+            return self.inner
         return self.inner + 2 * self.groups * self.state_size
 
     def params(self, hidden_size: int, weights_only: bool = False) -> int:
-        """One mixer's parameters; `weights_only`: the two projections' matmul weights."""
+        """One mixer's parameters; `weights_only`: the projections' matmul weights."""
+        if self.version == 1:
+            return self._mamba1_params(hidden_size, weights_only)
         in_width = self.inner + self.conv_dim + self.heads
         weights = hidden_size * in_width + self.inner * hidden_size
         if weights_only:
@@ -84,6 +94,32 @@ class MambaMixer:
         return (weights + (in_width if self.in_bias else 0) + (hidden_size if self.out_bias else 0)
                 + self.conv_dim * (self.conv_kernel + (1 if self.conv_bias else 0))
                 + 3 * self.heads + (self.inner if self.gated_norm else 0))
+
+    def linears(self, hidden_size: int) -> list[tuple[int, int]]:
+        """(in_features, out_features) of the mixer's linear layers (what LoRA adapts)."""
+        d, i = hidden_size, self.inner
+        if self.version == 1:
+            return [(d, 2 * i), (i, self.dt_rank + 2 * self.state_size), (self.dt_rank, i),
+                    (i, d)]
+        return [(d, i + self.conv_dim + self.heads), (i, d)]
+
+    @property
+    def saved_width(self) -> int:
+        """Elements per token the fused training kernel keeps for backward (assumed):
+        Mamba-2's mamba_split_conv1d_scan_combined keeps in_proj's output (z, x, B, C, dt);
+        Mamba-1's mamba_inner_fn keeps x and z, the conv output, x_proj's output and dt."""
+        if self.version == 1:
+            return 4 * self.inner + self.dt_rank + 2 * self.state_size
+        return self.inner + self.conv_dim + self.heads
+
+    def _mamba1_params(self, d: int, weights_only: bool) -> int:
+        i, n, r = self.inner, self.state_size, self.dt_rank
+        weights = d * 2 * i + i * (r + 2 * n) + r * i + i * d
+        if weights_only:
+            return weights
+        return (weights + (2 * i if self.in_bias else 0) + (d if self.out_bias else 0)
+                + i * (self.conv_kernel + (1 if self.conv_bias else 0)) + i  # conv, dt bias
+                + i * n + i + r + 2 * n)  # A_log, D, the dt/B/C norms
 
     @property
     def scan_flops_per_token(self) -> float:
@@ -93,13 +129,19 @@ class MambaMixer:
         head each), 2 FLOPs a multiply-add; plus the depthwise conv (conv_dim x conv_kernel).
         The inter-chunk recurrence (N x P per head and chunk) is left out. Assumed: the kernel
         computes whole Q x Q blocks (no causal halving), as mamba_ssm's chunked kernels do."""
+        if self.version == 1:
+            return self.decode_flops_per_token  # the selective scan is the recurrence itself
         g, h, n, p, q = self.groups, self.heads, self.state_size, self.head_dim, self.chunk_size
         return 2.0 * (g * q * n + h * (q * p + 2 * n * p)) + 2.0 * self.conv_dim * self.conv_kernel
 
     @property
     def decode_flops_per_token(self) -> float:
         """Forward FLOPs of one recurrent step: the state update h = exp(dt A) h + dt B x and
-        the output C h (2 x heads x head_dim x state multiply-adds), plus the conv step."""
+        the output C h (2 x heads x head_dim x state multiply-adds), plus the conv step.
+        Mamba-1 (the selective scan, Gu & Dao 2023 sec. 3.2, per channel and state): dt A,
+        dt B x, h = exp(dt A) h + dt B x, C h: 7 FLOPs (exp and the D skip left out)."""
+        if self.version == 1:
+            return 7.0 * self.inner * self.state_size + 2.0 * self.conv_dim * self.conv_kernel
         return (4.0 * self.heads * self.head_dim * self.state_size
                 + 2.0 * self.conv_dim * self.conv_kernel)
 
@@ -299,8 +341,8 @@ MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 #: GLM-4-MoE's dense first layers and shared experts, OLMoE's whole-projection q/k norms,
 #: Granite MoE
 MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "granitemoe"})
-#: state-space models and hybrids with Mamba-2 mixers (_mamba_family)
-SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid"})
+#: state-space models and hybrids with Mamba-2 mixers (_mamba_family), and Jamba's Mamba-1
+SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba"})
 #: every model_type the analytic model counts exactly
 COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
                        | MLA_MODEL_TYPES | MOE_MODEL_TYPES | SSM_MODEL_TYPES)
@@ -609,6 +651,8 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
       MLP of shared_intermediate_size."""
     layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
+    if model_type == "jamba":
+        return _jamba(cfg, name, where, layers, d)
     if model_type == "mamba2":
         inner = int(cfg.get("expand", 2) * d)
         ssm = MambaMixer(
@@ -677,6 +721,49 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
         return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba)
     return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba,
                    shared_expert_intermediate_size=shared, shared_expert_gate=False)
+
+
+def _jamba(cfg: dict[str, Any], name: str, where: str, layers: int, d: int) -> ModelArch:
+    """Jamba (transformers' modeling_jamba.py, JambaConfig): layer i has attention when
+    i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer otherwise; its MLP is the MoE
+    (num_experts experts of intermediate_size, a bias-free router) when i % expert_layer_period
+    == expert_layer_offset, else a dense gated MLP of intermediate_size; two RMSNorms a layer;
+    attention without biases."""
+    def period(key: str, default: int) -> int:
+        return _positive_int(_get(cfg, where, key, default=default), where, key)
+
+    def offset(key: str, default: int) -> int:
+        value = cfg.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(where, f"field {key!r} must be a non-negative integer, got "
+                                    f"{value!r}.")
+        return value
+
+    attn_period, attn_offset = period("attn_layer_period", 8), offset("attn_layer_offset", 4)
+    exp_period, exp_offset = period("expert_layer_period", 2), offset("expert_layer_offset", 1)
+    experts = _count(cfg, where, "num_experts", "num_local_experts")
+    attention = sum(1 for i in range(layers) if i % attn_period == attn_offset)
+    moe = sum(1 for i in range(layers) if i % exp_period == exp_offset) if experts > 1 else 0
+    base = _llama_like({**cfg, "sliding_window": None, "num_local_experts": experts
+                        if experts > 1 else None, "num_experts": None,
+                        "num_experts_per_tok": cfg.get("num_experts_per_tok")
+                        if experts > 1 else None}, name, where, "jamba")
+    inner = int(cfg.get("mamba_expand", 2) * d)
+    rank = cfg.get("mamba_dt_rank", "auto")
+    rank = math.ceil(d / 16) if rank == "auto" else _positive_int(rank, where, "mamba_dt_rank")
+    ssm = MambaMixer(
+        inner=inner, heads=inner, head_dim=1,
+        state_size=_positive_int(_get(cfg, where, "mamba_d_state", default=16), where,
+                                 "mamba_d_state"),
+        groups=1, conv_kernel=_positive_int(_get(cfg, where, "mamba_d_conv", default=4), where,
+                                            "mamba_d_conv"),
+        chunk_size=1, in_bias=bool(cfg.get("mamba_proj_bias", False)),
+        out_bias=bool(cfg.get("mamba_proj_bias", False)),
+        conv_bias=bool(cfg.get("mamba_conv_bias", True)), gated_norm=False, version=1,
+        dt_rank=rank)
+    return replace(base, counted_by_blocks=True, ssm=ssm, ssm_layers=layers - attention,
+                   attention_layers=attention, qkv_bias=False, out_bias=False, mlp_bias=False,
+                   dense_mlp_layers=layers - moe if moe else 0)
 
 
 def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:

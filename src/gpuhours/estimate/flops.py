@@ -178,10 +178,8 @@ def _mixed_lora_params(arch: ModelArch, rank: int, targets: str, active_only: bo
         attention = attention * arch.attention_layer_count // arch.num_layers
     if targets != "all-linear":
         return attention
-    if arch.ssm is not None:  # the mixers' in_proj and out_proj
-        s = arch.ssm
-        in_width = s.inner + s.conv_dim + s.heads
-        ssm = rank * (d + in_width) + rank * (s.inner + d)
+    if arch.ssm is not None:  # the mixers' linears (in_proj, out_proj; Mamba-1's x/dt_proj)
+        ssm = sum(rank * (a + b) for a, b in arch.ssm.linears(d))
         attention += ssm * arch.ssm_layers // arch.num_layers
     mats = 3 if arch.gated_mlp else 2
     moe = arch.moe_layers

@@ -13,14 +13,15 @@ def hybrid_layer_bytes(arch: ModelArch, attention: float, mlp: float, a: int,
     attention layer) on the attention layers, the Mamba-2 mixer's on the SSM layers, the MLP
     (`mlp`) on the layers that have one.
 
-    The mixer's, assumed from mamba_ssm's fused mamba_split_conv1d_scan_combined (what
-    transformers' CUDA path runs in training), which saves in_proj's output (z, x, B, C, dt:
-    inner + conv_dim + heads wide) and recomputes the conv and the scan in backward: a (inner +
-    conv_dim + heads); full fine-tuning adds the inputs of in_proj (a d) and out_proj (a inner).
-    Not checked against a run: on the CPU transformers runs an unfused path that keeps more."""
+    The mixer's, assumed from mamba_ssm's fused kernels (what transformers' CUDA path runs in
+    training), which recompute the scan in backward: a x MambaMixer.saved_width (Mamba-2's
+    mamba_split_conv1d_scan_combined keeps in_proj's output, inner + conv_dim + heads wide;
+    Mamba-1's mamba_inner_fn x and z, the conv output, x_proj's output and dt); full
+    fine-tuning adds the inputs of in_proj (a d) and out_proj (a inner). Not checked against a
+    run: on the CPU transformers runs an unfused path that keeps more."""
     s = arch.ssm
     assert s is not None
-    mixer = a * (s.inner + s.conv_dim + s.heads) + (a * (arch.hidden_size + s.inner) if full else 0)
+    mixer = a * s.saved_width + (a * (arch.hidden_size + s.inner) if full else 0)
     n = arch.num_layers
     return (attention * arch.attention_layer_count + mixer * arch.ssm_layers
             + mlp * (n - arch.mlp_free_layers)) / n
