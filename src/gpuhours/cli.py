@@ -29,6 +29,7 @@ from gpuhours.cli_common import (
     ModelOpt,
     NetOpt,
     NodeOpt,
+    OffloadOpt,
     OptimImplOpt,
     OptimOpt,
     PackedOpt,
@@ -174,7 +175,7 @@ _PARAM_OF_FIELD = {
     "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
     "fused_attention": "fused",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
-    "zero_stage": "zero", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
+    "zero_stage": "zero", "offload": "offload", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
     "examples": "examples", "packed": "packed", "base_quant": "base_quant",
     "lora_trainable_embeddings": "lora_trainable_embeddings"}
 
@@ -237,6 +238,7 @@ def estimate(
     lora_rank: RankOpt = TRAINING.lora_rank,
     lora_targets: TargetsOpt = TRAINING.lora_targets,
     zero: ZeroOpt = TRAINING.zero_stage,
+    offload: OffloadOpt = TRAINING.offload,
     tp: TpOpt = TRAINING.tp,
     pp: PpOpt = TRAINING.pp,
     cp: CpOpt = TRAINING.cp,
@@ -418,6 +420,7 @@ def fit(
     lora_rank: RankOpt = TRAINING.lora_rank,
     lora_targets: TargetsOpt = TRAINING.lora_targets,
     zero: ZeroOpt = TRAINING.zero_stage,
+    offload: OffloadOpt = TRAINING.offload,
     tp: TpOpt = TRAINING.tp,
     pp: PpOpt = TRAINING.pp,
     cp: CpOpt = TRAINING.cp,

@@ -49,7 +49,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
     "fused_attention": "--fused-attention", "zero_stage": "--zero",
-    "loss_kernel": "--loss-kernel",
+    "loss_kernel": "--loss-kernel", "offload": "--offload",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op", "usd_per_gpu_hour": "--usd-per-gpu-hour",
@@ -160,6 +160,10 @@ FusedOpt = Annotated[bool, typer.Option(
     help="cuDNN fused attention or FlashAttention-3 (Megatron-LM, NeMo), faster on Hopper; "
          "default: PyTorch SDPA's FlashAttention-2 kernels (transformers).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
+OffloadOpt = Annotated[str, typer.Option(
+    help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "
+         "on the host; ZeRO 1-3), optimizer+params (the weights too: ZeRO-3 offload_param, "
+         "FSDP CPUOffload).")]
 LossKernelOpt = Annotated[str, typer.Option(
     help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "
          "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "

@@ -60,6 +60,12 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: DeepSpeed's fp16/bf16 engine, which casts the model and runs no torch.autocast): the
 #: logits and log-softmax stay in the activation dtype
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half"]
+#: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
+#: master weights, moments and gradient partition on the host, stepped there by CPU Adam
+#: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
+#: half-precision weights on the host too, fetched for every forward and backward (DeepSpeed
+#: ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True); ZeRO 3)
+Offload = Literal["none", "optimizer", "optimizer+params"]
 #: a serving engine with paged KV cache and continuous batching (vLLM), or HF `generate`
 Engine = Literal["vllm", "hf-generate"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
@@ -135,6 +141,9 @@ class Training(_ReadsModel):
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
     zero_stage: ZeroStage = 0
+    #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
+    #: PCIe traffic and the CPU Adam step in the step time
+    offload: Offload = "none"
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16) or a GPTQ base
@@ -247,6 +256,8 @@ class Training(_ReadsModel):
             raise FieldError(("lora_trainable_embeddings", "method"), "full fine-tuning trains "
                              "the embeddings already; trainable embeddings are a LoRA/QLoRA "
                              "choice.")
+        if self.offload != "none":
+            _check_offload(self)
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")
@@ -289,6 +300,8 @@ class Training(_ReadsModel):
             parts.append(f"{self.optimizer}/{self.optimizer_impl}")
         if self.zero_stage:
             parts.append(f"zero{self.zero_stage}")
+        if self.offload != "none":
+            parts.append(f"offload:{self.offload}")
         if self.loss_kernel != "hf":
             parts.append(f"loss:{self.loss_kernel}")
         if self.images_per_example:
@@ -334,6 +347,28 @@ def _check_layout(t: Training) -> None:
                          "LoRA and QLoRA.")
 
 
+def _check_offload(t: Training) -> None:
+    """Offload as DeepSpeed and FSDP run it: the optimizer needs ZeRO (its partition is what
+    moves), the weights ZeRO-3 (DeepSpeed's offload_param; FSDP's CPUOffload is full shard);
+    the host steps AdamW (DeepSpeedCPUAdam); model-parallel layouts are not modelled with it."""
+    if t.zero_stage == 0:
+        raise FieldError(("offload", "zero_stage"), "CPU offload moves each rank's ZeRO "
+                         "partition to the host: it needs ZeRO stage 1-3 (DeepSpeed refuses "
+                         "offload_optimizer without ZeRO).", "Give zero_stage 1, 2 or 3.")
+    if t.offload == "optimizer+params" and t.zero_stage != 3:
+        raise FieldError(("offload", "zero_stage"), "offloading the weights needs them "
+                         f"sharded: ZeRO stage 3 (DeepSpeed offload_param; FSDP full shard), "
+                         f"not {t.zero_stage}.", "Give zero_stage 3, or offload optimizer.")
+    if t.optimizer != "adamw":
+        raise FieldError(("offload", "optimizer"), f"the offloaded step is DeepSpeedCPUAdam's "
+                         f"AdamW on the host; {t.optimizer} is not modelled there.",
+                         "Use optimizer adamw with offload.")
+    if t.tp * t.pp * t.cp * t.ep > 1:
+        raise FieldError(("offload", "tp", "pp", "cp", "ep"), "CPU offload is modelled for data "
+                         "parallelism (ZeRO/FSDP), not with tensor, pipeline, context or expert "
+                         "parallelism.")
+
+
 def nest_training(data: Any, own: tuple[str, ...]) -> Any:
     """Let a model that wraps a Training (TraceSetup, BenchSetup) be built flat too:
     `TraceSetup(model="qwen2.5-7b", method="lora", steps=1)` puts every key but its `own`
@@ -372,6 +407,10 @@ def check_runs_in_torch(t: Training, what: str) -> None:
         raise FieldError(field, f"{what} does not build a GPTQ/AWQ base or peft's "
                          "modules_to_save copies.", "Rely on the analytic answer (gpuhours "
                          "estimate).")
+    if t.offload != "none":
+        raise FieldError("offload", f"{what} runs one process on one device; CPU offload is "
+                         "DeepSpeed's or FSDP's and is not run here.",
+                         "Rely on the analytic answer (gpuhours estimate).")
     if t.loss_kernel != "hf":
         raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
                          f"a {t.loss_kernel} kernel is not what runs in {what}.",

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import PriceRow
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import offload as OF
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
@@ -42,6 +43,8 @@ class MemoryReport(_Out):
     device_bytes: Figure
     peak_phase: str
     fits: bool
+    #: CPU offload (setup.offload): host RAM per GPU for the offloaded state; None without it
+    host_bytes: Figure | None = None
 
 
 class CostRow(_Out):
@@ -94,7 +97,8 @@ class TrainingEstimate(_Out):
     assumptions: list[str]
 
 
-def _memory_report(m: MemoryBreakdown, device_bytes: float) -> MemoryReport:
+def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = ""
+                   ) -> MemoryReport:
     src = "estimate/memory.py training_memory"
     return MemoryReport(
         weights_bytes=formula(m.weights_bytes, "bytes", f"{src}: params x bytes/param / ZeRO-3 shards"),
@@ -118,7 +122,20 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float) -> MemoryReport:
                             source="accelerator catalog memory_gb"),
         peak_phase=m.peak_phase,
         fits=m.total_bytes <= device_bytes,
+        host_bytes=formula(m.host_bytes, "bytes", host_source) if host_source else None,
     )
+
+
+def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
+    """The basis of the host RAM figure (empty without offload): per GPU and per node."""
+    if t.offload == "none":
+        return ""
+    node = min(hw.gpus_per_node, hw.num_gpus)
+    what = "fp32 master weights, moments and fp32 gradients" + (
+        " and the weights" if t.offload == "optimizer+params" else "")
+    return (f"estimate/offload.py host_bytes_per_gpu: the GPU's ZeRO partition of the {what} "
+            f"(offload {t.offload}); x {node} GPUs = {node * mem.host_bytes / 2**30:,.0f} GiB "
+            f"of host RAM per node, pinned staging buffers not counted")
 
 
 def training_amount(
@@ -283,6 +300,14 @@ def estimate_training(
         "communication_exposed_s": formula(st.communication_exposed_s, "s",
                                            f"communication not hidden ({A.COMM_OVERLAP.basis})"),
     }
+    off = st.offload
+    if off is not None:
+        breakdown["optimizer_s"] = formula(st.optimizer_s, "s", (
+            f"estimate/offload.py: CPU Adam on the host {off.cpu_adam_s:.3g} s (the node's "
+            f"partitions x {OF.CPU_ADAM_BYTES_PER_PARAM:g} B / {OF.HOST_ADAM_GB_PER_S_PER_NODE.value:g}"
+            f" GB/s, assumed) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
+            f"{off.pcie_exposed_s:.3g} s (gradients down, weights fetched: {off.pcie_overlapped_s:.3g}"
+            f" s beside compute)"))
     if st.collectives:
         breakdown["pipeline_bubble_s"] = formula(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
@@ -364,6 +389,10 @@ def estimate_training(
     if t.precision == "fp8-mixed":
         used += [A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation],
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]
+    if t.offload != "none":
+        used += [OF.HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION[hw.gpu.generation],
+                 OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_GB_PER_S_PER_NODE,
+                 OF.GRAD_BUCKET_ELEMENTS]
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     if st.collectives:
@@ -378,7 +407,7 @@ def estimate_training(
         trainable_params=formula(mem.trainable_params, "params",
                                  "all parameters" if t.method == "full"
                                  else f"LoRA rank {t.lora_rank} on {t.lora_targets}"),
-        memory=_memory_report(mem, hw.gpu.memory_bytes),
+        memory=_memory_report(mem, hw.gpu.memory_bytes, _host_source(t, hw, mem)),
         model_flops_per_token=formula(flops.model_flops_per_token, "FLOP/token",
                                       "estimate/flops.py: 6N (4N LoRA) + causal attention"),
         hardware_flops_per_token=formula(flops.hardware_flops_per_token, "FLOP/token",

@@ -8,12 +8,14 @@ QLoRA's 4-bit NF4 with double quantisation from Dettmers et al. 2023 (sec. 3): 4
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import lora_params_per_layer
 from gpuhours.estimate.mla import mla_attention_activation_bytes
+from gpuhours.estimate.offload import GRAD_BUCKET_ELEMENTS, host_bytes_per_gpu
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
@@ -416,6 +418,8 @@ class MemoryBreakdown:
     cuda_context_bytes: float
     trainable_params: int
     total_params: int
+    #: host RAM per GPU for CPU-offloaded state (estimate/offload.py), not in the GPU's total
+    host_bytes: float = 0.0
 
     @property
     def reserved_bytes(self) -> float:
@@ -587,6 +591,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
                   if t.checkpointing else 0.0)
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
+    host = 0.0
+    if t.offload != "none":  # the offloaded state leaves the GPU (estimate/offload.py)
+        host = host_bytes_per_gpu(offload=t.offload, master_bytes=master, optimizer_bytes=opt,
+                                  trainable_params_per_gpu=trainable / shard_opt,
+                                  weights_bytes=weights)
+        master = opt = temp_bytes = 0.0
+        # the reduced gradients flow to the host bucket by bucket: one bucket stays
+        bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
+        grads = persisting_grads = min(grads, bucket)
+        if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
+            weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
     forward_peak = (persisting_grads + autocast_cache + gathered + max(
         act_first, act_last - recomputed + max(logits, head_phase, recomputed)))
@@ -615,4 +630,5 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         cuda_context_bytes=A.CUDA_CONTEXT_BYTES.value,
         trainable_params=trainable,
         total_params=total,
+        host_bytes=host,
     )

@@ -27,6 +27,7 @@ from gpuhours.estimate.memory import (
     quantised_params,
     state_bytes_per_param,
 )
+from gpuhours.estimate.offload import OffloadTime
 from gpuhours.estimate.params import count_params
 from gpuhours.setup import Hardware, Training
 
@@ -161,6 +162,8 @@ class StepTime:
     #: model-parallel layouts: the idle share of the pipeline and each collective on its link
     pipeline_bubble_s: float = 0.0
     collectives: tuple[P.Collective, ...] = ()
+    #: CPU offload: PCIe traffic, the host's Adam step, the weights copied up
+    offload: OffloadTime | None = None
 
     @property
     def compute_s(self) -> float:
@@ -261,6 +264,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s)
         comm_s, exposed_s, link = dp.seconds, dp.exposed_s, dp.link
         collectives = (*collectives, dp)
+    off = None
+    if t.offload != "none":  # the optimizer runs on the host (estimate/offload.py)
+        off = _offload_time(arch, t, hw, trainable_params, compute_s)
+        optimizer_s = off.added_s
     model_parallel_s = sum(c.exposed_s for c in collectives[:-1]) if collectives else 0.0
     step = compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
 
@@ -269,7 +276,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         "attention kernels": attention_s,
         "memory-bound elementwise work": memory_bound_s,
         "host issuing eager operators (micro-batch too small to hide it)": host_exposed_s,
-        "optimizer step (memory-bound)": optimizer_s,
+        ("optimizer step (memory-bound)" if off is None else
+         "CPU offload: host Adam step, weights up, PCIe not hidden"): optimizer_s,
         f"communication over {link}": exposed_s,
     }
     if collectives:
@@ -295,7 +303,36 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         link=link,
         pipeline_bubble_s=bubble_s,
         collectives=collectives,
+        offload=off,
     )
+
+
+def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
+                  compute_s: float) -> OffloadTime:
+    """CPU offload's part of the step (estimate/offload.py offload_time) with this setup's
+    bytes: gradients in the gradient dtype (fp32 for peft's adapters), weights fetched in their
+    stored form (QLoRA's 4-bit layers), partitions over the data-parallel GPUs."""
+    from gpuhours.estimate.offload import host_link_bytes_per_s, offload_time
+
+    n = hw.num_gpus
+    total = count_params(arch).total
+    full = t.method == "full"
+    st = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
+    grad_bytes = st.grads if full else 4.0
+    half = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
+    weights = total * half
+    if t.method == "qlora":
+        q = quantised_params(arch)
+        weights = q * QLORA_BYTES_PER_PARAM + (total - q) * half
+    up_bytes_per_param = st.weights if full else 4.0
+    return offload_time(
+        offload=t.offload, grad_bytes_per_micro_batch=trainable / n * grad_bytes,
+        weight_bytes_per_pass=weights / n,
+        weight_passes_per_micro_batch=3 if t.checkpointing else 2,
+        micro_batches=t.grad_accum, params_up_bytes=trainable / n * up_bytes_per_param,
+        trainable_params_on_node=trainable / n * min(hw.gpus_per_node, n),
+        link_bytes_per_s=host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name),
+        compute_s=compute_s)
 
 
 def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,

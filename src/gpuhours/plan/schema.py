@@ -16,6 +16,7 @@ from gpuhours.setup import (
     LoraTargets,
     LossKernel,
     Method,
+    Offload,
     Optimizer,
     OptimizerImpl,
     Precision,
@@ -147,6 +148,9 @@ class TrainingSettings(_Strict):
         "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
     loss_kernel: LossKernel | None = None
     zero_stage: ZeroStage | None = None
+    offload: Offload | None = Field(
+        default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "
+        "ZeRO 1-3), optimizer+params (ZeRO-3 offload_param, FSDP CPUOffload)")
     tp: PositiveInt | None = Field(default=None, description="tensor parallelism with sequence "
                                    "parallelism (Megatron-LM), within a node")
     pp: PositiveInt | None = Field(default=None, description="pipeline stages (1F1B)")

@@ -61,6 +61,9 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
     console.print(f"[dim]as the tools report it: torch.cuda.max_memory_allocated() ~ peak of "
                   f"live tensors ({gib(m.tensors_bytes.value)}); max_memory_reserved() ~ with "
                   f"the allocator reserve ({gib(reserved)}); nvidia-smi ~ total[/dim]")
+    if m.host_bytes is not None:
+        console.print(f"host RAM for the CPU-offloaded state: {gib(m.host_bytes.value)} per "
+                      f"GPU {_basis(m.host_bytes)}")
 
     t = [["model FLOPs per token", si(e.model_flops_per_token.value, "FLOP"),
           _basis(e.model_flops_per_token)]]

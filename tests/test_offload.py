@@ -1,0 +1,121 @@
+"""CPU offload (DeepSpeed ZeRO-Offload / FSDP CPUOffload): memory and time, worked by hand.
+
+Llama-2-7B's counts, from its config (hidden 4096, MLP 11008, 32 layers, vocabulary 32000,
+untied head): P = 6,738,415,616 parameters; a layer holds 4 x 4096^2 + 3 x 4096 x 11008 +
+2 x 4096 = 202,383,360; embeddings, head and final norm 2 x 32000 x 4096 + 4096 = 262,148,096.
+"""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours.cli import app
+from gpuhours.errors import FieldError
+from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.offload import offload_time
+from gpuhours.setup import Hardware, Training
+
+P = 6_738_415_616
+LAYER = 202_383_360
+ROOT = 262_148_096
+
+
+def _setup(**kw: object) -> Training:
+    return Training.model_validate({"model": "llama-2-7b", "seq_len": 2048, **kw})
+
+
+def test_optimizer_offload_memory_by_hand() -> None:
+    t = _setup(zero_stage=2, offload="optimizer")
+    m = training_memory(t.arch, t, num_gpus=8)
+    assert m.total_params == P
+    assert m.master_weights_bytes == 0 and m.optimizer_bytes == 0
+    assert m.optimizer_temporaries_bytes == 0
+    assert m.weights_bytes == pytest.approx(2 * P)  # ZeRO-2 keeps the bf16 weights whole
+    # one reduce bucket of 5e8 bf16 gradients stays (the 1.68 GB partition is larger)
+    assert m.gradients_bytes == pytest.approx(5e8 * 2)
+    # host per GPU: master 4 + moments 8 + fp32 gradient buffer 4 = 16 B of P/8 = 2 P
+    assert m.host_bytes == pytest.approx(2 * P)
+    plain = training_memory(t.arch, _setup(zero_stage=2), num_gpus=8)
+    assert plain.host_bytes == 0
+    assert plain.master_weights_bytes + plain.optimizer_bytes == pytest.approx(12 * P / 8)
+
+
+def test_params_offload_keeps_the_gathered_working_set_only() -> None:
+    t = _setup(zero_stage=3, offload="optimizer+params")
+    m = training_memory(t.arch, t, num_gpus=8)
+    assert m.weights_bytes == 0
+    # root unit and two layers in bf16, and two layers' bf16 gradients
+    assert m.gathered_bytes == pytest.approx(2 * ROOT + 2 * 2 * LAYER + 2 * 2 * LAYER)
+    # host: the optimizer partition (16 B x P/8) and the bf16 weight partition (2 B x P/8)
+    assert m.host_bytes == pytest.approx(18 * P / 8)
+
+
+def test_offload_time_by_hand() -> None:
+    # gradients down 1 GB per micro-batch x 4, weights 2 GB per pass x 3 passes x 4, over
+    # 25.2 GB/s (PCIe 4.0 x16 x 0.8): (4 + 24) / 25.2 = 1.111 s beside 0.5 s of compute
+    o = offload_time(offload="optimizer+params", grad_bytes_per_micro_batch=1e9,
+                     weight_bytes_per_pass=2e9, weight_passes_per_micro_batch=3, micro_batches=4,
+                     params_up_bytes=1e9, trainable_params_on_node=8e9,
+                     link_bytes_per_s=25.2e9, compute_s=0.5)
+    assert o.pcie_overlapped_s == pytest.approx(28 / 25.2)
+    assert o.pcie_exposed_s == pytest.approx(28 / 25.2 - 0.5)
+    assert o.cpu_adam_s == pytest.approx(8e9 * 30 / 100e9)  # 2.4 s at 100 GB/s
+    assert o.params_up_s == 0  # the next forward fetches the weights
+    o = offload_time(offload="optimizer", grad_bytes_per_micro_batch=1e9,
+                     weight_bytes_per_pass=2e9, weight_passes_per_micro_batch=3, micro_batches=4,
+                     params_up_bytes=1e9, trainable_params_on_node=8e9,
+                     link_bytes_per_s=25.2e9, compute_s=0.5)
+    assert o.pcie_overlapped_s == pytest.approx(4 / 25.2)
+    assert o.pcie_exposed_s == 0  # 0.159 s of gradients down < 0.5 s of compute: hidden
+    assert o.params_up_s == pytest.approx(1 / 25.2)
+
+
+def test_optimizer_offload_step_time_by_hand() -> None:
+    hw = Hardware(gpu="a100-80gb", num_gpus=8)
+    off = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4), hw)
+    plain = estimate_training(_setup(zero_stage=2, micro_batch=4), hw)
+    # CPU Adam over the node's 8 partitions = all of P: P x 30 B / 100 GB/s = 2.02 s; the bf16
+    # partition up: P/8 x 2 B / 25.2 GB/s = 0.0668 s; gradients down (the same bytes) hide
+    cpu_adam = P * 30 / 100e9
+    up = P / 8 * 2 / 25.2e9
+    br, pb = off.step_time_breakdown_s, plain.step_time_breakdown_s
+    assert br["optimizer_s"].value == pytest.approx(cpu_adam + up)
+    assert br["matmul_s"].value == pytest.approx(pb["matmul_s"].value)
+    assert off.step_time_s.value - plain.step_time_s.value == pytest.approx(
+        cpu_adam + up - pb["optimizer_s"].value, rel=1e-6)
+    assert off.memory.host_bytes is not None
+    assert off.memory.host_bytes.value == pytest.approx(2 * P)
+    assert plain.memory.host_bytes is None
+    assert any("host_adam_gb_per_s_per_node" in a for a in off.assumptions)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"offload": "optimizer"}, "needs ZeRO stage 1-3"),
+    ({"offload": "optimizer+params", "zero_stage": 2}, "ZeRO stage 3"),
+    ({"offload": "optimizer", "zero_stage": 2, "optimizer": "adamw-8bit"}, "CPUAdam"),
+])
+def test_offload_refused_where_deepspeed_does_not_run_it(kw: dict[str, object], match: str
+                                                         ) -> None:
+    with pytest.raises(FieldError, match=match):
+        _setup(**kw)
+
+
+def test_offload_on_a_gpu_without_a_host_link_figure() -> None:
+    hw = Hardware(gpu="gb200", num_gpus=8)
+    with pytest.raises(FieldError, match="no PCIe host link"):
+        estimate_training(_setup(zero_stage=3, offload="optimizer"), hw)
+
+
+def test_cli_offload_option_and_its_error() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["estimate", "--model", "llama-2-70b", "--gpu", "a100-80gb",
+                             "--gpus", "16", "--zero", "3", "--offload", "optimizer",
+                             "--checkpointing", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert '"host_bytes"' in ok.output
+    bad = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                              "--offload", "optimizer"])
+    assert bad.exit_code == 2
+    assert "--offload" in bad.output and "Traceback" not in bad.output
