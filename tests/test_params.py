@@ -6,10 +6,14 @@ import pytest
 
 from gpuhours import catalog
 from gpuhours.estimate.arch import from_hf_config, standard_shape
+from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES
 from gpuhours.estimate.params import count_params
 from gpuhours.resolve import resolve_model
 
-MODEL_NAMES = [m.name for m in catalog.models()]
+#: not the remote-code types (Qwen-1): no transformers class to build, and their published
+#: sizes are nominal; tests/test_qwen1.py holds them to a hand count and to those sizes
+MODEL_NAMES = [m.name for m in catalog.models()
+               if catalog.model(m.name)[1].get("model_type") not in REMOTE_CODE_MODEL_TYPES]
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
