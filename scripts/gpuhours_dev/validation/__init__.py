@@ -287,7 +287,8 @@ def _bert_row(r: dict[str, str], base: dict[str, Any]) -> Comparison:
 
 
 def all_comparisons() -> list[Comparison]:
+    from gpuhours_dev.validation.at_scale import plain_comparisons
     from gpuhours_dev.validation.finetune import finetune_comparisons
 
     return (throughput_comparisons() + hopper_comparisons() + gpu_hours_comparisons()
-            + memory_comparisons() + finetune_comparisons())
+            + memory_comparisons() + finetune_comparisons() + plain_comparisons())

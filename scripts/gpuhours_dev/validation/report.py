@@ -6,6 +6,7 @@ import math
 import re
 
 from gpuhours_dev.validation import GIB, Comparison, all_comparisons
+from gpuhours_dev.validation.at_scale import PLAIN_KIND, PLAIN_TITLE, PLAIN_TOLERANCE
 from gpuhours_dev.validation.finetune_report import (
     FT_TOLERANCE,
     SUMMARY_TITLES,
@@ -13,7 +14,8 @@ from gpuhours_dev.validation.finetune_report import (
     render_finetune,
 )
 
-TOLERANCE = {"throughput": 0.20, "throughput_hopper": 0.20, "gpu_hours": 0.25, "memory": 0.15}
+TOLERANCE = {"throughput": 0.20, "throughput_hopper": 0.20, "gpu_hours": 0.25, "memory": 0.15,
+             PLAIN_KIND: PLAIN_TOLERANCE}
 NOTES = {
     "throughput": "torch.compile is not modelled: rows measured with it run faster than "
                   "estimated. The long-sequence MPT rows set the attention-kernel efficiency "
@@ -123,7 +125,7 @@ def render_markdown(comparisons: list[Comparison] | None = None) -> str:
                          f"({100 * ok / max(n, 1):.0f}%) | "
                          f"{100 * TOLERANCE['throughput_hopper']:.0f}% |")
             continue
-        title = TITLES.get(kind) or SUMMARY_TITLES[kind]
+        title = TITLES.get(kind) or {**SUMMARY_TITLES, PLAIN_KIND: PLAIN_TITLE}[kind]
         tol = {**TOLERANCE, **FT_TOLERANCE}[kind]
         lines.append(f"| {title} | {ok} of {n} ({100 * ok / max(n, 1):.0f}%) | "
                      f"{100 * tol:.0f}% |")
@@ -163,8 +165,8 @@ def render_markdown(comparisons: list[Comparison] | None = None) -> str:
     lines += render_finetune(comparisons)
     from gpuhours_dev.validation.at_scale import render_at_scale
 
-    lines += render_at_scale()
+    lines += render_at_scale(plain=[c for c in comparisons if c.kind == PLAIN_KIND])
     sources = sorted({re.sub(r"results/\S+\.json", "results/*.json", c.source)
-                      for c in comparisons if c.kind in TITLES})
+                      for c in comparisons if c.kind in TITLES or c.kind == PLAIN_KIND})
     lines += ["", "## Sources", ""] + [f"- {s}" for s in sources] + [""]
     return "\n".join(lines)

@@ -306,6 +306,27 @@ ALLOCATOR_RESERVE_FRACTION = _a("allocator_reserve_fraction", 0.05, "of peak ten
 FIT_HEADROOM_FRACTION = _a("fit_headroom_fraction", 0.10, "of device memory",
                            "assumption: room for fragmentation spikes and evaluation")
 
+#: The global batch (tokens per optimizer step) the setup chooser aims at when none is given,
+#: by total parameter count (MoE: all experts), key: the upper bound of the size class. Read
+#: from published pretraining recipes, never fitted: GPT-3 (Brown et al. 2020, table 2.1:
+#: 0.5M tokens for 125M-760M, 1M for 1.3B-2.7B, 2M for 6.7B-13B, 3.2M for 175B); LLaMA and
+#: Llama 2 (Touvron et al. 2023a table 2 and 2023b table 1: 4M tokens for 7B-70B); Llama 3
+#: 405B (Llama Team 2024 sec. 3.4.1 and table 4: 4M, then 8M, then 16M tokens for most of
+#: the run); DeepSeek-V3 671B (DeepSeek-AI 2024 sec. 4.2: 3,072 ramped to 15,360 sequences
+#: of 4K, 63M tokens). The powers of two are the published "0.5M", "1M", "4M", "16M".
+DEFAULT_GLOBAL_BATCH_TOKENS: dict[float, Assumption] = {
+    1e9: _a("default_global_batch_tokens.below_1b", 2.0**19, "tokens per optimizer step",
+            "GPT-3 table 2.1: 0.5M tokens for 125M-760M"),
+    6e9: _a("default_global_batch_tokens.1b_to_6b", 2.0**20, "tokens per optimizer step",
+            "GPT-3 table 2.1: 1M tokens for 1.3B and 2.7B"),
+    100e9: _a("default_global_batch_tokens.6b_to_100b", 2.0**22, "tokens per optimizer step",
+              "LLaMA table 2 and Llama 2 table 1: 4M tokens for 7B-70B"),
+    float("inf"): _a("default_global_batch_tokens.100b_and_up", 2.0**24,
+                     "tokens per optimizer step",
+                     "Llama 3 405B table 4: 16M tokens (DeepSeek-V3 671B: 63M; GPT-3 175B: "
+                     "3.2M)"),
+}
+
 # --- generation -----------------------------------------------------------------------------
 
 #: Share of device memory a serving engine may use (vLLM gpu_memory_utilization default 0.9).
@@ -398,6 +419,6 @@ def all_assumptions() -> list[Assumption]:
     out += list(SDPA_ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global
     for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
-                  ENGINE_MAX_NUM_SEQS):
+                  ENGINE_MAX_NUM_SEQS, DEFAULT_GLOBAL_BATCH_TOKENS):
         out += list(table.values())
     return out

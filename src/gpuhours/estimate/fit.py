@@ -12,6 +12,7 @@ from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
 
@@ -178,14 +179,19 @@ def _layout_label(c: Candidate) -> str:
 
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = (),
-        search_layouts: bool = False) -> FitResult:
+        search_layouts: bool = False, batch_near: int | None = None) -> FitResult:
     """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
     would fit when nothing does. Every candidate's memory comes from training_memory.
 
     `search_layouts`: try tensor, pipeline, context and expert parallel layouts too
     (candidate_layouts). Without an effective batch each layout keeps the global batch of its
     micro-batch in the layout as given: a replica of tp pp cp GPUs runs proportionally more
-    micro-batches per step (a layout given keeps its accumulation)."""
+    micro-batches per step (a layout given keeps its accumulation).
+
+    `batch_near` (sequences per optimizer step, instead of an exact `effective_batch`): each
+    layout aims at the multiple of its data-parallel ranks nearest to it (one sequence per rank
+    at least); layouts with more ranks than `batch_near` are left out when any layout has no
+    more (so the batch stays within half a rank-step of the target)."""
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
     requested = _evaluate(t, hw, headroom, "as given")
     largest, evaluated = _largest_micro_batch(t, hw, headroom)
@@ -195,9 +201,16 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "virtual_stages": t.virtual_stages}]
     given = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep, "virtual_stages": t.virtual_stages}
     fastest: Candidate | None = None
+    some_within = batch_near is not None and any(
+        hw.num_gpus // (x["tp"] * x["pp"] * x["cp"]) <= batch_near for x in layouts)
     for layout in layouts:
         mp = layout["tp"] * layout["pp"] * layout["cp"]
         replicas = hw.num_gpus // mp
+        layout_batch = effective_batch
+        if batch_near is not None:
+            if replicas > batch_near and some_within:
+                continue
+            layout_batch = max(1, round(batch_near / replicas)) * replicas
         # without an effective batch: the layout as given keeps its micro-batches per step (one
         # without a layout, as this sweep always did); a searched layout keeps the given global
         # batch, its replicas running proportionally more micro-batches
@@ -214,7 +227,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
             for stage in stages:
 
                 def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
-                          ckpt: bool = ckpt,
+                          ckpt: bool = ckpt, effective_batch: int | None = layout_batch,
                           stage: int = stage, layout: dict[str, int] = layout
                           ) -> Candidate | str | None:
                     """A candidate; None: fits but cannot make the batch; "stop": too big."""
@@ -330,37 +343,81 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
     return out + larger
 
 
+def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
+    """Whether the candidate's step is bound by communication (its bottleneck a collective on
+    a link: "... over <link>"), not by compute, memory traffic or the host."""
+    chosen = t.model_copy(update={"micro_batch": c.micro_batch, "grad_accum": c.grad_accum,
+                                  "checkpointing": c.checkpointing, "zero_stage": c.zero_stage,
+                                  "tp": c.tp, "pp": c.pp, "cp": c.cp, "ep": c.ep})
+    mem = training_memory(chosen.arch, chosen, hw.num_gpus)
+    st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
+                            mem.trainable_params)
+    return " over " in st.bottleneck
+
+
+def default_global_batch(t: Training) -> tuple[int, str]:
+    """Sequences per optimizer step when the question gives none: the tokens per step of the
+    model's size class (A.DEFAULT_GLOBAL_BATCH_TOKENS, by total parameters, from published
+    pretraining recipes) over the sequence length, rounded, at least 1; with its basis."""
+    params = count_params(t.arch).total
+    bound = min(b for b in A.DEFAULT_GLOBAL_BATCH_TOKENS if params < b)
+    rule = A.DEFAULT_GLOBAL_BATCH_TOKENS[bound]
+    sequences = max(1, round(rule.value / t.seq_len))
+    return sequences, (f"the default for a {params / 1e9:.3g}B-parameter model, "
+                       f"{rule.value / 2**20:g}M tokens per step ({rule.basis})")
+
+
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
-                 search_layouts: bool = False) -> tuple[Training, str] | None:
+                 search_layouts: bool = False, global_batch: int | None = None
+                 ) -> tuple[Training, str] | None:
     """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
-    ZeRO stage chosen, and with `search_layouts` the parallel layout; everything else as given),
-    with a sentence saying what was chosen; None when none fits. For a question that leaves the
-    setup open: "a 65B model on 2,048 GPUs".
+    ZeRO stage, accumulation chosen, and with `search_layouts` the parallel layout; everything
+    else as given), with a sentence saying what was chosen and why; None when none fits. For a
+    question that leaves the setup open: "a 65B model on 2,048 GPUs".
+
+    The global batch (sequences per optimizer step): `global_batch`, else, when `t` gives no
+    accumulation (grad_accum 1), default_global_batch; each setup takes the multiple of its
+    data-parallel ranks nearest to it (fit's batch_near). With an accumulation given, the
+    setups keep it (the batch then follows the micro-batch chosen).
 
     Plain data parallelism (ZeRO/FSDP, which any framework runs) is kept when a setup of it
-    fits; a tensor/pipeline/context/expert layout is chosen only when none does (`fit` shows
-    the fastest of all layouts). Policy, not physics: the analytic model puts tensor
-    parallelism 7-19% ahead of ZeRO for the Llama 2 runs and lands 24-31% under their published
-    GPU hours with it (docs/validation.md, "Pretraining at scale")."""
-    result = fit(t, hw, headroom=headroom)
-    if result.fastest is None and search_layouts:
-        result = fit(t, hw, headroom=headroom, search_layouts=True)
-    best = result.fastest
-    if best is None:
+    fits, its ranks do not outnumber the target batch and its step is not bound by the
+    network; the fastest tensor/pipeline/context/expert layout is chosen otherwise. Policy,
+    not physics:
+    the analytic model puts tensor parallelism ahead of ZeRO for the Llama 2 runs, yet lands
+    under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
+    basis = "given"
+    target = global_batch
+    if target is None and t.grad_accum == 1:
+        target, basis = default_global_batch(t)
+    replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
+    result = None
+    if target is None or replicas <= target or not search_layouts:
+        result = fit(t, hw, headroom=headroom, batch_near=target)
+    plain = result.fastest if result is not None else None
+    if search_layouts and (plain is None or _network_bound(t, hw, plain)):
+        result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target)
+    best = result.fastest if result is not None else None
+    if result is None or best is None:
         return None
+    keep_accum = target is None and best.tp * best.pp * best.cp == 1
     chosen = t.model_copy(update={"micro_batch": best.micro_batch,
                                   "checkpointing": best.checkpointing,
                                   "zero_stage": best.zero_stage,
-                                  "grad_accum": t.grad_accum if best.tp * best.pp * best.cp == 1
-                                  else best.grad_accum,
+                                  "grad_accum": t.grad_accum if keep_accum else best.grad_accum,
                                   "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep})
     layout = _layout_label(best)
     layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
-              if layout else "")
+              if layout else f", accumulation {chosen.grad_accum}")
+    batch = ""
+    if target is not None:
+        made = best.micro_batch * chosen.grad_accum * best.data_parallel
+        batch = (f"; global batch {made} sequences of {t.seq_len} "
+                 f"({made * t.seq_len / 1e6:.2f}M tokens) for a target of {target}: {basis}")
     why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
            f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
            f"fastest of {result.candidates_evaluated} configurations that fit with "
-           f"{result.headroom_fraction:.0%} headroom; the defaults did not fit). Give --batch, "
-           f"--checkpointing or --zero{' or --tp/--pp/--cp/--ep' if search_layouts else ''} "
-           f"to choose yourself.")
+           f"{result.headroom_fraction:.0%} headroom; the defaults did not fit{batch}). Give "
+           f"--batch, --accum, --checkpointing or "
+           f"--zero{' or --tp/--pp/--cp/--ep' if search_layouts else ''} to choose yourself.")
     return chosen, why
