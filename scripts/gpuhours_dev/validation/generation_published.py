@@ -1,0 +1,338 @@
+"""`gpuhours generation` against published generation throughput (data/generation_published.csv).
+
+    python -m gpuhours_dev.validation.generation_published     (from scripts/; prints Markdown)
+
+Every row is expressed through `gpuhours.api.estimate_generation`, the function the
+`generation` command calls (no ledger: nothing calibrated), with the catalog model and GPU the
+command would resolve. Every setting the source does not state is an assumption written beside
+the row (`Expressed.assumed`). Like is compared with like: a row's measured quantity (output
+tokens/s of one request or of all, per GPU or per group, prompt + output tokens/s, or the
+time to the first token) is computed from the same estimate (`predicted_value`).
+
+None of these rows set a constant: they were collected after the constants were fitted on the
+`tune` rows of data/generation.csv, and rows that duplicate that file are not repeated here.
+
+Engines the estimate does not model (SGLang, TensorRT-LLM) are not expressed; beside the reason
+the table also shows them costed as vLLM (a proxy, counted apart), which measures how far that
+engine's host cost is from vLLM 0.6.3's.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data" / "generation_published.csv"
+#: issue 13's goal
+TOLERANCE = 0.25
+
+#: published names -> catalog models (same architecture), with why
+MODELS: dict[str, tuple[str, str]] = {
+    "Qwen2.5-0.5B-Instruct": ("qwen2.5-0.5b", ""),
+    "Qwen2.5-3B-Instruct": ("qwen2.5-3b", ""),
+    "Qwen2.5-7B-Instruct": ("qwen2.5-7b", ""),
+    "Qwen2.5-14B-Instruct": ("qwen2.5-14b", ""),
+    "Qwen2.5-32B-Instruct": ("qwen2.5-32b", ""),
+    "Qwen3-0.6B": ("qwen3-0.6b", ""), "Qwen3-1.7B": ("qwen3-1.7b", ""),
+    "Qwen3-4B": ("qwen3-4b", ""), "Qwen3-8B": ("qwen3-8b", ""), "Qwen3-14B": ("qwen3-14b", ""),
+    "Qwen3-32B": ("qwen3-32b", ""), "Qwen3-30B-A3B": ("qwen3-30b-a3b", ""),
+    "Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""), "Meta-Llama-3-8B": ("llama-3-8b", ""),
+    "Llama-3.1-70B-Instruct": ("llama-3.1-70b", ""),
+    "Llama-3.3-70B-Instruct": ("llama-3.1-70b", "Llama 3.3 70B has Llama 3.1 70B's architecture"),
+    "LLaMA 7B": ("llama-2-7b", "TensorRT-LLM's 'LLaMA 7B' as llama-2-7b (LLaMA 1 and 2 7B share "
+                               "d 4096, 32 layers, MHA, 32,000 vocab)"),
+    "LLaMA 70B": ("llama-2-70b", "TensorRT-LLM's 'LLaMA 70B' as llama-2-70b (the only 70B of "
+                                 "that name, GQA 8 KV heads)"),
+}
+
+#: models outside the catalog, from their Hugging Face config.json (given as a config, the
+#: way `gpuhours generation --params` takes one)
+CONFIGS: dict[str, dict[str, Any]] = {
+    "Qwen2.5-1.5B-Instruct": {
+        "model_type": "qwen2", "hidden_size": 1536, "num_hidden_layers": 28,
+        "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128,
+        "intermediate_size": 8960, "vocab_size": 151936, "tie_word_embeddings": True,
+        "hidden_act": "silu"},
+    "Qwen2.5-72B-Instruct": {
+        "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 29568, "vocab_size": 152064, "tie_word_embeddings": False,
+        "hidden_act": "silu"},
+}
+
+#: published GPU -> (catalog name, figure overrides as `generation --gpu X --peak-tflops ...`)
+GPUS: dict[str, tuple[str, dict[str, float], str]] = {
+    "A100 80GB": ("a100-80gb", {}, ""),
+    "A100 (80GB assumed)": ("a100-80gb", {}, "A100 taken as the 80 GB SXM part (not stated)"),
+    "H100 80GB": ("h100-sxm", {}, "H100 80GB HBM3 = the SXM part"),
+    "H20 96GB": ("h100-sxm", {"peak_tflops": 148.0, "memory_gb": 96.0,
+                              "bandwidth_gb_per_s": 4000.0},
+                 "H20 (not in the catalog) as a Hopper with its datasheet figures: 148 dense "
+                 "bf16 TFLOPS, 96 GB, 4.0 TB/s; NVLink as H100's"),
+}
+
+#: bytes per weight and per KV element by the row's precision
+PRECISIONS: dict[str, tuple[float, float, str]] = {
+    "bf16": (2.0, 2.0, ""), "fp16": (2.0, 2.0, ""),
+    "fp8 weights and KV cache": (1.0, 1.0, "fp8: 1 byte per weight and KV element; matmuls "
+                                           "costed at the bf16 rate (the estimate's rule)"),
+    "gptq-int8": (1.0, 2.0, "int8: 1 byte per weight, all weights (the unquantised LM head "
+                            "too)"),
+    "gptq-int4": (0.56, 2.0, "4-bit: 0.56 byte per weight (the setup's documented value), all "
+                             "weights"),
+    "awq-int4": (0.56, 2.0, "4-bit: 0.56 byte per weight (the setup's documented value), all "
+                            "weights"),
+}
+
+#: ShareGPT prompts in sglang.bench_serving: 453,502 input tokens / 2,000 prompts
+#: (sgl-project/sglang#1639, 2024-10-17); the benchmark's own table gives no prompt length
+SHAREGPT_PROMPT_TOKENS = 227
+
+#: vLLM's benchmarks/benchmark_throughput.py --num-prompts default (vLLM 0.5.x)
+BENCHMARK_THROUGHPUT_PROMPTS = 1000
+
+#: engines the estimate models
+MODELLED = {"vllm", "hf-generate"}
+
+
+@dataclass(frozen=True)
+class Result:
+    row: dict[str, str]
+    #: the predicted value in the row's unit (None: not expressed)
+    predicted: float | None
+    #: predicted rate / measured rate - 1 (for a time, measured / predicted - 1)
+    error: float | None
+    #: the same costed as vLLM, for engines the estimate does not model
+    proxy_predicted: float | None = None
+    proxy_error: float | None = None
+    why: str = ""
+    assumed: list[str] = field(default_factory=list)
+
+
+def rows() -> list[dict[str, str]]:
+    with DATA.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
+    """The row's measured quantity, predicted with `engine`'s constants."""
+    from gpuhours.api import estimate_generation
+    from gpuhours.estimate.arch import from_hf_config
+    from gpuhours.estimate.generation import max_batch_by_memory
+    from gpuhours.resolve import resolve_gpu, resolve_model
+    from gpuhours.setup import Generation, Hardware
+
+    name = r["model"]
+    if name in CONFIGS:
+        arch = from_hf_config(CONFIGS[name], name)
+        assumed.append("model from its config.json (not in the catalog)")
+    else:
+        catalog_name, why = MODELS[name]
+        arch, _ = resolve_model(catalog_name, None)
+        if why:
+            assumed.append(why)
+    gpu_name, overrides, why = GPUS[r["gpu"]]
+    gpu = resolve_gpu(gpu_name, **overrides)
+    if why:
+        assumed.append(why)
+    weight_bytes, kv_bytes, why = PRECISIONS[r["precision"]]
+    if why:
+        assumed.append(why)
+    tp = int(r["gpu_count"])
+    prompt = round(float(r["input_tokens"])) if r["input_tokens"] else SHAREGPT_PROMPT_TOKENS
+    if not r["input_tokens"]:
+        assumed.append(f"prompt {SHAREGPT_PROMPT_TOKENS} tokens (ShareGPT mean in "
+                       f"sglang.bench_serving, sglang#1639)")
+    output = round(float(r["output_tokens"]))
+    metric = r["metric"]
+    if metric == "ttft_ms":
+        output = 0
+        assumed.append("TTFT = the prefill of the prompt")
+    g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
+                   engine=engine, tensor_parallel=tp,  # type: ignore[arg-type]
+                   weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes)
+    if r["batch"]:
+        requests = int(r["batch"])
+    else:
+        requests = BENCHMARK_THROUGHPUT_PROMPTS
+        assumed.append("1000 prompts (benchmark_throughput.py's default --num-prompts; not "
+                       "given)")
+    if r["engine"] == "tensorrt-llm":
+        # a static batch (gptSessionBenchmark): every sequence runs at once
+        g = g.model_copy(update={"max_num_seqs": requests})
+        batch = requests
+        if batch > 1:
+            assumed.append("static batch: every sequence at once (max_num_seqs = batch)")
+    elif requests > 1:
+        # continuous batching of equal-length requests: the aggregate rate is one full wave's
+        cap = max_batch_by_memory(arch, g, gpu)
+        seqs = g.max_num_seqs or 256
+        batch = min(requests, seqs, cap)
+        assumed.append("continuous batching: min(requests, max_num_seqs 256, what the KV cache "
+                       "holds) run at once; the aggregate rate is one full wave's"
+                       + (", each request of the mean lengths (ShareGPT's vary)"
+                          if "ShareGPT" in r["notes"] else ""))
+    else:
+        batch = 1
+    e = estimate_generation(g.model_copy(update={"batch": batch}), Hardware(gpu=gpu))
+    if metric == "output_tokens_per_s":
+        return e.output_tokens_per_s
+    if metric == "output_tokens_per_s_ambiguous":
+        # the page's H100 table says per GPU; read as the group's total, its A100 LLaMA 70B
+        # TP 4 row (670) would be 168 per GPU, 16x below the H100 fp8 TP 2 row (2,657 per GPU)
+        # where NVIDIA's own H100/A100 claim is at most 4.6x
+        assumed.append("throughput read as per GPU, as the same page's H100 table says (read "
+                       "as the TP group's total, the estimate would be TP times higher)")
+        return e.output_tokens_per_s / tp
+    if metric == "output_tokens_per_s_per_gpu":
+        return e.output_tokens_per_s / tp
+    if metric == "total_tokens_per_s":
+        return batch * (prompt + output) / e.batch_time_s
+    if metric == "ttft_ms":
+        return e.prefill_s * 1e3
+    raise ValueError(f"{DATA.name}: unknown metric {metric!r}")
+
+
+def _error(predicted: float, measured: float, metric: str) -> float:
+    """Predicted rate / measured rate - 1: + means the estimate is faster than measured."""
+    if metric == "ttft_ms":
+        return measured / predicted - 1
+    return predicted / measured - 1
+
+
+def _not_expressed(r: dict[str, str]) -> str:
+    """Why a row cannot be expressed with its own engine ("" when it can)."""
+    if r["engine"] not in MODELLED:
+        return f"{r['engine']} is not modelled (no host cost of its own)"
+    if r["engine"] == "hf-generate" and int(r["gpu_count"]) > 1:
+        return ("transformers over several GPUs by device_map (layers in sequence), not "
+                "tensor parallelism")
+    if "enforce_eager=True" in r["notes"]:
+        return "vLLM with enforce_eager=True (no CUDA graphs) is not modelled"
+    return ""
+
+
+def predict(r: dict[str, str]) -> Result:
+    """One row expressed (or the reason it cannot be), with its proxy for unmodelled engines."""
+    from gpuhours.errors import InputError
+
+    measured = float(r["measured"])
+    why = _not_expressed(r)
+    assumed: list[str] = []
+    if why and r["engine"] in MODELLED:
+        return Result(r, None, None, why=why)
+    engine = r["engine"] if not why else "vllm"
+    try:
+        value = _estimate(r, engine, assumed)
+    except InputError as exc:
+        fit = f"does not fit as expressed: {exc.message.rstrip('.')}"
+        return Result(r, None, None, why=f"{why}; {fit}" if why else fit, assumed=assumed)
+    err = _error(value, measured, r["metric"])
+    if not why:
+        return Result(r, value, err, assumed=assumed)
+    return Result(r, None, None, proxy_predicted=value, proxy_error=err, why=why,
+                  assumed=["costed as vLLM (proxy)", *assumed])
+
+
+def results() -> list[Result]:
+    return [predict(r) for r in rows()]
+
+
+def _short_source(src: str) -> str:
+    for key, short in (("Qwen3", "Qwen3"), ("Qwen2.5", "Qwen2.5"), ("TensorRT", "TRT-LLM"),
+                       ("sglang", "SGLang bench"), ("issues/12315", "vLLM#12315"),
+                       ("pull/7117", "vLLM#7117")):
+        if key in src:
+            return short
+    return src[:20]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.1f}"
+
+
+def _key(n: int) -> str:
+    """[a], [b], ... [z], [aa], ...: the key of the n-th distinct assumption."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return f"[{letters[n]}]" if n < 26 else f"[{letters[n // 26 - 1]}{letters[n % 26]}]"
+
+
+def summary(res: list[Result]) -> dict[str, Any]:
+    """Counts over the rows expressed with their own engine, and over the proxies."""
+    native = [x.error for x in res if x.error is not None]
+    proxy = [x.proxy_error for x in res if x.proxy_error is not None]
+
+    def stats(errs: list[float]) -> dict[str, Any]:
+        if not errs:
+            return {"n": 0, "within": 0, "median_abs": None, "worst": None}
+        worst = max(errs, key=abs)
+        return {"n": len(errs), "within": sum(abs(e) <= TOLERANCE for e in errs),
+                "median_abs": statistics.median(abs(e) for e in errs), "worst": worst}
+
+    return {"rows": len(res), "native": stats(native), "proxy": stats(proxy),
+            "not_expressed": sum(x.error is None and x.proxy_error is None for x in res)}
+
+
+def _group_lines(res: list[Result]) -> list[str]:
+    groups: dict[tuple[str, str, str], list[float]] = {}
+    for x in res:
+        e = x.error if x.error is not None else x.proxy_error
+        if e is None:
+            continue
+        key = (_short_source(x.row["source"]), x.row["engine"] + (
+            " (as vLLM)" if x.proxy_error is not None else ""), x.row["metric"])
+        groups.setdefault(key, []).append(e)
+    out = ["| source | engine | measured quantity | rows | within 25% | median error | range |",
+           "|---|---|---|---|---|---|---|"]
+    for (src, eng, metric), errs in groups.items():
+        out.append(f"| {src} | {eng} | {metric} | {len(errs)} | "
+                   f"{sum(abs(e) <= TOLERANCE for e in errs)} | "
+                   f"{statistics.median(errs):+.0%} | {min(errs):+.0%} to {max(errs):+.0%} |")
+    return out
+
+
+def report() -> str:
+    res = results()
+    s = summary(res)
+    n, p = s["native"], s["proxy"]
+    lines = [
+        f"{s['rows']} published rows: {n['n']} expressed with their own engine, {n['within']} "
+        f"of them within 25%, median |error| {n['median_abs']:.0%}, worst {n['worst']:+.0%}; "
+        f"{p['n']} of engines not modelled, costed as vLLM (proxy): {p['within']} within 25%, "
+        f"median |error| {p['median_abs']:.0%}, worst {p['worst']:+.0%}; "
+        f"{s['not_expressed']} not expressed.", "",
+        "Error = predicted rate / measured rate - 1 (for TTFT, measured / predicted time - 1): "
+        "+ means the estimate is faster than measured.", "",
+        *_group_lines(res), "",
+        "| row | source | model | GPU | engine, precision | batch | in / out | measured | "
+        "predicted | error | assumed (key below) / why not |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    keys: dict[str, str] = {}
+    for x in res:
+        r = x.row
+        unit = {"output_tokens_per_s": "out tok/s", "output_tokens_per_s_ambiguous": "out tok/s",
+                "output_tokens_per_s_per_gpu": "out tok/s/GPU",
+                "total_tokens_per_s": "(in+out) tok/s", "ttft_ms": "ms TTFT"}[r["metric"]]
+        if x.predicted is not None and x.error is not None:
+            pred, err = _fmt(x.predicted), f"{x.error:+.0%}"
+        elif x.proxy_predicted is not None and x.proxy_error is not None:
+            pred, err = f"({_fmt(x.proxy_predicted)})", f"({x.proxy_error:+.0%})"
+        else:
+            pred, err = "-", ""
+        gpus = f"{r['gpu_count']} x {r['gpu']}" if r["gpu_count"] != "1" else r["gpu"]
+        codes = [keys.setdefault(a, _key(len(keys))) for a in x.assumed]
+        notes = "; ".join(([x.why] if x.why else []) + ([" ".join(codes)] if codes else []))
+        lines.append(
+            f"| {r['row']} | {_short_source(r['source'])} | {r['model']} | {gpus} | "
+            f"{r['engine_version']}, {r['precision']} | {r['batch'] or '?'} | "
+            f"{r['input_tokens'] or '?'} / {r['output_tokens']} | {float(r['measured']):,.6g} "
+            f"{unit} | {pred} | {err} | {notes} |")
+    lines += ["", "Assumed:", ""] + [f"- {k} {text}" for text, k in keys.items()]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report())

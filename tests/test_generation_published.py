@@ -1,0 +1,95 @@
+"""`gpuhours generation` against published generation throughput, all rows held out
+(scripts/gpuhours_dev/validation/generation_published.py, docs/generation.md).
+
+No constant was set from these rows. The tests hold the doc to the script's output, recount the
+summary from the rows, and check that no row repeats one the constants were fitted on."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuhours_dev.validation import generation_published as gp
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "generation.md"
+TUNING_CSV = ROOT / "scripts" / "gpuhours_dev" / "validation" / "data" / "generation.csv"
+
+
+@pytest.fixture(scope="module")
+def results() -> list[gp.Result]:
+    return gp.results()
+
+
+def test_the_doc_holds_the_current_table() -> None:
+    assert gp.report() in DOC.read_text(encoding="utf-8")
+
+
+def test_every_row_has_a_source_a_unit_and_a_known_quantity() -> None:
+    known = {"output_tokens_per_s", "output_tokens_per_s_ambiguous",
+             "output_tokens_per_s_per_gpu", "total_tokens_per_s", "ttft_ms"}
+    data = gp.rows()
+    assert [int(r["row"]) for r in data] == list(range(1, len(data) + 1))
+    for r in data:
+        assert r["source"] and r["unit"] and r["notes"], r["row"]
+        assert r["metric"] in known, r["row"]
+        assert float(r["measured"]) > 0, r["row"]
+
+
+def test_no_row_repeats_a_row_the_constants_were_fitted_on() -> None:
+    # generation.csv holds bf16 rows only
+    with TUNING_CSV.open(newline="", encoding="utf-8") as f:
+        tuned = {(r["model"], r["engine"], r["input_tokens"], r["concurrency"], "bf16")
+                 for r in csv.DictReader(f)}
+    assert len(tuned) == 15
+    for r in gp.rows():
+        key = (r["model"], r["engine"], r["input_tokens"], r["batch"], r["precision"])
+        assert key not in tuned, r["row"]
+
+
+def test_every_row_is_predicted_or_says_why_not(results: list[gp.Result]) -> None:
+    for x in results:
+        native = x.predicted is not None
+        proxy = x.proxy_predicted is not None
+        assert not (native and proxy), x.row["row"]
+        if not native:
+            assert x.why, x.row["row"]
+        if proxy or x.why.startswith(x.row["engine"] + " is not modelled"):
+            assert x.row["engine"] not in gp.MODELLED
+
+
+def test_error_sign_by_hand() -> None:
+    # a rate predicted at twice the measured one is +100%; a time predicted at half the
+    # measured one is the same +100% (the estimate twice as fast)
+    assert gp._error(200.0, 100.0, "output_tokens_per_s") == pytest.approx(1.0)
+    assert gp._error(5.0, 10.0, "ttft_ms") == pytest.approx(1.0)
+    assert gp._error(75.0, 100.0, "total_tokens_per_s") == pytest.approx(-0.25)
+
+
+def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> None:
+    # recount from measured and predicted values, not from Result.error
+    def err(value: float, r: dict[str, str]) -> float:
+        m = float(r["measured"])
+        return m / value - 1 if r["metric"] == "ttft_ms" else value / m - 1
+
+    native = [err(x.predicted, x.row) for x in results if x.predicted is not None]
+    proxy = [err(x.proxy_predicted, x.row) for x in results if x.proxy_predicted is not None]
+    s = gp.summary(results)
+    assert s["rows"] == len(gp.rows()) == len(native) + len(proxy) + s["not_expressed"]
+    assert s["native"]["n"] == len(native) and s["proxy"]["n"] == len(proxy)
+    assert s["native"]["within"] == sum(abs(e) <= 0.25 for e in native)
+    assert s["proxy"]["within"] == sum(abs(e) <= 0.25 for e in proxy)
+    assert s["native"]["worst"] == pytest.approx(max(native, key=abs))
+    ordered = sorted(abs(e) for e in native)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    assert s["native"]["median_abs"] == pytest.approx(median)
+    # and the headline the doc prints says the same
+    head = gp.report().splitlines()[0]
+    numbers = [int(n) for n in re.findall(r"(\d+) (?:published rows|expressed|of them within"
+                                          r"|of engines|within 25%|not expressed)", head)]
+    assert numbers == [s["rows"], s["native"]["n"], s["native"]["within"], s["proxy"]["n"],
+                       s["proxy"]["within"], s["not_expressed"]]
