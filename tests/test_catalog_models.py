@@ -167,7 +167,7 @@ def test_uncovered_type_close_to_the_generic_shape_is_counted_on_the_meta_device
     assert count_params(arch).extra == real - generic
 
 
-def test_qwen_moe_with_dense_layers_is_not_read_as_all_sparse(tmp_path: Path) -> None:
+def test_qwen_moe_with_dense_layers_is_counted_exactly(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     _, config = catalog.model("qwen3-30b-a3b")
     small = {**config, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -175,8 +175,14 @@ def test_qwen_moe_with_dense_layers_is_not_read_as_all_sparse(tmp_path: Path) ->
              "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
              "vocab_size": 1000, "bos_token_id": None, "eos_token_id": None,
              "mlp_only_layers": [0]}  # layer 0 dense (FFN 1024), layer 1 sparse
-    with pytest.raises(FieldError, match=r"keeps some layers dense"):
-        resolve_model(_write(tmp_path, small))
+    arch, _ = resolve_model(_write(tmp_path, small))
+    assert (arch.dense_mlp_layers, arch.moe_layers) == (1, 1)
+    assert count_params(arch).total == built_count(small)
+    # decoder_sparse_step 2: layers 1, 3 sparse (Qwen2MoeDecoderLayer's rule), 0 and 2 dense
+    stepped = {**small, "mlp_only_layers": [], "decoder_sparse_step": 2, "num_hidden_layers": 4}
+    arch, _ = resolve_model(_write(tmp_path, stepped))
+    assert (arch.dense_mlp_layers, arch.moe_layers) == (2, 2)
+    assert count_params(arch).total == built_count(stepped)
 
 
 def test_cli_refuses_an_uncovered_type_with_exit_2(tmp_path: Path,

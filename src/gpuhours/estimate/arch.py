@@ -407,14 +407,19 @@ def _not_covered(cfg: dict[str, Any], model_type: str) -> str:
     """Why the analytic model cannot count this config exactly, or "" when it can."""
     if model_type not in COVERED_MODEL_TYPES:
         return f"model_type {model_type!r} is not one the analytic model covers"
-    # Qwen-MoE configs may keep some layers dense; the analytic model has one MLP kind per model
-    step = cfg.get("decoder_sparse_step")
-    if model_type in ("qwen2_moe", "qwen3_moe") and (cfg.get("mlp_only_layers")
-                                                     or step not in (None, 1)):
-        return (f"this {model_type} config keeps some layers dense (mlp_only_layers "
-                f"{cfg.get('mlp_only_layers')}, decoder_sparse_step {step}), which the analytic "
-                "model does not count")
     return ""
+
+
+def _qwen_moe_dense_layers(cfg: dict[str, Any], where: str, layers: int) -> int:
+    """Layers a qwen2_moe/qwen3_moe config keeps dense (an MLP of intermediate_size): as
+    Qwen2MoeDecoderLayer decides, layer i is sparse unless it is in `mlp_only_layers` or
+    (i + 1) is not a multiple of `decoder_sparse_step`."""
+    only = cfg.get("mlp_only_layers") or []
+    step = cfg.get("decoder_sparse_step") or 1
+    if not isinstance(only, list) or not all(isinstance(i, int) for i in only):
+        raise InputError(where, f"field 'mlp_only_layers' must list layer indices, got {only!r}.")
+    step = _positive_int(step, where, "decoder_sparse_step")
+    return sum(1 for i in range(layers) if i in only or (i + 1) % step)
 
 
 def _refusal_hint() -> str:
@@ -501,6 +506,8 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
     )
     out_bias = bool(cfg.get("attention_bias", False))
     tied = cfg.get("tie_word_embeddings")
+    dense_layers = (_qwen_moe_dense_layers(cfg, where, layers)
+                    if experts and model_type in ("qwen2_moe", "qwen3_moe") else 0)
     return ModelArch(
         name=name,
         model_type=model_type,
@@ -513,6 +520,7 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         vocab_size=vocab,
         tie_embeddings=model_type in _TIED_BY_DEFAULT if tied is None else bool(tied),
         gated_mlp=True,
+        dense_mlp_layers=dense_layers,
         norms_per_block=4 if model_type == "gemma2" else 2,
         qkv_bias=qkv_bias,
         out_bias=out_bias,
