@@ -8,6 +8,17 @@ is installed, by building it on the meta device (no memory, seconds): if the sha
 generic llama-style fields matches that count within MATCH_TOLERANCE, the shape is used and the
 exact total carried (the basis says so); otherwise, and always without transformers, it is
 refused with an error naming the model type and the covered ones (docs/models.md).
+
+Covered, each read as transformers builds it (the reader's docstring cites the modelling file):
+- llama-style decoders (LLAMA_LIKE_MODEL_TYPES): llama, mistral, mixtral, qwen2, qwen2_moe,
+  qwen3, qwen3_moe (dense layers by mlp_only_layers / decoder_sparse_step too), gemma, gemma2,
+  phi3, granite; gpt2, mpt and bert; qwen2_5_vl with its vision tower (estimate/vision.py);
+- multi-head latent attention with DeepSeek's MoE (MLA_MODEL_TYPES): deepseek_v2, deepseek_v3;
+- MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
+  gpt_oss, glm4_moe, olmoe, granitemoe;
+- state-space models and hybrids (SSM_MODEL_TYPES): mamba2, falcon_h1, granitemoehybrid
+  (Mamba-2 mixers), jamba (Mamba-1 mixers).
+Models whose layers differ are summed layer kind by layer kind in estimate/blocks.py.
 """
 
 from __future__ import annotations
