@@ -88,7 +88,7 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     assert s["native"]["median_abs"] == pytest.approx(median)
     # and the headline the doc prints says the same
-    head = gp.report().splitlines()[0]
+    head = " ".join(gp.report().split("\n\n")[0].splitlines())
     numbers = [int(n) for n in re.findall(r"(\d+) (?:published rows|expressed|of them within"
                                           r"|of engines|within 25%|not expressed)", head)]
     assert numbers == [s["rows"], s["native"]["n"], s["native"]["within"], s["proxy"]["n"],
