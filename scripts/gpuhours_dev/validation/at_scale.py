@@ -312,6 +312,14 @@ MISS_REASONS = {
     "Llama 4 Scout": "The card's hours for ~40T multimodal tokens imply a lower MFU than "
                      "Maverick's; the image tokens' vision encoder is not counted here, and "
                      "neither the GPU count nor the layout is stated.",
+    "BLOOM 176B": "The published 1,082,990 GPU hours are 384 GPUs for 118 days of wall clock "
+                  "(Luccioni et al. 2022 table 1), downtime included; the bigscience/bloom "
+                  "model card's \"about 150 TFLOP per GPU per second\" is 716K-954K GPU hours "
+                  "for 366B tokens (6N, or 8N with recomputation). The chooser's setup runs "
+                  "without recomputation at 16M tokens per step over many accumulated "
+                  "micro-batches (the run: 2,048 sequences, TP 4 x PP 12 x DP 8), where the "
+                  "A100 GEMM efficiency assumed (0.80 of peak) and a pipeline bubble amortised "
+                  "over that many micro-batches give an MFU no published A100 run shows.",
     "DeepSeek-V3": "Over-predicted: DeepSeek-V3 has 61 layers, which no pipeline size above 1 "
                    "divides, so the chooser cannot take the report's layout (16 pipeline "
                    "stages, expert parallelism 64, ZeRO-1; the stages are uneven in the real "
