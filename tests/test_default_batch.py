@@ -156,3 +156,24 @@ def test_the_goal_counts_are_computed_from_the_rows():
     rows[0] = _row("a", 0.26)
     text = "\n".join(render_plain(rows))
     assert "**3 of 5 within 25% (60%; goal 80%: not met)**" in text
+
+
+def test_the_cli_takes_a_global_batch_and_refuses_it_beside_a_setup():
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    base = ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus", "64", "--seq",
+            "4096", "--tokens", "1e11", "--no-calibrate"]
+    result = CliRunner().invoke(app, [*base, "--global-batch", "256", "--json"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    s = d["setup"]
+    dp = 64 // (s["tp"] * s["pp"] * s["cp"])
+    assert s["micro_batch"] * s["grad_accum"] * dp == 256
+    assert "for a target of 256: given" in d["warnings"][0]
+    result = CliRunner().invoke(app, [*base, "--global-batch", "256", "--batch", "2"])
+    assert result.exit_code == 2
+    assert "--global-batch" in result.output and "Traceback" not in result.output

@@ -287,6 +287,10 @@ def estimate(
     ] = False,
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", min=1, help="Sequences per optimizer step (all GPUs) for the setup "
+        "gpuhours chooses when --batch, --checkpointing and --zero are left out; default: by "
+        "model size, from published pretraining recipes.")] = None,
     transfer_from: Annotated[int | None, typer.Option(
         "--transfer-from", metavar="ID", help="A training step of this model measured on "
         "another device (a ledger id, `gpuhours ledger list`): carried to this GPU through "
@@ -348,13 +352,18 @@ def estimate(
     e = estimate_training(t, hw, **amount, ledger=book)
     left_open = all(_not_given(ctx, name) for name in ("batch", "checkpointing", "zero"))
     left_open = left_open and not {"micro_batch", "checkpointing", "zero_stage"} & fill.keys()
-    if not e.memory.fits and not ignore_memory and left_open:
+    if global_batch is not None and not left_open:
+        raise FieldError("global_batch", "it is the target of the setup gpuhours chooses; with "
+                         "--batch, --checkpointing or --zero given, the global batch is "
+                         "micro-batch x accumulation x data-parallel GPUs.",
+                         "Leave those out, or set the batch with --batch and --accum.")
+    if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
         # fastest setup that fits rather than refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
         layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
-        found = chosen_setup(t, hw, search_layouts=layouts_open)
+        found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch)
         if found is not None:
             t, why = found
             e = estimate_training(t, hw, **amount, ledger=book)

@@ -417,7 +417,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
            f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
            f"fastest of {result.candidates_evaluated} configurations that fit with "
-           f"{result.headroom_fraction:.0%} headroom; the defaults did not fit{batch}). Give "
+           f"{result.headroom_fraction:.0%} headroom"
+           f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}). Give "
            f"--batch, --accum, --checkpointing or "
            f"--zero{' or --tp/--pp/--cp/--ep' if search_layouts else ''} to choose yourself.")
     return chosen, why
