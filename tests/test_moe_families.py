@@ -107,3 +107,14 @@ def test_moe_family_needs_its_experts() -> None:
     with pytest.raises(InputError, match="moe_layers"):
         from_hf_config({"model_type": "llama4_text", **BASE, "num_local_experts": 4,
                         "num_experts_per_tok": 1, "moe_layers": [9]}, "l4")
+
+
+def test_llama4_vision_config_counts_its_language_model_and_says_so() -> None:
+    """A llama4 (vision-language) config: its text_config is read exactly; the basis says the
+    vision tower, which is not covered, is left out."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model("llama4").to_dict()
+    arch = from_hf_config(config, "llama4")
+    text = from_hf_config(config["text_config"], "text")
+    assert count_params(arch).total == count_params(text).total
+    assert "vision tower is not covered and not counted" in arch.params_basis

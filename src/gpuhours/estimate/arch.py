@@ -392,8 +392,19 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
         if not isinstance(cfg["text_config"], dict):
             raise InputError(where, "field 'text_config' must be an object (the language "
                                     f"model's config), got {cfg['text_config']!r}.")
+        outer = str(cfg.get("model_type", "a vision-language"))
         cfg = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings")}
-    model_type = str(cfg.get("model_type", "llama"))
+        text_type = str(cfg.get("model_type", "llama"))
+        if text_type in COVERED_MODEL_TYPES:  # a tower the analytic model does not cover
+            arch = _read_text_model(cfg, name, where, text_type)
+            return replace(arch, params_basis=(
+                f"the language model ({text_type}) of this {outer} config, counted exactly; "
+                "its vision tower is not covered and not counted"))
+    return _read_text_model(cfg, name, where, str(cfg.get("model_type", "llama")))
+
+
+def _read_text_model(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """A text model's config by its model_type (see from_hf_config)."""
     if model_type in REMOTE_CODE_MODEL_TYPES:  # read from the checkpoint's own modelling code
         return ModelArch(**remote_code_fields(cfg, name, where, model_type))
     not_covered = _not_covered(cfg, model_type)
