@@ -79,7 +79,7 @@ def kv_tokens_held(arch: ModelArch, context_tokens: float) -> float:
     Mistral, gpt-oss). Assumed both engines keep only the window there: vLLM's hybrid KV-cache
     manager frees the blocks that slid out, transformers' sliding-window cache layers keep the
     last `sliding_window` tokens."""
-    return arch.attended_tokens(context_tokens)
+    return arch.attended_tokens(context_tokens, cached=True)
 
 
 def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float:
@@ -88,6 +88,24 @@ def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float
     p = count_params(arch)
     skipped = 0 if arch.tie_embeddings else p.embedding
     return (p.total - skipped) * bytes_per_param
+
+
+def routed_expert_params(arch: ModelArch) -> int:
+    """Weights of the routed experts of every MoE layer (0 for a dense model): gate, up and
+    down of each expert (up and down without a gated MLP), d x moe_intermediate_size each.
+    Routers, shared experts and the dense layers are read by every token and are not here."""
+    if not arch.is_moe:
+        return 0
+    per_expert = (3 if arch.gated_mlp else 2) * arch.hidden_size * arch.moe_intermediate_size
+    return arch.moe_layers * arch.num_experts * per_expert
+
+
+def experts_touched(arch: ModelArch, tokens: float) -> float:
+    """Expected distinct experts of one MoE layer that `tokens` tokens route to, each to
+    experts_per_token of num_experts: E x (1 - (1 - k/E)^tokens), routing taken as uniform
+    and independent (a trained router is not; a skewed one touches fewer)."""
+    e, k = arch.num_experts, arch.experts_per_token
+    return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
 def decode_bandwidth_efficiency(arch: ModelArch) -> float:
@@ -162,8 +180,10 @@ class GenerationEstimate:
                                      "parameters x weight_bytes_per_param (whole model)"),
             "weights_read_bytes_per_step": formula(
                 self.weights_read_bytes_per_step, "bytes (GB = 1e9)",
-                "parameters read by a forward step (an untied input embedding is gathered, "
-                "not read) x weight_bytes_per_param / tensor_parallel, per GPU"),
+                "parameters a decode step of the running sequences reads (an untied input "
+                "embedding is gathered, not read; of an MoE's routed experts, those its tokens "
+                "route to: E x (1 - (1 - k/E)^sequences), uniform routing assumed) x "
+                "weight_bytes_per_param / tensor_parallel, per GPU"),
             "kv_cache_bytes": formula(self.kv_cache_bytes, "bytes (GB = 1e9)",
                                       "running sequences x ((prompt + output) x 2 x "
                                       "attention layers x KV heads per GPU x head_dim (MLA: "
@@ -245,6 +265,17 @@ class _Step:
     host_scale: float = 1.0
     #: SSM state per sequence and GPU: read and written back by every decode step
     state_bytes_per_sequence: float = 0.0
+    #: of weights_read_bytes, the routed experts' (per GPU): a step reads only the experts
+    #: its tokens route to (experts_touched)
+    routed_bytes: float = 0.0
+
+    def weights_read(self, tokens: float) -> float:
+        """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
+        experts no token of the step goes to."""
+        if not self.routed_bytes:
+            return self.weights_read_bytes
+        unread = 1.0 - experts_touched(self.arch, tokens) / self.arch.num_experts
+        return self.weights_read_bytes - self.routed_bytes * unread
 
     @property
     def host_s(self) -> float:
@@ -263,7 +294,7 @@ class _Step:
     def seconds(self, tokens: float, kv_bytes: float, flops: float) -> tuple[float, str]:
         """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache and
         does `flops` on each GPU of the group; and what bounds it."""
-        t_mem = (self.weights_read_bytes + kv_bytes) / self.bandwidth_bytes_per_s
+        t_mem = (self.weights_read(tokens) + kv_bytes) / self.bandwidth_bytes_per_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
         t_launch = (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
                     * self.host_scale)
@@ -327,7 +358,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                  weights_read_bytes=weight_bytes_read_per_step(
                      arch, g.weight_bytes_per_param) / tp,
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
-                 host_scale=host_scale, state_bytes_per_sequence=state)
+                 host_scale=host_scale, state_bytes_per_sequence=state,
+                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp)
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -344,7 +376,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         waves=full_waves + (1 if rest else 0),
         max_num_seqs=max_seqs,
         weights_bytes=count_params(arch).total * g.weight_bytes_per_param,
-        weights_read_bytes_per_step=step.weights_read_bytes,
+        weights_read_bytes_per_step=step.weights_read(running),
         kv_cache_bytes=running * (kv_token * kv_tokens_held(arch, g.prompt_tokens
                                                             + g.output_tokens) + state),
         decode_bandwidth_efficiency=e_bw,

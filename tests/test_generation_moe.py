@@ -1,0 +1,58 @@
+"""MoE decode reads only the routed experts its tokens go to (issue 13: the published SGLang
+Qwen3-30B-A3B rows were 32-72% slow in the estimate when every expert was read)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuhours import catalog
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.generation import (
+    decode_bandwidth_efficiency,
+    estimate_generation,
+    experts_touched,
+    routed_expert_params,
+    weight_bytes_read_per_step,
+)
+from gpuhours.setup import Generation
+
+#: 8 experts of width 1024, top-2, on 2 layers of d 512 (Mixtral's shape, small)
+MOE = ModelArch(name="hand-moe", model_type="mixtral", hidden_size=512, num_layers=2,
+                num_heads=8, num_kv_heads=8, head_dim=64, intermediate_size=1024,
+                vocab_size=1000, tie_embeddings=False, gated_mlp=True, num_experts=8,
+                experts_per_token=2, moe_intermediate_size=1024)
+
+
+def test_experts_touched_by_hand() -> None:
+    # one token: its 2 experts; two tokens: 8 x (1 - (6/8)^2) = 3.5; many: all 8
+    assert experts_touched(MOE, 1) == pytest.approx(2.0)
+    assert experts_touched(MOE, 2) == pytest.approx(3.5)
+    assert experts_touched(MOE, 1000) == pytest.approx(8.0)
+
+
+def test_decode_at_batch_one_reads_the_routed_experts_only() -> None:
+    # 2 layers x 8 experts x 3 x 512 x 1024 = 25,165,824 routed weights; one token reads 2 of
+    # 8: 6/8 of them, 18,874,368 weights x 2 bytes, are not read
+    assert routed_expert_params(MOE) == 25_165_824
+    gpu = catalog.gpu("a100-80gb")
+    e = estimate_generation(Generation(arch=MOE, prompt_tokens=1, output_tokens=1, batch=1),
+                            gpu)
+    whole = weight_bytes_read_per_step(MOE, 2.0)
+    assert e.weights_read_bytes_per_step == pytest.approx(whole - 18_874_368 * 2)
+    bw = 2039e9 * decode_bandwidth_efficiency(MOE)
+    kv = 1 * 2 * 2 * 8 * 64 * 2  # one token's K and V: 2 layers x 8 heads x 64 x 2 bytes
+    passes = A.DECODE_KV_PASSES["vllm"].value
+    assert e.decode_step_s_first == pytest.approx(
+        A.DECODE_HOST_STEP_S["vllm"].value + (whole - 18_874_368 * 2 + passes * kv) / bw,
+        rel=1e-6)
+
+
+def test_a_dense_model_reads_every_weight() -> None:
+    dense = replace(MOE, num_experts=0, experts_per_token=0, moe_intermediate_size=0)
+    assert routed_expert_params(dense) == 0
+    e = estimate_generation(Generation(arch=dense, prompt_tokens=1, output_tokens=1, batch=1),
+                            catalog.gpu("a100-80gb"))
+    assert e.weights_read_bytes_per_step == weight_bytes_read_per_step(dense, 2.0)
