@@ -38,9 +38,41 @@ _NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); th
 _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
               critic=True, placement="dedicated")
-_ORLHF_ASSUMED = ("A800 as an A100-80GB (same compute and HBM; NVLink 400 not 600 GB/s); "
-                  "responses all 1,024 tokens (the benchmark's max; means not given); reward "
+_ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
                   "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio)")
+# NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
+# ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
+_NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
+                  reward={"kind": "rule"}, prompt_tokens=256, max_response_tokens=3840)
+_NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
+                  "fused_attention": True, "micro_batch": 1}
+_NEMO_QWEN_ASSUMED = ("prompt 256 tokens (not stated); the table's 'G-Average Seq len' taken as "
+                      "the mean response; longest = 4096 - prompt; Megatron's distributed "
+                      "optimizer as ZeRO-1; checkpointing on (not stated)")
+# verl's fully-async README rows on H20 (FSDP2 or Megatron + vLLM): the scripts' settings
+_VERL_ASSUMED = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
+                 "stated); mean response 1/4 of the maximum (not stated: the README says "
+                 "lengths change strongly during training)")
+_VERL_7B = dict(prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
+                response_tokens=7168, max_response_tokens=28672, reference_model=False,
+                reward={"kind": "rule"}, rollout_tensor_parallel=4)
+# Ulysses sequence parallelism (verl's ulysses_sequence_parallel_size 4): verl/utils/ulysses.py
+# splits every token-wise layer by sequence and, around attention, all-to-alls
+# [b, s/n, h] -> [b, s, h/n] so each GPU attends over the whole sequence for h/n heads: the
+# same split of tokens, activations and FLOPs as context parallelism, expressed as cp 4
+_VERL_7B_SETTINGS = {"model": "qwen2.5-7b", "method": "full", "checkpointing": True,
+                     "zero_stage": 3, "cp": 4}
+_VERL_7B_ASSUMED = (_VERL_ASSUMED + "; Qwen2.5-Math-7B as qwen2.5-7b (the same shape; "
+                    "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
+                    "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
+                    "costed as cp's KV ring); FSDP2 as ZeRO-3")
+_VERL_30B = dict(prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
+                 response_tokens=2048, max_response_tokens=8192, reference_model=True,
+                 reward={"kind": "rule"}, rollout_tensor_parallel=4)
+_VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
+                      "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
+_VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 (the async script's, for both rows); "
+                     "distributed optimizer as ZeRO-1; checkpointing on (not stated)")
 
 CASES = [
     Case(0, "h100-sxm", {**_NEMO_8B, "response_tokens": 1019, "max_response_tokens": 3840},
@@ -52,6 +84,19 @@ CASES = [
          {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
+    Case(3, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3251, "rollout_tensor_parallel": 4},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
+          "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
+         "(512 sequences over data parallelism 2)"),
+    Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
+                         "placement": "dedicated", "rollout_gpus": 32, "async_rollout": True},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 64, "tp": 4, "pp": 4,
+          "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
+         "(512 sequences over data parallelism 2)"),
+    Case(5, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3196, "rollout_tensor_parallel": 2},
+         {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16},
+         _NEMO_QWEN_ASSUMED + "; 16 micro-batches per optimizer step (512 sequences over 32 "
+         "data-parallel ranks)"),
     Case(6, "gb200", {**_NEMO_8B, "response_tokens": 1066, "max_response_tokens": 3840},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3},
@@ -61,22 +106,40 @@ CASES = [
          {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
-    Case(27, "a100-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
+    Case(8, "gb200", {**_NEMO_QWEN, "response_tokens": 3253},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64},
+         _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
+         "parallelism 8)"),
+    Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, "placement": "dedicated",
+                      "rollout_gpus": 16, "async_rollout": True},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64},
+         _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
+         "parallelism 8)"),
+    Case(10, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 32}, _VERL_7B_ASSUMED),
+    Case(11, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 64}, _VERL_7B_ASSUMED),
+    Case(12, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 128}, _VERL_7B_ASSUMED),
+    Case(16, "h20", _VERL_30B, {**_VERL_30B_SETTINGS, "gpus": 128}, _VERL_30B_ASSUMED),
+    Case(27, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
                                                                     "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3}, _ORLHF_ASSUMED),
-    Case(30, "a100-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
+    Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
                                                                     "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3}, _ORLHF_ASSUMED),
-    Case(32, "a100-80gb", {**_ORLHF, "rollout_gpus": 4, "rollout_tensor_parallel": 4,
+    # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
+    # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
+    # 2 vLLM engines of tensor parallel 2; --zero_stage 3 --adam_offload --gradient_checkpointing)
+    Case(32, "a800-80gb", {**_ORLHF, "rollout_gpus": 4, "rollout_tensor_parallel": 2,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3},
-         _ORLHF_ASSUMED + "; one vLLM engine of tensor parallel 4 on 4 of the 16 GPUs; does "
-         "not fit as expressed: ZeRO-3 over the 12 training GPUs leaves the actor's AdamW "
-         "state alone at 94 GB per GPU, and the source does not say how it held it (offload "
-         "is not modelled)"),
+          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 3},
+         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
+         "the actor's size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
+         "(train_ppo_llama_ray_70b.sh @0ae5876: ZeRO-3 with --adam_offload, 2 vLLM engines of "
+         "TP 2), the table's row not stating them; the table's training micro-batch 4, "
+         "accumulation 3 (train_batch_size 128 over 12 training GPUs: about its 8 optimizer "
+         "steps per rollout batch)"),
 ]
 
 
@@ -110,6 +173,7 @@ def report() -> str:
     lines = ["| row | framework | model | GPUs | placement | measured step | predicted | error "
              "| bottleneck | assumed |", "|---|---|---|---|---|---|---|---|---|---|"]
     errors = []
+    expressed = []
     for c in CASES:
         r = data[c.row]
         measured = float(r["step_time_s"])
@@ -117,6 +181,7 @@ def report() -> str:
         err = "" if predicted is None else f"{predicted / measured - 1:+.0%}"
         if predicted is not None:
             errors.append(predicted / measured - 1)
+            expressed.append(c)
         lines.append(f"| {c.row + 2} | {r['framework'][:30]} | {r['model']} | {r['n_gpus']} x "
                      f"{r['gpu'][:14]} | {r['placement'][:40]} | {measured:,.1f} s | "
                      f"{'-' if predicted is None else f'{predicted:,.1f} s'} | {err} | "
@@ -125,6 +190,12 @@ def report() -> str:
         within = sum(abs(e) <= 0.25 for e in errors)
         lines.append(f"\n{within} of {len(errors)} within 25%; "
                      f"{sum(e < -0.5 or e > 1.0 for e in errors)} off by more than 2x.")
+        # the rows whose source states the mean response length (the rest assume it)
+        stated = [e for c, e in zip(expressed, errors, strict=True)
+                  if data[c.row]["response_tokens_mean"]]
+        lines.append(f"Of the {len(stated)} rows whose source states the mean response: "
+                     f"{sum(abs(e) <= 0.25 for e in stated)} within 25%, "
+                     f"{sum(e < -0.5 or e > 1.0 for e in stated)} off by more than 2x.")
     return "\n".join(lines)
 
 
