@@ -106,9 +106,9 @@ def test_the_rows_carry_the_figures_they_quote():
     "2.664M ... 14.8T"), read back independently of the numeric columns."""
     for r in _csv_rows("pretraining_plain.csv"):
         quote = r["published_as"]
-        millions = re.search(r"([\d.]+)M", quote)
-        hours = (float(millions.group(1)) * 1e6 if millions else
-                 float(re.sub(",", "", re.search(r"([\d,]+) compute hours", quote).group(1))))
+        millions = re.search(r"([\d.]+)M\b", quote)
+        hours = (float(millions.group(1)) * 1e6 if millions else float(re.sub(",", "", re.search(
+            r"([\d,]{4,}) (?:compute hours|GPU-hours)", quote).group(1))))
         assert hours == pytest.approx(float(r["gpu_hours"]))
         tokens = re.search(r"([\d.]+) ?(trillion|T|B) tokens", quote)
         scale = 1.0 if tokens.group(2) == "B" else 1e3
@@ -118,8 +118,8 @@ def test_the_rows_carry_the_figures_they_quote():
 
 def test_the_runs_are_mapped_as_their_sources_state():
     runs = {r.label: r for r in plain_runs()}
-    # 4 Llama 2 + Llama 3.1 8B/70B/405B + Llama 4 x 2 + DeepSeek-V3 + BLOOM
-    assert len(runs) == 11
+    # 4 Llama 2 + Llama 3.1 8B/70B/405B + Llama 4 x 2 + DeepSeek-V3 + BLOOM + 4 LLaMA
+    assert len(runs) == 15
     assert {k for k, r in runs.items() if r.moe} == {
         "Llama 4 Scout", "Llama 4 Maverick", "DeepSeek-V3"}
     ds = runs["DeepSeek-V3"]
@@ -129,14 +129,17 @@ def test_the_runs_are_mapped_as_their_sources_state():
     assert (runs["BLOOM 176B"].num_gpus, runs["BLOOM 176B"].network_gb_per_s) == (384, 6.25)
     assert "16K H100" in runs["Llama 3.1 405B"].gpus_basis
     # counts not stated: the rule, said
-    for name in ("Llama 2 7B", "Llama 3.1 8B", "Llama 4 Scout", "Llama 4 Maverick"):
+    assert runs["LLaMA 65B"].num_gpus == 2048 and "380 tokens/sec/GPU" in runs[
+        "LLaMA 65B"].gpus_basis
+    for name in ("Llama 2 7B", "Llama 3.1 8B", "Llama 4 Scout", "Llama 4 Maverick", "LLaMA 7B"):
         assert runs[name].num_gpus == 2048 and runs[name].gpus_basis == GPU_COUNT_RULE
     from gpuhours.estimate.params import count_params
 
     # our count of the configs against the cards' totals (Scout's 109B holds its vision tower)
     for name, card_b, rel in (("Llama 3.1 405B", 405, 0.01), ("Llama 4 Maverick", 400, 0.01),
                               ("Llama 4 Scout", 109, 0.02), ("DeepSeek-V3", 671, 0.01),
-                              ("BLOOM 176B", 176.247, 0.001)):  # transformers' count of BLOOM
+                              ("BLOOM 176B", 176.247, 0.001),  # transformers' count of BLOOM
+                              ("LLaMA 33B", 32.5, 0.01), ("LLaMA 65B", 65.2, 0.01)):
         assert count_params(runs[name].arch).total / 1e9 == pytest.approx(card_b, rel=rel)
 
 

@@ -2,7 +2,8 @@
 published tensor/pipeline layouts, against published GPU hours and Megatron-LM's TFLOP/s per GPU.
 
 The plain question (plain_comparisons): every run of data/pretraining_gpu_hours.csv (Llama 2)
-and data/pretraining_plain.csv (Llama 3.1, Llama 4 Scout and Maverick, DeepSeek-V3), asked as
+and data/pretraining_plain.csv (LLaMA, Llama 3.1, Llama 4 Scout and Maverick, DeepSeek-V3,
+BLOOM), asked as
 `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (plus the precision a source
 states): estimate's chooser (estimate/fit.py chosen_setup) picks micro-batch, accumulation,
 checkpointing, ZeRO stage and layout for the default global batch of the model's size.
@@ -343,7 +344,7 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              f"{counts['dense'][1]}, MoE {counts['MoE'][0]} of {counts['MoE'][1]}. Each run is "
              "asked as `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (and "
              "`--precision fp8-mixed` where the source states fp8), with the network per GPU "
-             "its source states (25 GB/s for the Llama 2 rows, the default). estimate's chooser "
+             "its source states (25 GB/s, the default, for the LLaMA and Llama 2 rows). estimate's chooser "
              "(estimate/fit.py chosen_setup) picks the rest for the default global batch of the "
              "model's size (assumptions.DEFAULT_GLOBAL_BATCH_TOKENS: GPT-3 table 2.1, LLaMA and "
              "Llama 2, Llama 3 405B), keeping plain data parallelism unless its ranks outnumber "
