@@ -119,3 +119,33 @@ def test_cli_offload_option_and_its_error() -> None:
                               "--offload", "optimizer"])
     assert bad.exit_code == 2
     assert "--offload" in bad.output and "Traceback" not in bad.output
+
+
+def _finetune_row(line: int) -> dict[str, str]:
+    """A row of the fine-tuning validation data by its line in the CSV (header = line 1)."""
+    import csv
+    from pathlib import Path
+
+    data = (Path(__file__).resolve().parents[1] / "scripts" / "gpuhours_dev" / "validation"
+            / "data" / "finetune_runs.csv")
+    with data.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))[line - 2]
+
+
+@pytest.mark.parametrize(("line", "model", "method", "batch"), [
+    (424, "llama-2-7b", "lora", 10), (427, "llama-2-7b", "qlora", 12),
+    (430, "llama-2-70b", "qlora", 2), (431, "mistral-7b", "qlora", 12)])
+def test_answer_ai_fsdp_cpu_offload_throughput(line: int, model: str, method: str, batch: int
+                                               ) -> None:
+    """Answer.AI's FSDP (full shard, CPUOffload of params) LoRA/QLoRA runs on two RTX 4090s
+    (fsdp_qlora benchmarks_03_2024.md; train.py: rank 64, checkpointing): measured tokens/s
+    within 20% (set from nothing here). The 4-bit or bf16 weights fetched over PCIe 4.0 for
+    every forward, backward and recomputation hide behind compute at these batches; peft's
+    o_proj adapter, which their 'all' targets leave out, is counted (all-linear)."""
+    r = _finetune_row(line)
+    assert r["gpu"].startswith("2x RTX 4090") and "CPU offload of params" in r["parallelism"]
+    t = _setup(model=model, method=method, micro_batch=batch, checkpointing=True, lora_rank=64,
+               zero_stage=3, offload="optimizer+params")
+    e = estimate_training(t, Hardware(gpu="rtx-4090", num_gpus=2))
+    measured = float(r["tokens_per_s_total"])
+    assert e.tokens_per_s.value == pytest.approx(measured, rel=0.20)
