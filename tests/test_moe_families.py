@@ -118,3 +118,21 @@ def test_llama4_vision_config_counts_its_language_model_and_says_so() -> None:
     text = from_hf_config(config["text_config"], "text")
     assert count_params(arch).total == count_params(text).total
     assert "vision tower is not covered and not counted" in arch.params_basis
+
+
+def test_llama4_chunked_attention_by_hand() -> None:
+    """Scout's text model: 36 of 48 layers attend within 8,192-token chunks (all but every
+    fourth, Llama4TextConfig's no_rope_layers). A causal 16,384-token sequence: global layers
+    see 8,192.5 keys on average, chunked ones 2 x 8192 x 8193 / 2 / 16384 = 4,096.5, a mean of
+    8192.5 - 36 x 4096 / 48 = 5,120.5. At 32,768 tokens of context the cache holds 32,768
+    tokens on 12 layers and a chunk (8,192) on 36: 14,336 on average; a decode step attends to
+    (12 x 32768 + 36 x 4096.5) / 48 = 11,264.375."""
+    transformers = pytest.importorskip("transformers")
+    arch = from_hf_config(transformers.AutoConfig.for_model("llama4_text").to_dict(), "scout")
+    assert (arch.attention_chunk, arch.chunked_layers) == (8192, 36)
+    from gpuhours.estimate.flops import causal_mean_attended
+
+    assert causal_mean_attended(arch, 16384) == 5120.5
+    assert kv_tokens_held(arch, 32768) == 14336
+    assert arch.attended_tokens(32768) == 11264.375
+    assert arch.attended_tokens(4000) == 4000  # shorter than a chunk: all of it

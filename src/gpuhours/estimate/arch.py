@@ -214,6 +214,10 @@ class ModelArch:
     sliding_layers: int = 0
     #: the vision tower of a vision-language model (estimate/vision.py); None for text models
     vision: VisionTower | None = None
+    #: chunked local attention (Llama 4): on `chunked_layers` layers a query attends only to the
+    #: earlier tokens of its own chunk of `attention_chunk` tokens
+    attention_chunk: int | None = None
+    chunked_layers: int = 0
     #: multi-head latent attention (DeepSeek-V2/V3) in place of q/k/v/o projections; None else
     mla: LatentAttention | None = None
     #: in an MoE model, how many layers have a dense MLP (intermediate_size wide) instead of
@@ -291,14 +295,23 @@ class ModelArch:
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
-    def attended_tokens(self, context: float) -> float:
+    def attended_tokens(self, context: float, cached: bool = False) -> float:
         """Mean over layers of the tokens one query attends to with `context` tokens before it:
-        min(context, window) on the sliding-window layers, the whole context on the others."""
-        if not self.sliding_window or not self.sliding_layers:
+        min(context, window) on the sliding-window layers, the whole context on the others. On
+        chunked layers (Llama 4) a query sees the earlier tokens of its own chunk: the context
+        while it is shorter than a chunk, then (C + 1) / 2 on average over a chunk's positions;
+        with `cached`, the tokens such a layer keeps, up to a whole chunk (min(context, C)),
+        assumed freed chunk by chunk as vLLM's chunked local attention does."""
+        windowed = chunked = 0.0
+        if self.sliding_window and self.sliding_layers:
+            windowed = self.sliding_layers * (min(context, float(self.sliding_window)) - context)
+        if self.attention_chunk and self.chunked_layers:
+            c = float(self.attention_chunk)
+            seen = min(context, c) if cached or context < c else (c + 1) / 2
+            chunked = self.chunked_layers * (seen - context)
+        if not windowed and not chunked:
             return context
-        windowed = min(context, float(self.sliding_window))
-        return (self.sliding_layers * windowed
-                + (self.num_layers - self.sliding_layers) * context) / self.num_layers
+        return context + (windowed + chunked) / self.num_layers
 
     @property
     def q_dim(self) -> int:
@@ -652,7 +665,7 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
                                     f"got {moe_layers!r}.")
         return replace(arch, dense_mlp_layers=layers - len(set(moe_layers)),
                        shared_expert_intermediate_size=base.moe_intermediate_size,
-                       shared_expert_gate=False)
+                       shared_expert_gate=False, **_chunked(cfg, where, layers))
     if model_type == "gpt_oss":
         return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True)
     if model_type == "glm4_moe":
@@ -796,6 +809,26 @@ def _jamba(cfg: dict[str, Any], name: str, where: str, layers: int, d: int) -> M
                    dense_mlp_layers=layers - moe if moe else 0)
 
 
+def _chunked(cfg: dict[str, Any], where: str, layers: int) -> dict[str, Any]:
+    """Llama 4's chunked-attention layers, as Llama4TextConfig sets them: `layer_types`'
+    "chunked_attention" entries, else the rotary layers of `no_rope_layers` (default: all but
+    every `no_rope_layer_interval`-th, 4), when attention_chunk_size is set (default 8192)."""
+    chunk = cfg.get("attention_chunk_size", 8192)
+    if chunk is None:
+        return {}
+    chunk = _positive_int(chunk, where, "attention_chunk_size")
+    types = cfg.get("layer_types")
+    no_rope = cfg.get("no_rope_layers")
+    if isinstance(types, list) and types:
+        n = sum(1 for x in types if x == "chunked_attention")
+    elif isinstance(no_rope, list) and no_rope:
+        n = sum(1 for x in no_rope if x)
+    else:
+        interval = _count(cfg, where, "no_rope_layer_interval") or 4
+        n = sum(1 for i in range(layers) if (i + 1) % interval)
+    return {"attention_chunk": chunk, "chunked_layers": n} if n else {}
+
+
 def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:
     """The sliding-window fields of a llama-style config, as transformers reads them:
     `layer_types` when given (its "sliding_attention" entries); otherwise per family: mistral
@@ -803,7 +836,7 @@ def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> d
     (Gemma2DecoderLayer: `not layer_idx % 2`), gpt_oss too (its window 128 by default);
     gemma3_text every layer but each `sliding_window_pattern`-th (default 6); qwen2/qwen3 (and
     their MoE) only with `use_sliding_window`, the layers from `max_window_layers` on. Others:
-    no window. Llama 4's chunked-attention layers are read as global (not windowed)."""
+    no window. Llama 4's chunked-attention layers are read by _chunked."""
     window = cfg.get("sliding_window")
     types = cfg.get("layer_types")
     if window is None and model_type == "gpt_oss":

@@ -13,7 +13,8 @@ Conventions, stated once:
 - Full activation recomputation (gradient checkpointing) adds one forward of the layers (not
   of the LM head, which sits outside the checkpointed blocks).
   MFU counts model FLOPs (without recomputation), HFU counts hardware FLOPs (with it).
-- Sliding-window layers attend to min(context, window) tokens (ModelArch.attended_tokens).
+- Sliding-window layers attend to min(context, window) tokens, chunked layers (Llama 4) to the
+  earlier tokens of their chunk (ModelArch.attended_tokens, causal_mean_attended).
 - State-space (Mamba-2) layers: in_proj and out_proj are matmuls; the scan is counted with the
   attention part (a kernel, not a GEMM): the SSD algorithm's chunked products (Dao & Gu 2024,
   arXiv:2405.21060, sec. 6; MambaMixer.scan_flops_per_token), per token whatever the context,
@@ -116,14 +117,19 @@ def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: boo
 def causal_mean_attended(arch: ModelArch, seq_len: float) -> float:
     """Mean over positions and layers of the keys a query attends to under a causal mask:
     (S + 1) / 2 on a global layer; with a window W < S, position p (1-based) sees min(p, W)
-    keys, a mean of (S W - W (W - 1) / 2) / S."""
+    keys, a mean of (S W - W (W - 1) / 2) / S; on a chunked layer (Llama 4, chunk C < S) the
+    earlier tokens of its chunk, (k C (C + 1) / 2 + r (r + 1) / 2) / S with S = k C + r."""
     global_mean = (seq_len + 1) / 2
-    w = arch.sliding_window
-    if not w or not arch.sliding_layers or w >= seq_len:
-        return global_mean
-    windowed_mean = (seq_len * w - w * (w - 1) / 2) / seq_len
-    return (arch.sliding_layers * windowed_mean
-            + (arch.num_layers - arch.sliding_layers) * global_mean) / arch.num_layers
+    w, c = arch.sliding_window, arch.attention_chunk
+    shift = 0.0  # (local mean - global mean) summed over the local layers
+    if w and arch.sliding_layers and w < seq_len:
+        shift += arch.sliding_layers * ((seq_len * w - w * (w - 1) / 2) / seq_len - global_mean)
+    if c and arch.chunked_layers and c < seq_len:
+        # position p (0-based) sees (p mod C) + 1 keys: k whole chunks and r tokens more
+        k, r = divmod(seq_len, c)
+        chunked_mean = (k * c * (c + 1) / 2 + r * (r + 1) / 2) / seq_len
+        shift += arch.chunked_layers * (chunked_mean - global_mean)
+    return global_mean + shift / arch.num_layers
 
 
 def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:

@@ -78,7 +78,8 @@ def kv_tokens_held(arch: ModelArch, context_tokens: float) -> float:
     whole context on global layers, min(context, window) on sliding-window layers (Gemma 2/3,
     Mistral, gpt-oss). Assumed both engines keep only the window there: vLLM's hybrid KV-cache
     manager frees the blocks that slid out, transformers' sliding-window cache layers keep the
-    last `sliding_window` tokens."""
+    last `sliding_window` tokens. Llama 4's chunked layers keep up to one chunk (an upper
+    bound: the current chunk's tokens)."""
     return arch.attended_tokens(context_tokens, cached=True)
 
 
