@@ -107,21 +107,30 @@ def test_the_rows_carry_the_figures_they_quote():
     for r in _csv_rows("pretraining_plain.csv"):
         quote = r["published_as"]
         millions = re.search(r"([\d.]+)M\b", quote)
-        hours = (float(millions.group(1)) * 1e6 if millions else float(re.sub(",", "", re.search(
-            r"([\d,]{4,}) (?:compute hours|GPU-hours)", quote).group(1))))
+        thousands = re.findall(r"([\d.]+)K GPU hours", quote)
+        if millions:
+            hours = float(millions.group(1)) * 1e6
+        elif thousands:  # the DeepSeek-V2 sentence holds both rows' figures
+            hours = next(float(x) * 1e3 for x in thousands
+                         if float(x) * 1e3 == float(r["gpu_hours"]))
+        else:
+            hours = float(re.sub(",", "", re.search(
+                r"([\d,]{4,}) (?:compute hours|GPU-hours)", quote).group(1)))
         assert hours == pytest.approx(float(r["gpu_hours"]))
-        tokens = re.search(r"([\d.]+) ?(trillion|T|B) tokens", quote)
+        tokens = re.search(r"([\d.]+|each) ?(trillion|T|B) tokens", quote)
+        count = 1.0 if tokens.group(1) == "each" else float(tokens.group(1))
         scale = 1.0 if tokens.group(2) == "B" else 1e3
-        assert float(tokens.group(1)) * scale == pytest.approx(float(r["tokens_billion"]))
+        assert count * scale == pytest.approx(float(r["tokens_billion"]))
         assert "commit" in r["source"] or "arXiv" in r["source"]  # a pinned file or a paper
 
 
 def test_the_runs_are_mapped_as_their_sources_state():
     runs = {r.label: r for r in plain_runs()}
     # 4 Llama 2 + Llama 3.1 8B/70B/405B + Llama 4 x 2 + DeepSeek-V3 + BLOOM + 4 LLaMA
-    assert len(runs) == 15
+    # + DeepSeek-V2 and DeepSeek LLM 67B (per trillion tokens)
+    assert len(runs) == 17
     assert {k for k, r in runs.items() if r.moe} == {
-        "Llama 4 Scout", "Llama 4 Maverick", "DeepSeek-V3"}
+        "Llama 4 Scout", "Llama 4 Maverick", "DeepSeek-V3", "DeepSeek-V2 (per trillion tokens)"}
     ds = runs["DeepSeek-V3"]
     assert (ds.gpu.name, ds.num_gpus, ds.seq_len, ds.precision, ds.tokens) == (
         "h800", 2048, 4096, "fp8-mixed", 14.8e12)
@@ -139,7 +148,9 @@ def test_the_runs_are_mapped_as_their_sources_state():
     for name, card_b, rel in (("Llama 3.1 405B", 405, 0.01), ("Llama 4 Maverick", 400, 0.01),
                               ("Llama 4 Scout", 109, 0.02), ("DeepSeek-V3", 671, 0.01),
                               ("BLOOM 176B", 176.247, 0.001),  # transformers' count of BLOOM
-                              ("LLaMA 33B", 32.5, 0.01), ("LLaMA 65B", 65.2, 0.01)):
+                              ("LLaMA 33B", 32.5, 0.01), ("LLaMA 65B", 65.2, 0.01),
+                              ("DeepSeek-V2 (per trillion tokens)", 236, 0.01),
+                              ("DeepSeek LLM 67B (per trillion tokens)", 67, 0.01)):
         assert count_params(runs[name].arch).total / 1e9 == pytest.approx(card_b, rel=rel)
 
 

@@ -2,8 +2,8 @@
 published tensor/pipeline layouts, against published GPU hours and Megatron-LM's TFLOP/s per GPU.
 
 The plain question (plain_comparisons): every run of data/pretraining_gpu_hours.csv (Llama 2)
-and data/pretraining_plain.csv (LLaMA, Llama 3.1, Llama 4 Scout and Maverick, DeepSeek-V3,
-BLOOM), asked as
+and data/pretraining_plain.csv (LLaMA, Llama 3.1, Llama 4 Scout and Maverick, DeepSeek-V2 and
+V3, DeepSeek LLM 67B, BLOOM), asked as
 `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (plus the precision a source
 states): estimate's chooser (estimate/fit.py chosen_setup) picks micro-batch, accumulation,
 checkpointing, ZeRO stage and layout for the default global batch of the model's size.
@@ -321,6 +321,11 @@ MISS_REASONS = {
                   "micro-batches (the run: 2,048 sequences, TP 4 x PP 12 x DP 8), where the "
                   "A100 GEMM efficiency assumed (0.80 of peak) and a pipeline bubble amortised "
                   "over that many micro-batches give an MFU no published A100 run shows.",
+    "DeepSeek LLM 67B (per trillion tokens)": "Over-predicted: the GPU count is not stated, "
+        "and with the rule's 2,048 GPUs and the default 4M-token batch (1,024 sequences) the "
+        "model must be split; the chooser's tensor parallelism runs its all-reduces over the "
+        "H800's NVLink (400 GB/s both ways, under half the H100's), taken as exposed "
+        "(assumptions.MODEL_PARALLEL_COMM_OVERLAP), where DeepSeek's HAI-LLM overlaps them.",
     "DeepSeek-V3": "Over-predicted: DeepSeek-V3 has 61 layers, which no pipeline size above 1 "
                    "divides, so the chooser cannot take the report's layout (16 pipeline "
                    "stages, expert parallelism 64, ZeRO-1; the stages are uneven in the real "
