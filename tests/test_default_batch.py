@@ -191,3 +191,11 @@ def test_the_cli_takes_a_global_batch_and_refuses_it_beside_a_setup():
     result = CliRunner().invoke(app, [*base, "--global-batch", "256", "--batch", "2"])
     assert result.exit_code == 2
     assert "--global-batch" in result.output and "Traceback" not in result.output
+
+
+def test_lora_keeps_the_batch_of_its_micro_batch():
+    """The default is read from pretraining recipes: a LoRA question gets none."""
+    t = Training(model="llama-2-7b", method="lora", seq_len=4096)
+    found = chosen_setup(t, Hardware(gpu="rtx-4090"))
+    assert found is not None
+    assert found[0].grad_accum == 1 and "global batch" not in found[1]

@@ -375,10 +375,11 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     else as given), with a sentence saying what was chosen and why; None when none fits. For a
     question that leaves the setup open: "a 65B model on 2,048 GPUs".
 
-    The global batch (sequences per optimizer step): `global_batch`, else, when `t` gives no
-    accumulation (grad_accum 1), default_global_batch; each setup takes the multiple of its
-    data-parallel ranks nearest to it (fit's batch_near). With an accumulation given, the
-    setups keep it (the batch then follows the micro-batch chosen).
+    The global batch (sequences per optimizer step): `global_batch`, else, for full training
+    when `t` gives no accumulation (grad_accum 1), default_global_batch (read from pretraining
+    recipes); each setup takes the multiple of its data-parallel ranks nearest to it (fit's
+    batch_near). With an accumulation given, or for LoRA/QLoRA, the setups keep the
+    accumulation (the batch then follows the micro-batch chosen).
 
     Plain data parallelism (ZeRO/FSDP, which any framework runs) is kept when a setup of it
     fits, its ranks do not outnumber the target batch and its step is not bound by the
@@ -388,7 +389,7 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
     basis = "given"
     target = global_batch
-    if target is None and t.grad_accum == 1:
+    if target is None and t.grad_accum == 1 and t.method == "full":
         target, basis = default_global_batch(t)
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
     result = None
