@@ -120,7 +120,7 @@ def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalPara
         # each expert: 3 (gated) or 2 matrices of d x f, and their biases when the MLP has them
         d, f = arch.hidden_size, arch.moe_intermediate_size
         mats = 3 if arch.gated_mlp else 2
-        biases = ((mats - 1) * f + d) if arch.mlp_bias else 0
+        biases = ((mats - 1) * f + d) if (arch.mlp_bias or arch.expert_bias) else 0
         expert_per_layer = arch.num_experts * (mats * d * f + biases)
         # dense first layers (DeepSeek) have no experts: the mean over the layers
         expert_per_layer *= arch.moe_layers / arch.num_layers
