@@ -181,3 +181,23 @@ def test_activation_formula_matches_saved_storage(model_type: str,
     # the loss keeps log-softmax's fp32 output: tokens x vocab x 4 bytes
     predicted = activation_bytes(arch, t).total + batch * seq * vocab * 4
     assert predicted == pytest.approx(sum(seen.values()), rel=0.05)
+
+
+def test_glm4_moe_olmoe_granitemoe_flops_and_kv_by_hand() -> None:
+    """Small configs (hidden 64, 4 layers, 4 heads of 16, 2 KV heads, vocabulary 500):
+    - glm4_moe: layer 0 dense (3 x 64 x 32), layers 1-3 two routed experts and two shared ones
+      fused (3 x 64 x 16 each, 3 x 64 x 32) and the router 64 x 4;
+    - olmoe and granitemoe: two routed experts of 3 x 64 x 32 and the router 64 x 4 a layer.
+    Attention 2 x 64 x 64 + 2 x 64 x 32 a layer; FLOPs 2 x those weights + 4 x 64 x 4 per
+    attended key; KV 2 x 4 x 2 x 16 x 2 bytes per token."""
+    attention = 2 * 64 * 64 + 2 * 64 * 32
+    head = 500 * 64
+    glm = from_hf_config({"model_type": "glm4_moe", **BASE, **SMALL[4][1]}, "glm")
+    assert count_params(glm).matmul_active == (
+        4 * attention + 3 * 64 * 32 + 3 * (2 * 3 * 64 * 16 + 3 * 64 * 32 + 64 * 4) + head)
+    for model_type, variant in (SMALL[6], SMALL[7]):
+        arch = from_hf_config({"model_type": model_type, **BASE, **variant}, model_type)
+        matmul = 4 * attention + 4 * (2 * 3 * 64 * 32 + 64 * 4) + head
+        assert count_params(arch).matmul_active == matmul
+        assert generation_flops_per_token(arch, 100) == 2 * matmul + 4 * 64 * 4 * 100
+        assert kv_cache_bytes_per_token(arch, 2.0) == 2 * 4 * 2 * 16 * 2
