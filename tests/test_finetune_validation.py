@@ -105,7 +105,7 @@ def test_xtuner_row_by_hand(rows, comparisons):
 
 @pytest.mark.parametrize(("row", "reason"), [
     (184, "GPTQ int8"),  # ms-swift qwen-7b-chat on an 8-bit GPTQ base
-    (420, "FSDP CPU offload not modelled"),
+    (338, "activation offload to CPU not modelled"),
     (310, "sequence parallelism not modelled"),
     (1, "model not in catalog (falcon-7b)"),
     (322, "optimizer_in_bwd"),
@@ -114,6 +114,16 @@ def test_xtuner_row_by_hand(rows, comparisons):
 def test_rows_not_expressible_keep_the_reason(rows, row, reason):
     m = map_row(row, rows[row - 1])
     assert m.training is None and m.skipped is not None and reason in m.skipped
+
+
+@pytest.mark.parametrize("row", [327, 420, 423, 426, 429, 430, 431, 432])
+def test_fsdp_cpu_offload_rows_offload_weights_and_optimizer(rows, row):
+    """Answer.AI's "FSDP CPU offload of params" and torchtune's fsdp_cpu_offload=True are
+    FSDP's CPUOffload(offload_params=True): weights, gradients and AdamW on the host."""
+    m = map_row(row, rows[row - 1])
+    assert m.training is not None, m.skipped
+    assert (m.training.offload, m.training.zero_stage) == ("optimizer+params", 3)
+    assert "CPUOffload(offload_params=True)" in m.setup
 
 
 def test_every_row_compared_or_with_a_reason(comparisons):

@@ -237,8 +237,8 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
         return {}, "", "4-bit optimizer states not modelled"
-    if "cpu_offload" in low:
-        return {}, "", "FSDP CPU offload not modelled"
+    if "cpu_offload" in low:  # torchtune's fsdp_cpu_offload=True: FSDP's CPUOffload (_offload)
+        return {"optimizer": "adamw"}, "", None
     if low.startswith("adamw (implied"):  # torchtune's flags table: 8-bit comes in later rows
         return {"optimizer": "adamw"}, "", None
     if "8bit" in low or "8-bit" in low:
@@ -286,11 +286,20 @@ def _checkpointing(r: dict[str, str], source: str) -> tuple[bool | None, str, st
     return True, "checkpointing not stated: on assumed", None
 
 
+def _offload(r: dict[str, str]) -> str:
+    """FSDP's CPUOffload(offload_params=True) (Answer.AI's "FSDP CPU offload of params",
+    torchtune's fsdp_cpu_offload=True) keeps the weights, their gradients and the optimizer
+    step on the host: offload optimizer+params; "" for none."""
+    if "CPU offload of params" in r["parallelism"] or "fsdp_cpu_offload=True" in r["optimizer"]:
+        return "optimizer+params"
+    return ""
+
+
 def _parallel(r: dict[str, str], n: int) -> tuple[int, str, str | None]:
     """(ZeRO stage, assumption, why not expressible)."""
     p = r["parallelism"]
-    if "offload" in p.lower() and "offload_params=False" not in p:
-        return 0, "", "FSDP CPU offload not modelled"
+    if "offload" in p.lower() and "offload_params=False" not in p and not _offload(r):
+        return 0, "", "CPU offload not modelled"
     if re.search(r"sequence parallel (size )?([2-9]|\d\d)", p):
         return 0, "", "sequence parallelism not modelled"
     if n == 1:
@@ -395,13 +404,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if "truncation_strategy default 'delete'" in r["notes"]:
         notes.append("samples of variable length up to the maximum: the peak taken at a "
                      "full-length sample")
+    offload = _offload(r)
+    if offload:
+        notes.append("FSDP CPUOffload(offload_params=True): weights, gradients and the "
+                     "optimizer step on the host (offload optimizer+params)")
     arch, _ = resolve_model(model)
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
-            **opt, **lora))
+            offload=offload or "none", **opt, **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)

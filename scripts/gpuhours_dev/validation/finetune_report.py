@@ -84,7 +84,9 @@ REMAINS: dict[str, str] = {
         "logits at the loss alone (4096 tokens x 128,256 vocabulary x 4 bytes x 3 = 5.9 "
         "GiB): the loss of those runs (chunked cross-entropy, torchtune's later default) is "
         "not in the row; with it the estimate would fall by most of that term. The same "
-        "holds for the QLoRA row (#326) and the 70B LoRA row (#328). In the "
+        "holds for the QLoRA row (#326), the 70B LoRA row (#328) and the 70B full row with "
+        "FSDP CPU offload (#327, 68% above the 13.9 GiB measured: its fp32 logits alone are "
+        "3.9 GiB, and its optimizer-in-backward is not in the row either). In the "
         "optimization-flags table (active bytes, A100, Llama 3.2 3B full) the packed row "
         "without torch.compile (#331) is within 2%; compile (#332) lowers the measured peak "
         "by 9 GiB, which the estimate does not model, and the rows after it carry that "
@@ -105,7 +107,11 @@ REMAINS: dict[str, str] = {
         "The smallest row (#408, QLoRA 1 x 512) reads 1 GiB above the estimate while the "
         "next (#409, four times the tokens) measures only 0.2 GiB more: a fixed part that the "
         "estimate's reserved "
-        "figure lacks. The 70B rows state no memory; the CPU-offload rows are not modelled."),
+        "figure lacks. The FSDP CPU-offload rows (#420-#431, offload optimizer+params: the "
+        "GPU holds only the gathered layers, their gradients and the activations) read "
+        "24-34% above the estimate, the same per-token shortfall at their larger "
+        "micro-batches (10-12 x 2048); their speed is within 11% (#420 on the 3090s, 28% "
+        "fast, is power-limited to 280 W)."),
     "LLaMA-Factory (via Unsloth)": (
         "Within 7% except the HF QLoRA row (#452): 9 GB measured, 2 GiB above the estimate, "
         "while the Unsloth QLoRA row of the same setup (#453) matches. Figures are whole GB "
