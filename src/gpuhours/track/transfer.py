@@ -130,7 +130,9 @@ def transfer_step(measured_step_s: float, measured: Training, on: Hardware, targ
              f"{memory_a + optimizer_a:.3g} s" + (f", host {host_a:.3g} s beside it"
                                                   if host_a else "")
              + f") carried to {to.gpu.name} by its own roofline; range: the residual all in "
-               f"the compute part or all in the memory-bound part")
+               f"the compute part or all in the memory-bound part (where the residual sits, "
+               f"not a confidence interval: 1- to 2-thread CPU transfers were within 13% for "
+               f"the same setup, 28% for another; docs/bench.md)")
     return Transfer(step_s=central, low_s=min(steps), high_s=max(steps), residual=r,
                     analytic_step_s=b.step_time_s.value, tokens_per_s_per_gpu=tokens / central,
                     basis=basis, ledger_id=ledger_id)
