@@ -6,6 +6,7 @@ Checked against the published counts of every catalog model and against
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -104,6 +105,9 @@ def norm_params(arch: ModelArch) -> int:
     return 2 * arch.hidden_size if arch.norm_bias else arch.hidden_size
 
 
+# fit evaluates thousands of setups of one architecture (a frozen, hashable dataclass): the
+# counts are the same for each
+@functools.lru_cache(maxsize=256)
 def count_params(arch: ModelArch) -> ParamCounts:
     """Parameter counts by part for `arch`."""
     if arch.mixed:  # latent attention, dense and MoE layers mixed: estimate/blocks.py
