@@ -63,12 +63,22 @@ def test_covered_type_default_config_is_exact(model_type: str) -> None:
 # --- every catalog model --------------------------------------------------------------------------
 
 
+#: catalog rows of a model type outside the analytic model, with the reason: gpuhours counts them by
+#: building them with transformers on the meta device, and its basis must say so
+META_COUNTED = {
+    "gemma-3-1b": "gemma3_text (local/global attention, its own norms) is not in the analytic model",
+}
+
+
 @pytest.mark.parametrize("name", BUILT_NAMES)
 def test_catalog_model_is_exact(name: str) -> None:
     _, config = catalog.model(name)
     arch, basis = resolve_model(name)
-    assert arch.model_type in COVERED_MODEL_TYPES and not arch.params_basis
-    assert "meta device" not in basis
+    if name in META_COUNTED:
+        assert "meta device" in basis and arch.params_basis
+    else:
+        assert arch.model_type in COVERED_MODEL_TYPES and not arch.params_basis
+        assert "meta device" not in basis
     assert count_params(arch).total == built_count(config)
 
 
