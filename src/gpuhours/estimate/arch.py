@@ -13,6 +13,8 @@ Covered, each read as transformers builds it (the reader's docstring cites the m
 - llama-style decoders (LLAMA_LIKE_MODEL_TYPES): llama, mistral, mixtral, qwen2, qwen2_moe,
   qwen3, qwen3_moe (dense layers by mlp_only_layers / decoder_sparse_step too), gemma, gemma2,
   phi3, granite; gpt2, mpt and bert; qwen2_5_vl with its vision tower (estimate/vision.py);
+  llava and gemma3 with their ViT towers and projectors (estimate/vit.py) and the language
+  model of their text_config as its own model_type is read (gemma3_text through transformers);
 - multi-head latent attention with DeepSeek's MoE (MLA_MODEL_TYPES): deepseek_v2, deepseek_v3;
 - MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
   gpt_oss, glm4_moe, olmoe, granitemoe;
@@ -30,6 +32,7 @@ from typing import Any
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES, remote_code_fields
 from gpuhours.estimate.vision import VISION_MODEL_TYPES, VisionTower, vision_tower_from_config
+from gpuhours.estimate.vit import ViTTower, vit_tower_from_config
 
 
 @dataclass(frozen=True)
@@ -213,7 +216,7 @@ class ModelArch:
     sliding_window: int | None = None
     sliding_layers: int = 0
     #: the vision tower of a vision-language model (estimate/vision.py); None for text models
-    vision: VisionTower | None = None
+    vision: VisionTower | ViTTower | None = None
     #: chunked local attention (Llama 4): on `chunked_layers` layers a query attends only to the
     #: earlier tokens of its own chunk of `attention_chunk` tokens
     attention_chunk: int | None = None
@@ -391,6 +394,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     if not isinstance(cfg, dict):
         raise InputError(where, "a config.json must be a JSON object.")
     vision = None
+    if str(cfg.get("model_type", "")) in ("llava", "gemma3"):
+        return _vit_vlm(cfg, name, where)
     if str(cfg.get("model_type", "")) in VISION_MODEL_TYPES:
         vision = vision_tower_from_config(cfg.get("vision_config"), where)
         text = cfg.get("text_config")
@@ -414,6 +419,41 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
                 f"the language model ({text_type}) of this {outer} config, counted exactly; "
                 "its vision tower is not covered and not counted"))
     return _read_text_model(cfg, name, where, str(cfg.get("model_type", "llama")))
+
+
+#: the language model a llava / gemma3 config builds when text_config leaves fields out:
+#: transformers' LlamaConfig and Gemma3TextConfig defaults (5.23; LLaVA-1.5's hub config states
+#: only model_type and vocab_size, Gemma 3's only the sizes that differ from these)
+_VLM_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                  num_attention_heads=32, vocab_size=32000),
+    "gemma3_text": dict(hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                        num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                        vocab_size=262208, sliding_window=4096),
+}
+
+
+def _vit_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    """A llava or gemma3 config: the language model of its text_config, read as its own
+    model_type is (LLaVA: llama by default; Gemma 3: gemma3_text, counted through transformers
+    on the meta device, which the basis says), plus the ViT tower and projector (vit.py)."""
+    outer = str(cfg["model_type"])
+    text = cfg.get("text_config", {})
+    if not isinstance(text, dict):
+        raise InputError(where, "field 'text_config' must be an object (the language model's "
+                                f"config), got {text!r}.")
+    text_type = str(text.get("model_type", "llama" if outer == "llava" else "gemma3_text"))
+    tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+    if tie is None:  # LlavaConfig unties, Gemma3Config ties when the config does not say
+        tie = outer == "gemma3"
+    text = {**_VLM_TEXT_DEFAULTS.get(text_type, {}), **text, "model_type": text_type,
+            "tie_word_embeddings": tie}
+    arch = _read_text_model(text, name, where, text_type)
+    vision = vit_tower_from_config(cfg, where, arch.hidden_size)
+    basis = arch.params_basis
+    if basis:
+        basis = f"the language model ({text_type}) of this {outer} config: {basis}"
+    return replace(arch, model_type=outer, vision=vision, params_basis=basis)
 
 
 def _read_text_model(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:

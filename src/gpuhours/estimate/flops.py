@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.vision import vision_forward_flops
+from gpuhours.estimate.vision import image_size_note, vision_forward_flops
 
 if TYPE_CHECKING:  # setup imports arch; flops is imported by memory, which setup does not
     from gpuhours.setup import Training
@@ -306,12 +306,8 @@ def images_note(t: Training) -> str | None:
     if t.image_tokens is not None:
         size = f"{t.image_tokens} tokens each (given)"
     else:
-        side = grid.grid_h * v.patch_size
-        cap = t.image_max_pixels or 28 * 28 * 1280
-        size = (f"{t.image_pixels:,} pixels each (assumed square), resized to {side} x "
-                f"{grid.grid_w * v.patch_size} by the Qwen2-VL processor's smart_resize "
-                f"(multiples of {v.pixels_per_token_side}, max_pixels {cap:,}): "
-                f"{grid.patches:,} patches of {v.patch_size} px, {grid.tokens} tokens")
+        assert t.image_pixels is not None
+        size = image_size_note(v, grid, t.image_pixels, t.image_max_pixels or 28 * 28 * 1280)
     fwd = vision_forward_flops(v, grid)
     tower = ("trained (full): forward, backward and its state" if t.train_vision else
              "frozen (the default, as LLaMA-Factory's freeze_vision_tower and Qwen's "

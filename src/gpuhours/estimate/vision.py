@@ -1,5 +1,5 @@
-"""The vision tower of a vision-language model (Qwen2.5-VL): its parameters, image tokens from
-pixels, and FLOPs and activations per image.
+"""The vision tower of a vision-language model (Qwen2.5-VL, LLaVA, Gemma 3): its parameters,
+image tokens from pixels, and FLOPs and activations per image.
 
 Qwen2.5-VL (Bai et al. 2025, arXiv:2502.13923, sec. 2.1; transformers' modeling_qwen2_5_vl.py):
 an image is resized so both sides are multiples of patch x merge (28 pixels), cut into 14 x 14
@@ -8,7 +8,15 @@ vector), embedded by a bias-free Conv3d, passed through `depth` blocks (RMSNorm,
 proj with biases, a gated SiLU MLP with biases) whose attention is bidirectional inside windows
 of window_size pixels except in `fullatt_block_indexes`, and merged 2 x 2 into one LLM token by
 an MLP (RMSNorm, Linear(4d, 4d), GELU, Linear(4d, out_hidden_size)). One token per 28 x 28
-pixels. No torch here.
+pixels.
+
+LLaVA (Liu et al. 2023, arXiv:2310.03744; transformers' modeling_llava.py) and Gemma 3 (Gemma
+Team 2025, arXiv:2503.19786 sec. 2.1; modeling_gemma3.py) use a plain ViT at a fixed resolution
+(ViTTower): every image is resized to image_size x image_size, so its tokens do not depend on
+its pixels. LLaVA: a CLIP tower (class token, pre-LayerNorm) whose patches (one token per
+patch, (336 / 14)^2 = 576 for LLaVA-1.5) go through a 2-layer MLP projector. Gemma 3: a SigLIP
+tower (896 px, patch 14: 4,096 patches) average-pooled to mm_tokens_per_image (256), RMS-normed
+and projected by one bias-free matrix. No torch here.
 """
 
 from __future__ import annotations
@@ -18,9 +26,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.errors import FieldError, InputError
+from gpuhours.estimate.vit import (
+    ViTTower,
+    vit_activation_bytes,
+    vit_forward_flops,
+    vit_linear_params,
+    vit_params,
+)
 
 #: model_types whose vision tower this module reads
-VISION_MODEL_TYPES = frozenset({"qwen2_5_vl"})
+VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "gemma3"})
 #: the processor's default pixel bounds (transformers' Qwen2VLImageProcessor, which
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
@@ -115,14 +130,19 @@ def merger_params(v: VisionTower) -> int:
     return v.hidden_size + (m * m + m) + (m * v.out_hidden_size + v.out_hidden_size)
 
 
-def vision_params(v: VisionTower) -> int:
+def vision_params(v: VisionTower | ViTTower) -> int:
     """All parameters of the tower: patch embedding (Conv3d without bias), blocks, merger.
-    The rotary embedding has no parameters (its inv_freq is a buffer)."""
+    The rotary embedding has no parameters (its inv_freq is a buffer). A LLaVA or Gemma 3
+    tower with its projector: estimate/vit.py."""
+    if isinstance(v, ViTTower):
+        return vit_params(v)
     return v.patch_values * v.hidden_size + v.depth * block_params(v) + merger_params(v)
 
 
-def vision_linear_params(v: VisionTower) -> int:
+def vision_linear_params(v: VisionTower | ViTTower) -> int:
     """Weights of the tower's nn.Linear layers (what bitsandbytes would quantise)."""
+    if isinstance(v, ViTTower):
+        return vit_linear_params(v)
     d, f, m = v.hidden_size, v.intermediate_size, v.merger_width
     return v.depth * (4 * d * d + 3 * d * f) + m * m + m * v.out_hidden_size
 
@@ -166,6 +186,9 @@ class ImageGrid:
     grid_h: int
     grid_w: int
     merge: int
+    #: tokens the tower adds to every image beyond its patches (a CLIP class token: LLaVA's
+    #: "full" feature strategy passes it to the language model)
+    extra_tokens: int = 0
 
     @property
     def patches(self) -> int:
@@ -173,21 +196,42 @@ class ImageGrid:
 
     @property
     def tokens(self) -> int:
-        """LLM tokens of the image: patches / merge^2."""
-        return self.patches // self.merge ** 2
+        """LLM tokens of the image: patches / merge^2 (+ extra_tokens)."""
+        return self.patches // self.merge ** 2 + self.extra_tokens
 
 
-def image_grid(v: VisionTower, pixels: int, min_pixels: int = DEFAULT_MIN_PIXELS,
+def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT_MIN_PIXELS,
                max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageGrid:
-    """The patch grid of a square image of `pixels` pixels after the processor's smart resize."""
+    """The patch grid of a square image of `pixels` pixels after the processor's smart resize.
+    A LLaVA or Gemma 3 processor resizes every image to image_size x image_size (Gemma 3's
+    optional pan-and-scan crops are not modelled), so the grid is fixed whatever `pixels`."""
+    if isinstance(v, ViTTower):
+        return _vit_grid(v)
     side = square_side_px(pixels)
     h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
     return ImageGrid(h // v.patch_size, w // v.patch_size, v.spatial_merge_size)
 
 
-def grid_for_tokens(v: VisionTower, tokens: int) -> ImageGrid:
+def _vit_grid(v: ViTTower) -> ImageGrid:
+    side = v.patches_per_side
+    if not v.pool:
+        raise FieldError("images_per_example", f"this {v.model_type} config's {side} x {side} "
+                         f"patches do not pool evenly into {v.tokens} tokens per image "
+                         "(vision_config image_size / patch_size and mm_tokens_per_image).")
+    return ImageGrid(side, side, v.pool, 1 if v.class_token_out else 0)
+
+
+def grid_for_tokens(v: VisionTower | ViTTower, tokens: int) -> ImageGrid:
     """A patch grid that gives `tokens` LLM tokens (image tokens given directly): as square as
-    the number allows (the largest divisor up to its square root as the short side)."""
+    the number allows (the largest divisor up to its square root as the short side). A LLaVA or
+    Gemma 3 tower gives a fixed number; another is refused."""
+    if isinstance(v, ViTTower):
+        if tokens != v.tokens:
+            raise FieldError("image_tokens", f"a {v.model_type} tower gives {v.tokens} tokens "
+                             f"per image, whatever its size (estimate/vit.py), not {tokens}.",
+                             "Leave image_tokens out and give image_pixels, or give "
+                             f"{v.tokens}.")
+        return _vit_grid(v)
     short = max(k for k in range(1, math.isqrt(tokens) + 1) if tokens % k == 0)
     m = v.spatial_merge_size
     return ImageGrid(short * m, tokens // short * m, m)
@@ -223,12 +267,16 @@ class VisionFlops:
         return self.matmul + self.attention
 
 
-def vision_forward_flops(v: VisionTower, grid: ImageGrid) -> VisionFlops:
+def vision_forward_flops(v: VisionTower | ViTTower, grid: ImageGrid) -> VisionFlops:
     """Forward FLOPs of one image. N patches, T = N / merge^2 tokens, d hidden, f MLP width:
     patch embedding 2 N (values x d); per block 2 N (4 d^2 + 3 d f) for qkv, proj, gate, up
     and down; merger 2 T (4d x 4d + 4d x out). Attention is bidirectional (no causal half):
     per block 4 d sum(n_w^2) over its windows (one window of all N patches in the full-attention
-    blocks). Norms, SiLU/GELU and the rotary embedding are left out (no matmul)."""
+    blocks). Norms, SiLU/GELU and the rotary embedding are left out (no matmul). A LLaVA or
+    Gemma 3 tower: estimate/vit.py vit_forward_flops (its grid is fixed)."""
+    if isinstance(v, ViTTower):
+        vit_mm, vit_attn = vit_forward_flops(v)
+        return VisionFlops(matmul=vit_mm, attention=vit_attn)
     d, f = v.hidden_size, v.intermediate_size
     n = grid.patches
     matmul = 2.0 * n * v.patch_values * d
@@ -241,7 +289,8 @@ def vision_forward_flops(v: VisionTower, grid: ImageGrid) -> VisionFlops:
     return VisionFlops(matmul=matmul, attention=attention)
 
 
-def vision_activation_bytes(v: VisionTower, grid: ImageGrid, activation_bytes: int) -> float:
+def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activation_bytes: int
+                            ) -> float:
     """Bytes a trained tower keeps for backward per image (frozen: none, its inputs need no
     gradient). Per patch and block, as autograd keeps them in transformers' vision block:
     two RMSNorms' fp32 inputs and their normalised outputs (2 (4d + a d)), the qkv input
@@ -249,10 +298,30 @@ def vision_activation_bytes(v: VisionTower, grid: ImageGrid, activation_bytes: i
     (2 a d), the MLP input (a d), gate, up and the activation's output (3 a f), down's input
     (a f); with a flash kernel no score matrix. Plus the merger per token: its norm (4d' + a d'
     with d' = 4d over the merged token), the first linear's input (a 4d), GELU's input and
-    output (2 a 4d)."""
+    output (2 a 4d). A LLaVA or Gemma 3 tower: estimate/vit.py vit_activation_bytes."""
+    if isinstance(v, ViTTower):
+        return vit_activation_bytes(v, activation_bytes)
     a = activation_bytes
     d, f = v.hidden_size, v.intermediate_size
     per_patch_block = 2 * (4 * d + a * d) + a * d + 3 * a * d + 2 * a * d + a * d + 4 * a * f
     m = v.merger_width
     per_token_merger = (4 * m + a * m) + a * m + 2 * a * m
     return grid.patches * v.depth * per_patch_block + grid.tokens * per_token_merger
+
+
+def image_size_note(v: VisionTower | ViTTower, grid: ImageGrid, pixels: int, max_pixels: int
+                    ) -> str:
+    """How an image of `pixels` pixels (assumed square) becomes tokens, for the estimate's
+    images line."""
+    if isinstance(v, ViTTower):
+        rule = (f"{grid.patches:,} patches pooled {v.pool} x {v.pool} (mm_tokens_per_image)"
+                if v.model_type == "gemma3" else
+                f"one token per patch{' plus the class token' if v.class_token_out else ''}")
+        return (f"{pixels:,} pixels each, resized by the {v.model_type} processor to "
+                f"{v.image_size} x {v.image_size} whatever their size: {grid.patches:,} "
+                f"patches of {v.patch_size} px, {rule}: {grid.tokens} tokens")
+    side = grid.grid_h * v.patch_size
+    return (f"{pixels:,} pixels each (assumed square), resized to {side} x "
+            f"{grid.grid_w * v.patch_size} by the Qwen2-VL processor's smart_resize "
+            f"(multiples of {v.pixels_per_token_side}, max_pixels {max_pixels:,}): "
+            f"{grid.patches:,} patches of {v.patch_size} px, {grid.tokens} tokens")

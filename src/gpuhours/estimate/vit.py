@@ -1,0 +1,249 @@
+"""A fixed-resolution ViT vision tower with its projector, as LLaVA and Gemma 3 build it:
+parameters, tokens, FLOPs and activations per image. Sizes in elements, FLOPs per image.
+
+- LLaVA (Liu et al. 2023, "Improved Baselines with Visual Instruction Tuning", arXiv:2310.03744;
+  transformers' modeling_llava.py, modeling_clip.py): a CLIP ViT (Conv2d patch embedding without
+  bias, a class token, learned positions for patches + 1, pre-LayerNorm, `depth` pre-norm blocks
+  with biased q/k/v/o and a 2-layer MLP, a post-LayerNorm applied to the class token only).
+  The hidden states of `vision_feature_layer` (-2: the layer before the last) are taken, the
+  class token dropped ("default" strategy) and a 2-layer MLP (Linear, GELU, Linear) projects
+  each patch to one language-model token: (image_size / patch_size)^2, 576 at 336 px, patch 14.
+  A SigLIP tower in a llava config is read the same way (no class token).
+- Gemma 3 (Gemma Team 2025, arXiv:2503.19786 sec. 2.1; modeling_gemma3.py, modeling_siglip.py):
+  a SigLIP ViT (biased Conv2d, learned positions, no class token, post-LayerNorm over every
+  patch; its attention-pooling head exists when `vision_use_head`), then Gemma3MultiModalProjector:
+  a k x k average pool down to mm_tokens_per_image (896 / 14 = 64 patches per side, pooled 4 x 4
+  to 16 x 16 = 256), an RMSNorm and one bias-free vision x text matrix.
+
+Attention in the tower is bidirectional over all its positions. No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpuhours.errors import InputError
+
+#: fields of transformers' CLIPVisionConfig / SiglipVisionConfig defaults (5.23), taken when a
+#: vision_config leaves them out, so the count stays that of the model transformers builds
+_CLIP_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                      num_attention_heads=12, num_channels=3, image_size=224, patch_size=32)
+_SIGLIP_DEFAULTS = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12,
+                        num_attention_heads=12, num_channels=3, image_size=224, patch_size=16)
+
+
+@dataclass(frozen=True)
+class ViTTower:
+    """A CLIP or SigLIP tower and the projector that turns its patches into language-model
+    tokens. `depth` and `hidden_size` are named as in VisionTower (memory.py reads them)."""
+
+    #: the VLM's model_type: "llava" (2-layer MLP projector) or "gemma3" (pool, norm, matrix)
+    model_type: str
+    #: "clip" (class token, pre-LayerNorm, bias-free patch conv) or "siglip"
+    tower: str
+    depth: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    patch_size: int
+    image_size: int
+    in_channels: int
+    #: SigLIP's attention-pooling head is built (vision_use_head); its output is not used
+    use_head: bool
+    #: CLIP's quick_gelu (x * sigmoid(1.702 x)) keeps the sigmoid's output for backward too
+    quick_gelu: bool
+    #: the language model's width (the projector's output)
+    text_hidden: int
+    #: LLaVA: the projector's input width (hidden x number of feature layers) and bias
+    projector_in: int
+    projector_bias: bool
+    #: language-model tokens per side of the image: patches per side (LLaVA), or
+    #: sqrt(mm_tokens_per_image) after Gemma 3's pooling
+    tokens_per_side: int
+    #: LLaVA's "full" feature strategy passes the class token on as a token too
+    class_token_out: bool = False
+
+    @property
+    def patches_per_side(self) -> int:
+        return self.image_size // self.patch_size
+
+    @property
+    def patches(self) -> int:
+        return self.patches_per_side ** 2
+
+    @property
+    def positions(self) -> int:
+        """Positions every block attends over: the patches, plus the class token in CLIP."""
+        return self.patches + (1 if self.tower == "clip" else 0)
+
+    @property
+    def pool(self) -> int:
+        """Patches per side pooled into one token (Gemma 3: 64 / 16 = 4; LLaVA: 1); 0 when the
+        grid does not pool evenly."""
+        side, out = self.patches_per_side, self.tokens_per_side
+        return side // out if side % out == 0 else 0
+
+    @property
+    def tokens(self) -> int:
+        """Language-model tokens of one image."""
+        return self.tokens_per_side ** 2 + (1 if self.class_token_out else 0)
+
+
+def _field(vc: dict[str, Any], where: str, key: str, defaults: dict[str, int]) -> int:
+    value = vc.get(key, defaults[key])
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(where, f"vision_config field {key!r} must be a whole number >= 1, got "
+                                f"{value!r}.")
+    return value
+
+
+def vit_tower_from_config(cfg: dict[str, Any], where: str, text_hidden: int) -> ViTTower:
+    """A ViTTower from a llava or gemma3 config.json dict (its vision_config and the projector's
+    fields at the top level); `text_hidden` is the language model's hidden size. Missing fields
+    take transformers' defaults (LlavaConfig: a CLIP ViT-L/14 at 336 px; Gemma3Config: a
+    default SigLIP, whose head is built)."""
+    model_type = str(cfg.get("model_type"))
+    vc = cfg.get("vision_config")
+    if vc is None:  # the config classes build their default tower
+        vc = ({"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
+               "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 336,
+               "patch_size": 14, "hidden_act": "quick_gelu"} if model_type == "llava" else
+              {"model_type": "siglip_vision_model"})
+    if not isinstance(vc, dict):
+        raise InputError(where, f"field 'vision_config' must be an object, got {vc!r}.")
+    vtype = str(vc.get("model_type", "clip_vision_model" if model_type == "llava"
+                       else "siglip_vision_model"))
+    if vtype not in ("clip_vision_model", "siglip_vision_model"):
+        raise InputError(where, f"{model_type}'s vision_config has model_type {vtype!r}; "
+                                "gpuhours reads clip_vision_model and siglip_vision_model towers.")
+    tower = "clip" if vtype == "clip_vision_model" else "siglip"
+    defaults = _CLIP_DEFAULTS if tower == "clip" else _SIGLIP_DEFAULTS
+    d = _field(vc, where, "hidden_size", defaults)
+    depth = _field(vc, where, "num_hidden_layers", defaults)
+    image_size = _field(vc, where, "image_size", defaults)
+    patch = _field(vc, where, "patch_size", defaults)
+    side = image_size // patch
+    act = str(vc.get("hidden_act", "quick_gelu" if tower == "clip" else "gelu_pytorch_tanh"))
+    projector_in, class_out = d, False
+    if model_type == "llava":
+        layer = cfg.get("vision_feature_layer", -2)
+        layers = layer if isinstance(layer, list) else [layer]
+        if not layers or not all(isinstance(k, int) and not isinstance(k, bool) for k in layers):
+            raise InputError(where, f"field 'vision_feature_layer' must be a layer number or a "
+                                    f"list of them, got {layer!r}.")
+        projector_in = d * len(layers)
+        strategy = cfg.get("vision_feature_select_strategy", "default")
+        if strategy not in ("default", "full"):
+            raise InputError(where, "field 'vision_feature_select_strategy' must be 'default' "
+                                    f"or 'full', got {strategy!r}.")
+        class_out = strategy == "full" and tower == "clip"
+        tokens_side = side
+    else:
+        mm = cfg.get("mm_tokens_per_image", 256)
+        if isinstance(mm, bool) or not isinstance(mm, int) or math.isqrt(mm) ** 2 != mm:
+            raise InputError(where, f"field 'mm_tokens_per_image' must be a square number, got "
+                                    f"{mm!r}.")
+        # a grid that does not pool evenly (Gemma3Config's default SigLIP: 14 patches per side
+        # for 16 tokens) is still counted; images cannot be fed to it (vision.py _vit_grid)
+        tokens_side = math.isqrt(mm)
+    return ViTTower(
+        model_type=model_type, tower=tower, depth=depth, hidden_size=d,
+        intermediate_size=_field(vc, where, "intermediate_size", defaults),
+        num_heads=_field(vc, where, "num_attention_heads", defaults), patch_size=patch,
+        image_size=image_size, in_channels=_field(vc, where, "num_channels", defaults),
+        use_head=tower == "siglip" and bool(vc.get("vision_use_head", True)),
+        quick_gelu=act == "quick_gelu", text_hidden=text_hidden, projector_in=projector_in,
+        projector_bias=bool(cfg.get("multimodal_projector_bias", True)),
+        tokens_per_side=tokens_side,
+        class_token_out=class_out)
+
+
+# Parameters ---------------------------------------------------------------------------------
+def vit_layer_params(v: ViTTower) -> int:
+    """One encoder layer: q, k, v, o with biases (4 (d^2 + d)), two LayerNorms (4d), fc1 and fc2
+    with biases (2 d f + f + d)."""
+    d, f = v.hidden_size, v.intermediate_size
+    return 4 * (d * d + d) + 4 * d + 2 * d * f + f + d
+
+
+def vit_projector_params(v: ViTTower) -> int:
+    """LLaVA: Linear(in, h) and Linear(h, h), biased by multimodal_projector_bias. Gemma 3: the
+    RMSNorm's weight (d) and the d x h projection matrix (no bias)."""
+    h = v.text_hidden
+    if v.model_type == "llava":
+        b = 1 if v.projector_bias else 0
+        return v.projector_in * h + h * h + 2 * b * h
+    return v.hidden_size + v.hidden_size * h
+
+
+def vit_params(v: ViTTower) -> int:
+    """The tower and its projector. Embeddings: the patch conv (C p^2 d, + d bias in SigLIP),
+    positions (patches (+1) x d), CLIP's class token (d) and pre-LayerNorm (2d); the layers; the
+    post-LayerNorm (2d); SigLIP's pooling head when built: probe d, in_proj 3d^2 + 3d, out_proj
+    d^2 + d, LayerNorm 2d, MLP 2 d f + f + d."""
+    d, f = v.hidden_size, v.intermediate_size
+    clip = v.tower == "clip"
+    embed = v.in_channels * v.patch_size ** 2 * d + (0 if clip else d) + v.positions * d
+    embed += (d + 2 * d) if clip else 0
+    head = (d + 4 * d * d + 4 * d + 2 * d + 2 * d * f + f + d) if v.use_head else 0
+    return embed + v.depth * vit_layer_params(v) + 2 * d + head + vit_projector_params(v)
+
+
+def vit_linear_params(v: ViTTower) -> int:
+    """Weights of nn.Linear layers (what bitsandbytes would quantise): the layers' q, k, v, o,
+    fc1, fc2, the head's out_proj and MLP, LLaVA's projector (Gemma 3's is a bare matrix)."""
+    d, f, h = v.hidden_size, v.intermediate_size, v.text_hidden
+    head = (d * d + 2 * d * f) if v.use_head else 0
+    proj = v.projector_in * h + h * h if v.model_type == "llava" else 0
+    return v.depth * (4 * d * d + 2 * d * f) + head + proj
+
+
+# FLOPs and activations per image --------------------------------------------------------------
+def vit_forward_flops(v: ViTTower) -> tuple[float, float]:
+    """(matmul, attention) forward FLOPs of one image (one multiply-add = 2 FLOPs). N patches,
+    n positions (N + 1 with CLIP's class token), T tokens, d hidden, f MLP width, h text width:
+    patch conv 2 N (C p^2) d; per layer 2 n (4 d^2 + 2 d f) and attention 4 n^2 d (QK^T and AV,
+    bidirectional: no causal half; Kaplan et al. 2020 counting); every layer runs, even past
+    LLaVA's feature layer. SigLIP's head: one probe query, k and v over n positions:
+    2 (d^2 + 2 n d^2 + d^2 + 2 d f) and 4 n d. Projector: LLaVA 2 T (in h + h^2), Gemma 3
+    2 T d h. Norms, activations and the pool are left out (no matmul)."""
+    d, f, h, n = v.hidden_size, v.intermediate_size, v.text_hidden, v.positions
+    matmul = 2.0 * v.patches * v.in_channels * v.patch_size ** 2 * d
+    matmul += v.depth * 2.0 * n * (4 * d * d + 2 * d * f)
+    attention = v.depth * 4.0 * n * n * d
+    if v.use_head:
+        matmul += 2.0 * (d * d + 2 * n * d * d + d * d + 2 * d * f)
+        attention += 4.0 * n * d
+    t = v.tokens
+    matmul += 2.0 * t * (v.projector_in * h + h * h) if v.model_type == "llava" else 2.0 * t * d * h
+    return matmul, attention
+
+
+def vit_activation_bytes(v: ViTTower, activation_bytes: int) -> float:
+    """Bytes a trained tower keeps for backward per image at the end of the forward pass (a
+    frozen one: none). Per position and layer, as autograd keeps them in a CLIP/SigLIP encoder
+    layer with a flash-style attention kernel (no score matrix): LayerNorm 1's input and output,
+    q, k, v, the attention output (out_proj reads it as a view), LayerNorm 2's input and output
+    (8 a d), fc1's output and the activation's output (2 a f; quick_gelu's sigmoid output one
+    more a f), each LayerNorm's fp32 mean and rstd (16 bytes) and the kernel's fp32 log-sum-exp
+    per head (4 heads). Every layer counts, past LLaVA's feature layer too: transformers 5 keeps
+    the tower's outputs (mm_encoder_outputs) through the language model's forward. Outside: the
+    patch conv's input pixels (a C p^2 per patch); CLIP's pre-LayerNorm input (a d + 8 per
+    position); SigLIP's post-LayerNorm input and Gemma 3's pool input (2 a d + 8 per position),
+    its RMSNorm's fp32 input and output and the matrix's input (8 d + a d per token); LLaVA's
+    projector input (a x its input width) and GELU's input and output (2 a h) per token.
+    Checked against the tensors autograd saves in small real towers (tests/test_vision_vit.py)."""
+    a = activation_bytes
+    d, f, n = v.hidden_size, v.intermediate_size, v.positions
+    per_position_layer = a * (8 * d + (3 if v.quick_gelu else 2) * f) + 16 + 4 * v.num_heads
+    total = v.depth * n * per_position_layer
+    total += v.patches * a * v.in_channels * v.patch_size ** 2
+    if v.tower == "clip":
+        total += n * (a * d + 8)
+    if v.model_type == "gemma3":
+        total += n * (2 * a * d + 8) + v.tokens * (8 * d + a * d)
+    else:
+        total += v.tokens * a * (v.projector_in + 2 * v.text_hidden)
+    return float(total)

@@ -1,0 +1,243 @@
+"""LLaVA and Gemma 3 (issue 15): the ViT tower and projector's parameters against transformers on
+the meta device, tokens per image, FLOPs per image by hand and against torch's FlopCounterMode,
+and the activations a trained tower keeps against the tensors autograd saves in small real
+towers on CPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import pytest
+
+from gpuhours.errors import FieldError
+from gpuhours.estimate.arch import from_hf_config
+from gpuhours.estimate.flops import images_note, training_flops
+from gpuhours.estimate.memory import activation_bytes
+from gpuhours.estimate.params import count_params
+from gpuhours.estimate.vision import grid_for_tokens, image_grid, vision_forward_flops
+from gpuhours.estimate.vit import ViTTower, vit_activation_bytes, vit_forward_flops
+from gpuhours.setup import Training
+
+#: llava-hf/llava-1.5-7b-hf's config.json (its size fields; the rest are token ids and dtypes)
+LLAVA_15_7B: dict[str, Any] = {
+    "model_type": "llava", "image_token_index": 32000, "projector_hidden_act": "gelu",
+    "tie_word_embeddings": False, "vision_feature_layer": -2,
+    "vision_feature_select_strategy": "default", "vocab_size": 32064,
+    "text_config": {"max_position_embeddings": 4096, "model_type": "llama",
+                    "rms_norm_eps": 1e-05, "vocab_size": 32064},
+    "vision_config": {"hidden_size": 1024, "image_size": 336, "intermediate_size": 4096,
+                      "model_type": "clip_vision_model", "num_attention_heads": 16,
+                      "num_hidden_layers": 24, "patch_size": 14, "projection_dim": 768,
+                      "vocab_size": 32000},
+}
+#: google/gemma-3-4b-it's config.json (its size fields)
+GEMMA3_4B: dict[str, Any] = {
+    "model_type": "gemma3", "mm_tokens_per_image": 256, "boi_token_index": 255999,
+    "eoi_token_index": 256000, "image_token_index": 262144,
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "sliding_window": 1024,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+    "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                      "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                      "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": False},
+}
+
+
+def _vit(config: dict[str, Any]) -> ViTTower:
+    v = from_hf_config(config, str(config["model_type"])).vision
+    assert isinstance(v, ViTTower)
+    return v
+
+
+def _forward(v: ViTTower) -> float:
+    matmul, attention = vit_forward_flops(v)
+    return matmul + attention
+
+
+def _built(config: dict[str, Any]) -> tuple[int, int]:
+    """(whole model, tower + projector) of the model transformers builds on the meta device."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(
+            transformers.AutoConfig.for_model(**config))
+    vision = [model.model.vision_tower, model.model.multi_modal_projector]
+    return (sum(p.numel() for p in model.parameters()),
+            sum(p.numel() for m in vision for p in m.parameters()))
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", [LLAVA_15_7B, GEMMA3_4B], ids=["llava-1.5-7b", "gemma-3-4b"])
+def test_hub_configs_exact_against_transformers(config: dict[str, Any]) -> None:
+    total, vision = _built(config)
+    counts = count_params(from_hf_config(config, "vlm"))
+    assert (counts.total, counts.vision) == (total, vision)
+
+
+def test_published_totals() -> None:
+    """LLaVA-1.5-7B: Vicuna-7B (6,738,415,616 at vocabulary 32,000, plus 64 rows of 4,096 in
+    embedding and head), CLIP ViT-L/14-336 (303,507,456: patch conv 3 x 14^2 x 1024 = 602,112,
+    577 positions x 1024 = 590,848, class token and pre-LayerNorm 3 x 1024, 24 layers of
+    4 (1024^2 + 1024) + 4 x 1024 + 2 x 1024 x 4096 + 4096 + 1024 = 12,596,224, post-LayerNorm
+    2,048) and the projector 1024 x 4096 + 4096^2 + 2 x 4096 = 20,979,712. Gemma 3 4B: the
+    4,300,079,472 of its model card's safetensors."""
+    llava = count_params(from_hf_config(LLAVA_15_7B, "llava"))
+    tower = 602_112 + 590_848 + 3 * 1024 + 24 * 12_596_224 + 2048
+    assert tower == 303_507_456
+    assert llava.vision == tower + 20_979_712
+    assert llava.total == 6_738_415_616 + 2 * 64 * 4096 + tower + 20_979_712
+    gemma = from_hf_config(GEMMA3_4B, "gemma")
+    assert count_params(gemma).total == 4_300_079_472
+    assert "gemma3_text" in gemma.params_basis and "meta device" in gemma.params_basis
+
+
+# --- tokens per image ------------------------------------------------------------------------
+
+
+def test_tokens_per_image_are_fixed() -> None:
+    """LLaVA-1.5: (336 / 14)^2 = 576 tokens whatever the image's size; Gemma 3: 896 / 14 = 64
+    patches per side pooled 4 x 4 to 256. An image_tokens that differs is refused."""
+    llava = _vit(LLAVA_15_7B)
+    gemma = _vit(GEMMA3_4B)
+    for pixels in (10_000, 480_000, 4_000_000):
+        assert image_grid(llava, pixels).tokens == 576
+        assert image_grid(gemma, pixels).tokens == 256
+    assert image_grid(gemma, 1).patches == 4096
+    assert grid_for_tokens(llava, 576).tokens == 576
+    with pytest.raises(FieldError, match="576 tokens"):
+        grid_for_tokens(llava, 300)
+    full = _vit({**LLAVA_15_7B, "vision_feature_select_strategy": "full"})
+    assert image_grid(full, 1).tokens == 577  # the class token is passed on too
+
+
+def test_setup_adds_image_tokens_and_says_the_rule() -> None:
+    t = Training(arch=from_hf_config(LLAVA_15_7B, "llava"), method="lora", seq_len=1000,
+                 images_per_example=2, image_pixels=480_000)
+    assert t.llm_seq_len == 1000 + 2 * 576
+    note = images_note(t)
+    assert note is not None and "resized by the llava processor to 336 x 336" in note
+    assert "576 tokens" in note and "frozen" in note
+
+
+# --- FLOPs per image -------------------------------------------------------------------------
+
+
+def test_llava_forward_flops_by_hand() -> None:
+    """n = 577 positions (576 patches + class token), d = 1024, f = 4096, 24 layers, h = 4096:
+    conv 2 x 576 x 588 x 1024 = 693,633,024; layers 24 x 2 x 577 x (4 x 1024^2 + 2 x 1024 x 4096)
+    = 348,496,330,752; projector 2 x 576 x (1024 x 4096 + 4096^2) = 24,159,191,040; attention
+    24 x 4 x 577^2 x 1024 = 32,728,252,416. About 0.406 TFLOP per image."""
+    v = _vit(LLAVA_15_7B)
+    f = vision_forward_flops(v, image_grid(v, 1))
+    assert f.matmul == 693_633_024 + 348_496_330_752 + 24_159_191_040
+    assert f.attention == 32_728_252_416
+    assert f.total == pytest.approx(0.4061e12, rel=1e-3)
+
+
+def test_gemma3_forward_flops_by_hand() -> None:
+    """n = 4096 patches, d = 1152, f = 4304, 27 layers, h = 2560: conv 2 x 4096 x 588 x 1152 =
+    5,549,064,192; layers 27 x 2 x 4096 x (4 x 1152^2 + 2 x 1152 x 4304) = 3,367,489,241,088;
+    projector 2 x 256 x 1152 x 2560 = 1,509,949,440; attention 27 x 4 x 4096^2 x 1152 =
+    2,087,354,105,856. About 5.46 TFLOP per image: 13 times LLaVA-1.5's."""
+    v = _vit(GEMMA3_4B)
+    f = vision_forward_flops(v, image_grid(v, 1))
+    assert f.matmul == 5_549_064_192 + 3_367_489_241_088 + 1_509_949_440
+    assert f.attention == 2_087_354_105_856
+
+
+def _tiny(model_type: str, use_head: bool = False) -> dict[str, Any]:
+    if model_type == "llava":
+        return dict(model_type="llava", image_token_index=299, vision_config=dict(
+            model_type="clip_vision_model", hidden_size=64, intermediate_size=160,
+            num_hidden_layers=3, num_attention_heads=4, image_size=56, patch_size=8),
+            text_config=dict(model_type="llama", hidden_size=48, intermediate_size=96,
+                             num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=4,
+                             vocab_size=300))
+    return dict(model_type="gemma3", mm_tokens_per_image=16, image_token_index=299,
+                boi_token_index=297, eoi_token_index=298, vision_config=dict(
+                    model_type="siglip_vision_model", hidden_size=64, intermediate_size=160,
+                    num_hidden_layers=3, num_attention_heads=4, image_size=64, patch_size=8,
+                    vision_use_head=use_head),
+                text_config=dict(model_type="gemma3_text", hidden_size=48, intermediate_size=96,
+                                 num_hidden_layers=1, num_attention_heads=4,
+                                 num_key_value_heads=4, head_dim=16, vocab_size=300))
+
+
+def _real_model(config: dict[str, Any], attention: str) -> Any:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = transformers.AutoModelForImageTextToText.from_config(
+        transformers.AutoConfig.for_model(**config), attn_implementation=attention)
+    return model.train()
+
+
+@pytest.mark.parametrize("model_type,use_head", [("llava", False), ("gemma3", False),
+                                                 ("gemma3", True)])
+def test_forward_flops_equal_torchs_count_of_a_real_small_tower(model_type: str,
+                                                                use_head: bool) -> None:
+    """Two images through get_image_features with eager attention: conv, addmm/mm and the
+    attention bmm's that FlopCounterMode counts equal the analytic count exactly (the class
+    token, every layer past LLaVA's feature layer and SigLIP's pooling head included)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = _tiny(model_type, use_head)
+    model = _real_model(config, "eager")
+    v = _vit(config)
+    pixels = torch.randn(2, 3, v.image_size, v.image_size)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.model.get_image_features(pixel_values=pixels)
+    assert counter.get_total_flops() == 2 * _forward(v)
+
+
+# --- activations when trained ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["llava", "gemma3"])
+def test_trained_tower_activations_match_what_autograd_keeps(model_type: str) -> None:
+    """Tensors autograd saves while two images go through get_image_features (sdpa attention,
+    fp32), still alive with its output held (LlavaModel.forward keeps it through the language
+    model): the analytic count within 1%."""
+    torch = pytest.importorskip("torch")
+    config = _tiny(model_type)
+    model = _real_model(config, "sdpa")
+    v = _vit(config)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, tuple[Any, int]] = {}
+
+    def pack(t: Any) -> Any:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
+        return t
+
+    pixels = torch.randn(2, 3, v.image_size, v.image_size)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model.model.get_image_features(pixel_values=pixels)
+    gc.collect()
+    real = sum(n for ref, n in saved.values() if ref() is not None)
+    assert out is not None
+    assert 2 * vit_activation_bytes(v, 4) == pytest.approx(real, rel=0.01)
+
+
+def test_a_frozen_tower_keeps_no_activations_and_no_backward() -> None:
+    """The default: the tower runs forward only; --train-vision adds 2x its forward in backward
+    and its activations (per image, as vit_activation_bytes)."""
+    arch = from_hf_config(LLAVA_15_7B, "llava")
+    common: dict[str, Any] = dict(arch=arch, method="full", seq_len=512, images_per_example=1,
+                                  image_pixels=200_000, precision="bf16", micro_batch=2)
+    frozen, trained = Training(**common), Training(**common, train_vision=True)
+    assert training_flops(frozen).vision_backward == 0.0
+    v = _vit(LLAVA_15_7B)
+    per_token = _forward(v)
+    assert training_flops(trained).vision_backward + training_flops(
+        trained).vision_attention_backward == pytest.approx(2 * per_token / (512 + 576))
+    gap = activation_bytes(arch, trained).saved_all_layers - activation_bytes(
+        arch, frozen).saved_all_layers
+    assert gap == pytest.approx(2 * vit_activation_bytes(v, 2))
