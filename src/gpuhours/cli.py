@@ -255,7 +255,8 @@ def estimate(
     ] = TRAINING.images_per_example,
     image_pixels: Annotated[int | None, typer.Option(
         "--image-pixels", min=1, help="Pixels of each image (e.g. 480000; assumed square), "
-        "resized as the Qwen2.5-VL processor does: one token per 28 x 28 pixels.")] = None,
+        "resized as the Qwen2.5-VL processor does: one token per 28 x 28 pixels (LLaVA, "
+        "Gemma 3: a fixed 576 or 256).")] = None,
     image_tokens: Annotated[int | None, typer.Option(
         "--image-tokens", min=1, help="Tokens per image, instead of --image-pixels.")] = None,
     image_max_pixels: Annotated[int | None, typer.Option(
