@@ -110,15 +110,15 @@ def test_moe_family_needs_its_experts() -> None:
                         "num_experts_per_tok": 1, "moe_layers": [9]}, "l4")
 
 
-def test_llama4_vision_config_counts_its_language_model_and_says_so() -> None:
-    """A llama4 (vision-language) config: its text_config is read exactly; the basis says the
-    vision tower, which is not covered, is left out."""
+def test_llama4_vision_config_counts_its_language_model_and_its_tower() -> None:
+    """A llama4 (vision-language) config: its text_config is read exactly, plus the vision
+    tower and projector (estimate/vit.py, held to transformers in tests/test_vision_vit.py)."""
     transformers = pytest.importorskip("transformers")
     config = transformers.AutoConfig.for_model("llama4").to_dict()
-    arch = from_hf_config(config, "llama4")
+    counts = count_params(from_hf_config(config, "llama4"))
     text = from_hf_config(config["text_config"], "text")
-    assert count_params(arch).total == count_params(text).total
-    assert "vision tower is not covered and not counted" in arch.params_basis
+    assert counts.vision > 0
+    assert counts.total == count_params(text).total + counts.vision
 
 
 def test_llama4_chunked_attention_by_hand() -> None:

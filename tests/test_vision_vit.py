@@ -241,3 +241,129 @@ def test_a_frozen_tower_keeps_no_activations_and_no_backward() -> None:
     gap = activation_bytes(arch, trained).saved_all_layers - activation_bytes(
         arch, frozen).saved_all_layers
     assert gap == pytest.approx(2 * vit_activation_bytes(v, 2))
+
+
+# --- Llama 4 ---------------------------------------------------------------------------------
+
+#: meta-llama/Llama-4-Scout-17B-16E's vision_config (its size fields), with a small text model:
+#: the tower and projector do not depend on the language model but for its width (5,120)
+LLAMA4_SCOUT_VISION: dict[str, Any] = {
+    "model_type": "llama4", "image_token_index": 200092, "boi_token_index": 200080,
+    "eoi_token_index": 200081,
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408,
+                      "intermediate_size": 5632, "num_hidden_layers": 34,
+                      "num_attention_heads": 16, "image_size": 336, "patch_size": 14,
+                      "pixel_shuffle_ratio": 0.5, "projector_input_dim": 4096,
+                      "projector_output_dim": 4096, "vision_output_dim": 4096},
+    "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 256,
+                    "intermediate_size_mlp": 256, "num_hidden_layers": 1,
+                    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                    "vocab_size": 1000, "num_local_experts": 2, "num_experts_per_tok": 1},
+}
+
+
+def _llama4_built(config: dict[str, Any]) -> tuple[int, int]:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    with torch.device("meta"):
+        model = transformers.Llama4ForConditionalGeneration(
+            transformers.AutoConfig.for_model(**config))
+    return (sum(p.numel() for p in model.parameters()),
+            sum(p.numel() for m in (model.vision_model, model.multi_modal_projector)
+                for p in m.parameters()))
+
+
+def test_llama4_scout_tower_exact_against_transformers() -> None:
+    counts = count_params(from_hf_config(LLAMA4_SCOUT_VISION, "scout"))
+    assert (counts.total, counts.vision) == _llama4_built(LLAMA4_SCOUT_VISION)
+
+
+def test_llama4_tiles_and_tokens_by_hand() -> None:
+    """336-px tiles, (24 x 0.5)^2 = 144 tokens each: a 300-px image is one tile (144 tokens); a
+    480,000-pixel one (693 px a side) 3 x 3 tiles and the global one (1,440 tokens); a
+    2,000-px one is capped at 4 x 4 + 1 (2,448 tokens). Given tokens must be whole tiles."""
+    v = _vit(LLAMA4_SCOUT_VISION)
+    assert [image_grid(v, p).tokens for p in (300 * 300, 480_000, 2000 * 2000)] == [
+        144, 1440, 2448]
+    assert grid_for_tokens(v, 288).patches == 2 * 576
+    with pytest.raises(FieldError, match="144 tokens a tile"):
+        grid_for_tokens(v, 200)
+
+
+def test_llama4_forward_flops_by_hand() -> None:
+    """Per tile: n = 577 (576 patches + class token), d = 1408, f = 5632, 34 layers: patch
+    embedding 2 x 576 x 588 x 1408 = 953,745,408; layers 34 x 2 x 577 x (4 d^2 + 2 d f) =
+    933,407,490,048; attention 34 x 4 x 577^2 x 1408 = 63,751,908,352; adapter 2 x 144 x (5632 x
+    4096 + 4096^2) = 11,475,615,744; projector 2 x 144 x 4096 x 5120 = 6,039,797,760. A
+    480,000-pixel image's 10 tiles: 10.16 TFLOP."""
+    v = _vit(LLAMA4_SCOUT_VISION)
+    f = vision_forward_flops(v, image_grid(v, 480_000))
+    assert f.attention == 10 * 63_751_908_352
+    assert f.matmul == 10 * (953_745_408 + 933_407_490_048 + 11_475_615_744 + 6_039_797_760)
+
+
+def _tiny_llama4() -> dict[str, Any]:
+    return dict(model_type="llama4", image_token_index=299, boi_token_index=297,
+                eoi_token_index=298, vision_config=dict(
+                    model_type="llama4_vision_model", hidden_size=64, intermediate_size=256,
+                    num_hidden_layers=3, num_attention_heads=4, image_size=64, patch_size=8,
+                    pixel_shuffle_ratio=0.5, projector_input_dim=96, projector_output_dim=96,
+                    vision_output_dim=96),
+                text_config=dict(model_type="llama4_text", hidden_size=48, intermediate_size=96,
+                                 intermediate_size_mlp=96, num_hidden_layers=1,
+                                 num_attention_heads=4, num_key_value_heads=4, head_dim=12,
+                                 vocab_size=300, num_local_experts=2, num_experts_per_tok=1))
+
+
+def _llama4_real(attention: str) -> Any:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = transformers.Llama4ForConditionalGeneration._from_config(
+        transformers.AutoConfig.for_model(**_tiny_llama4()), attn_implementation=attention)
+    return model.train()
+
+
+def test_llama4_small_tower_flops_and_activations_match_torch() -> None:
+    """Three 64-px tiles through the tower and projector: the params equal, FlopCounterMode's
+    count (eager attention) equals the analytic one, and the tensors autograd keeps (sdpa, fp32)
+    are within 1% of the analytic activations."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = _tiny_llama4()
+    v = _vit(config)
+    counts = count_params(from_hf_config(config, "tiny"))
+    assert (counts.total, counts.vision) == _llama4_built(config)
+    pixels = torch.randn(3, 3, v.image_size, v.image_size)
+    model = _llama4_real("eager")
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.multi_modal_projector(model.get_image_features(pixel_values=pixels).last_hidden_state)
+    matmul, attention = vit_forward_flops(v, 3)
+    assert counter.get_total_flops() == matmul + attention
+
+    model = _llama4_real("sdpa")
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved: dict[int, tuple[Any, int]] = {}
+
+    def pack(t: Any) -> Any:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model.multi_modal_projector(
+            model.get_image_features(pixel_values=pixels).last_hidden_state)
+    gc.collect()
+    real = sum(n for ref, n in saved.values() if ref() is not None)
+    assert out is not None
+    assert vit_activation_bytes(v, 4, 3) == pytest.approx(real, rel=0.01)
+
+
+def test_llama4_note_says_the_tiles() -> None:
+    t = Training(arch=from_hf_config(LLAMA4_SCOUT_VISION, "scout"), method="lora", seq_len=500,
+                 images_per_example=1, image_pixels=480_000)
+    assert t.llm_seq_len == 500 + 1440
+    note = images_note(t)
+    assert note is not None and "10 tiles of 336 px" in note

@@ -28,6 +28,7 @@ from typing import Any
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.vit import (
     ViTTower,
+    llama4_tiles,
     vit_activation_bytes,
     vit_forward_flops,
     vit_linear_params,
@@ -35,7 +36,7 @@ from gpuhours.estimate.vit import (
 )
 
 #: model_types whose vision tower this module reads
-VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "gemma3"})
+VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "gemma3", "llama4"})
 #: the processor's default pixel bounds (transformers' Qwen2VLImageProcessor, which
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
@@ -204,21 +205,25 @@ def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT
                max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageGrid:
     """The patch grid of a square image of `pixels` pixels after the processor's smart resize.
     A LLaVA or Gemma 3 processor resizes every image to image_size x image_size (Gemma 3's
-    optional pan-and-scan crops are not modelled), so the grid is fixed whatever `pixels`."""
+    optional pan-and-scan crops are not modelled), so the grid is fixed whatever `pixels`;
+    Llama 4's cuts it into tiles of that size (vit.py llama4_tiles)."""
     if isinstance(v, ViTTower):
+        if v.model_type == "llama4":
+            return _vit_grid(v, llama4_tiles(v, square_side_px(pixels)))
         return _vit_grid(v)
     side = square_side_px(pixels)
     h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
     return ImageGrid(h // v.patch_size, w // v.patch_size, v.spatial_merge_size)
 
 
-def _vit_grid(v: ViTTower) -> ImageGrid:
+def _vit_grid(v: ViTTower, tiles: int = 1) -> ImageGrid:
+    """The patch grid of one image: `tiles` tiles side by side (Llama 4), one elsewhere."""
     side = v.patches_per_side
     if not v.pool:
         raise FieldError("images_per_example", f"this {v.model_type} config's {side} x {side} "
                          f"patches do not pool evenly into {v.tokens} tokens per image "
                          "(vision_config image_size / patch_size and mm_tokens_per_image).")
-    return ImageGrid(side, side, v.pool, 1 if v.class_token_out else 0)
+    return ImageGrid(side, side * tiles, v.pool, 1 if v.class_token_out else 0)
 
 
 def grid_for_tokens(v: VisionTower | ViTTower, tokens: int) -> ImageGrid:
@@ -226,6 +231,11 @@ def grid_for_tokens(v: VisionTower | ViTTower, tokens: int) -> ImageGrid:
     the number allows (the largest divisor up to its square root as the short side). A LLaVA or
     Gemma 3 tower gives a fixed number; another is refused."""
     if isinstance(v, ViTTower):
+        if v.model_type == "llama4":
+            if tokens % v.tokens:
+                raise FieldError("image_tokens", f"a llama4 image is {v.tokens} tokens a tile "
+                                 f"(estimate/vit.py); {tokens} is not a whole number of tiles.")
+            return _vit_grid(v, tokens // v.tokens)
         if tokens != v.tokens:
             raise FieldError("image_tokens", f"a {v.model_type} tower gives {v.tokens} tokens "
                              f"per image, whatever its size (estimate/vit.py), not {tokens}.",
@@ -275,7 +285,7 @@ def vision_forward_flops(v: VisionTower | ViTTower, grid: ImageGrid) -> VisionFl
     blocks). Norms, SiLU/GELU and the rotary embedding are left out (no matmul). A LLaVA or
     Gemma 3 tower: estimate/vit.py vit_forward_flops (its grid is fixed)."""
     if isinstance(v, ViTTower):
-        vit_mm, vit_attn = vit_forward_flops(v)
+        vit_mm, vit_attn = vit_forward_flops(v, grid.patches // v.patches)
         return VisionFlops(matmul=vit_mm, attention=vit_attn)
     d, f = v.hidden_size, v.intermediate_size
     n = grid.patches
@@ -300,7 +310,7 @@ def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activati
     with d' = 4d over the merged token), the first linear's input (a 4d), GELU's input and
     output (2 a 4d). A LLaVA or Gemma 3 tower: estimate/vit.py vit_activation_bytes."""
     if isinstance(v, ViTTower):
-        return vit_activation_bytes(v, activation_bytes)
+        return vit_activation_bytes(v, activation_bytes, grid.patches // v.patches)
     a = activation_bytes
     d, f = v.hidden_size, v.intermediate_size
     per_patch_block = 2 * (4 * d + a * d) + a * d + 3 * a * d + 2 * a * d + a * d + 4 * a * f
@@ -313,6 +323,12 @@ def image_size_note(v: VisionTower | ViTTower, grid: ImageGrid, pixels: int, max
                     ) -> str:
     """How an image of `pixels` pixels (assumed square) becomes tokens, for the estimate's
     images line."""
+    if isinstance(v, ViTTower) and v.model_type == "llama4":
+        tiles = grid.patches // v.patches
+        return (f"{pixels:,} pixels each (assumed square), cut by the Llama 4 processor into "
+                f"{tiles} tile{'s' if tiles > 1 else ''} of {v.image_size} px (k x k up to 16, "
+                f"plus a global tile when k > 1), {v.tokens} tokens a tile after the pixel "
+                f"shuffle: {grid.tokens} tokens")
     if isinstance(v, ViTTower):
         rule = (f"{grid.patches:,} patches pooled {v.pool} x {v.pool} (mm_tokens_per_image)"
                 if v.model_type == "gemma3" else
