@@ -45,7 +45,7 @@ def test_a_plan_phase_that_does_not_fit_exits_1(tmp_path) -> None:
     plan = tmp_path / "p.yaml"
     plan.write_text("project: p\nhardware: {gpu: rtx-4090}\nphases:\n"
                     "  - {name: sft, kind: finetune, model: llama-2-7b, method: full,\n"
-                    "     tokens: 1.0e+9, seq_len: 512}\n")
+                    "     tokens: 1.0e+9, seq_len: 512, micro_batch: 1}\n")
     r = CliRunner().invoke(app, ["plan", str(plan), "--no-doc"])
     assert r.exit_code == 1, r.output
     assert "line 4" in r.stderr and "sft" in r.stderr and "needs" in r.stderr

@@ -367,6 +367,8 @@ def estimate(
         found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch)
         if found is not None:
             t, why = found
+            why += (" Give --batch, --accum, --checkpointing or --zero"
+                    f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''} to choose yourself.")
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch

@@ -419,7 +419,5 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
            f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
            f"fastest of {result.candidates_evaluated} configurations that fit with "
            f"{result.headroom_fraction:.0%} headroom"
-           f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}). Give "
-           f"--batch, --accum, --checkpointing or "
-           f"--zero{' or --tp/--pp/--cp/--ep' if search_layouts else ''} to choose yourself.")
+           f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}).")
     return chosen, why

@@ -357,24 +357,54 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
 
 # --- the phase kinds ------------------------------------------------------------------------
 
+#: settings whose absence leaves a training phase's setup for gpuhours to choose
+_SETUP_FIELDS = ("micro_batch", "checkpointing", "zero_stage")
+_LAYOUT_FIELDS = ("tp", "pp", "cp", "ep")
+
+
+def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
+                    model_basis: str, e: TrainingEstimate, warnings: list[str],
+                    **amount: Any) -> tuple[Training, TrainingEstimate]:
+    """A phase that does not fit with the defaults and leaves micro-batch, checkpointing and
+    ZeRO stage open gets the fastest setup that fits (estimate/fit.py chosen_setup, the layout
+    searched too when the phase gives none), as `gpuhours estimate` does; the sentence saying
+    what was chosen and why joins the phase's warnings. A setup the plan states is kept (and
+    check_fits refuses it when it does not fit)."""
+    if e.memory.fits or any(k in s for k in _SETUP_FIELDS):
+        return t, e
+    from gpuhours.estimate.fit import chosen_setup
+
+    found = chosen_setup(t, hw, search_layouts=not any(k in s for k in _LAYOUT_FIELDS))
+    if found is None:
+        return t, e
+    chosen, why = found
+    warnings.append(f"{why} Set micro_batch, grad_accum, checkpointing or zero_stage (and "
+                    f"tp, pp, cp, ep) in the plan to choose yourself.")
+    return chosen, estimate_phase(ctx, chosen, hw, model_basis, **amount)
+
+
 def finetune(ctx: Context, phase: FinetunePhase) -> PhaseResult:
     s = merged(ctx, phase)
     t, hw, model_basis = training_setup(ctx, phase, s)
     warnings: list[str] = []
+    work: dict[str, Any]
     if phase.tokens is not None:
-        e = estimate_phase(ctx, t, hw, model_basis, tokens=phase.tokens * phase.epochs)
+        work = dict(tokens=phase.tokens * phase.epochs)
         amount = f"{phase.tokens:.3g} tokens x {phase.epochs:g} epochs"
     elif phase.packed:
         examples = phase.examples or 0.0
         packed_tpe = phase.tokens_per_example or float(t.seq_len)
-        e = estimate_phase(ctx, t, hw, model_basis, examples=examples, epochs=phase.epochs,
-                      tokens_per_example=packed_tpe, packed=True)
+        work = dict(examples=examples, epochs=phase.epochs, tokens_per_example=packed_tpe,
+                    packed=True)
         amount = (f"{examples:,.0f} examples x {packed_tpe:,.0f} tokens x {phase.epochs:g} "
                   f"epochs, packed")
     else:
-        e = estimate_phase(ctx, t, hw, model_basis, examples=phase.examples, epochs=phase.epochs)
+        work = dict(examples=phase.examples, epochs=phase.epochs)
         amount = (f"{phase.examples:,.0f} examples x {phase.epochs:g} epochs, each padded to "
                   f"{t.seq_len} tokens")
+    e = estimate_phase(ctx, t, hw, model_basis, **work)
+    t, e = _chosen_if_open(ctx, s, t, hw, model_basis, e, warnings, **work)
+    if phase.tokens is None and not phase.packed:
         tpe = phase.tokens_per_example
         if tpe is not None and tpe > t.seq_len:
             warnings.append(f"tokens_per_example {tpe:,.0f} exceeds seq_len {t.seq_len}: "
@@ -394,8 +424,10 @@ def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
     s = merged(ctx, phase)
     t, hw, model_basis = training_setup(ctx, phase, s)
     e = estimate_phase(ctx, t, hw, model_basis, tokens=phase.tokens)
+    warnings: list[str] = []
+    t, e = _chosen_if_open(ctx, s, t, hw, model_basis, e, warnings, tokens=phase.tokens)
     check_fits(ctx, phase, e)
-    return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", [],
+    return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", warnings,
                             phase.tokens)
 
 
