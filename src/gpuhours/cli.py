@@ -547,7 +547,7 @@ def generation(
         help="Concurrent sequences (default: as many as fit).")] = None,
     sequences: Annotated[float | None, typer.Option(
         help="Sequences to generate in all, for GPU hours and cost.")] = None,
-    engine: Annotated[str, typer.Option(help="vllm or hf-generate.")
+    engine: Annotated[str, typer.Option(help="vllm, sglang or hf-generate.")
                       ] = GENERATION.engine,
     max_num_seqs: Annotated[int | None, typer.Option(
         help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "

@@ -66,8 +66,8 @@ LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half"]
 #: half-precision weights on the host too, fetched for every forward and backward (DeepSpeed
 #: ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True); ZeRO 3)
 Offload = Literal["none", "optimizer", "optimizer+params"]
-#: a serving engine with paged KV cache and continuous batching (vLLM), or HF `generate`
-Engine = Literal["vllm", "hf-generate"]
+#: a serving engine with paged KV cache and continuous batching (vLLM, SGLang), or HF `generate`
+Engine = Literal["vllm", "hf-generate", "sglang"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
 ConfigValue = int | float | str | bool
 

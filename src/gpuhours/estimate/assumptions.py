@@ -364,6 +364,10 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
     "hf-generate": _a("decode_host_step_s.hf-generate", 1.0e-3, "s per step",
                       "assumption: logits processors, sampling and the stopping check's "
                       "synchronisation in transformers' generate loop, ~1 ms"),
+    "sglang": _a("decode_host_step_s.sglang", 1.8e-3, "s per step",
+                 "fitted to ONE row: generation_published.csv row 65 (SGLang 0.4.6.post1, "
+                 "Qwen3-0.6B, H20, batch 1, 2,048 tokens: 2.41 ms a token, 0.61 ms of it "
+                 "the device's); every other SGLang row is held out (docs/generation.md)"),
 }
 
 #: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
@@ -372,6 +376,8 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
 DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
     "vllm": _a("decode_host_per_layer_s.vllm", 0.0, "s per layer",
                "CUDA graphs: the whole decode forward is one graph launch"),
+    "sglang": _a("decode_host_per_layer_s.sglang", 0.0, "s per layer",
+                 "CUDA graphs for decode (SGLang's default): one graph launch per step"),
     "hf-generate": _a("decode_host_per_layer_s.hf-generate", 0.88e-3, "s per layer",
                       "fitted to generation.csv tune rows 11 and 13 (transformers 4.46 "
                       "eager, FA2): ~100 operator dispatches of ~8 us per decoder layer"),
@@ -383,6 +389,8 @@ DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
 DECODE_KV_PASSES: dict[str, Assumption] = {
     "vllm": _a("decode_kv_passes.vllm", 1.0, "reads of the KV cache per step",
                "paged attention reads each cached K and V once"),
+    "sglang": _a("decode_kv_passes.sglang", 1.0, "reads of the KV cache per step",
+                 "FlashInfer's paged decode attention reads each cached K and V once"),
     "hf-generate": _a("decode_kv_passes.hf-generate", 32.0, "reads of the KV cache per step",
                       "fitted to generation.csv tune rows 11 and 13 (least squares with the "
                       "per-layer cost); plausible parts: DynamicCache cat and flash-attn "

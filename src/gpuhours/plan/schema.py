@@ -13,6 +13,7 @@ from pydantic.config import JsonDict
 
 from gpuhours.setup import (
     BaseQuant,
+    Engine,
     LoraTargets,
     LossKernel,
     Method,
@@ -275,7 +276,7 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "synchronous step waits for it; unset = every response as long as the mean")
     reference_model: bool = Field(default=True, description="a frozen copy scores the KL term")
     reward: RewardModel = Field(default_factory=RewardModel)
-    engine: Literal["vllm", "hf-generate"] = "vllm"
+    engine: Engine = "vllm"
     placement: Literal["colocated", "dedicated"] = Field(
         default="colocated", description="rollouts on the trainer's GPUs in turn (verl's hybrid "
         "engine, TRL colocate), or on `rollout_gpus` of the phase's GPUs (TRL vllm-server, "
@@ -345,7 +346,7 @@ class EvalPhase(_PhaseBase):
     params: PositiveFloat | None = None
     benchmarks: list[Benchmark] = Field(default_factory=list)
     samples_per_prompt: PositiveInt = 1
-    engine: Literal["vllm", "hf-generate"] = "vllm"
+    engine: Engine = "vllm"
     gpu_hours: PositiveFloat | None = None
 
     @model_validator(mode="after")
