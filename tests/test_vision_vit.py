@@ -367,3 +367,58 @@ def test_llama4_note_says_the_tiles() -> None:
     assert t.llm_seq_len == 500 + 1440
     note = images_note(t)
     assert note is not None and "10 tiles of 336 px" in note
+
+
+# --- LLaVA-NeXT --------------------------------------------------------------------------------
+
+
+def _tiny_llava_next() -> dict[str, Any]:
+    return dict(model_type="llava_next", image_token_index=299,
+                image_grid_pinpoints=[[56, 112], [112, 56], [112, 112], [168, 56], [56, 168]],
+                vision_config=dict(model_type="clip_vision_model", hidden_size=64,
+                                   intermediate_size=160, num_hidden_layers=2,
+                                   num_attention_heads=4, image_size=56, patch_size=8),
+                text_config=dict(model_type="llama", hidden_size=48, intermediate_size=96,
+                                 num_hidden_layers=1, num_attention_heads=4,
+                                 num_key_value_heads=4, vocab_size=300))
+
+
+@pytest.mark.parametrize("size", [(40, 40), (56, 56), (100, 100), (200, 200), (60, 130),
+                                  (130, 60), (300, 90)])
+def test_llava_next_tiles_and_tokens_equal_transformers(size: tuple[int, int]) -> None:
+    """Tiles and tokens of an image of each size against transformers' own
+    get_anyres_image_grid_shape and LlavaNextModel.pack_image_features (unpadding, newlines)
+    in a small real model, whose parameters are held to the analytic count too."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llava_next.modeling_llava_next import get_anyres_image_grid_shape
+
+    from gpuhours.estimate.vit import llava_next_layout
+
+    config = _tiny_llava_next()
+    model = transformers.AutoModelForImageTextToText.from_config(
+        transformers.AutoConfig.for_model(**config))
+    assert count_params(from_hf_config(config, "next")).total == sum(
+        p.numel() for p in model.parameters())
+    v = _vit(config)
+    rows, cols = get_anyres_image_grid_shape(size, config["image_grid_pinpoints"], 56)
+    features = [torch.zeros(rows * cols + 1, v.patches, 48)]
+    _, lengths = model.model.pack_image_features(features, torch.tensor([size]), "default",
+                                                 model.model.image_newline)
+    assert llava_next_layout(v, *size) == (rows * cols + 1, int(lengths[0]))
+
+
+def test_llava_next_480k_pixel_image_by_hand() -> None:
+    """LLaVA-NeXT's default pinpoints, a 693 x 693 image: 672 x 672 keeps the most resolution
+    (451,584 effective pixels), so 2 x 2 tiles and the base image go through the tower (5 x 576
+    patches, 5 x 0.406 TFLOP) and the language model gets 48 rows of 48 features and a newline
+    plus the base image's 576: 2,928 tokens."""
+    config = {**LLAVA_15_7B, "model_type": "llava_next"}
+    v = _vit(config)
+    grid = image_grid(v, 480_000)
+    assert (grid.patches, grid.tokens) == (5 * 576, 48 * 49 + 576)
+    llava = _vit(LLAVA_15_7B)
+    assert vision_forward_flops(v, grid).total == 5 * vision_forward_flops(
+        llava, image_grid(llava, 1)).total
+    with pytest.raises(FieldError, match="image_pixels"):
+        grid_for_tokens(v, 2928)

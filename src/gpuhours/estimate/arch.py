@@ -13,8 +13,9 @@ Covered, each read as transformers builds it (the reader's docstring cites the m
 - llama-style decoders (LLAMA_LIKE_MODEL_TYPES): llama, mistral, mixtral, qwen2, qwen2_moe,
   qwen3, qwen3_moe (dense layers by mlp_only_layers / decoder_sparse_step too), gemma, gemma2,
   phi3, granite; gpt2, mpt and bert; qwen2_5_vl with its vision tower (estimate/vision.py);
-  llava, gemma3 and llama4 with their ViT towers and projectors (estimate/vit.py) and the language
-  model of their text_config as its own model_type is read (gemma3_text through transformers);
+  llava, llava_next, gemma3 and llama4 with their ViT towers and projectors (estimate/vit.py)
+  and the language model of their text_config as its own model_type is read (gemma3_text
+  through transformers);
 - multi-head latent attention with DeepSeek's MoE (MLA_MODEL_TYPES): deepseek_v2, deepseek_v3;
 - MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
   gpt_oss, glm4_moe, olmoe, granitemoe;
@@ -394,7 +395,7 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     if not isinstance(cfg, dict):
         raise InputError(where, "a config.json must be a JSON object.")
     vision = None
-    if str(cfg.get("model_type", "")) in ("llava", "gemma3", "llama4"):
+    if str(cfg.get("model_type", "")) in ("llava", "llava_next", "gemma3", "llama4"):
         return _vit_vlm(cfg, name, where)
     if str(cfg.get("model_type", "")) in VISION_MODEL_TYPES:
         vision = vision_tower_from_config(cfg.get("vision_config"), where)
@@ -443,10 +444,11 @@ def _vit_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
     if not isinstance(text, dict):
         raise InputError(where, "field 'text_config' must be an object (the language model's "
                                 f"config), got {text!r}.")
-    text_type = str(text.get("model_type", {"llava": "llama", "gemma3": "gemma3_text"}.get(
+    text_type = str(text.get("model_type", {"llava": "llama", "llava_next": "llama",
+                                            "gemma3": "gemma3_text"}.get(
         outer, "llama4_text")))
     tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
-    if tie is None:  # LlavaConfig unties, Gemma3Config ties when the config does not say
+    if tie is None:  # Llava(Next)Config unties, Gemma3Config ties when the config does not say
         tie = outer == "gemma3"
     text = {**_VLM_TEXT_DEFAULTS.get(text_type, {}), **text, "model_type": text_type,
             "tie_word_embeddings": tie}

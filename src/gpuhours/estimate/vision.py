@@ -22,13 +22,14 @@ and projected by one bias-free matrix. No torch here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.vit import (
     ViTTower,
     llama4_tiles,
+    llava_next_layout,
     vit_activation_bytes,
     vit_forward_flops,
     vit_linear_params,
@@ -36,7 +37,7 @@ from gpuhours.estimate.vit import (
 )
 
 #: model_types whose vision tower this module reads
-VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "gemma3", "llama4"})
+VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "llava_next", "gemma3", "llama4"})
 #: the processor's default pixel bounds (transformers' Qwen2VLImageProcessor, which
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
@@ -188,7 +189,8 @@ class ImageGrid:
     grid_w: int
     merge: int
     #: tokens the tower adds to every image beyond its patches (a CLIP class token: LLaVA's
-    #: "full" feature strategy passes it to the language model)
+    #: "full" feature strategy passes it to the language model; LLaVA-NeXT's newline tokens
+    #: less the padded features it drops, which can be negative)
     extra_tokens: int = 0
 
     @property
@@ -210,6 +212,12 @@ def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT
     if isinstance(v, ViTTower):
         if v.model_type == "llama4":
             return _vit_grid(v, llama4_tiles(v, square_side_px(pixels)))
+        if v.model_type == "llava_next":
+            side_px = square_side_px(pixels)
+            tiles, tokens = llava_next_layout(v, side_px, side_px)
+            grid = _vit_grid(v, tiles)
+            # the tiles' features are unpadded and take newline tokens (vit.py)
+            return replace(grid, extra_tokens=tokens - grid.tokens)
         return _vit_grid(v)
     side = square_side_px(pixels)
     h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
@@ -236,6 +244,10 @@ def grid_for_tokens(v: VisionTower | ViTTower, tokens: int) -> ImageGrid:
                 raise FieldError("image_tokens", f"a llama4 image is {v.tokens} tokens a tile "
                                  f"(estimate/vit.py); {tokens} is not a whole number of tiles.")
             return _vit_grid(v, tokens // v.tokens)
+        if v.model_type == "llava_next":
+            raise FieldError("image_tokens", "a llava_next image's tokens follow from its size "
+                             "(tiles of image_grid_pinpoints, unpadded, a newline a row).",
+                             "Give image_pixels instead.")
         if tokens != v.tokens:
             raise FieldError("image_tokens", f"a {v.model_type} tower gives {v.tokens} tokens "
                              f"per image, whatever its size (estimate/vit.py), not {tokens}.",
@@ -329,6 +341,12 @@ def image_size_note(v: VisionTower | ViTTower, grid: ImageGrid, pixels: int, max
                 f"{tiles} tile{'s' if tiles > 1 else ''} of {v.image_size} px (k x k up to 16, "
                 f"plus a global tile when k > 1), {v.tokens} tokens a tile after the pixel "
                 f"shuffle: {grid.tokens} tokens")
+    if isinstance(v, ViTTower) and v.model_type == "llava_next":
+        tiles = grid.patches // v.patches
+        return (f"{pixels:,} pixels each (assumed square): the base {v.image_size}-px image and "
+                f"{tiles - 1} tile{'s' if tiles > 2 else ''} of the best image_grid_pinpoints "
+                f"resolution, {tiles} x {v.patches} patches through the tower; the tiles' "
+                f"features unpadded, a newline token a row: {grid.tokens} tokens")
     if isinstance(v, ViTTower):
         rule = (f"{grid.patches:,} patches pooled {v.pool} x {v.pool} (mm_tokens_per_image)"
                 if v.model_type == "gemma3" else

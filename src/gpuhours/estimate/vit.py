@@ -9,6 +9,11 @@ parameters, tokens, FLOPs and activations per image. Sizes in elements, FLOPs pe
   class token dropped ("default" strategy) and a 2-layer MLP (Linear, GELU, Linear) projects
   each patch to one language-model token: (image_size / patch_size)^2, 576 at 336 px, patch 14.
   A SigLIP tower in a llava config is read the same way (no class token).
+- LLaVA-NeXT (`llava_next`; Liu et al. 2024, "LLaVA-NeXT: Improved reasoning, OCR, and world
+  knowledge"; modeling_llava_next.py): the same tower and projector run on a base 336-px image
+  and on the tiles of the `image_grid_pinpoints` resolution that fits the image best
+  (select_best_resolution); the tiles' features are unpadded to the image's aspect ratio and a
+  newline embedding (`image_newline`, h parameters) ends each row of features (llava_next_layout).
 - Gemma 3 (Gemma Team 2025, arXiv:2503.19786 sec. 2.1; modeling_gemma3.py, modeling_siglip.py):
   a SigLIP ViT (biased Conv2d, learned positions, no class token, post-LayerNorm over every
   patch; its attention-pooling head exists when `vision_use_head`), then Gemma3MultiModalProjector:
@@ -57,7 +62,7 @@ class ViTTower:
     """A CLIP or SigLIP tower and the projector that turns its patches into language-model
     tokens. `depth` and `hidden_size` are named as in VisionTower (memory.py reads them)."""
 
-    #: the VLM's model_type: "llava" (2-layer MLP projector), "gemma3" (pool, norm, matrix) or
+    #: the VLM's model_type: "llava" or "llava_next" (2-layer MLP projector), "gemma3" (pool, norm, matrix) or
     #: "llama4" (pixel shuffle, adapter MLP, projector; images in tiles)
     model_type: str
     #: "clip" (class token, pre-LayerNorm, bias-free patch conv), "siglip" or "llama4" (class
@@ -89,6 +94,8 @@ class ViTTower:
     adapter_in: int = 0
     adapter_out: int = 0
     vision_output_dim: int = 0
+    #: LLaVA-NeXT's image_grid_pinpoints, (height, width) in pixels
+    pinpoints: tuple[tuple[int, int], ...] = ()
 
     @property
     def patches_per_side(self) -> int:
@@ -135,12 +142,12 @@ def vit_tower_from_config(cfg: dict[str, Any], where: str, text_hidden: int) -> 
     if vc is None:  # the config classes build their default tower
         vc = ({"model_type": "clip_vision_model", "hidden_size": 1024, "intermediate_size": 4096,
                "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 336,
-               "patch_size": 14, "hidden_act": "quick_gelu"} if model_type == "llava" else
+               "patch_size": 14, "hidden_act": "quick_gelu"} if model_type.startswith("llava") else
               {"model_type": "llama4_vision_model"} if model_type == "llama4" else
               {"model_type": "siglip_vision_model"})
     if not isinstance(vc, dict):
         raise InputError(where, f"field 'vision_config' must be an object, got {vc!r}.")
-    vtype = str(vc.get("model_type", "clip_vision_model" if model_type == "llava"
+    vtype = str(vc.get("model_type", "clip_vision_model" if model_type.startswith("llava")
                        else "siglip_vision_model"))
     if vtype not in ("clip_vision_model", "siglip_vision_model") and model_type != "llama4":
         raise InputError(where, f"{model_type}'s vision_config has model_type {vtype!r}; "
@@ -156,7 +163,18 @@ def vit_tower_from_config(cfg: dict[str, Any], where: str, text_hidden: int) -> 
     side = image_size // patch
     act = str(vc.get("hidden_act", "quick_gelu" if tower == "clip" else "gelu_pytorch_tanh"))
     projector_in, class_out = d, False
-    if model_type == "llava":
+    pinpoints: tuple[tuple[int, int], ...] = ()
+    if model_type == "llava_next":
+        raw = cfg.get("image_grid_pinpoints", [[336, 672], [672, 336], [672, 672], [1008, 336],
+                                               [336, 1008]])  # LlavaNextConfig's default
+        if not isinstance(raw, list) or not raw or not all(
+                isinstance(r, list | tuple) and len(r) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= image_size
+                    and x % image_size == 0 for x in r) for r in raw):
+            raise InputError(where, "field 'image_grid_pinpoints' must be a list of [height, "
+                                    f"width] multiples of image_size {image_size}, got {raw!r}.")
+        pinpoints = tuple((int(r[0]), int(r[1])) for r in raw)
+    if model_type in ("llava", "llava_next"):
         layer = cfg.get("vision_feature_layer", -2)
         layers = layer if isinstance(layer, list) else [layer]
         if not layers or not all(isinstance(k, int) and not isinstance(k, bool) for k in layers):
@@ -186,7 +204,7 @@ def vit_tower_from_config(cfg: dict[str, Any], where: str, text_hidden: int) -> 
         quick_gelu=act == "quick_gelu", text_hidden=text_hidden, projector_in=projector_in,
         projector_bias=bool(cfg.get("multimodal_projector_bias", True)),
         tokens_per_side=tokens_side,
-        class_token_out=class_out)
+        class_token_out=class_out, pinpoints=pinpoints)
 
 
 def _llama4_tower(vc: dict[str, Any], where: str, text_hidden: int) -> ViTTower:
@@ -220,6 +238,32 @@ def llama4_tiles(v: ViTTower, side_px: int) -> int:
     return k * k + (1 if k > 1 else 0)
 
 
+def llava_next_layout(v: ViTTower, height_px: int, width_px: int) -> tuple[int, int]:
+    """(tiles through the tower, language-model tokens) of an image in LLaVA-NeXT, as
+    transformers' select_best_resolution, get_anyres_image_grid_shape, unpad_image and
+    LlavaNextModel.pack_image_features compute them: the pinpoint with the largest effective
+    resolution (then the least waste); its tiles plus the base image go through the tower; the
+    tiles' feature grid is cropped to the image's aspect ratio, one newline token a row, and
+    the base image's patches come first."""
+    best, best_eff, best_waste = v.pinpoints[0], -1, 0
+    for ph, pw in v.pinpoints:
+        scale = min(pw / width_px, ph / height_px)
+        eff = min(int(width_px * scale) * int(height_px * scale), width_px * height_px)
+        waste = ph * pw - eff
+        if eff > best_eff or (eff == best_eff and waste < best_waste):
+            best, best_eff, best_waste = (ph, pw), eff, waste
+    rows_t, cols_t = best[0] // v.image_size, best[1] // v.image_size
+    side = v.patches_per_side
+    rows, cols = rows_t * side, cols_t * side
+    if width_px / height_px > cols / rows:
+        new = int(round(height_px * (cols / width_px), 7))
+        rows -= 2 * ((rows - new) // 2)
+    else:
+        new = int(round(width_px * (rows / height_px), 7))
+        cols -= 2 * ((cols - new) // 2)
+    return rows_t * cols_t + 1, rows * (cols + 1) + v.tokens
+
+
 # Parameters ---------------------------------------------------------------------------------
 def vit_layer_params(v: ViTTower) -> int:
     """One encoder layer: q, k, v, o with biases (4 (d^2 + d)), two LayerNorms (4d), fc1 and fc2
@@ -234,9 +278,10 @@ def vit_projector_params(v: ViTTower) -> int:
     h = v.text_hidden
     if v.model_type == "llama4":
         return v.intermediate_size * v.adapter_in + v.adapter_out ** 2 + v.vision_output_dim * h
-    if v.model_type == "llava":
+    if v.model_type in ("llava", "llava_next"):
         b = 1 if v.projector_bias else 0
-        return v.projector_in * h + h * h + 2 * b * h
+        newline = h if v.model_type == "llava_next" else 0  # image_newline
+        return v.projector_in * h + h * h + 2 * b * h + newline
     return v.hidden_size + v.hidden_size * h
 
 
@@ -259,7 +304,7 @@ def vit_linear_params(v: ViTTower) -> int:
     fc1, fc2, the head's out_proj and MLP, LLaVA's projector (Gemma 3's is a bare matrix)."""
     d, f, h = v.hidden_size, v.intermediate_size, v.text_hidden
     head = (d * d + 2 * d * f) if v.use_head else 0
-    proj = v.projector_in * h + h * h if v.model_type == "llava" else 0
+    proj = v.projector_in * h + h * h if v.model_type in ("llava", "llava_next") else 0
     if v.model_type == "llama4":
         proj = vit_projector_params(v) + v.in_channels * v.patch_size ** 2 * d
     return v.depth * (4 * d * d + 2 * d * f) + head + proj
@@ -285,7 +330,7 @@ def vit_forward_flops(v: ViTTower, tiles: int = 1) -> tuple[float, float]:
         matmul += 2.0 * (d * d + 2 * n * d * d + d * d + 2 * d * f)
         attention += 4.0 * n * d
     t = v.tokens
-    if v.model_type == "llava":
+    if v.model_type in ("llava", "llava_next"):
         matmul += 2.0 * t * (v.projector_in * h + h * h)
     elif v.model_type == "llama4":
         matmul += 2.0 * t * (f * v.adapter_in + v.adapter_out ** 2 + v.vision_output_dim * h)
@@ -320,7 +365,7 @@ def vit_activation_bytes(v: ViTTower, activation_bytes: int, tiles: int = 1) -> 
         total += n * (a * d + 8)
     if v.model_type == "gemma3":
         total += n * (2 * a * d + 8) + v.tokens * (8 * d + a * d)
-    elif v.model_type == "llava":
+    elif v.model_type in ("llava", "llava_next"):
         total += v.tokens * a * (v.projector_in + 2 * v.text_hidden)
     else:  # llama4: the post-LayerNorm's input; adapter and projector inputs, GELUs' inputs
         total += n * (a * d + 8) + v.tokens * a * (
