@@ -206,6 +206,10 @@ class Training(_ReadsModel):
         if (self.image_pixels is None) == (self.image_tokens is None):
             raise FieldError(("image_pixels", "image_tokens"), "give the size of each image: "
                              "its pixels (e.g. 480000) or its tokens, one of the two.")
+        if self.image_max_pixels is not None and self.arch.model_type != "qwen2_5_vl":
+            raise FieldError("image_max_pixels", f"{self.arch.name}'s processor resizes images "
+                             "to its own fixed size or tiles (estimate/vit.py); max_pixels is "
+                             "Qwen2.5-VL's.")
         if self.train_vision and self.method != "full":
             raise FieldError(("train_vision", "method"), f"a trained vision tower is modelled "
                              f"for full fine-tuning only; with {self.method} it stays frozen.")
