@@ -348,7 +348,7 @@ def image_size_note(v: VisionTower | ViTTower, grid: ImageGrid, pixels: int, max
                 f"resolution, {tiles} x {v.patches} patches through the tower; the tiles' "
                 f"features unpadded, a newline token a row: {grid.tokens} tokens")
     if isinstance(v, ViTTower):
-        rule = (f"{grid.patches:,} patches pooled {v.pool} x {v.pool} (mm_tokens_per_image)"
+        rule = (f"pooled {v.pool} x {v.pool} (mm_tokens_per_image)"
                 if v.model_type == "gemma3" else
                 f"one token per patch{' plus the class token' if v.class_token_out else ''}")
         return (f"{pixels:,} pixels each, resized by the {v.model_type} processor to "
