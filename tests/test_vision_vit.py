@@ -84,8 +84,8 @@ def test_published_totals() -> None:
     embedding and head), CLIP ViT-L/14-336 (303,507,456: patch conv 3 x 14^2 x 1024 = 602,112,
     577 positions x 1024 = 590,848, class token and pre-LayerNorm 3 x 1024, 24 layers of
     4 (1024^2 + 1024) + 4 x 1024 + 2 x 1024 x 4096 + 4096 + 1024 = 12,596,224, post-LayerNorm
-    2,048) and the projector 1024 x 4096 + 4096^2 + 2 x 4096 = 20,979,712. Gemma 3 4B: the
-    4,300,079,472 of its model card's safetensors."""
+    2,048) and the projector 1024 x 4096 + 4096^2 + 2 x 4096 = 20,979,712. Gemma 3 4B:
+    4,300,079,472 (the Hub page says 4.3B; transformers builds the same from this config)."""
     llava = count_params(from_hf_config(LLAVA_15_7B, "llava"))
     tower = 602_112 + 590_848 + 3 * 1024 + 24 * 12_596_224 + 2048
     assert tower == 303_507_456
