@@ -297,3 +297,15 @@ def test_cli_bad_input_exits_2_with_the_reason(model_file, args, says):
     assert r.exit_code == 2, r.output
     assert says in " ".join(r.output.split())
     assert "Traceback" not in r.output
+
+
+def test_the_public_api_traces_a_users_module_as_the_cli_does():
+    """`from gpuhours import trace_module`, as a notebook user calls it: the Stack's 3,072
+    weights (2,560 trainable) on a T4, and the same largest batch as the library function."""
+    import gpuhours
+
+    assert "trace_module" in gpuhours.__all__
+    result = gpuhours.trace_module(Stack, ["x=float32[B,16]"], "t4", max_batch=64)
+    assert (result.total_params, result.trainable_params) == (3072, 2560)
+    assert result.gpu == "t4" and result.largest_batch == 64
+    assert result.largest_batch == trace(Stack, ["x=float32[B,16]"], max_batch=64).largest_batch

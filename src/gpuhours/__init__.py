@@ -5,7 +5,8 @@
                           Hardware(gpu="a100-80gb"), tokens=1e9)
 
 The analytic path (estimate_training, fit_training, estimate_generation, plan_budget) never
-imports torch; trace_training needs the `bench` extra. See gpuhours.api for each function.
+imports torch; trace_training and trace_module (your own nn.Module on a GPU you lack) need the
+`bench` extra. See gpuhours.api for each function.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "gpu_spec",
     "open_ledger",
     "plan_budget",
+    "trace_module",
     "trace_training",
 ]
 
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         gpu_spec,
         open_ledger,
         plan_budget,
+        trace_module,
         trace_training,
     )
     from gpuhours.errors import FieldError, InputError

@@ -14,6 +14,7 @@ setup fields at fault). `estimate_training`, `fit_training`, `estimate_generatio
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from gpuhours.estimate.fit import FitResult
     from gpuhours.estimate.generation import GenerationEstimate
     from gpuhours.plan.results import Budget
+    from gpuhours.trace.module_result import ModuleTraceResult
     from gpuhours.trace.result import TraceResult
     from gpuhours.track.ledger import Ledger
 
@@ -127,6 +129,18 @@ def trace_training(training: Training, *, steps: int = 2,
 
     spec = catalog_gpu(device, field="device_profile") if device else None
     return _trace(TraceSetup(training=training, steps=steps), spec)
+
+
+def trace_module(factory: Callable[[], Any], inputs: Sequence[str], gpu: str, *,
+                 precision: str = "fp32", **options: Any) -> ModuleTraceResult:
+    """Your own `nn.Module` (`factory()` builds it) traced on fake tensors for a GPU you do not
+    have, as `gpuhours trace --module` does: memory by part as the batch grows, the largest
+    batch that fits `gpu` (a catalog name), FLOPs and bytes per module and a roofline step time
+    per module. `inputs`: one 'name=dtype[B,...]' per model input, B the batch (needs the
+    `bench` extra)."""
+    from gpuhours.trace import trace_module as _trace
+
+    return _trace(factory, inputs, gpu, precision, **options)
 
 
 def open_ledger(path: str | Path | None = None) -> Ledger | None:
