@@ -10,11 +10,11 @@ import pytest
 from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.generation import (
     decode_bandwidth_efficiency,
     estimate_generation,
     experts_touched,
-    routed_expert_params,
     weight_bytes_read_per_step,
 )
 from gpuhours.setup import Generation

@@ -181,11 +181,12 @@ _PARAM_OF_FIELD = {
 
 
 def _network(ctx: typer.Context, node: str | None, spec: Any, gpus_per_node: int,
-             inter_node_gb_per_s: float) -> tuple[int, float]:
-    """(GPUs per node, network GB/s per GPU one way): the catalog node type's when --node is
-    given (then neither figure may be given beside it), the options' otherwise."""
+             inter_node_gb_per_s: float) -> tuple[int, float, list[str]]:
+    """(GPUs per node, network GB/s per GPU one way, the node's line for the assumptions): the
+    catalog node type's when --node is given (then neither figure may be given beside it), the
+    options' otherwise (no line)."""
     if node is None:
-        return gpus_per_node, inter_node_gb_per_s
+        return gpus_per_node, inter_node_gb_per_s, []
     from gpuhours.catalog import node_for_gpu
 
     both = [name for name in ("gpus_per_node", "inter_node_gb_per_s_one_way")
@@ -193,19 +194,10 @@ def _network(ctx: typer.Context, node: str | None, spec: Any, gpus_per_node: int
     if both:
         raise FieldError(("node", both[0]), f"--node {node} sets it; give one or the other.")
     n = node_for_gpu(node, spec.name)
-    return n.gpus_per_node, n.inter_node_gb_per_s_one_way
-
-
-def _network_note(node: str | None) -> list[str]:
-    """The node type's network as an assumption line of the estimate (none without --node)."""
-    if node is None:
-        return []
-    from gpuhours import catalog
-
-    n = catalog.node(node)
-    return [f"network: {n.name}, {n.gpus_per_node} GPUs per node, {n.within_node}; "
+    line = (f"network: {n.name}, {n.gpus_per_node} GPUs per node, {n.within_node}; "
             f"{n.network} = {n.inter_node_gb_per_s_one_way:g} GB/s per GPU one way between "
-            f"nodes ({n.source})"]
+            f"nodes ({n.source})")
+    return n.gpus_per_node, n.inter_node_gb_per_s_one_way, [line]
 
 
 def _given(ctx: typer.Context, fill: dict[str, Any]) -> dict[str, Any]:
@@ -342,7 +334,7 @@ def estimate(
         spec = gpu_spec(gpu, book)
     else:
         spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
-    gpus_per_node, inter_node_gb_per_s_one_way = _network(
+    gpus_per_node, inter_node_gb_per_s_one_way, network = _network(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
@@ -374,8 +366,8 @@ def estimate(
             batch = t.micro_batch
     if notes:
         e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
-    if node is not None:
-        e = e.model_copy(update={"assumptions": [*e.assumptions, *_network_note(node)]})
+    if network:
+        e = e.model_copy(update={"assumptions": [*e.assumptions, *network]})
     moved = None
     if transfer_from is not None:
         from gpuhours.track.transfer import transfer_measurement
@@ -500,7 +492,7 @@ def fit(
     t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
                   virtual_stages=virtual_stages)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
-    gpus_per_node, inter_node_gb_per_s_one_way = _network(
+    gpus_per_node, inter_node_gb_per_s_one_way, _ = _network(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)

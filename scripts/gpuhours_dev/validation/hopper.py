@@ -24,7 +24,7 @@ from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import estimate_training
-from gpuhours.estimate.parallel import NODE_NETWORK_GB_PER_S_ONE_WAY
+from gpuhours.estimate.parallel import reference_node
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
 
@@ -126,12 +126,14 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
     optimizer (ZeRO-1 over the data-parallel ranks: their recipes' default); NeMo Automodel's
     FSDP=N is FSDP2 over N ranks (ZeRO-3). Gradient accumulation is the global batch over
     micro-batch x data-parallel ranks when the row does not state GA. DGX-H100 nodes: 8 GPUs,
-    400 Gb/s NDR per GPU (parallel.NODE_NETWORK_GB_PER_S_ONE_WAY). Checkpointing is not stated
+    400 Gb/s NDR per GPU (catalog node dgx-h100). Checkpointing is not stated
     by these tables: off. NeMo Automodel's LoRA rank and targets are not stated: rank 8 on every
     linear layer (the rank moves the estimate by under 1%). Attention: `fused_attention`.
     """
     gpu = catalog.gpu("h100-sxm")
-    net = NODE_NETWORK_GB_PER_S_ONE_WAY["hopper"][0]
+    node = reference_node("hopper")
+    assert node is not None
+    net = node.inter_node_gb_per_s_one_way
     out = []
     for r in rows:
         label = (f"{r['model']} {r['precision'] or '?'} seq {r['seq_len']} x{r['n_gpus'] or '?'}"

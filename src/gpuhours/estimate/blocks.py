@@ -27,6 +27,17 @@ def _ffn(d: int, ffn: int, gated: bool, bias: bool) -> int:
     return (3 if gated else 2) * d * ffn + (((2 * ffn if gated else ffn) + d) if bias else 0)
 
 
+def routed_expert_params(arch: ModelArch) -> int:
+    """Weights (and biases, where the experts have them: gpt-oss, or an MLP with biases) of the
+    routed experts of every MoE layer; 0 for a dense model. Routers, shared experts and dense
+    layers are not in it: every token goes through those."""
+    if not arch.is_moe:
+        return 0
+    bias = arch.mlp_bias or arch.expert_bias
+    per_expert = _ffn(arch.hidden_size, arch.moe_intermediate_size, arch.gated_mlp, bias)
+    return arch.moe_layers * arch.num_experts * per_expert
+
+
 def _norm(arch: ModelArch) -> int:
     return 2 * arch.hidden_size if arch.norm_bias else arch.hidden_size
 

@@ -15,8 +15,13 @@ from gpuhours.estimate import offload as OF
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
-from gpuhours.estimate.parallel import NODE_NETWORK_GB_PER_S_ONE_WAY
-from gpuhours.estimate.timing import StepTime, peak_flops, training_step_time
+from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node
+from gpuhours.estimate.timing import (
+    StepTime,
+    attention_assumption,
+    peak_flops,
+    training_step_time,
+)
 from gpuhours.setup import Hardware, Training
 
 
@@ -362,15 +367,15 @@ def estimate_training(
                         f"init or accelerate's fsdp_cpu_ram_efficient_loading, DeepSpeed "
                         f"zero.Init): a framework that loads it onto every GPU first runs out "
                         f"of memory before the first step.")
-    reference_net = NODE_NETWORK_GB_PER_S_ONE_WAY.get(hw.gpu.generation)
-    if (hw.num_nodes > 1 and reference_net is not None
-            and hw.inter_node_gb_per_s_one_way < reference_net[0]):
+    node = reference_node(hw.gpu.generation) if hw.num_nodes > 1 else None
+    if node is not None and hw.inter_node_gb_per_s_one_way < node.inter_node_gb_per_s_one_way:
         # the default network is a DGX A100's; a newer node usually has more
-        gb, node, source = reference_net
         warnings.append(f"the network between nodes is taken as "
-                        f"{hw.inter_node_gb_per_s_one_way:g} GB/s per GPU one way; a {node} has "
-                        f"{gb:g} ({source}): give your cluster's (--inter-node-gb-per-s, a "
-                        f"plan's hardware.inter_node_gb_per_s_one_way).")
+                        f"{hw.inter_node_gb_per_s_one_way:g} GB/s per GPU one way; a "
+                        f"{REFERENCE_NODE[hw.gpu.generation]} has "
+                        f"{node.inter_node_gb_per_s_one_way:g} ({node.network}; "
+                        f"{node.source}): give your cluster's (--node, --inter-node-gb-per-s, a "
+                        f"plan's hardware.node or inter_node_gb_per_s_one_way).")
     if not mem.total_bytes <= hw.gpu.memory_bytes:
         warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
@@ -382,10 +387,9 @@ def estimate_training(
     ]
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
-    attention_table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if t.fused_attention
-                       else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
-    if hw.gpu.generation in attention_table:
-        used.append(attention_table[hw.gpu.generation])
+    attention = attention_assumption(hw.gpu.generation, t.fused_attention)
+    if attention is not None:
+        used.append(attention)
     if t.precision == "fp8-mixed":
         used += [A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation],
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]

@@ -33,6 +33,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
 from gpuhours.estimate.params import count_params
@@ -89,16 +90,6 @@ def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float
     p = count_params(arch)
     skipped = 0 if arch.tie_embeddings else p.embedding
     return (p.total - skipped) * bytes_per_param
-
-
-def routed_expert_params(arch: ModelArch) -> int:
-    """Weights of the routed experts of every MoE layer (0 for a dense model): gate, up and
-    down of each expert (up and down without a gated MLP), d x moe_intermediate_size each.
-    Routers, shared experts and the dense layers are read by every token and are not here."""
-    if not arch.is_moe:
-        return 0
-    per_expert = (3 if arch.gated_mlp else 2) * arch.hidden_size * arch.moe_intermediate_size
-    return arch.moe_layers * arch.num_experts * per_expert
 
 
 def experts_touched(arch: ModelArch, tokens: float) -> float:

@@ -28,23 +28,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuhours.catalog.schema import NodeSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.params import ParamCounts
 
-#: Network bandwidth per GPU between nodes, GB/s one way, of the common reference nodes: one
-#: NIC per GPU. DGX A100: 8 x ConnectX-6 200 Gb/s HDR InfiniBand (NVIDIA DGX A100 datasheet,
-#: 2020) = 25 GB/s; DGX H100 and DGX B200: 8 x ConnectX-7 400 Gb/s NDR (NVIDIA DGX H100 /
-#: DGX B200 datasheets, 2023/2024) = 50 GB/s. `Hardware.inter_node_gb_per_s_one_way` keeps its
-#: 25 GB/s default; these are the figures to give it for those nodes (`--inter-node-gb-per-s`).
-NODE_NETWORK_GB_PER_S_ONE_WAY: dict[str, tuple[float, str, str]] = {
-    "ampere": (25.0, "DGX A100", "ConnectX-6 200 Gb/s HDR InfiniBand per GPU, DGX A100 "
-                                 "datasheet"),
-    "hopper": (50.0, "DGX H100", "ConnectX-7 400 Gb/s NDR InfiniBand per GPU, DGX H100 "
-                                 "datasheet"),
-    "blackwell": (50.0, "DGX B200", "ConnectX-7 400 Gb/s NDR InfiniBand per GPU, DGX B200 "
-                                    "datasheet"),
-}
+#: The reference node of each GPU generation (catalog node types, each with its network per
+#: GPU from its datasheet: gpuhours catalog nodes). `Hardware.inter_node_gb_per_s_one_way`
+#: keeps its 25 GB/s default (a DGX A100's); a newer node's figure is the one to give it.
+REFERENCE_NODE = {"ampere": "DGX A100", "hopper": "DGX H100", "blackwell": "DGX B200"}
+
+
+def reference_node(generation: str) -> NodeSpec | None:
+    """The catalog node type a generation's GPUs usually come in (REFERENCE_NODE: an alias of
+    the catalog row), or None."""
+    from gpuhours import catalog
+
+    name = REFERENCE_NODE.get(generation)
+    return catalog.node(name) if name else None
 
 
 @dataclass(frozen=True)
@@ -115,15 +117,8 @@ def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalPara
     the first stage holds the embedding and the last the LM head (a tied head keeps a copy there,
     as Megatron-LM does); the larger stage is returned."""
     layers = arch.num_layers / lay.pp
-    expert_per_layer = 0.0
-    if arch.is_moe:
-        # each expert: 3 (gated) or 2 matrices of d x f, and their biases when the MLP has them
-        d, f = arch.hidden_size, arch.moe_intermediate_size
-        mats = 3 if arch.gated_mlp else 2
-        biases = ((mats - 1) * f + d) if (arch.mlp_bias or arch.expert_bias) else 0
-        expert_per_layer = arch.num_experts * (mats * d * f + biases)
-        # dense first layers (DeepSeek) have no experts: the mean over the layers
-        expert_per_layer *= arch.moe_layers / arch.num_layers
+    # the mean over the layers: dense first layers (DeepSeek) have no experts
+    expert_per_layer = routed_expert_params(arch) / arch.num_layers
     router = arch.hidden_size * arch.num_experts * arch.moe_layers / arch.num_layers
     split_mlp = counts.mlp_per_layer - expert_per_layer - router
     dense_layer = (counts.attention_per_layer + split_mlp) / lay.tp + router \

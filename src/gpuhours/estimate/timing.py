@@ -102,14 +102,20 @@ def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     return base * width
 
 
+def attention_assumption(generation: str, fused: bool) -> A.Assumption | None:
+    """The generation's own attention rate for the kernel (fused: cuDNN / FlashAttention-3;
+    else SDPA's FlashAttention-2), or None where assumptions.py has none."""
+    table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if fused
+             else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
+    return table.get(generation)
+
+
 def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False) -> float:
     """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
     generation's own figure for the kernel where assumptions.py has one (Hopper: fused, cuDNN or
     FlashAttention-3; else SDPA's FlashAttention-2), else a share of the GEMM efficiency
     (ATTENTION_EFFICIENCY_RATIO)."""
-    table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if fused
-             else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
-    own = table.get(gpu.generation)
+    own = attention_assumption(gpu.generation, fused)
     if own is not None:
         return own.value
     return gemm_efficiency(gpu, hidden_size) * A.ATTENTION_EFFICIENCY_RATIO.value
