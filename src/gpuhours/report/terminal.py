@@ -5,16 +5,18 @@ through `esc`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from gpuhours.estimate.estimator import TrainingEstimate
 from gpuhours.estimate.figures import Figure
-from gpuhours.estimate.fit import Candidate, FitResult
 from gpuhours.report.tables import Col, Notes, print_list, print_table
 from gpuhours.report.text import esc, print_price_flags
 from gpuhours.report.units import gib, pct, seconds, si, usd
+
+if TYPE_CHECKING:  # fit's module is loaded only by the commands that fit
+    from gpuhours.estimate.fit import Candidate, FitResult
 
 #: the columns of a table of quantities, each beside its basis
 _QUANTITY_COLS = (Col("quantity"), Col("value", "number", "right"), Col("basis", "basis"))
