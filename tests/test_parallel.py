@@ -154,7 +154,7 @@ def test_megatron_published_throughput_within_20_percent(hidden, layers, gpus, p
 @pytest.mark.parametrize(("args", "option"), [
     (["--tp", "3"], "--tp"),                           # 32 heads
     (["--gpus", "12", "--tp", "8"], "--tp/--pp/--cp"),  # 8 does not divide 12 GPUs
-    (["--pp", "5"], "--pp/--virtual-stages"),          # 32 layers
+    (["--gpus", "40", "--pp", "40"], "--pp"),          # 32 layers: a stage without one
     (["--ep", "2"], "--ep"),                            # a dense model
     (["--cp", "3"], "--cp"),                            # sequence 2048
     (["--pp", "2", "--virtual-stages", "3"], "--pp/--virtual-stages"),

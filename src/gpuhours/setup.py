@@ -328,7 +328,11 @@ def _check_layout(t: Training) -> None:
     if t.virtual_stages > 1 and t.pp == 1:
         raise FieldError("virtual_stages", "virtual stages interleave a pipeline: they need "
                                            "pipeline stages (pp) above 1.")
-    if arch.num_layers % (t.pp * t.virtual_stages):
+    if t.pp > arch.num_layers:
+        raise FieldError("pp", f"{arch.name} has {arch.num_layers} layers: {t.pp} pipeline "
+                               f"stages would leave stages without a layer.")
+    if t.virtual_stages > 1 and arch.num_layers % (t.pp * t.virtual_stages):
+        # uneven stages (estimate/parallel.py stage_layers) are modelled for plain 1F1B only
         raise FieldError(("pp", "virtual_stages"), f"{arch.name} has {arch.num_layers} layers; "
                          f"pp {t.pp} x virtual stages {t.virtual_stages} must divide them.")
     if t.virtual_stages > 1 and t.grad_accum % t.pp:

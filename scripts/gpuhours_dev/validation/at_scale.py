@@ -326,12 +326,6 @@ MISS_REASONS = {
         "model must be split; the chooser's tensor parallelism runs its all-reduces over the "
         "H800's NVLink (400 GB/s both ways, under half the H100's), taken as exposed "
         "(assumptions.MODEL_PARALLEL_COMM_OVERLAP), where DeepSeek's HAI-LLM overlaps them.",
-    "DeepSeek-V3": "Over-predicted: DeepSeek-V3 has 61 layers, which no pipeline size above 1 "
-                   "divides, so the chooser cannot take the report's layout (16 pipeline "
-                   "stages, expert parallelism 64, ZeRO-1; the stages are uneven in the real "
-                   "run) and falls back to ZeRO-3 with the expert all-to-all across nodes; that "
-                   "all-to-all is taken as exposed (assumptions.MODEL_PARALLEL_COMM_OVERLAP), "
-                   "while the report's DualPipe schedule hides it behind compute.",
 }
 
 

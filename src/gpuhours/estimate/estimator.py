@@ -15,7 +15,7 @@ from gpuhours.estimate import offload as OF
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
-from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node
+from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
@@ -317,7 +317,9 @@ def estimate_training(
         breakdown["pipeline_bubble_s"] = formula(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
             f"pp {t.pp}, v {t.virtual_stages}, m {t.grad_accum} micro-batches (Narayanan et al. "
-            f"2021)")
+            f"2021){stages_text(arch, t.pp)}"
+            + ("; the slowest stage (the LM head and loss on the last) sets the step time, the "
+               "fullest the memory per GPU" if stages_text(arch, t.pp) else ""))
         for c in st.collectives[:-1]:  # the last, data-parallel, is communication_s above
             key = c.name.replace("-", "_").replace(" ", "_")
             breakdown[f"{key}_s"] = formula(c.seconds, "s", f"estimate/parallel.py: {c.name} "

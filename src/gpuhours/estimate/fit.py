@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.parallel import stages_text
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
@@ -147,7 +149,8 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     parallelism in powers of two within a node (dividing the heads), pipeline stages dividing
     the layers, context parallelism for sequences of 16K tokens and more, expert parallelism
     in powers of two dividing the experts; each product dividing the GPUs (parallel.layout_of).
-    Plain 1F1B (virtual stages 1)."""
+    Pipeline stages need not divide the layers (uneven stages, parallel.stage_layers). Plain
+    1F1B (virtual stages 1)."""
     given = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep,
              "virtual_stages": t.virtual_stages}
     if t.method != "full" or hw.num_gpus == 1:
@@ -155,7 +158,9 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     arch, n = t.arch, hw.num_gpus
     powers = [2 ** k for k in range(12)]
     tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and arch.num_heads % x == 0]
-    pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if arch.num_layers % x == 0]
+    # any stage count up to one layer a stage: uneven stages (parallel.stage_layers) are
+    # Megatron-Core's --decoder-first/last-pipeline-num-layers
+    pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if n % x == 0]
     cps = [x for x in powers if x <= 8] if t.seq_len >= 16384 else [1]
     eps = [x for x in powers if arch.is_moe and arch.num_experts % x == 0 and x <= 64] or [1]
     out = []
@@ -172,8 +177,10 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     return out
 
 
-def _layout_label(c: Candidate) -> str:
+def _layout_label(c: Candidate, arch: ModelArch | None = None) -> str:
     parts = [f"{k} {getattr(c, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(c, k) > 1]
+    if arch is not None and c.pp > 1:
+        parts[[p.startswith("pp ") for p in parts].index(True)] += stages_text(arch, c.pp)
     return ", ".join(parts + [f"data parallel {c.data_parallel}"]) if parts else ""
 
 
@@ -273,7 +280,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                         fastest = c
     if fastest is not None and _layout_label(fastest):
         fastest = fastest.model_copy(update={"change": f"{fastest.change}, "
-                                                       f"{_layout_label(fastest)}"})
+                                                       f"{_layout_label(fastest, t.arch)}"})
 
     alternatives: list[Candidate] = []
     if largest is None:
@@ -407,7 +414,7 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                                   "zero_stage": best.zero_stage,
                                   "grad_accum": t.grad_accum if keep_accum else best.grad_accum,
                                   "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep})
-    layout = _layout_label(best)
+    layout = _layout_label(best, t.arch)
     layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
               if layout else f", accumulation {chosen.grad_accum}")
     batch = ""

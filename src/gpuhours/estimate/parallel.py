@@ -20,12 +20,17 @@ Sources:
   chunk around the ring of cp ranks, overlapped with the block computation.
 - Lepikhin et al. 2020 (GShard) / Megatron-Core MoE: two all-to-alls per MoE layer forward
   (dispatch, combine) and two in backward.
+- Megatron-Core's uneven pipeline split (`--decoder-first-pipeline-num-layers`,
+  `--decoder-last-pipeline-num-layers`, `--account-for-embedding-in-pipeline-split`,
+  `--account-for-loss-in-pipeline-split`): a pipeline size that does not divide the layers, the
+  embedding on the first stage and the LM head and loss on the last (stage_layers).
 Ring collectives move (n - 1)/n of the buffer per GPU for an all-gather or a reduce-scatter and
 twice that for an all-reduce (the bus-bandwidth convention of nccl-tests).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuhours.catalog.schema import NodeSpec
@@ -60,6 +65,9 @@ class Layout:
     ep: int = 1
     virtual_stages: int = 1
     dp: int = 1
+    #: decoder layers of each pipeline stage (stage_layers); () when not worked out (the
+    #: layers taken as split evenly)
+    stages: tuple[int, ...] = ()
 
     @property
     def model_parallel(self) -> int:
@@ -79,9 +87,11 @@ class Layout:
         return " ".join(parts + [f"dp{self.dp}"])
 
 
-def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus: int) -> Layout:
+def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus: int,
+              arch: ModelArch | None = None) -> Layout:
     """The layout of `num_gpus`, checked: tp x pp x cp divides the GPUs, ep divides the ranks
-    of a stage (tp x cp x dp). Errors name the options (`--tp`, `--pp`, `--cp`, `--ep`)."""
+    of a stage (tp x cp x dp). Errors name the options (`--tp`, `--pp`, `--cp`, `--ep`). With
+    `arch`, the layers of each pipeline stage (stage_layers)."""
     mp = tp * pp * cp
     if num_gpus % mp:
         raise FieldError(("tp", "pp", "cp"), f"tp {tp} x pp {pp} x cp {cp} = {mp} GPUs per model "
@@ -91,7 +101,79 @@ def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus:
     if (tp * cp * dp) % ep:
         raise FieldError("ep", f"expert parallelism {ep} must divide the {tp * cp * dp} GPUs of "
                          f"a pipeline stage (tp x cp x dp = {tp} x {cp} x {dp}).")
-    return Layout(tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages, dp=dp)
+    stages = stage_layers(arch, pp) if arch is not None and pp > 1 else ()
+    return Layout(tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages, dp=dp,
+                  stages=stages)
+
+
+def head_layer_equivalents(arch: ModelArch) -> float:
+    """The LM head's matmul in units of one decoder layer's matmuls: its weights over the mean
+    weights a token goes through in a layer (attention, dense MLP or shared and k of the
+    routed experts). Compute per token is 6 x weights for both (Kaplan et al. 2020), so this
+    is the head's share of the last stage's time in layers; attention's s-dependent FLOPs are
+    left out (they make a layer heavier, the head lighter)."""
+    from gpuhours.estimate.params import count_params
+
+    counts = count_params(arch)
+    routed = routed_expert_params(arch)
+    active_routed = routed * arch.experts_per_token / arch.num_experts if arch.is_moe else 0.0
+    per_layer = (counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
+                 - (routed - active_routed) / arch.num_layers)
+    return counts.lm_head_matmul / per_layer if per_layer else 0.0
+
+
+def stage_layers(arch: ModelArch, pp: int) -> tuple[int, ...]:
+    """Decoder layers of each of `pp` pipeline stages, first to last.
+
+    A pp that divides the layers: L/pp each (Megatron-LM's default split). Otherwise each stage
+    starts at ceil(L/pp) and the stage with the most work, counting the LM head and loss on the
+    last stage (head_layer_equivalents; the embedding lookup on the first is a gather, no
+    matmul), gives up a layer until the layers add up; on a tie the earlier stage gives (it
+    holds more micro-batches' activations in flight); no stage goes below one layer. Megatron-
+    Core runs any such split with `--pipeline-model-parallel-layout`, and with
+    `--decoder-first-pipeline-num-layers` / `--decoder-last-pipeline-num-layers` when the
+    middle stages are even (`--account-for-embedding-in-pipeline-split` /
+    `--account-for-loss-in-pipeline-split` count the embedding and the loss as a layer each).
+    The slowest stage sets the step time, the fullest the memory per GPU (timing.py,
+    memory.py).
+
+    DeepSeek-V3 (61 layers, its head 1.58 layers) on 16 stages: 3, 4 x 14, 2."""
+    n = arch.num_layers
+    if pp > n:
+        raise FieldError("pp", f"{arch.name} has {n} layers: {pp} pipeline stages would leave "
+                               f"stages without a layer.", "Choose at most one stage per layer.")
+    if n % pp == 0:
+        return (n // pp,) * pp
+    head = head_layer_equivalents(arch)
+    layers = [math.ceil(n / pp)] * pp
+    for _ in range(sum(layers) - n):
+        def load(i: int) -> tuple[float, int]:
+            return layers[i] + (head if i == pp - 1 else 0.0), -i
+        i = max((i for i in range(pp) if layers[i] > 1), key=load)
+        layers[i] -= 1
+    return tuple(layers)
+
+
+def stages_text(arch: ModelArch, pp: int) -> str:
+    """" (uneven stages of 3, 4 x 14, 2 layers)" when pp does not divide the layers, else
+    ""."""
+    if pp <= 1 or arch.num_layers % pp == 0:
+        return ""
+    runs: list[list[int]] = []
+    for x in stage_layers(arch, pp):
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    parts = [f"{x} x {k}" if k > 1 else str(x) for x, k in runs]
+    return f" (uneven stages of {', '.join(parts)} layers)"
+
+
+def stage_fractions(lay: Layout) -> tuple[float, ...]:
+    """Each stage's share of the decoder layers (lay.stages, else an even split)."""
+    if lay.stages:
+        return tuple(x / sum(lay.stages) for x in lay.stages)
+    return (1 / lay.pp,) * lay.pp
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -113,23 +195,31 @@ class LocalParams:
 def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalParams:
     """Parameters per GPU: each layer's attention and MLP weights / tp (column- and row-parallel
     linears; Narayanan et al. sec. 2.3), routed experts / ep, norms and the router replicated,
-    the embedding and LM head / tp (vocabulary-parallel), L / pp layers per stage. With pp > 1
-    the first stage holds the embedding and the last the LM head (a tied head keeps a copy there,
-    as Megatron-LM does); the larger stage is returned."""
-    layers = arch.num_layers / lay.pp
+    the embedding and LM head / tp (vocabulary-parallel), each stage's layers (stage_layers).
+    With pp > 1 the first stage holds the embedding and the last the LM head (a tied head keeps
+    a copy there, as Megatron-LM does); the largest stage is returned."""
     # the mean over the layers: dense first layers (DeepSeek) have no experts
     expert_per_layer = routed_expert_params(arch) / arch.num_layers
     router = arch.hidden_size * arch.num_experts * arch.moe_layers / arch.num_layers
     split_mlp = counts.mlp_per_layer - expert_per_layer - router
     dense_layer = (counts.attention_per_layer + split_mlp) / lay.tp + router \
         + counts.norms_per_layer
-    body = layers * dense_layer + counts.extra / lay.pp
-    head = counts.lm_head if counts.lm_head else counts.embedding  # tied: a copy on the last
     if lay.pp == 1:
         ends = (counts.embedding + counts.lm_head) / lay.tp + counts.final_norm
-    else:
-        ends = max(counts.embedding / lay.tp, head / lay.tp + counts.final_norm)
-    return LocalParams(dense=body + ends, expert=layers * expert_per_layer / lay.ep)
+        return LocalParams(dense=arch.num_layers * dense_layer + counts.extra + ends,
+                           expert=arch.num_layers * expert_per_layer / lay.ep)
+    head = counts.lm_head if counts.lm_head else counts.embedding  # tied: a copy on the last
+    if not lay.stages:
+        lay = Layout(tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep, dp=lay.dp,
+                     virtual_stages=lay.virtual_stages, stages=stage_layers(arch, lay.pp))
+    out = []
+    for i, share in enumerate(stage_fractions(lay)):
+        layers = share * arch.num_layers
+        end = (counts.embedding / lay.tp if i == 0 else 0.0) + (
+            head / lay.tp + counts.final_norm if i == lay.pp - 1 else 0.0)
+        out.append(LocalParams(dense=layers * dense_layer + counts.extra / lay.pp + end,
+                               expert=layers * expert_per_layer / lay.ep))
+    return max(out, key=lambda x: x.total)
 
 
 def zero_shards(lay: Layout, local: LocalParams) -> float:
@@ -144,19 +234,22 @@ def zero_shards(lay: Layout, local: LocalParams) -> float:
 
 
 def activation_micro_batches_in_flight(lay: Layout, micro_batches: int) -> tuple[float, float]:
-    """Activations held on the first and on the last pipeline stage, in units of one
-    micro-batch's activations of all L layers (before the tp and cp split).
+    """Activations held on the fullest stage before the last and on the last pipeline stage,
+    in units of one micro-batch's activations of all L layers (before the tp and cp split).
 
-    1F1B: the first stage holds min(m, p) micro-batches of L/p layers (Korthikanti et al. 2022,
-    sec. 4.2.3: p micro-batches, so L layers' worth); interleaved with v virtual stages: times
-    (1 + (p - 1)/(p v)). The last stage holds one micro-batch of its L/p layers."""
+    1F1B: stage i (from 0) holds min(m, p - i) micro-batches of its layers, so the first holds
+    min(m, p) of L/p (Korthikanti et al. 2022, sec. 4.2.3: p micro-batches, so L layers'
+    worth); interleaved with v virtual stages: times (1 + (p - 1)/(p v)). The last stage holds
+    one micro-batch of its layers. Uneven stages (lay.stages): the most any stage before the
+    last holds (the second stage when the first is a layer short)."""
     p, v, m = lay.pp, lay.virtual_stages, micro_batches
     if p == 1:
         return 1.0, 1.0
-    first = min(m, p) / p
+    shares = stage_fractions(lay)
+    first = max(min(m, p - i) * shares[i] for i in range(p - 1))
     if v > 1:
         first *= 1 + (p - 1) / (p * v)
-    return first, 1 / p
+    return first, shares[-1]
 
 
 # --- time -------------------------------------------------------------------------------------

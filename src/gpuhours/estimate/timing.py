@@ -227,22 +227,32 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             QLORA_BYTES_PER_PARAM + 4.0)
     layer_traffic += fp8_cast_traffic
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
-    lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus)
+    lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch)
+    stage_share = 1.0  # the slowest pipeline stage's share of the decoder layers
     if not lay.trivial:
-        # a GPU runs 1/(tp cp) of each of its L/pp layers; the LM head and the loss sit on the
-        # last stage, the slowest, whose pace the pipeline keeps (Narayanan et al. 2021)
-        mp, split = lay.model_parallel, lay.tp * lay.cp
+        # a GPU runs 1/(tp cp) of each of its stage's layers; the LM head and the loss sit on
+        # the last stage; the pipeline keeps the pace of the slowest stage (Narayanan et al.
+        # 2021): with uneven stages (parallel.stage_layers) a fuller middle stage may be it
+        split = lay.tp * lay.cp
         head_s = tokens * 6.0 * count_params(arch).lm_head_matmul / (peak * e_mm)
-        matmul_s = (matmul_s - head_s) / mp + head_s / split
-        attention_s /= mp
-        memory_bound_s = (layer_traffic + dequant_traffic) / mp / bw + logit_traffic / split / bw
+        layer_s = matmul_s - head_s + attention_s + (layer_traffic + dequant_traffic) / bw
+        ends_s = head_s + logit_traffic / bw
+        shares = P.stage_fractions(lay)
+        slowest = max(range(lay.pp), key=lambda i: (
+            shares[i] * layer_s + (ends_s if i == lay.pp - 1 else 0.0), i))
+        stage_share, last = shares[slowest], slowest == lay.pp - 1
+        matmul_s = ((matmul_s - head_s) * stage_share + (head_s if last else 0.0)) / split
+        attention_s *= stage_share / split
+        memory_bound_s = ((layer_traffic + dequant_traffic) * stage_share
+                          + (logit_traffic if last else 0.0)) / split / bw
     gpu_compute_s = matmul_s + attention_s + memory_bound_s
     if gpu.generation == "cpu":
         # on a CPU the operators run on the host itself: their dispatch is inside the measured
         # compute rate, not a second timeline beside it
         host_s = host_exposed_s = 0.0
     else:
-        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) / lay.pp
+        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
+            * stage_share
         p = A.HOST_GPU_OVERLAP_P.value
         combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
         host_exposed_s = combined - gpu_compute_s
@@ -256,7 +266,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     if lay.trivial:
         comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
     else:
-        collectives = layout_collectives(arch, t, hw, lay, attention_s)
+        collectives = layout_collectives(arch, t, hw, lay, attention_s,
+                                         stage_share * arch.num_layers)
         # tensor, context, expert and stage-to-stage traffic are inside each stage's time: the
         # bubble idles in proportion to all of it, (p - 1)/(v m) of the ideal step
         stage_s = compute_s + sum(c.exposed_s for c in collectives)
@@ -342,8 +353,10 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
 
 
 def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,
-                       attention_s: float) -> tuple[P.Collective, ...]:
-    """The model-parallel traffic of one optimizer step on one GPU, each on its link: tensor
+                       attention_s: float, stage_layers: float | None = None
+                       ) -> tuple[P.Collective, ...]:
+    """The model-parallel traffic of one optimizer step on one GPU of a stage of `stage_layers`
+    layers (the slowest; L/pp when not given), each on its link: tensor
     parallelism within tp consecutive GPUs, context parallelism within tp x cp, expert all-to-all
     within ep, stage-to-stage sends across the whole layout. Tensor, expert and stage traffic is
     on the critical path (assumptions.MODEL_PARALLEL_COMM_OVERLAP); ring attention's KV exchange
@@ -351,7 +364,8 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
     a = ACTIVATION_BYTES[t.precision]
     eff = A.COLLECTIVE_EFFICIENCY.value
     hidden_share = A.MODEL_PARALLEL_COMM_OVERLAP.value
-    m, layers, d = t.grad_accum, arch.num_layers / lay.pp, arch.hidden_size
+    m, d = t.grad_accum, arch.hidden_size
+    layers = arch.num_layers / lay.pp if stage_layers is None else stage_layers
     tokens = t.tokens_per_micro_batch / lay.cp  # the tokens of one GPU's sequence chunk
     out: list[P.Collective] = []
 
