@@ -82,6 +82,21 @@ def test_ppo_critic_and_epochs_add_their_passes(tmp_path):
     assert no_old["old_policy_log_probs_s"] == 0.0
 
 
+def test_rollout_batch_caps_each_wave(tmp_path):
+    free = run(tmp_path).details
+    # 32 x 8 = 256 sequences per step over 8 engines: 32 each; the cache holds them in one wave
+    assert (free["generation_batch_per_gpu"], free["rollout_waves"]) == (32, 1)
+    capped = run(tmp_path, rollout_batch=4).details
+    # 4 per generate call: 32 / 4 = 8 waves of 4, each costing at least a weight read per token
+    assert (capped["generation_batch_per_gpu"], capped["rollout_waves"]) == (4, 8)
+    assert capped["rollout_generation_s"] > 4 * free["rollout_generation_s"]
+    # the rest of the step does not move
+    assert capped["policy_update_s"] == pytest.approx(free["policy_update_s"])
+    with pytest.raises(InputError, match="rollout_batch") as caught:
+        run(tmp_path, rollout_batch=0)
+    assert "plan.yaml" in str(caught.value)
+
+
 @pytest.mark.parametrize(("phase", "field", "pattern"), [
     (dict(max_response_tokens=512), "max_response_tokens", "below the mean"),
     (dict(placement="dedicated"), "rollout_gpus", "rollout_gpus"),

@@ -27,8 +27,9 @@ def test_published_rl_steps_floor():
         measured = float(rl.rows()[c.row]["step_time_s"])
         results[c.row] = None if predicted is None else predicted / measured - 1
     errors = [e for e in results.values() if e is not None]
-    assert len(errors) == 16
-    assert sum(abs(e) <= 0.25 for e in errors) >= 7
+    assert len(errors) == 20
+    assert sum(abs(e) <= 0.25 for e in errors) >= 10
+    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
     # the rows whose source states the mean response (NeMo-RL): none off by 2x
     stated = [e for row, e in results.items()
               if e is not None and rl.rows()[row]["response_tokens_mean"]]
@@ -37,8 +38,18 @@ def test_published_rl_steps_floor():
     # the NeMo-RL Llama-3.1-8B H100 rows: a tail-led step, colocated and async; Qwen3-32B on
     # 32 H100s with Megatron's TP4 PP4
     assert abs(results[0]) < 0.10 and abs(results[1]) < 0.10 and abs(results[3]) < 0.10
-    # the 70B PPO row is expressed: ZeRO-3 with the optimizer offloaded, as its recipe ran it
-    assert results[32] is not None
+    # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
+    # (rollout_batch): 7B, 13B and the 70B on 16 GPUs with TP-2 engines
+    assert all(abs(results[row]) <= 0.25 for row in (27, 30, 32))
+    # DeepSpeed-Chat / OpenRLHF without Ray (HF generate at 2-8 sequences): within 2x
+    assert all(-0.5 < results[row] < 1.0 for row in (23, 24, 25, 28))
+
+
+def test_every_row_is_expressed_or_says_why_not():
+    cased = {c.row for c in rl.CASES}
+    assert not cased & set(rl.NOT_EXPRESSED)
+    assert cased | set(rl.NOT_EXPRESSED) == set(range(len(rl.rows())))
+    assert all(len(why) > 20 for why in rl.NOT_EXPRESSED.values())
 
 
 def test_the_doc_holds_the_current_table():

@@ -39,7 +39,20 @@ _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=102
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
               critic=True, placement="dedicated")
 _ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
-                  "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio)")
+                  "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio); "
+                  "the table's generation micro batch as the sequences per generate call")
+# DeepSpeed-Chat as the OpenRLHF benchmark ran it (benchmark/deepspeed-chat/llama_{7b,13b}.sh:
+# actor ZeRO-2, critic ZeRO-3, --offload (optimizer on the host), HF generate with the Hybrid
+# Engine disabled, per_device_generation_batch_size = the table's generation micro batch);
+# every model on all 8 GPUs in turn: colocated
+_DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
+               response_tokens=1024, max_response_tokens=1024, reference_model=True,
+               critic=True, engine="hf-generate")
+_DSCHAT_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
+                   "model = the actor's size; the actor's ZeRO-2 for every trained model (the "
+                   "script's critic is ZeRO-3); transformers 4.38's host cost per step as "
+                   "4.46's (the generation model's fit); no old-policy pass beyond the "
+                   "actor's own log-probs (counted)")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -119,18 +132,43 @@ CASES = [
     Case(11, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 64}, _VERL_7B_ASSUMED),
     Case(12, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 128}, _VERL_7B_ASSUMED),
     Case(16, "h20", _VERL_30B, {**_VERL_30B_SETTINGS, "gpus": 128}, _VERL_30B_ASSUMED),
-    Case(27, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
-                                                                    "model": "llama-2-7b"}},
+    Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
+                           "reward": {"kind": "model", "model": "llama-2-7b"}},
+         {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
+         _DSCHAT_ASSUMED),
+    Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4,
+                           "reward": {"kind": "model", "model": "llama-2-7b"}},
+         {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 4},
+         _DSCHAT_ASSUMED + "; the 7B script's settings with the row's micro batches 4 / 4"),
+    # OpenRLHF without Ray (train_ppo.py): every model on the 8 GPUs, HF generate per
+    # micro_rollout_batch_size prompts; its ZeRO stage and offload are not stated
+    Case(25, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
+                           "reward": {"kind": "model", "model": "llama-2-7b"}},
+         {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "micro_batch": 8, "grad_accum": 2},
+         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
+         "the actor's size; ZeRO-2 without offload (OpenRLHF's example scripts of the time; "
+         "not stated for the row); transformers 4.38's host cost per step as 4.46's"),
+    Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
+                           "reward": {"kind": "model", "model": "llama-2-13b"}},
+         {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8},
+         _DSCHAT_ASSUMED),
+    Case(27, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 16,
+                           "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3}, _ORLHF_ASSUMED),
-    Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "reward": {"kind": "model",
-                                                                    "model": "llama-2-13b"}},
+    Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 8,
+                           "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3}, _ORLHF_ASSUMED),
     # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
     # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
     # 2 vLLM engines of tensor parallel 2; --zero_stage 3 --adam_offload --gradient_checkpointing)
     Case(32, "a800-80gb", {**_ORLHF, "rollout_gpus": 4, "rollout_tensor_parallel": 2,
+                           "rollout_batch": 4,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 3},
@@ -141,6 +179,41 @@ CASES = [
          "accumulation 3 (train_batch_size 128 over 12 training GPUs: about its 8 optimizer "
          "steps per rollout batch)"),
 ]
+
+# Rows left out, each with why: what the source does not state, or what the rl phase cannot
+# express (0-based rows of rl_steps.csv)
+_VERL_ASYNC_WHY = ("verl's fully-async mode (partial rollouts, staleness 0.5, 4 mini-batches per "
+                   "sync): its 'step' is the trainer's, fed by a stream of rollouts, not a "
+                   "synchronous step; and the mean response is not stated")
+_README_WHY = ("the README gives no model family, prompt or response lengths, micro-batches or "
+               "GPU split between roles")
+NOT_EXPRESSED: dict[int, str] = {
+    2: "FP8 training (Megatron fp8) and FP8 vLLM generation (deep_gemm): the rl phase's "
+       "rollouts are costed at bf16 matmuls and weights",
+    13: _VERL_ASYNC_WHY, 14: _VERL_ASYNC_WHY, 15: _VERL_ASYNC_WHY, 17: _VERL_ASYNC_WHY,
+    18: "Qwen2.5-VL on Geometry3k: the image sizes (vision tokens per prompt) and the mean "
+        "response are not stated; EasyR1 offloads the actor's weights and optimizer to the "
+        "host between phases, which `offload` (a per-step CPU optimizer) does not model",
+    19: "as row 20 (Qwen2.5-VL-7B: image tokens and mean response not stated; "
+        "phase-wise offload)",
+    20: "as row 20 (Qwen2.5-VL-7B: image tokens and mean response not stated; "
+        "phase-wise offload)",
+    21: "as row 20, and the L20 48GB is not in the GPU catalog",
+    22: "as row 20, and Qwen2.5-VL-32B is not in the catalog",
+    26: "OpenRLHF with Ray, no vLLM (1:1:4:2): the actor generates with HF generate on its own "
+        "GPUs while the critic, reference and reward run on others, and the table does not say "
+        "which role has which GPUs; the rl phase places rollouts on all GPUs or on a set of "
+        "their own",
+    29: "as row 28 (OpenRLHF with Ray, no vLLM: role order not stated)",
+    31: "'Llama-2-34B' as the table names it: no Llama-2 34B was released (the 34B of that "
+        "family is Code Llama's), so the model's shape is not known",
+    33: _README_WHY, 34: _README_WHY, 35: _README_WHY, 36: _README_WHY,
+    37: "DeepSpeed-Chat's Hybrid Engine (inference kernels inside the training engine) and "
+        "the prompt and response lengths are not stated",
+    38: "an unnamed 13B model; prompts per step, completion length, KL and reward not stated",
+    39: "Qwen3.5-9B (gated-delta-net linear attention, multimodal) is not in the catalog; "
+        "image sizes and the mean response not stated",
+}
 
 
 def rows() -> list[dict[str, str]]:
@@ -196,6 +269,11 @@ def report() -> str:
         lines.append(f"Of the {len(stated)} rows whose source states the mean response: "
                      f"{sum(abs(e) <= 0.25 for e in stated)} within 25%, "
                      f"{sum(e < -0.5 or e > 1.0 for e in stated)} off by more than 2x.")
+    lines.append("\nNot expressed, with why:\n")
+    for row, why in sorted(NOT_EXPRESSED.items()):
+        r = data[row]
+        lines.append(f"- row {row + 2} ({r['framework'][:40]}, {r['model'][:40]}, "
+                     f"{r['n_gpus']} x {r['gpu'][:14]}): {why}")
     return "\n".join(lines)
 
 

@@ -391,11 +391,13 @@ DECODE_KV_PASSES: dict[str, Assumption] = {
                "paged attention reads each cached K and V once"),
     "sglang": _a("decode_kv_passes.sglang", 1.0, "reads of the KV cache per step",
                  "FlashInfer's paged decode attention reads each cached K and V once"),
-    "hf-generate": _a("decode_kv_passes.hf-generate", 32.0, "reads of the KV cache per step",
+    "hf-generate": _a("decode_kv_passes.hf-generate", 32.0 / 7,
+                      "reads of the KV cache per step, per query head sharing a KV head",
                       "fitted to generation.csv tune rows 11 and 13 (least squares with the "
-                      "per-layer cost); plausible parts: DynamicCache cat and flash-attn "
-                      "unpadding copies (~4), each of 7 q heads reading its shared KV head "
-                      "(Qwen2.5-7B GQA), and 28 thread blocks on 108 SMs"),
+                      "per-layer cost: 32 passes for Qwen2.5-7B, whose 28 query heads share 4 "
+                      "KV heads, so 32/7 per query head of a group): transformers' repeat_kv "
+                      "writes and attention reads one copy of the cache per query head, "
+                      "DynamicCache's cat copies it again"),
 }
 
 #: Decode reads each layer's weights with skinny GEMMs whose bandwidth falls for narrow models

@@ -300,6 +300,10 @@ class _Step:
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
         passes = A.DECODE_KV_PASSES[self.engine].value
+        if self.engine in _REPEATS_KV:
+            # transformers' attention (eager, and FA2 before the 4.48 refactor) repeat_kv's the
+            # whole cache to one copy per query head each step: passes grow with the group
+            passes *= self.arch.num_heads / max(1, self.arch.num_kv_heads)
         kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
@@ -308,6 +312,11 @@ class _Step:
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
         return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel)[0]
+
+
+#: Engines whose decode attention copies the KV cache once per query head of a group
+#: (transformers' `repeat_kv`, e.g. Qwen2FlashAttention2.forward of transformers 4.45-4.47)
+_REPEATS_KV = frozenset({"hf-generate"})
 
 
 def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:

@@ -521,6 +521,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{err.message} (the engine's share: {share:g} of the GPU)",
                          "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
                          ) from None
+    if phase.rollout_batch is not None:
+        # the framework hands the engine this many sequences per blocking generate call
+        # (OpenRLHF 0.2: one make_experience per micro_rollout_batch_size prompts), so no
+        # wave is larger, whatever the KV cache would hold
+        cap = min(cap, phase.rollout_batch)
     matmul = rollout_precision(ctx.gpu, t.precision)
     work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu,
                                matmul)

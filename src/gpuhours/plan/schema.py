@@ -285,6 +285,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=None, description="GPUs of the phase that run the engine (dedicated placement)")
     rollout_tensor_parallel: Literal[1, 2, 4, 8] = Field(
         default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size)")
+    rollout_batch: PositiveInt | None = Field(
+        default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
+        "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
+        "batch); unset = as many as max_num_seqs and the KV cache allow")
     rollout_memory_utilisation: float | None = Field(
         default=None, gt=0, le=1, description="the engine's share of GPU memory "
         "(gpu_memory_utilization); default 0.5 colocated, 0.9 dedicated")
