@@ -44,8 +44,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.lora import lora_active_params, lora_params
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.vision import image_size_note, vision_forward_flops
 
@@ -133,80 +133,18 @@ def causal_mean_attended(arch: ModelArch, seq_len: float) -> float:
 
 
 def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
-    """LoRA A and B matrices of one layer: rank x (in + out) per adapted linear layer.
+    """LoRA A and B matrices of one layer, the mean over the layers rounded down (the whole
+    model's count, exact, is estimate/lora.py lora_params: which linears peft adapts per family).
 
-    targets: "all-linear" (q, k, v, o, and the MLP's linears: peft's `all-linear`),
-    "attention" (q, k, v, o), "qv" (q and v, peft's default for llama-type models).
-    For an MoE, "all-linear" adapts every expert.
+    targets: "all-linear" (peft's `all-linear`), "attention" (q, k, v, o), "qv" (q and v).
     """
-    d = arch.hidden_size
-    if arch.mixed:
-        return _mixed_lora_params(arch, rank, targets, active_only=False)
-    qv = rank * (d + arch.q_dim) + rank * (d + arch.kv_dim)
-    attention = qv + rank * (d + arch.kv_dim) + rank * (arch.q_dim + d)
-    if targets == "qv":
-        return qv
-    if targets == "attention":
-        return attention
-    ffn = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
-    mats = 3 if arch.gated_mlp else 2
-    experts = max(arch.num_experts, 1)
-    return attention + experts * mats * rank * (d + ffn)
+    return lora_params(arch, rank, targets) // arch.num_layers
 
 
-def _mixed_lora_params(arch: ModelArch, rank: int, targets: str, active_only: bool) -> int:
-    """LoRA parameters of a model whose layers differ (ModelArch.mixed), as a mean over the layers
-    rounded down (within one parameter a layer). MLA's linears are q_a and q_b (or q_proj),
-    kv_a_proj_with_mqa, kv_b_proj and o_proj; "qv" names projections MLA does not have and is
-    refused. "all-linear" adds the dense MLPs, the routed experts (all, or the top-k one token
-    passes through), the shared expert and the Mamba mixers' in_proj and out_proj. Attention
-    adapters are on the attention layers only (none in a Mamba-2 LM: only "all-linear")."""
-    d, h = arch.hidden_size, arch.num_heads
-    m = arch.mla
-    if m is not None:
-        if targets == "qv":
-            raise FieldError("lora_targets", f"{arch.name} has multi-head latent attention, "
-                             "which has no q_proj and v_proj to adapt.",
-                             "Use lora_targets 'attention' or 'all-linear'.")
-        q_width = h * m.qk_head_dim
-        q = (rank * (d + m.q_lora_rank) + rank * (m.q_lora_rank + q_width) if m.q_lora_rank
-             else rank * (d + q_width))
-        attention = (q + rank * (d + m.kv_lora_rank + m.qk_rope_head_dim)
-                     + rank * (m.kv_lora_rank + h * (m.qk_nope_head_dim + m.v_head_dim))
-                     + rank * (h * m.v_head_dim + d))
-    else:
-        plain = replace(arch, mla=None, dense_mlp_layers=0, shared_expert_gate=True,
-                        num_experts=0, counted_by_blocks=False, ssm=None)
-        if arch.attention_layer_count == 0 and targets != "all-linear":
-            raise FieldError("lora_targets", f"{arch.name} has no attention layers to adapt.",
-                             "Use lora_targets 'all-linear' (the mixers' in_proj and out_proj).")
-        attention = lora_params_per_layer(plain, rank, "qv" if targets == "qv" else "attention")
-        attention = attention * arch.attention_layer_count // arch.num_layers
-    if targets != "all-linear":
-        return attention
-    if arch.ssm is not None:  # the mixers' linears (in_proj, out_proj; Mamba-1's x/dt_proj)
-        ssm = sum(rank * (a + b) for a, b in arch.ssm.linears(d))
-        attention += ssm * arch.ssm_layers // arch.num_layers
-    mats = 3 if arch.gated_mlp else 2
-    moe = arch.moe_layers
-    dense = arch.num_layers - moe - arch.mlp_free_layers
-    experts = arch.experts_per_token if active_only else arch.num_experts
-    per_moe = experts * mats * rank * (d + arch.moe_intermediate_size)
-    if arch.shared_expert_intermediate_size:
-        per_moe += 3 * rank * (d + arch.shared_expert_intermediate_size)
-    mlp = dense * mats * rank * (d + arch.intermediate_size) + moe * per_moe
-    return attention + mlp // arch.num_layers
-
-
-def lora_active_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
-    """LoRA weights one token passes through (for an MoE, the routed experts' adapters only)."""
-    if arch.mixed:
-        return _mixed_lora_params(arch, rank, targets, active_only=True)
-    if not arch.is_moe or targets != "all-linear":
-        return lora_params_per_layer(arch, rank, targets)
-    dense_part = lora_params_per_layer(arch, rank, "attention")
-    per_expert = (3 if arch.gated_mlp else 2) * rank * (arch.hidden_size + arch.moe_intermediate_size)
-    return dense_part + arch.experts_per_token * per_expert
+def lora_active_params_per_layer(arch: ModelArch, rank: int, targets: str) -> float:
+    """LoRA weights one token passes through, per layer (for an MoE, the routed experts'
+    adapters in the proportion top-k / E: estimate/lora.py lora_active_params)."""
+    return lora_active_params(arch, rank, targets) / arch.num_layers
 
 
 def training_flops_per_token(

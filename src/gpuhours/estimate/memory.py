@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.flops import lora_params_per_layer
+from gpuhours.estimate.lora import lora_params
 from gpuhours.estimate.mla import mla_attention_activation_bytes
 from gpuhours.estimate.offload import GRAD_BUCKET_ELEMENTS, host_bytes_per_gpu
 from gpuhours.estimate.parallel import (
@@ -86,8 +86,8 @@ def state_bytes_per_param(precision: str, optimizer: str, trainable: bool) -> St
 
 
 def lora_trainable_params(arch: ModelArch, rank: int, targets: str) -> int:
-    """LoRA adapter parameters of the whole model."""
-    return arch.num_layers * lora_params_per_layer(arch, rank, targets)
+    """LoRA adapter parameters of the whole model (estimate/lora.py: as peft adapts them)."""
+    return lora_params(arch, rank, targets)
 
 
 def quantised_params(arch: ModelArch) -> int:
