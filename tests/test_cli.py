@@ -162,7 +162,8 @@ BAD_INPUT = [
                            "--sequences", "nan"], "--sequences",
      r"expected a positive number, got nan"),
     ("gen-engine-typo", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
-                         "--engine", "tgi"], "--engine", r"'vllm', 'hf-generate' or 'sglang' \(got 'tgi'\)"),
+                         "--engine", "tgi"], "--engine",
+     r"'vllm', 'vllm-v0', 'hf-generate' or 'sglang' \(got 'tgi'\)"),
     ("gen-weights-do-not-fit", ["generation", "--model", "llama-2-70b", "--gpu", "rtx-4090"],
      "--gpu", r"llama-2-70b weights \(138\.0 GB\) leave no room for one sequence's KV cache "
               r"on rtx-4090 \(24 GB\)"),

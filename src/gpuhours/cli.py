@@ -535,11 +535,15 @@ def generation(
                              ] = GENERATION.prompt_tokens,
     output_tokens: Annotated[int, typer.Option(help="Generated tokens per sequence.")
                              ] = GENERATION.output_tokens,
+    max_output_tokens: Annotated[int | None, typer.Option(
+        help="The longest output, when lengths spread (output-tokens is then the mean): "
+             "the run waits for it.")] = None,
     batch: Annotated[int | None, typer.Option(
         help="Concurrent sequences (default: as many as fit).")] = None,
     sequences: Annotated[float | None, typer.Option(
         help="Sequences to generate in all, for GPU hours and cost.")] = None,
-    engine: Annotated[str, typer.Option(help="vllm, sglang or hf-generate.")
+    engine: Annotated[str, typer.Option(
+        help="vllm (V1), vllm-v0 (0.5-0.7), sglang or hf-generate.")
                       ] = GENERATION.engine,
     max_num_seqs: Annotated[int | None, typer.Option(
         help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "
@@ -569,6 +573,7 @@ def generation(
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,
                                        prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                                       max_output_tokens=max_output_tokens,
                                        batch=batch, engine=engine,
                                        max_num_seqs=max_num_seqs,
                                        tensor_parallel=tensor_parallel,

@@ -66,8 +66,9 @@ LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half"]
 #: half-precision weights on the host too, fetched for every forward and backward (DeepSpeed
 #: ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True); ZeRO 3)
 Offload = Literal["none", "optimizer", "optimizer+params"]
-#: a serving engine with paged KV cache and continuous batching (vLLM, SGLang), or HF `generate`
-Engine = Literal["vllm", "hf-generate", "sglang"]
+#: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
+#: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
+Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
 ConfigValue = int | float | str | bool
 
@@ -476,6 +477,9 @@ class Generation(_ReadsModel):
     config_overrides: dict[str, ConfigValue] = Field(default_factory=dict)
     prompt_tokens: int = Field(default=512, ge=1, le=10_000_000)
     output_tokens: int = Field(default=512, ge=0, le=10_000_000)
+    #: the longest output (a spread of lengths: `output_tokens` is then the mean); the last
+    #: wave lasts until it is decoded. None = every output `output_tokens` long
+    max_output_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     #: concurrent sequences; None = as many as fit in memory
     batch: int | None = Field(default=None, ge=1, le=1_000_000)
     #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
@@ -494,6 +498,9 @@ class Generation(_ReadsModel):
 
     @model_validator(mode="after")
     def _check(self) -> Generation:
+        if self.max_output_tokens is not None and self.max_output_tokens < self.output_tokens:
+            raise FieldError("max_output_tokens", f"the longest output ({self.max_output_tokens}"
+                             f" tokens) is below the mean output_tokens ({self.output_tokens}).")
         if self.arch.num_heads % self.tensor_parallel:
             raise FieldError("tensor_parallel", f"{self.arch.name} has {self.arch.num_heads} "
                              f"attention heads; tensor parallelism must divide them "

@@ -9,9 +9,12 @@ the row (`Expressed.assumed`). Like is compared with like: a row's measured quan
 tokens/s of one request or of all, per GPU or per group, prompt + output tokens/s, or the
 time to the first token) is computed from the same estimate (`predicted_value`).
 
-One of these rows sets a constant (TUNED: SGLang's host step, from its one batch-1 small-model
-row), counted apart; the others were collected after the constants were fitted on the `tune`
-rows of data/generation.csv, and rows that duplicate that file are not repeated here.
+Three of these rows set a constant each (TUNED: SGLang's host step, from its one batch-1
+small-model row; the host time per running sequence of vLLM V0 and of SGLang, from one batched
+row each), counted apart; the others were collected after the constants were fitted on the
+`tune` rows of data/generation.csv, and rows that duplicate that file are not repeated here.
+vLLM rows before 0.8 are costed as `vllm-v0` (the V0 engine); unmodelled engines' proxy is
+`vllm` (V1: no per-sequence host time).
 
 Engines the estimate does not model (TensorRT-LLM) are not expressed; beside the reason the
 table also shows them costed as vLLM (a proxy, counted apart), which measures how far that
@@ -21,6 +24,7 @@ engine's host cost is from vLLM 0.6.3's.
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 import textwrap
 from dataclasses import dataclass, field
@@ -95,6 +99,11 @@ PRECISIONS: dict[str, tuple[float, float, str]] = {
 #: (sgl-project/sglang#1639, 2024-10-17); the benchmark's own table gives no prompt length
 SHAREGPT_PROMPT_TOKENS = 227
 
+#: vLLM's benchmark_throughput.py and sglang.bench_serving sample ShareGPT pairs of at most
+#: 2,048 prompt + output tokens (longer ones are dropped): the longest output is below 2,048
+#: less its prompt; the runs do not report their longest
+SHAREGPT_MAX_PAIR_TOKENS = 2048
+
 #: vLLM's benchmarks/benchmark_throughput.py --num-prompts default (vLLM 0.5.x)
 BENCHMARK_THROUGHPUT_PROMPTS = 1000
 
@@ -102,8 +111,11 @@ BENCHMARK_THROUGHPUT_PROMPTS = 1000
 MODELLED = {"vllm", "hf-generate", "sglang"}
 
 #: rows that set a constant (tuned): their error is a residual, not a prediction, and they are
-#: counted apart. Row 65 (SGLang, Qwen3-0.6B, batch 1) sets decode_host_step_s.sglang.
-TUNED = {"65": "sets decode_host_step_s.sglang"}
+#: counted apart. Row 65 (SGLang, Qwen3-0.6B, batch 1) sets decode_host_step_s.sglang; rows
+#: 154 (SGLang 0.3.0) and 160 (vLLM V0, 256 running) the host time per running sequence.
+TUNED = {"65": "sets decode_host_step_s.sglang",
+         "154": "sets decode_host_per_sequence_s.sglang",
+         "160": "sets decode_host_per_sequence_s.vllm-v0"}
 
 
 @dataclass(frozen=True)
@@ -175,17 +187,34 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
         if batch > 1:
             assumed.append("static batch: every sequence at once (max_num_seqs = batch)")
     elif requests > 1:
-        # continuous batching of equal-length requests: the aggregate rate is one full wave's
+        # continuous batching: min(requests, 256, the KV cache) at once, in waves
         cap = max_batch_by_memory(arch, g, gpu)
         seqs = g.max_num_seqs or 256
         batch = min(requests, seqs, cap)
-        assumed.append("continuous batching: min(requests, max_num_seqs 256, what the KV cache "
-                       "holds) run at once; the aggregate rate is one full wave's"
-                       + (", each request of the mean lengths (ShareGPT's vary)"
-                          if "ShareGPT" in r["notes"] else ""))
+        if "ShareGPT" in r["notes"]:
+            # lengths spread: the mean work, then the run waits for its longest output
+            longest = SHAREGPT_MAX_PAIR_TOKENS - prompt
+            g = g.model_copy(update={"max_output_tokens": longest})
+            assumed.append(f"continuous batching: min(requests, max_num_seqs 256, what the KV "
+                           f"cache holds) run at once, in waves of the mean lengths; the run "
+                           f"then waits for its longest output, taken as {longest:,} tokens "
+                           f"(the ShareGPT sampler's 2,048-token pair cap less the mean "
+                           f"prompt; the run's longest is not given)")
+        else:
+            assumed.append("continuous batching: min(requests, max_num_seqs 256, what the KV "
+                           "cache holds) run at once; the aggregate rate is one full wave's")
     else:
         batch = 1
     e = estimate_generation(g.model_copy(update={"batch": batch}), Hardware(gpu=gpu))
+    if e.tail_s:
+        # the whole run: every wave at the mean, then the longest output's tail, once
+        waves = -(-requests // batch)
+        run_s = waves * (e.prefill_s + e.decode_s) + e.tail_s
+        if metric == "output_tokens_per_s":
+            return requests * output / run_s
+        if metric == "total_tokens_per_s":
+            return requests * (prompt + output) / run_s
+        raise ValueError(f"{DATA.name}: a spread of lengths for {metric!r} is not expressed")
     if metric == "output_tokens_per_s":
         return e.output_tokens_per_s
     if metric == "output_tokens_per_s_ambiguous":
@@ -211,6 +240,17 @@ def _error(predicted: float, measured: float, metric: str) -> float:
     return predicted / measured - 1
 
 
+def _engine(r: dict[str, str]) -> str:
+    """The estimate's engine for a row: vLLM before 0.8 ran the V0 engine (`vllm-v0`, whose
+    host work grows with the running batch); V1 became the default in 0.8."""
+    if r["engine"] != "vllm":
+        return r["engine"]
+    version = re.search(r"\b0\.(\d+)", r["engine_version"])
+    if version is None and "2024" not in r["engine_version"]:
+        raise ValueError(f"{DATA.name} row {r['row']}: vLLM release not known")
+    return "vllm-v0" if version is None or int(version.group(1)) < 8 else "vllm"
+
+
 def _not_expressed(r: dict[str, str]) -> str:
     """Why a row cannot be expressed with its own engine ("" when it can)."""
     if r["engine"] not in MODELLED:
@@ -232,7 +272,7 @@ def predict(r: dict[str, str]) -> Result:
     assumed: list[str] = []
     if why and r["engine"] in MODELLED:
         return Result(r, None, None, why=why)
-    engine = r["engine"] if not why else "vllm"
+    engine = _engine(r) if not why else "vllm"
     try:
         value = _estimate(r, engine, assumed)
     except InputError as exc:

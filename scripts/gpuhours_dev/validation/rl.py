@@ -35,9 +35,10 @@ _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=
 _NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); the table's "
                  "'G-Average Seq len' taken as the mean response; longest = 4096 - prompt; "
                  "Megatron's model parallelism as ZeRO-3")
+# vLLM 0.3.1: the V0 engine (engine vllm-v0, its host work per running sequence)
 _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
-              critic=True, placement="dedicated")
+              critic=True, placement="dedicated", engine="vllm-v0")
 _ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
                   "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio); "
                   "the table's generation micro batch as the sequences per generate call")

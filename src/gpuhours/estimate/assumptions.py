@@ -370,6 +370,31 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
                  "the device's); every other SGLang row is held out (docs/generation.md)"),
 }
 
+#: Host time per running sequence per decode step that does not overlap the GPU: the
+#: scheduler's, sampler's and output processor's Python work for each sequence (vLLM V0's
+#: per-sequence objects; vllm#7117 is a PR cutting it). 0 for hf-generate (one tensor op for
+#: the whole batch). Set from one row each (generation_published.csv; docs/generation.md).
+DECODE_HOST_PER_SEQUENCE_S: dict[str, Assumption] = {
+    "vllm-v0": _a("decode_host_per_sequence_s.vllm-v0", 84e-6,
+                  "s per running sequence per step",
+                  "fitted to ONE row: generation_published.csv row 160 (vLLM main of "
+                  "2024-08-04, before vllm#7117, Llama-3-8B on an H100, 256 in / 256 out, "
+                  "256 running); the other batched vLLM 0.5-0.6 rows are held out"),
+    "vllm": _a("decode_host_per_sequence_s.vllm", 0.0, "s per running sequence per step",
+               "assumption: vLLM V1 (0.8+, the only engine since 0.11) keeps a persistent "
+               "batch and schedules the next step while the GPU runs this one (vLLM V1 "
+               "alpha post, blog.vllm.ai 2025-01-27); no published batched V1 row here"),
+    "sglang": _a("decode_host_per_sequence_s.sglang", 67e-6,
+                 "s per running sequence per step",
+                 "fitted to ONE row: generation_published.csv row 154 (SGLang 0.3.0, "
+                 "Llama-3.1-8B on an A100, ShareGPT, 256 running); row 156 is held out; "
+                 "SGLang 0.4's overlap scheduler may hide it (not measured)"),
+    "hf-generate": _a("decode_host_per_sequence_s.hf-generate", 0.0,
+                      "s per running sequence per step",
+                      "transformers' generate handles the batch as one tensor: no per-sequence "
+                      "host work"),
+}
+
 #: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
 #: launches, Python module calls): a step takes the longer of the two. vLLM replays a CUDA
 #: graph (one launch per step), so 0; transformers' generate runs the model eagerly.
@@ -420,6 +445,13 @@ ENGINE_MAX_NUM_SEQS: dict[str, Assumption] = {
 TP_ALLREDUCE_LATENCY_S = _a("tp_allreduce_latency_s", 10e-6, "s per all-reduce",
                             "assumption: small-message all-reduce latency on NVLink, 5-20 us")
 
+# vLLM V0 (0.5-0.7, `vllm-v0`) shares V1's other engine constants: the batch-1 ones were
+# fitted to V0 (0.6.3) rows, and no V1 row says how they differ
+for _table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
+               ENGINE_MAX_NUM_SEQS):
+    _table["vllm-v0"] = _table["vllm"]
+
+
 def all_assumptions() -> list[Assumption]:
     """Every assumption, for reports."""
     out = [v for v in globals().values() if isinstance(v, Assumption)]
@@ -428,7 +460,9 @@ def all_assumptions() -> list[Assumption]:
     out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += list(SDPA_ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global
-    for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_LAYER_S, DECODE_KV_PASSES,
+    for table in (DECODE_HOST_STEP_S, DECODE_HOST_PER_SEQUENCE_S, DECODE_HOST_PER_LAYER_S,
+                  DECODE_KV_PASSES,
                   ENGINE_MAX_NUM_SEQS, DEFAULT_GLOBAL_BATCH_TOKENS):
-        out += list(table.values())
+        out += [v for k, v in table.items() if k != "vllm-v0" or table is
+                DECODE_HOST_PER_SEQUENCE_S]  # vllm-v0 shares vllm's other constants
     return out

@@ -144,12 +144,15 @@ class GenerationEstimate:
     decode_bound: str
     sequences_per_s: float
     output_tokens_per_s: float
+    #: the longest output decoded alone beyond the last wave's mean work (0 without
+    #: max_output_tokens): the run waits for it
+    tail_s: float = 0.0
     #: where the host costs came from when a measurement set them (None: assumed)
     calibration: str | None = None
 
     @property
     def batch_time_s(self) -> float:
-        return self.prefill_s + self.decode_s
+        return self.prefill_s + self.decode_s + self.tail_s
 
     def figures(self) -> dict[str, Figure]:
         """Every number with its unit and basis (what `generation --json` prints)."""
@@ -204,7 +207,11 @@ class GenerationEstimate:
                                            "first decode step (context = prompt)"),
             "decode_step_s_last": formula(self.decode_step_s_last, "s",
                                           "last decode step (context = prompt + output)"),
-            "batch_time_s": formula(self.batch_time_s, "s", "prefill_s + decode_s"),
+            "tail_s": formula(self.tail_s, "s",
+                              "max(0, one sequence's prefill + decode of max_output_tokens "
+                              "alone - the last wave at the mean): the run waits for its "
+                              "longest output; 0 without max_output_tokens"),
+            "batch_time_s": formula(self.batch_time_s, "s", "prefill_s + decode_s + tail_s"),
             "sequences_per_s": formula(self.sequences_per_s, "sequences/s",
                                        "batch / batch_time_s"),
             "output_tokens_per_s": formula(self.output_tokens_per_s, "tokens/s",
@@ -273,6 +280,10 @@ class _Step:
     def host_s(self) -> float:
         return A.DECODE_HOST_STEP_S[self.engine].value * self.host_scale
 
+    @property
+    def host_per_sequence_s(self) -> float:
+        return A.DECODE_HOST_PER_SEQUENCE_S[self.engine].value * self.host_scale
+
     def allreduce_s(self, tokens: float) -> float:
         """Two all-reduces per layer of tokens x d activations (bf16) in a tensor-parallel
         group (Megatron-LM, Shoeybi et al. 2019): latency + ring traffic 2(tp-1)/tp x bytes."""
@@ -307,7 +318,9 @@ class _Step:
         kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
-        return self.seconds(running, kv, flops / self.tensor_parallel)
+        s, bound = self.seconds(running, kv, flops / self.tensor_parallel)
+        # the engine's Python work for each running sequence, serial with the GPU
+        return s + running * self.host_per_sequence_s, bound
 
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
@@ -365,9 +378,18 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     if rest:
         p, d = _wave_s(step, rest, g)
         prefill_s, decode_s = prefill_s + p, decode_s + d
+    tail_s = 0.0
+    if g.max_output_tokens is not None and g.max_output_tokens > g.output_tokens:
+        # continuous batching refills the batch as outputs finish, so the mean work holds
+        # until the end; then the longest output decodes with ever fewer sequences beside it,
+        # taken alone (as the rl phase's tail): the run lasts the longer of the two
+        last_wave = sum(_wave_s(step, rest or running, g))
+        alone = sum(_wave_s(step, 1, g.model_copy(update={"output_tokens":
+                                                           g.max_output_tokens})))
+        tail_s = max(0.0, alone - last_wave)
     first, bound = step.decode(running, g.prompt_tokens)
     last, _ = step.decode(running, g.prompt_tokens + g.output_tokens)
-    total = prefill_s + decode_s
+    total = prefill_s + decode_s + tail_s
     return GenerationEstimate(
         engine=g.engine,
         gpus=tp,
@@ -390,6 +412,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         decode_bound=bound,
         sequences_per_s=batch / total,
         output_tokens_per_s=batch * g.output_tokens / total,
+        tail_s=tail_s,
     )
 
 
@@ -414,7 +437,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
         costs = cost_rows(gpu_hours.value, price_rows)
-    used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_LAYER_S[g.engine],
+    used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
+            A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, A.GENERATION_MEMORY_UTILISATION,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]

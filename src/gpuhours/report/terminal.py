@@ -210,6 +210,8 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
             f"-bound)")
         row("decode step", "decode_step_s_first", f"{seconds(fig['decode_step_s_first'])} to "
             f"{seconds(fig['decode_step_s_last'])}")
+    if fig.get("tail_s"):
+        row("waiting for the longest", "tail_s", seconds(fig["tail_s"]))
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
     row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
     if data.get("gpu_hours") is not None:

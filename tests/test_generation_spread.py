@@ -1,0 +1,52 @@
+"""A spread of output lengths (the run waits for its longest output) and the engine's host
+time per running sequence (vLLM V0, SGLang), worked by hand from the estimate's own parts."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours import catalog
+from gpuhours.errors import InputError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.generation import estimate_generation
+from gpuhours.resolve import resolve_model
+from gpuhours.setup import Generation
+
+ARCH, _ = resolve_model("qwen2.5-7b")
+GPU = catalog.gpu("a100-80gb")
+
+
+def gen(**kw) -> Generation:
+    return Generation(**{"arch": ARCH, "prompt_tokens": 200, "output_tokens": 100,
+                         "batch": 64, **kw})
+
+
+def test_the_run_waits_for_its_longest_output() -> None:
+    even = estimate_generation(gen(), GPU)
+    spread = estimate_generation(gen(max_output_tokens=1000), GPU)
+    alone = estimate_generation(gen(batch=1, output_tokens=1000), GPU)
+    # one wave of 64: the mean work, then the longest output decoded alone beyond it
+    assert even.tail_s == 0.0
+    assert spread.tail_s == pytest.approx(alone.batch_time_s - even.batch_time_s)
+    assert spread.batch_time_s == pytest.approx(alone.batch_time_s)
+    assert spread.output_tokens_per_s == pytest.approx(64 * 100 / alone.batch_time_s)
+    # a longest output no longer than the last wave's work costs nothing more
+    assert estimate_generation(gen(max_output_tokens=100), GPU).tail_s == 0.0
+
+
+def test_a_longest_output_below_the_mean_names_the_field() -> None:
+    with pytest.raises(InputError, match="below the mean") as caught:
+        gen(max_output_tokens=50)
+    assert "max_output_tokens" in caught.value.fields
+
+
+@pytest.mark.parametrize("running", [1, 64, 256])
+def test_vllm_v0_adds_its_host_time_per_running_sequence(running: int) -> None:
+    v1 = estimate_generation(gen(batch=running), GPU)
+    v0 = estimate_generation(gen(batch=running, engine="vllm-v0"), GPU)
+    per_seq = A.DECODE_HOST_PER_SEQUENCE_S["vllm-v0"].value
+    assert per_seq == 84e-6 and A.DECODE_HOST_PER_SEQUENCE_S["vllm"].value == 0.0
+    # the same step otherwise: 84 us for each running sequence, every decode step
+    assert v0.decode_step_s_first - v1.decode_step_s_first == pytest.approx(running * per_seq)
+    assert v0.decode_s - v1.decode_s == pytest.approx(100 * running * per_seq)
+    assert v0.prefill_s == pytest.approx(v1.prefill_s)
