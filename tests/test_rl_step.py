@@ -97,6 +97,28 @@ def test_rollout_batch_caps_each_wave(tmp_path):
     assert "plan.yaml" in str(caught.value)
 
 
+def test_fp8_rollouts_read_half_the_weights(tmp_path):
+    plan = {**BASE, "hardware": {"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": 1},
+            "phases": [{**BASE["phases"][0], "max_response_tokens": 4096}]}
+
+    def phase(**kw: Any) -> Any:
+        f = tmp_path / "plan.yaml"
+        f.write_text(yaml.safe_dump({**plan, "phases": [{**plan["phases"][0], **kw}]}))
+        return evaluate(load_plan(f)).phases[0].details
+
+    bf16, fp8 = phase(), phase(rollout_precision="fp8")
+    # the tail is one sequence decoding alone: weight-bound, so fp8's 1-byte weights cut its
+    # device time in half (the host step per token stays)
+    host = 4096 * A.DECODE_HOST_STEP_S["vllm"].value
+    assert fp8["rollout_tail_s"] - host == pytest.approx((bf16["rollout_tail_s"] - host) / 2,
+                                                         rel=0.05)
+    assert fp8["policy_update_s"] == pytest.approx(bf16["policy_update_s"])
+    # an A100 has no fp8 tensor cores: the field is named
+    with pytest.raises(InputError, match="fp8") as caught:
+        run(tmp_path, rollout_precision="fp8")
+    assert "rollout_precision" in str(caught.value)
+
+
 @pytest.mark.parametrize(("phase", "field", "pattern"), [
     (dict(max_response_tokens=512), "max_response_tokens", "below the mean"),
     (dict(placement="dedicated"), "rollout_gpus", "rollout_gpus"),

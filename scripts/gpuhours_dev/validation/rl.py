@@ -98,6 +98,15 @@ CASES = [
          {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
+    # the FP8 recipe (grpo-llama3.1-8b-instruct-2n8g-fp8-async-1off.yaml): Megatron fp8 training
+    # (Transformer Engine) and vLLM fp8 generation (W8A8, deep_gemm)
+    Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, "max_response_tokens": 3840,
+                         "placement": "dedicated", "rollout_gpus": 8, "async_rollout": True,
+                         "rollout_precision": "fp8"},
+         {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
+          "zero_stage": 3, "precision": "fp8-mixed"},
+         _NEMO_ASSUMED + "; fp8 generation as W8A8 (1 byte per weight, fp8 GEMMs; the KV cache "
+         "bf16, not stated)"),
     Case(3, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3251, "rollout_tensor_parallel": 4},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
           "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
@@ -189,8 +198,6 @@ _VERL_ASYNC_WHY = ("verl's fully-async mode (partial rollouts, staleness 0.5, 4 
 _README_WHY = ("the README gives no model family, prompt or response lengths, micro-batches or "
                "GPU split between roles")
 NOT_EXPRESSED: dict[int, str] = {
-    2: "FP8 training (Megatron fp8) and FP8 vLLM generation (deep_gemm): the rl phase's "
-       "rollouts are costed at bf16 matmuls and weights",
     13: _VERL_ASYNC_WHY, 14: _VERL_ASYNC_WHY, 15: _VERL_ASYNC_WHY, 17: _VERL_ASYNC_WHY,
     18: "Qwen2.5-VL on Geometry3k: the image sizes (vision tokens per prompt) and the mean "
         "response are not stated; EasyR1 offloads the actor's weights and optimizer to the "

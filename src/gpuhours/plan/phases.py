@@ -509,7 +509,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # the engine prefills the image tokens too (issue 15; the tower's forward is left out)
         probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
-                           tensor_parallel=tp)
+                           tensor_parallel=tp, weight_bytes_per_param=(
+                               1.0 if phase.rollout_precision == "fp8" else 2.0))
     except InputError as err:
         raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'", err.message
                          ) from None
@@ -527,10 +528,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # wave is larger, whatever the KV cache would hold
         cap = min(cap, phase.rollout_batch)
     matmul = rollout_precision(ctx.gpu, t.precision)
-    work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}), ctx.gpu,
-                               matmul)
+    # fp8 W8A8 rollouts: the engine's GEMMs at the fp8 rate (scoring stays the trainer's)
+    gen_matmul = "fp8-mixed" if phase.rollout_precision == "fp8" else matmul
+    try:
+        work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}),
+                                   ctx.gpu, gen_matmul)
+    except InputError as err:
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_precision'", err.message
+                         ) from None
     tail = estimate_generation(probe.model_copy(update={"batch": 1, "output_tokens": longest}),
-                               ctx.gpu, matmul)
+                               ctx.gpu, gen_matmul)
     waves = math.ceil(per_gpu / work.batch)
     rollout_s = max(waves * work.batch_time_s, (waves - 1) * work.batch_time_s + tail.batch_time_s)
     tail_led = tail.batch_time_s > work.batch_time_s

@@ -289,6 +289,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
         "batch); unset = as many as max_num_seqs and the KV cache allow")
+    rollout_precision: Literal["bf16", "fp8"] = Field(
+        default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
+        "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
     rollout_memory_utilisation: float | None = Field(
         default=None, gt=0, le=1, description="the engine's share of GPU memory "
         "(gpu_memory_utilization); default 0.5 colocated, 0.9 dedicated")
