@@ -6,7 +6,8 @@
 
 Measured, min / median / max over the timed runs after discarded warm-up runs:
   (a) the in-process search, estimate/fit.py fit(..., search_layouts=True): tensor parallelism
-      1-8, pipeline stages dividing the 80 layers, micro-batch, checkpointing and ZeRO stage
+      1-8, pipeline stages up to the 80 layers (uneven ones too), micro-batch, checkpointing and
+      ZeRO stage
   (b) `gpuhours fit --model llama-2-70b --gpu a100-80gb --gpus 64 --seq 4096 --json` end to end
       as a subprocess, interpreter start included
 Target: median < 1 s for both. Exit code 1 when missed, unless --no-fail.

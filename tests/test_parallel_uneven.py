@@ -101,4 +101,4 @@ def test_cli_prints_the_uneven_stages():
                             "--no-calibrate", "--precision", "fp8-mixed"],
                       env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
-    assert "uneven stages of 3, 4 x 14, 2 layers" in r.output
+    assert "uneven stages, layers: 3, 4 x 14 stages, 2" in r.output

@@ -147,6 +147,14 @@ EpOpt = Annotated[int, typer.Option(
     "--ep", help="Expert parallelism (MoE): GPUs the experts are split over (all-to-all).")]
 VirtualOpt = Annotated[int, typer.Option(
     "--virtual-stages", help="Model chunks per pipeline stage (interleaved schedule).")]
+TpOverlapOpt = Annotated[bool, typer.Option(
+    "--tp-comm-overlap/--no-tp-comm-overlap", help="Tensor-parallel collectives pipelined "
+    "with their GEMMs (Megatron-Core --tp-comm-overlap, Transformer Engine; Hopper or later). "
+    "Left out with the layout: chosen when the setup is.")]
+A2aOverlapOpt = Annotated[bool, typer.Option(
+    "--moe-a2a-overlap/--no-moe-a2a-overlap", help="MoE: the expert all-to-all hidden behind "
+    "another micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm; "
+    "DeepSeek's DualPipe). Left out with the layout: chosen when the setup is.")]
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
@@ -236,6 +244,8 @@ def estimate(
     cp: CpOpt = TRAINING.cp,
     ep: EpOpt = TRAINING.ep,
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
+    tp_comm_overlap: TpOverlapOpt = TRAINING.tp_comm_overlap,
+    moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
@@ -325,7 +335,8 @@ def estimate(
     examples, packed = given["examples"], given["packed"]
     t = _training(params=params, hidden_size=hidden_size, layers=layers, vocab=vocab,
                   **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
-                  virtual_stages=virtual_stages, images_per_example=images_per_example,
+                  virtual_stages=virtual_stages, tp_comm_overlap=tp_comm_overlap,
+                  moe_a2a_overlap=moe_a2a_overlap, images_per_example=images_per_example,
                   image_pixels=image_pixels, image_tokens=image_tokens,
                   image_max_pixels=image_max_pixels, train_vision=train_vision)
     book = open_ledger(ledger) if calibrate else None
@@ -355,7 +366,8 @@ def estimate(
         # fastest setup that fits rather than refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
-        layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+        layouts_open = all(_not_given(ctx, name) for name in (
+            "tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap"))
         found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch)
         if found is not None:
             t, why = found
@@ -430,6 +442,8 @@ def fit(
     cp: CpOpt = TRAINING.cp,
     ep: EpOpt = TRAINING.ep,
     virtual_stages: VirtualOpt = TRAINING.virtual_stages,
+    tp_comm_overlap: TpOverlapOpt = TRAINING.tp_comm_overlap,
+    moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
@@ -490,14 +504,16 @@ def fit(
                          + ", ".join(f"{k}={v}" for k, v in amounts.items())
                          + " (the amount of work; `gpuhours estimate --from` counts it).")
     t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
-                  virtual_stages=virtual_stages)
+                  virtual_stages=virtual_stages, tp_comm_overlap=tp_comm_overlap,
+                  moe_a2a_overlap=moe_a2a_overlap)
     spec = resolve_gpu(gpu, peak_tflops, memory_gb, bandwidth_gb_per_s)
     gpus_per_node, inter_node_gb_per_s_one_way, _ = _network(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
-    layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+    layouts_open = all(_not_given(ctx, name) for name in (
+        "tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap"))
     result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,
                           search_layouts=layouts_open)
     confirmation = None

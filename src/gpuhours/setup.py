@@ -171,6 +171,14 @@ class Training(_ReadsModel):
     ep: int = Field(default=1, ge=1, le=4096)
     #: model chunks per pipeline rank of the interleaved schedule (1 = plain 1F1B)
     virtual_stages: int = Field(default=1, ge=1, le=128)
+    #: tensor-parallel all-gathers and reduce-scatters split into chunks pipelined with the
+    #: GEMMs that use them (Megatron-Core --tp-comm-overlap, Transformer Engine userbuffers;
+    #: within a node, Hopper or later: CUDA multicast over NVSwitch). estimate/parallel.py
+    tp_comm_overlap: bool = False
+    #: the expert all-to-all of one micro-batch hidden behind another micro-batch's compute
+    #: (Megatron-Core --overlap-moe-expert-parallel-comm, "combined 1F1B"; DeepSeek-V3's
+    #: DualPipe): without pipelining or with the interleaved schedule, no full recomputation
+    moe_a2a_overlap: bool = False
 
     #: vision-language models: images per example; each adds its image tokens to the sequence
     #: the language model sees (beyond seq_len's text tokens) and one vision-tower forward
@@ -315,6 +323,8 @@ class Training(_ReadsModel):
                   if getattr(self, k) > 1]
         if self.virtual_stages > 1:
             parts.append(f"v{self.virtual_stages}")
+        parts += [name for name, on in (("tp-overlap", self.tp_comm_overlap),
+                                        ("a2a-overlap", self.moe_a2a_overlap)) if on]
         return " ".join(parts)
 
 
@@ -340,6 +350,21 @@ def _check_layout(t: Training) -> None:
         raise FieldError(("grad_accum", "virtual_stages"), f"the interleaved schedule runs the "
                          f"micro-batches in groups of pp ({t.pp}): {t.grad_accum} micro-batches "
                          f"per step are not a multiple of it (Megatron-LM requires it).")
+    if t.tp_comm_overlap and t.tp == 1:
+        raise FieldError(("tp_comm_overlap", "tp"), "tensor-parallel overlap needs tensor "
+                         "parallelism (tp above 1).")
+    if t.moe_a2a_overlap:
+        if t.ep == 1:
+            raise FieldError(("moe_a2a_overlap", "ep"), "the expert all-to-all overlap needs "
+                             "expert parallelism (ep above 1).")
+        if t.checkpointing:
+            raise FieldError(("moe_a2a_overlap", "checkpointing"), "Megatron-Core's combined "
+                             "1F1B (the expert all-to-all overlap) does not run with full "
+                             "activation recomputation.")
+        if t.pp > 1 and t.virtual_stages == 1:
+            raise FieldError(("moe_a2a_overlap", "virtual_stages"), "with pipeline stages, "
+                             "Megatron-Core's combined 1F1B runs in the interleaved schedule "
+                             "only: give virtual stages (2 or more).")
     if t.cp > 1 and t.seq_len % t.cp:
         raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
                                f"the sequence length {t.seq_len}.")

@@ -179,6 +179,8 @@ class AtScale:
 def _setup_text(t: Training, hw: Hardware) -> str:
     layout = [f"{k} {getattr(t, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(t, k) > 1]
     dp = hw.num_gpus // (t.tp * t.pp * t.cp)
+    layout += [name for name, on in (("TP overlap", t.tp_comm_overlap),
+                                     ("A2A overlap", t.moe_a2a_overlap)) if on]
     return (f"{hw.num_gpus} GPUs, {', '.join(layout + [f'dp {dp}'])}, ZeRO-{t.zero_stage}, "
             f"micro-batch {t.micro_batch} x {t.grad_accum}, checkpointing "
             f"{'on' if t.checkpointing else 'off'}")
@@ -203,7 +205,8 @@ def fastest_layout_rows() -> list[AtScale]:
         chosen = t.model_copy(update={
             "micro_batch": best.micro_batch, "checkpointing": best.checkpointing,
             "zero_stage": best.zero_stage, "grad_accum": best.grad_accum, "tp": best.tp,
-            "pp": best.pp, "cp": best.cp, "ep": best.ep})
+            "pp": best.pp, "cp": best.cp, "ep": best.ep, "tp_comm_overlap": best.tp_comm_overlap,
+            "moe_a2a_overlap": best.moe_a2a_overlap})
         e = estimate_training(chosen, hw, tokens=run.tokens)
         assert e.totals is not None
         out.append(AtScale("fastest layout", run.label, _setup_text(chosen, hw),
@@ -271,7 +274,8 @@ def megatron_rows() -> list[AtScale]:
         chosen = open_setup.model_copy(update={
             "micro_batch": best.micro_batch, "checkpointing": best.checkpointing,
             "zero_stage": best.zero_stage, "grad_accum": best.grad_accum, "tp": best.tp,
-            "pp": best.pp, "cp": best.cp, "ep": best.ep})
+            "pp": best.pp, "cp": best.cp, "ep": best.ep, "tp_comm_overlap": best.tp_comm_overlap,
+            "moe_a2a_overlap": best.moe_a2a_overlap})
         e = estimate_training(chosen, hw)
         # the chosen setup may not recompute: compared as tokens/s per GPU, the published
         # one from the paper's FLOPs over its TFLOP/s (the step time it implies)
@@ -304,7 +308,10 @@ MISS_REASONS = {
                     "checkpoints and evaluations cost proportionally more of.",
     "Llama 3.1 70B": "The same reading as the 8B, smaller: the card's total includes post-"
                      "training and downtime (the Llama 3 paper reports an effective training "
-                     "time above 90% for 405B), which no step-time estimate holds.",
+                     "time above 90% for 405B), which no step-time estimate holds. The "
+                     "chooser's setup also pipelines the tensor-parallel traffic with its GEMMs "
+                     "(Megatron-Core --tp-comm-overlap), which the Llama 3 paper does not say "
+                     "Meta's stack ran.",
     "Llama 2 34B": "The 34B was never released: its hours are read in transcriptions of the "
                    "paper's table 2 (350 W per GPU, the production cluster's power, where the "
                    "other sizes show 400 W), its shape is the paper's table 1 (d 8192, 48 "
@@ -321,11 +328,6 @@ MISS_REASONS = {
                   "micro-batches (the run: 2,048 sequences, TP 4 x PP 12 x DP 8), where the "
                   "A100 GEMM efficiency assumed (0.80 of peak) and a pipeline bubble amortised "
                   "over that many micro-batches give an MFU no published A100 run shows.",
-    "DeepSeek LLM 67B (per trillion tokens)": "Over-predicted: the GPU count is not stated, "
-        "and with the rule's 2,048 GPUs and the default 4M-token batch (1,024 sequences) the "
-        "model must be split; the chooser's tensor parallelism runs its all-reduces over the "
-        "H800's NVLink (400 GB/s both ways, under half the H100's), taken as exposed "
-        "(assumptions.MODEL_PARALLEL_COMM_OVERLAP), where DeepSeek's HAI-LLM overlaps them.",
 }
 
 
@@ -396,8 +398,14 @@ def render_at_scale(rows: list[AtScale] | None = None,
     lines = ["", "## Pretraining at scale", "",
              "Tensor, pipeline, context and expert parallelism (estimate/parallel.py). No "
              "constant was set on any of these rows: the A100 GEMM efficiency is the datasheet-"
-             "based assumption checked on the llm-foundry MPT rows above, and tensor-parallel, "
-             "pipeline and expert traffic is taken as exposed (Narayanan et al. 2021, sec. 3.2). "
+             "based assumption checked on the llm-foundry MPT rows above; tensor-parallel, "
+             "pipeline and expert traffic is on the critical path (Narayanan et al. 2021, sec. "
+             "3.2) unless the setup overlaps it: the chooser turns on Megatron-Core's "
+             "--tp-comm-overlap (Hopper and later) and --overlap-moe-expert-parallel-comm (no "
+             "pipeline or the interleaved schedule, no full recomputation) where Megatron-Core "
+             "runs them, and the setup column says so (TP overlap, A2A overlap); a pipeline "
+             "size need not divide the layers (uneven stages, estimate/parallel.py "
+             "stage_layers). "
              "Llama 2: Meta states no GPU count; the question is the issue's (2,048 A100-80GB, "
              "sequence 4096, 2T tokens). `estimate` keeps plain data parallelism when it fits, "
              "makes the batch and is not network-bound, and takes a layout otherwise (the "

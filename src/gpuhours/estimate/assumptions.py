@@ -285,6 +285,12 @@ MODEL_PARALLEL_COMM_OVERLAP = _a("model_parallel_comm_overlap", 0.0, "fraction h
                                  "assumption: Megatron-LM 2021 runs tensor-parallel collectives "
                                  "on the critical path (Narayanan et al. 2021, sec. 3.2)")
 
+#: Share of the SMs communication kernels take while they run beside compute (an overlapped
+#: all-to-all or tensor-parallel collective): compute runs that much slower for as long.
+OVERLAP_COMM_SM_SHARE = _a("overlap_comm_sm_share", 20 / 132, "share of SMs",
+                           "DeepSeek-V3 report (arXiv 2412.19437) sec. 3.2.2: 20 of the H800's "
+                           "132 SMs run the all-to-all beside compute")
+
 #: PCIe bandwidth per direction between GPUs without NVLink, GB/s (PCIe 4.0 x16, ~80% usable).
 PCIE_FALLBACK_GB_PER_S_ONE_WAY = _a("pcie_fallback_gb_per_s_one_way", 25.0, "GB/s per direction",
                         "PCIe 4.0 x16: 32 GB/s per direction at ~80% efficiency")

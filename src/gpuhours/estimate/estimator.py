@@ -403,6 +403,8 @@ def estimate_training(
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     if st.collectives:
         used.append(A.MODEL_PARALLEL_COMM_OVERLAP)
+    if t.tp_comm_overlap or t.moe_a2a_overlap:
+        used.append(A.OVERLAP_COMM_SM_SHARE)
     return TrainingEstimate(
         model=arch.name,
         model_basis=model_basis,

@@ -15,7 +15,7 @@ from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.parallel import stages_text
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.timing import training_step_time
+from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
 from gpuhours.setup import Hardware, Training
 
 MAX_MICRO_BATCH = 512
@@ -41,6 +41,9 @@ class Candidate(_Out):
     cp: int = 1
     ep: int = 1
     data_parallel: int = 1
+    #: overlap of tensor-parallel and expert all-to-all traffic with compute (setup.py)
+    tp_comm_overlap: bool = False
+    moe_a2a_overlap: bool = False
     gpu: str
     memory_total_bytes: float
     memory_limit_bytes: float
@@ -80,7 +83,8 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
             checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
             num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
             memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
-            tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp)
+            tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
+            tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap)
     flops = training_flops(t)  # images and their vision tower included (issue 15)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     return Candidate(
@@ -90,6 +94,7 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
         memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
         tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / mp / st.step_time_s,
         tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
+        tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
     )
 
 
@@ -181,7 +186,33 @@ def _layout_label(c: Candidate, arch: ModelArch | None = None) -> str:
     parts = [f"{k} {getattr(c, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(c, k) > 1]
     if arch is not None and c.pp > 1:
         parts[[p.startswith("pp ") for p in parts].index(True)] += stages_text(arch, c.pp)
-    return ", ".join(parts + [f"data parallel {c.data_parallel}"]) if parts else ""
+    if not parts:
+        return ""
+    return ", ".join(parts + [f"data parallel {c.data_parallel}"] + overlap_labels(c))
+
+
+def overlap_labels(c: Candidate | Training) -> list[str]:
+    """The overlaps a setup runs, each with the framework option that runs it."""
+    return [text for on, text in (
+        (c.tp_comm_overlap, "tensor-parallel traffic pipelined with its GEMMs (Megatron-Core "
+                            "--tp-comm-overlap)"),
+        (c.moe_a2a_overlap, "expert all-to-all behind another micro-batch's compute "
+                            "(Megatron-Core --overlap-moe-expert-parallel-comm)")) if on]
+
+
+def overlaps_allowed(t: Training, hw: Hardware, layout: dict[str, int], checkpointing: bool
+                     ) -> tuple[bool, bool]:
+    """(tensor-parallel overlap, expert all-to-all overlap) the chooser may turn on: only as a
+    mainstream framework runs them. --tp-comm-overlap: tensor parallelism within a node of
+    Hopper or later GPUs (Transformer Engine's userbuffers need CUDA multicast); it only
+    hides time, so it is on wherever it may be. --overlap-moe-expert-parallel-comm: expert
+    parallelism, no full recomputation, no pipeline or the interleaved schedule
+    (Megatron-Core's combined 1F1B); it holds one more micro-batch's activations, so it is
+    tried on and off."""
+    tp_ok = layout["tp"] > 1 and hw.gpu.generation in TP_OVERLAP_GENERATIONS
+    a2a_ok = (layout["ep"] > 1 and not checkpointing
+              and (layout["pp"] == 1 or layout["virtual_stages"] > 1))
+    return tp_ok, a2a_ok
 
 
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
@@ -230,54 +261,55 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given
-        for ckpt in (False, True):
-            for stage in stages:
+        settings = [(ckpt, stage, overlap) for ckpt in (False, True) for stage in stages
+                    for overlap in _overlap_options(t, hw, layout, ckpt, search_layouts)]
+        for ckpt, stage, overlap in settings:
 
-                def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
-                          ckpt: bool = ckpt, effective_batch: int | None = layout_batch,
-                          stage: int = stage, layout: dict[str, int] = layout
-                          ) -> Candidate | str | None:
-                    """A candidate; None: fits but cannot make the batch; "stop": too big."""
-                    if effective_batch is not None and mb * replicas > effective_batch:
-                        return "stop"  # a larger micro-batch overshoots on every replica
-                    mb_accum = (_accum_for(effective_batch, mb, replicas)
-                                if effective_batch is not None else open_accum)
-                    base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
-                                                "zero_stage": stage, **layout})
-                    if mb_accum is None:
-                        # this micro-batch cannot make the effective batch exactly; a larger
-                        # one may (memory still decides where the sweep stops)
-                        return None if _evaluate(base, hw, headroom, "", False).fits else "stop"
-                    c = _evaluate(base.model_copy(update={"grad_accum": mb_accum}),
-                                  hw, headroom, f"micro-batch {mb}, checkpointing "
-                                  f"{'on' if ckpt else 'off'}, ZeRO {stage}", False)
-                    return c if c.fits else "stop"  # memory only grows with the micro-batch
+            def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
+                      ckpt: bool = ckpt, effective_batch: int | None = layout_batch,
+                      stage: int = stage, layout: dict[str, int] = layout,
+                      overlap: dict[str, bool] = overlap) -> Candidate | str | None:
+                """A candidate; None: fits but cannot make the batch; "stop": too big."""
+                if effective_batch is not None and mb * replicas > effective_batch:
+                    return "stop"  # a larger micro-batch overshoots on every replica
+                mb_accum = (_accum_for(effective_batch, mb, replicas)
+                            if effective_batch is not None else open_accum)
+                base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
+                                            "zero_stage": stage, **layout, **overlap})
+                if mb_accum is None:
+                    # this micro-batch cannot make the effective batch exactly; a larger
+                    # one may (memory still decides where the sweep stops)
+                    return None if _evaluate(base, hw, headroom, "", False).fits else "stop"
+                c = _evaluate(base.model_copy(update={"grad_accum": mb_accum}),
+                              hw, headroom, f"micro-batch {mb}, checkpointing "
+                              f"{'on' if ckpt else 'off'}, ZeRO {stage}", False)
+                return c if c.fits else "stop"  # memory only grows with the micro-batch
 
-                tried: list[Candidate | str | None] = []
-                if not sampled:
-                    for mb in range(1, MAX_MICRO_BATCH + 1):
-                        tried.append(trial(mb))
-                        if tried[-1] == "stop":
-                            break
-                else:
-                    lo, hi = 0, MAX_MICRO_BATCH + 1
-                    mb = 1
-                    while mb <= MAX_MICRO_BATCH:
-                        tried.append(trial(mb))
-                        if tried[-1] == "stop":
-                            hi = mb
-                            break
-                        lo, mb = mb, mb * 2
-                    while lo and hi - lo > 1:  # bisect for the largest that fits
-                        mid = (lo + hi) // 2
-                        tried.append(trial(mid))
-                        lo, hi = (lo, mid) if tried[-1] == "stop" else (mid, hi)
-                evaluated += len(tried)
-                for c in tried:
-                    if not isinstance(c, Candidate):
-                        continue
-                    if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
-                        fastest = c
+            tried: list[Candidate | str | None] = []
+            if not sampled:
+                for mb in range(1, MAX_MICRO_BATCH + 1):
+                    tried.append(trial(mb))
+                    if tried[-1] == "stop":
+                        break
+            else:
+                lo, hi = 0, MAX_MICRO_BATCH + 1
+                mb = 1
+                while mb <= MAX_MICRO_BATCH:
+                    tried.append(trial(mb))
+                    if tried[-1] == "stop":
+                        hi = mb
+                        break
+                    lo, mb = mb, mb * 2
+                while lo and hi - lo > 1:  # bisect for the largest that fits
+                    mid = (lo + hi) // 2
+                    tried.append(trial(mid))
+                    lo, hi = (lo, mid) if tried[-1] == "stop" else (mid, hi)
+            evaluated += len(tried)
+            for c in tried:
+                if not isinstance(c, Candidate):
+                    continue
+                if fastest is None or c.tokens_per_s_per_gpu > fastest.tokens_per_s_per_gpu:
+                    fastest = c
     if fastest is not None and _layout_label(fastest):
         fastest = fastest.model_copy(update={"change": f"{fastest.change}, "
                                                        f"{_layout_label(fastest, t.arch)}"})
@@ -298,6 +330,20 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         micro_batch_for_effective_batch=split_mb, effective_batch_note=note,
         fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
     )
+
+
+def _overlap_options(t: Training, hw: Hardware, layout: dict[str, int], ckpt: bool,
+                     search: bool) -> list[dict[str, bool]]:
+    """The overlap settings a sweep tries for a layout: as given without a search; with one,
+    those overlaps_allowed permits (the all-to-all overlap on and off)."""
+    if not search:
+        keep = {"tp_comm_overlap": t.tp_comm_overlap, "moe_a2a_overlap": t.moe_a2a_overlap}
+        if keep["moe_a2a_overlap"] and ckpt:
+            return []  # combined 1F1B does not run with full recomputation
+        return [keep]
+    tp_ok, a2a_ok = overlaps_allowed(t, hw, layout, ckpt)
+    return [{"tp_comm_overlap": tp_ok, "moe_a2a_overlap": a2a}
+            for a2a in ([True, False] if a2a_ok else [False])]
 
 
 def _what_would_fit(t: Training, hw: Hardware, headroom: float,
@@ -355,7 +401,9 @@ def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
     a link: "... over <link>"), not by compute, memory traffic or the host."""
     chosen = t.model_copy(update={"micro_batch": c.micro_batch, "grad_accum": c.grad_accum,
                                   "checkpointing": c.checkpointing, "zero_stage": c.zero_stage,
-                                  "tp": c.tp, "pp": c.pp, "cp": c.cp, "ep": c.ep})
+                                  "tp": c.tp, "pp": c.pp, "cp": c.cp, "ep": c.ep,
+                                  "tp_comm_overlap": c.tp_comm_overlap,
+                                  "moe_a2a_overlap": c.moe_a2a_overlap})
     mem = training_memory(chosen.arch, chosen, hw.num_gpus)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
@@ -413,7 +461,9 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                                   "checkpointing": best.checkpointing,
                                   "zero_stage": best.zero_stage,
                                   "grad_accum": t.grad_accum if keep_accum else best.grad_accum,
-                                  "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep})
+                                  "tp": best.tp, "pp": best.pp, "cp": best.cp, "ep": best.ep,
+                                  "tp_comm_overlap": best.tp_comm_overlap,
+                                  "moe_a2a_overlap": best.moe_a2a_overlap})
     layout = _layout_label(best, t.arch)
     layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
               if layout else f", accumulation {chosen.grad_accum}")

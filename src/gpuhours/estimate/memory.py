@@ -515,7 +515,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     n: float = max(num_gpus, 1)
     # a model-parallel layout (estimate/parallel.py): this GPU holds `held` of the parameters
     # and ZeRO shards its state over the data-parallel ranks only
-    lay = layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus, arch)
+    lay = layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus, arch,
+                    a2a_overlap=t.moe_a2a_overlap)
     held: float = total
     if not lay.trivial:
         local = local_params(arch, counts, lay)

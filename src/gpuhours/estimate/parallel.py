@@ -68,6 +68,9 @@ class Layout:
     #: decoder layers of each pipeline stage (stage_layers); () when not worked out (the
     #: layers taken as split evenly)
     stages: tuple[int, ...] = ()
+    #: the expert all-to-all of one micro-batch runs beside another's compute (combined 1F1B):
+    #: one more micro-batch's activations alive
+    a2a_overlap: bool = False
 
     @property
     def model_parallel(self) -> int:
@@ -88,7 +91,7 @@ class Layout:
 
 
 def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus: int,
-              arch: ModelArch | None = None) -> Layout:
+              arch: ModelArch | None = None, a2a_overlap: bool = False) -> Layout:
     """The layout of `num_gpus`, checked: tp x pp x cp divides the GPUs, ep divides the ranks
     of a stage (tp x cp x dp). Errors name the options (`--tp`, `--pp`, `--cp`, `--ep`). With
     `arch`, the layers of each pipeline stage (stage_layers)."""
@@ -103,7 +106,7 @@ def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus:
                          f"a pipeline stage (tp x cp x dp = {tp} x {cp} x {dp}).")
     stages = stage_layers(arch, pp) if arch is not None and pp > 1 else ()
     return Layout(tp=tp, pp=pp, cp=cp, ep=ep, virtual_stages=virtual_stages, dp=dp,
-                  stages=stages)
+                  stages=stages, a2a_overlap=a2a_overlap)
 
 
 def head_layer_equivalents(arch: ModelArch) -> float:
@@ -155,8 +158,8 @@ def stage_layers(arch: ModelArch, pp: int) -> tuple[int, ...]:
 
 
 def stages_text(arch: ModelArch, pp: int) -> str:
-    """" (uneven stages of 3, 4 x 14, 2 layers)" when pp does not divide the layers, else
-    ""."""
+    """" (uneven stages, layers: 3, 4 x 14 stages, 2)" when pp does not divide the layers,
+    else ""."""
     if pp <= 1 or arch.num_layers % pp == 0:
         return ""
     runs: list[list[int]] = []
@@ -165,8 +168,8 @@ def stages_text(arch: ModelArch, pp: int) -> str:
             runs[-1][1] += 1
         else:
             runs.append([x, 1])
-    parts = [f"{x} x {k}" if k > 1 else str(x) for x, k in runs]
-    return f" (uneven stages of {', '.join(parts)} layers)"
+    parts = [f"{x} x {k} stages" if k > 1 else str(x) for x, k in runs]
+    return f" (uneven stages, layers: {', '.join(parts)})"
 
 
 def stage_fractions(lay: Layout) -> tuple[float, ...]:
@@ -241,15 +244,20 @@ def activation_micro_batches_in_flight(lay: Layout, micro_batches: int) -> tuple
     min(m, p) of L/p (Korthikanti et al. 2022, sec. 4.2.3: p micro-batches, so L layers'
     worth); interleaved with v virtual stages: times (1 + (p - 1)/(p v)). The last stage holds
     one micro-batch of its layers. Uneven stages (lay.stages): the most any stage before the
-    last holds (the second stage when the first is a layer short)."""
+    last holds (the second stage when the first is a layer short).
+
+    The expert all-to-all overlap (lay.a2a_overlap, combined 1F1B) runs the forward of one
+    micro-batch beside the backward of the one before: one more micro-batch of the first
+    stage's layers is alive (two of all layers without pipelining)."""
     p, v, m = lay.pp, lay.virtual_stages, micro_batches
+    extra = 1 if lay.a2a_overlap and m > 1 else 0
     if p == 1:
-        return 1.0, 1.0
+        return 1.0 + extra, 1.0
     shares = stage_fractions(lay)
     first = max(min(m, p - i) * shares[i] for i in range(p - 1))
     if v > 1:
         first *= 1 + (p - 1) / (p * v)
-    return first, shares[-1]
+    return first + extra * shares[0] / v, shares[-1]
 
 
 # --- time -------------------------------------------------------------------------------------
@@ -315,6 +323,41 @@ def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float) -> 
     step: an all-reduce, 2 (n - 1)/n of the buffer (ZeRO-1/2's reduce-scatter + all-gather of
     the updated weights move the same)."""
     return 2 * (ranks - 1) / ranks * params * grad_bytes if ranks > 1 else 0.0
+
+
+# --- overlap of model-parallel traffic with compute (setup choices) ---------------------------
+
+def a2a_unpaired_share(pp: int, virtual_stages: int, micro_batches: int) -> float:
+    """Share of a step's expert all-to-all that no other micro-batch's compute can hide under
+    combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm; DeepSeek-V3 sec. 3.2.1):
+    the schedule runs the forward of one micro-batch beside the backward of another, the
+    all-to-all of each behind the other's attention and MLP. Without pipelining the first
+    forward and the last backward have no partner: one micro-batch's worth of m. With the
+    interleaved schedule the first stage's warm-up forwards, 2 (p - 1) + (v - 1) p model
+    chunks of v m (Megatron-Core's interleaved schedule), and as many cool-down backwards,
+    run alone."""
+    p, v, m = pp, virtual_stages, micro_batches
+    alone = 1 if p == 1 else 2 * (p - 1) + (v - 1) * p
+    return min(1.0, alone / (v * m))
+
+
+def overlapped_exposed_s(comm_s: float, unpaired_share: float, cover_s: float,
+                         sm_share: float) -> float:
+    """Seconds a collective adds to the step when it runs beside compute: the unpaired share in
+    full, the rest beyond the compute it runs beside (`cover_s` x the paired share), and the
+    compute slowed by the SMs the communication takes (`sm_share`) while it is hidden."""
+    paired = comm_s * (1 - unpaired_share)
+    hidden = min(paired, cover_s * (1 - unpaired_share))
+    return comm_s - hidden + hidden * sm_share
+
+
+def tp_overlap_unpaired_share(tp: int) -> float:
+    """Share of the tensor-parallel traffic that --tp-comm-overlap cannot hide: the all-gather
+    before a column-parallel GEMM and the reduce-scatter after a row-parallel one are split into
+    tp chunks exchanged around the ring while the GEMM runs on the chunk before (Transformer
+    Engine's pipelined ring exchange, Wang et al. 2022 "Overlap communication with dependent
+    computation via decomposition"); the first chunk has no GEMM to run beside: 1/tp."""
+    return 1 / tp
 
 
 @dataclass(frozen=True)

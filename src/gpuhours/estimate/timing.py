@@ -146,6 +146,12 @@ def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
     return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
 
 
+#: GPU generations whose NVSwitch runs CUDA multicast, which Transformer Engine's userbuffers
+#: (--tp-comm-overlap) need (NVIDIA/TransformerEngine issue 1071, a maintainer: "relies on
+#: CUDA Multicast handles")
+TP_OVERLAP_GENERATIONS = ("hopper", "blackwell")
+
+
 @dataclass(frozen=True)
 class StepTime:
     """Seconds per optimizer step per GPU, by part; `step_time_s` is their combination."""
@@ -227,7 +233,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             QLORA_BYTES_PER_PARAM + 4.0)
     layer_traffic += fp8_cast_traffic
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
-    lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch)
+    lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
+                      a2a_overlap=t.moe_a2a_overlap)
     stage_share = 1.0  # the slowest pipeline stage's share of the decoder layers
     if not lay.trivial:
         # a GPU runs 1/(tp cp) of each of its stage's layers; the LM head and the loss sit on
@@ -267,7 +274,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s)
     else:
         collectives = layout_collectives(arch, t, hw, lay, attention_s,
-                                         stage_share * arch.num_layers)
+                                         stage_share * arch.num_layers,
+                                         gemm_s=matmul_s, compute_s=gpu_compute_s)
         # tensor, context, expert and stage-to-stage traffic are inside each stage's time: the
         # bubble idles in proportion to all of it, (p - 1)/(v m) of the ideal step
         stage_s = compute_s + sum(c.exposed_s for c in collectives)
@@ -353,14 +361,23 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
 
 
 def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,
-                       attention_s: float, stage_layers: float | None = None
+                       attention_s: float, stage_layers: float | None = None,
+                       gemm_s: float = 0.0, compute_s: float = 0.0
                        ) -> tuple[P.Collective, ...]:
     """The model-parallel traffic of one optimizer step on one GPU of a stage of `stage_layers`
     layers (the slowest; L/pp when not given), each on its link: tensor
     parallelism within tp consecutive GPUs, context parallelism within tp x cp, expert all-to-all
     within ep, stage-to-stage sends across the whole layout. Tensor, expert and stage traffic is
     on the critical path (assumptions.MODEL_PARALLEL_COMM_OVERLAP); ring attention's KV exchange
-    hides behind the attention kernels it feeds."""
+    hides behind the attention kernels it feeds. As setup choices, tensor-parallel traffic
+    pipelined with its GEMMs (t.tp_comm_overlap: behind `gemm_s`, the stage's matmuls) and the
+    expert all-to-all behind another micro-batch's compute (t.moe_a2a_overlap: `compute_s`),
+    each as parallel.overlapped_exposed_s counts it."""
+    if t.tp_comm_overlap and hw.gpu.generation not in TP_OVERLAP_GENERATIONS:
+        raise FieldError("tp_comm_overlap", f"Transformer Engine's userbuffers need CUDA "
+                         f"multicast over NVSwitch (Hopper or later); {hw.gpu.name} is "
+                         f"{hw.gpu.generation}.")
+    sm = A.OVERLAP_COMM_SM_SHARE.value
     a = ACTIVATION_BYTES[t.precision]
     eff = A.COLLECTIVE_EFFICIENCY.value
     hidden_share = A.MODEL_PARALLEL_COMM_OVERLAP.value
@@ -373,8 +390,14 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
         bw, link = group_link_bytes_per_s(hw, span)
         seconds = volume_bytes / (bw * eff)
         hidden = min(seconds, hideable_s) if hideable_s is not None else seconds * hidden_share
-        out.append(P.Collective(name=name, seconds=seconds, exposed_s=seconds - hidden,
-                                link=link))
+        exposed = seconds - hidden
+        if name == "tensor-parallel collectives" and t.tp_comm_overlap:
+            exposed = P.overlapped_exposed_s(seconds, P.tp_overlap_unpaired_share(lay.tp),
+                                             gemm_s, sm)
+        if name == "expert all-to-all" and t.moe_a2a_overlap:
+            exposed = P.overlapped_exposed_s(seconds, P.a2a_unpaired_share(
+                lay.pp, lay.virtual_stages, m), compute_s, sm)
+        out.append(P.Collective(name=name, seconds=seconds, exposed_s=exposed, link=link))
 
     if lay.tp > 1:
         add("tensor-parallel collectives", m * layers * P.tensor_parallel_bytes_per_layer(
@@ -395,8 +418,12 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
             port, net = group_link_bytes_per_s(hw, lay.ep)
             inside, _ = _within_node_link(hw.gpu)
             seconds = max(inter / port, (volume - inter) / inside) / eff
+            exposed = seconds * (1 - hidden_share)
+            if t.moe_a2a_overlap:
+                exposed = P.overlapped_exposed_s(seconds, P.a2a_unpaired_share(
+                    lay.pp, lay.virtual_stages, m), compute_s, sm)
             out.append(P.Collective(name="expert all-to-all", seconds=seconds,
-                                    exposed_s=seconds * (1 - hidden_share), link=net))
+                                    exposed_s=exposed, link=net))
         else:
             add("expert all-to-all", volume, lay.ep)
     if lay.pp > 1:

@@ -359,7 +359,7 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
 
 #: settings whose absence leaves a training phase's setup for gpuhours to choose
 _SETUP_FIELDS = ("micro_batch", "checkpointing", "zero_stage")
-_LAYOUT_FIELDS = ("tp", "pp", "cp", "ep")
+_LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap")
 
 
 def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,

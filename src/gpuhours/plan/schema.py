@@ -160,6 +160,12 @@ class TrainingSettings(_Strict):
     ep: PositiveInt | None = Field(default=None, description="expert parallelism (MoE)")
     virtual_stages: PositiveInt | None = Field(
         default=None, description="model chunks per pipeline stage (interleaved schedule)")
+    tp_comm_overlap: bool | None = Field(
+        default=None, description="tensor-parallel collectives pipelined with their GEMMs "
+        "(Megatron-Core --tp-comm-overlap; Hopper or later)")
+    moe_a2a_overlap: bool | None = Field(
+        default=None, description="the expert all-to-all hidden behind another micro-batch's "
+        "compute (Megatron-Core --overlap-moe-expert-parallel-comm, DeepSeek's DualPipe)")
     kbit_upcast: bool | None = Field(
         default=None, description="qlora: non-4-bit weights cast to fp32 by peft's "
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP or a GPTQ base")

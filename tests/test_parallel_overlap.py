@@ -1,0 +1,96 @@
+"""Overlap of tensor-parallel and expert all-to-all traffic with compute as setup choices
+(issue 16): Megatron-Core's --tp-comm-overlap and --overlap-moe-expert-parallel-comm, worked by
+hand."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuhours.cli import app
+from gpuhours.errors import FieldError
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import parallel as P
+from gpuhours.estimate.fit import chosen_setup
+from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.timing import training_step_time
+from gpuhours.setup import Hardware, Training
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(("pp", "v", "m", "expected"), [
+    (1, 1, 8, 1 / 8),           # the first forward and the last backward run alone
+    (1, 1, 1, 1.0),             # one micro-batch: nothing to pair with
+    (4, 2, 8, 10 / 16),         # 2 (4 - 1) + (2 - 1) 4 = 10 warm-up chunks of 2 x 8
+    (4, 2, 64, 10 / 128),
+])
+def test_unpaired_all_to_all_by_hand(pp, v, m, expected):
+    assert P.a2a_unpaired_share(pp, v, m) == pytest.approx(expected)
+
+
+def test_overlapped_exposed_by_hand():
+    # 10 s of traffic, a quarter unpaired (2.5 s exposed); 7.5 s paired beside 4 x 0.75 = 3 s
+    # of compute: 3 s hidden, 4.5 s left; the hidden 3 s slow compute by 15%: 0.45 s
+    assert P.overlapped_exposed_s(10.0, 0.25, 4.0, 0.15) == pytest.approx(2.5 + 4.5 + 0.45)
+    # compute to spare: only the unpaired share and the SM cost remain
+    assert P.overlapped_exposed_s(10.0, 0.25, 100.0, 0.15) == pytest.approx(2.5 + 7.5 * 0.15)
+
+
+def _tp(overlap: bool):
+    t = Training(model="llama-2-70b", seq_len=4096, tp=8, grad_accum=4, zero_stage=1,
+                 tp_comm_overlap=overlap)
+    hw = Hardware(gpu="h100-sxm", num_gpus=64)
+    st = training_step_time(t.arch, t, hw, training_flops(t), 0)
+    return next(c for c in st.collectives if c.name == "tensor-parallel collectives"), st
+
+
+def test_tp_overlap_hides_all_but_the_first_chunk():
+    off, _ = _tp(False)
+    on, st = _tp(True)
+    assert off.exposed_s == pytest.approx(off.seconds)  # on the critical path by default
+    assert on.seconds == pytest.approx(off.seconds)     # the same traffic
+    # 1/8 of it has no GEMM chunk beside it; the GEMMs (st.matmul_s) outlast the other 7/8
+    hidden = off.seconds * 7 / 8
+    assert st.matmul_s * 7 / 8 > hidden
+    sm = A.OVERLAP_COMM_SM_SHARE.value
+    assert on.exposed_s == pytest.approx(off.seconds / 8 + hidden * sm)
+
+
+def test_a2a_overlap_holds_one_more_micro_batch():
+    lay = P.Layout(ep=8, dp=8, a2a_overlap=True)
+    assert P.activation_micro_batches_in_flight(lay, 4) == (2.0, 1.0)
+    assert P.activation_micro_batches_in_flight(lay, 1) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize(("update", "fields"), [
+    ({"moe_a2a_overlap": True}, ("moe_a2a_overlap", "ep")),
+    ({"moe_a2a_overlap": True, "ep": 8, "checkpointing": True},
+     ("moe_a2a_overlap", "checkpointing")),
+    ({"moe_a2a_overlap": True, "ep": 8, "pp": 2}, ("moe_a2a_overlap", "virtual_stages")),
+    ({"tp_comm_overlap": True}, ("tp_comm_overlap", "tp")),
+])
+def test_overlaps_refused_where_megatron_does_not_run_them(update, fields):
+    with pytest.raises(FieldError) as e:
+        Training(model="mixtral-8x7b", **update)
+    assert e.value.fields == fields
+
+
+def test_tp_overlap_on_an_a100_is_exit_2():
+    r = runner.invoke(app, ["estimate", "--model", "llama-2-70b", "--gpu", "a100-80gb",
+                            "--gpus", "64", "--tp", "8", "--grad-accum", "4", "--zero", "1",
+                            "--tp-comm-overlap", "--no-calibrate", "--ignore-memory"])
+    assert r.exit_code == 2, r.output
+    assert "--tp-comm-overlap" in r.output and "multicast" in r.output
+
+
+def test_the_chooser_turns_them_on_and_says_so():
+    t = Training(model="mixtral-8x7b", seq_len=4096)
+    hw = Hardware(gpu="h100-sxm", num_gpus=1024, inter_node_gb_per_s_one_way=50)
+    chosen, why = chosen_setup(t, hw, search_layouts=True)
+    assert chosen.moe_a2a_overlap and "--overlap-moe-expert-parallel-comm" in why
+    assert chosen.tp == 1 or (chosen.tp_comm_overlap and "--tp-comm-overlap" in why)
+    # on A100s tensor-parallel overlap is not offered (no CUDA multicast)
+    chosen, why = chosen_setup(t, hw.model_copy(update={"gpu": Hardware(
+        gpu="a100-80gb").gpu}), search_layouts=True)
+    assert not chosen.tp_comm_overlap and "--tp-comm-overlap" not in why
