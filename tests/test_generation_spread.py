@@ -50,3 +50,18 @@ def test_vllm_v0_adds_its_host_time_per_running_sequence(running: int) -> None:
     assert v0.decode_step_s_first - v1.decode_step_s_first == pytest.approx(running * per_seq)
     assert v0.decode_s - v1.decode_s == pytest.approx(100 * running * per_seq)
     assert v0.prefill_s == pytest.approx(v1.prefill_s)
+
+
+def test_w8a8_runs_compute_bound_prefill_at_the_fp8_rate() -> None:
+    h100 = catalog.gpu("h100-sxm")
+    long = dict(prompt_tokens=8192, output_tokens=0, batch=8, weight_bytes_per_param=1.0)
+    bf16 = estimate_generation(gen(**long), h100)
+    fp8 = estimate_generation(gen(**long, matmul_precision="fp8"), h100)
+    # a compute-bound prefill: time less the host step scales as bf16 peak / fp8 peak
+    host = A.DECODE_HOST_STEP_S["vllm"].value
+    ratio = h100.dense_tflops.bf16 / h100.dense_tflops.fp8
+    assert (fp8.prefill_s - host) == pytest.approx((bf16.prefill_s - host) * ratio, rel=0.01)
+    # a GPU without fp8 tensor cores names the field
+    with pytest.raises(InputError, match="fp8") as caught:
+        estimate_generation(gen(matmul_precision="fp8"), GPU)
+    assert "matmul_precision" in caught.value.fields

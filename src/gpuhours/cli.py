@@ -571,6 +571,9 @@ def generation(
                                       ] = GENERATION.weight_bytes_per_param,
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
+    matmul_precision: Annotated[str, typer.Option(
+        help="bf16, or fp8 (W8A8 GEMMs at the fp8 rate; give --weight-bytes-per-param 1).")
+                                ] = GENERATION.matmul_precision,
     params: ParamsOpt = None,
     usd_per_gpu_hour: UsdOpt = None,
     ledger: LedgerOpt = None,
@@ -594,7 +597,8 @@ def generation(
                                        max_num_seqs=max_num_seqs,
                                        tensor_parallel=tensor_parallel,
                                        weight_bytes_per_param=weight_bytes_per_param,
-                                       kv_bytes_per_element=kv_bytes_per_element))
+                                       kv_bytes_per_element=kv_bytes_per_element,
+                                       matmul_precision=matmul_precision))
     from gpuhours.api import open_ledger
 
     e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)

@@ -510,6 +510,9 @@ class Generation(_ReadsModel):
     #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
     #: fp16 scale per 128 weights). Matmuls are still costed at the bf16 rate.
     weight_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
+    #: the matmuls' precision: bf16, or fp8 (W8A8: vLLM quantization="fp8", TensorRT-LLM fp8;
+    #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each)
+    matmul_precision: Literal["bf16", "fp8"] = "bf16"
     #: bytes per cached K or V element: 2 (bf16), 1 (vLLM kv_cache_dtype="fp8")
     kv_bytes_per_element: float = Field(default=2.0, gt=0, le=4)
     #: the engine's per-step costs are assumptions, estimate/assumptions.py (DECODE_*)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import FieldError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
@@ -352,6 +352,13 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     arch = g.arch
     if arch.encoder:
         raise FieldError("model", f"{arch.name} is an encoder: it does not generate tokens.")
+    if g.matmul_precision == "fp8":
+        # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
+        try:
+            peak_flops(gpu, "fp8-mixed")
+        except InputError as err:
+            raise FieldError("matmul_precision", err.message) from None
+        precision = "fp8-mixed"
     cap = max_batch_by_memory(arch, g, gpu)
     max_seqs = engine_max_num_seqs(g)
     default = cap if max_seqs is None else min(cap, max_seqs)
