@@ -54,3 +54,10 @@ def test_every_row_is_expressed_or_says_why_not():
 
 def test_the_doc_holds_the_current_table():
     assert rl.report() in DOC.read_text(encoding="utf-8")
+
+
+def test_the_doc_holds_the_inferred_mean_diagnostic():
+    table = "\n".join("  " + line for line in rl.inferred_mean_report().split("\n"))
+    assert table in DOC.read_text(encoding="utf-8")
+    # it covers the rows that state no mean but measured the old-log-prob pass
+    assert table.count("\n") == 5

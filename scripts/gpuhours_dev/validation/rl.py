@@ -231,6 +231,12 @@ def rows() -> list[dict[str, str]]:
 
 def predict(case: Case) -> tuple[float | None, str]:
     """(predicted step time in s, or None; the bottleneck or the error)."""
+    details, why = _details(case)
+    return (None, why) if details is None else (float(details["step_time_s"]), why)
+
+
+def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
+    """The phase's details (None when not expressed) and its bottleneck (or the error)."""
     from gpuhours.errors import InputError
     from gpuhours.plan.budget import evaluate
     from gpuhours.plan.load import load_plan
@@ -246,7 +252,52 @@ def predict(case: Case) -> tuple[float | None, str]:
             p = evaluate(load_plan(f)).phases[0]
         except InputError as e:  # DoesNotFit included: the reason, without the temporary path
             return None, f"not expressed: {e.message}"
-    return float(p.details["step_time_s"]), p.bottleneck
+    return p.details, p.bottleneck
+
+
+def _measured_old_logprob_s(r: dict[str, str]) -> float | None:
+    for part in r["other_times"].split(";"):
+        words = part.split()
+        if len(words) == 2 and words[0] == "old_log_prob":
+            return float(words[1])
+    return None
+
+
+def inferred_mean_report() -> str:
+    """A diagnostic, counted nowhere: for the expressed rows that state no mean response but
+    measured the old-policy log-prob pass (a forward over every sequence, nothing else), the
+    mean response that makes that pass take its measured time (bisection), and the step
+    predicted with it. It sets an input from the row itself, so its errors are not
+    predictions; it says whether the rest of the step holds once the mean is known."""
+    data = rows()
+    lines = ["| row | assumed mean | inferred mean | measured step | predicted | error |",
+             "|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        target = _measured_old_logprob_s(r)
+        if r["response_tokens_mean"] or target is None:
+            continue
+
+        def with_mean(mean: int, c: Case = c) -> dict[str, Any] | None:
+            return _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": mean},
+                                 c.settings, c.assumed))[0]
+
+        # multiples of 8 tokens: a context-parallel layout must divide the sequence
+        lo, hi = 16, int(c.phase["max_response_tokens"]) // 8 * 8
+        while hi - lo > 8:
+            mid = (lo + hi) // 16 * 8
+            d = with_mean(mid)
+            if d is not None and d["old_policy_log_probs_s"] < target:
+                lo = mid
+            else:
+                hi = mid
+        d = with_mean(lo)
+        assert d is not None
+        measured = float(r["step_time_s"])
+        lines.append(f"| {c.row + 2} | {c.phase['response_tokens']:,} | {lo:,} | "
+                     f"{measured:,.1f} s | {d['step_time_s']:,.1f} s | "
+                     f"{d['step_time_s'] / measured - 1:+.0%} |")
+    return "\n".join(lines)
 
 
 def report() -> str:
