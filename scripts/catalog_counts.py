@@ -24,8 +24,8 @@ from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES
 from gpuhours.estimate.params import count_params
 
 #: model types outside the analytic model, at their transformers default configs
-UNCOVERED = ("phi", "starcoder2", "gpt_neox", "falcon", "olmo", "olmo2", "cohere", "gemma3_text",
-             "mamba", "bamba", "nemotron_h", "zamba2", "qwen3_next", "granitemoeshared", "phimoe",
+UNCOVERED = ("olmo", "olmo2", "cohere", "gemma3_text",
+             "bamba", "nemotron_h", "zamba2", "qwen3_next", "granitemoeshared", "phimoe",
              "deepseek_v32")
 #: covered types whose transformers default config leaves out a field the estimate needs
 DEFAULT_FIXES: dict[str, dict[str, Any]] = {"deepseek_v2": {"num_experts_per_tok": 6}}

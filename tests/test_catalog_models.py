@@ -132,9 +132,12 @@ def test_gemma_ties_its_embeddings_when_the_config_does_not_say() -> None:
 
 # --- what is not covered: counted on the meta device, or refused ---------------------------------
 
-GPT_NEOX = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "hidden_size": 64,
-            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256,
-            "vocab_size": 1000, "max_position_embeddings": 128}
+#: Bamba: a Mamba-2 hybrid the analytic model does not cover, whose fields read as a llama-style
+#: decoder give a wrong count (no mixers), so it is refused
+BAMBA = {"model_type": "bamba", "architectures": ["BambaForCausalLM"], "hidden_size": 64,
+         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "intermediate_size": 256, "vocab_size": 1000, "mamba_n_heads": 8, "mamba_d_head": 16,
+         "mamba_d_state": 16, "attn_layer_indices": [1], "max_position_embeddings": 128}
 #: OLMo: a llama-style block whose LayerNorms have no weights, so the generic reading is within
 #: MATCH_TOLERANCE of the real count (2 x 2 x 64 + 64 norm weights too many)
 OLMO = {"model_type": "olmo", "architectures": ["OlmoForCausalLM"], "hidden_size": 64,
@@ -150,20 +153,20 @@ def _write(tmp_path: Path, config: dict[str, Any]) -> str:
 
 def test_uncovered_type_that_the_generic_reading_gets_wrong_is_refused(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
-    real = built_count(GPT_NEOX)
-    with pytest.raises(FieldError, match=rf"model_type 'gpt_neox'.*transformers builds {real:,}"
+    real = built_count(BAMBA)
+    with pytest.raises(FieldError, match=rf"model_type 'bamba'.*transformers builds {real:,}"
                                          r".*Covered model types: bert, deepseek_v2") as info:
-        resolve_model(_write(tmp_path, GPT_NEOX))
+        resolve_model(_write(tmp_path, BAMBA))
     assert info.value.fields == ("model",)
 
 
 def test_uncovered_type_is_refused_without_transformers(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` fails
-    with pytest.raises(FieldError, match=r"model_type 'gpt_neox' is not one the analytic model "
+    with pytest.raises(FieldError, match=r"model_type 'bamba' is not one the analytic model "
                                          r"covers, and transformers is not installed.*"
                                          r"Covered model types: .*qwen3_moe"):
-        resolve_model(_write(tmp_path, GPT_NEOX))
+        resolve_model(_write(tmp_path, BAMBA))
     # a covered type needs no transformers
     assert resolve_model("gemma-2-2b")[0].norms_per_block == 4
 
@@ -205,9 +208,9 @@ def test_cli_refuses_an_uncovered_type_with_exit_2(tmp_path: Path,
 
     monkeypatch.setitem(sys.modules, "transformers", None)
     result = CliRunner().invoke(gpuhours.cli.app, [
-        "estimate", "--model", _write(tmp_path, GPT_NEOX), "--gpu", "h100-sxm", "--tokens", "1e9"])
+        "estimate", "--model", _write(tmp_path, BAMBA), "--gpu", "h100-sxm", "--tokens", "1e9"])
     assert result.exit_code == 2
-    assert "gpt_neox" in result.output and "Traceback" not in result.output
+    assert "bamba" in result.output and "Traceback" not in result.output
 
 
 def test_covered_config_file_does_not_import_torch(tmp_path: Path) -> None:

@@ -60,6 +60,11 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("jamba", dict(num_hidden_layers=6, intermediate_size=96, mamba_d_state=8, mamba_dt_rank=8,
                    num_experts=4, num_experts_per_tok=2, attn_layer_period=3,
                    attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1)),
+    ("mamba", dict(num_hidden_layers=2, state_size=8, expand=2)),
+    ("phi", dict(num_hidden_layers=2, intermediate_size=96, partial_rotary_factor=0.5)),
+    ("starcoder2", dict(intermediate_size=96, use_bias=True)),
+    ("gpt_neox", dict(num_hidden_layers=2, intermediate_size=96)),
+    ("falcon", dict(num_hidden_layers=2, new_decoder_architecture=True, num_kv_heads=2)),
 ]
 
 #: what "attention" is as a peft target list in each family (q, k, v, o by their names)
@@ -98,6 +103,8 @@ def _peft_count(config: dict[str, Any], targets: Any) -> int | None:
 def test_adapter_count_equals_peft(model_type: str, variant: dict[str, Any],
                                    targets: str) -> None:
     base = {} if model_type in ("gpt2", "mpt") else BASE
+    if model_type == "falcon":  # FalconConfig derives head_dim (a read-only property)
+        base = {k: v for k, v in BASE.items() if k != "head_dim"}
     config = {"model_type": model_type, **base, **IDS, **variant}
     peft_targets = {"all-linear": "all-linear", "qv": QV,
                     "attention": ATTENTION.get(model_type, ["q_proj", "k_proj", "v_proj",

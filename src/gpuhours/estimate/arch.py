@@ -91,6 +91,8 @@ class MambaMixer:
     #: Jamba's RMSNorms on dt, B and C; heads = inner and head_dim = 1 (one channel a "head")
     version: int = 2
     dt_rank: int = 0
+    #: Jamba's RMSNorms on dt, B and C (dt_rank + 2 x state); Mamba-1 LMs have none
+    dt_bc_norms: bool = True
 
     @property
     def conv_dim(self) -> int:
@@ -134,7 +136,7 @@ class MambaMixer:
             return weights
         return (weights + (2 * i if self.in_bias else 0) + (d if self.out_bias else 0)
                 + i * (self.conv_kernel + (1 if self.conv_bias else 0)) + i  # conv, dt bias
-                + i * n + i + r + 2 * n)  # A_log, D, the dt/B/C norms
+                + i * n + i + ((r + 2 * n) if self.dt_bc_norms else 0))  # A_log, D, norms
 
     @property
     def scan_flops_per_token(self) -> float:
@@ -244,6 +246,17 @@ class ModelArch:
     ssm_layers: int = 0
     attention_layers: int | None = None
     mlp_free_layers: int = 0
+    #: attention and MLP read the same normed input and add to one residual (Phi-1/2, GPT-NeoX,
+    #: Falcon); it changes no count or FLOP
+    parallel_residual: bool = False
+    #: the share of each head's dimensions that rotary embedding turns (Phi-2 0.4, GPT-NeoX
+    #: 0.25); no parameters, and its elementwise FLOPs are not counted
+    rotary_fraction: float = 1.0
+    #: f-wide tensors a non-gated MLP's activation keeps for backward beyond its input, per
+    #: token: 0 for torch's native GELU kernels; transformers' Python composites keep more
+    #: (gelu_new 3, gelu_fast 6, quick_gelu 1: measured with saved_tensors_hooks on tiny
+    #: models, tests/test_arch_classic.py)
+    activation_extra_saved: int = 0
 
     @property
     def attention_layer_count(self) -> int:
@@ -369,14 +382,20 @@ MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 #: GLM-4-MoE's dense first layers and shared experts, OLMoE's whole-projection q/k norms,
 #: Granite MoE
 MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "granitemoe"})
-#: state-space models and hybrids with Mamba-2 mixers (_mamba_family), and Jamba's Mamba-1
-SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba"})
+#: state-space models and hybrids with Mamba-2 mixers (_mamba_family), Jamba's and Mamba's
+#: Mamba-1 mixers
+SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba", "mamba"})
+#: LayerNorm decoders with biased, non-gated GELU MLPs (_classic): Phi-1/2 (parallel block,
+#: biased head, q/k LayerNorms), StarCoder2 (GQA), GPT-NeoX (fused qkv, parallel residual),
+#: Falcon (fused multi-query or grouped qkv, parallel attention)
+CLASSIC_MODEL_TYPES = frozenset({"phi", "starcoder2", "gpt_neox", "falcon"})
 #: every model_type the analytic model counts exactly
 COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
-                       | MLA_MODEL_TYPES | MOE_MODEL_TYPES | SSM_MODEL_TYPES)
+                       | MLA_MODEL_TYPES | MOE_MODEL_TYPES | SSM_MODEL_TYPES
+                       | CLASSIC_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
-_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text"})
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "mamba"})
 #: an uncovered model_type whose generic llama-style reading is this close (relative) to the
 #: count of the model transformers builds is estimated from that reading, with the exact total
 #: carried; assumption: 0.5% keeps every size-driven figure (weights, gradients, optimizer
@@ -479,6 +498,8 @@ def _read_text_model(cfg: dict[str, Any], name: str, where: str, model_type: str
         return _moe_family(cfg, name, where, model_type)
     if model_type in SSM_MODEL_TYPES:
         return _mamba_family(cfg, name, where, model_type)
+    if model_type in CLASSIC_MODEL_TYPES:
+        return _classic(cfg, name, where, model_type)
     return _llama_like(cfg, name, where, model_type)
 
 
@@ -740,6 +761,8 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
     if model_type == "jamba":
         return _jamba(cfg, name, where, layers, d)
+    if model_type == "mamba":
+        return _mamba1(cfg, name, where, layers, d)
     if model_type == "mamba2":
         inner = int(cfg.get("expand", 2) * d)
         ssm = MambaMixer(
@@ -853,6 +876,131 @@ def _jamba(cfg: dict[str, Any], name: str, where: str, layers: int, d: int) -> M
                    dense_mlp_layers=layers - moe if moe else 0)
 
 
+def _mamba1(cfg: dict[str, Any], name: str, where: str, layers: int, d: int) -> ModelArch:
+    """Mamba-1 LMs (Gu & Dao 2023, arXiv:2312.00752; transformers' modeling_mamba.py): every
+    layer one RMSNorm and a Mamba-1 mixer (in_proj d -> 2 x inner, biased with use_bias; a
+    depthwise conv over inner, biased with use_conv_bias; x_proj inner -> time_step_rank + 2 x
+    state; dt_proj time_step_rank -> inner with a bias; A_log inner x state, D inner; out_proj,
+    biased with use_bias), no dt/B/C norms, no attention, no MLP; the head tied by default."""
+    inner = _count(cfg, where, "intermediate_size") or int(cfg.get("expand", 2) * d)
+    rank = cfg.get("time_step_rank", "auto")
+    rank = math.ceil(d / 16) if rank == "auto" else _positive_int(rank, where, "time_step_rank")
+    bias = bool(cfg.get("use_bias", False))
+    ssm = MambaMixer(
+        inner=inner, heads=inner, head_dim=1,
+        state_size=_positive_int(_get(cfg, where, "state_size", default=16), where,
+                                 "state_size"),
+        groups=1, conv_kernel=_positive_int(_get(cfg, where, "conv_kernel", default=4), where,
+                                            "conv_kernel"),
+        chunk_size=1, in_bias=bias, out_bias=bias,
+        conv_bias=bool(cfg.get("use_conv_bias", True)), gated_norm=False, version=1,
+        dt_rank=rank, dt_bc_norms=False)
+    tied = cfg.get("tie_word_embeddings")
+    return ModelArch(
+        name=name, model_type="mamba", hidden_size=d, num_layers=layers, num_heads=1,
+        num_kv_heads=1, head_dim=1, intermediate_size=inner,
+        vocab_size=_positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size"),
+        tie_embeddings=True if tied is None else bool(tied), gated_mlp=True, norms_per_block=1,
+        counted_by_blocks=True, ssm=ssm, ssm_layers=layers, attention_layers=0,
+        mlp_free_layers=layers, max_positions=None)
+
+
+#: extra f-wide tensors autograd keeps for transformers' composite activations (ACT2FN names)
+_ACTIVATION_EXTRA_SAVED = {"gelu_new": 3, "gelu_fast": 6, "quick_gelu": 1}
+
+
+def _activation_extra(cfg: dict[str, Any], default: str, *keys: str) -> int:
+    name = next((cfg[k] for k in keys if isinstance(cfg.get(k), str)), default)
+    return _ACTIVATION_EXTRA_SAVED.get(name, 0)
+
+
+def _rotary_fraction(cfg: dict[str, Any], where: str, default: float) -> float:
+    """partial_rotary_factor (or GPT-NeoX's older rotary_pct), at the top level or in
+    rope_parameters as transformers 5 saves it."""
+    rope = cfg.get("rope_parameters")
+    rope = rope if isinstance(rope, dict) else {}
+    value = cfg.get("partial_rotary_factor", cfg.get("rotary_pct", rope.get(
+        "partial_rotary_factor", default)))
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise InputError(where, f"field 'partial_rotary_factor' must be in (0, 1], got {value!r}.")
+    return float(value)
+
+
+def _classic(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """LayerNorm decoders with a non-gated GELU MLP, as transformers builds them:
+    - phi (Phi-1/1.5/2, modeling_phi.py): one LayerNorm a layer before attention and MLP side by
+      side (parallel block); q, k, v, dense and fc1, fc2 all biased; q/k LayerNorms over a head
+      with qk_layernorm; the final LayerNorm; an untied LM head with a bias (its vocab_size
+      parameters are carried in extra_params); partial rotary (0.5 by default);
+    - starcoder2 (modeling_starcoder2.py): two LayerNorms (with bias) a layer, GQA, q/k/v/o
+      and c_fc/c_proj biased with use_bias, a sliding window on every layer when set; tied;
+    - gpt_neox (modeling_gpt_neox.py): two LayerNorms, a fused query_key_value (d -> 3d) and
+      dense biased with attention_bias, dense_h_to_4h/4h_to_h always biased; parallel residual
+      with use_parallel_residual; partial rotary (rotary_pct, 0.25); untied embed_out;
+    - falcon (modeling_falcon.py): a fused query_key_value of (heads + 2 kv) x head_dim, where kv
+      is num_kv_heads with new_decoder_architecture, 1 with multi_query, else heads; every
+      linear biased with `bias`; LayerNorms: input and post-attention without parallel_attn,
+      else ln_attn and ln_mlp (num_ln_in_parallel_attn 2, the new architecture's default) or
+      one input_layernorm; MLP width ffn_hidden_size (4d); tied by default; ALiBi or rotary.
+    """
+    d = _positive_int(_get(cfg, where, "hidden_size", "n_embd"), where, "hidden_size")
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers", "n_layer"), where,
+                           "num_hidden_layers")
+    heads = _positive_int(_get(cfg, where, "num_attention_heads", "n_head"), where,
+                          "num_attention_heads")
+    vocab = _positive_int(_get(cfg, where, "vocab_size"), where, "vocab_size")
+    head_dim = d // heads
+    tied = cfg.get("tie_word_embeddings")
+    tie = model_type in _TIED_BY_DEFAULT if tied is None else bool(tied)
+    common: dict[str, Any] = dict(
+        name=name, model_type=model_type, hidden_size=d, num_layers=layers, num_heads=heads,
+        head_dim=head_dim, vocab_size=vocab, tie_embeddings=tie, gated_mlp=False,
+        norm_bias=True, max_positions=_count(cfg, where, "max_position_embeddings") or None)
+    if model_type == "falcon":
+        new_arch = bool(cfg.get("new_decoder_architecture", False))
+        kv = (_count(cfg, where, "num_kv_heads") or heads) if new_arch else (
+            1 if cfg.get("multi_query", True) else heads)
+        parallel = new_arch or bool(cfg.get("parallel_attn", True))
+        norms = 2 if not parallel else (
+            cfg.get("num_ln_in_parallel_attn") or (2 if new_arch else 1))
+        bias = bool(cfg.get("bias", False))
+        if heads % kv:
+            raise InputError(where, f"num_attention_heads ({heads}) is not a multiple of "
+                                    f"num_kv_heads ({kv}).")
+        return ModelArch(**common, num_kv_heads=kv,
+                         intermediate_size=_count(cfg, where, "ffn_hidden_size") or 4 * d,
+                         qkv_bias=bias, out_bias=bias, mlp_bias=bias,
+                         norms_per_block=_positive_int(norms, where, "num_ln_in_parallel_attn"),
+                         parallel_residual=parallel,
+                         activation_extra_saved=_activation_extra(cfg, "gelu", "activation"),
+                         rotary_fraction=0.0 if cfg.get("alibi") else 1.0)
+    ffn = _positive_int(_get(cfg, where, "intermediate_size"), where, "intermediate_size")
+    if model_type == "gpt_neox":
+        bias = bool(cfg.get("attention_bias", True))
+        return ModelArch(**common, num_kv_heads=heads, intermediate_size=ffn, qkv_bias=bias,
+                         out_bias=bias, mlp_bias=True,
+                         parallel_residual=bool(cfg.get("use_parallel_residual", True)),
+                         activation_extra_saved=_activation_extra(cfg, "gelu", "hidden_act"),
+                         rotary_fraction=_rotary_fraction(cfg, where, 0.25))
+    kv = _count(cfg, where, "num_key_value_heads") or heads
+    if heads % kv:
+        raise InputError(where, f"num_attention_heads ({heads}) is not a multiple of "
+                                f"num_key_value_heads ({kv}).")
+    if model_type == "phi":
+        return ModelArch(**common, num_kv_heads=kv, intermediate_size=ffn, qkv_bias=True,
+                         out_bias=True, mlp_bias=True, norms_per_block=1,
+                         qk_norm=bool(cfg.get("qk_layernorm", False)),
+                         extra_params=vocab,  # the LM head's bias
+                         parallel_residual=True,
+                         activation_extra_saved=_activation_extra(cfg, "gelu_new", "hidden_act"),
+                         rotary_fraction=_rotary_fraction(cfg, where, 0.5))
+    bias = bool(cfg.get("use_bias", True))  # starcoder2
+    return ModelArch(**common, num_kv_heads=kv, intermediate_size=ffn, qkv_bias=bias,
+                     out_bias=bias, mlp_bias=bias, **_sliding(cfg, where, model_type, layers),
+                     activation_extra_saved=_activation_extra(cfg, "gelu_pytorch_tanh",
+                                                              "hidden_act"))
+
+
 def _chunked(cfg: dict[str, Any], where: str, layers: int) -> dict[str, Any]:
     """Llama 4's chunked-attention layers, as Llama4TextConfig sets them: `layer_types`'
     "chunked_attention" entries, else the rotary layers of `no_rope_layers` (default: all but
@@ -892,7 +1040,7 @@ def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> d
         if len(types) != layers:
             raise InputError(where, f"layer_types has {len(types)} entries for {layers} layers.")
         n = sum(1 for x in types if x == "sliding_attention")
-    elif model_type in ("mistral", "mixtral"):
+    elif model_type in ("mistral", "mixtral", "starcoder2"):
         n = layers
     elif model_type in ("gemma2", "gpt_oss"):  # gpt-oss: GptOssConfig's layer_types, alike
         n = (layers + 1) // 2
@@ -932,6 +1080,7 @@ def _gpt2(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
         mlp_bias=True,
         norm_bias=True,
         max_positions=_count(cfg, where, "n_positions") or 1024,
+        activation_extra_saved=_activation_extra(cfg, "gelu_new", "activation_function"),
     )
 
 

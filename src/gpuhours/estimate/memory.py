@@ -179,7 +179,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
         attention = mla_attention_activation_bytes(arch, a, residual_bytes(precision), full, amp)
 
     def ffn_bytes(f: int) -> float:
-        inner = 3 * a * f if arch.gated_mlp else a * f
+        # a composite activation (gelu_new) keeps more f-wide tensors: ModelArch
+        inner = 3 * a * f if arch.gated_mlp else (1 + arch.activation_extra_saved) * a * f
         # MLP input (under amp gate and up each keep their own copy); down_proj input
         copies = 2 if (amp and arch.gated_mlp) else 1
         return inner + (copies * a * d + a * f if full else 0)

@@ -73,7 +73,8 @@ def attention_params(arch: ModelArch, weights_only: bool = False) -> int:
     if weights_only:
         return weights
     biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (d if arch.out_bias else 0)
-    qk_norm = 2 * arch.head_dim if arch.qk_norm else 0
+    # per-head q/k norms: RMSNorm (Qwen3) head_dim each, LayerNorm (Phi's qk_layernorm) 2 x
+    qk_norm = (2 if arch.norm_bias else 1) * 2 * arch.head_dim if arch.qk_norm else 0
     return weights + biases + qk_norm
 
 
