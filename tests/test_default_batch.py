@@ -108,27 +108,41 @@ def test_the_rows_carry_the_figures_they_quote():
         quote = r["published_as"]
         millions = re.search(r"([\d.]+)M\b", quote)
         thousands = re.findall(r"([\d.]+)K GPU hours", quote)
+        card_k = re.match(r"([\d.]+)k \(", quote)  # Llama 3.2's "370k (Training Time ...)"
+        gpu_days = re.match(r"(\d+) GPUs x \"about ([\d.]+|half a) days?\"", quote)
         if millions:
             hours = float(millions.group(1)) * 1e6
         elif thousands:  # the DeepSeek-V2 sentence holds both rows' figures
             hours = next(float(x) * 1e3 for x in thousands
                          if float(x) * 1e3 == float(r["gpu_hours"]))
+        elif card_k:
+            hours = float(card_k.group(1)) * 1e3
+        elif gpu_days:  # GPUs x days, each day 24 hours ("half a" day: 12)
+            days = 0.5 if gpu_days.group(2) == "half a" else float(gpu_days.group(2))
+            hours = int(gpu_days.group(1)) * days * 24
+            assert f"{hours:,.0f} GPU hours" in quote
         else:
             hours = float(re.sub(",", "", re.search(
-                r"([\d,]{4,}) (?:compute hours|GPU-hours)", quote).group(1)))
+                r"([\d,]{4,}) (?:compute hours|GPU-hours|A100 GPU hours)", quote).group(1)))
         assert hours == pytest.approx(float(r["gpu_hours"]))
         tokens = re.search(r"([\d.]+|each) ?(trillion|T|B) tokens", quote)
         count = 1.0 if tokens.group(1) == "each" else float(tokens.group(1))
         scale = 1.0 if tokens.group(2) == "B" else 1e3
         assert count * scale == pytest.approx(float(r["tokens_billion"]))
-        assert "commit" in r["source"] or "arXiv" in r["source"]  # a pinned file or a paper
+        # a pinned file, a paper, or a model card with the sentence quoted
+        assert ("commit" in r["source"] or "arXiv" in r["source"]
+                or ("model card" in r["source"] and '"' in r["source"]))
 
 
 def test_the_runs_are_mapped_as_their_sources_state():
     runs = {r.label: r for r in plain_runs()}
     # 4 Llama 2 + Llama 3.1 8B/70B/405B + Llama 4 x 2 + DeepSeek-V3 + BLOOM + 4 LLaMA
-    # + DeepSeek-V2 and DeepSeek LLM 67B (per trillion tokens)
-    assert len(runs) == 17
+    # + DeepSeek-V2 and DeepSeek LLM 67B (per trillion tokens) + Llama 3 8B/70B, Llama 3.2
+    # 1B/3B, MPT-7B, MPT-1.3B, TinyLlama
+    assert len(runs) == 24
+    assert (runs["TinyLlama 1.1B (300B tokens)"].num_gpus, runs["MPT-7B"].num_gpus,
+            runs["MPT-1.3B (200B tokens)"].num_gpus) == (16, 440, 440)
+    assert runs["MPT-7B"].gpu.name == "a100-40gb" and runs["MPT-7B"].seq_len == 2048
     assert {k for k, r in runs.items() if r.moe} == {
         "Llama 4 Scout", "Llama 4 Maverick", "DeepSeek-V3", "DeepSeek-V2 (per trillion tokens)"}
     ds = runs["DeepSeek-V3"]
@@ -140,7 +154,8 @@ def test_the_runs_are_mapped_as_their_sources_state():
     # counts not stated: the rule, said
     assert runs["LLaMA 65B"].num_gpus == 2048 and "380 tokens/sec/GPU" in runs[
         "LLaMA 65B"].gpus_basis
-    for name in ("Llama 2 7B", "Llama 3.1 8B", "Llama 4 Scout", "Llama 4 Maverick", "LLaMA 7B"):
+    for name in ("Llama 2 7B", "Llama 3.1 8B", "Llama 4 Scout", "Llama 4 Maverick", "LLaMA 7B",
+                 "Llama 3 8B", "Llama 3.2 1B"):
         assert runs[name].num_gpus == 2048 and runs[name].gpus_basis == GPU_COUNT_RULE
     from gpuhours.estimate.params import count_params
 
@@ -150,7 +165,10 @@ def test_the_runs_are_mapped_as_their_sources_state():
                               ("BLOOM 176B", 176.247, 0.001),  # transformers' count of BLOOM
                               ("LLaMA 33B", 32.5, 0.01), ("LLaMA 65B", 65.2, 0.01),
                               ("DeepSeek-V2 (per trillion tokens)", 236, 0.01),
-                              ("DeepSeek LLM 67B (per trillion tokens)", 67, 0.01)):
+                              ("DeepSeek LLM 67B (per trillion tokens)", 67, 0.01),
+                              # the README's 1.1B; the Llama 3.2 card's 1.23B and 3.21B
+                              ("TinyLlama 1.1B (300B tokens)", 1.1, 0.01),
+                              ("Llama 3.2 1B", 1.23, 0.01), ("Llama 3.2 3B", 3.21, 0.01)):
         assert count_params(runs[name].arch).total / 1e9 == pytest.approx(card_b, rel=rel)
 
 
