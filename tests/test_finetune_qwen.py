@@ -41,7 +41,8 @@ def test_int4_row_is_a_gptq_base_in_fp16(rows) -> None:
     assert (t.model, t.method, t.base_quant, t.precision) == ("qwen-7b", "qlora", "gptq-int4",
                                                               "fp16")
     assert not t.lora_trainable_embeddings
-    assert "DeepSpeed ZeRO-2 on one GPU" in m.setup and "gptq-int4 base" in m.setup
+    assert "DeepSpeed ZeRO-2 (Qwen" in m.setup and "gptq-int4 base" in m.setup
+    assert t.deepspeed_reduce_bucket == 200_000_000
 
 
 def test_full_row_runs_deepspeeds_mixed_precision(rows) -> None:

@@ -380,8 +380,13 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append(_fused_qkv_note(r, model, int(r["lora_r"])))
         if method == "qlora":
             lora["base_quant"] = _base_quant(r)
-            if "deepspeed" in r["parallelism"].lower() and n == 1:
-                notes.append("DeepSpeed ZeRO-2 on one GPU: its gradient buckets not modelled")
+            if "Method=Unsloth" in r["notes"]:
+                return skip("Unsloth's 4-bit LoRA kernels (not bitsandbytes' MatMul4Bit and "
+                            "peft) not modelled", method)
+            no_upcast = _NO_KBIT_UPCAST.get(source)
+            if no_upcast:
+                lora["kbit_upcast"] = False
+                notes.append(no_upcast)
         if "nf4" in r["quant"] and "dq" not in r["quant"] and "torchao" not in r["quant"]:
             notes.append("NF4 without double quantisation: 0.37 bit/param more than modelled")
         if "torchao" in r["quant"] or "torchtune NF4" in r["quant"]:
@@ -395,6 +400,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         # loss is CrossEntropyLoss on the half-precision logits (no .float())
         loss_kernel = "half"
         notes.append("Qwen-1's loss on half-precision logits under DeepSpeed (no autocast)")
+    buckets, bucket_note = _deepspeed_buckets(r, source)
+    notes.append(bucket_note)
     accum = _int(r["grad_accum"])
     if accum is None:
         accum = 1
@@ -404,6 +411,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if "truncation_strategy default 'delete'" in r["notes"]:
         notes.append("samples of variable length up to the maximum: the peak taken at a "
                      "full-length sample")
+    held = "fp32" if source == "Answer.AI" else "none"
+    if held != "none":
+        notes.append("train.py holds the model's output, its fp32 logits (transformers of "
+                     "early 2024: logits.float() in the model), through loss.backward()")
     offload = _offload(r)
     if offload:
         notes.append("FSDP CPUOffload(offload_params=True): weights, gradients and the "
@@ -414,12 +425,45 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             arch=arch, model=model, method=method, precision=precision,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
-            offload=offload or "none", **opt, **lora))
+            offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held, **opt,
+            **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
                   setup=setup, skipped=None)
+
+
+#: sources whose QLoRA does not run peft's prepare_model_for_kbit_training (the unquantised
+#: weights and the residual stream stay in half precision), with what they run instead
+_NO_KBIT_UPCAST = {
+    "litgpt config_hub": "litgpt's own LoRA on Lightning's BitsandbytesPrecision (no peft): "
+                         "unquantised weights in bf16",
+    "litgpt resource tables": "lit-gpt's own LoRA on Lightning's BitsandbytesPrecision (no "
+                              "peft): unquantised weights in bf16",
+    "Answer.AI": "fsdp_qlora train.py loads its own Linear4bit model (no peft k-bit "
+                 "preparation): unquantised weights in bf16",
+    "LLaMA-Factory (via Unsloth)": "LLaMA-Factory of Dec 2023 (79f301a2, model/utils.py "
+                                   "prepare_model_for_training): no peft k-bit preparation, "
+                                   "layernorm upcast off by default: unquantised weights in bf16",
+    "torchtune": "torchtune (no peft): unquantised weights in bf16",
+}
+
+#: Qwen's finetune/ds_config_zero2.json @ 2df8e8ac: "reduce_bucket_size": 2e8,
+#: "overlap_comm": true, "contiguous_gradients": true (the config its QLoRA single-GPU script
+#: and, ZeRO stage not stated, its finetune_lora_ds.sh pass)
+QWEN_ZERO2_REDUCE_BUCKET = 200_000_000
+
+
+def _deepspeed_buckets(r: dict[str, str], source: str) -> tuple[int, str]:
+    """(DeepSpeed ZeRO-1/2 reduce_bucket_size in elements, note): the rows that run Qwen's
+    ds_config_zero2.json; 0 for the rest (their ZeRO-1/2 configuration is not stated, or they
+    do not run DeepSpeed ZeRO-1/2)."""
+    p = r["parallelism"]
+    if source == "Qwen" and ("DeepSpeed ZeRO-2 config" in p or "finetune_lora_ds.sh" in p):
+        return (QWEN_ZERO2_REDUCE_BUCKET, "DeepSpeed ZeRO-2 (Qwen's ds_config_zero2.json): "
+                "two 2e8-element gradient buckets (overlap_comm)")
+    return 0, ""
 
 
 def _deepspeed_precision(r: dict[str, str], source: str, precision: str) -> tuple[str, str]:

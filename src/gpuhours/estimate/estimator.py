@@ -435,5 +435,6 @@ def estimate_training(
         totals=totals,
         warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in used]
+        + list(mem.setup_terms)
         + ([images] if images else []),
     )

@@ -264,7 +264,8 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
                                                        t.llm_seq_len, t.method, t.lora_targets,
                                                        t.lora_rank)
-    per_layer = tensors + scores
+    # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
+    per_layer = tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
     a = ACTIVATION_BYTES[t.precision]
     # a trained vision tower keeps its blocks' activations for every image of the micro-batch
     # (a frozen one keeps none: its input, the pixels, needs no gradient)
@@ -282,7 +283,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     if t.checkpointing:
         # each block keeps its input (the residual stream); in backward one block is
         # recomputed at a time.
-        layer_input = residual_bytes(t.precision) * arch.hidden_size
+        # (fp32 when peft upcast a QLoRA model's embedding: `kbit_upcast_active`)
+        residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
+        layer_input = residual * arch.hidden_size
         saved = arch.num_layers * tokens * layer_input + tokens * per_layer + outside + vision
     else:
         saved = arch.num_layers * tokens * per_layer + outside + vision
@@ -379,6 +382,16 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
     return tokens * arch.vocab_size * 12
 
 
+def held_logits_bytes(arch: ModelArch, t: Training) -> float:
+    """Logits that the training loop holds through backward (`t.held_logits`), bytes: N V x 4
+    (fp32, the model's upcast logits) or N V a (the LM head's output), beside the loss's working
+    set of `loss_backward_bytes`. Only the hf and half kernels return whole logits."""
+    if t.held_logits == "none" or t.loss_kernel not in ("hf", "half") or arch.encoder:
+        return 0.0
+    per_element = 4 if t.held_logits == "fp32" else ACTIVATION_BYTES[t.precision]
+    return t.tokens_per_micro_batch * arch.vocab_size * per_element
+
+
 def lm_head_backward_bytes(arch: ModelArch, t: Training, head_grad_bytes: float) -> float:
     """Logits working set when the LM head's weight gradient is written, bytes: the logits'
     gradient in the logits dtype (a per element) beside the head's gradient (hf, chunked). Later
@@ -421,6 +434,9 @@ class MemoryBreakdown:
     total_params: int
     #: host RAM per GPU for CPU-offloaded state (estimate/offload.py), not in the GPU's total
     host_bytes: float = 0.0
+    #: the setup-dependent terms of this setup (4-bit base, DeepSpeed buckets), each a line
+    #: "name = GiB: what and its source", printed with the estimate's assumptions
+    setup_terms: tuple[str, ...] = ()
 
     @property
     def reserved_bytes(self) -> float:
@@ -441,6 +457,59 @@ def kbit_bytes(t: Training) -> float:
     default = t.zero_stage < 3 and t.base_quant != "gptq-int4"
     upcast = t.kbit_upcast if t.kbit_upcast is not None else default
     return 4.0 if upcast else 2.0
+
+
+def kbit_upcast_active(t: Training) -> bool:
+    """QLoRA whose unquantised weights peft's prepare_model_for_kbit_training made fp32
+    (`kbit_bytes`): the embedding then returns fp32, and the residual stream stays fp32 through
+    every block (fp32 + the half-precision attention output is fp32)."""
+    return t.method == "qlora" and kbit_bytes(t) == 4.0
+
+
+def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
+    """Bytes per token and layer that a bitsandbytes 4-bit base adds to the tensors
+    `activation_bytes_per_token_layer` counts for LoRA (a = activation bytes, d hidden,
+    f MLP width, per routed expert for an MoE):
+
+    - bitsandbytes' MatMul4Bit keeps its input for backward whenever the input needs a gradient
+      (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward: `ctx.tensors = (A, B)`), where
+      a frozen nn.Linear keeps nothing. The input is `x.to(compute_dtype)` (bnb/nn/modules.py,
+      Linear4bit.forward), the same tensor when x is already half precision: q, k and v share
+      one (a d), gate and up one (a d), o_proj's is the attention kernel's output (kept
+      already), down_proj's the product of the activation and up (a f): a (2d + f).
+    - With peft's fp32 upcast (`kbit_upcast_active`) the residual stream is fp32, so each
+      linear's cast is its own copy: q, k, v three, gate and up two: a (5d + f); and
+      Linear4bit returns its output in the input's dtype (`.to(inp_dtype)`), so the MLP's gate
+      and up outputs and the activation's output are fp32: (4 - a) per element more, 3 f
+      (gated; 1 f for a plain MLP). The layer inputs kept under checkpointing are fp32 too
+      (`activation_bytes`).
+    GPTQ and AWQ bases are not counted here (their kernels' saved tensors are not modelled).
+    """
+    if t.method != "qlora" or t.base_quant != "nf4" or arch.encoder:
+        return 0.0
+    a = ACTIVATION_BYTES[t.precision]
+    d = arch.hidden_size
+    experts = arch.experts_per_token if arch.is_moe else 1
+    f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+    mlp_inputs = 2 if arch.gated_mlp else 1
+    if kbit_upcast_active(t):
+        saved = a * (3 * d + experts * (mlp_inputs * d + f))
+        inner = 3 if arch.gated_mlp else 1
+        return saved + experts * inner * max(4 - a, 0) * f
+    return a * (d + experts * (d + f))
+
+
+def deepspeed_bucket_bytes(t: Training) -> float:
+    """DeepSpeed ZeRO-1/2's contiguous-gradient buffers, bytes: at every backward its
+    optimizer allocates `reduce_bucket_size` elements in the model's dtype, twice with
+    overlap_comm so that one bucket reduces while the next fills (deepspeed/runtime/zero/
+    stage_1_and_2.py, DeepSpeedZeroOptimizer.backward: ipg_buffer, "double buffers"). They
+    live from the start of backward, beside the activations. 0 when the setup names no bucket
+    (not DeepSpeed)."""
+    if not t.deepspeed_reduce_bucket:
+        return 0.0
+    dtype_bytes = 4 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2
+    return (2 if t.deepspeed_overlap_comm else 1) * t.deepspeed_reduce_bucket * dtype_bytes
 
 
 def embedding_copy_params(counts: ParamCounts, t: Training) -> int:
@@ -579,8 +648,11 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     act_first, act_last = act.total * in_first / split, act.total * in_last / split
     # the logits working set peaks at the start of backward (three fp32 tensors at the loss);
     # the LM head's gradient comes later, when only the logits' gradient is left beside it
-    logits = max(logits_bytes(arch, t), loss_backward_bytes(arch, t)) / split
-    head_phase = lm_head_backward_bytes(arch, t, head_grad * split / shard_grad) / split
+    # (plus the logits the loop holds through backward, `held_logits_bytes`)
+    kept_logits = held_logits_bytes(arch, t)
+    logits = max(logits_bytes(arch, t), loss_backward_bytes(arch, t) + kept_logits) / split
+    head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
+                  + kept_logits) / split
     persisting_grads = grads if t.grad_accum > 1 else 0.0
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
     autocast_cache = (2.0 * counts.matmul_active * (held / total) / shard_w
@@ -604,8 +676,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
             weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
+    buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
-    forward_peak = (persisting_grads + autocast_cache + gathered + max(
+    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
         act_first, act_last - recomputed + max(logits, head_phase, recomputed)))
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
@@ -633,4 +706,37 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         trainable_params=trainable,
         total_params=total,
         host_bytes=host,
+        setup_terms=_setup_terms(arch, t, buckets),
     )
+
+
+def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...]:
+    """The lines naming the setup-dependent terms in this setup's memory, with their basis."""
+    out = []
+    per_token_layer = quantised_base_bytes_per_token_layer(arch, t)
+    if per_token_layer:
+        kept = per_token_layer * t.tokens_per_micro_batch * (
+            1 if t.checkpointing else arch.num_layers)
+        out.append(f"qlora_base_saved_bytes = {kept / 2**30:.2f} GiB in the activations: "
+                   f"bitsandbytes' MatMul4Bit keeps each 4-bit linear's input for backward "
+                   f"({per_token_layer / 1024:.1f} KiB per token and layer"
+                   + (", with the fp32 copies and MLP outputs of peft's upcast)"
+                      if kbit_upcast_active(t) else ")")
+                   + " (estimate/memory.py quantised_base_bytes_per_token_layer)")
+    if kbit_upcast_active(t) and t.checkpointing:
+        out.append("kbit_upcast: the layer inputs kept under checkpointing are fp32 (peft's "
+                   "prepare_model_for_kbit_training makes the embedding fp32, and the residual "
+                   "stream stays fp32)")
+    held = held_logits_bytes(arch, t)
+    if held:
+        out.append(f"held_logits_bytes = {held / 2**30:.2f} GiB at the start of backward: the "
+                   f"training loop holds the model's output, its {t.held_logits} logits "
+                   f"(tokens x vocabulary x {4 if t.held_logits == 'fp32' else 'a'} bytes), "
+                   f"through backward (estimate/memory.py held_logits_bytes)")
+    if buckets:
+        out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "
+                   f"backward: {'2' if t.deepspeed_overlap_comm else '1'} x reduce_bucket_size "
+                   f"{t.deepspeed_reduce_bucket:.3g} elements (DeepSpeed ZeRO-1/2 "
+                   f"contiguous_gradients{', overlap_comm' if t.deepspeed_overlap_comm else ''}:"
+                   f" stage_1_and_2.py backward)")
+    return tuple(out)

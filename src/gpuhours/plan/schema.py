@@ -171,6 +171,14 @@ class TrainingSettings(_Strict):
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP or a GPTQ base")
     base_quant: BaseQuant | None = Field(
         default=None, description="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4, awq-int4")
+    deepspeed_reduce_bucket: int | None = Field(
+        default=None, ge=0, description="DeepSpeed ZeRO-1/2 reduce_bucket_size, elements: its "
+        "gradient buffers (two with overlap_comm) at every backward; 0: not DeepSpeed")
+    deepspeed_overlap_comm: bool | None = Field(
+        default=None, description="DeepSpeed overlap_comm (a second bucket buffer); default yes")
+    held_logits: Literal["none", "fp32", "half"] | None = Field(
+        default=None, description="logits the training loop holds through backward (its "
+        "model output): fp32 (transformers before 4.45), half, or none (HF Trainer)")
     lora_trainable_embeddings: bool | None = Field(
         default=None, description="lora/qlora: the embeddings and LM head train too (peft "
         "modules_to_save: a trainable copy with gradients and optimizer state)")
