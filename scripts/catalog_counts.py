@@ -36,9 +36,10 @@ def built_count(config: dict[str, Any]) -> int:
         if config["model_type"] == "bert":
             fields = {k: v for k, v in config.items() if k != "model_type"}
             model = transformers.BertModel(transformers.BertConfig(**fields))
-        elif config["model_type"] == "qwen2_5_vl":  # vision-language: not a causal LM
+        elif config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "llava", "llava_next", "gemma3",
+                                      "llama4"):  # vision-language: tower and language model
             hf_config = transformers.AutoConfig.for_model(**config)
-            model = transformers.Qwen2_5_VLForConditionalGeneration(hf_config)
+            model = transformers.AutoModelForImageTextToText.from_config(hf_config)
         else:
             hf_config = transformers.AutoConfig.for_model(**config)
             model = transformers.AutoModelForCausalLM.from_config(hf_config)

@@ -42,7 +42,7 @@ def built_count(config: dict[str, Any]) -> int:
             model = transformers.BertModel(hf_config)
         elif config["model_type"] == "qwen2_5_vl":  # a vision-language model: not a causal LM
             model = transformers.Qwen2_5_VLForConditionalGeneration(hf_config)
-        elif config["model_type"] in ("llava", "llava_next", "gemma3", "llama4"):  # tower and LM
+        elif config["model_type"] in ("llava", "llava_next", "gemma3", "llama4", "qwen2_vl"):
             model = transformers.AutoModelForImageTextToText.from_config(hf_config)
         else:
             model = transformers.AutoModelForCausalLM.from_config(hf_config)

@@ -425,6 +425,6 @@ def test_llava_next_480k_pixel_image_by_hand() -> None:
 
 
 def test_max_pixels_is_refused_where_the_processor_has_none() -> None:
-    with pytest.raises(FieldError, match="max_pixels is Qwen2.5-VL's"):
+    with pytest.raises(FieldError, match="max_pixels is Qwen2-VL's and Qwen2.5-VL's"):
         Training(arch=from_hf_config(LLAVA_15_7B, "llava"), method="lora", seq_len=100,
                  images_per_example=1, image_pixels=480_000, image_max_pixels=100_000)

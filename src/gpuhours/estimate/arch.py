@@ -417,9 +417,10 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     if str(cfg.get("model_type", "")) in ("llava", "llava_next", "gemma3", "llama4"):
         return _vit_vlm(cfg, name, where)
     if str(cfg.get("model_type", "")) in VISION_MODEL_TYPES:
-        vision = vision_tower_from_config(cfg.get("vision_config"), where)
+        vision = vision_tower_from_config(cfg.get("vision_config"), where,
+                                          str(cfg["model_type"]))
         text = cfg.get("text_config")
-        # Qwen2.5-VL's language model is a Qwen2 decoder; hub configs keep its fields at the
+        # Qwen2-VL and Qwen2.5-VL: a Qwen2 language model; hub configs keep its fields at the
         # top level, transformers 5's saved configs under text_config
         base = {**cfg, **(text if isinstance(text, dict) else {})}
         base = {k: v for k, v in base.items() if k not in ("vision_config", "text_config")}

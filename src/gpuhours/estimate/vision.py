@@ -37,7 +37,8 @@ from gpuhours.estimate.vit import (
 )
 
 #: model_types whose vision tower this module reads
-VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "llava", "llava_next", "gemma3", "llama4"})
+VISION_MODEL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "llava", "llava_next", "gemma3",
+                                "llama4"})
 #: the processor's default pixel bounds (transformers' Qwen2VLImageProcessor, which
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
@@ -46,7 +47,14 @@ DEFAULT_MAX_PIXELS = 28 * 28 * 1280
 
 @dataclass(frozen=True)
 class VisionTower:
-    """Shape of a Qwen2.5-VL vision tower (its config's vision_config). Sizes in elements."""
+    """Shape of a Qwen2.5-VL or Qwen2-VL vision tower (its config's vision_config). Sizes in
+    elements.
+
+    Qwen2-VL (Wang et al. 2024, arXiv:2409.12191 sec. 2.1; transformers' modeling_qwen2_vl.py
+    Qwen2VisionTransformerPretrainedModel) differs from Qwen2.5-VL: LayerNorms with bias in
+    place of the RMSNorms (blocks and merger), a non-gated MLP (fc1, QuickGELU, fc2, biased,
+    mlp_ratio x embed_dim wide), and full attention in every block (no windows). Its
+    vision_config names the tower's width embed_dim and the merger's output hidden_size."""
 
     depth: int
     hidden_size: int
@@ -61,6 +69,8 @@ class VisionTower:
     #: within their window
     window_size: int
     fullatt_block_indexes: tuple[int, ...]
+    #: Qwen2-VL's tower (LayerNorm, non-gated QuickGELU MLP, full attention everywhere)
+    qwen2_vl: bool = False
 
     @property
     def pixels_per_token_side(self) -> int:
@@ -92,12 +102,31 @@ def _int(cfg: dict[str, Any], where: str, key: str, *others: str, default: int |
     return default
 
 
-def vision_tower_from_config(vc: Any, where: str) -> VisionTower:
+def vision_tower_from_config(vc: Any, where: str, model_type: str = "qwen2_5_vl"
+                             ) -> VisionTower:
     """A VisionTower from a Qwen2.5-VL `vision_config` dict; a missing field takes the default of
     transformers' Qwen2_5_VLVisionConfig (5.23), so that the count stays that of the model
-    transformers builds (its hidden_size default is 3584; the checkpoints state 1280)."""
+    transformers builds (its hidden_size default is 3584; the checkpoints state 1280). A
+    Qwen2-VL one (model_type qwen2_vl) takes Qwen2VLVisionConfig's defaults (embed_dim 1280,
+    mlp_ratio 4, hidden_size 3584: the merger's output)."""
     if not isinstance(vc, dict):
         raise InputError(where, f"field 'vision_config' must be an object, got {vc!r}.")
+    if model_type == "qwen2_vl":
+        depth = _int(vc, where, "depth", default=32)
+        width = _int(vc, where, "embed_dim", default=1280)
+        ratio = vc.get("mlp_ratio", 4)
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0:
+            raise InputError(where, f"vision_config field 'mlp_ratio' must be a positive "
+                                    f"number, got {ratio!r}.")
+        return VisionTower(
+            depth=depth, hidden_size=width, intermediate_size=int(width * ratio),
+            num_heads=_int(vc, where, "num_heads", default=16),
+            patch_size=_int(vc, where, "patch_size", "spatial_patch_size", default=14),
+            temporal_patch_size=_int(vc, where, "temporal_patch_size", default=2),
+            in_channels=_int(vc, where, "in_channels", "in_chans", default=3),
+            spatial_merge_size=_int(vc, where, "spatial_merge_size", default=2),
+            out_hidden_size=_int(vc, where, "hidden_size", default=3584),
+            window_size=0, fullatt_block_indexes=tuple(range(depth)), qwen2_vl=True)
     full = vc.get("fullatt_block_indexes", (7, 15, 23, 31))
     if not isinstance(full, list | tuple) or not all(
             isinstance(i, int) and not isinstance(i, bool) for i in full):
@@ -121,15 +150,21 @@ def vision_tower_from_config(vc: Any, where: str) -> VisionTower:
 # Parameters ---------------------------------------------------------------------------------
 def block_params(v: VisionTower) -> int:
     """One vision block: two RMSNorms (2d), qkv (d x 3d + 3d), proj (d x d + d), gate and up
-    (d x f + f each), down (f x d + d)."""
+    (d x f + f each), down (f x d + d). Qwen2-VL: two LayerNorms (4d), qkv, proj, fc1
+    (d x f + f) and fc2 (f x d + d)."""
     d, f = v.hidden_size, v.intermediate_size
-    return 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * (d * f + f) + (f * d + d)
+    attention = (3 * d * d + 3 * d) + (d * d + d)
+    if v.qwen2_vl:
+        return 4 * d + attention + (d * f + f) + (f * d + d)
+    return 2 * d + attention + 2 * (d * f + f) + (f * d + d)
 
 
 def merger_params(v: VisionTower) -> int:
-    """The patch merger: RMSNorm (d), Linear(4d, 4d) and Linear(4d, out), with biases."""
+    """The patch merger: RMSNorm (d; Qwen2-VL's LayerNorm 2d), Linear(4d, 4d) and
+    Linear(4d, out), with biases."""
     m = v.merger_width
-    return v.hidden_size + (m * m + m) + (m * v.out_hidden_size + v.out_hidden_size)
+    norm = 2 * v.hidden_size if v.qwen2_vl else v.hidden_size
+    return norm + (m * m + m) + (m * v.out_hidden_size + v.out_hidden_size)
 
 
 def vision_params(v: VisionTower | ViTTower) -> int:
@@ -146,7 +181,12 @@ def vision_linear_params(v: VisionTower | ViTTower) -> int:
     if isinstance(v, ViTTower):
         return vit_linear_params(v)
     d, f, m = v.hidden_size, v.intermediate_size, v.merger_width
-    return v.depth * (4 * d * d + 3 * d * f) + m * m + m * v.out_hidden_size
+    return v.depth * (4 * d * d + _mlp_mats(v) * d * f) + m * m + m * v.out_hidden_size
+
+
+def _mlp_mats(v: VisionTower) -> int:
+    """The block MLP's matrices: gate, up, down (Qwen2.5-VL) or fc1, fc2 (Qwen2-VL)."""
+    return 2 if v.qwen2_vl else 3
 
 
 # Image tokens -------------------------------------------------------------------------------
@@ -294,7 +334,8 @@ def vision_forward_flops(v: VisionTower | ViTTower, grid: ImageGrid) -> VisionFl
     patch embedding 2 N (values x d); per block 2 N (4 d^2 + 3 d f) for qkv, proj, gate, up
     and down; merger 2 T (4d x 4d + 4d x out). Attention is bidirectional (no causal half):
     per block 4 d sum(n_w^2) over its windows (one window of all N patches in the full-attention
-    blocks). Norms, SiLU/GELU and the rotary embedding are left out (no matmul). A LLaVA or
+    blocks; all of Qwen2-VL's: 2 N (4 d^2 + 2 d f) for its two-matrix MLP). Norms,
+    SiLU/GELU and the rotary embedding are left out (no matmul). A LLaVA or
     Gemma 3 tower: estimate/vit.py vit_forward_flops (its grid is fixed)."""
     if isinstance(v, ViTTower):
         vit_mm, vit_attn = vit_forward_flops(v, grid.patches // v.patches)
@@ -302,7 +343,7 @@ def vision_forward_flops(v: VisionTower | ViTTower, grid: ImageGrid) -> VisionFl
     d, f = v.hidden_size, v.intermediate_size
     n = grid.patches
     matmul = 2.0 * n * v.patch_values * d
-    matmul += v.depth * 2.0 * n * (4 * d * d + 3 * d * f)
+    matmul += v.depth * 2.0 * n * (4 * d * d + _mlp_mats(v) * d * f)
     m = v.merger_width
     matmul += 2.0 * grid.tokens * (m * m + m * v.out_hidden_size)
     windowed = sum(s * s for s in window_sequence_lengths(v, grid))
@@ -325,9 +366,26 @@ def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activati
         return vit_activation_bytes(v, activation_bytes, grid.patches // v.patches)
     a = activation_bytes
     d, f = v.hidden_size, v.intermediate_size
-    per_patch_block = 2 * (4 * d + a * d) + a * d + 3 * a * d + 2 * a * d + a * d + 4 * a * f
     m = v.merger_width
-    per_token_merger = (4 * m + a * m) + a * m + 2 * a * m
+    if v.qwen2_vl:
+        # as autograd keeps them in transformers' Qwen2VLVisionBlock (listed with
+        # saved_tensors_hooks): two LayerNorms' inputs and fp32 mean and rstd (8 B a row), qkv's
+        # input and output (a d + 3 a d; v is a view of it), q and k after the rotary embedding
+        # (2 a d), the log-sum-exp (4 B a head), the attention output and proj's input (2 a d),
+        # fc1's input (a d), its output, the QuickGELU sigmoid and fc2's input (3 a f); once per
+        # patch the rotary cos and sin (fp32, head_dim each); the merger's LayerNorm on its 4
+        # patches, then its linear's input and GELU's input and output (3 a 4d)
+        heads, head_dim = v.num_heads, d // v.num_heads
+        per_patch_block = (2 * (a * d + 8) + a * d + 3 * a * d + 2 * a * d + 4 * heads
+                           + 2 * a * d + a * d + 3 * a * f)
+        per_token_merger = (a * m + 4 * 8) + a * m + 2 * a * m
+        rotary = grid.patches * 2 * head_dim * 4
+        return (grid.patches * v.depth * per_patch_block + grid.tokens * per_token_merger
+                + rotary)
+    else:
+        per_patch_block = (2 * (4 * d + a * d) + a * d + 3 * a * d + 2 * a * d + a * d
+                           + 4 * a * f)
+        per_token_merger = (4 * m + a * m) + a * m + 2 * a * m
     return grid.patches * v.depth * per_patch_block + grid.tokens * per_token_merger
 
 
