@@ -139,12 +139,25 @@ class Training(_ReadsModel):
     fused_attention: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
+    #: logits the training loop keeps alive through backward by holding the model's output
+    #: (`output = model(...); output.loss.backward()`, where HF Trainer's compute_loss returns
+    #: the loss only): "fp32" where the model returns upcast logits (transformers before 4.45:
+    #: `logits = logits.float()` in the model's forward), "half" where it returns the LM head's
+    #: output; "none": freed before backward. With the hf and half loss kernels
+    held_logits: Literal["none", "fp32", "half"] = "none"
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
     #: PCIe traffic and the CPU Adam step in the step time
     offload: Offload = "none"
+    #: DeepSpeed ZeRO-1/2's reduce_bucket_size, elements: with contiguous_gradients (its
+    #: default) every backward allocates a gradient buffer of that many elements in the model's
+    #: dtype, two with overlap_comm (deepspeed/runtime/zero/stage_1_and_2.py, backward);
+    #: 0 = not DeepSpeed ZeRO-1/2 (torch DDP, FSDP)
+    deepspeed_reduce_bucket: int = Field(default=0, ge=0, le=100_000_000_000)
+    #: DeepSpeed's overlap_comm: a second bucket buffer, so that reduction and backward overlap
+    deepspeed_overlap_comm: bool = True
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16) or a GPTQ base
