@@ -124,3 +124,14 @@ def test_a_plan_phase_sets_the_overlap():
 
     # the same phase with the tensor-parallel traffic pipelined with its GEMMs is faster
     assert hours("true") < hours("false")
+
+
+def test_the_exposed_time_says_how_it_was_counted():
+    from gpuhours.estimate.estimator import estimate_training
+
+    t = Training(model="llama-2-70b", seq_len=4096, tp=8, grad_accum=4, zero_stage=1,
+                 tp_comm_overlap=True)
+    e = estimate_training(t, Hardware(gpu="h100-sxm", num_gpus=64))
+    basis = e.step_time_breakdown_s["tensor_parallel_collectives_exposed_s"].source
+    assert "--tp-comm-overlap" in basis and "overlapped_exposed_s" in basis
+    assert any(a.startswith("overlap_comm_sm_share") for a in e.assumptions)

@@ -235,6 +235,16 @@ def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
     return out
 
 
+#: how an overlapped collective's exposed time is counted (estimate/parallel.py)
+OVERLAP_BASIS = {
+    "tensor-parallel collectives": " (--tp-comm-overlap: the first of tp chunks, what the "
+    "matmuls cannot cover, and the SMs it takes while hidden; parallel.overlapped_exposed_s)",
+    "expert all-to-all": " (--moe-a2a-overlap: the micro-batches without a partner, what the "
+    "other micro-batch's compute cannot cover, and the SMs it takes while hidden; "
+    "parallel.overlapped_exposed_s)",
+}
+
+
 def estimate_training(
     t: Training,
     hw: Hardware,
@@ -324,8 +334,11 @@ def estimate_training(
             key = c.name.replace("-", "_").replace(" ", "_")
             breakdown[f"{key}_s"] = formula(c.seconds, "s", f"estimate/parallel.py: {c.name} "
                                             f"volume / {c.link} bandwidth")
+            how = OVERLAP_BASIS.get(c.name, "") if (
+                (c.name == "expert all-to-all" and t.moe_a2a_overlap)
+                or (c.name == "tensor-parallel collectives" and t.tp_comm_overlap)) else ""
             breakdown[f"{key}_exposed_s"] = formula(c.exposed_s, "s", f"{c.name} not hidden "
-                                                    f"behind compute")
+                                                    f"behind compute{how}")
     totals = None
     amount = training_amount(t, hw, tokens, steps, examples, epochs, tokens_per_example, packed)
     if amount is not None:
