@@ -20,7 +20,9 @@ Covered, each read as transformers builds it (the reader's docstring cites the m
 - MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
   gpt_oss, glm4_moe, olmoe, granitemoe;
 - state-space models and hybrids (SSM_MODEL_TYPES): mamba2, falcon_h1, granitemoehybrid
-  (Mamba-2 mixers), jamba (Mamba-1 mixers).
+  (Mamba-2 mixers), jamba and mamba (Mamba-1 mixers);
+- LayerNorm decoders with non-gated MLPs (CLASSIC_MODEL_TYPES): phi, starcoder2, gpt_neox, falcon;
+- qwen2_vl, like qwen2_5_vl, with its own tower (estimate/vision.py).
 Models whose layers differ are summed layer kind by layer kind in estimate/blocks.py.
 """
 
