@@ -142,3 +142,30 @@ def test_the_plans_host_cost_per_operator_reaches_the_estimate(tmp_path):
     f.write_text(yaml.safe_dump({**fast_plan, "phases": BASE["phases"]}, sort_keys=False))
     fast = evaluate(load_plan(f)).phases[0].details
     assert fast["policy_update_s"] < slow["policy_update_s"]
+
+
+def test_single_controller_moves_the_padded_batch_through_the_driver(tmp_path):
+    """256 sequences padded to 512 + 2,048 tokens: int64 prompts (512), responses and
+    response_mask (2 x 2,048), input_ids, attention_mask, position_ids (3 x 2,560) = 98,304
+    bytes each; the old-policy pass returns log-probs and entropy (2 x 4 x 2,048 bytes), the
+    reference its log-probs (4 x 2,048); the update gets six float32 tensors more (old
+    log-probs, scores, rewards, advantages, returns, reference log-probs: 6 x 4 x 2,048)."""
+    plain = run(tmp_path, max_response_tokens=2048).details
+    driven = run(tmp_path, max_response_tokens=2048, single_controller=True).details
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    by_hand = {"rollout_generation_s": 256 * 98_304, "old_policy_log_probs_s": 256 * 114_688,
+               "reference_model_s": 256 * 106_496, "policy_update_s": 256 * 147_456}
+    for part, moved in by_hand.items():
+        assert driven[part] - plain[part] == pytest.approx(moved / rate), part
+        assert driven["driver_" + part] == pytest.approx(moved / rate), part
+    assert driven["driver_transfer_s"] == pytest.approx(sum(by_hand.values()) / rate)
+    assert driven["step_time_s"] - plain["step_time_s"] == pytest.approx(
+        sum(by_hand.values()) / rate)
+    # the bytes do not shrink with the GPUs: the same transfer on 8 times as many
+    wide = {**BASE, "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 8},
+            "phases": [{**BASE["phases"][0], "max_response_tokens": 2048,
+                        "single_controller": True}]}
+    f = tmp_path / "wide.yaml"
+    f.write_text(yaml.safe_dump(wide, sort_keys=False))
+    assert evaluate(load_plan(f)).phases[0].details["driver_transfer_s"] == pytest.approx(
+        driven["driver_transfer_s"])

@@ -1,11 +1,13 @@
 """The rl phase against published RL steps (scripts/gpuhours_dev/validation/rl.py, docs/rl.md).
 
-No constant was set from these rows; the floor below is today's result, held so that a change
-that makes it worse fails."""
+One constant was set from these rows (the driver's rate, from rows 12 and 14, 1-based); the
+floor below is today's result, held so that a change that makes it worse fails."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from gpuhours_dev.validation import rl
 
@@ -29,7 +31,10 @@ def test_published_rl_steps_floor():
     errors = [e for e in results.values() if e is not None]
     assert len(errors) == 21
     assert sum(abs(e) <= 0.25 for e in errors) >= 11
-    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
+    # 4: the verl 7B row on 128 H20s went from +97% to +128% when the batch's transfer through
+    # verl's driver was counted; its assumed mean response (a quarter of the maximum) is what
+    # is off (test_verl_inferred_means_agree_across_gpu_counts)
+    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 4
     # the rows whose source states the mean response (NeMo-RL): none off by 2x
     stated = [e for row, e in results.items()
               if e is not None and rl.rows()[row]["response_tokens_mean"]]
@@ -61,3 +66,25 @@ def test_the_doc_holds_the_inferred_mean_diagnostic():
     assert table in DOC.read_text(encoding="utf-8")
     # it covers the rows that state no mean but measured the old-log-prob pass
     assert table.count("\n") == 5
+
+
+def test_the_driver_rate_is_the_fit_of_the_tuned_rows():
+    from gpuhours.estimate import assumptions as A
+
+    intercept, moved, rate = rl.driver_rate_fit()
+    # 107.71 s on 32 GPUs, 53.92 on 128: b = 53.79 / (1/32 - 1/128) = 2,295 s, a = 35.99 s
+    assert intercept == pytest.approx(35.99, abs=0.01)
+    assert moved == pytest.approx(8192 * 1_384_448)
+    assert A.RL_DRIVER_BYTES_PER_S.value == pytest.approx(rate, rel=0.005)
+    # held out: the same recipe on 64 GPUs, a + b/64 against its measured 70.26 s
+    assert intercept + (107.71 - intercept) * 32 / 64 == pytest.approx(70.26, rel=0.03)
+
+
+def test_verl_inferred_means_agree_across_gpu_counts():
+    """With the driver's transfer counted, the mean response that makes each verl 7B row's
+    old-log-prob pass take its measured time is one mean for the three GPU counts of the one
+    recipe (it was 2,600 / 3,432 / 5,264 tokens without it)."""
+    means = [int(line.split("|")[3].replace(",", ""))
+             for line in rl.inferred_mean_report().split("\n")[2:]
+             if line.split("|")[1].strip() in ("12", "13", "14")]
+    assert len(means) == 3 and max(means) / min(means) < 1.10

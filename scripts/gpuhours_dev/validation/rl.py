@@ -4,8 +4,9 @@
 
 Each expressible row becomes a one-phase plan; every setting not stated by the source is an
 assumption written beside the row (ASSUMED). Rows whose model, GPU or parallel layout gpuhours
-cannot express are listed with the reason. Nothing here was fitted: these rows were read after
-the RL step model was written, and no constant was set from them.
+cannot express are listed with the reason. These rows were read after the RL step model was
+written; one constant was set from them since (`driver_rate_fit`: the rate a single controller
+moves the batch, from rows 12 and 14, 1-based), the rest of the rows held out.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ _NEMO_QWEN_ASSUMED = ("prompt 256 tokens (not stated); the table's 'G-Average Se
 _VERL_ASSUMED = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
                  "stated); mean response 1/4 of the maximum (not stated: the README says "
                  "lengths change strongly during training)")
-_VERL_7B = dict(prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
+_VERL_7B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                 response_tokens=7168, max_response_tokens=28672, reference_model=False,
                 reward={"kind": "rule"}, rollout_tensor_parallel=4)
 # Ulysses sequence parallelism (verl's ulysses_sequence_parallel_size 4): verl/utils/ulysses.py
@@ -80,7 +81,7 @@ _VERL_7B_ASSUMED = (_VERL_ASSUMED + "; Qwen2.5-Math-7B as qwen2.5-7b (the same s
                     "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
                     "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
                     "costed as cp's KV ring); FSDP2 as ZeRO-3")
-_VERL_30B = dict(prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
+_VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
                  reward={"kind": "rule"}, rollout_tensor_parallel=4)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
@@ -261,6 +262,29 @@ def _measured_old_logprob_s(r: dict[str, str]) -> float | None:
         if len(words) == 2 and words[0] == "old_log_prob":
             return float(words[1])
     return None
+
+
+#: the rows the driver's rate is set from (0-based): verl's colocated 7B step on 32 and 128 H20s
+DRIVER_TUNED = (10, 12)
+
+
+def driver_rate_fit() -> tuple[float, float, float]:
+    """(intercept s, bytes, bytes/s): the old-log-prob pass of the DRIVER_TUNED rows, one recipe
+    on two GPU counts, as a + b/GPUs; `a` is what no GPU count removes, taken as the padded
+    batch through verl's driver (gpuhours.plan.rl_driver) at the returned rate; the rate is
+    assumptions.RL_DRIVER_BYTES_PER_S, rounded."""
+    from gpuhours.plan import rl_driver
+
+    data = rows()
+    (g1, t1), (g2, t2) = ((int(data[r]["n_gpus"]), _measured_old_logprob_s(data[r]) or 0.0)
+                          for r in DRIVER_TUNED)
+    slope = (t1 - t2) / (1 / g1 - 1 / g2)
+    intercept = t1 - slope / g1
+    c = next(c for c in CASES if c.row == DRIVER_TUNED[0])
+    moved = rl_driver.scoring_pass_bytes(
+        c.phase["prompts_per_step"] * c.phase["generations_per_prompt"],
+        c.phase["prompt_tokens"], c.phase["max_response_tokens"], 2)
+    return intercept, moved, moved / intercept
 
 
 def inferred_mean_report() -> str:

@@ -355,6 +355,20 @@ RL_UPDATE_TOKENS_PER_MICRO_BATCH = _a(
     "verl's ppo_max_token_len_per_gpu default (16384) with use_dynamic_bsz; NeMo-RL and "
     "OpenRLHF pack sequences likewise")
 
+#: Bytes per second a single-controller RL framework moves its step's batch through the driver
+#: (verl's RayPPOTrainer: DataProto chunks out to the workers through Ray, results gathered
+#: back; src/gpuhours/plan/rl_driver.py counts the bytes). FITTED (tuned rows 12 and 14 of
+#: scripts/gpuhours_dev/validation/data/rl_steps.csv, verl's colocated Qwen2.5-Math-7B DAPO step
+#: on 32 and 128 H20s): their old-log-prob pass, 107.7 and 53.9 s, is a + b/GPUs with a = 36.0 s
+#: that no GPU count removes; the pass moves 11.3 GB (8,192 sequences padded to 256 + 28,672
+#: tokens), so 0.315 GB/s. Held out: row 13 (64 GPUs: a + b/64 = 71.9 s, measured 70.3 s) and
+#: row 18 (verl + Megatron, 30B-A3B). Ray's object transfer of the time measured 0.2-0.3 GB/s
+#: per sending node (github.com/ray-project/ray/issues/42632), the same order.
+RL_DRIVER_BYTES_PER_S = _a(
+    "rl_driver_bytes_per_s", 0.315e9, "bytes/s",
+    "fitted: the part of verl's old-log-prob pass no GPU count removes (36.0 s on 32-128 H20s, "
+    "rl_steps.csv rows 12 and 14) over the 11.3 GB it moves; rows 13 and 18 held out")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

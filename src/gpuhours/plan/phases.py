@@ -578,6 +578,15 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
                 + update_s) if phase.critic else 0.0
     sync_s = weight_sync_s(t.arch, hw, dedicated)
+    driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
+              else {})
+    # each phase's time as the framework's timer counts it: its transfer through the driver too
+    rollout_s += driver.get("rollout generation", 0.0)
+    old_logprob_s += driver.get("old-policy log-probs", 0.0)
+    ref_s += driver.get("reference model", 0.0)
+    reward_s += driver.get("reward model", 0.0)
+    update_s += driver.get("policy update", 0.0)
+    critic_s += driver.get("critic", 0.0)
 
     train_side = old_logprob_s + ref_s + reward_s + update_s + critic_s
     if not dedicated:
@@ -601,6 +610,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if driver:
+        formula += (f"; the batch through one driver (single controller, padded to "
+                    f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
+                    f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s, within the parts")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
@@ -622,7 +635,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
                "rollout_tensor_parallel": tp, "update_micro_batch": t.micro_batch,
                "rollout_memory_utilisation": share,
-               "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None}
+               "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
+               "driver_transfer_s": sum(driver.values()),
+               **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
+                  for k, v in driver.items()}}
     storage, write_s = phase_storage(
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
         base / gpus_total, rollouts=steps * sequences, rollout_tokens=seq,
@@ -630,6 +646,31 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
                         _setup_summary(t, hw), warnings, details, None, storage, write_s,
                         steps=steps)
+
+
+def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:
+    """Seconds each part of a single-controller step spends moving the padded batch through
+    the driver (src/gpuhours/plan/rl_driver.py: the bytes; assumptions.RL_DRIVER_BYTES_PER_S:
+    the rate, fitted to verl's H20 rows). Every sequence travels padded to the prompt plus the
+    longest response: verl pads to `response_length`, whatever a response holds."""
+    from gpuhours.plan import rl_driver as d
+
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    p = phase.prompt_tokens
+    out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest) / rate,
+           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model)
+           * phase.policy_epochs / rate}
+    if phase.old_logprob_pass:
+        out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2) / rate
+    if phase.reference_model:
+        out["reference model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+    if phase.reward.kind == "model":
+        out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+    if phase.critic:  # the values back from its forward, then the batch to its update
+        out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1)
+                         + d.update_bytes(sequences, p, longest, phase.reference_model)
+                         * phase.policy_epochs) / rate
+    return out
 
 
 def _grpo_calibration(ctx: Context, hw: Hardware, t: Training) -> Any:

@@ -320,6 +320,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "num_iterations)")
     critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
                                                     "scored and trained every step")
+    single_controller: bool = Field(
+        default=False, description="one driver process holds the step's batch, padded to the "
+        "longest response, and sends it to every phase's workers (verl's RayPPOTrainer)")
 
     @model_validator(mode="after")
     def _amount(self) -> RLPhase:
