@@ -163,3 +163,13 @@ def test_activation_formula_matches_saved_storage(variant: dict[str, Any]) -> No
     t = Training(arch=arch, method="full", precision="fp32", micro_batch=batch, seq_len=seq)
     predicted = activation_bytes(arch, t).total + batch * seq * vocab * 4  # the loss's log-softmax
     assert predicted == pytest.approx(sum(seen.values()), rel=0.05)
+
+
+def test_phi3_windows_every_layer_when_its_config_says() -> None:
+    """Phi3Attention passes config.sliding_window to attention on every layer: Phi-3-medium's
+    2047-token window (catalog phi-3-medium); Phi-4's null leaves every layer global."""
+    from gpuhours.resolve import resolve_model
+
+    medium = resolve_model("phi-3-medium")[0]
+    assert (medium.sliding_window, medium.sliding_layers) == (2047, 40)
+    assert resolve_model("phi-4")[0].sliding_window is None

@@ -1026,9 +1026,9 @@ def _chunked(cfg: dict[str, Any], where: str, layers: int) -> dict[str, Any]:
 
 def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> dict[str, Any]:
     """The sliding-window fields of a llama-style config, as transformers reads them:
-    `layer_types` when given (its "sliding_attention" entries); otherwise per family: mistral
-    and mixtral window every layer when `sliding_window` is set; gemma2 every even layer
-    (Gemma2DecoderLayer: `not layer_idx % 2`), gpt_oss too (its window 128 by default);
+    `layer_types` when given (its "sliding_attention" entries); otherwise per family: mistral,
+    mixtral, starcoder2 and phi3 window every layer when `sliding_window` is set; gemma2 every
+    even layer (Gemma2DecoderLayer: `not layer_idx % 2`), gpt_oss too (its window 128 by default);
     gemma3_text every layer but each `sliding_window_pattern`-th (default 6); qwen2/qwen3 (and
     their MoE) only with `use_sliding_window`, the layers from `max_window_layers` on. Others:
     no window. Llama 4's chunked-attention layers are read by _chunked."""
@@ -1043,7 +1043,7 @@ def _sliding(cfg: dict[str, Any], where: str, model_type: str, layers: int) -> d
         if len(types) != layers:
             raise InputError(where, f"layer_types has {len(types)} entries for {layers} layers.")
         n = sum(1 for x in types if x == "sliding_attention")
-    elif model_type in ("mistral", "mixtral", "starcoder2"):
+    elif model_type in ("mistral", "mixtral", "starcoder2", "phi3"):  # phi3: Phi3Attention
         n = layers
     elif model_type in ("gemma2", "gpt_oss"):  # gpt-oss: GptOssConfig's layer_types, alike
         n = (layers + 1) // 2
