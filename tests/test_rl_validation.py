@@ -30,7 +30,7 @@ def test_published_rl_steps_floor():
         results[c.row] = None if predicted is None else predicted / measured - 1
     errors = [e for e in results.values() if e is not None]
     assert len(errors) == 21
-    assert sum(abs(e) <= 0.25 for e in errors) >= 11
+    assert sum(abs(e) <= 0.25 for e in errors) >= 12
     # 4: the verl 7B row on 128 H20s went from +97% to +128% when the batch's transfer through
     # verl's driver was counted; its assumed mean response (a quarter of the maximum) is what
     # is off (test_verl_inferred_means_agree_across_gpu_counts)
@@ -39,10 +39,13 @@ def test_published_rl_steps_floor():
     stated = [e for row, e in results.items()
               if e is not None and rl.rows()[row]["response_tokens_mean"]]
     assert len(stated) == 10 and all(-0.5 < e < 1.0 for e in stated)
-    assert sum(abs(e) <= 0.25 for e in stated) >= 7
+    assert sum(abs(e) <= 0.25 for e in stated) >= 8
     # the NeMo-RL Llama-3.1-8B H100 rows: a tail-led step, colocated and async; Qwen3-32B on
-    # 32 H100s with Megatron's TP4 PP4
-    assert abs(results[0]) < 0.10 and abs(results[1]) < 0.10 and abs(results[3]) < 0.10
+    # 32 H100s with Megatron's TP4 PP4 (vLLM's memory share as NeMo-RL sets it, 0.6 colocated and
+    # 0.8 dedicated: the colocated 8B step then runs 2 waves, not 3, and is -14%, was -3% at 0.5)
+    assert abs(results[0]) < 0.15 and abs(results[1]) < 0.10 and abs(results[3]) < 0.10
+    # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6)
+    assert abs(results[8]) < 0.15
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch): 7B, 13B and the 70B on 16 GPUs with TP-2 engines
     assert all(abs(results[row]) <= 0.25 for row in (27, 30, 32))

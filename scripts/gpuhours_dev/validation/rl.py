@@ -31,6 +31,12 @@ class Case:
     assumed: str
 
 
+# vLLM's memory share as NeMo-RL v0.5 sets it (@108bffda): gpu_memory_utilization 0.6 in
+# examples/configs/grpo_math_1B.yaml (colocated), 0.8 in each performance/*-async-1off.yaml
+# recipe (dedicated generation GPUs)
+_NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
+_NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
+                   "async_rollout": True}
 _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                 reward={"kind": "rule"}, prompt_tokens=256)
 _NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); the table's "
@@ -90,52 +96,56 @@ _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 (the async script's, fo
                      "distributed optimizer as ZeRO-1; checkpointing on (not stated)")
 
 CASES = [
-    Case(0, "h100-sxm", {**_NEMO_8B, "response_tokens": 1019, "max_response_tokens": 3840},
+    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
+                         "max_response_tokens": 3840},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, "max_response_tokens": 3840,
-                         "placement": "dedicated", "rollout_gpus": 8, "async_rollout": True},
+                         **_NEMO_DEDICATED, "rollout_gpus": 8},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
     # the FP8 recipe (grpo-llama3.1-8b-instruct-2n8g-fp8-async-1off.yaml): Megatron fp8 training
     # (Transformer Engine) and vLLM fp8 generation (W8A8, deep_gemm)
     Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, "max_response_tokens": 3840,
-                         "placement": "dedicated", "rollout_gpus": 8, "async_rollout": True,
+                         **_NEMO_DEDICATED, "rollout_gpus": 8,
                          "rollout_precision": "fp8"},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3, "precision": "fp8-mixed"},
          _NEMO_ASSUMED + "; fp8 generation as W8A8 (1 byte per weight, fp8 GEMMs; the KV cache "
          "bf16, not stated)"),
-    Case(3, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3251, "rollout_tensor_parallel": 4},
+    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
+                         "rollout_tensor_parallel": 4},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
           "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
          "(512 sequences over data parallelism 2)"),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
-                         "placement": "dedicated", "rollout_gpus": 32, "async_rollout": True},
+                         **_NEMO_DEDICATED, "rollout_gpus": 32},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 64, "tp": 4, "pp": 4,
           "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
          "(512 sequences over data parallelism 2)"),
-    Case(5, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3196, "rollout_tensor_parallel": 2},
+    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
+                         "rollout_tensor_parallel": 2},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16},
          _NEMO_QWEN_ASSUMED + "; 16 micro-batches per optimizer step (512 sequences over 32 "
          "data-parallel ranks)"),
-    Case(6, "gb200", {**_NEMO_8B, "response_tokens": 1066, "max_response_tokens": 3840},
+    Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
+                      "max_response_tokens": 3840},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, "max_response_tokens": 3840,
-                      "placement": "dedicated", "rollout_gpus": 4, "async_rollout": True},
+                      **_NEMO_DEDICATED, "rollout_gpus": 4},
          {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 3},
          _NEMO_ASSUMED),
-    Case(8, "gb200", {**_NEMO_QWEN, "response_tokens": 3253},
+    Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3253},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64},
          _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
          "parallelism 8)"),
-    Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, "placement": "dedicated",
-                      "rollout_gpus": 16, "async_rollout": True},
+    Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
+                      "rollout_gpus": 16},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64},
          _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
          "parallelism 8)"),
