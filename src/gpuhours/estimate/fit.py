@@ -194,10 +194,9 @@ def _layout_label(c: Candidate, arch: ModelArch | None = None) -> str:
 def overlap_labels(c: Candidate | Training) -> list[str]:
     """The overlaps a setup runs, each with the framework option that runs it."""
     return [text for on, text in (
-        (c.tp_comm_overlap, "tensor-parallel traffic pipelined with its GEMMs (Megatron-Core "
-                            "--tp-comm-overlap)"),
-        (c.moe_a2a_overlap, "expert all-to-all behind another micro-batch's compute "
-                            "(Megatron-Core --overlap-moe-expert-parallel-comm)")) if on]
+        (c.tp_comm_overlap, "TP overlap (Megatron-Core --tp-comm-overlap)"),
+        (c.moe_a2a_overlap, "expert all-to-all overlap (Megatron-Core "
+                            "--overlap-moe-expert-parallel-comm)")) if on]
 
 
 def overlaps_allowed(t: Training, hw: Hardware, layout: dict[str, int], checkpointing: bool
