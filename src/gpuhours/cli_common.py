@@ -50,7 +50,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
     "fused_attention": "--fused-attention", "zero_stage": "--zero",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
-    "loss_kernel": "--loss-kernel", "offload": "--offload",
+    "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op", "usd_per_gpu_hour": "--usd-per-gpu-hour",
@@ -169,6 +169,10 @@ LossKernelOpt = Annotated[str, typer.Option(
     help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "
          "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "
          "on half-precision logits, no autocast: Qwen-1 under DeepSpeed).")]
+KernelsOpt = Annotated[str, typer.Option(
+    help="The code path, for the host's operators per micro-batch: eager (transformers' "
+         "modelling, eager PyTorch) or flash-attn (code calling flash-attn with its fused "
+         "rotary and RMSNorm: Qwen-1's with flash-attn installed).")]
 BaseQuantOpt = Annotated[str, typer.Option(
     help="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4 or awq-int4 (a GPTQ or AWQ "
          "checkpoint, groups of 128).")]

@@ -66,6 +66,11 @@ LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half"]
 #: half-precision weights on the host too, fetched for every forward and backward (DeepSpeed
 #: ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True); ZeRO 3)
 Offload = Literal["none", "optimizer", "optimizer+params"]
+#: the code path a training step runs (estimate/host.py): eager = transformers' modelling in eager
+#: PyTorch with SDPA attention; flash-attn = modelling that calls flash-attn with its fused rotary
+#: and RMSNorm kernels (Qwen-1's remote code with flash-attn installed). Sets the operators the
+#: host issues per micro-batch
+Kernels = Literal["eager", "flash-attn"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
 Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
@@ -139,6 +144,8 @@ class Training(_ReadsModel):
     fused_attention: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
+    #: the kernel path (Kernels above): the host's operators per micro-batch
+    kernels: Kernels = "eager"
     #: logits the training loop keeps alive through backward by holding the model's output
     #: (`output = model(...); output.loss.backward()`, where HF Trainer's compute_loss returns
     #: the loss only): "fp32" where the model returns upcast logits (transformers before 4.45:

@@ -402,6 +402,12 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("Qwen-1's loss on half-precision logits under DeepSpeed (no autocast)")
     buckets, bucket_note = _deepspeed_buckets(r, source)
     notes.append(bucket_note)
+    kernels = "eager"
+    if resolve_model(model)[0].model_type == "qwen" and "flash attention" in r["notes"].lower():
+        # Qwen-1's remote code calls flash-attn itself, with its fused rotary and RMSNorm
+        # (modeling_qwen.py; estimate/host.py counts that path's operators)
+        kernels = "flash-attn"
+        notes.append("Qwen-1's code with flash-attn: fused rotary and RMSNorm")
     accum = _int(r["grad_accum"])
     if accum is None:
         accum = 1
@@ -425,8 +431,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             arch=arch, model=model, method=method, precision=precision,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
-            offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held, **opt,
-            **lora))
+            offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
+            kernels=kernels, **opt, **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
@@ -561,6 +567,17 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
                         f"type not stated (compared with reserved), {unit_name}")
 
 
+#: the host's seconds per eager operator, per source whose runs share one machine (all else: the
+#: default, assumptions.HOST_S_PER_OP): (us per operator, basis). Fitted by
+#: `python scripts/host_overhead.py qwen` (docs/bench.md, "The host floor")
+HOST_US_PER_OP = {
+    "Qwen": (24.5, "host 24.5 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
+                   "#107-109)"),
+}
+#: the rows those figures were fitted to (tuned, not held out)
+HOST_FIT_ROWS = frozenset({101, 102, 103, 107, 108, 109})
+
+
 #: sources whose tokens/s count the tokens computed, with how
 _TOKENS_COMPUTED = {
     "xtuner": "tokens/s per GPU (TGS), packed to max length",
@@ -667,11 +684,14 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_throughput", m.label, measured or nan, None,
                               "tokens/s per GPU", "", skipped=tp_skip, **tags))
     else:
-        hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus)
+        host_us, host_note = HOST_US_PER_OP.get(m.source, (None, ""))
+        hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us)
         e = estimate_training(t, hw, "catalog")
         what = _TOKENS_COMPUTED[m.source]
         compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
         setup = m.setup + ("; torch.compile not modelled" if compiled else "")
+        setup += f"; {host_note}" if host_note else ""
+        setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""
         out.append(Comparison("ft_throughput", m.label, measured, e.tokens_per_s_per_gpu.value,
                               "tokens/s per GPU", what, generation=m.gpu.generation,
                               **{**tags, "setup": setup}))

@@ -301,8 +301,10 @@ def estimate_training(
         "memory_bound_s": formula(st.memory_bound_s, "s",
                                   f"{step_src}: elementwise + logits bytes / bandwidth"),
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
-            f"{step_src}: counted eager operators x {hw.host_us_per_op:.3g} us ({host_basis})"))
-        if host_basis else formula(st.host_s, "s", f"{step_src}: counted eager operators x " + (
+            f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py) x "
+            f"{hw.host_us_per_op:.3g} us ({host_basis})"))
+        if host_basis else formula(st.host_s, "s", f"{step_src}: operators counted for the "
+            f"{t.kernels} path (estimate/host.py) x " + (
             f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
             else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
         "host_exposed_s": formula(st.host_exposed_s, "s",

@@ -19,6 +19,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import parallel as P
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
+from gpuhours.estimate.host import host_ops_per_micro_batch
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
     LORA_ADAPTED,
@@ -456,28 +457,6 @@ def host_s_per_op(hw: Hardware) -> float:
     """Host seconds per eager operator: the machine's own figure when given, else assumed."""
     return (hw.host_us_per_op * 1e-6 if hw.host_us_per_op is not None
             else A.HOST_S_PER_OP.value)
-
-
-def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
-    """Device operators the host issues for one micro-batch, forward and backward (counted,
-    assumptions.OPS_*): per layer by how the precision runs, LoRA adapters, bias gradients,
-    the recomputed forward under checkpointing, and the embedding/head/loss outside."""
-    kind = ("fp32" if t.precision == "fp32" else
-            "autocast" if t.precision.endswith(("-amp", "-mixed")) else "half")
-    fwd, bwd = A.OPS_PER_LAYER[kind]
-    outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
-    if t.method == "full":
-        biases = 3 * arch.qkv_bias + arch.out_bias + (3 if arch.gated_mlp else 2) * arch.mlp_bias
-        bwd += A.OPS_PER_BIAS_GRAD * biases
-    else:
-        adapters = len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1)
-        a_fwd, a_bwd = A.OPS_PER_LORA_ADAPTER[kind]
-        # the frozen base linear's weight-gradient matmul is not issued
-        fwd, bwd = fwd + a_fwd * adapters, bwd + (a_bwd - 1) * adapters
-        outside_bwd = 0.0
-    if t.checkpointing:
-        bwd += fwd  # the forward again, layer by layer, inside the backward
-    return arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd
 
 
 def optimizer_ops(arch: ModelArch, t: Training) -> float:

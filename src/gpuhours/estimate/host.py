@@ -1,0 +1,128 @@
+"""Device operators the host issues per micro-batch, by the kernel path the model's code takes.
+
+An eager step cannot finish before its host has issued every operator (docs/bench.md, "The host
+floor"); how many there are depends on the code that runs, not on the model's shape alone:
+
+- ``eager`` (the default): transformers' own modelling, eager PyTorch, attention by SDPA. Counted
+  on CPU with gpuhours.torchkit.ops.count_ops (assumptions.OPS_PER_LAYER and
+  OPS_PER_LORA_ADAPTER; `python scripts/host_overhead.py count`; tests/test_torchkit.py re-counts
+  them).
+- ``flash-attn``: modelling code that calls flash-attn itself, with its fused rotary and RMSNorm
+  kernels: Qwen-1's remote code (modeling_qwen.py) with flash-attn 2 and its layer_norm
+  extension installed, as the Qwen README's profiling ran it. Counted by hand from that code
+  (FLASH_ATTN_* below, each operator named), since those kernels do not run on a CPU.
+
+Operators are dispatcher-level calls that launch device work (views and allocations excluded),
+the unit count_ops counts. A quantised base adds its dequantisation's operators per quantised
+linear (QUANT_LINEAR_EXTRA_OPS). torch.compile, Liger and Megatron-Core/Transformer Engine are
+not modelled here (docs/bench.md says why).
+"""
+
+from __future__ import annotations
+
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.lora import FUSED_QKV_TYPES
+from gpuhours.estimate.memory import LORA_ADAPTED
+from gpuhours.setup import Training
+
+#: model types whose modelling code computes q, k and v in one linear (peft puts one adapter on
+#: it): estimate/lora.py's, and Qwen-1's attn.c_attn (modeling_qwen.py QWenAttention: remote
+#: code, no transformers model type, so lora.py does not list it)
+FUSED_QKV_MODEL_TYPES = FUSED_QKV_TYPES | {"qwen"}
+
+#: flash-attn path, operators per decoder layer that are not a linear, (forward, backward),
+#: counted from Qwen-1's modeling_qwen.py (QWenBlock.forward, QWenAttention.forward,
+#: apply_rotary_pos_emb, RMSNorm.forward, QWenMLP.forward) with flash-attn 2.3:
+#: forward 17 = ln_1 and ln_2 (flash_attn.ops.rms_norm: one dropout_add_ln_fwd each: 2)
+#:   + rotary on q and on k (t.float(); flash_attn.ops.triton.rotary.apply_rotary's
+#:     cos.contiguous() and sin.contiguous() of the sliced cache; the Triton kernel;
+#:     .type_as(t): 5 each, 10) + flash_attn_func (1; batch 1, no unpadding) + the two residual
+#:     adds (2) + silu and the gating mul (2).
+#: backward 23 = two norm backwards (dropout_add_ln_bwd, dgamma reduced inside: 2) + rotary
+#:   on q and on k (the casts' backwards 2, ApplyRotaryEmb.backward's do.clone() 1, cos/sin
+#:   contiguous 2, the kernel 1: 6 each, 12) + flash_attn bwd (1) + the split of c_attn's
+#:   output (SplitBackward: one cat, 1) + the mul's two products and silu's backward (3) + the
+#:   gradients summed where a tensor feeds two consumers: each residual stream (2), w1 and w2's
+#:   shared input (1).
+FLASH_ATTN_LAYER_OPS = (17.0, 23.0)
+#: ... and per linear: the matmul (1) forward; backward its input gradient (1) and, when the
+#: weight trains, its weight gradient (1). Autocast with fp32 weights casts each weight in
+#: forward and its gradient back in backward (+1, +1).
+FLASH_ATTN_LINEAR_OPS = {"half": (1.0, 2.0), "autocast": (2.0, 3.0), "fp32": (1.0, 2.0)}
+
+#: Extra operators per quantised linear of a QLoRA base over a plain one, (forward, backward):
+#: - nf4 (bitsandbytes MatMul4Bit, double quantisation): dequantize_4bit before the matmul in
+#:   forward and again in backward: the absmax's dequantize_blockwise, its += offset, the 4-bit
+#:   dequantisation kernel: 3 each way.
+#: - gptq-int4 (auto-gptq qlinear_cuda_old, the torch path it takes at 128 tokens or more, or
+#:   with exllama disabled as Qwen's finetune.py loads it): the zeros' shift, cast, mask and +1
+#:   (4), the weight's shift, cast, mask (3), weight - zeros and the scales' product (2): 9 in
+#:   forward; backward only the matmul's input gradient, as for a plain linear.
+#: - awq-int4: taken as gptq-int4's (AutoAWQ's training path also unpacks in torch; not counted)
+QUANT_LINEAR_EXTRA_OPS = {"nf4": (3.0, 3.0), "gptq-int4": (9.0, 0.0), "awq-int4": (9.0, 0.0)}
+
+
+def precision_kind(precision: str) -> str:
+    """How the precision runs in torch: fp32, half (pure bf16/fp16), or autocast."""
+    return ("fp32" if precision == "fp32" else
+            "autocast" if precision.endswith(("-amp", "-mixed")) else "half")
+
+
+def linears_per_layer(arch: ModelArch) -> int:
+    """Linears in one decoder layer as the modelling code has them (q, k, v fused or not)."""
+    attention = 2 if arch.model_type in FUSED_QKV_MODEL_TYPES else 4
+    return attention + (3 if arch.gated_mlp else 2)
+
+
+def adapters_per_layer(arch: ModelArch, t: Training) -> int:
+    """LoRA adapters peft puts in one decoder layer: one per targeted linear module."""
+    names = set(LORA_ADAPTED[t.lora_targets])
+    if not arch.gated_mlp:
+        names.discard("gate")
+    if arch.model_type in FUSED_QKV_MODEL_TYPES and names & {"q", "k", "v"}:
+        names = (names - {"q", "k", "v"}) | {"qkv"}
+    return len(names)
+
+
+def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, float]:
+    """(forward, backward with every weight trained, biases) of one decoder layer."""
+    if t.kernels == "flash-attn":
+        fwd, bwd = FLASH_ATTN_LAYER_OPS
+        lf, lb = FLASH_ATTN_LINEAR_OPS[kind]
+        n = linears_per_layer(arch)
+        qkv_biases = 1 if arch.model_type in FUSED_QKV_MODEL_TYPES else 3
+    else:
+        fwd, bwd = A.OPS_PER_LAYER[kind]
+        lf = lb = 0.0
+        n = 0
+        qkv_biases = 3
+    biases = qkv_biases * arch.qkv_bias + arch.out_bias \
+        + (3 if arch.gated_mlp else 2) * arch.mlp_bias
+    return fwd + lf * n, bwd + lb * n, float(biases)
+
+
+def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """Device operators the host issues for one micro-batch, forward and backward: per layer by
+    the kernel path and how the precision runs, LoRA adapters, bias gradients, a quantised
+    base's dequantisation, the recomputed forward under checkpointing, and the embedding,
+    head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH)."""
+    kind = precision_kind(t.precision)
+    fwd, bwd, biases = _layer_ops(arch, t, kind)
+    outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
+    if t.method == "full":
+        bwd += A.OPS_PER_BIAS_GRAD * biases
+    else:
+        adapters = (adapters_per_layer(arch, t) if t.kernels == "flash-attn"
+                    else len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1))
+        a_fwd, a_bwd = A.OPS_PER_LORA_ADAPTER[kind]
+        # the frozen base linear's weight-gradient matmul is not issued
+        fwd, bwd = fwd + a_fwd * adapters, bwd + (a_bwd - 1) * adapters
+        outside_bwd = 0.0
+        if t.method == "qlora":
+            q_fwd, q_bwd = QUANT_LINEAR_EXTRA_OPS[t.base_quant]
+            quantised = linears_per_layer(arch)
+            fwd, bwd = fwd + q_fwd * quantised, bwd + q_bwd * quantised
+    if t.checkpointing:
+        bwd += fwd  # the forward again, layer by layer, inside the backward
+    return arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd
