@@ -167,7 +167,8 @@ REMAINS: dict[str, str] = {
         "reduce_bucket_size 2e8 with overlap_comm and contiguous_gradients, and "
         "stage_1_and_2.py allocates two buffers of that many fp16 elements at every "
         "backward (0.75 GiB; its documentation's 4.5 x rule also counts the allgather "
-        "bucket, which is not a separate buffer there). What is left is 1.4-3.3 GiB "
+        "bucket, which the code uses after the optimizer step, gathering into the flat "
+        "half-precision weights: all_gather_dp_groups). What is left is 1.4-3.3 GiB "
         "below the measured figure for 1.8B, 7B and 14B (72B within 3%): auto-gptq's "
         "training path (exllama disabled) unpacks each weight with PyTorch shifts and "
         "masks into int and fp16 intermediates, kept for the recomputed layer, is a "
@@ -200,8 +201,9 @@ REMAINS: dict[str, str] = {
         "7 GiB at 28,454 tokens, and each 4-bit linear's input copy and fp32 MLP outputs "
         "for the recomputed layer). For Llama 3.3 70B at 6,916 tokens on 80 GB (#471) the "
         "estimate is now 2.6% above the card: a run that fit is predicted not to fit. The "
-        "checkpointing of those runs is not stated (on assumed, the smaller estimate). The "
-        "Unsloth rows rely on Unsloth's kernels and "
+        "stack of the HF baseline is not stated (peft's k-bit preparation, as TRL and "
+        "axolotl call it, assumed) nor its checkpointing (on assumed, the smaller "
+        "estimate). The Unsloth rows rely on Unsloth's kernels and "
         "offloaded checkpointing, not modelled."),
 }
 THROUGHPUT_REMAINS: dict[str, str] = {
