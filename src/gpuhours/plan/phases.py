@@ -613,7 +613,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
-                    f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s, within the parts")
+                    f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s ({A.RL_DRIVER_BYTES_PER_S.name}, "
+                    f"fitted to verl's H20 steps), within the parts")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
