@@ -93,3 +93,34 @@ def test_cli_kernels_option() -> None:
     bad = runner.invoke(app, [*args, "--kernels", "triton"])
     assert bad.exit_code == 2
     assert "--kernels" in bad.output and "flash-attn" in bad.output
+
+
+PLAN = """
+project: t
+hardware: {{gpu: a100-80gb}}
+phases:
+  - name: sft
+    kind: finetune
+    model: qwen-1.8b
+    method: lora
+    precision: bf16
+    gpus: 1
+    tokens: 1.0e+8
+    seq_len: 256
+    micro_batch: 1
+    grad_accum: 8
+    checkpointing: true
+    kernels: {kernels}
+"""
+
+
+def test_a_plan_phase_sets_the_kernel_path() -> None:
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import parse_plan
+
+    def hours(kernels: str) -> float:
+        return evaluate(parse_plan(PLAN.format(kernels=kernels), "t.yaml")).phases[
+            0].gpu_hours_per_run
+
+    # host-bound at 256 tokens a micro-batch: fewer operators, fewer hours
+    assert hours("flash-attn") < 0.7 * hours("eager")

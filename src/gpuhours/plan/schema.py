@@ -14,6 +14,7 @@ from pydantic.config import JsonDict
 from gpuhours.setup import (
     BaseQuant,
     Engine,
+    Kernels,
     LoraTargets,
     LossKernel,
     Method,
@@ -148,6 +149,10 @@ class TrainingSettings(_Strict):
         default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
         "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
     loss_kernel: LossKernel | None = None
+    kernels: Kernels | None = Field(
+        default=None, description="the code path, for the host's operators per micro-batch: "
+        "eager (transformers' modelling; default) or flash-attn (code calling flash-attn with "
+        "its fused rotary and RMSNorm: Qwen-1's with flash-attn installed)")
     zero_stage: ZeroStage | None = None
     offload: Offload | None = Field(
         default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "
