@@ -21,6 +21,7 @@ from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.memory import (
     activation_bytes,
     deepspeed_bucket_bytes,
+    gptq_saved_weight_bytes_per_layer,
     held_logits_bytes,
     quantised_base_bytes_per_token_layer,
     training_memory,
@@ -108,3 +109,19 @@ def test_held_logits_by_hand():
     plain = training_memory(held.arch, _t(method="lora"))
     more = training_memory(held.arch, held)
     assert more.tensors_bytes - plain.tensors_bytes == pytest.approx(1024 * 32_000 * 4)
+
+
+def test_gptq_torch_path_keeps_dequantised_weights_by_hand():
+    """auto-gptq's PyTorch path keeps each linear's fp16 dequantised weight for backward:
+    Llama-2-7B's layer has q, k, v, o (4 x 4096 x 4096) and gate, up, down (3 x 4096 x 11008)
+    weights: 2 x (67,108,864 + 135,266,304) = 404,750,336 bytes per layer."""
+    t = _t(base_quant="gptq-int4")
+    assert gptq_saved_weight_bytes_per_layer(t.arch, t) == 404_750_336
+    # without checkpointing every layer's: 32 x that beside the activations counted per token
+    m = training_memory(t.arch, t)
+    assert m.activations_bytes - activation_bytes(t.arch, t).total == 32 * 404_750_336
+    # below 128 tokens per micro-batch its CUDA kernel runs instead: nothing kept
+    short = _t(base_quant="gptq-int4", seq_len=64)
+    assert gptq_saved_weight_bytes_per_layer(short.arch, short) == 0
+    nf4 = _t()
+    assert gptq_saved_weight_bytes_per_layer(nf4.arch, nf4) == 0

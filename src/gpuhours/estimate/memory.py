@@ -23,7 +23,7 @@ from gpuhours.estimate.parallel import (
     zero_shards,
 )
 from gpuhours.estimate.params import ParamCounts, count_params
-from gpuhours.estimate.quant import quantised_linears_bytes
+from gpuhours.estimate.quant import block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
 from gpuhours.setup import Training
@@ -499,6 +499,26 @@ def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     return a * (d + experts * (d + f))
 
 
+#: auto-gptq's QuantLinear runs its own CUDA kernel below this many rows (tokens) per call
+#: (qlinear_cuda_old.py, kernel_switch_threshold=128) and PyTorch's dequantise-and-matmul above
+GPTQ_KERNEL_SWITCH_TOKENS = 128
+
+
+def gptq_saved_weight_bytes_per_layer(arch: ModelArch, t: Training) -> float:
+    """Bytes a GPTQ base keeps per decoder layer for backward: auto-gptq's training path (exllama
+    kernels off, as transformers' GPTQConfig(disable_exllama=True) loads it for training: the
+    QuantLinear of qlinear_cuda_old.py, or qlinear_cuda.py with act-order) dequantises each
+    weight with PyTorch ops, `weight = scales * (weight - zeros)`, an fp16 tensor of in x out,
+    and multiplies `torch.matmul(x.half(), weight)`: autograd keeps that weight for the input's
+    gradient, 2 bytes per weight of the layer's linears. Alive for every layer through the
+    forward without checkpointing, for the one recomputed layer with it. 0 for other bases and
+    below GPTQ_KERNEL_SWITCH_TOKENS tokens per micro-batch (its CUDA kernel path)."""
+    if (t.method != "qlora" or t.base_quant != "gptq-int4" or arch.encoder or arch.mixed
+            or t.tokens_per_micro_batch < GPTQ_KERNEL_SWITCH_TOKENS):
+        return 0.0
+    return 2.0 * sum(n * i * o for i, o, n in block_linears(arch))
+
+
 def deepspeed_bucket_bytes(t: Training) -> float:
     """DeepSpeed ZeRO-1/2's contiguous-gradient buffers, bytes: at every backward its
     optimizer allocates `reduce_bucket_size` elements in the model's dtype, twice with
@@ -664,6 +684,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
     # activations and the logits working set are not alive together
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
                   if t.checkpointing else 0.0)
+    # a GPTQ base's dequantised weights kept for backward: the recomputed layer's under
+    # checkpointing, every layer's (on this GPU) without it
+    gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t) / lay.tp
+    gptq_kept = gptq_layer if t.checkpointing else gptq_layer * arch.num_layers * (held / total)
+    act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
+    if t.checkpointing:  # (with the recomputed layer, after the loss)
+        recomputed += gptq_layer
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
     if t.offload != "none":  # the offloaded state leaves the GPU (estimate/offload.py)
@@ -733,6 +760,13 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"training loop holds the model's output, its {t.held_logits} logits "
                    f"(tokens x vocabulary x {4 if t.held_logits == 'fp32' else 'a'} bytes), "
                    f"through backward (estimate/memory.py held_logits_bytes)")
+    gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t)
+    if gptq_layer:
+        layers = 1 if t.checkpointing else arch.num_layers
+        out.append(f"gptq_saved_weight_bytes = {gptq_layer * layers / 2**30:.2f} GiB: auto-gptq's "
+                   f"PyTorch path dequantises each weight to fp16 and matmul keeps it for "
+                   f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
+                   f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
     if buckets:
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "
                    f"backward: {'2' if t.deepspeed_overlap_comm else '1'} x reduce_bucket_size "
