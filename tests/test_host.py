@@ -124,3 +124,13 @@ def test_a_plan_phase_sets_the_kernel_path() -> None:
 
     # host-bound at 256 tokens a micro-batch: fewer operators, fewer hours
     assert hours("flash-attn") < 0.7 * hours("eager")
+
+
+def test_trace_and_bench_run_the_eager_path_only() -> None:
+    from gpuhours.errors import FieldError
+    from gpuhours.setup import check_runs_in_torch
+
+    check_runs_in_torch(_training("qwen2.5-0.5b"), "the bench")  # eager: runs
+    with pytest.raises(FieldError) as e:
+        check_runs_in_torch(_training("qwen2.5-0.5b", kernels="flash-attn"), "the bench")
+    assert e.value.fields == ("kernels",) and "eager" in str(e.value)

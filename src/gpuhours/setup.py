@@ -471,6 +471,10 @@ def check_runs_in_torch(t: Training, what: str) -> None:
                          f"a {t.loss_kernel} kernel is not what runs in {what}.",
                          "Use loss kernel hf, or rely on the analytic answer (gpuhours "
                          "estimate).")
+    if t.kernels != "eager":
+        raise FieldError("kernels", f"{what} runs transformers' modelling in eager PyTorch; the "
+                         f"{t.kernels} path is not what runs in {what}.",
+                         "Use kernels eager, or rely on the analytic answer (gpuhours estimate).")
 
 
 #: the fields of Training that are choices of the setup (not the model reference): what a plan's
