@@ -34,6 +34,18 @@ def test_the_run_waits_for_its_longest_output() -> None:
     assert estimate_generation(gen(max_output_tokens=100), GPU).tail_s == 0.0
 
 
+def test_a_run_of_many_batches_waits_for_the_longest_output_once() -> None:
+    from gpuhours.estimate.generation import generation_summary
+
+    even = estimate_generation(gen(), GPU)
+    spread = estimate_generation(gen(max_output_tokens=1000), GPU)
+    hours = {k: generation_summary(e, gen(), GPU, sequences=64_000)["gpu_hours"]["value"]
+             for k, e in (("even", even), ("spread", spread))}
+    # 1,000 batches of 64 at the steady rate, then one tail (not a tail per batch)
+    assert hours["even"] == pytest.approx(1000 * even.batch_time_s / 3600)
+    assert hours["spread"] == pytest.approx(hours["even"] + spread.tail_s / 3600)
+
+
 def test_a_longest_output_below_the_mean_names_the_field() -> None:
     with pytest.raises(InputError, match="below the mean") as caught:
         gen(max_output_tokens=50)

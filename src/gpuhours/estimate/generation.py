@@ -437,9 +437,14 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     if sequences is not None:
         if not sequences > 0:
             raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
-        gpu_hours = formula(sequences / e.sequences_per_s / 3600 * e.gpus, "GPU hours",
-                            f"{sequences:g} sequences / sequences_per_s / 3600 x {e.gpus} "
-                            f"GPUs per replica")
+        # the batch's own rate holds its longest output's tail once; a run of many batches
+        # through continuous batching keeps the engine full and waits for a tail only at its
+        # end: the steady rate for every sequence, the tail once
+        steady_s = sequences * (e.prefill_s + e.decode_s) / e.batch
+        tail = (f" + tail_s {e.tail_s:.3g} s once" if e.tail_s else "")
+        gpu_hours = formula((steady_s + e.tail_s) / 3600 * e.gpus, "GPU hours",
+                            f"({sequences:g} sequences x (prefill_s + decode_s) / batch{tail}) "
+                            f"/ 3600 x {e.gpus} GPUs per replica")
         known = gpu.name in {c.name for c in catalog.gpus()}
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
