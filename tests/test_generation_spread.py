@@ -77,3 +77,13 @@ def test_w8a8_runs_compute_bound_prefill_at_the_fp8_rate() -> None:
     with pytest.raises(InputError, match="fp8") as caught:
         estimate_generation(gen(matmul_precision="fp8"), GPU)
     assert "matmul_precision" in caught.value.fields
+
+
+def test_w8a8_weights_are_one_byte_unless_given_and_never_two() -> None:
+    # W8A8 stores fp8 weights: the default is 1 byte, and the weights read are half bf16's
+    fp8, bf16 = gen(matmul_precision="fp8"), gen()
+    assert (fp8.weight_bytes_per_param, bf16.weight_bytes_per_param) == (1.0, 2.0)
+    assert gen(matmul_precision="fp8", weight_bytes_per_param=0.56).weight_bytes_per_param == 0.56
+    with pytest.raises(InputError, match="1 byte each") as caught:
+        gen(matmul_precision="fp8", weight_bytes_per_param=2.0)
+    assert "weight_bytes_per_param" in caught.value.fields

@@ -569,13 +569,13 @@ def generation(
              "engine's).")] = None,
     tensor_parallel: Annotated[int, typer.Option(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
-    weight_bytes_per_param: Annotated[float, typer.Option(
-        help="Bytes per weight: 2 bf16, 1 fp8/int8, ~0.56 4-bit.")
-                                      ] = GENERATION.weight_bytes_per_param,
+    weight_bytes_per_param: Annotated[float | None, typer.Option(
+        help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
+             f"fp8/int8 (the default with --matmul-precision fp8), ~0.56 4-bit.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(
-        help="bf16, or fp8 (W8A8 GEMMs at the fp8 rate; give --weight-bytes-per-param 1).")
+        help="bf16, or fp8 (W8A8: GEMMs at the fp8 rate, 1-byte weights).")
                                 ] = GENERATION.matmul_precision,
     params: ParamsOpt = None,
     usd_per_gpu_hour: UsdOpt = None,
@@ -599,9 +599,10 @@ def generation(
                                        batch=batch, engine=engine,
                                        max_num_seqs=max_num_seqs,
                                        tensor_parallel=tensor_parallel,
-                                       weight_bytes_per_param=weight_bytes_per_param,
                                        kv_bytes_per_element=kv_bytes_per_element,
-                                       matmul_precision=matmul_precision))
+                                       matmul_precision=matmul_precision,
+                                       **({} if weight_bytes_per_param is None else
+                                          {"weight_bytes_per_param": weight_bytes_per_param})))
     from gpuhours.api import open_ledger
 
     e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)

@@ -533,10 +533,11 @@ class Generation(_ReadsModel):
     #: concurrent sequences; None = as many as fit in memory
     batch: int | None = Field(default=None, ge=1, le=1_000_000)
     #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
-    #: fp16 scale per 128 weights). Matmuls are still costed at the bf16 rate.
+    #: fp16 scale per 128 weights). Matmuls run at the bf16 rate unless matmul_precision fp8.
     weight_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
     #: the matmuls' precision: bf16, or fp8 (W8A8: vLLM quantization="fp8", TensorRT-LLM fp8;
-    #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each)
+    #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each: the
+    #: default of weight_bytes_per_param with fp8, and more than 1 is refused)
     matmul_precision: Literal["bf16", "fp8"] = "bf16"
     #: bytes per cached K or V element: 2 (bf16), 1 (vLLM kv_cache_dtype="fp8")
     kv_bytes_per_element: float = Field(default=2.0, gt=0, le=4)
@@ -549,8 +550,22 @@ class Generation(_ReadsModel):
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8] = 1
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fp8_weights(cls, data: Any) -> Any:
+        # W8A8 stores its weights in fp8: 1 byte each unless the caller says otherwise
+        if (isinstance(data, dict) and data.get("matmul_precision") == "fp8"
+                and data.get("weight_bytes_per_param") is None):
+            return {**data, "weight_bytes_per_param": 1.0}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> Generation:
+        if self.matmul_precision == "fp8" and self.weight_bytes_per_param > 1:
+            raise FieldError("weight_bytes_per_param", f"fp8 matmuls (W8A8) read fp8 weights, "
+                             f"1 byte each; {self.weight_bytes_per_param:g} bytes per weight "
+                             f"is a bf16 or fp16 model.", "Leave it out, or give 1 (or less, "
+                             "for 4-bit weights dequantised to fp8).")
         if self.max_output_tokens is not None and self.max_output_tokens < self.output_tokens:
             raise FieldError("max_output_tokens", f"the longest output ({self.max_output_tokens}"
                              f" tokens) is below the mean output_tokens ({self.output_tokens}).")
