@@ -47,23 +47,23 @@ def test_qwen1_linears_and_adapters() -> None:
 
 def test_flash_attn_lora_checkpointed_by_hand() -> None:
     # Qwen-1.8B (24 layers), Qwen's README setup: LoRA on the 5 linears, pure bf16, checkpointing.
-    # forward: 17 non-linear + 5 linears x 1 + 5 adapters x 8.0 = 62
-    # backward: 23 + 5 x 2 (input and weight gradients) + 5 x (8.4 - 1) = 70, + the recomputed
-    # forward 62 = 132; 24 x (62 + 132) = 4656, + 32 outside = 4688
+    # forward: 16 + 5 linears x 2 + 5 adapters x 8.0 = 66
+    # backward: 24 + 5 x 2 (input and weight gradients) + 5 x (8.4 - 1) = 71, + the recomputed
+    # forward 66 = 137; 24 x (66 + 137) = 4872, + 32 outside = 4904
     t = _training("qwen-1.8b", method="lora", precision="bf16", checkpointing=True,
                   kernels="flash-attn")
-    assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(4688.0)
+    assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(4904.0)
     eager = t.model_copy(update={"kernels": "eager"})
     # the eager (transformers Llama-shaped) count: 24 x (45 + 7 x 8 + 73 + 7 x 7.4 + 101) + 32
     assert host_ops_per_micro_batch(eager.arch, eager) == pytest.approx(24 * 326.8 + 32)
 
 
 def test_flash_attn_full_autocast_by_hand() -> None:
-    # full fine-tuning under autocast, no checkpointing: forward 17 + 5 x 2 = 27; backward
-    # 23 + 5 x 3 = 38, + c_attn's bias gradient (one bias for the fused q, k, v: 2) = 40;
-    # 24 x 67 = 1608, + 32 + 24 outside (embedding and head train) = 1664
+    # full fine-tuning under autocast, no checkpointing: forward 16 + 5 x 3 = 31; backward
+    # 24 + 5 x 3 = 39, + c_attn's bias gradient (one bias for the fused q, k, v: 2) = 41;
+    # 24 x 72 = 1728, + 32 + 24 outside (embedding and head train) = 1784
     t = _training("qwen-1.8b", precision="bf16-mixed", kernels="flash-attn")
-    assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(1664.0)
+    assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(1784.0)
 
 
 def test_gptq_base_adds_its_unpacking() -> None:
@@ -87,8 +87,8 @@ def test_cli_kernels_option() -> None:
     def host_s(out: str) -> float:
         return float(json.loads(out)["step_time_breakdown_s"]["host_s"]["value"])
 
-    # 8 micro-batches x 4688 operators x 32 us = 1.200 s (the flash-attn path); eager's more
-    assert host_s(fused.output) == pytest.approx(8 * 4688 * 32e-6)
+    # 8 micro-batches x 4904 operators x 32 us = 1.255 s (the flash-attn path); eager's more
+    assert host_s(fused.output) == pytest.approx(8 * 4904 * 32e-6)
     assert host_s(eager.output) > 1.5 * host_s(fused.output)
     bad = runner.invoke(app, [*args, "--kernels", "triton"])
     assert bad.exit_code == 2
@@ -134,3 +134,85 @@ def test_trace_and_bench_run_the_eager_path_only() -> None:
     with pytest.raises(FieldError) as e:
         check_runs_in_torch(_training("qwen2.5-0.5b", kernels="flash-attn"), "the bench")
     assert e.value.fields == ("kernels",) and "eager" in str(e.value)
+
+
+def test_flash_attn_layer_structure_counted_on_cpu() -> None:
+    """The flash-attn path's per-layer counts, checked where torch can run them: one decoder
+    layer written as Qwen-1's QWenBlock computes it (modeling_qwen.py), with flash-attn's CUDA
+    kernels replaced by stand-ins of one operator each (the fused RMSNorm forward and backward,
+    the rotary kernel, flash_attn's forward and backward) and everything around them real:
+    the casts, the contiguous copies of the sliced cos/sin cache, ApplyRotaryEmb.backward's
+    clone, the split of c_attn's output, the residual adds, the gradient sums. count_ops then
+    counts what autograd really issues: the table's 16 + 2 per linear forward and 24 + 2 per
+    linear backward (5 linears, weights trained, biases and norms frozen): 26 and 34."""
+    import torch
+
+    from gpuhours.estimate.host import FLASH_ATTN_LAYER_OPS, FLASH_ATTN_LINEAR_OPS
+    from gpuhours.torchkit.ops import count_ops
+
+    class Norm(torch.autograd.Function):  # dropout_add_ln_fwd / _bwd: one kernel each way
+        @staticmethod
+        def forward(ctx, x, w):  # type: ignore[no-untyped-def, override]
+            ctx.save_for_backward(w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def, override]
+            (w,) = ctx.saved_tensors
+            return g * w, None
+
+    class Rotary(torch.autograd.Function):  # flash_attn.layers.rotary.ApplyRotaryEmb
+        @staticmethod
+        def forward(ctx, x, cos, sin):  # type: ignore[no-untyped-def, override]
+            cos, sin = cos.contiguous(), sin.contiguous()  # apply_rotary's copies
+            ctx.save_for_backward(cos, sin)
+            return torch.ops.aten.mul(x, 1.0)  # the Triton kernel: one launch
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def, override]
+            cos, sin = ctx.saved_tensors
+            g = g.clone()  # ApplyRotaryEmb.backward: do.clone()
+            cos, sin = cos.t().contiguous(), sin.t().contiguous()  # apply_rotary again
+            return torch.ops.aten.mul(g, 1.0), None, None
+
+    class Flash(torch.autograd.Function):  # flash_attn_func: fwd and bwd one op each
+        @staticmethod
+        def forward(ctx, q, k, v):  # type: ignore[no-untyped-def, override]
+            return torch.ops.aten.mul(v, 1.0)
+
+        @staticmethod
+        def backward(ctx, g):  # type: ignore[no-untyped-def, override]
+            return torch.ops.aten.cat([g, g, g], -1).split(g.shape[-1], -1)
+
+    torch.manual_seed(0)
+    d, heads, seq, f = 32, 4, 8, 48
+    bf = torch.bfloat16
+    c_attn = torch.nn.Linear(d, 3 * d).to(bf)
+    c_attn.bias.requires_grad_(False)
+    attn_proj, w1, w2 = (torch.nn.Linear(d, d, bias=False).to(bf),
+                         torch.nn.Linear(d, f, bias=False).to(bf),
+                         torch.nn.Linear(d, f, bias=False).to(bf))
+    mlp_proj = torch.nn.Linear(f, d, bias=False).to(bf)
+    ln1, ln2 = torch.ones(d, dtype=bf), torch.ones(d, dtype=bf)
+    cache = torch.randn(2 * seq, d // heads)  # fp32 cos/sin cache, sliced: not contiguous
+    cos, sin = cache[:seq, : d // heads // 2], cache[:seq, : d // heads // 2]
+
+    def rope(t: torch.Tensor) -> torch.Tensor:  # apply_rotary_pos_emb with flash-attn
+        return Rotary.apply(t.float(), cos, sin).type_as(t)
+
+    def layer(x: torch.Tensor) -> torch.Tensor:  # QWenBlock.forward
+        q, k, v = c_attn(Norm.apply(x, ln1)).split(d, dim=2)
+        q, k, v = (t.view(1, seq, heads, d // heads) for t in (q, k, v))
+        a = Flash.apply(rope(q), rope(k), v).reshape(1, seq, d)
+        h = attn_proj(a) + x
+        m = Norm.apply(h, ln2)
+        return h + mlp_proj(w1(m) * torch.nn.functional.silu(w2(m)))
+
+    x = torch.randn(1, seq, d, dtype=bf, requires_grad=True)
+    held: dict[str, torch.Tensor] = {}
+    fwd = sum(count_ops(lambda: held.__setitem__("y", layer(x))).values())
+    grad = torch.ones_like(held["y"])
+    bwd = sum(count_ops(lambda: held["y"].backward(grad)).values())
+    lf, lb = FLASH_ATTN_LINEAR_OPS["half"]
+    assert (fwd, bwd) == (26, 34)
+    assert (fwd, bwd) == (FLASH_ATTN_LAYER_OPS[0] + 5 * lf, FLASH_ATTN_LAYER_OPS[1] + 5 * lb)
