@@ -191,3 +191,11 @@ def test_answerai_rows_hold_their_fp32_logits(rows):
     assert "holds the model's output" in m.setup
     other = map_row(17, rows[16])
     assert other.training is not None and other.training.held_logits == "none"
+
+
+def test_lora_dropout_as_the_rows_state_it(rows):
+    """Answer.AI's train.py dropout 0.1 and ms-swift's lora_dropout=0.05 are in the notes;
+    Qwen's finetune.py keeps its default 0.05; a row that states none counts none."""
+    for row, p in ((413, 0.1), (201, 0.05), (125, 0.05), (452, 0.0)):
+        m = map_row(row, rows[row - 1])
+        assert m.training is not None and m.training.lora_dropout == p, row

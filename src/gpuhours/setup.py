@@ -154,6 +154,9 @@ class Training(_ReadsModel):
     held_logits: Literal["none", "fp32", "half"] = "none"
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
+    #: LoRA's dropout on each adapter's input (peft's lora_dropout; its default 0): above 0,
+    #: torch's dropout keeps a 1-byte mask per input element of every adapter for backward
+    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
     #: PCIe traffic and the CPU Adam step in the step time

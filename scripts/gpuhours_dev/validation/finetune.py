@@ -376,7 +376,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             return skip("LoRA rank not stated", method)
         lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
                 "lora_trainable_embeddings": r["method"] == LORA_EMB}
+        dropout, dropout_note = _lora_dropout(r, source)
+        lora["lora_dropout"] = dropout
         notes.append(t_note)
+        notes.append(dropout_note)
         notes.append(_fused_qkv_note(r, model, int(r["lora_r"])))
         if method == "qlora":
             lora["base_quant"] = _base_quant(r)
@@ -454,6 +457,21 @@ _NO_KBIT_UPCAST = {
                                    "layernorm upcast off by default: unquantised weights in bf16",
     "torchtune": "torchtune (no peft): unquantised weights in bf16",
 }
+
+_DROPOUT = re.compile(r"(?:lora_dropout=|dropout )([0-9.]+)")
+
+
+def _lora_dropout(r: dict[str, str], source: str) -> tuple[float, str]:
+    """(LoRA dropout, assumption): as the row's notes state it (ms-swift's and litgpt's
+    lora_dropout, Answer.AI's train.py default), Qwen's finetune.py default (LoraArguments
+    lora_dropout 0.05, which its scripts keep), else 0 (peft's default), said so."""
+    m = _DROPOUT.search(r["notes"])
+    if m:
+        return float(m.group(1)), ""
+    if source == "Qwen":
+        return 0.05, "LoRA dropout 0.05 (Qwen's finetune.py default)"
+    return 0.0, "LoRA dropout not stated: none counted (peft's default)"
+
 
 #: Qwen's finetune/ds_config_zero2.json @ 2df8e8ac: "reduce_bucket_size": 2e8,
 #: "overlap_comm": true, "contiguous_gradients": true (the config its QLoRA single-GPU script

@@ -265,7 +265,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
                                                        t.llm_seq_len, t.method, t.lora_targets,
                                                        t.lora_rank)
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
-    per_layer = tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
+    # (and LoRA's dropout masks)
+    per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
+                 + lora_dropout_mask_bytes_per_token_layer(arch, t))
     a = ACTIVATION_BYTES[t.precision]
     # a trained vision tower keeps its blocks' activations for every image of the micro-batch
     # (a frozen one keeps none: its input, the pixels, needs no gradient)
@@ -519,6 +521,24 @@ def gptq_saved_weight_bytes_per_layer(arch: ModelArch, t: Training) -> float:
     return 2.0 * sum(n * i * o for i, o, n in block_linears(arch))
 
 
+def lora_dropout_mask_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
+    """Bytes per token and layer of LoRA's dropout masks: with `t.lora_dropout` above 0 each
+    adapter runs `lora_A(dropout(x))` (peft's Linear.forward, its own nn.Dropout per adapted
+    linear), and torch's dropout keeps its mask for backward, one byte (bool) per input element
+    (native_dropout returns the output and the mask; the output is the adapter input counted in
+    `activation_bytes_per_token_layer`). Input widths: d for q, k, v, gate and up, the attention
+    width for o, the MLP width for down (per routed expert for an MoE)."""
+    if t.method == "full" or t.lora_dropout <= 0 or arch.encoder:
+        return 0.0
+    d = arch.hidden_size
+    f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+    experts = arch.experts_per_token if arch.is_moe else 1
+    in_dim = {"q": d, "k": d, "v": d, "o": arch.q_dim, "gate": d, "up": d, "down": f}
+    adapted = LORA_ADAPTED[t.lora_targets] - (set() if arch.gated_mlp else {"gate"})
+    return float(sum(in_dim[n] * (experts if n in ("gate", "up", "down") else 1)
+                     for n in adapted))
+
+
 def deepspeed_bucket_bytes(t: Training) -> float:
     """DeepSpeed ZeRO-1/2's contiguous-gradient buffers, bytes: at every backward its
     optimizer allocates `reduce_bucket_size` elements in the model's dtype, twice with
@@ -760,6 +780,13 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"training loop holds the model's output, its {t.held_logits} logits "
                    f"(tokens x vocabulary x {4 if t.held_logits == 'fp32' else 'a'} bytes), "
                    f"through backward (estimate/memory.py held_logits_bytes)")
+    masks = lora_dropout_mask_bytes_per_token_layer(arch, t)
+    if masks:
+        kept = masks * t.tokens_per_micro_batch * (1 if t.checkpointing else arch.num_layers)
+        out.append(f"lora_dropout_mask_bytes = {kept / 2**30:.2f} GiB in the activations: "
+                   f"dropout {t.lora_dropout:g} on each adapter's input keeps a 1-byte mask "
+                   f"({masks:,.0f} bytes per token and layer; estimate/memory.py "
+                   f"lora_dropout_mask_bytes_per_token_layer)")
     gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t)
     if gptq_layer:
         layers = 1 if t.checkpointing else arch.num_layers
