@@ -111,3 +111,18 @@ def test_malformed_plans_fail_cleanly(tmp_path_factory, case):
     assert str(path) in message, message
     if kind != "name":
         assert re.search(r"line \d+", message), message
+
+
+def test_a_setting_the_estimate_refuses_names_the_plan_line_phase_and_key(tmp_path):
+    # the setup validates, but the estimate refuses it for this GPU (an A100 has neither fp8
+    # tensor cores nor the CUDA multicast Transformer Engine's userbuffers need)
+    for key, value, phase_line in (("precision", "fp8-mixed", 5), ("tp_comm_overlap", "true", 5)):
+        path = tmp_path / f"{key}.yaml"
+        path.write_text("project: t\nhardware:\n  gpu: a100-80gb\nphases:\n"
+                        "  - name: sft\n    kind: finetune\n    model: llama-2-7b\n"
+                        f"    tokens: 100000000\n    gpus: 8\n    tp: 2\n    {key}: {value}\n")
+        result = runner.invoke(app, ["plan", str(path), "--no-doc"],
+                               env={"COLUMNS": "200", "NO_COLOR": "1"})
+        assert result.exit_code == 2, result.output
+        assert (f"{path}, line {phase_line}, phase 'sft', field {key!r}"
+                in " ".join(result.stderr.split())), result.stderr

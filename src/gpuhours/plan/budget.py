@@ -9,13 +9,13 @@ from typing import Any
 
 from gpuhours import catalog
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import InputError, UnknownNameError
+from gpuhours.errors import FieldError, InputError, UnknownNameError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure
 from gpuhours.plan.grid import grid_phase
 from gpuhours.plan.load import LoadedPlan
 from gpuhours.plan.measured import micro_benchmarks, uses_by_id
-from gpuhours.plan.phases import Context, compute_phase
+from gpuhours.plan.phases import Context, compute_phase, plan_error
 from gpuhours.plan.results import Budget, CostLine, GridSchedule, PhaseActual, PhaseResult
 from gpuhours.plan.schema import GridPhase
 
@@ -44,11 +44,16 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
             phase_gpu = _phase_gpu(loaded, phase, ledger)
             gpus_by_name[phase_gpu.name] = phase_gpu
             phase_ctx = replace(ctx, gpu=phase_gpu)
-        if isinstance(phase, GridPhase):
-            result, schedule = grid_phase(phase_ctx, phase)
-            grids[phase.name] = schedule
-        else:
-            result = compute_phase(phase_ctx, phase)
+        try:
+            if isinstance(phase, GridPhase):
+                result, schedule = grid_phase(phase_ctx, phase)
+                grids[phase.name] = schedule
+            else:
+                result = compute_phase(phase_ctx, phase)
+        except FieldError as e:
+            # a setup field the estimate refused (fp8 on an A100, an overlap the layout cannot
+            # run): named by the plan's file, line, phase and key, as the loader's errors are
+            raise plan_error(phase_ctx, phase, e) from None
         results.append(result)
         uses_by_id(ctx.used_measurements[start:], phase.name, uses)
     if ledger is not None and calibrate:

@@ -84,7 +84,7 @@ def _where(ctx: Context, phase: Any) -> str:
     return f"{ctx.path}" + (f", line {line}" if line else "") + f", phase {phase.name!r}"
 
 
-def _plan_error(ctx: Context, phase: Any, e: Exception) -> InputError:
+def plan_error(ctx: Context, phase: Any, e: Exception) -> InputError:
     """A library error (keyed by setup field) as a plan error: the plan, line, phase, field."""
     if isinstance(e, ValidationError):
         first = e.errors()[0]
@@ -148,7 +148,7 @@ def _arch(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[ModelArch, str]:
             return resolve_model(s["model"])  # the phase's model wins over a default size
         return resolve_model(s.get("model"), s.get("params"))
     except InputError as e:
-        raise _plan_error(ctx, phase, e) from None
+        raise plan_error(ctx, phase, e) from None
 
 
 def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Training, Hardware, str]:
@@ -160,7 +160,7 @@ def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Trainin
         t = Training.model_validate({"arch": arch, "model": s.get("model"),
                                      "model_basis": basis, **fields})
     except (InputError, ValidationError) as e:
-        raise _plan_error(ctx, phase, e) from None
+        raise plan_error(ctx, phase, e) from None
     hw_plan = ctx.plan.hardware
     gpus = s.get("gpus") or hw_plan.num_gpus
     hw = Hardware(gpu=ctx.gpu, num_gpus=gpus, gpus_per_node=hw_plan.gpus_per_node,
