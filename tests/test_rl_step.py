@@ -169,3 +169,6 @@ def test_single_controller_moves_the_padded_batch_through_the_driver(tmp_path):
     f.write_text(yaml.safe_dump(wide, sort_keys=False))
     assert evaluate(load_plan(f)).phases[0].details["driver_transfer_s"] == pytest.approx(
         driven["driver_transfer_s"])
+    # the batch goes to the update once a step: the epochs loop inside the workers
+    epochs = run(tmp_path, max_response_tokens=2048, single_controller=True, policy_epochs=4)
+    assert epochs.details["driver_policy_update_s"] == pytest.approx(256 * 147_456 / rate)

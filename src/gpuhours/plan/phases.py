@@ -659,8 +659,9 @@ def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[st
     rate = A.RL_DRIVER_BYTES_PER_S.value
     p = phase.prompt_tokens
     out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest) / rate,
-           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model)
-           * phase.policy_epochs / rate}
+           # once a step whatever policy_epochs: the epochs loop inside the workers over the
+           # batch they hold (verl dp_actor.update_policy: `for _ in range(ppo_epochs)`)
+           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model) / rate}
     if phase.old_logprob_pass:
         out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2) / rate
     if phase.reference_model:
@@ -669,8 +670,7 @@ def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[st
         out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
     if phase.critic:  # the values back from its forward, then the batch to its update
         out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1)
-                         + d.update_bytes(sequences, p, longest, phase.reference_model)
-                         * phase.policy_epochs) / rate
+                         + d.update_bytes(sequences, p, longest, phase.reference_model)) / rate
     return out
 
 
