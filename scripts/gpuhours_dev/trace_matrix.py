@@ -69,19 +69,17 @@ def matrix_setups() -> list[TraceSetup]:
 
 #: what remains where the analytic figure is more than 5% from the trace, by model (and case)
 REMAINS = {
-    "gpt2": "GPT-2's `gelu_new` is transformers' Python GELU-tanh, which keeps about four more "
-            "MLP-wide tensors than one GELU input; its dropout masks (residual, MLP, "
-            "embeddings) are not read from its config (estimate/arch.py reads dropout for BERT "
-            "only). Both need fields in ModelArch (activation function, dropout) that arch.py "
-            "does not have yet.",
+    "gpt2": "GPT-2's dropout masks (residual, MLP, embeddings) are not read from its config "
+            "(estimate/arch.py reads dropout for BERT only); its `gelu_new`, which keeps 3 more "
+            "MLP-wide tensors than a native GELU, is counted (ModelArch.activation_extra_saved).",
     "mixtral-8x7b/lora-all-linear": "peft 0.21 adapts transformers 5's fused 3-D experts (and "
                                     "the router) through its ParamWrapper, which forms the "
                                     "merged weights W + BA of all experts in every forward and "
                                     "keeps them for backward, where they also get weight "
                                     "gradients (FLOPs ratio 1.44): about one bf16 copy of "
-                                    "every layer's expert weights. The analytic LoRA model "
-                                    "(adapters beside separate expert Linears, as with "
-                                    "transformers 4) does not count that.",
+                                    "every layer's expert weights. The analytic model counts "
+                                    "peft's adapters on them (estimate/lora.py: gate_up at "
+                                    "rank 2r, the router) but not that merged copy.",
 }
 
 
