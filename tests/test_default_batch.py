@@ -217,3 +217,19 @@ def test_lora_keeps_the_batch_of_its_micro_batch():
     found = chosen_setup(t, Hardware(gpu="rtx-4090"))
     assert found is not None
     assert found[0].grad_accum == 1 and "global batch" not in found[1]
+
+
+def test_rows_that_are_not_a_check_are_shown_and_not_counted():
+    from gpuhours_dev.validation.at_scale import NOT_A_CHECK
+
+    def row(label, error):
+        return Comparison(PLAIN_KIND, label, 100.0, 100.0 * (1 + error), "GPU hours", "p",
+                          "setup", "src", implied_mfu=0.05, group="dense")
+    label = next(iter(NOT_A_CHECK))
+    rows = [row("a", 0.1), row("b", -0.4), row(label, 0.1)]
+    # the coincidental hit counts neither as a hit nor as a row
+    assert plain_summary(rows) == {"all": (1, 2), "dense": (1, 2), "MoE": (0, 0)}
+    assert summary(rows)[PLAIN_KIND] == (1, 2)
+    text = "\n".join(render_plain(rows))
+    assert "**1 of 2 within 25%" in text and f"| {label} (dense) |" in text
+    assert "(not counted)" in text and NOT_A_CHECK[label] in text

@@ -6,7 +6,12 @@ import math
 import re
 
 from gpuhours_dev.validation import GIB, Comparison, all_comparisons
-from gpuhours_dev.validation.at_scale import PLAIN_KIND, PLAIN_TITLE, PLAIN_TOLERANCE
+from gpuhours_dev.validation.at_scale import (
+    PLAIN_KIND,
+    PLAIN_TITLE,
+    PLAIN_TOLERANCE,
+    plain_summary,
+)
 from gpuhours_dev.validation.finetune_report import (
     FT_TOLERANCE,
     SUMMARY_TITLES,
@@ -82,6 +87,7 @@ def summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
     for kind, tol in {**TOLERANCE, **FT_TOLERANCE}.items():
         rows = [c for c in comparisons if c.kind == kind and c.error is not None]
         out[kind] = (sum(abs(c.error) <= tol for c in rows if c.error is not None), len(rows))
+    out[PLAIN_KIND] = plain_summary(comparisons)["all"]  # its rows not a check left out
     for half in HOPPER_HALVES:
         rows = [c for c in comparisons if c.kind == "throughput_hopper" and c.group == half
                 and c.error is not None]
