@@ -149,6 +149,8 @@ def test_headline_numbers_regression_floor(comparisons):
     assert len(mem) >= 188
     assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 80
     ok, n = fits_summary(comparisons)
+    # 2, not 1: peft's k-bit preparation (fp32 upcast) assumed for the Unsloth capacity table's
+    # unstated HF stack puts the Llama 3.3 70B row 2.6% over its card (1822cf6)
     assert n >= 218 and n - ok <= 2
     tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
     assert len(tp) >= 109
