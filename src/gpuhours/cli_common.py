@@ -51,6 +51,9 @@ OPTION_OF_FIELD: dict[str, str] = {
     "fused_attention": "--fused-attention", "zero_stage": "--zero",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
+    "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
+    "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
+    "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op", "usd_per_gpu_hour": "--usd-per-gpu-hour",
@@ -173,6 +176,23 @@ KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "
          "modelling, eager PyTorch) or flash-attn (code calling flash-attn with its fused "
          "rotary and RMSNorm: Qwen-1's with flash-attn installed).")]
+HeldLogitsOpt = Annotated[str, typer.Option(
+    help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
+         "loop that holds the model's output when the model upcasts its logits: transformers "
+         "before 4.45), half.")]
+LoraDropoutOpt = Annotated[float, typer.Option(
+    help="LoRA dropout (peft's lora_dropout): above 0, a 1-byte mask per adapter input is "
+         "kept for backward.")]
+DsBucketOpt = Annotated[int, typer.Option(
+    "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
+    "gradient buffers allocated at each backward (0: not DeepSpeed).")]
+DsOverlapOpt = Annotated[bool, typer.Option(
+    "--deepspeed-overlap-comm/--no-deepspeed-overlap-comm",
+    help="DeepSpeed overlap_comm: a second bucket buffer.")]
+KbitUpcastOpt = Annotated[bool | None, typer.Option(
+    "--kbit-upcast/--no-kbit-upcast", help="qlora: peft's prepare_model_for_kbit_training "
+    "casts the weights that are not 4-bit to fp32 (default: yes, unless ZeRO-3/FSDP or a "
+    "GPTQ base).")]
 BaseQuantOpt = Annotated[str, typer.Option(
     help="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4 or awq-int4 (a GPTQ or AWQ "
          "checkpoint, groups of 128).")]
