@@ -216,3 +216,50 @@ def test_flash_attn_layer_structure_counted_on_cpu() -> None:
     lf, lb = FLASH_ATTN_LINEAR_OPS["half"]
     assert (fwd, bwd) == (26, 34)
     assert (fwd, bwd) == (FLASH_ATTN_LAYER_OPS[0] + 5 * lf, FLASH_ATTN_LAYER_OPS[1] + 5 * lb)
+
+
+def test_lora_dropout_adds_its_operators() -> None:
+    # 0.05 dropout on each of the 5 adapters' inputs: +1 forward and +1 backward each, the
+    # forward again under checkpointing: 24 layers x 5 x 3 = 360 more
+    t = _training("qwen-1.8b", method="lora", precision="bf16", checkpointing=True,
+                  kernels="flash-attn")
+    dropped = t.model_copy(update={"lora_dropout": 0.05})
+    assert host_ops_per_micro_batch(dropped.arch, dropped) - host_ops_per_micro_batch(
+        t.arch, t) == pytest.approx(360.0)
+
+
+def test_lora_dropout_counted_on_cpu() -> None:
+    """peft's adapter with and without dropout, counted: backward one operator more (the mask's
+    product); forward three more on a CPU (bernoulli_, div_, mul), where CUDA fuses them into
+    one native_dropout (ATen's is_fused_kernel_acceptable), the figure the estimate uses."""
+    import warnings
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from gpuhours.estimate.host import OPS_PER_LORA_DROPOUT
+    from gpuhours.torchkit.ops import count_ops
+
+    class One(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = torch.nn.Linear(16, 16, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.q(x)
+
+    def counts(p: float) -> tuple[int, int]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = get_peft_model(One().to(torch.bfloat16), LoraConfig(
+                r=4, lora_alpha=8, lora_dropout=p, target_modules=["q"]))
+        m.train()
+        x = torch.randn(1, 8, 16, dtype=torch.bfloat16, requires_grad=True)
+        held: dict[str, torch.Tensor] = {}
+        f = count_ops(lambda: held.__setitem__("y", m(x)))
+        b = count_ops(lambda: held["y"].sum().backward())
+        return sum(f.values()), sum(b.values())
+
+    (f0, b0), (f1, b1) = counts(0.0), counts(0.05)
+    assert (f1 - f0, b1 - b0) == (3, 1)
+    assert OPS_PER_LORA_DROPOUT == (1.0, 1.0)  # forward: the one fused CUDA operator

@@ -589,7 +589,7 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
 #: default, assumptions.HOST_S_PER_OP): (us per operator, basis). Fitted by
 #: `python scripts/host_overhead.py qwen` (docs/bench.md, "The host floor")
 HOST_US_PER_OP = {
-    "Qwen": (23.5, "host 23.5 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
+    "Qwen": (22.0, "host 22 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
                    "#107-109)"),
 }
 #: the rows those figures were fitted to (tuned, not held out)

@@ -53,6 +53,12 @@ FLASH_ATTN_LAYER_OPS = (16.0, 24.0)
 #: weights casts each weight in forward and its gradient back in backward (+1, +1).
 FLASH_ATTN_LINEAR_OPS = {"half": (2.0, 2.0), "autocast": (3.0, 3.0), "fp32": (2.0, 2.0)}
 
+#: LoRA dropout (Training.lora_dropout above 0) on each adapter's input, (forward, backward): on
+#: CUDA one fused native_dropout and its backward (ATen's is_fused_kernel_acceptable takes CUDA
+#: tensors only; on a CPU it is bernoulli_, div_ and mul, 3). The adapters of OPS_PER_LORA_ADAPTER
+#: were counted with peft's default, 0 (nn.Identity).
+OPS_PER_LORA_DROPOUT = (1.0, 1.0)
+
 #: Extra operators per quantised linear of a QLoRA base over a plain one, (forward, backward):
 #: - nf4 (bitsandbytes MatMul4Bit, double quantisation): dequantize_4bit before the matmul in
 #:   forward and again in backward: the absmax's dequantize_blockwise, its += offset, the 4-bit
@@ -106,9 +112,9 @@ def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, f
 
 def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     """Device operators the host issues for one micro-batch, forward and backward: per layer by
-    the kernel path and how the precision runs, LoRA adapters, bias gradients, a quantised
-    base's dequantisation, the recomputed forward under checkpointing, and the embedding,
-    head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH)."""
+    the kernel path and how the precision runs, LoRA adapters and their dropout, bias
+    gradients, a quantised base's dequantisation, the recomputed forward under checkpointing,
+    and the embedding, head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH)."""
     kind = precision_kind(t.precision)
     fwd, bwd, biases = _layer_ops(arch, t, kind)
     outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
@@ -121,6 +127,9 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         # the frozen base linear's weight-gradient matmul is not issued
         fwd, bwd = fwd + a_fwd * adapters, bwd + (a_bwd - 1) * adapters
         outside_bwd = 0.0
+        if t.lora_dropout > 0:
+            d_fwd, d_bwd = OPS_PER_LORA_DROPOUT
+            fwd, bwd = fwd + d_fwd * adapters, bwd + d_bwd * adapters
         if t.method == "qlora":
             q_fwd, q_bwd = QUANT_LINEAR_EXTRA_OPS[t.base_quant]
             quantised = linears_per_layer(arch)
