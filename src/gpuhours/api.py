@@ -75,10 +75,14 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
 
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,
-                 headroom: float | None = None, search_layouts: bool = False) -> FitResult:
+                 headroom: float | None = None, search_layouts: bool = False,
+                 fixed_overlaps: tuple[str, ...] = ()) -> FitResult:
     """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
     effective batch, the fastest configuration that fits, and what would fit when nothing does
-    (LoRA, QLoRA, checkpointing, ZeRO-3 on more GPUs, a larger catalog GPU)."""
+    (LoRA, QLoRA, checkpointing, ZeRO-3 on more GPUs, a larger catalog GPU). With
+    `search_layouts`, the parallel layouts are searched, each with the communication overlaps
+    it can run, except those named in `fixed_overlaps` ("tp_comm_overlap",
+    "moe_a2a_overlap"), which keep `training`'s value."""
     from gpuhours import catalog
     from gpuhours.errors import FieldError
     from gpuhours.estimate.fit import fit
@@ -89,7 +93,8 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
         raise FieldError("effective_batch", f"expected a positive integer, got "
                                             f"{effective_batch!r}.")
     return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
-               bigger_gpus=catalog.gpus(), search_layouts=search_layouts)
+               bigger_gpus=catalog.gpus(), search_layouts=search_layouts,
+               fixed_overlaps=fixed_overlaps)
 
 
 def estimate_generation(generation: Generation, hardware: Hardware,

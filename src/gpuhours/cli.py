@@ -223,6 +223,12 @@ def _given(ctx: typer.Context, fill: dict[str, Any]) -> dict[str, Any]:
     return {f: fill.get(f, ctx.params[p]) for f, p in _PARAM_OF_FIELD.items() if p in ctx.params}
 
 
+def _given_overlaps(ctx: typer.Context) -> tuple[str, ...]:
+    """The overlap options the user gave (either way): a layout search keeps them as given."""
+    return tuple(name for name in ("tp_comm_overlap", "moe_a2a_overlap")
+                 if not _not_given(ctx, name))
+
+
 def _training_fields(given: dict[str, Any]) -> dict[str, Any]:
     """The fields of `given` that are Training's (model, method, micro_batch, ...)."""
     return {f: v for f, v in given.items() if f in Training.model_fields}
@@ -380,9 +386,9 @@ def estimate(
         # fastest setup that fits rather than refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
-        layouts_open = all(_not_given(ctx, name) for name in (
-            "tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap"))
-        found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch)
+        layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+        found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch,
+                             fixed_overlaps=_given_overlaps(ctx))
         if found is not None:
             t, why = found
             why += (" Give --batch, --accum, --checkpointing or --zero"
@@ -532,10 +538,9 @@ def fit(
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
-    layouts_open = all(_not_given(ctx, name) for name in (
-        "tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap"))
+    layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
     result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,
-                          search_layouts=layouts_open)
+                          search_layouts=layouts_open, fixed_overlaps=_given_overlaps(ctx))
     confirmation = None
     if trace:
         from gpuhours.trace import confirm_fit

@@ -3,7 +3,7 @@ batch, the fastest configuration that fits, and, when nothing fits, what would."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -216,12 +216,16 @@ def overlaps_allowed(t: Training, hw: Hardware, layout: dict[str, int], checkpoi
 
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = (),
-        search_layouts: bool = False, batch_near: int | None = None) -> FitResult:
+        search_layouts: bool = False, batch_near: int | None = None,
+        fixed_overlaps: Collection[str] = ()) -> FitResult:
     """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
     would fit when nothing does. Every candidate's memory comes from training_memory.
 
     `search_layouts`: try tensor, pipeline, context and expert parallel layouts too
-    (candidate_layouts). Without an effective batch each layout keeps the global batch of its
+    (candidate_layouts), each with the overlaps overlaps_allowed permits, except those named in
+    `fixed_overlaps` ("tp_comm_overlap", "moe_a2a_overlap": the user's choice), which keep
+    t's value (a layout that cannot run an overlap asked for is left out). Without an
+    effective batch each layout keeps the global batch of its
     micro-batch in the layout as given: a replica of tp pp cp GPUs runs proportionally more
     micro-batches per step (a layout given keeps its accumulation).
 
@@ -261,7 +265,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given
         settings = [(ckpt, stage, overlap) for ckpt in (False, True) for stage in stages
-                    for overlap in _overlap_options(t, hw, layout, ckpt, search_layouts)]
+                    for overlap in _overlap_options(t, hw, layout, ckpt, search_layouts,
+                                                    fixed_overlaps)]
         for ckpt, stage, overlap in settings:
 
             def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
@@ -332,17 +337,27 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
 
 
 def _overlap_options(t: Training, hw: Hardware, layout: dict[str, int], ckpt: bool,
-                     search: bool) -> list[dict[str, bool]]:
+                     search: bool, fixed: Collection[str] = ()) -> list[dict[str, bool]]:
     """The overlap settings a sweep tries for a layout: as given without a search; with one,
-    those overlaps_allowed permits (the all-to-all overlap on and off)."""
+    those overlaps_allowed permits (the all-to-all overlap on and off), an overlap named in
+    `fixed` kept as t has it (none for a layout that cannot run an overlap asked for)."""
     if not search:
         keep = {"tp_comm_overlap": t.tp_comm_overlap, "moe_a2a_overlap": t.moe_a2a_overlap}
         if keep["moe_a2a_overlap"] and ckpt:
             return []  # combined 1F1B does not run with full recomputation
         return [keep]
     tp_ok, a2a_ok = overlaps_allowed(t, hw, layout, ckpt)
-    return [{"tp_comm_overlap": tp_ok, "moe_a2a_overlap": a2a}
-            for a2a in ([True, False] if a2a_ok else [False])]
+    tp_options, a2a_options = [tp_ok], ([True, False] if a2a_ok else [False])
+    for name, ok in (("tp_comm_overlap", tp_ok), ("moe_a2a_overlap", a2a_ok)):
+        if name in fixed:
+            if getattr(t, name) and not ok:
+                return []
+            if name == "tp_comm_overlap":
+                tp_options = [t.tp_comm_overlap]
+            else:
+                a2a_options = [t.moe_a2a_overlap]
+    return [{"tp_comm_overlap": tp, "moe_a2a_overlap": a2a}
+            for tp in tp_options for a2a in a2a_options]
 
 
 def _what_would_fit(t: Training, hw: Hardware, headroom: float,
@@ -422,8 +437,8 @@ def default_global_batch(t: Training) -> tuple[int, str]:
 
 
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
-                 search_layouts: bool = False, global_batch: int | None = None
-                 ) -> tuple[Training, str] | None:
+                 search_layouts: bool = False, global_batch: int | None = None,
+                 fixed_overlaps: Collection[str] = ()) -> tuple[Training, str] | None:
     """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
     ZeRO stage, accumulation chosen, and with `search_layouts` the parallel layout; everything
     else as given), with a sentence saying what was chosen and why; None when none fits. For a
@@ -451,7 +466,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         result = fit(t, hw, headroom=headroom, batch_near=target)
     plain = result.fastest if result is not None else None
     if search_layouts and (plain is None or _network_bound(t, hw, plain)):
-        result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target)
+        result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
+                     fixed_overlaps=fixed_overlaps)
     best = result.fastest if result is not None else None
     if result is None or best is None:
         return None

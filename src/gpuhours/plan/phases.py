@@ -359,7 +359,9 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
 
 #: settings whose absence leaves a training phase's setup for gpuhours to choose
 _SETUP_FIELDS = ("micro_batch", "checkpointing", "zero_stage")
-_LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "tp_comm_overlap", "moe_a2a_overlap")
+_LAYOUT_FIELDS = ("tp", "pp", "cp", "ep")
+#: overlaps a phase may set while leaving the layout open: the search keeps them as set
+_OVERLAP_FIELDS = ("tp_comm_overlap", "moe_a2a_overlap")
 
 
 def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
@@ -374,7 +376,8 @@ def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
         return t, e
     from gpuhours.estimate.fit import chosen_setup
 
-    found = chosen_setup(t, hw, search_layouts=not any(k in s for k in _LAYOUT_FIELDS))
+    found = chosen_setup(t, hw, search_layouts=not any(k in s for k in _LAYOUT_FIELDS),
+                         fixed_overlaps=tuple(k for k in _OVERLAP_FIELDS if k in s))
     if found is None:
         return t, e
     chosen, why = found
