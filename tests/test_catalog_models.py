@@ -124,6 +124,38 @@ def test_qwen3_moe_total_and_active() -> None:
     assert counts.matmul_active + counts.embedding == pytest.approx(3.3e9, rel=0.02)
 
 
+@pytest.mark.parametrize(
+    ("alias", "base", "hub_total"),
+    [  # the Hub API's safetensors.total of each distill, as captured (the rows' notes name where)
+        ("deepseek-r1-distill-llama-8b", "llama-3.1-8b", 8_030_261_248),
+        ("DeepSeek-R1-Distill-Qwen-32B", "qwen2.5-32b", 32_763_876_352),
+    ],
+)
+def test_r1_distill_aliases_have_their_released_count(alias: str, base: str, hub_total: int) -> None:
+    """A distill is an alias only where its released weights have the base row's count exactly."""
+    entry, _ = catalog.model(alias)
+    assert entry is not None and entry.name == base
+    assert count_params(resolve_model(alias)[0]).total == hub_total
+
+
+@pytest.mark.parametrize(
+    ("name", "card_non_embedding"),
+    # Qwen2.5 cards: "Non-Embedding" 1.31B (tied: one matrix) and 70.0B (untied: two)
+    [("qwen2.5-1.5b", 1.31e9), ("qwen2.5-72b", 70.0e9)],
+)
+def test_qwen25_rows_from_qwen2_configs_match_the_cards_non_embedding(
+    name: str, card_non_embedding: float
+) -> None:
+    """These two rows take Qwen2's config (the Qwen2.5 one was not in a named public file): the
+    card's non-embedding figure checks the body's shape apart from the vocabulary."""
+    _, config = catalog.model(name)
+    arch, _ = resolve_model(name)
+    embedding = config["vocab_size"] * config["hidden_size"]
+    matrices = 1 if config["tie_word_embeddings"] else 2
+    body = count_params(arch).total - matrices * embedding
+    assert body == pytest.approx(card_non_embedding, rel=0.005)
+
+
 def test_gemma_ties_its_embeddings_when_the_config_does_not_say() -> None:
     _, config = catalog.model("gemma-2-2b")
     assert "tie_word_embeddings" not in config
