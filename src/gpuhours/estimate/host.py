@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.lora import FUSED_QKV_TYPES
+from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
 from gpuhours.estimate.memory import LORA_ADAPTED
 from gpuhours.setup import Training
 
@@ -80,17 +80,26 @@ def precision_kind(precision: str) -> str:
 def linears_per_layer(arch: ModelArch) -> int:
     """Linears in one decoder layer as the modelling code has them (q, k, v fused or not)."""
     attention = 2 if arch.model_type in FUSED_QKV_MODEL_TYPES else 4
-    return attention + (3 if arch.gated_mlp else 2)
+    fused_gate_up = arch.model_type in FUSED_GATE_UP_TYPES
+    return attention + (3 if arch.gated_mlp and not fused_gate_up else 2)
 
 
-def adapters_per_layer(arch: ModelArch, t: Training) -> int:
-    """LoRA adapters peft puts in one decoder layer: one per targeted linear module."""
-    names = set(LORA_ADAPTED[t.lora_targets])
-    if not arch.gated_mlp:
-        names.discard("gate")
-    if arch.model_type in FUSED_QKV_MODEL_TYPES and names & {"q", "k", "v"}:
-        names = (names - {"q", "k", "v"}) | {"qkv"}
-    return len(names)
+def adapters_per_layer(arch: ModelArch, t: Training) -> float:
+    """LoRA adapter modules peft puts in a decoder layer, on average over the layers: one per
+    targeted linear module as estimate/lora.py lists them (fused q/k/v and gate/up one each;
+    routers, shared experts); peft's wrapper of a layer's fused 3-D expert tensor once a layer
+    (it adapts the tensor, not each expert). Qwen-1 (remote code, not in lora.py): its fused
+    c_attn is one."""
+    if arch.model_type == "qwen":
+        names = set(LORA_ADAPTED[t.lora_targets])
+        if not arch.gated_mlp:
+            names.discard("gate")
+        if names & {"q", "k", "v"}:
+            names = (names - {"q", "k", "v"}) | {"qkv"}
+        return float(len(names))
+    modules = sum(arch.moe_layers if a.name.startswith("experts_") else a.copies
+                  for a in adapted_linears(arch, t.lora_targets))
+    return modules / arch.num_layers
 
 
 def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, float]:
@@ -121,8 +130,7 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     if t.method == "full":
         bwd += A.OPS_PER_BIAS_GRAD * biases
     else:
-        adapters = (adapters_per_layer(arch, t) if t.kernels == "flash-attn"
-                    else len(LORA_ADAPTED[t.lora_targets]) - (0 if arch.gated_mlp else 1))
+        adapters = adapters_per_layer(arch, t)
         a_fwd, a_bwd = A.OPS_PER_LORA_ADAPTER[kind]
         # the frozen base linear's weight-gradient matmul is not issued
         fwd, bwd = fwd + a_fwd * adapters, bwd + (a_bwd - 1) * adapters
