@@ -12,6 +12,7 @@ import pytest
 from gpuhours.estimate.arch import COVERED_MODEL_TYPES, from_hf_config
 from gpuhours.estimate.flops import attention_forward_flops_per_token
 from gpuhours.estimate.params import count_params
+from saved_storage import saved_storage_bytes
 
 IDS: dict[str, Any] = dict(eos_token_id=None, bos_token_id=None, pad_token_id=None)
 
@@ -146,23 +147,11 @@ def test_activation_formula_matches_saved_storage(variant: dict[str, Any]) -> No
             setattr(config, key, 0.0)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config)
-    model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
+    saved = saved_storage_bytes(model, batch, seq, vocab)
     arch = from_hf_config(config.to_dict(), "tiny")
     t = Training(arch=arch, method="full", precision="fp32", micro_batch=batch, seq_len=seq)
     predicted = activation_bytes(arch, t).total + batch * seq * vocab * 4  # the loss's log-softmax
-    assert predicted == pytest.approx(sum(seen.values()), rel=0.05)
+    assert predicted == pytest.approx(saved, rel=0.05)
 
 
 def test_phi3_windows_every_layer_when_its_config_says() -> None:

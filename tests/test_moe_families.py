@@ -14,6 +14,7 @@ from gpuhours.estimate.flops import attention_forward_flops_per_token, generatio
 from gpuhours.estimate.generation import kv_cache_bytes_per_token, kv_tokens_held
 from gpuhours.estimate.params import count_params
 from gpuhours.resolve import resolve_model
+from saved_storage import saved_storage_bytes
 
 NONE_IDS: dict[str, Any] = dict(eos_token_id=None, bos_token_id=None, pad_token_id=None)
 BASE: dict[str, Any] = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
@@ -163,24 +164,12 @@ def test_activation_formula_matches_saved_storage(model_type: str,
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(
         transformers.AutoConfig.for_model(**config))
-    model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
+    saved = saved_storage_bytes(model, batch, seq, vocab)
     arch = from_hf_config(config, "tiny")
     t = Training(arch=arch, method="full", precision="fp32", micro_batch=batch, seq_len=seq)
     # the loss keeps log-softmax's fp32 output: tokens x vocab x 4 bytes
     predicted = activation_bytes(arch, t).total + batch * seq * vocab * 4
-    assert predicted == pytest.approx(sum(seen.values()), rel=0.05)
+    assert predicted == pytest.approx(saved, rel=0.05)
 
 
 def test_glm4_moe_olmoe_granitemoe_flops_and_kv_by_hand() -> None:
