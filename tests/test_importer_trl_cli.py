@@ -1,8 +1,8 @@
 """`--from` a TRL CLI config (`trl sft --config x.yaml`, open-r1's recipes): ModelConfig's
 torch_dtype and attn_implementation at the top level, accelerate's num_processes, TRL's older
 use_liger, the vLLM rollout keys of GRPO (issue 18). The fixtures are open-r1's own recipes,
-named in their first lines; Qwen2.5-1.5B is not in the catalog, so --model gives a size that
-is (the file's model is reported as not found)."""
+named in their first lines. Their Qwen/Qwen2.5-1.5B-Instruct resolves to the catalog's
+qwen2.5-1.5b by its repository name; a --model given on the command line replaces it."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ def test_open_r1_grpo_recipe() -> None:
     assert got.format == "trl-grpo"
     # torch_dtype bfloat16: TRL loads the weights in bf16 (and bf16: true autocasts); 7
     # training processes (the eighth GPU serves vLLM); 512 + 1024 tokens per sequence
-    assert got.fields == {"precision": "bf16", "flash_attention": True, "num_gpus": 7,
-                          "micro_batch": 16, "grad_accum": 16, "checkpointing": True,
-                          "epochs": 1, "seq_len": 1536}
+    assert got.fields == {"model": "qwen2.5-1.5b", "precision": "bf16",
+                          "flash_attention": True, "num_gpus": 7, "micro_batch": 16,
+                          "grad_accum": 16, "checkpointing": True, "epochs": 1,
+                          "seq_len": 1536}
     unused = "\n".join(got.unused)
-    assert "model_name_or_path=Qwen/Qwen2.5-1.5B-Instruct: not in the catalog" in unused
     assert "vllm_device=auto, vllm_gpu_memory_utilization=0.7: the vLLM rollout engine's" in unused
     assert "num_generations=7" in unused and "use_vllm=True" in unused
     assert "not read by gpuhours" not in unused
@@ -37,7 +37,8 @@ def test_open_r1_grpo_recipe() -> None:
 def test_open_r1_sft_recipe() -> None:
     got = read_setup(SFT)
     assert got.format == "trl-sft"
-    assert got.fields == {"precision": "bf16", "flash_attention": True, "micro_batch": 2,
+    assert got.fields == {"model": "qwen2.5-1.5b", "precision": "bf16",
+                          "flash_attention": True, "micro_batch": 2,
                           "grad_accum": 1, "checkpointing": True, "epochs": 15,
                           "loss_kernel": "fused-linear", "seq_len": 32768, "packed": True}
     assert not [u for u in got.unused if "not read by gpuhours" in u]
@@ -64,4 +65,4 @@ def test_cli_from_the_grpo_recipe_equals_its_flags() -> None:
     warnings = ja.pop("warnings")
     jb.pop("warnings", None)
     assert ja == jb
-    assert any("not used: model_name_or_path=Qwen/Qwen2.5-1.5B-Instruct" in w for w in warnings)
+    assert any("the command line replaces the file's model" in w for w in warnings)
