@@ -162,3 +162,12 @@ def test_phi3_windows_every_layer_when_its_config_says() -> None:
     medium = resolve_model("phi-3-medium")[0]
     assert (medium.sliding_window, medium.sliding_layers) == (2047, 40)
     assert resolve_model("phi-4")[0].sliding_window is None
+
+
+def test_phi3_mini_4k_windows_at_2047_as_its_hub_config() -> None:
+    """microsoft/Phi-3-mini-4k-instruct's config.json sets sliding_window 2047 (catalog
+    phi-3-mini, quoted in TensorRT-LLM's test_modeling_phi3.py): every layer windowed."""
+    from gpuhours.resolve import resolve_model
+
+    mini = resolve_model("phi-3-mini")[0]
+    assert (mini.sliding_window, mini.sliding_layers) == (2047, 32)
