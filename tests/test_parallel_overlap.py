@@ -101,15 +101,12 @@ def test_the_chooser_turns_them_on_and_says_so():
 
 def test_an_overlap_given_alone_keeps_the_layout_search():
     # "search layouts, but no all-to-all overlap": the search still runs (expert parallelism
-    # chosen), with the overlap as given; asked for, it stays on in every layout searched
+    # chosen), with the overlap kept off
     t = Training(model="mixtral-8x7b", seq_len=4096)
     hw = Hardware(gpu="h100-sxm", num_gpus=1024, inter_node_gb_per_s_one_way=50)
     off, why = chosen_setup(t, hw, search_layouts=True, fixed_overlaps=("moe_a2a_overlap",))
     assert off.ep > 1 and not off.moe_a2a_overlap
     assert "--overlap-moe-expert-parallel-comm" not in why
-    on, _ = chosen_setup(t.model_copy(update={"moe_a2a_overlap": True}), hw,
-                         search_layouts=True, fixed_overlaps=("moe_a2a_overlap",))
-    assert on.ep > 1 and on.moe_a2a_overlap and not on.checkpointing
     # the CLI: --no-moe-a2a-overlap alone leaves --tp/--pp/--cp/--ep to the search
     r = CliRunner().invoke(app, ["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm",
                                  "--gpus", "1024", "--seq", "4096", "--tokens", "1e11",
@@ -118,6 +115,12 @@ def test_an_overlap_given_alone_keeps_the_layout_search():
     assert r.exit_code == 0, r.output
     setup = json.loads(r.stdout)["setup"]
     assert setup["ep"] > 1 and not setup["moe_a2a_overlap"]
+    # turned on alone, it needs the layout it runs in: exit 2 saying what to give
+    r = CliRunner().invoke(app, ["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm",
+                                 "--gpus", "1024", "--seq", "4096", "--tokens", "1e11",
+                                 "--moe-a2a-overlap"], env={"COLUMNS": "200"})
+    assert r.exit_code == 2 and "--moe-a2a-overlap/--ep" in r.output
+    assert "leave the overlap out" in " ".join(r.output.split())
 
 PLAN = """
 project: t

@@ -376,11 +376,15 @@ def _check_layout(t: Training) -> None:
                          f"per step are not a multiple of it (Megatron-LM requires it).")
     if t.tp_comm_overlap and t.tp == 1:
         raise FieldError(("tp_comm_overlap", "tp"), "tensor-parallel overlap needs tensor "
-                         "parallelism (tp above 1).")
+                         "parallelism (tp above 1).", "Give tp as well; or, with the layout "
+                         "left open, leave the overlap out: gpuhours then turns it on where "
+                         "Megatron-Core runs it (turning it off, alone, keeps it off).")
     if t.moe_a2a_overlap:
         if t.ep == 1:
             raise FieldError(("moe_a2a_overlap", "ep"), "the expert all-to-all overlap needs "
-                             "expert parallelism (ep above 1).")
+                             "expert parallelism (ep above 1).", "Give ep as well; or, with the "
+                             "layout left open, leave the overlap out: gpuhours then turns it on "
+                             "where Megatron-Core runs it (turning it off, alone, keeps it off).")
         if t.checkpointing:
             raise FieldError(("moe_a2a_overlap", "checkpointing"), "Megatron-Core's combined "
                              "1F1B (the expert all-to-all overlap) does not run with full "
