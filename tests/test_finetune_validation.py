@@ -137,9 +137,14 @@ def test_every_row_compared_or_with_a_reason(comparisons):
 
 
 def test_models_only_by_exact_name():
+    # a row's model is MODELS' (exact text) or the catalog's by its own name, alias or Hub id
+    from gpuhours import catalog
+
     for m in mapped_rows():
         if m.training is not None:
-            assert m.label.split(" ", 1)[1].startswith(tuple(MODELS))
+            name = m.label.split(" ", 1)[1]
+            if not name.startswith(tuple(MODELS)):
+                assert catalog.model(name.rsplit(" ", 1)[0].split(" (")[0])[0] is not None, name
 
 
 def test_headline_numbers_regression_floor(comparisons):
@@ -149,9 +154,11 @@ def test_headline_numbers_regression_floor(comparisons):
     assert len(mem) >= 188
     assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 80
     ok, n = fits_summary(comparisons)
-    # 2, not 1: peft's k-bit preparation (fp32 upcast) assumed for the Unsloth capacity table's
-    # unstated HF stack puts the Llama 3.3 70B row 2.6% over its card (1822cf6)
-    assert n >= 218 and n - ok <= 2
+    # 5: the Llama 3.3 70B capacity row 2.6% over its card under the assumed fp32 upcast of the
+    # Unsloth table's unstated HF stack (1822cf6); litgpt's #30 and #43 (full fine-tuning on an
+    # A10G, below the bf16 weights, gradients and moments of their stated setup) and #44, and
+    # axolotl's gpt-oss-20b #491, compared since their models are read from the catalog by name
+    assert n >= 229 and n - ok <= 5
     tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
     assert len(tp) >= 109
     assert sum(abs(c.error) <= 0.20 for c in tp if c.error is not None) >= 48

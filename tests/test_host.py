@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuhours.cli import app
+from gpuhours.errors import FieldError
 from gpuhours.estimate.host import adapters_per_layer, host_ops_per_micro_batch, linears_per_layer
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Training
@@ -41,7 +42,9 @@ def test_qwen1_linears_and_adapters() -> None:
     assert linears_per_layer(qwen) == 5
     assert linears_per_layer(llama) == 7
     assert adapters_per_layer(qwen, _training("qwen-1.8b", method="lora")) == 5
-    assert adapters_per_layer(qwen, _training("qwen-1.8b", method="lora", lora_targets="qv")) == 1
+    # no q_proj or v_proj to adapt alone in a fused c_attn: refused, as for Phi-3
+    with pytest.raises(FieldError, match="fuses q, k and v"):
+        adapters_per_layer(qwen, _training("qwen-1.8b", method="lora", lora_targets="qv"))
     assert adapters_per_layer(llama, _training("llama-3.2-3b", method="lora")) == 7
 
 

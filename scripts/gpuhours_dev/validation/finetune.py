@@ -342,9 +342,13 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     method, why = _method(r)
     if method is None:
         return skip(why or "method not expressible")
-    if r["model"] not in MODELS:
-        return skip(f"model not in catalog ({r['model']})", method)
-    model, model_note = MODELS[r["model"]]
+    if r["model"] in MODELS:
+        model, model_note = MODELS[r["model"]]
+    else:  # a catalog name, alias or Hugging Face id as the row writes it
+        entry = _catalog_entry(r["model"])
+        if entry is None:
+            return skip(f"model not in catalog ({r['model']})", method)
+        model, model_note = entry, ""
     notes.append(model_note)
     if not r["seq_len"] or not r["per_device_batch"]:
         return skip("sequence length or batch not stated", method)
@@ -380,7 +384,6 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         lora["lora_dropout"] = dropout
         notes.append(t_note)
         notes.append(dropout_note)
-        notes.append(_fused_qkv_note(r, model, int(r["lora_r"])))
         if method == "qlora":
             lora["base_quant"] = _base_quant(r)
             if "Method=Unsloth" in r["notes"]:
@@ -479,6 +482,19 @@ def _lora_dropout(r: dict[str, str], source: str) -> tuple[float, str]:
 QWEN_ZERO2_REDUCE_BUCKET = 200_000_000
 
 
+def _catalog_entry(name: str) -> str | None:
+    """The catalog's name for `name` (a name, alias or Hugging Face id, as catalog.model reads
+    it), or None when the catalog has no such model."""
+    from gpuhours import catalog
+    from gpuhours.errors import InputError
+
+    try:
+        entry, _ = catalog.model(name)
+    except InputError:
+        return None
+    return entry.name if entry is not None else None
+
+
 def _deepspeed_buckets(r: dict[str, str], source: str) -> tuple[int, str]:
     """(DeepSpeed ZeRO-1/2 reduce_bucket_size in elements, note): the rows that run Qwen's
     ds_config_zero2.json; 0 for the rest (their ZeRO-1/2 configuration is not stated, or they
@@ -501,17 +517,6 @@ def _deepspeed_precision(r: dict[str, str], source: str, precision: str) -> tupl
         return (f"{precision}-mixed", "Qwen's full fine-tuning script is finetune_ds.sh "
                 "(DeepSpeed): fp32 master weights and moments assumed")
     return precision, ""
-
-
-def _fused_qkv_note(r: dict[str, str], model: str, rank: int) -> str:
-    """Qwen-1's c_attn is q, k and v in one linear: peft puts one adapter on it, r x (d + 3d),
-    where the estimate counts three, r x (d + d) each: 2 r d parameters per layer more."""
-    if not r["target_modules"].startswith("c_attn"):
-        return ""
-    arch, _ = resolve_model(model)
-    extra = 2 * rank * arch.hidden_size * arch.num_layers
-    return (f"c_attn fuses q, k and v (one adapter, counted as three: {extra / 1e6:.1f}M "
-            f"adapter parameters more than peft's)")
 
 
 def _gpu(text: str) -> tuple[GpuSpec | None, bool, str]:

@@ -23,13 +23,11 @@ from __future__ import annotations
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
-from gpuhours.estimate.memory import LORA_ADAPTED
 from gpuhours.setup import Training
 
 #: model types whose modelling code computes q, k and v in one linear (peft puts one adapter on
-#: it): estimate/lora.py's, and Qwen-1's attn.c_attn (modeling_qwen.py QWenAttention: remote
-#: code, no transformers model type, so lora.py does not list it)
-FUSED_QKV_MODEL_TYPES = FUSED_QKV_TYPES | {"qwen"}
+#: it): estimate/lora.py's, Qwen-1's attn.c_attn among them
+FUSED_QKV_MODEL_TYPES = FUSED_QKV_TYPES
 
 #: flash-attn path, operators per decoder layer besides its linears, (forward, backward), in
 #: count_ops' unit (the same as the eager counts' and the fitted host cost's). Read from Qwen-1's
@@ -88,15 +86,7 @@ def adapters_per_layer(arch: ModelArch, t: Training) -> float:
     """LoRA adapter modules peft puts in a decoder layer, on average over the layers: one per
     targeted linear module as estimate/lora.py lists them (fused q/k/v and gate/up one each;
     routers, shared experts); peft's wrapper of a layer's fused 3-D expert tensor once a layer
-    (it adapts the tensor, not each expert). Qwen-1 (remote code, not in lora.py): its fused
-    c_attn is one."""
-    if arch.model_type == "qwen":
-        names = set(LORA_ADAPTED[t.lora_targets])
-        if not arch.gated_mlp:
-            names.discard("gate")
-        if names & {"q", "k", "v"}:
-            names = (names - {"q", "k", "v"}) | {"qkv"}
-        return float(len(names))
+    (it adapts the tensor, not each expert)."""
     modules = sum(arch.moe_layers if a.name.startswith("experts_") else a.copies
                   for a in adapted_linears(arch, t.lora_targets))
     return modules / arch.num_layers

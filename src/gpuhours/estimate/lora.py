@@ -45,8 +45,8 @@ PEFT_FUSED_EXPERT_TYPES = frozenset({"mixtral", "qwen3_moe", "olmoe", "deepseek_
 LINEAR_ROUTER_TYPES = frozenset({"llama4_text", "llama4"})
 #: peft refuses LoRA on out_proj (and conv1d) in these model types (tuners_utils.py)
 PEFT_MAMBA_TYPES = frozenset({"mamba", "mamba2", "falcon_h1", "falcon_mamba", "nemotron_h"})
-#: q, k and v in one matrix (d -> q + 2 kv)
-FUSED_QKV_TYPES = frozenset({"phi3", "gpt2", "mpt", "gpt_neox", "falcon"})
+#: q, k and v in one matrix (d -> q + 2 kv); Qwen-1 (qwen, remote code: QWenAttention's c_attn)
+FUSED_QKV_TYPES = frozenset({"phi3", "gpt2", "mpt", "gpt_neox", "falcon", "qwen"})
 #: the gated MLP's gate and up in one matrix (d -> 2 f)
 FUSED_GATE_UP_TYPES = frozenset({"phi3", "granitemoehybrid"})
 
