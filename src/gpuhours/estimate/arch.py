@@ -12,10 +12,10 @@ refused with an error naming the model type and the covered ones (docs/models.md
 Covered, each read as transformers builds it (the reader's docstring cites the modelling file):
 - llama-style decoders (LLAMA_LIKE_MODEL_TYPES): llama, mistral, mixtral, qwen2, qwen2_moe,
   qwen3, qwen3_moe (dense layers by mlp_only_layers / decoder_sparse_step too), gemma, gemma2,
-  phi3, granite; gpt2, mpt and bert; qwen2_5_vl with its vision tower (estimate/vision.py);
-  llava, llava_next, gemma3 and llama4 with their ViT towers and projectors (estimate/vit.py)
-  and the language model of their text_config as its own model_type is read (gemma3_text
-  through transformers);
+  gemma3_text (Gemma 2's four norms a block, plus q/k RMSNorms), phi3, granite; gpt2, mpt and
+  bert; qwen2_5_vl with its vision tower (estimate/vision.py); llava, llava_next, gemma3 and
+  llama4 with their ViT towers and projectors (estimate/vit.py) and the language model of their
+  text_config as its own model_type is read;
 - multi-head latent attention with DeepSeek's MoE (MLA_MODEL_TYPES): deepseek_v2, deepseek_v3;
 - MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
   gpt_oss, glm4_moe, olmoe, granitemoe;
@@ -375,7 +375,7 @@ def _count(cfg: dict[str, Any], where: str, *keys: str) -> int:
 #: (embedding, attention, residual, logits) are scalars, not parameters.
 LLAMA_LIKE_MODEL_TYPES = frozenset({
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-    "phi3", "granite",
+    "gemma3_text", "phi3", "granite",
 })
 #: multi-head latent attention with routed + shared experts and dense first layers
 MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
@@ -458,8 +458,8 @@ _VLM_TEXT_DEFAULTS: dict[str, dict[str, Any]] = {
 
 def _vit_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
     """A llava, gemma3 or llama4 config: the language model of its text_config, read as its
-    own model_type is (LLaVA: llama by default; Gemma 3: gemma3_text, counted through
-    transformers on the meta device, which the basis says; Llama 4: llama4_text), plus the ViT
+    own model_type is (LLaVA: llama by default; Gemma 3: gemma3_text; Llama 4: llama4_text),
+    plus the ViT
     tower and projector (vit.py)."""
     outer = str(cfg["model_type"])
     text = cfg.get("text_config", {})
@@ -624,12 +624,13 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         tie_embeddings=model_type in _TIED_BY_DEFAULT if tied is None else bool(tied),
         gated_mlp=True,
         dense_mlp_layers=dense_layers,
-        norms_per_block=4 if model_type == "gemma2" else 2,
+        # Gemma 2 and 3: norms before and after attention and MLP; Gemma 3 adds q/k RMSNorms
+        norms_per_block=4 if model_type in ("gemma2", "gemma3_text") else 2,
         qkv_bias=qkv_bias,
         out_bias=out_bias,
         mlp_bias=bool(cfg.get("mlp_bias", False)),
         norm_bias=False,
-        qk_norm=model_type in ("qwen3", "qwen3_moe"),
+        qk_norm=model_type in ("qwen3", "qwen3_moe", "gemma3_text"),
         num_experts=experts,
         experts_per_token=top_k,
         moe_intermediate_size=moe_ffn,
