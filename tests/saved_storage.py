@@ -1,27 +1,52 @@
-"""The storage autograd saves for backward in one training forward of a real model, parameters
-excluded: the independent count the activation formulas (estimate/memory.py) are held to."""
+"""The storage autograd saves for backward, measured on real models: the independent count the
+activation formulas (estimate/memory.py, estimate/vit.py, estimate/vision.py) are held to."""
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
 
 
-def saved_storage_bytes(model: Any, batch: int, seq: int, vocab: int) -> int:
-    """Bytes of every distinct storage autograd saves in one forward of `model` (train mode) on
-    a `batch` x `seq` batch of random token ids with labels, the parameters' own left out."""
+class Saved(NamedTuple):
+    """One distinct storage autograd saved: a weak reference to the first tensor seen on it
+    (dead once backward could no longer need it), its bytes, that tensor's shape."""
+
+    ref: Any
+    nbytes: int
+    shape: tuple[int, ...]
+
+
+@contextmanager
+def saved_storages(exclude: Iterable[Any]) -> Iterator[dict[int, Saved]]:
+    """Every distinct storage autograd saves inside the block, by data pointer; the storages of
+    the tensors in `exclude` (parameters, inputs) left out."""
     import torch
 
-    model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
+    skip = {t.untyped_storage().data_ptr() for t in exclude}
+    seen: dict[int, Saved] = {}
 
     def pack(t: Any) -> Any:
         storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
+        if storage.data_ptr() not in skip:
+            seen.setdefault(storage.data_ptr(),
+                            Saved(weakref.ref(t), storage.nbytes(), tuple(t.shape)))
         return t
 
-    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids)
-    return sum(seen.values())
+        yield seen
+
+
+def saved_storage_bytes(model: Any, batch: int, seq: int, vocab: int,
+                        labels: Any = None) -> int:
+    """Bytes of every distinct storage autograd saves in one forward of `model` (train mode) on
+    a `batch` x `seq` batch of random token ids (labels: the ids, unless given), the parameters'
+    own left out."""
+    import torch
+
+    model.train()
+    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
+    with saved_storages(model.parameters()) as seen:
+        model(input_ids=ids, labels=ids if labels is None else labels)
+    return sum(s.nbytes for s in seen.values())

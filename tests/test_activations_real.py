@@ -14,6 +14,7 @@ import pytest
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.memory import activation_bytes
 from gpuhours.setup import Training
+from saved_storage import saved_storage_bytes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -26,19 +27,7 @@ BATCH, SEQ = 2, 64
 
 def saved_bytes(model, labels=None) -> int:
     """Bytes of the distinct storages autograd saves in one forward pass, parameters excluded."""
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    ids = torch.randint(0, 1000, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=ids, labels=ids if labels is None else labels)
-    return sum(seen.values())
+    return saved_storage_bytes(model, BATCH, SEQ, 1000, labels)
 
 
 # peft 0.21 calls a transformers 5.23 method that warns about its own deprecation

@@ -22,6 +22,7 @@ from gpuhours.estimate.flops import (
 )
 from gpuhours.estimate.generation import kv_bytes_per_token_per_gpu, kv_cache_bytes_per_token
 from gpuhours.estimate.params import count_params
+from saved_storage import saved_storages
 
 V3: dict[str, Any] = dict(
     model_type="deepseek_v3", vocab_size=129280, hidden_size=7168, intermediate_size=18432,
@@ -141,21 +142,12 @@ def test_activation_formula_matches_saved_storage(model_type: str, dense_first: 
     model = transformers.AutoModelForCausalLM.from_config(
         transformers.AutoConfig.for_model(**config))
     model.train()
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, tuple[int, tuple[int, ...]]] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), (storage.nbytes(), tuple(t.shape)))
-        return t
-
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with saved_storages(model.parameters()) as seen:
         model(input_ids=ids, labels=ids)
-    probabilities = sum(n for n, shape in seen.values() if shape == (batch, 4, seq, seq))
+    probabilities = sum(s.nbytes for s in seen.values() if s.shape == (batch, 4, seq, seq))
     assert probabilities == 2 * batch * 4 * seq * seq * 4  # two layers, four heads, fp32
-    real = sum(n for n, _ in seen.values()) - probabilities
+    real = sum(s.nbytes for s in seen.values()) - probabilities
 
     arch = from_hf_config(config, "tiny")
     t = Training(arch=arch, method="full", precision="fp32", micro_batch=batch, seq_len=seq)

@@ -5,7 +5,6 @@ held to transformers: the default config's parameters, a small real tower's FLOP
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from gpuhours.estimate.vision import (
     vision_params,
     vision_tower_from_config,
 )
+from saved_storage import saved_storages
 
 SMALL: dict[str, Any] = dict(depth=3, embed_dim=64, hidden_size=48, mlp_ratio=4, num_heads=4,
                              patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
@@ -104,19 +104,9 @@ def test_trained_tower_activations_match_what_autograd_keeps() -> None:
     tower.train()
     gh, gw = 8, 12
     pixels = torch.randn(gh * gw, 3 * 2 * 14 * 14)
-    params = {p.untyped_storage().data_ptr() for p in tower.parameters()}
-    params.add(pixels.untyped_storage().data_ptr())
-    saved: dict[int, tuple[Any, int]] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            saved.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with saved_storages([*tower.parameters(), pixels]) as saved:
         out = tower(pixels, grid_thw=torch.tensor([[1, gh, gw]]))
-    real = sum(n for _, n in saved.values())
+    real = sum(s.nbytes for s in saved.values())
     v = vision_tower_from_config(SMALL, "small", "qwen2_vl")
     assert vision_activation_bytes(v, ImageGrid(gh, gw, 2), 4) == pytest.approx(real, rel=0.05)
     del out

@@ -7,7 +7,6 @@ towers on CPU.
 from __future__ import annotations
 
 import gc
-import weakref
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.vision import grid_for_tokens, image_grid, vision_forward_flops
 from gpuhours.estimate.vit import ViTTower, vit_activation_bytes, vit_forward_flops
 from gpuhours.setup import Training
+from saved_storage import saved_storages
 
 #: llava-hf/llava-1.5-7b-hf's config.json (its size fields; the rest are token ids and dtypes)
 LLAVA_15_7B: dict[str, Any] = {
@@ -209,20 +209,11 @@ def test_trained_tower_activations_match_what_autograd_keeps(model_type: str) ->
     config = _tiny(model_type)
     model = _real_model(config, "sdpa")
     v = _vit(config)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, tuple[Any, int]] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            saved.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
-        return t
-
     pixels = torch.randn(2, 3, v.image_size, v.image_size)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with saved_storages(model.parameters()) as saved:
         out = model.model.get_image_features(pixel_values=pixels)
     gc.collect()
-    real = sum(n for ref, n in saved.values() if ref() is not None)
+    real = sum(s.nbytes for s in saved.values() if s.ref() is not None)
     assert out is not None
     assert 2 * vit_activation_bytes(v, 4) == pytest.approx(real, rel=0.01)
 
@@ -344,20 +335,11 @@ def test_llama4_small_tower_flops_and_activations_match_torch() -> None:
     assert counter.get_total_flops() == matmul + attention
 
     model = _llama4_real("sdpa")
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved: dict[int, tuple[Any, int]] = {}
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            saved.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with saved_storages(model.parameters()) as saved:
         out = model.multi_modal_projector(
             model.get_image_features(pixel_values=pixels).last_hidden_state)
     gc.collect()
-    real = sum(n for ref, n in saved.values() if ref() is not None)
+    real = sum(s.nbytes for s in saved.values() if s.ref() is not None)
     assert out is not None
     assert vit_activation_bytes(v, 4, 3) == pytest.approx(real, rel=0.01)
 

@@ -25,10 +25,6 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
 from gpuhours.setup import Training
 
-#: model types whose modelling code computes q, k and v in one linear (peft puts one adapter on
-#: it): estimate/lora.py's, Qwen-1's attn.c_attn among them
-FUSED_QKV_MODEL_TYPES = FUSED_QKV_TYPES
-
 #: flash-attn path, operators per decoder layer besides its linears, (forward, backward), in
 #: count_ops' unit (the same as the eager counts' and the fitted host cost's). Read from Qwen-1's
 #: modeling_qwen.py (QWenBlock, QWenAttention, apply_rotary_pos_emb, RMSNorm, QWenMLP) with
@@ -77,7 +73,7 @@ def precision_kind(precision: str) -> str:
 
 def linears_per_layer(arch: ModelArch) -> int:
     """Linears in one decoder layer as the modelling code has them (q, k, v fused or not)."""
-    attention = 2 if arch.model_type in FUSED_QKV_MODEL_TYPES else 4
+    attention = 2 if arch.model_type in FUSED_QKV_TYPES else 4
     fused_gate_up = arch.model_type in FUSED_GATE_UP_TYPES
     return attention + (3 if arch.gated_mlp and not fused_gate_up else 2)
 
@@ -98,7 +94,7 @@ def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, f
         fwd, bwd = FLASH_ATTN_LAYER_OPS
         lf, lb = FLASH_ATTN_LINEAR_OPS[kind]
         n = linears_per_layer(arch)
-        qkv_biases = 1 if arch.model_type in FUSED_QKV_MODEL_TYPES else 3
+        qkv_biases = 1 if arch.model_type in FUSED_QKV_TYPES else 3
     else:
         fwd, bwd = A.OPS_PER_LAYER[kind]
         lf = lb = 0.0
