@@ -260,11 +260,14 @@ CASES = [
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
          _DSCHAT_ASSUMED),
+    # the table's row 'DeepspeedChat(w/o offload)': the script without --offload (the optimizer
+    # on the GPU), with the row's micro batches
     Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 4},
-         _DSCHAT_ASSUMED + "; the 7B script's settings with the row's micro batches 4 / 4"),
+          "zero_stage": 2, "micro_batch": 4, "grad_accum": 4},
+         _DSCHAT_ASSUMED + "; the 7B script's settings without --offload (the row's 'w/o "
+         "offload') and with the row's micro batches 4 / 4"),
     # OpenRLHF without Ray (train_ppo.py): every model on the 8 GPUs, HF generate per
     # micro_rollout_batch_size prompts; its ZeRO stage and offload are not stated
     Case(25, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
