@@ -365,7 +365,8 @@ def _measured_old_logprob_s(r: dict[str, str]) -> float | None:
     return None
 
 
-#: the rows the driver's rate is set from (0-based): verl's colocated 7B step on 32 and 128 H20s
+#: the rows the driver's rate and the verl 7B mean are set from (0-based): verl's colocated 7B
+#: step on 32 and 128 H20s
 DRIVER_TUNED = (10, 12)
 
 
