@@ -301,3 +301,13 @@ def test_packed_update_budget_is_per_gpu_of_a_context_parallel_group(tmp_path):
     # a micro-batch the plan sets is kept as given
     assert run(tmp_path, method="full", zero_stage=3, cp=4, micro_batch=3
                ).details["update_micro_batch"] == 3
+    # the budget a framework's script sets (verl's ppo_max_token_len_per_gpu): 6,144 // 1,536 =
+    # 4 sequences a GPU, 8 with cp 2
+    assert run(tmp_path, method="full", zero_stage=3, update_tokens_per_gpu=6144
+               ).details["update_micro_batch"] == 4
+    assert run(tmp_path, method="full", zero_stage=3, cp=2, update_tokens_per_gpu=6144
+               ).details["update_micro_batch"] == 8
+    # both ways of batching the update at once: an error naming the field and the plan
+    with pytest.raises(InputError, match="update_tokens_per_gpu") as caught:
+        run(tmp_path, method="full", zero_stage=3, micro_batch=3, update_tokens_per_gpu=6144)
+    assert "plan.yaml" in str(caught.value)

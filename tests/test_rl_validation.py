@@ -33,8 +33,8 @@ def test_published_rl_steps_floor():
     assert len(errors) == 29
     assert sum(abs(e) <= 0.25 for e in errors) >= 16
     # 5: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
-    # (+136%, +104%: at it the update alone would need more than the H20's peak; docs/rl.md);
-    # the 30B-A3B colocated row (-59%, its rollouts); EasyR1's Qwen2.5-VL-3B and 7B (1/2) rows,
+    # (+132%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md);
+    # the 30B-A3B colocated row (-58%, its rollouts); EasyR1's Qwen2.5-VL-3B and 7B (1/2) rows,
     # -66% and -50% (docs/rl.md: the update and a part of the step the model does not hold)
     assert sum(e < -0.5 or e > 1.0 for e in errors) <= 5
     # the verl 7B colocated rows: the two tuned within 15%, the held-out 64-GPU run within 50%

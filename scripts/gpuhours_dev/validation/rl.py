@@ -92,9 +92,10 @@ VERL_7B_MEAN = 1_664
 _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FITTED on rows 12 "
                      "and 14 (the mean at which their old-log-prob pass takes its measured "
                      "time; the README states none)")
+# the scripts' actor_ppo_max_token_len: 2 x (max prompt + max response) = 61,440 tokens per GPU
 _VERL_7B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                 response_tokens=VERL_7B_MEAN, max_response_tokens=28672, reference_model=False,
-                reward={"kind": "rule"}, rollout_tensor_parallel=4)
+                reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=61_440)
 # Ulysses sequence parallelism (verl's ulysses_sequence_parallel_size 4): verl/utils/ulysses.py
 # splits every token-wise layer by sequence and, around attention, all-to-alls
 # [b, s/n, h] -> [b, s, h/n] so each GPU attends over the whole sequence for h/n heads: the
@@ -105,9 +106,10 @@ _VERL_7B_ASSUMED = (_VERL_MEAN_FITTED + "; Qwen2.5-Math-7B as qwen2.5-7b (the sa
                     "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
                     "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
                     "costed as cp's KV ring); FSDP2 as ZeRO-3")
+# the 30B script's actor_ppo_max_token_len: max prompt + max response = 10,240 tokens per GPU
 _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
-                 reward={"kind": "rule"}, rollout_tensor_parallel=4)
+                 reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
                       "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
 _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 (the async script's, for both rows); "
