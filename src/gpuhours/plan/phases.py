@@ -503,8 +503,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if not packed and phase.update_tokens_per_gpu is not None:
         raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
                          f"update_tokens_per_gpu ({phase.update_tokens_per_gpu}) packs the "
-                         f"update's micro-batches by tokens, and the phase also sets "
-                         f"micro_batch ({s['micro_batch']}).",
+                         f"update's micro-batches by tokens, and the phase (or the plan's "
+                         f"defaults) also sets micro_batch ({s['micro_batch']}).",
                          "Give one of the two: micro_batch (sequences), or "
                          "update_tokens_per_gpu (tokens, verl's dynamic batches).")
     if packed:
