@@ -394,7 +394,7 @@ COLOCATED_ROLLOUT_MEMORY_UTILISATION = _a(
 
 #: Tokens per GPU per micro-batch of an RL policy update when the plan sets no micro-batch:
 #: the rollouts are packed (or dynamically batched) up to this many tokens, a whole number of
-#: sequences of the mean length; a context-parallel group of cp GPUs packs cp times this.
+#: sequences of the mean length.
 RL_UPDATE_TOKENS_PER_MICRO_BATCH = _a(
     "rl_update_tokens_per_micro_batch", 16384.0, "tokens",
     "verl's ppo_max_token_len_per_gpu default (16384) with use_dynamic_bsz; NeMo-RL and "
