@@ -83,7 +83,7 @@ _VERL_ASSUMED = (_VERL_PROMPT + "; mean response 1/4 of the maximum (not stated:
                  "lengths change strongly during training)")
 # The 7B recipe's mean response, FITTED (`verl_7b_mean_fit`, tuned rows 12 and 14, 1-based: the
 # same two rows as the driver's rate): the README states none, and a quarter of the 28K maximum
-# (7,168 tokens, the assumption before) cannot be: at it the 32-GPU update alone needs 590 s at
+# (7,168 tokens, the assumption before) cannot be: at it the 32-GPU update alone needs 586 s at
 # 100% of the H20's peak where verl measured 270 s. The mean at which the old-log-prob pass of
 # each tuned row takes its measured time (the pass is one forward over every sequence, and the
 # driver's transfer, fitted from the same pair, is the part no GPU count removes); rows 13 and
