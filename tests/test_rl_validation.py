@@ -125,5 +125,12 @@ def test_the_verl_7b_mean_is_the_fit_of_the_tuned_rows():
     assert rl.verl_7b_mean_fit() == rl.VERL_7B_MEAN
     assert all(c.phase["response_tokens"] == rl.VERL_7B_MEAN for c in rl.CASES
                if c.settings.get("model") == "qwen2.5-7b")
-    floor_s = 6 * 7.6e9 * 8192 * (256 + 7168) / 32 / 148e12
-    assert floor_s == pytest.approx(586, rel=0.005) and floor_s > 2 * 269.8
+    # the verl 7B rows run at it, and their old-log-prob pass then takes its measured time on
+    # the tuned rows (to within the bisection's 8 tokens), whatever their update's setup
+    data = rl.rows()
+    for c in rl.CASES:
+        if c.row in rl.DRIVER_TUNED:
+            details, _ = rl._details(c)
+            assert details is not None
+            measured = rl._measured_old_logprob_s(data[c.row])
+            assert details["old_policy_log_probs_s"] == pytest.approx(measured, rel=0.01)
