@@ -286,3 +286,28 @@ def test_few_sequences_per_rollout_gpu_warn_that_decode_is_weight_bound(tmp_path
     few = run(tmp_path, prompts_per_step=2, generations_per_prompt=4)
     assert any("only 1 sequences per rollout GPU" in w and "weight-bound" in w
                for w in few.warnings)
+
+
+def test_packed_update_budget_is_per_gpu_of_a_context_parallel_group(tmp_path):
+    """With no micro_batch, the update packs 16,384 tokens per GPU (verl's
+    ppo_max_token_len_per_gpu); a context-parallel (Ulysses) group of cp GPUs shares a micro-batch
+    of cp x that (verl dp_actor.py: x ulysses_sequence_parallel_size), each GPU holding 1/cp of
+    every sequence: 512 + 1,024 tokens a sequence, 16,384 // 1,536 = 10 sequences; 4 x 16,384 //
+    1,536 = 42 with cp 4."""
+    plain = run(tmp_path, method="full", zero_stage=3).details
+    assert plain["update_micro_batch"] == 10
+    split = run(tmp_path, method="full", zero_stage=3, cp=4).details
+    assert split["update_micro_batch"] == 42
+    # a micro-batch the plan sets is kept as given
+    assert run(tmp_path, method="full", zero_stage=3, cp=4, micro_batch=3
+               ).details["update_micro_batch"] == 3
+    # the budget a framework's script sets (verl's ppo_max_token_len_per_gpu): 6,144 // 1,536 =
+    # 4 sequences a GPU, 8 with cp 2
+    assert run(tmp_path, method="full", zero_stage=3, update_tokens_per_gpu=6144
+               ).details["update_micro_batch"] == 4
+    assert run(tmp_path, method="full", zero_stage=3, cp=2, update_tokens_per_gpu=6144
+               ).details["update_micro_batch"] == 8
+    # both ways of batching the update at once: an error naming the field and the plan
+    with pytest.raises(InputError, match="update_tokens_per_gpu") as caught:
+        run(tmp_path, method="full", zero_stage=3, micro_batch=3, update_tokens_per_gpu=6144)
+    assert "plan.yaml" in str(caught.value)

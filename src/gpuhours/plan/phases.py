@@ -500,8 +500,21 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
+    if not packed and phase.update_tokens_per_gpu is not None:
+        raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
+                         f"update_tokens_per_gpu ({phase.update_tokens_per_gpu}) packs the "
+                         f"update's micro-batches by tokens, and the phase (or the plan's "
+                         f"defaults) also sets micro_batch ({s['micro_batch']}).",
+                         "Give one of the two: micro_batch (sequences), or "
+                         "update_tokens_per_gpu (tokens, verl's dynamic batches).")
     if packed:
-        s = {**s, "micro_batch": max(1, int(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value // seq))}
+        # the budget is per GPU: a context-parallel (verl: Ulysses) group of cp GPUs shares one
+        # micro-batch of cp x the budget (volcengine/verl@df340d70 dp_actor.py: max_token_len =
+        # ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size; megatron_actor.py: x
+        # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
+        cp = int(s.get("cp") or 1)
+        budget = phase.update_tokens_per_gpu or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value
+        s = {**s, "micro_batch": max(1, int(budget * cp // seq))}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
     if t.arch.max_positions and seq_max > t.arch.max_positions:
         raise InputError(f"{_where(ctx, phase)}, field 'max_response_tokens'"

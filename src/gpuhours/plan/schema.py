@@ -362,6 +362,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "num_iterations)")
     critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
                                                     "scored and trained every step")
+    update_tokens_per_gpu: PositiveInt | None = Field(
+        default=None, description="tokens each GPU packs into one micro-batch of the update "
+        "when the phase sets no `micro_batch` (verl's ppo_max_token_len_per_gpu with "
+        "use_dynamic_bsz; a context-parallel group of cp GPUs packs cp times it); default "
+        "16,384")
     single_controller: bool = Field(
         default=False, description="one driver process holds the step's batch, padded to the "
         "longest response, and sends it to every phase's workers (verl's RayPPOTrainer)")
