@@ -311,3 +311,28 @@ def test_packed_update_budget_is_per_gpu_of_a_context_parallel_group(tmp_path):
     with pytest.raises(InputError, match="update_tokens_per_gpu") as caught:
         run(tmp_path, method="full", zero_stage=3, micro_batch=3, update_tokens_per_gpu=6144)
     assert "plan.yaml" in str(caught.value)
+
+
+def test_packed_micro_batch_never_spans_two_mini_batches(tmp_path):
+    """verl splits the step's sequences into mini-batches (one optimizer step each) before it
+    packs them by tokens (dp_actor.py update_policy): 32 prompts x 8 = 256 sequences, 8
+    mini-batches over 8 data-parallel GPUs = 4 sequences a rank, under the budget's 10; with cp
+    4 there are 2 ranks, 16 sequences each, under the budget's 42."""
+    assert run(tmp_path, method="full", zero_stage=3, mini_batches=8
+               ).details["update_micro_batch"] == 4
+    assert run(tmp_path, method="full", zero_stage=3, cp=4, mini_batches=8
+               ).details["update_micro_batch"] == 16
+    # the mini-batches take whole prompts: 32 prompts do not split into 5
+    with pytest.raises(InputError, match="mini_batches"):
+        run(tmp_path, method="full", zero_stage=3, mini_batches=5)
+
+
+def test_a_token_budget_below_the_longest_sequence_is_refused(tmp_path):
+    """A micro-batch packed by tokens must hold the longest sequence (verl asserts it): 512 +
+    1,024 = 1,536 tokens against a budget of 1,000 (x cp 1) is an error naming the field; with
+    cp 2 the group's 2,000 tokens hold it."""
+    with pytest.raises(InputError, match="cannot hold the longest sequence") as caught:
+        run(tmp_path, method="full", zero_stage=3, update_tokens_per_gpu=1000)
+    assert "update_tokens_per_gpu" in caught.value.where and "line" in caught.value.where
+    assert run(tmp_path, method="full", zero_stage=3, cp=2, update_tokens_per_gpu=1000
+               ).details["update_micro_batch"] == 1

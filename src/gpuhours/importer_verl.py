@@ -86,7 +86,8 @@ def _batches(r: Reader) -> None:
     ranks = max(gpus // sp, 1)
     if r.take(A + "actor.use_dynamic_bsz") is True:
         r.skip("actor.use_dynamic_bsz=true", "micro-batches made by a token budget "
-               "(ppo_max_token_len_per_gpu) are not modelled: give --batch")
+               "(ppo_max_token_len_per_gpu) are not modelled by one training step: give "
+               "--batch (an `rl` plan phase models them: update_tokens_per_gpu, mini_batches)")
         r.take(A + "actor.ppo_max_token_len_per_gpu")
         return
     r.take(A + "actor.ppo_max_token_len_per_gpu")  # only read under use_dynamic_bsz

@@ -500,6 +500,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
+    gpus_for_update = train_gpus
     if not packed and phase.update_tokens_per_gpu is not None:
         raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
                          f"update_tokens_per_gpu ({phase.update_tokens_per_gpu}) packs the "
@@ -513,8 +514,26 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size; megatron_actor.py: x
         # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
         cp = int(s.get("cp") or 1)
-        budget = phase.update_tokens_per_gpu or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value
-        s = {**s, "micro_batch": max(1, int(budget * cp // seq))}
+        # the default budget (an assumption, not the user's) grows to hold the longest sequence
+        budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
+                                                    math.ceil(seq_max / cp))
+        if budget * cp < seq_max:
+            raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
+                             f"a micro-batch of {budget * cp:,.0f} tokens (update_tokens_per_gpu"
+                             f" {budget:,.0f} x cp {cp}) cannot hold the longest sequence, "
+                             f"{seq_max:,} tokens (prompt + max_response_tokens); verl refuses "
+                             "it too (its token-budget packing asserts the same).",
+                             f"Raise update_tokens_per_gpu to at least {math.ceil(seq_max / cp):,}"
+                             ", or use more context parallelism.")
+        # verl packs each mini-batch apart (dp_actor.py update_policy splits by
+        # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
+        # one data-parallel rank's share of a mini-batch
+        ranks = max(1, gpus_for_update // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+        per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
+                       // (phase.mini_batches * ranks))
+        micro = max(1, min(int(budget * cp // seq), per_rank))
+        s = {**s, "micro_batch": micro,
+             "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
     if t.arch.max_positions and seq_max > t.arch.max_positions:
         raise InputError(f"{_where(ctx, phase)}, field 'max_response_tokens'"

@@ -367,6 +367,12 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "when the phase sets no `micro_batch` (verl's ppo_max_token_len_per_gpu with "
         "use_dynamic_bsz; a context-parallel group of cp GPUs packs cp times it); default "
         "16,384")
+    mini_batches: PositiveInt = Field(
+        default=1, description="optimizer steps per RL step: the step's sequences split into "
+        "this many mini-batches, each split over the data-parallel ranks (verl: "
+        "data.train_batch_size / actor.ppo_mini_batch_size; TRL: the generation batch / the "
+        "per-step batch). Packed micro-batches never mix two mini-batches, so a micro-batch is "
+        "at most one rank's share of a mini-batch")
     single_controller: bool = Field(
         default=False, description="one driver process holds the step's batch, padded to the "
         "longest response, and sends it to every phase's workers (verl's RayPPOTrainer)")
@@ -390,6 +396,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if self.async_rollout and self.placement != "dedicated":
             raise ValueError("async_rollout overlaps rollouts with the update on other GPUs: it "
                              "needs `placement: dedicated`")
+        if self.prompts_per_step % self.mini_batches:
+            raise ValueError(f"mini_batches ({self.mini_batches}) must divide prompts_per_step "
+                             f"({self.prompts_per_step}): each optimizer step takes whole "
+                             "prompts' groups of responses")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
