@@ -148,7 +148,8 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
             for row in H20_FIT_ROWS},
          "127": "sets hf_generate_host_per_expert_s",
          "154": "sets decode_host_per_sequence_s.sglang",
-         "160": "sets decode_host_per_sequence_s.vllm-v0"}
+         "160": "sets decode_host_per_sequence_s.vllm-v0",
+         "274": "sets sglang_marlin_moe_empty_launch_s"}
 
 #: held-out rows that share a tuned row's mechanism, so they are not independent checks: rows
 #: 128-130 are row 127's model, host and batch 1 with longer prompts, and the expert loop fitted

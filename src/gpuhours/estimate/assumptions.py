@@ -502,6 +502,24 @@ HF_GENERATE_HOST_PER_EXPERT_S = _a(
     "H20, batch 1, 1-token prompt: 529 ms a token, 48 layers x 128 experts); rows 128-130 "
     "(same model and host, longer prompts) are held out (docs/generation.md)")
 
+#: GPU time of one Marlin MoE GEMM launch for an expert no token of the step routes to. SGLang
+#: 0.4.6 runs a weight-only quantised (GPTQ/AWQ, 4- or 8-bit) MoE layer through vLLM 0.7.2's
+#: fused_marlin_moe, whose marlin_gemm_moe launches one kernel per expert, ALL num_experts of
+#: them, with a grid of every SM, for each of the layer's two GEMMs (vllm-project/vllm
+#: csrc/moe/marlin_moe_ops.cu@00adeed583d0, marlin_mm_moe's `for expert_idx < num_experts`;
+#: SGLang's GPTQMarlinConfig.get_quant_method sends every FusedMoE layer there, its moe_wna16
+#: switch for >32 experts commented out "until SGLang syncs with vllm >= 0.7.3",
+#: sgl-project/sglang python/sglang/srt/layers/quantization/gptq.py@006d0961). An expert
+#: without tokens exits at once but its launch still costs this, serial on the stream (the
+#: CUDA graph replays launches, it does not remove them). vLLM 0.8+ (moe_wna16 marlin,
+#: vllm#14447) runs all experts in one launch: not this engine's constant.
+SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S = _a(
+    "sglang_marlin_moe_empty_launch_s", 2.5e-6, "s per empty expert per MoE GEMM",
+    "fitted to ONE row: generation_published.csv row 274 (SGLang 0.4.6.post1, Qwen3-30B-A3B "
+    "GPTQ-Int4, H20, batch 1, 1-token prompt: 32 ms a token, 48 layers x 2 GEMMs x 120 "
+    "empty experts); the other 11 GPTQ-Int4 MoE rows (longer prompts, Qwen3-235B-A22B on 4 "
+    "H20s) are held out (docs/generation.md)")
+
 #: Passes over the KV cache per decode step. vLLM's paged attention reads it once;
 #: transformers' DynamicCache concatenates (copies) it every step and flash-attn's unpadding
 #: gathers it again, and the rows show more than those copies explain.

@@ -124,11 +124,13 @@ def experts_touched(arch: ModelArch, tokens: float) -> float:
     return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
-def decode_bandwidth_efficiency(arch: ModelArch) -> float:
+def decode_bandwidth_efficiency(arch: ModelArch, tensor_parallel: int = 1) -> float:
     """Fraction of datasheet bandwidth a decode step's weight reads reach:
     BANDWIDTH_EFFICIENCY x d / (d + DECODE_BANDWIDTH_HALF_WIDTH) (narrow models launch too few
-    thread blocks per skinny GEMM to saturate HBM)."""
-    d = arch.hidden_size
+    thread blocks per skinny GEMM to saturate HBM), d the width of each GPU's share of the
+    layer: hidden_size / tensor_parallel (a tensor-parallel group splits every GEMM's columns
+    or rows, so each GPU runs GEMMs 1/tp as wide, with as many fewer thread blocks)."""
+    d = arch.hidden_size / tensor_parallel
     return A.BANDWIDTH_EFFICIENCY.value * d / (d + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
 
 
@@ -319,6 +321,8 @@ class _Step:
     #: of weights_read_bytes, the routed experts' (per GPU): a step reads only the experts
     #: its tokens route to (experts_touched)
     routed_bytes: float = 0.0
+    #: weight-only 8/4-bit weights (GPTQ/AWQ: fewer than 2 bytes a weight, bf16 matmuls)
+    weight_only_quantised: bool = False
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -354,7 +358,7 @@ class _Step:
         t_launch = (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
                     * self.host_scale)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
-        device += self.allreduce_s(tokens)
+        device += self.allreduce_s(tokens) + self.empty_expert_launches_s(tokens)
         if t_launch > device:
             device, bound = t_launch, "host (kernel launches)"
         if self.host_s > device:
@@ -363,6 +367,19 @@ class _Step:
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
         return self.host_s + device + experts, bound
+
+    def empty_expert_launches_s(self, tokens: float) -> float:
+        """GPU time of the MoE GEMM launches for experts no token of the step routes to, in
+        engines whose quantised MoE GEMM launches one kernel per expert (SGLang 0.4.6 with
+        vLLM 0.7.2's Marlin MoE, _LAUNCHES_PER_EXPERT): moe_layers x 2 GEMMs x (E - experts
+        touched) x SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S; the experts with tokens are in the
+        bytes. 0 for dense models, 16-bit or fp8 weights and the other engines."""
+        if (self.engine not in _LAUNCHES_PER_EXPERT or not self.arch.is_moe
+                or not self.weight_only_quantised):
+            return 0.0
+        empty = self.arch.num_experts - experts_touched(self.arch, tokens)
+        return (self.arch.moe_layers * 2 * empty
+                * A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value)
 
     @property
     def expert_loop_s(self) -> float:
@@ -397,9 +414,20 @@ class _Step:
 #: Qwen3MoeSparseMoeBlock.forward, Mixtral's since 4.36): HF_GENERATE_HOST_PER_EXPERT_S each
 _LOOPS_EXPERTS = frozenset({"hf-generate"})
 
+#: Engines whose weight-only quantised MoE layers launch one GEMM kernel per expert, all of
+#: them (SGLang 0.4.6's GPTQ/AWQ Marlin MoE, vLLM 0.7.2's marlin_gemm_moe):
+#: SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S for each expert without tokens
+_LAUNCHES_PER_EXPERT = frozenset({"sglang"})
+
 #: Engines whose decode attention copies the KV cache once per query head of a group
 #: (transformers' `repeat_kv`, e.g. Qwen2FlashAttention2.forward of transformers 4.45-4.47)
 _REPEATS_KV = frozenset({"hf-generate"})
+
+
+def _weight_only_quantised(g: Generation) -> bool:
+    """8/4-bit weights under 16-bit matmuls (GPTQ, AWQ: dequantised in the GEMM), as against
+    16-bit weights or fp8 W8A8."""
+    return g.weight_bytes_per_param < 2.0 and g.matmul_precision != "fp8"
 
 
 def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
@@ -438,7 +466,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                                     f"fits on {gpu.name}; at most {cap} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
     full_waves, rest = divmod(batch, running)
-    e_bw = decode_bandwidth_efficiency(arch)
+    e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
     bandwidth_gb_per_s, bandwidth_assumption = decode_bandwidth_gb_per_s(gpu)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
@@ -451,7 +479,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                      arch, g.weight_bytes_per_param) / tp,
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
                  host_scale=host_scale, state_bytes_per_sequence=state,
-                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp)
+                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
+                 weight_only_quantised=_weight_only_quantised(g))
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -529,6 +558,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
     if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
+    if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe and _weight_only_quantised(g):
+        used.append(A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S)
     if e.bandwidth_assumption is not None:
         used.append(getattr(A, e.bandwidth_assumption.upper()))
     if g.tensor_parallel > 1:
