@@ -430,26 +430,13 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
                       "assumption: logits processors, sampling and the stopping check's "
                       "synchronisation in transformers' generate loop, ~1 ms"),
     "sglang": _a("decode_host_step_s.sglang", 1.13e-3, "s per step",
-                 "fitted with the H20's effective bandwidth to the six 1-token rows of "
+                 "fitted with the H20's decode bandwidth (the GPU catalog's h20 "
+                 "decode_bw_gb_per_s) to the six 1-token rows of "
                  "generation_published.csv (65, 73, 81, 91, 101, 111: SGLang 0.4.6.post1, "
                  "Qwen3-0.6B to -32B, H20, batch 1; least squares on log error, "
                  "generation_published.fit_sglang_h20); every other row held out "
                  "(docs/generation.md)"),
 }
-
-#: The H20's memory bandwidth a decode step reaches, in place of its datasheet 4.0 TB/s (the
-#: generation model applies it to the catalog's h20 whenever its datasheet figure is unchanged;
-#: decode_bandwidth_half_width's efficiency still multiplies it). FITTED together with
-#: decode_host_step_s.sglang on the six SGLang 1-token rows of generation_published.csv (65, 73,
-#: 81, 91, 101, 111: SGLang 0.4.6.post1, Qwen3-0.6B to -32B, batch 1; least squares on log
-#: error, generation_published.fit_sglang_h20): that benchmark's 2025 software did not reach the
-#: datasheet figure; SGLang of 2026 decodes a 27B bf16 model at ~3.1 TB/s on an H20
-#: (bytedance-iaas/sglang#753), so newer engines may be faster than this predicts.
-H20_DECODE_BANDWIDTH_GB_PER_S = _a(
-    "h20_decode_bandwidth_gb_per_s", 1900.0, "GB/s",
-    "fitted with decode_host_step_s.sglang to generation_published.csv rows 65, 73, 81, 91, "
-    "101, 111 (SGLang 0.4.6.post1, Qwen3, H20, batch 1); the datasheet's 4.0 TB/s not reached "
-    "by that benchmark's 2025 software (SGLang of 2026: ~3.1 TB/s, bytedance-iaas/sglang#753)")
 
 #: Host time per running sequence per decode step that does not overlap the GPU: the
 #: scheduler's, sampler's and output processor's Python work for each sequence (vLLM V0's

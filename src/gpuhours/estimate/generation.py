@@ -135,15 +135,13 @@ def decode_bandwidth_efficiency(arch: ModelArch, tensor_parallel: int = 1) -> fl
 
 
 def decode_bandwidth_gb_per_s(gpu: GpuSpec) -> tuple[float, str | None]:
-    """The bandwidth (GB/s) generation is costed at, before decode_bandwidth_efficiency, and the
-    assumption that set it (None: the GPU's datasheet figure): the catalog's h20 with its
-    datasheet 4.0 TB/s unchanged takes assumptions.H20_DECODE_BANDWIDTH_GB_PER_S, the figure
-    the H20's validation rows were fitted with (docs/generation.md)."""
-    from gpuhours.resolve import catalog_gpu
-
-    if gpu.name == "h20" and gpu.memory_bw_gb_per_s == catalog_gpu("h20").memory_bw_gb_per_s:
-        a = A.H20_DECODE_BANDWIDTH_GB_PER_S
-        return a.value, a.name
+    """The bandwidth (GB/s) generation is costed at, before decode_bandwidth_efficiency, and
+    where it comes from when it is not the datasheet's (None): the catalog's
+    `decode_bw_gb_per_s` of a part whose decode is known to fall short of its datasheet (the
+    h20: the figure its validation rows were fitted with, docs/generation.md), with its
+    `decode_bw_source`; a bandwidth the user gives replaces both (resolve_gpu)."""
+    if gpu.decode_bw_gb_per_s is not None:
+        return gpu.decode_bw_gb_per_s, gpu.decode_bw_source
     return gpu.memory_bw_gb_per_s, None
 
 
@@ -190,8 +188,9 @@ class GenerationEstimate:
     tail_s: float = 0.0
     #: where the host costs came from when a measurement set them (None: assumed)
     calibration: str | None = None
-    #: the assumption that replaced the GPU's datasheet bandwidth (None: the datasheet's)
-    bandwidth_assumption: str | None = None
+    #: where the decode bandwidth comes from when it is not the datasheet's (the catalog's
+    #: decode_bw_source; None: the datasheet's)
+    bandwidth_source: str | None = None
 
     @property
     def batch_time_s(self) -> float:
@@ -235,10 +234,10 @@ class GenerationEstimate:
                 "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), assumptions.py"),
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
-            if self.bandwidth_assumption is None else assumed(
+            if self.bandwidth_source is None else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
-                f"assumptions.{self.bandwidth_assumption}: the bandwidth the GPU's "
-                "validation rows were fitted with, not its datasheet figure"),
+                "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
+                + self.bandwidth_source),
             "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"),
             "allreduce_s_per_decode_step": formula(
                 self.allreduce_s_per_decode_step, "s",
@@ -467,7 +466,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     running = batch if max_seqs is None else min(batch, max_seqs)
     full_waves, rest = divmod(batch, running)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
-    bandwidth_gb_per_s, bandwidth_assumption = decode_bandwidth_gb_per_s(gpu)
+    bandwidth_gb_per_s, bandwidth_source = decode_bandwidth_gb_per_s(gpu)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
@@ -521,7 +520,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         sequences_per_s=batch / total,
         output_tokens_per_s=batch * g.output_tokens / total,
         tail_s=tail_s,
-        bandwidth_assumption=bandwidth_assumption,
+        bandwidth_source=bandwidth_source,
     )
 
 
@@ -560,8 +559,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
     if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe and _weight_only_quantised(g):
         used.append(A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S)
-    if e.bandwidth_assumption is not None:
-        used.append(getattr(A, e.bandwidth_assumption.upper()))
+    if e.bandwidth_source is not None:
+        used.append(A.Assumption(f"{gpu.name}.decode_bw_gb_per_s", e.bandwidth_gb_per_s, "GB/s",
+                                 f"GPU catalog (gpus.yaml): {e.bandwidth_source}"))
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
