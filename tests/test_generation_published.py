@@ -184,3 +184,20 @@ def test_the_h20_is_the_catalogs_with_the_fitted_bandwidth() -> None:
     # a bandwidth the user sets is theirs
     assert decode_bandwidth_gb_per_s(resolve_gpu("h20", bandwidth_gb_per_s=3100.0)) == (
         3100.0, None)
+
+
+def test_the_marlin_moe_launch_is_row_274s_and_holds_on_the_other_gptq_moe_rows(
+        results: list[gp.Result]) -> None:
+    """sglang_marlin_moe_empty_launch_s is set from row 274 alone (Qwen3-30B-A3B GPTQ-Int4,
+    1-token prompt: its residual is under 1%); the other 11 GPTQ-Int4 MoE rows (longer prompts,
+    Qwen3-235B-A22B on 4 H20s) set nothing and were +81%..+1134% without the launches."""
+    from gpuhours.estimate import assumptions as A
+
+    assert A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value == pytest.approx(2.5e-6)
+    assert "274" in gp.TUNED
+    moe = {x.row["row"]: x.error for x in results if x.row["precision"] == "gptq-int4"
+           and x.row["model"] in ("Qwen3-30B-A3B", "Qwen3-235B-A22B")}
+    tuned = moe.pop("274")
+    assert tuned is not None and abs(tuned) < 0.01
+    assert len(moe) == 11
+    assert all(e is not None and abs(e) <= 0.25 for e in moe.values()), moe
