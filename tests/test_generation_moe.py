@@ -76,6 +76,19 @@ def test_sglang_marlin_moe_launches_every_empty_expert_by_hand(
     assert with_launches - _first_step_s(**int4) == pytest.approx(24 * 2.5e-6)
 
 
+def test_the_launches_are_named_as_the_bound_when_they_lead() -> None:
+    # Qwen3-30B-A3B GPTQ-Int4 at batch 1 on an H20: 48 x 2 x 120 empty launches (29 ms) against
+    # ~3 GB of weights read in ~2 ms
+    from gpuhours.resolve import resolve_model
+
+    arch, _ = resolve_model("qwen3-30b-a3b", None)
+    g = Generation(arch=arch, prompt_tokens=1, output_tokens=8, batch=1, engine="sglang",
+                   weight_bytes_per_param=0.56)
+    e = estimate_generation(g, catalog.gpu("h20"))
+    assert e.decode_bound.startswith("kernel launches")
+    assert e.decode_step_s_first > 48 * 2 * 120 * 2.5e-6
+
+
 @pytest.mark.parametrize("setup", [
     {"engine": "sglang"},  # bf16 weights: the Triton fused-MoE kernel, one launch
     {"engine": "sglang", "matmul_precision": "fp8"},  # fp8 W8A8: the Triton fused-MoE kernel

@@ -18,6 +18,12 @@ sequence) costs
   prompt tokens at once: compute-bound, but never faster than one read of the weights.
 - Continuous batching: the engine runs at most `max_num_seqs` sequences at once and the KV cache
   caps the batch; sequences beyond the cap wait for a free slot (with equal lengths: waves).
+- Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
+  bandwidth's width term at d / tp) and adds two all-reduces a layer.
+- Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
+  0.4.6's quantised MoE GEMM launches one kernel per expert, empty ones included
+  (`empty_expert_launches_s`); transformers' MoE loops over every expert in Python
+  (`expert_loop_s`).
 
 The constants are in estimate/assumptions.py (DECODE_*); the rows that set them and the accuracy
 on the rows that did not are in docs/generation.md.
@@ -231,7 +237,8 @@ class GenerationEstimate:
                                       "state) x kv_bytes_per_element, per GPU"),
             "decode_bandwidth_efficiency": assumed(
                 self.decode_bandwidth_efficiency, "fraction of bandwidth_gb_per_s",
-                "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), assumptions.py"),
+                "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), d = hidden_size "
+                "/ tensor_parallel (each GPU's GEMM width), assumptions.py"),
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
             if self.bandwidth_source is None else assumed(
@@ -357,7 +364,11 @@ class _Step:
         t_launch = (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
                     * self.host_scale)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
-        device += self.allreduce_s(tokens) + self.empty_expert_launches_s(tokens)
+        device += self.allreduce_s(tokens)
+        launches = self.empty_expert_launches_s(tokens)
+        if launches > device:
+            bound = "kernel launches (one per MoE expert, empty ones included)"
+        device += launches
         if t_launch > device:
             device, bound = t_launch, "host (kernel launches)"
         if self.host_s > device:
