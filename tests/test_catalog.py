@@ -357,6 +357,30 @@ def test_yaml_unknown_field_is_rejected() -> None:
         parse_yaml_rows(text, "gpus.yaml", GpuSpec)
 
 
+@pytest.mark.parametrize("extra, error", [
+    ("  decode_bw_gb_per_s: 800\n", r"decode_bw_gb_per_s needs a decode_bw_source"),
+    ("  decode_bw_gb_per_s: 1200\n  decode_bw_source: rows 1-3\n",
+     r"decode_bw_gb_per_s \(1200\) is above memory_bw_gb_per_s \(1000\)"),
+])
+def test_decode_bandwidth_needs_a_source_and_stays_below_the_datasheet(extra: str,
+                                                                       error: str) -> None:
+    with pytest.raises(InputError, match=error):
+        parse_yaml_rows(GPU_ROW.format(name="x", memory_gb=80) + extra, "gpus.yaml", GpuSpec)
+    ok = "  decode_bw_gb_per_s: 800\n  decode_bw_source: rows 1-3\n"
+    [row] = parse_yaml_rows(GPU_ROW.format(name="x", memory_gb=80) + ok, "gpus.yaml", GpuSpec)
+    assert (row.decode_bw_gb_per_s, row.decode_bw_source) == (800, "rows 1-3")
+
+
+def test_only_the_h20_has_a_decode_bandwidth_below_its_datasheet() -> None:
+    from gpuhours.resolve import resolve_gpu
+
+    assert [g.name for g in catalog.gpus() if g.decode_bw_gb_per_s is not None] == ["h20"]
+    # a bandwidth the user gives replaces the catalog's decode figure too
+    mine = resolve_gpu("h20", bandwidth_gb_per_s=3100.0)
+    assert (mine.memory_bw_gb_per_s, mine.decode_bw_gb_per_s, mine.decode_bw_source) == (
+        3100.0, None, "")
+
+
 def test_yaml_syntax_error_names_the_line() -> None:
     with pytest.raises(InputError, match=r"gpus\.yaml, line 2, column 18: not valid YAML: mapping"):
         parse_yaml_rows("- name: x\n  full_name: Test: GPU\n", "gpus.yaml", GpuSpec)

@@ -215,7 +215,10 @@ def test_tensor_parallel_splits_weights_and_adds_all_reduces_by_hand() -> None:
     # 2 all-reduces per layer of 1 x 8192 bf16 values over NVLink (450 GB/s one way)
     one = A.TP_ALLREDUCE_LATENCY_S.value + 2 * 3 / 4 * 8192 * 2 / 450e9
     assert e.allreduce_s_per_decode_step == pytest.approx(2 * 80 * one)
-    bw = 3350e9 * decode_bandwidth_efficiency(arch)
+    # each GPU runs GEMMs a quarter as wide: the width term at 8192 / 4 = 2048, not 8192
+    bw = 3350e9 * A.BANDWIDTH_EFFICIENCY.value * 2048 / (2048 + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
+    assert bw == pytest.approx(3350e9 * decode_bandwidth_efficiency(arch, 4))
+    assert decode_bandwidth_efficiency(arch, 4) < decode_bandwidth_efficiency(arch)
     kv = 1 * 2 * 80 * (8 // 4) * 128 * 2  # 8 KV heads split 4 ways, one token of context
     assert e.decode_step_s_first == pytest.approx(
         A.DECODE_HOST_STEP_S["vllm"].value + e.allreduce_s_per_decode_step

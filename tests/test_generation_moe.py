@@ -56,3 +56,47 @@ def test_a_dense_model_reads_every_weight() -> None:
     e = estimate_generation(Generation(arch=dense, prompt_tokens=1, output_tokens=1, batch=1),
                             catalog.gpu("a100-80gb"))
     assert e.weights_read_bytes_per_step == weight_bytes_read_per_step(dense, 2.0)
+
+
+def _first_step_s(**setup: object) -> float:
+    g = Generation(arch=MOE, prompt_tokens=1, output_tokens=1, batch=1, **setup)  # type: ignore[arg-type]
+    return estimate_generation(g, catalog.gpu("h100-sxm")).decode_step_s_first
+
+
+def test_sglang_marlin_moe_launches_every_empty_expert_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # SGLang 0.4.6's GPTQ/AWQ MoE (vLLM 0.7.2's marlin_gemm_moe) launches a kernel for every
+    # expert of both GEMMs; one token routes to 2 of 8: 2 layers x 2 GEMMs x 6 empty
+    # experts = 24 empty launches of 2.5 us a decode step
+    launch = A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S
+    assert launch.value == pytest.approx(2.5e-6)
+    int4 = {"engine": "sglang", "weight_bytes_per_param": 0.56}
+    with_launches = _first_step_s(**int4)
+    monkeypatch.setattr(A, "SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S", replace(launch, value=0.0))
+    assert with_launches - _first_step_s(**int4) == pytest.approx(24 * 2.5e-6)
+
+
+def test_the_launches_are_named_as_the_bound_when_they_lead() -> None:
+    # Qwen3-30B-A3B GPTQ-Int4 at batch 1 on an H20: 48 x 2 x 120 empty launches (29 ms) against
+    # ~3 GB of weights read in ~2 ms
+    from gpuhours.resolve import resolve_model
+
+    arch, _ = resolve_model("qwen3-30b-a3b", None)
+    g = Generation(arch=arch, prompt_tokens=1, output_tokens=8, batch=1, engine="sglang",
+                   weight_bytes_per_param=0.56)
+    e = estimate_generation(g, catalog.gpu("h20"))
+    assert e.decode_bound.startswith("kernel launches")
+    assert e.decode_step_s_first > 48 * 2 * 120 * 2.5e-6
+
+
+@pytest.mark.parametrize("setup", [
+    {"engine": "sglang"},  # bf16 weights: the Triton fused-MoE kernel, one launch
+    {"engine": "sglang", "matmul_precision": "fp8"},  # fp8 W8A8: the Triton fused-MoE kernel
+    {"engine": "vllm", "weight_bytes_per_param": 0.56},  # vLLM: no such constant
+])
+def test_no_empty_expert_launches_outside_sglang_weight_only_moe(
+        setup: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _first_step_s(**setup)
+    launch = A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S
+    monkeypatch.setattr(A, "SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S", replace(launch, value=1.0))
+    assert _first_step_s(**setup) == pytest.approx(before)

@@ -85,9 +85,9 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
     proxy = [err(x.proxy_predicted, x.row) for x in results if x.proxy_predicted is not None]
     s = gp.summary(results)
     # the tuned rows (SGLang's host step with the H20's bandwidth: 6; vLLM V0's and SGLang's
-    # host time per running sequence; transformers' host time per expert) are expressed but
-    # counted apart
-    assert s["tuned"] == len(gp.TUNED) == 9
+    # host time per running sequence; transformers' host time per expert; SGLang's Marlin MoE
+    # launch per empty expert) are expressed but counted apart
+    assert s["tuned"] == len(gp.TUNED) == 10
     assert s["rows"] == len(gp.rows()) == (len(native) + s["tuned"] + len(dependent)
                                            + len(proxy) + s["not_expressed"])
     assert s["dependent"]["n"] == len(dependent)
@@ -113,10 +113,11 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
 def test_sglang_host_step_and_h20_bandwidth_are_the_fit_on_their_rows() -> None:
     """The two constants are the least-squares optimum on the six SGLang 1-token rows, on a
     grid of 0.01 ms x 10 GB/s around them (a constant moved off its fit fails here)."""
+    from gpuhours import catalog
     from gpuhours.estimate import assumptions as A
 
     h = A.DECODE_HOST_STEP_S["sglang"].value
-    bw = A.H20_DECODE_BANDWIDTH_GB_PER_S.value
+    bw = catalog.gpu("h20").decode_bw_gb_per_s
     assert gp.GPUS["H20 96GB"][1] == {}  # the catalog's h20, as the CLI resolves it
     assert (h, bw) == (1.13e-3, 1900.0)
     hosts = [round(h + i * 1e-5, 7) for i in range(-3, 4)]
@@ -147,7 +148,9 @@ def test_generation_cli_on_the_h20_uses_the_bandwidth_its_rows_were_fitted_with(
     assert abs(data["output_tokens_per_s"]["value"] / 81.7 - 1) < 0.07
     assert data["bandwidth_gb_per_s"]["value"] == 1900.0
     assert data["bandwidth_gb_per_s"]["basis"] == "assumed"
-    assert "h20_decode_bandwidth_gb_per_s" in [a["name"] for a in data["assumptions"]]
+    used = {a["name"]: a for a in data["assumptions"]}
+    assert used["h20.decode_bw_gb_per_s"]["value"] == 1900.0
+    assert "65, 73, 81, 91, 101, 111" in used["h20.decode_bw_gb_per_s"]["basis"]
     # another Hopper keeps its datasheet figure
     res = CliRunner().invoke(app, ["generation", "-m", "qwen3-8b", "-g", "h100-sxm", "--json"])
     other = json.loads(res.output)["bandwidth_gb_per_s"]
@@ -167,7 +170,7 @@ def test_the_doc_holds_the_current_h20_breakdown() -> None:
 def test_the_h20_is_the_catalogs_with_the_fitted_bandwidth() -> None:
     """The H20 rows use the catalog's h20 unchanged (reported 148 dense bf16 TFLOPS, 296 fp8,
     96 GB, 4.0 TB/s), as `generation --gpu h20` does; the generation model decodes on it at
-    assumptions.H20_DECODE_BANDWIDTH_GB_PER_S (1.9 TB/s, fitted on H20_FIT_ROWS)."""
+    the catalog's decode_bw_gb_per_s (1.9 TB/s, fitted on H20_FIT_ROWS, its source says so)."""
     from gpuhours.estimate.generation import decode_bandwidth_gb_per_s
     from gpuhours.resolve import resolve_gpu
 
@@ -176,7 +179,25 @@ def test_the_h20_is_the_catalogs_with_the_fitted_bandwidth() -> None:
     assert name == "h20" and overrides == {}
     assert (gpu.dense_tflops.bf16, gpu.dense_tflops.fp8, gpu.memory_gb) == (148, 296, 96)
     assert gpu.memory_bw_gb_per_s == 4000.0
-    assert decode_bandwidth_gb_per_s(gpu) == (1900.0, "h20_decode_bandwidth_gb_per_s")
+    bw, source = decode_bandwidth_gb_per_s(gpu)
+    assert bw == 1900.0 and source is not None and "fit_sglang_h20" in source
     # a bandwidth the user sets is theirs
     assert decode_bandwidth_gb_per_s(resolve_gpu("h20", bandwidth_gb_per_s=3100.0)) == (
         3100.0, None)
+
+
+def test_the_marlin_moe_launch_is_row_274s_and_holds_on_the_other_gptq_moe_rows(
+        results: list[gp.Result]) -> None:
+    """sglang_marlin_moe_empty_launch_s is set from row 274 alone (Qwen3-30B-A3B GPTQ-Int4,
+    1-token prompt: its residual is under 1%); the other 11 GPTQ-Int4 MoE rows (longer prompts,
+    Qwen3-235B-A22B on 4 H20s) set nothing and were +81%..+1134% without the launches."""
+    from gpuhours.estimate import assumptions as A
+
+    assert A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value == pytest.approx(2.5e-6)
+    assert "274" in gp.TUNED
+    moe = {x.row["row"]: x.error for x in results if x.row["precision"] == "gptq-int4"
+           and x.row["model"] in ("Qwen3-30B-A3B", "Qwen3-235B-A22B")}
+    tuned = moe.pop("274")
+    assert tuned is not None and abs(tuned) < 0.01
+    assert len(moe) == 11
+    assert all(e is not None and abs(e) <= 0.25 for e in moe.values()), moe

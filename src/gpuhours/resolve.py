@@ -279,7 +279,10 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
             update["memory_gb"] = memory_gb
             update["memory_total_mib"] = None
         if bandwidth_gb_per_s is not None:
+            # a bandwidth the user gives is the one decode runs at, not the catalog's fitted one
             update["memory_bw_gb_per_s"] = bandwidth_gb_per_s
+            update["decode_bw_gb_per_s"] = None
+            update["decode_bw_source"] = ""
         if peak_tflops is not None:
             update["dense_tflops"] = DenseTflops(fp32=spec.dense_tflops.fp32, tf32=None,
                                                  fp16=peak_tflops, bf16=peak_tflops)

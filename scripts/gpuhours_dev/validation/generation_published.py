@@ -81,8 +81,8 @@ GPUS: dict[str, tuple[str, dict[str, float], str]] = {
     "H100 80GB": ("h100-sxm", {}, "H100 80GB HBM3 = the SXM part"),
     "H20 96GB": ("h20", {},
                  "the catalog's h20 as `generation --gpu h20` (148 dense bf16 TFLOPS, 296 fp8, "
-                 "96 GB, NVLink 900 GB/s) and its decode bandwidth: "
-                 "h20_decode_bandwidth_gb_per_s, 1.9 TB/s, not the datasheet's 4.0, fitted "
+                 "96 GB, NVLink 900 GB/s) and its decode bandwidth: the catalog's "
+                 "decode_bw_gb_per_s, 1.9 TB/s, not the datasheet's 4.0, fitted "
                  "with SGLang's host step to the six SGLang 1-token rows (H20_FIT_ROWS)"),
 }
 
@@ -91,7 +91,7 @@ GPUS: dict[str, tuple[str, dict[str, float], str]] = {
 FP8_TFLOPS: dict[str, tuple[float, str]] = {
     "H20 96GB": (296.0, "H20's fp8 peak: 296 dense TFLOPS (datasheet, twice its bf16)")}
 
-#: The rows that set the H20's decode bandwidth (assumptions.h20_decode_bandwidth_gb_per_s,
+#: The rows that set the H20's decode bandwidth (the GPU catalog's h20 decode_bw_gb_per_s,
 #: which `generation --gpu h20` applies) and decode_host_step_s.sglang together: the
 #: Qwen3 benchmark's SGLang rows with a 1-token prompt, one per dense model (0.6B-32B). Their
 #: per-token time is 1.51 ms + weight bytes / 1.38 TB/s (straight line through the six), a third
@@ -148,7 +148,8 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
             for row in H20_FIT_ROWS},
          "127": "sets hf_generate_host_per_expert_s",
          "154": "sets decode_host_per_sequence_s.sglang",
-         "160": "sets decode_host_per_sequence_s.vllm-v0"}
+         "160": "sets decode_host_per_sequence_s.vllm-v0",
+         "274": "sets sglang_marlin_moe_empty_launch_s"}
 
 #: held-out rows that share a tuned row's mechanism, so they are not independent checks: rows
 #: 128-130 are row 127's model, host and batch 1 with longer prompts, and the expert loop fitted
@@ -342,20 +343,26 @@ def results() -> list[Result]:
 
 def fit_sglang_h20(host_step_s: list[float],
                    bandwidth_gb_per_s: list[float]) -> tuple[float, float]:
-    """The (SGLang host step s, H20 bandwidth GB/s) of the grid given that minimises the sum of
-    squared log errors on H20_FIT_ROWS, each row predicted as `predict` does."""
+    """The (SGLang host step s, H20 decode bandwidth GB/s) of the grid given that minimises the
+    sum of squared log errors on H20_FIT_ROWS, each row predicted as `predict` does (the
+    bandwidth tried in place of the catalog's h20 decode_bw_gb_per_s)."""
     import dataclasses
 
     from gpuhours.estimate import assumptions as A
+    from gpuhours.estimate import generation
 
     data = {r["row"]: r for r in rows()}
-    saved_host, saved_bw = A.DECODE_HOST_STEP_S["sglang"], A.H20_DECODE_BANDWIDTH_GB_PER_S
+    saved_host, saved_bw = A.DECODE_HOST_STEP_S["sglang"], generation.decode_bandwidth_gb_per_s
     best: tuple[float, float, float] | None = None
     try:
         for h in host_step_s:
             A.DECODE_HOST_STEP_S["sglang"] = dataclasses.replace(saved_host, value=h)
             for bw in bandwidth_gb_per_s:
-                A.H20_DECODE_BANDWIDTH_GB_PER_S = dataclasses.replace(saved_bw, value=bw)
+                def trial(gpu: Any, bw: float = bw) -> tuple[float, str | None]:
+                    value, source = saved_bw(gpu)
+                    return (bw, "fit trial") if gpu.name == "h20" else (value, source)
+
+                generation.decode_bandwidth_gb_per_s = trial  # type: ignore[assignment]
                 loss = 0.0
                 for row in H20_FIT_ROWS:
                     value = predict(data[row]).predicted
@@ -364,7 +371,8 @@ def fit_sglang_h20(host_step_s: list[float],
                 if best is None or loss < best[0]:
                     best = (loss, h, bw)
     finally:
-        A.DECODE_HOST_STEP_S["sglang"], A.H20_DECODE_BANDWIDTH_GB_PER_S = saved_host, saved_bw
+        A.DECODE_HOST_STEP_S["sglang"] = saved_host
+        generation.decode_bandwidth_gb_per_s = saved_bw  # type: ignore[assignment]
     assert best is not None
     return best[1], best[2]
 

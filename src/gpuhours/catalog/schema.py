@@ -55,6 +55,14 @@ class GpuSpec(_Strict):
         description="memory.total as nvidia-smi reports it, MiB; HBM parts marketed as '80GB' "
                     "hold 80 GiB, so this is used when known, memory_gb x 10^9 otherwise")
     memory_bw_gb_per_s: float = Field(gt=0, description="memory bandwidth, GB/s")
+    #: the memory bandwidth a generation engine's decode step reaches on this part where that is
+    #: known to fall short of the datasheet figure (GB/s, before estimate/generation.py's width
+    #: term), with where it comes from in `decode_bw_source`; None: memory_bw_gb_per_s
+    decode_bw_gb_per_s: float | None = Field(
+        default=None, gt=0,
+        description="decode bandwidth reached by generation engines, GB/s, when below the "
+                    "datasheet's (a fitted or measured figure; decode_bw_source says which)")
+    decode_bw_source: str = ""
     dense_tflops: DenseTflops
     tdp_w: float | None = Field(default=None, gt=0)
     interconnect: Literal["nvlink", "pcie", "xgmi", "ici", "none"]
@@ -84,6 +92,17 @@ class GpuSpec(_Strict):
                 and not self.peer_to_peer_source:
             raise ValueError(f"{self.name}: peer_to_peer / host_staged_gb_per_s_two_way need a "
                              f"peer_to_peer_source (where the figure was read)")
+        return self
+
+    @model_validator(mode="after")
+    def _decode_bw_sourced(self) -> GpuSpec:
+        if self.decode_bw_gb_per_s is not None:
+            if not self.decode_bw_source:
+                raise ValueError(f"{self.name}: decode_bw_gb_per_s needs a decode_bw_source "
+                                 f"(the rows or measurement it comes from)")
+            if self.decode_bw_gb_per_s > self.memory_bw_gb_per_s:
+                raise ValueError(f"{self.name}: decode_bw_gb_per_s ({self.decode_bw_gb_per_s:g})"
+                                 f" is above memory_bw_gb_per_s ({self.memory_bw_gb_per_s:g})")
         return self
 
     @property

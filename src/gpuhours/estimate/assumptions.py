@@ -430,26 +430,13 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
                       "assumption: logits processors, sampling and the stopping check's "
                       "synchronisation in transformers' generate loop, ~1 ms"),
     "sglang": _a("decode_host_step_s.sglang", 1.13e-3, "s per step",
-                 "fitted with the H20's effective bandwidth to the six 1-token rows of "
+                 "fitted with the H20's decode bandwidth (the GPU catalog's h20 "
+                 "decode_bw_gb_per_s) to the six 1-token rows of "
                  "generation_published.csv (65, 73, 81, 91, 101, 111: SGLang 0.4.6.post1, "
                  "Qwen3-0.6B to -32B, H20, batch 1; least squares on log error, "
                  "generation_published.fit_sglang_h20); every other row held out "
                  "(docs/generation.md)"),
 }
-
-#: The H20's memory bandwidth a decode step reaches, in place of its datasheet 4.0 TB/s (the
-#: generation model applies it to the catalog's h20 whenever its datasheet figure is unchanged;
-#: decode_bandwidth_half_width's efficiency still multiplies it). FITTED together with
-#: decode_host_step_s.sglang on the six SGLang 1-token rows of generation_published.csv (65, 73,
-#: 81, 91, 101, 111: SGLang 0.4.6.post1, Qwen3-0.6B to -32B, batch 1; least squares on log
-#: error, generation_published.fit_sglang_h20): that benchmark's 2025 software did not reach the
-#: datasheet figure; SGLang of 2026 decodes a 27B bf16 model at ~3.1 TB/s on an H20
-#: (bytedance-iaas/sglang#753), so newer engines may be faster than this predicts.
-H20_DECODE_BANDWIDTH_GB_PER_S = _a(
-    "h20_decode_bandwidth_gb_per_s", 1900.0, "GB/s",
-    "fitted with decode_host_step_s.sglang to generation_published.csv rows 65, 73, 81, 91, "
-    "101, 111 (SGLang 0.4.6.post1, Qwen3, H20, batch 1); the datasheet's 4.0 TB/s not reached "
-    "by that benchmark's 2025 software (SGLang of 2026: ~3.1 TB/s, bytedance-iaas/sglang#753)")
 
 #: Host time per running sequence per decode step that does not overlap the GPU: the
 #: scheduler's, sampler's and output processor's Python work for each sequence (vLLM V0's
@@ -501,6 +488,24 @@ HF_GENERATE_HOST_PER_EXPERT_S = _a(
     "fitted to ONE row: generation_published.csv row 127 (transformers 4.51.3, Qwen3-30B-A3B, "
     "H20, batch 1, 1-token prompt: 529 ms a token, 48 layers x 128 experts); rows 128-130 "
     "(same model and host, longer prompts) are held out (docs/generation.md)")
+
+#: GPU time of one Marlin MoE GEMM launch for an expert no token of the step routes to. SGLang
+#: 0.4.6 runs a weight-only quantised (GPTQ/AWQ, 4- or 8-bit) MoE layer through vLLM 0.7.2's
+#: fused_marlin_moe, whose marlin_gemm_moe launches one kernel per expert, ALL num_experts of
+#: them, with a grid of every SM, for each of the layer's two GEMMs (vllm-project/vllm
+#: csrc/moe/marlin_moe_ops.cu@00adeed583d0, marlin_mm_moe's `for expert_idx < num_experts`;
+#: SGLang's GPTQMarlinConfig.get_quant_method sends every FusedMoE layer there, its moe_wna16
+#: switch for >32 experts commented out "until SGLang syncs with vllm >= 0.7.3",
+#: sgl-project/sglang python/sglang/srt/layers/quantization/gptq.py@006d0961). An expert
+#: without tokens exits at once but its launch still costs this, serial on the stream (the
+#: CUDA graph replays launches, it does not remove them). vLLM 0.8+ (moe_wna16 marlin,
+#: vllm#14447) runs all experts in one launch: not this engine's constant.
+SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S = _a(
+    "sglang_marlin_moe_empty_launch_s", 2.5e-6, "s per empty expert per MoE GEMM",
+    "fitted to ONE row: generation_published.csv row 274 (SGLang 0.4.6.post1, Qwen3-30B-A3B "
+    "GPTQ-Int4, H20, batch 1, 1-token prompt: 32 ms a token, 48 layers x 2 GEMMs x 120 "
+    "empty experts); the other 11 GPTQ-Int4 MoE rows (longer prompts, Qwen3-235B-A22B on 4 "
+    "H20s) are held out (docs/generation.md)")
 
 #: Passes over the KV cache per decode step. vLLM's paged attention reads it once;
 #: transformers' DynamicCache concatenates (copies) it every step and flash-attn's unpadding

@@ -18,6 +18,12 @@ sequence) costs
   prompt tokens at once: compute-bound, but never faster than one read of the weights.
 - Continuous batching: the engine runs at most `max_num_seqs` sequences at once and the KV cache
   caps the batch; sequences beyond the cap wait for a free slot (with equal lengths: waves).
+- Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
+  bandwidth's width term at d / tp) and adds two all-reduces a layer.
+- Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
+  0.4.6's quantised MoE GEMM launches one kernel per expert, empty ones included
+  (`empty_expert_launches_s`); transformers' MoE loops over every expert in Python
+  (`expert_loop_s`).
 
 The constants are in estimate/assumptions.py (DECODE_*); the rows that set them and the accuracy
 on the rows that did not are in docs/generation.md.
@@ -124,24 +130,24 @@ def experts_touched(arch: ModelArch, tokens: float) -> float:
     return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
-def decode_bandwidth_efficiency(arch: ModelArch) -> float:
+def decode_bandwidth_efficiency(arch: ModelArch, tensor_parallel: int = 1) -> float:
     """Fraction of datasheet bandwidth a decode step's weight reads reach:
     BANDWIDTH_EFFICIENCY x d / (d + DECODE_BANDWIDTH_HALF_WIDTH) (narrow models launch too few
-    thread blocks per skinny GEMM to saturate HBM)."""
-    d = arch.hidden_size
+    thread blocks per skinny GEMM to saturate HBM), d the width of each GPU's share of the
+    layer: hidden_size / tensor_parallel (a tensor-parallel group splits every GEMM's columns
+    or rows, so each GPU runs GEMMs 1/tp as wide, with as many fewer thread blocks)."""
+    d = arch.hidden_size / tensor_parallel
     return A.BANDWIDTH_EFFICIENCY.value * d / (d + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
 
 
 def decode_bandwidth_gb_per_s(gpu: GpuSpec) -> tuple[float, str | None]:
-    """The bandwidth (GB/s) generation is costed at, before decode_bandwidth_efficiency, and the
-    assumption that set it (None: the GPU's datasheet figure): the catalog's h20 with its
-    datasheet 4.0 TB/s unchanged takes assumptions.H20_DECODE_BANDWIDTH_GB_PER_S, the figure
-    the H20's validation rows were fitted with (docs/generation.md)."""
-    from gpuhours.resolve import catalog_gpu
-
-    if gpu.name == "h20" and gpu.memory_bw_gb_per_s == catalog_gpu("h20").memory_bw_gb_per_s:
-        a = A.H20_DECODE_BANDWIDTH_GB_PER_S
-        return a.value, a.name
+    """The bandwidth (GB/s) generation is costed at, before decode_bandwidth_efficiency, and
+    where it comes from when it is not the datasheet's (None): the catalog's
+    `decode_bw_gb_per_s` of a part whose decode is known to fall short of its datasheet (the
+    h20: the figure its validation rows were fitted with, docs/generation.md), with its
+    `decode_bw_source`; a bandwidth the user gives replaces both (resolve_gpu)."""
+    if gpu.decode_bw_gb_per_s is not None:
+        return gpu.decode_bw_gb_per_s, gpu.decode_bw_source
     return gpu.memory_bw_gb_per_s, None
 
 
@@ -188,8 +194,9 @@ class GenerationEstimate:
     tail_s: float = 0.0
     #: where the host costs came from when a measurement set them (None: assumed)
     calibration: str | None = None
-    #: the assumption that replaced the GPU's datasheet bandwidth (None: the datasheet's)
-    bandwidth_assumption: str | None = None
+    #: where the decode bandwidth comes from when it is not the datasheet's (the catalog's
+    #: decode_bw_source; None: the datasheet's)
+    bandwidth_source: str | None = None
 
     @property
     def batch_time_s(self) -> float:
@@ -230,13 +237,14 @@ class GenerationEstimate:
                                       "state) x kv_bytes_per_element, per GPU"),
             "decode_bandwidth_efficiency": assumed(
                 self.decode_bandwidth_efficiency, "fraction of bandwidth_gb_per_s",
-                "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), assumptions.py"),
+                "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), d = hidden_size "
+                "/ tensor_parallel (each GPU's GEMM width), assumptions.py"),
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
-            if self.bandwidth_assumption is None else assumed(
+            if self.bandwidth_source is None else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
-                f"assumptions.{self.bandwidth_assumption}: the bandwidth the GPU's "
-                "validation rows were fitted with, not its datasheet figure"),
+                "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
+                + self.bandwidth_source),
             "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"),
             "allreduce_s_per_decode_step": formula(
                 self.allreduce_s_per_decode_step, "s",
@@ -319,6 +327,8 @@ class _Step:
     #: of weights_read_bytes, the routed experts' (per GPU): a step reads only the experts
     #: its tokens route to (experts_touched)
     routed_bytes: float = 0.0
+    #: weight-only 8/4-bit weights (GPTQ/AWQ: fewer than 2 bytes a weight, bf16 matmuls)
+    weight_only_quantised: bool = False
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -355,6 +365,10 @@ class _Step:
                     * self.host_scale)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         device += self.allreduce_s(tokens)
+        launches = self.empty_expert_launches_s(tokens)
+        if launches > device:
+            bound = "kernel launches (one per MoE expert, empty ones included)"
+        device += launches
         if t_launch > device:
             device, bound = t_launch, "host (kernel launches)"
         if self.host_s > device:
@@ -363,6 +377,19 @@ class _Step:
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
         return self.host_s + device + experts, bound
+
+    def empty_expert_launches_s(self, tokens: float) -> float:
+        """GPU time of the MoE GEMM launches for experts no token of the step routes to, in
+        engines whose quantised MoE GEMM launches one kernel per expert (SGLang 0.4.6 with
+        vLLM 0.7.2's Marlin MoE, _LAUNCHES_PER_EXPERT): moe_layers x 2 GEMMs x (E - experts
+        touched) x SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S; the experts with tokens are in the
+        bytes. 0 for dense models, 16-bit or fp8 weights and the other engines."""
+        if (self.engine not in _LAUNCHES_PER_EXPERT or not self.arch.is_moe
+                or not self.weight_only_quantised):
+            return 0.0
+        empty = self.arch.num_experts - experts_touched(self.arch, tokens)
+        return (self.arch.moe_layers * 2 * empty
+                * A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value)
 
     @property
     def expert_loop_s(self) -> float:
@@ -397,9 +424,20 @@ class _Step:
 #: Qwen3MoeSparseMoeBlock.forward, Mixtral's since 4.36): HF_GENERATE_HOST_PER_EXPERT_S each
 _LOOPS_EXPERTS = frozenset({"hf-generate"})
 
+#: Engines whose weight-only quantised MoE layers launch one GEMM kernel per expert, all of
+#: them (SGLang 0.4.6's GPTQ/AWQ Marlin MoE, vLLM 0.7.2's marlin_gemm_moe):
+#: SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S for each expert without tokens
+_LAUNCHES_PER_EXPERT = frozenset({"sglang"})
+
 #: Engines whose decode attention copies the KV cache once per query head of a group
 #: (transformers' `repeat_kv`, e.g. Qwen2FlashAttention2.forward of transformers 4.45-4.47)
 _REPEATS_KV = frozenset({"hf-generate"})
+
+
+def _weight_only_quantised(g: Generation) -> bool:
+    """8/4-bit weights under 16-bit matmuls (GPTQ, AWQ: dequantised in the GEMM), as against
+    16-bit weights or fp8 W8A8."""
+    return g.weight_bytes_per_param < 2.0 and g.matmul_precision != "fp8"
 
 
 def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
@@ -438,8 +476,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                                     f"fits on {gpu.name}; at most {cap} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
     full_waves, rest = divmod(batch, running)
-    e_bw = decode_bandwidth_efficiency(arch)
-    bandwidth_gb_per_s, bandwidth_assumption = decode_bandwidth_gb_per_s(gpu)
+    e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
+    bandwidth_gb_per_s, bandwidth_source = decode_bandwidth_gb_per_s(gpu)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
@@ -451,7 +489,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                      arch, g.weight_bytes_per_param) / tp,
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
                  host_scale=host_scale, state_bytes_per_sequence=state,
-                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp)
+                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
+                 weight_only_quantised=_weight_only_quantised(g))
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -492,7 +531,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         sequences_per_s=batch / total,
         output_tokens_per_s=batch * g.output_tokens / total,
         tail_s=tail_s,
-        bandwidth_assumption=bandwidth_assumption,
+        bandwidth_source=bandwidth_source,
     )
 
 
@@ -529,8 +568,11 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
     if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
-    if e.bandwidth_assumption is not None:
-        used.append(getattr(A, e.bandwidth_assumption.upper()))
+    if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe and _weight_only_quantised(g):
+        used.append(A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S)
+    if e.bandwidth_source is not None:
+        used.append(A.Assumption(f"{gpu.name}.decode_bw_gb_per_s", e.bandwidth_gb_per_s, "GB/s",
+                                 f"GPU catalog (gpus.yaml): {e.bandwidth_source}"))
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
