@@ -361,6 +361,7 @@ def test_yaml_unknown_field_is_rejected() -> None:
     ("  decode_bw_gb_per_s: 800\n", r"decode_bw_gb_per_s needs a decode_bw_source"),
     ("  decode_bw_gb_per_s: 1200\n  decode_bw_source: rows 1-3\n",
      r"decode_bw_gb_per_s \(1200\) is above memory_bw_gb_per_s \(1000\)"),
+    ("  decode_bw_source: rows 1-3\n", r"decode_bw_source is given without a decode_bw_gb_per_s"),
 ])
 def test_decode_bandwidth_needs_a_source_and_stays_below_the_datasheet(extra: str,
                                                                        error: str) -> None:
@@ -371,14 +372,28 @@ def test_decode_bandwidth_needs_a_source_and_stays_below_the_datasheet(extra: st
     assert (row.decode_bw_gb_per_s, row.decode_bw_source) == (800, "rows 1-3")
 
 
-def test_only_the_h20_has_a_decode_bandwidth_below_its_datasheet() -> None:
-    from gpuhours.resolve import resolve_gpu
+def test_the_h20s_decode_bandwidth_and_a_users_bandwidth_in_its_place() -> None:
+    from gpuhours.estimate.generation import estimate_generation
+    from gpuhours.resolve import USER_BANDWIDTH_SOURCE, resolve_gpu, resolve_model
+    from gpuhours.setup import Generation
 
-    assert [g.name for g in catalog.gpus() if g.decode_bw_gb_per_s is not None] == ["h20"]
-    # a bandwidth the user gives replaces the catalog's decode figure too
+    h20 = catalog.gpu("h20")
+    assert (h20.decode_bw_gb_per_s, h20.memory_bw_gb_per_s) == (1900.0, 4000.0)
+    assert "65, 73, 81, 91, 101, 111" in h20.decode_bw_source
+    # a bandwidth the user gives replaces the catalog's decode figure, labelled an input
     mine = resolve_gpu("h20", bandwidth_gb_per_s=3100.0)
     assert (mine.memory_bw_gb_per_s, mine.decode_bw_gb_per_s, mine.decode_bw_source) == (
-        3100.0, None, "")
+        3100.0, 3100.0, USER_BANDWIDTH_SOURCE)
+    g = Generation(arch=resolve_model("qwen3-8b")[0], prompt_tokens=1, output_tokens=256,
+                   batch=1, engine="sglang")
+    fig = estimate_generation(g, mine).figures()["bandwidth_gb_per_s"]
+    assert (fig.value, fig.basis) == (3100.0, "input")
+    fig = estimate_generation(g, h20).figures()["bandwidth_gb_per_s"]
+    assert (fig.value, fig.basis) == (1900.0, "assumed")
+    # a GPU of the user's own figures: its bandwidth is an input too
+    own = resolve_gpu(None, peak_tflops=300.0, memory_gb=80.0, bandwidth_gb_per_s=2000.0)
+    fig = estimate_generation(g, own).figures()["bandwidth_gb_per_s"]
+    assert (fig.value, fig.basis) == (2000.0, "input")
 
 
 def test_yaml_syntax_error_names_the_line() -> None:

@@ -628,6 +628,10 @@ def generation(
         help="bf16, or fp8 (W8A8: GEMMs at the fp8 rate, 1-byte weights).")
                                 ] = GENERATION.matmul_precision,
     params: ParamsOpt = None,
+    bandwidth_gb_per_s: Annotated[float | None, typer.Option(
+        help="Memory bandwidth decode runs at, GB/s: replaces the catalog's datasheet figure "
+             "and any achieved decode figure it holds (e.g. the h20's 1.9 TB/s, fitted on "
+             "SGLang 0.4.6).")] = None,
     usd_per_gpu_hour: UsdOpt = None,
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
@@ -640,7 +644,10 @@ def generation(
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
-    hw = Hardware(gpu=resolve_gpu(gpu))
+    if bandwidth_gb_per_s is not None and not bandwidth_gb_per_s > 0:
+        raise FieldError("bandwidth_gb_per_s",
+                         f"expected a positive number of GB/s, got {bandwidth_gb_per_s!r}.")
+    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,

@@ -256,6 +256,10 @@ def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:
         raise
 
 
+#: decode_bw_source of a bandwidth the user gave (the figure is an input, not the catalog's)
+USER_BANDWIDTH_SOURCE = "given by the user (--bandwidth-gb-per-s)"
+
+
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                 memory_gb: float | None = None,
                 bandwidth_gb_per_s: float | None = None) -> GpuSpec:
@@ -281,8 +285,8 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
         if bandwidth_gb_per_s is not None:
             # a bandwidth the user gives is the one decode runs at, not the catalog's fitted one
             update["memory_bw_gb_per_s"] = bandwidth_gb_per_s
-            update["decode_bw_gb_per_s"] = None
-            update["decode_bw_source"] = ""
+            update["decode_bw_gb_per_s"] = bandwidth_gb_per_s
+            update["decode_bw_source"] = USER_BANDWIDTH_SOURCE
         if peak_tflops is not None:
             update["dense_tflops"] = DenseTflops(fp32=spec.dense_tflops.fp32, tf32=None,
                                                  fp16=peak_tflops, bf16=peak_tflops)
@@ -296,6 +300,7 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
         vendor="NVIDIA", generation="ampere", memory_gb=memory_gb,
         memory_bw_gb_per_s=bandwidth_gb_per_s,
         dense_tflops=DenseTflops(fp32=peak_tflops / 16, fp16=peak_tflops, bf16=peak_tflops),
+        decode_bw_gb_per_s=bandwidth_gb_per_s, decode_bw_source=USER_BANDWIDTH_SOURCE,
         interconnect="none", source="given on the command line", as_of=date.today(),
         notes="efficiency defaults of the Ampere generation are applied",
     )

@@ -157,6 +157,11 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
 #: tokens, over its whole predicted run). Counted apart from the held-out tally.
 DEPENDENT = {row: "shares tuned row 127's fitted expert loop (82-92% of its predicted time)"
              for row in ("128", "129", "130")}
+#: rows 276, 278, 280, 282 and 284 are tuned row 274's model (Qwen3-30B-A3B GPTQ-Int4), host,
+#: engine and batch 1 with longer prompts: the empty-expert launch cost fitted on row 274 is
+#: 36-88% of each one's predicted time. Counted apart, like 128-130 (a reviewer's read).
+DEPENDENT.update({row: "shares tuned row 274's fitted empty-expert launches (36-88% of its "
+                       "predicted time)" for row in ("276", "278", "280", "282", "284")})
 
 
 @dataclass(frozen=True)

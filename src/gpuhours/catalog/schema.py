@@ -96,6 +96,9 @@ class GpuSpec(_Strict):
 
     @model_validator(mode="after")
     def _decode_bw_sourced(self) -> GpuSpec:
+        if self.decode_bw_source and self.decode_bw_gb_per_s is None:
+            raise ValueError(f"{self.name}: decode_bw_source is given without a "
+                             "decode_bw_gb_per_s for it to describe")
         if self.decode_bw_gb_per_s is not None:
             if not self.decode_bw_source:
                 raise ValueError(f"{self.name}: decode_bw_gb_per_s needs a decode_bw_source "

@@ -494,9 +494,13 @@ HF_GENERATE_HOST_PER_EXPERT_S = _a(
 #: fused_marlin_moe, whose marlin_gemm_moe launches one kernel per expert, ALL num_experts of
 #: them, with a grid of every SM, for each of the layer's two GEMMs (vllm-project/vllm
 #: csrc/moe/marlin_moe_ops.cu@00adeed583d0, marlin_mm_moe's `for expert_idx < num_experts`;
-#: SGLang's GPTQMarlinConfig.get_quant_method sends every FusedMoE layer there, its moe_wna16
-#: switch for >32 experts commented out "until SGLang syncs with vllm >= 0.7.3",
-#: sgl-project/sglang python/sglang/srt/layers/quantization/gptq.py@006d0961). An expert
+#: SGLang 0.4.x's quantization/__init__.py patches vLLM's GPTQ/AWQ configs so that every
+#: FusedMoE layer gets vLLM's GPTQMarlinMoEMethod / AWQMoEMethod (gptq_get_quant_method, a
+#: reviewer's read of sgl-project/sglang at 0.4.x; the Qwen3 benchmark page names vLLM 0.7.2
+#: beside SGLang 0.4.6.post1). A later gptq.py (@006d0961, which calls sgl_kernel's own
+#: fused_marlin_moe) still comments out the moe_wna16 switch for >32 experts "until SGLang
+#: syncs with vllm >= 0.7.3"). The constant belongs to that pairing, not to today's SGLang,
+#: whose kernel may launch once: the estimate names the versions. An expert
 #: without tokens exits at once but its launch still costs this, serial on the stream (the
 #: CUDA graph replays launches, it does not remove them). vLLM 0.8+ (moe_wna16 marlin,
 #: vllm#14447) runs all experts in one launch: not this engine's constant.
@@ -505,7 +509,8 @@ SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S = _a(
     "fitted to ONE row: generation_published.csv row 274 (SGLang 0.4.6.post1, Qwen3-30B-A3B "
     "GPTQ-Int4, H20, batch 1, 1-token prompt: 32 ms a token, 48 layers x 2 GEMMs x 120 "
     "empty experts); the other 11 GPTQ-Int4 MoE rows (longer prompts, Qwen3-235B-A22B on 4 "
-    "H20s) are held out (docs/generation.md)")
+    "H20s) are held out, rows 276-284 (even: row 274's model with longer prompts) counted "
+    "apart (docs/generation.md); SGLang 0.4.6 with vLLM 0.7.2's Marlin MoE only")
 
 #: Passes over the KV cache per decode step. vLLM's paged attention reads it once;
 #: transformers' DynamicCache concatenates (copies) it every step and flash-attn's unpadding

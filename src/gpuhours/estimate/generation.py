@@ -241,7 +241,9 @@ class GenerationEstimate:
                 "/ tensor_parallel (each GPU's GEMM width), assumptions.py"),
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
-            if self.bandwidth_source is None else assumed(
+            if self.bandwidth_source is None else given(
+                self.bandwidth_gb_per_s, "GB/s", f"input: {self.bandwidth_source}")
+            if self.bandwidth_source.startswith("given by the user") else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
                 "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
                 + self.bandwidth_source),
@@ -594,8 +596,13 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             sequences, "sequences", "input: sequences").model_dump(mode="json"),
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
-        "basis": "formula: engine step = host step + max(eager launches, weight and KV bytes / "
-                 f"bandwidth, FLOPs / peak) (estimate/generation.py), constants for {g.engine} "
+        "basis": "formula: engine step = host step + max(eager launches, max(weight and KV "
+                 "bytes / bandwidth, FLOPs / peak)"
+                 + (" + the TP all-reduces" if g.tensor_parallel > 1 else "")
+                 + (" + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's "
+                    "kernels" if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe
+                    and _weight_only_quantised(g) else "")
+                 + f") (estimate/generation.py), constants for {g.engine} "
                  "fitted to the tune rows of the generation validation data (docs/generation.md)"
                  + (f"; host costs {e.calibration}" if e.calibration else ""),
         "calibration": e.calibration,

@@ -560,7 +560,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
                            tensor_parallel=tp, weight_bytes_per_param=(
-                               1.0 if phase.rollout_precision == "fp8" else 2.0))
+                               1.0 if phase.rollout_precision == "fp8" else 2.0),
+                           # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs
+                           matmul_precision=("fp8" if phase.rollout_precision == "fp8"
+                                             else "bf16"))
     except InputError as err:
         raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'", err.message
                          ) from None
