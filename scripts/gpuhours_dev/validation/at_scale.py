@@ -69,6 +69,9 @@ class PlainRun:
     #: checkpoints) or a throughput rate (steps only); the source's wording, per row
     includes_downtime: bool = True
     includes_downtime_basis: str = ""
+    #: whether the published GPU hours were read in the source named (pretraining_plain.csv
+    #: gpu_hours_verified); False: a transcription nobody could confirm (counted apart)
+    verified: bool = True
 
 
 #: the run whose own interruption log sets the default rate (goodput.INTERRUPTIONS_PER_GPU_HOUR:
@@ -115,7 +118,8 @@ def plain_runs() -> list[PlainRun]:
                             LLAMA2_PLAIN_GPUS, GPU_COUNT_RULE, 4096, "bf16-mixed", 25.0,
                             float(r["gpu_hours"]), r["source"], moe=False,
                             includes_downtime=True,
-                            includes_downtime_basis=LLAMA2_DOWNTIME_BASIS))
+                            includes_downtime_basis=LLAMA2_DOWNTIME_BASIS,
+                            verified=SECONDARY not in r["source"]))
     for r in _rows("pretraining_plain.csv"):
         arch, basis = _plain_arch(r["config"])
         stated = bool(r["gpu_count"])
@@ -126,8 +130,30 @@ def plain_runs() -> list[PlainRun]:
             cast(Precision, r["precision"]), float(r["network_gb_per_s_per_gpu"]),
             float(r["gpu_hours"]),
             r["source"], moe=arch.is_moe, includes_downtime=_yes_no(r, "includes_downtime"),
-            includes_downtime_basis=r["includes_downtime_basis"]))
+            includes_downtime_basis=r["includes_downtime_basis"],
+            verified=_verified(r)))
     return out
+
+
+#: the wording of pretraining_gpu_hours.csv for a value read only in secondary transcriptions
+#: (Llama 2 34B: the paper's table 2 as others quote it)
+SECONDARY = "secondary transcriptions"
+
+
+def _verified(row: dict[str, str]) -> bool:
+    """pretraining_plain.csv gpu_hours_verified: "yes: ..." or "no: why"."""
+    value = row["gpu_hours_verified"].split(":")[0]
+    if value not in ("yes", "no"):
+        raise ValueError(f"pretraining_plain.csv, {row['model']}: gpu_hours_verified should "
+                         f"start with yes or no, not {row['gpu_hours_verified']!r}")
+    return value == "yes"
+
+
+@lru_cache(maxsize=1)
+def unverified_labels() -> frozenset[str]:
+    """The plain-question runs whose published GPU hours no session could read in the source
+    (shown and counted, and counted apart: plain_summary's "verified")."""
+    return frozenset(r.label for r in plain_runs() if not r.verified)
 
 
 def _yes_no(row: dict[str, str], field: str) -> bool:
@@ -340,13 +366,16 @@ NOT_A_CHECK = {
 
 
 def plain_summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
-    """(rows within PLAIN_TOLERANCE, rows) of the plain-question rows: "all", "dense", "MoE";
-    the rows of NOT_A_CHECK are left out."""
+    """(rows within PLAIN_TOLERANCE, rows) of the plain-question rows: "all", "dense", "MoE",
+    and "verified" (those whose published GPU hours were read in their source, not
+    unverified_labels); the rows of NOT_A_CHECK are left out."""
     rows = [c for c in comparisons if c.kind == PLAIN_KIND and c.error is not None
             and c.label not in NOT_A_CHECK]
     out = {}
+    unverified = unverified_labels()
     for name, sel in (("all", rows), ("dense", [c for c in rows if c.group == "dense"]),
-                      ("MoE", [c for c in rows if c.group == "MoE"])):
+                      ("MoE", [c for c in rows if c.group == "MoE"]),
+                      ("verified", [c for c in rows if c.label not in unverified])):
         out[name] = (sum(abs(c.error) <= PLAIN_TOLERANCE for c in sel if c.error is not None),
                      len(sel))
     return out
@@ -440,7 +469,10 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
     lines = [f"### {PLAIN_TITLE}", "",
              f"**{ok} of {n} within {100 * PLAIN_TOLERANCE:.0f}% ({100 * ok / n:.0f}%; goal "
              f"{100 * PLAIN_GOAL_SHARE:.0f}%: {goal})**: dense {counts['dense'][0]} of "
-             f"{counts['dense'][1]}, MoE {counts['MoE'][0]} of {counts['MoE'][1]}. Each run is "
+             f"{counts['dense'][1]}, MoE {counts['MoE'][0]} of {counts['MoE'][1]}; of the runs "
+             f"whose published GPU hours were read in their source, {counts['verified'][0]} of "
+             f"{counts['verified'][1]} (the rest, marked unverified, are transcriptions no "
+             "session could confirm: data/pretraining_plain.csv gpu_hours_verified). Each run is "
              "asked as `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (and "
              "`--precision fp8-mixed` where the source states fp8), with the network per GPU "
              "its source states (25 GB/s, the default, for the LLaMA, Llama 2, MPT, TinyLlama "
@@ -468,7 +500,8 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
     for c in rows:
         assert c.error is not None and c.implied_mfu is not None
         miss = ("" if abs(c.error) <= PLAIN_TOLERANCE else " **(miss)**") + (
-            " (not counted)" if c.label in NOT_A_CHECK else "")
+            " (not counted)" if c.label in NOT_A_CHECK else "") + (
+            " (unverified)" if c.label in unverified_labels() else "")
         est = c.implied_mfu * c.measured / c.predicted if c.predicted else 0.0
         lines.append(f"| {c.label} ({c.group}) | {c.setup} | {c.measured:,.0f} | "
                      f"{c.predicted:,.0f} | {100 * c.error:+.1f}%{miss} | "

@@ -332,11 +332,86 @@ def expert_all_to_all_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
         * (ep - 1) / ep
 
 
-def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float) -> float:
+def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
+                             zero_stage: int = 0, micro_batches: int = 1) -> float:
     """Bytes one GPU sends to reduce its gradients over `ranks` data-parallel ranks per optimizer
-    step: an all-reduce, 2 (n - 1)/n of the buffer (ZeRO-1/2's reduce-scatter + all-gather of
-    the updated weights move the same)."""
-    return 2 * (ranks - 1) / ranks * params * grad_bytes if ranks > 1 else 0.0
+    step. DDP and ZeRO-1: one all-reduce per step, 2 (n - 1)/n of the buffer (ZeRO-1's
+    reduce-scatter + all-gather of the updated weights move the same); gradients accumulate
+    unreduced over the micro-batches (torch DDP no_sync; DeepSpeed ZeRO-1 reduces only at the
+    accumulation boundary). ZeRO-2 keeps only its 1/n of the gradients, so every micro-batch's
+    gradients are reduce-scattered as its backward produces them, (n - 1)/n each, and the
+    updated weights all-gathered once per step: (m + 1) (n - 1)/n of the buffer.
+    DeepSpeed@38327e07 deepspeed/runtime/zero/stage_1_and_2.py,
+    reduce_ready_partitions_and_remove_grads: `if self.partition_gradients or
+    self.is_gradient_accumulation_boundary` (partition_gradients: stage 2)."""
+    if ranks <= 1:
+        return 0.0
+    ring = (ranks - 1) / ranks
+    if zero_stage == 2:
+        return (micro_batches + 1) * ring * params * grad_bytes
+    return 2 * ring * params * grad_bytes
+
+
+def data_parallel_ranks_per_node(gpus_per_node: int, tp: int, cp: int, dp: int) -> int:
+    """GPUs of one data-parallel group inside one node, in Megatron-LM's rank order (tensor
+    innermost, then context, then data): a node of g GPUs holds g / (tp cp) of the group's
+    ranks (at least 1, at most dp)."""
+    return max(1, min(dp, gpus_per_node // max(tp * cp, 1)))
+
+
+def data_parallel_network_bytes_per_s(nic_bytes_per_s: float, ranks_per_node: int,
+                                      within_node_bytes_per_s: float) -> float:
+    """Per-rank bandwidth of a data-parallel ring (or hierarchical) all-reduce, reduce-scatter
+    or all-gather whose ranks span nodes, in the per-rank volume 2 (n - 1)/n S of a ring: the
+    node's traffic leaves through the NICs of all its `ranks_per_node` GPUs at once. NCCL runs
+    one ring per channel, each crossing a node boundary through a different NIC, so a node sends
+    2 (n - 1)/n S in all over g NICs: time = 2 (n - 1)/n S / (g x NIC); hierarchical (reduce
+    inside the node, exchange S/g per GPU across nodes) sends 2 (N - 1)/N S per node, the same
+    for many nodes. Bounded by the GPU's own link inside the node, which carries the same
+    per-rank volume. Measured: nccl-tests all_reduce_perf on 2 x 8 H100 (GCP A3 Mega, 8 x 200
+    Gb/s GPU NICs per node, 25 GB/s per GPU), 8 GiB: busbw 339 GB/s, algbw 181 GB/s
+    (lessizzmore/create-a3mega-ztan-fork@02dd8f45 ztan-NCCL-test-result): 13.6x one NIC's
+    25 GB/s, where a per-GPU link would allow 25 x 0.75."""
+    return min(ranks_per_node * nic_bytes_per_s, within_node_bytes_per_s)
+
+
+#: NCCL's latency model of a ring collective (Simple protocol, the one large buffers take),
+#: NVIDIA/nccl@5067397c src/graph/tuning.cc ncclTopoTuneModel: a base latency, then per ring
+#: step the hardware latency of the hop, the network's for the steps that cross a node boundary
+#: (ncclTunerConstantsDefaults: baseLatencies Ring Simple 8.4 us; hwLatencies Ring Simple:
+#: NVLINK 3.4 us, PCI 5.7 us, NET 14 us). The network's extra latency (graphs latencyInter) and
+#: the proxy overhead NCCL adds are left out: a lower bound.
+RING_BASE_LATENCY_S = 8.4e-6
+RING_NVLINK_STEP_LATENCY_S = 3.4e-6
+RING_PCIE_STEP_LATENCY_S = 5.7e-6
+RING_NET_STEP_LATENCY_S = 14.0e-6
+
+
+def ring_latency_s(ranks: int, nodes: int,
+                   intra_step_s: float = RING_NVLINK_STEP_LATENCY_S) -> float:
+    """Latency of one ring all-gather or reduce-scatter over `ranks` GPUs in `nodes` nodes:
+    n - 1 steps, N - 1 of them across the network (NCCL's nInterSteps), the rest inside a node
+    at `intra_step_s` (NVLink's or PCIe's; constants above). What a sharded data-parallel layer
+    pays per collective however small its buffer: at 2,048 ranks in 256 nodes,
+    1,792 x 3.4 + 255 x 14 + 8.4 us = 9.7 ms."""
+    if ranks <= 1:
+        return 0.0
+    inter = max(nodes - 1, 0)
+    return (RING_BASE_LATENCY_S + (ranks - 1 - inter) * intra_step_s
+            + inter * RING_NET_STEP_LATENCY_S)
+
+
+def data_parallel_hideable_s(compute_s: float, backward_share: float, zero_stage: int,
+                             micro_batches: int) -> float:
+    """Seconds of a step's compute the data-parallel gradient traffic can run beside: the
+    backward pass that produces the gradients. DDP and ZeRO-1 reduce once, during the last
+    micro-batch's backward (the buckets fire as its gradients are ready; torch DDP no_sync and
+    Megatron-Core's overlap_grad_reduce hold the reduction until then), 1/m of the step's
+    backward; ZeRO-2 reduce-scatters during every micro-batch's backward (data_parallel_grad_
+    bytes). `compute_s`: the step's compute (all m micro-batches); `backward_share`: the
+    backward pass's share of it."""
+    backward_s = compute_s * backward_share
+    return backward_s if zero_stage == 2 else backward_s / max(micro_batches, 1)
 
 
 # --- overlap of model-parallel traffic with compute (setup choices) ---------------------------
