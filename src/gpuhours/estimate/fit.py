@@ -408,7 +408,8 @@ def _goodput(t: Training, hw: Hardware, best: Candidate | None) -> tuple[float |
     whose = ("the Llama 3 paper's 16K-H100 run, assumed" if default else "given")
     return d.goodput, (
         f"estimate/goodput.py: {rate:.3g} interruptions per GPU-hour ({whose}) on "
-        f"{hw.num_gpus:,} GPUs, one every {d.mtbf_s / 3600:,.1f} h; each a "
+        f"{hw.num_gpus:,} GPU{'s' if hw.num_gpus > 1 else ''}, one every "
+        f"{d.mtbf_s / 3600:,.1f} h; each a "
         f"{G.RESTART_S.value / 60:g}-min restart (assumed) and half the "
         f"{d.checkpoint_interval_s / 60:,.0f}-min Young checkpoint interval, plus the "
         f"checkpoint writes ({d.checkpoint_write_s:,.0f} s each)")
