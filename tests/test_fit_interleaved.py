@@ -30,7 +30,9 @@ def test_the_virtual_stages_megatron_allows(llama70):
 
 def test_the_chooser_interleaves_a_pipeline_when_it_is_faster(llama70):
     # 256 sequences a step on 64 GPUs: 64 micro-batches of a 4-stage pipeline leave a bubble
-    # worth interleaving (at 1,024 the plain 1F1B bubble, 3/256 of the step, is not)
+    # worth interleaving (at 1,024, 256 micro-batches, the plain 1F1B bubble is 3/259 of the
+    # step and ZeRO-1 without interleaving is fastest since ZeRO-2 reduce-scatters every
+    # micro-batch, issue 16)
     hw = Hardware(gpu=catalog.gpu("a100-80gb"), num_gpus=64)
     best = fit(llama70, hw, effective_batch=256, search_layouts=True).fastest
     assert best is not None and best.pp > 1

@@ -24,18 +24,10 @@ def test_throughput_within_20_percent_for_90_percent_of_rows(comparisons):
 
 
 def test_llama2_gpu_hours_within_25_percent(comparisons):
-    rows = {c.label: c for c in comparisons if c.kind == "gpu_hours"}
-    assert set(rows) >= {"Llama 2 7B", "Llama 2 13B", "Llama 2 70B"}
-    # the 7B and the (unreleased, transcribed) 34B miss, both faster than published, since plain
-    # data parallelism over 64 nodes is costed on all 8 NICs of a node (issue 16,
-    # docs/parallelism.md "Data-parallel traffic at scale"): the per-GPU NIC cost had been
-    # adding 20-30% of exposed all-reduce that matched Meta's totals by coincidence
-    for label, c in rows.items():
-        assert c.error is not None
-        if label in ("Llama 2 7B", "Llama 2 34B"):
-            assert c.error < 0, c
-        else:
-            assert abs(c.error) <= TOLERANCE["gpu_hours"], c
+    rows = [c for c in comparisons if c.kind == "gpu_hours"]
+    assert {c.label for c in rows} >= {"Llama 2 7B", "Llama 2 13B", "Llama 2 70B"}
+    for c in rows:
+        assert c.error is not None and abs(c.error) <= TOLERANCE["gpu_hours"], c
 
 
 def test_peak_memory_within_15_percent(comparisons):
@@ -58,9 +50,8 @@ def test_llama2_7b_gpu_hours_by_hand():
     assert c.predicted is not None
     six_nt = 6 * 6.738e9 * 2e12  # FLOPs of the matmuls, attention left out
     mfu_6nt = six_nt / (c.predicted * 3600 * 312e12)
-    # attention at 4k adds ~8% to 6N and the estimator's MFU sits near 50-60% on A100 (57% since
-    # the gradient all-reduce across 64 nodes is costed on all a node's NICs and hides, issue 16)
-    assert 0.40 < mfu_6nt < 0.60
+    # attention at 4k adds ~8% to 6N and the estimator's MFU sits near 50% on A100
+    assert 0.40 < mfu_6nt < 0.55
     # Meta's own figure, 184,320 GPU hours, is 6NT at 39% MFU
     assert six_nt / (184_320 * 3600 * 312e12) == pytest.approx(0.39, abs=0.01)
 

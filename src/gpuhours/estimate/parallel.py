@@ -352,29 +352,6 @@ def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
     return 2 * ring * params * grad_bytes
 
 
-def data_parallel_ranks_per_node(gpus_per_node: int, tp: int, cp: int, dp: int) -> int:
-    """GPUs of one data-parallel group inside one node, in Megatron-LM's rank order (tensor
-    innermost, then context, then data): a node of g GPUs holds g / (tp cp) of the group's
-    ranks (at least 1, at most dp)."""
-    return max(1, min(dp, gpus_per_node // max(tp * cp, 1)))
-
-
-def data_parallel_network_bytes_per_s(nic_bytes_per_s: float, ranks_per_node: int,
-                                      within_node_bytes_per_s: float) -> float:
-    """Per-rank bandwidth of a data-parallel ring (or hierarchical) all-reduce, reduce-scatter
-    or all-gather whose ranks span nodes, in the per-rank volume 2 (n - 1)/n S of a ring: the
-    node's traffic leaves through the NICs of all its `ranks_per_node` GPUs at once. NCCL runs
-    one ring per channel, each crossing a node boundary through a different NIC, so a node sends
-    2 (n - 1)/n S in all over g NICs: time = 2 (n - 1)/n S / (g x NIC); hierarchical (reduce
-    inside the node, exchange S/g per GPU across nodes) sends 2 (N - 1)/N S per node, the same
-    for many nodes. Bounded by the GPU's own link inside the node, which carries the same
-    per-rank volume. Measured: nccl-tests all_reduce_perf on 2 x 8 H100 (GCP A3 Mega, 8 x 200
-    Gb/s GPU NICs per node, 25 GB/s per GPU), 8 GiB: busbw 339 GB/s, algbw 181 GB/s
-    (lessizzmore/create-a3mega-ztan-fork@02dd8f45 ztan-NCCL-test-result): 13.6x one NIC's
-    25 GB/s, where a per-GPU link would allow 25 x 0.75."""
-    return min(ranks_per_node * nic_bytes_per_s, within_node_bytes_per_s)
-
-
 #: NCCL's latency model of a ring collective (Simple protocol, the one large buffers take),
 #: NVIDIA/nccl@5067397c src/graph/tuning.cc ncclTopoTuneModel: a base latency, then per ring
 #: step the hardware latency of the hop, the network's for the steps that cross a node boundary
@@ -399,19 +376,6 @@ def ring_latency_s(ranks: int, nodes: int,
     inter = max(nodes - 1, 0)
     return (RING_BASE_LATENCY_S + (ranks - 1 - inter) * intra_step_s
             + inter * RING_NET_STEP_LATENCY_S)
-
-
-def data_parallel_hideable_s(compute_s: float, backward_share: float, zero_stage: int,
-                             micro_batches: int) -> float:
-    """Seconds of a step's compute the data-parallel gradient traffic can run beside: the
-    backward pass that produces the gradients. DDP and ZeRO-1 reduce once, during the last
-    micro-batch's backward (the buckets fire as its gradients are ready; torch DDP no_sync and
-    Megatron-Core's overlap_grad_reduce hold the reduction until then), 1/m of the step's
-    backward; ZeRO-2 reduce-scatters during every micro-batch's backward (data_parallel_grad_
-    bytes). `compute_s`: the step's compute (all m micro-batches); `backward_share`: the
-    backward pass's share of it."""
-    backward_s = compute_s * backward_share
-    return backward_s if zero_stage == 2 else backward_s / max(micro_batches, 1)
 
 
 # --- overlap of model-parallel traffic with compute (setup choices) ---------------------------

@@ -465,16 +465,14 @@ def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params
     the GPU's trainable parameters where fewer than its parameters (LoRA: only the adapters'
     gradients move; ZeRO-3 still gathers every weight)."""
     trained = local_params if trained is None else trained
-    bw, link = _data_parallel_link(hw, lay.tp, lay.cp, lay.dp)
+    bw, link = group_link_bytes_per_s(hw, lay.tp * lay.cp * lay.dp)
     bw *= A.COLLECTIVE_EFFICIENCY.value
     half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
     grad_bytes = 2.0 if half else 4.0
     if t.zero_stage < 3:
         seconds = (P.data_parallel_grad_bytes(trained, grad_bytes, shards, t.zero_stage,
                                               t.grad_accum) / bw if shards > 1 else 0.0)
-        window = P.data_parallel_hideable_s(compute_s, 1 - fwd_share, t.zero_stage,
-                                            t.grad_accum)
-        exposed = seconds - min(seconds * A.COMM_OVERLAP.value, window)
+        exposed = seconds - min(seconds * A.COMM_OVERLAP.value, compute_s)
     else:
         ring = (shards - 1) / shards
         # one all-gather and one reduce-scatter per layer and pass, each paying the ring's
@@ -499,19 +497,6 @@ def _ring_step_s(hw: Hardware) -> float:
 def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
     """Nodes a group of ranks spread over `span_gpus` consecutive GPUs touches."""
     return max(1, min(hw.num_nodes, -(-span_gpus // hw.gpus_per_node)))
-
-
-def _data_parallel_link(hw: Hardware, tp: int, cp: int, dp: int) -> tuple[float, str]:
-    """Per-rank one-way bandwidth of the data-parallel collectives of a group of dp ranks
-    (tp x cp x dp consecutive GPUs): the GPU's own link inside one node; across nodes, the
-    NICs of the group's GPUs in each node together (parallel.data_parallel_network_bytes_per_s)."""
-    if tp * cp * dp <= hw.gpus_per_node or hw.num_gpus <= hw.gpus_per_node:
-        return _within_node_link(hw.gpu)
-    g = P.data_parallel_ranks_per_node(hw.gpus_per_node, tp, cp, dp)
-    inside, _ = _within_node_link(hw.gpu)
-    bw = P.data_parallel_network_bytes_per_s(hw.inter_node_gb_per_s_one_way * 1e9, g, inside)
-    return bw, ("inter-node network" if g == 1 else
-                f"inter-node network ({g} GPUs' NICs per node)")
 
 
 def host_s_per_op(hw: Hardware) -> float:
@@ -590,8 +575,7 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     Ring collectives move (N-1)/N of the buffer per GPU for an all-gather or a reduce-scatter,
     twice that for an all-reduce. DDP and ZeRO-1 reduce the gradients once per optimizer step
     (no_sync during accumulation), ZeRO-2 every micro-batch (parallel.data_parallel_grad_bytes),
-    hidden up to assumptions.COMM_OVERLAP behind the backward that produces them
-    (parallel.data_parallel_hideable_s); ZeRO-3/FSDP
+    hidden up to assumptions.COMM_OVERLAP; ZeRO-3/FSDP
     gathers the weights in forward and again in backward and reduce-scatters gradients in every
     micro-batch, each layer's beside one layer's compute (parallel.fsdp_exposed_s; `fwd_share`
     of `compute_s` is the forward pass's).
@@ -599,7 +583,7 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     n = hw.num_gpus
     if n == 1:
         return 0.0, 0.0, "none"
-    bw, link = _data_parallel_link(hw, 1, 1, n)
+    bw, link = link_bandwidth_bytes_per_s(hw)
     bw *= A.COLLECTIVE_EFFICIENCY.value
     ring = (n - 1) / n
     grad_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
@@ -622,7 +606,5 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
                                    arch.num_layers)
         return t.grad_accum * (2 * gather_s + scatter_s), exposed, link
     comm_s = volume / bw
-    # hidden behind the backward that produces the gradients (parallel.data_parallel_hideable_s)
-    hidden = min(comm_s * A.COMM_OVERLAP.value, P.data_parallel_hideable_s(
-        compute_s, 1 - fwd_share, t.zero_stage, t.grad_accum))
+    hidden = min(comm_s * A.COMM_OVERLAP.value, compute_s)
     return comm_s, comm_s - hidden, link
