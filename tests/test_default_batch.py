@@ -146,7 +146,8 @@ def test_the_runs_are_mapped_as_their_sources_state():
     # 4 Llama 2 + Llama 3.1 8B/70B/405B + Llama 4 x 2 + DeepSeek-V3 + BLOOM + 4 LLaMA
     # + DeepSeek-V2 and DeepSeek LLM 67B (per trillion tokens) + Llama 3 8B/70B, Llama 3.2
     # 1B/3B, MPT-7B, MPT-1.3B, TinyLlama + the eight Pythia sizes + Falcon-7B/40B/180B
-    assert len(runs) == 35
+    # + OPT-175B
+    assert len(runs) == 36
     # Pythia: the paper's table of GPU counts, A100-40GB, fp16, 299,892,736,000 tokens
     assert [runs[f"Pythia {s}"].num_gpus for s in ("70M", "160M", "410M", "1B", "1.4B", "2.8B",
                                                    "6.9B", "12B")] == [32] * 3 + [64] * 3 + [128, 256]
@@ -204,7 +205,9 @@ def _row(label: str, error: float, group: str = "dense") -> Comparison:
 def test_the_goal_counts_are_computed_from_the_rows():
     rows = [_row("a", 0.10), _row("b", -0.24), _row("c", 0.30, "MoE"), _row("d", 0.0, "MoE"),
             _row("e", -0.05)]
-    assert plain_summary(rows) == {"all": (4, 5), "dense": (3, 3), "MoE": (1, 2)}
+    # none of these labels is a run whose hours are unverified: "verified" counts them all
+    assert plain_summary(rows) == {"all": (4, 5), "dense": (3, 3), "MoE": (1, 2),
+                                   "verified": (4, 5)}
     assert summary(rows)[PLAIN_KIND] == (4, 5)
     text = "\n".join(render_plain(rows))
     assert "**4 of 5 within 25% (80%; goal 80%: met)**: dense 3 of 3, MoE 1 of 2" in text
@@ -252,7 +255,8 @@ def test_rows_that_are_not_a_check_are_shown_and_not_counted():
     label = next(iter(NOT_A_CHECK))
     rows = [row("a", 0.1), row("b", -0.4), row(label, 0.1)]
     # the coincidental hit counts neither as a hit nor as a row
-    assert plain_summary(rows) == {"all": (1, 2), "dense": (1, 2), "MoE": (0, 0)}
+    assert plain_summary(rows) == {"all": (1, 2), "dense": (1, 2), "MoE": (0, 0),
+                                   "verified": (1, 2)}
     assert summary(rows)[PLAIN_KIND] == (1, 2)
     text = "\n".join(render_plain(rows))
     assert "**1 of 2 within 25%" in text and f"| {label} (dense) |" in text
@@ -283,3 +287,28 @@ def test_pythia_gpu_counts_are_the_configs_and_fill_the_batch():
         assert f"(trained on {n} gpus)" in r["gpu_count_basis"], r["model"]
         tp, micro, accum = suite[r["model"].split()[1]]
         assert n // tp * micro * accum == 1024, r["model"]
+
+
+def test_unverified_published_hours_are_counted_apart():
+    from gpuhours_dev.validation.at_scale import unverified_labels
+
+    # the Pythia hours (no session could read the paper's appendix D) and the Llama 2 34B's
+    # (read only in secondary transcriptions) are unverified; every other row was read
+    assert unverified_labels() == {f"Pythia {s}" for s in (
+        "70M", "160M", "410M", "1B", "1.4B", "2.8B", "6.9B", "12B")} | {"Llama 2 34B"}
+    ok, bad = _row("Llama 2 7B", 0.1), _row("Pythia 1B", 0.1)
+    far = _row("Pythia 12B", -0.5)
+    assert plain_summary([ok, bad, far])["verified"] == (1, 1)
+    assert plain_summary([ok, bad, far])["all"] == (2, 3)
+    text = "\n".join(render_plain([ok, bad, far]))
+    assert "Pythia 1B (dense)" in text and "(unverified)" in text
+
+
+def test_opt_175b_is_the_metaseq_logbooks_rate():
+    runs = {r.label: r for r in plain_runs()}
+    opt = runs["OPT-175B"]
+    # "~33 days of continuous training on 1024 80GB A100s" = 33 x 24 x 1,024 GPU hours, a
+    # throughput figure ("assuming no hardware issues"), so no downtime is added
+    assert opt.published_gpu_hours == 33 * 24 * 1024
+    assert (opt.num_gpus, opt.gpu.name, opt.tokens, opt.includes_downtime) == (
+        1024, "a100-80gb", 300e9, False)

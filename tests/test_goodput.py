@@ -188,3 +188,40 @@ def test_a_plans_rate_no_run_survives_names_the_hardware_line(tmp_path):
     # line 5 of the plan is the hardware key, not the phase (line 8)
     assert caught.value.where == f"{path}, line 5, hardware.interruptions_per_gpu_hour"
     assert "never finishes" in caught.value.message
+
+
+def _fit(*extra: str) -> dict:
+    result = runner.invoke(app, ["fit", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                                 "--gpus", "64", "--batch", "4", "--checkpointing", "--zero",
+                                 "1", "--json", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_fit_takes_the_interruption_rate_and_reports_the_goodput_by_hand() -> None:
+    # 1e-4 interruptions per GPU-hour on 64 GPUs: M = 3600 / (1e-4 x 64) = 562,500 s. The
+    # checkpoint: Llama-2-7B's 6,738,415,616 parameters x (2 bf16 weights + 4 fp32 master + 4 + 4
+    # Adam moments) = 94.34 GB, written at 2e12 / 16,384 B/s per GPU by 64 GPUs: C = 12.07 s.
+    # Young: tau = sqrt(2 C M) = 3,685 s (longer than any step); restart R = 900 s.
+    # goodput = (1 - (R + tau / 2) / M) / (1 + C / tau)
+    m = 3600 / (1e-4 * 64)
+    c = 6_738_415_616 * 14 / (2e12 / 16384 * 64)
+    tau = math.sqrt(2 * c * m)
+    by_hand = (1 - (900 + tau / 2) / m) / (1 + c / tau)
+    given = _fit("--interruptions-per-gpu-hour", "1e-4")
+    assert given["expected_goodput"] == pytest.approx(by_hand, rel=1e-3)
+    assert "(given)" in given["goodput_basis"]
+    # the default rate (1.97e-5, Llama 3) loses less; 0 loses nothing
+    default = _fit()
+    assert by_hand < default["expected_goodput"] < 1.0
+    assert "Llama 3 paper" in default["goodput_basis"]
+    assert _fit("--interruptions-per-gpu-hour", "0")["expected_goodput"] == 1.0
+    # a rate at which the job never finishes is the user's error, named by its option
+    bad = runner.invoke(app, ["fit", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus",
+                              "64", "--interruptions-per-gpu-hour", "0.5"])
+    assert bad.exit_code == 2 and "--interruptions-per-gpu-hour" in bad.output
+    assert "Traceback" not in bad.output
+    text = runner.invoke(app, ["fit", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus",
+                               "64", "--checkpointing", "--zero", "1",
+                               "--interruptions-per-gpu-hour", "1e-4"])
+    assert text.exit_code == 0 and "Expected goodput" in text.output

@@ -505,6 +505,7 @@ def fit(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
+    interruptions_per_gpu_hour: InterruptOpt = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
                         "(gpuhours trace; needs the bench extra).")] = False,
@@ -564,7 +565,8 @@ def fit(
     gpus_per_node, inter_node_gb_per_s_one_way, _ = _network(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
-                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
+                  interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
     layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
     result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,

@@ -74,6 +74,13 @@ class FitResult(_Out):
     fastest: Candidate | None
     alternatives: list[Candidate]
     candidates_evaluated: int
+    #: share of a long run's wall clock spent on steps at the fastest setup (else the one as
+    #: given, when it fits): restarts, lost work and checkpoint writes at the interruption rate
+    #: (Hardware.interruptions_per_gpu_hour; estimate/goodput.py); independent of the run's
+    #: length. None when nothing fits, or when the default rate means the job never finishes
+    expected_goodput: float | None = None
+    #: where expected_goodput comes from (rate, its source, checkpoint interval), or why none
+    goodput_basis: str = ""
 
 
 def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
@@ -361,12 +368,51 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     if effective_batch is not None and largest is not None:
         split_mb, accum, note = _split_effective_batch(
             effective_batch, largest, hw.num_gpus // (t.tp * t.pp * t.cp))
+    goodput, goodput_basis = _goodput(t, hw, fastest or (requested if requested.fits else None))
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
         grad_accum_for_effective_batch=accum, effective_batch=effective_batch,
         micro_batch_for_effective_batch=split_mb, effective_batch_note=note,
         fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
+        expected_goodput=goodput, goodput_basis=goodput_basis,
     )
+
+
+def _goodput(t: Training, hw: Hardware, best: Candidate | None) -> tuple[float | None, str]:
+    """expected_goodput and goodput_basis of FitResult for the setup `best`: the expected
+    downtime of estimate/goodput.py as a share of the wall clock (the steps' time cancels:
+    W = P (1 + C / tau) / (1 - (R + tau / 2) / M), so P / W holds no P)."""
+    from gpuhours.errors import FieldError
+    from gpuhours.estimate import goodput as G
+    from gpuhours.storage.budget import checkpoint_bytes_for
+
+    if best is None or best.tokens_per_s_per_gpu <= 0:
+        return None, "no setup fits"
+    rate = hw.interruptions_per_gpu_hour
+    default = rate is None
+    if rate is None:
+        rate = G.INTERRUPTIONS_PER_GPU_HOUR.value
+    if rate == 0:
+        return 1.0, "no interruptions (interruptions_per_gpu_hour 0)"
+    # the step of the whole job: every data-parallel replica's micro-batches, at the setup's
+    # tokens/s per GPU
+    step_tokens = best.micro_batch * best.grad_accum * best.data_parallel * t.seq_len
+    step_s = step_tokens / (best.tokens_per_s_per_gpu * best.num_gpus)
+    ckpt = checkpoint_bytes_for(t, with_optimizer=True).value
+    try:
+        d = G.expected_downtime(3600.0, hw.num_gpus, ckpt, rate, step_s, rate_is_default=default)
+    except FieldError as err:
+        if not default:
+            raise  # the user's own rate: the error names the option
+        return None, err.message
+    whose = ("the Llama 3 paper's 16K-H100 run, assumed" if default else "given")
+    return d.goodput, (
+        f"estimate/goodput.py: {rate:.3g} interruptions per GPU-hour ({whose}) on "
+        f"{hw.num_gpus:,} GPU{'s' if hw.num_gpus > 1 else ''}, one every "
+        f"{d.mtbf_s / 3600:,.1f} h; each a "
+        f"{G.RESTART_S.value / 60:g}-min restart (assumed) and half the "
+        f"{d.checkpoint_interval_s / 60:,.0f}-min Young checkpoint interval, plus the "
+        f"checkpoint writes ({d.checkpoint_write_s:,.0f} s each)")
 
 
 def _interleaved(t: Training, hw: Hardware, headroom: float, layout: dict[str, int],

@@ -332,11 +332,50 @@ def expert_all_to_all_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
         * (ep - 1) / ep
 
 
-def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float) -> float:
+def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
+                             zero_stage: int = 0, micro_batches: int = 1) -> float:
     """Bytes one GPU sends to reduce its gradients over `ranks` data-parallel ranks per optimizer
-    step: an all-reduce, 2 (n - 1)/n of the buffer (ZeRO-1/2's reduce-scatter + all-gather of
-    the updated weights move the same)."""
-    return 2 * (ranks - 1) / ranks * params * grad_bytes if ranks > 1 else 0.0
+    step. DDP and ZeRO-1: one all-reduce per step, 2 (n - 1)/n of the buffer (ZeRO-1's
+    reduce-scatter + all-gather of the updated weights move the same); gradients accumulate
+    unreduced over the micro-batches (torch DDP no_sync; DeepSpeed ZeRO-1 reduces only at the
+    accumulation boundary). ZeRO-2 keeps only its 1/n of the gradients, so every micro-batch's
+    gradients are reduce-scattered as its backward produces them, (n - 1)/n each, and the
+    updated weights all-gathered once per step: (m + 1) (n - 1)/n of the buffer.
+    DeepSpeed@38327e07 deepspeed/runtime/zero/stage_1_and_2.py,
+    reduce_ready_partitions_and_remove_grads: `if self.partition_gradients or
+    self.is_gradient_accumulation_boundary` (partition_gradients: stage 2)."""
+    if ranks <= 1:
+        return 0.0
+    ring = (ranks - 1) / ranks
+    if zero_stage == 2:
+        return (micro_batches + 1) * ring * params * grad_bytes
+    return 2 * ring * params * grad_bytes
+
+
+#: NCCL's latency model of a ring collective (Simple protocol, the one large buffers take),
+#: NVIDIA/nccl@5067397c src/graph/tuning.cc ncclTopoTuneModel: a base latency, then per ring
+#: step the hardware latency of the hop, the network's for the steps that cross a node boundary
+#: (ncclTunerConstantsDefaults: baseLatencies Ring Simple 8.4 us; hwLatencies Ring Simple:
+#: NVLINK 3.4 us, PCI 5.7 us, NET 14 us). The network's extra latency (graphs latencyInter) and
+#: the proxy overhead NCCL adds are left out: a lower bound.
+RING_BASE_LATENCY_S = 8.4e-6
+RING_NVLINK_STEP_LATENCY_S = 3.4e-6
+RING_PCIE_STEP_LATENCY_S = 5.7e-6
+RING_NET_STEP_LATENCY_S = 14.0e-6
+
+
+def ring_latency_s(ranks: int, nodes: int,
+                   intra_step_s: float = RING_NVLINK_STEP_LATENCY_S) -> float:
+    """Latency of one ring all-gather or reduce-scatter over `ranks` GPUs in `nodes` nodes:
+    n - 1 steps, N - 1 of them across the network (NCCL's nInterSteps), the rest inside a node
+    at `intra_step_s` (NVLink's or PCIe's; constants above). What a sharded data-parallel layer
+    pays per collective however small its buffer: at 2,048 ranks in 256 nodes,
+    1,792 x 3.4 + 255 x 14 + 8.4 us = 9.7 ms."""
+    if ranks <= 1:
+        return 0.0
+    inter = max(nodes - 1, 0)
+    return (RING_BASE_LATENCY_S + (ranks - 1 - inter) * intra_step_s
+            + inter * RING_NET_STEP_LATENCY_S)
 
 
 # --- overlap of model-parallel traffic with compute (setup choices) ---------------------------

@@ -470,18 +470,33 @@ def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params
     half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
     grad_bytes = 2.0 if half else 4.0
     if t.zero_stage < 3:
-        seconds = (P.data_parallel_grad_bytes(trained, grad_bytes, shards) / bw
-                   if shards > 1 else 0.0)
+        seconds = (P.data_parallel_grad_bytes(trained, grad_bytes, shards, t.zero_stage,
+                                              t.grad_accum) / bw if shards > 1 else 0.0)
         exposed = seconds - min(seconds * A.COMM_OVERLAP.value, compute_s)
     else:
         ring = (shards - 1) / shards
-        gather_s = ring * local_params * grad_bytes / bw  # one pass's weight all-gathers
-        scatter_s = ring * trained * grad_bytes / bw  # the trained gradients' reduce-scatter
+        # one all-gather and one reduce-scatter per layer and pass, each paying the ring's
+        # latency (parallel.ring_latency_s) besides its bytes
+        lat_s = max(int(layers), 1) * P.ring_latency_s(int(shards), _nodes_spanned(
+            hw, lay.tp * lay.cp * lay.dp), _ring_step_s(hw))
+        gather_s = ring * local_params * grad_bytes / bw + lat_s  # one pass's all-gathers
+        scatter_s = ring * trained * grad_bytes / bw + lat_s  # the gradients' reduce-scatter
         seconds = t.grad_accum * (2 * gather_s + scatter_s)
         exposed = (_zero3_exposed_s(gather_s, scatter_s, t.grad_accum, compute_s, fwd_share,
                                     max(int(layers), 1)) if shards > 1 else 0.0)
     return P.Collective(name="data-parallel gradients", seconds=seconds,
                         exposed_s=exposed, link=link)
+
+
+def _ring_step_s(hw: Hardware) -> float:
+    """NCCL's per-step ring latency between two GPUs of a node: PCIe's or NVLink's."""
+    return (P.RING_PCIE_STEP_LATENCY_S if hw.gpu.interconnect == "pcie"
+            else P.RING_NVLINK_STEP_LATENCY_S)
+
+
+def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
+    """Nodes a group of ranks spread over `span_gpus` consecutive GPUs touches."""
+    return max(1, min(hw.num_nodes, -(-span_gpus // hw.gpus_per_node)))
 
 
 def host_s_per_op(hw: Hardware) -> float:
@@ -558,8 +573,9 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     """Collective time per step and the part of it not hidden behind compute.
 
     Ring collectives move (N-1)/N of the buffer per GPU for an all-gather or a reduce-scatter,
-    twice that for an all-reduce. DDP and ZeRO-1/2 reduce the gradients once per optimizer
-    step (no_sync during accumulation), hidden up to assumptions.COMM_OVERLAP; ZeRO-3/FSDP
+    twice that for an all-reduce. DDP and ZeRO-1 reduce the gradients once per optimizer step
+    (no_sync during accumulation), ZeRO-2 every micro-batch (parallel.data_parallel_grad_bytes),
+    hidden up to assumptions.COMM_OVERLAP; ZeRO-3/FSDP
     gathers the weights in forward and again in backward and reduce-scatters gradients in every
     micro-batch, each layer's beside one layer's compute (parallel.fsdp_exposed_s; `fwd_share`
     of `compute_s` is the forward pass's).
@@ -574,7 +590,7 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     if t.method != "full":
         grad_bytes = 4.0  # peft adapters in fp32
     if t.zero_stage < 3:
-        volume = 2 * ring * trainable * grad_bytes
+        volume = P.data_parallel_grad_bytes(trainable, grad_bytes, n, t.zero_stage, t.grad_accum)
     else:
         fp32_weights = t.precision == "fp32" or t.precision.endswith("-amp")
         weight_bytes = (4.0 if fp32_weights else 2.0) * count_params(arch).total
@@ -582,8 +598,10 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
             # FSDP gathers the packed 4-bit storage of the quantised linears
             q = quantised_params(arch)
             weight_bytes = q * QLORA_BYTES_PER_PARAM + (count_params(arch).total - q) * 2.0
-        gather_s = ring * weight_bytes / bw  # one pass's all-gathers
-        scatter_s = ring * trainable * grad_bytes / bw
+        # one all-gather and one reduce-scatter per layer and pass, each with the ring's latency
+        lat_s = arch.num_layers * P.ring_latency_s(n, hw.num_nodes, _ring_step_s(hw))
+        gather_s = ring * weight_bytes / bw + lat_s  # one pass's all-gathers
+        scatter_s = ring * trainable * grad_bytes / bw + lat_s
         exposed = _zero3_exposed_s(gather_s, scatter_s, t.grad_accum, compute_s, fwd_share,
                                    arch.num_layers)
         return t.grad_accum * (2 * gather_s + scatter_s), exposed, link

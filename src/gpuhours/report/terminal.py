@@ -198,6 +198,14 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
     rows.extend(_candidate_row(c) for c in r.alternatives)
     if rows:
         print_table(console, _FIT_COLS, rows, notes=Notes(), wide=wide, title="Configurations")
+    # as estimate's downtime line: shown when it loses at least 0.1% of the wall clock
+    if r.expected_goodput is not None and r.expected_goodput <= 0.999:
+        which = "fastest setup" if r.fastest else "as given"
+        console.print(f"Expected goodput of a long run ({which}): "
+                      f"[bold]{pct(r.expected_goodput)}[/bold] of the wall clock on steps "
+                      f"[dim](assumed: {esc(r.goodput_basis)})[/dim]")
+    elif r.goodput_basis and r.largest_micro_batch is not None:
+        console.print(f"[yellow]No expected goodput: {esc(r.goodput_basis)}[/yellow]")
     console.print(f"[dim]{r.candidates_evaluated} configurations evaluated; memory from "
                   f"estimate/memory.py (formula), speed from estimate/timing.py (roofline with "
                   f"assumed efficiencies).[/dim]")
