@@ -9,6 +9,7 @@ rows the estimator cannot express are listed with the reason. Nothing here is tu
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -52,7 +53,8 @@ class Comparison:
 
 def _rows(name: str) -> list[dict[str, str]]:
     text = resources.files("gpuhours_dev.validation").joinpath("data", name).read_text("utf-8")
-    return list(csv.DictReader(text.splitlines()))
+    # strict: a stray quote in a notes cell is an error here, not a silently garbled row
+    return list(csv.DictReader(io.StringIO(text, newline=""), strict=True))
 
 
 def _llm_foundry_mpt(size: str, seq_len: int) -> ModelArch:

@@ -411,8 +411,8 @@ def _goodput(t: Training, hw: Hardware, best: Candidate | None) -> tuple[float |
         f"{hw.num_gpus:,} GPU{'s' if hw.num_gpus > 1 else ''}, one every "
         f"{d.mtbf_s / 3600:,.1f} h; each a "
         f"{G.RESTART_S.value / 60:g}-min restart (assumed) and half the "
-        f"{d.checkpoint_interval_s / 60:,.0f}-min Young checkpoint interval, plus the "
-        f"checkpoint writes ({d.checkpoint_write_s:,.0f} s each)")
+        f"{d.checkpoint_interval_s / 60:,.3g}-min Young checkpoint interval, plus the "
+        f"checkpoint writes ({d.checkpoint_write_s:,.3g} s each)")
 
 
 def _interleaved(t: Training, hw: Hardware, headroom: float, layout: dict[str, int],

@@ -203,8 +203,9 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
         which = "fastest setup" if r.fastest else "as given"
         console.print(f"Expected goodput of a long run ({which}): "
                       f"[bold]{pct(r.expected_goodput)}[/bold] of the wall clock on steps "
-                      f"[dim](assumed: {esc(r.goodput_basis)})[/dim]")
-    elif r.goodput_basis and r.largest_micro_batch is not None:
+                      f"[dim](restart and checkpoint terms assumed; {esc(r.goodput_basis)})"
+                      f"[/dim]")
+    elif r.expected_goodput is None and r.goodput_basis and r.largest_micro_batch is not None:
         console.print(f"[yellow]No expected goodput: {esc(r.goodput_basis)}[/yellow]")
     console.print(f"[dim]{r.candidates_evaluated} configurations evaluated; memory from "
                   f"estimate/memory.py (formula), speed from estimate/timing.py (roofline with "
