@@ -526,6 +526,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     lengths, replay, length_note = _swift_lengths(r, source, int(r["seq_len"]),
                                                   int(r["per_device_batch"]))
     notes.append(length_note)
+    if (method != "full" and source in _HALF_ADAPTERS and precision in ("bf16", "fp16")
+            and not deepspeed):
+        lora["lora_adapter_dtype"] = "half"
+        notes.append(_HALF_ADAPTERS[source])
     held = "fp32" if source == "Answer.AI" else "none"
     if held != "none":
         notes.append("train.py holds the model's output, its fp32 logits (transformers of "
@@ -602,6 +606,23 @@ _NO_KBIT_UPCAST = {
                                    "prepare_model_for_training): no peft k-bit preparation, "
                                    "layernorm upcast off by default: unquantised weights in bf16",
     "torchtune": "torchtune (no peft): unquantised weights in bf16",
+}
+
+#: sources whose LoRA adapters are in the half-precision base's dtype (setup.lora_adapter_dtype
+#: "half"), with why; elsewhere peft's fp32 adapters (from v0.12). Rows under DeepSpeed keep
+#: fp32: its engine casts the module to half and keeps fp32 master weights and moments, the
+#: fp32 adapters' byte count
+_HALF_ADAPTERS = {
+    "Qwen": "peft of late 2023 (Qwen's README pins none; before v0.12): each adapter in its "
+            "base layer's bf16 (tuners/lora/layer.py update_layer, v0.6.0-v0.11.1)",
+    "Answer.AI": "peft of March 2024 (before v0.12): adapters in the base's bf16; FSDP with "
+                 "use_orig_params=False flattens each unit in one dtype (train.py)",
+    "torchtune": "torchtune's LoRALinear is built in the model's bf16 (training."
+                 "set_default_dtype)",
+    "litgpt config_hub": "litgpt's LoRA parameters are made in bf16-true's dtype "
+                         "(fabric.init_module)",
+    "litgpt resource tables": "lit-gpt's LoRA parameters are made in bf16-true's dtype "
+                              "(fabric.init_module)",
 }
 
 _DROPOUT = re.compile(r"(?:lora_dropout=|dropout )([0-9.]+)")
