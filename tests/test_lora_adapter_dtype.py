@@ -143,3 +143,20 @@ phases:
         [phase] = evaluate(load_plan(path)).phases
         memory[extra] = phase.details["memory_per_gpu_bytes"]
     assert memory["\n    lora_adapter_dtype: half"] < memory[""]
+
+
+@pytest.mark.parametrize(("row", "dtype"), [
+    (101, "half"),  # Qwen LoRA, peft of late 2023, no DeepSpeed
+    (113, "fp32"),  # Qwen Int4 under DeepSpeed (fp32 masters) on a GPTQ (int32) base
+    (194, "half"),  # ms-swift LoRA, peft pinned below 0.12
+    (185, "fp32"),  # ms-swift QLoRA: a bitsandbytes layer stores uint8, peft left adapters fp32
+    (409, "half"),  # Answer.AI QLoRA: 4-bit storage in bf16 for FSDP
+    (449, "fp32"),  # LLaMA-Factory casts trainable parameters to fp32
+    (376, "fp32"),  # PEFT's own benchmark, peft from 0.12
+])
+def test_validation_rows_take_their_stacks_adapter_dtype(row: int, dtype: str) -> None:
+    from gpuhours_dev.validation import _rows
+    from gpuhours_dev.validation.finetune import DATA, map_row
+
+    m = map_row(row, _rows(DATA)[row - 1])
+    assert m.training is not None and m.training.lora_adapter_dtype == dtype

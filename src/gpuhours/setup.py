@@ -174,9 +174,10 @@ class Training(_ReadsModel):
     #: the dtype LoRA/QLoRA's adapter weights are kept in: "fp32" (peft from 0.12, whose
     #: get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters: PR #1706) or
     #: "half", the half-precision base's dtype (peft up to 0.11 moved each adapter to its base
-    #: layer's dtype, tuners/lora/layer.py update_layer `self.to(weight.device,
-    #: dtype=weight.dtype)`; peft's autocast_adapter_dtype=False; torchtune's and litgpt's own
-    #: LoRA layers, built in the model's dtype). Half adapters have half-precision gradients
+    #: layer's dtype when that is a float, tuners/lora/layer.py update_layer `self.to(
+    #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
+    #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
+    #: own LoRA layers, built in the model's dtype). Half adapters have half-precision gradients
     #: and torch AdamW moments, and peft casts no fp32 copy of their inputs (pure bf16/fp16 only)
     lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
     zero_stage: ZeroStage = 0

@@ -527,7 +527,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                                                   int(r["per_device_batch"]))
     notes.append(length_note)
     if (method != "full" and source in _HALF_ADAPTERS and precision in ("bf16", "fp16")
-            and not deepspeed):
+            and not deepspeed and (method == "lora" or source in _HALF_QLORA_ADAPTERS)):
         lora["lora_adapter_dtype"] = "half"
         notes.append(_HALF_ADAPTERS[source])
     held = "fp32" if source == "Answer.AI" else "none"
@@ -619,11 +619,22 @@ _HALF_ADAPTERS = {
                  "use_orig_params=False flattens each unit in one dtype (train.py)",
     "torchtune": "torchtune's LoRALinear is built in the model's bf16 (training."
                  "set_default_dtype)",
+    "ms-swift": "ms-swift pins peft>=0.11,<0.12 (requirements/framework.txt @ cdb169b78) and "
+                "its lora_dtype AUTO leaves peft's choice (swift/llm/tuner.py): adapters in "
+                "the base's bf16",
     "litgpt config_hub": "litgpt's LoRA parameters are made in bf16-true's dtype "
                          "(fabric.init_module)",
     "litgpt resource tables": "lit-gpt's LoRA parameters are made in bf16-true's dtype "
                               "(fabric.init_module)",
 }
+
+#: of those, the sources whose QLoRA adapters are half too: peft up to 0.11 cast an adapter to
+#: its base layer's dtype only when that is a float (update_layer: "weight.dtype.
+#: is_floating_point"), and a bitsandbytes 4-bit layer stores uint8 (a GPTQ one int32), so peft's
+#: QLoRA adapters stayed fp32 there, except where the 4-bit storage is bf16 (Answer.AI's
+#: bnb_4bit_quant_storage for FSDP); litgpt's and torchtune's own LoRA are bf16 either way
+_HALF_QLORA_ADAPTERS = frozenset({"Answer.AI", "torchtune", "litgpt config_hub",
+                                  "litgpt resource tables"})
 
 _DROPOUT = re.compile(r"(?:lora_dropout=|dropout )([0-9.]+)")
 

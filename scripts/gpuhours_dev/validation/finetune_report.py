@@ -281,7 +281,11 @@ REMAINS: dict[str, str] = {
         "estimate counts torch's foreach temporaries (4 bytes per parameter, 6.8 GiB): about "
         "the same. 1.8B LoRA at 4096 tokens (#105) reads 10% low."),
     "ms-swift": (
-        "The Qwen-1 chat models are compared (qwen-chat = Qwen-1's shape). The figure is "
+        "The Qwen-1 chat models are compared (qwen-chat = Qwen-1's shape). Their LoRA "
+        "adapters are bf16 (ms-swift pins peft>=0.11,<0.12, requirements/framework.txt, whose "
+        "adapters take the base layer's dtype, and its lora_dtype AUTO leaves that: "
+        "lora_adapter_dtype half), QLoRA's fp32 (a bitsandbytes or GPTQ layer stores integers, "
+        "and peft cast only to a float dtype). The figure is "
         "torch.cuda.max_memory_reserved over a run of variable-length samples "
         "(cls-fudan-news-zh, 3234 +- 2548 tokens; truncation_strategy 'delete' drops those "
         "above the maximum length). PyTorch's caching allocator keeps the freed blocks of every "
