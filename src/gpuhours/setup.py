@@ -178,7 +178,7 @@ class Training(_ReadsModel):
     #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
     #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
     #: own LoRA layers, built in the model's dtype). Half adapters have half-precision gradients
-    #: and torch AdamW moments, and peft casts no fp32 copy of their inputs (pure bf16/fp16 only)
+    #: and torch AdamW moments, and peft casts no fp32 copy of their inputs (a bf16/fp16 base)
     lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
@@ -337,11 +337,12 @@ class Training(_ReadsModel):
             raise FieldError(("lora_adapter_dtype", "method"), "the adapters' dtype is a "
                              "LoRA/QLoRA choice; full fine-tuning has no adapters.",
                              "Leave it at fp32.")
-        if self.lora_adapter_dtype == "half" and self.precision not in ("bf16", "fp16"):
+        if self.lora_adapter_dtype == "half" and (self.precision == "fp32"
+                                                  or self.precision.endswith("-amp")):
             raise FieldError(("lora_adapter_dtype", "precision"), "half-precision adapters "
-                             "take the dtype of a half-precision base (pure bf16 or fp16); "
-                             f"under {self.precision} the base, or the engine's master copy, "
-                             "is fp32.", "Use --precision bf16 or fp16, or fp32 adapters.")
+                             "take the dtype of a half-precision base (bf16 or fp16, pure or "
+                             f"-mixed); under {self.precision} the base weights are fp32.",
+                             "Use a bf16 or fp16 precision, or fp32 adapters.")
         if self.method != "qlora" and self.kbit_upcast is not None:
             raise FieldError(("kbit_upcast", "method"), "kbit_upcast is peft's preparation of a "
                              f"4-bit base for QLoRA; {self.method} has no quantised base.")

@@ -599,8 +599,8 @@ def adapter_state_bytes(t: Training) -> StateBytesPerParam:
     adapter in its base layer's dtype, torchtune's and litgpt's LoRA layers are built in the
     model's) have 2-byte weights and gradients, and torch's AdamW keeps its moments in the
     parameter's dtype (2 x 2; bitsandbytes' 8-bit state is the same either way)."""
-    if t.lora_adapter_dtype == "half":
-        return state_bytes_per_param(t.precision, t.optimizer, trainable=True)
+    if t.lora_adapter_dtype == "half":  # 2-byte parameters, no master copy (bf16 or fp16 alike)
+        return state_bytes_per_param("bf16", t.optimizer, trainable=True)
     return state_bytes_per_param("fp32", t.optimizer, trainable=True)
 
 
@@ -840,7 +840,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"through backward (estimate/memory.py held_logits_bytes)")
     if t.lora_adapter_dtype == "half" and t.method != "full":
         out.append(f"lora_adapter_dtype = half: the adapters' weights, gradients and AdamW "
-                   f"moments in {t.precision} ({adapter_state_bytes(t).weights:g} + "
+                   f"moments in half precision ({adapter_state_bytes(t).weights:g} + "
                    f"{adapter_state_bytes(t).grads:g} + {adapter_state_bytes(t).optimizer:g} "
                    f"bytes per adapter parameter, not fp32's 4 + 4 + 8), and no fp32 copy of "
                    f"their inputs (peft up to 0.11, torchtune's and litgpt's LoRA; "
