@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from gpuhours.cli_common import (
     AccumOpt,
+    AdapterDtypeOpt,
     BaseQuantOpt,
     BatchOpt,
     CkptOpt,
@@ -197,7 +198,8 @@ _PARAM_OF_FIELD = {
     "optimizer_impl": "optimizer_impl", "micro_batch": "batch", "seq_len": "seq",
     "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
     "fused_attention": "fused", "kernels": "kernels", "held_logits": "held_logits",
-    "lora_dropout": "lora_dropout", "deepspeed_reduce_bucket": "deepspeed_reduce_bucket",
+    "lora_dropout": "lora_dropout", "lora_adapter_dtype": "lora_adapter_dtype",
+    "deepspeed_reduce_bucket": "deepspeed_reduce_bucket",
     "seq_len_mean": "seq_mean", "seq_len_std": "seq_std", "long_samples": "long_samples",
     "deepspeed_overlap_comm": "deepspeed_overlap_comm", "kbit_upcast": "kbit_upcast",
     "zero3_engine": "zero3_engine",
@@ -277,6 +279,7 @@ def estimate(
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
     lora_dropout: LoraDropoutOpt = TRAINING.lora_dropout,
+    lora_adapter_dtype: AdapterDtypeOpt = TRAINING.lora_adapter_dtype,
     seq_mean: SeqMeanOpt = TRAINING.seq_len_mean,
     seq_std: SeqStdOpt = TRAINING.seq_len_std,
     long_samples: LongSamplesOpt = TRAINING.long_samples,
@@ -488,6 +491,7 @@ def fit(
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
     lora_dropout: LoraDropoutOpt = TRAINING.lora_dropout,
+    lora_adapter_dtype: AdapterDtypeOpt = TRAINING.lora_adapter_dtype,
     seq_mean: SeqMeanOpt = TRAINING.seq_len_mean,
     seq_std: SeqStdOpt = TRAINING.seq_len_std,
     long_samples: LongSamplesOpt = TRAINING.long_samples,

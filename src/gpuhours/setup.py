@@ -171,6 +171,15 @@ class Training(_ReadsModel):
     #: LoRA's dropout on each adapter's input (peft's lora_dropout; its default 0): above 0,
     #: torch's dropout keeps a 1-byte mask per input element of every adapter for backward
     lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    #: the dtype LoRA/QLoRA's adapter weights are kept in: "fp32" (peft from 0.12, whose
+    #: get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters: PR #1706) or
+    #: "half", the half-precision base's dtype (peft up to 0.11 moved each adapter to its base
+    #: layer's dtype when that is a float, tuners/lora/layer.py update_layer `self.to(
+    #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
+    #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
+    #: own LoRA layers, built in the model's dtype). Half adapters have half-precision gradients
+    #: and torch AdamW moments, and peft casts no fp32 copy of their inputs (a bf16/fp16 base)
+    lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
     #: PCIe traffic and the CPU Adam step in the step time
@@ -324,6 +333,16 @@ class Training(_ReadsModel):
         if self.method == "full" and self.lora_dropout > 0:
             raise FieldError(("lora_dropout", "method"), "LoRA dropout acts on the adapters' "
                              "inputs; full fine-tuning has no adapters.", "Leave it at 0.")
+        if self.lora_adapter_dtype == "half" and self.method == "full":
+            raise FieldError(("lora_adapter_dtype", "method"), "the adapters' dtype is a "
+                             "LoRA/QLoRA choice; full fine-tuning has no adapters.",
+                             "Leave it at fp32.")
+        if self.lora_adapter_dtype == "half" and (self.precision == "fp32"
+                                                  or self.precision.endswith("-amp")):
+            raise FieldError(("lora_adapter_dtype", "precision"), "half-precision adapters "
+                             "take the dtype of a half-precision base (bf16 or fp16, pure or "
+                             f"-mixed); under {self.precision} the base weights are fp32.",
+                             "Use a bf16 or fp16 precision, or fp32 adapters.")
         if self.method != "qlora" and self.kbit_upcast is not None:
             raise FieldError(("kbit_upcast", "method"), "kbit_upcast is peft's preparation of a "
                              f"4-bit base for QLoRA; {self.method} has no quantised base.")

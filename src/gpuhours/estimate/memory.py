@@ -127,7 +127,8 @@ LORA_ADAPTED = {
 
 def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: bool, seq_len: int,
                                      method: str = "full", lora_targets: str = "all-linear",
-                                     lora_rank: int = 16) -> tuple[float, float]:
+                                     lora_rank: int = 16, half_adapters: bool = False,
+                                     lora_dropout: float = 0.0) -> tuple[float, float]:
     """Bytes saved for backward per token and layer: (tensors, attention-score matrix).
 
     Tensor by tensor (a = activation bytes, d hidden, q = heads x head_dim, kv = kv heads x
@@ -150,7 +151,11 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
       to the fp32 of peft's adapters (4 x in_features, one copy per adapted linear, even when
       q, k and v share the input; a fused qkv or gate_up matrix, phi3's, is one linear), and
       the fp32 output of its A matrix (4 r); under autocast (mixed, amp) the half-precision
-      copies the matmuls run on instead (a x in_features, a r).
+      copies the matmuls run on instead (a x in_features, a r). Half-precision adapters
+      (`half_adapters`: setup.lora_adapter_dtype "half", in the base's dtype) need no cast: A
+      keeps its input as it comes (a x in_features; one tensor for q, k and v, one for gate
+      and up, o_proj's the kernel's output kept already, when no dropout makes each adapter
+      its own input) and its output (a r).
     - An MoE token saves the MLP part for each routed expert and that expert's output (a d,
       kept for the multiply by the routing weight, which has a gradient), plus fp32 router
       probabilities (transformers' grouped_mm experts; checked by trace, docs/trace_accuracy.md).
@@ -210,19 +215,21 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
             arch, LORA_ADAPTED[lora_targets] - (set() if arch.gated_mlp else {"gate"}))
         # peft casts the input to its fp32 adapters' dtype, and A's fp32 matmul keeps that copy;
         # under autocast the matmul runs in half precision on a half-precision copy, kept instead
-        kept = a if precision.endswith(("-mixed", "-amp")) else 4
+        half = half_adapters and a < 4
+        kept = a if (half or precision.endswith(("-mixed", "-amp"))) else 4
         for name in adapted:
             copies = per_token_copies.get(name, 1)
             lora += copies * (kept * in_dim[name] + kept * lora_rank)
-        if a == 4:
-            # in fp32 the cast is a no-op: q, k and v (and gate, up) share one saved input
+        if a == 4 or (half and lora_dropout <= 0):
+            # in fp32 (or with adapters in the input's half dtype) the cast is a no-op, and
+            # without dropout q, k and v (and gate, up) share one saved input
             shared = sum(d for name in ("q", "k", "v") if name in adapted) - (
                 d if adapted & {"q", "k", "v"} else 0)
             shared += sum(d * experts for name in ("gate", "up") if name in adapted) - (
                 d * experts if adapted & {"gate", "up"} else 0)
             # and o_proj's input is the attention kernel's output, kept already (a q above)
             shared += q if "o" in adapted else 0
-            lora -= 4 * shared
+            lora -= kept * shared
     scores = 0.0
     if not flash:
         scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
@@ -264,9 +271,9 @@ def _encoder_bytes_per_token_layer(arch: ModelArch, precision: str,
 def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     """Activations alive at the end of the forward pass of one micro-batch, bytes."""
     tokens = t.tokens_per_micro_batch
-    tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
-                                                       t.llm_seq_len, t.method, t.lora_targets,
-                                                       t.lora_rank)
+    tensors, scores = activation_bytes_per_token_layer(
+        arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
+        t.lora_rank, half_adapters=t.lora_adapter_dtype == "half", lora_dropout=t.lora_dropout)
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
@@ -585,6 +592,18 @@ def deepspeed_bucket_bytes(t: Training) -> float:
     return (2 if t.deepspeed_overlap_comm else 1) * t.deepspeed_reduce_bucket * dtype_bytes
 
 
+def adapter_state_bytes(t: Training) -> StateBytesPerParam:
+    """Bytes per LoRA/QLoRA adapter parameter (and lm_head adapter): weights, gradients and
+    optimizer state. peft from 0.12 keeps adapters in fp32 under any precision (4, 4 and fp32
+    moments); half-precision adapters (`t.lora_adapter_dtype` "half": peft up to 0.11 put each
+    adapter in its base layer's dtype, torchtune's and litgpt's LoRA layers are built in the
+    model's) have 2-byte weights and gradients, and torch's AdamW keeps its moments in the
+    parameter's dtype (2 x 2; bitsandbytes' 8-bit state is the same either way)."""
+    if t.lora_adapter_dtype == "half":  # 2-byte parameters, no master copy (bf16 or fp16 alike)
+        return state_bytes_per_param("bf16", t.optimizer, trainable=True)
+    return state_bytes_per_param("fp32", t.optimizer, trainable=True)
+
+
 def embedding_copy_params(counts: ParamCounts, t: Training) -> int:
     """Parameters of the trainable copies of LoRA's `lora_trainable_embeddings` (peft's
     modules_to_save=["wte", "lm_head"]): the token embedding and an untied LM head (a tied head
@@ -688,7 +707,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.lora_lm_head:
             trainable += lm_head_adapter_params(arch, t.lora_rank)
-        # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision;
+        # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
+        # unless they are half (`adapter_state_bytes`);
         # the frozen base is in fp32 for fp32 and for *-amp (autocast over fp32 weights)
         frozen_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
         if t.method == "qlora":
@@ -698,13 +718,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1) -> MemoryBr
             base = held * frozen_bytes
         # under a layout the GPU holds its share of the adapters (parallel.local_trainable_params)
         local_trainable = trainable * held / total
-        weights = base / shard_w + local_trainable * 4.0
-        grads_full = local_trainable * 4.0
+        adapter = adapter_state_bytes(t)
+        weights = base / shard_w + local_trainable * adapter.weights
+        grads_full = local_trainable * adapter.grads
         master = 0.0
-        opt = local_trainable * state_bytes_per_param("fp32", t.optimizer, True).optimizer \
-            / shard_opt
+        opt = local_trainable * adapter.optimizer / shard_opt
         head_grad = 0.0
-        temp_bytes = local_trainable * 4.0
+        temp_bytes = local_trainable * adapter.weights
         # trainable embeddings (modules_to_save): a copy beside the frozen original, its
         # gradient and optimizer state, sharded like the base under ZeRO-3
         copies = embedding_copy_params(counts, t)
@@ -818,6 +838,13 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"training loop holds the model's output, its {t.held_logits} logits "
                    f"(tokens x vocabulary x {4 if t.held_logits == 'fp32' else 'a'} bytes), "
                    f"through backward (estimate/memory.py held_logits_bytes)")
+    if t.lora_adapter_dtype == "half" and t.method != "full":
+        out.append(f"lora_adapter_dtype = half: the adapters' weights, gradients and AdamW "
+                   f"moments in half precision ({adapter_state_bytes(t).weights:g} + "
+                   f"{adapter_state_bytes(t).grads:g} + {adapter_state_bytes(t).optimizer:g} "
+                   f"bytes per adapter parameter, not fp32's 4 + 4 + 8), and no fp32 copy of "
+                   f"their inputs (peft up to 0.11, torchtune's and litgpt's LoRA; "
+                   f"estimate/memory.py adapter_state_bytes)")
     masks = lora_dropout_mask_bytes_per_token_layer(arch, t)
     if masks:
         kept = masks * t.tokens_per_micro_batch * (1 if t.checkpointing else arch.num_layers)

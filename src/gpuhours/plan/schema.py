@@ -191,6 +191,9 @@ class TrainingSettings(_Strict):
     zero3_engine: Literal["fsdp", "deepspeed"] | None = Field(
         default=None, description="who runs ZeRO stage 3: fsdp (default) or deepspeed (its "
         "engine's per-module hooks cost the host per module fetched and released)")
+    lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
+        default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
+        "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")
     lora_dropout: float | None = Field(
         default=None, ge=0.0, lt=1.0, description="lora/qlora: dropout on the adapters' input "
         "(peft lora_dropout; default 0): above 0 a 1-byte mask per input element is kept")

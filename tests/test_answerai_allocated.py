@@ -1,0 +1,34 @@
+"""Answer.AI's benchmark text states the allocated peak of two LoRA runs beside the table's
+reserved one (finetune_runs.csv notes of rows 410 and 411: "peak allocated 8.28 GiB (512) vs
+9.16 GiB (2048)"): the estimate's live tensors are held to those, apart from the allocator's
+reserve. Half-precision adapters (peft of March 2024; FSDP use_orig_params=False flattens a
+unit in one dtype) bring them within 3%; peft's fp32 adapters read 7-9% above."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpuhours.estimate.memory import training_memory
+from gpuhours_dev.validation import _rows
+from gpuhours_dev.validation.finetune import DATA, map_row
+
+GIB = 2**30
+_ALLOCATED = re.compile(r"peak allocated ([0-9.]+) GiB \(512\) vs ([0-9.]+) GiB \(2048\)")
+
+
+@pytest.mark.parametrize(("row", "which"), [(410, 0), (411, 1)])
+def test_answerai_stated_allocated_peaks(row: int, which: int) -> None:
+    rows = _rows(DATA)
+    r = rows[row - 1]
+    found = _ALLOCATED.search(r["notes"])
+    assert found is not None, r["notes"]
+    allocated = float(found.group(1 + which)) * GIB
+    m = map_row(row, r)
+    t = m.training
+    assert t is not None and t.lora_adapter_dtype == "half"
+    tensors = training_memory(t.arch, t, m.num_gpus).tensors_bytes
+    assert tensors == pytest.approx(allocated, rel=0.03)
+    fp32 = t.model_copy(update={"lora_adapter_dtype": "fp32"})
+    assert training_memory(fp32.arch, fp32, m.num_gpus).tensors_bytes > allocated * 1.06
