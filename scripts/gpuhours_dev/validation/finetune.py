@@ -743,24 +743,16 @@ class MemoryFigure:
     #: "allocated", "reserved", "device" (nvidia-smi) or "unstated" (compared with reserved)
     kind: str
     what: str
-    #: a "device" figure's part outside torch's allocator, bytes, where the source's own is
-    #: fitted (QWEN_FIXED_FIT_ROWS); None: the CUDA context assumption (cuda_context_bytes)
-    fixed_bytes: float | None = None
 
 
 #: Qwen's README (2df8e8ac, "Profiling of Memory and Speed") gives "memory (GB)" without saying
-#: what was read. Over its rows the figure sits a near-constant amount above the estimate's
-#: reserved bytes (live tensors + the flat 5% reserve) whatever the model (1.8B-72B), method
-#: (LoRA, LoRA with trainable embeddings, GPTQ under DeepSpeed ZeRO-2, full under ZeRO-3) or
-#: length: the shape of a device-level reading, which adds what the process holds outside
-#: torch's caching allocator (the CUDA context with the modules it loaded, library handles and
-#: workspaces), a part that does not grow with the model. Its size is not stated or derived
-#: here: it is fitted, the median of measured - reserved over these rows (the Qwen-7B rows at
-#: 256-2048 tokens: LoRA #125-128, LoRA (emb) #131-134, Int4 #137-140); every other Qwen row
-#: is held out (docs/validation.md counts the held-out rows; these are marked)
-QWEN_FIXED_FIT_ROWS = frozenset({125, 126, 127, 128, 131, 132, 133, 134, 137, 138, 139, 140})
+#: what was read. Over its rows the figure sits a near-constant 1.2-2.9 GiB above the estimate's
+#: reserved bytes whatever the model (1.8B-72B), method or length: the shape of a device-level
+#: reading (the CUDA context, library handles and workspaces outside torch's allocator), so
+#: the rows are compared as one, with the estimator's own CUDA context assumption
+#: (cuda_context_bytes). No part of it is fitted on these rows: a source's own offset would
+#: make the comparison come out, not the estimate users get
 _QWEN = "QwenLM/Qwen README.md"
-_qwen_fixed: list[float] = []
 
 
 def _raw_figure(r: dict[str, str]) -> tuple[float, str] | None:
@@ -773,23 +765,6 @@ def _raw_figure(r: dict[str, str]) -> tuple[float, str] | None:
     return float(value) * unit, "GiB" if unit == GIB else "GB"
 
 
-def qwen_fixed_bytes() -> float:
-    """The fixed part of Qwen's figures, bytes: the median over QWEN_FIXED_FIT_ROWS of the
-    measured figure less the estimate's reserved bytes (tensors + flat reserve)."""
-    if not _qwen_fixed:
-        rows = _rows(DATA)
-        gaps = []
-        for i in sorted(QWEN_FIXED_FIT_ROWS):
-            m, raw = map_row(i, rows[i - 1]), _raw_figure(rows[i - 1])
-            assert m.training is not None and raw is not None, i
-            t = m.training
-            gaps.append(raw[0] - training_memory(t.arch, t, m.num_gpus).reserved_bytes)
-        gaps.sort()
-        mid = len(gaps) // 2
-        _qwen_fixed.append((gaps[mid - 1] + gaps[mid]) / 2 if len(gaps) % 2 == 0 else gaps[mid])
-    return _qwen_fixed[0]
-
-
 def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
     """The row's peak memory per GPU in bytes, with what it is (README: "How each source
     defines its numbers")."""
@@ -799,11 +774,9 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
         return None
     value_bytes, unit_name = raw
     if r["source"].startswith(_QWEN) and "not stated" in note:
-        fixed = qwen_fixed_bytes()
         return MemoryFigure(value_bytes, "device",
-                            f"type not stated; compared as a device-level reading: reserved + "
-                            f"a fixed {fixed / GIB:.2f} GiB fitted on the Qwen-7B rows, "
-                            f"{unit_name}", fixed_bytes=fixed)
+                            f"type not stated; compared as a device-level reading (reserved + "
+                            f"the CUDA context assumed), {unit_name}")
     value = r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]
     unit = GIB if unit_name == "GiB" else GB
     if r["peak_mem_alloc_gb"]:
@@ -876,8 +849,7 @@ def ran(r: dict[str, str]) -> bool:
 
 # Comparisons ----------------------------------------------------------------------------------
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
-                      replay_micro_batches: int | None = None,
-                      fixed_bytes: float | None = None) -> float:
+                      replay_micro_batches: int | None = None) -> float:
     m = training_memory(t.arch, t, n)
     if kind == "allocated":
         return m.tensors_bytes
@@ -885,8 +857,7 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
     if replay_micro_batches is not None and t.seq_len_mean is not None:
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
-        fixed = m.cuda_context_bytes if fixed_bytes is None else fixed_bytes
-        return m.tensors_bytes + reserve + fixed
+        return m.tensors_bytes + reserve + m.cuda_context_bytes
     return m.tensors_bytes + reserve
 
 
@@ -987,14 +958,10 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_memory", m.label, fig.bytes if fig else nan, None, "bytes",
                               fig.what if fig else "", skipped=mem_skip, **tags))
     else:
-        mem_tags = tags
-        if m.row in QWEN_FIXED_FIT_ROWS:
-            mem_tags = {**tags, "setup": m.setup + "; this row set Qwen's fitted fixed part "
-                        "(QWEN_FIXED_FIT_ROWS)"}
         out.append(Comparison("ft_memory", m.label, fig.bytes,
                               _predicted_memory(fig.kind, t, m.num_gpus, m.gpu,
-                                                m.replay_micro_batches, fig.fixed_bytes),
-                              "bytes", fig.what, **mem_tags))
+                                                m.replay_micro_batches),
+                              "bytes", fig.what, **tags))
     # fits
     ran_ok = ran(r)
     fit_skip = m.skipped or (None if ran_ok else "did not run (OOM or no result)")

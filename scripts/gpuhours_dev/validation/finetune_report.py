@@ -34,7 +34,7 @@ MEMORY_INTRO = (
     "(`MemoryBreakdown.tensors_bytes`), a torch reserved peak with tensors plus the allocator "
     "reserve (`reserved_bytes`), an nvidia-smi reading with reserved plus the CUDA context "
     "(`total_bytes`); a figure of unstated type with `reserved_bytes`, but Qwen's, compared "
-    "as a device-level reading with a fixed part fitted on its 7B rows (see its note). "
+    "as a device-level reading (`total_bytes`; see its note). "
     "LoRA adapters take the dtype the row's stack kept them in (fp32 from peft 0.12; the "
     "base's bf16 for older peft, litgpt and torchtune: `lora_adapter_dtype`). Where the samples vary "
     "in length (ms-swift's), the allocator reserve is a replay of the caching allocator over "
@@ -263,16 +263,17 @@ REMAINS: dict[str, str] = {
         "a proportional reserve would grow with the model (72B Int4's 52 GiB of tensors "
         "against 1.8B Int4's 3.5). That is the shape of a device-level reading (nvidia-smi: "
         "the CUDA context with the modules it loaded, library handles and workspaces, which "
-        "torch's allocator does not count), so the rows are compared as one: reserved + a "
-        "fixed part, fitted, not modelled: the median of measured - reserved over the twelve "
-        "Qwen-7B rows at 256-2048 tokens (<QWEN_FIXED>; finetune.QWEN_FIXED_FIT_ROWS, left "
-        "out of the tables). The estimator's own context assumption is 0.5 GiB (a lazily "
-        "loading CUDA 12 stack); the transformers guide measured 1.3 GiB for an eagerly "
-        "loading one; Qwen's stack was CUDA 11.8, PyTorch 2.0 and flash-attn 2 (DeepSpeed's "
-        "NCCL beside it for the Int4 and full rows). Its mechanism is not established (no "
-        "GPU here), and were the figure torch's reserved peak, these rows would read 1-3 "
-        "GiB low as before (1.8B LoRA 19-28%). Held out: <TALLY> (32 of 66 compared with "
-        "reserved). What the fixed part does not explain: full fine-tuning of 1.8B on one GPU "
+        "torch's allocator does not count), so the rows are compared as one: reserved + the "
+        "estimator's CUDA context assumption, 0.5 GiB (a lazily loading CUDA 12 stack). The "
+        "rest of the gap, about 0.7-2.4 GiB, is not modelled: the transformers guide measured "
+        "1.3 GiB of context for an eagerly loading stack, and Qwen's was CUDA 11.8, PyTorch "
+        "2.0 and flash-attn 2 (DeepSpeed's NCCL beside it for the Int4 and full rows). A fixed "
+        "part fitted on these rows (the median gap over the twelve Qwen-7B rows at 256-2048 "
+        "tokens, 1.77 GiB) brought 51 of the other 54 within 10%; it was tried and not kept, "
+        "since it would correct the comparison for one source, not the estimate a user gets "
+        "(the estimator's context assumption would need rows of other sources to set it). "
+        "Now: <TALLY> (32 of 66 compared with reserved). Beyond the context: full "
+        "fine-tuning of 1.8B on one GPU "
         "(finetune_ds.sh assumed: DeepSpeed ZeRO-3, fp32 master weights and moments) reads "
         "4.6 GiB above reserved at 256-2048 tokens and 8 GiB at 4096-8192 (#123, #124: 14% "
         "low). DeepSpeed's fp32 gradient accumulation is not it: with ZeRO on, the engine "
@@ -538,20 +539,9 @@ def host_fit_row(c: Comparison) -> bool:
     return c.label.split(" ", 1)[0] in {f"#{r}" for r in TUNED_THROUGHPUT_ROWS}
 
 
-def memory_fit_row(c: Comparison) -> bool:
-    """A memory row that set a fitted figure (finetune.QWEN_FIXED_FIT_ROWS: the fixed part of
-    Qwen's figures): tuned, so left out of the accuracy tables, as the throughput's are."""
-    from gpuhours_dev.validation.finetune import QWEN_FIXED_FIT_ROWS
-
-    return c.label.split(" ", 1)[0] in {f"#{r}" for r in QWEN_FIXED_FIT_ROWS}
-
-
 def render_finetune(comparisons: list[Comparison]) -> list[str]:
-    from gpuhours_dev.validation.finetune import qwen_fixed_bytes
-
     every_mem = _by_kind(comparisons, "ft_memory")
-    mem_tuned = [c for c in every_mem if memory_fit_row(c)]
-    mem = [c for c in every_mem if not memory_fit_row(c)]
+    mem = every_mem  # no memory figure is set from these rows
     fits = _by_kind(comparisons, "ft_fits")
     everything = _by_kind(comparisons, "ft_throughput")
     tuned = [c for c in everything if host_fit_row(c)]
@@ -562,12 +552,9 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
     def own(cs: list[Comparison]) -> list[Comparison]:
         return [c for c in cs if c.label not in setup_skip]
 
-    tuned_mem_ok = sum(abs(c.error) <= tol_m for c in mem_tuned if c.error is not None)
     lines = ["", f"## {FT_TITLES['ft_memory']}", "", MEMORY_INTRO, "",
-             f"The tables count the held-out rows only. The {len(mem_tuned)} Qwen-7B rows that "
-             f"set the fixed part of Qwen's figures (finetune.QWEN_FIXED_FIT_ROWS, see the Qwen "
-             f"note): {tuned_mem_ok} of {len(mem_tuned)} within {100 * tol_m:.0f}% (in "
-             "\"Every compared row\" below, marked).", "", "By source:", ""]
+             "No memory figure is set from these rows: every row is held out.", "",
+             "By source:", ""]
     lines += _group_table(mem, lambda c: c.group, "source")
     lines += ["", "By method (compared rows):", ""]
     lines += _group_table([c for c in mem if c.error is not None], lambda c: c.method,
@@ -593,10 +580,9 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
               "", "### What remains off, and why", "", PROSE_DATE, ""]
     # a source's tally in its note is read from its rows, as the table above counts them
     tallies = {src: _stats([c for c in mem if c.group == src]) for src in REMAINS}
-    fixed = f"{qwen_fixed_bytes() / GIB:.2f} GiB"
     lines += [f"- **{src}**: " + text.replace(
         "<TALLY>", f"{tallies[src][1]} of {tallies[src][0]}, median error {tallies[src][3]}"
-    ).replace("<QWEN_FIXED>", fixed) for src, text in REMAINS.items()]
+    ) for src, text in REMAINS.items()]
     capacity = [c for c in fits if c.error is not None and c.group.startswith("Unsloth docs")]
     lines += ["", "Capacity limits (Unsloth docs, HF + FA2: the longest context that fit): the "
               "estimate's device total at that context beside the card's memory:", "",

@@ -17,7 +17,6 @@ from gpuhours_dev.validation.finetune_report import (
     SUMMARY_TITLES,
     fits_summary,
     host_fit_row,
-    memory_fit_row,
     render_finetune,
 )
 
@@ -127,10 +126,6 @@ def summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
         rows = [c for c in comparisons if c.kind == kind and c.error is not None]
         out[kind] = (sum(abs(c.error) <= tol for c in rows if c.error is not None), len(rows))
     out[PLAIN_KIND] = plain_summary(comparisons)["all"]  # its rows not a check left out
-    held_mem = [c for c in comparisons if c.kind == "ft_memory" and c.error is not None
-                and not memory_fit_row(c)]  # the rows that set Qwen's fixed part left out
-    out["ft_memory"] = (sum(abs(c.error) <= FT_TOLERANCE["ft_memory"]
-                            for c in held_mem if c.error is not None), len(held_mem))
     held_out = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None
                 and not host_fit_row(c)]  # the rows that set the Qwen host figure left out
     out["ft_throughput"] = (sum(abs(c.error) <= FT_TOLERANCE["ft_throughput"]
