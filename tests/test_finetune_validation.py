@@ -152,10 +152,11 @@ def test_headline_numbers_regression_floor(comparisons):
     within 10% for 80% of expressible runs, under 2% refused, throughput within 20% for 90%."""
     mem = [c for c in comparisons if c.kind == "ft_memory" and c.error is not None]
     assert len(mem) >= 188
-    # 111 of 205 (the 12 rows that set Qwen's fitted fixed part among them; 99 of the 193
-    # held out): half-precision adapters for the stacks that ran them, Qwen's figures as
-    # device-level readings (docs/validation.md)
-    assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 105
+    # 87 of 205, none tuned: half-precision adapters for the stacks that ran them (Answer.AI's
+    # allocated peaks within 3%, where fp32 adapters hid memory the estimate lacks elsewhere),
+    # Qwen's figures as device-level readings with the estimator's own CUDA context
+    # (docs/validation.md)
+    assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 87
     ok, n = fits_summary(comparisons)
     # 3: the Llama 3.3 70B capacity row 2.6% over its card under the assumed fp32 upcast of the
     # Unsloth table's unstated HF stack (1822cf6); litgpt's #30 and #43 (full fine-tuning on an
