@@ -478,6 +478,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                 "lora_lm_head": _lm_head_adapted(r)}
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
+        adapter_dtype = _HALF_ADAPTERS.get(source)
+        if adapter_dtype:
+            lora["lora_adapter_dtype"] = "half"
+            notes.append(adapter_dtype)
         notes.append(t_note)
         notes.append(dropout_note)
         if method == "qlora":
@@ -554,6 +558,18 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
                   setup=setup, skipped=None, replay_micro_batches=replay)
+
+
+#: sources whose LoRA adapters run in the model's half precision (Training.lora_adapter_dtype
+#: "half"; the others take the default: peft's fp32 adapters unless DeepSpeed or FSDP casts
+#: them), with why
+_HALF_ADAPTERS = {
+    "Answer.AI": "adapters in bf16: fsdp_qlora train.py (@ 05ed9f2) wraps peft's model in FSDP "
+                 "with use_orig_params=False ('ddp' is NO_SHARD), whose flat parameters hold "
+                 "one dtype, and peft of early 2024 (0.6-0.11) casts the adapters to the base "
+                 "weight's dtype",
+    "torchtune": "torchtune's own LoRALinear, built in the model's bf16 (no peft cast)",
+}
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):
@@ -739,7 +755,7 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
 #: default, assumptions.HOST_S_PER_OP): (us per operator, basis). Fitted by
 #: `python scripts/host_overhead.py qwen` (docs/bench.md, "The host floor")
 HOST_US_PER_OP = {
-    "Qwen": (22.0, "host 22 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
+    "Qwen": (21.0, "host 21 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
                    "#107-109)"),
 }
 #: the rows those figures were fitted to (tuned, not held out)

@@ -177,7 +177,7 @@ ONE_BYTE_ELEMENTWISE_COST = _a(
 #: rows #119-121 of finetune_runs.csv (256-1024 tokens, host-bound), with the Qwen README host's
 #: 22 us per operator; `python scripts/host_overhead.py zero3`. Held out: every other ZeRO-3 row.
 ZERO3_OPS_PER_MODULE_FETCH = _a(
-    "zero3_ops_per_module_fetch", 11.0, "host operators per module per fetch and release",
+    "zero3_ops_per_module_fetch", 11.5, "host operators per module per fetch and release",
     "fitted to Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3 (finetune_runs.csv #119-121); "
     "held out: the other ZeRO-3 rows (docs/validation.md)")
 

@@ -20,6 +20,10 @@ from gpuhours.estimate import parallel as P
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
+from gpuhours.estimate.lora_traffic import (
+    generic_lora_saved_bytes_per_token_layer,
+    lora_branch_bytes_per_token_layer,
+)
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
     LORA_ADAPTED,
@@ -237,6 +241,13 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
     layer_traffic = tokens * arch.num_layers * (tensors * passes + scores * 3 + score_traffic)
     a = ACTIVATION_BYTES[t.precision]
+    if t.method != "full" and not arch.encoder:
+        # peft's LoRA branch, counted operator by operator (estimate/lora_traffic.py), in
+        # place of the generic passes over the adapters' saved inputs
+        kept = a if t.precision.endswith(("-mixed", "-amp")) else 4
+        branch = lora_branch_bytes_per_token_layer(arch, t, a)
+        generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
+        layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
     logit_traffic = 0.0 if arch.encoder else (
         tokens * arch.vocab_size * A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value * a / 2)
     dequant_traffic = 0.0
