@@ -52,7 +52,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
-    "lora_adapter_dtype": "--lora-adapter-dtype",
+    "lora_branch": "--lora-branch",
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
@@ -200,10 +200,12 @@ LongSamplesOpt = Annotated[str, typer.Option(
 LoraDropoutOpt = Annotated[float, typer.Option(
     help="LoRA dropout (peft's lora_dropout): above 0, a 1-byte mask per adapter input is "
          "kept for backward.")]
-LoraAdapterDtypeOpt = Annotated[str | None, typer.Option(
-    "--lora-adapter-dtype", help="The dtype peft's adapters run in: fp32 (peft 0.5 and "
-    "0.12+: each adapter casts its input to fp32) or half (peft 0.6-0.11; a model cast after "
-    "peft). Default: fp32 unless DeepSpeed or FSDP (--zero 3) casts the model.")]
+LoraBranchOpt = Annotated[str | None, typer.Option(
+    "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
+    "adapters: each casts its input), peft-half (the same in the model's half precision: "
+    "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
+    "Default: fused on --kernels megatron, peft-half under DeepSpeed or --zero 3, else "
+    "peft-fp32.")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]

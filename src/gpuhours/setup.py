@@ -171,12 +171,15 @@ class Training(_ReadsModel):
     #: LoRA's dropout on each adapter's input (peft's lora_dropout; its default 0): above 0,
     #: torch's dropout keeps a 1-byte mask per input element of every adapter for backward
     lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    #: the dtype peft's LoRA adapters run in (their memory traffic: estimate/lora_traffic.py):
-    #: "fp32" (peft 0.5 and 0.12+: fp32 adapters, so each adapter casts its half-precision
-    #: input to fp32), "half" (peft 0.6-0.11 cast the adapters to the base weight's dtype; or a
-    #: model cast after peft). None: fp32 unless an engine casts the module: DeepSpeed (a
-    #: ZeRO-1/2 bucket, its ZeRO-3 engine) or FSDP (zero_stage 3)
-    lora_adapter_dtype: Literal["fp32", "half"] | None = None
+    #: how the LoRA branch runs (its memory traffic: estimate/lora_traffic.py): "peft-fp32"
+    #: (peft's eager operators with fp32 adapters, peft 0.5 and 0.12+: each adapter casts its
+    #: half-precision input to fp32), "peft-half" (the same operators in the model's half
+    #: precision: peft 0.6-0.11, which cast the adapters to the base weight's dtype, a model
+    #: cast by DeepSpeed or FSDP, torchtune's eager LoRALinear), "fused" (the branch's
+    #: elementwise work fused away: Triton LoRA kernels, torch.compile, Megatron's adapters).
+    #: None: fused on the megatron kernel path, else peft-half where DeepSpeed (a ZeRO-1/2
+    #: bucket, its ZeRO-3 engine) or FSDP (zero_stage 3) casts the model, else peft-fp32
+    lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
     #: PCIe traffic and the CPU Adam step in the step time
@@ -330,13 +333,13 @@ class Training(_ReadsModel):
         if self.method == "full" and self.lora_dropout > 0:
             raise FieldError(("lora_dropout", "method"), "LoRA dropout acts on the adapters' "
                              "inputs; full fine-tuning has no adapters.", "Leave it at 0.")
-        if self.method == "full" and self.lora_adapter_dtype is not None:
-            raise FieldError(("lora_adapter_dtype", "method"), "the adapters' dtype is a "
+        if self.method == "full" and self.lora_branch is not None:
+            raise FieldError(("lora_branch", "method"), "how the LoRA branch runs is a "
                              "LoRA/QLoRA choice; full fine-tuning has no adapters.")
-        if self.lora_adapter_dtype == "half" and self.precision == "fp32":
-            raise FieldError(("lora_adapter_dtype", "precision"), "half-precision adapters "
-                             "need half-precision activations; under fp32 the adapters run in "
-                             "fp32.", "Leave lora_adapter_dtype unset, or use bf16.")
+        if self.lora_branch == "peft-half" and self.precision == "fp32":
+            raise FieldError(("lora_branch", "precision"), "half-precision adapters need "
+                             "half-precision activations; under fp32 the adapters run in fp32.",
+                             "Use lora_branch peft-fp32, or a half precision.")
         if self.method != "qlora" and self.kbit_upcast is not None:
             raise FieldError(("kbit_upcast", "method"), "kbit_upcast is peft's preparation of a "
                              f"4-bit base for QLoRA; {self.method} has no quantised base.")

@@ -478,10 +478,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                 "lora_lm_head": _lm_head_adapted(r)}
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
-        adapter_dtype = _HALF_ADAPTERS.get(source)
-        if adapter_dtype:
-            lora["lora_adapter_dtype"] = "half"
-            notes.append(adapter_dtype)
+        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
+        branch = _LORA_BRANCH.get("compiled" if compiled else source)
+        if branch:
+            lora["lora_branch"] = branch[0]
+            notes.append(branch[1])
         notes.append(t_note)
         notes.append(dropout_note)
         if method == "qlora":
@@ -560,15 +561,18 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                   setup=setup, skipped=None, replay_micro_batches=replay)
 
 
-#: sources whose LoRA adapters run in the model's half precision (Training.lora_adapter_dtype
-#: "half"; the others take the default: peft's fp32 adapters unless DeepSpeed or FSDP casts
-#: them), with why
-_HALF_ADAPTERS = {
-    "Answer.AI": "adapters in bf16: fsdp_qlora train.py (@ 05ed9f2) wraps peft's model in FSDP "
-                 "with use_orig_params=False ('ddp' is NO_SHARD), whose flat parameters hold "
-                 "one dtype, and peft of early 2024 (0.6-0.11) casts the adapters to the base "
-                 "weight's dtype",
-    "torchtune": "torchtune's own LoRALinear, built in the model's bf16 (no peft cast)",
+#: how the LoRA branch runs (Training.lora_branch), by source, where not its default (peft's
+#: eager operators with fp32 adapters unless DeepSpeed or FSDP casts the model), with why;
+#: "compiled": any row run with torch.compile
+_LORA_BRANCH = {
+    "Answer.AI": ("peft-half", "adapters in bf16: fsdp_qlora train.py (@ 05ed9f2) wraps peft's "
+                  "model in FSDP with use_orig_params=False ('ddp' is NO_SHARD), whose flat "
+                  "parameters hold one dtype, and peft of early 2024 (0.6-0.11) casts the "
+                  "adapters to the base weight's dtype"),
+    "torchtune": ("peft-half", "torchtune's own LoRALinear in the model's bf16: peft's eager "
+                  "operators without the cast"),
+    "compiled": ("fused", "LoRA branch costed fused: torch.compile fuses its elementwise "
+                 "operators (compile's other effects are not modelled)"),
 }
 
 

@@ -27,13 +27,14 @@ backward, per fan-out element: the product's gradient (read a, write a), B's inp
 Checkpointing runs the forward twice. The rank-r intermediates (r elements per token) are
 left out (r is 8-64 against fan-ins of 10^3-10^4).
 
-Whether the adapters are fp32 at compute time depends on peft's release and on what casts the
-model (Training.lora_adapter_dtype): peft 0.5 creates them in fp32 (nn.Linear of the default
-dtype, only moved to the weight's device), 0.6-0.11 cast them to the base weight's dtype
-(LoraLayer.update_layer: `self.to(weight.device, dtype=weight.dtype)`), 0.12+ keep them in
-fp32 again (autocast_adapter_dtype=True). DeepSpeed's engine casts the whole module to its
-fp16/bf16 dtype and FSDP's flat parameters hold one dtype, so by default (None) the adapters
-are fp32 unless zero_stage is 3 or a DeepSpeed ZeRO-1/2 bucket is set.
+How the branch runs is Training.lora_branch. peft's adapters are fp32 in peft 0.5 (nn.Linear of
+the default dtype, only moved to the weight's device) and 0.12+ (autocast_adapter_dtype=True),
+in the base weight's dtype in 0.6-0.11 (LoraLayer.update_layer: `self.to(weight.device,
+dtype=weight.dtype)`); DeepSpeed's engine casts the whole module to its fp16/bf16 dtype and
+FSDP's flat parameters hold one dtype (peft-half: no cast). torchtune's eager LoRALinear runs
+the same operators in bf16. Where the branch is fused (Triton LoRA kernels such as NeMo
+Automodel's, torch.compile, Megatron's adapters inside Transformer Engine layers) only timing's
+generic passes over the saved tensors are charged.
 """
 
 from __future__ import annotations
@@ -46,16 +47,17 @@ from gpuhours.setup import Training
 DROPOUT_MASK_BYTES = 1.0
 
 
-def adapters_fp32_at_compute(t: Training) -> bool:
-    """True where fp32 adapters meet half-precision activations, so each adapter casts its
-    input: Training.lora_adapter_dtype when given; else peft's fp32 default unless an engine
-    casts the module (DeepSpeed: a ZeRO-1/2 bucket or its ZeRO-3 engine; FSDP's param_dtype:
-    zero_stage 3). Under fp32 precision there is nothing to cast."""
-    if t.precision == "fp32":
-        return False
-    if t.lora_adapter_dtype is not None:
-        return t.lora_adapter_dtype == "fp32"
-    return not (t.zero_stage >= 3 or t.deepspeed_reduce_bucket > 0)
+def lora_branch_of(t: Training) -> str:
+    """The LoRA branch that runs (Training.lora_branch; its default when None): fused on the
+    megatron kernel path, peft-half where an engine casts the model (DeepSpeed: a ZeRO-1/2
+    bucket or its ZeRO-3 engine; FSDP: zero_stage 3), else peft-fp32."""
+    if t.lora_branch is not None:
+        return t.lora_branch
+    if t.kernels == "megatron":
+        return "fused"
+    if t.zero_stage >= 3 or t.deepspeed_reduce_bucket > 0:
+        return "peft-half"
+    return "peft-fp32"
 
 
 def branch_bytes_per_element(a: float, fp32_adapters: bool, dropout: bool,
@@ -95,14 +97,18 @@ def _fan_in(arch: ModelArch, adapted: Adapted) -> float:
 
 def lora_branch_bytes_per_token_layer(arch: ModelArch, t: Training, a: float) -> float:
     """Bytes peft's LoRA branches move per token and decoder layer in one training step (mean
-    over the layers; a routed expert's adapters in the share of tokens routed to it)."""
-    per_in, per_out = branch_bytes_per_element(a, adapters_fp32_at_compute(t),
-                                               t.lora_dropout > 0, t.checkpointing)
+    over the layers; a routed expert's adapters in the share of tokens routed to it); 0 for a
+    fused branch. Under fp32 precision there is nothing to cast."""
+    branch = lora_branch_of(t)
+    if branch == "fused":
+        return 0.0
+    fp32_adapters = branch == "peft-fp32" and t.precision != "fp32"
+    per_in, per_out = branch_bytes_per_element(a, fp32_adapters, t.lora_dropout > 0,
+                                               t.checkpointing)
     total = 0.0
     for ad in adapted_linears(arch, t.lora_targets):
         fan_in = _fan_in(arch, ad)
-        fan_out = ad.width - fan_in
-        total += ad.active * (per_in * fan_in + per_out * fan_out)
+        total += ad.active * (per_in * fan_in + per_out * (ad.width - fan_in))
     return total / arch.num_layers
 
 

@@ -246,8 +246,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # place of the generic passes over the adapters' saved inputs
         kept = a if t.precision.endswith(("-mixed", "-amp")) else 4
         branch = lora_branch_bytes_per_token_layer(arch, t, a)
-        generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
-        layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
+        if branch > 0:  # a fused branch keeps the generic count
+            generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
+            layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
     logit_traffic = 0.0 if arch.encoder else (
         tokens * arch.vocab_size * A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value * a / 2)
     dequant_traffic = 0.0
