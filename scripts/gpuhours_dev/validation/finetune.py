@@ -767,8 +767,11 @@ HOST_FIT_ROWS = frozenset({101, 102, 103, 107, 108, 109})
 #: the rows assumptions.ZERO3_OPS_PER_MODULE_FETCH was fitted to (`python scripts/
 #: host_overhead.py zero3`): Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3, 256-1024 tokens
 ZERO3_FIT_ROWS = frozenset({119, 120, 121})
+#: the rows assumptions.FLASH_ATTN2_EFFICIENCY_BY_GENERATION["ampere"] was fitted to (`python
+#: scripts/host_overhead.py flash`): Qwen-1.8B LoRA and LoRA (emb) at 8192 tokens
+FLASH_FIT_ROWS = frozenset({106, 112})
 #: every throughput row that set a figure: left out of the held-out accuracy
-TUNED_THROUGHPUT_ROWS = HOST_FIT_ROWS | ZERO3_FIT_ROWS
+TUNED_THROUGHPUT_ROWS = HOST_FIT_ROWS | ZERO3_FIT_ROWS | FLASH_FIT_ROWS
 
 
 #: sources whose tokens/s count the tokens computed, with how
@@ -962,6 +965,8 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""
         setup += ("; this row tuned the ZeRO-3 hook figure (assumptions."
                   "ZERO3_OPS_PER_MODULE_FETCH)" if m.row in ZERO3_FIT_ROWS else "")
+        setup += ("; this row tuned the flash-attn attention rate (assumptions."
+                  "FLASH_ATTN2_EFFICIENCY_BY_GENERATION)" if m.row in FLASH_FIT_ROWS else "")
         out.append(Comparison("ft_throughput", m.label, measured, e.tokens_per_s_per_gpu.value,
                               "tokens/s per GPU", what, generation=m.gpu.generation,
                               **{**tags, "setup": setup}))

@@ -120,11 +120,17 @@ def attention_assumption(generation: str, fused: bool) -> A.Assumption | None:
     return table.get(generation)
 
 
-def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False) -> float:
+def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False,
+                         kernels: str = "eager") -> float:
     """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
-    generation's own figure for the kernel where assumptions.py has one (Hopper: fused, cuDNN or
-    FlashAttention-3; else SDPA's FlashAttention-2), else a share of the GEMM efficiency
-    (ATTENTION_EFFICIENCY_RATIO)."""
+    generation's own figure for the kernel where assumptions.py has one (the flash-attn package
+    called by the model's code, `kernels` "flash-attn": FLASH_ATTN2_EFFICIENCY_BY_GENERATION;
+    Hopper: fused, cuDNN or FlashAttention-3; else SDPA's FlashAttention-2), else a share of the
+    GEMM efficiency (ATTENTION_EFFICIENCY_RATIO)."""
+    if kernels == "flash-attn" and not fused:
+        fa2 = A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION.get(gpu.generation)
+        if fa2 is not None:
+            return fa2.value
     own = attention_assumption(gpu.generation, fused)
     if own is not None:
         return own.value
@@ -216,7 +222,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     peak = peak_flops(gpu, "bf16-mixed" if fp8 else t.precision)
     tokens = t.tokens_per_micro_batch * t.grad_accum
     e_mm = gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
-    e_attn = attention_efficiency(gpu, arch.hidden_size, t.fused_attention) * efficiency_scale
+    e_attn = attention_efficiency(gpu, arch.hidden_size, t.fused_attention,
+                                  t.kernels) * efficiency_scale
     bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
 
     matmul_s = tokens * flops.matmul_flops_per_token / (peak * e_mm)
