@@ -5,6 +5,7 @@ operator to the host-bound steps of the H100 run and test it on the others.
     python scripts/host_overhead.py fit              # + the fit and the held-out check
     python scripts/host_overhead.py qwen             # the Qwen README host: fit, held out
     python scripts/host_overhead.py zero3            # DeepSpeed ZeRO-3's module hooks
+    python scripts/host_overhead.py flash            # the flash-attn kernels' rate on an A100
 
 `count` builds each model family twice, with 2 and 4 layers at a tiny width (operator counts
 depend on the structure, not the width), runs one training step of bench's own trainer under
@@ -26,9 +27,14 @@ every other Qwen row with it, held out (scripts/gpuhours_dev/validation/finetune
 HOST_US_PER_OP takes the value).
 
 `zero3` fits DeepSpeed ZeRO-3's host cost per module fetched and released
-(assumptions.ZERO3_OPS_PER_MODULE_FETCH, in operators at the row's host figure: 22 us for the
+(assumptions.ZERO3_OPS_PER_MODULE_FETCH, in operators at the row's host figure: 21 us for the
 Qwen README host) to the host-bound Qwen-1.8B full fine-tuning rows (#119-121, one A100,
 finetune_ds.sh's ds_config_zero3.json), and prints every other ZeRO-3 row, held out.
+
+`flash` fits the rate of the flash-attn package's kernels per causal FLOP on an A100
+(assumptions.FLASH_ATTN2_EFFICIENCY_BY_GENERATION) to the Qwen-1.8B LoRA rows at 8192 tokens
+(#106, #112), where attention is the largest share of the step, and prints every other
+flash-attn row, held out.
 """
 
 from __future__ import annotations
@@ -258,10 +264,80 @@ def zero3() -> None:
         print(f"  {m.label:48s} {before[m.row]:+7.1%} -> {after[m.row]:+7.1%}")
 
 
+def flash_fit() -> tuple[float, dict[int, float], dict[int, float], list[Any]]:
+    """Fit assumptions.FLASH_ATTN2_EFFICIENCY_BY_GENERATION["ampere"] (the flash-attn package's
+    kernels per causal FLOP on an A100) to finetune.FLASH_FIT_ROWS, the least rms error on a 0.01
+    grid from 0.20 to 0.70, with the Qwen host figure. Returns (the value, each flash-attn row's
+    error with it, the same with the rate it replaces, ATTENTION_EFFICIENCY_RATIO x the GEMM
+    efficiency, and the rows)."""
+    import dataclasses
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.setup import Hardware
+    from gpuhours_dev.validation import _rows
+    from gpuhours_dev.validation import finetune as F
+
+    rows = []
+    for m, r in zip(F.mapped_rows(), _rows(F.DATA), strict=True):
+        measured, _ = F.throughput_figure(r, m.source)
+        t = m.training
+        if (t is not None and t.kernels == "flash-attn" and m.gpu is not None
+                and m.gpu.generation == "ampere" and measured is not None):
+            rows.append((m, measured))
+    table = A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION
+    original = table["ampere"]
+
+    def errors(value: float | None) -> dict[int, float]:
+        if value is None:  # the rate it replaces
+            del table["ampere"]
+        else:
+            table["ampere"] = dataclasses.replace(original, value=value)
+        try:
+            return {m.row: estimate_training(m.training, Hardware(
+                gpu=m.gpu, num_gpus=m.num_gpus,
+                host_us_per_op=F.HOST_US_PER_OP.get(m.source, (None, ""))[0]), "catalog"
+            ).tokens_per_s_per_gpu.value / measured - 1 for m, measured in rows}
+        finally:
+            table["ampere"] = original
+
+    def rms(value: float) -> float:
+        e = errors(value)
+        return float(sum(e[i] ** 2 for i in F.FLASH_FIT_ROWS) / len(F.FLASH_FIT_ROWS)) ** 0.5
+
+    best = min((round(0.20 + 0.01 * i, 2) for i in range(51)), key=rms)
+    return best, errors(best), errors(None), [m for m, _ in rows]
+
+
+def flash() -> None:
+    """Print flash_fit's value and every other flash-attn row, held out."""
+    from gpuhours.estimate import assumptions as A
+    from gpuhours_dev.validation import finetune as F
+
+    best, after, before, rows = flash_fit()
+    fit_rms = (sum(after[i] ** 2 for i in F.FLASH_FIT_ROWS) / len(F.FLASH_FIT_ROWS)) ** 0.5
+    print(f"fitted on rows {sorted(F.FLASH_FIT_ROWS)}: {best:g} of the dense bf16 peak per causal "
+          f"FLOP (rms error {fit_rms:.1%}); assumptions.py uses "
+          f"{A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION['ampere'].value:g}")
+    held = [m for m in rows if m.row not in F.TUNED_THROUGHPUT_ROWS]
+    print(f"held out: {sum(abs(after[m.row]) <= 0.2 for m in held)} of {len(held)} flash-attn "
+          f"rows within 20% (at the ratio's rate: {sum(abs(before[m.row]) <= 0.2 for m in held)}"
+          f"); within 10%: {sum(abs(after[m.row]) <= 0.1 for m in held)} "
+          f"({sum(abs(before[m.row]) <= 0.1 for m in held)})")
+    for m in held:
+        print(f"  {m.label:48s} {m.training.seq_len:5d} {before[m.row]:+7.1%} -> "
+              f"{after[m.row]:+7.1%}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("action", choices=["count", "fit", "qwen", "zero3"])
+    p.add_argument("action", choices=["count", "fit", "qwen", "zero3", "flash"])
     a = p.parse_args()
+    if a.action == "flash":
+        flash()
+        return
     if a.action == "qwen":
         qwen()
         return

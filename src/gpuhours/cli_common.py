@@ -53,6 +53,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype",
+    "lora_branch": "--lora-branch",
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
@@ -205,6 +206,12 @@ AdapterDtypeOpt = Annotated[str, typer.Option(
     "(the bf16/fp16 base's dtype: peft up to 0.11, autocast_adapter_dtype=False, torchtune's "
     "and litgpt's own LoRA): half-precision adapter weights, gradients and AdamW moments, no "
     "fp32 copy of their inputs.")]
+LoraBranchOpt = Annotated[str | None, typer.Option(
+    "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
+    "adapters: each casts its input), peft-half (the same in the model's half precision: "
+    "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
+    "Default: fused on --kernels megatron, peft-half under DeepSpeed or --zero 3, else "
+    "peft-fp32.")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]

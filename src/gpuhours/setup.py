@@ -171,6 +171,10 @@ class Training(_ReadsModel):
     #: LoRA's dropout on each adapter's input (peft's lora_dropout; its default 0): above 0,
     #: torch's dropout keeps a 1-byte mask per input element of every adapter for backward
     lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    #: The adapters' storage (lora_adapter_dtype: their weights, gradients and optimizer state)
+    #: and their compute (lora_branch: the operators that run and the copies they make) are two
+    #: facts: under DeepSpeed the engine casts fp32 adapters to half for compute and keeps fp32
+    #: master copies in its optimizer; peft up to 0.11 keeps them half in both.
     #: the dtype LoRA/QLoRA's adapter weights are kept in: "fp32" (peft from 0.12, whose
     #: get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters: PR #1706) or
     #: "half", the half-precision base's dtype (peft up to 0.11 moved each adapter to its base
@@ -178,8 +182,19 @@ class Training(_ReadsModel):
     #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
     #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
     #: own LoRA layers, built in the model's dtype). Half adapters have half-precision gradients
-    #: and torch AdamW moments, and peft casts no fp32 copy of their inputs (a bf16/fp16 base)
+    #: and torch AdamW moments, and compute in half (lora_branch's default: peft-half)
     lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
+    #: how the LoRA branch runs (its memory traffic: estimate/lora_traffic.py): "peft-fp32"
+    #: (peft's eager operators with fp32 adapters, peft 0.5 and 0.12+: each adapter casts its
+    #: half-precision input to fp32), "peft-half" (the same operators in the model's half
+    #: precision: peft 0.6-0.11, which cast the adapters to the base weight's dtype, a model
+    #: cast by DeepSpeed or FSDP, torchtune's eager LoRALinear), "fused" (the branch's
+    #: elementwise work fused away: Triton LoRA kernels, torch.compile, Megatron's adapters).
+    #: None: fused on the megatron kernel path, else peft-half for half adapters or where
+    #: DeepSpeed (a ZeRO-1/2 bucket, its ZeRO-3 engine) or FSDP (zero_stage 3) casts the model,
+    #: else peft-fp32 (estimate/lora_traffic.lora_branch_of). Memory follows it too: only the
+    #: peft-fp32 branch keeps an fp32 copy of each adapter's input for backward
+    lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
     zero_stage: ZeroStage = 0
     #: CPU offload (Offload above): GPU memory without the offloaded state, host RAM for it,
     #: PCIe traffic and the CPU Adam step in the step time
@@ -343,6 +358,19 @@ class Training(_ReadsModel):
                              "take the dtype of a half-precision base (bf16 or fp16, pure or "
                              f"-mixed); under {self.precision} the base weights are fp32.",
                              "Use a bf16 or fp16 precision, or fp32 adapters.")
+        if self.method == "full" and self.lora_branch is not None:
+            raise FieldError(("lora_branch", "method"), "how the LoRA branch runs is a "
+                             "LoRA/QLoRA choice; full fine-tuning has no adapters.")
+        if self.lora_adapter_dtype == "half" and self.lora_branch == "peft-fp32":
+            raise FieldError(("lora_adapter_dtype", "lora_branch"), "half-precision adapters "
+                             "compute in half precision; peft-fp32 is the branch of fp32 "
+                             "adapters, which cast their inputs to fp32.",
+                             "Use lora_branch peft-half (or leave it to its default), or fp32 "
+                             "adapters.")
+        if self.lora_branch == "peft-half" and self.precision == "fp32":
+            raise FieldError(("lora_branch", "precision"), "half-precision adapters need "
+                             "half-precision activations; under fp32 the adapters run in fp32.",
+                             "Use lora_branch peft-fp32, or a half precision.")
         if self.method != "qlora" and self.kbit_upcast is not None:
             raise FieldError(("kbit_upcast", "method"), "kbit_upcast is peft's preparation of a "
                              f"4-bit base for QLoRA; {self.method} has no quantised base.")

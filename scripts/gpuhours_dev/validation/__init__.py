@@ -138,13 +138,16 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
     method = {"LoRA": "lora", "QLoRA": "qlora"}.get(tech, "full")
     optimizer = "adamw-8bit" if tech == "+ 8-bit AdamW" else "adamw"
     ckpt = r["activation_checkpointing"] == "True"  # not stated: off
-    # torchtune's LoRA recipes: rank 8 on attention and MLP projections
+    compiled = "compile" in notes.lower() or tech not in ("+ Packed Dataset",)
+    # torchtune's LoRA recipes: rank 8 on attention and MLP projections; its LoRALinear runs
+    # peft's eager operators in bf16, fused by torch.compile where compiled (lora_branch)
+    branch = ({"lora_branch": "fused" if compiled else "peft-half"} if method != "full"
+              else {})
     t = Training.model_validate(dict(
         arch=arch, method=method, precision="bf16", optimizer=optimizer,
         micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]), checkpointing=ckpt,
-        lora_rank=8, lora_targets="all-linear"))
+        lora_rank=8, lora_targets="all-linear", **branch))
     e = estimate_training(t, Hardware(gpu=gpu), "catalog")
-    compiled = "compile" in notes.lower() or tech not in ("+ Packed Dataset",)
     setup = (f"{method}, bf16, batch {t.micro_batch} x {t.seq_len} packed, checkpointing "
              f"{'on' if ckpt else 'off'}{'; torch.compile not modelled' if compiled else ''}")
     return Comparison(**base, measured=measured, predicted=e.tokens_per_s_per_gpu.value,

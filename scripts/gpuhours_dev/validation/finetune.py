@@ -478,6 +478,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                 "lora_lm_head": _lm_head_adapted(r)}
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
+        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
+        branch = _LORA_BRANCH.get("compiled" if compiled else source)
+        if branch:
+            lora["lora_branch"] = branch[0]
+            notes.append(branch[1])
         notes.append(t_note)
         notes.append(dropout_note)
         if method == "qlora":
@@ -558,6 +563,21 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
                   setup=setup, skipped=None, replay_micro_batches=replay)
+
+
+#: how the LoRA branch runs (Training.lora_branch), by source, where not its default (peft's
+#: eager operators with fp32 adapters unless DeepSpeed or FSDP casts the model), with why;
+#: "compiled": any row run with torch.compile
+_LORA_BRANCH = {
+    "Answer.AI": ("peft-half", "adapters in bf16: fsdp_qlora train.py (@ 05ed9f2) wraps peft's "
+                  "model in FSDP with use_orig_params=False ('ddp' is NO_SHARD), whose flat "
+                  "parameters hold one dtype, and peft of early 2024 (0.6-0.11) casts the "
+                  "adapters to the base weight's dtype"),
+    "torchtune": ("peft-half", "torchtune's own LoRALinear in the model's bf16: peft's eager "
+                  "operators without the cast"),
+    "compiled": ("fused", "LoRA branch costed fused: torch.compile fuses its elementwise "
+                 "operators (compile's other effects are not modelled)"),
+}
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):
@@ -796,7 +816,7 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
 #: default, assumptions.HOST_S_PER_OP): (us per operator, basis). Fitted by
 #: `python scripts/host_overhead.py qwen` (docs/bench.md, "The host floor")
 HOST_US_PER_OP = {
-    "Qwen": (22.0, "host 22 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
+    "Qwen": (21.0, "host 21 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
                    "#107-109)"),
 }
 #: the rows those figures were fitted to (tuned, not held out)
@@ -804,8 +824,11 @@ HOST_FIT_ROWS = frozenset({101, 102, 103, 107, 108, 109})
 #: the rows assumptions.ZERO3_OPS_PER_MODULE_FETCH was fitted to (`python scripts/
 #: host_overhead.py zero3`): Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3, 256-1024 tokens
 ZERO3_FIT_ROWS = frozenset({119, 120, 121})
+#: the rows assumptions.FLASH_ATTN2_EFFICIENCY_BY_GENERATION["ampere"] was fitted to (`python
+#: scripts/host_overhead.py flash`): Qwen-1.8B LoRA and LoRA (emb) at 8192 tokens
+FLASH_FIT_ROWS = frozenset({106, 112})
 #: every throughput row that set a figure: left out of the held-out accuracy
-TUNED_THROUGHPUT_ROWS = HOST_FIT_ROWS | ZERO3_FIT_ROWS
+TUNED_THROUGHPUT_ROWS = HOST_FIT_ROWS | ZERO3_FIT_ROWS | FLASH_FIT_ROWS
 
 
 #: sources whose tokens/s count the tokens computed, with how
@@ -999,6 +1022,8 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""
         setup += ("; this row tuned the ZeRO-3 hook figure (assumptions."
                   "ZERO3_OPS_PER_MODULE_FETCH)" if m.row in ZERO3_FIT_ROWS else "")
+        setup += ("; this row tuned the flash-attn attention rate (assumptions."
+                  "FLASH_ATTN2_EFFICIENCY_BY_GENERATION)" if m.row in FLASH_FIT_ROWS else "")
         out.append(Comparison("ft_throughput", m.label, measured, e.tokens_per_s_per_gpu.value,
                               "tokens/s per GPU", what, generation=m.gpu.generation,
                               **{**tags, "setup": setup}))

@@ -198,6 +198,10 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
         precision = matmul_precision(r)
         rank, targets, lora_setup = lora_adapters(r["source"])
         kernels = "megatron" if megatron_core(r["source"]) else "eager"
+        # NeMo Automodel's "kernels: TE + triton": its LoRA runs as Triton kernels, the branch's
+        # elementwise work fused (Training.lora_branch); Megatron's adapters are fused by default
+        triton_lora = method == "lora" and "triton" in notes
+        branch = {"lora_branch": "fused"} if triton_lora else {}
         if r["model"] in NEMO_GPT3:
             arch = nemo_gpt3(r["model"])
             basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
@@ -207,7 +211,7 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
             t = Training.model_validate(dict(
                 arch=arch, model_basis=basis, method=method, precision=precision,
                 micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
-                lora_targets=targets, kernels=kernels,
+                lora_targets=targets, kernels=kernels, **branch,
                 zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
                 virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
         except FieldError as e:  # the stated layout is one the estimator does not express

@@ -144,6 +144,23 @@ SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                  "backward ~260 TFLOPS (Shah et al. 2024, figs. 5-6)"),
 }
 
+#: The flash-attn package's FlashAttention-2 kernels called by the model's own code
+#: (Training.kernels "flash-attn": Qwen-1's modeling_qwen.py calls flash_attn_func on the whole
+#: padded sequence, batch 1, causal), per causal FLOP, as a fraction of the dense bf16 peak.
+#: ampere: FITTED to the Qwen-1.8B LoRA and LoRA (emb) rows at 8192 tokens on one A100
+#: (finetune_runs.csv #106, #112, where the attention kernels are ~40% of the estimated step;
+#: `python scripts/host_overhead.py flash`); held out: every other flash-attn row. It replaces
+#: ATTENTION_EFFICIENCY_RATIO's 0.35 x the GEMM efficiency (0.26 on an A100), which was set on
+#: llm-foundry's Triton kernel; Dao 2023 (arXiv:2307.08691, abstract) puts FlashAttention-2's
+#: forward at 50-73% of the A100's peak, its backward lower: the fit, in the step's context
+#: (recompute, the backward's 2x FLOPs), is below that. Other generations: the tables above.
+FLASH_ATTN2_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
+    "ampere": _a("flash_attn2_efficiency.ampere", 0.35, "fraction of dense bf16 peak",
+                 "fitted to Qwen-1.8B LoRA on one A100 at 8192 tokens (finetune_runs.csv "
+                 "#106, #112; scripts/host_overhead.py flash); held out: the other flash-attn "
+                 "rows"),
+}
+
 #: Achievable fraction of peak memory bandwidth for streaming kernels (elementwise, norms,
 #: optimizer). Basis: STREAM-like copy kernels on HBM GPUs reach 80-90% of the datasheet rate.
 BANDWIDTH_EFFICIENCY = _a("bandwidth_efficiency", 0.80, "fraction of peak bandwidth",
@@ -177,7 +194,7 @@ ONE_BYTE_ELEMENTWISE_COST = _a(
 #: rows #119-121 of finetune_runs.csv (256-1024 tokens, host-bound), with the Qwen README host's
 #: 22 us per operator; `python scripts/host_overhead.py zero3`. Held out: every other ZeRO-3 row.
 ZERO3_OPS_PER_MODULE_FETCH = _a(
-    "zero3_ops_per_module_fetch", 11.0, "host operators per module per fetch and release",
+    "zero3_ops_per_module_fetch", 11.5, "host operators per module per fetch and release",
     "fitted to Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3 (finetune_runs.csv #119-121); "
     "held out: the other ZeRO-3 rows (docs/validation.md)")
 

@@ -16,6 +16,7 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
+from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
 from gpuhours.estimate.timing import (
@@ -376,7 +377,9 @@ def estimate_training(
         "attention_s": formula(st.attention_s, "s",
                                f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
         "memory_bound_s": formula(st.memory_bound_s, "s",
-                                  f"{step_src}: elementwise + logits bytes / bandwidth"),
+                                  f"{step_src}: elementwise + logits bytes / bandwidth" + (
+                                      f"; LoRA branch {lora_branch_of(t)} (estimate/"
+                                      "lora_traffic.py)" if t.method != "full" else "")),
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
             f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py) x "
             f"{hw.host_us_per_op:.3g} us ({host_basis})"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
+from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
 from gpuhours.estimate.offload import GRAD_BUCKET_ELEMENTS, host_bytes_per_gpu
 from gpuhours.estimate.parallel import (
@@ -152,7 +153,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
       q, k and v share the input; a fused qkv or gate_up matrix, phi3's, is one linear), and
       the fp32 output of its A matrix (4 r); under autocast (mixed, amp) the half-precision
       copies the matmuls run on instead (a x in_features, a r). Half-precision adapters
-      (`half_adapters`: setup.lora_adapter_dtype "half", in the base's dtype) need no cast: A
+      (`half_adapters`: a branch that computes in half, lora_traffic.lora_branch_of: half
+      adapters, or fp32 ones an engine casts, DeepSpeed's or FSDP's) need no cast: A
       keeps its input as it comes (a x in_features; one tensor for q, k and v, one for gate
       and up, o_proj's the kernel's output kept already, when no dropout makes each adapter
       its own input) and its output (a r).
@@ -273,7 +275,8 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     tokens = t.tokens_per_micro_batch
     tensors, scores = activation_bytes_per_token_layer(
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
-        t.lora_rank, half_adapters=t.lora_adapter_dtype == "half", lora_dropout=t.lora_dropout)
+        t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
+        lora_dropout=t.lora_dropout)
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)

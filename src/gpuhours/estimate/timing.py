@@ -20,6 +20,10 @@ from gpuhours.estimate import parallel as P
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
+from gpuhours.estimate.lora_traffic import (
+    generic_lora_saved_bytes_per_token_layer,
+    lora_branch_bytes_per_token_layer,
+)
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
     LORA_ADAPTED,
@@ -116,11 +120,17 @@ def attention_assumption(generation: str, fused: bool) -> A.Assumption | None:
     return table.get(generation)
 
 
-def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False) -> float:
+def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False,
+                         kernels: str = "eager") -> float:
     """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
-    generation's own figure for the kernel where assumptions.py has one (Hopper: fused, cuDNN or
-    FlashAttention-3; else SDPA's FlashAttention-2), else a share of the GEMM efficiency
-    (ATTENTION_EFFICIENCY_RATIO)."""
+    generation's own figure for the kernel where assumptions.py has one (the flash-attn package
+    called by the model's code, `kernels` "flash-attn": FLASH_ATTN2_EFFICIENCY_BY_GENERATION;
+    Hopper: fused, cuDNN or FlashAttention-3; else SDPA's FlashAttention-2), else a share of the
+    GEMM efficiency (ATTENTION_EFFICIENCY_RATIO)."""
+    if kernels == "flash-attn" and not fused:
+        fa2 = A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION.get(gpu.generation)
+        if fa2 is not None:
+            return fa2.value
     own = attention_assumption(gpu.generation, fused)
     if own is not None:
         return own.value
@@ -212,7 +222,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     peak = peak_flops(gpu, "bf16-mixed" if fp8 else t.precision)
     tokens = t.tokens_per_micro_batch * t.grad_accum
     e_mm = gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
-    e_attn = attention_efficiency(gpu, arch.hidden_size, t.fused_attention) * efficiency_scale
+    e_attn = attention_efficiency(gpu, arch.hidden_size, t.fused_attention,
+                                  t.kernels) * efficiency_scale
     bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
 
     matmul_s = tokens * flops.matmul_flops_per_token / (peak * e_mm)
@@ -237,6 +248,14 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
     layer_traffic = tokens * arch.num_layers * (tensors * passes + scores * 3 + score_traffic)
     a = ACTIVATION_BYTES[t.precision]
+    if t.method != "full" and not arch.encoder:
+        # peft's LoRA branch, counted operator by operator (estimate/lora_traffic.py), in
+        # place of the generic passes over the adapters' saved inputs
+        kept = a if t.precision.endswith(("-mixed", "-amp")) else 4
+        branch = lora_branch_bytes_per_token_layer(arch, t, a)
+        if branch > 0:  # a fused branch keeps the generic count
+            generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
+            layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
     logit_traffic = 0.0 if arch.encoder else (
         tokens * arch.vocab_size * A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value * a / 2)
     dequant_traffic = 0.0

@@ -197,6 +197,12 @@ class TrainingSettings(_Strict):
     lora_dropout: float | None = Field(
         default=None, ge=0.0, lt=1.0, description="lora/qlora: dropout on the adapters' input "
         "(peft lora_dropout; default 0): above 0 a 1-byte mask per input element is kept")
+    lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = Field(
+        default=None, description="lora/qlora: how the LoRA branch runs: peft-fp32 (peft's "
+        "eager operators, fp32 adapters), peft-half (the same in half precision: peft "
+        "0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron); "
+        "default fused on the megatron path, peft-half under DeepSpeed or zero_stage 3, else "
+        "peft-fp32")
     seq_len_mean: float | None = Field(
         default=None, gt=0, description="samples of variable length: the dataset's mean tokens "
         "per sample before the cap (seq_len is then the cap); sets the reserved memory by an "
