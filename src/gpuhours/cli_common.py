@@ -202,16 +202,17 @@ LoraDropoutOpt = Annotated[float, typer.Option(
     help="LoRA dropout (peft's lora_dropout): above 0, a 1-byte mask per adapter input is "
          "kept for backward.")]
 AdapterDtypeOpt = Annotated[str, typer.Option(
-    "--lora-adapter-dtype", help="LoRA/QLoRA adapters' dtype: fp32 (peft from 0.12) or half "
-    "(the bf16/fp16 base's dtype: peft up to 0.11, autocast_adapter_dtype=False, torchtune's "
-    "and litgpt's own LoRA): half-precision adapter weights, gradients and AdamW moments, no "
-    "fp32 copy of their inputs.")]
+    "--lora-adapter-dtype", help="LoRA/QLoRA adapters' storage dtype: fp32 (peft from 0.12) "
+    "or half (the bf16/fp16 base's dtype: peft up to 0.11, autocast_adapter_dtype=False, "
+    "torchtune's and litgpt's own LoRA): half-precision adapter weights, gradients and AdamW "
+    "moments; half adapters also compute in half (--lora-branch peft-half).")]
 LoraBranchOpt = Annotated[str | None, typer.Option(
     "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
     "adapters: each casts its input), peft-half (the same in the model's half precision: "
     "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
-    "Default: fused on --kernels megatron, peft-half under DeepSpeed or --zero 3, else "
-    "peft-fp32.")]
+    "Default: fused on --kernels megatron, peft-half for half adapters or under DeepSpeed "
+    "or --zero 3, else peft-fp32. Only peft-fp32 keeps an fp32 copy of each adapter's "
+    "input.")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]
