@@ -86,6 +86,9 @@ def test_half_adapters_need_a_half_precision_base_and_adapters() -> None:
     assert adapter_state_bytes(mixed) == adapter_state_bytes(_t())
     with pytest.raises(FieldError, match="lora_adapter_dtype"):
         Training.model_validate({**_t().model_dump(), "method": "full"})
+    # fp16-mixed's gradient scaler refuses fp16 gradients: its trained adapters stay fp32
+    with pytest.raises(FieldError, match="GradScaler"):
+        Training.model_validate({**_t().model_dump(), "precision": "fp16-mixed"})
 
 
 def _cli_memory(*args: str) -> float:
@@ -151,7 +154,8 @@ phases:
 @pytest.mark.parametrize(("row", "dtype"), [
     (101, "half"),  # Qwen LoRA, peft of late 2023, no DeepSpeed
     (113, "fp32"),  # Qwen Int4 under DeepSpeed (fp32 masters) on a GPTQ (int32) base
-    (194, "half"),  # ms-swift LoRA, peft pinned below 0.12
+    (194, "half"),  # ms-swift LoRA, peft 0.6-0.7 (Dec 2023-Jan 2024)
+    (298, "fp32"),  # ms-swift's tuners table (2024-04): its lora_dtype default was fp32
     (185, "fp32"),  # ms-swift QLoRA: a bitsandbytes layer stores uint8, peft left adapters fp32
     (409, "half"),  # Answer.AI QLoRA: 4-bit storage in bf16 for FSDP
     (449, "fp32"),  # LLaMA-Factory casts trainable parameters to fp32

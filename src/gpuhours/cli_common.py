@@ -205,7 +205,9 @@ AdapterDtypeOpt = Annotated[str, typer.Option(
     "--lora-adapter-dtype", help="LoRA/QLoRA adapters' storage dtype: fp32 (peft from 0.12) "
     "or half (the bf16/fp16 base's dtype: peft up to 0.11, autocast_adapter_dtype=False, "
     "torchtune's and litgpt's own LoRA): half-precision adapter weights, gradients and AdamW "
-    "moments; half adapters also compute in half (--lora-branch peft-half).")]
+    "moments; half adapters also compute in half (--lora-branch peft-half). For QLoRA, half "
+    "only where the 4-bit weights are stored in a float dtype (bnb_4bit_quant_storage bf16, "
+    "Answer.AI's FSDP recipe): peft keeps fp32 adapters on a uint8-stored base.")]
 LoraBranchOpt = Annotated[str | None, typer.Option(
     "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
     "adapters: each casts its input), peft-half (the same in the model's half precision: "

@@ -361,6 +361,11 @@ class Training(_ReadsModel):
         if self.method == "full" and self.lora_branch is not None:
             raise FieldError(("lora_branch", "method"), "how the LoRA branch runs is a "
                              "LoRA/QLoRA choice; full fine-tuning has no adapters.")
+        if self.lora_adapter_dtype == "half" and self.precision == "fp16-mixed":
+            raise FieldError(("lora_adapter_dtype", "precision"), "fp16-mixed trains with a "
+                             "gradient scaler, and torch's GradScaler refuses fp16 gradients "
+                             "('Attempting to unscale FP16 gradients'): the trained adapters "
+                             "must be fp32.", "Use fp32 adapters, or bf16 / pure fp16.")
         if self.lora_adapter_dtype == "half" and self.lora_branch == "peft-fp32":
             raise FieldError(("lora_adapter_dtype", "lora_branch"), "half-precision adapters "
                              "compute in half precision; peft-fp32 is the branch of fp32 "

@@ -263,7 +263,9 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
         return {"optimizer": "adamw-8bit"}, "", None
     if "pagedadamw" in low or "paged_adamw_32bit" in low:
         return ({"optimizer": "adamw", "optimizer_impl": "fused"},
-                "bitsandbytes paged AdamW: fp32 states, one kernel (no foreach temporaries)",
+                "bitsandbytes paged AdamW: fp32 states, one kernel (no foreach temporaries); "
+                "with half adapters the moments are counted as torch AdamW's in the adapters' "
+                "bf16, where bitsandbytes keeps fp32 (about 50 MB on these rows, not counted)",
                 None)
     if "fused" in low:
         return {"optimizer": "adamw", "optimizer_impl": "fused"}, "", None
@@ -531,8 +533,14 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     lengths, replay, length_note = _swift_lengths(r, source, int(r["seq_len"]),
                                                   int(r["per_device_batch"]))
     notes.append(length_note)
+    swift_fp32 = source == "ms-swift" and "Tuners-style table" in r["notes"]
+    if swift_fp32:
+        notes.append("ms-swift's tuners table (added 2024-04-11): its lora_dtype default was "
+                     "'fp32' from 2024-01-04 (e848ec062) to 2024-04-29 (2accb9bbe): fp32 "
+                     "adapters")
     if (method != "full" and source in _HALF_ADAPTERS and precision in ("bf16", "fp16")
-            and not deepspeed and (method == "lora" or source in _HALF_QLORA_ADAPTERS)):
+            and not deepspeed and not swift_fp32
+            and (method == "lora" or source in _HALF_QLORA_ADAPTERS)):
         lora["lora_adapter_dtype"] = "half"
         notes.append(_HALF_ADAPTERS[source])
     held = "fp32" if source == "Answer.AI" else "none"
@@ -633,15 +641,16 @@ _NO_KBIT_UPCAST = {
 #: fp32: its engine casts the module to half and keeps fp32 master weights and moments, the
 #: fp32 adapters' byte count
 _HALF_ADAPTERS = {
-    "Qwen": "peft of late 2023 (Qwen's README pins none; before v0.12): each adapter in its "
-            "base layer's bf16 (tuners/lora/layer.py update_layer, v0.6.0-v0.11.1)",
-    "Answer.AI": "peft of March 2024 (before v0.12): adapters in the base's bf16; FSDP with "
-                 "use_orig_params=False flattens each unit in one dtype (train.py)",
+    "Qwen": "peft<0.8.0 (Qwen's README: pip install \"peft<0.8.0\" deepspeed): each adapter "
+            "in its base layer's bf16 (tuners/lora/layer.py update_layer, v0.6.0-v0.11.1)",
+    "Answer.AI": "peft of March 2024 (before v0.12): update_layer put the adapters in the "
+                 "base's dtype, bf16 with the 4-bit weights stored in bf16 (train.py)",
     "torchtune": "torchtune's LoRALinear is built in the model's bf16 (training."
                  "set_default_dtype)",
-    "ms-swift": "ms-swift pins peft>=0.11,<0.12 (requirements/framework.txt @ cdb169b78) and "
-                "its lora_dtype AUTO leaves peft's choice (swift/llm/tuner.py): adapters in "
-                "the base's bf16",
+    "ms-swift": "ms-swift's benchmark tables of Dec 2023-Jan 2024 ran peft 0.6-0.7 (before "
+                "v0.12; its later requirements, framework.txt @ cdb169b78, pin >=0.11,<0.12) "
+                "and left the adapters' dtype to peft (swift/llm/tuner.py): adapters in the "
+                "base's bf16",
     "litgpt config_hub": "litgpt's LoRA parameters are made in bf16-true's dtype "
                          "(fabric.init_module)",
     "litgpt resource tables": "lit-gpt's LoRA parameters are made in bf16-true's dtype "

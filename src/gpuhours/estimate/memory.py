@@ -842,11 +842,14 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"(tokens x vocabulary x {4 if t.held_logits == 'fp32' else 'a'} bytes), "
                    f"through backward (estimate/memory.py held_logits_bytes)")
     if t.lora_adapter_dtype == "half" and t.method != "full":
-        out.append(f"lora_adapter_dtype = half: the adapters' weights, gradients and AdamW "
-                   f"moments in half precision ({adapter_state_bytes(t).weights:g} + "
-                   f"{adapter_state_bytes(t).grads:g} + {adapter_state_bytes(t).optimizer:g} "
-                   f"bytes per adapter parameter, not fp32's 4 + 4 + 8), and no fp32 copy of "
-                   f"their inputs (peft up to 0.11, torchtune's and litgpt's LoRA; "
+        half, full = adapter_state_bytes(t), state_bytes_per_param("fp32", t.optimizer,
+                                                                    trainable=True)
+        out.append(f"lora_adapter_dtype = half: the adapters' weights and gradients in half "
+                   f"precision, {t.optimizer}'s state in their dtype where it keeps one "
+                   f"({half.weights:g} + {half.grads:g} + {half.optimizer:.3g} bytes per adapter "
+                   f"parameter, not fp32's {full.weights:g} + {full.grads:g} + "
+                   f"{full.optimizer:.3g}), and no fp32 "
+                   f"copy of their inputs (peft up to 0.11, torchtune's and litgpt's LoRA; "
                    f"estimate/memory.py adapter_state_bytes)")
     masks = lora_dropout_mask_bytes_per_token_layer(arch, t)
     if masks:
