@@ -78,9 +78,11 @@ def test_deepspeed_buckets_by_hand():
 
 
 def test_deepspeed_buckets_join_the_backward_peak():
-    """At micro-batch 1 x 1024 the peak is the start of backward: the buckets add 8e8 bytes."""
-    plain = training_memory(_t().arch, _t())
-    ds = training_memory(_t().arch, _t(deepspeed_reduce_bucket=200_000_000))
+    """At micro-batch 1 x 1024 the peak is the start of backward: the buckets add 8e8 bytes
+    (the LoRA branch held fixed: DeepSpeed's engine would otherwise default it to peft-half)."""
+    plain = training_memory(_t().arch, _t(lora_branch="peft-half"))
+    ds = training_memory(_t().arch, _t(deepspeed_reduce_bucket=200_000_000,
+                                       lora_branch="peft-half"))
     assert plain.peak_phase.startswith("start of backward")
     assert ds.tensors_bytes - plain.tensors_bytes == pytest.approx(8e8)
 
