@@ -224,8 +224,6 @@ def zero3() -> None:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from gpuhours.estimate import assumptions as A
-    from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.setup import Hardware
     from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation import finetune as F
 
@@ -241,10 +239,7 @@ def zero3() -> None:
     def errors(ops: float) -> dict[int, float]:
         A.ZERO3_OPS_PER_MODULE_FETCH = dataclasses.replace(original, value=ops)
         try:
-            return {m.row: estimate_training(m.training, Hardware(
-                gpu=m.gpu, num_gpus=m.num_gpus,
-                host_us_per_op=F.HOST_US_PER_OP.get(m.source, (None, ""))[0]), "catalog"
-            ).tokens_per_s_per_gpu.value / measured - 1 for m, measured in rows}
+            return _row_errors(rows)
         finally:
             A.ZERO3_OPS_PER_MODULE_FETCH = original
 
@@ -264,6 +259,19 @@ def zero3() -> None:
         print(f"  {m.label:48s} {before[m.row]:+7.1%} -> {after[m.row]:+7.1%}")
 
 
+
+def _row_errors(rows: list[Any]) -> dict[int, float]:
+    """predicted / measured - 1 of each (mapped row, measured tokens/s) with the row's source's
+    host figure, at the assumptions as they stand when called."""
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.setup import Hardware
+    from gpuhours_dev.validation import finetune as F
+
+    return {m.row: estimate_training(m.training, Hardware(
+        gpu=m.gpu, num_gpus=m.num_gpus,
+        host_us_per_op=F.HOST_US_PER_OP.get(m.source, (None, ""))[0]), "catalog"
+    ).tokens_per_s_per_gpu.value / measured - 1 for m, measured in rows}
+
 def flash_fit() -> tuple[float, dict[int, float], dict[int, float], list[Any]]:
     """Fit assumptions.FLASH_ATTN2_EFFICIENCY_BY_GENERATION["ampere"] (the flash-attn package's
     kernels per causal FLOP on an A100) to finetune.FLASH_FIT_ROWS, the least rms error on a 0.01
@@ -275,8 +283,6 @@ def flash_fit() -> tuple[float, dict[int, float], dict[int, float], list[Any]]:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from gpuhours.estimate import assumptions as A
-    from gpuhours.estimate.estimator import estimate_training
-    from gpuhours.setup import Hardware
     from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation import finetune as F
 
@@ -296,10 +302,7 @@ def flash_fit() -> tuple[float, dict[int, float], dict[int, float], list[Any]]:
         else:
             table["ampere"] = dataclasses.replace(original, value=value)
         try:
-            return {m.row: estimate_training(m.training, Hardware(
-                gpu=m.gpu, num_gpus=m.num_gpus,
-                host_us_per_op=F.HOST_US_PER_OP.get(m.source, (None, ""))[0]), "catalog"
-            ).tokens_per_s_per_gpu.value / measured - 1 for m, measured in rows}
+            return _row_errors(rows)
         finally:
             table["ampere"] = original
 
