@@ -95,3 +95,15 @@ def test_a_real_decode_step_moves_the_counted_cache_bytes() -> None:
     assert hf_generate_kv_cache_passes(arch) == 7
     # the count takes the old cache at the new length: one token of difference
     assert (c.read + c.written) / (one * new) == pytest.approx(7, abs=1 / new + 1e-12)
+
+
+def test_the_output_names_the_counted_passes() -> None:
+    """`generation --json`'s basis says how many passes the model's KV cache was counted at."""
+    from gpuhours.estimate.generation import generation_summary
+
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("a100-80gb")
+    for engine, says in (("hf-generate", True), ("vllm", False)):
+        g = Generation(arch=arch, prompt_tokens=64, output_tokens=8, batch=2, engine=engine)
+        basis = generation_summary(estimate_generation(g, gpu), g, gpu)["basis"]
+        assert ("KV bytes x 3 passes counted" in basis) is says

@@ -624,6 +624,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                  + (" + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's "
                     "kernels" if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe
                     and _weight_only_quantised(g) else "")
+                 + (f"; KV bytes x {hf_generate_kv_cache_passes(g.arch):g} passes counted from "
+                    "transformers' decode step (DynamicCache's torch.cat, repeat_kv, attention) "
+                    "x the fitted time per pass" if g.engine in _COPIES_KV else "")
                  + f") (estimate/generation.py), constants for {g.engine} "
                  "fitted to the tune rows of the generation validation data (docs/generation.md)"
                  + (f"; host costs {e.calibration}" if e.calibration else ""),
