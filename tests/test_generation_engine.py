@@ -3,8 +3,8 @@
 The validation rows are scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed
 benchmark, A100-80GB; row 15 a user's approximate report). Rows marked `tune` (odd rows 1-13)
 set DECODE_HOST_STEP_S[vllm], DECODE_BANDWIDTH_HALF_WIDTH, DECODE_HOST_PER_LAYER_S[hf-generate]
-and DECODE_KV_PASSES[hf-generate]; rows marked `held-out` did not. docs/generation.md has both
-accuracy tables.
+and DECODE_KV_PASSES[hf-generate] (the rate per counted pass); rows marked `held-out` did not.
+docs/generation.md has both accuracy tables.
 """
 
 from __future__ import annotations

@@ -406,10 +406,10 @@ class _Step:
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
         passes = A.DECODE_KV_PASSES[self.engine].value
-        if self.engine in _REPEATS_KV:
-            # transformers' attention (eager, and FA2 before the 4.48 refactor) repeat_kv's the
-            # whole cache to one copy per query head each step: passes grow with the group
-            passes *= self.arch.num_heads / max(1, self.arch.num_kv_heads)
+        if self.engine in _COPIES_KV:
+            # transformers' generate copies the cache each step (DynamicCache's torch.cat, then
+            # repeat_kv for a group): the counted cache traffic, at the fitted rate per pass
+            passes *= hf_generate_kv_cache_passes(self.arch)
         kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
@@ -431,9 +431,31 @@ _LOOPS_EXPERTS = frozenset({"hf-generate"})
 #: SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S for each expert without tokens
 _LAUNCHES_PER_EXPERT = frozenset({"sglang"})
 
-#: Engines whose decode attention copies the KV cache once per query head of a group
-#: (transformers' `repeat_kv`, e.g. Qwen2FlashAttention2.forward of transformers 4.45-4.47)
-_REPEATS_KV = frozenset({"hf-generate"})
+#: Engines whose decode step copies the KV cache (transformers' DynamicCache and `repeat_kv`):
+#: their traffic is hf_generate_kv_cache_passes, not one read of a paged cache
+_COPIES_KV = frozenset({"hf-generate"})
+
+
+def hf_generate_kv_cache_passes(arch: ModelArch) -> float:
+    """Passes over the KV cache (reads plus writes, in units of the whole cache of K and V) that
+    one decode step of transformers' eager `generate` makes, counted from its code:
+
+    - `DynamicCache.update` appends the step's K and V with `torch.cat`, which reads the old
+      cache and writes a new one: 2 (transformers v4.38.2 `cache_utils.py` DynamicCache.update,
+      lines 131-132; v4.46's the same; v5.23's DynamicLayer.update still cats);
+    - `repeat_kv` (n = query heads per KV head > 1) expands and reshapes the cache to one copy
+      per query head: reads it once, writes n copies (v4.38.2 `modeling_llama.py` repeat_kv,
+      called by LlamaSdpaAttention; v4.46's Qwen2FlashAttention2 before flash-attn); with
+      n = 1 it returns the tensor itself: 0;
+    - attention reads K and V once per copy: n.
+
+    2 + (1 + n) + n, or 3 for multi-head attention: 17 for Qwen2.5-7B (n = 7), 3 for Llama-2-7B.
+    The per-step causal mask (transformers 4.38's [batch, 1, max_pos, max_pos] rebuild) is not
+    counted: it is version-specific and the engine has no version (docs/generation.md). Not
+    what 4.48+'s flash-attention path does (it no longer repeats the cache)."""
+    n = arch.num_heads / max(1, arch.num_kv_heads)
+    repeat = 1.0 + n if n > 1 else 0.0
+    return 2.0 + repeat + n
 
 
 def _weight_only_quantised(g: Generation) -> bool:
@@ -602,6 +624,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                  + (" + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's "
                     "kernels" if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe
                     and _weight_only_quantised(g) else "")
+                 + (f"; KV bytes x {hf_generate_kv_cache_passes(g.arch):g} passes counted from "
+                    "transformers' decode step (DynamicCache's torch.cat, repeat_kv, attention) "
+                    "x the fitted time per pass" if g.engine in _COPIES_KV else "")
                  + f") (estimate/generation.py), constants for {g.engine} "
                  "fitted to the tune rows of the generation validation data (docs/generation.md)"
                  + (f"; host costs {e.calibration}" if e.calibration else ""),

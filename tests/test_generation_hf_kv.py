@@ -1,0 +1,109 @@
+"""HF `generate`'s KV-cache traffic per decode step (issue 13): counted by hand, and counted again
+from a real decode step of a tiny Llama on this CPU (every aten operator the step dispatches)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuhours import catalog
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import from_hf_config
+from gpuhours.estimate.generation import (
+    decode_bandwidth_efficiency,
+    estimate_generation,
+    hf_generate_kv_cache_passes,
+    kv_cache_bytes_per_token,
+    weight_bytes_read_per_step,
+)
+from gpuhours.resolve import resolve_model
+from gpuhours.setup import Generation
+
+
+def test_passes_by_hand() -> None:
+    """cat (read + write) + repeat_kv (read 1, write n) + attention (read n); n = 1: no repeat."""
+    qwen, _ = resolve_model("qwen2.5-7b")      # 28 query heads on 4 KV heads: n = 7
+    llama, _ = resolve_model("llama-2-7b")     # 32 on 32: n = 1
+    assert hf_generate_kv_cache_passes(qwen) == 2 + 8 + 7 == 17
+    assert hf_generate_kv_cache_passes(llama) == 3
+
+
+def test_mha_decode_step_at_batch_8_by_hand() -> None:
+    """Llama-2-7B, batch 8 at a 2,048-token context on an A100: weights + 3 x 1.895 passes of the
+    cache through the same bandwidth (the step is device-bound, above 32 x 0.88 ms)."""
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("a100-80gb")
+    g = Generation(arch=arch, prompt_tokens=2047, output_tokens=1, batch=8, engine="hf-generate")
+    e = estimate_generation(g, gpu)
+    kv_per_token = 2 * 32 * 4096 * 2  # K and V, 32 layers, 4,096 wide, bf16: 512 KiB
+    assert kv_cache_bytes_per_token(arch) == kv_per_token
+    kv = 3 * A.DECODE_KV_PASSES["hf-generate"].value * 8 * 2047.5 * kv_per_token
+    bw = 2039e9 * decode_bandwidth_efficiency(arch)
+    device = (weight_bytes_read_per_step(arch, 2.0) + kv) / bw
+    assert device > 32 * A.DECODE_HOST_PER_LAYER_S["hf-generate"].value
+    assert e.decode_step_s_first == pytest.approx(A.DECODE_HOST_STEP_S["hf-generate"].value
+                                                  + device, rel=1e-3)
+
+
+def test_a_real_decode_step_moves_the_counted_cache_bytes() -> None:
+    """One decode step of a 2-layer Llama (4 query heads on 2 KV heads: n = 2, eager attention,
+    transformers' DynamicCache) on this CPU: every operator that reads or writes a tensor shaped
+    like the cache is recorded; the reads and writes are those the count names, byte for byte."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    hd, b, past = 16, 3, 11
+    hf = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=hd, vocab_size=80, max_position_embeddings=64)
+    cfg = transformers.LlamaConfig(**hf)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="eager").eval()
+
+    def cache_like(t: object) -> bool:
+        return (isinstance(t, torch.Tensor) and t.ndim >= 3 and hd in t.shape[-2:]
+                and bool({past, past + 1} & set(t.shape[-2:])))
+
+    class Count(TorchDispatchMode):
+        read = written = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            # views and _unsafe_view alias their input: no bytes move
+            if func.is_view or "_unsafe_view" in str(func):
+                return out
+            flat: list[object] = []
+            for a in [*args, *(kwargs or {}).values()]:
+                flat += list(a) if isinstance(a, (list, tuple)) else [a]
+            # a read touches the input's storage once (repeat_kv's expand reads one cache)
+            self.read += sum(t.untyped_storage().nbytes() for t in flat if cache_like(t))
+            if cache_like(out):
+                self.written += out.numel() * out.element_size()
+            return out
+
+    with torch.no_grad():
+        cache = model(torch.randint(0, 80, (b, past)), use_cache=True,
+                      past_key_values=transformers.DynamicCache(config=cfg)).past_key_values
+        with Count() as c:
+            model(torch.randint(0, 80, (b, 1)), past_key_values=cache, use_cache=True)
+
+    n, new = 2, past + 1
+    one = 2 * 2 * b * 2 * hd * 4  # per token of context: 2 layers, K and V, batch, KV heads, fp32
+    # cat reads the old cache and writes the new; repeat_kv reads it, writes n; attention reads n
+    assert c.read == one * (past + new + n * new)
+    assert c.written == one * (new + n * new)
+    arch = from_hf_config({"model_type": "llama", **hf}, "tiny")
+    assert hf_generate_kv_cache_passes(arch) == 7
+    # the count takes the old cache at the new length: one token of difference
+    assert (c.read + c.written) / (one * new) == pytest.approx(7, abs=1 / new + 1e-12)
+
+
+def test_the_output_names_the_counted_passes() -> None:
+    """`generation --json`'s basis says how many passes the model's KV cache was counted at."""
+    from gpuhours.estimate.generation import generation_summary
+
+    arch, _ = resolve_model("llama-2-7b")
+    gpu = catalog.gpu("a100-80gb")
+    for engine, says in (("hf-generate", True), ("vllm", False)):
+        g = Generation(arch=arch, prompt_tokens=64, output_tokens=8, batch=2, engine=engine)
+        basis = generation_summary(estimate_generation(g, gpu), g, gpu)["basis"]
+        assert ("KV bytes x 3 passes counted" in basis) is says
