@@ -357,7 +357,10 @@ def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
 #: step the hardware latency of the hop, the network's for the steps that cross a node boundary
 #: (ncclTunerConstantsDefaults: baseLatencies Ring Simple 8.4 us; hwLatencies Ring Simple:
 #: NVLINK 3.4 us, PCI 5.7 us, NET 14 us). The network's extra latency (graphs latencyInter) and
-#: the proxy overhead NCCL adds are left out: a lower bound.
+#: the proxy overhead NCCL adds are left out. NCCL picks the protocol per message size, and for
+#: small messages LL/LL128 step faster (LL128 Ring: 1.9 us per NVLink step, same table), so for
+#: a small per-layer collective this can overstate the latency (about 2x at 2,048 ranks); for
+#: the large buffers it is applied to, Simple is the protocol NCCL takes.
 RING_BASE_LATENCY_S = 8.4e-6
 RING_NVLINK_STEP_LATENCY_S = 3.4e-6
 RING_PCIE_STEP_LATENCY_S = 5.7e-6
