@@ -213,7 +213,8 @@ LoraBranchOpt = Annotated[str | None, typer.Option(
     "adapters: each casts its input), peft-half (the same in the model's half precision: "
     "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
     "Default: fused on --kernels megatron, peft-half for half adapters or under DeepSpeed "
-    "or --zero 3, else peft-fp32. Only peft-fp32 keeps an fp32 copy of each adapter's "
+    "or --zero 3, else peft-fp32. Only peft-fp32 in a pure bf16/fp16 step keeps an fp32 copy "
+    "of each adapter's "
     "input.")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "

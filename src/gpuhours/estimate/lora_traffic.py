@@ -1,7 +1,7 @@
 """Memory traffic of peft's LoRA branch in eager PyTorch, bytes per token and decoder layer.
 
 peft runs each adapter as separate eager operators beside the frozen linear (peft v0.5.0
-src/peft/tuners/lora.py, Linear.forward; the same structure through v0.13's layer.py):
+src/peft/tuners/lora.py, Linear.forward; v0.10+ adds out of place, below):
 
     result = F.linear(x, W)                      # the frozen base (a GEMM: timed as FLOPs)
     x = x.to(lora_A.weight.dtype)                # a cast where the adapters are fp32
@@ -23,6 +23,11 @@ backward, per fan-out element: the product's gradient (read a, write a), B's inp
   backward (read a, write 4), the dropout's backward (read e and the mask, write e), the
   first cast's backward (read 4, write a), and the sum of this gradient with the base
   linear's input gradient (read 2a, write a).
+
+Without autocast (a pure bf16/fp16 step) fp32 adapters run B and the scaling in fp32 too, with
+no half copy for A (_pure_fp32_branch_bytes). Not counted: peft 0.10+'s out-of-place add
+followed by `.to(dtype)` (a pass more), and bitsandbytes' Linear4bit.forward in peft, which
+clones the base result (a full-width copy more) and under autocast runs dropout in half.
 
 Checkpointing runs the forward twice. The rank-r intermediates (r elements per token) are
 left out (r is 8-64 against fan-ins of 10^3-10^4).
@@ -62,9 +67,13 @@ def lora_branch_of(t: Training) -> str:
 
 
 def branch_bytes_per_element(a: float, fp32_adapters: bool, dropout: bool,
-                             checkpointing: bool) -> tuple[float, float]:
+                             checkpointing: bool, autocast: bool = True) -> tuple[float, float]:
     """(per fan-in element, per fan-out element) bytes one token moves through one adapter in a
-    training step (module docstring: the count, step by step)."""
+    training step (module docstring: the count, step by step). `autocast`: the step runs under
+    torch.autocast (mixed and amp precisions); without it (pure bf16/fp16) fp32 adapters run the
+    whole branch in fp32 (_pure_fp32_branch_bytes)."""
+    if fp32_adapters and not autocast:
+        return _pure_fp32_branch_bytes(a, dropout, checkpointing)
     e = 4.0 if fp32_adapters else a
     cast_in = (a + 4.0) if fp32_adapters else 0.0  # x.to(fp32)
     half_for_matmul = (4.0 + a) if fp32_adapters else 0.0  # autocast's copy for A's GEMM
@@ -75,6 +84,26 @@ def branch_bytes_per_element(a: float, fp32_adapters: bool, dropout: bool,
     bwd_in = (2 * a + (a + 4.0 if fp32_adapters else 0.0) + drop_bwd
               + (4.0 + a if fp32_adapters else 0.0) + 3 * a)
     bwd_out = 4 * a
+    passes = 2.0 if checkpointing else 1.0
+    return passes * fwd_in + bwd_in, passes * fwd_out + bwd_out
+
+
+def _pure_fp32_branch_bytes(a: float, dropout: bool, checkpointing: bool) -> tuple[float, float]:
+    """fp32 adapters on a half-precision model without autocast (peft v0.5 Linear.forward in a
+    pure bf16 step): no half copy for A's matmul; A, B and the scaling run in fp32, and the
+    in-place add promotes. forward, per fan-in element: the cast (read a, write 4), the dropout
+    (read 4, write 4 and a 1-byte mask), A's matmul reading its fp32 input (4); per fan-out: B's
+    output (write 4), the scaling (read 4, write 4), the add into the half result (read a and 4,
+    write a). backward, per fan-out: the output gradient cast to fp32 (read a, write 4), the
+    scaling's backward (read 4, write 4), B's two gradient matmuls reading it (4 + 4); per
+    fan-in: A's input gradient (write 4) and weight gradient (read the saved input: 4), the
+    dropout's backward (read 4 and the mask, write 4), the cast's backward (read 4, write a),
+    the sum with the base linear's input gradient (read 2a, write a)."""
+    drop = (2 * 4.0 + DROPOUT_MASK_BYTES) if dropout else 0.0
+    fwd_in = (a + 4.0) + drop + 4.0
+    fwd_out = 4.0 + 8.0 + (2 * a + 4.0)
+    bwd_out = (a + 4.0) + 8.0 + 8.0
+    bwd_in = 4.0 + 4.0 + drop + (4.0 + a) + 3 * a
     passes = 2.0 if checkpointing else 1.0
     return passes * fwd_in + bwd_in, passes * fwd_out + bwd_out
 
@@ -104,8 +133,9 @@ def lora_branch_bytes_per_token_layer(arch: ModelArch, t: Training, a: float) ->
     if branch == "fused":
         return 0.0
     fp32_adapters = branch == "peft-fp32" and t.precision != "fp32"
-    per_in, per_out = branch_bytes_per_element(a, fp32_adapters, t.lora_dropout > 0,
-                                               t.checkpointing)
+    per_in, per_out = branch_bytes_per_element(
+        a, fp32_adapters, t.lora_dropout > 0, t.checkpointing,
+        autocast=t.precision.endswith(("-mixed", "-amp")))
     total = 0.0
     for ad in adapted_linears(arch, t.lora_targets):
         fan_in = _fan_in(arch, ad)

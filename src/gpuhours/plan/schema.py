@@ -201,8 +201,8 @@ class TrainingSettings(_Strict):
         default=None, description="lora/qlora: how the LoRA branch runs: peft-fp32 (peft's "
         "eager operators, fp32 adapters), peft-half (the same in half precision: peft "
         "0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron); "
-        "default fused on the megatron path, peft-half under DeepSpeed or zero_stage 3, else "
-        "peft-fp32")
+        "default fused on the megatron path, peft-half for half adapters or under DeepSpeed or "
+        "zero_stage 3, else peft-fp32")
     seq_len_mean: float | None = Field(
         default=None, gt=0, description="samples of variable length: the dataset's mean tokens "
         "per sample before the cap (seq_len is then the cap); sets the reserved memory by an "
