@@ -155,3 +155,21 @@ def test_a_plan_with_a_bad_rollout_release_names_the_key(tmp_path: Path) -> None
     r = runner.invoke(app, ["plan", str(path), "--no-doc"])
     assert r.exit_code == 2, r.output
     assert "rollout_transformers_version" in r.output and "Traceback" not in r.output
+
+
+def test_an_rl_phase_runs_its_rollouts_at_the_given_release() -> None:
+    """DeepSpeed-Chat's Llama-2-7B row (rl_steps.csv row 23, docs/rl.md row 25: HF generate at
+    8 sequences per GPU, transformers 4.38): the same phase at 4.46 has no causal mask to
+    rebuild, so its rollouts are shorter and nothing else changes."""
+    from dataclasses import replace
+
+    from gpuhours_dev.validation import rl
+
+    case = next(c for c in rl.CASES if c.row == 23)
+    assert case.phase["rollout_transformers_version"] == "4.38"
+    at_438, _ = rl._details(case)
+    at_446, _ = rl._details(replace(case, phase={**case.phase,
+                                                 "rollout_transformers_version": "4.46"}))
+    assert at_438 is not None and at_446 is not None
+    assert at_438["rollout_generation_s"] > at_446["rollout_generation_s"]
+    assert at_438["policy_update_s"] == at_446["policy_update_s"]
