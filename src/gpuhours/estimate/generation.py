@@ -462,7 +462,9 @@ def hf_generate_kv_cache_passes(arch: ModelArch, release: str = "4.46") -> float
       a decode step of an unpadded batch has none (5.23 `masking_utils.py`
       _ignore_causal_mask_sdpa: q_length 1, no padding): attention reads the cache once, 3.
       A padded batch keeps its mask and repeats the cache; not counted (an equal-length batch
-      assumed, as our H100 run's).
+      assumed, as our H100 run's). The 4.48-era `sdpa_attention_forward` repeats the cache
+      unconditionally; `use_gqa_in_sdpa` came in a late 4.x release not pinned here, so the
+      count changes at 5.0, and a 4.5x release after it is counted as 4.46 (slower than it is).
 
     Not counted: 4.48+'s flash-attention path (`attn_implementation="flash_attention_2"`,
     `integrations/flash_attention.py` hands the grouped cache to flash-attn without repeat_kv: 3).
