@@ -626,6 +626,11 @@ def generation(
     max_num_seqs: Annotated[int | None, typer.Option(
         help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "
              "engine's).")] = None,
+    hf_transformers_version: Annotated[str, typer.Option(
+        help="hf-generate only: the transformers release (4.36+; 4.38 rebuilds a causal mask "
+             "every step, 4.48+ and 5.x read a grouped cache without repeating it; default: "
+             "the release the constants were fitted on).")
+                                       ] = GENERATION.hf_transformers_version,
     tensor_parallel: Annotated[int, typer.Option(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
@@ -664,6 +669,7 @@ def generation(
                                        max_output_tokens=max_output_tokens,
                                        batch=batch, engine=engine,
                                        max_num_seqs=max_num_seqs,
+                                       hf_transformers_version=hf_transformers_version,
                                        tensor_parallel=tensor_parallel,
                                        kv_bytes_per_element=kv_bytes_per_element,
                                        matmul_precision=matmul_precision,

@@ -13,6 +13,7 @@ a plan which key and line. No torch here.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -684,6 +685,18 @@ class Hardware(_Strict):
         return math.ceil(self.num_gpus / self.gpus_per_node)
 
 
+def hf_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a transformers release string ("4.38", "4.46.0", "5.17"), checked:
+    4.36 (the DynamicCache whose copies estimate/generation.py counts) up to 5.x."""
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    if m is None or not (4, 36) <= (int(m[1]), int(m[2])) < (6, 0):
+        raise FieldError("hf_transformers_version", f"expected a transformers release 4.36 or "
+                         f"later such as 4.38, 4.46.0 or 5.17, got {version!r}.",
+                         "Give MAJOR.MINOR or MAJOR.MINOR.PATCH (pip show transformers); 4.36 "
+                         "brought the DynamicCache whose copies are counted.")
+    return int(m[1]), int(m[2])
+
+
 class Generation(_ReadsModel):
     """An inference/generation setup (RL rollouts, evaluation, serving), per GPU replica."""
 
@@ -715,6 +728,11 @@ class Generation(_ReadsModel):
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8] = 1
+    #: the transformers release hf-generate runs ("4.38", "4.46.0", "5.17"; 4.36 or later):
+    #: what a decode step copies and rebuilds differs by release
+    #: (estimate/generation.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
+    #: The default is the release hf-generate's constants were fitted on; other engines ignore it
+    hf_transformers_version: str = "4.46"
 
     @model_validator(mode="before")
     @classmethod
@@ -739,6 +757,7 @@ class Generation(_ReadsModel):
             raise FieldError("tensor_parallel", f"{self.arch.name} has {self.arch.num_heads} "
                              f"attention heads; tensor parallelism must divide them "
                              f"({self.tensor_parallel} does not).")
+        hf_release(self.hf_transformers_version)
         return self
 
 

@@ -222,8 +222,14 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     if metric == "ttft_ms":
         output = 0
         assumed.append("TTFT = the prefill of the prompt")
+    # the transformers release the row states (engine_version): what hf-generate's decode step
+    # copies depends on it (estimate/generation.py hf_generate_kv_cache_passes)
+    release = re.search(r"transformers (\d+\.\d+(?:\.\d+)?)", r["engine_version"])
+    hf = release[1] if engine == "hf-generate" and release else Generation.model_fields[
+        "hf_transformers_version"].default
     g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
                    engine=engine, tensor_parallel=tp,  # type: ignore[arg-type]
+                   hf_transformers_version=hf,
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
                    matmul_precision="fp8" if r["precision"] == "fp8 (block W8A8)" or (
                        FP8_MATMULS and r["precision"].startswith("fp8")) else "bf16")

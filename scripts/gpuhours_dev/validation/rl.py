@@ -62,7 +62,10 @@ _ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not gi
 # every model on all 8 GPUs in turn: colocated
 _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
                response_tokens=1024, max_response_tokens=1024, reference_model=True,
-               critic=True, engine="hf-generate")
+               critic=True, engine="hf-generate",
+               # the benchmark's stated release (Mar 2024): 4.38's per-step causal mask and cache
+               # copies (estimate/generation.py)
+               rollout_transformers_version="4.38")
 _DSCHAT_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
                    "model = the actor's size; the actor's ZeRO-2 for every trained model (the "
                    "script's critic is ZeRO-3); transformers 4.38's host cost per step as "

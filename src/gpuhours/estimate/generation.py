@@ -45,7 +45,7 @@ from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
-from gpuhours.setup import Generation, Hardware
+from gpuhours.setup import Generation, Hardware, hf_release
 
 #: midpoints over which the decode steps are summed (the step is piecewise linear in context)
 _DECODE_SEGMENTS = 32
@@ -331,6 +331,8 @@ class _Step:
     routed_bytes: float = 0.0
     #: weight-only 8/4-bit weights (GPTQ/AWQ: fewer than 2 bytes a weight, bf16 matmuls)
     weight_only_quantised: bool = False
+    #: the transformers release an hf-generate step runs (Generation.hf_transformers_version)
+    hf_transformers_version: str = "4.46"
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -409,8 +411,14 @@ class _Step:
         if self.engine in _COPIES_KV:
             # transformers' generate copies the cache each step (DynamicCache's torch.cat, then
             # repeat_kv for a group): the counted cache traffic, at the fitted rate per pass
-            passes *= hf_generate_kv_cache_passes(self.arch)
+            passes *= hf_generate_kv_cache_passes(self.arch, self.hf_transformers_version)
         kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
+        if self.engine in _COPIES_KV:
+            # 4.38's mask rebuild: eager elementwise copies like the cache's, at the same fitted
+            # time per byte (DECODE_KV_PASSES per pass)
+            kv += (A.DECODE_KV_PASSES[self.engine].value * running
+                   * hf_generate_mask_bytes_per_sequence(self.arch, self.hf_transformers_version,
+                                                         context))
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
         s, bound = self.seconds(running, kv, flops / self.tensor_parallel)
@@ -436,26 +444,74 @@ _LAUNCHES_PER_EXPERT = frozenset({"sglang"})
 _COPIES_KV = frozenset({"hf-generate"})
 
 
-def hf_generate_kv_cache_passes(arch: ModelArch) -> float:
+def hf_generate_kv_cache_passes(arch: ModelArch, release: str = "4.46") -> float:
     """Passes over the KV cache (reads plus writes, in units of the whole cache of K and V) that
-    one decode step of transformers' eager `generate` makes, counted from its code:
+    one decode step of transformers' `generate` makes in `release`, counted from its code:
 
     - `DynamicCache.update` appends the step's K and V with `torch.cat`, which reads the old
-      cache and writes a new one: 2 (transformers v4.38.2 `cache_utils.py` DynamicCache.update,
-      lines 131-132; v4.46's the same; v5.23's DynamicLayer.update still cats);
-    - `repeat_kv` (n = query heads per KV head > 1) expands and reshapes the cache to one copy
-      per query head: reads it once, writes n copies (v4.38.2 `modeling_llama.py` repeat_kv,
-      called by LlamaSdpaAttention; v4.46's Qwen2FlashAttention2 before flash-attn); with
-      n = 1 it returns the tensor itself: 0;
-    - attention reads K and V once per copy: n.
+      cache and writes a new one: 2 in every release (v4.38.2 `cache_utils.py` DynamicCache.update,
+      lines 131-132; v4.46's the same; 5.23's DynamicLayer.update, cache_utils.py lines 136-137);
+    - 4.x with transformers' default attention (SDPA; 4.48+ through
+      `integrations/sdpa_attention.py`): `repeat_kv` (n = query heads per KV head > 1) expands
+      the cache to one copy per query head: reads it once, writes n copies (v4.38.2
+      `modeling_llama.py` repeat_kv, called by LlamaSdpaAttention; v4.46's Qwen2FlashAttention2
+      before flash-attn too), and attention reads the n copies: 2 + (1 + n) + n, 17 for
+      Qwen2.5-7B (n = 7); with n = 1 repeat_kv returns the tensor itself: 3;
+    - 5.x: SDPA runs grouped-query attention without `repeat_kv` when the step has no attention
+      mask and head_dim <= 256 (5.23 `integrations/sdpa_attention.py` use_gqa_in_sdpa, CUDA), and
+      a decode step of an unpadded batch has none (5.23 `masking_utils.py`
+      _ignore_causal_mask_sdpa: q_length 1, no padding): attention reads the cache once, 3.
+      A padded batch keeps its mask and repeats the cache; not counted (an equal-length batch
+      assumed, as our H100 run's). The 4.48-era `sdpa_attention_forward` repeats the cache
+      unconditionally; `use_gqa_in_sdpa` came in a late 4.x release not pinned here, so the
+      count changes at 5.0, and a 4.5x release after it is counted as 4.46 (slower than it is).
 
-    2 + (1 + n) + n, or 3 for multi-head attention: 17 for Qwen2.5-7B (n = 7), 3 for Llama-2-7B.
-    The per-step causal mask (transformers 4.38's [batch, 1, max_pos, max_pos] rebuild) is not
-    counted: it is version-specific and the engine has no version (docs/generation.md). Not
-    what 4.48+'s flash-attention path does (it no longer repeats the cache)."""
+    Not counted: 4.48+'s flash-attention path (`attn_implementation="flash_attention_2"`,
+    `integrations/flash_attention.py` hands the grouped cache to flash-attn without repeat_kv: 3).
+    The Qwen3 benchmark rows (4.51.3, flash-attn 2.7.4 installed, the attention implementation
+    not stated) come out +22%..+244% at 14K-30K prompts with 3 passes, against -19%..-10% with
+    SDPA's count (Qwen3-0.6B's +81%/+83% either way; docs/generation.md), so SDPA,
+    transformers' default, is what is counted.
+    The release's major.minor is checked by setup.hf_release."""
     n = arch.num_heads / max(1, arch.num_kv_heads)
-    repeat = 1.0 + n if n > 1 else 0.0
-    return 2.0 + repeat + n
+    if hf_release(release) >= (5, 0) or n <= 1:
+        return 3.0
+    return 2.0 + (1.0 + n) + n
+
+
+#: model types whose transformers 4.38 code rebuilds a [batch, 1, max_pos, max_pos] causal mask
+#: every forward from a registered buffer (v4.38.2 modeling_llama.py, modeling_gemma.py)
+_MASK_BUFFER_TYPES = frozenset({"llama", "gemma"})
+
+
+def hf_generate_mask_bytes_per_sequence(arch: ModelArch, release: str, context: float) -> float:
+    """Bytes that transformers 4.38's per-forward causal-mask rebuild reads and writes for one
+    sequence of a decode step at `context` tokens, counted from v4.38.2 `modeling_llama.py`
+    LlamaModel._update_causal_mask (SDPA and eager; flash-attention returns early). With the
+    buffer of M x M positions (max_position_embeddings, doubled while the context exceeds it),
+    P = M^2 elements per sequence, 2-byte (bf16/fp16) mask:
+
+    - `causal_mask[None, None].repeat(batch)` writes P bools: 1 P bytes;
+    - `.to(dtype)` reads them and writes 2 P: 3 P; `* min_dtype` reads and writes 2 P: 4 P;
+    - generate's 2-D attention mask, over the first L = context columns (f = L / M): `.eq(0.0)`
+      reads 2 and writes 1, the product with the padding row reads 1 and writes 1,
+      `masked_fill` reads 2 + 1 and writes 2, the slice assignment reads 2 and writes 2:
+      14 f P;
+    - SDPA's fix-up for rows fully masked, run when any prompt is padded
+      (`torch.any(attention_mask != 1)`, assumed: a batch's prompts differ in length):
+      `causal_mask.min()` reads 2 P, `==` reads 2 and writes 1 P, `torch.all(dim=-1)` reads
+      1 P, `mul` reads and writes 2 P: 10 P.
+
+    (8 + 14 f + 10) x M^2 bytes: 390 MB a sequence for Llama-2 (M = 4096) at 1,536 tokens.
+    Only the model types whose 4.38 code holds that buffer (_MASK_BUFFER_TYPES: Llama and
+    Gemma; Mistral and Qwen2 kept `_prepare_4d_causal_attention_mask`, sized to the sequence),
+    and only 4.38: 4.39 sizes the mask to the cache, 4.36-4.37 to the sequence. 0 otherwise."""
+    if hf_release(release) != (4, 38) or arch.model_type not in _MASK_BUFFER_TYPES:
+        return 0.0
+    m = float(arch.max_positions or context)
+    while context > m:
+        m *= 2.0
+    return (8.0 + 14.0 * context / m + 10.0) * m * m
 
 
 def _weight_only_quantised(g: Generation) -> bool:
@@ -514,7 +570,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
                  host_scale=host_scale, state_bytes_per_sequence=state,
                  routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
-                 weight_only_quantised=_weight_only_quantised(g))
+                 weight_only_quantised=_weight_only_quantised(g),
+                 hf_transformers_version=g.hf_transformers_version)
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -601,6 +658,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
         used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
+    hf = g.hf_transformers_version
     figures = e.figures()
     if g.batch is not None:
         figures["batch"] = given(g.batch, "sequences", "input: batch")
@@ -611,7 +669,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                                     "max_num_seqs", "engine",
                                                     "tensor_parallel",
                                                     "weight_bytes_per_param",
-                                                    "kv_bytes_per_element"}),
+                                                    "kv_bytes_per_element",
+                                                    *(("hf_transformers_version",)
+                                                      if g.engine in _COPIES_KV else ())}),
         "decode_bound": e.decode_bound,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
@@ -624,9 +684,14 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                  + (" + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's "
                     "kernels" if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe
                     and _weight_only_quantised(g) else "")
-                 + (f"; KV bytes x {hf_generate_kv_cache_passes(g.arch):g} passes counted from "
-                    "transformers' decode step (DynamicCache's torch.cat, repeat_kv, attention) "
-                    "x the fitted time per pass" if g.engine in _COPIES_KV else "")
+                 + (f"; KV bytes x {hf_generate_kv_cache_passes(g.arch, hf):g} passes counted "
+                    f"from transformers {hf}'s decode step (DynamicCache's torch.cat, "
+                    + ("attention" if hf_generate_kv_cache_passes(g.arch, hf) == 3 else
+                       "repeat_kv, attention")
+                    + (", and the causal mask rebuilt every forward"
+                       if hf_generate_mask_bytes_per_sequence(g.arch, hf, g.prompt_tokens)
+                       else "")
+                    + ") x the fitted time per pass" if g.engine in _COPIES_KV else "")
                  + f") (estimate/generation.py), constants for {g.engine} "
                  "fitted to the tune rows of the generation validation data (docs/generation.md)"
                  + (f"; host costs {e.calibration}" if e.calibration else ""),

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import DoesNotFit, InputError
+from gpuhours.errors import DoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
@@ -559,13 +559,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # the engine prefills the image tokens too (issue 15; the tower's forward is left out)
         probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
+                           hf_transformers_version=phase.rollout_transformers_version,
                            tensor_parallel=tp, weight_bytes_per_param=(
                                1.0 if phase.rollout_precision == "fp8" else 2.0),
                            # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs
                            matmul_precision=("fp8" if phase.rollout_precision == "fp8"
                                              else "bf16"))
     except InputError as err:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'", err.message
+        field = ("rollout_transformers_version" if isinstance(err, FieldError)
+                 and "hf_transformers_version" in err.fields else "rollout_tensor_parallel")
+        raise InputError(f"{_where(ctx, phase)}, field '{field}'", err.message, err.hint
                          ) from None
     streamed = phase.partial_rollout
     # a wave reserves KV for its longest response; a stream's running sequences are at every

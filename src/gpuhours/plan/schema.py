@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
+from gpuhours.errors import FieldError
 from gpuhours.setup import (
     BaseQuant,
     Engine,
@@ -23,6 +24,7 @@ from gpuhours.setup import (
     OptimizerImpl,
     Precision,
     ZeroStage,
+    hf_release,
 )
 
 Runs = Literal["once", "per_seed", "single_seed"]
@@ -343,6 +345,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
         "batch); unset = as many as max_num_seqs and the KV cache allow")
+    rollout_transformers_version: str = Field(
+        default="4.46", description="the transformers release of hf-generate rollouts (4.36+; "
+        "4.38 rebuilds a causal mask every step, 4.48+ and 5.x read a grouped KV cache without "
+        "repeating it); ignored by the other engines")
     rollout_precision: Literal["bf16", "fp8"] = Field(
         default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
         "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
@@ -385,6 +391,15 @@ class RLPhase(_PhaseBase, TrainingSettings):
     single_controller: bool = Field(
         default=False, description="one driver process holds the step's batch, padded to the "
         "longest response, and sends it to every phase's workers (verl's RayPPOTrainer)")
+
+    @field_validator("rollout_transformers_version")
+    @classmethod
+    def _release(cls, v: str) -> str:
+        try:
+            hf_release(v)
+        except FieldError as err:
+            raise ValueError(err.message) from None
+        return v.strip()
 
     @model_validator(mode="after")
     def _amount(self) -> RLPhase:
