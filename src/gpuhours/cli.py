@@ -779,13 +779,18 @@ def catalog_gpus(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
     for g in rows:
         tf = g.dense_tflops
         table.append([esc(g.name), esc(", ".join(g.aliases[:3])), f"{g.memory_gb:g}",
-                      f"{g.memory_bw_gb_per_s:g}",
+                      f"{g.memory_bw_gb_per_s:g}" + ("*" if g.decode_bw_gb_per_s else ""),
                       *(f"{v:g}" if v else "-" for v in (tf.bf16, tf.fp16, tf.fp32)),
                       f"{g.tdp_w:g}" if g.tdp_w else "-",
                       esc(f"{g.interconnect} {g.interconnect_gb_per_s_two_way or '-'}"),
                       g.as_of.isoformat()])
     print_split(console_for(wide), cols, table, details=(1, 8), wide=wide,
                 title="Accelerators (dense TFLOPS, no sparsity; GB = 10^9 bytes)")
+    for g in rows:
+        if g.decode_bw_gb_per_s:  # the datasheet figure is not what generation decodes at
+            console_for(wide).print(
+                f"* {esc(g.name)}: generation decodes at {g.decode_bw_gb_per_s:g} GB/s "
+                f"(decode_bw_gb_per_s, assumed: {esc(g.decode_bw_source)})")
 
 
 @catalog_app.command("nodes")
