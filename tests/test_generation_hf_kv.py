@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cache_bytes import CACHE_BYTES_PER_TOKEN, PAST, TINY_LLAMA, decode_step_cache_bytes
 from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import from_hf_config
@@ -48,53 +49,17 @@ def test_a_real_decode_step_moves_the_counted_cache_bytes() -> None:
     """One decode step of a 2-layer Llama (4 query heads on 2 KV heads: n = 2, eager attention,
     transformers' DynamicCache) on this CPU: every operator that reads or writes a tensor shaped
     like the cache is recorded; the reads and writes are those the count names, byte for byte."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from torch.utils._python_dispatch import TorchDispatchMode
+    read, written = decode_step_cache_bytes("eager")
 
-    hd, b, past = 16, 3, 11
-    hf = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, head_dim=hd, vocab_size=80, max_position_embeddings=64)
-    cfg = transformers.LlamaConfig(**hf)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="eager").eval()
-
-    def cache_like(t: object) -> bool:
-        return (isinstance(t, torch.Tensor) and t.ndim >= 3 and hd in t.shape[-2:]
-                and bool({past, past + 1} & set(t.shape[-2:])))
-
-    class Count(TorchDispatchMode):
-        read = written = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            out = func(*args, **(kwargs or {}))
-            # views and _unsafe_view alias their input: no bytes move
-            if func.is_view or "_unsafe_view" in str(func):
-                return out
-            flat: list[object] = []
-            for a in [*args, *(kwargs or {}).values()]:
-                flat += list(a) if isinstance(a, (list, tuple)) else [a]
-            # a read touches the input's storage once (repeat_kv's expand reads one cache)
-            self.read += sum(t.untyped_storage().nbytes() for t in flat if cache_like(t))
-            if cache_like(out):
-                self.written += out.numel() * out.element_size()
-            return out
-
-    with torch.no_grad():
-        cache = model(torch.randint(0, 80, (b, past)), use_cache=True,
-                      past_key_values=transformers.DynamicCache(config=cfg)).past_key_values
-        with Count() as c:
-            model(torch.randint(0, 80, (b, 1)), past_key_values=cache, use_cache=True)
-
-    n, new = 2, past + 1
-    one = 2 * 2 * b * 2 * hd * 4  # per token of context: 2 layers, K and V, batch, KV heads, fp32
+    n, past, new = 2, PAST, PAST + 1
+    one = CACHE_BYTES_PER_TOKEN
     # cat reads the old cache and writes the new; repeat_kv reads it, writes n; attention reads n
-    assert c.read == one * (past + new + n * new)
-    assert c.written == one * (new + n * new)
-    arch = from_hf_config({"model_type": "llama", **hf}, "tiny")
+    assert read == one * (past + new + n * new)
+    assert written == one * (new + n * new)
+    arch = from_hf_config({"model_type": "llama", **TINY_LLAMA}, "tiny")
     assert hf_generate_kv_cache_passes(arch) == 7
     # the count takes the old cache at the new length: one token of difference
-    assert (c.read + c.written) / (one * new) == pytest.approx(7, abs=1 / new + 1e-12)
+    assert (read + written) / (one * new) == pytest.approx(7, abs=1 / new + 1e-12)
 
 
 def test_the_output_names_the_counted_passes() -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from cache_bytes import CACHE_BYTES_PER_TOKEN, PAST, TINY_LLAMA, decode_step_cache_bytes
 from gpuhours import catalog
 from gpuhours.cli import app
 from gpuhours.estimate import assumptions as A
@@ -81,51 +82,18 @@ def test_a_real_5x_sdpa_decode_step_reads_the_grouped_cache_once() -> None:
     """One decode step of a 2-layer Llama (4 query heads on 2 KV heads) with the installed
     transformers' default SDPA, no padding: the cat reads the old cache and writes the new one,
     attention reads it once; no repeat_kv. Every operator touching a cache-shaped tensor counted."""
-    torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     if int(transformers.__version__.split(".")[0]) < 5:
         pytest.skip("the grouped SDPA path is 5.x's")
-    from torch.utils._python_dispatch import TorchDispatchMode
+    read, written = decode_step_cache_bytes("sdpa")
 
-    hd, b, past = 16, 3, 11
-    hf = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-              num_key_value_heads=2, head_dim=hd, vocab_size=80, max_position_embeddings=64)
-    cfg = transformers.LlamaConfig(**hf)
-    torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa").eval()
-
-    def cache_like(t: object) -> bool:
-        return (isinstance(t, torch.Tensor) and t.ndim >= 3 and hd in t.shape[-2:]
-                and bool({past, past + 1} & set(t.shape[-2:])))
-
-    class Count(TorchDispatchMode):
-        read = written = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            out = func(*args, **(kwargs or {}))
-            if func.is_view or "_unsafe_view" in str(func):
-                return out
-            flat: list[object] = []
-            for a in [*args, *(kwargs or {}).values()]:
-                flat += list(a) if isinstance(a, (list, tuple)) else [a]
-            self.read += sum(t.untyped_storage().nbytes() for t in flat if cache_like(t))
-            outs = out if isinstance(out, (list, tuple)) else [out]
-            self.written += sum(o.numel() * o.element_size() for o in outs if cache_like(o))
-            return out
-
-    with torch.no_grad():
-        cache = model(torch.randint(0, 80, (b, past)), use_cache=True,
-                      past_key_values=transformers.DynamicCache(config=cfg)).past_key_values
-        with Count() as c:
-            model(torch.randint(0, 80, (b, 1)), past_key_values=cache, use_cache=True)
-
-    new = past + 1
-    one = 2 * 2 * b * 2 * hd * 4  # per token of context: 2 layers, K and V, batch, KV heads, fp32
-    assert c.read == one * (past + new)
-    assert c.written == one * new
-    arch = from_hf_config({"model_type": "llama", **hf}, "tiny")
+    past, new = PAST, PAST + 1
+    one = CACHE_BYTES_PER_TOKEN
+    assert read == one * (past + new)
+    assert written == one * new
+    arch = from_hf_config({"model_type": "llama", **TINY_LLAMA}, "tiny")
     assert hf_generate_kv_cache_passes(arch, transformers.__version__) == 3
-    assert (c.read + c.written) / (one * new) == pytest.approx(3, abs=1 / new + 1e-12)
+    assert (read + written) / (one * new) == pytest.approx(3, abs=1 / new + 1e-12)
 
 
 @pytest.mark.parametrize("bad", ["4.x", "4.35", "3.0", "6.0", "latest", ""])

@@ -658,10 +658,7 @@ def generation(
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
-    if bandwidth_gb_per_s is not None and not bandwidth_gb_per_s > 0:
-        raise FieldError("bandwidth_gb_per_s",
-                         f"expected a positive number of GB/s, got {bandwidth_gb_per_s!r}.")
-    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))
+    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))  # checks it
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuhours import catalog
 from gpuhours.catalog._names import base_names, close_keys, normalise
-from gpuhours.catalog.schema import DenseTflops, GpuSpec
+from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, DenseTflops, GpuSpec
 from gpuhours.errors import FieldError, UnknownNameError
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
 
@@ -254,10 +254,6 @@ def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:
         e.where = field
         e.fields = (field,)
         raise
-
-
-#: decode_bw_source of a bandwidth the user gave (the figure is an input, not the catalog's)
-USER_BANDWIDTH_SOURCE = "given by the user (--bandwidth-gb-per-s)"
 
 
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,

@@ -39,6 +39,11 @@ class DenseTflops(_Strict):
     fp8: float | None = None
 
 
+#: decode_bw_source of a bandwidth the user gave (resolve_gpu): the figure is an input, not the
+#: catalog's
+USER_BANDWIDTH_SOURCE = "given by the user (--bandwidth-gb-per-s)"
+
+
 class GpuSpec(_Strict):
     """One accelerator, per device (not per board or instance)."""
 

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuhours.catalog.schema import GpuSpec
+from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
@@ -243,7 +243,7 @@ class GenerationEstimate:
                                                "the GPU's datasheet memory bandwidth")
             if self.bandwidth_source is None else given(
                 self.bandwidth_gb_per_s, "GB/s", f"input: {self.bandwidth_source}")
-            if self.bandwidth_source.startswith("given by the user") else assumed(
+            if self.bandwidth_source == USER_BANDWIDTH_SOURCE else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
                 "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
                 + self.bandwidth_source),
@@ -388,8 +388,7 @@ class _Step:
         vLLM 0.7.2's Marlin MoE, _LAUNCHES_PER_EXPERT): moe_layers x 2 GEMMs x (E - experts
         touched) x SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S; the experts with tokens are in the
         bytes. 0 for dense models, 16-bit or fp8 weights and the other engines."""
-        if (self.engine not in _LAUNCHES_PER_EXPERT or not self.arch.is_moe
-                or not self.weight_only_quantised):
+        if not _pays_empty_expert_launches(self.engine, self.arch, self.weight_only_quantised):
             return 0.0
         empty = self.arch.num_experts - experts_touched(self.arch, tokens)
         return (self.arch.moe_layers * 2 * empty
@@ -514,6 +513,13 @@ def hf_generate_mask_bytes_per_sequence(arch: ModelArch, release: str, context: 
     return (8.0 + 14.0 * context / m + 10.0) * m * m
 
 
+def _pays_empty_expert_launches(engine: str, arch: ModelArch, weight_only_quantised: bool
+                                ) -> bool:
+    """Whether a step launches a GEMM for every MoE expert, empty ones included: an engine of
+    _LAUNCHES_PER_EXPERT running an MoE model's 8/4-bit weights under bf16 matmuls."""
+    return engine in _LAUNCHES_PER_EXPERT and arch.is_moe and weight_only_quantised
+
+
 def _weight_only_quantised(g: Generation) -> bool:
     """8/4-bit weights under 16-bit matmuls (GPTQ, AWQ: dequantised in the GEMM), as against
     16-bit weights or fp8 W8A8."""
@@ -616,6 +622,25 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     )
 
 
+def _step_basis(g: Generation, launches: bool) -> str:
+    """The formula of an engine step as this setup's terms make it up."""
+    device = "max(weight and KV bytes / bandwidth, FLOPs / peak)"
+    if g.tensor_parallel > 1:
+        device += " + the TP all-reduces"
+    if launches:
+        device += " + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's kernels"
+    text = f"formula: engine step = host step + max(eager launches, {device}"
+    if g.engine in _COPIES_KV:
+        hf = g.hf_transformers_version
+        passes = hf_generate_kv_cache_passes(g.arch, hf)
+        ops = "attention" if passes == 3 else "repeat_kv, attention"
+        if hf_generate_mask_bytes_per_sequence(g.arch, hf, g.prompt_tokens):
+            ops += ", and the causal mask rebuilt every forward"
+        text += (f"; KV bytes x {passes:g} passes counted from transformers {hf}'s decode step "
+                 f"(DynamicCache's torch.cat, {ops}) x the fitted time per pass")
+    return text + ")"
+
+
 def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                        sequences: float | None = None,
                        price_rows: list[Any] | None = None) -> dict[str, Any]:
@@ -649,7 +674,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
     if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
-    if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe and _weight_only_quantised(g):
+    launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
+    if launches:
         used.append(A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S)
     if e.bandwidth_source is not None:
         used.append(A.Assumption(f"{gpu.name}.decode_bw_gb_per_s", e.bandwidth_gb_per_s, "GB/s",
@@ -658,7 +684,6 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
         used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
-    hf = g.hf_transformers_version
     figures = e.figures()
     if g.batch is not None:
         figures["batch"] = given(g.batch, "sequences", "input: batch")
@@ -678,23 +703,10 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             sequences, "sequences", "input: sequences").model_dump(mode="json"),
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
-        "basis": "formula: engine step = host step + max(eager launches, max(weight and KV "
-                 "bytes / bandwidth, FLOPs / peak)"
-                 + (" + the TP all-reduces" if g.tensor_parallel > 1 else "")
-                 + (" + a Marlin MoE launch per empty expert: SGLang 0.4.6 with vLLM 0.7.2's "
-                    "kernels" if g.engine in _LAUNCHES_PER_EXPERT and g.arch.is_moe
-                    and _weight_only_quantised(g) else "")
-                 + (f"; KV bytes x {hf_generate_kv_cache_passes(g.arch, hf):g} passes counted "
-                    f"from transformers {hf}'s decode step (DynamicCache's torch.cat, "
-                    + ("attention" if hf_generate_kv_cache_passes(g.arch, hf) == 3 else
-                       "repeat_kv, attention")
-                    + (", and the causal mask rebuilt every forward"
-                       if hf_generate_mask_bytes_per_sequence(g.arch, hf, g.prompt_tokens)
-                       else "")
-                    + ") x the fitted time per pass" if g.engine in _COPIES_KV else "")
-                 + f") (estimate/generation.py), constants for {g.engine} "
-                 "fitted to the tune rows of the generation validation data (docs/generation.md)"
-                 + (f"; host costs {e.calibration}" if e.calibration else ""),
+        "basis": _step_basis(g, launches) + f" (estimate/generation.py), constants for "
+                 f"{g.engine} fitted to the tune rows of the generation validation data "
+                 "(docs/generation.md)" + (f"; host costs {e.calibration}" if e.calibration
+                                           else ""),
         "calibration": e.calibration,
         "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit, "basis": a.basis}
                         for a in used],

@@ -500,7 +500,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
-    gpus_for_update = train_gpus
     if not packed and phase.update_tokens_per_gpu is not None:
         raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
                          f"update_tokens_per_gpu ({phase.update_tokens_per_gpu}) packs the "
@@ -528,7 +527,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
         # one data-parallel rank's share of a mini-batch
-        ranks = max(1, gpus_for_update // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+        ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
         per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
                        // (phase.mini_batches * ranks))
         micro = max(1, min(int(budget * cp // seq), per_rank))
