@@ -31,3 +31,13 @@ def _no_budget_charts(monkeypatch: pytest.MonkeyPatch) -> None:
     """COMPUTE_BUDGET.md's PNG charts (matplotlib, ~0.4 s each here) are off but in their own
     tests (tests/test_report_html.py), which turn them on."""
     monkeypatch.setenv("GPUHOURS_CHARTS", "off")
+
+
+@pytest.fixture(autouse=True)
+def _no_user_ledger(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                    ) -> None:
+    """A ledger in the directory the tests run from (./.gpuhours/ledger.sqlite, where a user's
+    `gpuhours bench` writes) or named by the caller's $GPUHOURS_LEDGER must not change what the
+    commands under test answer: each test gets an empty one unless it names its own."""
+    monkeypatch.setenv("GPUHOURS_LEDGER",
+                       str(tmp_path_factory.mktemp("ledger") / "ledger.sqlite"))

@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 
 from gpuhours import catalog
+from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import timing as T
-from gpuhours_dev.validation.matmul_rate import DATA, product_rule, rate_shares, scale
+from gpuhours_dev.validation.matmul_rate import (
+    DATA,
+    derived_ada_efficiency,
+    product_rule,
+    rate_shares,
+    scale,
+)
 
 HEADER = "catalog_gpu,device_as_reported,precision,tflops_best,sizes,torch,host,used," \
          "why_not_used,source\n"
@@ -53,28 +60,37 @@ def test_rate_share_is_the_median_over_the_catalog_peak(tmp_path: Path):
     assert shares["rtx-3090"].r == pytest.approx(76.58 / 71.2)
     assert shares["rtx-3090"].r == pytest.approx(1.0756, abs=1e-4)
     # against the Ampere reference (A100 SXM4 80GB, 264.53 of 312 = 0.8479): 1.0756 / 0.8479
-    assert scale(catalog.gpu("rtx-3090"), shares, None) == pytest.approx(1.2686, abs=1e-4)
+    assert scale(catalog.gpu("rtx-3090"), shares) == pytest.approx(1.2686, abs=1e-4)
     # a product with no entry keeps its generation's figure
-    assert scale(catalog.gpu("a100-40gb"), shares, None) == 1.0
+    assert scale(catalog.gpu("a100-40gb"), shares) == 1.0
 
 
-def test_ada_has_no_anchor_unless_one_is_borrowed(tmp_path: Path):
+def test_ada_is_scaled_against_its_median_product(tmp_path: Path):
     data = tmp_path / "m.csv"
     data.write_text(HEADER + "rtx-4090,a,bf16,165.15,,,,yes,,x\n"
-                    + "a100-80gb,e,bf16,264.53,,,,yes,,x\n", encoding="utf-8")
+                    + "l40s,b,bf16,269.15,,,,yes,,x\n"
+                    + "l4,c,bf16,59.4,,,,yes,,x\n", encoding="utf-8")
     shares = rate_shares(data)
-    gpu = catalog.gpu("rtx-4090")
-    assert scale(gpu, shares, None) == 1.0  # Ada's 0.70 rests on no product
-    # borrowed from Ampere: 0.80 / 0.8479 = 0.9435 of the measured rate; r(4090) = 1.0,
-    # so the efficiency is 0.9435, i.e. 1.348 x Ada's 0.70
-    assert scale(gpu, shares, "ampere") == pytest.approx(0.80 / (264.53 / 312) / 0.70)
-    assert scale(gpu, shares, "ampere") == pytest.approx(1.348, abs=1e-3)
+    # r: 4090 165.15 / 165.15 = 1.0, L40S 269.15 / 362.05 = 0.7434, L4 59.4 / 121 = 0.4909;
+    # the median product is the L40S, so the 4090's factor is 1 / 0.7434
+    assert scale(catalog.gpu("rtx-4090"), shares) == pytest.approx(362.05 / 269.15)
+    assert scale(catalog.gpu("l40s"), shares) == pytest.approx(1.0)
+
+
+def test_adas_efficiency_is_the_one_derived_from_the_microbenchmarks():
+    shares = rate_shares()
+    # by hand from the data file: Ada products' r 1.0 (4090, median of six entries 164.4 of
+    # 165.15 = 0.9955), 0.9551 (L20 114.14 of 119.5), 0.7434 (L40S), 0.4909 (L4): median
+    # (0.7434 + 0.9551) / 2 = 0.8493; training share (0.80 / (264.53 / 312) + 0.70 /
+    # (789.24 / 989.5)) / 2 = (0.9435 + 0.8776) / 2 = 0.9106; 0.8493 x 0.9106 = 0.7734
+    assert derived_ada_efficiency(shares) == pytest.approx(0.7734, abs=5e-4)
+    assert A.GEMM_EFFICIENCY_BY_GENERATION["ada"].value == round(derived_ada_efficiency(shares), 2)
 
 
 def test_the_rule_is_a_what_if_that_leaves_the_estimate_as_it_was():
     gpu = catalog.gpu("rtx-3090")
     before = T.gemm_efficiency(gpu, 4096)
-    with product_rule(None):
+    with product_rule():
         inside = T.gemm_efficiency(gpu, 4096)
     # the published data (3 entries, median 76.58 TFLOPS) against the A100 SXM4 80GB's 264.53
     assert inside == pytest.approx(before * (76.58 / 71.2) / (264.53 / 312))

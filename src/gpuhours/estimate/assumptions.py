@@ -33,16 +33,21 @@ def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
 #:   hopper.py: split_halves, fit_hopper), of those the dense, GEMM-bound ones (an MoE's grouped
 #:   expert GEMMs and routing are not costed); the held-out half checks it (docs/validation.md,
 #:   "Training throughput on H100": dense rows 28 of 30 within 20%, MoE 9 of 19).
-#: - ada: an assumption resting on no product and no row (the fine-tuning rows on the RTX 4090
-#:   check it: Ada held out 6 of 11 within 20%, all slow).
+#: - ada: DERIVED from user microbenchmarks, not from training rows: the median Ada product's
+#:   square-matmul rate over its dense peak (r 0.849: RTX 4090 1.00, L20 0.96, L40S 0.74, L4
+#:   0.49) x the share of that rate the anchored generations' training GEMMs reach (the mean of
+#:   Ampere's 0.80 / A100 SXM r 0.848 and Hopper's 0.70 / H100 SXM r 0.798: 0.911) = 0.77
+#:   (scripts/gpuhours_dev/validation/matmul_rate.py derived_ada_efficiency). It was an
+#:   assumption, 0.70, resting on nothing; the fine-tuning rows on the RTX 4090 check it (held
+#:   out: 6 of 11 within 20% at 0.70, 9 of 11 at 0.77; docs/validation.md).
 #: - volta, turing, blackwell, cdna2, cdna3, tpu: datasheet-based assumptions, no published
 #:   training row expressed on them.
 #: One figure per generation, not per product: user microbenchmarks of torch's bf16 matmul
 #: (scripts/gpuhours_dev/validation/data/matmul_microbench.csv) put the GeForce cards at about
 #: their rated peak (RTX 3090 1.08, 4090 1.00) and the A100/H100 SXM at 0.85/0.80 of it. A rule
 #: scaling each product by its measured rate was checked and not adopted: it makes the held-out
-#: Ampere throughput rows worse (RTX 3090 FSDP rows) and has no Ada anchor of its own
-#: (docs/validation.md, "GEMM efficiency per product"; validation/matmul_rate.py).
+#: Ampere throughput rows worse (RTX 3090 FSDP rows) (docs/validation.md, "GEMM efficiency per
+#: product"; validation/matmul_rate.py).
 GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "volta": _a("gemm_efficiency.volta", 0.80, "fraction of dense peak",
                 "assumption: V100 fp16 tensor-core GEMMs reach ~100 of 125 TFLOPS"),
@@ -50,8 +55,10 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                  "assumption: T4 (70 W) throttles clocks under sustained tensor-core load"),
     "ampere": _a("gemm_efficiency.ampere", 0.80, "fraction of dense peak",
                  "assumption: A100 bf16 GEMMs ~250 of 312 TFLOPS in training-sized shapes"),
-    "ada": _a("gemm_efficiency.ada", 0.70, "fraction of dense peak",
-              "assumption: Ada parts are power-limited below their boost-clock peak"),
+    "ada": _a("gemm_efficiency.ada", 0.77, "fraction of dense peak",
+              "derived from user matmul microbenchmarks (matmul_microbench.csv): the median Ada "
+              "product's rate, 0.849 of peak, x the 0.911 of that rate the A100 and H100 rows' "
+              "training GEMMs reach; no Ada training row used"),
     "hopper": _a("gemm_efficiency.hopper", 0.70, "fraction of dense peak",
                  "fitted to the GEMM-bound bf16 tuning rows of the H100 validation split: ONE "
                  "configuration (NeMo Automodel Qwen2.5-7B LoRA, 1 GPU; rms log error over a "
