@@ -44,7 +44,7 @@ GIB = 2**30
 GB = 10**9
 DATA = "finetune_runs.csv"
 #: rows collected after the shared reference file, same columns, numbered after its last row
-#: (data/finetune_runs_README.md, "Rows added")
+#: (data/finetune_runs_added_README.md)
 DATA_ADDED = "finetune_runs_added.csv"
 
 

@@ -66,7 +66,7 @@ THROUGHPUT_INTRO = (
     "out. Tolerance 20%; the goal is per GPU generation. Inclusion rule for the rows added "
     "after the shared file (`finetune_runs_added.csv`): every row of each source table read "
     "whose setup is expressible, none picked or dropped by its error; sources read and left "
-    "out are named, with why, in `data/finetune_runs_README.md`.")
+    "out are named, with why, in `data/finetune_runs_added_README.md`.")
 
 #: what remains off, per source, and the likely mechanism (read from the rows below; the
 #: numbers quoted are measured values or plain arithmetic on them, not estimates)
