@@ -184,11 +184,10 @@ def qwen() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from gpuhours.estimate.estimator import estimate_training
     from gpuhours.setup import Hardware
-    from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation import finetune as F
 
     rows = []
-    for m, r in zip(F.mapped_rows(), _rows(F.DATA), strict=True):
+    for m, r in zip(F.mapped_rows(), F.finetune_rows(), strict=True):
         measured, _ = F.throughput_figure(r, m.source)
         if (m.source == "Qwen" and m.training is not None and m.gpu is not None
                 and measured is not None):
@@ -224,11 +223,10 @@ def zero3() -> None:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from gpuhours.estimate import assumptions as A
-    from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation import finetune as F
 
     rows = []
-    for m, r in zip(F.mapped_rows(), _rows(F.DATA), strict=True):
+    for m, r in zip(F.mapped_rows(), F.finetune_rows(), strict=True):
         measured, _ = F.throughput_figure(r, m.source)
         t = m.training
         if (t is not None and t.zero_stage == 3 and t.zero3_engine == "deepspeed"
@@ -283,11 +281,10 @@ def flash_fit() -> tuple[float, dict[int, float], dict[int, float], list[Any]]:
 
     sys.path.insert(0, str(Path(__file__).parent))
     from gpuhours.estimate import assumptions as A
-    from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation import finetune as F
 
     rows = []
-    for m, r in zip(F.mapped_rows(), _rows(F.DATA), strict=True):
+    for m, r in zip(F.mapped_rows(), F.finetune_rows(), strict=True):
         measured, _ = F.throughput_figure(r, m.source)
         t = m.training
         if (t is not None and t.kernels == "flash-attn" and m.gpu is not None

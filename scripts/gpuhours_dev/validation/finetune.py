@@ -1,4 +1,6 @@
-"""The estimator against the 517 published fine-tuning runs of data/finetune_runs.csv (issue 14).
+"""The estimator against the published fine-tuning runs of data/finetune_runs.csv (517, the shared
+reference copy, kept byte-identical) and data/finetune_runs_added.csv (rows collected later, numbered
+on from 518; all held out: no figure is set from them) (issue 14).
 
 Each row is mapped to a `Training` and, where the GPU is named, a `Hardware`, by rules per
 column (`map_row`): the model by exact catalog name or alias (a table below, never a substring),
@@ -41,6 +43,14 @@ from . import Comparison, _rows
 GIB = 2**30
 GB = 10**9
 DATA = "finetune_runs.csv"
+#: rows collected after the shared reference file, same columns, numbered after its last row
+#: (data/finetune_runs_added_README.md)
+DATA_ADDED = "finetune_runs_added.csv"
+
+
+def finetune_rows() -> list[dict[str, str]]:
+    """Every row: finetune_runs.csv's, then finetune_runs_added.csv's (row N is item N - 1)."""
+    return _rows(DATA) + _rows(DATA_ADDED)
 
 #: short name of each source, by the start of its `source` column
 SOURCES: tuple[tuple[str, str], ...] = (
@@ -57,6 +67,10 @@ SOURCES: tuple[tuple[str, str], ...] = (
     ("hiyouga/LLaMA-Factory", "LLaMA-Factory (via Unsloth)"),
     ("https://unsloth.ai/docs", "Unsloth docs (capacity)"),
     ("huggingface/blog", "HF blog"),
+    ("Scicom-AI-Enterprise-Organization/small-ablation README.md (study how-fast-5090)",
+     "Scicom how-fast-5090"),
+    ("Scicom-AI-Enterprise-Organization/small-ablation simple-throughput-multigpus",
+     "Scicom simple-throughput"),
 )
 
 #: the row's model name -> (catalog name, assumption when the name is not the catalog model's)
@@ -89,6 +103,9 @@ MODELS: dict[str, tuple[str, str]] = {
     "Qwen-72B-Chat-Int4": ("qwen-72b", "Qwen-72B-Chat-Int4 has Qwen-72B's shape"),
     "qwen-1_8b-chat": ("qwen-1.8b", ""), "qwen-7b-chat": ("qwen-7b", ""),
     "qwen-14b-chat": ("qwen-14b", ""), "qwen-72b-chat": ("qwen-72b", ""),
+    # Qwen3 base checkpoints (Scicom small-ablation): the -Base model has the catalog model's shape
+    "Qwen/Qwen3-0.6B-Base": ("qwen3-0.6b", "Qwen3-0.6B-Base has Qwen3-0.6B's shape"),
+    "Qwen/Qwen3-1.7B-Base": ("qwen3-1.7b", "Qwen3-1.7B-Base has Qwen3-1.7B's shape"),
 }
 
 #: the row's GPU text -> (catalog name, assumption)
@@ -106,6 +123,9 @@ GPUS: dict[str, tuple[str, str]] = {
         "rtx-3090", "power-limited to 280 W: not modelled (catalog 350 W part)"),
     "RTX A6000 (48GB)": ("rtx-a6000", ""),
     "H100 80GB SXM": ("h100-sxm", ""),
+    "H100 SXM": ("h100-sxm", ""),
+    "H100 (variant not stated)": ("h100-sxm", "H100 variant not stated: SXM assumed"),
+    "H200": ("h200", ""), "L40S": ("l40s", ""), "RTX 5090": ("rtx-5090", ""),
 }
 #: "48GB GPU", "GPU with 12 GB VRAM": a size only, used for the fits check, never for time
 _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
@@ -126,7 +146,9 @@ METHOD_SKIPS: dict[str, str] = {
 class Mapped:
     """One row as the estimator sees it: the setup, or why it cannot be expressed."""
 
-    row: int  # 1-based data row of finetune_runs.csv (the CSV line number minus one)
+    #: 1-based data row: finetune_runs.csv's (the CSV line number minus one), then
+    #: finetune_runs_added.csv's numbered on (518 is its first)
+    row: int
     source: str
     citation: str
     label: str
@@ -414,6 +436,43 @@ def _axolotl_notes(r: dict[str, str], source: str) -> tuple[str | None, str]:
     return None, offload
 
 
+#: a training script that computes its loss with Apple's Cut Cross-Entropy itself (the row's notes
+#: name the call, as read in the script: Scicom small-ablation train.py @ 0c7398b)
+_CCE_CALL = "cut_cross_entropy.linear_cross_entropy"
+#: ... or with Liger's fused linear cross-entropy (Scicom small-ablation train.py @ 9d56463: its
+#: model's forward calls LigerFusedLinearCrossEntropyLoss on the last hidden state)
+_FLCE_CALL = "LigerFusedLinearCrossEntropyLoss"
+#: Liger's RoPE, SwiGLU and RMSNorm kernels patched in (apply_liger_kernel_to_*): fewer, fused
+#: operators than transformers' eager modelling the estimate counts (not modelled)
+_LIGER_PATCH = "apply_liger_kernel_to_"
+#: packed rows whose documents attend only within themselves (flash-attn varlen over cu_seq_lens)
+_VARLEN = "cu_seq_lens"
+
+
+def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
+    """(loss kernel, note) of a row whose notes state what its training script runs: cut-ce where
+    the script calls Cut Cross-Entropy, fused-linear where it calls Liger's fused linear
+    cross-entropy; the note says what the estimate does not model (Liger's
+    fused RoPE, SwiGLU and RMSNorm; attention within packed documents)."""
+    notes = []
+    kernel = None
+    if _CCE_CALL in r["notes"]:
+        kernel = "cut-ce"
+        notes.append("the script's loss is Cut Cross-Entropy (linear_cross_entropy): the logits "
+                     "never materialise")
+    elif _FLCE_CALL in r["notes"]:
+        kernel = "fused-linear"
+        notes.append("the script's loss is Liger's fused linear cross-entropy: the logits never "
+                     "materialise")
+    if _LIGER_PATCH in r["notes"]:
+        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels not modelled (transformers' eager "
+                      "operators counted)")
+    if _VARLEN in r["notes"]:
+        notes.append("packed rows, attention within each document (varlen): attention counted over "
+                     "the whole row (an upper bound on its work)")
+    return kernel, "; ".join(notes)
+
+
 def _int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
@@ -514,7 +573,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         loss_kernel = "chunked-half"
         notes.append("litgpt's loss: head and cross-entropy by 128 positions on bf16 logits "
                      "(lm_head_chunk_size=128, chunked_cross_entropy)")
-    for config_loss, loss_note in (_torchtune_loss(r), _axolotl_notes(r, source)):
+    for config_loss, loss_note in (_torchtune_loss(r), _axolotl_notes(r, source), _script_notes(r)):
         loss_kernel = config_loss or loss_kernel
         notes.append(loss_note)
     if deepspeed and resolve_model(model)[0].model_type == "qwen":
@@ -801,7 +860,7 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
 
 
 def mapped_rows() -> list[Mapped]:
-    return [map_row(i, r) for i, r in enumerate(_rows(DATA), start=1)]
+    return [map_row(i, r) for i, r in enumerate(finetune_rows(), start=1)]
 
 
 # What each source measured ------------------------------------------------------------------
@@ -885,6 +944,9 @@ _TOKENS_COMPUTED = {
     "Answer.AI": "1024 dummy full-length samples x context / run time",
     "Qwen": "padded to model_max_length: 8 x GPUs x seq / s per step",
     "torchtune": "tokens/s over an epoch, packed",
+    "Scicom how-fast-5090": "one epoch of 13,298 packed 4096-token rows / the run's minutes",
+    "Scicom simple-throughput": "packed 4096-token rows: tokens seen over a step's time (W&B "
+                                "average, rounded)",
 }
 _TOKENS_SKIP = {
     "PEFT": "unpacked batches padded to the longest: the computed (padded) tokens are not "
@@ -1008,7 +1070,7 @@ def finetune_comparisons() -> list[Comparison]:
     device total (`total_bytes`); predicted above measured = refused. And ft_oom for each
     expressible row reported out of memory (the same two figures: it should not fit)."""
     out: list[Comparison] = []
-    for m, r in zip(mapped_rows(), _rows(DATA), strict=True):
+    for m, r in zip(mapped_rows(), finetune_rows(), strict=True):
         out += _row_comparisons(m, r)
     return out
 
@@ -1079,15 +1141,21 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     tp_skip = m.skipped or (why or None)
     if tp_skip is None and (m.gpu is None or m.gpu_is_size_only):
         tp_skip = no_gpu if m.gpu is None else "GPU named by its memory size only"
+    estimate = None
+    host_us, host_note = HOST_US_PER_OP.get(m.source, (None, ""))
     if tp_skip is None and t is not None and m.gpu is not None and measured is not None:
-        tp_skip = above_peak(t, m.gpu, measured)
-    if tp_skip or t is None or m.gpu is None or measured is None:
+        try:
+            tp_skip = above_peak(t, m.gpu, measured)
+            if tp_skip is None:
+                hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us)
+                estimate = estimate_training(t, hw, "catalog")
+        except FieldError as refused:  # the catalog lacks a rate the setup needs (a bf16 rate)
+            tp_skip = f"the estimator refuses the setup on this GPU: {refused}"
+    if tp_skip or t is None or m.gpu is None or measured is None or estimate is None:
         out.append(Comparison("ft_throughput", m.label, measured or nan, None,
                               "tokens/s per GPU", "", skipped=tp_skip, **tags))
     else:
-        host_us, host_note = HOST_US_PER_OP.get(m.source, (None, ""))
-        hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us)
-        e = estimate_training(t, hw, "catalog")
+        e = estimate
         what = _TOKENS_COMPUTED[m.source]
         compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
         setup = m.setup + ("; torch.compile not modelled" if compiled else "")

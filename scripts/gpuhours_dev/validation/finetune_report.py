@@ -25,7 +25,9 @@ SUMMARY_TITLES = {
 
 MEMORY_INTRO = (
     "Every row of `scripts/gpuhours_dev/validation/data/finetune_runs.csv` (517 published runs, "
-    "each with its source; its README says how each source measures) is mapped to a setup by "
+    "the shared reference file) and of `finetune_runs_added.csv` (runs collected later for the "
+    "Hopper, Ada and Blackwell generations, numbered on from #518; all held out, no figure set "
+    "from them), each with its source (their README says how each source measures), is mapped to a setup by "
     "`scripts/gpuhours_dev/validation/finetune.py`: the model by catalog name or alias, the "
     "method, LoRA rank and targets, batch, sequence, accumulation, checkpointing, precision, "
     "optimizer, GPU and parallelism. A row that cannot be expressed keeps its reason (listed "
@@ -52,14 +54,19 @@ FITS_INTRO = (
 THROUGHPUT_INTRO = (
     "Tokens/s per GPU, compared only where the source's tokens are the tokens computed: "
     "packed sequences (xtuner, torchtune's packed rows), padding to a fixed length (Qwen), "
-    "dummy full-length samples (Answer.AI, 1024 samples x context / run time). Rows with "
+    "dummy full-length samples (Answer.AI, 1024 samples x context / run time), rows packed to "
+    "4096 tokens (the Scicom small-ablation runs: an epoch's packed rows over its minutes, or "
+    "the Trainer's tokens seen over a step's time). Rows with "
     "variable-length samples (samples/s, or tokens that exclude padding) are skipped with the "
     "reason. The estimate is uncalibrated (the efficiency defaults of "
     "`src/gpuhours/estimate/assumptions.py`) but for three figures set from Qwen rows: the "
     "Qwen README host's cost per eager operator (six rows, `python scripts/host_overhead.py "
     "qwen`), DeepSpeed ZeRO-3's hook cost (three, `... zero3`) and the flash-attn kernels' "
     "rate on an A100 (two, `... flash`); those rows say so in the table, the others are held "
-    "out. Tolerance 20%; the goal is per GPU generation.")
+    "out. Tolerance 20%; the goal is per GPU generation. Inclusion rule for the rows added "
+    "after the shared file (`finetune_runs_added.csv`): every row of each source table read "
+    "whose setup is expressible, none picked or dropped by its error; sources read and left "
+    "out are named, with why, in `data/finetune_runs_added_README.md`.")
 
 #: what remains off, per source, and the likely mechanism (read from the rows below; the
 #: numbers quoted are measured values or plain arithmetic on them, not estimates)
@@ -604,6 +611,32 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "37% fast: the DeepSpeed ZeRO stage is not stated (ZeRO-3 assumed), and the "
         "traffic of a 70B model between four nodes is the likely gap. The "
         "sequence-parallel rows are not modelled."),
+    "Scicom simple-throughput": (
+        "Added rows (held out; no figure set from them). Qwen3-0.6B-Base, full fine-tuning on "
+        "4 GPUs with DDP, packed 4096-token rows of Malay Wikipedia, Liger's fused linear "
+        "cross-entropy: H100 73,000 tokens/s per GPU (#520), H200 75,000 (#521), L40S 22,500 "
+        "(#522), each the README's rounded W&B average over 4 GPUs. The estimate is 22-31% "
+        "slow on all three. Mechanism, checked: the script flattens each micro-batch with "
+        "cu_seq_lens, so flash-attn attends within each article, while the setup has no field "
+        "for packed documents and the estimate attends over the whole 4096-token row. With the "
+        "same tokens in 1024-token sequences the estimate gives 66.6k, 81.9k and 23.0k "
+        "(-9%, +9%, +2%); at 256 tokens 72.1k, 90.9k, 25.7k. The articles' lengths are not "
+        "stated, so the row is compared as the setup states it and the miss is left standing. "
+        "Liger's fused RoPE, SwiGLU and RMSNorm kernels (not modelled: eager operators counted) "
+        "would move the estimate the same way, by an amount not checked. The H100 variant is "
+        "not stated (SXM assumed)."),
+    "Scicom how-fast-5090": (
+        "Added rows (held out). Qwen3-1.7B-Base, full fine-tuning on one GPU, packed 4096-token "
+        "fineweb-edu rows, Cut Cross-Entropy (Kahan variant), torch.compile: the H100 SXM row "
+        "(#518, 54.5M tokens in the README's 47 minutes, 19,315 tokens/s) is estimated 52% "
+        "fast. Not explained: the 47 minutes are the whole run rounded to the minute "
+        "(torch.compile's compilation, model and data loading included; how much is not "
+        "stated), and the Kahan-summed CCE backward (impl cce_kahan_full_c) is costed as plain "
+        "Cut Cross-Entropy; neither is checked to cover a third of the run. Packed documents "
+        "would move the estimate further up (attention within documents), not down. The RTX "
+        "5090 row (#519, 96 minutes, 9,456 tokens/s) is not compared: the catalog has no bf16 "
+        "rate for the RTX 5090 (its sources state fp16 only), and the estimator refuses bf16 "
+        "there rather than assume one."),
 }
 
 

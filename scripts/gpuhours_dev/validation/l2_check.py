@@ -185,10 +185,9 @@ def gemm_share_needed(gpus: tuple[str, ...] = ("rtx-3090", "rtx-4090", "a100-40g
     seconds). Above 1: the other parts alone are too long. The step's other parts include the
     host's exposed time as combined for the estimated GPU time."""
     from gpuhours.setup import Hardware
-    from gpuhours_dev.validation import _rows
     from gpuhours_dev.validation.finetune import (
-        DATA,
         HOST_US_PER_OP,
+        finetune_rows,
         mapped_rows,
         throughput_figure,
     )
@@ -202,7 +201,7 @@ def gemm_share_needed(gpus: tuple[str, ...] = ("rtx-3090", "rtx-4090", "a100-40g
 
     out = {}
     with mock.patch.object(E, "training_step_time", keep):
-        for m, r in zip(mapped_rows(), _rows(DATA), strict=True):
+        for m, r in zip(mapped_rows(), finetune_rows(), strict=True):
             t = m.training
             measured, _ = throughput_figure(r, m.source)
             if t is None or m.gpu is None or m.gpu.name not in gpus or measured is None \

@@ -1,0 +1,97 @@
+"""The rows of finetune_runs_added.csv (issue 14: Hopper, Ada and Blackwell fine-tuning runs added
+after the shared reference file): they load after finetune_runs.csv's 517, and each maps to the
+setup its source states. The expected values are written by hand from the sources (the Scicom
+small-ablation scripts at the commits in the rows), not read back from the harness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuhours_dev.validation import _rows
+from gpuhours_dev.validation import finetune as F
+
+#: the shared file's data rows; the added file's first row is the next number
+SHARED_ROWS = 517
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, str]]:
+    return F.finetune_rows()
+
+
+def test_added_rows_follow_the_shared_file(rows):
+    shared, added = _rows(F.DATA), _rows(F.DATA_ADDED)
+    assert len(shared) == SHARED_ROWS
+    assert list(added[0]) == list(shared[0])  # the same columns, in the same order
+    assert len(rows) == SHARED_ROWS + len(added) == 522
+    assert rows[518 - 1]["model"] == "Qwen/Qwen3-1.7B-Base"  # data row 1 of the added file
+    # held out: no row of the added file set a figure
+    assert not F.TUNED_THROUGHPUT_ROWS & set(range(518, len(rows) + 1))
+
+
+def test_the_shared_copy_is_unchanged():
+    # finetune_runs.csv and its README are the shared reference copy, byte for byte; rows added
+    # later go in finetune_runs_added.csv (checked where the shared reference is present)
+    shared = Path("/work/shared/reference/validation")
+    if not shared.is_dir():
+        pytest.skip("shared reference copy not on this machine")
+    data = Path(F.__file__).with_name("data")
+    for name in ("finetune_runs.csv", "finetune_runs_README.md"):
+        assert (data / name).read_bytes() == (shared / name).read_bytes(), name
+
+
+def test_h200_row_maps_to_the_scripts_setup(rows):
+    # simple-throughput-multigpus/h200.sh @ 9d56463: torchrun --nproc_per_node 4, Qwen3-0.6B-Base,
+    # --per_device_train_batch_size 32 --gradient_accumulation_steps 1 --block_size 4096
+    # --gradient_checkpointing true --model_dtype bfloat16 --bf16; train.py's loss is Liger's
+    # LigerFusedLinearCrossEntropyLoss; no --optim with torch 2.8: adamw_torch_fused
+    m = F.map_row(521, rows[521 - 1])
+    t = m.training
+    assert m.source == "Scicom simple-throughput" and m.skipped is None and t is not None
+    assert (t.model, t.method, t.precision) == ("qwen3-0.6b", "full", "bf16")
+    assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing) == (32, 4096, 1, True)
+    assert (t.optimizer, t.optimizer_impl, t.loss_kernel) == ("adamw", "fused", "fused-linear")
+    assert (m.num_gpus, t.zero_stage, m.gpu and m.gpu.name) == (4, 0, "h200")
+    # README: "H200 throughput average 300k tokens per second", over the 4 GPUs
+    measured, why = F.throughput_figure(rows[521 - 1], m.source)
+    assert why == "" and measured == pytest.approx(300_000 / 4)
+
+
+def test_h100_sxm_row_is_one_epoch_over_its_minutes(rows):
+    # how-fast-5090 (@ 0c7398b): 13,298 rows x 4,096 tokens = 54,468,608 tokens in one epoch,
+    # 47 min on the H100 SXM: 54,468,608 / 2,820 s = 19,315.1 tokens/s; h100.sh: batch 20,
+    # accumulation 1, one GPU; train.py's loss is Cut Cross-Entropy
+    m = F.map_row(518, rows[518 - 1])
+    t = m.training
+    assert t is not None and m.gpu is not None and m.gpu.name == "h100-sxm"
+    assert (t.model, t.micro_batch, t.grad_accum, t.loss_kernel) == ("qwen3-1.7b", 20, 1, "cut-ce")
+    measured, _ = F.throughput_figure(rows[518 - 1], m.source)
+    assert measured == pytest.approx(54_468_608 / 2_820, abs=0.1)
+    tp = [c for c in F._row_comparisons(m, rows[518 - 1]) if c.kind == "ft_throughput"][0]
+    assert tp.skipped is None and tp.generation == "hopper" and tp.predicted is not None
+    assert "torch.compile not modelled" in tp.setup
+
+
+def test_a_gpu_without_the_rate_is_skipped_with_why(rows):
+    # the catalog's RTX 5090 states fp16 and fp32 tensor rates only (bf16 null): the bf16 run is
+    # not compared, and the row says so instead of failing the whole table
+    m = F.map_row(519, rows[519 - 1])
+    assert m.training is not None and m.gpu is not None and m.gpu.name == "rtx-5090"
+    comps = {c.kind: c for c in F._row_comparisons(m, rows[519 - 1])}
+    tp = comps["ft_throughput"]
+    assert tp.predicted is None and tp.skipped is not None
+    assert "bf16" in tp.skipped and "rtx-5090" in tp.skipped
+    assert comps["ft_fits"].predicted is not None  # memory is still checked
+
+
+def test_script_notes_name_the_loss_and_what_is_not_modelled():
+    base = {"notes": ""}
+    assert F._script_notes(base) == (None, "")
+    kernel, note = F._script_notes({"notes": "loss cut_cross_entropy.linear_cross_entropy(...)"})
+    assert kernel == "cut-ce" and "Cut Cross-Entropy" in note
+    kernel, note = F._script_notes({"notes": "apply_liger_kernel_to_qwen3(...); "
+                                             "LigerFusedLinearCrossEntropyLoss; cu_seq_lens"})
+    assert kernel == "fused-linear"
+    assert "Liger's RoPE" in note and "varlen" in note
