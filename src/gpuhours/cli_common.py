@@ -56,6 +56,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
     "lora_branch": "--lora-branch",
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
+    "document_tokens": "--document-tokens",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
@@ -200,6 +201,12 @@ LongSamplesOpt = Annotated[str, typer.Option(
     "--long-samples", help="With --seq-mean: a sample longer than --seq is dropped (drop: "
     "ms-swift's truncation_strategy delete; --examples then counts only the kept share) or "
     "cut to it (truncate).")]
+DocumentTokensOpt = Annotated[int | None, typer.Option(
+    "--document-tokens", help="Packed sequences whose documents attend only within themselves "
+    "(flash-attn varlen: TRL padding_free, DataCollatorWithFlattening, axolotl sample_packing; "
+    "torchtune's document mask): their mean length in tokens. The attention's work is counted "
+    "per document, all taken as this long. Left out: attention over the whole --seq.",
+    min=1)]
 LoraDropoutOpt = Annotated[float, typer.Option(
     help="LoRA dropout (peft's lora_dropout): above 0, a 1-byte mask per adapter input is "
          "kept for backward.")]

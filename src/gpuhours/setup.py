@@ -167,6 +167,14 @@ class Training(_ReadsModel):
     #: a sample longer than seq_len: "drop" (ms-swift's truncation_strategy 'delete') or
     #: "truncate" (cut to seq_len, transformers' tokenizers with truncation=True)
     long_samples: Literal["drop", "truncate"] = "drop"
+    #: packed sequences whose documents attend only within themselves: the mean tokens of a
+    #: document (flash-attn's varlen kernels over cu_seqlens, as TRL's padding_free, transformers'
+    #: DataCollatorWithFlattening and axolotl's sample_packing run them; torchtune's packed
+    #: datasets with their document mask). None: attention spans the whole sequence. Only the
+    #: attention's work changes (each token attends to the earlier tokens of its own document);
+    #: documents are taken as all of this length, so with varied lengths (mean of L^2 / mean of
+    #: L above the mean) the attention is under-counted
+    document_tokens: int | None = Field(default=None, ge=1, le=10_000_000)
     lora_rank: int = Field(default=16, ge=1, le=65536)
     lora_targets: LoraTargets = "all-linear"
     #: LoRA's dropout on each adapter's input (peft's lora_dropout; its default 0): above 0,
@@ -346,6 +354,12 @@ class Training(_ReadsModel):
                           max_pixels=self.image_max_pixels or DEFAULT_MAX_PIXELS)
 
     @property
+    def attention_span(self) -> int:
+        """Tokens one attention kernel call spans: a packed document (document_tokens) or the
+        whole sequence the language model sees (llm_seq_len)."""
+        return self.document_tokens if self.document_tokens is not None else self.llm_seq_len
+
+    @property
     def llm_seq_len(self) -> int:
         """Tokens per sequence the language model sees: seq_len's text tokens plus the image
         tokens of every image of the example."""
@@ -372,6 +386,8 @@ class Training(_ReadsModel):
         if self.lora_lm_head and self.method == "full":
             raise FieldError(("lora_lm_head", "method"), "full fine-tuning trains the LM head "
                              "already; an adapter on it is a LoRA/QLoRA choice.")
+        if self.document_tokens is not None:
+            _check_documents(self)
         if self.method == "full" and self.lora_dropout > 0:
             raise FieldError(("lora_dropout", "method"), "LoRA dropout acts on the adapters' "
                              "inputs; full fine-tuning has no adapters.", "Leave it at 0.")
@@ -714,6 +730,25 @@ def check_runs_in_torch(t: Training, what: str) -> None:
 
 #: the fields of Training that are choices of the setup (not the model reference): what a plan's
 #: settings, a sweep or a CLI option may set
+def _check_documents(t: Training) -> None:
+    """Packed documents fit in their sequence, and hold text only."""
+    assert t.document_tokens is not None
+    if t.document_tokens > t.seq_len:
+        raise FieldError(("document_tokens", "seq_len"), f"a packed document of "
+                         f"{t.document_tokens} tokens is longer than the {t.seq_len}-token "
+                         "sequence it is packed into (the packer cuts it into pieces of at most "
+                         "the sequence).", f"Give at most {t.seq_len}, or leave it out for "
+                         "attention over the whole sequence.")
+    if t.seq_len_mean is not None:
+        raise FieldError(("document_tokens", "seq_len_mean"), "packed documents fill sequences "
+                         "of seq_len tokens; variable sample lengths (seq_len_mean) describe "
+                         "unpacked batches.", "Give one of the two.")
+    if t.images_per_example:
+        raise FieldError(("document_tokens", "images_per_example"), "packed documents with "
+                         "images (their image tokens inside each document) are not modelled.",
+                         "Leave document_tokens out for a vision-language setup.")
+
+
 CHOICE_FIELDS: tuple[str, ...] = tuple(
     name for name in Training.model_fields
     if name not in ("arch", "model", "model_basis", "config_overrides"))

@@ -165,6 +165,15 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
     )
 
 
+def _attention_span_note(t: Training) -> str:
+    """What the attention term spans when sequences pack documents that attend apart."""
+    if t.document_tokens is None:
+        return ""
+    return (f" over packed documents of {t.document_tokens:,} tokens (each attends within "
+            f"itself, not across the {t.seq_len:,}-token sequence; all documents taken as that "
+            "long)")
+
+
 def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
     """The basis of the host RAM figure (empty without offload): per GPU and per node."""
     if t.offload == "none":
@@ -572,7 +581,8 @@ def estimate_training(
                                  else f"LoRA rank {t.lora_rank} on {t.lora_targets}"),
         memory=_memory_report(mem, hw.gpu.memory_bytes, _host_source(t, hw, mem), varlen),
         model_flops_per_token=formula(flops.model_flops_per_token, "FLOP/token",
-                                      "estimate/flops.py: 6N (4N LoRA) + causal attention"),
+                                      "estimate/flops.py: 6N (4N LoRA) + causal attention"
+                                      + _attention_span_note(t)),
         hardware_flops_per_token=formula(flops.hardware_flops_per_token, "FLOP/token",
                                          "model FLOPs + recomputation"),
         step_time_s=formula(st.step_time_s, "s", f"{step_src}; efficiency: {eff_source}"),

@@ -208,7 +208,8 @@ def training_flops(t: Training) -> TrainingFlops:
     sequence (text and image tokens) and, with images, the vision tower's work spread over the
     example's tokens (see the module docstring)."""
     arch = t.arch
-    f = training_flops_per_token(arch, t.llm_seq_len, t.method, t.lora_rank, t.lora_targets,
+    # the attention spans one document of a packed sequence where its kernel keeps them apart
+    f = training_flops_per_token(arch, t.attention_span, t.method, t.lora_rank, t.lora_targets,
                                  t.checkpointing, t.loss_kernel)
     if t.lora_trainable_embeddings and t.method != "full":
         # the LM head's trainable copy (peft modules_to_save) adds its weight gradient, one

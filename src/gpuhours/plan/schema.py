@@ -238,6 +238,10 @@ class TrainingSettings(_Strict):
     long_samples: Literal["drop", "truncate"] | None = Field(
         default=None, description="a sample longer than seq_len: drop (ms-swift's "
         "truncation_strategy delete; the default) or truncate")
+    document_tokens: int | None = Field(
+        default=None, ge=1, description="packed sequences whose documents attend only within "
+        "themselves (flash-attn varlen: TRL padding_free, axolotl sample_packing): their mean "
+        "tokens; the attention is counted per document (all taken as this long)")
     held_logits: Literal["none", "fp32", "half"] | None = Field(
         default=None, description="logits the training loop holds through backward (its "
         "model output): fp32 (transformers before 4.45), half, or none (HF Trainer)")
