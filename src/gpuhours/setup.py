@@ -841,7 +841,7 @@ class Generation(_ReadsModel):
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "
                              "CUDA-graph path (torch.compile) is not modelled.",
-                             "Leave cuda_graphs at auto or off for hf-generate.")
+                             "Leave it at auto or off for hf-generate.")
         return self
 
 

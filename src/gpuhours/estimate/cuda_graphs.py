@@ -20,7 +20,8 @@ and run everything else eagerly. Their rules, read from each engine's code:
   CUDAGraphMode.NONE (v1/cudagraph_dispatcher.py `dispatch`). No length limit in V1.
 - SGLang 0.4.6.post1: batches up to cuda_graph_max_bs: 160, or 256 on a GPU with more than
   81,920 MiB (`get_batch_sizes_to_capture`, model_executor/cuda_graph_runner.py), 8 on one
-  under 25,000 MB with tp < 4 and 80 with tp >= 4 (server_args.py); larger batches run
+  under 25,000 MiB with tp < 4 and 80 with tp >= 4 (server_args.py; both figures nvidia-smi's
+  memory.total, utils.get_nvgpu_memory_capacity); larger batches run
   without (`CudaGraphRunner.can_run`). SGLang 0.3.0 stopped at 160 on every GPU.
 
 `enforce_eager=True` (vLLM) and `--disable-cuda-graph` (SGLang) make every step eager:
@@ -45,7 +46,7 @@ VLLM_V1_MAX_CAPTURE_SIZE = 512
 SGLANG_MAX_BS = 160
 SGLANG_MAX_BS_LARGE_GPU = 256
 SGLANG_LARGE_GPU_MIB = 81_920
-SGLANG_SMALL_GPU_MB = 25_000
+SGLANG_SMALL_GPU_MIB = 25_000
 
 #: Kernels one dense decoder layer launches at an eager decode step in vLLM's model code
 #: (vllm 0.6.3.post1 model_executor/models/qwen2.py and llama.py with the FlashAttention
@@ -139,7 +140,7 @@ def capture_rule(engine: str, mode: str, max_num_seqs: int | None, gpu_memory_by
         return CaptureRule(engine, mode, min(2 * seqs, VLLM_V1_MAX_CAPTURE_SIZE), None)
     if engine == "sglang":
         mib = gpu_memory_bytes / 2**20
-        if gpu_memory_bytes / 1e6 < SGLANG_SMALL_GPU_MB:
+        if mib < SGLANG_SMALL_GPU_MIB:
             bs = 8 if tensor_parallel < 4 else 80
         else:
             bs = SGLANG_MAX_BS_LARGE_GPU if mib > SGLANG_LARGE_GPU_MIB else SGLANG_MAX_BS
