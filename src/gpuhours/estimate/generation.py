@@ -3,13 +3,15 @@
 One engine step (a prefill of the running prompts, or one decode token for each running
 sequence) costs
 
-    step_s = host_step_s[engine] + max(layers x host_per_layer_s[engine], device_s)
+    step_s = host_step_s[engine] + max(eager launches, device_s)
     device_s = max(bytes / (bandwidth x e_bw(d)), flops / (peak x e_gemm(d)))
 
 - `host_step_s` is what does not overlap the GPU: scheduling, sampling, the token's trip back to
   the CPU; it does not grow with the model, which is why small models and HF `generate` run far
-  below their bandwidth roofline. `host_per_layer_s` is eager launching (0 under CUDA graphs),
-  which overlaps the GPU's work, hence the max.
+  below their bandwidth roofline. Eager launches are the host issuing each kernel: 0 on a
+  replayed CUDA graph; for vLLM and SGLang steps outside their capture limits (or with
+  cuda_graphs off) the counted kernels x EAGER_HOST_S_PER_KERNEL (estimate/cuda_graphs.py);
+  for hf-generate layers x host_per_layer_s. They overlap the GPU's work, hence the max.
 - bytes: every weight that a step reads (the input embedding is a gather of a few rows, so an
   untied embedding table is not read) plus the KV cache of every running sequence (times the
   engine's passes over it); flops: 2N + attention per token. Decode is bandwidth-bound at small
