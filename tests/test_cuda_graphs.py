@@ -187,3 +187,22 @@ def test_an_rl_phase_runs_its_rollouts_eagerly_when_told() -> None:
     assert eager is not None and graph is not None
     assert eager["rollout_generation_s"] > 2 * graph["rollout_generation_s"]
     assert eager["policy_update_s"] == graph["policy_update_s"]
+
+
+def _plan_with_eval(tmp_path: Path, **fields: str) -> Path:
+    plan = yaml.safe_load((ROOT / "examples" / "pixelis.yaml").read_text())
+    ev = next(p for p in plan["phases"] if p.get("kind") == "eval")
+    ev.update(fields)
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return path
+
+
+def test_an_eval_phase_takes_cuda_graphs_and_refuses_on_for_hf_generate(tmp_path: Path) -> None:
+    path = _plan_with_eval(tmp_path, cuda_graphs="on", engine="hf-generate")
+    r = runner.invoke(app, ["plan", str(path), "--no-doc"])
+    assert r.exit_code == 2, r.output
+    # the phase's line (a setup the phase builds is refused, not the key's value)
+    line = path.read_text().splitlines().index("- name: evaluation") + 1
+    assert f"line {line}, phase 'evaluation', field 'cuda_graphs'" in r.output
+    assert "hf-generate runs every step eagerly" in r.output and "Traceback" not in r.output

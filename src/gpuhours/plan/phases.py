@@ -861,9 +861,14 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     total_s = 0.0
     rows = {}
     for b in phase.benchmarks:
-        gen = estimate_generation(Generation(arch=arch, prompt_tokens=b.prompt_tokens,
-                                             output_tokens=b.answer_tokens,
-                                             engine=phase.engine), ctx.gpu)
+        try:
+            setup = Generation(arch=arch, prompt_tokens=b.prompt_tokens,
+                               output_tokens=b.answer_tokens, engine=phase.engine,
+                               cuda_graphs=phase.cuda_graphs)
+        except FieldError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'cuda_graphs'", err.message,
+                             err.hint) from None
+        gen = estimate_generation(setup, ctx.gpu)
         seconds = b.samples * phase.samples_per_prompt / gen.sequences_per_s
         rows[b.name] = seconds / 3600
         total_s += seconds

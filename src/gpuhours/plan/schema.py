@@ -482,6 +482,10 @@ class EvalPhase(_PhaseBase):
     benchmarks: list[Benchmark] = Field(default_factory=list)
     samples_per_prompt: PositiveInt = 1
     engine: Engine = "vllm"
+    cuda_graphs: Literal["auto", "on", "off"] = Field(
+        default="auto", description="whether the engine's decode steps replay CUDA graphs: auto "
+        "(its capture limits by batch and length), on, or off (vLLM enforce_eager=True, SGLang "
+        "--disable-cuda-graph)")
     gpu_hours: PositiveFloat | None = None
 
     @model_validator(mode="after")
