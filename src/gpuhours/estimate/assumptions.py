@@ -512,7 +512,7 @@ DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
 #: calls, the dispatcher, cudaLaunchKernel), overlapping the GPU's work: a step without a CUDA
 #: graph takes max(kernels x this, device time) (estimate/cuda_graphs.py counts the kernels:
 #: 10 a dense layer). Fitted BY DIFFERENCE on ONE pair of rows, generation_published.csv rows
-#: 301 and 302 (deepspeedai/DeepSpeed#8352: GPT-2 on one H200, batch 1, 128-token prompt, 32
+#: 307 and 308 (deepspeedai/DeepSpeed#8352: GPT-2 on one H200, batch 1, 128-token prompt, 32
 #: tokens, verl's vLLM eager 154.1 ms against non-eager 41.8 ms): the eager forward's extra
 #: time per token plus the graph step's device time, over 12 layers x 10 kernels
 #: (generation_published.fit_eager_per_kernel). Held out: that PR's SGLang pair, SGLang#1401's
@@ -521,7 +521,7 @@ DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
 #: issues faster (SGLang#1401's host: ~22 us).
 EAGER_HOST_S_PER_KERNEL = _a(
     "eager_host_s_per_kernel", 30e-6, "s per kernel launched",
-    "fitted by difference to ONE pair: generation_published.csv rows 301-302 (DeepSpeed#8352, "
+    "fitted by difference to ONE pair: generation_published.csv rows 307-308 (DeepSpeed#8352, "
     "GPT-2, H200, batch 1: vLLM eager vs CUDA graph, 12 layers x 10 kernels); held out: the "
     "same PR's SGLang pair, SGLang#1401, vLLM#1440, vLLM 0.6.3 enforce_eager rows, RL rows")
 
