@@ -184,8 +184,14 @@ def test_max_num_seqs_runs_the_batch_in_waves() -> None:
     full = estimate_generation(g.model_copy(update={"batch": 256}), gpu)
     rest = estimate_generation(g.model_copy(update={"batch": 88}), gpu)
     assert e.batch_time_s == pytest.approx(2 * full.batch_time_s + rest.batch_time_s)
-    wide = estimate_generation(g.model_copy(update={"max_num_seqs": 1024}), gpu)
+    # one wave of 600 with every step a CUDA graph is faster; vLLM V1 captures only up to
+    # min(2 x max_num_seqs, 512), so at 600 its steps run eagerly (estimate/cuda_graphs.py)
+    wide = estimate_generation(g.model_copy(update={"max_num_seqs": 1024,
+                                                    "cuda_graphs": "on"}), gpu)
     assert wide.waves == 1 and wide.output_tokens_per_s > e.output_tokens_per_s
+    eager = estimate_generation(g.model_copy(update={"max_num_seqs": 1024}), gpu)
+    assert eager.cuda_graphs == "eager: batch 600 > vLLM V1's largest captured batch 512"
+    assert eager.output_tokens_per_s < wide.output_tokens_per_s
 
 
 def test_default_batch_is_the_engine_cap_or_the_kv_cache() -> None:

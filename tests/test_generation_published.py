@@ -32,7 +32,8 @@ def test_the_doc_holds_the_current_table() -> None:
 
 def test_every_row_has_a_source_a_unit_and_a_known_quantity() -> None:
     known = {"output_tokens_per_s", "output_tokens_per_s_ambiguous",
-             "output_tokens_per_s_per_gpu", "total_tokens_per_s", "ttft_ms"}
+             "output_tokens_per_s_per_gpu", "total_tokens_per_s", "ttft_ms",
+             "decode_step_ms", "request_latency_s"}
     data = gp.rows()
     assert [int(r["row"]) for r in data] == list(range(1, len(data) + 1))
     for r in data:
@@ -69,13 +70,16 @@ def test_error_sign_by_hand() -> None:
     assert gp._error(200.0, 100.0, "output_tokens_per_s") == pytest.approx(1.0)
     assert gp._error(5.0, 10.0, "ttft_ms") == pytest.approx(1.0)
     assert gp._error(75.0, 100.0, "total_tokens_per_s") == pytest.approx(-0.25)
+    assert gp._error(5.0, 10.0, "decode_step_ms") == pytest.approx(1.0)
+    assert gp._error(2.0, 1.0, "request_latency_s") == pytest.approx(-0.5)
 
 
 def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> None:
     # recount from measured and predicted values, not from Result.error
     def err(value: float, r: dict[str, str]) -> float:
         m = float(r["measured"])
-        return m / value - 1 if r["metric"] == "ttft_ms" else value / m - 1
+        times = ("ttft_ms", "decode_step_ms", "request_latency_s")
+        return m / value - 1 if r["metric"] in times else value / m - 1
 
     native = [err(x.predicted, x.row) for x in results
               if x.predicted is not None and x.row["row"] not in gp.TUNED
@@ -90,9 +94,9 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
     s = gp.summary(results)
     # the tuned rows (SGLang's host step with the H20's bandwidth: 6; vLLM V0's and SGLang's
     # host time per running sequence; transformers' host time per expert; SGLang's Marlin MoE
-    # launch per empty expert; the dequantisation rate and a quantised GEMM's fixed time: 4)
-    # are expressed but counted apart
-    assert s["tuned"] == len(gp.TUNED) == 14
+    # launch per empty expert; the dequantisation rate and a quantised GEMM's fixed time: 4;
+    # the eager host time per kernel: one eager/graph pair, 2) are expressed but counted apart
+    assert s["tuned"] == len(gp.TUNED) == 16
     assert s["rows"] == len(gp.rows()) == (len(native) + s["tuned"] + len(dependent)
                                            + len(proxy) + s["not_expressed"])
     assert s["dependent"]["n"] == len(dependent)

@@ -34,15 +34,19 @@ def test_published_rl_steps_floor():
     # held out: the rows no figure was set from (rows 12 and 14, CSV lines, are tuned)
     held = [e for row, e in results.items() if e is not None and row not in rl.DRIVER_TUNED]
     assert len(held) == 27
-    # 13: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
-    # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23)
-    assert sum(abs(e) <= 0.25 for e in held) >= 13
-    assert sum(e < -0.5 or e > 1.0 for e in held) <= 4
-    # 4: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
+    # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
+    # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
+    # in with its eager decode steps
+    assert sum(abs(e) <= 0.25 for e in held) >= 14
+    assert sum(e < -0.5 or e > 1.0 for e in held) <= 3
+    # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+133%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md);
-    # the 30B-A3B colocated row (-51%, its rollouts); EasyR1's Qwen2.5-VL-3B row (-66%;
-    # docs/rl.md: the update and a part of the step the model does not hold)
-    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 4
+    # EasyR1's Qwen2.5-VL-3B row (-66%; docs/rl.md: the update and a part of the step the model
+    # does not hold)
+    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
+    # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
+    # decode steps (issue 13) took it from -50% to within 25%
+    assert abs(results[16]) <= 0.25
     # the verl 7B colocated rows: the two tuned within 25% (their rollouts, which the fit does
     # not touch, moved with generation's TP width term), the held-out 64-GPU run within 60%
     assert abs(results[10]) <= 0.25 and abs(results[12]) <= 0.25 and abs(results[11]) <= 0.6

@@ -650,6 +650,10 @@ def generation(
                                        ] = GENERATION.hf_transformers_version,
     tensor_parallel: Annotated[int, typer.Option(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
+    cuda_graphs: Annotated[str, typer.Option(
+        help="Decode steps as CUDA graphs: auto (the engine's capture limits by batch and "
+             "length), on, or off (vLLM enforce_eager=True, SGLang --disable-cuda-graph: every "
+             "kernel launched by the host).")] = GENERATION.cuda_graphs,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
         help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
              f"fp8/int8 (the default with --matmul-precision fp8), ~0.56 4-bit. 8/4-bit "
@@ -686,6 +690,7 @@ def generation(
                                        max_num_seqs=max_num_seqs,
                                        hf_transformers_version=hf_transformers_version,
                                        tensor_parallel=tensor_parallel,
+                                       cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,
                                        matmul_precision=matmul_precision,
                                        **({} if weight_bytes_per_param is None else

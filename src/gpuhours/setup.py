@@ -841,6 +841,12 @@ class Generation(_ReadsModel):
     #: (estimate/generation.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
     #: The default is the release hf-generate's constants were fitted on; other engines ignore it
     hf_transformers_version: str = "4.46"
+    #: whether decode steps replay CUDA graphs: auto = the engine's own capture rules (vLLM V0
+    #: up to 256 sequences and 8,192 tokens, V1 up to 512 sequences, SGLang 0.4.6 up to 160 or
+    #: 256 by GPU memory; estimate/cuda_graphs.py), on = every step (captured for any batch
+    #: and length), off = none (vLLM enforce_eager=True, SGLang --disable-cuda-graph).
+    #: hf-generate always runs eagerly: `on` is refused for it
+    cuda_graphs: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="before")
     @classmethod
@@ -866,6 +872,11 @@ class Generation(_ReadsModel):
                              f"attention heads; tensor parallelism must divide them "
                              f"({self.tensor_parallel} does not).")
         hf_release(self.hf_transformers_version)
+        if self.engine == "hf-generate" and self.cuda_graphs == "on":
+            raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
+                             "(transformers' generate with its dynamic cache); its static-cache "
+                             "CUDA-graph path (torch.compile) is not modelled.",
+                             "Leave it at auto or off for hf-generate.")
         return self
 
 

@@ -55,6 +55,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "Qwen3-32B": ("qwen3-32b", ""), "Qwen3-30B-A3B": ("qwen3-30b-a3b", ""),
     "Qwen3-235B-A22B": ("qwen3-235b-a22b", ""),
     "Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""), "Meta-Llama-3-8B": ("llama-3-8b", ""),
+    "Llama-2-7B": ("llama-2-7b", ""),
     "Llama-3.1-70B-Instruct": ("llama-3.1-70b", ""),
     "Llama-3.3-70B-Instruct": ("llama-3.1-70b", "Llama 3.3 70B has Llama 3.1 70B's architecture"),
     "LLaMA 7B": ("llama-2-7b", "TensorRT-LLM's 'LLaMA 7B' as llama-2-7b (LLaMA 1 and 2 7B share "
@@ -71,6 +72,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "num_attention_heads": 12, "num_key_value_heads": 2, "head_dim": 128,
         "intermediate_size": 8960, "vocab_size": 151936, "tie_word_embeddings": True,
         "hidden_act": "silu"},
+    "GPT-2": {
+        "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
+        "n_positions": 1024, "tie_word_embeddings": True,
+        "activation_function": "gelu_new"},
     "Qwen2.5-72B-Instruct": {
         "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
@@ -83,6 +88,13 @@ GPUS: dict[str, tuple[str, dict[str, float], str]] = {
     "A100 80GB": ("a100-80gb", {}, ""),
     "A100 (80GB assumed)": ("a100-80gb", {}, "A100 taken as the 80 GB SXM part (not stated)"),
     "H100 80GB": ("h100-sxm", {}, "H100 80GB HBM3 = the SXM part"),
+    "H200 141GB": ("h200", {}, ""),
+    "not stated (H100 80GB assumed)": (
+        "h100-sxm", {}, "GPU not stated; an H100 SXM assumed: the row's pair's 7.06 ms graph "
+        "step reads 16 GB of weights, >= 2.3 TB/s, more than any A100 has"),
+    "not stated (A100 80GB assumed)": (
+        "a100-80gb", {}, "GPU not stated; an A100 80GB assumed: the pair's 10.5 ms a token "
+        "with graphs reads 13.5 GB of weights, >= 1.3 TB/s (not an A10G or L4)"),
     "H20 96GB": ("h20", {},
                  "the catalog's h20 as `generation --gpu h20` (148 dense bf16 TFLOPS, 296 fp8, "
                  "96 GB, NVLink 900 GB/s) and its decode bandwidth: the catalog's "
@@ -152,6 +164,12 @@ MODELLED = {"vllm", "hf-generate", "sglang"}
 DEQUANT_FIT_ROWS = ("22", "23", "55", "56")
 
 
+#: The pair that sets assumptions.EAGER_HOST_S_PER_KERNEL (by difference,
+#: `fit_eager_per_kernel`): DeepSpeed#8352's vLLM rows, eager and with CUDA graphs, GPT-2 on one
+#: H200 at batch 1 (the GPU stated, device time ~0.1 ms: the eager step is its launches).
+EAGER_FIT_ROWS = ("307", "308")
+
+
 #: rows that set a constant (tuned): their error is a residual, not a prediction, and they are
 #: counted apart. H20_FIT_ROWS set decode_host_step_s.sglang and the H20's bandwidth; rows
 #: 154 (SGLang 0.3.0) and 160 (vLLM V0, 256 running) the host time per running sequence;
@@ -163,7 +181,8 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
          "160": "sets decode_host_per_sequence_s.vllm-v0",
          "274": "sets sglang_marlin_moe_empty_launch_s",
          **{row: "sets dequant_weights_per_sm_cycle and quantised_gemm_fixed_s"
-            for row in DEQUANT_FIT_ROWS}}
+            for row in DEQUANT_FIT_ROWS},
+         **{row: "sets eager_host_s_per_kernel (by difference)" for row in EAGER_FIT_ROWS}}
 
 #: held-out rows that share a tuned row's mechanism, so they are not independent checks: rows
 #: 128-130 are row 127's model, host and batch 1 with longer prompts, and the expert loop fitted
@@ -200,6 +219,27 @@ class Result:
 def rows() -> list[dict[str, str]]:
     with DATA.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+
+
+def cuda_graphs_of(r: dict[str, str], assumed: list[str]) -> str:
+    """The row's Generation.cuda_graphs: off where the source ran without graphs
+    (enforce_eager=True, --disable-cuda-graph); on for vLLM 0.6.3, whose builder never applies
+    its max_seq_len_to_capture check (estimate/cuda_graphs.py: it passes max_encoder_seq_len,
+    0, as the decode length), so its steps replay graphs at every context; else auto (the
+    engine's capture rules)."""
+    notes = r["notes"]
+    if "enforce_eager=True" in notes or "--disable-cuda-graph" in notes:
+        return "off"
+    if r["engine"] == "vllm" and "0.6.3" in r["engine_version"]:
+        if float(r["input_tokens"] or 0) + float(r["output_tokens"]) > 8192:
+            assumed.append("CUDA graphs at every context: vLLM 0.6.3.post1's builder passes "
+                           "max_encoder_seq_len (0) as the decode length to its "
+                           "max_seq_len_to_capture (8,192) check (worker/model_runner.py line "
+                           "831), so the check never fires")
+        return "on"
+    return "auto"
 
 
 def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
@@ -249,6 +289,8 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
                    engine=engine, tensor_parallel=tp,  # type: ignore[arg-type]
                    hf_transformers_version=hf,
+                   cuda_graphs=cuda_graphs_of(r, assumed)  # type: ignore[arg-type]
+                   if engine != "hf-generate" else "auto",
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
                    matmul_precision="fp8" if r["precision"] == "fp8 (block W8A8)" or (
                        FP8_MATMULS and r["precision"].startswith("fp8")) else "bf16")
@@ -308,14 +350,23 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
         return batch * (prompt + output) / e.batch_time_s
     if metric == "ttft_ms":
         return e.prefill_s * 1e3
+    if metric == "decode_step_ms":
+        # sglang.bench_latency's median decode latency: one step at about the prompt's context
+        return e.decode_step_s_first * 1e3
+    if metric == "request_latency_s":
+        return e.batch_time_s
     raise ValueError(f"{DATA.name}: unknown metric {metric!r}")
 
 
 def _error(predicted: float, measured: float, metric: str) -> float:
     """Predicted rate / measured rate - 1: + means the estimate is faster than measured."""
-    if metric == "ttft_ms":
+    if metric in _TIMES:
         return measured / predicted - 1
     return predicted / measured - 1
+
+
+#: metrics that are times (the error is measured / predicted - 1: + means faster than measured)
+_TIMES = frozenset({"ttft_ms", "decode_step_ms", "request_latency_s"})
 
 
 def _engine(r: dict[str, str]) -> str:
@@ -340,8 +391,6 @@ def _not_expressed(r: dict[str, str]) -> str:
         return ("transformers with quantised weights is not modelled: its fp8 (a Triton block "
                 "GEMM that quantises activations per call), GPTQModel and AutoAWQ linears each "
                 "add host work per layer that hf-generate's constants (bf16) do not hold")
-    if "enforce_eager=True" in r["notes"]:
-        return "vLLM with enforce_eager=True (no CUDA graphs) is not modelled"
     return ""
 
 
@@ -401,6 +450,29 @@ def fit_sglang_h20(host_step_s: list[float],
         generation.decode_bandwidth_gb_per_s = saved_bw  # type: ignore[assignment]
     assert best is not None
     return best[1], best[2]
+
+
+def fit_eager_per_kernel() -> float:
+    """assumptions.EAGER_HOST_S_PER_KERNEL from EAGER_FIT_ROWS, by difference: the eager
+    run's time per output token less the graph run's (the engine's host step and the prefill
+    cancel; each output token is one forward) is what launching the forward's kernels costs
+    beyond the device time it overlaps, so per kernel = (extra + the graph step's device time)
+    / the counted kernels. The device time is the estimate's (bytes / bandwidth at batch 1,
+    ~0.1 ms for GPT-2 on an H200)."""
+    from gpuhours.api import estimate_generation
+    from gpuhours.estimate.arch import from_hf_config
+    from gpuhours.resolve import resolve_gpu
+    from gpuhours.setup import Generation, Hardware
+
+    data = {r["row"]: r for r in rows()}
+    eager, graph = (data[row] for row in EAGER_FIT_ROWS)
+    extra_s = 1 / float(eager["measured"]) - 1 / float(graph["measured"])
+    arch = from_hf_config(CONFIGS[graph["model"]], graph["model"])
+    g = Generation(arch=arch, prompt_tokens=int(graph["input_tokens"]),
+                   output_tokens=int(graph["output_tokens"]), batch=1, engine="vllm")
+    e = estimate_generation(g, Hardware(gpu=resolve_gpu(GPUS[graph["gpu"]][0])))
+    device_s = e.decode_step_s_first - e.host_step_s
+    return (extra_s + device_s) / e.eager_kernels
 
 
 def _log_loss(data: dict[str, dict[str, str]], fit_rows: Iterable[str]) -> float:
@@ -523,7 +595,9 @@ def report() -> str:
         r = x.row
         unit = {"output_tokens_per_s": "out tok/s", "output_tokens_per_s_ambiguous": "out tok/s",
                 "output_tokens_per_s_per_gpu": "out tok/s/GPU",
-                "total_tokens_per_s": "(in+out) tok/s", "ttft_ms": "ms TTFT"}[r["metric"]]
+                "total_tokens_per_s": "(in+out) tok/s", "ttft_ms": "ms TTFT",
+                "decode_step_ms": "ms a decode step",
+                "request_latency_s": "s a request"}[r["metric"]]
         if x.predicted is not None and x.error is not None:
             pred, err = _fmt(x.predicted), f"{x.error:+.0%}"
         elif x.proxy_predicted is not None and x.proxy_error is not None:

@@ -114,14 +114,20 @@ _VERL_7B_ASSUMED = (_VERL_MEAN_FITTED + "; Qwen2.5-Math-7B as qwen2.5-7b (the sa
                     "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
                     "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
                     "costed as cp's KV ring); FSDP2 as ZeRO-3")
-# the 30B script's actor_ppo_max_token_len: max prompt + max response = 10,240 tokens per GPU
+# the 30B script's actor_ppo_max_token_len: max prompt + max response = 10,240 tokens per GPU;
+# its vLLM runs without CUDA graphs: actor_rollout_ref.rollout.enforce_eager=True
+# (verl/experimental/fully_async_policy/shell/grpo_30b_a3b_base_math_megatron_96_32.sh
+# @df340d70 line 192; verl's default is False, verl/trainer/config/rollout/rollout.yaml line 38),
+# taken for the colocated baseline too, like the script's other settings
 _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
-                 reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240)
+                 reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240,
+                 rollout_cuda_graphs="off")
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
                       "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
-_VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 (the async script's, for both rows); "
-                     "distributed optimizer as ZeRO-1; checkpointing on (not stated)")
+_VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 and vLLM enforce_eager=True (the async "
+                     "script's, for both rows); distributed optimizer as ZeRO-1; checkpointing on "
+                     "(not stated)")
 
 # the colocated baselines' scripts are not published: vLLM's memory share is the phase's colocated
 # assumption (assumptions.COLOCATED_ROLLOUT_MEMORY_UTILISATION), not a stated setting

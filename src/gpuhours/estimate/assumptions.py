@@ -505,13 +505,32 @@ DECODE_HOST_PER_SEQUENCE_S: dict[str, Assumption] = {
 #: graph (one launch per step), so 0; transformers' generate runs the model eagerly.
 DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
     "vllm": _a("decode_host_per_layer_s.vllm", 0.0, "s per layer",
-               "CUDA graphs: the whole decode forward is one graph launch"),
+               "a replayed CUDA graph: the whole decode forward is one launch (an eager step "
+               "costs EAGER_HOST_S_PER_KERNEL per kernel instead; estimate/cuda_graphs.py)"),
     "sglang": _a("decode_host_per_layer_s.sglang", 0.0, "s per layer",
-                 "CUDA graphs for decode (SGLang's default): one graph launch per step"),
+                 "a replayed CUDA graph (SGLang's default up to cuda_graph_max_bs): one launch "
+                 "per step (eager: EAGER_HOST_S_PER_KERNEL per kernel)"),
     "hf-generate": _a("decode_host_per_layer_s.hf-generate", 0.88e-3, "s per layer",
                       "fitted to generation.csv tune rows 11 and 13 (transformers 4.46 "
                       "eager, FA2): ~100 operator dispatches of ~8 us per decoder layer"),
 }
+
+#: Host time to issue one kernel of an eager decode forward in vLLM or SGLang (Python module
+#: calls, the dispatcher, cudaLaunchKernel), overlapping the GPU's work: a step without a CUDA
+#: graph takes max(kernels x this, device time) (estimate/cuda_graphs.py counts the kernels:
+#: 10 a dense layer). Fitted BY DIFFERENCE on ONE pair of rows, generation_published.csv rows
+#: 307 and 308 (deepspeedai/DeepSpeed#8352: GPT-2 on one H200, batch 1, 128-token prompt, 32
+#: tokens, verl's vLLM eager 154.1 ms against non-eager 41.8 ms): the eager forward's extra
+#: time per token plus the graph step's device time, over 12 layers x 10 kernels
+#: (generation_published.fit_eager_per_kernel). Held out: that PR's SGLang pair, SGLang#1401's
+#: Llama-3-8B pairs, vLLM#1440's Llama-2-7B pair, vLLM 0.6.3's enforce_eager rows 41-43, 51, and
+#: every RL row (docs/generation.md, "Eager decode"). Host- and release-specific: a faster CPU
+#: issues faster (SGLang#1401's host: ~22 us).
+EAGER_HOST_S_PER_KERNEL = _a(
+    "eager_host_s_per_kernel", 30e-6, "s per kernel launched",
+    "fitted by difference to ONE pair: generation_published.csv rows 307-308 (DeepSpeed#8352, "
+    "GPT-2, H200, batch 1: vLLM eager vs CUDA graph, 12 layers x 10 kernels); held out: the "
+    "same PR's SGLang pair, SGLang#1401, vLLM#1440, vLLM 0.6.3 enforce_eager rows, RL rows")
 
 #: Host time per routed expert per MoE layer per forward in transformers' generate, serial with
 #: the GPU: transformers 4.51's Qwen3MoeSparseMoeBlock (Mixtral's block since 4.36) loops in

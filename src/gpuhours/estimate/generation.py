@@ -3,13 +3,15 @@
 One engine step (a prefill of the running prompts, or one decode token for each running
 sequence) costs
 
-    step_s = host_step_s[engine] + max(layers x host_per_layer_s[engine], device_s)
+    step_s = host_step_s[engine] + max(eager launches, device_s)
     device_s = max(bytes / (bandwidth x e_bw(d)), flops / (peak x e_gemm(d)))
 
 - `host_step_s` is what does not overlap the GPU: scheduling, sampling, the token's trip back to
   the CPU; it does not grow with the model, which is why small models and HF `generate` run far
-  below their bandwidth roofline. `host_per_layer_s` is eager launching (0 under CUDA graphs),
-  which overlaps the GPU's work, hence the max.
+  below their bandwidth roofline. Eager launches are the host issuing each kernel: 0 on a
+  replayed CUDA graph; for vLLM and SGLang steps outside their capture limits (or with
+  cuda_graphs off) the counted kernels x EAGER_HOST_S_PER_KERNEL (estimate/cuda_graphs.py);
+  for hf-generate layers x host_per_layer_s. They overlap the GPU's work, hence the max.
 - bytes: every weight that a step reads (the input embedding is a gather of a few rows, so an
   untied embedding table is not read) plus the KV cache of every running sequence (times the
   engine's passes over it); flops: 2N + attention per token. Decode is bandwidth-bound at small
@@ -41,6 +43,12 @@ from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
+from gpuhours.estimate.cuda_graphs import (
+    CaptureRule,
+    capture_rule,
+    eager_kernels_per_forward,
+    eager_launch_s,
+)
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
@@ -216,6 +224,13 @@ class GenerationEstimate:
     #: where the decode bandwidth comes from when it is not the datasheet's (the catalog's
     #: decode_bw_source; None: the datasheet's)
     bandwidth_source: str | None = None
+    #: whether the decode steps replay a CUDA graph or run eagerly, and why
+    #: (estimate/cuda_graphs.py CaptureRule.reason)
+    cuda_graphs: str = ""
+    #: host time issuing the first decode step's kernels (0 on a replayed graph), s
+    eager_launch_s_first: float = 0.0
+    #: kernels an eager decode forward launches (counted; cuda_graphs.eager_kernels_per_forward)
+    eager_kernels: int = 0
 
     @property
     def batch_time_s(self) -> float:
@@ -288,6 +303,12 @@ class GenerationEstimate:
                                 "them: MoE routing, fp8 "
                                 "input quantisation, quantised GEMMs' fixed time; + "
                                 "hf-generate's Python loop over an MoE's experts)"),
+            "eager_launch_s_first": formula(
+                self.eager_launch_s_first, "s per decode step",
+                f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
+                "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (hf-generate: "
+                "layers x DECODE_HOST_PER_LAYER_S), overlapping the GPU's work; 0 on a "
+                "replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
                                            "first decode step (context = prompt)"),
             "decode_step_s_last": formula(self.decode_step_s_last, "s",
@@ -365,6 +386,10 @@ class _Step:
     #: small kernels a layer launches to quantise the inputs of W8A8 (fp8) GEMMs
     #: (FP8_ACTIVATION_QUANT_KERNELS; 0 under 16-bit or weight-only quantised GEMMs)
     activation_quant_kernels: int = 0
+    #: when a decode step replays a CUDA graph (estimate/cuda_graphs.py)
+    capture: CaptureRule = CaptureRule("vllm", "auto", None, None)
+    #: kernels an eager forward launches (cuda_graphs.eager_kernels_per_forward)
+    eager_kernels: int = 0
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -407,14 +432,25 @@ class _Step:
         return (max(t_bytes, t_dequant) + self.unquantised_bytes / self.bandwidth_bytes_per_s,
                 t_dequant > t_bytes)
 
-    def seconds(self, tokens: float, kv_bytes: float, flops: float) -> tuple[float, str]:
+    def launch_s(self, eager: bool) -> float:
+        """Host time issuing one forward's kernels, which overlaps the GPU's work: for an
+        engine that captures CUDA graphs, 0 on a replayed graph and the counted kernels x
+        EAGER_HOST_S_PER_KERNEL when eager (estimate/cuda_graphs.py); for hf-generate, always
+        eager, layers x DECODE_HOST_PER_LAYER_S."""
+        if self.engine in _SMALL_KERNEL_ENGINES:
+            return eager_launch_s(self.eager_kernels, self.host_scale) if eager else 0.0
+        return (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
+                * self.host_scale)
+
+    def seconds(self, tokens: float, kv_bytes: float, flops: float,
+                eager: bool = False) -> tuple[float, str]:
         """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache and
-        does `flops` on each GPU of the group; and what bounds it."""
+        does `flops` on each GPU of the group, eagerly or as a replayed CUDA graph; and what
+        bounds it."""
         t_weights, dequant = self.weights_s(tokens)
         t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
-        t_launch = (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
-                    * self.host_scale)
+        t_launch = self.launch_s(eager)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         if dequant and t_mem >= t_cmp:
             bound = "dequantisation (weights per SM cycle)"
@@ -428,7 +464,9 @@ class _Step:
                      "fixed time)")
         device += launches
         if t_launch > device:
-            device, bound = t_launch, "host (kernel launches)"
+            device, bound = t_launch, ("host (eager kernel launches)"
+                                       if self.engine in _SMALL_KERNEL_ENGINES
+                                       else "host (kernel launches)")
         if self.host_s > device:
             bound = "host (engine step)"
         experts = self.expert_loop_s
@@ -509,13 +547,17 @@ class _Step:
                                                          context))
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
-        s, bound = self.seconds(running, kv, flops / self.tensor_parallel)
+        s, bound = self.seconds(running, kv, flops / self.tensor_parallel,
+                                not self.capture.graphs(running, context))
         # the engine's Python work for each running sequence, serial with the GPU
         return s + running * self.host_per_sequence_s, bound
 
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
-        return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel)[0]
+        # prefill runs eagerly in every engine; its launches are counted with graphs off only
+        # (they hide under any real prompt's compute; estimate/cuda_graphs.py)
+        return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel,
+                            self.capture.mode == "off")[0]
 
 
 #: Engines that run an MoE layer as a Python loop over all its experts (transformers 4.51's
@@ -730,7 +772,11 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                  dequant_weights_per_s=((dequant_weights_per_s(gpu) or 0.0) if _runs_marlin(g)
                                         else 0.0),
                  activation_quant_kernels=(FP8_ACTIVATION_QUANT_KERNELS
-                                           if g.matmul_precision == "fp8" else 0))
+                                           if g.matmul_precision == "fp8" else 0),
+                 capture=capture_rule(g.engine, g.cuda_graphs, max_seqs, gpu.memory_bytes, tp),
+                 eager_kernels=eager_kernels_per_forward(
+                     arch, tp, FUSED_MOE_ROUTING_KERNELS,
+                     FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0))
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)
@@ -746,6 +792,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         tail_s = max(0.0, alone - last_wave)
     first, bound = step.decode(running, g.prompt_tokens)
     last, _ = step.decode(running, g.prompt_tokens + g.output_tokens)
+    graphs_first = step.capture.graphs(running, g.prompt_tokens)
     total = prefill_s + decode_s + tail_s
     return GenerationEstimate(
         engine=g.engine,
@@ -772,6 +819,10 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         output_tokens_per_s=batch * g.output_tokens / total,
         tail_s=tail_s,
         bandwidth_source=bandwidth_source,
+        cuda_graphs=step.capture.reason(running, g.prompt_tokens,
+                                        g.prompt_tokens + g.output_tokens),
+        eager_launch_s_first=0.0 if g.output_tokens == 0 else step.launch_s(not graphs_first),
+        eager_kernels=step.eager_kernels,
     )
 
 
@@ -855,6 +906,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     if e.bandwidth_source is not None:
         used.append(A.Assumption(f"{gpu.name}.decode_bw_gb_per_s", e.bandwidth_gb_per_s, "GB/s",
                                  f"GPU catalog (gpus.yaml): {e.bandwidth_source}"))
+    if g.engine in _SMALL_KERNEL_ENGINES and not e.cuda_graphs.startswith("CUDA graph:"):
+        used.append(A.EAGER_HOST_S_PER_KERNEL)
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
@@ -869,10 +922,11 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                                     "max_num_seqs", "engine",
                                                     "tensor_parallel",
                                                     "weight_bytes_per_param",
-                                                    "kv_bytes_per_element",
+                                                    "kv_bytes_per_element", "cuda_graphs",
                                                     *(("hf_transformers_version",)
                                                       if g.engine in _COPIES_KV else ())}),
         "decode_bound": e.decode_bound,
+        "decode_cuda_graphs": e.cuda_graphs,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
             sequences, "sequences", "input: sequences").model_dump(mode="json"),
@@ -880,6 +934,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "cost_usd": [c.model_dump(mode="json") for c in costs],
         "basis": (_step_basis(g, launches=launches, dequant=dequant, routing=routing,
                               quant=quant, qgemm=qgemm)
+                  + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
                   + f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
                   "rows of the generation validation data (docs/generation.md)"

@@ -559,6 +559,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
                            hf_transformers_version=phase.rollout_transformers_version,
+                           cuda_graphs=phase.rollout_cuda_graphs,
                            tensor_parallel=tp, weight_bytes_per_param=(
                                1.0 if phase.rollout_precision == "fp8" else 2.0),
                            # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs
@@ -566,7 +567,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                              else "bf16"))
     except InputError as err:
         field = ("rollout_transformers_version" if isinstance(err, FieldError)
-                 and "hf_transformers_version" in err.fields else "rollout_tensor_parallel")
+                 and "hf_transformers_version" in err.fields else "rollout_cuda_graphs"
+                 if isinstance(err, FieldError) and "cuda_graphs" in err.fields
+                 else "rollout_tensor_parallel")
         raise InputError(f"{_where(ctx, phase)}, field '{field}'", err.message, err.hint
                          ) from None
     streamed = phase.partial_rollout
@@ -858,9 +861,14 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     total_s = 0.0
     rows = {}
     for b in phase.benchmarks:
-        gen = estimate_generation(Generation(arch=arch, prompt_tokens=b.prompt_tokens,
-                                             output_tokens=b.answer_tokens,
-                                             engine=phase.engine), ctx.gpu)
+        try:
+            setup = Generation(arch=arch, prompt_tokens=b.prompt_tokens,
+                               output_tokens=b.answer_tokens, engine=phase.engine,
+                               cuda_graphs=phase.cuda_graphs)
+        except FieldError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'cuda_graphs'", err.message,
+                             err.hint) from None
+        gen = estimate_generation(setup, ctx.gpu)
         seconds = b.samples * phase.samples_per_prompt / gen.sequences_per_s
         rows[b.name] = seconds / 3600
         total_s += seconds

@@ -376,6 +376,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default="4.46", description="the transformers release of hf-generate rollouts (4.36+; "
         "4.38 rebuilds a causal mask every step, 4.48+ and 5.x read a grouped KV cache without "
         "repeating it); ignored by the other engines")
+    rollout_cuda_graphs: Literal["auto", "on", "off"] = Field(
+        default="auto", description="whether the engine's decode steps replay CUDA graphs: "
+        "auto (its capture limits by batch and length), on, or off (vLLM enforce_eager=True, "
+        "SGLang --disable-cuda-graph: every kernel launched by the host)")
     rollout_precision: Literal["bf16", "fp8"] = Field(
         default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
         "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
@@ -482,6 +486,10 @@ class EvalPhase(_PhaseBase):
     benchmarks: list[Benchmark] = Field(default_factory=list)
     samples_per_prompt: PositiveInt = 1
     engine: Engine = "vllm"
+    cuda_graphs: Literal["auto", "on", "off"] = Field(
+        default="auto", description="whether the engine's decode steps replay CUDA graphs: auto "
+        "(its capture limits by batch and length), on, or off (vLLM enforce_eager=True, SGLang "
+        "--disable-cuda-graph)")
     gpu_hours: PositiveFloat | None = None
 
     @model_validator(mode="after")

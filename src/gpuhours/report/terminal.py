@@ -262,6 +262,12 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
             f"-bound)")
         row("decode step", "decode_step_s_first", f"{seconds(fig['decode_step_s_first'])} to "
             f"{seconds(fig['decode_step_s_last'])}")
+        # whether the steps replay a CUDA graph (0 launches) or run eagerly, and why
+        graphs = str(data.get("decode_cuda_graphs", ""))
+        mode = ("CUDA graph" if graphs.startswith("CUDA graph:") else
+                "eager" if graphs.startswith("eager") else "graph, then eager")
+        row("eager launches, 1st step", "eager_launch_s_first",
+            f"{seconds(fig['eager_launch_s_first'])} ({mode})")
     if fig.get("tail_s"):
         row("waiting for the longest", "tail_s", seconds(fig["tail_s"]))
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
