@@ -363,3 +363,18 @@ def test_fp8_rollouts_of_an_moe_run_fp8_gemms_not_per_expert_launches(tmp_path):
         return float(evaluate(load_plan(f)).phases[0].details["rollout_generation_s"])
 
     assert rollout("fp8") < rollout("bf16")
+
+
+def test_the_engines_max_num_seqs_caps_the_running_sequences(tmp_path):
+    free = run(tmp_path).details
+    # 256 sequences over 8 engines, 32 each: under vLLM's default 256 running, all at once
+    assert (free["generation_batch_per_gpu"], free["rollout_waves"]) == (32, 1)
+    # an engine that runs at most 8 (verl sets rollout.max_num_seqs, 1024 in its rollout.yaml)
+    # is handed the same 32 and decodes them 8 at a time: 4 passes over the weights per token
+    # where one did, and decode of 8 or 32 sequences of a 7B on an A100 is weight-bound
+    capped = run(tmp_path, rollout_max_num_seqs=8).details
+    assert capped["generation_batch_per_gpu"] == 32
+    assert 3.0 < capped["rollout_generation_s"] / free["rollout_generation_s"] < 4.2
+    with pytest.raises(InputError, match="rollout_max_num_seqs") as caught:
+        run(tmp_path, rollout_max_num_seqs=0)
+    assert "plan.yaml" in str(caught.value)

@@ -100,10 +100,13 @@ _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FI
 # train_prompt_mini_bsz 32 of the 512 prompts: 16 mini-batches (optimizer steps) a step, each
 # packed apart (verl@df340d70 fsdp_workers.py normalises ppo_mini_batch_size x rollout.n over
 # GPUs / SP; dp_actor.py update_policy splits by it before packing)
+# verl's vLLM runs up to 1,024 sequences at once (rollout.max_num_seqs: 1024 in
+# verl/trainer/config/rollout/rollout.yaml, read @035682ed; no script here overrides it), where
+# vLLM's own default is 256
 _VERL_7B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                 response_tokens=VERL_7B_MEAN, max_response_tokens=28672, reference_model=False,
                 reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=61_440,
-                mini_batches=16)
+                mini_batches=16, rollout_max_num_seqs=1024)
 # Ulysses sequence parallelism (verl's ulysses_sequence_parallel_size 4): verl/utils/ulysses.py
 # splits every token-wise layer by sequence and, around attention, all-to-alls
 # [b, s/n, h] -> [b, s, h/n] so each GPU attends over the whole sequence for h/n heads: the
@@ -122,7 +125,7 @@ _VERL_7B_ASSUMED = (_VERL_MEAN_FITTED + "; Qwen2.5-Math-7B as qwen2.5-7b (the sa
 _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_prompt=16, prompt_tokens=256,
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
                  reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240,
-                 rollout_cuda_graphs="off")
+                 rollout_cuda_graphs="off", rollout_max_num_seqs=1024)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
                       "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
 _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 and vLLM enforce_eager=True (the async "

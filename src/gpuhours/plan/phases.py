@@ -560,6 +560,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                            output_tokens=phase.response_tokens, engine=phase.engine,
                            hf_transformers_version=phase.rollout_transformers_version,
                            cuda_graphs=phase.rollout_cuda_graphs,
+                           max_num_seqs=phase.rollout_max_num_seqs,
                            tensor_parallel=tp, weight_bytes_per_param=(
                                1.0 if phase.rollout_precision == "fp8" else 2.0),
                            # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs

@@ -372,6 +372,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
         "batch); unset = as many as max_num_seqs and the KV cache allow")
+    rollout_max_num_seqs: PositiveInt | None = Field(
+        default=None, description="sequences one engine runs at once (vLLM max_num_seqs, "
+        "verl's rollout.max_num_seqs: 1024 in its ppo_trainer.yaml); unset = the engine's "
+        "default (vLLM's EngineArgs: 256)")
     rollout_transformers_version: str = Field(
         default="4.46", description="the transformers release of hf-generate rollouts (4.36+; "
         "4.38 rebuilds a causal mask every step, 4.48+ and 5.x read a grouped KV cache without "
