@@ -537,7 +537,13 @@ def fit(
                        "is given. The warnings say what was used.")] = None,
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
-    configuration that fits, and what would fit when nothing does."""
+    configuration that fits, and what would fit when nothing does.
+
+    The largest micro-batch, the fastest setup and the remedies keep --headroom free; the
+    verdict on the setup as given is estimate's (its peak within the device's memory). Exits
+    with code 1 when neither the setup as given fits nor any setup of the same model and
+    method on the same GPUs does (other micro-batch, checkpointing, ZeRO stage, layout): a
+    remedy that changes the method or the hardware does not count. 2 is bad input."""
     from gpuhours.api import fit_training
     from gpuhours.resolve import resolve_gpu
 
@@ -612,7 +618,7 @@ def fit(
             from gpuhours.trace.render import render_confirmation
 
             render_confirmation(confirmation, console_for(wide))
-    if result.largest_micro_batch is None:
+    if not result.fits:
         raise typer.Exit(code=DOES_NOT_FIT_EXIT_CODE)
 
 
