@@ -365,7 +365,8 @@ def estimate(
 
     Exits with code 1 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
     unless --ignore-memory is given; with --json the estimate is printed all the same, its
-    memory.fits false. Code 1 means "does not fit" in every command; 2 is bad input."""
+    memory.fits false. Code 1 means "does not fit" in every command; 2 is bad input. A setup
+    that fits with less free than fit's 10% headroom is estimated, with a warning."""
     from gpuhours.api import estimate_training, gpu_spec, open_ledger
     from gpuhours.resolve import resolve_gpu
 
@@ -480,7 +481,9 @@ def fit(
     effective_batch: Annotated[int | None, typer.Option(
         help="Target effective batch (sequences per optimizer step, all GPUs).")] = None,
     headroom: Annotated[float | None, typer.Option(
-        help="Fraction of device memory to leave free (default 0.10).")] = None,
+        help="Fraction of device memory the micro-batch, setups and remedies fit chooses "
+             "leave free (default 0.10); the verdict on the setup as given, as estimate's, "
+             "is the device's memory.")] = None,
     checkpointing: CkptOpt = TRAINING.checkpointing,
     precision: PrecOpt = TRAINING.precision,
     optimizer: OptimOpt = TRAINING.optimizer,

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 
+from pydantic import BaseModel, ConfigDict
+
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.candidate import Candidate, _Out, evaluate
+from gpuhours.estimate.candidate import Candidate, evaluate
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -23,6 +25,10 @@ MAX_MICRO_BATCH = 512
 #: one more halves less of the bubble and adds pipeline sends; Megatron-LM's MoE guide: "a
 #: value in the middle often gives the best trade-off")
 MAX_VIRTUAL_STAGES = 8
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class FitResult(_Out):
