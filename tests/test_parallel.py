@@ -186,8 +186,9 @@ def test_expert_parallelism_splits_the_experts():
 def test_fit_searches_layouts_when_they_are_left_open():
     result = runner.invoke(app, ["fit", "--model", "llama-2-70b", "--gpu", "a100-80gb",
                                  "--gpus", "64", "--seq", "4096", "--json"])
-    # the setup as given (no layout, micro-batch 1) does not fit: exit 1, and the fastest that does
-    assert result.exit_code == 1, result.output
+    # the setup as given (no layout, micro-batch 1) does not fit; the fastest layout that does
+    # is a setup of the same model and method on the same GPUs: exit 0
+    assert result.exit_code == 0, result.output
     import json
 
     best = json.loads(result.stdout)["fastest"]

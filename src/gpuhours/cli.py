@@ -368,7 +368,8 @@ def estimate(
 
     Exits with code 1 when the setup does not fit in the GPU's memory (see `gpuhours fit`),
     unless --ignore-memory is given; with --json the estimate is printed all the same, its
-    memory.fits false. Code 1 means "does not fit" in every command; 2 is bad input."""
+    memory.fits false. Code 1 means "does not fit" in every command; 2 is bad input. A setup
+    that fits with less free than fit's 10% headroom is estimated, with a warning."""
     from gpuhours.api import estimate_training, gpu_spec, open_ledger
     from gpuhours.resolve import resolve_gpu
 
@@ -483,7 +484,9 @@ def fit(
     effective_batch: Annotated[int | None, typer.Option(
         help="Target effective batch (sequences per optimizer step, all GPUs).")] = None,
     headroom: Annotated[float | None, typer.Option(
-        help="Fraction of device memory to leave free (default 0.10).")] = None,
+        help="Fraction of device memory the micro-batch, setups and remedies fit chooses "
+             "leave free (default 0.10); the verdict on the setup as given, as estimate's, "
+             "is the device's memory.")] = None,
     checkpointing: CkptOpt = TRAINING.checkpointing,
     precision: PrecOpt = TRAINING.precision,
     optimizer: OptimOpt = TRAINING.optimizer,
@@ -541,7 +544,13 @@ def fit(
                        "is given. The warnings say what was used.")] = None,
 ) -> None:
     """Does it fit? The largest micro-batch, the accumulation for an effective batch, the fastest
-    configuration that fits, and what would fit when nothing does."""
+    configuration that fits, and what would fit when nothing does.
+
+    The largest micro-batch, the fastest setup and the remedies keep --headroom free; the
+    verdict on the setup as given is estimate's (its peak within the device's memory). Exits
+    with code 1 when neither the setup as given fits nor any setup of the same model and
+    method on the same GPUs does (other micro-batch, checkpointing, ZeRO stage, layout): a
+    remedy that changes the method or the hardware does not count. 2 is bad input."""
     from gpuhours.api import fit_training
     from gpuhours.resolve import resolve_gpu
 
@@ -616,7 +625,7 @@ def fit(
             from gpuhours.trace.render import render_confirmation
 
             render_confirmation(confirmation, console_for(wide))
-    if result.largest_micro_batch is None:
+    if not result.fits:
         raise typer.Exit(code=DOES_NOT_FIT_EXIT_CODE)
 
 

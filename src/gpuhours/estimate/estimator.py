@@ -115,6 +115,17 @@ class TrainingEstimate(_Out):
     assumptions: list[str]
 
 
+def headroom_warning(total_bytes: float, device_bytes: float) -> str:
+    """The warning on a setup that fits the device (the verdict of estimate, plan and fit) but
+    with less free than fit's headroom (assumptions.FIT_HEADROOM_FRACTION), the margin fit
+    keeps when it chooses a micro-batch."""
+    h = A.FIT_HEADROOM_FRACTION.value
+    return (f"fits with less than fit's {h:.0%} headroom: {total_bytes / 2**30:.2f} GiB of "
+            f"{device_bytes / 2**30:.2f} GiB, above {device_bytes * (1 - h) / 2**30:.2f} GiB. "
+            f"The headroom ({A.FIT_HEADROOM_FRACTION.basis}) comes on top of the allocator "
+            f"reserve counted here; `gpuhours fit` keeps it when it chooses a micro-batch.")
+
+
 def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "",
                    varlen: VarlenReserve | None = None) -> MemoryReport:
     """The memory figures. With variable-length samples (`varlen`) the allocator reserve is
@@ -540,6 +551,8 @@ def estimate_training(
     if not mem.total_bytes <= hw.gpu.memory_bytes:
         warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
+    elif mem.total_bytes > hw.gpu.memory_bytes * (1 - A.FIT_HEADROOM_FRACTION.value):
+        warnings.append(headroom_warning(mem.total_bytes, hw.gpu.memory_bytes))
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,

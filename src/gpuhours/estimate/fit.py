@@ -8,14 +8,15 @@ from collections.abc import Collection, Iterable
 from pydantic import BaseModel, ConfigDict
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.candidate import Candidate, evaluate
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.parallel import stages_text
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
 from gpuhours.setup import Hardware, Training
 
@@ -30,39 +31,25 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Candidate(_Out):
-    """One configuration that was evaluated."""
-
-    change: str
-    micro_batch: int
-    grad_accum: int
-    checkpointing: bool
-    method: str
-    zero_stage: int
-    num_gpus: int
-    #: the parallel layout (estimate/parallel.py); data_parallel = GPUs / (tp pp cp)
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    #: model chunks per pipeline rank of the interleaved schedule (1: plain 1F1B)
-    virtual_stages: int = 1
-    data_parallel: int = 1
-    #: overlap of tensor-parallel and expert all-to-all traffic with compute (setup.py)
-    tp_comm_overlap: bool = False
-    moe_a2a_overlap: bool = False
-    gpu: str
-    memory_total_bytes: float
-    memory_limit_bytes: float
-    fits: bool
-    tokens_per_s_per_gpu: float
-
-
 class FitResult(_Out):
-    """The answer of `gpuhours fit`. Memory limit = device memory x (1 - headroom)."""
+    """The answer of `gpuhours fit`. Memory limit = device memory x (1 - headroom): the
+    largest micro-batch, the fastest setup and the remedies keep the headroom; the verdict on
+    the setup as given is `estimate`'s (its peak within the device's memory)."""
 
     requested: Candidate
     headroom_fraction: float
+    #: the device's memory (catalog; nvidia-smi's usable MiB where known), bytes
+    device_memory_bytes: float = 0.0
+    #: the setup as given fits the device's memory: `estimate`'s and `plan`'s verdict, without
+    #: the headroom (requested.fits keeps it). estimate's allocator replay of variable-length
+    #: samples is not run here
+    requested_fits_device: bool = False
+    #: the verdict (exit code 0, else 1): the setup as given fits the device's memory, or a
+    #: setup of the same model and method on the same GPUs fits within the headroom (the
+    #: largest micro-batch, or the fastest: other micro-batch, checkpointing, ZeRO stage and,
+    #: when searched, parallel layout). A remedy that changes the method or the hardware does
+    #: not count: it answers another question
+    fits: bool = False
     largest_micro_batch: int | None
     grad_accum_for_effective_batch: int | None
     effective_batch: int | None
@@ -82,36 +69,6 @@ class FitResult(_Out):
     expected_goodput: float | None = None
     #: where expected_goodput comes from (rate, its source, checkpoint interval), or why none
     goodput_basis: str = ""
-
-
-def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
-              speed_if_too_big: bool = True) -> Candidate:
-    """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
-    that does not fit at 0 (the sweep only needs to know that it does not)."""
-    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus))
-    limit = hw.gpu.memory_bytes * (1 - headroom)
-    mp = t.tp * t.pp * t.cp
-    if not speed_if_too_big and mem.total_bytes > limit:
-        return Candidate(
-            change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
-            checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
-            num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
-            memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
-            tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
-            virtual_stages=t.virtual_stages,
-            tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap)
-    flops = training_flops(t)  # images and their vision tower included (issue 15)
-    st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
-    return Candidate(
-        change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
-        checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
-        num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
-        memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
-        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / mp / st.step_time_s,
-        tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
-        virtual_stages=t.virtual_stages,
-        tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
-    )
 
 
 def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> int | None:
@@ -152,7 +109,7 @@ def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[in
     def fits(mb: int) -> bool:
         nonlocal evaluated
         evaluated += 1
-        return _evaluate(t.model_copy(update={"micro_batch": mb}), hw, headroom, "").fits
+        return evaluate(t.model_copy(update={"micro_batch": mb}), hw, headroom, "").fits
 
     if not fits(1):
         return None, evaluated
@@ -249,7 +206,7 @@ def overlaps_allowed(t: Training, hw: Hardware, layout: dict[str, int], checkpoi
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = (),
         search_layouts: bool = False, batch_near: int | None = None,
-        fixed_overlaps: Collection[str] = ()) -> FitResult:
+        fixed_overlaps: Collection[str] = (), remedies: bool = True) -> FitResult:
     """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
     would fit when nothing does. Every candidate's memory comes from training_memory.
 
@@ -264,9 +221,12 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     `batch_near` (sequences per optimizer step, instead of an exact `effective_batch`): each
     layout aims at the multiple of its data-parallel ranks nearest to it (one sequence per rank
     at least); layouts with more ranks than `batch_near` are left out when any layout has no
-    more (so the batch stays within half a rank-step of the target)."""
+    more (so the batch stays within half a rank-step of the target).
+
+    `remedies`: when not even micro-batch 1 fits as given, list what would
+    (estimate/remedies.py); the setup chooser, which needs only the fastest, leaves them out."""
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
-    requested = _evaluate(t, hw, headroom, "as given")
+    requested = evaluate(t, hw, headroom, "as given")
     largest, evaluated = _largest_micro_batch(t, hw, headroom)
 
     # Sweep layout x micro-batch x checkpointing x ZeRO stage for the fastest that fits.
@@ -290,9 +250,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         given_mp = t.tp * t.pp * t.cp
         open_accum = (1 if layout == given and given_mp == 1 else t.grad_accum
                       if layout == given else max(1, t.grad_accum * mp // given_mp))
+        # QLoRA too: its 4-bit layers shard under FSDP or ZeRO-3 with bnb_4bit_quant_storage in
+        # the compute dtype (the Answer.AI / HF FSDP-QLoRA recipe; memory.gathered_working_bytes)
         stages = [0, 1, 2, 3] if replicas > 1 else [0]
-        if t.method == "qlora":
-            stages = [0]
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given
@@ -316,8 +276,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                 if mb_accum is None:
                     # this micro-batch cannot make the effective batch exactly; a larger
                     # one may (memory still decides where the sweep stops)
-                    return None if _evaluate(base, hw, headroom, "", False).fits else "stop"
-                c = _evaluate(base.model_copy(update={"grad_accum": mb_accum}),
+                    return None if evaluate(base, hw, headroom, "", False).fits else "stop"
+                c = evaluate(base.model_copy(update={"grad_accum": mb_accum}),
                               hw, headroom, f"micro-batch {mb}, checkpointing "
                               f"{'on' if ckpt else 'off'}, ZeRO {stage}", False)
                 return c if c.fits else "stop"  # memory only grows with the micro-batch
@@ -359,10 +319,16 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         fastest = fastest.model_copy(update={"change": f"{fastest.change}, "
                                                        f"{_layout_label(fastest, t.arch)}"})
 
+    if fastest is not None:
+        branch = branch_change_text(t, t.model_copy(update={"zero_stage": fastest.zero_stage}))
+        if branch:
+            fastest = fastest.model_copy(update={"change": f"{fastest.change}, {branch}"})
     alternatives: list[Candidate] = []
-    if largest is None:
-        alternatives = _what_would_fit(t, hw, headroom, bigger_gpus)
-        evaluated += len(alternatives)
+    if largest is None and remedies:
+        alternatives, remedies_evaluated = what_would_fit(
+            t, hw, headroom, bigger_gpus, same_method_fits=fastest is not None)
+        evaluated += remedies_evaluated
+    fits_device = requested.memory_total_bytes <= hw.gpu.memory_bytes
     accum: int | None = None
     split_mb: int | None = None
     note = ""
@@ -372,6 +338,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     goodput, goodput_basis = _goodput(t, hw, fastest or (requested if requested.fits else None))
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
+        device_memory_bytes=hw.gpu.memory_bytes, requested_fits_device=fits_device,
+        fits=fits_device or largest is not None or fastest is not None,
         grad_accum_for_effective_batch=accum, effective_batch=effective_batch,
         micro_batch_for_effective_batch=split_mb, effective_batch_note=note,
         fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
@@ -432,7 +400,7 @@ def _interleaved(t: Training, hw: Hardware, headroom: float, layout: dict[str, i
     for v in interleave_options(t.arch, pp):
         chunked = {**layout, "virtual_stages": v}
         for overlap in _overlap_options(t, hw, chunked, best.checkpointing, True, fixed):
-            c = _evaluate(t.model_copy(update={
+            c = evaluate(t.model_copy(update={
                 "micro_batch": best.micro_batch, "grad_accum": best.grad_accum,
                 "checkpointing": best.checkpointing, "zero_stage": best.zero_stage,
                 **chunked, **overlap}), hw, headroom, best.change, False)
@@ -462,66 +430,6 @@ def _overlap_options(t: Training, hw: Hardware, layout: dict[str, int], ckpt: bo
                 a2a_options = [t.moe_a2a_overlap]
     return [{"tp_comm_overlap": tp, "moe_a2a_overlap": a2a}
             for tp in tp_options for a2a in a2a_options]
-
-
-#: vendors whose devices run the 4-bit bases' kernels (bitsandbytes, GPTQ and torchao's NF4
-#: are CUDA, and bitsandbytes also ROCm): no TPU, Apple or Intel device is offered for QLoRA
-QLORA_VENDORS = ("NVIDIA", "AMD")
-
-
-def _what_would_fit(t: Training, hw: Hardware, headroom: float,
-                    bigger_gpus: Iterable[GpuSpec]) -> list[Candidate]:
-    """One change at a time at micro-batch 1 (checkpointing on from the second), ZeRO-3 up to
-    the first GPU count that fits, and the three smallest larger GPUs that fit."""
-    base = t.model_copy(update={"micro_batch": 1})
-    tries: list[tuple[str, Training, Hardware]] = [
-        ("gradient checkpointing", base.model_copy(update={"checkpointing": True}), hw),
-    ]
-    if t.method == "full":
-        tries.append(("LoRA (rank 16, all linear layers)",
-                      base.model_copy(update={"method": "lora", "checkpointing": True}), hw))
-    if t.method != "qlora" and t.precision != "fp32":
-        tries.append(("QLoRA (4-bit base)",
-                      base.model_copy(update={"method": "qlora", "checkpointing": True,
-                                              "zero_stage": 0}), hw))
-    if t.method != "qlora" and hw.num_gpus > 1:
-        for stage in range(t.zero_stage + 1, 4):
-            tries.append((f"ZeRO-{stage} over the {hw.num_gpus} GPUs",
-                          base.model_copy(update={"zero_stage": stage}), hw))
-    if t.method != "qlora":
-        for n in (2, 4, 8, 16, 32, 64, 128, 256, 512):
-            if n > hw.num_gpus:
-                tries.append((f"ZeRO-3 over {n} GPUs",
-                              base.model_copy(update={"zero_stage": 3, "checkpointing": True}),
-                              hw.model_copy(update={"num_gpus": n})))
-    out = []
-    for change, tt, hh in tries:
-        try:
-            out.append(_evaluate(tt, hh, headroom, change))
-        except FieldError:
-            continue  # a change this model cannot take (LoRA on a Mamba model's mixers)
-    # ZeRO-3 over more GPUs: only up to the first GPU count that fits
-    more_gpus = [c for c in out if c.num_gpus > hw.num_gpus]
-    first_fit = next((c.num_gpus for c in more_gpus if c.fits), None)
-    out = [c for c in out if c not in more_gpus or first_fit is None or c.num_gpus <= first_fit]
-    # a larger GPU, as given otherwise (with checkpointing): the three smallest that fit
-    larger = []
-    for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
-        if gpu.memory_gb <= hw.gpu.memory_gb:
-            continue
-        if t.method == "qlora" and gpu.vendor not in QLORA_VENDORS:
-            continue  # 4-bit bases (bitsandbytes, GPTQ, torchao NF4) run CUDA or ROCm kernels
-        try:
-            c = _evaluate(base.model_copy(update={"checkpointing": True}),
-                          hw.model_copy(update={"gpu": gpu}), headroom,
-                          f"a larger GPU: {gpu.name} ({gpu.memory_gb:g} GB)")
-        except InputError:
-            continue  # a GPU without this precision
-        if c.fits:
-            larger.append(c)
-        if len(larger) == 3:
-            break
-    return out + larger
 
 
 def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
@@ -579,11 +487,11 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
     result = None
     if target is None or replicas <= target or not search_layouts:
-        result = fit(t, hw, headroom=headroom, batch_near=target)
+        result = fit(t, hw, headroom=headroom, batch_near=target, remedies=False)
     plain = result.fastest if result is not None else None
     if search_layouts and (plain is None or _network_bound(t, hw, plain)):
         result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
-                     fixed_overlaps=fixed_overlaps)
+                     fixed_overlaps=fixed_overlaps, remedies=False)
     best = result.fastest if result is not None else None
     if result is None or best is None:
         return None

@@ -192,10 +192,20 @@ _FIT_COLS = (Col("change"), Col("setup"), Col("micro x accum", "number", "right"
 def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
     """A fit: the verdict as given, the largest micro-batch, the configurations tried."""
     req = r.requested
-    limit = gib(req.memory_limit_bytes)
-    verdict = "[green]fits[/green]" if req.fits else "[red]does not fit[/red]"
-    console.print(f"As given: {gib(req.memory_total_bytes)} per GPU, {verdict} in {limit} "
-                  f"({pct(r.headroom_fraction)} headroom left free).")
+    limit, device, room = (gib(req.memory_limit_bytes), gib(r.device_memory_bytes),
+                           pct(r.headroom_fraction))
+    if req.fits:
+        console.print(f"As given: {gib(req.memory_total_bytes)} per GPU, [green]fits[/green] in "
+                      f"{limit} ({room} headroom left free).")
+    elif r.requested_fits_device:
+        # estimate's verdict is the device's memory: say both, so the two never disagree
+        console.print(f"As given: {gib(req.memory_total_bytes)} per GPU, [green]fits[/green] in "
+                      f"{device} (as `gpuhours estimate` says), [yellow]with less than the "
+                      f"{room} headroom fit keeps free[/yellow] ({limit}: room for "
+                      f"fragmentation spikes and evaluation, an assumption).")
+    else:
+        console.print(f"As given: {gib(req.memory_total_bytes)} per GPU, [red]does not fit[/red] "
+                      f"in {device}; the setups below keep {room} headroom free ({limit}).")
     if r.largest_micro_batch is not None:
         console.print(f"Largest micro-batch that fits: [bold]{r.largest_micro_batch}[/bold]")
         if r.effective_batch is not None and r.micro_batch_for_effective_batch is not None:
@@ -205,8 +215,13 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
                           f"GPU(s), exactly")
         elif r.effective_batch is not None:
             console.print(f"[yellow]{esc(r.effective_batch_note)}[/yellow]")
+    elif r.fastest is not None:
+        console.print("As given, not even micro-batch 1 fits with the headroom; the first row is "
+                      "the fastest setup of this model and method on these GPUs that does.")
     else:
-        console.print("[red]Nothing fits at micro-batch 1.[/red]")
+        console.print(f"[red]No setup of this model and method fits on these GPUs with "
+                      f"{room} headroom[/red] (micro-batch, checkpointing, ZeRO stage and, "
+                      f"unless given, the parallel layout tried); the rows below change more.")
     rows = []
     if r.fastest is not None:
         rows.append(_candidate_row(r.fastest.model_copy(update={
@@ -214,6 +229,11 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
     rows.extend(_candidate_row(c) for c in r.alternatives)
     if rows:
         print_table(console, _FIT_COLS, rows, notes=Notes(), wide=wide, title="Configurations")
+    if r.alternatives:
+        console.print("[dim]Other rows: what would fit, at micro-batch 1, changing "
+                      "only what their first column names (estimate/remedies.py); more or "
+                      "larger GPUs only when no setup of the method as given fits on these."
+                      "[/dim]")
     # as estimate's downtime line: shown when it loses at least 0.1% of the wall clock
     if r.expected_goodput is not None and r.expected_goodput <= 0.999:
         which = "fastest setup" if r.fastest else "as given"

@@ -1,0 +1,79 @@
+"""One configuration `fit` evaluates: its memory per GPU against the limit (device memory less
+the headroom) and its speed. Shared by the sweep (estimate/fit.py) and the remedies
+(estimate/remedies.py)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuhours.estimate.flops import training_flops
+from gpuhours.estimate.load_cache import load_path_reserve_bytes
+from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.timing import training_step_time
+from gpuhours.setup import Hardware, Training
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Candidate(_Out):
+    """One configuration that was evaluated."""
+
+    change: str
+    micro_batch: int
+    grad_accum: int
+    checkpointing: bool
+    method: str
+    zero_stage: int
+    num_gpus: int
+    #: the parallel layout (estimate/parallel.py); data_parallel = GPUs / (tp pp cp)
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    #: model chunks per pipeline rank of the interleaved schedule (1: plain 1F1B)
+    virtual_stages: int = 1
+    data_parallel: int = 1
+    #: overlap of tensor-parallel and expert all-to-all traffic with compute (setup.py)
+    tp_comm_overlap: bool = False
+    moe_a2a_overlap: bool = False
+    gpu: str
+    memory_total_bytes: float
+    memory_limit_bytes: float
+    fits: bool
+    tokens_per_s_per_gpu: float
+
+
+
+
+def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
+              speed_if_too_big: bool = True) -> Candidate:
+    """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
+    that does not fit at 0 (the sweep only needs to know that it does not)."""
+    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus))
+    limit = hw.gpu.memory_bytes * (1 - headroom)
+    mp = t.tp * t.pp * t.cp
+    if not speed_if_too_big and mem.total_bytes > limit:
+        return Candidate(
+            change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
+            checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
+            num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
+            memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
+            tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
+            virtual_stages=t.virtual_stages,
+            tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap)
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
+    st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
+    return Candidate(
+        change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
+        checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
+        num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
+        memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
+        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / mp / st.step_time_s,
+        tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
+        virtual_stages=t.virtual_stages,
+        tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
+    )
+
+

@@ -1,0 +1,184 @@
+"""What would fit when the setup as given does not, even at micro-batch 1: the rows `fit` lists
+under its fastest setup, each at micro-batch 1, in the order that gives up least first.
+
+1. gradient checkpointing, on the GPUs given (when it is off);
+2. each higher ZeRO stage over the GPUs given (more than one data-parallel rank);
+3. LoRA (full training given) and 4. QLoRA (not in fp32, not QLoRA already), on the GPUs given;
+5. only when no setup of the method as given fits on the GPUs given: more GPUs (2, 4, 8, ...,
+   up to the first count that fits) and the three smallest larger catalog GPUs that fit.
+
+A row is its change combined with what a user could add on the same GPUs: checkpointing
+(as given, or on) and, from row 3 on, the ZeRO stage the data-parallel ranks allow (any
+stage with more than one rank, 0 on one). Of those combinations the row shows the fastest that
+fits, else the one needing the least memory (how far it is from fitting). Its label names every
+change from the setup as given (changes_text), the LoRA branch a ZeRO-3 engine brings with it
+included (estimate/lora_traffic.lora_branch_of): a row changes only what it says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import InputError
+from gpuhours.estimate.candidate import Candidate, evaluate
+from gpuhours.estimate.lora_traffic import lora_branch_of
+from gpuhours.setup import Hardware, Training
+
+#: vendors whose devices run the 4-bit bases' kernels (bitsandbytes, GPTQ and torchao's NF4
+#: are CUDA, and bitsandbytes also ROCm): no TPU, Apple or Intel device is offered for QLoRA
+QLORA_VENDORS = ("NVIDIA", "AMD")
+
+#: the GPU counts tried beyond the GPUs given: a search bound, not physics
+MORE_GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+#: one remedy: (the changed setup, the changed hardware) variants, of which one row is shown
+Variants = list[tuple[Training, Hardware]]
+
+_TARGETS_TEXT = {"all-linear": "all linear layers", "attention": "attention projections",
+                 "qv": "q and v projections"}
+
+
+def method_text(t: Training) -> str:
+    """How a row names LoRA or QLoRA: rank and targets as the setup holds them."""
+    targets = _TARGETS_TEXT[t.lora_targets]
+    if t.method == "qlora":
+        return f"QLoRA ({t.base_quant} 4-bit base, rank {t.lora_rank}, {targets})"
+    return f"LoRA (rank {t.lora_rank}, {targets})"
+
+
+def branch_change_text(t: Training, changed: Training) -> str:
+    """The LoRA branch `changed` runs when it is not the one the setup as given would run with
+    the same method ("" when the same, or for full training): a ZeRO-3 engine (DeepSpeed's, or
+    FSDP's flat parameters) casts peft's fp32 adapters to half (estimate/lora_traffic.py)."""
+    if changed.method == "full":
+        return ""
+    before = lora_branch_of(t.model_copy(update={"method": changed.method}))
+    after = lora_branch_of(changed)
+    if before == after:
+        return ""
+    why = ("a ZeRO-3/FSDP engine casts the adapters to half" if after == "peft-half"
+           else "no ZeRO-3/FSDP engine casts the adapters")
+    return f"LoRA branch {after} ({why}; {before} as given)"
+
+
+def changes_text(t: Training, hw: Hardware, changed: Training, changed_hw: Hardware) -> str:
+    """Every change from the setup as given (`t` on `hw`) to `changed` on `changed_hw`, the
+    micro-batch apart (every row is at 1: the table's column says so), joined by " + "."""
+    parts = []
+    if changed.method != t.method:
+        parts.append(method_text(changed))
+    if changed_hw.gpu.name != hw.gpu.name:
+        parts.append(f"a larger GPU: {changed_hw.gpu.name} ({changed_hw.gpu.memory_gb:g} GB)")
+    stage = changed.zero_stage
+    if changed_hw.num_gpus != hw.num_gpus:
+        parts.append(f"ZeRO-{stage} over {changed_hw.num_gpus} GPUs" if stage
+                     else f"{changed_hw.num_gpus} GPUs (ZeRO 0)")
+    elif stage != t.zero_stage:
+        parts.append(f"ZeRO-{stage} over the {hw.num_gpus} GPUs" if stage
+                     else f"ZeRO 0 (ZeRO-{t.zero_stage} as given)")
+    if changed.checkpointing != t.checkpointing:
+        parts.append("gradient checkpointing" if changed.checkpointing else "checkpointing off")
+    branch = branch_change_text(t, changed)
+    if branch:
+        parts.append(branch)
+    return " + ".join(parts)
+
+
+def _setup(t: Training, **update: object) -> Training | None:
+    """`t` with `update`, validated as a setup (None when it cannot run, e.g. QLoRA with
+    tensor parallelism or LoRA on a Mamba model's mixers)."""
+    try:
+        return Training.model_validate({**dict(t), **update})
+    except InputError:
+        return None
+
+
+def _stages(t: Training, num_gpus: int) -> list[int]:
+    """ZeRO stages a data-parallel group of this size can run: any with more than one rank."""
+    return [0, 1, 2, 3] if num_gpus // (t.tp * t.pp * t.cp) > 1 else [0]
+
+
+def _combined(t: Training, hw: Hardware, stages: Iterable[int], **update: object) -> Variants:
+    """`update` applied to `t` at micro-batch 1, with checkpointing as given and on, at each of
+    `stages`, on `hw`."""
+    out = []
+    for stage in stages:
+        for ckpt in sorted({t.checkpointing, True}):
+            s = _setup(t, micro_batch=1, checkpointing=ckpt, zero_stage=stage, **update)
+            if s is not None:
+                out.append((s, hw))
+    return out
+
+
+def _row(t: Training, hw: Hardware, headroom: float, variants: Variants
+         ) -> tuple[Candidate | None, int]:
+    """(the row of a remedy: the fastest variant that fits, else the one needing the least
+    memory, labelled by changes_text; how many evaluations it took)."""
+    tried: list[tuple[Candidate, Training, Hardware]] = []
+    for s, h in variants:
+        try:
+            tried.append((evaluate(s, h, headroom, "", speed_if_too_big=False), s, h))
+        except InputError:
+            continue  # a change this model or GPU cannot take (a precision it lacks)
+    if not tried:
+        return None, 0
+    fitting = [x for x in tried if x[0].fits]
+    if fitting:
+        c, s, h = max(fitting, key=lambda x: x[0].tokens_per_s_per_gpu)
+    else:
+        _, s, h = min(tried, key=lambda x: x[0].memory_total_bytes)
+        try:
+            c = evaluate(s, h, headroom, "")  # its speed too, for the table
+        except InputError:
+            return None, len(tried)  # a GPU without this precision's matmul rate
+    return c.model_copy(update={"change": changes_text(t, hw, s, h)}), len(tried)
+
+
+def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iterable[GpuSpec],
+                   same_method_fits: bool) -> tuple[list[Candidate], int]:
+    """(the remedy rows in the module docstring's order, the configurations evaluated).
+    `same_method_fits`: some setup of the method as given fits on the GPUs given (fit's
+    fastest): then no row of more or larger GPUs is needed."""
+    remedies: list[Variants] = []
+    if not t.checkpointing:
+        ckpt = _setup(t, micro_batch=1, checkpointing=True)
+        remedies.append([] if ckpt is None else [(ckpt, hw)])
+    if len(_stages(t, hw.num_gpus)) > 1:
+        remedies += [_combined(t, hw, [stage]) for stage in range(t.zero_stage + 1, 4)]
+    if t.method == "full":
+        remedies.append(_combined(t, hw, _stages(t, hw.num_gpus), method="lora"))
+    if t.method != "qlora" and t.precision != "fp32" and hw.gpu.vendor in QLORA_VENDORS:
+        remedies.append(_combined(t, hw, _stages(t, hw.num_gpus), method="qlora"))
+    rows: list[Candidate] = []
+    evaluated = 0
+    for variants in remedies:
+        row, n = _row(t, hw, headroom, variants)
+        evaluated += n
+        if row is not None:
+            rows.append(row)
+    if same_method_fits or any(r.fits and r.method == t.method for r in rows):
+        return rows, evaluated
+    for n_gpus in (n for n in MORE_GPU_COUNTS if n > hw.num_gpus):
+        more = hw.model_copy(update={"num_gpus": n_gpus})
+        row, n = _row(t, hw, headroom, _combined(t, more, _stages(t, n_gpus)))
+        evaluated += n
+        if row is not None:
+            rows.append(row)
+            if row.fits:
+                break  # only up to the first GPU count that fits
+    larger = 0
+    for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
+        if gpu.memory_gb <= hw.gpu.memory_gb:
+            continue
+        if t.method == "qlora" and gpu.vendor not in QLORA_VENDORS:
+            continue  # 4-bit bases (bitsandbytes, GPTQ, torchao NF4) run CUDA or ROCm kernels
+        bigger = hw.model_copy(update={"gpu": gpu})
+        row, n = _row(t, hw, headroom, _combined(t, bigger, _stages(t, hw.num_gpus)))
+        evaluated += n
+        if row is not None and row.fits:
+            rows.append(row)
+            larger += 1
+            if larger == 3:
+                break
+    return rows, evaluated
