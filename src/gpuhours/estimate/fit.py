@@ -1,5 +1,5 @@
 """What fits: the largest micro-batch with headroom, the accumulation for a target effective
-batch, the fastest configuration that fits, and, when nothing fits, what would."""
+batch, the fastest configuration that fits, and what else would fit (estimate/remedies.py)."""
 
 from __future__ import annotations
 
