@@ -66,6 +66,14 @@ class CostRow(_Out):
     spot_usd_per_gpu_hour: float | None
     as_of: str
     source: str
+    #: whole instances billed (gpuhours.catalog.billing): GPUs per instance, instances, GPUs
+    #: paid for (>= the GPUs used) and the GPU hours paid for, which the dollars price
+    gpus_per_instance: int = 1
+    instances: int = 1
+    billed_gpus: int = 1
+    billed_gpu_hours: float = 0.0
+    #: e.g. "8 GPUs billed for 1 used (one 8-GPU instance)"; "" when every billed GPU is used
+    billing: str = ""
     #: what is doubtful about the price row (gpuhours.catalog.price_flags): stale, suspicious
     flags: list[str] = []
 
@@ -263,26 +271,38 @@ def training_amount(
     return n_steps * tokens_per_step, n_steps, basis
 
 
-def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
-    """Dollars for `gpu_hours` at each provider's per-GPU-hour price, each row's doubts
-    flagged (stale, spot = on-demand, marked in the catalog's notes)."""
+def cost_rows(gpu_hours: float, price_rows: list[PriceRow], num_gpus: int = 1,
+              gpus_per_node: int = 8) -> list[CostRow]:
+    """Dollars for `gpu_hours` used on `num_gpus` GPUs at each provider's row, whole instances
+    billed (gpuhours.catalog.billing: ceil(GPUs / GPUs per instance) instances, so one GPU on
+    an 8-GPU-only instance pays 8), cheapest on-demand total first; each row's doubts flagged
+    (stale, spot = on-demand, marked in the catalog's notes, small instances joined over the
+    network for a job the estimate places on one node)."""
     from datetime import date
 
+    from gpuhours.catalog.billing import bill, spans_network_flag
     from gpuhours.catalog.price_flags import price_flags
 
     today = date.today()
     out = []
-    for p in sorted(price_rows, key=lambda r: (r.on_demand_usd_per_gpu_hour or math.inf)):
+    for p in price_rows:
         od, spot = p.on_demand_usd_per_gpu_hour, p.spot_usd_per_gpu_hour
+        b = bill(num_gpus, p.gpus_per_instance)
+        billed_h = b.billed_gpu_hours(gpu_hours)
+        flags = [f.text for f in price_flags(p, today)]
+        if b.spans_network(gpus_per_node):
+            flags.append(spans_network_flag(b))
         out.append(CostRow(
             provider=p.provider, provider_kind=p.provider_kind, instance=p.instance,
-            on_demand_usd=None if od is None else gpu_hours * od,
-            spot_usd=None if spot is None else gpu_hours * spot,
+            on_demand_usd=None if od is None else billed_h * od,
+            spot_usd=None if spot is None else billed_h * spot,
             on_demand_usd_per_gpu_hour=od, spot_usd_per_gpu_hour=spot,
             as_of=p.as_of.isoformat(), source=p.source,
-            flags=[f.text for f in price_flags(p, today)],
+            gpus_per_instance=p.gpus_per_instance, instances=b.instances,
+            billed_gpus=b.billed_gpus, billed_gpu_hours=billed_h, billing=b.note, flags=flags,
         ))
-    return out
+    return sorted(out, key=lambda r: (r.on_demand_usd is None, r.on_demand_usd or 0.0,
+                                      r.spot_usd or math.inf))
 
 
 #: how an overlapped collective's exposed time is counted (estimate/parallel.py)
@@ -452,7 +472,7 @@ def estimate_training(
             optimizer_steps=formula(n_steps, "steps", amount_basis),
             gpu_hours=formula(gpu_hours, "GPU h", "steps x step time x GPUs / 3600"),
             wall_clock_hours=formula(wall_s / 3600, "h", f"steps x step time on {hw.num_gpus} GPUs"),
-            cost_usd=cost_rows(gpu_hours, price_rows or []),
+            cost_usd=cost_rows(gpu_hours, price_rows or [], hw.num_gpus, hw.gpus_per_node),
             downtime_gpu_hours=down,
             # assumed, not formula: the downtime in it rests on assumed rates (goodput.py)
             gpu_hours_with_downtime=_with_downtime(
@@ -460,7 +480,8 @@ def estimate_training(
             wall_clock_hours_with_downtime=_with_downtime(
                 (wall_s + down.value * 3600 / hw.num_gpus) / 3600, "h",
                 f"wall clock of the steps + expected downtime / {hw.num_gpus} GPUs", down),
-            downtime_cost_usd=cost_rows(down.value, price_rows or []) if down.value > 0 else [],
+            downtime_cost_usd=cost_rows(down.value, price_rows or [], hw.num_gpus, hw.gpus_per_node)
+            if down.value > 0 else [],
         )
         used_downtime = down_used
     warnings = []

@@ -829,7 +829,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         known = gpu.name in {c.name for c in catalog.gpus()}
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
-        costs = cost_rows(gpu_hours.value, price_rows)
+        costs = cost_rows(gpu_hours.value, price_rows, e.gpus)
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,

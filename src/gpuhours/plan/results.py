@@ -90,6 +90,14 @@ class CostLine(_Out):
     usd_per_gpu_hour: float | None
     spot_usd_per_gpu_hour: float | None
     as_of: str
+    #: GPUs per instance of the price row; each phase pays whole instances of it
+    #: (gpuhours.catalog.billing), 1 for the plan's own price (per GPU used)
+    gpus_per_instance: int = 1
+    #: GPU hours paid for: each phase's GPU hours x billed GPUs / its GPUs (contingency
+    #: included); the dollars price these
+    billed_gpu_hours: float = 0.0
+    #: e.g. "5,000 GPU h billed for 625 used"; "" when every billed GPU is used
+    billing: str = ""
     #: what is doubtful about the price row (gpuhours.catalog.price_flags)
     flags: list[str] = []
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuhours.report import chart_data as cd
+from gpuhours.report.units import instance_billed
 
 DATA_ELEMENT_ID = "gpuhours-data"
 #: no fetch of any kind: scripts and styles inline only, images as data: URLs
@@ -218,14 +219,16 @@ def _sections(b: dict[str, Any], sweeps: list[dict[str, Any]], figs: dict[str, A
         _chart("chart-providers", figs, "No price rows for the plan's GPUs."),
         _table(["GPU", "provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
                 "as of", "flags"],
-               [[c.get("gpu", ""), f"{c['provider']} ({c['kind']})", c["instance"],
+               [[c.get("gpu", ""), f"{c['provider']} ({c['kind']})",
+                 instance_billed(c["instance"], c.get("billing", "")),
                  "-" if c["usd_per_gpu_hour"] is None else f"${c['usd_per_gpu_hour']:g}",
                  _money(c["on_demand_usd"]),
                  "-" if c["spot_usd_per_gpu_hour"] is None else f"${c['spot_usd_per_gpu_hour']:g}",
                  _money(c["spot_usd"]), c["as_of"], "; ".join(c.get("flags") or [])]
                 for c in b["costs"]], "costs"),
-        '<p class="basis">Totals: catalog price per GPU-hour x the GPU hours of that GPU type, '
-        'contingency included (formula); prices are the catalog\'s, read on the date shown.</p>',
+        '<p class="basis">Totals: catalog price per GPU-hour x the GPU hours billed on that GPU '
+        'type, contingency included (formula): each phase pays whole instances, ceil(its GPUs / '
+        'GPUs per instance); prices are the catalog\'s, read on the date shown.</p>',
         "<h2>Memory per GPU</h2>",
         _chart("chart-memory", figs, "No training phase with a memory estimate."),
         '<p class="basis">Parts are not all alive at once: the total is the peak (tensors at '

@@ -416,6 +416,11 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["| provider | instance | $/GPU-h | on-demand | spot $/GPU-h | spot | as of |",
                   "|---|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_cost_cells(c)) + " |" for c in b.costs]
+        billed = [f"- Whole instances, {c.provider} {c.instance}: {c.billing} (each phase "
+                  f"pays ceil(its GPUs / {c.gpus_per_instance}) instances)"
+                  for c in b.costs if c.billing]
+        if billed:
+            lines += ["", *billed]
         flagged = [f"- Price flag, {c.provider} {c.instance}: {flag}"
                    for c in b.costs for flag in c.flags]
         if flagged:
