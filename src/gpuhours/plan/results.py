@@ -22,6 +22,9 @@ class PhaseResult(_Out):
     runs: str
     line: int | None
     gpus: int
+    #: where `gpus` came from when the phase did not give it ("" when it did): e.g.
+    #: "hardware.gpus_per_node 8 x nodes 1 (not given for the phase)"
+    gpus_basis: str = ""
     gpu_hours_per_run_base: float
     overheads: dict[str, float]
     gpu_hours_per_run: float

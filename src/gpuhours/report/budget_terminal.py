@@ -36,6 +36,13 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
                f"[dim]{esc(r.basis)}[/dim]"] for r in b.phases]
     print_table(console, _PHASE_COLS, phases, notes=notes, wide=wide,
                 title="Phases (GPU hours of one run, overheads included)")
+    by_basis: dict[str, list[str]] = {}
+    for r in b.phases:
+        if r.gpus_basis:
+            by_basis.setdefault(f"{r.gpus}, from {r.gpus_basis}", []).append(r.name)
+    for text, names in by_basis.items():
+        console.print(f"[dim]GPUs of {esc(', '.join(names))}: {esc(text)}; give the phase "
+                      f"`gpus` to set its own.[/dim]")
     console.print(f"[bold]Budget[/bold]: {esc(b.formula)}")
     console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({esc(b.wall_clock_basis)}).")
     for name, g in b.grids.items():

@@ -392,6 +392,8 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["", f"### {r.name}{where}", "",
                   f"- Setup: {', '.join(f'{k} {v}' for k, v in r.setup.items()) or '-'}",
                   f"- Formula: {r.formula}", f"- Basis: {r.basis}"]
+        if r.gpus_basis:
+            lines.append(f"- GPUs: {r.gpus}, {r.gpus_basis}")
         lines += [f"- Storage, {k}: {f.value / 1e9:,.2f} GB ({f.basis}: {f.source})"
                   for k, f in r.storage.items()]
         if r.actual is not None:
