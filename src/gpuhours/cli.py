@@ -143,9 +143,12 @@ LayersOpt = Annotated[int | None, typer.Option(help="With --params: number of la
 VocabOpt = Annotated[int | None, typer.Option(help="With --params: vocabulary size.")]
 GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
 PeakOpt = Annotated[float | None, typer.Option(
-    help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
-MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
-BwOpt = Annotated[float | None, typer.Option(help="Memory bandwidth in GB/s.")]
+    help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU (at "
+         "most 10x the catalog's largest).")]
+MemGbOpt = Annotated[float | None, typer.Option(
+    help="Device memory in GB (10^9 bytes; at most 10x the catalog's largest).")]
+BwOpt = Annotated[float | None, typer.Option(
+    help="Memory bandwidth in GB/s (at most 10x the catalog's largest).")]
 UsdOpt = Annotated[float | None, typer.Option(
     "--usd-per-gpu-hour", help="Your own price, USD per GPU-hour: costed first (provider "
     "'given') beside the catalog's prices.")]
@@ -648,8 +651,10 @@ def generation(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
         help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
-             f"fp8/int8 (the default with --matmul-precision fp8), ~0.56 4-bit. 8/4-bit "
-             f"weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and SGLang.")] = None,
+             f"fp8/int8 (the default with --matmul-precision fp8; 1-1.125 with scales), "
+             f"0.5-0.625 4-bit with its scales (~0.56), 4 fp32; other values are refused. "
+             f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
+             f"SGLang.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(

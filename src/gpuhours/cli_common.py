@@ -277,15 +277,19 @@ def count_option(text: str) -> float:
 
 
 TokensOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Tokens to train on, e.g. 2e12 or 1.4T.")]
+    parser=count_option, metavar="COUNT", help="Tokens to train on, e.g. 2e12 or 1.4T (at "
+    "most 1e15).")]
 StepsOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Optimizer steps to run, e.g. 5000 or 5k.")]
+    parser=count_option, metavar="COUNT", help="Optimizer steps to run, a whole number, e.g. "
+    "5000 or 5k (at most 1e12).")]
 ExamplesOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Dataset size in examples, e.g. 52000 or 52k.")]
-EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples.")]
+    parser=count_option, metavar="COUNT", help="Dataset size in examples, e.g. 52000 or 52k "
+    "(at most 1e15).")]
+EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples (at most 1e6).")]
 PerExampleOpt = Annotated[float | None, typer.Option(
     help="Mean tokens per example (with --examples): the padding it leaves, or with --packed "
-         "the tokens trained on.")]
+         "the tokens trained on (at most 1e7). Unpacked, examples longer than --seq are cut to "
+         "it (a warning says how many tokens are dropped).")]
 PackedOpt = Annotated[bool, typer.Option(
     "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
 ParamsOpt = Annotated[float | None, typer.Option(

@@ -256,6 +256,24 @@ def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:
         raise
 
 
+#: a GPU figure given on the command line (--peak-tflops, --memory-gb, --bandwidth-gb-per-s)
+#: may be at most this many times the catalog's largest: a margin for GPUs newer than the
+#: catalog, while a slip of units (1e9 TFLOPS for 1e9 FLOPS...) is refused, not turned into a
+#: step of 0 us at 0.0% MFU. Assumption: no generation has brought 10x over the last.
+USER_FIGURE_CEILING = 10.0
+
+
+def catalog_largest(key: str) -> tuple[float, str]:
+    """The catalog's largest value of a GPU figure (peak_tflops: dense bf16, else fp16;
+    memory_gb; bandwidth_gb_per_s), and the GPU that has it."""
+    def value(g: GpuSpec) -> float:
+        if key == "peak_tflops":
+            return g.dense_tflops.bf16 or g.dense_tflops.fp16 or 0.0
+        return g.memory_gb if key == "memory_gb" else g.memory_bw_gb_per_s
+    top = max(catalog.gpus(), key=value)
+    return value(top), top.name
+
+
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                 memory_gb: float | None = None,
                 bandwidth_gb_per_s: float | None = None) -> GpuSpec:
@@ -265,6 +283,13 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
     for key, value in overrides.items():
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise FieldError(key, f"expected a positive number, got {value!r}.")
+        if value is not None:
+            top, top_gpu = catalog_largest(key)
+            if value > USER_FIGURE_CEILING * top:
+                raise FieldError(key, f"{value:g} is more than {USER_FIGURE_CEILING:g}x the "
+                                      f"largest in the GPU catalog ({top:g}, {top_gpu}): no "
+                                      f"accelerator is near it, so it is refused as a typo.",
+                                 "Give the figure in the option's unit (TFLOPS, GB, GB/s).")
     if name is None and peak_tflops is None:
         raise FieldError(("gpu", "peak_tflops", "memory_gb", "bandwidth_gb_per_s"),
                          "a GPU is required: a catalog name (see `gpuhours catalog gpus`) or "

@@ -185,6 +185,19 @@ def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
             f"of host RAM per node, pinned staging buffers not counted")
 
 
+#: the largest amount of work an estimate takes, and why: each far beyond any real run (the
+#: largest published pretraining runs are ~3.6e13 tokens, Qwen3; Llama 3 405B took ~1.2e6
+#: optimizer steps), so that a typo (1e30 tokens) is refused instead of priced at $1e26. The
+#: plan's limit on any number (plan/load.py MAX_NUMBER) is the same 1e15.
+AMOUNT_MAX: dict[str, tuple[float, str]] = {
+    "tokens": (1e15, "tokens (the largest published training runs are ~4e13)"),
+    "steps": (1e12, "optimizer steps (the largest published runs take ~1e6)"),
+    "examples": (1e15, "examples (no data set is near it)"),
+    "epochs": (1e6, "epochs"),
+    "tokens_per_example": (1e7, "tokens per example (a plan's longest sequence is 1e7)"),
+}
+
+
 def training_amount(
     t: Training,
     hw: Hardware,
@@ -232,6 +245,16 @@ def training_amount(
                         ("epochs", epochs)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise FieldError(name, f"expected a positive number, got {value!r}.")
+        limit, why = AMOUNT_MAX[name]
+        if value is not None and value > limit:
+            raise FieldError(name, f"{value:g} is more than {limit:g} {why}: refused as a "
+                                   f"typo rather than priced.")
+    if tokens_per_example is not None and tokens_per_example > AMOUNT_MAX["tokens_per_example"][0]:
+        limit, why = AMOUNT_MAX["tokens_per_example"]
+        raise FieldError("tokens_per_example", f"{tokens_per_example:g} is more than {limit:g} "
+                                               f"{why}.")
+    if steps is not None and steps != math.floor(steps):
+        raise FieldError("steps", f"expected a whole number of optimizer steps, got {steps:g}.")
     if examples is not None and examples < 1:
         raise FieldError("examples", f"expected at least one example, got {examples!r}.")
     if tokens is not None:
@@ -268,7 +291,19 @@ def training_amount(
     if tokens_per_example is not None and tokens_per_example < t.seq_len:
         basis += (f" ({100 * (1 - tokens_per_example / t.seq_len):.0f}% of it padding at a "
                   f"mean of {tokens_per_example:g} tokens: packing would save that)")
+    elif tokens_per_example is not None and tokens_per_example > t.seq_len:
+        basis += (f"; a mean of {tokens_per_example:g} tokens is cut to {t.seq_len} "
+                  f"(truncation: {truncated_share(tokens_per_example, t.seq_len):.0%} of the "
+                  f"tokens dropped)")
     return n_steps * tokens_per_step, n_steps, basis
+
+
+def truncated_share(tokens_per_example: float, seq_len: int) -> float:
+    """The share of an example's tokens dropped when it is cut to `seq_len` (a trainer's
+    truncation to max_length, as TRL's SFTTrainer and HF tokenizers do unpacked): 1 -
+    seq_len / mean length; 0 when examples fit. Assumes every example has the mean length
+    (a longer tail drops more)."""
+    return max(0.0, 1 - seq_len / tokens_per_example)
 
 
 def cost_rows(gpu_hours: float, price_rows: list[PriceRow], num_gpus: int = 1,
@@ -492,6 +527,17 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
+    if (examples is not None and not packed and tokens_per_example is not None
+            and tokens_per_example > t.seq_len):
+        n_ep = epochs if epochs is not None else 1.0
+        given_tokens = examples * n_ep * tokens_per_example
+        dropped = given_tokens * truncated_share(tokens_per_example, t.seq_len)
+        warnings.append(f"examples of {tokens_per_example:g} tokens (mean) are longer than "
+                        f"--seq {t.seq_len}: unpacked, each is cut to {t.seq_len} tokens, so at "
+                        f"least {dropped:.3g} of the {given_tokens:.3g} tokens given are "
+                        f"dropped ({truncated_share(tokens_per_example, t.seq_len):.0%} at the "
+                        f"mean length; a spread of lengths drops more). Raise --seq, or pack "
+                        f"(--packed), to train on all of them.")
     if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
