@@ -415,7 +415,7 @@ def estimate(
         raise FieldError("global_batch", "it is the target of the setup gpuhours chooses; with "
                          "--batch, --checkpointing or --zero given, the global batch is "
                          "micro-batch x accumulation x data-parallel GPUs.",
-                         "Leave those out, or set the batch with --batch and --accum.")
+                         "Leave those out, or set the batch with --batch and --grad-accum.")
     if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
         # fastest setup that fits rather than refuse the defaults
@@ -426,7 +426,7 @@ def estimate(
                              fixed_overlaps=_given_overlaps(ctx))
         if found is not None:
             t, why = found
-            why += (" Give --batch, --accum, --checkpointing or --zero"
+            why += (" Give --batch, --grad-accum, --checkpointing or --zero"
                     f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''} to choose yourself.")
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
@@ -677,7 +677,10 @@ def generation(
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
-    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))  # checks it
+    from gpuhours.resolve import GPU_HINT_GENERATION
+
+    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s,  # checks it
+                                  hint=GPU_HINT_GENERATION))
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,
@@ -873,8 +876,9 @@ def catalog_prices(
     from gpuhours.report.tables import Col, Notes, print_table
     from gpuhours.report.text import esc
     from gpuhours.report.units import usd
+    from gpuhours.resolve import GPU_HINT_PRICED, catalog_gpu
 
-    name = catalog.gpu(gpu).name if gpu else None
+    name = catalog_gpu(gpu, "gpu", GPU_HINT_PRICED).name if gpu else None
     rows = catalog.prices(name)
     if as_json:
         emit_json([r.model_dump(mode="json") for r in rows])

@@ -246,13 +246,29 @@ def resolve_model(model: str | None, params: float | None = None,
     return arch, basis
 
 
-def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:
-    """A catalog GPU; an unknown name is an error keyed by the field that gave it."""
+#: how to name a GPU the catalog lacks, for commands that take no figures of a GPU of one's
+#: own (compare and catalog prices: prices exist for catalog GPUs only; generation: a catalog
+#: GPU whose bandwidth --bandwidth-gb-per-s may override). estimate and fit take all three
+#: figures (catalog._tables.GPU_HOW_TO_ADD).
+GPU_HINT_GENERATION = ("Use a name from `gpuhours catalog gpus` (--bandwidth-gb-per-s then "
+                       "overrides its bandwidth), or add a row to "
+                       "gpuhours/catalog/data/gpus.yaml.")
+GPU_HINT_PRICED = ("Use names from `gpuhours catalog gpus` (only catalog GPUs have prices; "
+                   "leave --gpu out for every one), or add a row to "
+                   "gpuhours/catalog/data/gpus.yaml and its prices to prices.csv.")
+
+
+def catalog_gpu(name: str, field: str = "gpu", hint: str | None = None) -> GpuSpec:
+    """A catalog GPU; an unknown name is an error keyed by the field that gave it, with its
+    close names, and `hint` (what this command takes instead) in place of the catalog's."""
     try:
         return catalog.gpu(name)
     except UnknownNameError as e:
         e.where = field
         e.fields = (field,)
+        if hint is not None:
+            e.hint = hint
+            e.args = (f"{field}: {e.message} {hint}",)
         raise
 
 
@@ -276,8 +292,10 @@ def catalog_largest(key: str) -> tuple[float, str]:
 
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                 memory_gb: float | None = None,
-                bandwidth_gb_per_s: float | None = None) -> GpuSpec:
-    """A catalog GPU, optionally with figures overridden, or a custom one from its figures."""
+                bandwidth_gb_per_s: float | None = None, hint: str | None = None) -> GpuSpec:
+    """A catalog GPU, optionally with figures overridden, or a custom one from its figures.
+    `hint`: what to do about an unknown name, where the command's options differ from
+    estimate's (catalog_gpu)."""
     overrides = {"peak_tflops": peak_tflops, "memory_gb": memory_gb,
                  "bandwidth_gb_per_s": bandwidth_gb_per_s}
     for key, value in overrides.items():
@@ -295,7 +313,7 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                          "a GPU is required: a catalog name (see `gpuhours catalog gpus`) or "
                          "its peak TFLOPS, memory and bandwidth.")
     if name is not None:
-        spec = catalog_gpu(name)
+        spec = catalog_gpu(name, hint=hint)
         if not any(v is not None for v in overrides.values()):
             return spec
         update: dict[str, object] = {"source": spec.source + " (figures overridden by the user)"}

@@ -148,13 +148,13 @@ def register(app: typer.Typer) -> None:
 def _gpus(names: list[str] | None) -> list[GpuSpec]:
     """Catalog GPUs by name (unknown names are errors keyed by --gpu), or all of them."""
     from gpuhours import catalog
-    from gpuhours.resolve import catalog_gpu
+    from gpuhours.resolve import GPU_HINT_PRICED, catalog_gpu
 
     if names is None:
         return catalog.gpus()
     specs: list[GpuSpec] = []
     for name in names:
-        spec = catalog_gpu(name, field="gpu")
+        spec = catalog_gpu(name, field="gpu", hint=GPU_HINT_PRICED)
         if spec not in specs:
             specs.append(spec)
     return specs
