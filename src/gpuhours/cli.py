@@ -65,6 +65,7 @@ from gpuhours.cli_common import (
     count_option,
     defaults_of,
     emit_json,
+    refuse_lora_options_on_full,
     user_errors,
 )
 from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE, DoesNotFit, FieldError, InputError
@@ -393,6 +394,7 @@ def estimate(
                   moe_a2a_overlap=moe_a2a_overlap, images_per_example=images_per_example,
                   image_pixels=image_pixels, image_tokens=image_tokens,
                   image_max_pixels=image_max_pixels, train_vision=train_vision)
+    refuse_lora_options_on_full(ctx, t.method)
     book = open_ledger(ledger) if calibrate else None
     own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
     if gpu is not None and all(v is None for v in own_figures):
@@ -578,6 +580,7 @@ def fit(
     t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
                   virtual_stages=virtual_stages, tp_comm_overlap=tp_comm_overlap,
                   moe_a2a_overlap=moe_a2a_overlap)
+    refuse_lora_options_on_full(ctx, t.method)
     if t.seq_len_mean is not None:
         notes.append(f"variable-length samples: fit judges each micro-batch by its longest "
                      f"sequence (--seq {t.seq_len}) with the flat allocator reserve; the "
@@ -721,7 +724,8 @@ def plan(
         metavar="PLAN.yaml", help="The project's plan file.")] = None,
     out_path: Annotated[str | None, typer.Option(
         "--out", help="Where to write the living document (default: COMPUTE_BUDGET.md next to "
-                      "the plan, or <plan>.budget.md when that one belongs to another plan).")
+                      "the plan, or <plan>.budget.md when that one belongs to another plan); "
+                      "its folder must exist.")
     ] = None,
     no_doc: Annotated[bool, typer.Option("--no-doc", help="Do not write the document.")] = False,
     schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
@@ -749,6 +753,10 @@ def plan(
                          "See examples/pixelis.yaml.")
     from gpuhours.api import open_ledger
 
+    if out_path and not no_doc:
+        from gpuhours.files import require_parent_folder
+
+        require_parent_folder(out_path, "--out")
     budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger), calibrate=calibrate)
     doc = None
     if not no_doc:

@@ -136,6 +136,29 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: options that describe LoRA adapters: meaningless for full fine-tuning
+LORA_OPTIONS = ("lora_rank", "lora_targets")
+
+
+def refuse_lora_options_on_full(ctx: typer.Context, method: str) -> None:
+    """--lora-rank / --lora-targets given on the command line with full fine-tuning (which has
+    no adapters) is a conflict, refused as the setup refuses --lora-dropout with it; a value
+    a setup file (--from) or a default carries is not the user's choice and is left alone."""
+    if method != "full":
+        return
+    def chosen(name: str) -> bool:  # by name: typer may carry its own click's enum
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    given = [name for name in LORA_OPTIONS if name in ctx.params and chosen(name)]
+    if given:
+        from gpuhours.errors import FieldError
+
+        raise FieldError((*given, "method"), "full fine-tuning trains every weight and has no "
+                         "LoRA adapters, so a LoRA rank or target set does not apply.",
+                         "Leave it out, or use --method lora (or qlora).")
+
+
 def emit_json(model: Any) -> None:
     """Print a pydantic model (or plain data) as indented JSON on stdout."""
     data = model.model_dump(mode="json") if hasattr(model, "model_dump") else model

@@ -69,6 +69,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
     def compare(
+        ctx: typer.Context,
         model: ModelOpt = None,
         gpu: GpuListOpt = None,
         gpus: CountsOpt = default_counts,
@@ -125,6 +126,9 @@ def register(app: typer.Typer) -> None:
             seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
             flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
             zero_stage=zero, loss_kernel=loss_kernel))
+        from gpuhours.cli_common import refuse_lora_options_on_full
+
+        refuse_lora_options_on_full(ctx, training.method)
         specs = _gpus(parse_names(gpu) if gpu is not None else None)
         counts = parse_counts(gpus)
         rows = candidate_prices(specs, counts,

@@ -261,7 +261,7 @@ class GenerationEstimate:
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
             if self.bandwidth_source is None else given(
-                self.bandwidth_gb_per_s, "GB/s", f"input: {self.bandwidth_source}")
+                self.bandwidth_gb_per_s, "GB/s", self.bandwidth_source)
             if self.bandwidth_source == USER_BANDWIDTH_SOURCE else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
                 "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
@@ -861,7 +861,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
     figures = e.figures()
     if g.batch is not None:
-        figures["batch"] = given(g.batch, "sequences", "input: batch")
+        figures["batch"] = given(g.batch, "sequences", "the batch given (--batch)")
     return {
         "model": g.model or g.arch.name, "model_basis": g.model_basis, "gpu": gpu.name,
         "engine": g.engine,
@@ -875,7 +875,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "decode_bound": e.decode_bound,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
-            sequences, "sequences", "input: sequences").model_dump(mode="json"),
+            sequences, "sequences", "the number given (--sequences)").model_dump(mode="json"),
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
         "basis": (_step_basis(g, launches=launches, dequant=dequant, routing=routing,
