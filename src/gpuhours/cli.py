@@ -680,10 +680,11 @@ def generation(
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
-    from gpuhours.resolve import GPU_HINT_GENERATION
+    from gpuhours.resolve import GPU_HINT_GENERATION, catalog_gpu
 
-    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s,  # checks it
-                                  hint=GPU_HINT_GENERATION))
+    if gpu is not None:  # an unknown name: the options generation has, not estimate's
+        catalog_gpu(gpu, "gpu", GPU_HINT_GENERATION)
+    hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))  # checks it
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,

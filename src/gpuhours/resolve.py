@@ -292,10 +292,8 @@ def catalog_largest(key: str) -> tuple[float, str]:
 
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                 memory_gb: float | None = None,
-                bandwidth_gb_per_s: float | None = None, hint: str | None = None) -> GpuSpec:
-    """A catalog GPU, optionally with figures overridden, or a custom one from its figures.
-    `hint`: what to do about an unknown name, where the command's options differ from
-    estimate's (catalog_gpu)."""
+                bandwidth_gb_per_s: float | None = None) -> GpuSpec:
+    """A catalog GPU, optionally with figures overridden, or a custom one from its figures."""
     overrides = {"peak_tflops": peak_tflops, "memory_gb": memory_gb,
                  "bandwidth_gb_per_s": bandwidth_gb_per_s}
     for key, value in overrides.items():
@@ -313,7 +311,7 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
                          "a GPU is required: a catalog name (see `gpuhours catalog gpus`) or "
                          "its peak TFLOPS, memory and bandwidth.")
     if name is not None:
-        spec = catalog_gpu(name, hint=hint)
+        spec = catalog_gpu(name)
         if not any(v is not None for v in overrides.values()):
             return spec
         update: dict[str, object] = {"source": spec.source + " (figures overridden by the user)"}

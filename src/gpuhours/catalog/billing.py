@@ -89,3 +89,18 @@ def per_used_gpu_hour_text(row: PriceRow, b: Bill) -> str:
     if not b.note:
         return f"${price:g}/GPU-h"
     return f"${price:g}/GPU-h x {b.note} = ${price * b.factor:.4g} per GPU-hour used"
+
+
+def catalog_price_per_used_gpu_hour(gpu_name: str, used_gpus: int) -> tuple[float, str] | None:
+    """(USD per GPU-hour used, basis) at the catalog's cheapest on-demand way to hold
+    `used_gpus` of the GPU in whole instances (cheapest_on_demand); None without a price."""
+    from gpuhours import catalog
+
+    found = cheapest_on_demand(catalog.prices(gpu_name), used_gpus)
+    if found is None:
+        return None
+    row, b = found
+    return ((row.on_demand_usd_per_gpu_hour or 0.0) * b.factor,
+            f"catalog: cheapest on-demand for {used_gpus} x {gpu_name} in whole instances, "
+            f"{row.provider} {row.instance}, {per_used_gpu_hour_text(row, b)}, as of "
+            f"{row.as_of}")

@@ -54,16 +54,11 @@ def price_per_gpu_hour(gpu: GpuSpec | None, given: float | None,
     if config.get("usd_per_gpu_hour"):
         return float(config["usd_per_gpu_hour"]), "given: the run's config usd_per_gpu_hour"
     if gpu is not None:
-        from gpuhours import catalog
-        from gpuhours.catalog.billing import cheapest_on_demand, per_used_gpu_hour_text
+        from gpuhours.catalog.billing import catalog_price_per_used_gpu_hour
 
-        found = cheapest_on_demand(catalog.prices(gpu.name), num_gpus)
+        found = catalog_price_per_used_gpu_hour(gpu.name, num_gpus)
         if found is not None:
-            row, b = found
-            return ((row.on_demand_usd_per_gpu_hour or 0.0) * b.factor,
-                    f"catalog: cheapest on-demand for {num_gpus} x {gpu.name} in whole "
-                    f"instances, {row.provider} {row.instance}, "
-                    f"{per_used_gpu_hour_text(row, b)}, as of {row.as_of}")
+            return found
     return None, "no price: pass --usd-per-gpu-hour (or --gpu for a catalog price)"
 
 

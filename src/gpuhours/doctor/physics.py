@@ -147,10 +147,11 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
     def add(label: str, tt: Training, n: int, on: GpuSpec = gpu) -> None:
         price, price_basis = usd_per_gpu_hour, ""
         if catalog_price or on.name != gpu.name:
-            from gpuhours.doctor.diagnose import price_per_gpu_hour
+            from gpuhours.catalog.billing import catalog_price_per_used_gpu_hour
 
-            price, why = price_per_gpu_hour(on, None, {}, n)
-            price_basis = f"; price: {why}" if price is not None else "; no catalog price"
+            found = catalog_price_per_used_gpu_hour(on.name, n)
+            price, price_basis = (None, "; no catalog price") if found is None else (
+                found[0], f"; price: {found[1]}")
         hw = Hardware(gpu=on, num_gpus=n)
         est = estimate_training(tt, hw, "run", tokens=tokens)
         assert est.totals is not None

@@ -203,7 +203,8 @@ def _sections(b: dict[str, Any], sweeps: list[dict[str, Any]], figs: dict[str, A
               ledger_note: str) -> list[str]:
     seeds = b["seeds"]
     phase_rows = [[p["name"], p["kind"], cd.term_label(p["runs"], seeds), p["gpu"] or b["gpu"],
-                   p["gpus"], f"{p['gpu_hours_per_run']:,.2f}", f"{p['wall_hours_per_run']:,.2f}",
+                   f"{p['gpus']} ({p['gpus_basis']})" if p.get("gpus_basis") else p["gpus"],
+                   f"{p['gpu_hours_per_run']:,.2f}", f"{p['wall_hours_per_run']:,.2f}",
                    p["bottleneck"], p["basis"], p["formula"]] for p in b["phases"]]
     _, unpriced = cd.phase_usd(b)
     out = [
