@@ -495,9 +495,11 @@ def test_generation_gpu_hours_for_sequences() -> None:
     g = _figure_values(run_json("generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                                 "--sequences", "1e6"))
     assert g["gpu_hours"] == pytest.approx(1e6 / g["sequences_per_s"] / 3600)
-    # and its cost at each catalog price of the GPU
+    # and its cost at each catalog price of the GPU, whole instances billed: the one GPU of
+    # the replica on an instance of k GPUs pays k
     assert g["cost_usd"] and all(c["on_demand_usd"] is None or c["on_demand_usd"] ==
-                                 pytest.approx(g["gpu_hours"] * c["on_demand_usd_per_gpu_hour"])
+                                 pytest.approx(g["gpu_hours"] * c["on_demand_usd_per_gpu_hour"]
+                                               * c["gpus_per_instance"])
                                  for c in g["cost_usd"])
 
 

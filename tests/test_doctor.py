@@ -144,13 +144,14 @@ def test_options_table_shapes_and_identities() -> None:
     own = [r for r in rows if r.gpu == "h100-sxm"]
     others = [r for r in rows if r.gpu != "h100-sxm"]
     assert len(own) == 2 + 9
-    # one GPU of each other type that fits, optimised, at that type's catalog price
+    # one GPU of each other type that fits, optimised, at that type's cheapest catalog price
+    # in whole instances: one GPU on an instance of k GPUs pays k of them
     assert {r.gpu for r in others} <= {"rtx-4090", "l40s", "a100-80gb", "h200"}
     assert all(r.option == f"optimised, 1 x {r.gpu}" and r.num_gpus == 1 for r in others)
     for r in others:
-        prices = [p.on_demand_usd_per_gpu_hour for p in catalog.prices(r.gpu)
-                  if p.on_demand_usd_per_gpu_hour]
-        assert r.usd == (pytest.approx(r.gpu_hours * min(prices)) if prices else None)
+        per_used = [p.on_demand_usd_per_gpu_hour * p.gpus_per_instance
+                    for p in catalog.prices(r.gpu) if p.on_demand_usd_per_gpu_hour]
+        assert r.usd == (pytest.approx(r.gpu_hours * min(per_used)) if per_used else None)
     for r in rows:
         assert r.gpu_hours == pytest.approx(r.wall_hours * r.num_gpus)
     for r in own:

@@ -224,9 +224,15 @@ def test_a_phase_on_its_own_gpu_is_costed_as_that_gpu():
     assert b.gpu_hours_by_gpu["rtx-4090"] == pytest.approx(200 * 1.15)
     assert sum(b.gpu_hours_by_gpu.values()) == pytest.approx(b.total_gpu_hours)
     # the A100 prices cost only the A100 hours; the 4090 has no catalog price: said so
+    # in whole instances: a phase on g GPUs pays ceil(g / k) instances of k GPUs
     a100 = [c for c in b.costs if c.gpu == "a100-40gb" and c.usd_per_gpu_hour]
-    assert a100 and all(c.on_demand_usd == pytest.approx(
-        c.usd_per_gpu_hour * b.gpu_hours_by_gpu["a100-40gb"]) for c in a100)
+    runs = {"once": 1, "per_seed": b.seeds, "single_seed": 1}
+    on_a100 = [(r.gpu_hours_per_run * runs[r.runs] * 1.15, r.gpus) for r in b.phases
+               if r.gpu == "a100-40gb"]
+    assert sum(h for h, _ in on_a100) == pytest.approx(b.gpu_hours_by_gpu["a100-40gb"])
+    assert a100 and all(c.on_demand_usd == pytest.approx(c.usd_per_gpu_hour * sum(
+        h * -(-g // c.gpus_per_instance) * c.gpus_per_instance / g for h, g in on_a100))
+        for c in a100)
     assert all(c.instance.endswith("[a100-40gb]") for c in a100)
     assert any(w.startswith("no catalog price for rtx-4090") for w in b.warnings)
     # electricity at each type's TDP

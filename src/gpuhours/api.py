@@ -178,13 +178,17 @@ def gpu_spec(name: str, ledger: Ledger | None = None) -> GpuSpec:
         return catalog_gpu(name)
     try:
         return catalog.gpu(name)
-    except UnknownNameError:
+    except UnknownNameError as not_in_catalog:
         from gpuhours.track.calibration import measured_device
 
         try:
             return measured_device(ledger, name)
         except InputError:
-            unknown = UnknownNameError("gpu", name, [], "Use a catalog name (gpuhours catalog "
-                                       "gpus) or a device key from `gpuhours ledger list`.")
+            # the catalog's close names, as without a ledger
+            unknown = UnknownNameError("GPU", name, not_in_catalog.close,
+                                       "Use a catalog name (gpuhours catalog gpus) or a device "
+                                       "key from `gpuhours ledger list`, or give the GPU's "
+                                       "figures (--peak-tflops, --memory-gb, "
+                                       "--bandwidth-gb-per-s).")
             unknown.fields = ("gpu",)
             raise unknown from None

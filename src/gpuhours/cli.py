@@ -66,6 +66,7 @@ from gpuhours.cli_common import (
     count_option,
     defaults_of,
     emit_json,
+    refuse_lora_options_on_full,
     user_errors,
 )
 from gpuhours.errors import DOES_NOT_FIT_EXIT_CODE, DoesNotFit, FieldError, InputError
@@ -144,9 +145,12 @@ LayersOpt = Annotated[int | None, typer.Option(help="With --params: number of la
 VocabOpt = Annotated[int | None, typer.Option(help="With --params: vocabulary size.")]
 GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
 PeakOpt = Annotated[float | None, typer.Option(
-    help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU.")]
-MemGbOpt = Annotated[float | None, typer.Option(help="Device memory in GB (10^9 bytes).")]
-BwOpt = Annotated[float | None, typer.Option(help="Memory bandwidth in GB/s.")]
+    help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU (at "
+         "most 10x the catalog's largest).")]
+MemGbOpt = Annotated[float | None, typer.Option(
+    help="Device memory in GB (10^9 bytes; at most 10x the catalog's largest).")]
+BwOpt = Annotated[float | None, typer.Option(
+    help="Memory bandwidth in GB/s (at most 10x the catalog's largest).")]
 UsdOpt = Annotated[float | None, typer.Option(
     "--usd-per-gpu-hour", help="Your own price, USD per GPU-hour: costed first (provider "
     "'given') beside the catalog's prices.")]
@@ -394,6 +398,7 @@ def estimate(
                   moe_a2a_overlap=moe_a2a_overlap, images_per_example=images_per_example,
                   image_pixels=image_pixels, image_tokens=image_tokens,
                   image_max_pixels=image_max_pixels, train_vision=train_vision)
+    refuse_lora_options_on_full(ctx, t.method)
     book = open_ledger(ledger) if calibrate else None
     own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
     if gpu is not None and all(v is None for v in own_figures):
@@ -416,7 +421,7 @@ def estimate(
         raise FieldError("global_batch", "it is the target of the setup gpuhours chooses; with "
                          "--batch, --checkpointing or --zero given, the global batch is "
                          "micro-batch x accumulation x data-parallel GPUs.",
-                         "Leave those out, or set the batch with --batch and --accum.")
+                         "Leave those out, or set the batch with --batch and --grad-accum.")
     if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
         # fastest setup that fits rather than refuse the defaults
@@ -427,7 +432,7 @@ def estimate(
                              fixed_overlaps=_given_overlaps(ctx))
         if found is not None:
             t, why = found
-            why += (" Give --batch, --accum, --checkpointing or --zero"
+            why += (" Give --batch, --grad-accum, --checkpointing or --zero"
                     f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''} to choose yourself.")
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
@@ -588,6 +593,7 @@ def fit(
     t = _training(params=params, **_training_fields(given), tp=tp, pp=pp, cp=cp, ep=ep,
                   virtual_stages=virtual_stages, tp_comm_overlap=tp_comm_overlap,
                   moe_a2a_overlap=moe_a2a_overlap)
+    refuse_lora_options_on_full(ctx, t.method)
     if t.seq_len_mean is not None:
         notes.append(f"variable-length samples: fit judges each micro-batch by its longest "
                      f"sequence (--seq {t.seq_len}) with the flat allocator reserve; the "
@@ -665,8 +671,10 @@ def generation(
              "kernel launched by the host).")] = GENERATION.cuda_graphs,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
         help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
-             f"fp8/int8 (the default with --matmul-precision fp8), ~0.56 4-bit. 8/4-bit "
-             f"weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and SGLang.")] = None,
+             f"fp8/int8 (the default with --matmul-precision fp8; 1-1.125 with scales), "
+             f"0.5-0.625 4-bit with its scales (~0.56), 4 fp32; other values are refused. "
+             f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
+             f"SGLang.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(
@@ -689,6 +697,10 @@ def generation(
     from gpuhours.resolve import resolve_gpu, resolve_model
 
     arch, basis = resolve_model(model, params)
+    from gpuhours.resolve import GPU_HINT_GENERATION, catalog_gpu
+
+    if gpu is not None:  # an unknown name: the options generation has, not estimate's
+        catalog_gpu(gpu, "gpu", GPU_HINT_GENERATION)
     hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))  # checks it
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
@@ -731,7 +743,8 @@ def plan(
         metavar="PLAN.yaml", help="The project's plan file.")] = None,
     out_path: Annotated[str | None, typer.Option(
         "--out", help="Where to write the living document (default: COMPUTE_BUDGET.md next to "
-                      "the plan, or <plan>.budget.md when that one belongs to another plan).")
+                      "the plan, or <plan>.budget.md when that one belongs to another plan); "
+                      "its folder must exist.")
     ] = None,
     no_doc: Annotated[bool, typer.Option("--no-doc", help="Do not write the document.")] = False,
     schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
@@ -759,6 +772,10 @@ def plan(
                          "See examples/pixelis.yaml.")
     from gpuhours.api import open_ledger
 
+    if out_path and not no_doc:
+        from gpuhours.files import require_parent_folder
+
+        require_parent_folder(out_path, "--out")
     budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger), calibrate=calibrate)
     doc = None
     if not no_doc:
@@ -886,8 +903,9 @@ def catalog_prices(
     from gpuhours.report.tables import Col, Notes, print_table
     from gpuhours.report.text import esc
     from gpuhours.report.units import usd
+    from gpuhours.resolve import GPU_HINT_PRICED, catalog_gpu
 
-    name = catalog.gpu(gpu).name if gpu else None
+    name = catalog_gpu(gpu, "gpu", GPU_HINT_PRICED).name if gpu else None
     rows = catalog.prices(name)
     if as_json:
         emit_json([r.model_dump(mode="json") for r in rows])

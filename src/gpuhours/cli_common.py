@@ -137,6 +137,29 @@ def user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: options that describe LoRA adapters: meaningless for full fine-tuning
+LORA_OPTIONS = ("lora_rank", "lora_targets")
+
+
+def refuse_lora_options_on_full(ctx: typer.Context, method: str) -> None:
+    """--lora-rank / --lora-targets given on the command line with full fine-tuning (which has
+    no adapters) is a conflict, refused as the setup refuses --lora-dropout with it; a value
+    a setup file (--from) or a default carries is not the user's choice and is left alone."""
+    if method != "full":
+        return
+    def chosen(name: str) -> bool:  # by name: typer may carry its own click's enum
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    given = [name for name in LORA_OPTIONS if name in ctx.params and chosen(name)]
+    if given:
+        from gpuhours.errors import FieldError
+
+        raise FieldError((*given, "method"), "full fine-tuning trains every weight and has no "
+                         "LoRA adapters, so a LoRA rank or target set does not apply.",
+                         "Leave it out, or use --method lora (or qlora).")
+
+
 def emit_json(model: Any) -> None:
     """Print a pydantic model (or plain data) as indented JSON on stdout."""
     data = model.model_dump(mode="json") if hasattr(model, "model_dump") else model
@@ -284,15 +307,19 @@ def count_option(text: str) -> float:
 
 
 TokensOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Tokens to train on, e.g. 2e12 or 1.4T.")]
+    parser=count_option, metavar="COUNT", help="Tokens to train on, e.g. 2e12 or 1.4T (at "
+    "most 1e15).")]
 StepsOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Optimizer steps to run, e.g. 5000 or 5k.")]
+    parser=count_option, metavar="COUNT", help="Optimizer steps to run, a whole number, e.g. "
+    "5000 or 5k (at most 1e12).")]
 ExamplesOpt = Annotated[float | None, typer.Option(
-    parser=count_option, metavar="COUNT", help="Dataset size in examples, e.g. 52000 or 52k.")]
-EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples.")]
+    parser=count_option, metavar="COUNT", help="Dataset size in examples, e.g. 52000 or 52k "
+    "(at most 1e15).")]
+EpochsOpt = Annotated[float | None, typer.Option(help="Epochs over --examples (at most 1e6).")]
 PerExampleOpt = Annotated[float | None, typer.Option(
     help="Mean tokens per example (with --examples): the padding it leaves, or with --packed "
-         "the tokens trained on.")]
+         "the tokens trained on (at most 1e7). Unpacked, examples longer than --seq are cut to "
+         "it (a warning says how many tokens are dropped).")]
 PackedOpt = Annotated[bool, typer.Option(
     "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
 ParamsOpt = Annotated[float | None, typer.Option(

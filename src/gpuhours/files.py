@@ -206,3 +206,15 @@ def file_type(mode: int) -> str:
         if test(mode):
             return name
     return "special file"
+
+
+def require_parent_folder(path: str | os.PathLike[str], where: str) -> None:
+    """Refuse an output path whose folder does not exist (InputError keyed by `where`, the
+    option that gave it): a command writes the file, never the folders above it, so that a
+    typo in a path (--out runs/budgte/x.md) is an error, not a new folder tree."""
+    parent = Path(path).expanduser().parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise InputError(where, f"the folder {str(parent)!r} of {str(path)!r} {what}; gpuhours "
+                                f"writes the file, not the folders above it.",
+                         f"Create it first (mkdir -p {parent}), or correct the path.")

@@ -246,14 +246,48 @@ def resolve_model(model: str | None, params: float | None = None,
     return arch, basis
 
 
-def catalog_gpu(name: str, field: str = "gpu") -> GpuSpec:
-    """A catalog GPU; an unknown name is an error keyed by the field that gave it."""
+#: how to name a GPU the catalog lacks, for commands that take no figures of a GPU of one's
+#: own (compare and catalog prices: prices exist for catalog GPUs only; generation: a catalog
+#: GPU whose bandwidth --bandwidth-gb-per-s may override). estimate and fit take all three
+#: figures (catalog._tables.GPU_HOW_TO_ADD).
+GPU_HINT_GENERATION = ("Use a name from `gpuhours catalog gpus` (--bandwidth-gb-per-s then "
+                       "overrides its bandwidth), or add a row to "
+                       "gpuhours/catalog/data/gpus.yaml.")
+GPU_HINT_PRICED = ("Use names from `gpuhours catalog gpus` (only catalog GPUs have prices; "
+                   "leave --gpu out for every one), or add a row to "
+                   "gpuhours/catalog/data/gpus.yaml and its prices to prices.csv.")
+
+
+def catalog_gpu(name: str, field: str = "gpu", hint: str | None = None) -> GpuSpec:
+    """A catalog GPU; an unknown name is an error keyed by the field that gave it, with its
+    close names, and `hint` (what this command takes instead) in place of the catalog's."""
     try:
         return catalog.gpu(name)
     except UnknownNameError as e:
         e.where = field
         e.fields = (field,)
+        if hint is not None:
+            e.hint = hint
+            e.args = (f"{field}: {e.message} {hint}",)
         raise
+
+
+#: a GPU figure given on the command line (--peak-tflops, --memory-gb, --bandwidth-gb-per-s)
+#: may be at most this many times the catalog's largest: a margin for GPUs newer than the
+#: catalog, while a slip of units (1e9 TFLOPS for 1e9 FLOPS...) is refused, not turned into a
+#: step of 0 us at 0.0% MFU. Assumption: no generation has brought 10x over the last.
+USER_FIGURE_CEILING = 10.0
+
+
+def catalog_largest(key: str) -> tuple[float, str]:
+    """The catalog's largest value of a GPU figure (peak_tflops: dense bf16, else fp16;
+    memory_gb; bandwidth_gb_per_s), and the GPU that has it."""
+    def value(g: GpuSpec) -> float:
+        if key == "peak_tflops":
+            return g.dense_tflops.bf16 or g.dense_tflops.fp16 or 0.0
+        return g.memory_gb if key == "memory_gb" else g.memory_bw_gb_per_s
+    top = max(catalog.gpus(), key=value)
+    return value(top), top.name
 
 
 def resolve_gpu(name: str | None, peak_tflops: float | None = None,
@@ -265,6 +299,13 @@ def resolve_gpu(name: str | None, peak_tflops: float | None = None,
     for key, value in overrides.items():
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise FieldError(key, f"expected a positive number, got {value!r}.")
+        if value is not None:
+            top, top_gpu = catalog_largest(key)
+            if value > USER_FIGURE_CEILING * top:
+                raise FieldError(key, f"{value:g} is more than {USER_FIGURE_CEILING:g}x the "
+                                      f"largest in the GPU catalog ({top:g}, {top_gpu}): no "
+                                      f"accelerator is near it, so it is refused as a typo.",
+                                 "Give the figure in the option's unit (TFLOPS, GB, GB/s).")
     if name is None and peak_tflops is None:
         raise FieldError(("gpu", "peak_tflops", "memory_gb", "bandwidth_gb_per_s"),
                          "a GPU is required: a catalog name (see `gpuhours catalog gpus`) or "

@@ -805,6 +805,19 @@ def hf_release(version: str) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
+#: the bytes per weight a generation estimate takes, (low, high, format): the formats its
+#: kernels are costed for (16-bit; 8- and 4-bit weights on Marlin's GPTQ/AWQ kernel with their
+#: scales: a 4-bit weight with one fp16 scale and a 4-bit zero per 32 weights is
+#: 0.5 + 2.5/32 = 0.578 bytes, per 128 weights 0.52; an 8-bit one 1 to 1.08) and fp32. Any
+#: other value (3, 0.3) describes nothing that runs and is refused.
+WEIGHT_BYTES_RANGES: tuple[tuple[float, float, str], ...] = (
+    (0.5, 0.625, "4-bit weights with their group scales, e.g. 0.56"),
+    (1.0, 1.125, "8-bit: int8 or fp8, with their scales"),
+    (2.0, 2.0, "bf16/fp16"),
+    (4.0, 4.0, "fp32"),
+)
+
+
 class Generation(_ReadsModel):
     """An inference/generation setup (RL rollouts, evaluation, serving), per GPU replica."""
 
@@ -859,6 +872,12 @@ class Generation(_ReadsModel):
 
     @model_validator(mode="after")
     def _check(self) -> Generation:
+        w = self.weight_bytes_per_param
+        if not any(low <= w <= high for low, high, _ in WEIGHT_BYTES_RANGES):
+            raise FieldError("weight_bytes_per_param", f"{w:g} bytes per weight is no format "
+                             f"the estimate knows.", "Give " + ", ".join(
+                                 f"{low:g}" + (f"-{high:g}" if high > low else "") + f" ({what})"
+                                 for low, high, what in WEIGHT_BYTES_RANGES) + ".")
         if self.matmul_precision == "fp8" and self.weight_bytes_per_param > 1:
             raise FieldError("weight_bytes_per_param", f"fp8 matmuls (W8A8) read fp8 weights, "
                              f"1 byte each; {self.weight_bytes_per_param:g} bytes per weight "

@@ -69,6 +69,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @user_errors
     def compare(
+        ctx: typer.Context,
         model: ModelOpt = None,
         gpu: GpuListOpt = None,
         gpus: CountsOpt = default_counts,
@@ -125,6 +126,9 @@ def register(app: typer.Typer) -> None:
             seq_len=seq, grad_accum=grad_accum, checkpointing=checkpointing,
             flash_attention=flash, lora_rank=lora_rank, lora_targets=lora_targets,
             zero_stage=zero, loss_kernel=loss_kernel))
+        from gpuhours.cli_common import refuse_lora_options_on_full
+
+        refuse_lora_options_on_full(ctx, training.method)
         specs = _gpus(parse_names(gpu) if gpu is not None else None)
         counts = parse_counts(gpus)
         rows = candidate_prices(specs, counts,
@@ -148,13 +152,13 @@ def register(app: typer.Typer) -> None:
 def _gpus(names: list[str] | None) -> list[GpuSpec]:
     """Catalog GPUs by name (unknown names are errors keyed by --gpu), or all of them."""
     from gpuhours import catalog
-    from gpuhours.resolve import catalog_gpu
+    from gpuhours.resolve import GPU_HINT_PRICED, catalog_gpu
 
     if names is None:
         return catalog.gpus()
     specs: list[GpuSpec] = []
     for name in names:
-        spec = catalog_gpu(name, field="gpu")
+        spec = catalog_gpu(name, field="gpu", hint=GPU_HINT_PRICED)
         if spec not in specs:
             specs.append(spec)
     return specs

@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuhours.catalog.billing import bill
 from gpuhours.catalog.price_flags import (  # noqa: F401  (re-exported: compare's API)
     KNOWN_PRICE_CHANGES,
     NOTE_MARKERS,
@@ -219,7 +220,8 @@ def cheapest_instance(rows: Sequence[PriceRow], num_gpus: int, gpus_per_node: in
     """The cheapest way one provider's rows hold `num_gpus` GPUs at `pricing`, or None.
 
     One instance of at least `num_gpus` GPUs; for a job larger than a node (`gpus_per_node`,
-    as the estimate assumes), ceil(num_gpus / shape) instances of node-sized shapes. Smaller
+    as the estimate assumes), ceil(num_gpus / shape) instances of node-sized shapes (billing.bill,
+    as every command bills). Smaller
     shapes joined over the network are not offered: the estimate does not model them. Dollars
     per hour = instances x GPUs per instance x price per GPU-hour; ties go to fewer instances.
     """
@@ -227,11 +229,10 @@ def cheapest_instance(rows: Sequence[PriceRow], num_gpus: int, gpus_per_node: in
     for row in rows:
         price = row.on_demand_usd_per_gpu_hour if pricing == "on-demand" \
             else row.spot_usd_per_gpu_hour
-        shape = row.gpus_per_instance
-        if price is None or shape < min(num_gpus, gpus_per_node):
+        b = bill(num_gpus, row.gpus_per_instance)
+        if price is None or b.spans_network(gpus_per_node):
             continue
-        instances = math.ceil(num_gpus / shape)
-        choices.append(InstanceChoice(row, instances, instances * shape, price))
+        choices.append(InstanceChoice(row, b.instances, b.billed_gpus, price))
     if not choices:
         return None
     return min(choices, key=lambda c: (c.usd_per_hour, c.instances, c.row.instance))

@@ -42,9 +42,11 @@ class Diagnosis(BaseModel):
 
 
 def price_per_gpu_hour(gpu: GpuSpec | None, given: float | None,
-                       config: dict[str, Any]) -> tuple[float | None, str]:
-    """(USD per GPU-hour, basis): the price given, else the run's config, else the catalog's
-    cheapest on-demand price of `gpu`; (None, why) when there is none."""
+                       config: dict[str, Any], num_gpus: int = 1) -> tuple[float | None, str]:
+    """(USD per GPU-hour used, basis): the price given, else the run's config, else the
+    catalog's cheapest on-demand way to hold `num_gpus` of `gpu` in whole instances
+    (catalog.billing: one GPU on an 8-GPU-only instance pays 8, so its price per GPU-hour
+    used is 8 x the row's); (None, why) when there is none."""
     if given is not None:
         if not (math.isfinite(given) and given > 0):
             raise FieldError("usd_per_gpu_hour", f"expected a positive price, got {given!r}.")
@@ -52,15 +54,11 @@ def price_per_gpu_hour(gpu: GpuSpec | None, given: float | None,
     if config.get("usd_per_gpu_hour"):
         return float(config["usd_per_gpu_hour"]), "given: the run's config usd_per_gpu_hour"
     if gpu is not None:
-        from gpuhours import catalog
+        from gpuhours.catalog.billing import catalog_price_per_used_gpu_hour
 
-        rows = [r for r in catalog.prices(gpu.name) if r.on_demand_usd_per_gpu_hour]
-        if rows:
-            cheapest = min(rows, key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
-            assert cheapest.on_demand_usd_per_gpu_hour is not None
-            return (cheapest.on_demand_usd_per_gpu_hour,
-                    f"catalog: cheapest on-demand {gpu.name}, {cheapest.provider} "
-                    f"{cheapest.instance}, as of {cheapest.as_of}")
+        found = catalog_price_per_used_gpu_hour(gpu.name, num_gpus)
+        if found is not None:
+            return found
     return None, "no price: pass --usd-per-gpu-hour (or --gpu for a catalog price)"
 
 
@@ -75,11 +73,12 @@ def view_from_ledger(ledger: Ledger, run_id: int, planned_steps: int | None,
     else:
         planned, basis = len(steps), "no plan given: the steps recorded"
     # a catalog GPU's price applies to the run's findings only when the run was on a GPU
-    price, price_basis = price_per_gpu_hour(gpu if run.device_kind == "cuda" else None, usd_per_gpu_hour,
-                                run.config)
+    num_gpus = int(run.config.get("num_gpus") or 1)
+    price, price_basis = price_per_gpu_hour(gpu if run.device_kind == "cuda" else None,
+                                            usd_per_gpu_hour, run.config, num_gpus)
     view = RunView(source=f"run #{run_id}", steps=steps, planned_steps=max(1, planned),
                    planned_basis=basis, config=run.config, device_kind=run.device_kind,
-                   device_name=run.device_name, num_gpus=int(run.config.get("num_gpus") or 1),
+                   device_name=run.device_name, num_gpus=num_gpus,
                    usd_per_gpu_hour=price, price_basis=price_basis, status=run.status)
     rules.check_enough(view)
     return view
@@ -97,9 +96,11 @@ def diagnose(view: RunView, gpu: GpuSpec | None = None,
     options: list[OptionRow] = []
     arch = arch_of(view)
     if gpu is not None and arch is not None:
-        option_price = (view.usd_per_gpu_hour if view.device_kind == "cuda"
-                        else price_per_gpu_hour(gpu, None, {})[0])
-        options = options_table(view, training_of(view, arch), gpu, option_price)
+        # a price per GPU used that came from the catalog depends on the GPU count: each
+        # option's count is priced again in whole instances (None: priced from the catalog)
+        given = view.device_kind == "cuda" and not view.price_basis.startswith("catalog")
+        options = options_table(view, training_of(view, arch), gpu,
+                                view.usd_per_gpu_hour if given else None, catalog_price=not given)
     elif gpu is None:
         notes.append("no options table: pass --gpu NAME to price the same work on one GPU "
                      "optimised and with DDP / FSDP / ZeRO-3 on 2, 4, 8 GPUs.")

@@ -231,7 +231,10 @@ def compare_with_physics(view: RunView, t: Training, bases: list[str], defaulted
                      "the run had other settings; pass --precision, --checkpointing, --zero "
                      "as it had them.")
     findings = [found.model_copy(update={"confidence": confidence})] if found else []
-    return findings, notes, options_table(view, t, gpu, view.usd_per_gpu_hour)
+    catalog_price = view.price_basis.startswith("catalog")
+    return findings, notes, options_table(view, t, gpu,
+                                          None if catalog_price else view.usd_per_gpu_hour,
+                                          catalog_price=catalog_price)
 
 
 def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
@@ -278,7 +281,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                          "or track the run with gpuhours.track.")
     planned = planned_steps or int(state.get("max_steps") or steps_done)
     planned_basis = "given: --planned-steps" if planned_steps else "max_steps of the log"
-    price, price_basis = price_per_gpu_hour(gpu, usd_per_gpu_hour, {})
+    price, price_basis = price_per_gpu_hour(gpu, usd_per_gpu_hour, {}, gpus)
     evals = [float(h["eval_runtime"]) for h in history if "eval_runtime" in h]
     eval_total = sum(evals)
     step_s = runtime_s / steps_done

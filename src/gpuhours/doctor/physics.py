@@ -134,17 +134,24 @@ class OptionRow(BaseModel):
 
 
 def options_table(view: RunView, t: Training, gpu: GpuSpec,
-                  usd_per_gpu_hour: float | None) -> list[OptionRow]:
+                  usd_per_gpu_hour: float | None, catalog_price: bool = False) -> list[OptionRow]:
     """The same work (planned steps x tokens per step of the run) in each setup: the run's own
     setup on its GPUs (view.num_gpus), one GPU optimised (fit's fastest), DDP / ZeRO-2 / ZeRO-3
     on 2, 4, 8 GPUs. The effective batch is kept: grad_accum = effective batch / (micro-batch x
-    GPUs)."""
+    GPUs). Dollars at `usd_per_gpu_hour` per GPU used, or with `catalog_price` at the catalog's
+    cheapest on-demand whole instances for each row's GPU count (catalog.billing)."""
     effective = t.micro_batch * t.grad_accum * view.num_gpus
     tokens = view.planned_steps * effective * t.seq_len
     rows: list[OptionRow] = []
 
-    def add(label: str, tt: Training, n: int, on: GpuSpec = gpu,
-            price: float | None = usd_per_gpu_hour, price_basis: str = "") -> None:
+    def add(label: str, tt: Training, n: int, on: GpuSpec = gpu) -> None:
+        price, price_basis = usd_per_gpu_hour, ""
+        if catalog_price or on.name != gpu.name:
+            from gpuhours.catalog.billing import catalog_price_per_used_gpu_hour
+
+            found = catalog_price_per_used_gpu_hour(on.name, n)
+            price, price_basis = (None, "; no catalog price") if found is None else (
+                found[0], f"; price: {found[1]}")
         hw = Hardware(gpu=on, num_gpus=n)
         est = estimate_training(tt, hw, "run", tokens=tokens)
         assert est.totals is not None
@@ -185,13 +192,9 @@ def options_table(view: RunView, t: Training, gpu: GpuSpec,
         if found is None:
             continue  # does not fit on one of these: `gpuhours compare` ranks more counts
         mb = divisor_at_most(effective, found.micro_batch)
-        prices = [r.on_demand_usd_per_gpu_hour for r in catalog.prices(other.name)
-                  if r.on_demand_usd_per_gpu_hour]
         add(f"optimised, 1 x {other.name}", t.model_copy(update={
             "micro_batch": mb, "grad_accum": effective // mb,
-            "checkpointing": found.checkpointing}), 1, other, min(prices) if prices else None,
-            "; price: the catalog's cheapest on-demand per GPU-hour" if prices else
-            "; no catalog price")
+            "checkpointing": found.checkpointing}), 1, other)
     return rows
 
 

@@ -1206,11 +1206,18 @@ def standard_shape(
     per_layer_budget = (params - 2 * vocab * d - d) / layers - attn - 2 * d
     ffn = int(per_layer_budget / (3 * d))
     if ffn < d:
+        embeddings = 2 * vocab * d
+        # the least a layer of this shape holds: attention, two norms and an MLP (3 matrices)
+        # no narrower than the hidden size
+        least_layers = layers * (attn + 3 * d * d + 2 * d)
+        culprit = (f"the embeddings alone take {embeddings:.3g}" if embeddings >= params else
+                   f"the embeddings take {embeddings:.3g} and {layers} layers of hidden size "
+                   f"{d} at least {least_layers:.3g} (attention, norms and an MLP no narrower "
+                   f"than the hidden size), {embeddings + least_layers + d:.3g} in all")
         raise FieldError(
             "params",
             f"{params:.3g} parameters cannot be a transformer with hidden size {d} and "
-            f"{layers} layers and vocabulary {vocab}: the embeddings alone take "
-            f"{2 * vocab * d:.3g}.",
+            f"{layers} layers and vocabulary {vocab}: {culprit}.",
         )
     return ModelArch(
         name=name,

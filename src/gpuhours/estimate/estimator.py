@@ -66,6 +66,14 @@ class CostRow(_Out):
     spot_usd_per_gpu_hour: float | None
     as_of: str
     source: str
+    #: whole instances billed (gpuhours.catalog.billing): GPUs per instance, instances, GPUs
+    #: paid for (>= the GPUs used) and the GPU hours paid for, which the dollars price
+    gpus_per_instance: int = 1
+    instances: int = 1
+    billed_gpus: int = 1
+    billed_gpu_hours: float = 0.0
+    #: e.g. "8 GPUs billed for 1 used (one 8-GPU instance)"; "" when every billed GPU is used
+    billing: str = ""
     #: what is doubtful about the price row (gpuhours.catalog.price_flags): stale, suspicious
     flags: list[str] = []
 
@@ -197,6 +205,19 @@ def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
             f"of host RAM per node, pinned staging buffers not counted")
 
 
+#: the largest amount of work an estimate takes, and why: each far beyond any real run (the
+#: largest published pretraining runs are ~3.6e13 tokens, Qwen3; Llama 3 405B took ~1.2e6
+#: optimizer steps), so that a typo (1e30 tokens) is refused instead of priced at $1e26. The
+#: plan's limit on any number (plan/load.py MAX_NUMBER) is the same 1e15.
+AMOUNT_MAX: dict[str, tuple[float, str]] = {
+    "tokens": (1e15, "tokens (the largest published training runs are ~4e13)"),
+    "steps": (1e12, "optimizer steps (the largest published runs take ~1e6)"),
+    "examples": (1e15, "examples (no data set is near it)"),
+    "epochs": (1e6, "epochs"),
+    "tokens_per_example": (1e7, "tokens per example (a plan's longest sequence is 1e7)"),
+}
+
+
 def training_amount(
     t: Training,
     hw: Hardware,
@@ -244,6 +265,16 @@ def training_amount(
                         ("epochs", epochs)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise FieldError(name, f"expected a positive number, got {value!r}.")
+        limit, why = AMOUNT_MAX[name]
+        if value is not None and value > limit:
+            raise FieldError(name, f"{value:g} is more than {limit:g} {why}: refused as a "
+                                   f"typo rather than priced.")
+    if tokens_per_example is not None and tokens_per_example > AMOUNT_MAX["tokens_per_example"][0]:
+        limit, why = AMOUNT_MAX["tokens_per_example"]
+        raise FieldError("tokens_per_example", f"{tokens_per_example:g} is more than {limit:g} "
+                                               f"{why}.")
+    if steps is not None and steps != math.floor(steps):
+        raise FieldError("steps", f"expected a whole number of optimizer steps, got {steps:g}.")
     if examples is not None and examples < 1:
         raise FieldError("examples", f"expected at least one example, got {examples!r}.")
     if tokens is not None:
@@ -280,29 +311,53 @@ def training_amount(
     if tokens_per_example is not None and tokens_per_example < t.seq_len:
         basis += (f" ({100 * (1 - tokens_per_example / t.seq_len):.0f}% of it padding at a "
                   f"mean of {tokens_per_example:g} tokens: packing would save that)")
+    elif tokens_per_example is not None and tokens_per_example > t.seq_len:
+        basis += (f"; a mean of {tokens_per_example:g} tokens is cut to {t.seq_len} "
+                  f"(truncation: {truncated_share(tokens_per_example, t.seq_len):.0%} of the "
+                  f"tokens dropped)")
     return n_steps * tokens_per_step, n_steps, basis
 
 
-def cost_rows(gpu_hours: float, price_rows: list[PriceRow]) -> list[CostRow]:
-    """Dollars for `gpu_hours` at each provider's per-GPU-hour price, each row's doubts
-    flagged (stale, spot = on-demand, marked in the catalog's notes)."""
+def truncated_share(tokens_per_example: float, seq_len: int) -> float:
+    """The share of an example's tokens dropped when it is cut to `seq_len` (a trainer's
+    truncation to max_length, as TRL's SFTTrainer and HF tokenizers do unpacked): 1 -
+    seq_len / mean length; 0 when examples fit. Assumes every example has the mean length
+    (a longer tail drops more)."""
+    return max(0.0, 1 - seq_len / tokens_per_example)
+
+
+def cost_rows(gpu_hours: float, price_rows: list[PriceRow], num_gpus: int = 1,
+              gpus_per_node: int = 8) -> list[CostRow]:
+    """Dollars for `gpu_hours` used on `num_gpus` GPUs at each provider's row, whole instances
+    billed (gpuhours.catalog.billing: ceil(GPUs / GPUs per instance) instances, so one GPU on
+    an 8-GPU-only instance pays 8), cheapest on-demand total first; each row's doubts flagged
+    (stale, spot = on-demand, marked in the catalog's notes, small instances joined over the
+    network for a job the estimate places on one node)."""
     from datetime import date
 
+    from gpuhours.catalog.billing import bill, spans_network_flag
     from gpuhours.catalog.price_flags import price_flags
 
     today = date.today()
     out = []
-    for p in sorted(price_rows, key=lambda r: (r.on_demand_usd_per_gpu_hour or math.inf)):
+    for p in price_rows:
         od, spot = p.on_demand_usd_per_gpu_hour, p.spot_usd_per_gpu_hour
+        b = bill(num_gpus, p.gpus_per_instance)
+        billed_h = b.billed_gpu_hours(gpu_hours)
+        flags = [f.text for f in price_flags(p, today)]
+        if b.spans_network(gpus_per_node):
+            flags.append(spans_network_flag(b))
         out.append(CostRow(
             provider=p.provider, provider_kind=p.provider_kind, instance=p.instance,
-            on_demand_usd=None if od is None else gpu_hours * od,
-            spot_usd=None if spot is None else gpu_hours * spot,
+            on_demand_usd=None if od is None else billed_h * od,
+            spot_usd=None if spot is None else billed_h * spot,
             on_demand_usd_per_gpu_hour=od, spot_usd_per_gpu_hour=spot,
             as_of=p.as_of.isoformat(), source=p.source,
-            flags=[f.text for f in price_flags(p, today)],
+            gpus_per_instance=p.gpus_per_instance, instances=b.instances,
+            billed_gpus=b.billed_gpus, billed_gpu_hours=billed_h, billing=b.note, flags=flags,
         ))
-    return out
+    return sorted(out, key=lambda r: (r.on_demand_usd is None, r.on_demand_usd or 0.0,
+                                      r.spot_usd or math.inf))
 
 
 #: how an overlapped collective's exposed time is counted (estimate/parallel.py)
@@ -472,7 +527,7 @@ def estimate_training(
             optimizer_steps=formula(n_steps, "steps", amount_basis),
             gpu_hours=formula(gpu_hours, "GPU h", "steps x step time x GPUs / 3600"),
             wall_clock_hours=formula(wall_s / 3600, "h", f"steps x step time on {hw.num_gpus} GPUs"),
-            cost_usd=cost_rows(gpu_hours, price_rows or []),
+            cost_usd=cost_rows(gpu_hours, price_rows or [], hw.num_gpus, hw.gpus_per_node),
             downtime_gpu_hours=down,
             # assumed, not formula: the downtime in it rests on assumed rates (goodput.py)
             gpu_hours_with_downtime=_with_downtime(
@@ -480,7 +535,8 @@ def estimate_training(
             wall_clock_hours_with_downtime=_with_downtime(
                 (wall_s + down.value * 3600 / hw.num_gpus) / 3600, "h",
                 f"wall clock of the steps + expected downtime / {hw.num_gpus} GPUs", down),
-            downtime_cost_usd=cost_rows(down.value, price_rows or []) if down.value > 0 else [],
+            downtime_cost_usd=cost_rows(down.value, price_rows or [], hw.num_gpus, hw.gpus_per_node)
+            if down.value > 0 else [],
         )
         used_downtime = down_used
     warnings = []
@@ -491,6 +547,17 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
+    if (examples is not None and not packed and tokens_per_example is not None
+            and tokens_per_example > t.seq_len):
+        n_ep = epochs if epochs is not None else 1.0
+        given_tokens = examples * n_ep * tokens_per_example
+        dropped = given_tokens * truncated_share(tokens_per_example, t.seq_len)
+        warnings.append(f"examples of {tokens_per_example:g} tokens (mean) are longer than "
+                        f"--seq {t.seq_len}: unpacked, each is cut to {t.seq_len} tokens, so at "
+                        f"least {dropped:.3g} of the {given_tokens:.3g} tokens given are "
+                        f"dropped ({truncated_share(tokens_per_example, t.seq_len):.0%} at the "
+                        f"mean length; a spread of lengths drops more). Raise --seq, or pack "
+                        f"(--packed), to train on all of them.")
     if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})

@@ -276,7 +276,7 @@ class GenerationEstimate:
             "bandwidth_gb_per_s": from_catalog(self.bandwidth_gb_per_s, "GB/s",
                                                "the GPU's datasheet memory bandwidth")
             if self.bandwidth_source is None else given(
-                self.bandwidth_gb_per_s, "GB/s", f"input: {self.bandwidth_source}")
+                self.bandwidth_gb_per_s, "GB/s", self.bandwidth_source)
             if self.bandwidth_source == USER_BANDWIDTH_SOURCE else assumed(
                 self.bandwidth_gb_per_s, "GB/s",
                 "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
@@ -880,7 +880,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         known = gpu.name in {c.name for c in catalog.gpus()}
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
-        costs = cost_rows(gpu_hours.value, price_rows)
+        costs = cost_rows(gpu_hours.value, price_rows, e.gpus)
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
@@ -914,7 +914,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
     figures = e.figures()
     if g.batch is not None:
-        figures["batch"] = given(g.batch, "sequences", "input: batch")
+        figures["batch"] = given(g.batch, "sequences", "the batch given (--batch)")
     return {
         "model": g.model or g.arch.name, "model_basis": g.model_basis, "gpu": gpu.name,
         "engine": g.engine,
@@ -929,7 +929,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "decode_cuda_graphs": e.cuda_graphs,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
-            sequences, "sequences", "input: sequences").model_dump(mode="json"),
+            sequences, "sequences", "the number given (--sequences)").model_dump(mode="json"),
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
         "basis": (_step_basis(g, launches=launches, dequant=dequant, routing=routing,

@@ -86,8 +86,15 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         share = r.gpu_hours_per_run * _runs_multiplier(r.runs, plan.seeds)
         by_gpu[r.gpu or gpu.name] = by_gpu.get(r.gpu or gpu.name, 0.0) + share
     by_gpu = {k: v * (1 + plan.contingency_percent / 100) for k, v in by_gpu.items()}
-    costs = [line for name, hours in by_gpu.items()
-             for line in _costs(plan.hardware.usd_per_gpu_hour, name, hours)]
+    # each phase billed on its own GPUs: whole instances (catalog.billing), contingency included
+    runs_of_gpu: dict[str, list[tuple[float, int]]] = {}
+    for r in results:
+        share = r.gpu_hours_per_run * _runs_multiplier(r.runs, plan.seeds)
+        runs_of_gpu.setdefault(r.gpu or gpu.name, []).append(
+            (share * (1 + plan.contingency_percent / 100), r.gpus))
+    costs = [line for name, parts in runs_of_gpu.items()
+             for line in _costs(plan.hardware.usd_per_gpu_hour, name, parts,
+                                plan.hardware.gpus_per_node)]
     if len(by_gpu) > 1:  # say which GPU type each price is for
         costs = [c.model_copy(update={"instance": f"{c.instance} [{c.gpu}]"}) for c in costs]
     kwh = usd = None
@@ -192,29 +199,43 @@ def _phase_gpu(loaded: LoadedPlan, phase: Any, ledger: Any = None) -> GpuSpec:
                                    f"{phase.name!r}, field 'gpu'")
 
 
-def _costs(own_price: float | None, gpu_name: str, gpu_hours: float) -> list[CostLine]:
+def _costs(own_price: float | None, gpu_name: str, parts: list[tuple[float, int]],
+           gpus_per_node: int = 8) -> list[CostLine]:
+    """The cost lines of one GPU type: `parts` are (GPU hours used, GPUs) of each phase on it.
+    Each phase pays whole instances of a price row (catalog.billing.bill: ceil(GPUs / GPUs per
+    instance)); the plan's own price is per GPU used. Cheapest on-demand total first."""
+    used_h = sum(h for h, _ in parts)
     if own_price is not None:
         return [CostLine(gpu=gpu_name, provider="plan", kind="stated", instance="-",
-                         on_demand_usd=gpu_hours * own_price, spot_usd=None,
+                         on_demand_usd=used_h * own_price, spot_usd=None,
                          usd_per_gpu_hour=own_price, spot_usd_per_gpu_hour=None,
-                         as_of="as stated in the plan")]
+                         as_of="as stated in the plan", billed_gpu_hours=used_h)]
     from datetime import date
 
+    from gpuhours.catalog.billing import bill, spans_network_flag
     from gpuhours.catalog.price_flags import price_flags
+    from gpuhours.report.units import hours as hours_text
 
     today = date.today()
     try:
         listed = catalog.prices(gpu_name)
     except UnknownNameError:  # a device measured by bench (a CPU): no catalog price
         listed = []
-    rows = sorted(listed,
-                  key=lambda r: r.on_demand_usd_per_gpu_hour or math.inf)
-    return [CostLine(gpu=gpu_name, provider=r.provider, kind=r.provider_kind, instance=r.instance,
-                     on_demand_usd=None if r.on_demand_usd_per_gpu_hour is None
-                     else gpu_hours * r.on_demand_usd_per_gpu_hour,
-                     spot_usd=None if r.spot_usd_per_gpu_hour is None
-                     else gpu_hours * r.spot_usd_per_gpu_hour,
-                     usd_per_gpu_hour=r.on_demand_usd_per_gpu_hour,
-                     spot_usd_per_gpu_hour=r.spot_usd_per_gpu_hour, as_of=r.as_of.isoformat(),
-                     flags=[f.text for f in price_flags(r, today)])
-            for r in rows]
+    lines = []
+    for r in listed:
+        bills = [bill(n, r.gpus_per_instance) for _, n in parts]
+        billed_h = sum(b.billed_gpu_hours(h) for b, (h, _) in zip(bills, parts, strict=True))
+        flags = [f.text for f in price_flags(r, today)]
+        flags += sorted({spans_network_flag(b) for b in bills if b.spans_network(gpus_per_node)})
+        od, spot = r.on_demand_usd_per_gpu_hour, r.spot_usd_per_gpu_hour
+        billing = "" if billed_h <= used_h * (1 + 1e-9) else (
+            f"{hours_text(billed_h)} GPU h billed for {hours_text(used_h)} used")
+        lines.append(CostLine(
+            gpu=gpu_name, provider=r.provider, kind=r.provider_kind, instance=r.instance,
+            on_demand_usd=None if od is None else billed_h * od,
+            spot_usd=None if spot is None else billed_h * spot,
+            usd_per_gpu_hour=od, spot_usd_per_gpu_hour=spot, as_of=r.as_of.isoformat(),
+            gpus_per_instance=r.gpus_per_instance, billed_gpu_hours=billed_h, billing=billing,
+            flags=flags))
+    return sorted(lines, key=lambda c: (c.on_demand_usd is None, c.on_demand_usd or 0.0,
+                                        c.spot_usd or math.inf))

@@ -32,6 +32,7 @@ from gpuhours.plan.schema import (
     EvalPhase,
     FinetunePhase,
     FixedPhase,
+    GridPhase,
     OnlinePhase,
     Plan,
     PretrainPhase,
@@ -329,6 +330,19 @@ def _with_overheads(ctx: Context, phase: Any, base: float) -> tuple[float, dict[
     return base * factor, chosen
 
 
+def default_gpus_basis(ctx: Context, phase: Any) -> str:
+    """Where a training or rl phase's GPU count came from when neither the phase, the plan's
+    defaults nor a from: file gives `gpus` (training_setup: the hardware's whole count); ""
+    when one does, or for a phase kind that states its own (grid, online, fixed, eval)."""
+    if not isinstance(phase, TrainingSettings) or isinstance(phase, GridPhase):
+        return ""
+    if merged(ctx, phase).get("gpus") is not None:
+        return ""
+    hw = ctx.plan.hardware
+    return (f"hardware.gpus_per_node {hw.gpus_per_node} x nodes {hw.nodes} (not given for the "
+            f"phase)")
+
+
 def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bottleneck: str,
             basis: str, formula: str, setup: dict[str, Any], warnings: list[str],
             details: dict[str, Any] | None = None, e: TrainingEstimate | None = None,
@@ -342,13 +356,15 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
                     f"bound at {ctx.plan.hardware.disk_write_gb_per_s:g} GB/s)")
     gpu_hours, chosen = _with_overheads(ctx, phase, base_gpu_hours)
     wall = gpu_hours / gpus
+    gpus_basis = default_gpus_basis(ctx, phase)
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus, steps)
     warnings = ctx.imported.get(phase.name, []) + warnings + disagreements
     if chosen:
         formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
     return PhaseResult(
         name=phase.name, kind=phase.kind, runs=phase.runs, line=ctx.lines.get(phase.name),
-        gpus=gpus, gpu_hours_per_run_base=base_gpu_hours, overheads=chosen,
+        gpus=gpus, gpus_basis=gpus_basis, gpu_hours_per_run_base=base_gpu_hours,
+        overheads=chosen,
         gpu_hours_per_run=gpu_hours, wall_hours_per_run=wall, bottleneck=bottleneck,
         basis=basis, formula=formula, setup=setup, warnings=warnings, checks=checks,
         storage=storage or {}, details=details or {},

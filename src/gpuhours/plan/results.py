@@ -22,6 +22,9 @@ class PhaseResult(_Out):
     runs: str
     line: int | None
     gpus: int
+    #: where `gpus` came from when the phase did not give it ("" when it did): e.g.
+    #: "hardware.gpus_per_node 8 x nodes 1 (not given for the phase)"
+    gpus_basis: str = ""
     gpu_hours_per_run_base: float
     overheads: dict[str, float]
     gpu_hours_per_run: float
@@ -90,6 +93,14 @@ class CostLine(_Out):
     usd_per_gpu_hour: float | None
     spot_usd_per_gpu_hour: float | None
     as_of: str
+    #: GPUs per instance of the price row; each phase pays whole instances of it
+    #: (gpuhours.catalog.billing), 1 for the plan's own price (per GPU used)
+    gpus_per_instance: int = 1
+    #: GPU hours paid for: each phase's GPU hours x billed GPUs / its GPUs (contingency
+    #: included); the dollars price these
+    billed_gpu_hours: float = 0.0
+    #: e.g. "5,000 GPU h billed for 625 used"; "" when every billed GPU is used
+    billing: str = ""
     #: what is doubtful about the price row (gpuhours.catalog.price_flags)
     flags: list[str] = []
 

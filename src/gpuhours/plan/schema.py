@@ -263,7 +263,10 @@ class TrainingSettings(_Strict):
         default=None, description="the processor's max_pixels (default 1,003,520)")
     train_vision: bool | None = Field(
         default=None, description="the vision tower trains (full fine-tuning); default frozen")
-    gpus: PositiveInt | None = Field(default=None, description="GPUs this phase uses")
+    gpus: PositiveInt | None = Field(
+        default=None, description="GPUs this phase uses; left out (here, in defaults and in a "
+        "from: file), a training or rl phase uses the hardware's gpus_per_node x nodes (8 x 1 "
+        "unless set), and its result says so")
 
     @model_validator(mode="before")
     @classmethod

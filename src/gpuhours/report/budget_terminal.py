@@ -9,7 +9,7 @@ from rich.console import Console
 from gpuhours.plan.results import Budget, PhaseResult
 from gpuhours.report.tables import Col, Notes, print_table
 from gpuhours.report.text import esc, print_price_flags
-from gpuhours.report.units import usd
+from gpuhours.report.units import instance_billed, usd
 
 RUNS = {"once": "once", "per_seed": "per seed", "single_seed": "single seed"}
 
@@ -36,6 +36,13 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
                f"[dim]{esc(r.basis)}[/dim]"] for r in b.phases]
     print_table(console, _PHASE_COLS, phases, notes=notes, wide=wide,
                 title="Phases (GPU hours of one run, overheads included)")
+    by_basis: dict[str, list[str]] = {}
+    for r in b.phases:
+        if r.gpus_basis:
+            by_basis.setdefault(f"{r.gpus}, from {r.gpus_basis}", []).append(r.name)
+    for text, names in by_basis.items():
+        console.print(f"[dim]GPUs of {esc(', '.join(names))}: {esc(text)}; give the phase "
+                      f"`gpus` to set its own.[/dim]")
     console.print(f"[bold]Budget[/bold]: {esc(b.formula)}")
     console.print(f"Wall clock: {b.wall_clock_hours:,.1f} h ({esc(b.wall_clock_basis)}).")
     for name, g in b.grids.items():
@@ -45,14 +52,16 @@ def render_budget(b: Budget, console: Console, wide: bool = False) -> None:
                       f"days at {g.hours_per_day:g} h/day; priority <= {g.reduced_priority}: "
                       f"{g.reduced_gpu_hours:,.1f} GPU h, {g.reduced_days:,.1f} days.")
     if b.costs:
-        cost = [[esc(f"{row.provider} ({row.kind})"), esc(row.instance),
+        cost = [[esc(f"{row.provider} ({row.kind})"),
+                 esc(instance_billed(row.instance, row.billing)),
                  usd(row.usd_per_gpu_hour), usd(row.on_demand_usd),
                  usd(row.spot_usd_per_gpu_hour), usd(row.spot_usd), esc(row.as_of)]
                 for row in b.costs]
         hours = (f"{b.total_gpu_hours:,.0f} GPU h" if len(b.gpu_hours_by_gpu) < 2 else
                  ", ".join(f"{h:,.0f} GPU h on {name}" for name, h in b.gpu_hours_by_gpu.items()))
         print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
-                    title=f"Cost of {hours} (prices change: check the date)")
+                    title=f"Cost of {hours}, whole instances billed per phase (prices change: "
+                          "check the date)")
         print_price_flags(console, ((row.provider, row.instance, row.flags) for row in b.costs))
     else:
         console.print(f"[dim]No catalog price for {esc(b.gpu)}; set hardware.usd_per_gpu_hour."

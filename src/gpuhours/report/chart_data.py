@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpuhours.catalog.billing import bill
+
 #: the budget formula's terms, in the order of `Budget.formula`
 RUN_TERMS = ("once", "per_seed", "single_seed")
 #: a phase's memory parts as the estimator reports them (estimate.estimator.MemoryReport);
@@ -98,12 +100,15 @@ def phase_usd(b: dict[str, Any]) -> tuple[list[Point], list[str]]:
         if c is None:
             unpriced.append(p["name"])
             continue
-        hours = p["gpu_hours_per_run"] * runs_of(p, b["seeds"])
+        # whole instances of the row (catalog.billing), as the cost line bills each phase
+        factor = bill(p["gpus"], c.get("gpus_per_instance", 1)).factor
+        hours = p["gpu_hours_per_run"] * runs_of(p, b["seeds"]) * factor
         price = c["usd_per_gpu_hour"]
         where = f"{c['provider']} {c['instance']}, as of {c['as_of']}"
+        billed = f" (billed: x {factor:g} whole instances)" if factor != 1 else ""
         out.append(Point(term_label(p["runs"], b["seeds"]), p["name"], hours * price, "USD",
-                         "formula", f"{hours:,.4g} GPU h x ${price:g}/GPU-h on-demand ({where}; "
-                                    f"catalog price)"))
+                         "formula", f"{hours:,.4g} GPU h{billed} x ${price:g}/GPU-h on-demand "
+                                    f"({where}; catalog price)"))
         contingency_usd += hours * share * price
         if where not in sources:
             sources.append(where)
@@ -126,9 +131,10 @@ def provider_costs(b: dict[str, Any]) -> list[Point]:
             if total is None:
                 continue
             basis = "assumed" if c["provider"] == "plan" else "formula"
+            billed = f", {c['billing']}" if c.get("billing") else ""
             out.append(Point(label, series, total, "USD", basis,
-                             f"GPU h x ${rate:g}/GPU-h ({c['kind']} price as of {c['as_of']})"
-                             f"{flags}"))
+                             f"billed GPU h x ${rate:g}/GPU-h ({c['kind']} price as of "
+                             f"{c['as_of']}{billed}){flags}"))
     return out
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpuhours.report import chart_data as cd
+from gpuhours.report.units import instance_billed
 
 DATA_ELEMENT_ID = "gpuhours-data"
 #: no fetch of any kind: scripts and styles inline only, images as data: URLs
@@ -202,7 +203,8 @@ def _sections(b: dict[str, Any], sweeps: list[dict[str, Any]], figs: dict[str, A
               ledger_note: str) -> list[str]:
     seeds = b["seeds"]
     phase_rows = [[p["name"], p["kind"], cd.term_label(p["runs"], seeds), p["gpu"] or b["gpu"],
-                   p["gpus"], f"{p['gpu_hours_per_run']:,.2f}", f"{p['wall_hours_per_run']:,.2f}",
+                   f"{p['gpus']} ({p['gpus_basis']})" if p.get("gpus_basis") else p["gpus"],
+                   f"{p['gpu_hours_per_run']:,.2f}", f"{p['wall_hours_per_run']:,.2f}",
                    p["bottleneck"], p["basis"], p["formula"]] for p in b["phases"]]
     _, unpriced = cd.phase_usd(b)
     out = [
@@ -218,14 +220,16 @@ def _sections(b: dict[str, Any], sweeps: list[dict[str, Any]], figs: dict[str, A
         _chart("chart-providers", figs, "No price rows for the plan's GPUs."),
         _table(["GPU", "provider", "instance", "$/GPU-h", "on-demand", "spot $/GPU-h", "spot",
                 "as of", "flags"],
-               [[c.get("gpu", ""), f"{c['provider']} ({c['kind']})", c["instance"],
+               [[c.get("gpu", ""), f"{c['provider']} ({c['kind']})",
+                 instance_billed(c["instance"], c.get("billing", "")),
                  "-" if c["usd_per_gpu_hour"] is None else f"${c['usd_per_gpu_hour']:g}",
                  _money(c["on_demand_usd"]),
                  "-" if c["spot_usd_per_gpu_hour"] is None else f"${c['spot_usd_per_gpu_hour']:g}",
                  _money(c["spot_usd"]), c["as_of"], "; ".join(c.get("flags") or [])]
                 for c in b["costs"]], "costs"),
-        '<p class="basis">Totals: catalog price per GPU-hour x the GPU hours of that GPU type, '
-        'contingency included (formula); prices are the catalog\'s, read on the date shown.</p>',
+        '<p class="basis">Totals: catalog price per GPU-hour x the GPU hours billed on that GPU '
+        'type, contingency included (formula): each phase pays whole instances, ceil(its GPUs / '
+        'GPUs per instance); prices are the catalog\'s, read on the date shown.</p>',
         "<h2>Memory per GPU</h2>",
         _chart("chart-memory", figs, "No training phase with a memory estimate."),
         '<p class="basis">Parts are not all alive at once: the total is the peak (tensors at '

@@ -392,6 +392,8 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["", f"### {r.name}{where}", "",
                   f"- Setup: {', '.join(f'{k} {v}' for k, v in r.setup.items()) or '-'}",
                   f"- Formula: {r.formula}", f"- Basis: {r.basis}"]
+        if r.gpus_basis:
+            lines.append(f"- GPUs: {r.gpus}, {r.gpus_basis}")
         lines += [f"- Storage, {k}: {f.value / 1e9:,.2f} GB ({f.basis}: {f.source})"
                   for k, f in r.storage.items()]
         if r.actual is not None:
@@ -416,6 +418,11 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
         lines += ["| provider | instance | $/GPU-h | on-demand | spot $/GPU-h | spot | as of |",
                   "|---|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_cost_cells(c)) + " |" for c in b.costs]
+        billed = [f"- Whole instances, {c.provider} {c.instance}: {c.billing} (each phase "
+                  f"pays ceil(its GPUs / {c.gpus_per_instance}) instances)"
+                  for c in b.costs if c.billing]
+        if billed:
+            lines += ["", *billed]
         flagged = [f"- Price flag, {c.provider} {c.instance}: {flag}"
                    for c in b.costs for flag in c.flags]
         if flagged:

@@ -13,7 +13,7 @@ from gpuhours.estimate.estimator import Totals, TrainingEstimate
 from gpuhours.estimate.figures import Figure
 from gpuhours.report.tables import Col, Notes, print_list, print_table
 from gpuhours.report.text import esc, print_price_flags
-from gpuhours.report.units import gib, pct, seconds, si, usd
+from gpuhours.report.units import gib, hours, instance_billed, pct, seconds, si, usd
 
 if TYPE_CHECKING:  # fit's module is loaded only by the commands that fit
     from gpuhours.estimate.fit import Candidate, FitResult
@@ -121,9 +121,9 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
         w = [["tokens", si(tot.tokens.value), _basis(tot.tokens)],
              ["optimizer steps", f"{tot.optimizer_steps.value:,.0f}",
               _basis(tot.optimizer_steps)],
-             ["[bold]GPU hours[/bold]", f"[bold]{tot.gpu_hours.value:,.1f}[/bold]",
+             ["[bold]GPU hours[/bold]", f"[bold]{hours(tot.gpu_hours.value)}[/bold]",
               _basis(tot.gpu_hours)],
-             [f"wall clock on {e.num_gpus} GPU(s)", f"{tot.wall_clock_hours.value:,.1f} h",
+             [f"wall clock on {e.num_gpus} GPU(s)", f"{hours(tot.wall_clock_hours.value)} h",
               _basis(tot.wall_clock_hours)]]
         down = tot.downtime_gpu_hours
         # shown where it is at least 0.1% of the run (a long run on many GPUs)
@@ -139,14 +139,15 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
                           _basis(tot.wall_clock_hours_with_downtime)])
         print_table(console, _QUANTITY_COLS, w, notes=notes, wide=wide, title="The whole run")
         if tot.cost_usd:
-            cost = [[esc(f"{r.provider} ({r.provider_kind})"), esc(r.instance),
+            cost = [[esc(f"{r.provider} ({r.provider_kind})"),
+                     esc(instance_billed(r.instance, r.billing)),
                      usd(r.on_demand_usd_per_gpu_hour), usd(r.on_demand_usd),
                      usd(r.spot_usd_per_gpu_hour), usd(r.spot_usd), esc(r.as_of)]
                     for r in tot.cost_usd]
             print_table(console, _COST_COLS, cost, notes=notes, wide=wide,
                         title=f"Cost at catalog prices for {esc(e.gpu)}, the "
-                              f"{tot.gpu_hours.value:,.1f} GPU hours of the steps (prices "
-                              "change: check the date)")
+                              f"{hours(tot.gpu_hours.value)} GPU hours of the steps, whole "
+                              "instances billed (prices change: check the date)")
             _print_downtime_cost(console, tot)
             print_price_flags(console, ((r.provider, r.instance, r.flags)
                                         for r in tot.cost_usd))
@@ -293,17 +294,19 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
     row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
     if data.get("gpu_hours") is not None:
-        row("GPU hours", "gpu_hours", f"[bold]{fig['gpu_hours']:,.1f}[/bold] for "
+        row("GPU hours", "gpu_hours", f"[bold]{hours(fig['gpu_hours'])}[/bold] for "
             f"{fig['sequences']:,.0f} sequences")
     print_table(console, _QUANTITY_COLS, table, notes=notes, wide=wide,
                 title="Generation (GiB = 2^30 bytes)")
     if data.get("cost_usd"):
-        cost = [[esc(c["provider"]), esc(c["instance"]), usd(c["on_demand_usd"]),
+        cost = [[esc(c["provider"]), esc(instance_billed(c["instance"], c.get("billing", ""))),
+                 usd(c["on_demand_usd"]),
                  usd(c["spot_usd"]), esc(str(c["as_of"]))] for c in data["cost_usd"]]
         print_table(console, (Col("provider"), Col("instance", stack=True),
                               Col("on-demand", "number", "right"),
                               Col("spot", "number", "right"), Col("as of", "number", "right")),
-                    cost, notes=notes, wide=wide, title="Cost of the GPU hours")
+                    cost, notes=notes, wide=wide,
+                    title="Cost of the GPU hours, whole instances billed")
         print_price_flags(console, ((c["provider"], c["instance"], c.get("flags") or [])
                                     for c in data["cost_usd"]))
     elif data.get("gpu_hours") is not None:

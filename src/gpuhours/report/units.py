@@ -35,3 +35,15 @@ def usd(x: float | None) -> str:
 
 def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
+
+
+def hours(x: float) -> str:
+    """GPU hours or wall-clock hours: one decimal from 10 up (1,234.5), else 3 significant
+    figures, so that a small job is not printed as 0.0 (0.0133)."""
+    return f"{x:,.1f}" if abs(x) >= 10 or x == 0 else f"{x:.3g}"
+
+
+def instance_billed(instance: str, billing: str) -> str:
+    """An instance name with how it is billed when more GPUs are paid for than used:
+    'gpu_8x_a100 (8 GPUs billed for 1 used (one 8-GPU instance))' (gpuhours.catalog.billing)."""
+    return f"{instance} [{billing}]" if billing else instance
