@@ -127,7 +127,9 @@ def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
         try:
             got = ctx.setups[str(path)] = read_setup(path)
         except InputError as e:
-            raise InputError(f"{_where(ctx, phase)}, field 'from'", e.message, e.hint) from None
+            # the setup file's own place (its line and key) stays in the message
+            raise InputError(f"{_where(ctx, phase)}, field 'from'", f"{e.where}: {e.message}",
+                             e.hint) from None
     fields = {k: v for k, v in got.fields.items() if k in TrainingSettings.model_fields}
     if "num_gpus" in got.fields and "gpus" not in fields:
         fields["gpus"] = got.fields["num_gpus"]
