@@ -393,11 +393,12 @@ def test_fit_lora_without_checkpointing_points_to_what_fits() -> None:
     r = run_json(*FIT_QWEN_LORA, exit_code=1)
     assert r["largest_micro_batch"] is None
     assert r["requested"]["fits"] is False
-    assert r["requested"]["memory_total_bytes"] > r["requested"]["memory_limit_bytes"]
+    assert (r["requested"]["memory_total_bytes"]["value"]
+            > r["requested"]["memory_limit_bytes"]["value"])
     fastest = r["fastest"]
     assert fastest is not None and fastest["fits"] is True
     assert fastest["micro_batch"] * fastest["grad_accum"] >= 32
-    assert fastest["memory_total_bytes"] <= fastest["memory_limit_bytes"]
+    assert fastest["memory_total_bytes"]["value"] <= fastest["memory_limit_bytes"]["value"]
 
 
 def test_fit_lora_with_checkpointing_largest_micro_batch_and_accumulation() -> None:
@@ -406,7 +407,7 @@ def test_fit_lora_with_checkpointing_largest_micro_batch_and_accumulation() -> N
     assert largest is not None and largest >= 1
     assert largest * accum >= 32
     assert accum == math.ceil(32 / largest)
-    assert r["headroom_fraction"] == pytest.approx(0.10)
+    assert r["headroom_fraction"]["value"] == pytest.approx(0.10)
     assert r["candidates_evaluated"] > 1
 
 
@@ -418,8 +419,9 @@ def test_fit_largest_micro_batch_is_the_largest_that_fits() -> None:
     at = run_json(*common, "--batch", str(largest))["memory"]
     above = run_json(*common, "--batch", str(largest + 1), "--ignore-memory")["memory"]
     # fit's limit is the device memory that estimate reports, less the headroom
-    limit = r["requested"]["memory_limit_bytes"]
-    assert limit == pytest.approx(at["device_bytes"]["value"] * (1 - r["headroom_fraction"]))
+    limit = r["requested"]["memory_limit_bytes"]["value"]
+    assert limit == pytest.approx(at["device_bytes"]["value"]
+                                  * (1 - r["headroom_fraction"]["value"]))
     assert at["total_bytes"]["value"] <= limit < above["total_bytes"]["value"]
 
 
@@ -435,7 +437,7 @@ def test_fit_nothing_fits_exits_1_and_lists_alternatives() -> None:
     for expected in ("gradient checkpointing", "LoRA", "QLoRA", "ZeRO-3 over 8 GPUs"):
         assert any(expected in c for c in changes), changes
     for a in r["alternatives"]:
-        assert a["fits"] == (a["memory_total_bytes"] <= a["memory_limit_bytes"])
+        assert a["fits"] == (a["memory_total_bytes"]["value"] <= a["memory_limit_bytes"]["value"])
 
 
 def test_fit_alternatives_that_fit_are_listed() -> None:
@@ -452,9 +454,9 @@ def test_fit_70b_on_small_gpu_lists_an_alternative_that_fits() -> None:
     r = run_json("fit", "--model", "llama-2-70b", "--gpu", "rtx-4090", "--method", "full",
                  exit_code=1)
     fitting = [a for a in r["alternatives"] if a["fits"]]
-    assert fitting, [(a["change"], a["memory_total_bytes"]) for a in r["alternatives"]]
+    assert fitting, [(a["change"], a["memory_total_bytes"]["value"]) for a in r["alternatives"]]
     for a in fitting:
-        assert a["memory_total_bytes"] <= a["memory_limit_bytes"]
+        assert a["memory_total_bytes"]["value"] <= a["memory_limit_bytes"]["value"]
 
 
 # Happy paths: generation and catalogs ------------------------------------------------------------

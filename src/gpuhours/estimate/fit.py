@@ -4,13 +4,15 @@ batch, the fastest configuration that fits, and, when nothing fits, what would."
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, FieldSerializationInfo, field_serializer
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -52,10 +54,20 @@ class Candidate(_Out):
     tp_comm_overlap: bool = False
     moe_a2a_overlap: bool = False
     gpu: str
+    #: in JSON (`fit --json`), these three are figures: {value, unit, basis, source}
     memory_total_bytes: float
     memory_limit_bytes: float
     fits: bool
     tokens_per_s_per_gpu: float
+
+    @field_serializer("memory_total_bytes", "memory_limit_bytes", "tokens_per_s_per_gpu",
+                      when_used="json")
+    def _figure(self, value: float, info: FieldSerializationInfo) -> dict[str, Any]:
+        """In JSON each quantity says where it came from, as estimate's figures do."""
+        unit, source = _CANDIDATE_SOURCES[info.field_name]
+        if info.field_name == "tokens_per_s_per_gpu" and not value and not self.fits:
+            source = "not computed: the setup does not fit (the search only needs that)"
+        return figure_json(value, unit, "formula", source)
 
 
 class FitResult(_Out):
@@ -82,6 +94,35 @@ class FitResult(_Out):
     expected_goodput: float | None = None
     #: where expected_goodput comes from (rate, its source, checkpoint interval), or why none
     goodput_basis: str = ""
+
+    @field_serializer("headroom_fraction", when_used="json")
+    def _headroom_figure(self, value: float) -> dict[str, Any]:
+        default = A.FIT_HEADROOM_FRACTION
+        if value == default.value:
+            return figure_json(value, "fraction of device memory", "assumed",
+                               f"default of --headroom: {default.basis}")
+        return figure_json(value, "fraction of device memory", "input", "--headroom")
+
+    @field_serializer("expected_goodput", when_used="json")
+    def _goodput_figure(self, value: float | None) -> dict[str, Any] | None:
+        # the restart and checkpoint terms are assumed (estimate/goodput.py)
+        return None if value is None else figure_json(
+            value, "fraction of wall clock", "assumed", self.goodput_basis)
+
+
+#: the unit and source of each of a Candidate's quantities (see Candidate._figure)
+_CANDIDATE_SOURCES = {
+    "memory_total_bytes": ("bytes", "estimate/memory.py training_memory: peak of live tensors + "
+                                    "allocator reserve + CUDA context (what nvidia-smi shows)"),
+    "memory_limit_bytes": ("bytes", "accelerator catalog memory x (1 - headroom)"),
+    "tokens_per_s_per_gpu": ("tokens/s", "tokens per step / (tp x pp x cp) / step time "
+                                         "(estimate/timing.py roofline, assumed efficiencies)"),
+}
+
+
+def figure_json(value: float, unit: str, basis: BasisKind, source: str) -> dict[str, Any]:
+    """A quantity as JSON's {value, unit, basis, source} (estimate.figures.Figure)."""
+    return Figure(value=value, unit=unit, basis=basis, source=source).model_dump(mode="json")
 
 
 def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,

@@ -885,8 +885,10 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                   "rows of the generation validation data (docs/generation.md)"
                   + (f"; host costs {e.calibration}" if e.calibration else "")),
         "calibration": e.calibration,
-        "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit, "basis": a.basis}
-                        for a in used],
+        # each a figure with its name: the SMs x clock product is the catalog's, the rest assumed
+        "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit,
+                         "basis": "catalog" if a.name.endswith(".sm_count_x_boost_clock")
+                         else "assumed", "source": a.basis} for a in used],
     }
 
 
