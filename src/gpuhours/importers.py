@@ -615,10 +615,12 @@ def read_setup(path: str | os.PathLike[str]) -> Imported:
                 if m:
                     lines[key] = text.count("\n", 0, m.start()) + 1
     else:
+        from yaml import MappingNode
+
         from gpuhours.yamlio import compose
 
         node, data = compose(text, where, node_depth=2)
-        if node is not None and node.id == "mapping":
+        if isinstance(node, MappingNode):
             lines = {k.value: k.start_mark.line + 1 for k, _ in node.value
                      if isinstance(getattr(k, "value", None), str)}
     return parse_setup(data, where, Path(path).expanduser().parent, lines)

@@ -39,7 +39,8 @@ _DETAIL_UNITS = {"tokens": "tokens", "optimizer_steps": "steps", "steps": "steps
                  "tokens_per_s_per_gpu": "tokens/s", "mfu": "fraction of peak FLOP/s",
                  "rollout_share": "fraction of step time",
                  "rollout_memory_utilisation": "fraction of device memory",
-                 "reduced_gpu_hours": "GPU hours", "downtime_gpu_hours": "GPU hours"}
+                 "reduced_gpu_hours": "GPU hours", "downtime_gpu_hours": "GPU hours",
+                 "gpu_hours_by_benchmark": "GPU hours"}
 
 
 def _detail_unit(key: str) -> str:
@@ -113,6 +114,12 @@ class PhaseResult(_Out):
                   and key not in DETAIL_COUNTS):
                 out[key] = _fig(v, _detail_unit(key), basis_kind_of(self.basis),
                                 f"plan/phases.py, phase {self.name!r}: {self.basis}")
+            elif isinstance(v, dict) and v and all(
+                    isinstance(x, int | float) and not isinstance(x, bool) for x in v.values()):
+                # a quantity by name (an eval phase's GPU hours by benchmark)
+                out[key] = {k: _fig(x, _detail_unit(key), basis_kind_of(self.basis),
+                                    f"plan/phases.py, phase {self.name!r}, {k}: {self.basis}")
+                            for k, x in v.items()}
             else:
                 out[key] = v
         return out
