@@ -543,9 +543,9 @@ def _trl_peft(r: Reader) -> None:
         return
     if not isinstance(use, bool):
         r.bad("use_peft", use, "true or false")
-    four = r.take("load_in_4bit")
     if not use:
         return
+    four = r.take("load_in_4bit")
     r.set("method", "qlora" if four is True else "lora",
           "use_peft=true" + (", load_in_4bit=true" if four is True else ""),
           "TRL ModelConfig: a peft LoraConfig")
