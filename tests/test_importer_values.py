@@ -158,3 +158,22 @@ def test_a_plan_from_file_keeps_the_file_line(tmp_path: Path) -> None:
     r = runner.invoke(app, ["plan", str(plan), "--no-doc"])
     assert r.exit_code == 2, r.output
     assert "field 'from'" in r.stderr and "line 8, key 'micro_batch_size'" in r.stderr
+
+
+def test_a_verl_count_that_cannot_be_read_is_bad_input(tmp_path: Path) -> None:
+    """verl's counts were dropped silently (`_whole` gave None) and the estimate went on at the
+    default micro-batch; now the key is named, with its section's line."""
+    text = ("data:\n  train_batch_size: 64\n  max_prompt_length: 512\n"
+            "  max_response_length: 512\nactor_rollout_ref:\n"
+            "  model: {path: Qwen/Qwen2.5-7B-Instruct, lora_rank: 0}\n"
+            "  actor: {ppo_mini_batch_size: 32, ppo_micro_batch_size_per_gpu: two}\n"
+            "trainer: {n_gpus_per_node: 8, nnodes: 1}\n")
+    f = _write(tmp_path, "verl.yaml", text)
+    with pytest.raises(InputError) as caught:
+        read_setup(f)
+    key = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    assert caught.value.where == (f"{f}, section 'actor_rollout_ref' at line 5, key {key!r}")
+    assert "expected a whole number, got 'two'" in caught.value.message
+    # the same file with a number reads
+    ok = read_setup(_write(tmp_path, "ok.yaml", text.replace("two", "4")))
+    assert ok.fields["micro_batch"] == 4 and ok.fields["method"] == "full"

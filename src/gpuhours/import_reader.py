@@ -86,8 +86,11 @@ class Reader:
         """A key gpuhours reads whose value it cannot read: bad input (exit code 2), naming the
         file, the line where known and the key, not a default in its place. `key` may be
         dotted (`model.lora_dropout`): the line is its top-level key's."""
-        line = self.lines.get(key.split(".", 1)[0])
-        raise InputError(f"{self.where}{f', line {line}' if line else ''}, key {key!r}",
+        top = key.split(".", 1)[0]
+        line = self.lines.get(top)
+        at = ("" if not line else f", line {line}" if top == key
+              else f", section {top!r} at line {line}")
+        raise InputError(f"{self.where}{at}, key {key!r}",
                          f"expected {expected}, got {short(value)!r}.",
                          "Correct the value, or remove the key and give the setting on the "
                          "command line.")

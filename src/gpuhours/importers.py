@@ -653,7 +653,7 @@ def parse_setup(data: Any, where: str, folder: Path,
     if fmt == "verl":
         from gpuhours.importer_verl import read_verl
 
-        return read_verl(data, folder)
+        return read_verl(data, folder, where, lines)
     if fmt == "hf-trainer-state":
         return _trainer_state(r, folder)
     return _training_args(r, folder, fmt)
