@@ -177,3 +177,15 @@ def test_a_verl_count_that_cannot_be_read_is_bad_input(tmp_path: Path) -> None:
     # the same file with a number reads
     ok = read_setup(_write(tmp_path, "ok.yaml", text.replace("two", "4")))
     assert ok.fields["micro_batch"] == 4 and ok.fields["method"] == "full"
+
+
+def test_lora_keys_of_a_full_fine_tune_are_ignored_as_the_tool_does(tmp_path: Path) -> None:
+    """A template's leftover lora_dropout under full fine-tuning is not applied (the setup
+    refuses LoRA dropout without adapters; axolotl ignores it): said, not an error."""
+    got = read_setup(_write(tmp_path, "full.yml", AXO.replace("adapter: lora\n", "")))
+    assert got.fields["method"] == "full"
+    assert "lora_dropout" not in got.fields and "lora_trainable_embeddings" not in got.fields
+    assert any(u.startswith("lora_dropout=0.1: a LoRA setting") for u in got.unused)
+    r = runner.invoke(app, ["estimate", "--from", str(tmp_path / "full.yml"), "--gpu",
+                            "h100", "--gpus", "8", "--zero", "3"])
+    assert r.exit_code == 0, r.output

@@ -232,6 +232,21 @@ def _hf_common(r: Reader, folder: Path) -> None:
     r.take("gradient_checkpointing_kwargs")
 
 
+def _adapters(r: Reader, *lora_keys: str) -> bool:
+    """Whether the setup trains LoRA adapters; without them the tool ignores its LoRA keys
+    (a template's leftovers), and so does the import, saying so."""
+    if r.fields.get("method") in ("lora", "qlora"):
+        return True
+    why = ("a LoRA setting, and this setup trains no adapters: ignored, as the tool does"
+           if "method" in r.fields else "a LoRA setting, and the file names no method: give "
+                                        "--method lora (and this setting's option) to use it")
+    for key in lora_keys:
+        value = r.take(key)
+        if value:
+            r.skip(f"{key}={short(value)}", why)
+    return False
+
+
 # Formats ---------------------------------------------------------------------------------------
 def _axolotl(r: Reader, folder: Path) -> Imported:
     set_model(r, "base_model")
@@ -255,9 +270,10 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
         r.set("lora_targets", "all-linear", "lora_target_linear=true")
     elif modules:
         set_targets(r, f"lora_target_modules={short(modules)}", modules_of(modules))
-    set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
-    saved = r.take("lora_modules_to_save")
-    set_modules_to_save(r, f"lora_modules_to_save={short(saved)}", modules_of(saved))
+    if _adapters(r, "lora_dropout", "lora_modules_to_save"):
+        set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
+        saved = r.take("lora_modules_to_save")
+        set_modules_to_save(r, f"lora_modules_to_save={short(saved)}", modules_of(saved))
     _set_int(r, "sequence_len", "seq_len")
     _set_int(r, "micro_batch_size", "micro_batch")
     if r.has("gradient_accumulation_steps"):
@@ -331,9 +347,10 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
     if bits not in (None, 4):
         r.skip(f"quantization_bit={bits}", "only a 4-bit (NF4) base is modelled")
     _set_int(r, "lora_rank", "lora_rank")
-    set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
-    extra = r.take("additional_target")  # finetuning_args.py: modules trained beside LoRA
-    set_modules_to_save(r, f"additional_target={short(extra)}", modules_of(extra))
+    if _adapters(r, "lora_dropout", "additional_target"):
+        set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
+        extra = r.take("additional_target")  # finetuning_args.py: modules trained beside LoRA
+        set_modules_to_save(r, f"additional_target={short(extra)}", modules_of(extra))
     target = r.take("lora_target")
     if target == "all":
         r.set("lora_targets", "all-linear", "lora_target=all")
