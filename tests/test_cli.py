@@ -155,18 +155,12 @@ BAD_INPUT = [
      r"greater than or equal to 0 \(got -1\)"),
     ("gen-batch-zero", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                         "--batch", "0"], "--batch", r"greater than or equal to 1 \(got 0\)"),
-    ("gen-batch-beyond-kv-cache", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
-                                   "--batch", "100000"], "--batch",
-     r"a batch of 100000 sequences needs more KV cache than fits on h100-sxm; at most \d+ fit"),
     ("gen-sequences-nan", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                            "--sequences", "nan"], "--sequences",
      r"expected a positive number, got nan"),
     ("gen-engine-typo", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                          "--engine", "tgi"], "--engine",
      r"'vllm', 'vllm-v0', 'hf-generate' or 'sglang' \(got 'tgi'\)"),
-    ("gen-weights-do-not-fit", ["generation", "--model", "llama-2-70b", "--gpu", "rtx-4090"],
-     "--gpu", r"llama-2-70b weights \(138\.0 GB\) leave no room for one sequence's KV cache "
-              r"on rtx-4090 \(24 GB\)"),
 ]
 
 
@@ -400,11 +394,12 @@ def test_fit_lora_without_checkpointing_points_to_what_fits() -> None:
     r = run_json(*FIT_QWEN_LORA, exit_code=0)
     assert r["largest_micro_batch"] is None
     assert r["requested"]["fits"] is False
-    assert r["requested"]["memory_total_bytes"] > r["requested"]["memory_limit_bytes"]
+    assert (r["requested"]["memory_total_bytes"]["value"]
+            > r["requested"]["memory_limit_bytes"]["value"])
     fastest = r["fastest"]
     assert fastest is not None and fastest["fits"] is True
     assert fastest["micro_batch"] * fastest["grad_accum"] >= 32
-    assert fastest["memory_total_bytes"] <= fastest["memory_limit_bytes"]
+    assert fastest["memory_total_bytes"]["value"] <= fastest["memory_limit_bytes"]["value"]
 
 
 def test_fit_lora_with_checkpointing_largest_micro_batch_and_accumulation() -> None:
@@ -413,7 +408,7 @@ def test_fit_lora_with_checkpointing_largest_micro_batch_and_accumulation() -> N
     assert largest is not None and largest >= 1
     assert largest * accum >= 32
     assert accum == math.ceil(32 / largest)
-    assert r["headroom_fraction"] == pytest.approx(0.10)
+    assert r["headroom_fraction"]["value"] == pytest.approx(0.10)
     assert r["candidates_evaluated"] > 1
 
 
@@ -425,8 +420,9 @@ def test_fit_largest_micro_batch_is_the_largest_that_fits() -> None:
     at = run_json(*common, "--batch", str(largest))["memory"]
     above = run_json(*common, "--batch", str(largest + 1), "--ignore-memory")["memory"]
     # fit's limit is the device memory that estimate reports, less the headroom
-    limit = r["requested"]["memory_limit_bytes"]
-    assert limit == pytest.approx(at["device_bytes"]["value"] * (1 - r["headroom_fraction"]))
+    limit = r["requested"]["memory_limit_bytes"]["value"]
+    assert limit == pytest.approx(at["device_bytes"]["value"]
+                                  * (1 - r["headroom_fraction"]["value"]))
     assert at["total_bytes"]["value"] <= limit < above["total_bytes"]["value"]
 
 
@@ -442,7 +438,7 @@ def test_fit_nothing_fits_exits_1_and_lists_alternatives() -> None:
     for expected in ("gradient checkpointing", "LoRA", "QLoRA", "ZeRO-3 over 8 GPUs"):
         assert any(expected in c for c in changes), changes
     for a in r["alternatives"]:
-        assert a["fits"] == (a["memory_total_bytes"] <= a["memory_limit_bytes"])
+        assert a["fits"] == (a["memory_total_bytes"]["value"] <= a["memory_limit_bytes"]["value"])
 
 
 def test_fit_alternatives_that_fit_are_listed() -> None:
@@ -459,9 +455,9 @@ def test_fit_70b_on_small_gpu_lists_an_alternative_that_fits() -> None:
     r = run_json("fit", "--model", "llama-2-70b", "--gpu", "rtx-4090", "--method", "full",
                  exit_code=1)
     fitting = [a for a in r["alternatives"] if a["fits"]]
-    assert fitting, [(a["change"], a["memory_total_bytes"]) for a in r["alternatives"]]
+    assert fitting, [(a["change"], a["memory_total_bytes"]["value"]) for a in r["alternatives"]]
     for a in fitting:
-        assert a["memory_total_bytes"] <= a["memory_limit_bytes"]
+        assert a["memory_total_bytes"]["value"] <= a["memory_limit_bytes"]["value"]
 
 
 # Happy paths: generation and catalogs ------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""'Does not fit' is a verdict, not bad input: exit code 1 in every command (2 is bad input),
-and with --json the result is JSON all the same."""
+"""'Does not fit' is a verdict, not bad input: exit code 1 in every command (estimate, fit,
+plan, generation; 2 is bad input), and with --json the result is JSON all the same."""
 
 from __future__ import annotations
 
@@ -49,3 +49,45 @@ def test_a_plan_phase_that_does_not_fit_exits_1(tmp_path) -> None:
     r = CliRunner().invoke(app, ["plan", str(plan), "--no-doc"])
     assert r.exit_code == 1, r.output
     assert "line 4" in r.stderr and "sft" in r.stderr and "needs" in r.stderr
+
+
+def test_generation_whose_weights_leave_no_room_exits_1_with_json() -> None:
+    """A reviewer's case: `generation --model llama-3-70b --gpu h100 --json` exited 2 (bad
+    input) with no JSON. Hand-worked: Llama-3-70B's KV cache is 80 layers x 8 KV heads x 128 x
+    2 (K, V) x 2 bytes = 327,680 bytes per token, x (512 + 512) tokens = 335,544,320 per
+    sequence; its 141.1 GB of bf16 weights exceed the engine's 0.9 of the H100's memory."""
+    args = ["generation", "--model", "llama-3-70b", "--gpu", "h100"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1
+    assert "--gpu" in r.stderr and "leave no room" in r.stderr and r.stdout == ""
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.stdout)
+    assert data["fits"] is False and "leave no room" in data["reason"]
+    assert data["kv_cache_bytes_per_sequence"]["value"] == 80 * 8 * 128 * 2 * 2 * 1024
+    assert data["weights_bytes_per_gpu"]["value"] > data["engine_memory_bytes"]["value"]
+    assert data["engine_memory_bytes"]["value"] == data["device_bytes"]["value"] * 0.9
+    assert data["max_batch_by_memory"]["value"] == 0
+
+
+def test_generation_batch_beyond_the_kv_cache_exits_1_with_json() -> None:
+    """Qwen2.5-7B on an H100: (0.9 x 85,520,809,984 - 15,231,233,024 bytes of weights) / (28
+    layers x 4 KV heads x 128 x 2 x 2 bytes x 1,024 tokens = 58,720,256) = 1,051.4: 1,051
+    sequences fit, not 100,000."""
+    args = ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm", "--batch", "100000"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 1
+    assert "--batch" in r.stderr and "at most 1051 fit" in r.stderr
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 1
+    data = json.loads(r.stdout)
+    assert data["fits"] is False
+    assert data["max_batch_by_memory"]["value"] == 1051
+    assert data["batch"]["value"] == 100000
+
+
+def test_generation_that_fits_says_so_in_json() -> None:
+    r = CliRunner().invoke(app, ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
+                                 "--json"])
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["fits"] is True

@@ -83,7 +83,7 @@ def test_the_estimate_names_the_cap_and_its_figures() -> None:
     s = generation_summary(e, g, gpu)
     used = {a["name"]: a for a in s["assumptions"]}
     assert used["dequant_weights_per_sm_cycle"]["value"] == 14.9
-    assert "22, 23, 55 and 56" in used["dequant_weights_per_sm_cycle"]["basis"]
+    assert "22, 23, 55 and 56" in used["dequant_weights_per_sm_cycle"]["source"]
     assert used["quantised_gemm_fixed_s"]["value"] == 5e-6
     assert used["a100-80gb.sm_count_x_boost_clock"]["value"] == 108 * 1410
     assert "SMs x clock" in s["basis"]

@@ -209,13 +209,13 @@ def test_fit_takes_the_interruption_rate_and_reports_the_goodput_by_hand() -> No
     tau = math.sqrt(2 * c * m)
     by_hand = (1 - (900 + tau / 2) / m) / (1 + c / tau)
     given = _fit("--interruptions-per-gpu-hour", "1e-4")
-    assert given["expected_goodput"] == pytest.approx(by_hand, rel=1e-3)
+    assert given["expected_goodput"]["value"] == pytest.approx(by_hand, rel=1e-3)
     assert "(given)" in given["goodput_basis"]
     # the default rate (1.97e-5, Llama 3) loses less; 0 loses nothing
     default = _fit()
-    assert by_hand < default["expected_goodput"] < 1.0
+    assert by_hand < default["expected_goodput"]["value"] < 1.0
     assert "Llama 3 paper" in default["goodput_basis"]
-    assert _fit("--interruptions-per-gpu-hour", "0")["expected_goodput"] == 1.0
+    assert _fit("--interruptions-per-gpu-hour", "0")["expected_goodput"]["value"] == 1.0
     # a rate at which the job never finishes is the user's error, named by its option
     bad = runner.invoke(app, ["fit", "--model", "llama-2-7b", "--gpu", "a100-80gb", "--gpus",
                               "64", "--interruptions-per-gpu-hour", "0.5"])

@@ -83,6 +83,9 @@ def _phase(plan: Path, *args: str) -> dict:
     r = runner.invoke(app, ["plan", str(plan), "--no-doc", "--json", *args])
     assert r.exit_code == 0, r.output
     (phase,) = json.loads(r.stdout)["phases"]
+    # the details' quantities are figures in JSON: their values here
+    phase["details"] = {k: v["value"] if isinstance(v, dict) and "value" in v else v
+                        for k, v in phase["details"].items()}
     return phase
 
 

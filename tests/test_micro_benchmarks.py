@@ -111,7 +111,8 @@ def test_the_json_budget_carries_the_micro_benchmarks(tmp_path):
     with Ledger.open(ledger, create=False) as book:
         out = json.loads(evaluate(load_plan(plan), ledger=book).model_dump_json())
     assert out["micro_benchmarks"][0]["ledger_id"] == 1
-    assert out["micro_benchmarks"][0]["peak_memory_bytes"] == PEAK_BYTES
+    assert out["micro_benchmarks"][0]["peak_memory_bytes"]["value"] == PEAK_BYTES
+    assert out["micro_benchmarks"][0]["peak_memory_bytes"]["basis"] == "measured"
 
 
 def test_plan_names_the_measurement_it_uses(tmp_path):

@@ -156,7 +156,7 @@ def test_fit_at_80_columns() -> None:
     lines = assert_fits(run("fit", "--model", "qwen2-0.5b", "--gpu", "rtx-4090"))
     fit = json.loads(run("fit", "--model", "qwen2-0.5b", "--gpu", "rtx-4090", "--json").stdout)
     text = "\n".join(lines)
-    assert f"{fit['fastest']['tokens_per_s_per_gpu']:,.0f}" in text
+    assert f"{fit['fastest']['tokens_per_s_per_gpu']['value']:,.0f}" in text
     assert "rtx-4090" in text
 
 
@@ -213,7 +213,7 @@ def test_plan_at_80_columns_two_lines_per_phase(plan_file: Path) -> None:
     for phase in budget["phases"]:
         rows = table_rows(lines, phase["name"] + " ")
         assert rows, f"phase {phase['name']} is not printed whole"
-        assert f"{phase['gpu_hours_per_run']:,.1f}" in rows[0]
+        assert f"{phase['gpu_hours_per_run']['value']:,.1f}" in rows[0]
         assert re.search(r"\[\d+\]", rows[0]), "its basis is a note"
         assert any(line.startswith(f"│ {phase['name']} ") for line in wide)
     # near its wide length: the phases table takes at most two lines a phase (the kind and

@@ -185,7 +185,7 @@ def test_plan_json_and_document(tmp_path):
     result = run("plan", str(plan), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["total_gpu_hours"] > 0 and data["document"]["version"] == "1.0.0"
+    assert data["total_gpu_hours"]["value"] > 0 and data["document"]["version"] == "1.0.0"
     doc = (tmp_path / "COMPUTE_BUDGET.md").read_text()
     for section in ("## Executive summary", "## Hardware", "## Phases", "## Budget", "## Cost",
                     "## Warnings about the plan's assumptions", "## Version history"):

@@ -74,10 +74,10 @@ def test_the_page_holds_the_numbers_of_plan_json(tmp_path: Path) -> None:
     hours = _trace_values(figs["chart-gpu-hours"])
     for p in expected["phases"]:
         runs = seeds if p["runs"] == "per_seed" else 1
-        assert hours[p["name"]] == [p["gpu_hours_per_run"] * runs]
-    assert hours["contingency"] == [expected["contingency_gpu_hours"]]
-    assert sum(v[0] for v in hours.values()) == pytest.approx(expected["total_gpu_hours"],
-                                                              rel=1e-12)
+        assert hours[p["name"]] == [p["gpu_hours_per_run"]["value"] * runs]
+    assert hours["contingency"] == [expected["contingency_gpu_hours"]["value"]]
+    assert sum(v[0] for v in hours.values()) == pytest.approx(
+        expected["total_gpu_hours"]["value"], rel=1e-12)
     # cost by price row: the JSON's on-demand and spot totals, in its order
     cost = {t["name"]: t["customdata"] for t in figs["chart-providers"]["data"]}
     assert cost["on-demand"] == [c["on_demand_usd"] for c in expected["costs"]
@@ -130,14 +130,16 @@ def test_tracked_runs_and_a_sweep_in_the_ledger(tmp_path: Path) -> None:
     data = _embedded(_report(PIXELIS, tmp_path / "p.html", "--ledger", str(path)))
     assert data["budget"] == expected
     actual = next(p for p in expected["phases"] if p["name"] == "sft")["actual"]
-    assert actual["gpu_hours_spent"] == pytest.approx(8.0)
-    assert actual["projected_gpu_hours"] == pytest.approx(75.04)
-    budget = next(p for p in expected["phases"] if p["name"] == "sft")["gpu_hours_per_run"]
+    assert actual["gpu_hours_spent"]["value"] == pytest.approx(8.0)
+    assert actual["gpu_hours_spent"]["basis"] == "measured"
+    assert actual["projected_gpu_hours"]["value"] == pytest.approx(75.04)
+    budget = next(p for p in expected["phases"] if p["name"] == "sft")["gpu_hours_per_run"][
+        "value"]
     traces = {t["name"]: t for t in data["figures"]["chart-burn-down"]["data"]}
     assert traces["sft: plan"]["x"] == [0, 938] and traces["sft: plan"]["y"] == [budget, 0.0]
     assert traces["sft: spent"]["x"] == [0, 100]
-    assert traces["sft: spent"]["y"] == [budget, budget - actual["gpu_hours_spent"]]
-    assert traces["sft: projected"]["y"][1] == budget - actual["projected_gpu_hours"]
+    assert traces["sft: spent"]["y"] == [budget, budget - actual["gpu_hours_spent"]["value"]]
+    assert traces["sft: projected"]["y"][1] == budget - actual["projected_gpu_hours"]["value"]
     [sweep] = data["sweeps"]
     assert [p["micro_batch"] for p in sweep["points"]] == [1, 2, 4]
     tokens = data["figures"]["chart-sweep-tokens"]["data"][0]

@@ -692,7 +692,9 @@ def generation(
     wide: WideOpt = False,
 ) -> None:
     """Prefill and decode time, KV cache, batch limited by memory and by the engine's sequence
-    cap, GPU hours and cost: RL rollouts, evaluation, serving."""
+    cap, GPU hours and cost: RL rollouts, evaluation, serving. Exits with code 1 when the
+    weights leave no room for a KV cache or the batch does not fit (with --json: fits false
+    and the memory figures); 2 is bad input."""
     from gpuhours.api import estimate_generation
     from gpuhours.resolve import resolve_gpu, resolve_model
 
@@ -718,7 +720,15 @@ def generation(
                                           {"weight_bytes_per_param": weight_bytes_per_param})))
     from gpuhours.api import open_ledger
 
-    e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)
+    try:
+        e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)
+    except DoesNotFit as too_big:
+        # a verdict, as estimate's: with --json the figures behind it, then exit code 1
+        if as_json:
+            from gpuhours.estimate.generation_fit import does_not_fit_summary
+
+            emit_json(does_not_fit_summary(g, hw.gpu, too_big.message))
+        raise
     from gpuhours.estimate.generation import generation_summary
 
     prices = None
@@ -727,7 +737,8 @@ def generation(
 
         prices = price_rows_for(hw.model_copy(update={"num_gpus": tensor_parallel}),
                                 usd_per_gpu_hour)
-    data = generation_summary(e, g, hw.gpu, sequences, prices)
+    data = {"kind": "generation", **generation_summary(e, g, hw.gpu, sequences, prices),
+            "fits": True}
     if as_json:
         emit_json(data)
         return

@@ -60,5 +60,11 @@ class DoesNotFit(InputError):
     command exits with DOES_NOT_FIT_EXIT_CODE for it (estimate, fit, plan, bench)."""
 
 
+class FieldDoesNotFit(FieldError, DoesNotFit):
+    """A setup field whose value does not fit in memory (a generation's batch, a model whose
+    weights leave no room for a KV cache): named by its fields as a FieldError is, and a
+    verdict (exit code 1) as DoesNotFit is, not bad input."""
+
+
 #: the exit code of "does not fit" in every command (2 is bad input)
 DOES_NOT_FIT_EXIT_CODE = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict
 
@@ -15,8 +15,8 @@ from gpuhours.errors import InputError
 #: Training fields and amounts an import may set (the keys of Imported.fields)
 FIELDS = ("model", "method", "precision", "optimizer", "optimizer_impl", "micro_batch",
           "seq_len", "grad_accum", "checkpointing", "flash_attention", "loss_kernel",
-          "lora_rank", "lora_targets", "zero_stage", "steps", "epochs", "examples", "packed",
-          "num_gpus")
+          "lora_rank", "lora_targets", "lora_dropout", "lora_trainable_embeddings", "zero_stage",
+          "steps", "epochs", "examples", "packed", "num_gpus")
 
 #: keys that change neither memory nor time (learning rate, logging, saving, evaluation, data
 #: sources, tokenizer, hub, seeds): reported together in one line, not one by one
@@ -24,13 +24,13 @@ NO_COST = re.compile(
     r"learning_rate|^lr$|warmup|weight_decay|^adam_|epsilon|max_grad_norm|scheduler|log|save|"
     r"eval|seed|hub|report_to|output_dir|run_name|wandb|mlflow|push_to|dataset|template|"
     r"tokenizer|special_tokens|val_set_size|val_size|overwrite|preprocessing|dataloader|"
-    r"trust_remote_code|resume|^do_|^ddp_|metric|label|dropout|lora_alpha|data_files|"
+    r"trust_remote_code|resume|^do_|^ddp_|metric|label|(?<!lora_)dropout|lora_alpha|data_files|"
     r"shuffle|^device$|plot_|disable_tqdm|remove_unused|include_|tf32|local_rank|strict|"
     r"profiler|checkpointer|max_samples|group_by_length|train_on_inputs|model_type$|^split$|"
     r"^source$|cutoff|^prediction|greater_is_better|accelerator_config|past_index|jit_mode|"
     r"restore_callback|optim_target|torchdynamo|ray_|use_cpu|use_mps|^no_cuda|^debug$|"
     r"full_determinism|skip_memory_metrics|batch_eval|average_tokens|ignore_data_skip|"
-    r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|lora_modules_to_save$|"
+    r"project$|trackio|^stage$|^finetuning_type$|lora_model_dir|"
     r"^batch_size$|max_steps_per_epoch$|chat_template|^enable_activation_offloading$|"
     r"^compile$|^dtype$|fp16_opt_level|half_precision_backend|fp16_backend|length_column|"
     r"best_model|_token$|temperature|^top_[pk]$|^min_p$|repetition_penalty|sampling_strategy|"
@@ -57,9 +57,12 @@ class Reader:
     """One file's keys: each taken key is marked; what is left is reported at the end."""
 
     def __init__(self, data: dict[str, Any], tool: str,
-                 quiet: re.Pattern[str] | None = None) -> None:
-        """`quiet`: more keys that change neither memory nor time, beside NO_COST's."""
+                 quiet: re.Pattern[str] | None = None, where: str = "",
+                 lines: dict[str, int] | None = None) -> None:
+        """`quiet`: more keys that change neither memory nor time, beside NO_COST's; `where`:
+        the file, and `lines` its top-level keys' lines, for errors."""
         self.data, self.tool, self.quiet = data, tool, quiet
+        self.where, self.lines = where or tool, lines or {}
         self.seen: set[str] = set()
         self.fields: dict[str, Any] = {}
         self.used: list[str] = []
@@ -78,6 +81,19 @@ class Reader:
         shown = value if not isinstance(value, bool) else str(value).lower()
         self.used.append(f"{self.tool} {source} -> {field} {shown}" + (f" ({note})" if note
                                                                           else ""))
+
+    def bad(self, key: str, value: Any, expected: str) -> NoReturn:
+        """A key gpuhours reads whose value it cannot read: bad input (exit code 2), naming the
+        file, the line where known and the key, not a default in its place. `key` may be
+        dotted (`model.lora_dropout`): the line is its top-level key's."""
+        top = key.split(".", 1)[0]
+        line = self.lines.get(top)
+        at = ("" if not line else f", line {line}" if top == key
+              else f", section {top!r} at line {line}")
+        raise InputError(f"{self.where}{at}, key {key!r}",
+                         f"expected {expected}, got {short(value)!r}.",
+                         "Correct the value, or remove the key and give the setting on the "
+                         "command line.")
 
     def skip(self, source: str, why: str) -> None:
         self.unused.append(f"{source}: {why}")
@@ -171,3 +187,38 @@ def modules_of(value: Any) -> set[str]:
     if isinstance(value, str):
         return {m.strip() for m in value.split(",") if m.strip()}
     return {str(m) for m in value} if isinstance(value, list) else set()
+
+
+# LoRA dropout and trained embeddings ---------------------------------------------------------
+def set_lora_dropout(r: Reader, key: str, value: Any, note: str = "") -> None:
+    """peft's lora_dropout (a probability in [0, 1)): above 0, each adapter's input is dropped
+    out, a mask and a copy per adapted linear (setup.Training.lora_dropout)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        r.bad(key, value, "a dropout probability in [0, 1)")
+    r.set("lora_dropout", float(value), f"{key}={value}", note)
+
+
+#: the names of the token embedding and the LM head in the model families gpuhours reads
+#: (Llama/Qwen/Mistral: embed_tokens, lm_head; GPT-2: wte; torchtune: tok_embeddings, output;
+#: GPT-NeoX: embed_in, embed_out; BLOOM: word_embeddings)
+EMBEDDING_NAMES = {"embed_tokens", "wte", "tok_embeddings", "embed_in", "word_embeddings"}
+HEAD_NAMES = {"lm_head", "output", "embed_out"}
+
+
+def set_modules_to_save(r: Reader, source: str, modules: set[str]) -> None:
+    """peft's modules_to_save: a trainable copy of each named module beside its frozen
+    original. The token embedding and the LM head together are setup.Training's
+    lora_trainable_embeddings; any other set is said to be not modelled."""
+    if not modules:
+        return
+    emb, head = modules & EMBEDDING_NAMES, modules & HEAD_NAMES
+    if emb and head and modules == emb | head:
+        r.set("lora_trainable_embeddings", True, source,
+              "a trained copy of the embedding and the LM head, with gradients and optimizer "
+              "state")
+    else:
+        r.skip(source, "gpuhours models the token embedding and the LM head trained together "
+                       "(--lora-trainable-embeddings, an upper bound for one of them); other "
+                       "modules trained beside the adapters are not modelled")

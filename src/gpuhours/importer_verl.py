@@ -71,14 +71,23 @@ def _whole(value: Any) -> int | None:
         else None
 
 
+def _whole_key(r: Reader, key: str) -> int | None:
+    """A count verl reads: a whole number >= 1, or None when unset (null, or 0 and below,
+    which verl's configs use for "not given"); any other value is bad input naming the key."""
+    value = r.take(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        r.bad(key, value, "a whole number")
+    return _whole(value)
+
+
 def _batches(r: Reader) -> None:
     """micro_batch, grad_accum and num_gpus as verl normalises them (module docstring)."""
-    per_node, nodes = _whole(r.take("trainer.n_gpus_per_node")), _whole(r.take("trainer.nnodes"))
+    per_node, nodes = _whole_key(r, "trainer.n_gpus_per_node"), _whole_key(r, "trainer.nnodes")
     gpus = (per_node or 1) * (nodes or 1)
     if per_node is not None:
         r.set("num_gpus", gpus, f"trainer.n_gpus_per_node={per_node} x "
               f"trainer.nnodes={nodes or 1}")
-    sp = _whole(r.take(A + "actor.ulysses_sequence_parallel_size")) or 1
+    sp = _whole_key(r, A + "actor.ulysses_sequence_parallel_size") or 1
     if sp > 1:
         r.skip(f"actor.ulysses_sequence_parallel_size={sp}", "Ulysses sequence parallelism is "
                "not modelled: the estimate keeps whole sequences on each GPU (more activation "
@@ -91,8 +100,8 @@ def _batches(r: Reader) -> None:
         r.take(A + "actor.ppo_max_token_len_per_gpu")
         return
     r.take(A + "actor.ppo_max_token_len_per_gpu")  # only read under use_dynamic_bsz
-    per_gpu = _whole(r.take(A + "actor.ppo_micro_batch_size_per_gpu"))
-    global_micro = _whole(r.take(A + "actor.ppo_micro_batch_size"))
+    per_gpu = _whole_key(r, A + "actor.ppo_micro_batch_size_per_gpu")
+    global_micro = _whole_key(r, A + "actor.ppo_micro_batch_size")
     micro = None
     if per_gpu is not None:
         micro = per_gpu
@@ -101,8 +110,8 @@ def _batches(r: Reader) -> None:
         micro = global_micro // ranks
         r.set("micro_batch", micro, f"actor.ppo_micro_batch_size={global_micro} // {ranks} "
               "data-parallel ranks", "verl's normalisation of the deprecated global size")
-    mini = _whole(r.take(A + "actor.ppo_mini_batch_size"))
-    n = _whole(r.take(A + "rollout.n")) or 1
+    mini = _whole_key(r, A + "actor.ppo_mini_batch_size")
+    n = _whole_key(r, A + "rollout.n") or 1
     if mini is not None and micro is not None:
         per_gpu_mini = mini * n // ranks
         if per_gpu_mini >= micro:
@@ -110,10 +119,10 @@ def _batches(r: Reader) -> None:
                   f"actor.ppo_mini_batch_size={mini} x rollout.n={n} // {ranks} ranks // "
                   f"micro-batch {micro}", "optimizer steps of mini-batches, as dp_actor splits "
                   "them")
-    total = _whole(r.take("trainer.total_training_steps"))
+    total = _whole_key(r, "trainer.total_training_steps")
     epochs = r.take("trainer.total_epochs")
-    ppo_epochs = _whole(r.take(A + "actor.ppo_epochs")) or 1
-    train_batch = _whole(r.take("data.train_batch_size"))
+    ppo_epochs = _whole_key(r, A + "actor.ppo_epochs") or 1
+    train_batch = _whole_key(r, "data.train_batch_size")
     if total is not None and train_batch is not None and mini is not None:
         steps = total * max(train_batch // mini, 1) * ppo_epochs
         r.set("steps", steps, f"trainer.total_training_steps={total} x data.train_batch_size="
@@ -125,10 +134,10 @@ def _batches(r: Reader) -> None:
 
 
 def _method(r: Reader) -> None:
-    rank = r.take(A + "model.lora_rank")
+    rank = _whole_key(r, A + "model.lora_rank")  # 0 (verl's default): no LoRA
     targets = r.take(A + "model.target_modules")
     r.take(A + "model.lora_alpha")
-    if _whole(rank) is not None:
+    if rank is not None:
         r.set("method", "lora", f"model.lora_rank={rank}")
         r.set("lora_rank", rank, f"model.lora_rank={rank}")
         if targets == "all-linear":
@@ -199,19 +208,22 @@ def _model(r: Reader) -> None:
                "functions is not modelled: the estimate is of an eager step")
     if r.take(A + "model.enable_activation_offload") is True:
         r.skip("model.enable_activation_offload=true", "activation offloading is not modelled")
-    prompt, response = r.take("data.max_prompt_length"), r.take("data.max_response_length")
-    if _whole(prompt) and _whole(response):
+    prompt = _whole_key(r, "data.max_prompt_length")
+    response = _whole_key(r, "data.max_response_length")
+    if prompt and response:
         r.set("seq_len", prompt + response, f"data.max_prompt_length={prompt} + "
               f"data.max_response_length={response}", "the policy update's sequence")
 
 
-def read_verl(data: dict[str, Any], folder: Path) -> Imported:
-    """The actor update's setup in a verl trainer config (module docstring)."""
+def read_verl(data: dict[str, Any], folder: Path, where: str = "",
+              lines: dict[str, int] | None = None) -> Imported:
+    """The actor update's setup in a verl trainer config (module docstring); `where` and
+    `lines` (of the top-level keys) name the file in errors."""
     flat = _flatten(data)
     path = flat.get(A + "model.path")
     if isinstance(path, str) and path.startswith("~"):
         flat[A + "model.path"] = os.path.expanduser(path)
-    r = Reader(flat, "verl", _QUIET)
+    r = Reader(flat, "verl", _QUIET, where=where, lines=lines)
     defaults = r.take("defaults")
     if defaults:
         r.skip("defaults", "Hydra's defaults list is not composed here: the settings of the "

@@ -39,7 +39,9 @@ from gpuhours.import_reader import (
     Reader,
     catalog_model,
     modules_of,
+    set_lora_dropout,
     set_model,
+    set_modules_to_save,
     set_targets,
     short,
 )
@@ -160,6 +162,10 @@ def _set_fsdp(r: Reader, key: str, config_key: str) -> None:
 
 def _set_amounts(r: Reader, epochs_key: str, steps_key: str) -> None:
     epochs, steps = r.take(epochs_key), r.take(steps_key)
+    for key, value in ((epochs_key, epochs), (steps_key, steps)):
+        # a number <= 0 is the trainer's "not set" (max_steps -1); anything else is unreadable
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            r.bad(key, value, "a number")
     if isinstance(steps, int | float) and not isinstance(steps, bool) and steps > 0:
         r.set("steps", steps, f"{steps_key}={steps}")
         if epochs is not None:
@@ -173,7 +179,7 @@ def _set_int(r: Reader, key: str, field: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         r.set(field, value, f"{key}={value}")
     elif value is not None:
-        r.skip(f"{key}={short(value)}", "expected a whole number >= 1")
+        r.bad(key, value, "a whole number >= 1")
 
 
 def _set_bool(r: Reader, key: str, field: str) -> None:
@@ -181,7 +187,7 @@ def _set_bool(r: Reader, key: str, field: str) -> None:
     if isinstance(value, bool):
         r.set(field, value, f"{key}={str(value).lower()}")
     elif value is not None:
-        r.skip(f"{key}={short(value)}", "expected true or false")
+        r.bad(key, value, "true or false")
 
 
 def _hf_precision(r: Reader, pure: bool, note: str, off: str | None) -> None:
@@ -226,6 +232,21 @@ def _hf_common(r: Reader, folder: Path) -> None:
     r.take("gradient_checkpointing_kwargs")
 
 
+def _adapters(r: Reader, *lora_keys: str) -> bool:
+    """Whether the setup trains LoRA adapters; without them the tool ignores its LoRA keys
+    (a template's leftovers), and so does the import, saying so."""
+    if r.fields.get("method") in ("lora", "qlora"):
+        return True
+    why = ("a LoRA setting, and this setup trains no adapters: ignored, as the tool does"
+           if "method" in r.fields else "a LoRA setting, and the file names no method: give "
+                                        "--method lora (and this setting's option) to use it")
+    for key in lora_keys:
+        value = r.take(key)
+        if value:
+            r.skip(f"{key}={short(value)}", why)
+    return False
+
+
 # Formats ---------------------------------------------------------------------------------------
 def _axolotl(r: Reader, folder: Path) -> Imported:
     set_model(r, "base_model")
@@ -249,11 +270,10 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
         r.set("lora_targets", "all-linear", "lora_target_linear=true")
     elif modules:
         set_targets(r, f"lora_target_modules={short(modules)}", modules_of(modules))
-    saved = r.take("lora_modules_to_save")
-    if saved:
-        r.skip(f"lora_modules_to_save={short(saved)}", "fully trained extra modules (such as "
-               "embed_tokens, lm_head) beside the adapters are not modelled: their weights, "
-               "gradients and optimizer state are missing from the estimate")
+    if _adapters(r, "lora_dropout", "lora_modules_to_save"):
+        set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
+        saved = r.take("lora_modules_to_save")
+        set_modules_to_save(r, f"lora_modules_to_save={short(saved)}", modules_of(saved))
     _set_int(r, "sequence_len", "seq_len")
     _set_int(r, "micro_batch_size", "micro_batch")
     if r.has("gradient_accumulation_steps"):
@@ -327,6 +347,10 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
     if bits not in (None, 4):
         r.skip(f"quantization_bit={bits}", "only a 4-bit (NF4) base is modelled")
     _set_int(r, "lora_rank", "lora_rank")
+    if _adapters(r, "lora_dropout", "additional_target"):
+        set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
+        extra = r.take("additional_target")  # finetuning_args.py: modules trained beside LoRA
+        set_modules_to_save(r, f"additional_target={short(extra)}", modules_of(extra))
     target = r.take("lora_target")
     if target == "all":
         r.set("lora_targets", "all-linear", "lora_target=all")
@@ -390,6 +414,7 @@ def _torchtune(r: Reader) -> Imported:
         rank = model.get("lora_rank")
         if isinstance(rank, int):
             r.set("lora_rank", rank, f"model.lora_rank={rank}")
+        set_lora_dropout(r, "model.lora_dropout", model.get("lora_dropout"))
         attn = {"o_proj" if m == "output_proj" else m
                 for m in modules_of(model.get("lora_attn_modules"))}
         mlp, out = model.get("apply_lora_to_mlp") is True, model.get("apply_lora_to_output")
@@ -493,6 +518,7 @@ def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
         r.set("flash_attention", True, f"{where}attn_implementation={attn}")
     elif attn == "eager":
         r.set("flash_attention", False, f"{where}attn_implementation=eager")
+    _trl_peft(r)
     processes = r.take("num_processes")
     if isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1:
         r.set("num_gpus", processes, f"num_processes={processes}", "accelerate's training "
@@ -523,6 +549,35 @@ def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
             r.skip(", ".join(f"{k}={short(r.data[k])}" for k in vllm), "the vLLM rollout "
                    "engine's settings: rollouts are not part of `estimate`; see docs/rl.md")
     return r.finish(fmt)
+
+
+def _trl_peft(r: Reader) -> None:
+    """TRL's ModelConfig (`trl sft --config`, trl/trainer/model_config.py): use_peft builds a
+    peft LoraConfig of lora_r (default 16), lora_dropout (default 0.05), lora_target_modules
+    and lora_modules_to_save; load_in_4bit makes its base 4-bit (QLoRA)."""
+    use = r.take("use_peft")
+    if use is None:
+        return
+    if not isinstance(use, bool):
+        r.bad("use_peft", use, "true or false")
+    if not use:
+        return
+    four = r.take("load_in_4bit")
+    r.set("method", "qlora" if four is True else "lora",
+          "use_peft=true" + (", load_in_4bit=true" if four is True else ""),
+          "TRL ModelConfig: a peft LoraConfig")
+    if r.has("lora_r"):
+        _set_int(r, "lora_r", "lora_rank")
+    else:
+        r.set("lora_rank", 16, "lora_r not given", "TRL ModelConfig's default")
+    dropout = r.take("lora_dropout")
+    set_lora_dropout(r, "lora_dropout", 0.05 if dropout is None else dropout,
+                     "TRL ModelConfig's default" if dropout is None else "")
+    modules = r.take("lora_target_modules")
+    if modules:
+        set_targets(r, f"lora_target_modules={short(modules)}", modules_of(modules))
+    saved = r.take("lora_modules_to_save")
+    set_modules_to_save(r, f"lora_modules_to_save={short(saved)}", modules_of(saved))
 
 
 # Detection -------------------------------------------------------------------------------------
@@ -565,21 +620,34 @@ def read_setup(path: str | os.PathLike[str]) -> Imported:
         text = read_user_text(path, where, MAX_SETUP_BYTES, "training setup file")
     except FileNotFoundError:
         raise InputError(where, "no such file.") from None
+    lines: dict[str, int] = {}
     if text.lstrip().startswith(("{", "[")):
         try:
             data = json.loads(text)
         except ValueError as e:
             raise InputError(where, f"not valid JSON: {e}.") from None
+        if isinstance(data, dict):  # a key's first appearance as a key: its line in the file
+            for key in data:
+                m = re.search(re.escape(json.dumps(key)) + r"\s*:", text)
+                if m:
+                    lines[key] = text.count("\n", 0, m.start()) + 1
     else:
+        from yaml import MappingNode
+
         from gpuhours.yamlio import compose
 
-        _, data = compose(text, where)
-    return parse_setup(data, where, Path(path).expanduser().parent)
+        node, data = compose(text, where, node_depth=2)
+        if isinstance(node, MappingNode):
+            lines = {k.value: k.start_mark.line + 1 for k, _ in node.value
+                     if isinstance(getattr(k, "value", None), str)}
+    return parse_setup(data, where, Path(path).expanduser().parent, lines)
 
 
-def parse_setup(data: Any, where: str, folder: Path) -> Imported:
-    """The setup of already-loaded data; `where` names it in errors, `folder` is where files
-    it names (a DeepSpeed config, a config.json) are looked for."""
+def parse_setup(data: Any, where: str, folder: Path,
+                lines: dict[str, int] | None = None) -> Imported:
+    """The setup of already-loaded data; `where` names it in errors (with `lines`, the line of
+    each top-level key), `folder` is where files it names (a DeepSpeed config, a config.json)
+    are looked for."""
     fmt = detect_format(data) if isinstance(data, dict) else None
     if fmt is None:
         found = ("nothing" if data is None else f"keys {', '.join(map(str, list(data)[:8]))}"
@@ -592,7 +660,7 @@ def parse_setup(data: Any, where: str, folder: Path) -> Imported:
     tool = {"hf-training-args": "TrainingArguments", "hf-trainer-state": "trainer_state",
             "trl-sft": "SFTConfig", "trl-grpo": "GRPOConfig", "llama-factory": "LLaMA-Factory"
             }.get(fmt, fmt)
-    r = Reader(data, tool)
+    r = Reader(data, tool, where=where, lines=lines)
     if fmt == "axolotl":
         return _axolotl(r, folder)
     if fmt == "llama-factory":
@@ -602,7 +670,7 @@ def parse_setup(data: Any, where: str, folder: Path) -> Imported:
     if fmt == "verl":
         from gpuhours.importer_verl import read_verl
 
-        return read_verl(data, folder)
+        return read_verl(data, folder, where, lines)
     if fmt == "hf-trainer-state":
         return _trainer_state(r, folder)
     return _training_args(r, folder, fmt)

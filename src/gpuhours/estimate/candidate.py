@@ -4,8 +4,11 @@ the headroom) and its speed. Shared by the sweep (estimate/fit.py) and the remed
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, FieldSerializationInfo, field_serializer
+
+from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -39,10 +42,35 @@ class Candidate(_Out):
     tp_comm_overlap: bool = False
     moe_a2a_overlap: bool = False
     gpu: str
+    #: in JSON (`fit --json`), these three are figures: {value, unit, basis, source}
     memory_total_bytes: float
     memory_limit_bytes: float
     fits: bool
     tokens_per_s_per_gpu: float
+
+    @field_serializer("memory_total_bytes", "memory_limit_bytes", "tokens_per_s_per_gpu",
+                      when_used="json")
+    def _figure(self, value: float, info: FieldSerializationInfo) -> dict[str, Any]:
+        """In JSON each quantity says where it came from, as estimate's figures do."""
+        unit, source = _CANDIDATE_SOURCES[info.field_name]
+        if info.field_name == "tokens_per_s_per_gpu" and not value and not self.fits:
+            source = "not computed: the setup does not fit (the search only needs that)"
+        return figure_json(value, unit, "formula", source)
+
+
+#: the unit and source of each of a Candidate's quantities (see Candidate._figure)
+_CANDIDATE_SOURCES = {
+    "memory_total_bytes": ("bytes", "estimate/memory.py training_memory: peak of live tensors + "
+                                    "allocator reserve + CUDA context (what nvidia-smi shows)"),
+    "memory_limit_bytes": ("bytes", "accelerator catalog memory x (1 - headroom)"),
+    "tokens_per_s_per_gpu": ("tokens/s", "tokens per step / (tp x pp x cp) / step time "
+                                         "(estimate/timing.py roofline, assumed efficiencies)"),
+}
+
+
+def figure_json(value: float, unit: str, basis: BasisKind, source: str) -> dict[str, Any]:
+    """A quantity as JSON's {value, unit, basis, source} (estimate.figures.Figure)."""
+    return Figure(value=value, unit=unit, basis=basis, source=source).model_dump(mode="json")
 
 
 

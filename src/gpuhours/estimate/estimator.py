@@ -4,7 +4,7 @@ training setup. Pure Python, no torch; well under a millisecond per call."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,6 +54,24 @@ class MemoryReport(_Out):
     fits: bool
     #: CPU offload (setup.offload): host RAM per GPU for the offloaded state; None without it
     host_bytes: Figure | None = None
+    #: the tensors alive at `peak_phase`, by part: they add up to `tensors_bytes` (the parts
+    #: above are each at its own peak, which need not be the same moment)
+    at_peak_bytes: dict[str, Figure] = {}
+
+
+#: the sources of the parts alive at the peak that are not fields of MemoryReport
+_PEAK_ONLY_SOURCES = {
+    "autocast_weight_copies_bytes": "estimate/memory.py training_memory: torch.autocast's "
+                                    "half-precision (or fp8-mixed's fp8) copies of the matmul weights",
+    "deepspeed_buckets_bytes": "estimate/memory.py deepspeed_bucket_bytes: DeepSpeed's "
+                               "reduce/prefetch buckets",
+    "activations_kept_bytes": "estimate/memory.py activation_bytes: tensors saved per layer, "
+                              "less the one layer recomputed after the loss",
+    "lm_head_backward_bytes": "estimate/memory.py lm_head_backward_bytes: the LM head's "
+                              "gradient beside the logits' gradient",
+    "recomputed_layer_bytes": "estimate/memory.py training_memory: the one layer recomputed in "
+                              "backward (checkpointing), after the loss",
+}
 
 
 class CostRow(_Out):
@@ -156,7 +174,7 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
         total = assumed(m.tensors_bytes + varlen.reserve_bytes + m.cuda_context_bytes, "bytes",
                         "tensors + allocator reserve (replay of variable lengths) + CUDA context")
         fits = fits and not varlen.out_of_memory
-    return MemoryReport(
+    report: dict[str, Any] = dict(
         weights_bytes=formula(m.weights_bytes, "bytes", f"{src}: params x bytes/param / "
                               "(tp x pp, ep, ZeRO-3 shards)"),
         gradients_bytes=formula(m.gradients_bytes, "bytes", f"{src}: trainable x grad bytes"),
@@ -182,6 +200,11 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
         fits=fits,
         host_bytes=formula(m.host_bytes, "bytes", host_source) if host_source else None,
     )
+    # each part alive at the peak with its field's source (or its own, for the parts that
+    # only the peak names)
+    at_peak = {key: formula(value, "bytes", report[key].source if key in report
+                            else _PEAK_ONLY_SOURCES[key]) for key, value in m.peak_parts}
+    return MemoryReport(**report, at_peak_bytes=at_peak)
 
 
 def _attention_span_note(t: Training) -> str:

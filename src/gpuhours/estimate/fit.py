@@ -4,13 +4,14 @@ batch, the fastest configuration that fits, and what else would fit (estimate/re
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.candidate import Candidate, evaluate
+from gpuhours.estimate.candidate import Candidate, evaluate, figure_json
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -69,6 +70,25 @@ class FitResult(_Out):
     expected_goodput: float | None = None
     #: where expected_goodput comes from (rate, its source, checkpoint interval), or why none
     goodput_basis: str = ""
+
+    @field_serializer("headroom_fraction", when_used="json")
+    def _headroom_figure(self, value: float) -> dict[str, Any]:
+        default = A.FIT_HEADROOM_FRACTION
+        if value == default.value:
+            return figure_json(value, "fraction of device memory", "assumed",
+                               f"default of --headroom: {default.basis}")
+        return figure_json(value, "fraction of device memory", "input", "--headroom")
+
+    @field_serializer("device_memory_bytes", when_used="json")
+    def _device_memory_figure(self, value: float) -> dict[str, Any]:
+        return figure_json(value, "bytes", "catalog", "the accelerator catalog's memory of the "
+                           "GPU (or --memory-gb): what the setup as given is held to")
+
+    @field_serializer("expected_goodput", when_used="json")
+    def _goodput_figure(self, value: float | None) -> dict[str, Any] | None:
+        # the restart and checkpoint terms are assumed (estimate/goodput.py)
+        return None if value is None else figure_json(
+            value, "fraction of wall clock", "assumed", self.goodput_basis)
 
 
 def _accum_for(effective_batch: int | None, micro_batch: int, num_gpus: int) -> int | None:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
-from gpuhours.errors import FieldError, InputError
+from gpuhours.errors import FieldDoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
@@ -344,7 +344,7 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
     if usable <= per_seq:
         where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
-        raise FieldError(
+        raise FieldDoesNotFit(
             "gpu" if tp == 1 else ("gpu", "tensor_parallel"),
             f"{arch.name} weights ({weights / 1e9:.1f} GB) leave no room for one sequence's KV "
             f"cache on {where}.",
@@ -747,8 +747,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     default = cap if max_seqs is None else min(cap, max_seqs)
     batch = g.batch if g.batch is not None else default
     if batch > cap:
-        raise FieldError("batch", f"a batch of {batch} sequences needs more KV cache than "
-                                    f"fits on {gpu.name}; at most {cap} fit.")
+        raise FieldDoesNotFit("batch", f"a batch of {batch} sequences needs more KV cache "
+                                       f"than fits on {gpu.name}; at most {cap} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
     full_waves, rest = divmod(batch, running)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
@@ -940,8 +940,10 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                   "rows of the generation validation data (docs/generation.md)"
                   + (f"; host costs {e.calibration}" if e.calibration else "")),
         "calibration": e.calibration,
-        "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit, "basis": a.basis}
-                        for a in used],
+        # each a figure with its name: the SMs x clock product is the catalog's, the rest assumed
+        "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit,
+                         "basis": "catalog" if a.name.endswith(".sm_count_x_boost_clock")
+                         else "assumed", "source": a.basis} for a in used],
     }
 
 

@@ -482,6 +482,10 @@ class MemoryBreakdown:
     #: the setup-dependent terms of this setup (4-bit base, DeepSpeed buckets), each a line
     #: "name = GiB: what and its source", printed with the estimate's assumptions
     setup_terms: tuple[str, ...] = ()
+    #: the tensors alive at the peak (`peak_phase`), by part: (key, bytes) pairs that add up to
+    #: `tensors_bytes` (the parts above are each a part's own peak, not all alive at once);
+    #: keys are the fields above or PEAK_PART_LABELS' extra names
+    peak_parts: tuple[tuple[str, float], ...] = ()
 
     @property
     def reserved_bytes(self) -> float:
@@ -900,6 +904,21 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
+    resident = [("weights_bytes", weights), ("master_weights_bytes", master),
+                ("optimizer_bytes", opt)]
+    if forward_peak >= step_peak:
+        # the same terms as forward_peak, named: which stage and which loss-side term is larger
+        at_loss = max(logits, head_phase, recomputed)
+        loss_part = ("logits_bytes" if at_loss == logits else
+                     "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
+        acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
+                else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
+        live = [("gradients_bytes", persisting_grads), ("autocast_weight_copies_bytes",
+                 autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
+                 buckets), *acts]
+    else:
+        live = [("gradients_bytes", grads), ("optimizer_temporaries_bytes", opt_temps)]
+    peak_parts = tuple((k, v) for k, v in resident + live if v)
     load_terms = ((f"{LOAD_PATH_TERM} = {load_reserve_bytes / 2**30:.2f} GiB: the loading "
                    "path's cached blocks the step cannot reuse, in the allocator reserve (a "
                    "replay of FSDP's wrap "
@@ -923,6 +942,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         total_params=total,
         host_bytes=host,
         setup_terms=_setup_terms(arch, t, buckets) + load_terms,
+        peak_parts=peak_parts,
     )
 
 

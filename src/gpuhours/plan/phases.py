@@ -128,7 +128,9 @@ def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
         try:
             got = ctx.setups[str(path)] = read_setup(path)
         except InputError as e:
-            raise InputError(f"{_where(ctx, phase)}, field 'from'", e.message, e.hint) from None
+            # the setup file's own place (its line and key) stays in the message
+            raise InputError(f"{_where(ctx, phase)}, field 'from'", f"{e.where}: {e.message}",
+                             e.hint) from None
     fields = {k: v for k, v in got.fields.items() if k in TrainingSettings.model_fields}
     if "num_gpus" in got.fields and "gpus" not in fields:
         fields["gpus"] = got.fields["num_gpus"]
@@ -369,7 +371,19 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
         basis=basis, formula=formula, setup=setup, warnings=warnings, checks=checks,
         storage=storage or {}, details=details or {},
         config_digest=digest(phase), gpu=ctx.gpu.name,
+        detail_figures=_estimate_figures(e) if e is not None else {},
     )
+
+
+def _estimate_figures(e: TrainingEstimate) -> dict[str, Figure]:
+    """The estimate's figures behind a phase's details, for their basis and source in JSON."""
+    out = {"step_time_s": e.step_time_s, "tokens_per_s_per_gpu": e.tokens_per_s_per_gpu,
+           "mfu": e.mfu, "memory_per_gpu_bytes": e.memory.total_bytes}
+    if e.totals is not None:
+        out |= {"tokens": e.totals.tokens, "optimizer_steps": e.totals.optimizer_steps}
+        if e.totals.downtime_gpu_hours is not None:
+            out["downtime_gpu_hours"] = e.totals.downtime_gpu_hours
+    return out
 
 
 # --- the phase kinds ------------------------------------------------------------------------

@@ -37,6 +37,12 @@ class Point:
     source: str
 
 
+def value(x: Any) -> Any:
+    """A figure's value ({value, unit, basis, source} in the budget's JSON); other values as
+    they are."""
+    return x["value"] if isinstance(x, dict) and "value" in x else x
+
+
 def basis_kind(basis: str) -> str:
     """'formula: analytic estimate ...' -> 'formula'."""
     return basis.split(":", 1)[0].strip()
@@ -53,7 +59,7 @@ def term_label(runs: str, seeds: int) -> str:
 
 
 def contingency_label(b: dict[str, Any]) -> str:
-    return f"contingency {b['contingency_percent']:g}%"
+    return f"contingency {value(b['contingency_percent']):g}%"
 
 
 def phase_gpu_hours(b: dict[str, Any]) -> list[Point]:
@@ -63,13 +69,15 @@ def phase_gpu_hours(b: dict[str, Any]) -> list[Point]:
     for p in b["phases"]:
         n = runs_of(p, b["seeds"])
         line = f", plan line {p['line']}" if p.get("line") else ""
+        per_run = value(p["gpu_hours_per_run"])
         out.append(Point(term_label(p["runs"], b["seeds"]), p["name"],
-                         p["gpu_hours_per_run"] * n, "GPU h", basis_kind(p["basis"]),
-                         f"{p['gpu_hours_per_run']:,.4g} GPU h per run x {n} run(s){line}; "
+                         per_run * n, "GPU h", basis_kind(p["basis"]),
+                         f"{per_run:,.4g} GPU h per run x {n} run(s){line}; "
                          f"{p['basis']}"))
-    out.append(Point(contingency_label(b), "contingency", b["contingency_gpu_hours"], "GPU h",
-                     "assumed", f"{b['contingency_percent']:g}% of {b['subtotal_gpu_hours']:,.4g}"
-                                f" GPU h (the plan's contingency)"))
+    out.append(Point(contingency_label(b), "contingency", value(b["contingency_gpu_hours"]),
+                     "GPU h", "assumed", f"{value(b['contingency_percent']):g}% of "
+                                         f"{value(b['subtotal_gpu_hours']):,.4g}"
+                                         f" GPU h (the plan's contingency)"))
     return out
 
 
@@ -93,7 +101,7 @@ def phase_usd(b: dict[str, Any]) -> tuple[list[Point], list[str]]:
     best = cheapest_on_demand(b)
     out, unpriced = [], []
     contingency_usd, sources = 0.0, []
-    share = b["contingency_percent"] / 100
+    share = value(b["contingency_percent"]) / 100
     for p in b["phases"]:
         gpu = p.get("gpu") or b["gpu"]
         c = best.get(gpu)
@@ -102,7 +110,7 @@ def phase_usd(b: dict[str, Any]) -> tuple[list[Point], list[str]]:
             continue
         # whole instances of the row (catalog.billing), as the cost line bills each phase
         factor = bill(p["gpus"], c.get("gpus_per_instance", 1)).factor
-        hours = p["gpu_hours_per_run"] * runs_of(p, b["seeds"]) * factor
+        hours = value(p["gpu_hours_per_run"]) * runs_of(p, b["seeds"]) * factor
         price = c["usd_per_gpu_hour"]
         where = f"{c['provider']} {c['instance']}, as of {c['as_of']}"
         billed = f" (billed: x {factor:g} whole instances)" if factor != 1 else ""
@@ -114,7 +122,8 @@ def phase_usd(b: dict[str, Any]) -> tuple[list[Point], list[str]]:
             sources.append(where)
     if out:
         out.append(Point(contingency_label(b), "contingency", contingency_usd, "USD", "formula",
-                         f"{b['contingency_percent']:g}% of the phases' GPU h x the same prices "
+                         f"{value(b['contingency_percent']):g}% of the phases' GPU h x the same "
+                         f"prices "
                          f"({'; '.join(sources)})"))
     return out, unpriced
 
@@ -180,9 +189,10 @@ def burn_downs(b: dict[str, Any]) -> list[BurnDown]:
         a = p.get("actual")
         if not a or not a["runs"]:
             continue
-        planned = a["steps_planned"] or (p.get("details") or {}).get("optimizer_steps")
-        out.append(BurnDown(p["name"], p["gpu_hours_per_run"], planned, a["steps_done"],
-                            a["gpu_hours_spent"], a["projected_gpu_hours"], a["basis"]))
+        planned = a["steps_planned"] or value((p.get("details") or {}).get("optimizer_steps"))
+        out.append(BurnDown(p["name"], value(p["gpu_hours_per_run"]), planned, a["steps_done"],
+                            value(a["gpu_hours_spent"]), value(a["projected_gpu_hours"]),
+                            a["basis"]))
     return out
 
 

@@ -93,7 +93,7 @@ def chart_pngs(b: dict[str, Any]) -> dict[str, bytes]:
     """The charts of budget `b` (the `plan --json` dict) as PNG bytes, by key."""
     out = {"gpu-hours": _png(_bars(
         cd.phase_gpu_hours(b), f"GPU hours by phase and budget term: "
-                               f"{b['total_gpu_hours']:,.1f} GPU h", "GPU hours", 1.0, True))}
+                               f"{cd.value(b['total_gpu_hours']):,.1f} GPU h", "GPU hours", 1.0, True))}
     costs = cd.provider_costs(b)
     if costs:
         out["cost"] = _png(_bars(costs, "The budget's cost by price row (catalog price x GPU h)",

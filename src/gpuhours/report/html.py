@@ -155,7 +155,7 @@ def figures(b: dict[str, Any], sweeps: list[dict[str, Any]]) -> dict[str, dict[s
     """The page's plotly figures by element id, from the budget JSON and the sweeps."""
     phases = [p["name"] for p in b["phases"]]
     figs = {"chart-gpu-hours": _stacked(
-        cd.phase_gpu_hours(b), f"GPU hours by phase: {b['total_gpu_hours']:,.1f} GPU h",
+        cd.phase_gpu_hours(b), f"GPU hours by phase: {cd.value(b['total_gpu_hours']):,.1f} GPU h",
         "GPU hours", 1.0, lambda v: f"{v:,.2f} GPU h", phases)}
     usd_points, _ = cd.phase_usd(b)
     if usd_points:
@@ -204,7 +204,8 @@ def _sections(b: dict[str, Any], sweeps: list[dict[str, Any]], figs: dict[str, A
     seeds = b["seeds"]
     phase_rows = [[p["name"], p["kind"], cd.term_label(p["runs"], seeds), p["gpu"] or b["gpu"],
                    f"{p['gpus']} ({p['gpus_basis']})" if p.get("gpus_basis") else p["gpus"],
-                   f"{p['gpu_hours_per_run']:,.2f}", f"{p['wall_hours_per_run']:,.2f}",
+                   f"{cd.value(p['gpu_hours_per_run']):,.2f}",
+                   f"{cd.value(p['wall_hours_per_run']):,.2f}",
                    p["bottleneck"], p["basis"], p["formula"]] for p in b["phases"]]
     _, unpriced = cd.phase_usd(b)
     out = [
@@ -314,9 +315,10 @@ def render_page(b: dict[str, Any], sweeps: list[dict[str, Any]], plotly_js: str,
     best = cd.cheapest_on_demand(b)
     money = "; ".join(f"{gpu}: {_money(c['on_demand_usd'])} at {c['provider']} ({c['as_of']})"
                       for gpu, c in best.items()) or "no catalog price"
-    summary = (f"<p class=\"summary\"><b>{b['total_gpu_hours']:,.0f} GPU hours</b> on "
-               f"{esc(b['gpu'])} ({b['seeds']} seed(s), {b['contingency_percent']:g}% "
-               f"contingency included); wall clock {b['wall_clock_hours']:,.0f} h; cheapest "
+    summary = (f"<p class=\"summary\"><b>{cd.value(b['total_gpu_hours']):,.0f} GPU hours</b> "
+               f"on {esc(b['gpu'])} ({b['seeds']} seed(s), {cd.value(b['contingency_percent']):g}"
+               f"% contingency included); wall clock {cd.value(b['wall_clock_hours']):,.0f} h; "
+               f"cheapest "
                f"on-demand: {esc(money)}. {len(b['warnings'])} warning(s).</p>")
     title = f"Compute budget: {b['project']}"
     return "\n".join([

@@ -27,6 +27,19 @@ _COST_COLS = (Col("provider"), Col("instance", stack=True),
               Col("spot", "number", "right"), Col("price as of", "number"))
 
 
+#: the rows of the memory table: the parts alive at the peak (MemoryReport.at_peak_bytes)
+_PEAK_PART_LABELS = {
+    "weights_bytes": "weights", "master_weights_bytes": "fp32 master weights",
+    "optimizer_bytes": "optimizer state", "gradients_bytes": "gradients",
+    "optimizer_temporaries_bytes": "optimizer temporaries",
+    "autocast_weight_copies_bytes": "weight copies (autocast / fp8)",
+    "gathered_bytes": "gathered layers (ZeRO-3/FSDP)",
+    "deepspeed_buckets_bytes": "DeepSpeed buckets", "activations_bytes": "activations",
+    "activations_kept_bytes": "activations kept", "logits_bytes": "logits and loss",
+    "lm_head_backward_bytes": "LM head backward", "recomputed_layer_bytes": "layer recomputed",
+}
+
+
 def _basis(f: Figure) -> str:
     return f"[dim]{esc(f.basis)}: {esc(f.source)}[/dim]"
 
@@ -61,20 +74,28 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
     console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
     m = e.memory
-    parts = [("weights", m.weights_bytes), ("gradients", m.gradients_bytes),
-             ("fp32 master weights", m.master_weights_bytes),
-             ("optimizer state", m.optimizer_bytes), ("activations", m.activations_bytes),
-             ("logits and loss", m.logits_bytes),
-             ("optimizer temporaries", m.optimizer_temporaries_bytes),
-             ("peak of live tensors", m.tensors_bytes),
-             ("allocator reserve", m.allocator_reserve_bytes),
-             ("CUDA context", m.cuda_context_bytes)]
-    mem = [[name, gib(fig.value), _basis(fig)] for name, fig in parts if fig.value]
+    # the parts alive at the peak, which add up to the peak of live tensors; then the reserve
+    # and the context, which add up to the total
+    mem = [[_PEAK_PART_LABELS.get(key, key), gib(fig.value), _basis(fig)]
+           for key, fig in m.at_peak_bytes.items()]
+    mem.append(["peak of live tensors (the parts above)", gib(m.tensors_bytes.value),
+                _basis(m.tensors_bytes)])
+    mem += [[name, gib(fig.value), _basis(fig)] for name, fig in (
+        ("allocator reserve", m.allocator_reserve_bytes), ("CUDA context", m.cuda_context_bytes))
+        if fig.value]
     verdict = "[green]fits[/green]" if m.fits else "[red]does not fit[/red]"
     mem.append(["[bold]total[/bold]", f"[bold]{gib(m.total_bytes.value)}[/bold]",
                 f"{verdict} in {gib(m.device_bytes.value)}; peak at {esc(m.peak_phase)}"])
     print_table(console, (Col("part"), Col("size", "number", "right"), _QUANTITY_COLS[2]), mem,
                 notes=notes, wide=wide, title="Memory per GPU (GiB = 2^30 bytes)")
+    elsewhere = [f"{_PEAK_PART_LABELS[k]} {gib(f.value)}" for k, f in (
+        ("activations_bytes", m.activations_bytes), ("logits_bytes", m.logits_bytes),
+        ("gradients_bytes", m.gradients_bytes),
+        ("optimizer_temporaries_bytes", m.optimizer_temporaries_bytes)) if f.value and (
+        k not in m.at_peak_bytes or m.at_peak_bytes[k].value != f.value)]
+    if elsewhere:
+        console.print("[dim]at their own peak, not at this one: " + ", ".join(elsewhere)
+                      + " (--json: memory.*_bytes)[/dim]")
     reserved = m.tensors_bytes.value + m.allocator_reserve_bytes.value
     console.print(f"[dim]as the tools report it: torch.cuda.max_memory_allocated() ~ peak of "
                   f"live tensors ({gib(m.tensors_bytes.value)}); max_memory_reserved() ~ with "

@@ -1,0 +1,61 @@
+"""What `generation --json` says when the setup does not fit: the memory figures behind the
+verdict (weights, the engine's share of the device, one sequence's KV cache, the batch that
+fits), each {value, unit, basis, source}, as `estimate --json` prints an estimate that does not
+fit (memory.fits false) before exiting with code 1. No time figure: nothing runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuhours.catalog.schema import GpuSpec
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.figures import assumed, catalog, formula, given
+from gpuhours.estimate.generation import (
+    kv_bytes_per_token_per_gpu,
+    kv_tokens_held,
+    state_bytes_per_sequence_per_gpu,
+    stored_weight_bytes,
+)
+from gpuhours.setup import Generation
+
+
+def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, Any]:
+    """The verdict and the figures it rests on, JSON-ready (bytes per GPU of the
+    tensor-parallel group; the same terms as generation.max_batch_by_memory)."""
+    tp = g.tensor_parallel
+    arch = g.arch
+    weights = stored_weight_bytes(arch, g.weight_bytes_per_param) / tp
+    share = A.GENERATION_MEMORY_UTILISATION
+    engine_bytes = gpu.memory_bytes * share.value
+    context = g.prompt_tokens + g.output_tokens
+    per_seq = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+               * kv_tokens_held(arch, context)
+               + state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp))
+    room = engine_bytes - weights
+    fit = int(room // per_seq) if room > per_seq else 0
+    figures = {
+        "weights_bytes_per_gpu": formula(weights, "bytes (GB = 1e9)",
+                                         "parameters x weight_bytes_per_param / tensor_parallel "
+                                         "(estimate/generation.py stored_weight_bytes)"),
+        "device_bytes": catalog(gpu.memory_bytes, "bytes (GB = 1e9)",
+                                "accelerator catalog memory_gb"),
+        "engine_memory_bytes": assumed(engine_bytes, "bytes (GB = 1e9)",
+                                       f"device x {share.name} {share.value:g} ({share.basis})"),
+        "kv_cache_bytes_per_sequence": formula(
+            per_seq, "bytes (GB = 1e9)", f"(prompt + output = {context} tokens) x 2 x attention "
+            "layers x KV heads per GPU x head_dim x kv_bytes_per_element + SSM state "
+            "(estimate/generation.py max_batch_by_memory)"),
+        "max_batch_by_memory": formula(fit, "sequences", "floor((engine memory - weights) / KV "
+                                                         "cache per sequence); 0: none fits"),
+    }
+    if g.batch is not None:
+        figures["batch"] = given(g.batch, "sequences", "input: batch")
+    return {
+        "kind": "generation", "model": g.model or arch.name, "model_basis": g.model_basis,
+        "gpu": gpu.name, "engine": g.engine, "fits": False, "reason": reason,
+        "setup": g.model_dump(mode="json", include={"prompt_tokens", "output_tokens", "batch",
+                                                    "engine", "tensor_parallel",
+                                                    "weight_bytes_per_param",
+                                                    "kv_bytes_per_element"}),
+        **{k: f.model_dump(mode="json") for k, f in figures.items()},
+    }
