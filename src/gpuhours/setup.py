@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.parallel import tp_sizes_that_split, tp_split_problem
 from gpuhours.estimate.quant import BaseQuant
 
 #: full: every weight trains; lora: low-rank adapters on a frozen base (peft); qlora: adapters
@@ -565,9 +566,14 @@ def _check_layout(t: Training) -> None:
     the sequence by cp, experts by ep (the GPU count is checked where it is known,
     estimate/parallel.py layout_of)."""
     arch = t.arch
-    if t.tp > 1 and arch.num_heads % t.tp:
-        raise FieldError("tp", f"{arch.name} has {arch.num_heads} attention heads; tensor "
-                         f"parallelism must divide them ({t.tp} does not).")
+    if t.tp > 1:
+        problem = tp_split_problem(arch, t.tp)
+        if problem:
+            ok = ", ".join(str(x) for x in tp_sizes_that_split(arch, max(t.tp, 8)))
+            raise FieldError("tp", f"tensor parallelism {t.tp} cannot split {arch.name}: "
+                             f"{problem} (Megatron-Core divides heads, key-value heads and the "
+                             "MLP width by tp; estimate/parallel.py tp_split_widths).",
+                             f"Sizes that split it: {ok}.")
     if t.virtual_stages > 1 and t.pp == 1:
         raise FieldError("virtual_stages", "virtual stages interleave a pipeline: they need "
                                            "pipeline stages (pp) above 1.")
