@@ -88,7 +88,8 @@ def _evaluate(t: Training, hw: Hardware, headroom: float, change: str,
               speed_if_too_big: bool = True) -> Candidate:
     """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
     that does not fit at 0 (the sweep only needs to know that it does not)."""
-    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus))
+    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
+                          hw.gpu.stack)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     mp = t.tp * t.pp * t.cp
     if not speed_if_too_big and mem.total_bytes > limit:
@@ -474,7 +475,8 @@ QLORA_VENDORS = ("NVIDIA", "AMD")
 def _what_would_fit(t: Training, hw: Hardware, headroom: float,
                     bigger_gpus: Iterable[GpuSpec]) -> list[Candidate]:
     """One change at a time at micro-batch 1 (checkpointing on from the second), ZeRO-3 up to
-    the first GPU count that fits, and the three smallest larger GPUs that fit."""
+    the first GPU count that fits, and the three smallest larger GPUs that fit on the same
+    software stack (GpuSpec.stack: no TPU offered for a CUDA run, no GPU for a TPU one)."""
     base = t.model_copy(update={"micro_batch": 1})
     tries: list[tuple[str, Training, Hardware]] = [
         ("gradient checkpointing", base.model_copy(update={"checkpointing": True}), hw),
@@ -511,6 +513,10 @@ def _what_would_fit(t: Training, hw: Hardware, headroom: float,
     for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
         if gpu.memory_gb <= hw.gpu.memory_gb:
             continue
+        if gpu.stack != hw.gpu.stack:
+            # a TPU is not a larger GPU for a PyTorch CUDA/ROCm run, nor the reverse: the
+            # training code, kernels and memory tools change with the stack (GpuSpec.stack)
+            continue
         if t.method == "qlora" and gpu.vendor not in QLORA_VENDORS:
             continue  # 4-bit bases (bitsandbytes, GPTQ, torchao NF4) run CUDA or ROCm kernels
         try:
@@ -536,7 +542,7 @@ def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
                                   "tp_comm_overlap": c.tp_comm_overlap,
                                   "moe_a2a_overlap": c.moe_a2a_overlap})
     mem = training_memory(chosen.arch, chosen, hw.num_gpus,
-                          load_path_reserve_bytes(chosen, hw.num_gpus))
+                          load_path_reserve_bytes(chosen, hw.num_gpus), hw.gpu.stack)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
     return " over " in st.bottleneck

@@ -290,9 +290,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         memory_bound_s = ((layer_traffic + dequant_traffic) * stage_share
                           + (logit_traffic if last else 0.0)) / split / bw
     gpu_compute_s = matmul_s + attention_s + memory_bound_s
-    if gpu.generation == "cpu":
+    if not eager_host_dispatch(gpu):
         # on a CPU the operators run on the host itself: their dispatch is inside the measured
-        # compute rate, not a second timeline beside it
+        # compute rate, not a second timeline beside it; on a TPU XLA runs the step as one
+        # compiled program (eager_host_dispatch)
         host_s = host_exposed_s = 0.0
     else:
         host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
@@ -303,7 +304,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     compute_s = gpu_compute_s + host_exposed_s
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
-    if gpu.generation != "cpu":
+    if eager_host_dispatch(gpu):
         optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
     collectives: tuple[P.Collective, ...] = ()
     bubble_s = 0.0
@@ -324,7 +325,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                                            t.method)
         optimizer_s = trained / (shards if t.zero_stage >= 1 else 1) \
             * optimizer_bytes_per_param(t) / bw
-        if gpu.generation != "cpu":
+        if eager_host_dispatch(gpu):
             optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
         dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
                                    forward_share(flops), stage_share * arch.num_layers)
@@ -516,6 +517,16 @@ def _ring_step_s(hw: Hardware) -> float:
 def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
     """Nodes a group of ranks spread over `span_gpus` consecutive GPUs touches."""
     return max(1, min(hw.num_nodes, -(-span_gpus // hw.gpus_per_node)))
+
+
+def eager_host_dispatch(gpu: GpuSpec) -> bool:
+    """Whether the host issues the step operator by operator beside the device (PyTorch eager
+    on CUDA or ROCm: estimate/host.py's count x host_s_per_op). Not on a CPU (the operators
+    run on the host itself) nor on a TPU: JAX's jit and PyTorch/XLA trace the step into one
+    XLA program, compiled once and then launched once a step (PyTorch/XLA's lazy tracing of
+    each step runs ahead of the device, asynchronously; its cost is not modelled), so there
+    is no per-operator launch to hide."""
+    return gpu.stack not in ("cpu", "xla")
 
 
 def host_s_per_op(hw: Hardware) -> float:
