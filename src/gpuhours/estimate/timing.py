@@ -53,13 +53,23 @@ def peak_flops(gpu: GpuSpec, precision: str) -> float:
         check_fp8(gpu)
     tflops = getattr(gpu.dense_tflops, key)
     if tflops is None:
-        supported = [k for k in ("bf16", "fp16", "fp32") if getattr(gpu.dense_tflops, k)]
-        raise FieldError(
-            "precision",
-            f"{gpu.name} has no {key} matmul rate in the catalog.",
-            f"Use one of: {', '.join(supported)}.",
-        )
+        raise FieldError("precision", f"{gpu.name} has no {key} matmul rate in the catalog.",
+                         _precision_hint(gpu, precision))
     return tflops * 1e12
+
+
+def _precision_hint(gpu: GpuSpec, precision: str) -> str:
+    """What to run instead on a GPU without `precision`'s matmul rate: the same scheme in the
+    other half precision (bf16-mixed -> fp16-mixed, with fp32 master weights and loss scaling;
+    bf16-amp -> fp16-amp; bf16 -> fp16), as a V100 or T4 user runs it, else fp32."""
+    other = {"bf16": "fp16", "fp16": "bf16"}
+    half = precision[:4]
+    if half in other and getattr(gpu.dense_tflops, other[half]):
+        swapped = other[half] + precision[4:]
+        scaling = ", with loss scaling" if other[half] == "fp16" and precision[4:] else ""
+        return (f"Use --precision {swapped} (the same scheme in {other[half]}{scaling})"
+                + (", or fp32." if gpu.dense_tflops.fp32 else "."))
+    return "Use --precision fp32." if gpu.dense_tflops.fp32 else "Give --peak-tflops."
 
 
 def check_fp8(gpu: GpuSpec) -> None:
