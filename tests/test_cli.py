@@ -211,7 +211,7 @@ def test_unknown_name_message_names_the_option(args: list[str], option: str) -> 
 
 
 @pytest.mark.parametrize(("extra", "options"), [
-    (["--method", "qlora", "--precision", "fp32"], ("--method", "--precision")),
+    (["--method", "qlora", "--precision", "fp8-mixed"], ("--method", "--precision")),
 ])
 def test_conflicting_options_name_both_options(extra: list[str], options: tuple[str, ...]
                                                ) -> None:

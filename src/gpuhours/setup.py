@@ -355,9 +355,19 @@ class Training(_ReadsModel):
     @model_validator(mode="after")
     def _check(self) -> Training:
         _check_layout(self)
-        if self.method == "qlora" and self.precision in ("fp32", "fp8-mixed"):
-            raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
-                             f"4-bit base; {self.precision} precision conflicts with it.")
+        if self.method == "qlora" and self.precision == "fp8-mixed":
+            raise FieldError(("method", "precision"), "qlora's 4-bit base is dequantised to "
+                             "bf16, fp16 or fp32 for its matmuls; fp8 GEMMs are not a QLoRA "
+                             "setup.")
+        if (self.method == "qlora" and self.precision == "fp32"
+                and self.base_quant not in ("nf4", "nf4-nodq")):
+            # bitsandbytes' BitsAndBytesConfig computes in fp32 unless told otherwise
+            # (bnb_4bit_compute_dtype=None -> torch.float32, transformers
+            # utils/quantization_config.py): modelled for its NF4 bases only
+            raise FieldError(("precision", "base_quant"), f"qlora in fp32 is modelled for "
+                             f"bitsandbytes' NF4 bases (whose compute dtype defaults to fp32); "
+                             f"a {self.base_quant} base computes in half precision.",
+                             "Use bf16-mixed or fp16-mixed.")
         if self.loss_kernel in ("half", "chunked-half") and (self.precision == "fp32"
                                            or self.precision.endswith("-amp")):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "

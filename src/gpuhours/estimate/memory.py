@@ -508,9 +508,11 @@ def kbit_bytes(t: Training) -> float:
 
 def kbit_upcast_active(t: Training) -> bool:
     """QLoRA whose unquantised weights peft's prepare_model_for_kbit_training made fp32
-    (`kbit_bytes`): the embedding then returns fp32, and the residual stream stays fp32 through
-    every block (fp32 + the half-precision attention output is fp32)."""
-    return t.method == "qlora" and kbit_bytes(t) == 4.0
+    (`kbit_bytes`) while it computes in half precision: the embedding then returns fp32, and
+    the residual stream stays fp32 through every block (fp32 + the half-precision attention
+    output is fp32). Under fp32 compute the upcast changes nothing: every tensor is fp32
+    already and each cast to the compute dtype is the tensor itself."""
+    return t.method == "qlora" and kbit_bytes(t) == 4.0 and t.precision != "fp32"
 
 
 def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:

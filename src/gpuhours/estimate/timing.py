@@ -273,11 +273,13 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # each 4-bit weight dequantised to 16 bits (estimate/quant.py: bitsandbytes' one kernel,
         # or auto-gptq's five PyTorch intermediates) as often as the kernel does it, and the
         # 16-bit weight read back by each matmul that uses it
+        # (fp32 compute: the weight dequantised to fp32 and read by fp32 matmuls, 4 bytes)
         ckpt = t.checkpointing
-        one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch)
+        compute_bytes = 4.0 if t.precision == "fp32" else 2.0
+        one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch, compute_bytes)
         dequant_traffic = t.grad_accum * quantised_params(arch) * (
             dequants_per_micro_batch(t.base_quant, ckpt) * one
-            + matmuls_per_micro_batch(ckpt) * 2.0)
+            + matmuls_per_micro_batch(ckpt) * compute_bytes)
     layer_traffic += fp8_cast_traffic
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
