@@ -115,3 +115,18 @@ def test_layout_search_skips_sizes_that_cannot_split():
     t = Training(arch=arch, seq_len=4096)
     tps = {x["tp"] for x in candidate_layouts(t, Hardware(gpu="h100", num_gpus=16))}
     assert tps == {1, 2, 4}
+
+
+@pytest.mark.parametrize("params", [7e9, 13e9, 34e9])
+def test_standard_shapes_round_the_mlp_so_tensor_parallelism_splits_them(params: float):
+    # Llama's FeedForward rounds its width to a multiple of 256; the solved width used not to
+    # be (7e9: 11673), so no tp could split a --params model
+    from gpuhours.estimate.arch import standard_shape
+
+    arch = standard_shape(params)
+    assert arch.intermediate_size % 256 == 0
+    # 34e9: d 6656 = 52 heads of 128, so tp 8 stays out (heads), as before
+    assert P.tp_sizes_that_split(arch, 8) == ([1, 2, 4] if params == 34e9 else [1, 2, 4, 8])
+    code, out = _estimate("--params", f"{params:g}", "--method", "full", "--tp", "4",
+                          "--gpus", "4")
+    assert code == 0, out

@@ -1228,7 +1228,10 @@ def standard_shape(
     """A Llama-shaped dense model of about `params` parameters.
 
     Width and depth come from a table of published Llama shapes unless given; the MLP width is
-    then solved so the total matches `params`. The basis says "standard shape for the size".
+    then solved so the total matches `params`, to the nearest multiple of 256 as Llama's
+    FeedForward rounds it (`multiple_of` 256, meta-llama/llama model.py), which tensor
+    parallelism can split (parallel.tp_split_widths). The basis says "standard shape for the
+    size".
     """
     if not math.isfinite(params) or params <= 1e6:
         raise FieldError("params", f"expected a parameter count above 1e6, got {params!r}.")
@@ -1243,6 +1246,8 @@ def standard_shape(
     attn = d * heads * head_dim * 2 + 2 * d * kv * head_dim
     per_layer_budget = (params - 2 * vocab * d - d) / layers - attn - 2 * d
     ffn = int(per_layer_budget / (3 * d))
+    if ffn >= d:
+        ffn = max(256, 256 * round(per_layer_budget / (3 * d) / 256))
     if ffn < d:
         raise FieldError(
             "params",
