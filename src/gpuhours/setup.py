@@ -260,7 +260,8 @@ class Training(_ReadsModel):
     #: (d per token) for its gradient (estimate/lora.py lm_head_adapter_params)
     lora_lm_head: bool = False
     #: tensor parallelism with sequence parallelism (Megatron-LM): GPUs each layer's weights and
-    #: activations are split over (estimate/parallel.py)
+    #: activations are split over (estimate/parallel.py); it must divide the attention heads,
+    #: the KV heads and the MLP width (parallel.tp_split_widths)
     tp: int = Field(default=1, ge=1, le=1024)
     #: pipeline parallelism: stages the layers are split over (1F1B schedule; grad_accum is the
     #: number of micro-batches per step)
