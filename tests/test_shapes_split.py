@@ -130,3 +130,15 @@ def test_standard_shapes_round_the_mlp_so_tensor_parallelism_splits_them(params:
     code, out = _estimate("--params", f"{params:g}", "--method", "full", "--tp", "4",
                           "--gpus", "4", "--ignore-memory")
     assert code == 0, out
+
+
+def test_a_plan_with_a_tp_that_cannot_split_is_refused(tmp_path: Path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("project: tp\nhardware:\n  gpu: h100-sxm\n  gpus_per_node: 8\ndefaults:\n"
+                    "  model: qwen2.5-7b\n  method: full\n  micro_batch: 1\n  seq_len: 1024\n"
+                    "  gpus: 7\n  tp: 7\nphases:\n  - name: train\n    kind: pretrain\n"
+                    "    tokens: 1e8\n")
+    r = runner.invoke(app, ["plan", str(plan)], env=ENV)
+    assert r.exit_code == 2, r.output
+    assert "field 'tp'" in r.output and "Sizes that split it: 1, 2, 4" in " ".join(
+        r.output.split())
