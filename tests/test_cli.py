@@ -121,7 +121,8 @@ BAD_INPUT = [
     # hardware that cannot do what was asked
     ("bf16-on-v100", ["estimate", "--model", "qwen2-0.5b", "--gpu", "v100-16gb",
                       "--precision", "bf16-mixed"], "--precision",
-     r"v100-16gb has no bf16 matmul rate in the catalog\. Use one of: fp16, fp32\."),
+     r"v100-16gb has no bf16 matmul rate in the catalog\. Use --precision fp16-mixed \(the "
+     r"same scheme in fp16, with loss scaling\), or fp32\."),
     ("lora-on-encoder", ["estimate", "--model", "bert-large-uncased", "--gpu", "rtx-4090",
                          "--method", "lora", "--seq", "512"], "--method",
      r"LoRA on encoder models is not modelled yet; use full"),
@@ -204,7 +205,7 @@ def test_unknown_name_message_names_the_option(args: list[str], option: str) -> 
 
 
 @pytest.mark.parametrize(("extra", "options"), [
-    (["--method", "qlora", "--precision", "fp32"], ("--method", "--precision")),
+    (["--method", "qlora", "--precision", "fp8-mixed"], ("--method", "--precision")),
 ])
 def test_conflicting_options_name_both_options(extra: list[str], options: tuple[str, ...]
                                                ) -> None:

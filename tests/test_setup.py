@@ -51,7 +51,7 @@ def test_hardware_takes_a_catalog_name() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "fields", "pattern"), [
-    (dict(method="qlora", precision="fp32"), ("method", "precision"), "4-bit base"),
+    (dict(method="qlora", precision="fp8-mixed"), ("method", "precision"), "4-bit base"),
     (dict(optimizer="sgd", optimizer_impl="fused"), ("optimizer_impl",), "AdamW"),
 ])
 def test_conflicts_are_errors_keyed_by_field(kwargs: dict, fields: tuple, pattern: str) -> None:

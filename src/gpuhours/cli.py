@@ -164,7 +164,8 @@ InterruptOpt = Annotated[float | None, typer.Option(
     "1.97e-5, the Llama 3 paper's 16K-H100 run; 0 leaves downtime out.")]
 TpOpt = Annotated[int, typer.Option(
     "--tp", help="Tensor parallelism (with sequence parallelism, Megatron-LM): GPUs each layer "
-    "is split over, within a node. Left out (with --pp/--cp/--ep): chosen when the setup is.")]
+    "is split over, within a node; it must divide the heads, KV heads and MLP width. Left out "
+    "(with --pp/--cp/--ep): chosen when the setup is.")]
 PpOpt = Annotated[int, typer.Option(
     "--pp", help="Pipeline stages (1F1B; --grad-accum is the micro-batches per step).")]
 CpOpt = Annotated[int, typer.Option(

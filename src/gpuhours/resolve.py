@@ -15,7 +15,7 @@ from gpuhours import catalog
 from gpuhours.catalog._names import base_names, close_keys, normalise
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, DenseTflops, GpuSpec
 from gpuhours.errors import FieldError, UnknownNameError
-from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
+from gpuhours.estimate.arch import ModelArch, from_hf_config, heads_split_problem, standard_shape
 
 if TYPE_CHECKING:
     from gpuhours.setup import ConfigValue
@@ -178,7 +178,9 @@ def check_overrides(cfg: dict[str, Any], overrides: dict[str, ConfigValue], mode
     any model is built: a key that is neither a field of the model's config (its text_config
     included) nor in OPTIONAL_CONFIG_KEYS (close matches suggested); a size that is not a
     whole number >= 1; a hidden size the attention heads do not divide (when no head_dim is
-    given); attention heads the key-value heads do not divide. Errors are keyed by
+    given, or a head_dim given for the model types whose transformers config refuses it all
+    the same: arch.HIDDEN_SPLIT_BY_HEADS_MODEL_TYPES); attention heads the key-value heads do
+    not divide. Errors are keyed by
     `config_overrides` (the CLI's --set) and name the key."""
     if not overrides:
         return
@@ -208,10 +210,13 @@ def check_overrides(cfg: dict[str, Any], overrides: dict[str, ConfigValue], mode
         if not touched:
             continue
         setting = ", ".join(f"{k}={overrides[k]}" for k in touched)
-        if merged.get("head_dim") is None and d % heads:
+        if d % heads and (merged.get("head_dim") is None
+                          or heads_split_problem(merged, str(merged.get("model_type", "llama")))):
             raise FieldError("config_overrides", f"{setting}: {d_key} ({d}) is not a multiple "
                              f"of {h_key} ({heads}), so the heads cannot split it.",
-                             f"Set {d_key} to a multiple of {heads}, or give head_dim.")
+                             f"Set {d_key} to a multiple of {heads}"
+                             + ("." if merged.get("head_dim") is not None else
+                                ", or give head_dim."))
         kv = merged.get(kv_key) if kv_key else None
         if isinstance(kv, int) and kv > 0 and heads % kv:
             raise FieldError("config_overrides", f"{setting}: {h_key} ({heads}) is not a "

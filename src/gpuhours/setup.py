@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.parallel import tp_sizes_that_split, tp_split_problem
 from gpuhours.estimate.quant import BaseQuant
 
 #: full: every weight trains; lora: low-rank adapters on a frozen base (peft); qlora: adapters
@@ -267,7 +268,8 @@ class Training(_ReadsModel):
     #: (d per token) for its gradient (estimate/lora.py lm_head_adapter_params)
     lora_lm_head: bool = False
     #: tensor parallelism with sequence parallelism (Megatron-LM): GPUs each layer's weights and
-    #: activations are split over (estimate/parallel.py)
+    #: activations are split over (estimate/parallel.py); it must divide the attention heads,
+    #: the KV heads and the MLP width (parallel.tp_split_widths)
     tp: int = Field(default=1, ge=1, le=1024)
     #: pipeline parallelism: stages the layers are split over (1F1B schedule; grad_accum is the
     #: number of micro-batches per step)
@@ -368,9 +370,19 @@ class Training(_ReadsModel):
     @model_validator(mode="after")
     def _check(self) -> Training:
         _check_layout(self)
-        if self.method == "qlora" and self.precision in ("fp32", "fp8-mixed"):
-            raise FieldError(("method", "precision"), "qlora computes in bf16 or fp16 on a "
-                             f"4-bit base; {self.precision} precision conflicts with it.")
+        if self.method == "qlora" and self.precision == "fp8-mixed":
+            raise FieldError(("method", "precision"), "qlora's 4-bit base is dequantised to "
+                             "bf16, fp16 or fp32 for its matmuls; fp8 GEMMs are not a QLoRA "
+                             "setup.")
+        if (self.method == "qlora" and self.precision == "fp32"
+                and self.base_quant not in ("nf4", "nf4-nodq")):
+            # bitsandbytes' BitsAndBytesConfig computes in fp32 unless told otherwise
+            # (bnb_4bit_compute_dtype=None -> torch.float32, transformers
+            # utils/quantization_config.py): modelled for its NF4 bases only
+            raise FieldError(("precision", "base_quant"), f"qlora in fp32 is modelled for "
+                             f"bitsandbytes' NF4 bases (whose compute dtype defaults to fp32); "
+                             f"a {self.base_quant} base computes in half precision.",
+                             "Use bf16-mixed or fp16-mixed.")
         if self.loss_kernel in ("half", "chunked-half") and (self.precision == "fp32"
                                            or self.precision.endswith("-amp")):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "
@@ -581,9 +593,14 @@ def _check_layout(t: Training) -> None:
     the sequence by cp, experts by ep (the GPU count is checked where it is known,
     estimate/parallel.py layout_of)."""
     arch = t.arch
-    if t.tp > 1 and arch.num_heads % t.tp:
-        raise FieldError("tp", f"{arch.name} has {arch.num_heads} attention heads; tensor "
-                         f"parallelism must divide them ({t.tp} does not).")
+    if t.tp > 1:
+        problem = tp_split_problem(arch, t.tp)
+        if problem:
+            ok = ", ".join(str(x) for x in tp_sizes_that_split(arch, max(t.tp, 8)))
+            raise FieldError("tp", f"tensor parallelism {t.tp} cannot split {arch.name}: "
+                             f"{problem} (Megatron-Core divides heads, key-value heads and the "
+                             "MLP width by tp; estimate/parallel.py tp_split_widths).",
+                             f"Sizes that split it: {ok}.")
     if t.virtual_stages > 1 and t.pp == 1:
         raise FieldError("virtual_stages", "virtual stages interleave a pipeline: they need "
                                            "pipeline stages (pp) above 1.")

@@ -151,6 +151,20 @@ class GpuSpec(_Strict):
             return int(self.memory_total_mib * 2**20)
         return int(self.memory_gb * 1e9)
 
+    @property
+    def stack(self) -> str:
+        """The software stack a training step runs on here: "torch-cuda" for NVIDIA and AMD
+        (PyTorch eager; ROCm builds keep the torch.cuda interface, its caching allocator and
+        per-operator kernel launches on HIP: pytorch docs/source/notes/hip.rst), "xla" for
+        TPUs (JAX jit or PyTorch/XLA: the step traced and compiled by XLA into one program
+        that the host launches once), "cpu" for a measured CPU, "other" otherwise (no Intel
+        or Apple device is in the catalog)."""
+        if self.generation == "tpu":
+            return "xla"
+        if self.generation == "cpu":
+            return "cpu"
+        return "torch-cuda" if self.vendor in ("NVIDIA", "AMD") else "other"
+
 
 class NodeSpec(_Strict):
     """One node type: the GPUs it carries and each GPU's network to other nodes."""

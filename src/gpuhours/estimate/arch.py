@@ -412,6 +412,40 @@ _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "f
 MATCH_TOLERANCE = 0.005
 
 
+#: model_types whose hidden size transformers requires to be a multiple of the attention heads,
+#: a head_dim given or not (transformers 5.23, each tried with hidden 66 and 4 heads): the
+#: config classes' validate_architecture of llama, gemma2, gemma3 (gemma3_text), deepseek_v2
+#: and gpt_neox refuse the config; FalconAttention, GPT2Attention and BertSelfAttention raise
+#: when the model is built; MptAttention's view and OLMoE's q_norm (over hidden_size, applied to
+#: heads x head_dim) fail in the forward. The other covered types (mistral, qwen2/3, gemma,
+#: phi3, granite, phi, starcoder2, the MoE decoders but olmoe, deepseek_v3) build and run such a
+#: config with head_dim = hidden // heads, or the head_dim given (Gemma, Qwen3, Mistral-Nemo).
+HIDDEN_SPLIT_BY_HEADS_MODEL_TYPES = frozenset({
+    "llama", "gemma2", "gemma3_text", "deepseek_v2", "gpt_neox", "falcon", "gpt2", "bert",
+    "mpt", "olmoe",
+})
+#: (hidden size, attention heads) under each spelling of them
+_HIDDEN_HEADS_KEYS = (("hidden_size", "num_attention_heads"), ("n_embd", "n_head"),
+                      ("d_model", "n_heads"))
+
+
+def heads_split_problem(cfg: dict[str, Any], model_type: str) -> str:
+    """Why transformers refuses or cannot run `cfg` because its attention heads do not divide
+    its hidden size (HIDDEN_SPLIT_BY_HEADS_MODEL_TYPES), or "" when they do or the type does
+    not require it. Sizes that are not positive integers are left to the readers' checks."""
+    if model_type not in HIDDEN_SPLIT_BY_HEADS_MODEL_TYPES:
+        return ""
+    for d_key, h_key in _HIDDEN_HEADS_KEYS:
+        d, heads = cfg.get(d_key), cfg.get(h_key)
+        if isinstance(d, int) and isinstance(heads, int) and heads > 0 and d > 0:
+            if d % heads:
+                return (f"{d_key} ({d}) is not a multiple of {h_key} ({heads}): transformers "
+                        f"refuses that for model_type {model_type}"
+                        + (", a head_dim given or not" if cfg.get("head_dim") else ""))
+            return ""
+    return ""
+
+
 def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> ModelArch:
     """Read a Hugging Face config.json dict into a ModelArch: exactly for COVERED_MODEL_TYPES,
     through transformers on the meta device for others (see the module docstring), or refused
@@ -491,6 +525,10 @@ def _vit_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
 
 def _read_text_model(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
     """A text model's config by its model_type (see from_hf_config)."""
+    problem = heads_split_problem(cfg, model_type)
+    if problem:
+        raise InputError(where, f"{problem}.", "Give a hidden size that the heads divide (each "
+                                               "head takes hidden / heads).")
     if model_type in REMOTE_CODE_MODEL_TYPES:  # read from the checkpoint's own modelling code
         return ModelArch(**remote_code_fields(cfg, name, where, model_type))
     not_covered = _not_covered(cfg, model_type)
@@ -1190,7 +1228,10 @@ def standard_shape(
     """A Llama-shaped dense model of about `params` parameters.
 
     Width and depth come from a table of published Llama shapes unless given; the MLP width is
-    then solved so the total matches `params`. The basis says "standard shape for the size".
+    then solved so the total matches `params`, to the nearest multiple of 256 as Llama's
+    FeedForward rounds it (`multiple_of` 256, meta-llama/llama model.py), which tensor
+    parallelism can split (parallel.tp_split_widths). The basis says "standard shape for the
+    size".
     """
     if not math.isfinite(params) or params <= 1e6:
         raise FieldError("params", f"expected a parameter count above 1e6, got {params!r}.")
@@ -1205,6 +1246,8 @@ def standard_shape(
     attn = d * heads * head_dim * 2 + 2 * d * kv * head_dim
     per_layer_budget = (params - 2 * vocab * d - d) / layers - attn - 2 * d
     ffn = int(per_layer_budget / (3 * d))
+    if ffn >= d:
+        ffn = max(256, 256 * round(per_layer_budget / (3 * d) / 256))
     if ffn < d:
         embeddings = 2 * vocab * d
         # the least a layer of this shape holds: attention, two norms and an MLP (3 matrices)

@@ -79,7 +79,8 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
               speed_if_too_big: bool = True) -> Candidate:
     """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
     that does not fit at 0 (the sweep only needs to know that it does not)."""
-    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus))
+    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
+                          hw.gpu.stack)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     mp = t.tp * t.pp * t.cp
     if not speed_if_too_big and mem.total_bytes > limit:

@@ -57,6 +57,8 @@ class MemoryReport(_Out):
     #: the tensors alive at `peak_phase`, by part: they add up to `tensors_bytes` (the parts
     #: above are each at its own peak, which need not be the same moment)
     at_peak_bytes: dict[str, Figure] = {}
+    #: the device's software stack (catalog GpuSpec.stack): which tools read these figures
+    stack: str = "torch-cuda"
 
 
 #: the sources of the parts alive at the peak that are not fields of MemoryReport
@@ -152,8 +154,15 @@ def headroom_warning(total_bytes: float, device_bytes: float) -> str:
             f"reserve counted here; `gpuhours fit` keeps it when it chooses a micro-batch.")
 
 
+#: the basis of the device overhead on XLA (TPUs): estimate/memory.py device_overhead_bytes
+XLA_OVERHEAD_BASIS = ("none on a TPU: XLA places the compiled step's buffers at compile time "
+                      "(no caching allocator, no CUDA context); the TPU runtime's own share is "
+                      "not modelled (estimate/memory.py device_overhead_bytes)")
+
+
 def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "",
-                   varlen: VarlenReserve | None = None) -> MemoryReport:
+                   varlen: VarlenReserve | None = None, stack: str = "torch-cuda"
+                   ) -> MemoryReport:
     """The memory figures. With variable-length samples (`varlen`) the allocator reserve is
     the replay's (estimate/fragmentation.py) and so are reserved and the device total; `fits`
     stays with the live tensors at the longest micro-batch plus the flat reserve (a reserve
@@ -166,6 +175,12 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
         reserve = assumed(m.allocator_reserve_bytes, "bytes",
                           f"{A.ALLOCATOR_RESERVE_FRACTION.basis}; plus {load_terms[0]}")
     total = formula(m.total_bytes, "bytes", "tensors + allocator reserve + CUDA context")
+    context = assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis)
+    if stack == "xla":
+        reserve = formula(m.allocator_reserve_bytes, "bytes", XLA_OVERHEAD_BASIS)
+        context = formula(m.cuda_context_bytes, "bytes", XLA_OVERHEAD_BASIS)
+        total = formula(m.total_bytes, "bytes", "tensors (XLA: no allocator reserve, no CUDA "
+                                                "context)")
     fits = m.total_bytes <= device_bytes
     if varlen is not None:
         # assumed, not formula: it rests on the assumed run length (when none is given), the
@@ -192,13 +207,14 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
                                "gradients (gathered_working_bytes)"),
         tensors_bytes=formula(m.tensors_bytes, "bytes", f"{src}: peak of live tensors"),
         allocator_reserve_bytes=reserve,
-        cuda_context_bytes=assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis),
+        cuda_context_bytes=context,
         total_bytes=total,
         device_bytes=Figure(value=device_bytes, unit="bytes", basis="catalog",
                             source="accelerator catalog memory_gb"),
         peak_phase=m.peak_phase,
         fits=fits,
         host_bytes=formula(m.host_bytes, "bytes", host_source) if host_source else None,
+        stack=stack,
     )
     # each part alive at the peak with its field's source (or its own, for the parts that
     # only the peak names)
@@ -459,7 +475,8 @@ def estimate_training(
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
     flops = training_flops(t)  # images and their vision tower included (issue 15)
-    mem = training_memory(arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus))
+    mem = training_memory(arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
+                          hw.gpu.stack)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
     # tokens of one optimizer step per GPU: a model replica's, shared by its tp x pp x cp GPUs
@@ -489,7 +506,10 @@ def estimate_training(
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
             f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py) x "
             f"{hw.host_us_per_op:.3g} us ({host_basis})"))
-        if host_basis else formula(st.host_s, "s", f"{step_src}: operators counted for the "
+        if host_basis else formula(st.host_s, "s", f"{step_src}: 0 on a TPU: XLA runs the "
+                                   "step as one compiled program (estimate/timing.py "
+                                   "eager_host_dispatch)")
+        if hw.gpu.stack == "xla" else formula(st.host_s, "s", f"{step_src}: operators counted for the "
             f"{t.kernels} path (estimate/host.py) x " + (
             f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
             else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
@@ -585,7 +605,7 @@ def estimate_training(
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
         mem_f = training_memory(arch, t, fewer.num_gpus,
-                                load_path_reserve_bytes(t, fewer.num_gpus))
+                                load_path_reserve_bytes(t, fewer.num_gpus), hw.gpu.stack)
         st_f = training_step_time(arch, t, fewer, flops, mem_f.trainable_params,
                                   efficiency_scale)
         total_now = tokens_per_step_gpu * hw.num_gpus / st.step_time_s
@@ -614,7 +634,12 @@ def estimate_training(
                         f"{node.source}): give your cluster's (--node, --inter-node-gb-per-s, a "
                         f"plan's hardware.node or inter_node_gb_per_s_one_way).")
     varlen = None
-    if t.seq_len_mean is not None:
+    if t.seq_len_mean is not None and hw.gpu.stack == "xla":
+        warnings.append("variable-length samples on a TPU: XLA compiles a program for each "
+                        "new input shape, so runs pad to a few fixed lengths; the estimate "
+                        f"takes every micro-batch at --seq {t.seq_len} and adds no allocator "
+                        "replay (a caching allocator's, which XLA does not have).")
+    elif t.seq_len_mean is not None:
         from gpuhours.estimate.fragmentation import (
             REPLAY_MICRO_BATCHES,
             replay_micro_batches,
@@ -646,9 +671,17 @@ def estimate_training(
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
-        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel], A.HOST_S_PER_OP, A.HOST_GPU_OVERLAP_P,
-        A.CUDA_CONTEXT_BYTES, A.ALLOCATOR_RESERVE_FRACTION,
+        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel],
     ]
+    if hw.gpu.stack != "xla":  # a TPU has no eager dispatch, CUDA context or caching allocator
+        used += [A.HOST_S_PER_OP, A.HOST_GPU_OVERLAP_P, A.CUDA_CONTEXT_BYTES,
+                 A.ALLOCATOR_RESERVE_FRACTION]
+    else:
+        warnings.append("TPU: modelled as an XLA-compiled step (JAX jit or PyTorch/XLA): no "
+                        "per-operator host dispatch, CUDA context or caching-allocator "
+                        "reserve. The saved tensors and the memory-bound traffic are counted "
+                        "as PyTorch eager's; XLA's fusion and rematerialisation can lower both "
+                        "(not modelled).")
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
     attention = attention_assumption(hw.gpu.generation, t.fused_attention)
@@ -682,7 +715,8 @@ def estimate_training(
         trainable_params=formula(mem.trainable_params, "params",
                                  "all parameters" if t.method == "full"
                                  else f"LoRA rank {t.lora_rank} on {t.lora_targets}"),
-        memory=_memory_report(mem, hw.gpu.memory_bytes, _host_source(t, hw, mem), varlen),
+        memory=_memory_report(mem, hw.gpu.memory_bytes, _host_source(t, hw, mem), varlen,
+                              hw.gpu.stack),
         model_flops_per_token=formula(flops.model_flops_per_token, "FLOP/token",
                                       "estimate/flops.py: 6N (4N LoRA) + causal attention"
                                       + _attention_span_note(t)),

@@ -15,7 +15,7 @@ from gpuhours.estimate.candidate import Candidate, evaluate, figure_json
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.parallel import stages_text
+from gpuhours.estimate.parallel import stages_text, tp_split_problem
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
@@ -144,7 +144,8 @@ def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[in
 
 def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     """The parallel layouts the chooser tries for full training on several GPUs: tensor
-    parallelism in powers of two within a node (dividing the heads), pipeline stages dividing
+    parallelism in powers of two within a node (dividing the heads, KV heads and MLP width:
+    parallel.tp_split_problem), pipeline stages dividing
     the layers, context parallelism for sequences of 16K tokens and more, expert parallelism
     in powers of two dividing the experts; each product dividing the GPUs (parallel.layout_of).
     Pipeline stages need not divide the layers (uneven stages, parallel.stage_layers). Plain
@@ -156,7 +157,8 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
         return [given]
     arch, n = t.arch, hw.num_gpus
     powers = [2 ** k for k in range(12)]
-    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and arch.num_heads % x == 0]
+    # only sizes that split every width Megatron-Core divides (heads, KV heads, MLP)
+    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and not tp_split_problem(arch, x)]
     # any stage count up to one layer a stage: uneven stages (parallel.stage_layers) are
     # Megatron-Core's --decoder-first/last-pipeline-num-layers
     pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if n % x == 0]
@@ -462,7 +464,7 @@ def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
                                   "tp_comm_overlap": c.tp_comm_overlap,
                                   "moe_a2a_overlap": c.moe_a2a_overlap})
     mem = training_memory(chosen.arch, chosen, hw.num_gpus,
-                          load_path_reserve_bytes(chosen, hw.num_gpus))
+                          load_path_reserve_bytes(chosen, hw.num_gpus), hw.gpu.stack)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
     return " over " in st.bottleneck

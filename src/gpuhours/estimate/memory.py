@@ -512,9 +512,11 @@ def kbit_bytes(t: Training) -> float:
 
 def kbit_upcast_active(t: Training) -> bool:
     """QLoRA whose unquantised weights peft's prepare_model_for_kbit_training made fp32
-    (`kbit_bytes`): the embedding then returns fp32, and the residual stream stays fp32 through
-    every block (fp32 + the half-precision attention output is fp32)."""
-    return t.method == "qlora" and kbit_bytes(t) == 4.0
+    (`kbit_bytes`) while it computes in half precision: the embedding then returns fp32, and
+    the residual stream stays fp32 through every block (fp32 + the half-precision attention
+    output is fp32). Under fp32 compute the upcast changes nothing: every tensor is fp32
+    already and each cast to the compute dtype is the tensor itself."""
+    return t.method == "qlora" and kbit_bytes(t) == 4.0 and t.precision != "fp32"
 
 
 def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
@@ -753,12 +755,33 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
 LOAD_PATH_TERM = "load path (fsdp-flatten) reserve"
 
 
+def device_overhead_bytes(tensors_bytes: float, load_reserve_bytes: float, stack: str
+                          ) -> dict[str, float]:
+    """The memory a device's runtime adds beside the live tensors, by software stack
+    (GpuSpec.stack), as MemoryBreakdown's allocator_reserve_bytes and cuda_context_bytes:
+    - torch-cuda: PyTorch's caching allocator reserves a share above the peak of live tensors
+      (assumptions.ALLOCATOR_RESERVE_FRACTION, plus what the loading path leaves cached) and the
+      CUDA (or HIP) context takes assumptions.CUDA_CONTEXT_BYTES;
+    - xla (TPUs): no CUDA context and no caching allocator: XLA's buffer assignment places
+      every buffer of the compiled step at compile time, so the live-tensor peak is the
+      program's and no reserve is added. The TPU runtime's own reservation and XLA's
+      rematerialisation or layout padding are not modelled (no published figure was read): 0
+      here, which leaves the total an under-estimate by whatever they take."""
+    if stack == "xla":
+        return {"allocator_reserve_bytes": 0.0, "cuda_context_bytes": 0.0}
+    return {"allocator_reserve_bytes": tensors_bytes * A.ALLOCATOR_RESERVE_FRACTION.value
+            + load_reserve_bytes, "cuda_context_bytes": A.CUDA_CONTEXT_BYTES.value}
+
+
 def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
-                    load_reserve_bytes: float = 0.0) -> MemoryBreakdown:
+                    load_reserve_bytes: float = 0.0, stack: str = "torch-cuda"
+                    ) -> MemoryBreakdown:
     """Peak memory per GPU of a training step. `load_reserve_bytes`: what the loading path
     leaves cached that the step cannot reuse (estimate/load_cache.py load_path_reserve_bytes,
     which the estimate and fit pass for load_path 'fsdp-flatten'; it replays this module's
-    sizes, so it is computed by the caller), added to the flat allocator reserve.
+    sizes, so it is computed by the caller), added to the flat allocator reserve. `stack`
+    (GpuSpec.stack): on "xla" (TPUs) neither a CUDA context nor the caching allocator's reserve
+    is added (device_overhead_bytes).
 
     ZeRO stage s over N data-parallel GPUs divides by N: optimizer state and master weights from
     stage 1, gradients from 2, weights from 3 (ZeRO paper, fig. 1). The peak is the larger of
@@ -936,8 +959,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         gathered_bytes=gathered,
         peak_phase=phase,
         tensors_bytes=tensors,
-        allocator_reserve_bytes=tensors * A.ALLOCATOR_RESERVE_FRACTION.value + load_reserve_bytes,
-        cuda_context_bytes=A.CUDA_CONTEXT_BYTES.value,
+        **device_overhead_bytes(tensors, load_reserve_bytes, stack),
         trainable_params=trainable,
         total_params=total,
         host_bytes=host,

@@ -109,6 +109,41 @@ def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus:
                   stages=stages, a2a_overlap=a2a_overlap)
 
 
+#: Megatron-Core splits these widths over the tp ranks and refuses a size that does not divide
+#: one: attention heads and query groups (KV heads) with divide(..., world_size) in
+#: megatron/core/transformer/attention.py (NVIDIA/Megatron-LM@00c2c0ad), the MLP's fc1 columns
+#: and fc2 rows (ffn_hidden_size) with divide(output_size / input_size, world_size) in
+#: ColumnParallelLinear / RowParallelLinear, megatron/core/tensor_parallel/layers.py
+#: (@960c06b9). The vocabulary is not checked: Megatron pads it to a multiple of
+#: make_vocab_size_divisible_by x tp. Routed experts run with expert tensor parallelism 1 here
+#: (module docstring), so their width is not split; their count must divide by ep (setup.py).
+#: Mamba mixers' heads are not checked (their split is not modelled).
+def tp_split_widths(arch: ModelArch) -> list[tuple[str, int]]:
+    """(name, size) of each width tensor parallelism divides, as Megatron-Core splits them."""
+    widths: list[tuple[str, int]] = []
+    if arch.num_heads and arch.attention_layer_count:
+        widths += [("attention heads", arch.num_heads),
+                   ("key-value heads (query groups)", arch.num_kv_heads)]
+    if arch.intermediate_size and (not arch.is_moe or arch.dense_mlp_layers > 0):
+        widths.append(("MLP width (intermediate_size)", arch.intermediate_size))
+    if arch.shared_expert_intermediate_size:
+        widths.append(("shared-expert MLP width", arch.shared_expert_intermediate_size))
+    return widths
+
+
+def tp_split_problem(arch: ModelArch, tp: int) -> str:
+    """Why `tp` ranks cannot split `arch` (the first width it does not divide), or ""."""
+    for what, size in tp_split_widths(arch):
+        if size % tp:
+            return f"its {what}, {size}, is not a multiple of tp {tp}"
+    return ""
+
+
+def tp_sizes_that_split(arch: ModelArch, up_to: int) -> list[int]:
+    """The tensor-parallel sizes from 1 to `up_to` that split every width of `arch`."""
+    return [x for x in range(1, up_to + 1) if not tp_split_problem(arch, x)]
+
+
 def head_layer_equivalents(arch: ModelArch) -> float:
     """The LM head's matmul in units of one decoder layer's matmuls: its weights over the mean
     weights a token goes through in a layer (attention, dense MLP or shared and k of the

@@ -159,21 +159,27 @@ def _bandwidth_bytes(nbytes: float, element_bytes: int) -> float:
     return nbytes * (A.ONE_BYTE_ELEMENTWISE_COST.value if element_bytes == 1 else 1.0)
 
 
-def dequant_bytes_per_weight(base_quant: BaseQuant, rows: int | None = None) -> float:
-    """Bandwidth-equivalent bytes one dequantisation of a 4-bit weight to 16 bits moves, up to
-    the 16-bit weight written (the matmul's read of it is counted by the caller):
+def dequant_bytes_per_weight(base_quant: BaseQuant, rows: int | None = None,
+                             compute_bytes: float = 2.0) -> float:
+    """Bandwidth-equivalent bytes one dequantisation of a 4-bit weight to the compute dtype
+    (`compute_bytes` a weight: 2 for bf16/fp16, 4 for fp32) moves, up to the weight written
+    (the matmul's read of it is counted by the caller):
     - nf4: bitsandbytes' dequantize_4bit kernels (nf4_dequant_bytes_per_weight less the GEMM's
       read-back: 2.64 bytes for bf16).
     - gptq-int4: the sum over GPTQ_DEQUANT_STEPS (16.5 bytes read and written; 22.5 at a
       1-byte cost of 2).
       Below GPTQ_KERNEL_SWITCH_ROWS rows per call auto-gptq runs its own CUDA kernel on the
       packed weights instead: taken as nf4's single kernel.
-    - awq-int4: taken as nf4's (AutoAWQ's training path not read)."""
+    - awq-int4: taken as nf4's (AutoAWQ's training path not read).
+    fp32 compute (setup: nf4 bases only) writes 4 bytes a weight: dequantize_4bit returns the
+    dtype the weight was quantised from, taken as fp32 (a model loaded in fp32); a model loaded
+    in bf16 adds a cast to fp32 (`.to(A.dtype)`, 2 bytes read and 4 written a weight), not
+    counted."""
     torch_path = rows is None or rows >= GPTQ_KERNEL_SWITCH_ROWS
     if base_quant == "gptq-int4" and torch_path:
         return sum(_bandwidth_bytes(*read) + _bandwidth_bytes(*written)
                    for _, read, written in GPTQ_DEQUANT_STEPS)
-    return nf4_dequant_bytes_per_weight() - 2.0
+    return nf4_dequant_bytes_per_weight(compute_bytes) - compute_bytes
 
 
 def dequants_per_micro_batch(base_quant: BaseQuant, checkpointing: bool) -> int:

@@ -171,6 +171,10 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
     for gpu in sorted(bigger_gpus, key=lambda g: g.memory_gb):
         if gpu.memory_gb <= hw.gpu.memory_gb:
             continue
+        if gpu.stack != hw.gpu.stack:
+            # a TPU is not a larger GPU for a PyTorch CUDA/ROCm run, nor the reverse: the
+            # training code, kernels and memory tools change with the stack (GpuSpec.stack)
+            continue
         if t.method == "qlora" and gpu.vendor not in QLORA_VENDORS:
             continue  # 4-bit bases (bitsandbytes, GPTQ, torchao NF4) run CUDA or ROCm kernels
         bigger = hw.model_copy(update={"gpu": gpu})

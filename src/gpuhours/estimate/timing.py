@@ -53,13 +53,23 @@ def peak_flops(gpu: GpuSpec, precision: str) -> float:
         check_fp8(gpu)
     tflops = getattr(gpu.dense_tflops, key)
     if tflops is None:
-        supported = [k for k in ("bf16", "fp16", "fp32") if getattr(gpu.dense_tflops, k)]
-        raise FieldError(
-            "precision",
-            f"{gpu.name} has no {key} matmul rate in the catalog.",
-            f"Use one of: {', '.join(supported)}.",
-        )
+        raise FieldError("precision", f"{gpu.name} has no {key} matmul rate in the catalog.",
+                         _precision_hint(gpu, precision))
     return tflops * 1e12
+
+
+def _precision_hint(gpu: GpuSpec, precision: str) -> str:
+    """What to run instead on a GPU without `precision`'s matmul rate: the same scheme in the
+    other half precision (bf16-mixed -> fp16-mixed, with fp32 master weights and loss scaling;
+    bf16-amp -> fp16-amp; bf16 -> fp16), as a V100 or T4 user runs it, else fp32."""
+    other = {"bf16": "fp16", "fp16": "bf16"}
+    half = precision[:4]
+    if half in other and getattr(gpu.dense_tflops, other[half]):
+        swapped = other[half] + precision[4:]
+        scaling = ", with loss scaling" if other[half] == "fp16" and precision[4:] else ""
+        return (f"Use --precision {swapped} (the same scheme in {other[half]}{scaling})"
+                + (", or fp32." if gpu.dense_tflops.fp32 else "."))
+    return "Use --precision fp32." if gpu.dense_tflops.fp32 else "Give --peak-tflops."
 
 
 def check_fp8(gpu: GpuSpec) -> None:
@@ -263,11 +273,13 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # each 4-bit weight dequantised to 16 bits (estimate/quant.py: bitsandbytes' one kernel,
         # or auto-gptq's five PyTorch intermediates) as often as the kernel does it, and the
         # 16-bit weight read back by each matmul that uses it
+        # (fp32 compute: the weight dequantised to fp32 and read by fp32 matmuls, 4 bytes)
         ckpt = t.checkpointing
-        one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch)
+        compute_bytes = 4.0 if t.precision == "fp32" else 2.0
+        one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch, compute_bytes)
         dequant_traffic = t.grad_accum * quantised_params(arch) * (
             dequants_per_micro_batch(t.base_quant, ckpt) * one
-            + matmuls_per_micro_batch(ckpt) * 2.0)
+            + matmuls_per_micro_batch(ckpt) * compute_bytes)
     layer_traffic += fp8_cast_traffic
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
@@ -290,9 +302,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         memory_bound_s = ((layer_traffic + dequant_traffic) * stage_share
                           + (logit_traffic if last else 0.0)) / split / bw
     gpu_compute_s = matmul_s + attention_s + memory_bound_s
-    if gpu.generation == "cpu":
+    if not eager_host_dispatch(gpu):
         # on a CPU the operators run on the host itself: their dispatch is inside the measured
-        # compute rate, not a second timeline beside it
+        # compute rate, not a second timeline beside it; on a TPU XLA runs the step as one
+        # compiled program (eager_host_dispatch)
         host_s = host_exposed_s = 0.0
     else:
         host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
@@ -303,7 +316,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     compute_s = gpu_compute_s + host_exposed_s
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
-    if gpu.generation != "cpu":
+    if eager_host_dispatch(gpu):
         optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
     collectives: tuple[P.Collective, ...] = ()
     bubble_s = 0.0
@@ -324,7 +337,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                                            t.method)
         optimizer_s = trained / (shards if t.zero_stage >= 1 else 1) \
             * optimizer_bytes_per_param(t) / bw
-        if gpu.generation != "cpu":
+        if eager_host_dispatch(gpu):
             optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
         dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
                                    forward_share(flops), stage_share * arch.num_layers)
@@ -516,6 +529,16 @@ def _ring_step_s(hw: Hardware) -> float:
 def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
     """Nodes a group of ranks spread over `span_gpus` consecutive GPUs touches."""
     return max(1, min(hw.num_nodes, -(-span_gpus // hw.gpus_per_node)))
+
+
+def eager_host_dispatch(gpu: GpuSpec) -> bool:
+    """Whether the host issues the step operator by operator beside the device (PyTorch eager
+    on CUDA or ROCm: estimate/host.py's count x host_s_per_op). Not on a CPU (the operators
+    run on the host itself) nor on a TPU: JAX's jit and PyTorch/XLA trace the step into one
+    XLA program, compiled once and then launched once a step (PyTorch/XLA's lazy tracing of
+    each step runs ahead of the device, asynchronously; its cost is not modelled), so there
+    is no per-operator launch to hide."""
+    return gpu.stack not in ("cpu", "xla")
 
 
 def host_s_per_op(hw: Hardware) -> float:

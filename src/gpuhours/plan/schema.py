@@ -177,7 +177,8 @@ class TrainingSettings(_Strict):
         default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "
         "ZeRO 1-3), optimizer+params (ZeRO-3 offload_param, FSDP CPUOffload)")
     tp: PositiveInt | None = Field(default=None, description="tensor parallelism with sequence "
-                                   "parallelism (Megatron-LM), within a node")
+                                   "parallelism (Megatron-LM), within a node; dividing "
+                                   "the heads, KV heads and MLP width")
     pp: PositiveInt | None = Field(default=None, description="pipeline stages (1F1B)")
     cp: PositiveInt | None = Field(default=None, description="context parallelism (ring "
                                    "attention)")

@@ -97,9 +97,15 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
         console.print("[dim]at their own peak, not at this one: " + ", ".join(elsewhere)
                       + " (--json: memory.*_bytes)[/dim]")
     reserved = m.tensors_bytes.value + m.allocator_reserve_bytes.value
-    console.print(f"[dim]as the tools report it: torch.cuda.max_memory_allocated() ~ peak of "
-                  f"live tensors ({gib(m.tensors_bytes.value)}); max_memory_reserved() ~ with "
-                  f"the allocator reserve ({gib(reserved)}); nvidia-smi ~ total[/dim]")
+    if m.stack == "xla":  # no torch.cuda on a TPU: JAX's and PyTorch/XLA's memory statistics
+        console.print(f"[dim]as the tools report it: jax Device.memory_stats()"
+                      f"['peak_bytes_in_use'] (torch_xla: xm.get_memory_info) ~ peak of live "
+                      f"tensors ({gib(m.tensors_bytes.value)})[/dim]")
+    else:
+        console.print(f"[dim]as the tools report it: torch.cuda.max_memory_allocated() ~ peak "
+                      f"of live tensors ({gib(m.tensors_bytes.value)}); max_memory_reserved() "
+                      f"~ with the allocator reserve ({gib(reserved)}); nvidia-smi ~ "
+                      f"total[/dim]")
     if m.host_bytes is not None:
         console.print(f"host RAM for the CPU-offloaded state: {gib(m.host_bytes.value)} per "
                       f"GPU {_basis(m.host_bytes)}")
