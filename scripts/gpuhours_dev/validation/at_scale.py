@@ -453,7 +453,9 @@ MISS_REASONS = {
         "set); not a mechanism of the estimate."),
     "JetMoE-8B": (
         "96 H100s for 2 weeks (the README) imply 18% MFU for the 2.2B active parameters; the "
-        "estimate, 30%, already counts the expert dispatch of a top-2 MoE. The config is a "
+        "estimate already counts the expert dispatch of a top-2 MoE and, since issue 14/16's "
+        "expert-GEMM model (estimate/moe_gemm.py), its experts' GEMMs at 11,264 tokens per "
+        "expert (full size: no loss) and its token permutation (-41% before). The config is a "
         "stand-in (mixtral-type with JetMoE's per-token work; pretraining_models.json) for "
         "JetMoE's mixture of attention heads; its own expert kernels (myshell-ai/JetMoE "
         "jetmoe/utils/parallel_experts.py), the cluster's network (not stated; the default "
@@ -467,7 +469,8 @@ MISS_REASONS = {
         "SFT/DPO together), which the estimate does not split."),
     "Phi-3.5-MoE 42B-A6.6B": (
         "512 H100s for 23 days (the card) imply 21% MFU for 6.6B active parameters, the "
-        "estimate 32% (expert parallelism 8 with pipeline 2, the all-to-all overlapped as "
+        "estimate 31% (32% before its experts' GEMMs and routing were costed, estimate/"
+        "moe_gemm.py; expert parallelism 8 with pipeline 2, the all-to-all overlapped as "
         "Megatron-Core runs it). The card's training time is the instruct model's: "
         "pretraining plus SFT, PPO and DPO (the card), not separated; the expected downtime "
         "(1%) is in the prediction. The rest is not explained by a modelled mechanism."),

@@ -31,8 +31,8 @@ def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
 #:   end-to-end training tops out near it: MPT-13B HFU 72-74%).
 #: - hopper: FITTED to the tuning half of the H100 rows (scripts/gpuhours_dev/validation/
 #:   hopper.py: split_halves, fit_hopper), of those the dense, GEMM-bound ones (an MoE's grouped
-#:   expert GEMMs and routing are not costed); the held-out half checks it (docs/validation.md,
-#:   "Training throughput on H100": dense rows 28 of 30 within 20%, MoE 9 of 19).
+#:   expert GEMMs and routing were not costed then, estimate/moe_gemm.py now); the held-out half
+#:   checks it (docs/validation.md, "Training throughput on H100").
 #: - ada: DERIVED from user microbenchmarks, not from training rows: the median Ada product's
 #:   square-matmul rate over its dense peak (r 0.849: RTX 4090 1.00, L20 0.96, L40S 0.74, L4
 #:   0.49) x the share of that rate the anchored generations' training GEMMs reach (the mean of
@@ -122,6 +122,22 @@ FP8_WEIGHT_COPY_BYTES = _a("fp8_weight_copy_bytes", 2.0, "bytes per layer matmul
 #: GEMM throughput in NVIDIA's "Matrix Multiplication Background" guide; 128 is one K-tile pair.
 GEMM_HALF_WIDTH = _a("gemm_half_width", 128.0, "elements",
                      "assumption: tile pipeline fill of about two 64-wide K tiles")
+
+#: An MoE's routed-expert GEMMs (estimate/moe_gemm.py): the reduction depth K at which a GEMM
+#: tile's fixed cost (prologue, epilogue) equals its MMA loop, so a GEMM of depth K reaches
+#: K / (K + this) of its large-K rate. Fitted, with a base efficiency (0.72 of the fp8 peak),
+#: to the six normal GEMMs of M = 4096 of DeepGEMM's published H800 table (data/
+#: grouped_gemm_microbench.csv, validation/grouped_gemm.py), none of the training rows; its ten
+#: grouped GEMMs, held out, are within 10%.
+GROUPED_GEMM_K_HALF_DEPTH = _a(
+    "grouped_gemm_k_half_depth", 375.0, "elements",
+    "fitted to the six M = 4096 normal GEMMs of deepseek-ai/DeepGEMM@55ab91f README (H800, "
+    "fp8; rms 4%); its ten grouped GEMMs held out: within 10%")
+#: The p of the p-norm combining a small GEMM's compute time and its operands' read time
+#: (neither hides the other entirely): 2 is an assumption, checked on DeepGEMM's masked grouped
+#: GEMMs of M = 256-1024 per group (held out, within 10%).
+GEMM_ROOFLINE_P = _a("gemm_roofline_p", 2.0, "exponent",
+                     "assumption; checked on DeepGEMM's masked grouped GEMMs (held out)")
 
 #: Attention kernels reach a lower share of peak than GEMMs (softmax and rescaling run off the
 #: tensor cores), per causal FLOP: e_attn = ratio x GEMM efficiency. Basis: FlashAttention

@@ -12,6 +12,7 @@ from gpuhours.catalog.schema import PriceRow
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import offload as OF
+from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
@@ -496,11 +497,15 @@ def estimate_training(
                        f"of the fp8 peak ({fp8.basis}); MFU against the fp8 peak")
     step_src = "estimate/timing.py roofline"
     breakdown = {
-        "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"),
+        "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"
+                            + _expert_gemm_note(arch, st)),
         "attention_s": formula(st.attention_s, "s",
                                f"{step_src}: attention FLOPs / (peak x attention efficiency)"),
         "memory_bound_s": formula(st.memory_bound_s, "s",
-                                  f"{step_src}: elementwise + logits bytes / bandwidth" + (
+                                  f"{step_src}: elementwise + logits bytes / bandwidth"
+                                  + ("; MoE token permutation, weighting, combine and router "
+                                     "logits (estimate/moe_gemm.py routing_bytes_per_token_layer)"
+                                     if arch.is_moe else "") + (
                                       f"; LoRA branch {lora_branch_of(t)} (estimate/"
                                       "lora_traffic.py)" if t.method != "full" else "")),
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
@@ -684,6 +689,8 @@ def estimate_training(
                         "(not modelled).")
     if t.loss_kernel == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
+    if arch.is_moe:
+        used += [A.GROUPED_GEMM_K_HALF_DEPTH, A.GEMM_ROOFLINE_P]
     attention = attention_assumption(hw.gpu.generation, t.fused_attention)
     if attention is not None:
         used.append(attention)
@@ -740,3 +747,12 @@ def estimate_training(
         + list(mem.setup_terms)
         + ([images] if images else []),
     )
+
+
+def _expert_gemm_note(arch: ModelArch, st: StepTime) -> str:
+    """The routed experts' share of the matmul time's basis: what their small GEMMs add."""
+    if not arch.is_moe:
+        return ""
+    return (f"; the routed experts' GEMMs of tokens-per-expert rows add "
+            f"{st.expert_gemm_s:.3g} s per step before the layout's split (tile, wave and K-depth "
+            f"losses of their shapes: estimate/moe_gemm.py, constants from DeepGEMM's H800 table)")

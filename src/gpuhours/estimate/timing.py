@@ -32,6 +32,12 @@ from gpuhours.estimate.memory import (
     quantised_params,
     state_bytes_per_param,
 )
+from gpuhours.estimate.moe_gemm import (
+    expert_gemm_slowdown,
+    expert_matmul_flops_per_token,
+    expert_shapes,
+    routing_bytes_per_token_layer,
+)
 from gpuhours.estimate.offload import OffloadTime
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.quant import (
@@ -212,6 +218,9 @@ class StepTime:
     collectives: tuple[P.Collective, ...] = ()
     #: CPU offload: PCIe traffic, the host's Adam step, the weights copied up
     offload: OffloadTime | None = None
+    #: the part of matmul_s the routed experts' small GEMMs add (estimate/moe_gemm.py), before
+    #: the layout's split of the layers
+    expert_gemm_s: float = 0.0
 
     @property
     def compute_s(self) -> float:
@@ -244,6 +253,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         matmul_s = tokens * ((flops.matmul_flops_per_token - fp8_flops) / (peak * e_mm)
                              + fp8_flops / (peak_flops(gpu, t.precision) * e_fp8))
         fp8_cast_traffic = tokens * fp8_cast_bytes_per_token(arch)
+    expert_gemm_s = expert_gemm_extra_s(arch, t, hw, tokens, e_mm, efficiency_scale)
+    matmul_s += expert_gemm_s
     if t.flash_attention:
         attention_s = tokens * flops.attention_flops_per_token / (peak * e_attn)
         score_traffic = 0.0
@@ -281,6 +292,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             dequants_per_micro_batch(t.base_quant, ckpt) * one
             + matmuls_per_micro_batch(ckpt) * compute_bytes)
     layer_traffic += fp8_cast_traffic
+    # an MoE layer's token permutation, weighting and combine, and its router's logits
+    layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
+        arch, t.kernels, a, t.checkpointing)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)
@@ -383,7 +397,36 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         pipeline_bubble_s=bubble_s,
         collectives=collectives,
         offload=off,
+        expert_gemm_s=expert_gemm_s,
     )
+
+
+def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: float, e_mm: float,
+                        efficiency_scale: float = 1.0) -> float:
+    """Seconds the routed experts' GEMMs of `tokens` take beyond the dense GEMM rate that
+    matmul_s charges them at: their time at that rate x (estimate/moe_gemm.py
+    expert_gemm_slowdown - 1), the shapes those of one micro-batch on one rank (its sequence
+    chunk's tokens, ep ranks' routed copies brought in, the intermediate width split by tp).
+    fp8-mixed runs the experts in fp8 (fp8_matmul_flops_per_token). 0 for a dense model."""
+    if not arch.is_moe:
+        return 0.0
+    gpu = hw.gpu
+    fp8 = t.precision == "fp8-mixed"
+    trains = t.method == "full"
+    if fp8:
+        peak = peak_flops(gpu, t.precision)
+        eff = fp8_gemm_efficiency(gpu, arch.hidden_size) * efficiency_scale
+        element = 1.0
+    else:
+        peak = peak_flops(gpu, t.precision)
+        eff = e_mm
+        element = ACTIVATION_BYTES[t.precision]
+    shapes = expert_shapes(arch, t.tokens_per_micro_batch / t.cp, t.ep, t.tp)
+    bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
+    slowdown = expert_gemm_slowdown(shapes, trains, peak, eff, bw, element, gpu.sm_count,
+                                    grouped_launch=t.kernels == "megatron")
+    flops = expert_matmul_flops_per_token(arch, trains, t.checkpointing)
+    return tokens * flops / (peak * eff) * (slowdown - 1.0)
 
 
 def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,

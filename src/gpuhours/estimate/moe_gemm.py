@@ -1,0 +1,182 @@
+"""An MoE layer's expert GEMMs and token routing in a training step (issues 14 and 16).
+
+The dense GEMM efficiency (assumptions.GEMM_EFFICIENCY_BY_GENERATION) was set on GEMMs whose M is
+the whole micro-batch. A routed expert sees only the tokens sent to it, so its GEMMs are
+smaller: M = tokens per expert per micro-batch (the rank's tokens x top-k x ep / experts, the
+all-to-all bringing ep ranks' tokens in), N and K the expert's widths, and in the weight gradient
+K = M. Three losses follow, each counted from the shape (gemm_time_s):
+
+- tile quantisation: M is rounded up to the kernel's output tile (64 or 128 rows; DeepGEMM pads
+  each expert's segment to its BLOCK_M, deepseek-ai/DeepGEMM@55ab91f README "Grouped GEMMs
+  (contiguous layout)"), N to 128;
+- waves: tiles / SMs rounded up to whole waves (one grouped launch spreads every local
+  expert's tiles over the SMs);
+- the reduction depth: a tile's prologue and epilogue (loading, writing the output) are paid
+  once per K loop, a throughput share K / (K + assumptions.GROUPED_GEMM_K_HALF_DEPTH);
+- and the weights' read, which at small M bounds the GEMM by bandwidth (roofline, combined with
+  the compute time as a 2-norm: neither hides the other entirely).
+
+The constants were set from DeepGEMM's published H800 microbenchmarks, the six normal GEMMs of
+M = 4096 (data/grouped_gemm_microbench.csv, not from any training row); its ten grouped GEMMs were
+held out and are reproduced within 10% (tests/test_moe_gemm.py). What the expert GEMMs cost in a
+step is then their time by this model over the time of one GEMM of the same N, K over all the
+rank's routed tokens (what the dense fit already covers): `expert_gemm_slowdown`.
+
+Token routing (`routing_bytes_per_token_layer`) counts the passes over the routed copies of the
+hidden states that Megatron-Core's dispatcher and HF's expert loop make, forward and backward.
+The all-to-all itself is estimate/parallel.py's (expert_all_to_all_bytes_per_layer): not here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+
+#: output tile of Hopper GEMM kernels, rows x columns: 128 x 128 (DeepGEMM's BLOCK_M 128 for
+#: training shapes, CUTLASS's 128 x 128 warp-specialised tiles); 64 rows where a group has at
+#: most 64 (DeepGEMM's BLOCK_M 64 for small M). Smaller tiles reuse their operands less, so a
+#: kernel does not take them for larger M (with them the fit below is worse: rms 7% against 4%)
+TILE_N = 128
+TILE_M = 128
+TILE_M_SMALL = 64
+#: the large-GEMM share of the fp8 peak fitted with A.GROUPED_GEMM_K_HALF_DEPTH (0.72) to
+#: DeepGEMM's rows; used only to check the model on them: in a training step the GPU's own GEMM
+#: efficiency takes its place
+GROUPED_GEMM_BASE_EFFICIENCY = 0.72
+
+
+def gemm_time_s(m: float, n: float, k: float, groups: int, peak_flops: float, efficiency: float,
+                bw_bytes_per_s: float, element_bytes: float, sm_count: int | None) -> float:
+    """Seconds of `groups` GEMMs of (m x k) @ (k x n) in one launch, each of m rows: 2 m n k
+    FLOPs each at `efficiency` of `peak_flops` x the tile, wave and depth shares (module
+    docstring), with the operands and the output read or written once at `bw_bytes_per_s`
+    (the two combined as an assumptions.GEMM_ROOFLINE_P-norm)."""
+    m, n, k = max(m, 1.0), max(n, 1.0), max(k, 1.0)
+    memory_s = groups * (m * k + k * n + m * n) * element_bytes / bw_bytes_per_s
+    depth = k / (k + A.GROUPED_GEMM_K_HALF_DEPTH.value)
+    tile_m = TILE_M_SMALL if m <= TILE_M_SMALL else TILE_M
+    tm, tn = math.ceil(m / tile_m), math.ceil(n / TILE_N)
+    tiles = groups * tm * tn
+    tile_use = m * n / (tm * tile_m * tn * TILE_N)
+    wave_use = tiles / (math.ceil(tiles / sm_count) * sm_count) if sm_count else 1.0
+    compute_s = groups * 2 * m * n * k / (peak_flops * efficiency * tile_use * wave_use * depth)
+    p = A.GEMM_ROOFLINE_P.value
+    return (compute_s ** p + memory_s ** p) ** (1 / p)
+
+
+@dataclass(frozen=True)
+class ExpertShapes:
+    """One rank's expert GEMMs of one MoE layer and micro-batch."""
+
+    #: routed token copies each local expert receives (the mean; routing balanced)
+    tokens_per_expert: float
+    #: experts on this rank (one grouped launch)
+    local_experts: int
+    #: (N, K) of the expert's first linear (gate and up fused) and of its second (down)
+    fc1: tuple[float, float]
+    fc2: tuple[float, float]
+
+
+def expert_shapes(arch: ModelArch, tokens_per_rank: float, ep: int, tp: int) -> ExpertShapes:
+    """The expert GEMMs of a rank holding experts / ep experts whose micro-batch has
+    `tokens_per_rank` tokens: each expert receives tokens x top-k x ep / experts copies (the ep
+    ranks' tokens all-to-all'd in, routing balanced); expert tensor parallelism (Megatron-Core's
+    expert_tensor_parallel_size, by default the tensor-parallel size) splits the intermediate
+    width by `tp`."""
+    f = arch.moe_intermediate_size / tp
+    fc1_n = 2 * f if arch.gated_mlp else f
+    per_expert = tokens_per_rank * arch.experts_per_token * ep / arch.num_experts
+    return ExpertShapes(tokens_per_expert=per_expert,
+                        local_experts=max(arch.num_experts // ep, 1),
+                        fc1=(fc1_n, arch.hidden_size), fc2=(arch.hidden_size, f))
+
+
+def expert_gemm_slowdown(shapes: ExpertShapes, trains_weights: bool, peak_flops: float,
+                         efficiency: float, bw_bytes_per_s: float, element_bytes: float,
+                         sm_count: int | None, grouped_launch: bool = True) -> float:
+    """Time of a rank's expert GEMMs (forward, input gradient, and the weight gradient when
+    the experts train) over the time of the same FLOPs as one GEMM per linear over all its
+    routed tokens (M = tokens per expert x local experts): above 1 where the experts' small M,
+    few tiles or shallow weight-gradient K cost efficiency. Per linear (N, K): forward
+    (M, N, K), input gradient (M, K, N), weight gradient (K, N, M). `grouped_launch`: the
+    local experts' GEMMs in one launch (Megatron-Core's grouped GEMM, TE GroupedLinear), their
+    tiles sharing the waves; else one launch per expert (transformers' loop over experts)."""
+    m, g = shapes.tokens_per_expert, shapes.local_experts
+    big = m * g
+
+    def t(mm: float, n: float, k: float, groups: int) -> float:
+        if not grouped_launch:
+            return groups * gemm_time_s(mm, n, k, 1, peak_flops, efficiency, bw_bytes_per_s,
+                                        element_bytes, sm_count)
+        return gemm_time_s(mm, n, k, groups, peak_flops, efficiency, bw_bytes_per_s,
+                           element_bytes, sm_count)
+
+    grouped = whole = 0.0
+    for n, k in (shapes.fc1, shapes.fc2):
+        grouped += t(m, n, k, g) + t(m, k, n, g)
+        whole += t(big, n, k, 1) + t(big, k, n, 1)
+        if trains_weights:
+            grouped += t(k, n, m, g)
+            # the same FLOPs as one (K x N) gradient of depth M x groups
+            whole += t(k, n, big, 1)
+    return grouped / whole if whole > 0 else 1.0
+
+
+#: elements of the hidden width moved per routed copy (k) and per token (1) by the permutation,
+#: the probability weighting and the combine of one MoE layer, (per copy, per token):
+#: - "megatron": Transformer Engine's fused permute / unpermute (Megatron-Core
+#:   moe_permute_fusion, which Megatron-Bridge's MoE model providers set True): forward, a
+#:   gather writing each copy (read k, write k) and an unpermute that reads the k copies, weights
+#:   them and writes the sum (k, 1); backward, the unpermute's gradient writes the k copies' and
+#:   reads them back for the probabilities' gradient (2 k, 1), the permute's sums them (k, 1)
+#: - "eager": transformers' sparse MoE block, a loop over experts: gather (hidden_states[top_x]:
+#:   read k, write k), `* routing_weights` (k, k), index_add_ into the output (read k, read and
+#:   write k); backward, the index_add_'s gradient gathered (k, k), the product's for the input
+#:   and the weight (read 2 k, write k), the gather's an index_add_ (read k, read and write k)
+#: The unfused Megatron-LM permute (NVIDIA/Megatron-LM@e61c3841 moe_utils.py: index_select,
+#: zeros_like + index_copy_, * probs, sum) moves more, about 8 k + 1 forward; not used here.
+ROUTING_ELEMENTS = {
+    "megatron": {"forward": (3, 1), "backward": (3, 2)},
+    "eager": {"forward": (7, 0), "backward": (8, 0)},
+}
+#: fp32 passes over the router's logits per token and expert: softmax (read, write), top-k
+#: (read), the load-balancing loss's statistics (read), forward; as many backward
+ROUTER_FP32_PASSES = 4
+
+
+def routing_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
+                                  recompute: bool) -> float:
+    """Bytes of memory traffic per token and MoE layer of the routing around the experts:
+    the permutation, weighting and combine of the top-k copies of the hidden state
+    (ROUTING_ELEMENTS; the megatron kernel path's fused kernels, otherwise the eager loop), and
+    the router's fp32 logits (ROUTER_FP32_PASSES per expert each way), forward and backward,
+    the forward twice under full recomputation. The router's GEMM is with the matmuls
+    (estimate/blocks.py); the all-to-all is estimate/parallel.py's."""
+    if not arch.is_moe:
+        return 0.0
+    k, d = arch.experts_per_token, arch.hidden_size
+    table = ROUTING_ELEMENTS["megatron" if kernels == "megatron" else "eager"]
+
+    def pass_bytes(direction: str) -> float:
+        per_copy, per_token = table[direction]
+        return ((per_copy * k + per_token) * d * activation_bytes
+                + ROUTER_FP32_PASSES * arch.num_experts * 4.0)
+
+    forwards = 2 if recompute else 1
+    return forwards * pass_bytes("forward") + pass_bytes("backward")
+
+
+def expert_matmul_flops_per_token(arch: ModelArch, trains_weights: bool, recompute: bool) -> float:
+    """The routed experts' matmul FLOPs per token over the layers (2 per multiply-add): the
+    top-k experts' linears forward, their backward (input and weight gradient, or the input
+    gradient alone when the experts are frozen), and the forward again under recomputation.
+    Shared experts and the router run over every token as dense GEMMs: not here."""
+    if not arch.is_moe:
+        return 0.0
+    d, f = arch.hidden_size, arch.moe_intermediate_size
+    weights = (3 if arch.gated_mlp else 2) * d * f * arch.experts_per_token * arch.moe_layers
+    forward = 2.0 * weights
+    return forward * (1 + (2 if trains_weights else 1) + (1 if recompute else 0))
