@@ -52,6 +52,7 @@ from gpuhours.estimate.cuda_graphs import (
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
+from gpuhours.estimate.hf_generate_memory import HfGeneratePeak, hf_generate_peak
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
 from gpuhours.setup import Generation, Hardware, hf_release
@@ -231,6 +232,14 @@ class GenerationEstimate:
     eager_launch_s_first: float = 0.0
     #: kernels an eager decode forward launches (counted; cuda_graphs.eager_kernels_per_forward)
     eager_kernels: int = 0
+    #: what set max_batch_by_memory: the KV cache (vLLM, SGLang), or for hf-generate the phase
+    #: and transient of the capped batch's peak (hf_generate_memory.HfGeneratePeak.describe)
+    memory_cap: str = ""
+    #: hf-generate: the peak of the batch run, with allocator reserve and CUDA context, bytes
+    #: per GPU (None for vLLM and SGLang: their KV cache is sized to the share)
+    peak_memory_bytes: float | None = None
+    #: hf-generate: what set that peak (HfGeneratePeak.describe)
+    peak_memory: str = ""
 
     @property
     def batch_time_s(self) -> float:
@@ -249,7 +258,11 @@ class GenerationEstimate:
             "max_batch_by_memory": formula(
                 self.max_batch_by_memory, "sequences",
                 f"(memory x generation_memory_utilisation - weights) / KV bytes per sequence "
-                f"({src})"),
+                f"({src})" if self.peak_memory_bytes is None else
+                "the largest batch whose peak (weights + KV cache + the largest transient of "
+                "the prefill or a decode step, counted from transformers' code) x (1 + "
+                "allocator_reserve_fraction) + cuda_context_bytes fits the device "
+                f"(estimate/hf_generate_memory.py); set by the {self.memory_cap}"),
             "running_sequences": formula(self.running_sequences, "sequences",
                                          f"min(batch, max_num_seqs); {cap}"),
             "waves": formula(self.waves, "rounds", "ceil(batch / running_sequences)"),
@@ -317,6 +330,11 @@ class GenerationEstimate:
                               "max(0, one sequence's prefill + decode of max_output_tokens "
                               "alone - the last wave at the mean): the run waits for its "
                               "longest output; 0 without max_output_tokens"),
+            **({} if self.peak_memory_bytes is None else {"peak_memory_bytes": formula(
+                self.peak_memory_bytes, "bytes (GB = 1e9)",
+                "transformers' generate at this batch, per GPU: weights + KV cache + the "
+                "largest transient, x (1 + allocator_reserve_fraction) + cuda_context_bytes "
+                f"(estimate/hf_generate_memory.py); {self.peak_memory}")}),
             "batch_time_s": formula(self.batch_time_s, "s", "prefill_s + decode_s + tail_s"),
             "sequences_per_s": formula(self.sequences_per_s, "sequences/s",
                                        "batch / batch_time_s"),
@@ -328,15 +346,21 @@ class GenerationEstimate:
 
 def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
                         memory_utilisation: float | None = None) -> int:
-    """Sequences whose full KV cache (prompt + output) and SSM state fit beside the weights, on
-    each GPU of the tensor-parallel group (weights split tp ways, KV heads as
-    kv_bytes_per_token_per_gpu, state as state_bytes_per_sequence_per_gpu).
-    `memory_utilisation`: the engine's share of device memory (vLLM gpu_memory_utilization;
-    default assumptions.GENERATION_MEMORY_UTILISATION)."""
+    """Sequences that fit on each GPU of the tensor-parallel group (weights split tp ways).
+    vLLM and SGLang: those whose full KV cache (prompt + output, KV heads as
+    kv_bytes_per_token_per_gpu) and SSM state (state_bytes_per_sequence_per_gpu) fit beside the
+    weights in the engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
+    assumptions.GENERATION_MEMORY_UTILISATION). hf-generate: the largest batch whose peak
+    (estimate/hf_generate_memory.py: the prefill's or a decode step's largest transient beside
+    the KV cache and weights, the allocator reserve and CUDA context) fits in
+    `memory_utilisation` of the device (default: all of it; transformers reserves no share)."""
+    return memory_cap(arch, g, gpu, memory_utilisation)[0]
+
+
+def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
+    """Sequences whose KV cache and state fit beside the weights in `share` of the device."""
     tp = g.tensor_parallel
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param)
-    share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
-             else memory_utilisation)
     usable = gpu.memory_bytes * share - weights / tp
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
@@ -351,6 +375,45 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
             "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGeneratePeak:
+    """hf_generate_peak for `batch` sequences of this setup, per GPU."""
+    tp = g.tensor_parallel
+    kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    return hf_generate_peak(
+        arch, g.hf_transformers_version, batch, g.prompt_tokens, g.output_tokens,
+        stored_weight_bytes(arch, g.weight_bytes_per_param) / tp, kv_token,
+        {"prefill": kv_tokens_held(arch, g.prompt_tokens),
+         "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp)
+
+
+def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
+               memory_utilisation: float | None = None) -> tuple[int, HfGeneratePeak | None]:
+    """max_batch_by_memory and, for hf-generate, the peak of that batch (what set the cap;
+    None for vLLM and SGLang, whose KV cache sets it)."""
+    if g.engine not in _COPIES_KV:
+        share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
+                 else memory_utilisation)
+        return _kv_cap(arch, g, gpu, share), None
+    budget = gpu.memory_bytes * (1.0 if memory_utilisation is None else memory_utilisation)
+    # the KV cache alone bounds the batch from above; the peak grows with the batch: bisect
+    hi = _kv_cap(arch, g, gpu, 1.0 if memory_utilisation is None else memory_utilisation)
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if hf_generate_peak_of(arch, g, mid).reserved_bytes <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        one = hf_generate_peak_of(arch, g, 1)
+        raise FieldError(
+            "gpu" if g.tensor_parallel == 1 else ("gpu", "tensor_parallel"),
+            f"transformers' generate cannot run one sequence of {arch.name} on {gpu.name} "
+            f"({budget / 1e9:.1f} GB for it): {one.describe(g.prompt_tokens)}.",
+            "Use a larger GPU, shorter prompts, a quantised model, or vLLM/SGLang.")
+    return lo, hf_generate_peak_of(arch, g, lo)
 
 
 @dataclass(frozen=True)
@@ -742,14 +805,22 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         except InputError as err:
             raise FieldError("matmul_precision", err.message) from None
         precision = "fp8-mixed"
-    cap = max_batch_by_memory(arch, g, gpu)
+    cap, cap_peak = memory_cap(arch, g, gpu)
     max_seqs = engine_max_num_seqs(g)
     default = cap if max_seqs is None else min(cap, max_seqs)
     batch = g.batch if g.batch is not None else default
     if batch > cap:
-        raise FieldError("batch", f"a batch of {batch} sequences needs more KV cache than "
-                                    f"fits on {gpu.name}; at most {cap} fit.")
+        if cap_peak is None:
+            raise FieldError("batch", f"a batch of {batch} sequences needs more KV cache than "
+                                        f"fits on {gpu.name}; at most {cap} fit.")
+        over = hf_generate_peak_of(arch, g, batch)
+        raise FieldError("batch", f"transformers' generate with a batch of {batch:,} sequences "
+                                    f"needs {over.reserved_bytes / 1e9:.1f} GB on {gpu.name} "
+                                    f"({gpu.memory_bytes / 1e9:.1f} GB): "
+                                    f"{over.describe(g.prompt_tokens)}; at most {cap:,} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
+    run_peak = (None if cap_peak is None else cap_peak if running == cap_peak.batch
+                else hf_generate_peak_of(arch, g, running))
     full_waves, rest = divmod(batch, running)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
     bandwidth_gb_per_s, bandwidth_source = decode_bandwidth_gb_per_s(gpu)
@@ -823,6 +894,10 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                                         g.prompt_tokens + g.output_tokens),
         eager_launch_s_first=0.0 if g.output_tokens == 0 else step.launch_s(not graphs_first),
         eager_kernels=step.eager_kernels,
+        memory_cap=("KV cache" if cap_peak is None
+                    else cap_peak.describe(g.prompt_tokens)),
+        peak_memory_bytes=None if run_peak is None else run_peak.reserved_bytes,
+        peak_memory="" if run_peak is None else run_peak.describe(g.prompt_tokens),
     )
 
 
@@ -927,6 +1002,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                                       if g.engine in _COPIES_KV else ())}),
         "decode_bound": e.decode_bound,
         "decode_cuda_graphs": e.cuda_graphs,
+        # what set max_batch_by_memory: "KV cache", or hf-generate's peak (phase, transient)
+        "memory_cap": e.memory_cap,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
             sequences, "sequences", "input: sequences").model_dump(mode="json"),

@@ -1,0 +1,273 @@
+"""What transformers' `generate` holds at its peak, and the largest batch that fits (issue 13).
+
+vLLM and SGLang size their KV cache after profiling a forward of at most max_num_batched_tokens
+tokens, so their activations are bounded and the KV cache is what caps the batch
+(estimate/generation.py max_batch_by_memory). transformers' `generate` has no such bound: it
+prefills every prompt of the batch in one forward over batch x prompt tokens, so the batch is
+capped by the largest transient of that forward (or of a decode step) beside the weights and
+the KV cache. Counted from the code of each release (sources in the docstrings below; the
+releases read: 4.38.2, 4.40.2, 4.41.2, 4.42.4, 4.44.2, 4.45.2, 4.46.3, 4.51.3 wheels from PyPI,
+5.23.0 installed here):
+
+    peak = weights + max(KV(prompt) + prefill transient, KV(prompt + output) + decode transient)
+    reserved = peak x (1 + allocator_reserve_fraction) + cuda_context_bytes   (as estimate/memory.py)
+
+The two phases are apart: the prefill's transients are freed before the cache grows, and the
+caching allocator hands their blocks to the growing cache (large blocks are split). Under
+`torch.no_grad` nothing is saved for backward: a transient lives only while an operator's
+inputs and output are alive at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.setup import hf_release
+
+#: bytes per element of the activations and logits the model computes (bf16/fp16)
+_ACT_BYTES = 2.0
+#: bytes per fp32 element (the logits' upcasts, the sampling tensors)
+_FP32_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class Transient:
+    """The largest transient of one phase of `generate`, bytes, and what it is."""
+
+    bytes: float
+    what: str
+
+
+def mlp_transient_elements_per_token(arch: ModelArch) -> tuple[float, str]:
+    """Elements per token alive during one decoder layer's MLP beyond its input and the
+    residual, and its name. A gated MLP's `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+    (v4.38.2 modeling_llama.py line 241; 5.23's LlamaMLP.forward the same) holds act(gate),
+    up and their product at once: 3 x intermediate (gate_proj's output is freed once act_fn
+    returns). A plain MLP holds fc1's output and its activation: 2 x intermediate. An MoE layer
+    (transformers loops over the experts): the shared expert's 3 x its width over every token,
+    and one expert's 3 x moe_intermediate over its share of the tokens (k / E, uniform routing
+    assumed), plus the accumulated output (d) and the fp32 router probabilities (E x 2 in
+    16-bit units)."""
+    if arch.is_moe and arch.moe_layers == arch.num_layers:
+        width = (3.0 * arch.shared_expert_intermediate_size
+                 + 3.0 * arch.moe_intermediate_size * arch.experts_per_token / arch.num_experts
+                 + arch.hidden_size + 2.0 * arch.num_experts)
+        return width, "MoE layer (shared expert, one expert's share, router)"
+    factor = 3.0 if arch.gated_mlp else 2.0
+    return factor * arch.intermediate_size, "MLP intermediates"
+
+
+def repeats_kv(arch: ModelArch, release: str) -> bool:
+    """Whether SDPA attention expands the cache to one copy per query head (`repeat_kv`) in
+    `release`: the same release logic as the decode step's traffic
+    (generation.hf_generate_kv_cache_passes counts more than 3 passes exactly when it does)."""
+    from gpuhours.estimate.generation import hf_generate_kv_cache_passes
+
+    return hf_generate_kv_cache_passes(arch, release) > 3.0
+
+
+def attention_transient_elements_per_token(arch: ModelArch, release: str) -> float:
+    """Elements per token alive in one layer's SDPA attention during a prefill, beyond the
+    layer's input, the residual and the cache: q (q_dim), k and v (2 kv_dim, kept by the cache
+    after rotary, so counted there), the rotary products of q and k (q_dim + kv_dim), the
+    repeated K and V of 4.x (2 q_dim: v4.38.2 modeling_llama.py repeat_kv line 246; not in 5.x
+    on an unpadded batch, 5.23 integrations/sdpa_attention.py use_gqa_in_sdpa) and the output
+    (q_dim). SDPA's fused kernels (flash, memory-efficient; 4.36+'s default implementation)
+    keep no score matrix; the eager implementation's batch x heads x prompt^2 scores are not
+    modelled (not the default)."""
+    q, kv = float(arch.q_dim), float(arch.kv_dim)
+    return q + (q + kv) + (2.0 * q if repeats_kv(arch, release) else 0.0) + q
+
+
+def logits_bytes(arch: ModelArch, release: str, batch: int, positions: int) -> Transient:
+    """The LM head's output in one forward of `batch` sequences of `positions` new tokens:
+    - before 4.45 every position, upcast in the model's forward: the 16-bit output and its fp32
+      copy alive at once, positions x V x (2 + 4) bytes (v4.38.2 modeling_qwen2.py lines
+      1186-1187 and modeling_llama.py 1195-1196; v4.44.2 modeling_qwen2.py 1118-1119);
+    - 4.45: generate passes num_logits_to_keep=1 to a model whose forward takes it (v4.45.2
+      generation/utils.py lines 1902-1903; Llama, Qwen2 and others), and the forward still
+      upcasts: V x (2 + 4) bytes a sequence (v4.45.2 modeling_qwen2.py line 1187);
+    - 4.46 and later: the last position, no upcast: V x 2 (v4.46.3 modeling_qwen2.py line 1179;
+      4.51.3 logits_to_keep, line 839; 5.23 slice_logits_to_keep, modeling_qwen2.py 455-456).
+    All release lines assume a model whose forward takes the argument (the decoders of
+    ModelArch do from 4.45)."""
+    rel = hf_release(release)
+    v = float(arch.vocab_size)
+    if rel < (4, 45):
+        return Transient(batch * positions * v * (_ACT_BYTES + _FP32_BYTES),
+                         f"logits over all {batch:,} x {positions:,} positions, upcast to fp32")
+    if rel < (4, 46):
+        return Transient(batch * v * (_ACT_BYTES + _FP32_BYTES),
+                         "last-position logits upcast to fp32")
+    return Transient(batch * v * _ACT_BYTES, "last-position logits")
+
+
+def sampling_bytes(arch: ModelArch, batch: int) -> float:
+    """The sampling step's fp32 tensors beside the logits (do_sample, as RL rollouts run):
+    generate's fp32 copy of the last position (4.42+ `.clone()`/`.float()`, 5.23
+    generation/utils.py line 3247 `.to(copy=True, dtype=torch.float32)`), softmax's
+    probabilities (line 3274) and torch.multinomial's exponential draws of the same size (its
+    one-sample path, `q = at::empty_like(self).exponential_(1)`, pytorch
+    aten/src/ATen/native/Distributions.cpp multinomial_out): 3 x batch x V x 4 bytes, all
+    three seen at the peak of a real generate on this CPU. Greedy decoding (argmax) holds one.
+    Logits processors (temperature, top-k, top-p) add a batch x V tensor each: not counted
+    (none assumed, as TRL's GRPO with temperature 1 and top_p 1)."""
+    return 3.0 * batch * arch.vocab_size * _FP32_BYTES
+
+
+#: generate's own int64 tensors a sequence holds per token: input_ids and attention_mask, each
+#: grown by torch.cat every step (5.23 generation/utils.py line 3285 and
+#: _update_model_kwargs_for_generation)
+IDS_BYTES_PER_TOKEN = 16.0
+
+
+def mask_bytes_per_sequence(arch: ModelArch, release: str) -> float:
+    """The 4-D causal mask transformers 4.38 builds for Llama and Gemma from its max_position x
+    max_position buffer (v4.38.2 modeling_llama.py line 1074:
+    `causal_mask[None, None].repeat(batch).to(dtype) * min_dtype`), held in the model's dtype
+    through the forward: 2 x M^2 bytes a sequence (the release logic of
+    generation.hf_generate_mask_bytes_per_sequence). 0 for other releases and models."""
+    from gpuhours.estimate.generation import _MASK_BUFFER_TYPES
+
+    if hf_release(release) != (4, 38) or arch.model_type not in _MASK_BUFFER_TYPES:
+        return 0.0
+    m = float(arch.max_positions or 0)
+    return _ACT_BYTES * m * m
+
+
+def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
+                      tensor_parallel: int = 1) -> Transient:
+    """The largest transient of generate's prefill (one forward over batch x prompt tokens):
+    the larger of a decoder layer's (MLP or attention) and the LM head's logits with the
+    sampling tensors; plus 4.38's Llama/Gemma mask. Beside a layer's own transient the residual
+    stream holds 4 d-wide tensors a token: the embeddings (the model's forward keeps
+    `inputs_embeds` through its loop over the layers), the layer's input (held by that loop),
+    the residual after attention and the normed input (LlamaDecoderLayer.forward, v4.38.2 and
+    5.23 alike), and rotary's cos and sin (2 x head_dim): all seen at the peak of a real prefill
+    on this CPU (tests/test_hf_generate_memory.py). Split over `tensor_parallel` GPUs like the
+    weights (assumed)."""
+    tokens = float(batch) * prompt_tokens
+    mlp, mlp_name = mlp_transient_elements_per_token(arch)
+    attn = attention_transient_elements_per_token(arch, release)
+    residual = 4.0 * arch.hidden_size + 2.0 * arch.head_dim
+    if mlp >= attn:
+        layer = Transient(tokens * (mlp + residual) * _ACT_BYTES / tensor_parallel, mlp_name)
+    else:
+        layer = Transient(tokens * (attn + residual) * _ACT_BYTES / tensor_parallel,
+                          "attention's q, rotary, repeated K/V and output")
+    logits = logits_bytes(arch, release, batch, prompt_tokens)
+    head = Transient((logits.bytes + sampling_bytes(arch, batch)
+                      + tokens * arch.hidden_size * _ACT_BYTES) / tensor_parallel,
+                     f"{logits.what} and sampling")
+    largest = max(layer, head, key=lambda t: t.bytes)
+    mask = batch * mask_bytes_per_sequence(arch, release)
+    if mask:
+        largest = Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
+    return largest
+
+
+def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: float,
+                     kv_bytes_per_token_layer: float, tensor_parallel: int = 1) -> Transient:
+    """The largest transient of a decode step at `context_tokens`, beside the whole cache:
+    - attention: DynamicCache.update's `torch.cat` keeps a layer's old K (or V) beside the new
+      one (v4.38.2 cache_utils.py lines 131-132; 5.23 DynamicLayer.update, lines 136-137):
+      half a layer's cache; 4.x's repeat_kv then expands the layer's K and V to every query
+      head (num_heads / num_kv_heads copies; the repeat logic of hf_generate_kv_cache_passes);
+      beside either, the previous step's fp32 logits and probabilities (2 x batch x V x 4);
+    - the LM head and sampling: logits_bytes of one position + sampling_bytes.
+    `kv_bytes_per_token_layer`: K and V of one token in one attention layer, bytes per GPU.
+    4.38's Llama/Gemma mask is added as in prefill_transient."""
+    layer_kv = batch * context_tokens * kv_bytes_per_token_layer
+    # the previous step's fp32 logits and probabilities stay referenced by _sample's loop
+    # variables (next_token_logits, probs: 5.23 generation/utils.py lines 3247 and 3274) until
+    # this step's sampling replaces them: alive through the forward
+    previous = 2.0 * batch * arch.vocab_size * _FP32_BYTES / tensor_parallel
+    if repeats_kv(arch, release):
+        n = arch.num_heads / arch.num_kv_heads
+        attn = Transient(n * layer_kv + previous,
+                         f"repeat_kv's {n:g} copies of one layer's K and V")
+    else:
+        attn = Transient(layer_kv / 2.0 + previous,
+                         "DynamicCache torch.cat: one layer's old K beside the new")
+    logits = logits_bytes(arch, release, batch, 1)
+    head = Transient((logits.bytes + sampling_bytes(arch, batch)) / tensor_parallel,
+                     f"{logits.what} and sampling")
+    largest = max(attn, head, key=lambda t: t.bytes)
+    mask = batch * mask_bytes_per_sequence(arch, release)
+    if mask:
+        largest = Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
+    return largest
+
+
+def stale_prefill_logits_bytes(arch: ModelArch, release: str, batch: int,
+                               prompt_tokens: int) -> float:
+    """Before 4.42 `_sample` has no `del outputs` (v4.41.2 generation/utils.py has none, v4.42.4
+    line 2716 has it), and `next_token_logits = outputs.logits[:, -1, :]` is a view (v4.38.2
+    line 2706): the prefill's fp32 logits over every position stay alive through the first
+    decode step's forward, batch x prompt x V x 4 bytes. 0 from 4.42."""
+    if hf_release(release) >= (4, 42):
+        return 0.0
+    return float(batch) * prompt_tokens * arch.vocab_size * _FP32_BYTES
+
+
+@dataclass(frozen=True)
+class HfGeneratePeak:
+    """generate's peak for one batch, bytes per GPU: what set it and its parts."""
+
+    batch: int
+    #: "prefill", "decode" (the last step) or "first decode" (beside the prefill's logits)
+    phase: str
+    weights_bytes: float
+    kv_bytes: float
+    transient: Transient
+    #: live tensors at the peak: weights + KV (with generate's token ids) + transient
+    tensors_bytes: float
+    #: tensors x (1 + allocator reserve) + CUDA context: what nvidia-smi would show
+    reserved_bytes: float
+
+    def describe(self, prompt_tokens: int) -> str:
+        """What set the peak, for the report: '<phase>: <transient> x GB (+ KV, weights)'."""
+        phase = (f"prefill of {self.batch:,} x {prompt_tokens:,} tokens" if self.phase == "prefill"
+                 else f"{'first' if self.phase == 'first decode' else 'last'} decode step of "
+                      f"{self.batch:,} sequences")
+        return (f"{phase}: {self.transient.what} {self.transient.bytes / 1e9:.1f} GB beside KV "
+                f"{self.kv_bytes / 1e9:.1f} GB and weights {self.weights_bytes / 1e9:.1f} GB; "
+                f"peak {self.reserved_bytes / 1e9:.1f} GB with the allocator reserve and CUDA "
+                f"context")
+
+
+def hf_generate_peak(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
+                     output_tokens: int, weights_bytes: float, kv_bytes_per_token: float,
+                     kv_tokens_at: dict[str, float], tensor_parallel: int = 1) -> HfGeneratePeak:
+    """The peak of generating `batch` sequences with transformers `release`, per GPU.
+    `weights_bytes` per GPU; `kv_bytes_per_token` per GPU over all layers; `kv_tokens_at`:
+    the tokens of cache a sequence holds after the prefill ("prefill") and at the end
+    ("decode") (generation.kv_tokens_held: sliding windows kept to their window)."""
+    layers = max(1, arch.attention_layer_count)
+    # the cache, and generate's input_ids and attention_mask beside it (IDS_BYTES_PER_TOKEN)
+    kv_prefill = batch * (kv_bytes_per_token * kv_tokens_at["prefill"]
+                          + IDS_BYTES_PER_TOKEN * prompt_tokens)
+    kv_end = batch * (kv_bytes_per_token * kv_tokens_at["decode"]
+                      + IDS_BYTES_PER_TOKEN * (prompt_tokens + output_tokens))
+    pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel)
+    candidates = [("prefill", kv_prefill, pre)]
+    if output_tokens > 0:
+        dec = decode_transient(arch, release, batch, prompt_tokens + output_tokens,
+                               kv_bytes_per_token / layers, tensor_parallel)
+        candidates.append(("decode", kv_end, dec))
+        stale = stale_prefill_logits_bytes(arch, release, batch, prompt_tokens) / tensor_parallel
+        if stale:
+            first = decode_transient(arch, release, batch, prompt_tokens + 1,
+                                     kv_bytes_per_token / layers, tensor_parallel)
+            candidates.append(("first decode", kv_prefill, Transient(
+                stale + first.bytes, f"the prefill's fp32 logits (no `del outputs` before "
+                                     f"4.42) held through the first decode step, with "
+                                     f"{first.what}")))
+    phase, kv, transient = max(candidates, key=lambda c: c[1] + c[2].bytes)
+    tensors = weights_bytes + kv + transient.bytes
+    reserved = (tensors * (1.0 + A.ALLOCATOR_RESERVE_FRACTION.value)
+                + A.CUDA_CONTEXT_BYTES.value)
+    return HfGeneratePeak(batch=batch, phase=phase, weights_bytes=weights_bytes, kv_bytes=kv,
+                          transient=transient, tensors_bytes=tensors, reserved_bytes=reserved)
