@@ -381,11 +381,13 @@ def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGenerat
     """hf_generate_peak for `batch` sequences of this setup, per GPU."""
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     return hf_generate_peak(
         arch, g.hf_transformers_version, batch, g.prompt_tokens, g.output_tokens,
         stored_weight_bytes(arch, g.weight_bytes_per_param) / tp, kv_token,
         {"prefill": kv_tokens_held(arch, g.prompt_tokens),
-         "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp)
+         "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp,
+        state_bytes_per_sequence=state)
 
 
 def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -956,10 +958,14 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
         costs = cost_rows(gpu_hours.value, price_rows)
+    # hf-generate's batch is capped by its peak (with the allocator reserve and CUDA context,
+    # as the training side counts them), not by a share of the device
+    memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
+              else [A.GENERATION_MEMORY_UTILISATION])
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
-            A.BANDWIDTH_EFFICIENCY, A.GENERATION_MEMORY_UTILISATION,
+            A.BANDWIDTH_EFFICIENCY, *memory,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
     if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)

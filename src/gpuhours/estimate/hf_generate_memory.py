@@ -240,16 +240,18 @@ class HfGeneratePeak:
 
 def hf_generate_peak(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
                      output_tokens: int, weights_bytes: float, kv_bytes_per_token: float,
-                     kv_tokens_at: dict[str, float], tensor_parallel: int = 1) -> HfGeneratePeak:
+                     kv_tokens_at: dict[str, float], tensor_parallel: int = 1,
+                     state_bytes_per_sequence: float = 0.0) -> HfGeneratePeak:
     """The peak of generating `batch` sequences with transformers `release`, per GPU.
     `weights_bytes` per GPU; `kv_bytes_per_token` per GPU over all layers; `kv_tokens_at`:
     the tokens of cache a sequence holds after the prefill ("prefill") and at the end
-    ("decode") (generation.kv_tokens_held: sliding windows kept to their window)."""
+    ("decode") (generation.kv_tokens_held: sliding windows kept to their window);
+    `state_bytes_per_sequence`: an SSM's recurrent state (0 for attention-only models)."""
     layers = max(1, arch.attention_layer_count)
-    # the cache, and generate's input_ids and attention_mask beside it (IDS_BYTES_PER_TOKEN)
+    # the cache (and SSM state), and generate's input_ids and attention_mask beside it
     kv_prefill = batch * (kv_bytes_per_token * kv_tokens_at["prefill"]
-                          + IDS_BYTES_PER_TOKEN * prompt_tokens)
-    kv_end = batch * (kv_bytes_per_token * kv_tokens_at["decode"]
+                          + state_bytes_per_sequence + IDS_BYTES_PER_TOKEN * prompt_tokens)
+    kv_end = batch * (kv_bytes_per_token * kv_tokens_at["decode"] + state_bytes_per_sequence
                       + IDS_BYTES_PER_TOKEN * (prompt_tokens + output_tokens))
     pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel)
     candidates = [("prefill", kv_prefill, pre)]
