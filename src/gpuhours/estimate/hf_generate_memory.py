@@ -54,9 +54,9 @@ def mlp_transient_elements_per_token(arch: ModelArch) -> tuple[float, str]:
         width = (3.0 * arch.shared_expert_intermediate_size
                  + 3.0 * arch.moe_intermediate_size * arch.experts_per_token / arch.num_experts
                  + arch.hidden_size + 2.0 * arch.num_experts)
-        return width, "MoE layer (shared expert, one expert's share, router)"
+        return width, "MoE layer (shared expert, one expert's share, router) and residual stream"
     factor = 3.0 if arch.gated_mlp else 2.0
-    return factor * arch.intermediate_size, "MLP intermediates"
+    return factor * arch.intermediate_size, "MLP intermediates and residual stream"
 
 
 def repeats_kv(arch: ModelArch, release: str) -> bool:
@@ -156,7 +156,7 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
         layer = Transient(tokens * (mlp + residual) * _ACT_BYTES / tensor_parallel, mlp_name)
     else:
         layer = Transient(tokens * (attn + residual) * _ACT_BYTES / tensor_parallel,
-                          "attention's q, rotary, repeated K/V and output")
+                          "attention's q, rotary, repeated K/V and output, and residual stream")
     logits = logits_bytes(arch, release, batch, prompt_tokens)
     head = Transient((logits.bytes + sampling_bytes(arch, batch)
                       + tokens * arch.hidden_size * _ACT_BYTES) / tensor_parallel,
