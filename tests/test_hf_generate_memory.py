@@ -7,7 +7,6 @@ cap."""
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +122,11 @@ def test_logits_by_release_by_hand() -> None:
     assert logits_bytes(qwen, "4.45", 1, 1000).bytes == V_QWEN * 6
     assert logits_bytes(qwen, "4.46", 1, 1000).bytes == V_QWEN * 2
     assert logits_bytes(qwen, "5.23", 1, 1000).bytes == V_QWEN * 2
+    # GPT-2's forward takes no logits_to_keep before 5.0: every position (16-bit from 4.46)
+    gpt2 = from_hf_config({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                           "vocab_size": 50257, "n_positions": 1024}, "gpt2")
+    assert logits_bytes(gpt2, "4.51.3", 1, 1000).bytes == 1000 * 50257 * 2
+    assert logits_bytes(gpt2, "5.0", 1, 1000).bytes == 50257 * 2
     # before 4.42 generate keeps the prefill's fp32 logits through the first decode step
     assert stale_prefill_logits_bytes(qwen, "4.41", 2, 1000) == 2 * 1000 * V_QWEN * 4
     assert stale_prefill_logits_bytes(qwen, "4.42", 2, 1000) == 0

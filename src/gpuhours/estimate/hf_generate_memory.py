@@ -81,6 +81,33 @@ def attention_transient_elements_per_token(arch: ModelArch, release: str) -> flo
     return q + (q + kv) + (2.0 * q if repeats_kv(arch, release) else 0.0) + q
 
 
+#: model types whose forward takes `num_logits_to_keep` in 4.45 (text decoders of the v4.45.2
+#: wheel's models/*/modeling_*.py with `num_logits_to_keep: int = 0`); 4.46.3 adds glm, phimoe
+#: and zamba
+_KEEPS_LOGITS_445 = frozenset({
+    "cohere", "dbrx", "gemma", "gemma2", "jetmoe", "llama", "mistral", "mixtral", "nemotron",
+    "olmo", "olmoe", "persimmon", "phi", "phi3", "qwen2", "qwen2_moe", "stablelm", "starcoder2"})
+_KEEPS_LOGITS_446 = _KEEPS_LOGITS_445 | {"glm", "phimoe", "zamba"}
+#: model types whose forward still takes no `logits_to_keep` in 4.51.3 (checked: gpt2, bloom,
+#: opt, mamba2); the others of 4.50+ are assumed to take it. Every model of 5.23 does.
+_ALL_LOGITS_4_5X = frozenset({"gpt2", "bloom", "opt", "mamba", "mamba2"})
+
+
+def keeps_last_logits(arch: ModelArch, release: str) -> bool:
+    """Whether generate's prefill computes the LM head over the last position only in `release`:
+    from 4.45 for a model whose forward takes num_logits_to_keep (logits_to_keep from 4.50),
+    which generate then sets to 1 (v4.45.2 generation/utils.py lines 1902-1903; 4.51.3 lines
+    2318-2319; 5.23 lines 2953-2954)."""
+    rel = hf_release(release)
+    if rel < (4, 45):
+        return False
+    if rel < (4, 46):
+        return arch.model_type in _KEEPS_LOGITS_445
+    if rel < (4, 50):
+        return arch.model_type in _KEEPS_LOGITS_446
+    return rel >= (5, 0) or arch.model_type not in _ALL_LOGITS_4_5X
+
+
 def logits_bytes(arch: ModelArch, release: str, batch: int, positions: int) -> Transient:
     """The LM head's output in one forward of `batch` sequences of `positions` new tokens:
     - before 4.45 every position, upcast in the model's forward: the 16-bit output and its fp32
@@ -91,17 +118,19 @@ def logits_bytes(arch: ModelArch, release: str, batch: int, positions: int) -> T
       upcasts: V x (2 + 4) bytes a sequence (v4.45.2 modeling_qwen2.py line 1187);
     - 4.46 and later: the last position, no upcast: V x 2 (v4.46.3 modeling_qwen2.py line 1179;
       4.51.3 logits_to_keep, line 839; 5.23 slice_logits_to_keep, modeling_qwen2.py 455-456).
-    All release lines assume a model whose forward takes the argument (the decoders of
-    ModelArch do from 4.45)."""
+    A model whose forward takes no such argument in its release (keeps_last_logits) computes
+    every position: with the upcast before 4.46, without it after. The upcast before 4.46 is
+    read in Llama's and Qwen2's code and assumed for the other model types (GPT-2, BLOOM, OPT
+    have none: an overcount for them)."""
     rel = hf_release(release)
     v = float(arch.vocab_size)
-    if rel < (4, 45):
-        return Transient(batch * positions * v * (_ACT_BYTES + _FP32_BYTES),
-                         f"logits over all {batch:,} x {positions:,} positions, upcast to fp32")
-    if rel < (4, 46):
-        return Transient(batch * v * (_ACT_BYTES + _FP32_BYTES),
-                         "last-position logits upcast to fp32")
-    return Transient(batch * v * _ACT_BYTES, "last-position logits")
+    upcast = rel < (4, 46)
+    per = _ACT_BYTES + (_FP32_BYTES if upcast else 0.0)
+    fp32 = ", upcast to fp32" if upcast else ""
+    if not keeps_last_logits(arch, release):
+        return Transient(batch * positions * v * per,
+                         f"logits over all {batch:,} x {positions:,} positions{fp32}")
+    return Transient(batch * v * per, f"last-position logits{fp32}")
 
 
 def sampling_bytes(arch: ModelArch, batch: int) -> float:
