@@ -206,3 +206,28 @@ def test_a_grpo_phase_on_generate_keeps_to_the_same_cap(tmp_path: Path) -> None:
     cap = max_batch_by_memory(arch, g, gpu, share)
     assert details["generation_batch_per_gpu"] == cap
     assert cap < 0.6 * _kv_cap(arch, g, gpu, share)
+
+
+def test_the_report_says_what_set_the_cap() -> None:
+    """`generation`'s terminal table names the phase whose peak set the cap, shows the peak,
+    and its JSON carries the whole account (a vLLM setup says its KV cache set it)."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpuhours.estimate.generation import generation_summary
+    from gpuhours.report.terminal import render_generation
+
+    arch, _ = resolve_model("qwen2.5-7b")
+    gpu = catalog.gpu("a100-80gb")
+    g = Generation(arch=arch, prompt_tokens=256, output_tokens=256, engine="hf-generate")
+    data = generation_summary(estimate_generation(g, gpu), g, gpu)
+    assert data["memory_cap"].startswith("prefill of 1,289 x 256 tokens: MLP intermediates")
+    assert data["peak_memory_bytes"]["value"] <= gpu.memory_bytes
+    out = StringIO()
+    render_generation(data, Console(file=out, width=120))
+    text = out.getvalue()
+    assert "1,289 sequences (prefill's peak)" in text and "peak memory per GPU" in text
+    vllm = g.model_copy(update={"engine": "vllm"})
+    data = generation_summary(estimate_generation(vllm, gpu), vllm, gpu)
+    assert data["memory_cap"] == "KV cache" and "peak_memory_bytes" not in data

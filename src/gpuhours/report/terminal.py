@@ -248,7 +248,8 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     row("batch", "batch", f"{fig['batch']:,.0f} sequences")
     cap_text = f"{fig['max_batch_by_memory']:,.0f} sequences"
     if data.get("memory_cap") and data["memory_cap"] != "KV cache":
-        cap_text += f" (set by the {esc(data['memory_cap'])})"
+        # hf-generate: the phase whose peak sets it (the whole account is the figure's basis)
+        cap_text += f" ({esc(data['memory_cap'].split(' of ')[0])}'s peak)"
     row("fit in memory", "max_batch_by_memory", cap_text)
     row("running at once", "running_sequences", f"{fig['running_sequences']:,.0f} x "
         f"{fig['waves']:,.0f} waves")
