@@ -40,21 +40,34 @@ class Transient:
     what: str
 
 
-def mlp_transient_elements_per_token(arch: ModelArch) -> tuple[float, str]:
-    """Elements per token alive during one decoder layer's MLP beyond its input and the
-    residual, and its name. A gated MLP's `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+def mlp_transient_elements_per_token(arch: ModelArch, release: str = "5.0") -> tuple[float, str]:
+    """Elements (16-bit units) per token alive during one decoder layer's MLP beyond its input and
+    the residual, and its name. A gated MLP's `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
     (v4.38.2 modeling_llama.py line 241; 5.23's LlamaMLP.forward the same) holds act(gate),
     up and their product at once: 3 x intermediate (gate_proj's output is freed once act_fn
-    returns). A plain MLP holds fc1's output and its activation: 2 x intermediate. An MoE layer
-    (transformers loops over the experts): the shared expert's 3 x its width over every token,
-    and one expert's 3 x moe_intermediate over its share of the tokens (k / E, uniform routing
-    assumed), plus the accumulated output (d) and the fp32 router probabilities (E x 2 in
-    16-bit units)."""
+    returns). A plain MLP holds fc1's output and its activation: 2 x intermediate.
+
+    An MoE layer (k of E experts a token, I = moe_intermediate, d = hidden), the larger of the
+    shared expert's 3 x its width and the routed experts, beside the router's fp32 weights (2 E):
+    - 4.x loops over the experts (v4.46.3 modeling_qwen2_moe.py lines 686-709; 4.51.3
+      modeling_qwen3_moe.py 266-275): the output accumulator (d), the int64 one-hot expert mask
+      (`one_hot(selected_experts, E)`: E x k x 8 bytes, 4 E k units) and one expert's share of
+      the tokens (k / E, uniform routing assumed) through its MLP (d + 3 I);
+    - 5.x groups them (`grouped_mm`, 5.23's default experts implementation, integrations/moe.py
+      grouped_mm_experts_forward): every routed row at once, its gathered input (d), gate_up's
+      output (2 I), the activation and the product (2 I): k x (d + 4 I), beside the shared
+      expert's output (d)."""
     if arch.is_moe and arch.moe_layers == arch.num_layers:
-        width = (3.0 * arch.shared_expert_intermediate_size
-                 + 3.0 * arch.moe_intermediate_size * arch.experts_per_token / arch.num_experts
-                 + arch.hidden_size + 2.0 * arch.num_experts)
-        return width, "MoE layer (shared expert, one expert's share, router) and residual stream"
+        e, k, i, d = (float(arch.num_experts), float(arch.experts_per_token),
+                      float(arch.moe_intermediate_size), float(arch.hidden_size))
+        shared = 3.0 * arch.shared_expert_intermediate_size
+        if hf_release(release) >= (5, 0):
+            routed = k * (d + 4.0 * i) + (d if shared else 0.0)
+            name = "MoE layer (grouped experts: every routed token's rows at once)"
+        else:
+            routed = d + 4.0 * e * k + k / e * (d + 3.0 * i)
+            name = "MoE layer (the loop over experts with its int64 one-hot mask)"
+        return max(shared, routed) + 2.0 * e, name + " and residual stream"
     factor = 3.0 if arch.gated_mlp else 2.0
     return factor * arch.intermediate_size, "MLP intermediates and residual stream"
 
@@ -178,7 +191,7 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
     on this CPU (tests/test_hf_generate_memory.py). Split over `tensor_parallel` GPUs like the
     weights (assumed)."""
     tokens = float(batch) * prompt_tokens
-    mlp, mlp_name = mlp_transient_elements_per_token(arch)
+    mlp, mlp_name = mlp_transient_elements_per_token(arch, release)
     attn = attention_transient_elements_per_token(arch, release)
     residual = 4.0 * arch.hidden_size + 2.0 * arch.head_dim
     if mlp >= attn:
