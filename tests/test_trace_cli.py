@@ -96,11 +96,21 @@ def test_an_architecture_transformers_cannot_build_is_named(tmp_path):
 
 def test_a_config_transformers_rejects_is_named(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**LLAMA, "hidden_size": 130}))  # not a multiple of 4 heads
+    cfg = {**LLAMA, "hidden_size": 130}  # not a multiple of 4 heads
+    path.write_text(json.dumps(cfg))
+    # gpuhours reads the shape first and refuses it as transformers would (estimate/arch.py)
     r = trace("--model", str(path), "--seq", "64")
     assert r.exit_code == 2, r.output
-    assert "transformers rejects this config.json" in r.output
-    assert "not a multiple of the number of attention heads" in " ".join(r.output.split())
+    assert "config.json" in r.output
+    assert "hidden_size (130) is not a multiple" in " ".join(r.output.split())
+    # and transformers' own refusal, where a config gets that far, is named as such
+    from gpuhours.errors import InputError
+    from gpuhours.trace.build import _hf_config
+
+    with pytest.raises(InputError) as caught:
+        _hf_config(cfg, str(path))
+    assert "transformers rejects this config.json" in caught.value.message
+    assert "not a multiple of the number of attention heads" in caught.value.message
 
 
 def test_a_step_that_fails_names_where(tiny, monkeypatch):

@@ -868,7 +868,7 @@ class Generation(_ReadsModel):
     tensor_parallel: Literal[1, 2, 4, 8] = 1
     #: the transformers release hf-generate runs ("4.38", "4.46.0", "5.17"; 4.36 or later):
     #: what a decode step copies and rebuilds differs by release
-    #: (estimate/generation.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
+    #: (estimate/hf_generate_memory.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
     #: The default is the release hf-generate's constants were fitted on; other engines ignore it
     hf_transformers_version: str = "4.46"
     #: whether decode steps replay CUDA graphs: auto = the engine's own capture rules (vLLM V0

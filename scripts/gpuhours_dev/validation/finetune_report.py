@@ -634,9 +634,12 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "stated), and the Kahan-summed CCE backward (impl cce_kahan_full_c) is costed as plain "
         "Cut Cross-Entropy; neither is checked to cover a third of the run. Packed documents "
         "would move the estimate further up (attention within documents), not down. The RTX "
-        "5090 row (#519, 96 minutes, 9,456 tokens/s) is not compared: the catalog has no bf16 "
-        "rate for the RTX 5090 (its sources state fp16 only), and the estimator refuses bf16 "
-        "there rather than assume one."),
+        "5090 row (#519, 96 minutes, 9,456 tokens/s) is estimated 30% slow, now that the "
+        "catalog holds its bf16 rate (209.5 TFLOPS, NVIDIA's RTX Blackwell whitepaper table as "
+        "quoted; the Blackwell GEMM efficiency, 0.70, is an assumption): the same script 52% "
+        "fast on the H100 and 30% slow on the GeForce card, the direction of the per-product "
+        "GEMM rates below (user microbenchmarks put the 5090's bf16 matmuls at 1.13x that "
+        "peak), not adopted."),
 }
 
 

@@ -50,6 +50,9 @@ class GenerateResult(BaseModel):
     estimated_prefill_s: float | None = None
     estimated_decode_step_s: float | None = None
     estimate_basis: str | None = None
+    #: the analytic peak of live tensors for the same setup and installed transformers release
+    #: (estimate/hf_generate_memory.py; beside peak_memory_bytes), bytes
+    estimated_peak_memory_bytes: float | None = None
 
     def ledger_results(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json"),
@@ -144,13 +147,25 @@ def with_estimate(r: GenerateResult, g: Generation) -> GenerateResult:
     """The analytic hf-generate estimate beside the measurement, on a catalog GPU."""
     if r.catalog_gpu is None:
         return r
+    import transformers
+
     from gpuhours import catalog
     from gpuhours.api import estimate_generation
+    from gpuhours.estimate.generation import hf_generate_peak_of
     from gpuhours.setup import Hardware
 
     e = estimate_generation(g.model_copy(update={"engine": "hf-generate"}),
                             Hardware(gpu=catalog.gpu(r.catalog_gpu)))
+    # the peak of the release that ran (its major.minor: an "rc1" or ".dev0" suffix dropped), in
+    # live tensors as the bench counts them (no allocator reserve or CUDA context); the model
+    # counts sampling's tensors, which the bench's greedy decoding does not all make
+    release = ".".join(transformers.__version__.split(".")[:2])
+    hf = g.model_copy(update={"engine": "hf-generate", "hf_transformers_version": release})
+    peak = hf_generate_peak_of(hf.arch, hf, e.batch).tensors_bytes
     return r.model_copy(update={
         "estimated_prefill_s": e.prefill_s,
         "estimated_decode_step_s": e.decode_s / max(1, g.output_tokens),
-        "estimate_basis": f"formula: estimate_generation, hf-generate engine, {r.catalog_gpu}"})
+        "estimated_peak_memory_bytes": peak,
+        "estimate_basis": f"formula: estimate_generation, hf-generate engine, {r.catalog_gpu}; "
+                          f"peak: live tensors of transformers {hf.hf_transformers_version}'s "
+                          "generate (estimate/hf_generate_memory.py, sampling assumed)"})

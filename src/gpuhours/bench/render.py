@@ -283,7 +283,11 @@ def render_generate(r: Any, console: Console, ledger_path: str | None,
           f"(counted); at most {r.decode_step_s / r.operators_per_decode_step * 1e6:.1f} us "
           "of host time each")
     if r.peak_memory_bytes is not None:
-        p(f"  peak memory   {size(r.peak_memory_bytes)} of tensors")
+        est = ""
+        if getattr(r, "estimated_peak_memory_bytes", None) is not None:
+            err = r.estimated_peak_memory_bytes / r.peak_memory_bytes - 1
+            est = f"; estimated {size(r.estimated_peak_memory_bytes)} ({err:+.0%})"
+        p(f"  peak memory   {size(r.peak_memory_bytes)} of tensors{est}")
     p(f"[dim]  timing: {esc(r.timing_basis)}[/dim]")
     if r.estimate_basis:
         p(f"[dim]  estimate: {esc(r.estimate_basis)}[/dim]")

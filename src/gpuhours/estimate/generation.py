@@ -52,9 +52,15 @@ from gpuhours.estimate.cuda_graphs import (
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
+from gpuhours.estimate.hf_generate_memory import (
+    HfGeneratePeak,
+    hf_generate_kv_cache_passes,
+    hf_generate_mask_bytes_per_sequence,
+    hf_generate_peak,
+)
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
-from gpuhours.setup import Generation, Hardware, hf_release
+from gpuhours.setup import Generation, Hardware
 
 #: midpoints over which the decode steps are summed (the step is piecewise linear in context)
 _DECODE_SEGMENTS = 32
@@ -231,6 +237,14 @@ class GenerationEstimate:
     eager_launch_s_first: float = 0.0
     #: kernels an eager decode forward launches (counted; cuda_graphs.eager_kernels_per_forward)
     eager_kernels: int = 0
+    #: what set max_batch_by_memory: the KV cache (vLLM, SGLang), or for hf-generate the phase
+    #: and transient of the capped batch's peak (hf_generate_memory.HfGeneratePeak.describe)
+    memory_cap: str = ""
+    #: hf-generate: the peak of the batch run, with allocator reserve and CUDA context, bytes
+    #: per GPU (None for vLLM and SGLang: their KV cache is sized to the share)
+    peak_memory_bytes: float | None = None
+    #: hf-generate: what set that peak (HfGeneratePeak.describe)
+    peak_memory: str = ""
 
     @property
     def batch_time_s(self) -> float:
@@ -249,7 +263,11 @@ class GenerationEstimate:
             "max_batch_by_memory": formula(
                 self.max_batch_by_memory, "sequences",
                 f"(memory x generation_memory_utilisation - weights) / KV bytes per sequence "
-                f"({src})"),
+                f"({src})" if self.peak_memory_bytes is None else
+                "the largest batch whose peak (weights + KV cache + the largest transient of "
+                "the prefill or a decode step, counted from transformers' code) x (1 + "
+                "allocator_reserve_fraction) + cuda_context_bytes fits the device "
+                f"(estimate/hf_generate_memory.py); set by the {self.memory_cap}"),
             "running_sequences": formula(self.running_sequences, "sequences",
                                          f"min(batch, max_num_seqs); {cap}"),
             "waves": formula(self.waves, "rounds", "ceil(batch / running_sequences)"),
@@ -317,6 +335,11 @@ class GenerationEstimate:
                               "max(0, one sequence's prefill + decode of max_output_tokens "
                               "alone - the last wave at the mean): the run waits for its "
                               "longest output; 0 without max_output_tokens"),
+            **({} if self.peak_memory_bytes is None else {"peak_memory_bytes": formula(
+                self.peak_memory_bytes, "bytes (GB = 1e9)",
+                "transformers' generate at this batch, per GPU: weights + KV cache + the "
+                "largest transient, x (1 + allocator_reserve_fraction) + cuda_context_bytes "
+                f"(estimate/hf_generate_memory.py); {self.peak_memory}")}),
             "batch_time_s": formula(self.batch_time_s, "s", "prefill_s + decode_s + tail_s"),
             "sequences_per_s": formula(self.sequences_per_s, "sequences/s",
                                        "batch / batch_time_s"),
@@ -328,15 +351,21 @@ class GenerationEstimate:
 
 def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
                         memory_utilisation: float | None = None) -> int:
-    """Sequences whose full KV cache (prompt + output) and SSM state fit beside the weights, on
-    each GPU of the tensor-parallel group (weights split tp ways, KV heads as
-    kv_bytes_per_token_per_gpu, state as state_bytes_per_sequence_per_gpu).
-    `memory_utilisation`: the engine's share of device memory (vLLM gpu_memory_utilization;
-    default assumptions.GENERATION_MEMORY_UTILISATION)."""
+    """Sequences that fit on each GPU of the tensor-parallel group (weights split tp ways).
+    vLLM and SGLang: those whose full KV cache (prompt + output, KV heads as
+    kv_bytes_per_token_per_gpu) and SSM state (state_bytes_per_sequence_per_gpu) fit beside the
+    weights in the engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
+    assumptions.GENERATION_MEMORY_UTILISATION). hf-generate: the largest batch whose peak
+    (estimate/hf_generate_memory.py: the prefill's or a decode step's largest transient beside
+    the KV cache and weights, the allocator reserve and CUDA context) fits in
+    `memory_utilisation` of the device (default: all of it; transformers reserves no share)."""
+    return memory_cap(arch, g, gpu, memory_utilisation)[0]
+
+
+def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
+    """Sequences whose KV cache and state fit beside the weights in `share` of the device."""
     tp = g.tensor_parallel
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param)
-    share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
-             else memory_utilisation)
     usable = gpu.memory_bytes * share - weights / tp
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
@@ -351,6 +380,47 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
             "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGeneratePeak:
+    """hf_generate_peak for `batch` sequences of this setup, per GPU."""
+    tp = g.tensor_parallel
+    kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
+    return hf_generate_peak(
+        arch, g.hf_transformers_version, batch, g.prompt_tokens, g.output_tokens,
+        stored_weight_bytes(arch, g.weight_bytes_per_param) / tp, kv_token,
+        {"prefill": kv_tokens_held(arch, g.prompt_tokens),
+         "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp,
+        state_bytes_per_sequence=state)
+
+
+def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
+               memory_utilisation: float | None = None) -> tuple[int, HfGeneratePeak | None]:
+    """max_batch_by_memory and, for hf-generate, the peak of that batch (what set the cap;
+    None for vLLM and SGLang, whose KV cache sets it)."""
+    if g.engine not in _COPIES_KV:
+        share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
+                 else memory_utilisation)
+        return _kv_cap(arch, g, gpu, share), None
+    budget = gpu.memory_bytes * (1.0 if memory_utilisation is None else memory_utilisation)
+    # the KV cache alone bounds the batch from above; the peak grows with the batch: bisect
+    hi = _kv_cap(arch, g, gpu, 1.0 if memory_utilisation is None else memory_utilisation)
+    lo = 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if hf_generate_peak_of(arch, g, mid).reserved_bytes <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == 0:
+        one = hf_generate_peak_of(arch, g, 1)
+        raise FieldError(
+            "gpu" if g.tensor_parallel == 1 else ("gpu", "tensor_parallel"),
+            f"transformers' generate cannot run one sequence of {arch.name} on {gpu.name} "
+            f"({budget / 1e9:.1f} GB for it): {one.describe(g.prompt_tokens)}.",
+            "Use a larger GPU, shorter prompts, a quantised model, or vLLM/SGLang.")
+    return lo, hf_generate_peak_of(arch, g, lo)
 
 
 @dataclass(frozen=True)
@@ -600,76 +670,6 @@ FUSED_MOE_ROUTING_KERNELS = 8
 _COPIES_KV = frozenset({"hf-generate"})
 
 
-def hf_generate_kv_cache_passes(arch: ModelArch, release: str = "4.46") -> float:
-    """Passes over the KV cache (reads plus writes, in units of the whole cache of K and V) that
-    one decode step of transformers' `generate` makes in `release`, counted from its code:
-
-    - `DynamicCache.update` appends the step's K and V with `torch.cat`, which reads the old
-      cache and writes a new one: 2 in every release (v4.38.2 `cache_utils.py` DynamicCache.update,
-      lines 131-132; v4.46's the same; 5.23's DynamicLayer.update, cache_utils.py lines 136-137);
-    - 4.x with transformers' default attention (SDPA; 4.48+ through
-      `integrations/sdpa_attention.py`): `repeat_kv` (n = query heads per KV head > 1) expands
-      the cache to one copy per query head: reads it once, writes n copies (v4.38.2
-      `modeling_llama.py` repeat_kv, called by LlamaSdpaAttention; v4.46's Qwen2FlashAttention2
-      before flash-attn too), and attention reads the n copies: 2 + (1 + n) + n, 17 for
-      Qwen2.5-7B (n = 7); with n = 1 repeat_kv returns the tensor itself: 3;
-    - 5.x: SDPA runs grouped-query attention without `repeat_kv` when the step has no attention
-      mask and head_dim <= 256 (5.23 `integrations/sdpa_attention.py` use_gqa_in_sdpa, CUDA), and
-      a decode step of an unpadded batch has none (5.23 `masking_utils.py`
-      _ignore_causal_mask_sdpa: q_length 1, no padding): attention reads the cache once, 3.
-      A padded batch keeps its mask and repeats the cache; not counted (an equal-length batch
-      assumed, as our H100 run's). The 4.48-era `sdpa_attention_forward` repeats the cache
-      unconditionally; `use_gqa_in_sdpa` came in a late 4.x release not pinned here, so the
-      count changes at 5.0, and a 4.5x release after it is counted as 4.46 (slower than it is).
-
-    Not counted: 4.48+'s flash-attention path (`attn_implementation="flash_attention_2"`,
-    `integrations/flash_attention.py` hands the grouped cache to flash-attn without repeat_kv: 3).
-    The Qwen3 benchmark rows (4.51.3, flash-attn 2.7.4 installed, the attention implementation
-    not stated) come out +22%..+244% at 14K-30K prompts with 3 passes, against -19%..-10% with
-    SDPA's count (Qwen3-0.6B's +81%/+83% either way; docs/generation.md), so SDPA,
-    transformers' default, is what is counted.
-    The release's major.minor is checked by setup.hf_release."""
-    n = arch.num_heads / max(1, arch.num_kv_heads)
-    if hf_release(release) >= (5, 0) or n <= 1:
-        return 3.0
-    return 2.0 + (1.0 + n) + n
-
-
-#: model types whose transformers 4.38 code rebuilds a [batch, 1, max_pos, max_pos] causal mask
-#: every forward from a registered buffer (v4.38.2 modeling_llama.py, modeling_gemma.py)
-_MASK_BUFFER_TYPES = frozenset({"llama", "gemma"})
-
-
-def hf_generate_mask_bytes_per_sequence(arch: ModelArch, release: str, context: float) -> float:
-    """Bytes that transformers 4.38's per-forward causal-mask rebuild reads and writes for one
-    sequence of a decode step at `context` tokens, counted from v4.38.2 `modeling_llama.py`
-    LlamaModel._update_causal_mask (SDPA and eager; flash-attention returns early). With the
-    buffer of M x M positions (max_position_embeddings, doubled while the context exceeds it),
-    P = M^2 elements per sequence, 2-byte (bf16/fp16) mask:
-
-    - `causal_mask[None, None].repeat(batch)` writes P bools: 1 P bytes;
-    - `.to(dtype)` reads them and writes 2 P: 3 P; `* min_dtype` reads and writes 2 P: 4 P;
-    - generate's 2-D attention mask, over the first L = context columns (f = L / M): `.eq(0.0)`
-      reads 2 and writes 1, the product with the padding row reads 1 and writes 1,
-      `masked_fill` reads 2 + 1 and writes 2, the slice assignment reads 2 and writes 2:
-      14 f P;
-    - SDPA's fix-up for rows fully masked, run when any prompt is padded
-      (`torch.any(attention_mask != 1)`, assumed: a batch's prompts differ in length):
-      `causal_mask.min()` reads 2 P, `==` reads 2 and writes 1 P, `torch.all(dim=-1)` reads
-      1 P, `mul` reads and writes 2 P: 10 P.
-
-    (8 + 14 f + 10) x M^2 bytes: 390 MB a sequence for Llama-2 (M = 4096) at 1,536 tokens.
-    Only the model types whose 4.38 code holds that buffer (_MASK_BUFFER_TYPES: Llama and
-    Gemma; Mistral and Qwen2 kept `_prepare_4d_causal_attention_mask`, sized to the sequence),
-    and only 4.38: 4.39 sizes the mask to the cache, 4.36-4.37 to the sequence. 0 otherwise."""
-    if hf_release(release) != (4, 38) or arch.model_type not in _MASK_BUFFER_TYPES:
-        return 0.0
-    m = float(arch.max_positions or context)
-    while context > m:
-        m *= 2.0
-    return (8.0 + 14.0 * context / m + 10.0) * m * m
-
-
 def _pays_empty_expert_launches(engine: str, arch: ModelArch, weight_only_quantised: bool
                                 ) -> bool:
     """Whether a step launches a GEMM for every MoE expert, empty ones included: an engine of
@@ -742,14 +742,22 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         except InputError as err:
             raise FieldError("matmul_precision", err.message) from None
         precision = "fp8-mixed"
-    cap = max_batch_by_memory(arch, g, gpu)
+    cap, cap_peak = memory_cap(arch, g, gpu)
     max_seqs = engine_max_num_seqs(g)
     default = cap if max_seqs is None else min(cap, max_seqs)
     batch = g.batch if g.batch is not None else default
     if batch > cap:
-        raise FieldDoesNotFit("batch", f"a batch of {batch} sequences needs more KV cache "
-                                       f"than fits on {gpu.name}; at most {cap} fit.")
+        if cap_peak is None:
+            raise FieldDoesNotFit("batch", f"a batch of {batch} sequences needs more KV cache "
+                                           f"than fits on {gpu.name}; at most {cap} fit.")
+        over = hf_generate_peak_of(arch, g, batch)
+        raise FieldDoesNotFit("batch", f"transformers' generate with a batch of {batch:,} "
+                                       f"sequences needs {over.reserved_bytes / 1e9:.1f} GB on "
+                                       f"{gpu.name} ({gpu.memory_bytes / 1e9:.1f} GB): "
+                                       f"{over.describe(g.prompt_tokens)}; at most {cap:,} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
+    run_peak = (None if cap_peak is None else cap_peak if running == cap_peak.batch
+                else hf_generate_peak_of(arch, g, running))
     full_waves, rest = divmod(batch, running)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
     bandwidth_gb_per_s, bandwidth_source = decode_bandwidth_gb_per_s(gpu)
@@ -823,6 +831,10 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                                         g.prompt_tokens + g.output_tokens),
         eager_launch_s_first=0.0 if g.output_tokens == 0 else step.launch_s(not graphs_first),
         eager_kernels=step.eager_kernels,
+        memory_cap=("KV cache" if cap_peak is None
+                    else cap_peak.describe(g.prompt_tokens)),
+        peak_memory_bytes=None if run_peak is None else run_peak.reserved_bytes,
+        peak_memory="" if run_peak is None else run_peak.describe(g.prompt_tokens),
     )
 
 
@@ -881,10 +893,14 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
         costs = cost_rows(gpu_hours.value, price_rows, e.gpus)
+    # hf-generate's batch is capped by its peak (with the allocator reserve and CUDA context,
+    # as the training side counts them), not by a share of the device
+    memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
+              else [A.GENERATION_MEMORY_UTILISATION])
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
-            A.BANDWIDTH_EFFICIENCY, A.GENERATION_MEMORY_UTILISATION,
+            A.BANDWIDTH_EFFICIENCY, *memory,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
     if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
@@ -927,6 +943,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                                       if g.engine in _COPIES_KV else ())}),
         "decode_bound": e.decode_bound,
         "decode_cuda_graphs": e.cuda_graphs,
+        # what set max_batch_by_memory: "KV cache", or hf-generate's peak (phase, transient)
+        "memory_cap": e.memory_cap,
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
         "sequences": None if sequences is None else given(
             sequences, "sequences", "the number given (--sequences)").model_dump(mode="json"),

@@ -294,11 +294,17 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
 
     fig = {k: v["value"] for k, v in data.items() if isinstance(v, dict) and "value" in v}
     row("batch", "batch", f"{fig['batch']:,.0f} sequences")
-    row("fit in memory", "max_batch_by_memory", f"{fig['max_batch_by_memory']:,.0f} sequences")
+    cap_text = f"{fig['max_batch_by_memory']:,.0f} sequences"
+    if data.get("memory_cap") and data["memory_cap"] != "KV cache":
+        # hf-generate: the phase whose peak sets it (the whole account is the figure's basis)
+        cap_text += f" ({esc(data['memory_cap'].split(' of ')[0])}'s peak)"
+    row("fit in memory", "max_batch_by_memory", cap_text)
     row("running at once", "running_sequences", f"{fig['running_sequences']:,.0f} x "
         f"{fig['waves']:,.0f} waves")
     row("weights (whole model)", "weights_bytes", gib(fig["weights_bytes"]))
     row("KV cache per GPU", "kv_cache_bytes", gib(fig["kv_cache_bytes"]))
+    if "peak_memory_bytes" in fig:
+        row("peak memory per GPU", "peak_memory_bytes", gib(fig["peak_memory_bytes"]))
     if fig["gpus"] > 1:
         row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (tensor parallel)")
         row("all-reduces per step", "allreduce_s_per_decode_step",
