@@ -5,10 +5,12 @@ small-ablation scripts at the commits in the rows), not read back from the harne
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from gpuhours import catalog
 from gpuhours_dev.validation import _rows
 from gpuhours_dev.validation import finetune as F
 
@@ -75,14 +77,18 @@ def test_h100_sxm_row_is_one_epoch_over_its_minutes(rows):
 
 
 def test_a_gpu_without_the_rate_is_skipped_with_why(rows):
-    # the catalog's RTX 5090 states fp16 and fp32 tensor rates only (bf16 null): the bf16 run is
-    # not compared, and the row says so instead of failing the whole table
+    # the RTX 5090 row is compared now that the catalog holds its bf16 rate
     m = F.map_row(519, rows[519 - 1])
     assert m.training is not None and m.gpu is not None and m.gpu.name == "rtx-5090"
     comps = {c.kind: c for c in F._row_comparisons(m, rows[519 - 1])}
+    assert comps["ft_throughput"].predicted is not None
+    # the same bf16 run on a GPU the catalog gives no bf16 rate (the V100: fp16 tensor cores
+    # only) is not compared, and the row says so instead of failing the whole table
+    v100 = dataclasses.replace(m, gpu=catalog.gpu("v100-16gb"))
+    comps = {c.kind: c for c in F._row_comparisons(v100, rows[519 - 1])}
     tp = comps["ft_throughput"]
     assert tp.predicted is None and tp.skipped is not None
-    assert "bf16" in tp.skipped and "rtx-5090" in tp.skipped
+    assert "bf16" in tp.skipped and "v100-16gb" in tp.skipped
     assert comps["ft_fits"].predicted is not None  # memory is still checked
 
 
