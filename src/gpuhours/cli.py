@@ -809,7 +809,10 @@ def plan(
     console = console_for(wide)
     render_budget(budget, console, wide)
     if doc is not None:
-        if doc.written:
+        if doc.written and not doc.changes:
+            console.print(f"Rewrote {esc(doc.path)} at version {doc.version}: its numbers are "
+                          "the same, this release lays them out otherwise.")
+        elif doc.written:
             what = "; ".join(doc.changes)
             console.print(f"Wrote {esc(doc.path)} (version {doc.version}: {esc(what)}).")
         else:

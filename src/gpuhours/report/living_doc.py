@@ -494,6 +494,34 @@ def _write_charts(b: Budget, path: Path) -> dict[str, str] | None:
     return charts.write_charts(b.model_dump(mode="json"), path)
 
 
+_VERSION_DAY = re.compile(r"\*\*Version [0-9.]+\*\* \((\d{4}-\d{2}-\d{2})\)")
+
+
+def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, version: str,
+                        reference: str) -> bool:
+    """A document whose numbers did not change, but whose text this release renders otherwise
+    (a new line or column, a billing rule, a basis reworded), is rewritten at the same version
+    and date, its notes and history kept: the header's promise that the body is regenerated on
+    every run. False when the text is already what this release writes."""
+    found = _VERSION_DAY.search(prev.text)
+    day = date.fromisoformat(found.group(1)) if found else date.today()
+    from urllib.parse import quote
+
+    from gpuhours.report import charts
+
+    shown = {k: charts.chart_path(path, k).name for k in charts.CHART_SUFFIXES
+             if f"]({quote(charts.chart_path(path, k).name)})" in prev.text}
+    state = state_of(b, version, reference)
+    text = render(b, plan_path, version, day, prev.notes, prev.history, state, shown or None)
+    if text == prev.text:
+        return False
+    _refuse_read_only(path, ["the document's layout (this release renders it otherwise)"])
+    fresh = _write_charts(b, path)  # None with charts off: the links already there are kept
+    atomic_write_text(path, render(b, plan_path, version, day, prev.notes, prev.history, state,
+                                   fresh if fresh is not None else shown or None))
+    return True
+
+
 def _restore_charts(b: Budget, path: Path, text: str) -> None:
     """A current document whose charts were deleted gets them back (nothing else changes)."""
     from urllib.parse import quote
@@ -600,6 +628,8 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         changes += _owner_changes(prev.owner, b.project, reference)
         changes += _price_changes(prev.text, b)
         if not changes:
+            if _rerender_unchanged(b, path, plan_path, prev, old_version, reference):
+                return DocUpdate(path, old_version, [], True)
             _restore_charts(b, path, prev.text)
             return DocUpdate(path, old_version, [], False)
         _refuse_read_only(path, changes)
