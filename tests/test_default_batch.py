@@ -154,8 +154,9 @@ def test_the_runs_are_mapped_as_their_sources_state():
     # + DeepSeek-V2 and DeepSeek LLM 67B (per trillion tokens) + Llama 3 8B/70B, Llama 3.2
     # 1B/3B, MPT-7B, MPT-1.3B, TinyLlama + the eight Pythia sizes + Falcon-7B/40B/180B
     # + OPT-175B; added on 2026-11-24: StarCoderBase, Phi-1.5, Phi-2, JetMoE-8B, Phi-3-mini
-    # (two runs), Phi-3-medium, Phi-3.5-MoE, Phi-4-mini, Falcon2-11B, StableLM-3B-4E1T
-    assert len(runs) == 47
+    # (two runs), Phi-3-medium, Phi-3.5-MoE, Phi-4-mini, Falcon2-11B, StableLM-3B-4E1T,
+    # Falcon-Mamba-7B
+    assert len(runs) == 48
     # Pythia: the paper's table of GPU counts, A100-40GB, fp16, 299,892,736,000 tokens
     assert [runs[f"Pythia {s}"].num_gpus for s in ("70M", "160M", "410M", "1B", "1.4B", "2.8B",
                                                    "6.9B", "12B")] == [32] * 3 + [64] * 3 + [128, 256]
@@ -173,9 +174,9 @@ def test_the_runs_are_mapped_as_their_sources_state():
     # the cards' GPU counts and types, as stated
     assert [(runs[k].num_gpus, runs[k].gpu.name) for k in (
         "StarCoderBase 15.5B (1T tokens)", "Phi-1.5 1.3B", "Phi-2 2.7B", "JetMoE-8B",
-        "Phi-3-medium 14B", "Phi-4-mini 3.8B", "Falcon2-11B")] == [
+        "Phi-3-medium 14B", "Phi-4-mini 3.8B", "Falcon2-11B", "Falcon-Mamba-7B")] == [
         (512, "a100-80gb"), (32, "a100-40gb"), (96, "a100-80gb"), (96, "h100-sxm"),
-        (512, "h100-sxm"), (512, "a100-80gb"), (1024, "a100-40gb")]
+        (512, "h100-sxm"), (512, "a100-80gb"), (1024, "a100-40gb"), (256, "h100-sxm")]
     ds = runs["DeepSeek-V3"]
     assert (ds.gpu.name, ds.num_gpus, ds.seq_len, ds.precision, ds.tokens) == (
         "h800", 2048, 4096, "fp8-mixed", 14.8e12)
@@ -199,7 +200,9 @@ def test_the_runs_are_mapped_as_their_sources_state():
                               ("DeepSeek LLM 67B (per trillion tokens)", 67, 0.01),
                               # the README's 1.1B; the Llama 3.2 card's 1.23B and 3.21B
                               ("TinyLlama 1.1B (300B tokens)", 1.1, 0.01),
-                              ("Llama 3.2 1B", 1.23, 0.01), ("Llama 3.2 3B", 3.21, 0.01)):
+                              ("Llama 3.2 1B", 1.23, 0.01), ("Llama 3.2 3B", 3.21, 0.01),
+                              # the card's 7.27B; transformers builds 7,272,665,088
+                              ("Falcon-Mamba-7B", 7.27, 0.001)):
         assert count_params(runs[name].arch).total / 1e9 == pytest.approx(card_b, rel=rel)
     # Pythia: the suite's "Non-Embedding Params" column (EleutherAI/pythia-* model cards),
     # exactly: the total less embed_in and embed_out (vocab x d each, untied)

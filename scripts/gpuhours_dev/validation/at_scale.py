@@ -481,6 +481,16 @@ MISS_REASONS = {
         "longer attention the 2,048-token question leaves out: a few percent of the FLOPs, not "
         "the gap. The batch was ramped and the GPU count is an average; not explained by a "
         "modelled mechanism."),
+    "Falcon-Mamba-7B": (
+        "256 H100s on average for roughly two months (the card, read as 60 days, as the "
+        "Falcon-40B and Falcon2-11B rows) for 5,500B tokens imply 18% MFU; the estimate, 34%, "
+        "costs the model's in_proj, x_proj, dt_proj and out_proj matmuls as GEMMs and its "
+        "selective scans from their FLOPs (arch.ssm_scan_flops_per_token) at the attention "
+        "kernels' rate, an assumption for Mamba-1's scan kernel, which no row here has "
+        "measured. TII trained it with its own Gigatron code and Triton kernels (the card), "
+        "not public; the context stages to 8,192 tokens add no attention work to an "
+        "attention-free model, and the expected downtime (under 1%) is in the prediction. Not "
+        "explained by a modelled mechanism."),
     "OPT-175B": "The metaseq team's own figure is a throughput rate: 4.30e23 FLOPs (activation "
                 "recomputation counted) at 147 TFLOP/s per GPU, 47% of the A100's peak, the "
                 "utilization the OPT paper reports for its FSDP + Megatron tensor-parallel "
@@ -555,9 +565,10 @@ INCLUSION_RULE = (
     "(OLMo 2 and SmolLM2 cards, MPT-30B's three-stage card, DBRX, Mixtral, Qwen-MoE, "
     "DeepSeek-MoE 16B, LLM360 Amber, DCLM 7B, Falcon3, StarCoder2 as far as read); figures "
     "seen only as third parties quote them (OLMoE-1B-7B, Phi-4, the later StarCoder card's "
-    "320,256 GPU hours, JetMoE's technical report's 30,000); Falcon-Mamba-7B (its card: 256 "
-    "H100s for roughly two months, 5,500B tokens), which estimate cannot ask yet: the "
-    "chooser's what-would-fit step tries LoRA on a Mamba model and fails.")
+    "320,256 GPU hours, JetMoE's technical report's 30,000). Added on 2026-11-24 (eighth "
+    "session): Falcon-Mamba-7B, an attention-free Mamba-1 model (its card's commit bdad334: "
+    "256 H100s on average for roughly two months, 5,500B tokens), which estimate can ask now "
+    "that fit's remedies skip the changes a model cannot take.")
 
 
 def _reason(label: str) -> str:
