@@ -32,9 +32,13 @@ COUNTS = frozenset({
     # a phase's details that count things (plan/results.py DETAIL_COUNTS)
     "experiments", "generation_batch_per_gpu", "rollout_gpus", "train_gpus",
     "rollout_tensor_parallel", "update_micro_batch", "grpo_calibration_ledger_id",
-    "rollout_waves"})
-#: keys under which numbers are inputs as given or price rows
-NOT_FIGURES = frozenset({"setup", "costs", "cost_usd", "downtime_cost_usd"})
+    "rollout_waves",
+    # compare's offers: their rank, and the instances billed (catalog/billing.py)
+    "rank", "instances", "billed_gpus", "gpus_per_instance", "offers_total"})
+#: keys under which numbers are inputs as given, settings, or price rows (a catalog price with
+#: its source and date beside it)
+NOT_FIGURES = frozenset({"setup", "costs", "cost_usd", "downtime_cost_usd", "amount",
+                         "stale_after_days", "usd_per_gpu_hour"})
 KINDS = set(get_args(BasisKind))
 
 
@@ -81,7 +85,10 @@ def test_the_walk_finds_a_bare_number() -> None:
     ["plan", str(EXAMPLES / "h100-phase1a.yaml"), "--no-doc"],
     ["plan", str(EXAMPLES / "pixelis.yaml"), "--no-doc"],
     ["plan", str(EXAMPLES / "qwen2-0.5b-experiments.yaml"), "--no-doc"],
-], ids=["estimate", "fit", "generation", "plan-h100", "plan-pixelis-rl", "plan-grid"])
+    ["compare", "--model", "qwen2.5-7b", "--method", "lora", "--batch", "4", "--seq", "2048",
+     "--checkpointing", "--tokens", "1e9"],
+], ids=["estimate", "fit", "generation", "plan-h100", "plan-pixelis-rl", "plan-grid",
+        "compare"])
 def test_every_quantity_is_a_figure(args: list[str]) -> None:
     assert bare_numbers(_json(*args)) == []
 
