@@ -91,3 +91,22 @@ def test_generation_that_fits_says_so_in_json() -> None:
                                  "--json"])
     assert r.exit_code == 0
     assert json.loads(r.stdout)["fits"] is True
+
+
+def test_hf_generate_that_does_not_fit_reports_the_cap_that_refused_it():
+    """The JSON's batch that fits is the one the verdict names (transformers' generate: its
+    peak, estimate/hf_generate_memory.py), not the KV-cache-only count vLLM would get."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    r = CliRunner().invoke(app, ["generation", "--model", "qwen2.5-7b", "--engine",
+                                 "hf-generate", "--gpu", "a100-80gb", "--prompt-tokens", "256",
+                                 "--output-tokens", "256", "--batch", "2114", "--json"])
+    assert r.exit_code == 1, r.output
+    data = _json.loads(r.stdout)
+    assert "at most 1,289 fit" in data["reason"]
+    assert data["max_batch_by_memory"]["value"] == 1289
+    assert data["engine_memory_bytes"]["value"] == data["device_bytes"]["value"]

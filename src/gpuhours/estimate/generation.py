@@ -395,17 +395,26 @@ def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGenerat
         state_bytes_per_sequence=state)
 
 
+def engine_memory_share(g: Generation, memory_utilisation: float | None = None) -> float:
+    """The share of the device the engine may fill: `memory_utilisation` when given; else
+    vLLM's/SGLang's default gpu_memory_utilization (GENERATION_MEMORY_UTILISATION), or the
+    whole device for hf-generate, whose peak counts the allocator reserve and CUDA context
+    itself (hf_generate_peak)."""
+    if memory_utilisation is not None:
+        return memory_utilisation
+    return 1.0 if g.engine in _COPIES_KV else A.GENERATION_MEMORY_UTILISATION.value
+
+
 def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
                memory_utilisation: float | None = None) -> tuple[int, HfGeneratePeak | None]:
     """max_batch_by_memory and, for hf-generate, the peak of that batch (what set the cap;
     None for vLLM and SGLang, whose KV cache sets it)."""
+    share = engine_memory_share(g, memory_utilisation)
     if g.engine not in _COPIES_KV:
-        share = (A.GENERATION_MEMORY_UTILISATION.value if memory_utilisation is None
-                 else memory_utilisation)
         return _kv_cap(arch, g, gpu, share), None
-    budget = gpu.memory_bytes * (1.0 if memory_utilisation is None else memory_utilisation)
+    budget = gpu.memory_bytes * share
     # the KV cache alone bounds the batch from above; the peak grows with the batch: bisect
-    hi = _kv_cap(arch, g, gpu, 1.0 if memory_utilisation is None else memory_utilisation)
+    hi = _kv_cap(arch, g, gpu, share)
     lo = 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -415,7 +424,7 @@ def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
             hi = mid - 1
     if lo == 0:
         one = hf_generate_peak_of(arch, g, 1)
-        raise FieldError(
+        raise FieldDoesNotFit(
             "gpu" if g.tensor_parallel == 1 else ("gpu", "tensor_parallel"),
             f"transformers' generate cannot run one sequence of {arch.name} on {gpu.name} "
             f"({budget / 1e9:.1f} GB for it): {one.describe(g.prompt_tokens)}.",

@@ -8,11 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
+from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import assumed, catalog, formula, given
 from gpuhours.estimate.generation import (
+    engine_memory_share,
     kv_bytes_per_token_per_gpu,
     kv_tokens_held,
+    memory_cap,
     state_bytes_per_sequence_per_gpu,
     stored_weight_bytes,
 )
@@ -21,32 +24,43 @@ from gpuhours.setup import Generation
 
 def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, Any]:
     """The verdict and the figures it rests on, JSON-ready (bytes per GPU of the
-    tensor-parallel group; the same terms as generation.max_batch_by_memory)."""
+    tensor-parallel group; the batch that fits is generation.memory_cap's, which set it)."""
     tp = g.tensor_parallel
     arch = g.arch
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param) / tp
-    share = A.GENERATION_MEMORY_UTILISATION
-    engine_bytes = gpu.memory_bytes * share.value
+    share = engine_memory_share(g)
+    engine_bytes = gpu.memory_bytes * share
+    hf = g.engine == "hf-generate"
     context = g.prompt_tokens + g.output_tokens
     per_seq = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
                * kv_tokens_held(arch, context)
                + state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp))
-    room = engine_bytes - weights
-    fit = int(room // per_seq) if room > per_seq else 0
+    try:
+        fit, _ = memory_cap(arch, g, gpu)
+    except InputError:  # not even one sequence
+        fit = 0
+    default = A.GENERATION_MEMORY_UTILISATION
     figures = {
         "weights_bytes_per_gpu": formula(weights, "bytes (GB = 1e9)",
                                          "parameters x weight_bytes_per_param / tensor_parallel "
                                          "(estimate/generation.py stored_weight_bytes)"),
         "device_bytes": catalog(gpu.memory_bytes, "bytes (GB = 1e9)",
                                 "accelerator catalog memory_gb"),
-        "engine_memory_bytes": assumed(engine_bytes, "bytes (GB = 1e9)",
-                                       f"device x {share.name} {share.value:g} ({share.basis})"),
+        "engine_memory_bytes": (
+            catalog(engine_bytes, "bytes (GB = 1e9)", "the whole device: transformers' generate "
+                    "has no memory share; its peak counts the allocator reserve and CUDA "
+                    "context (estimate/hf_generate_memory.py)") if hf else
+            assumed(engine_bytes, "bytes (GB = 1e9)",
+                    f"device x {default.name} {default.value:g} ({default.basis})")),
         "kv_cache_bytes_per_sequence": formula(
             per_seq, "bytes (GB = 1e9)", f"(prompt + output = {context} tokens) x 2 x attention "
             "layers x KV heads per GPU x head_dim x kv_bytes_per_element + SSM state "
             "(estimate/generation.py max_batch_by_memory)"),
-        "max_batch_by_memory": formula(fit, "sequences", "floor((engine memory - weights) / KV "
-                                                         "cache per sequence); 0: none fits"),
+        "max_batch_by_memory": formula(fit, "sequences", (
+            "the largest batch whose peak (weights + KV cache + the prefill's or a decode "
+            "step's largest transient, with the allocator reserve and CUDA context) fits "
+            "(estimate/generation.py memory_cap)") if hf else (
+            "floor((engine memory - weights) / KV cache per sequence)") + "; 0: none fits"),
     }
     if g.batch is not None:
         figures["batch"] = given(g.batch, "sequences", "input: batch")

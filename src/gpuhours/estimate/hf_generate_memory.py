@@ -247,6 +247,15 @@ def mask_bytes_per_sequence(arch: ModelArch, release: str) -> float:
     return _ACT_BYTES * m * m
 
 
+def _with_mask(largest: Transient, arch: ModelArch, release: str, batch: int) -> Transient:
+    """`largest` beside 4.38's Llama/Gemma causal mask of the batch (mask_bytes_per_sequence),
+    which every forward of that release holds."""
+    mask = batch * mask_bytes_per_sequence(arch, release)
+    if not mask:
+        return largest
+    return Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
+
+
 def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
                       tensor_parallel: int = 1) -> Transient:
     """The largest transient of generate's prefill (one forward over batch x prompt tokens):
@@ -271,11 +280,7 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
     head = Transient((logits.bytes + sampling_bytes(arch, batch)
                       + tokens * arch.hidden_size * _ACT_BYTES) / tensor_parallel,
                      f"{logits.what} and sampling")
-    largest = max(layer, head, key=lambda t: t.bytes)
-    mask = batch * mask_bytes_per_sequence(arch, release)
-    if mask:
-        largest = Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
-    return largest
+    return _with_mask(max(layer, head, key=lambda t: t.bytes), arch, release, batch)
 
 
 def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: float,
@@ -304,11 +309,7 @@ def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: 
     logits = logits_bytes(arch, release, batch, 1)
     head = Transient((logits.bytes + sampling_bytes(arch, batch)) / tensor_parallel,
                      f"{logits.what} and sampling")
-    largest = max(attn, head, key=lambda t: t.bytes)
-    mask = batch * mask_bytes_per_sequence(arch, release)
-    if mask:
-        largest = Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
-    return largest
+    return _with_mask(max(attn, head, key=lambda t: t.bytes), arch, release, batch)
 
 
 def stale_prefill_logits_bytes(arch: ModelArch, release: str, batch: int,
