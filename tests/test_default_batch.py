@@ -391,3 +391,12 @@ def test_opt_175b_is_the_metaseq_logbooks_rate():
     assert opt.published_gpu_hours == 33 * 24 * 1024
     assert (opt.num_gpus, opt.gpu.name, opt.tokens, opt.includes_downtime) == (
         1024, "a100-80gb", 300e9, False)
+
+
+def test_uniform_factor_counts_by_hand():
+    """Errors -30%, -10%, +20% divided by k: at k = 0.8 they read -12.5%, +12.5%, +50%
+    (two within 25%); at k = 1 -30% is out, -10% and +20% in (two); at 0.6 +16.7%, +50%,
+    +100% (one)."""
+    from gpuhours_dev.validation.at_scale import uniform_factor_counts
+    counts = dict(uniform_factor_counts([-0.30, -0.10, 0.20], [0.6, 0.8, 1.0]))
+    assert counts == {0.6: 1, 0.8: 2, 1.0: 2}
