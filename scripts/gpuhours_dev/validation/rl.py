@@ -523,6 +523,43 @@ def streamed_at_twin_mean_report() -> str:
     return "\n".join(lines)
 
 
+def update_implied_mean_report() -> str:
+    """A diagnostic, counted nowhere (issue 13): for each verl 7B row, the mean response at
+    which the estimate's policy update (with the driver's transfer) takes the row's measured
+    update (bisection, 8-token steps), beside the recipe's mean fitted on rows 12 and 14's
+    old-log-prob pass, and the row's update GPU-seconds. It sets an input from the row's own
+    update, so it predicts nothing: it says how long the responses of each run would have to be
+    for the update as modelled, which is how far apart the runs' lengths (or the update's
+    efficiency on the H20) must be."""
+    data = rows()
+    lines = ["| row | GPUs (trainer) | placement | update measured | update GPU-s | "
+             "update at the fitted mean | mean the update implies | of the fitted mean |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        if c.settings.get("model") != "qwen2.5-7b" or not r["update_time_s"]:
+            continue
+        target = float(r["update_time_s"])
+
+        def update_s(mean: int, c: Case = c) -> float:
+            d = _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": mean}, c.settings,
+                              c.assumed))[0]
+            assert d is not None
+            return float(d["policy_update_s"])
+
+        lo, hi = 16, int(c.phase["max_response_tokens"]) // 8 * 8
+        while hi - lo > 8:
+            mid = (lo + hi) // 16 * 8
+            lo, hi = (mid, hi) if update_s(mid) < target else (lo, mid)
+        mean = min((lo, hi), key=lambda m: abs(update_s(m) - target))
+        train = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
+        fitted = int(c.phase["response_tokens"])
+        lines.append(f"| {c.row + 2} | {train} | {r['placement'][:28]} | {target:,.1f} s | "
+                     f"{target * train:,.0f} | {update_s(fitted):,.1f} s | {mean:,} | "
+                     f"{mean / fitted:.2f} |")
+    return "\n".join(lines)
+
+
 # The README's cumulative "total time" columns (volcengine/verl
 # verl/experimental/fully_async_policy/README.md @df340d70, the 7B table "Asynchronous Training on
 # 7B Model" and the 30B table "30B Model Mode Experiment"): each run's wall time after 100, 200,
@@ -539,6 +576,8 @@ README_TOTALS: dict[int, tuple[str, str, str, str]] = {
     15: ("3h 13m", "6h 46m", "10h 53m", "17h 22m"),
     16: ("13h 36m", "1d 3h 48m", "1d 19h 4m", "2d 11h 39m"),
     17: ("6h 45m", "14h 48m", "1d 0h 9m", "1d 10h 41m"),
+    # the 128-card mode table's staleness-0 row ("stream off policy pipeline")
+    40: ("4h 25m", "9h 41m", "15h 2m", "1d 1h 53m"),
 }
 
 
