@@ -17,7 +17,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "rl.md"
 
 def test_every_case_names_a_real_row_and_states_its_assumptions():
     data = rl.rows()
-    assert len(data) == 40
+    assert len(data) == 41
     for c in rl.CASES:
         assert data[c.row]["step_time_s"], c.row
         assert c.assumed
@@ -30,10 +30,10 @@ def test_published_rl_steps_floor():
         measured = float(rl.rows()[c.row]["step_time_s"])
         results[c.row] = None if predicted is None else predicted / measured - 1
     errors = [e for e in results.values() if e is not None]
-    assert len(errors) == 29
+    assert len(errors) == 30
     # held out: the rows no figure was set from (rows 12 and 14, CSV lines, are tuned)
     held = [e for row, e in results.items() if e is not None and row not in rl.DRIVER_TUNED]
-    assert len(held) == 27
+    assert len(held) == 28
     # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
     # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
     # in with its eager decode steps
@@ -54,6 +54,10 @@ def test_published_rl_steps_floor():
     # it) -29% with Ada's derived GEMM efficiency (0.77; -24% at 0.70)
     assert all(-0.67 < results[row] < 0 for row in (18, 19, 20, 21))
     assert -0.30 < results[21] < -0.25
+    # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
+    # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is
+    # twice the measured one at the recipe's fitted mean
+    assert 0.25 < results[40] < 0.45
     # verl's fully-async 30B-A3B row (streamed rollouts on 96 GPUs, 32 train): within 25%
     assert abs(results[17]) <= 0.25
     # the rows whose source states the mean response (NeMo-RL): none off by 2x
@@ -182,7 +186,10 @@ def test_the_readme_totals_give_each_quarter_of_a_run():
     table = rl.run_drift_report()
     indented = "\n".join("  " + line if line else "" for line in table.split("\n"))
     assert indented in DOC.read_text(encoding="utf-8")
-    assert table.count("\n| ") == 8  # the 8 runs below the header
+    assert table.count("\n| ") == 9  # the 9 runs below the header
+    # row 42 (CSV line; 0-based 40), the staleness-0 pipeline: 4h 25m = 15,900 s, then
+    # 9h 41m = 34,860 s, 15h 2m = 54,120 s, 1d 1h 53m = 93,180 s
+    assert rl.quarter_steps_s(40) == pytest.approx([159.0, 189.6, 192.6, 390.6])
 
 
 def test_async_7b_updates_take_less_gpu_time_than_their_synchronous_twins():
@@ -215,3 +222,22 @@ def test_the_parts_no_gpu_count_shrinks_against_the_first_quarter():
     assert fixed == pytest.approx(304, abs=2)
     a = rl.first_quarter_line()[0]
     assert fixed / a - 1 == pytest.approx(0.23, abs=0.02)
+
+
+def test_the_update_implies_shorter_responses_in_the_async_runs():
+    """docs/rl.md: the mean at which the estimate's update takes each verl 7B row's measured
+    update (a diagnostic from the row itself, counted nowhere). Whatever the update's
+    efficiency, each async run's update implies about half the mean its synchronous twin's
+    does (same recipe, same GPU count); and the synchronous rows' updates imply less than the
+    mean fitted on their old-log-prob pass (the update's cost against the forward's)."""
+    table = rl.update_implied_mean_report()
+    assert "\n".join("  " + line for line in table.split("\n")) in DOC.read_text(encoding="utf-8")
+    implied = {int(cells[0]): int(cells[6].replace(",", ""))
+               for cells in ([c.strip() for c in line.strip("|").split("|")]
+                             for line in table.split("\n")[2:])}
+    assert sorted(implied) == [12, 13, 14, 15, 16, 17, 42]
+    for sync, streamed in ((12, 15), (13, 16), (14, 17)):
+        assert 0.35 < implied[streamed] / implied[sync] < 0.65
+    assert all(implied[row] < rl.VERL_7B_MEAN for row in (12, 13, 14))
+    # the staleness-0 pipeline's update (98.8 s on 64 trainer GPUs), too
+    assert implied[42] < implied[14] / 2

@@ -145,7 +145,18 @@ _VERL_COLOCATED_ASSUMED = ("; vLLM's memory share 0.5, the phase's colocated ass
 # use_rollout_log_probs (no old-log-prob pass), actor not offloaded, KL off
 _VERL_ASYNC = {"placement": "dedicated", "async_rollout": True, "partial_rollout": True,
                "old_logprob_pass": False}
-_VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, "rollout_memory_utilisation": 0.8}
+# the rollouter keeps 16 prompts in flight per rollout server (fully_async_rollouter.py
+# set_max_required_samples: max_concurrent_samples = servers x 16, capped by max_required_samples,
+# which is larger in every row here), each with its n = 16 responses: 256 sequences an engine
+_VERL_IN_FLIGHT = {"rollout_batch": 16 * 16}
+_VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_utilisation": 0.8}
+# staleness 0 (the README's "stream off policy pipeline", its 128-card mode table): no stream
+# across syncs (the rollouter issues one sync's 512 prompts per parameter version and waits for
+# the sync), so each sync waits for its longest response; the trainer's 4 local updates of 128
+# prompts each (trigger_parameter_sync_step 4, require_batches 4) start as their prompts finish
+_VERL_7B_PIPELINE = {**_VERL_7B, **_VERL_IN_FLIGHT, "placement": "dedicated",
+                     "old_logprob_pass": False, "rollout_memory_utilisation": 0.8,
+                     "updates_per_sync": 4}
 _VERL_ASYNC_ASSUMED = ("; the README's staleness 0.5 (its 7B scripts at df340d70 say 0.1): any "
                        "value above 0 lets the engines run on while the trainer trains; the KV "
                        "cache of a stream taken at prompt + mean response a sequence")
@@ -153,7 +164,7 @@ _VERL_ASYNC_ASSUMED = ("; the README's staleness 0.5 (its 7B scripts at df340d70
 # (12 nodes), 32 trainer GPUs, rollout TP 4 at 0.7, require_batches 1 x ppo_mini_batch 128 x 4
 # syncs = 512 prompts, KL loss (reference model), actor TP2 CP2 EP8, Megatron param_offload,
 # grad_offload and optimizer_offload (the actor's state on the host between phases)
-_VERL_30B_ASYNC = {**_VERL_30B, **_VERL_ASYNC, "rollout_memory_utilisation": 0.7,
+_VERL_30B_ASYNC = {**_VERL_30B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_utilisation": 0.7,
                    "offload_between_phases": True}
 
 # EasyR1 v0.3.2's performance baselines (assets/baselines.md @55b40c8c; defaults
@@ -273,6 +284,11 @@ CASES = [
          _VERL_7B_ASSUMED + _VERL_ASYNC_ASSUMED),
     Case(15, "h20", {**_VERL_7B_ASYNC, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
          _VERL_7B_ASSUMED + _VERL_ASYNC_ASSUMED),
+    Case(40, "h20", {**_VERL_7B_PIPELINE, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
+         _VERL_7B_ASSUMED + "; 64 rollout + 64 trainer GPUs (the same table's partial-rollout "
+         "run's split; not stated for this row); the rollouter's 16 prompts in flight per "
+         "server as the engine's batch; the first local update's prompts done after a quarter "
+         "of the rollouts"),
     Case(17, "h20", {**_VERL_30B_ASYNC, "rollout_gpus": 96},
          {**_VERL_30B_SETTINGS, "gpus": 128, "cp": 2},
          _VERL_30B_ASSUMED + "; the script's CP 2 too" + _VERL_ASYNC_ASSUMED
@@ -507,6 +523,43 @@ def streamed_at_twin_mean_report() -> str:
     return "\n".join(lines)
 
 
+def update_implied_mean_report() -> str:
+    """A diagnostic, counted nowhere (issue 13): for each verl 7B row, the mean response at
+    which the estimate's policy update (with the driver's transfer) takes the row's measured
+    update (bisection, 8-token steps), beside the recipe's mean fitted on rows 12 and 14's
+    old-log-prob pass, and the row's update GPU-seconds. It sets an input from the row's own
+    update, so it predicts nothing: it says how long the responses of each run would have to be
+    for the update as modelled, which is how far apart the runs' lengths (or the update's
+    efficiency on the H20) must be."""
+    data = rows()
+    lines = ["| row | GPUs (trainer) | placement | update measured | update GPU-s | "
+             "update at the fitted mean | mean the update implies | of the fitted mean |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        if c.settings.get("model") != "qwen2.5-7b" or not r["update_time_s"]:
+            continue
+        target = float(r["update_time_s"])
+
+        def update_s(mean: int, c: Case = c) -> float:
+            d = _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": mean}, c.settings,
+                              c.assumed))[0]
+            assert d is not None
+            return float(d["policy_update_s"])
+
+        lo, hi = 16, int(c.phase["max_response_tokens"]) // 8 * 8
+        while hi - lo > 8:
+            mid = (lo + hi) // 16 * 8
+            lo, hi = (mid, hi) if update_s(mid) < target else (lo, mid)
+        mean = min((lo, hi), key=lambda m: abs(update_s(m) - target))
+        train = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
+        fitted = int(c.phase["response_tokens"])
+        lines.append(f"| {c.row + 2} | {train} | {r['placement'][:28]} | {target:,.1f} s | "
+                     f"{target * train:,.0f} | {update_s(fitted):,.1f} s | {mean:,} | "
+                     f"{mean / fitted:.2f} |")
+    return "\n".join(lines)
+
+
 # The README's cumulative "total time" columns (volcengine/verl
 # verl/experimental/fully_async_policy/README.md @df340d70, the 7B table "Asynchronous Training on
 # 7B Model" and the 30B table "30B Model Mode Experiment"): each run's wall time after 100, 200,
@@ -523,6 +576,8 @@ README_TOTALS: dict[int, tuple[str, str, str, str]] = {
     15: ("3h 13m", "6h 46m", "10h 53m", "17h 22m"),
     16: ("13h 36m", "1d 3h 48m", "1d 19h 4m", "2d 11h 39m"),
     17: ("6h 45m", "14h 48m", "1d 0h 9m", "1d 10h 41m"),
+    # the 128-card mode table's staleness-0 row ("stream off policy pipeline")
+    40: ("4h 25m", "9h 41m", "15h 2m", "1d 1h 53m"),
 }
 
 

@@ -28,6 +28,7 @@ from gpuhours.estimate.generation import (
 )
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
+from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.schema import (
     EvalPhase,
     FinetunePhase,
@@ -705,8 +706,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         step_s = rollout_s + train_side + sync_s
     elif phase.async_rollout:
         step_s = max(rollout_s, train_side) + sync_s
-    else:
-        step_s = rollout_s + train_side + sync_s
+    else:  # local updates on the prompts already finished overlap the rest (plan/rl_async.py)
+        step_s = pipelined_step_s(rollout_s, train_side, sync_s, phase.updates_per_sync)
     parts = {"rollout generation": rollout_s, "rollout intake": intake_s,
              "old-policy log-probs": old_logprob_s,
              "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
@@ -717,6 +718,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     base = steps * step_s * gpus_total / 3600
     shown = " + ".join(f"{v:.3g} s {k}" for k, v in parts.items() if v > 0)
     overlap = ("max(rollout, training side) + sync" if phase.async_rollout else "sum")
+    if dedicated and not phase.async_rollout and phase.updates_per_sync > 1:
+        k = phase.updates_per_sync
+        overlap = (f"{k} local updates a sync: max(rollout, rollout/{k} + {k - 1}/{k} x "
+                   f"training side) + training side/{k} + sync")
     if streamed:
         overlap = ("streamed: max(the engines' production at the mean length, training side) "
                    "+ sync")

@@ -375,7 +375,8 @@ class RLPhase(_PhaseBase, TrainingSettings):
     rollout_batch: PositiveInt | None = Field(
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
-        "batch); unset = as many as max_num_seqs and the KV cache allow")
+        "batch; verl fully_async_policy's rollouter keeps 16 prompts in flight per server, "
+        "16 x n sequences); unset = as many as max_num_seqs and the KV cache allow")
     rollout_max_num_seqs: PositiveInt | None = Field(
         default=None, description="sequences one engine runs at once (vLLM max_num_seqs, "
         "verl's rollout.max_num_seqs: 1024 in its ppo_trainer.yaml); unset = the engine's "
@@ -403,6 +404,13 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    updates_per_sync: PositiveInt = Field(
+        default=1, description="local updates the trainer makes per weight sync, each on its "
+        "share of the step's prompts as soon as the engines have finished them (verl "
+        "fully_async_policy's trigger_parameter_sync_step; with staleness_threshold 0, its "
+        "'stream off policy pipeline'): on dedicated rollout GPUs all but the last overlap the "
+        "rollouts. Must divide mini_batches; no further effect with async_rollout, whose "
+        "update already overlaps the next step's rollouts")
     offload_between_phases: bool = Field(
         default=False, description="the trained model's weights and optimizer state wait in "
         "host memory between the step's phases and come back for each (EasyR1's "
@@ -463,6 +471,14 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError(f"mini_batches ({self.mini_batches}) must divide prompts_per_step "
                              f"({self.prompts_per_step}): each optimizer step takes whole "
                              "prompts' groups of responses")
+        if self.updates_per_sync > 1 and self.placement != "dedicated":
+            raise ValueError(f"updates_per_sync ({self.updates_per_sync}) trains while the "
+                             "engines generate: it needs `placement: dedicated` (colocated, "
+                             "the engines hold the trainer's GPUs)")
+        if self.mini_batches % self.updates_per_sync:
+            raise ValueError(f"updates_per_sync ({self.updates_per_sync}) must divide "
+                             f"mini_batches ({self.mini_batches}): each local update takes "
+                             "whole mini-batches (verl: require_batches of them)")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
