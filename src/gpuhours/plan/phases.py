@@ -28,6 +28,8 @@ from gpuhours.estimate.generation import (
 )
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
+from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
     FinetunePhase,
@@ -648,8 +650,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15)
         return scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
 
-    old_logprob_s = score(t.arch) if phase.old_logprob_pass else 0.0
-    ref_s = score(t.arch) if phase.reference_model else 0.0
+    # a vision-language policy's scoring forwards run its vision tower too (plan/rl_scoring.py)
+    tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus
+    old_logprob_s = score(t.arch) + tower_s if phase.old_logprob_pass else 0.0
+    ref_s = score(t.arch) + tower_s if phase.reference_model else 0.0
     reward_s = 0.0
     if phase.reward.kind == "model":
         reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
@@ -687,6 +691,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
         raise InputError(f"{_where(ctx, phase)}, field 'offload_between_phases'", err.message
                          ) from None
+    ref_copy_s, ref_added_s = _ref_offload_s(ctx, phase, t, hw, sequences, train_gpus, ref_s)
+    ref_s += ref_added_s
+    validation_s = 0.0
+    if phase.validation_every_steps and phase.validation_prompts:
+        validation_s = validation_per_step_s(validation_rollout_s(
+            probe, cap, math.ceil(phase.validation_prompts / engines), longest, ctx.gpu,
+            gen_matmul), sync_s, phase.validation_every_steps)
     driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
               else {})
     # each phase's time as the framework's timer counts it: its transfer through the driver too;
@@ -707,10 +718,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         step_s = max(rollout_s, train_side) + sync_s
     else:
         step_s = rollout_s + train_side + sync_s
+    step_s += validation_s  # inside the step's timer, every validation_every_steps steps
     parts = {"rollout generation": rollout_s, "rollout intake": intake_s,
              "old-policy log-probs": old_logprob_s,
              "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
-             "critic": critic_s, "host offload": offload_s, "weight sync": sync_s}
+             "critic": critic_s, "host offload": offload_s, "weight sync": sync_s,
+             "validation": validation_s}
     bottleneck = max(parts, key=lambda k: parts[k])
     if bottleneck == "rollout generation" and tail_led:
         bottleneck = "rollout generation (waiting for the longest response)"
@@ -756,6 +769,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),
+               # ref_offload's host-to-GPU copies, overlapped with the reference pass
+               "ref_offload_copy_s": ref_copy_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(
@@ -785,6 +800,29 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,
             f"optimizer state that stay resident during rollouts need {resident / 2**30:.1f} GiB.",
             "Lower rollout_memory_utilisation, shard the trainer over more GPUs (ZeRO-3), set "
             "offload_between_phases, or use dedicated rollout GPUs.")
+
+
+def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
+                   sequences: int, train_gpus: int, compute_s: float) -> tuple[float, float]:
+    """(copy seconds, seconds added to the reference pass) of `ref_offload`
+    (plan/rl_scoring.py ref_offload_s): the rank's bf16 shard up once per micro-batch over the
+    host link, what exceeds the pass's compute added."""
+    if not (phase.ref_offload and phase.reference_model):
+        return 0.0, 0.0
+    from gpuhours.estimate.offload import host_link_bytes_per_s
+    from gpuhours.estimate.params import count_params
+
+    try:
+        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name)
+    except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
+        raise InputError(f"{_where(ctx, phase)}, field 'ref_offload'", err.message) from None
+    budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
+              or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value)
+    copy_s, added_s, _ = ref_offload_s(params=count_params(t.arch).total, shards=train_gpus,
+                                       sequences_per_gpu=sequences / train_gpus,
+                                       tokens_per_sequence=t.llm_seq_len, budget_tokens=budget,
+                                       link_bytes_per_s=link, compute_s=compute_s)
+    return copy_s, added_s
 
 
 def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:
