@@ -41,8 +41,8 @@ def test_published_rl_steps_floor():
     assert sum(e < -0.5 or e > 1.0 for e in held) <= 3
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+133%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md);
-    # EasyR1's Qwen2.5-VL-3B row (-66%; docs/rl.md: the update and a part of the step the model
-    # does not hold)
+    # EasyR1's Qwen2.5-VL-3B row (-62%, -66% before its validation and scoring tower were
+    # counted; docs/rl.md: the update and a part of the step the model does not hold)
     assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
     # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
     # decode steps (issue 13) took it from -50% to within 25%
@@ -51,9 +51,10 @@ def test_published_rl_steps_floor():
     # not touch, moved with generation's TP width term), the held-out 64-GPU run within 60%
     assert abs(results[10]) <= 0.25 and abs(results[12]) <= 0.25 and abs(results[11]) <= 0.6
     # EasyR1's rows fast, none by more than 3x; the 7B on 8 L20s (a catalog row added for
-    # it) -29% with Ada's derived GEMM efficiency (0.77; -24% at 0.70)
-    assert all(-0.67 < results[row] < 0 for row in (18, 19, 20, 21))
-    assert -0.30 < results[21] < -0.25
+    # it) -29% with Ada's derived GEMM efficiency (0.77; -24% at 0.70), -25% with the
+    # validation every 5 steps and the vision tower in its scoring passes (issue 13)
+    assert all(-0.63 < results[row] < 0 for row in (18, 19, 20, 21))
+    assert -0.27 < results[21] < -0.24
     # verl's fully-async 30B-A3B row (streamed rollouts on 96 GPUs, 32 train): within 25%
     assert abs(results[17]) <= 0.25
     # the rows whose source states the mean response (NeMo-RL): none off by 2x
@@ -215,3 +216,22 @@ def test_the_parts_no_gpu_count_shrinks_against_the_first_quarter():
     assert fixed == pytest.approx(304, abs=2)
     a = rl.first_quarter_line()[0]
     assert fixed / a - 1 == pytest.approx(0.23, abs=0.02)
+
+
+def test_the_doc_holds_the_easyr1_update_diagnostic():
+    """EasyR1's rows: the update as the table's Actor MFU says it took, beside the predicted
+    one (issue 13). Row 21 by hand: Qwen2.5-VL-7B's language model, 6 x 7,615,283,200 dense
+    parameters (EasyR1's count: 28 layers x (3 x 3,584 x 18,944 + 3,584 x 8,192) + 2 x
+    152,064 x 3,584) x 1,600 x 145 x 8 tokens, over 16.0% x 989 TFLOPS x 8: 67.0 s, plus the
+    attention term at the mean sequence (725 tokens): 68.3 s."""
+    table = rl.easyr1_update_report()
+    assert "\n".join("  " + line for line in table.split("\n")) in DOC.read_text(encoding="utf-8")
+    assert table.count("\n") == 5
+    c21 = next(c for c in rl.CASES if c.row == 19)
+    dense = 28 * (3 * 3584 * 18944 + 3584 * 8192) + 2 * 152064 * 3584
+    assert dense == 7_615_283_200
+    tokens = 1600 * 145 * 8
+    attention = 12 * 2560 * (tokens / 2560) ** 2 * 128 * 28 * 28
+    assert rl.easyr1_update_from_mfu_s(c21) == pytest.approx(
+        (6 * dense * tokens + attention) / (0.16 * 989e12 * 8), rel=1e-9)
+    assert 6 * dense * tokens / (0.16 * 989e12 * 8) == pytest.approx(67.0, abs=0.05)
