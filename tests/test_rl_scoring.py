@@ -142,3 +142,35 @@ def test_ref_offload_on_a_gpu_without_a_host_link_figure_names_the_field(tmp_pat
     with pytest.raises(InputError, match="host link") as caught:
         evaluate(load_plan(f))
     assert "ref_offload" in caught.value.where and "plan.yaml" in caught.value.where
+
+
+def test_images_through_the_single_controller_by_hand(tmp_path):
+    """Qwen2.5-VL-7B, one 262,144-pixel image a prompt (786,432 bytes decoded, RGB), 32
+    prompts x 8 generations on 8 ranks. The rollouts move each prompt's image twice (out with
+    the prompt, back with its responses, one chunk a prompt): 2 x 32 x 786,432 bytes. After the
+    batch is balanced, a prompt's 8 generations land on 8 x (1 - (7/8)^8) = 5.2511 of the 8
+    chunks on average, and each chunk pickles the image once: 32 x 786,432 x 5.2511 bytes for
+    the old-log-prob pass, the reference pass and the update each. The token tensors are
+    rl_driver's (unchanged); everything at the driver's rate."""
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.plan import rl_driver as d
+
+    assert d.distinct_ranks(5, 8) == pytest.approx(8 * (1 - 0.512908935546875))
+    assert d.distinct_ranks(1, 8) == pytest.approx(1.0)
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    got = run(tmp_path, model="qwen2.5-vl-7b", images_per_example=1, image_pixels=262_144,
+              single_controller=True)
+    image = 262_144 * 3
+    spread = 32 * image * 5.251128673553467
+    assert got["driver_rollout_generation_s"] == pytest.approx(
+        (d.rollout_return_bytes(256, 128, 256) + 2 * 32 * image) / rate, rel=1e-9)
+    assert got["driver_old_policy_log_probs_s"] == pytest.approx(
+        (d.scoring_pass_bytes(256, 128, 256, 2) + spread) / rate, rel=1e-9)
+    assert got["driver_reference_model_s"] == pytest.approx(
+        (d.scoring_pass_bytes(256, 128, 256, 1) + spread) / rate, rel=1e-9)
+    assert got["driver_policy_update_s"] == pytest.approx(
+        (d.update_bytes(256, 128, 256, True) + spread) / rate, rel=1e-9)
+    # a text model's batch carries no images
+    text = run(tmp_path, single_controller=True)
+    assert text["driver_old_policy_log_probs_s"] == pytest.approx(
+        d.scoring_pass_bytes(256, 128, 256, 2) / rate, rel=1e-9)

@@ -37,24 +37,25 @@ def test_published_rl_steps_floor():
     # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
     # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
     # in with its eager decode steps
-    assert sum(abs(e) <= 0.25 for e in held) >= 14
-    assert sum(e < -0.5 or e > 1.0 for e in held) <= 3
+    assert sum(abs(e) <= 0.25 for e in held) >= 16
+    assert sum(e < -0.5 or e > 1.0 for e in held) <= 2
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+133%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md);
-    # EasyR1's Qwen2.5-VL-3B row (-62%, -66% before its validation and scoring tower were
-    # counted; docs/rl.md: the update and a part of the step the model does not hold)
-    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
+    # (EasyR1's Qwen2.5-VL-3B row was the third, -66%, until its validation, scoring tower and
+    # images through the driver were counted: -48%; docs/rl.md)
+    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 2
     # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
     # decode steps (issue 13) took it from -50% to within 25%
     assert abs(results[16]) <= 0.25
     # the verl 7B colocated rows: the two tuned within 25% (their rollouts, which the fit does
     # not touch, moved with generation's TP width term), the held-out 64-GPU run within 60%
     assert abs(results[10]) <= 0.25 and abs(results[12]) <= 0.25 and abs(results[11]) <= 0.6
-    # EasyR1's rows fast, none by more than 3x; the 7B on 8 L20s (a catalog row added for
-    # it) -29% with Ada's derived GEMM efficiency (0.77; -24% at 0.70), -25% with the
-    # validation every 5 steps and the vision tower in its scoring passes (issue 13)
-    assert all(-0.63 < results[row] < 0 for row in (18, 19, 20, 21))
-    assert -0.27 < results[21] < -0.24
+    # EasyR1's rows fast, none by 2x since their validation, scoring tower and images through
+    # the driver are counted (issue 13: -66/-49/-43/-29% -> -48/-34/-25/-22%); the 7B on 8
+    # L20s (a catalog row added for it) -29% with Ada's derived GEMM efficiency (0.77; -24% at
+    # 0.70) before them
+    assert all(-0.5 < results[row] < 0 for row in (18, 19, 20, 21))
+    assert -0.25 < results[21] < -0.20
     # verl's fully-async 30B-A3B row (streamed rollouts on 96 GPUs, 32 train): within 25%
     assert abs(results[17]) <= 0.25
     # the rows whose source states the mean response (NeMo-RL): none off by 2x

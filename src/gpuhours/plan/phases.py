@@ -700,6 +700,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             gen_matmul), sync_s, phase.validation_every_steps)
     driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
               else {})
+    if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
+        driver = _with_images_s(driver, phase, t, train_gpus)
     # each phase's time as the framework's timer counts it: its transfer through the driver too;
     # streamed, the trainer pulls the step's rollouts from the message queue itself
     # (fully_async_trainer.py _get_samples_from_queue, inside its "gen" timer), beside the engines
@@ -823,6 +825,22 @@ def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
                                        tokens_per_sequence=t.llm_seq_len, budget_tokens=budget,
                                        link_bytes_per_s=link, compute_s=compute_s)
     return copy_s, added_s
+
+
+def _with_images_s(driver: dict[str, float], phase: RLPhase, t: Training,
+                   ranks: int) -> dict[str, float]:
+    """The driver's seconds by part with a vision-language batch's decoded images added
+    (plan/rl_driver.py image_transfers_bytes), at the driver's rate; an image given by its
+    tokens is taken at its resized size (its patches' pixels)."""
+    from gpuhours.plan import rl_driver as d
+
+    assert t.arch.vision is not None  # a grid implies a tower
+    pixels = t.image_pixels or t.image_grid.patches * t.arch.vision.patch_size ** 2
+    images = d.image_transfers_bytes(list(driver), phase.prompts_per_step,
+                                     phase.generations_per_prompt, ranks, t.images_per_example,
+                                     pixels)
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    return {part: s + images[part] / rate for part, s in driver.items()}
 
 
 def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:
