@@ -746,6 +746,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
                     f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s ({A.RL_DRIVER_BYTES_PER_S.name}, "
                     f"fitted to verl's H20 steps), within the parts")
+        if t.image_grid is not None:
+            formula += (f", the batch's images with it ({A.RL_IMAGE_BYTES_PER_PIXEL.value:g} bytes "
+                        f"a pixel, {A.RL_IMAGE_BYTES_PER_PIXEL.name}: decoded, assumed RGB)")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "

@@ -78,11 +78,6 @@ def rollout_return_bytes(sequences: int, prompt_tokens: int, response_tokens: in
 # before the rollouts the chunks hold whole prompts, after them the driver reorders the batch
 # to balance tokens across ranks (`_balance_batch`), which spreads a prompt's generations.
 
-#: bytes per pixel of a decoded image in the batch: RGB, one byte a channel. PIL pickles an
-#: image's decoded pixels (Image.__getstate__ keeps `tobytes()`), not its file; an assumption
-#: for RGB datasets (a palette or grey image is 1 byte a pixel, RGBA 4)
-IMAGE_BYTES_PER_PIXEL = 3
-
 
 def distinct_ranks(generations: int, ranks: int) -> float:
     """Expected chunks a prompt's `generations` land in after the batch is reordered to balance
@@ -95,8 +90,11 @@ def distinct_ranks(generations: int, ranks: int) -> float:
 def image_bytes_per_call(prompts: int, images_per_prompt: int, image_pixels: float,
                          copies_per_image: float) -> float:
     """Bytes of images one call moves: each prompt's images x their decoded bytes
-    (IMAGE_BYTES_PER_PIXEL a pixel) x the chunks each is pickled into."""
-    return prompts * images_per_prompt * image_pixels * IMAGE_BYTES_PER_PIXEL * copies_per_image
+    (assumptions.RL_IMAGE_BYTES_PER_PIXEL a pixel) x the chunks each is pickled into."""
+    from gpuhours.estimate.assumptions import RL_IMAGE_BYTES_PER_PIXEL
+
+    return (prompts * images_per_prompt * image_pixels * RL_IMAGE_BYTES_PER_PIXEL.value
+            * copies_per_image)
 
 
 def image_transfers_bytes(parts: list[str], prompts: int, generations: int, ranks: int,
