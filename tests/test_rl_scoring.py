@@ -174,3 +174,33 @@ def test_images_through_the_single_controller_by_hand(tmp_path):
     text = run(tmp_path, single_controller=True)
     assert text["driver_old_policy_log_probs_s"] == pytest.approx(
         d.scoring_pass_bytes(256, 128, 256, 2) / rate, rel=1e-9)
+
+
+def test_what_pickling_a_batch_of_images_moves():
+    """The two facts the images' transfer rests on, checked on real objects: PIL pickles an
+    image's decoded pixels, not its file (a blank 256 x 256 PNG of under 1 KB pickles to about
+    256 x 256 x 3 bytes), and a numpy object array that repeats one image n times (as
+    DataProto.repeat and vLLM's n do) pickles it once (pickle's memo), while n separate image
+    objects pickle n times."""
+    import io
+    import pickle
+
+    import numpy as np
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (256, 256), "white").save(buf, "PNG")
+    assert len(buf.getvalue()) < 1_000
+
+    def opened() -> Any:
+        return Image.open(io.BytesIO(buf.getvalue()))
+
+    decoded = 256 * 256 * 3
+    assert len(pickle.dumps(opened())) == pytest.approx(decoded, rel=0.01)
+    one = np.empty(1, dtype=object)
+    one[0] = {"images": [opened()]}
+    assert len(pickle.dumps(np.repeat(one, 5))) == pytest.approx(decoded, rel=0.01)
+    apart = np.empty(5, dtype=object)
+    for i in range(5):
+        apart[i] = {"images": [opened()]}
+    assert len(pickle.dumps(apart)) == pytest.approx(5 * decoded, rel=0.01)
