@@ -37,23 +37,25 @@ def test_published_rl_steps_floor():
     # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
     # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
     # in with its eager decode steps
-    assert sum(abs(e) <= 0.25 for e in held) >= 14
-    assert sum(e < -0.5 or e > 1.0 for e in held) <= 3
+    assert sum(abs(e) <= 0.25 for e in held) >= 16
+    assert sum(e < -0.5 or e > 1.0 for e in held) <= 2
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+133%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md);
-    # EasyR1's Qwen2.5-VL-3B row (-66%; docs/rl.md: the update and a part of the step the model
-    # does not hold)
-    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 3
+    # (EasyR1's Qwen2.5-VL-3B row was the third, -66%, until its validation, scoring tower and
+    # images through the driver were counted: -48%; docs/rl.md)
+    assert sum(e < -0.5 or e > 1.0 for e in errors) <= 2
     # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
     # decode steps (issue 13) took it from -50% to within 25%
     assert abs(results[16]) <= 0.25
     # the verl 7B colocated rows: the two tuned within 25% (their rollouts, which the fit does
     # not touch, moved with generation's TP width term), the held-out 64-GPU run within 60%
     assert abs(results[10]) <= 0.25 and abs(results[12]) <= 0.25 and abs(results[11]) <= 0.6
-    # EasyR1's rows fast, none by more than 3x; the 7B on 8 L20s (a catalog row added for
-    # it) -29% with Ada's derived GEMM efficiency (0.77; -24% at 0.70)
-    assert all(-0.67 < results[row] < 0 for row in (18, 19, 20, 21))
-    assert -0.30 < results[21] < -0.25
+    # EasyR1's rows fast, none by 2x since their validation, scoring tower and images through
+    # the driver are counted (issue 13: -66/-49/-43/-29% -> -48/-34/-25/-22%); the 7B on 8
+    # L20s (a catalog row added for it) -29% with Ada's derived GEMM efficiency (0.77; -24% at
+    # 0.70) before them
+    assert all(-0.5 < results[row] < 0 for row in (18, 19, 20, 21))
+    assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
     # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is
     # twice the measured one at the recipe's fitted mean
@@ -241,3 +243,22 @@ def test_the_update_implies_shorter_responses_in_the_async_runs():
     assert all(implied[row] < rl.VERL_7B_MEAN for row in (12, 13, 14))
     # the staleness-0 pipeline's update (98.8 s on 64 trainer GPUs), too
     assert implied[42] < implied[14] / 2
+
+
+def test_the_doc_holds_the_easyr1_update_diagnostic():
+    """EasyR1's rows: the update as the table's Actor MFU says it took, beside the predicted
+    one (issue 13). Row 21 by hand: Qwen2.5-VL-7B's language model, 6 x 7,615,283,200 dense
+    parameters (EasyR1's count: 28 layers x (3 x 3,584 x 18,944 + 3,584 x 8,192) + 2 x
+    152,064 x 3,584) x 1,600 x 145 x 8 tokens, over 16.0% x 989 TFLOPS x 8: 67.0 s, plus the
+    attention term at the mean sequence (725 tokens): 68.3 s."""
+    table = rl.easyr1_update_report()
+    assert "\n".join("  " + line for line in table.split("\n")) in DOC.read_text(encoding="utf-8")
+    assert table.count("\n") == 5
+    c21 = next(c for c in rl.CASES if c.row == 19)
+    dense = 28 * (3 * 3584 * 18944 + 3584 * 8192) + 2 * 152064 * 3584
+    assert dense == 7_615_283_200
+    tokens = 1600 * 145 * 8
+    attention = 12 * 2560 * (tokens / 2560) ** 2 * 128 * 28 * 28
+    assert rl.easyr1_update_from_mfu_s(c21) == pytest.approx(
+        (6 * dense * tokens + attention) / (0.16 * 989e12 * 8), rel=1e-9)
+    assert 6 * dense * tokens / (0.16 * 989e12 * 8) == pytest.approx(67.0, abs=0.05)

@@ -175,6 +175,11 @@ _VERL_30B_ASYNC = {**_VERL_30B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memor
 _EASYR1_IMAGE_PIXELS = 262_144  # data.min_pixels: verl/utils/dataset.py process_image scales up
 _EASYR1_TEXT_TOKENS = 100       # assumed: chat template + question + format prompt (not stated)
 _EASYR1_PADDED = 2048 + 2048    # max_prompt_length + max_response_length: the padded input_ids
+# trainer.val_freq 5 (examples/config.yaml @8460e817): a validation pass inside every 5th step's
+# timer over Geometry3k's test split, one response each: 601 problems (the hiyouga/geometry3k
+# dataset card: train 2,101, validation 300, test 601, the Inter-GPS img_diagram.png files;
+# 12.2 MB for the test split's 601 examples)
+_EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
 
 
 def easyr1_mean_sequence(row: int) -> float:
@@ -188,12 +193,16 @@ def easyr1_mean_sequence(row: int) -> float:
     return throughput * float(r["step_time_s"]) * int(r["n_gpus"]) / (512 * 5)
 
 
-def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str) -> Case:
+def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
+            experience: int) -> Case:
     """An EasyR1 row: the mean response is the row's mean sequence less the image's 324 tokens
     (Qwen2.5-VL's 28-pixel merged patches of a 512 x 512 image: every Geometry3k image is
     taken as no larger than EasyR1's min_pixels, which scales it up to that) and the text
     prompt; dynamic batching packs `micro` x the padded 4,096 tokens per micro-batch
-    (dp_actor.py @8460e817: max_token_len = micro_batch_size_per_device x input_ids width)."""
+    (dp_actor.py @8460e817: max_token_len = micro_batch_size_per_device x input_ids width),
+    its scoring passes `experience` x 4,096 (micro_batch_size_per_device_for_experience, the
+    same rule in compute_log_prob); the reference model in host memory (ref.fsdp
+    .enable_cpu_offload: true) and a validation pass every 5 steps (`_EASYR1_VALIDATION`)."""
     seq = easyr1_mean_sequence(row)
     response = round(seq - 324 - _EASYR1_TEXT_TOKENS)
     per_micro = max(1, int(_EASYR1_PADDED * micro // seq))
@@ -201,7 +210,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str)
         prompts_per_step=512, generations_per_prompt=5, prompt_tokens=_EASYR1_TEXT_TOKENS,
         response_tokens=response, max_response_tokens=2048, reference_model=True,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
-        single_controller=True, offload_between_phases=True),
+        single_controller=True, offload_between_phases=True, ref_offload=True,
+        scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -213,7 +223,13 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str)
         f"dynamic batches of {micro} x 4,096 tokens as {per_micro} sequences; "
         + ("AMP as bf16-amp (fp32 weights and moments); " if precision == "bf16-amp"
            else "BF16 as pure bf16 (adamw_bf16); ") +
-        "the reference model's FSDP CPU offload (weights streamed per forward) not counted")
+        f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
+        f"x 4,096 tokens; validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
+        f"split, its dataset card), one response each at the training "
+        f"mean, the longest 2,048; each image's decoded pixels through the driver with the "
+        f"batch at 512 x 512 RGB (786 KB; the dataset's PNGs are 20 KB, their sizes not read: "
+        f"an upper end); checkpoint saves every 5 steps (with the optimizer) not counted: the "
+        f"disk is not stated")
 
 
 CASES = [
@@ -295,10 +311,10 @@ CASES = [
          + "; the script's Megatron param/grad/optimizer offload as offload between phases, "
          "its CPU Adam (optimizer_cpu_offload) not expressed (a per-step CPU optimizer is "
          "modelled for data parallelism only)"),
-    _easyr1(18, "h100-sxm", "qwen2.5-vl-3b", 1, 2, "bf16-amp"),
-    _easyr1(19, "h100-sxm", "qwen2.5-vl-7b", 1, 2, "bf16-amp"),
-    _easyr1(20, "h100-sxm", "qwen2.5-vl-7b", 4, 2, "bf16-amp"),
-    _easyr1(21, "l20", "qwen2.5-vl-7b", 1, 2, "bf16-amp"),
+    _easyr1(18, "h100-sxm", "qwen2.5-vl-3b", 1, 2, "bf16-amp", 2),
+    _easyr1(19, "h100-sxm", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
+    _easyr1(20, "h100-sxm", "qwen2.5-vl-7b", 4, 2, "bf16-amp", 8),
+    _easyr1(21, "l20", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
     Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
@@ -622,6 +638,78 @@ def run_drift_report() -> str:
     lines.append(f"\nFirst 100 steps of the synchronous 7B recipe as a + b/GPUs from rows 12 and "
                  f"14: a = {a:,.0f} s, b = {b:,.0f} GPU-s; at 64 GPUs {at64:,.0f} s, row 13's "
                  f"run measured {measured64:,.0f} s ({at64 / measured64 - 1:+.1%}).")
+    return "\n".join(lines)
+
+
+#: the peaks EasyR1's Actor MFU divides by (verl/utils/flops_counter.py get_device_flops
+#: @8460e817: "H100" 989e12, "L20" 119.5e12 FLOP/s), keyed by the cases' catalog GPU
+_EASYR1_MFU_PEAK = {"h100-sxm": 989e12, "l20": 119.5e12}
+
+
+def _actor_mfu(r: dict[str, str]) -> float | None:
+    for part in r["other_times"].split(";"):
+        words = part.split()
+        if len(words) == 2 and words[0] == "actor_mfu":
+            return float(words[1].rstrip("%")) / 100
+    return None
+
+
+def easyr1_update_from_mfu_s(c: Case) -> float:
+    """Seconds of an EasyR1 row's `update_policy`, as the table's Actor MFU says it took: the
+    FLOPs EasyR1 counts for it (verl/utils/flops_counter.py `_estimate_llama_flops` @8460e817:
+    6 x the language model's dense parameters x the batch's tokens + 12 x sum(seqlen^2) x
+    head_dim x heads x layers; the vision tower not counted) / (MFU x the peak it divides by x
+    the GPUs; one PPO epoch). The tokens are the row's (throughput x step x GPUs); sum(seqlen^2)
+    is taken at the mean sequence (a lower bound: the lengths are not stated), so the time is
+    too. Measured by the source, through its own formula; nothing is set from it."""
+    import json
+
+    import gpuhours
+
+    r = rows()[c.row]
+    mfu = _actor_mfu(r)
+    assert mfu is not None, c.row
+    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
+                / f"{c.settings['model']}.json")
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    d, layers, heads = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    head_dim = d // heads
+    kv = cfg["num_key_value_heads"] * head_dim
+    dense = ((3 * d * cfg["intermediate_size"] + d * (d + 2 * kv + d)) * layers
+             + 2 * cfg["vocab_size"] * d)
+    sequences = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"]
+    gpus = int(r["n_gpus"])
+    tokens = easyr1_mean_sequence(c.row) * sequences
+    mean = tokens / sequences
+    flops = 6 * dense * tokens + 12 * sequences * mean ** 2 * head_dim * heads * layers
+    return flops / (mfu * _EASYR1_MFU_PEAK[c.gpu] * gpus)
+
+
+def easyr1_update_report() -> str:
+    """A diagnostic, counted nowhere: each EasyR1 row's update as its Actor MFU says it took
+    (`easyr1_update_from_mfu_s`) beside the predicted one (the update's GPU work: its part less
+    the driver's transfer, which the MFU's timer inside the worker does not see), and the rest
+    of the step (measured step - that update) beside the predicted rest: where the miss lies."""
+    data = rows()
+    lines = ["| row | model | GPUs | measured step | update (from the table's Actor MFU) | "
+             "predicted update | rest of the step, measured | predicted rest |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        if _actor_mfu(r) is None:
+            continue
+        d, _ = _details(c)
+        if d is None:
+            continue
+        step = float(r["step_time_s"])
+        update = easyr1_update_from_mfu_s(c)
+        # the worker's update_policy, as the MFU's timer takes it: without the driver's transfer
+        predicted = d["policy_update_s"] - d.get("driver_policy_update_s", 0.0)
+        rest = d["step_time_s"] - predicted
+        lines.append(f"| {c.row + 2} | {r['model']} | {r['n_gpus']} x {r['gpu']} | {step:,.0f} s "
+                     f"| {update:,.1f} s | {predicted:,.1f} s "
+                     f"({predicted / update - 1:+.0%}) | {step - update:,.1f} s | "
+                     f"{rest:,.1f} s ({rest / (step - update) - 1:+.0%}) |")
     return "\n".join(lines)
 
 

@@ -466,6 +466,14 @@ RL_DRIVER_BYTES_PER_S = _a(
     "fitted: the part of verl's old-log-prob pass no GPU count removes (36.0 s on 32-128 H20s, "
     "rl_steps.csv rows 12 and 14) over the 11.3 GB it moves; rows 13 and 18 held out")
 
+#: Bytes per pixel of a decoded image that travels with a vision-language RL batch through the
+#: single controller (plan/rl_driver.py): PIL pickles an image's decoded pixels
+#: (Image.__getstate__ keeps `tobytes()`), so an RGB image is 3 bytes a pixel; a palette or grey
+#: image would be 1, RGBA 4. Assumption: RGB.
+RL_IMAGE_BYTES_PER_PIXEL = _a(
+    "rl_image_bytes_per_pixel", 3.0, "bytes per pixel",
+    "assumption: RGB images, one byte a channel (PIL pickles the decoded pixels, not the file)")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

@@ -29,6 +29,8 @@ from gpuhours.estimate.generation import (
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
     FinetunePhase,
@@ -649,8 +651,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15)
         return scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
 
-    old_logprob_s = score(t.arch) if phase.old_logprob_pass else 0.0
-    ref_s = score(t.arch) if phase.reference_model else 0.0
+    # a vision-language policy's scoring forwards run its vision tower too (plan/rl_scoring.py)
+    tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus
+    old_logprob_s = score(t.arch) + tower_s if phase.old_logprob_pass else 0.0
+    ref_s = score(t.arch) + tower_s if phase.reference_model else 0.0
     reward_s = 0.0
     if phase.reward.kind == "model":
         reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
@@ -688,8 +692,17 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
         raise InputError(f"{_where(ctx, phase)}, field 'offload_between_phases'", err.message
                          ) from None
+    ref_copy_s, ref_added_s = _ref_offload_s(ctx, phase, t, hw, sequences, train_gpus, ref_s)
+    ref_s += ref_added_s
+    validation_s = 0.0
+    if phase.validation_every_steps and phase.validation_prompts:
+        validation_s = validation_per_step_s(validation_rollout_s(
+            probe, cap, math.ceil(phase.validation_prompts / engines), longest, ctx.gpu,
+            gen_matmul), sync_s, phase.validation_every_steps)
     driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
               else {})
+    if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
+        driver = _with_images_s(driver, phase, t, train_gpus)
     # each phase's time as the framework's timer counts it: its transfer through the driver too;
     # streamed, the trainer pulls the step's rollouts from the message queue itself
     # (fully_async_trainer.py _get_samples_from_queue, inside its "gen" timer), beside the engines
@@ -708,10 +721,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         step_s = max(rollout_s, train_side) + sync_s
     else:  # local updates on the prompts already finished overlap the rest (plan/rl_async.py)
         step_s = pipelined_step_s(rollout_s, train_side, sync_s, phase.updates_per_sync)
+    step_s += validation_s  # inside the step's timer, every validation_every_steps steps
     parts = {"rollout generation": rollout_s, "rollout intake": intake_s,
              "old-policy log-probs": old_logprob_s,
              "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
-             "critic": critic_s, "host offload": offload_s, "weight sync": sync_s}
+             "critic": critic_s, "host offload": offload_s, "weight sync": sync_s,
+             "validation": validation_s}
     bottleneck = max(parts, key=lambda k: parts[k])
     if bottleneck == "rollout generation" and tail_led:
         bottleneck = "rollout generation (waiting for the longest response)"
@@ -736,6 +751,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
                     f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s ({A.RL_DRIVER_BYTES_PER_S.name}, "
                     f"fitted to verl's H20 steps), within the parts")
+        if t.image_grid is not None:
+            formula += (f", the batch's images with it ({A.RL_IMAGE_BYTES_PER_PIXEL.value:g} bytes "
+                        f"a pixel, {A.RL_IMAGE_BYTES_PER_PIXEL.name}: decoded, assumed RGB)")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
@@ -761,6 +779,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),
+               # ref_offload's host-to-GPU copies, overlapped with the reference pass
+               "ref_offload_copy_s": ref_copy_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(
@@ -790,6 +810,45 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,
             f"optimizer state that stay resident during rollouts need {resident / 2**30:.1f} GiB.",
             "Lower rollout_memory_utilisation, shard the trainer over more GPUs (ZeRO-3), set "
             "offload_between_phases, or use dedicated rollout GPUs.")
+
+
+def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
+                   sequences: int, train_gpus: int, compute_s: float) -> tuple[float, float]:
+    """(copy seconds, seconds added to the reference pass) of `ref_offload`
+    (plan/rl_scoring.py ref_offload_s): the rank's bf16 shard up once per micro-batch over the
+    host link, what exceeds the pass's compute added."""
+    if not (phase.ref_offload and phase.reference_model):
+        return 0.0, 0.0
+    from gpuhours.estimate.offload import host_link_bytes_per_s
+    from gpuhours.estimate.params import count_params
+
+    try:
+        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name)
+    except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
+        raise InputError(f"{_where(ctx, phase)}, field 'ref_offload'", err.message) from None
+    budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
+              or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value)
+    copy_s, added_s, _ = ref_offload_s(params=count_params(t.arch).total, shards=train_gpus,
+                                       sequences_per_gpu=sequences / train_gpus,
+                                       tokens_per_sequence=t.llm_seq_len, budget_tokens=budget,
+                                       link_bytes_per_s=link, compute_s=compute_s)
+    return copy_s, added_s
+
+
+def _with_images_s(driver: dict[str, float], phase: RLPhase, t: Training,
+                   ranks: int) -> dict[str, float]:
+    """The driver's seconds by part with a vision-language batch's decoded images added
+    (plan/rl_driver.py image_transfers_bytes), at the driver's rate; an image given by its
+    tokens is taken at its resized size (its patches' pixels)."""
+    from gpuhours.plan import rl_driver as d
+
+    assert t.arch.vision is not None  # a grid implies a tower
+    pixels = t.image_pixels or t.image_grid.patches * t.arch.vision.patch_size ** 2
+    images = d.image_transfers_bytes(list(driver), phase.prompts_per_step,
+                                     phase.generations_per_prompt, ranks, t.images_per_example,
+                                     pixels)
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    return {part: s + images[part] / rate for part, s in driver.items()}
 
 
 def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:

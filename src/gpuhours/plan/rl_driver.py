@@ -66,3 +66,45 @@ def update_bytes(sequences: int, prompt_tokens: int, response_tokens: int,
 def rollout_return_bytes(sequences: int, prompt_tokens: int, response_tokens: int) -> float:
     """Bytes the engine's workers return to the driver with the rollouts."""
     return sequences * batch_bytes_per_sequence(prompt_tokens, response_tokens)
+
+
+# A vision-language batch carries its images too: verl and EasyR1 keep each prompt's decoded
+# images in the batch's non-tensor part (`multi_modal_data`; EasyR1 @8460e817
+# verl/utils/dataset.py: `example["multi_modal_data"] = {"images": images}`, the dataset's own
+# images, not the resized ones), and they travel with every call that takes the batch: out to
+# the engine with the prompts and back with the rollouts (vllm_rollout_spmd.py returns them
+# repeated n times), out to each scoring pass and to the update. Ray pickles each chunk once,
+# so an image object referenced by several sequences of one chunk is sent once (pickle's memo);
+# before the rollouts the chunks hold whole prompts, after them the driver reorders the batch
+# to balance tokens across ranks (`_balance_batch`), which spreads a prompt's generations.
+
+
+def distinct_ranks(generations: int, ranks: int) -> float:
+    """Expected chunks a prompt's `generations` land in after the batch is reordered to balance
+    tokens: each generation taken to go to any of `ranks` chunks alike, independently of its
+    prompt (the balancing partitions by length, not by prompt): ranks x (1 - (1 - 1/ranks)^G).
+    """
+    return ranks * (1.0 - (1.0 - 1.0 / ranks) ** generations)
+
+
+def image_bytes_per_call(prompts: int, images_per_prompt: int, image_pixels: float,
+                         copies_per_image: float) -> float:
+    """Bytes of images one call moves: each prompt's images x their decoded bytes
+    (assumptions.RL_IMAGE_BYTES_PER_PIXEL a pixel) x the chunks each is pickled into."""
+    from gpuhours.estimate.assumptions import RL_IMAGE_BYTES_PER_PIXEL
+
+    return (prompts * images_per_prompt * image_pixels * RL_IMAGE_BYTES_PER_PIXEL.value
+            * copies_per_image)
+
+
+def image_transfers_bytes(parts: list[str], prompts: int, generations: int, ranks: int,
+                          images_per_prompt: int, image_pixels: float) -> dict[str, float]:
+    """Image bytes through the driver by part of the step: the rollouts twice (out with the
+    prompts, back with the responses; whole prompts a chunk), every other part that takes the
+    batch once a call after the balancing (`distinct_ranks` copies of each image; PPO's critic
+    twice: its values pass and its update). `parts` names the driver's parts of the step."""
+    whole = image_bytes_per_call(prompts, images_per_prompt, image_pixels, 1.0)
+    spread = image_bytes_per_call(prompts, images_per_prompt, image_pixels,
+                                  distinct_ranks(generations, ranks))
+    calls = {"rollout generation": 2 * whole, "critic": 2 * spread}
+    return {part: calls.get(part, spread) for part in parts}
