@@ -26,9 +26,10 @@ from gpuhours.estimate.generation import (
     rollout_precision,
     scoring_time_s,
 )
-from gpuhours.estimate.timing import peak_flops
+from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
@@ -614,10 +615,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     try:
         cap = max_batch_by_memory(t.arch, kv_probe, ctx.gpu, share)
     except InputError as err:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_memory_utilisation'",
-                         f"{err.message} (the engine's share: {share:g} of the GPU)",
-                         "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
-                         ) from None
+        # name what would fit, tried on the same memory cap (plan/rl_rollout_room.py; walk F1)
+        field, hint = rollout_room_hint(kv_probe, ctx.gpu, share, rollout_gpus, dedicated,
+                                        _runs_fp8(ctx.gpu))
+        set_by = ("rollout_memory_utilisation" if phase.rollout_memory_utilisation else
+                  f"the default for {phase.placement} rollouts")
+        raise DoesNotFit(f"{_where(ctx, phase)}, field '{field}'",
+                         f"{err.message.rstrip('.')} (the engine's share: {share:g} of the "
+                         f"GPU, {set_by}).", hint) from None
     if phase.rollout_batch is not None:
         # the framework hands the engine this many sequences per blocking generate call
         # (OpenRLHF 0.2: one make_experience per micro_rollout_batch_size prompts), so no
@@ -790,6 +795,15 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
                         _setup_summary(t, hw), warnings, details, None, storage, write_s,
                         steps=steps)
+
+
+def _runs_fp8(gpu: GpuSpec) -> bool:
+    """Whether the GPU runs fp8 matmuls (rollout_precision fp8 is possible there)."""
+    try:
+        check_fp8(gpu)
+    except InputError:
+        return False
+    return True
 
 
 def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,
