@@ -365,6 +365,14 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
     gpus_basis = default_gpus_basis(ctx, phase)
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus, steps)
     warnings = ctx.imported.get(phase.name, []) + warnings + disagreements
+    hw = ctx.plan.hardware
+    if gpus > hw.num_gpus:
+        # the hardware describes where the project runs, not a limit the schema enforces: a
+        # phase may rent more, but its author should see that it does (walk finding F17)
+        warnings.append(f"the phase uses {gpus} GPUs; the plan's hardware has {hw.num_gpus} "
+                        f"(gpus_per_node {hw.gpus_per_node} x nodes {hw.nodes}). Its GPU "
+                        f"hours and cost are for {gpus}: give hardware.nodes for the machines "
+                        f"it runs on, or fewer gpus for the phase.")
     if chosen:
         formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
     return PhaseResult(
