@@ -431,3 +431,26 @@ def test_a_model_no_engine_holds_asks_for_a_larger_gpu(tmp_path):
         run(tmp_path, model="deepseek-v3", method="lora")
     assert "No rollout engine of up to 8 a100-80gb GPUs" in caught.value.hint
     assert "more memory" in caught.value.hint and "fp8" not in caught.value.hint
+
+
+def test_the_setup_shown_accumulates_the_gpus_share_of_the_step(tmp_path):
+    """Walk finding F10: 32 prompts x 8 responses = 256 sequences on 8 GPUs, 32 each; in
+    micro-batches of 4, 8 of them a step (grad_accum 8, where 1 was shown); with 2
+    mini-batches (optimizer steps) 16 sequences each, 4 micro-batches. A grad_accum the plan
+    gives is kept."""
+    assert run(tmp_path, micro_batch=4).setup["grad_accum"] == 8
+    assert run(tmp_path, micro_batch=4, mini_batches=2).setup["grad_accum"] == 4
+    assert run(tmp_path, micro_batch=4, grad_accum=2).setup["grad_accum"] == 2
+    r = run(tmp_path, micro_batch=5)
+    assert (r.setup["micro_batch"], r.setup["grad_accum"]) == (5, 7)  # ceil(32 / 5)
+
+
+def test_a_micro_batch_that_does_not_fit_is_named_as_the_plan_gives_it(tmp_path):
+    """micro_batch 64 of 512 + 1,024 = 1,536-token sequences, the longest 512 + 4,096 =
+    4,608: its memory is taken at the longest length over the same tokens, 64 x 1,536 /
+    4,608 = 21 sequences; the error says the plan's 64 first."""
+    with pytest.raises(InputError) as caught:
+        run(tmp_path, micro_batch=64, max_response_tokens=4096, checkpointing=False)
+    assert caught.value.message.startswith(
+        "a micro-batch of 64 sequences (1,536 tokens each on average; its memory taken at the "
+        "longest, 4,608 tokens, as the same tokens in 21 sequence(s)) needs")

@@ -204,11 +204,14 @@ def training_basis(e: TrainingEstimate) -> str:
     return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
 
 
-def check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
+def check_fits(ctx: Context, phase: Any, e: TrainingEstimate, what: str = "") -> None:
+    """A DoesNotFit verdict when e's memory exceeds the GPU; `what` describes the micro-batch
+    (default: e's micro_batch x seq_len)."""
     if not e.memory.fits:
+        what = what or f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']}"
         raise DoesNotFit(
             _where(ctx, phase),
-            f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']} needs "
+            f"{what} needs "
             f"{e.memory.total_bytes.value / 2**30:.1f} GiB per GPU; {e.gpu} has "
             f"{e.memory.device_bytes.value / 2**30:.1f} GiB.",
             "Lower micro_batch, turn on checkpointing, use LoRA or ZeRO (`gpuhours fit` "
@@ -549,12 +552,20 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"defaults) also sets micro_batch ({s['micro_batch']}).",
                          "Give one of the two: micro_batch (sequences), or "
                          "update_tokens_per_gpu (tokens, verl's dynamic batches).")
+    # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
+    # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
+    cp = int(s.get("cp") or 1)
+    ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+    per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
+                   // (phase.mini_batches * ranks))
+    accum_given = s.get("grad_accum") is not None
+    if not packed and not accum_given:
+        s = {**s, "grad_accum": math.ceil(per_rank / s["micro_batch"])}
     if packed:
         # the budget is per GPU: a context-parallel (verl: Ulysses) group of cp GPUs shares one
         # micro-batch of cp x the budget (volcengine/verl@df340d70 dp_actor.py: max_token_len =
         # ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size; megatron_actor.py: x
         # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
-        cp = int(s.get("cp") or 1)
         # the default budget (an assumption, not the user's) grows to hold the longest sequence
         budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
                                                     math.ceil(seq_max / cp))
@@ -569,9 +580,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
         # one data-parallel rank's share of a mini-batch
-        ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
-        per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
-                       // (phase.mini_batches * ranks))
         micro = max(1, min(int(budget * cp // seq), per_rank))
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
@@ -681,9 +689,19 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     while packed and t.micro_batch > 1 and not (e.memory.fits and longest_batch(t).memory.fits):
         # the framework packs fewer tokens per micro-batch until they fit
-        t = t.model_copy(update={"micro_batch": t.micro_batch // 2})
+        half = t.micro_batch // 2
+        t = t.model_copy(update={"micro_batch": half, "grad_accum": t.grad_accum if accum_given
+                                 else math.ceil(per_rank / half)})
         e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
-    check_fits(ctx, phase, e if seq_max == seq else longest_batch(t))
+    held = f"{'packed ' if packed else ''}micro-batch of {t.micro_batch} sequences"
+    if seq_max == seq:
+        check_fits(ctx, phase, e, f"a {held} of {seq:,} tokens")
+    else:
+        padded = longest_batch(t)
+        check_fits(ctx, phase, padded, (
+            f"a {held} ({seq:,} tokens each on average; its memory taken at the longest, "
+            f"{seq_max:,} tokens, as the same tokens in {padded.setup['micro_batch']} "
+            f"sequence(s))"))
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
         _check_colocated_split(ctx, phase, e, share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
