@@ -671,7 +671,9 @@ def generation(
              "length), on, or off (vLLM enforce_eager=True, SGLang --disable-cuda-graph: every "
              "kernel launched by the host).")] = GENERATION.cuda_graphs,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
-        help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
+        help=f"Bytes per weight: the model's released format by default (gpt-oss: MXFP4 "
+             f"experts, 4.25 bits, the rest bf16; catalog released_weights), else "
+             f"{GENERATION.weight_bytes_per_param:g} bf16; 1 "
              f"fp8/int8 (the default with --matmul-precision fp8; 1-1.125 with scales), "
              f"0.5-0.625 4-bit with its scales (~0.56), 4 fp32; other values are refused. "
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
@@ -717,8 +719,8 @@ def generation(
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,
                                        matmul_precision=matmul_precision,
-                                       **({} if weight_bytes_per_param is None else
-                                          {"weight_bytes_per_param": weight_bytes_per_param})))
+                                       **_weights_of(model, weight_bytes_per_param,
+                                                     matmul_precision)))
     from gpuhours.api import open_ledger
 
     try:
@@ -746,6 +748,22 @@ def generation(
     from gpuhours.report.terminal import render_generation
 
     render_generation(data, console_for(wide), wide)
+
+
+def _weights_of(model: str | None, weight_bytes_per_param: float | None,
+                matmul_precision: str) -> dict[str, Any]:
+    """generation's weights: the ones given, else as the model is released (the catalog's
+    released_weights, e.g. gpt-oss's MXFP4 experts), else Generation's default (bf16, or fp8
+    under W8A8)."""
+    if weight_bytes_per_param is not None:
+        return {"weight_bytes_per_param": weight_bytes_per_param}
+    from gpuhours.estimate.weight_formats import released_weights
+
+    released = released_weights(model) if matmul_precision == "bf16" else None
+    if released is None:
+        return {}
+    return {"weight_bytes_per_param": released.bits_per_weight / 8,
+            "released_format": released.format}
 
 
 @app.command()

@@ -852,6 +852,11 @@ class Generation(_ReadsModel):
     #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
     #: fp16 scale per 128 weights). Matmuls run at the bf16 rate unless matmul_precision fp8.
     weight_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
+    #: the weights as the model is released (catalog released_weights): "mxfp4" puts only the
+    #: routed experts at weight_bytes_per_param and keeps the rest 16-bit (gpt-oss); None: the
+    #: caller's weight_bytes_per_param on every linear layer (the LM head and embedding 16-bit
+    #: under 8/4-bit weights)
+    released_format: Literal["mxfp4"] | None = None
     #: the matmuls' precision: bf16, or fp8 (W8A8: vLLM quantization="fp8", TensorRT-LLM fp8;
     #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each: the
     #: default of weight_bytes_per_param with fp8, and more than 1 is refused)

@@ -27,6 +27,7 @@ from gpuhours.estimate.generation import (
     scoring_time_s,
 )
 from gpuhours.estimate.timing import check_fp8, peak_flops
+from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
@@ -792,6 +793,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if grpo is not None:
         basis += f"; {grpo.basis}"
     warnings = list(e.warnings)
+    released = released_weights(s.get("model"))
+    if released is not None and phase.rollout_precision == "bf16":
+        # the engine gets the trainer's bf16 weights each step (weight_formats.py: the recipes
+        # dequantise the checkpoint first); the released format is generation's default only
+        warnings.append(f"{t.arch.name} is released with {released.format.upper()} "
+                        f"{released.quantised} ({released.bits_per_weight:g} bits); the rollouts "
+                        f"take the bf16 policy the trainer syncs, as RL recipes dequantise it "
+                        f"first (`gpuhours generation` sizes the release).")
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
                         "the mean; a synchronous step waits for its longest response.")

@@ -54,7 +54,7 @@ def rollout_room_hint(g: Generation, gpu: GpuSpec, share: float, rollout_gpus: i
     remedies: list[str] = []
     field = "rollout_tensor_parallel"
     tp = _smallest_tp(g, gpu, share)
-    weights = stored_weight_bytes(g.arch, g.weight_bytes_per_param)
+    weights = stored_weight_bytes(g.arch, g.weight_bytes_per_param, g.released_format)
     if tp is not None and tp > g.tensor_parallel:
         more = (f" (the phase's {rollout_gpus} rollout GPUs must then be a multiple of {tp})"
                 if rollout_gpus % tp else "")
