@@ -542,7 +542,10 @@ class _Step:
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         if dequant and t_mem >= t_cmp:
             bound = "dequantisation (weights per SM cycle)"
-        device += self.allreduce_s(tokens)
+        allreduce = self.allreduce_s(tokens)
+        if allreduce > device:  # the group's all-reduces outlast its reads and GEMMs (walk F4b)
+            bound = "tensor-parallel all-reduces"
+        device += allreduce
         launches = (self.empty_expert_launches_s(tokens) + self.routing_launches_s
                     + self.activation_quant_launches_s + self.quantised_gemm_fixed_s)
         if launches > device:
@@ -637,8 +640,13 @@ class _Step:
         flops = running * generation_flops_per_token(self.arch, context)
         s, bound = self.seconds(running, kv, flops / self.tensor_parallel,
                                 not self.capture.graphs(running, context))
-        # the engine's Python work for each running sequence, serial with the GPU
-        return s + running * self.host_per_sequence_s, bound
+        # the engine's Python work for each running sequence, serial with the GPU; the host
+        # leads when it and the engine's step outlast the rest (walk F4: it was added after
+        # seconds() chose the bound, so a step 88% host read "compute")
+        per_sequence = running * self.host_per_sequence_s
+        if per_sequence and self.host_s + per_sequence > s - self.host_s:
+            bound = "host (engine step and per-sequence work)"
+        return s + per_sequence, bound
 
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
