@@ -51,7 +51,8 @@ _UNKNOWN_POSITIONS = V0_MIN_BATCHED_TOKENS
 _ACT_BYTES = 2.0
 #: bytes a dummy sampler run holds per logit (one request's logit of one vocabulary entry),
 #: counted from vLLM's torch top-k/top-p path, which both profiles take (V0 `profile_run` samples
-#: with top_p 0.99 and top_k V - 1; V1's `_dummy_sampler_run` with top_p and top_k set):
+#: with top_p 0.99 and top_k V - 1; V1's `_dummy_sampler_run`, 0.8-0.10, with
+#: `top_p=dummy_tensors(0.9)` and `top_k=dummy_tensors(logits.size(1) - 1)`):
 #: the LM head's bf16 logits (2), the sampler's fp32 copy (4), `logits.sort`'s values (4) and
 #: int64 indices (8), the top-k mask (bool, 1), the sorted softmax (4) and its cumsum (4), the
 #: top-p mask (1), and the scattered result (4), all alive at the scatter (V0
