@@ -217,3 +217,26 @@ def test_the_parts_no_gpu_count_shrinks_against_the_first_quarter():
     assert fixed == pytest.approx(304, abs=2)
     a = rl.first_quarter_line()[0]
     assert fixed / a - 1 == pytest.approx(0.23, abs=0.02)
+
+
+def test_the_doc_holds_the_phase_split():
+    table = "\n".join("  " + line for line in rl.phase_split_report().split("\n"))
+    assert table in DOC.read_text(encoding="utf-8")
+
+
+def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
+    """docs/rl.md (issue 13): the OpenRLHF benchmark splits each step into generation and
+    training. DeepSpeed-Chat's generation (HF generate, transformers 4.38, at 8, 4 and 2
+    sequences a GPU) is within 10% with the host time fitted on 4.46; every row's training is
+    short; OpenRLHF's own run of row 25's setup (same model, release, GPUs, batch) generates
+    29% slower than estimated, which no release-wide host cost could tell from row 25."""
+    data = rl.rows()
+    lines = rl.phase_split_report().split("\n")[2:]
+    split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[11].strip(" %")) / 100)
+             for c in (line.split("|") for line in lines)}
+    assert sorted(split) == [25, 26, 27, 29, 30, 32, 34]
+    for row in (25, 26, 30):
+        assert data[row - 2]["framework"].startswith("DeepSpeed-Chat")
+        assert abs(split[row][0]) <= 0.10
+    assert all(train < -0.2 for _, train in split.values())
+    assert split[27][0] < -0.2
