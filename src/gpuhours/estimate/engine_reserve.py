@@ -21,9 +21,11 @@ Memory outside torch (the CUDA context, NCCL's buffers under tensor parallelism)
 0.6.x and 0.8.x and not by the snapshot-based releases, which the engine names here do not
 tell apart: it is left out (0.3-0.6 GB; the basis says so).
 
-SGLang sizes its pool as `mem_fraction_static` of the device less the weights, leaving the
-activations outside that share by design (`profile_max_num_token`): no reserve. transformers'
-generate has no share at all (its peak is estimate/hf_generate_memory.py's).
+SGLang sizes its pool as the memory free after loading less (1 - mem_fraction_static) of the
+device (`ModelRunner.profile_max_num_token`: `rest_memory = available_gpu_memory -
+total_gpu_memory * (1 - mem_fraction_static)`): the activations stay outside its share by design,
+so no profiled reserve (its CUDA context, counted there, is left out here as for vLLM).
+transformers' generate has no share at all (its peak is estimate/hf_generate_memory.py's).
 """
 
 from __future__ import annotations
