@@ -68,7 +68,7 @@ def test_a_larger_max_num_seqs_samples_more_requests() -> None:
     ("vllm-v0", "qwen2.5-0.5b", 80 * GIB, 32_768),
     # above 32,768 positions V0 turns chunked prefill on by default: 512 a step
     ("vllm-v0", "llama-3.1-8b", 80 * GIB, 512),
-    # V1's LLM class: 16,384 from 70 GiB up, else 8,192, whatever the model
+    # V1's LLM class: 16,384 from 70 GiB up unless an A100, else 8,192, whatever the model
     ("vllm", "llama-2-7b", 70 * GIB, 16_384),
     ("vllm", "llama-2-7b", 70 * GIB - 1, 8_192),
     ("vllm", "llama-3.1-8b", 24 * GIB, 8_192),
@@ -80,6 +80,15 @@ def test_profile_tokens_per_engine(engine: str, model: str, memory_bytes: int,
                                    tokens: int) -> None:
     arch, _ = resolve_model(model)
     assert profile_tokens(engine, arch, memory_bytes) == tokens
+
+
+@pytest.mark.parametrize(("gpu", "tokens"), [
+    ("a100-80gb", 8_192), ("a100-80gb-pcie", 8_192),  # vLLM keeps the A100 at the small default
+    ("a800-80gb", 16_384), ("h100-sxm", 16_384), ("h20", 16_384), ("l40s", 8_192)])
+def test_v1_profile_tokens_by_catalog_gpu(gpu: str, tokens: int) -> None:
+    arch, _ = resolve_model("llama-2-7b")
+    spec = catalog.gpu(gpu)
+    assert profile_tokens("vllm", arch, spec.memory_bytes, spec.name) == tokens
 
 
 def test_v0_without_a_stated_context_profiles_its_floor() -> None:

@@ -42,7 +42,9 @@ V0_MIN_BATCHED_TOKENS = 2048
 V0_LONG_CONTEXT_POSITIONS = 32_768
 V0_CHUNKED_BATCHED_TOKENS = 512
 #: V1 (`LLM` class, as the RL frameworks build it): 16,384 tokens a step on a GPU of 70 GiB or
-#: more, 8,192 below (vllm 0.10.0 `engine/arg_utils.py` lines 1586-1601)
+#: more whose name does not contain "a100", 8,192 otherwise (vllm 0.10 `engine/arg_utils.py`
+#: `_set_default_args`: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`, the A100
+#: kept small because the larger budget lowered its throughput, vllm PR #17885)
 V1_LARGE_GPU_BYTES = 70 * 2**30
 V1_BATCHED_TOKENS_LARGE = 16_384
 V1_BATCHED_TOKENS_SMALL = 8_192
@@ -63,13 +65,15 @@ _ACT_BYTES = 2.0
 SAMPLER_BYTES_PER_LOGIT = 32.0
 
 
-def profile_tokens(engine: str, arch: ModelArch, gpu_memory_bytes: float) -> int:
+def profile_tokens(engine: str, arch: ModelArch, gpu_memory_bytes: float,
+                   gpu_name: str = "") -> int:
     """Tokens of vLLM's profiling forward (its default max_num_batched_tokens), by engine:
 
     - vllm-v0 (0.5-0.7): max(max_model_len, 2048), max_model_len being the model's
       max_position_embeddings (vLLM's default); above 32,768 positions chunked prefill is on by
       default and a step takes 512 tokens;
-    - vllm (V1, 0.8+; the LLM class): 16,384 on a GPU of 70 GiB or more, else 8,192.
+    - vllm (V1, 0.8+; the LLM class): 16,384 on a GPU of 70 GiB or more that is not an A100
+      (`gpu_name` holds no "a100", as vLLM tests the CUDA device name), else 8,192.
     Other engines do not profile: 0."""
     if engine == "vllm-v0":
         positions = arch.max_positions or _UNKNOWN_POSITIONS
@@ -77,8 +81,8 @@ def profile_tokens(engine: str, arch: ModelArch, gpu_memory_bytes: float) -> int
             return V0_CHUNKED_BATCHED_TOKENS
         return max(positions, V0_MIN_BATCHED_TOKENS)
     if engine == "vllm":
-        return (V1_BATCHED_TOKENS_LARGE if gpu_memory_bytes >= V1_LARGE_GPU_BYTES
-                else V1_BATCHED_TOKENS_SMALL)
+        large = gpu_memory_bytes >= V1_LARGE_GPU_BYTES and "a100" not in gpu_name.lower()
+        return V1_BATCHED_TOKENS_LARGE if large else V1_BATCHED_TOKENS_SMALL
     return 0
 
 
@@ -131,7 +135,8 @@ class ProfileReserve:
 
 
 def profile_reserve(arch: ModelArch, engine: str, gpu_memory_bytes: float,
-                    max_num_seqs: int | None, tensor_parallel: int = 1) -> ProfileReserve:
+                    max_num_seqs: int | None, tensor_parallel: int = 1,
+                    gpu_name: str = "") -> ProfileReserve:
     """The profile's peak beyond the weights, per GPU (see the module docstring):
 
         forward = tokens x forward_elements_per_token x 2 bytes
@@ -143,7 +148,7 @@ def profile_reserve(arch: ModelArch, engine: str, gpu_memory_bytes: float,
     dummy sequences and samples each one's last position; V1 `_dummy_run` likewise over
     min(tokens, max_num_reqs)). The logits are gathered to the whole vocabulary under tensor
     parallelism before sampling. 0 for engines that do not profile (SGLang, hf-generate)."""
-    tokens = profile_tokens(engine, arch, gpu_memory_bytes)
+    tokens = profile_tokens(engine, arch, gpu_memory_bytes, gpu_name)
     if tokens == 0:
         return ProfileReserve(0, 0, 0.0, 0.0)
     requests = min(max_num_seqs or tokens, tokens)

@@ -404,7 +404,7 @@ def engine_profile_reserve(arch: ModelArch, g: Generation, gpu: GpuSpec) -> Prof
     """What the engine's startup profile keeps out of its KV cache, per GPU
     (estimate/engine_reserve.py; 0 for SGLang and hf-generate)."""
     return profile_reserve(arch, g.engine, gpu.memory_bytes, engine_max_num_seqs(g),
-                           g.tensor_parallel)
+                           g.tensor_parallel, gpu.name)
 
 
 def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGeneratePeak:
