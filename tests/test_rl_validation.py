@@ -69,8 +69,10 @@ def test_published_rl_steps_floor():
     assert sum(abs(e) <= 0.25 for e in stated) >= 8
     # the NeMo-RL Llama-3.1-8B H100 rows: a tail-led step, colocated and async; Qwen3-32B on
     # 32 H100s with Megatron's TP4 PP4 (vLLM's memory share as NeMo-RL sets it, 0.6 colocated and
-    # 0.8 dedicated: the colocated 8B step then runs 2 waves, not 3, and is -14%, was -3% at 0.5)
-    assert abs(results[0]) < 0.15 and abs(results[1]) < 0.10 and abs(results[3]) < 0.10
+    # 0.8 dedicated). vLLM's profiling reserve (estimate/engine_reserve.py) kept out of the cache:
+    # the colocated 8B step runs 3 waves of 62, -1% (2 waves of 65 and -14% without it); the
+    # colocated 32B rollouts 3 waves of 124 where 130 ran 2: +16% (-1% without it)
+    assert abs(results[0]) < 0.05 and abs(results[1]) < 0.10 and 0.10 < results[3] < 0.20
     # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6)
     assert abs(results[8]) < 0.15
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
@@ -262,3 +264,26 @@ def test_the_doc_holds_the_easyr1_update_diagnostic():
     assert rl.easyr1_update_from_mfu_s(c21) == pytest.approx(
         (6 * dense * tokens + attention) / (0.16 * 989e12 * 8), rel=1e-9)
     assert 6 * dense * tokens / (0.16 * 989e12 * 8) == pytest.approx(67.0, abs=0.05)
+
+
+def test_the_doc_holds_the_phase_split():
+    table = "\n".join("  " + line for line in rl.phase_split_report().split("\n"))
+    assert table in DOC.read_text(encoding="utf-8")
+
+
+def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
+    """docs/rl.md (issue 13): the OpenRLHF benchmark splits each step into generation and
+    training. DeepSpeed-Chat's generation (HF generate, transformers 4.38, at 8, 4 and 2
+    sequences a GPU) is within 10% with the host time fitted on 4.46; every row's training is
+    short; OpenRLHF's own run of row 25's setup (same model, release, GPUs, batch) generates
+    29% slower than estimated, which no release-wide host cost could tell from row 25."""
+    data = rl.rows()
+    lines = rl.phase_split_report().split("\n")[2:]
+    split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[11].strip(" %")) / 100)
+             for c in (line.split("|") for line in lines)}
+    assert sorted(split) == [25, 26, 27, 29, 30, 32, 34]
+    for row in (25, 26, 30):
+        assert data[row - 2]["framework"].startswith("DeepSpeed-Chat")
+        assert abs(split[row][0]) <= 0.10
+    assert all(train < -0.2 for _, train in split.values())
+    assert split[27][0] < -0.2

@@ -693,9 +693,10 @@ def generation(
     wide: WideOpt = False,
 ) -> None:
     """Prefill and decode time, KV cache, batch limited by memory and by the engine's sequence
-    cap, GPU hours and cost: RL rollouts, evaluation, serving. Exits with code 1 when the
-    weights leave no room for a KV cache or the batch does not fit (with --json: fits false
-    and the memory figures); 2 is bad input."""
+    cap, GPU hours and cost: RL rollouts, evaluation, serving. vLLM's KV cache is what its
+    startup profile (a forward of max_num_batched_tokens, a dummy sampler run) leaves. Exits
+    with code 1 when the weights leave no room for a KV cache or the batch does not fit (with
+    --json: fits false and the memory figures); 2 is bad input."""
     from gpuhours.api import estimate_generation
     from gpuhours.resolve import resolve_gpu, resolve_model
 

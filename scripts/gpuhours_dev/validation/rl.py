@@ -68,9 +68,9 @@ _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=10
                rollout_transformers_version="4.38")
 _DSCHAT_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
                    "model = the actor's size; the actor's ZeRO-2 for every trained model (the "
-                   "script's critic is ZeRO-3); transformers 4.38's host cost per step as "
-                   "4.46's (the generation model's fit); no old-policy pass beyond the "
-                   "actor's own log-probs (counted)")
+                   "script's critic is ZeRO-3); transformers 4.38's host time per layer as "
+                   "4.46's fit (4.38's 15% more operators a layer counted, not applied: "
+                   "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted)")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -336,7 +336,8 @@ CASES = [
           "zero_stage": 2, "micro_batch": 8, "grad_accum": 2},
          "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
          "the actor's size; ZeRO-2 without offload (OpenRLHF's example scripts of the time; "
-         "not stated for the row); transformers 4.38's host cost per step as 4.46's"),
+         "not stated for the row); transformers 4.38's host time per layer as 4.46's fit "
+         "(4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
     Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
@@ -710,6 +711,41 @@ def easyr1_update_report() -> str:
                      f"| {update:,.1f} s | {predicted:,.1f} s "
                      f"({predicted / update - 1:+.0%}) | {step - update:,.1f} s | "
                      f"{rest:,.1f} s ({rest / (step - update) - 1:+.0%}) |")
+    return "\n".join(lines)
+
+
+#: the OpenRLHF benchmark table (rl_steps_README.md source 4): its rows split each step into
+#: generation and training latency
+_BENCHMARK_SOURCE = "wuxibin/benchmark"
+
+
+def phase_split_report() -> str:
+    """The OpenRLHF benchmark rows' generation and training latencies against the estimate's
+    parts (issue 13: which part of a step misses). DeepSpeed-Chat's step is generate time x
+    generation batches + training time, the scoring forwards left out ("it is an approximation,
+    we did not include, e.g., rw forward time", DeepSpeed-Chat step3 main.py, e2e_time);
+    OpenRLHF's split is not documented. Predicted generation: the rollouts alone (the scoring
+    passes beside it); training: the policy update and the critic's (forward and training)."""
+    data = rows()
+    lines = ["| row | framework | model | rollout batch | measured generation | predicted "
+             "rollouts | error | predicted scoring passes | measured training | predicted "
+             "update + critic | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        if _BENCHMARK_SOURCE not in r["source"] or not r["gen_time_s"]:
+            continue
+        details, _ = _details(c)
+        if details is None:
+            continue
+        gen, train = float(r["gen_time_s"]), float(r["update_time_s"])
+        rollouts = float(details["rollout_generation_s"])
+        scoring = sum(float(details[k]) for k in ("old_policy_log_probs_s", "reference_model_s",
+                                                   "reward_model_s"))
+        update = float(details["policy_update_s"]) + float(details["critic_s"])
+        lines.append(f"| {c.row + 2} | {r['framework'][:32]} | {r['model']} | "
+                     f"{c.phase.get('rollout_batch', '-')} | {gen:,.1f} s | {rollouts:,.1f} s | "
+                     f"{rollouts / gen - 1:+.0%} | {scoring:,.1f} s | {train:,.1f} s | "
+                     f"{update:,.1f} s | {update / train - 1:+.0%} |")
     return "\n".join(lines)
 
 

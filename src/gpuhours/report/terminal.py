@@ -305,6 +305,10 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     row("KV cache per GPU", "kv_cache_bytes", gib(fig["kv_cache_bytes"]))
     if "peak_memory_bytes" in fig:
         row("peak memory per GPU", "peak_memory_bytes", gib(fig["peak_memory_bytes"]))
+    if fig.get("profile_reserve_bytes"):
+        # vLLM: its startup profile's peak, kept out of the KV cache
+        row("profiling reserve per GPU", "profile_reserve_bytes",
+            gib(fig["profile_reserve_bytes"]))
     if fig["gpus"] > 1:
         row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (tensor parallel)")
         row("all-reduces per step", "allreduce_s_per_decode_step",
