@@ -46,6 +46,15 @@ def test_module_loading_by_stack(torch, cuda, loading) -> None:
     assert module_loading(_stack(torch, cuda))[0] == loading
 
 
+def test_a_driver_before_lazy_loading_loads_eagerly() -> None:
+    """CUDA 11's minor version compatibility runs an 11.8 runtime on R450+ drivers; lazy
+    loading came with 11.7 (R515): on R470 the stack loads eagerly, 1343 MiB."""
+    s = _stack((2, 0), (11, 8), driver_branch=470)
+    assert module_loading(s)[0] == "eager"
+    assert device_level_bytes(s) == EAGER_CONTEXT_BYTES
+    assert module_loading(_stack((2, 0), (11, 8), driver_branch=525))[0] == "lazy"
+
+
 def test_a_stated_environment_variable_wins() -> None:
     s = _stack((2, 4), (12, 4), module_loading="eager")
     assert module_loading(s)[0] == "eager"

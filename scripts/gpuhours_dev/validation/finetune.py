@@ -11,9 +11,11 @@ every assumption made for a row is written into its setup text. Nothing is tuned
 Three comparisons per row (`finetune_comparisons`):
 - memory per GPU, like with like: a torch allocated (or "active") peak against the estimate's
   live tensors (`MemoryBreakdown.tensors_bytes`), a torch reserved peak against tensors plus the
-  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus the CUDA
-  context (`total_bytes`); a figure whose type the source does not state against
-  `reserved_bytes` (said so in the row). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
+  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus what sits
+  outside the allocator for the row's stated stack (`row_stack`, estimate/device_overhead.py;
+  the estimator's default stack, `total_bytes`, where none is stated); a figure whose type the
+  source does not state against `reserved_bytes` (said so in the row; Qwen's as a device-level
+  reading). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
 - fits: a configuration that ran must not be predicted as not fitting (`total_bytes` above the
   GPU's memory, the estimator's own `fits`).
 - throughput, tokens/s per GPU, only where the source's tokens are the tokens computed (packed
@@ -908,6 +910,26 @@ def stack_summary(stack: SoftwareStack) -> str:
             and stack.world_size <= 1 else "")
     return (f"{stack.name}: {d.module_loading} module loading{nccl}; outside torch's "
             f"allocator {d.total_bytes / 2**30:.2f} GiB (estimate/device_overhead.py)")
+
+
+def eager_context_sensitivity() -> tuple[int, int, float]:
+    """(rows, within 10%, median error) of Qwen's device-level rows were their stack loading
+    eagerly (a driver before R515, which an 11.8 runtime runs on): a what-if for the prose,
+    not the comparison (the README states no driver; its CUDA and torch load lazily)."""
+    import dataclasses
+    import statistics
+
+    errors = []
+    for m, r in zip(mapped_rows(), finetune_rows(), strict=True):
+        fig = memory_figure(r)
+        t = m.training
+        if m.source != "Qwen" or m.skipped or t is None or fig is None or fig.kind != "device":
+            continue
+        stack = dataclasses.replace(qwen_stack(t), driver_branch=470)
+        errors.append(_predicted_memory(fig.kind, t, m.num_gpus, m.gpu,
+                                        m.replay_micro_batches, stack) / fig.bytes - 1)
+    return (len(errors), sum(abs(e) <= 0.10 for e in errors),
+            statistics.median(errors) if errors else float("nan"))
 
 
 def row_stack(r: dict[str, str], t: Training) -> SoftwareStack | None:

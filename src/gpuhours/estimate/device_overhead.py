@@ -8,8 +8,9 @@ names them; the published figures are also in scripts/gpuhours_dev/validation/da
 device_overhead_sources.csv):
 
 - the CUDA context with the kernels loaded into it. Lazy module loading (CUDA_MODULE_LOADING=
-  LAZY: CUDA 11.7+) loads a kernel when it is first called; eager loading loads every kernel of
-  every library (torch's, cuBLAS's, flash-attn's, DeepSpeed's ops) at context creation.
+  LAZY: CUDA 11.7+ runtime and driver) loads a kernel when it is first called; eager loading
+  loads every kernel of every library (torch's, cuBLAS's, flash-attn's, DeepSpeed's ops) at
+  context creation.
 - cuBLAS's workspace: inside the caching allocator (so in `memory_reserved`) from torch 2.0;
   cuBLAS's own allocation before.
 - NCCL's channel buffers, when a process group with more than one rank has connected.
@@ -86,6 +87,10 @@ class SoftwareStack:
     cuda_version: tuple[int, int]
     #: CUDA_MODULE_LOADING as the run set it; None: what the stack does by default
     module_loading: ModuleLoading | None = None
+    #: the driver's branch (470, 515, 535, ...); None: not stated, taken as one that supports
+    #: the runtime's lazy loading (CUDA 11's minor version compatibility lets an 11.8 runtime
+    #: run on R450+ drivers, which predate lazy loading: such a stack loads eagerly)
+    driver_branch: int | None = None
     #: the process group: "nccl" when torch.distributed (or DeepSpeed, which initialises one even
     #: on one GPU) is initialised
     distributed: Literal["none", "nccl"] = "none"
@@ -123,20 +128,25 @@ class DeviceOverhead:
 
 
 def module_loading(stack: SoftwareStack) -> tuple[ModuleLoading, str]:
-    """(how kernels load, why). Lazy loading needs CUDA 11.7+ (NVIDIA CUDA C++ Programming
-    Guide, "Lazy Loading"; ptrblck in pytorch/pytorch#107667: "Starting with 11.7 CUDA
-    implemented lazy kernel/module loading"). torch sets CUDA_MODULE_LOADING=LAZY when the
-    user has not set it from 1.13 (pytorch/pytorch#85692, cherry-picked for 1.13 as #86509);
-    drivers of CUDA 12.2+ load lazily by default (pytorch/pytorch#152695, #158712)."""
+    """(how kernels load, why). NVIDIA's CUDA Programming Guide, 4.7 "Lazy Loading" (table 17
+    and 4.7.3): introduced in CUDA 11.7, disabled by default; enabled by default on Linux from
+    12.2; a joint feature of runtime and driver, available only when both meet its version
+    requirements, and only libraries compiled with an 11.7+ toolkit load lazily (the runtime
+    is linked statically into each). A driver older than CUDA 11.7's (R515) is taken as
+    lacking it. torch sets CUDA_MODULE_LOADING=LAZY when the user has not set it from 1.13
+    (pytorch/pytorch#85692, cherry-picked for 1.13 as #86509)."""
     if stack.module_loading is not None:
         return stack.module_loading, f"CUDA_MODULE_LOADING={stack.module_loading.upper()} as set"
+    if stack.driver_branch is not None and stack.driver_branch < 515:
+        return "eager", (f"driver R{stack.driver_branch} predates lazy loading (CUDA 11.7's "
+                         "R515)")
     if stack.cuda_version < (11, 7):
         return "eager", (f"CUDA {_v(stack.cuda_version)}: lazy loading needs CUDA 11.7+")
     if stack.torch_version >= (1, 13):
         return "lazy", (f"torch {_v(stack.torch_version)} sets CUDA_MODULE_LOADING=LAZY "
                         f"(from 1.13: pytorch#85692/#86509), CUDA {_v(stack.cuda_version)}")
     if stack.cuda_version >= (12, 2):
-        return "lazy", f"CUDA {_v(stack.cuda_version)}: lazy by default from 12.2"
+        return "lazy", f"CUDA {_v(stack.cuda_version)}: lazy by default on Linux from 12.2"
     return "eager", (f"torch {_v(stack.torch_version)} does not set CUDA_MODULE_LOADING "
                      f"(from 1.13) and CUDA {_v(stack.cuda_version)} loads eagerly by default")
 
