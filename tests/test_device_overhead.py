@@ -13,6 +13,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.device_overhead import (
     CUBLAS_DEFAULT_POOL_BYTES,
     DEFAULT_STACK,
+    EAGER_CONTEXT_A100_BYTES,
     EAGER_CONTEXT_BYTES,
     LAZY_CONTEXT_BYTES,
     NCCL_LL128_BYTES,
@@ -112,6 +113,7 @@ def test_constants_match_their_published_rows() -> None:
         rows = list(csv.DictReader(f))
     by_use = {r["used_for"]: r for r in rows}
     assert int(by_use["EAGER_CONTEXT_BYTES"]["value"]) * MiB == EAGER_CONTEXT_BYTES
+    assert int(by_use["EAGER_CONTEXT_A100_BYTES"]["value"]) * MiB == EAGER_CONTEXT_A100_BYTES
     assert int(by_use["CUBLAS_DEFAULT_POOL_BYTES"]["value"]) * MiB == CUBLAS_DEFAULT_POOL_BYTES
     assert int(by_use["NCCL_LL_BYTES"]["value"]) == NCCL_LL_BYTES
     assert int(by_use["NCCL_LL128_BYTES"]["value"]) == NCCL_LL128_BYTES

@@ -327,9 +327,11 @@ REMAINS: dict[str, str] = {
         "sources do not explain the rest of the gap, about 0.7-2.4 GiB, and it is left. One "
         "part of the stack the README does not state is the driver: an 11.8 runtime runs on "
         "R450+ drivers (minor version compatibility), and one older than CUDA 11.7's R515 has "
-        "no lazy loading. Loading eagerly (the transformers guide's 1343 MiB context) the "
-        "rows would read <EAGER_TALLY>: not taken, since nothing read says Qwen's driver was "
-        "that old (a what-if, `eager_context_sensitivity`). A fixed "
+        "no lazy loading. Loading eagerly, the published eager contexts are 815 MiB on an "
+        "A100 (pytorch#85017, nvidia-smi, torch's 2022 master) and 1343 MiB on a V100 (the "
+        "transformers guide): with them the rows would read <EAGER_A100> and <EAGER_V100>. "
+        "Not taken: nothing read says Qwen's driver was that old (a what-if, "
+        "`eager_context_sensitivity`). A fixed "
         "part fitted on these rows (the median gap over the twelve Qwen-7B rows at 256-2048 "
         "tokens, 1.77 GiB) brought 51 of the other 54 within 10%; it was tried and not kept, "
         "since it would correct the comparison for one source, not the estimate a user gets "
@@ -803,13 +805,21 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
               "", "### What remains off, and why", "", PROSE_DATE, ""]
     # a source's tally in its note is read from its rows, as the table above counts them
     tallies = {src: _stats([c for c in mem if c.group == src]) for src in REMAINS}
+    from gpuhours.estimate.device_overhead import EAGER_CONTEXT_A100_BYTES, EAGER_CONTEXT_BYTES
     from gpuhours_dev.validation.finetune import eager_context_sensitivity
 
-    eager_n, eager_ok, eager_median = eager_context_sensitivity()
-    lines += [f"- **{src}**: " + text.replace(
-        "<TALLY>", f"{tallies[src][1]} of {tallies[src][0]}, median error {tallies[src][3]}"
-    ).replace("<EAGER_TALLY>", f"{eager_ok} of {eager_n} within 10%, median error "
-              f"{_pct(eager_median)}") for src, text in REMAINS.items()]
+    def eager(context_bytes: float) -> str:
+        n, ok, median = eager_context_sensitivity(context_bytes)
+        return f"{ok} of {n} within 10%, median error {_pct(median)}"
+
+    what_if = {"<EAGER_A100>": eager(EAGER_CONTEXT_A100_BYTES),
+               "<EAGER_V100>": eager(EAGER_CONTEXT_BYTES)}
+    for src, text in REMAINS.items():
+        text = text.replace("<TALLY>", f"{tallies[src][1]} of {tallies[src][0]}, median error "
+                                       f"{tallies[src][3]}")
+        for mark, figure in what_if.items():
+            text = text.replace(mark, figure)
+        lines.append(f"- **{src}**: {text}")
     capacity = [c for c in fits if c.error is not None and c.group.startswith("Unsloth docs")]
     lines += ["", "Capacity limits (Unsloth docs, HF + FA2: the longest context that fit): the "
               "estimate's device total at that context beside the card's memory:", "",

@@ -47,6 +47,13 @@ LAZY_CONTEXT_BYTES = A.CUDA_CONTEXT_BYTES.value
 #: pytorch/pytorch#107667). The guide's is the one taken in a training setup (the Trainer).
 EAGER_CONTEXT_BYTES = 1343 * MIB
 
+#: An eagerly loading context measured on an A100 (the GPU of Qwen's and most rows here): 815
+#: MiB of nvidia-smi memory.used after torch's first CUDA operation, torch's master of September
+#: 2022 (pytorch/pytorch#85017, drisspg's measurement before adding xformers' kernels; 825 MiB
+#: after). Eager contexts depend on the GPU and the build (the kernels compiled for the GPU's
+#: architecture): 0.62-1.31 GiB published. Used for the validation's what-if, not the default.
+EAGER_CONTEXT_A100_BYTES = 815 * MIB
+
 #: cuBLAS's default internal workspace pool per handle, used when the caller sets none: 4 MiB
 #: (NVIDIA cuBLAS docs, cublasSetWorkspace: "the recommended size of user-provided workspace is
 #: at least 4MiB (to match cuBLAS' default workspace pool)", quoted in pytorch/pytorch#74159).
