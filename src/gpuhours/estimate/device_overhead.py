@@ -71,8 +71,9 @@ CUBLAS_HANDLES_PER_TRAINING_PROCESS = 2
 #: are taken as cuBLAS's own allocation.
 CUBLAS_WORKSPACE_IN_ALLOCATOR_FROM_TORCH = (2, 0)
 
-#: NCCL's per-connection buffer per protocol, NVIDIA/nccl v2.14.3-1 (c4e2aa6c, the NCCL torch
-#: 2.0 shipped with) src/init.cc:475-477 and src/include/devcomm.h: LL = 8 lines per thread x
+#: NCCL's per-connection buffer per protocol, NVIDIA/nccl v2.14.3-1 (c4e2aa6c; torch 2.0's PyPI
+#: wheels pin nvidia-nccl-cu11==2.14.3, as pip logs of torch==2.0.0 and 2.0.1 show)
+#: src/init.cc:475-477 and src/include/devcomm.h: LL = 8 lines per thread x
 #: 512 threads x 8 steps x 16 bytes; LL128 = 120 elements per thread x 640 threads x 8 steps x
 #: 8 bytes; Simple = NCCL_BUFFSIZE, 4 MiB by default.
 NCCL_LL_BYTES = 8 * 512 * 8 * 16
