@@ -139,3 +139,16 @@ def test_qwen_deepspeed_rows_run_a_one_rank_nccl_group(rows) -> None:
         assert d.module_loading == "lazy" and d.nccl_buffer_bytes == 0
         assert d.total_bytes == pytest.approx(0.5 * 2**30)
     assert row_stack(rows[323], map_row(324, rows[323]).training) is None  # torchtune
+
+
+def test_qwen_memory_comparison_says_its_stack(rows) -> None:
+    """The ft_memory comparison of a device-level Qwen row names the stack and the bytes
+    outside the allocator it adds, beside the setup."""
+    from gpuhours_dev.validation.finetune import _row_comparisons
+
+    mem = [c for c in _row_comparisons(map_row(113, rows[112]), rows[112])
+           if c.kind == "ft_memory"]
+    assert len(mem) == 1 and mem[0].predicted is not None
+    assert "CUDA 11.8, PyTorch 2.0" in mem[0].setup
+    assert "NCCL on one rank: no buffers" in mem[0].setup
+    assert "outside torch's allocator 0.50 GiB" in mem[0].setup
