@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuhours import catalog
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
+from gpuhours.estimate.device_overhead import EAGER_CONTEXT_BYTES
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.memory import training_memory
 from gpuhours.resolve import resolve_model
@@ -261,8 +262,10 @@ def memory_comparisons() -> list[Comparison]:
     return out
 
 
-#: the CUDA context and kernels the transformers guide measured on its V100 (its notes)
-BERT_GUIDE_CONTEXT_BYTES = 1343 * 2**20
+#: the CUDA context and kernels the transformers guide measured on its V100 (its notes): an
+#: eagerly loading stack (PyTorch 1.10, CUDA before 11.7), estimate/device_overhead.py's
+#: EAGER_CONTEXT_BYTES, which is this measurement
+BERT_GUIDE_CONTEXT_BYTES = EAGER_CONTEXT_BYTES
 
 
 def _bert_row(r: dict[str, str], base: dict[str, Any]) -> Comparison:

@@ -11,9 +11,11 @@ every assumption made for a row is written into its setup text. Nothing is tuned
 Three comparisons per row (`finetune_comparisons`):
 - memory per GPU, like with like: a torch allocated (or "active") peak against the estimate's
   live tensors (`MemoryBreakdown.tensors_bytes`), a torch reserved peak against tensors plus the
-  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus the CUDA
-  context (`total_bytes`); a figure whose type the source does not state against
-  `reserved_bytes` (said so in the row). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
+  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus what sits
+  outside the allocator for the row's stated stack (`row_stack`, estimate/device_overhead.py;
+  the estimator's default stack, `total_bytes`, where none is stated); a figure whose type the
+  source does not state against `reserved_bytes` (said so in the row; Qwen's as a device-level
+  reading). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
 - fits: a configuration that ran must not be predicted as not fitting (`total_bytes` above the
   GPU's memory, the estimator's own `fits`).
 - throughput, tokens/s per GPU, only where the source's tokens are the tokens computed (packed
@@ -32,6 +34,11 @@ from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
+from gpuhours.estimate.device_overhead import (
+    SoftwareStack,
+    device_level_bytes,
+    device_overhead,
+)
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -876,10 +883,57 @@ class MemoryFigure:
 #: what was read. Over its rows the figure sits a near-constant 1.2-2.9 GiB above the estimate's
 #: reserved bytes whatever the model (1.8B-72B), method or length: the shape of a device-level
 #: reading (the CUDA context, library handles and workspaces outside torch's allocator), so
-#: the rows are compared as one, with the estimator's own CUDA context assumption
-#: (cuda_context_bytes). No part of it is fitted on these rows: a source's own offset would
-#: make the comparison come out, not the estimate users get
+#: the rows are compared as one: reserved + what estimate/device_overhead.py gives for the
+#: stack the README states (qwen_stack). No part of it is fitted on these rows: a source's own
+#: offset would make the comparison come out, not the estimate users get
 _QWEN = "QwenLM/Qwen README.md"
+
+
+def qwen_stack(t: Training) -> SoftwareStack:
+    """The software Qwen's README profiled on: "we use CUDA 11.8 and Pytorch 2.0. Flash
+    attention 2 is applied" (2df8e8ac, "Profiling of Memory and Speed"); the rows run with
+    DeepSpeed (finetune_qlora_single_gpu.sh and finetune_ds.sh pass --deepspeed, on one GPU
+    too) initialise an NCCL process group of one rank; finetune_lora_single_gpu.sh runs plain
+    `python finetune.py` (no process group)."""
+    deepspeed = t.deepspeed_reduce_bucket > 0 or t.zero3_engine == "deepspeed"
+    return SoftwareStack(name="Qwen's README: CUDA 11.8, PyTorch 2.0, flash-attn 2"
+                              + (", DeepSpeed (one rank)" if deepspeed else ""),
+                         torch_version=(2, 0), cuda_version=(11, 8),
+                         distributed="nccl" if deepspeed else "none", world_size=1,
+                         extensions=("flash-attn 2",) + (("DeepSpeed ops",) if deepspeed else ()))
+
+
+def stack_summary(stack: SoftwareStack) -> str:
+    """One line: the stack, how its kernels load, what sits outside the allocator."""
+    d = device_overhead(stack)
+    nccl = (", NCCL on one rank: no buffers" if stack.distributed == "nccl"
+            and stack.world_size <= 1 else "")
+    return (f"{stack.name}: {d.module_loading} module loading{nccl}; outside torch's "
+            f"allocator {d.total_bytes / 2**30:.2f} GiB (estimate/device_overhead.py)")
+
+
+def eager_context_sensitivity(context_bytes: float) -> tuple[int, int, float]:
+    """(rows, within 10%, median error) of Qwen's device-level rows were their stack loading
+    eagerly with a context of `context_bytes` (a driver before R515, which an 11.8 runtime runs
+    on): a what-if for the prose, not the comparison (the README states no driver; its CUDA and
+    torch load lazily)."""
+    import statistics
+
+    errors = []
+    for m, r in zip(mapped_rows(), finetune_rows(), strict=True):
+        fig = memory_figure(r)
+        t = m.training
+        if m.source != "Qwen" or m.skipped or t is None or fig is None or fig.kind != "device":
+            continue
+        eager = _predicted_memory("reserved", t, m.num_gpus, m.gpu, m.replay_micro_batches)
+        errors.append((eager + context_bytes) / fig.bytes - 1)
+    return (len(errors), sum(abs(e) <= 0.10 for e in errors),
+            statistics.median(errors) if errors else float("nan"))
+
+
+def row_stack(r: dict[str, str], t: Training) -> SoftwareStack | None:
+    """The stack a device-level row states, or None (the estimator's default stack)."""
+    return qwen_stack(t) if r["source"].startswith(_QWEN) else None
 
 
 def _raw_figure(r: dict[str, str]) -> tuple[float, str] | None:
@@ -903,7 +957,8 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
     if r["source"].startswith(_QWEN) and "not stated" in note:
         return MemoryFigure(value_bytes, "device",
                             f"type not stated; compared as a device-level reading (reserved + "
-                            f"the CUDA context assumed), {unit_name}")
+                            f"the stack's overhead outside the allocator, estimate/"
+                            f"device_overhead.py), {unit_name}")
     value = r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]
     unit = GIB if unit_name == "GiB" else GB
     if r["peak_mem_alloc_gb"]:
@@ -982,7 +1037,10 @@ def ran(r: dict[str, str]) -> bool:
 
 # Comparisons ----------------------------------------------------------------------------------
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
-                      replay_micro_batches: int | None = None) -> float:
+                      replay_micro_batches: int | None = None,
+                      stack: SoftwareStack | None = None) -> float:
+    """The estimate's figure of the kind the row measured; a device-level one with the row's
+    stated stack's overhead outside the allocator (`stack`; None: the estimator's default)."""
     m = training_memory(t.arch, t, n, load_path_reserve_bytes(t, n))
     if kind == "allocated":
         return m.tensors_bytes
@@ -990,7 +1048,8 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
     if replay_micro_batches is not None and t.seq_len_mean is not None:
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
-        return m.tensors_bytes + reserve + m.cuda_context_bytes
+        outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
+        return m.tensors_bytes + reserve + outside
     return m.tensors_bytes + reserve
 
 
@@ -1112,10 +1171,12 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_memory", m.label, fig.bytes if fig else nan, None, "bytes",
                               fig.what if fig else "", skipped=mem_skip, **tags))
     else:
+        stack = row_stack(r, t) if fig.kind == "device" else None
+        setup = m.setup + (f"; {stack_summary(stack)}" if stack else "")
         out.append(Comparison("ft_memory", m.label, fig.bytes,
                               _predicted_memory(fig.kind, t, m.num_gpus, m.gpu,
-                                                m.replay_micro_batches),
-                              "bytes", fig.what, **tags))
+                                                m.replay_micro_batches, stack),
+                              "bytes", fig.what, **{**tags, "setup": setup}))
     # fits
     ran_ok = ran(r)
     fit_skip = m.skipped or (None if ran_ok else "did not run (OOM or no result)")

@@ -34,9 +34,12 @@ MEMORY_INTRO = (
     "below); each assumption made for a row is in its setup text. Like is compared with like: "
     "a torch allocated (or active) peak with the estimate's live tensors "
     "(`MemoryBreakdown.tensors_bytes`), a torch reserved peak with tensors plus the allocator "
-    "reserve (`reserved_bytes`), an nvidia-smi reading with reserved plus the CUDA context "
-    "(`total_bytes`); a figure of unstated type with `reserved_bytes`, but Qwen's, compared "
-    "as a device-level reading (`total_bytes`; see its note). "
+    "reserve (`reserved_bytes`), an nvidia-smi reading with reserved plus what sits outside "
+    "torch's allocator for the row's stated software stack (estimate/device_overhead.py: the "
+    "CUDA context by lazy or eager module loading, cuBLAS's workspace, NCCL's buffers; the "
+    "estimator's default stack where none is stated: `total_bytes`); a figure of unstated "
+    "type with `reserved_bytes`, but Qwen's, compared as a device-level reading (see its "
+    "note). "
     "LoRA adapters take the dtype the row's stack kept them in (fp32 from peft 0.12; the "
     "base's bf16 for older peft, litgpt and torchtune: `lora_adapter_dtype`). Where the samples vary "
     "in length (ms-swift's), the allocator reserve is a replay of the caching allocator over "
@@ -308,11 +311,29 @@ REMAINS: dict[str, str] = {
         "a proportional reserve would grow with the model (72B Int4's 52 GiB of tensors "
         "against 1.8B Int4's 3.5). That is the shape of a device-level reading (nvidia-smi: "
         "the CUDA context with the modules it loaded, library handles and workspaces, which "
-        "torch's allocator does not count), so the rows are compared as one: reserved + the "
-        "estimator's CUDA context assumption, 0.5 GiB (a lazily loading CUDA 12 stack). The "
-        "rest of the gap, about 0.7-2.4 GiB, is not modelled: the transformers guide measured "
-        "1.3 GiB of context for an eagerly loading stack, and Qwen's was CUDA 11.8, PyTorch "
-        "2.0 and flash-attn 2 (DeepSpeed's NCCL beside it for the Int4 and full rows). A fixed "
+        "torch's allocator does not count), so the rows are compared as one: reserved + what "
+        "a device-level reading holds beyond it for the stack the README states "
+        "(estimate/device_overhead.py, a pure function of the stack; each figure's source in "
+        "data/device_overhead_sources.csv, none from a fine-tuning row). For CUDA 11.8 and "
+        "PyTorch 2.0: lazy module loading (torch sets CUDA_MODULE_LOADING=LAZY from 1.13, "
+        "pytorch#85692/#86509; the runtime has it from 11.7, NVIDIA's programming guide 4.7), "
+        "so the context is the lazy figure, 0.5 GiB (published lazy contexts 0.27-0.42 GiB "
+        "before a step's kernels load: pytorch#86509, #107667, #109888, unsloth-zoo#1053), "
+        "flash-attn's, auto-gptq's and DeepSpeed's kernels loading as called (assumed built "
+        "with CUDA 11.7+; one built with an older toolkit loads eagerly, and no size was "
+        "found for theirs); cuBLAS's workspace comes from "
+        "the caching allocator in torch 2.0 (pytorch#83461), so none outside it; DeepSpeed's "
+        "NCCL group on one GPU (the Int4 and full rows) connects no channels (NCCL 2.14.3 "
+        "init.cc skips the ring and tree connections for one rank), so no buffers; no cuDNN "
+        "operator runs in these steps. That is the 0.5 GiB the estimator assumed before: the "
+        "sources do not explain the rest of the gap, about 0.7-2.4 GiB, and it is left. One "
+        "part of the stack the README does not state is the driver: an 11.8 runtime runs on "
+        "R450+ drivers (minor version compatibility), and one older than CUDA 11.7's R515 has "
+        "no lazy loading. Loading eagerly, the published eager contexts are 815 MiB on an "
+        "A100 (pytorch#85017, nvidia-smi, torch's 2022 master) and 1343 MiB on a V100 (the "
+        "transformers guide): with them the rows would read <EAGER_A100> and <EAGER_V100>. "
+        "Not taken: nothing read says Qwen's driver was that old (a what-if, "
+        "`eager_context_sensitivity`). A fixed "
         "part fitted on these rows (the median gap over the twelve Qwen-7B rows at 256-2048 "
         "tokens, 1.77 GiB) brought 51 of the other 54 within 10%; it was tried and not kept, "
         "since it would correct the comparison for one source, not the estimate a user gets "
@@ -786,9 +807,21 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
               "", "### What remains off, and why", "", PROSE_DATE, ""]
     # a source's tally in its note is read from its rows, as the table above counts them
     tallies = {src: _stats([c for c in mem if c.group == src]) for src in REMAINS}
-    lines += [f"- **{src}**: " + text.replace(
-        "<TALLY>", f"{tallies[src][1]} of {tallies[src][0]}, median error {tallies[src][3]}"
-    ) for src, text in REMAINS.items()]
+    from gpuhours.estimate.device_overhead import EAGER_CONTEXT_A100_BYTES, EAGER_CONTEXT_BYTES
+    from gpuhours_dev.validation.finetune import eager_context_sensitivity
+
+    def eager(context_bytes: float) -> str:
+        n, ok, median = eager_context_sensitivity(context_bytes)
+        return f"{ok} of {n} within 10%, median error {_pct(median)}"
+
+    what_if = {"<EAGER_A100>": eager(EAGER_CONTEXT_A100_BYTES),
+               "<EAGER_V100>": eager(EAGER_CONTEXT_BYTES)}
+    for src, text in REMAINS.items():
+        text = text.replace("<TALLY>", f"{tallies[src][1]} of {tallies[src][0]}, median error "
+                                       f"{tallies[src][3]}")
+        for mark, figure in what_if.items():
+            text = text.replace(mark, figure)
+        lines.append(f"- **{src}**: {text}")
     capacity = [c for c in fits if c.error is not None and c.group.startswith("Unsloth docs")]
     lines += ["", "Capacity limits (Unsloth docs, HF + FA2: the longest context that fit): the "
               "estimate's device total at that context beside the card's memory:", "",

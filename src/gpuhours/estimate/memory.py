@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.device_overhead import device_level_bytes
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
@@ -761,7 +762,9 @@ def device_overhead_bytes(tensors_bytes: float, load_reserve_bytes: float, stack
     (GpuSpec.stack), as MemoryBreakdown's allocator_reserve_bytes and cuda_context_bytes:
     - torch-cuda: PyTorch's caching allocator reserves a share above the peak of live tensors
       (assumptions.ALLOCATOR_RESERVE_FRACTION, plus what the loading path leaves cached) and the
-      CUDA (or HIP) context takes assumptions.CUDA_CONTEXT_BYTES;
+      CUDA (or HIP) context with what else sits outside the allocator takes
+      estimate/device_overhead.py's figure for its default stack (a lazily loading CUDA 12
+      stack on one rank: assumptions.CUDA_CONTEXT_BYTES);
     - xla (TPUs): no CUDA context and no caching allocator: XLA's buffer assignment places
       every buffer of the compiled step at compile time, so the live-tensor peak is the
       program's and no reserve is added. The TPU runtime's own reservation and XLA's
@@ -770,7 +773,7 @@ def device_overhead_bytes(tensors_bytes: float, load_reserve_bytes: float, stack
     if stack == "xla":
         return {"allocator_reserve_bytes": 0.0, "cuda_context_bytes": 0.0}
     return {"allocator_reserve_bytes": tensors_bytes * A.ALLOCATOR_RESERVE_FRACTION.value
-            + load_reserve_bytes, "cuda_context_bytes": A.CUDA_CONTEXT_BYTES.value}
+            + load_reserve_bytes, "cuda_context_bytes": device_level_bytes()}
 
 
 def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
