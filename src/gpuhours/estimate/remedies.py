@@ -23,11 +23,8 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate.candidate import Candidate, evaluate
 from gpuhours.estimate.lora_traffic import lora_branch_of
+from gpuhours.estimate.timing import QLORA_VENDORS
 from gpuhours.setup import Hardware, Training
-
-#: vendors whose devices run the 4-bit bases' kernels (bitsandbytes, GPTQ and torchao's NF4
-#: are CUDA, and bitsandbytes also ROCm): no TPU, Apple or Intel device is offered for QLoRA
-QLORA_VENDORS = ("NVIDIA", "AMD")
 
 #: the GPU counts tried beyond the GPUs given: a search bound, not physics
 MORE_GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
