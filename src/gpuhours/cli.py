@@ -719,6 +719,15 @@ def generation(
                                        matmul_precision=matmul_precision,
                                        **({} if weight_bytes_per_param is None else
                                           {"weight_bytes_per_param": weight_bytes_per_param})))
+    from gpuhours.estimate.lengths import check_generation_context
+
+    # the longest output the run waits for, against the model's configured context (an
+    # encoder has none to generate in: estimate_generation says that)
+    check_generation_context(arch.name, None if arch.encoder else arch.max_positions,
+                             prompt_tokens,
+                             max(output_tokens, max_output_tokens or 0),
+                             ("prompt_tokens", "max_output_tokens") if max_output_tokens
+                             else ("prompt_tokens", "output_tokens"))
     from gpuhours.api import open_ledger
 
     try:

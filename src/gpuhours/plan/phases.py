@@ -26,6 +26,7 @@ from gpuhours.estimate.generation import (
     rollout_precision,
     scoring_time_s,
 )
+from gpuhours.estimate.lengths import check_generation_context
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.schema import (
@@ -894,6 +895,12 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     total_s = 0.0
     rows = {}
     for b in phase.benchmarks:
+        try:
+            check_generation_context(arch.name, arch.max_positions, b.prompt_tokens,
+                                     b.answer_tokens, "benchmarks")
+        except FieldError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'benchmarks' ({b.name})", err.message,
+                             err.hint) from None
         try:
             setup = Generation(arch=arch, prompt_tokens=b.prompt_tokens,
                                output_tokens=b.answer_tokens, engine=phase.engine,
