@@ -44,3 +44,14 @@ def test_an_eval_benchmark_above_the_context_names_the_plan_line(tmp_path: Path)
     message = " ".join(r.stderr.split())
     assert f"{plan}, line 4, phase 'ev', field 'benchmarks' (long)" in message
     assert "32,768-token context" in message
+
+
+def test_kv_bytes_per_element_is_held_to_real_cache_formats() -> None:
+    # as --weight-bytes-per-param: 0.1 or 3 bytes per cached element is no format (0.1 made
+    # 21,143 sequences "fit" on an A100), while fp8 (1) and bf16 (2) are
+    for bad in ("0.1", "3"):
+        r = _generation("--kv-bytes-per-element", bad)
+        assert r.exit_code == 2, r.output
+        assert "--kv-bytes-per-element" in r.stderr and "no KV-cache format" in r.stderr
+    for good in ("1", "2"):
+        assert _generation("--kv-bytes-per-element", good).exit_code == 0

@@ -677,7 +677,9 @@ def generation(
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
              f"SGLang.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
-        help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
+        help="Bytes per KV-cache element: 2 bf16, 1 fp8 (1-1.125 with scales), 0.5-0.625 "
+        "4-bit with scales, 4 fp32; other values are refused.")
+    ] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(
         help="bf16, or fp8 (W8A8: GEMMs at the fp8 rate, 1-byte weights).")
                                 ] = GENERATION.matmul_precision,
