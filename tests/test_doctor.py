@@ -509,3 +509,19 @@ def test_time_shares_are_named_as_shares_not_seconds() -> None:
     assert d.time_shares["compute"] == pytest.approx(0.7)
     assert not any(k.endswith("_s") for k in d.time_shares)
     assert d.step_time_mean_s == pytest.approx(1.0)
+
+
+def test_a_projected_saving_is_not_printed_as_measured() -> None:
+    # the wait and the padding share are measured; what num_workers=1 or packing would save is
+    # a model over them (the overlap, steps scaling with real tokens): basis formula, while
+    # the bench-data case (a measured loader rate) stays measured
+    v = view(steps(30, data_wait_s=0.4, compute_s=0.5, optimizer_s=0.1), 1000,
+             config={"num_workers": 0, "threads": 1, "cpu_cores": 4})
+    f = rules.input_bound(v)
+    assert f is not None and f.gpu_hours_saved.basis == "formula"
+    assert f.saved_s_per_step.basis == "formula" and "overlap is the model" in f.saved_s_per_step.source
+    recs = steps(30, data_wait_s=0.1, compute_s=0.5, optimizer_s=0.1)
+    for r in recs:
+        r.tokens_real, r.tokens_computed = 600, 1000
+    p = rules.padding(view(recs, 1000))
+    assert p is not None and p.gpu_hours_saved.basis == "formula"
