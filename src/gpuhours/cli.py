@@ -113,7 +113,7 @@ _APP_SETTINGS: dict[str, Any] = dict(
     help="Predict memory, time and cost of ML training from physics; check it; track it.",
 )
 app = typer.Typer(**_APP_SETTINGS)
-catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, models, prices.")
+catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, nodes, models, prices.")
 app.add_typer(catalog_app, name="catalog")
 
 
