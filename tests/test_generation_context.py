@@ -55,3 +55,14 @@ def test_kv_bytes_per_element_is_held_to_real_cache_formats() -> None:
         assert "--kv-bytes-per-element" in r.stderr and "no KV-cache format" in r.stderr
     for good in ("1", "2"):
         assert _generation("--kv-bytes-per-element", good).exit_code == 0
+
+
+def test_a_slow_sequence_rate_keeps_its_significant_figures() -> None:
+    # 17 sequences of 60,000 output tokens take ~2,000 s a wave on an A100: about 0.0086
+    # sequences/s, which the table printed as "0.01" (and "0.00" for longer outputs)
+    r = runner.invoke(app, ["generation", "--model", "qwen2.5-7b", "--gpu", "a100-80gb",
+                            "--output-tokens", "60000"], env=ENV)
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("sequences/s"))
+    value = line.split()[1]
+    assert value.startswith("0.00") and len(value.rstrip("0").split(".")[1]) >= 4, line

@@ -325,7 +325,9 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     if fig.get("tail_s"):
         row("waiting for the longest", "tail_s", seconds(fig["tail_s"]))
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
-    row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
+    # below one a second, three significant figures (a long generation read "0.00")
+    rate = fig["sequences_per_s"]
+    row("sequences/s", "sequences_per_s", f"{rate:,.2f}" if rate >= 1 else f"{rate:.3g}")
     if data.get("gpu_hours") is not None:
         row("GPU hours", "gpu_hours", f"[bold]{hours(fig['gpu_hours'])}[/bold] for "
             f"{fig['sequences']:,.0f} sequences")
