@@ -200,8 +200,9 @@ def _print_downtime_cost(console: Console, tot: Totals) -> None:
 
 
 def _describe(c: Candidate) -> str:
-    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}, "
-            f"{c.num_gpus} x {c.gpu}")
+    offload = "" if c.offload == "none" else f", offload {c.offload}"
+    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}"
+            f"{offload}, {c.num_gpus} x {c.gpu}")
 
 
 def _candidate_row(c: Candidate) -> list[str]:
