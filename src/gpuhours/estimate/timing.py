@@ -97,8 +97,9 @@ QLORA_VENDORS = ("NVIDIA", "AMD")
 
 def check_qlora(gpu: GpuSpec) -> None:
     """Refuse QLoRA on a device without the 4-bit bases' kernels (a TPU): the same rule by
-    which fit never offers QLoRA there (remedies.py)."""
-    if gpu.vendor not in QLORA_VENDORS:
+    which fit never offers QLoRA there (remedies.py). A CPU the ledger measured is left to its
+    measurement (bitsandbytes has CPU kernels; `gpuhours bench` ran what it ran)."""
+    if gpu.vendor not in QLORA_VENDORS and gpu.stack != "cpu":
         raise FieldError(("method", "gpu"), f"{gpu.name} ({gpu.vendor} {gpu.generation}) runs "
                          f"none of the 4-bit bases modelled: bitsandbytes' NF4, GPTQ/AWQ and "
                          f"torchao's NF4 kernels are CUDA (bitsandbytes also ROCm), so QLoRA "
