@@ -193,3 +193,17 @@ def test_cpu_offload_is_offered_on_the_gpus_given_before_more_gpus():
         off.memory_total_bytes)
     lora = fit(t.model_copy(update={"method": "lora"}), hw, bigger_gpus=catalog.gpus())
     assert all(c.offload == "none" for c in lora.alternatives)
+
+
+def test_the_mi250x_is_the_device_software_sees_not_its_two_die_package():
+    """An MI250X package is two GCDs, each a separate 64 GB device to PyTorch/ROCm (the
+    catalog's own source: shared/reference/gpu_specs.yaml, torchtitan's 191.5 TFLOPS per GCD).
+    As a 128 GB "GPU" it was offered to Mixtral 8x7B LoRA at 98.9 GiB per process, which no
+    GCD holds."""
+    gcd = catalog.gpu("mi250x")
+    assert gcd.memory_gb == 64 and gcd.dense_tflops.bf16 == pytest.approx(191.5)
+    assert gcd.memory_bw_gb_per_s == pytest.approx(1600)
+    t = _training("mixtral-8x7b", method="lora", seq_len=4096)
+    hw = Hardware(gpu=catalog.gpu("a100-80gb"))
+    r = fit(t, hw, bigger_gpus=catalog.gpus())
+    assert not any(c.gpu == "mi250x" for c in r.alternatives)
