@@ -113,7 +113,7 @@ _APP_SETTINGS: dict[str, Any] = dict(
     help="Predict memory, time and cost of ML training from physics; check it; track it.",
 )
 app = typer.Typer(**_APP_SETTINGS)
-catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, models, prices.")
+catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, nodes, models, prices.")
 app.add_typer(catalog_app, name="catalog")
 
 
@@ -677,7 +677,9 @@ def generation(
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
              f"SGLang.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
-        help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
+        help="Bytes per KV-cache element: 2 bf16, 1 fp8 (1-1.125 with scales), 0.5-0.625 "
+        "4-bit with scales, 4 fp32; other values are refused.")
+    ] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(
         help="bf16, or fp8 (W8A8: GEMMs at the fp8 rate, 1-byte weights).")
                                 ] = GENERATION.matmul_precision,
@@ -720,6 +722,15 @@ def generation(
                                        matmul_precision=matmul_precision,
                                        **({} if weight_bytes_per_param is None else
                                           {"weight_bytes_per_param": weight_bytes_per_param})))
+    from gpuhours.estimate.lengths import check_generation_context
+
+    # the longest output the run waits for, against the model's configured context (an
+    # encoder has none to generate in: estimate_generation says that)
+    check_generation_context(arch.name, None if arch.encoder else arch.max_positions,
+                             prompt_tokens,
+                             max(output_tokens, max_output_tokens or 0),
+                             ("prompt_tokens", "max_output_tokens") if max_output_tokens
+                             else ("prompt_tokens", "output_tokens"))
     from gpuhours.api import open_ledger
 
     try:

@@ -321,7 +321,8 @@ PerExampleOpt = Annotated[float | None, typer.Option(
          "the tokens trained on (at most 1e7). Unpacked, examples longer than --seq are cut to "
          "it (a warning says how many tokens are dropped).")]
 PackedOpt = Annotated[bool, typer.Option(
-    "--packed", help="Examples packed into full sequences (default: each padded to --seq).")]
+    "--packed", help="Examples packed into full sequences (default: each padded to --seq); "
+    "without --tokens-per-example each example counts as a full sequence (assumed, warned).")]
 ParamsOpt = Annotated[float | None, typer.Option(
     help="Model known only by its size, e.g. 13e9: a standard Llama-style shape is assumed.")]
 PerNodeOpt = Annotated[int, typer.Option(help="GPUs per node.")]

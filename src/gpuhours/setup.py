@@ -834,6 +834,21 @@ WEIGHT_BYTES_RANGES: tuple[tuple[float, float, str], ...] = (
     (4.0, 4.0, "fp32"),
 )
 
+#: bytes per cached K or V element the estimate knows, as (low, high, what): 4-bit with scales
+#: (transformers' QuantizedCache, nbits=4), 8-bit (vLLM/SGLang kv_cache_dtype fp8, or int8 with
+#: scales), bf16/fp16, fp32 (a float32 model's cache)
+KV_BYTES_RANGES: tuple[tuple[float, float, str], ...] = (
+    (0.5, 0.625, "4-bit with scales: transformers' QuantizedCache nbits=4"),
+    (1.0, 1.125, "8-bit: fp8 kv_cache_dtype in vLLM and SGLang, or int8 with scales"),
+    (2.0, 2.0, "bf16/fp16"),
+    (4.0, 4.0, "fp32"),
+)
+
+
+def _formats(ranges: tuple[tuple[float, float, str], ...]) -> str:
+    return ", ".join(f"{low:g}" + (f"-{high:g}" if high > low else "") + f" ({what})"
+                     for low, high, what in ranges)
+
 
 class Generation(_ReadsModel):
     """An inference/generation setup (RL rollouts, evaluation, serving), per GPU replica."""
@@ -892,9 +907,12 @@ class Generation(_ReadsModel):
         w = self.weight_bytes_per_param
         if not any(low <= w <= high for low, high, _ in WEIGHT_BYTES_RANGES):
             raise FieldError("weight_bytes_per_param", f"{w:g} bytes per weight is no format "
-                             f"the estimate knows.", "Give " + ", ".join(
-                                 f"{low:g}" + (f"-{high:g}" if high > low else "") + f" ({what})"
-                                 for low, high, what in WEIGHT_BYTES_RANGES) + ".")
+                             f"the estimate knows.", f"Give {_formats(WEIGHT_BYTES_RANGES)}.")
+        kv = self.kv_bytes_per_element
+        if not any(low <= kv <= high for low, high, _ in KV_BYTES_RANGES):
+            raise FieldError("kv_bytes_per_element", f"{kv:g} bytes per cached element is no "
+                             f"KV-cache format the estimate knows.",
+                             f"Give {_formats(KV_BYTES_RANGES)}.")
         if self.matmul_precision == "fp8" and self.weight_bytes_per_param > 1:
             raise FieldError("weight_bytes_per_param", f"fp8 matmuls (W8A8) read fp8 weights, "
                              f"1 byte each; {self.weight_bytes_per_param:g} bytes per weight "

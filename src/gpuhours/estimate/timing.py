@@ -90,6 +90,23 @@ def check_fp8(gpu: GpuSpec) -> None:
                          "bf16).")
 
 
+#: vendors whose devices run the 4-bit bases' kernels (bitsandbytes, GPTQ and torchao's NF4
+#: are CUDA, and bitsandbytes also ROCm): no TPU, Apple or Intel device runs QLoRA here
+QLORA_VENDORS = ("NVIDIA", "AMD")
+
+
+def check_qlora(gpu: GpuSpec) -> None:
+    """Refuse QLoRA on a device without the 4-bit bases' kernels (a TPU): the same rule by
+    which fit never offers QLoRA there (remedies.py). A CPU the ledger measured is left to its
+    measurement (bitsandbytes has CPU kernels; `gpuhours bench` ran what it ran)."""
+    if gpu.vendor not in QLORA_VENDORS and gpu.stack != "cpu":
+        raise FieldError(("method", "gpu"), f"{gpu.name} ({gpu.vendor} {gpu.generation}) runs "
+                         f"none of the 4-bit bases modelled: bitsandbytes' NF4, GPTQ/AWQ and "
+                         f"torchao's NF4 kernels are CUDA (bitsandbytes also ROCm), so QLoRA "
+                         f"needs an NVIDIA or AMD GPU.",
+                         "Use --method lora (a 16-bit base) on this device.")
+
+
 def fp8_gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     """Achieved fraction of the dense fp8 peak for fp8-mixed's GEMMs: generation x width."""
     check_fp8(gpu)
@@ -234,6 +251,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     `efficiency_scale` multiplies the compute efficiencies (calibration from measurements).
     """
     gpu = hw.gpu
+    if t.method == "qlora":
+        check_qlora(gpu)
     fp8 = t.precision == "fp8-mixed"
     if fp8:
         check_fp8(gpu)  # before the bf16 rate: a V100 lacks both, and fp8 is what was asked

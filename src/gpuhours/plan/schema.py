@@ -457,6 +457,17 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=False, description="one driver process holds the step's batch, padded to the "
         "longest response, and sends it to every phase's workers (verl's RayPPOTrainer)")
 
+    @field_validator("rollout_transformers_version", mode="before")
+    @classmethod
+    def _release_quoted(cls, v: Any) -> Any:
+        """YAML reads an unquoted 4.46 as a number, and 4.20 as 4.2, another release: say so
+        rather than pydantic's "a valid string", and do not guess which was meant."""
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            raise ValueError(f"YAML read the release as the number {v!r}; quote it "
+                             f"(rollout_transformers_version: '{v}'), since an unquoted 4.20 "
+                             f"arrives as 4.2, another release")
+        return v
+
     @field_validator("rollout_transformers_version")
     @classmethod
     def _release(cls, v: str) -> str:

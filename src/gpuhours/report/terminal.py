@@ -200,8 +200,9 @@ def _print_downtime_cost(console: Console, tot: Totals) -> None:
 
 
 def _describe(c: Candidate) -> str:
-    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}, "
-            f"{c.num_gpus} x {c.gpu}")
+    offload = "" if c.offload == "none" else f", offload {c.offload}"
+    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}"
+            f"{offload}, {c.num_gpus} x {c.gpu}")
 
 
 def _candidate_row(c: Candidate) -> list[str]:
@@ -329,7 +330,9 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     if fig.get("tail_s"):
         row("waiting for the longest", "tail_s", seconds(fig["tail_s"]))
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
-    row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
+    # below one a second, three significant figures (a long generation read "0.00")
+    rate = fig["sequences_per_s"]
+    row("sequences/s", "sequences_per_s", f"{rate:,.2f}" if rate >= 1 else f"{rate:.3g}")
     if data.get("gpu_hours") is not None:
         row("GPU hours", "gpu_hours", f"[bold]{hours(fig['gpu_hours'])}[/bold] for "
             f"{fig['sequences']:,.0f} sequences")
