@@ -66,19 +66,23 @@ def test_refused_where_not_modelled(kw: dict[str, object], fields: str) -> None:
         _lora_7b(fsdp_grad_accum="no-sync", **kw)
 
 
-def _total(*args: str) -> float:
+def _memory(*args: str) -> dict:
     result = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-40gb",
                                  "--gpus", "2", "--zero", "3", "--method", "lora", "--seq",
                                  "1304", "--grad-accum", "4", "--checkpointing", "--json",
                                  *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)["memory"]["total_bytes"]["value"]
+    return json.loads(result.stdout)["memory"]
 
 
 def test_cli_default_unchanged_and_no_sync_adds() -> None:
-    plain = _total()
-    assert _total("--fsdp-grad-accum", "reduce-scatter") == plain
-    assert _total("--fsdp-grad-accum", "no-sync") - plain > 12 * 2**30
+    plain = _memory()["total_bytes"]["value"]
+    assert _memory("--fsdp-grad-accum", "reduce-scatter")["total_bytes"]["value"] == plain
+    held = _memory("--fsdp-grad-accum", "no-sync")
+    assert held["total_bytes"]["value"] - plain > 12 * 2**30
+    # named at the peak with its own basis, not as the sharded gradients
+    part = held["at_peak_bytes"]["no_sync_gradients_bytes"]
+    assert part["value"] > 12 * 2**30 and "fsdp_no_sync.py" in part["source"]
 
 
 @pytest.mark.parametrize(("args", "message"), [

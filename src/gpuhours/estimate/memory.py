@@ -942,7 +942,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
-        live = [("gradients_bytes", persisting_grads), ("autocast_weight_copies_bytes",
+        grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
+        live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
                  autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
                  buckets), *acts]
     else:
