@@ -60,6 +60,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
+    "fsdp_grad_accum": "--fsdp-grad-accum",
     "lm_head_4bit": "--lm-head-4bit",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
@@ -264,6 +265,12 @@ DsOverlapOpt = Annotated[bool, typer.Option(
 Zero3EngineOpt = Annotated[str, typer.Option(
     "--zero3-engine", help="Who runs --zero 3: fsdp, or deepspeed (its engine hooks every submodule: a host "
          "cost per module fetched and released).")]
+FsdpGradAccumOpt = Annotated[str, typer.Option(
+    "--fsdp-grad-accum", help="How FSDP (--zero 3) accumulates gradients over --grad-accum "
+    "micro-batches: reduce-scatter (each micro-batch's into the 1/N shards) or no-sync "
+    "(FSDP.no_sync(), as Lightning Fabric and litgpt run it: every unit's whole gradient "
+    "held unsharded until the last micro-batch, a LoRA unit's over its frozen base too; "
+    "estimate/fsdp_no_sync.py). Not with qlora or --offload.")]
 KbitUpcastOpt = Annotated[bool | None, typer.Option(
     "--kbit-upcast/--no-kbit-upcast", help="qlora: peft's prepare_model_for_kbit_training "
     "casts the weights that are not 4-bit to fp32 (default: yes, unless ZeRO-3/FSDP, a "

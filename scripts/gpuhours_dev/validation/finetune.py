@@ -632,6 +632,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("train.py's loading (low_memory: rank 0 on the CPU, FSDP copies, "
                      "broadcasts, flattens and shards each unit): the freed copies stay "
                      "cached, replayed (load_path fsdp-flatten)")
+    # litgpt's loops (litgpt @ 00af8b0d finetune/full.py and lora.py; lit-gpt @ 8641822
+    # finetune/lora.py) run each accumulating micro-batch under fabric.no_backward_sync, which
+    # Lightning's FSDPStrategy makes FSDP.no_sync() (use_orig_params=True by default): every
+    # Block unit keeps its whole unsharded gradient, frozen base included for LoRA
+    no_sync = (source in ("litgpt config_hub", "litgpt resource tables") and stage == 3
+               and accum > 1 and n > 1 and method != "qlora")  # qlora: not modelled
+    if no_sync:
+        notes.append("litgpt's loop accumulates under fabric.no_backward_sync, FSDP.no_sync() "
+                     "with use_orig_params (Lightning's default): each Block unit's gradient "
+                     "held unsharded through the micro-batches, over its frozen base too for "
+                     "LoRA (fsdp_grad_accum no-sync)")
     arch, _ = resolve_model(model)
     if source in ("litgpt config_hub", "litgpt resource tables") and arch.tie_embeddings:
         # litgpt @ 00af8b0d ties nothing (model.py: lm_head is its own nn.Linear), and
@@ -646,7 +657,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
-            kernels=kernels, zero3_engine=engine, load_path=load_path, **lengths, **opt,
+            kernels=kernels, zero3_engine=engine, load_path=load_path,
+            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)

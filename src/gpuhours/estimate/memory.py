@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.device_overhead import device_level_bytes
+from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
@@ -888,6 +889,11 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
                   + kept_logits) / split
     persisting_grads = grads if t.grad_accum > 1 else 0.0
+    # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place
+    # of the shards (estimate/fsdp_no_sync.py); only when accumulating
+    no_sync_grads = no_sync_unsharded_grad_bytes(counts, t, num_gpus, trainable) * (held / total)
+    if no_sync_grads:
+        persisting_grads = no_sync_grads
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
     autocast_cache = (2.0 * counts.matmul_active * (held / total) / shard_w
                       if t.precision.endswith("-amp") else 0.0)
@@ -939,17 +945,24 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
-        live = [("gradients_bytes", persisting_grads), ("autocast_weight_copies_bytes",
+        grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
+        live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
                  autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
                  buckets), *acts]
     else:
         live = [("gradients_bytes", grads), ("optimizer_temporaries_bytes", opt_temps)]
     peak_parts = tuple((k, v) for k, v in resident + live if v)
-    load_terms = ((f"{LOAD_PATH_TERM} = {load_reserve_bytes / 2**30:.2f} GiB: the loading "
+    load_terms: tuple[str, ...] = ((f"{LOAD_PATH_TERM} = {load_reserve_bytes / 2**30:.2f} GiB: the loading "
                    "path's cached blocks the step cannot reuse, in the allocator reserve (a "
                    "replay of FSDP's wrap "
                    "from the CPU and one step, not a measurement: estimate/load_cache.py)",)
                   if t.load_path != "from-pretrained" else ())
+    if no_sync_grads:
+        load_terms += (f"fsdp_no_sync_grads_bytes = {no_sync_grads / 2**30:.2f} GiB in the "
+                       "gradients: FSDP's no_sync() keeps every unit's gradient unsharded "
+                       "through the accumulating micro-batches, a LoRA unit's over its frozen "
+                       "base too (use_orig_params), in place of the 1/N shards "
+                       "(estimate/fsdp_no_sync.py; fsdp_grad_accum no-sync)",)
     return MemoryBreakdown(
         weights_bytes=weights,
         gradients_bytes=grads,

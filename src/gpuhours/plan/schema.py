@@ -213,6 +213,11 @@ class TrainingSettings(_Strict):
     zero3_engine: Literal["fsdp", "deepspeed"] | None = Field(
         default=None, description="who runs ZeRO stage 3: fsdp (default) or deepspeed (its "
         "engine's per-module hooks cost the host per module fetched and released)")
+    fsdp_grad_accum: Literal["reduce-scatter", "no-sync"] | None = Field(
+        default=None, description="how FSDP (zero_stage 3) accumulates gradients over the "
+        "micro-batches: reduce-scatter (default: into the 1/N shards) or no-sync "
+        "(FSDP.no_sync(), Lightning Fabric's and litgpt's: every unit's whole gradient held "
+        "unsharded until the last micro-batch, estimate/fsdp_no_sync.py)")
     lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
         default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
         "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")
