@@ -10,10 +10,10 @@ the rotary embedding's products, the residual add) are recomputed inside the fus
 kernels from tensors saved anyway, so a compiled layer saves fewer bytes than eager autograd.
 
 The per-layer count below is a reading of what the partitioner saved on this machine (torch
-2.13, transformers 5.23, CPU, Llama and Qwen2 layers built from configs with random weights,
-SDPA's flash kernel), stated as a formula in d, q, kv, f, the heads and the dtype, and held to
+2.13, transformers 5.23, CPU, Llama, Qwen2 and Qwen3 layers built from configs with random
+weights, SDPA's flash kernel), stated as a formula in d, q, kv, f, the heads and the dtype, and held to
 the real partition for several shapes by tests/test_compiled.py. It covers the decoder layers
-the measurement covered: dense, gated MLP, RMSNorm, no per-head q/k norms, flash attention, a
+the measurement covered: dense, gated MLP, RMSNorm (per-head q/k norms too), flash attention, a
 plain (not autocast) precision. Other layers keep the eager count (`compiled_layer_applies`
 says why).
 """
@@ -57,8 +57,9 @@ def compiled_layer_applies(arch: ModelArch, t: Training) -> str | None:
         return "not compiled"
     if arch.encoder or arch.is_moe or arch.mla is not None or arch.ssm is not None:
         return "an encoder, MoE, latent-attention or Mamba layer (not measured compiled)"
-    if not arch.gated_mlp or arch.norm_bias or arch.qk_norm or arch.norms_per_block != 2:
-        return "a layer other than RMSNorm + gated MLP without q/k norms (not measured compiled)"
+    if not arch.gated_mlp or arch.norm_bias or arch.qk_norm_full or arch.norms_per_block != 2:
+        return ("a layer other than RMSNorm + gated MLP, with per-head q/k norms or none (not "
+                "measured compiled)")
     if not t.flash_attention:
         return "eager attention (not measured compiled)"
     if t.precision.endswith("-amp") or t.precision == "fp8-mixed":
@@ -83,17 +84,20 @@ def compiled_activation_bytes_per_token_layer(arch: ModelArch, a: float, method:
     A linear whose weight trains (full fine-tuning) or that carries a LoRA adapter keeps its
     input, once per input shared: the normed input of q, k and v (d), that of gate and up (d),
     down_proj's input (f), in the activation dtype (a); o_proj's input is recomputed from the
-    kernel's output (0). peft's fp32 adapters under a half precision (`fp32_adapter_inputs`)
-    keep their fp32 cast instead (4 per element, o_proj's too: 4 q). Each adapter keeps its A
-    matrix's output (r per token, a or 4 bytes).
+    kernel's output (0). Per-head q/k RMSNorms (Qwen3) add q and k before them and a 1/rms
+    per head: a (q + kv) + 4 (h + kv heads). peft's fp32 adapters under a half precision
+    (`fp32_adapter_inputs`) keep their fp32 cast instead (4 per element, o_proj's too: 4 q).
+    Each adapter keeps its A matrix's output (r per token, a or 4 bytes).
 
-    Measured (tests/test_compiled.py): Llama and Qwen2 layers, fp32 and bf16, full, LoRA on
-    q,v and on all linears with fp32 and bf16 adapters; every count equal to the bytes of the
+    Measured (tests/test_compiled.py): Llama, Qwen2 and Qwen3 layers, fp32 and bf16, full,
+    LoRA on q,v and on all linears with fp32 and bf16 adapters; every count equal to the bytes of the
     tensors the compiled backward takes, parameters and the rotary tables excluded.
     """
     d, q, kv, h = arch.hidden_size, arch.q_dim, arch.kv_dim, arch.num_heads
     f = arch.intermediate_size
     common = a * (2 * d + 2 * q + 2 * kv + 2 * f) + 4 * 2 + 4 * h
+    if arch.qk_norm:  # Qwen3's per-head RMSNorms: q and k before them, an fp32 1/rms per head
+        common += a * (q + kv) + 4 * (h + arch.num_kv_heads)
     if method == "full":
         return common + a * (2 * d + f)
     kept = 4.0 if fp32_adapter_inputs else a
