@@ -50,6 +50,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
+    "kv_repeated": "--kv-repeated",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -200,6 +201,11 @@ CompileOpt = Annotated[bool, typer.Option(
          "torch_compile): fewer activations saved (cheap elementwise operators recomputed), "
          "a compiled cross-entropy on the half-precision logits, fused elementwise kernels. "
          "Default: eager.")]
+KvRepeatedOpt = Annotated[bool, typer.Option(
+    "--kv-repeated/--kv-grouped",
+    help="k and v repeated to the query heads before the attention kernel (torchtune; "
+         "transformers' repeat_kv without enable_gqa): saved at the query width. Default: "
+         "grouped (transformers 5, flash-attn).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "

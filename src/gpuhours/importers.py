@@ -468,6 +468,8 @@ def _torchtune(r: Reader) -> Imported:
     _set_amounts(r, "epochs", "max_steps")
     if r.take("compile") is True:
         r.set("compile", True, "compile=true", "each decoder layer and the loss compiled")
+    r.set("kv_repeated", True, f"model._component_={_component(model)}", "torchtune's "
+          "MultiHeadAttention repeats k and v to the query heads before SDPA")
     if r.take("optimizer_in_bwd") is True:
         r.skip("optimizer_in_bwd=true", "the optimizer step inside the backward (each gradient "
                                         "freed at once) is not modelled: the estimate holds "

@@ -154,6 +154,11 @@ class Training(_ReadsModel):
     #: compiled cross-entropy keeps the half-precision logits, not an fp32 log-softmax
     #: (estimate/compiled.py, measured on CPU: tests/test_compiled.py). False: eager PyTorch
     compile: bool = False
+    #: k and v repeated to the query heads before the attention kernel (torchtune's
+    #: MultiHeadAttention; transformers' repeat_kv where SDPA is not given enable_gqa): the
+    #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
+    #: reach the kernel as they are (transformers 5, flash-attn)
+    kv_repeated: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
     #: the kernel path (Kernels above): the host's operators per micro-batch

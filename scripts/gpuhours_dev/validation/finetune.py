@@ -635,9 +635,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if _compiled(r):
         notes.append("torch.compile (the row's notes): compiled layers and loss "
                      "(estimate/compiled.py)")
+    # torchtune's MultiHeadAttention (at 30b8519e8 and 1814feb17) expands k and v to the query
+    # heads before SDPA, which saves the copies (estimate/kv_repeat.py)
+    kv_repeated = source == "torchtune"
+    if kv_repeated:
+        notes.append("torchtune's attention repeats k and v to the query heads before SDPA "
+                     "(kv_repeated)")
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
+            kv_repeated=kv_repeated,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,

@@ -20,6 +20,10 @@ from gpuhours.estimate.compiled import (
     compiled_loss_backward_bytes,
     layer_saved_bytes_per_token,
 )
+from gpuhours.estimate.kv_repeat import (
+    kv_repeat_terms,
+    repeated_kv_extra_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
@@ -291,6 +295,8 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         lora_dropout=t.lora_dropout)
     # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
     tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
+    tensors += repeated_kv_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
@@ -1030,6 +1036,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
             t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
             lora_dropout=t.lora_dropout)
         out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
+    out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:
         out.append(f"held_logits_bytes = {held / 2**30:.2f} GiB at the start of backward: the "

@@ -26,6 +26,10 @@ from gpuhours.estimate.compiled import (
 )
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
+from gpuhours.estimate.kv_repeat import (
+    repeated_kv_copy_bytes_per_token_layer,
+    repeated_kv_extra_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora_traffic import (
     generic_lora_saved_bytes_per_token_layer,
     lora_branch_bytes_per_token_layer,
@@ -273,14 +277,15 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                                                        t.seq_len, t.method, t.lora_targets,
                                                        t.lora_rank)
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
-    elementwise = tensors * passes
+    a = ACTIVATION_BYTES[t.precision]
+    # k and v repeated to the query heads: saved wider (estimate/kv_repeat.py)
+    elementwise = (tensors + repeated_kv_extra_bytes_per_token_layer(arch, t, a)) * passes
     if compiled_layer_applies(arch, t) is None:
         # torch.compile: Inductor's fused kernels, each one read and one write of its tensors
         # (estimate/compiled.py), in place of eager's passes over the saved tensors
-        elementwise = compiled_elementwise_bytes_per_token_layer(
-            arch, t, ACTIVATION_BYTES[t.precision])
+        elementwise = (compiled_elementwise_bytes_per_token_layer(arch, t, a)
+                       + repeated_kv_copy_bytes_per_token_layer(arch, t, a))
     layer_traffic = tokens * arch.num_layers * (elementwise + scores * 3 + score_traffic)
-    a = ACTIVATION_BYTES[t.precision]
     if t.method != "full" and not arch.encoder and compiled_layer_applies(arch, t) is not None:
         # peft's LoRA branch, counted operator by operator (estimate/lora_traffic.py), in
         # place of the generic passes over the adapters' saved inputs

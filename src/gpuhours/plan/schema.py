@@ -170,6 +170,10 @@ class TrainingSettings(_Strict):
         default=None, description="torch.compile of the decoder layers and the loss "
         "(torchtune compile: true, HF torch_compile): fewer activations saved, a compiled "
         "cross-entropy, fused elementwise kernels; default: eager")
+    kv_repeated: bool | None = Field(
+        default=None, description="k and v repeated to the query heads before the attention "
+        "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
+        "width; default: grouped")
     loss_kernel: LossKernel | None = None
     kernels: Kernels | None = Field(
         default=None, description="the code path, for the host's operators per micro-batch: "
