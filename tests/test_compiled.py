@@ -36,8 +36,6 @@ BATCH, SEQ = 3, 40  # 120 tokens: no weight of the shapes below has a dimension 
 LLAMA = dict(model_type="llama", hidden_size=256, intermediate_size=512, num_hidden_layers=1,
              num_attention_heads=8, head_dim=48, num_key_value_heads=2, vocab_size=1000,
              max_position_embeddings=512)
-LLAMA_MHA = dict(LLAMA, hidden_size=192, intermediate_size=640, num_attention_heads=4,
-                 head_dim=32, num_key_value_heads=4)
 QWEN3 = dict(LLAMA, model_type="qwen3")  # per-head RMSNorms on q and k
 QWEN2 = dict(model_type="qwen2", hidden_size=256, intermediate_size=704, num_hidden_layers=1,
              num_attention_heads=4, num_key_value_heads=1, vocab_size=1000,
@@ -112,7 +110,7 @@ def compiled_saved_bytes_per_token(config: dict, dtype: str, lora: object = None
 CASES = [
     (LLAMA, "bfloat16", None, False, "full", "all-linear", False),
     (QWEN2, "float32", None, False, "full", "all-linear", False),
-    (LLAMA_MHA, "bfloat16", ["q_proj", "v_proj"], False, "lora", "qv", True),
+    (LLAMA, "bfloat16", ["q_proj", "v_proj"], False, "lora", "qv", True),
     (QWEN2, "bfloat16", "all-linear", False, "lora", "all-linear", True),
     (LLAMA, "bfloat16", "all-linear", True, "lora", "all-linear", False),
     (QWEN3, "bfloat16", None, False, "full", "all-linear", False),
