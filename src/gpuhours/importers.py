@@ -434,6 +434,11 @@ def _torchtune(r: Reader) -> Imported:
     if dtype in ("bf16", "fp32"):
         r.set("precision", dtype, f"dtype={dtype}",
               "torchtune keeps weights, gradients and optimizer state in this dtype")
+    if dtype == "bf16" and r.fields.get("method") in ("lora", "qlora"):
+        # its LoRALinear is built under training.set_default_dtype: no fp32 adapters, and no
+        # fp32 copy of their inputs (which a compiled step would keep: estimate/compiled.py)
+        r.set("lora_adapter_dtype", "half", f"dtype={dtype}",
+              "torchtune's LoRALinear is built in the model's dtype")
     elif dtype is not None:
         r.skip(f"dtype={dtype}", "expected bf16 or fp32")
     tokenizer = r.take("tokenizer")
