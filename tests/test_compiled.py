@@ -138,6 +138,23 @@ def test_hand_count_of_a_compiled_llama_layer():
                                                      False) == 90_216
 
 
+def test_hand_count_of_the_fused_kernels_bytes():
+    """Llama 3.2 3B (d 3072, q 3072, kv 1024, f 8192), bf16, full, no checkpointing: forward
+    2 (9 d + 2 (q + kv) + 3 f) = 2 x 60,416 = 120,832, backward 2 (8 d + 2 (q + kv) + 6 f +
+    2 q) = 2 x 88,064 = 176,128: 296,960 bytes per token and layer; checkpointing runs the
+    forward's kernels once more (+120,832)."""
+    from gpuhours.estimate.compiled import compiled_elementwise_bytes_per_token_layer
+    from gpuhours.setup import Training
+
+    arch = from_hf_config(dict(model_type="llama", hidden_size=3072, intermediate_size=8192,
+                               num_hidden_layers=28, num_attention_heads=24,
+                               num_key_value_heads=8, vocab_size=128256), "llama-3.2-3b")
+    t = Training(arch=arch, method="full", precision="bf16", compile=True)
+    assert compiled_elementwise_bytes_per_token_layer(arch, t, 2) == 296_960
+    ckpt = t.model_copy(update={"checkpointing": True})
+    assert compiled_elementwise_bytes_per_token_layer(arch, ckpt, 2) == 296_960 + 120_832
+
+
 def test_compiled_cross_entropy_keeps_its_input_and_two_values_per_token():
     """`F.cross_entropy(logits.float())` compiled (torchtune's compute_cross_entropy): the
     backward takes the bf16 logits, two fp32 values per token and the labels; it returns the
