@@ -49,7 +49,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "lora_rank": "--lora-rank", "lora_targets": "--lora-targets", "method": "--method",
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
-    "fused_attention": "--fused-attention", "zero_stage": "--zero",
+    "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
+    "kv_repeated": "--kv-repeated",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -195,6 +196,17 @@ FusedOpt = Annotated[bool, typer.Option(
     "--fused-attention/--sdpa-attention",
     help="cuDNN fused attention or FlashAttention-3 (Megatron-LM, NeMo), faster on Hopper; "
          "default: PyTorch SDPA's FlashAttention-2 kernels (transformers).")]
+CompileOpt = Annotated[bool, typer.Option(
+    "--compile/--eager",
+    help="torch.compile of the decoder layers and the loss (torchtune compile=True, HF "
+         "torch_compile): fewer activations saved (cheap elementwise operators recomputed), "
+         "a compiled cross-entropy on the half-precision logits, fused elementwise kernels. "
+         "Default: eager.")]
+KvRepeatedOpt = Annotated[bool, typer.Option(
+    "--kv-repeated/--kv-grouped",
+    help="k and v repeated to the query heads before the attention kernel (torchtune; "
+         "transformers' repeat_kv without enable_gqa): saved at the query width. Default: "
+         "grouped (transformers 5, flash-attn).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "

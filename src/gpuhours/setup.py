@@ -148,6 +148,17 @@ class Training(_ReadsModel):
     #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only
     #: (assumptions.ATTENTION_EFFICIENCY_BY_GENERATION)
     fused_attention: bool = False
+    #: torch.compile of the decoder layers and the loss (torchtune's compile=True, HF Trainer's
+    #: torch_compile): AOTAutograd's min-cut partitioner recomputes the cheap elementwise
+    #: operators in backward instead of saving their outputs, Inductor fuses them, and a
+    #: compiled cross-entropy keeps the half-precision logits, not an fp32 log-softmax
+    #: (estimate/compiled.py, measured on CPU: tests/test_compiled.py). False: eager PyTorch
+    compile: bool = False
+    #: k and v repeated to the query heads before the attention kernel (torchtune's
+    #: MultiHeadAttention; transformers' repeat_kv where SDPA is not given enable_gqa): the
+    #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
+    #: reach the kernel as they are (transformers 5, flash-attn)
+    kv_repeated: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
     #: the kernel path (Kernels above): the host's operators per micro-batch

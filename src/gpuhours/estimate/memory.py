@@ -13,8 +13,19 @@ from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.compiled import (
+    compile_terms,
+    compiled_logits_bytes,
+    compiled_loss_applies,
+    compiled_loss_backward_bytes,
+    layer_saved_bytes_per_token,
+)
 from gpuhours.estimate.device_overhead import device_level_bytes
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
+from gpuhours.estimate.kv_repeat import (
+    kv_repeat_terms,
+    repeated_kv_extra_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
@@ -284,6 +295,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
         t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
         lora_dropout=t.lora_dropout)
+    # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
+    tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
+    tensors += repeated_kv_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
@@ -363,6 +378,8 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
     v = arch.vocab_size
+    if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
+        return compiled_logits_bytes(tokens, v, a, t.loss_kernel)
     if t.loss_kernel == "chunked":
         return tokens * v * (a + 4 + 4 / A.CHUNKED_CE_CHUNKS.value)
     if t.loss_kernel == "fused-linear":
@@ -415,6 +432,9 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
+    if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
+        chunks = A.CHUNKED_CE_CHUNKS.value if t.loss_kernel == "chunked" else 1.0
+        return compiled_loss_backward_bytes(tokens, arch.vocab_size, a, t.loss_kernel, chunks)
     if t.loss_kernel == "chunked":
         return tokens * arch.vocab_size * (4 + (8 + a) / A.CHUNKED_CE_CHUNKS.value)
     if t.loss_kernel == "fused-linear":
@@ -1026,6 +1046,13 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
         out.append("kbit_upcast: the layer inputs kept under checkpointing are fp32 (peft's "
                    "prepare_model_for_kbit_training makes the embedding fp32, and the residual "
                    "stream stays fp32)")
+    if t.compile:
+        eager, _ = activation_bytes_per_token_layer(
+            arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
+            t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
+            lora_dropout=t.lora_dropout)
+        out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
+    out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:
         out.append(f"held_logits_bytes = {held / 2**30:.2f} GiB at the start of backward: the "

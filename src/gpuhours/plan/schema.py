@@ -166,6 +166,14 @@ class TrainingSettings(_Strict):
     fused_attention: bool | None = Field(
         default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
         "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
+    compile: bool | None = Field(
+        default=None, description="torch.compile of the decoder layers and the loss "
+        "(torchtune compile: true, HF torch_compile): fewer activations saved, a compiled "
+        "cross-entropy, fused elementwise kernels; default: eager")
+    kv_repeated: bool | None = Field(
+        default=None, description="k and v repeated to the query heads before the attention "
+        "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
+        "width; default: grouped")
     loss_kernel: LossKernel | None = None
     kernels: Kernels | None = Field(
         default=None, description="the code path, for the host's operators per micro-batch: "
