@@ -30,6 +30,7 @@ from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_train import critic_added_s, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
@@ -674,6 +675,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
         _check_colocated_split(ctx, phase, e, share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    critic_update_s, concurrent_critic = update_s, False
+    if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
+        roles = role_updates_s(ctx, phase, s, seq, sequences, train_gpus)
+        update_s, critic_update_s, concurrent_critic = (roles.policy_s, roles.critic_s,
+                                                        roles.concurrent)
+    unscaled_update_s = update_s
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
@@ -683,8 +690,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # a reward model scores like the reference: one forward over every sequence
         ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
         update_s *= scale("policy update", 1.0)
-    critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
-                + update_s) if phase.critic else 0.0
+    critic_value_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
+                      if phase.critic else 0.0)
+    critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
+    critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
     sync_s = weight_sync_s(t.arch, hw, dedicated)
     try:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
@@ -781,6 +790,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # PPO's critic: its values forward (a scoring pass) and its whole update (with
+               # critic_gpus, only what outlasts the actor's update is in critic_s)
+               "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(
