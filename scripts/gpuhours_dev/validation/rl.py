@@ -53,8 +53,13 @@ _NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); th
 _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
               critic=True, placement="dedicated", engine="vllm-v0")
-_ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
-                  "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio); "
+# OpenRLHF @dbdd43b sends vLLM its prompts unpadded and samples without min_tokens
+# (experience_maker.py _generate_vllm: SamplingParams(max_tokens=...)), so responses stop at
+# EOS: 1,024-token prompts and responses are an upper end for these rows
+_ORLHF_ASSUMED = ("prompts and responses all 1,024 tokens (the benchmark's max; means not "
+                  "given; OpenRLHF's vLLM sampling stops at EOS and takes the prompts unpadded: "
+                  "an upper end); reward model = the actor's size; vLLM on 2 of the GPUs (the "
+                  "table's role ratio); "
                   "the table's generation micro batch as the sequences per generate call")
 # OpenRLHF's Ray roles (plan/rl_train.py): the actor and the critic each train on GPUs of
 # their own, at the same time
@@ -73,8 +78,12 @@ _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=10
                # the benchmark's stated release (Mar 2024): 4.38's per-step causal mask and cache
                # copies (estimate/generation.py)
                rollout_transformers_version="4.38")
-_DSCHAT_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
-                   "model = the actor's size; the actor's ZeRO-2 for every trained model (the "
+# DeepSpeed-Chat's sequences are all 1,024 + 1,024 tokens by its code: DataCollatorRLHF pads
+# each prompt to max_prompt_seq_len and _generate_sequence forces min_length = max_length =
+# prompt + max_answer_seq_len (DeepSpeedExamples step3_rlhf_finetuning ppo_trainer.py)
+_DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1,024 and "
+                   "generates with min_length = max_length); reward model = the actor's size; "
+                   "the actor's ZeRO-2 for every trained model (the "
                    "script's critic is ZeRO-3); transformers 4.38's host time per layer as "
                    "4.46's fit (4.38's 15% more operators a layer counted, not applied: "
                    "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted)")
@@ -343,8 +352,9 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
-         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
-         "the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
+         "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
+         "OpenRLHF's HF generate stops once every sequence of a batch has its EOS: an upper "
+         "end); reward model = the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
          "@dbdd43b; not stated for the row); transformers 4.38's host time per layer as "
          "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
     Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
@@ -376,8 +386,9 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
           "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8},
-         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
-         "the actor's size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
+         "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
+         "OpenRLHF's vLLM sampling stops at EOS: an upper end); reward model = the actor's "
+         "size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
          "(train_ppo_llama_ray_70b.sh @0ae5876: ZeRO-3 with --adam_offload, 2 vLLM engines of "
          "TP 2; actor 4 and critic 4 GPUs, each training on its own at once), the table's row "
          "not stating them; the table's training micro-batch 4, accumulation 8 "
