@@ -51,6 +51,21 @@ def test_an_actor_on_fewer_gpus_updates_slower(tmp_path):
     assert two["policy_update_s"] / four["policy_update_s"] == pytest.approx(2.0, rel=0.15)
 
 
+def test_packed_updates_split_over_the_actors_own_gpus(tmp_path):
+    """Without a micro_batch the update packs each data-parallel rank's share: the ranks are
+    the actor's GPUs, so 2 of them train twice the sequences each that 4 do."""
+    plan = {**BASE, "defaults": {k: v for k, v in BASE["defaults"].items()
+                                 if k not in ("micro_batch", "grad_accum")},
+            "phases": [{**BASE["phases"][0]}]}
+    times = {}
+    for gpus in (2, 4):
+        plan["phases"][0]["actor_gpus"] = gpus
+        f = tmp_path / f"plan{gpus}.yaml"
+        f.write_text(yaml.safe_dump(plan, sort_keys=False))
+        times[gpus] = evaluate(load_plan(f)).phases[0].details["policy_update_s"]
+    assert times[2] / times[4] == pytest.approx(2.0, rel=0.15)
+
+
 def test_a_critic_on_its_own_gpus_trains_beside_the_actor(tmp_path):
     """The critic the policy's size on as many GPUs as the actor: its update lasts as long as
     the actor's and runs at the same time, so only its values pass is added to the step; on

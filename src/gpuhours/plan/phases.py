@@ -561,7 +561,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
         # one data-parallel rank's share of a mini-batch
-        ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+        # (the actor's own GPUs when it has them: plan/rl_train.py)
+        ranks = max(1, (phase.actor_gpus or train_gpus)
+                    // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
         per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
                        // (phase.mini_batches * ranks))
         micro = max(1, min(int(budget * cp // seq), per_rank))
