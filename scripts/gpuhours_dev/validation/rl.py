@@ -404,11 +404,11 @@ _README_WHY = ("the README gives no model family, prompt or response lengths, mi
                "GPU split between roles")
 NOT_EXPRESSED: dict[int, str] = {
     22: "as rows 20-22, but Qwen2.5-VL-32B is not in the catalog",
-    26: "OpenRLHF with Ray, no vLLM (1:1:4:2): the actor generates with HF generate on its own "
-        "GPUs while the critic, reference and reward run on others, and the table does not say "
-        "which role has which GPUs; the rl phase places rollouts on all GPUs or on a set of "
-        "their own",
-    29: "as row 28 (OpenRLHF with Ray, no vLLM: role order not stated)",
+    26: "OpenRLHF with Ray, no vLLM (1:1:4:2: reference, reward, actor 4, critic 2, as the "
+        "branch's train_ppo_llama_ray.sh places them): the actor generates with HF generate on "
+        "the 4 GPUs it then trains on, while the other roles' GPUs wait; the rl phase generates "
+        "on all GPUs (colocated) or on GPUs that do not train (dedicated)",
+    29: "as row 28 (OpenRLHF with Ray, no vLLM: the actor generates on its own training GPUs)",
     31: "'Llama-2-34B' as the table names it: no Llama-2 34B was released (the 34B of that "
         "family is Code Llama's), so the model's shape is not known",
     33: _README_WHY, 34: _README_WHY, 35: _README_WHY, 36: _README_WHY,
