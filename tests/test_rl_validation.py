@@ -78,7 +78,7 @@ def test_published_rl_steps_floor():
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,
     # critic_gpus; issue 13): 13B and the 70B on 16 GPUs with TP-2 engines within 25%; the 7B
-    # +26% (+13% before the roles), long because its prompts and responses are taken at the
+    # +28% (+13% before the roles), long because its prompts and responses are taken at the
     # 1,024-token max where OpenRLHF's vLLM sampling stops at EOS (its generation +69%)
     assert all(abs(results[row]) <= 0.25 for row in (30, 32))
     assert 0.0 < results[27] <= 0.30
@@ -282,8 +282,9 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     time fitted on 4.46; every row's training is short; OpenRLHF's own run of row 25's setup
     (same model, release, GPUs, batch) generates 23% slower than estimated (scoring forwards
     in its timer), which no release-wide host cost could tell from row 25. The Ray rows'
-    training, with the actor and critic each on its 2 or 4 GPUs at once, is 27-44% short (49-60%
-    when the six or twelve training GPUs ran both updates in turn)."""
+    training, with the actor and critic each on its 2 or 4 GPUs at once (and, on one node, their
+    CPU Adam sharing the host), is 23-44% short (49-60% when the six or twelve training GPUs ran
+    both updates in turn)."""
     data = rl.rows()
     lines = rl.phase_split_report().split("\n")[2:]
     split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[10].strip(" %")) / 100)
@@ -294,4 +295,4 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
         assert abs(split[row][0]) <= 0.10
     assert all(train < -0.2 for _, train in split.values())
     assert split[27][0] < -0.2
-    assert all(-0.45 < split[row][1] < -0.25 for row in (29, 32, 34))
+    assert all(-0.45 < split[row][1] < -0.2 for row in (29, 32, 34))

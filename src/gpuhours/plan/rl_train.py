@@ -21,6 +21,7 @@ still spread over all the training GPUs (`plan.phases.rl`): per-role scoring is 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,27 @@ def critic_added_s(policy_s: float, critic_s: float, concurrent: bool) -> float:
     return max(0.0, critic_s - policy_s) if concurrent else critic_s
 
 
+def optimizer_steps(sequences: int, micro_batch: int, grad_accum: int, gpus: int,
+                    epochs: int) -> int:
+    """Optimizer steps a role takes over a step's sequences: its global batch is micro_batch x
+    grad_accum x its data-parallel GPUs (DeepSpeed's train_batch_size)."""
+    return epochs * math.ceil(sequences / (micro_batch * grad_accum * gpus))
+
+
+def shared_host_adam_s(other_params: float) -> float:
+    """Seconds one CPU Adam step of a role takes longer while another role's CPU Adam of
+    `other_params` parameters streams the same host's memory at the same time (OpenRLHF Ray
+    with --adam_offload: the actor and critic groups on one node step their optimizers
+    together, each `optimizer_step` at the end of its accumulation). The host's bandwidth is
+    estimate/offload.py's per-node figure (an assumption, HOST_ADAM_GB_PER_S_PER_NODE) at
+    CPU_ADAM_BYTES_PER_PARAM a parameter: the other role's bytes / that bandwidth. The two
+    roles' steps are taken as coinciding (same micro-batches and accumulation and, for a
+    critic the policy's size, the same pace): an upper end when they do not."""
+    from gpuhours.estimate.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_ADAM_GB_PER_S_PER_NODE
+
+    return other_params * CPU_ADAM_BYTES_PER_PARAM / (HOST_ADAM_GB_PER_S_PER_NODE.value * 1e9)
+
+
 def role_updates_s(ctx: Any, phase: Any, s: dict[str, Any], seq_tokens: int,
                    sequences: int, train_gpus: int) -> RoleUpdates:
     """The actor's update on `phase.actor_gpus` and (with `critic_gpus`) the critic's on its
@@ -63,16 +85,28 @@ def role_updates_s(ctx: Any, phase: Any, s: dict[str, Any], seq_tokens: int,
                          f"training GPUs (the phase's GPUs less rollout_gpus).",
                          "Give the phase more `gpus`, or the roles fewer.")
 
-    def update_s(gpus: int) -> float:
+    def update_s(gpus: int) -> tuple[float, Any]:
         t, hw, basis = training_setup(ctx, phase, {**s, "seq_len": seq_tokens, "gpus": gpus})
         e = estimate_phase(ctx, t, hw, basis, tokens=sequences * seq_tokens)
         check_fits(ctx, phase, e)
-        return float(phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value)
+        return (float(phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value),
+                t)
 
-    policy = update_s(actor)
+    policy, t = update_s(actor)
     if not phase.critic:
         return RoleUpdates(policy, 0.0, concurrent=False)
     if critic:
-        return RoleUpdates(policy, update_s(critic), concurrent=True)
+        critic_s, _ = update_s(critic)
+        if t.offload != "none" and train_gpus <= ctx.plan.hardware.gpus_per_node:
+            # both roles' CPU Adam on the one host at once: each step streams the other's
+            # state too (the critic the policy's size)
+            from gpuhours.estimate.params import count_params
+
+            extra = shared_host_adam_s(count_params(t.arch).total)
+            policy += extra * optimizer_steps(sequences, t.micro_batch, t.grad_accum, actor,
+                                              phase.policy_epochs)
+            critic_s += extra * optimizer_steps(sequences, t.micro_batch, t.grad_accum,
+                                                critic, phase.policy_epochs)
+        return RoleUpdates(policy, critic_s, concurrent=True)
     # no GPUs of its own: the critic trains after the actor, on the actor's GPUs
     return RoleUpdates(policy, policy, concurrent=False)
