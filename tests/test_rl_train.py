@@ -70,7 +70,9 @@ def test_a_critic_on_its_own_gpus_trains_beside_the_actor(tmp_path):
     """The critic the policy's size on as many GPUs as the actor: its update lasts as long as
     the actor's and runs at the same time, so only its values pass is added to the step; on
     half the GPUs it takes about twice as long, and what outlasts the actor's is added."""
-    same = run(tmp_path, actor_gpus=2, critic_gpus=2).details
+    result = run(tmp_path, actor_gpus=2, critic_gpus=2)
+    assert "policy's update on 2 GPUs and the critic's on 2" in result.formula
+    same = result.details
     assert same["critic_update_s"] == pytest.approx(same["policy_update_s"])
     assert same["critic_s"] == pytest.approx(same["critic_value_pass_s"])
     half = run(tmp_path, actor_gpus=2, critic_gpus=1).details

@@ -30,7 +30,7 @@ from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
-from gpuhours.plan.rl_train import critic_added_s, role_updates_s
+from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
@@ -757,6 +757,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if phase.actor_gpus is not None:
+        formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "

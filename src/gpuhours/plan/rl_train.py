@@ -45,6 +45,14 @@ def critic_added_s(policy_s: float, critic_s: float, concurrent: bool) -> float:
     return max(0.0, critic_s - policy_s) if concurrent else critic_s
 
 
+def role_split_text(actor_gpus: int, critic_gpus: int | None) -> str:
+    """The formula's words for the roles' GPUs (plan/phases.py rl)."""
+    if critic_gpus is None:
+        return f"the policy's update on {actor_gpus} of the training GPUs"
+    return (f"the policy's update on {actor_gpus} GPUs and the critic's on {critic_gpus} of its "
+            "own at the same time (the step waits for the slower; OpenRLHF Ray's roles)")
+
+
 def optimizer_steps(sequences: int, micro_batch: int, grad_accum: int, gpus: int,
                     epochs: int) -> int:
     """Optimizer steps a role takes over a step's sequences: its global batch is micro_batch x
