@@ -45,3 +45,20 @@ def test_the_schema_says_what_a_missing_gpus_means() -> None:
     text = FinetunePhase.model_fields["gpus"].description or ""
     assert "gpus_per_node x nodes" in text
     assert Plan.model_json_schema()  # still a valid schema
+
+
+def test_a_phase_on_more_gpus_than_the_hardware_is_warned(tmp_path: Path) -> None:
+    # 4 x 2 = 8 h100-sxm in the plan's hardware; a phase on 16 of them is costed on 16, and
+    # says the hardware has 8; a phase on its own GPU type is not the hardware's to count
+    path = tmp_path / "plan.yaml"
+    path.write_text(textwrap.dedent(PLAN) + (
+        "  - {name: big, kind: finetune, model: qwen2-0.5b, method: lora, seq_len: 512,\n"
+        "     micro_batch: 4, tokens: 1e7, gpus: 16}\n"
+        "  - {name: other, kind: finetune, model: qwen2-0.5b, method: lora, seq_len: 512,\n"
+        "     micro_batch: 4, tokens: 1e7, gpus: 16, gpu: a100-80gb}\n"))
+    b = evaluate(load_plan(path))
+    big = next(p for p in b.phases if p.name == "big")
+    assert big.gpus == 16
+    over = [w for w in b.warnings if "more than the plan's hardware" in w]
+    assert len(over) == 1 and over[0].startswith("big: uses 16 GPUs")
+    assert "gpus_per_node 4 x nodes 2 = 8" in over[0]

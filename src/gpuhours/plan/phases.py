@@ -26,6 +26,7 @@ from gpuhours.estimate.generation import (
     rollout_precision,
     scoring_time_s,
 )
+from gpuhours.estimate.lengths import check_generation_context
 from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
@@ -254,8 +255,9 @@ def check_expectations(phase: Any, e: TrainingEstimate | None, gpu_hours: float,
                       f"{physics:,.0f} (ratio {ratio:.2g})")
         if not 1 / DISAGREEMENT_RATIO <= ratio <= DISAGREEMENT_RATIO:
             mfu = _implied_mfu(x.tokens_per_s, e)
+            # _disagreement takes physics / stated, as the loop below passes it
             out.append(_disagreement(f"{x.tokens_per_s:,.0f} tokens/s per GPU", physics,
-                                     "tokens/s", ratio, mfu, e))
+                                     "tokens/s", 1 / ratio, mfu, e))
     steps_per_hour = (3600 / e.step_time_s.value if e is not None
                       else steps / wall_hours if steps and wall_hours > 0 else None)
     for label, expected, physics_or_none in (("hours", x.hours, wall_hours),
@@ -317,6 +319,7 @@ def _stated_against_each_other(x: Any, gpus: int, e: TrainingEstimate | None
 
 def _disagreement(stated: str, physics: float, unit: str, ratio: float, mfu: float | None,
                   e: TrainingEstimate | None) -> str:
+    """The warning for a stated figure physics disagrees with; `ratio` is physics / stated."""
     how = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.1f}"
     text = f"the plan states {stated}; physics gives {physics:,.1f} {unit} ({how} of it)."
     if mfu is not None and e is not None:
@@ -972,6 +975,12 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     total_s = 0.0
     rows = {}
     for b in phase.benchmarks:
+        try:
+            check_generation_context(arch.name, arch.max_positions, b.prompt_tokens,
+                                     b.answer_tokens, "benchmarks")
+        except FieldError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'benchmarks' ({b.name})", err.message,
+                             err.hint) from None
         try:
             setup = Generation(arch=arch, prompt_tokens=b.prompt_tokens,
                                output_tokens=b.answer_tokens, engine=phase.engine,
