@@ -31,6 +31,7 @@ from gpuhours.estimate.timing import peak_flops
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
@@ -563,7 +564,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
         # one data-parallel rank's share of a mini-batch
-        ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+        # (the actor's own GPUs when it has them: plan/rl_train.py)
+        ranks = max(1, (phase.actor_gpus or train_gpus)
+                    // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
         per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
                        // (phase.mini_batches * ranks))
         micro = max(1, min(int(budget * cp // seq), per_rank))
@@ -677,6 +680,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
         _check_colocated_split(ctx, phase, e, share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    critic_update_s, concurrent_critic = update_s, False
+    if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
+        roles = role_updates_s(ctx, phase, s, seq, sequences, train_gpus)
+        update_s, critic_update_s, concurrent_critic = (roles.policy_s, roles.critic_s,
+                                                        roles.concurrent)
+    unscaled_update_s = update_s
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
@@ -686,8 +695,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # a reward model scores like the reference: one forward over every sequence
         ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
         update_s *= scale("policy update", 1.0)
-    critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
-                + update_s) if phase.critic else 0.0
+    critic_value_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
+                      if phase.critic else 0.0)
+    critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
+    critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
     sync_s = weight_sync_s(t.arch, hw, dedicated)
     try:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
@@ -749,6 +760,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if phase.actor_gpus is not None:
+        formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
@@ -784,6 +797,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # PPO's critic: its values forward (a scoring pass) and its whole update (with
+               # critic_gpus, only what outlasts the actor's update is in critic_s)
+               "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(

@@ -455,6 +455,14 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "num_iterations)")
     critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
                                                     "scored and trained every step")
+    actor_gpus: PositiveInt | None = Field(
+        default=None, description="training GPUs the policy's update runs on, the rest of the "
+        "trainer's GPUs holding the other roles (OpenRLHF Ray's actor_num_gpus_per_node x "
+        "nodes; dedicated placement); unset = all the training GPUs")
+    critic_gpus: PositiveInt | None = Field(
+        default=None, description="GPUs of PPO's critic, which then trains at the same time as "
+        "the actor on its own GPUs (OpenRLHF Ray's critic_num_gpus_per_node: critic.fit.remote "
+        "before the actor's update); needs critic and actor_gpus")
     update_tokens_per_gpu: PositiveInt | None = Field(
         default=None, description="tokens each GPU packs into one micro-batch of the update "
         "when the phase sets no `micro_batch` (verl's ppo_max_token_len_per_gpu with "
@@ -527,6 +535,12 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if (self.validation_every_steps is None) != (self.validation_prompts is None):
             raise ValueError("a validation pass needs both `validation_every_steps` and "
                              "`validation_prompts`")
+        if self.actor_gpus is not None and self.placement != "dedicated":
+            raise ValueError("actor_gpus places the trained roles on GPUs of their own beside "
+                             "the engines: it needs `placement: dedicated`")
+        if self.critic_gpus is not None and not (self.critic and self.actor_gpus is not None):
+            raise ValueError("critic_gpus trains PPO's critic on GPUs of its own: it needs "
+                             "`critic: true` and `actor_gpus`")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
