@@ -427,3 +427,17 @@ def test_catalog_is_lazy_and_never_imports_torch() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_catalog_group_help_names_every_catalog_it_lists() -> None:
+    # its one-line help said "gpus, models, prices" while `catalog nodes` exists too
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app, catalog_app
+
+    names = [c.name or (c.callback.__name__ if c.callback else "")
+             for c in catalog_app.registered_commands]
+    assert "nodes" in names
+    summary = " ".join(CliRunner().invoke(app, ["catalog", "--help"]).output.split()[:40])
+    for name in names:
+        assert f" {name}" in summary.split("Options:")[0], (name, summary)

@@ -194,7 +194,7 @@ def test_hf_log_evaluation_finding(tmp_path: Path) -> None:
     assert f.gpu_hours_saved.value == pytest.approx(90 / 3600)
     assert f.usd_saved is not None and f.usd_saved.value == pytest.approx(90 / 3600 * 3.0)
     assert any("TFLOP/s" in n and "h100" in n.lower() for n in d.notes)
-    assert d.time_shares["eval_s"] == pytest.approx(150 / 3600)
+    assert d.time_shares["eval"] == pytest.approx(150 / 3600)
 
 
 @pytest.mark.parametrize("content, match", [
@@ -499,3 +499,29 @@ def test_hf_log_accumulation_from_the_tokens_of_an_unfinished_run(tmp_path: Path
                      "--seq", "512", "--gpu", "h100")
     as_run = d["options"][0]  # type: ignore[index]
     assert (as_run["micro_batch"], as_run["grad_accum"]) == (8, 4)  # type: ignore[index]
+
+
+def test_time_shares_are_named_as_shares_not_seconds() -> None:
+    # 10 steps of 0.3 s waiting + 0.7 s computing: the JSON's time_shares hold 0.3 and 0.7,
+    # fractions of wall time, so their keys carry no "_s" (seconds) suffix; the text says 30%
+    d = diagnose(view(steps(10, data_wait_s=0.3, compute_s=0.7), 10))
+    assert d.time_shares["data_wait"] == pytest.approx(0.3)
+    assert d.time_shares["compute"] == pytest.approx(0.7)
+    assert not any(k.endswith("_s") for k in d.time_shares)
+    assert d.step_time_mean_s == pytest.approx(1.0)
+
+
+def test_a_projected_saving_is_not_printed_as_measured() -> None:
+    # the wait and the padding share are measured; what num_workers=1 or packing would save is
+    # a model over them (the overlap, steps scaling with real tokens): basis formula, while
+    # the bench-data case (a measured loader rate) stays measured
+    v = view(steps(30, data_wait_s=0.4, compute_s=0.5, optimizer_s=0.1), 1000,
+             config={"num_workers": 0, "threads": 1, "cpu_cores": 4})
+    f = rules.input_bound(v)
+    assert f is not None and f.gpu_hours_saved.basis == "formula"
+    assert f.saved_s_per_step.basis == "formula" and "overlap is the model" in f.saved_s_per_step.source
+    recs = steps(30, data_wait_s=0.1, compute_s=0.5, optimizer_s=0.1)
+    for r in recs:
+        r.tokens_real, r.tokens_computed = 600, 1000
+    p = rules.padding(view(recs, 1000))
+    assert p is not None and p.gpu_hours_saved.basis == "formula"

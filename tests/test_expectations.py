@@ -53,3 +53,15 @@ def test_new_expectations_are_strict_positive_numbers(field: str) -> None:
     text = text.replace("      steps: 1800000", f"      {field}: -1", 1)
     with pytest.raises(InputError, match=rf"{field}.*greater than 0"):
         parse_plan(text, "plan.yaml")
+
+
+def test_seed_004_throughput_ratio_reads_physics_against_the_stated_figure() -> None:
+    # the plan states 225 tokens/s per GPU; physics gives about 4,948: physics is ~22x the
+    # stated figure, as the GPU-hours line of the same check says it ("1/2.4 of it" when
+    # physics is below what was stated)
+    p = _phase("qwen2-0.5b-experiments.yaml", "experiments")
+    line = next(w for w in p.warnings if "states 225 tokens/s per GPU" in w)
+    physics = float(line.split("physics gives ")[1].split(" tokens/s")[0].replace(",", ""))
+    ratio = physics / 225
+    assert ratio > 10
+    assert f"({ratio:.1f}x of it)" in line

@@ -7,7 +7,7 @@ import pytest
 
 from gpuhours.estimate.memory import training_memory
 from gpuhours_dev.validation import _rows
-from gpuhours_dev.validation.finetune import DATA, GB, GIB, map_row, memory_figure
+from gpuhours_dev.validation.finetune import DATA, GB, GIB, map_row, memory_figure, row_stack
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,8 @@ def test_lora_emb_row(rows) -> None:
     per_layer = 64 * ((d + 3 * d) + (d + d) + 2 * (d + f) + (f + d))  # c_attn, c_proj, w1, w2, mlp.c_proj
     assert lora_params(t.arch, 64, "all-linear") == per_layer * layers
     fig = memory_figure(rows[130])
-    # type not stated: compared as a device-level reading (reserved + the CUDA context
-    # assumed), nothing fitted on Qwen's rows
+    # type not stated: compared as a device-level reading (reserved + the stated stack's
+    # overhead outside the allocator, estimate/device_overhead.py), nothing fitted on Qwen's rows
     assert fig is not None and fig.kind == "device" and "fitted" not in fig.what
     assert fig.bytes == pytest.approx(33.7 * GB)
 
@@ -114,5 +114,41 @@ def test_qwens_unstated_figure_is_the_estimates_device_total(rows) -> None:
     assert _predicted_memory(fig.kind, m.training, 1, m.gpu) == pytest.approx(
         mem.tensors_bytes + mem.allocator_reserve_bytes + mem.cuda_context_bytes)
     assert mem.cuda_context_bytes == pytest.approx(0.5 * 2**30)
+    # with the README's stack (CUDA 11.8, PyTorch 2.0: lazy loading; no process group for
+    # finetune_lora_single_gpu.sh) the part outside the allocator is the same 0.5 GiB
+    stack = row_stack(rows[100], m.training)
+    assert stack is not None and stack.distributed == "none"
+    assert _predicted_memory(fig.kind, m.training, 1, m.gpu, stack=stack) == pytest.approx(
+        mem.tensors_bytes + mem.allocator_reserve_bytes + 0.5 * 2**30)
     other = memory_figure(rows[323])  # torchtune's README table (#324)
     assert other is not None and other.kind == "unstated"
+
+
+def test_qwen_deepspeed_rows_run_a_one_rank_nccl_group(rows) -> None:
+    """The Int4 (finetune_qlora_single_gpu.sh --deepspeed) and full (finetune_ds.sh) rows
+    initialise DeepSpeed's NCCL group on one GPU: one rank connects no channels (NCCL 2.14.3
+    init.cc), so nothing is added for it; the LoRA rows run plain `python finetune.py`."""
+    from gpuhours.estimate.device_overhead import device_overhead
+
+    for row, distributed in ((113, "nccl"), (119, "nccl"), (125, "none"), (131, "none")):
+        m = map_row(row, rows[row - 1])
+        assert m.training is not None
+        stack = row_stack(rows[row - 1], m.training)
+        assert stack is not None and stack.distributed == distributed, row
+        d = device_overhead(stack)
+        assert d.module_loading == "lazy" and d.nccl_buffer_bytes == 0
+        assert d.total_bytes == pytest.approx(0.5 * 2**30)
+    assert row_stack(rows[323], map_row(324, rows[323]).training) is None  # torchtune
+
+
+def test_qwen_memory_comparison_says_its_stack(rows) -> None:
+    """The ft_memory comparison of a device-level Qwen row names the stack and the bytes
+    outside the allocator it adds, beside the setup."""
+    from gpuhours_dev.validation.finetune import _row_comparisons
+
+    mem = [c for c in _row_comparisons(map_row(113, rows[112]), rows[112])
+           if c.kind == "ft_memory"]
+    assert len(mem) == 1 and mem[0].predicted is not None
+    assert "CUDA 11.8, PyTorch 2.0" in mem[0].setup
+    assert "NCCL on one rank: no buffers" in mem[0].setup
+    assert "outside torch's allocator 0.50 GiB" in mem[0].setup

@@ -39,6 +39,8 @@ def _names_every_change(t: Training, hw: Hardware, c) -> None:  # type: ignore[n
         assert f"ZeRO-{c.zero_stage} over the {hw.num_gpus} GPUs" in c.change
     if c.gpu != hw.gpu.name:
         assert c.gpu in c.change
+    if c.offload != t.offload:
+        assert "CPU offload" in c.change
     if c.method != "full":
         row = t.model_copy(update={"method": c.method, "zero_stage": c.zero_stage})
         given = t.model_copy(update={"method": c.method})
@@ -52,7 +54,8 @@ def test_zero3_on_the_gpus_given_tries_checkpointing_before_more_gpus():
     t = _training("llama-2-70b", seq_len=4096)
     hw = Hardware(gpu=catalog.gpu("a100-80gb"), num_gpus=64)
     r = fit(t, hw, bigger_gpus=catalog.gpus())
-    [z3] = [c for c in r.alternatives if c.zero_stage == 3 and c.method == "full"]
+    [z3] = [c for c in r.alternatives if c.zero_stage == 3 and c.method == "full"
+            and c.offload == "none"]
     assert z3.num_gpus == 64 and z3.checkpointing and z3.fits
     assert z3.change == "ZeRO-3 over the 64 GPUs + gradient checkpointing"
     assert not any(c.num_gpus > 64 for c in r.alternatives)
@@ -164,3 +167,43 @@ def test_qlora_is_swept_with_zero3_where_plain_data_parallelism_does_not_fit():
     assert 405e9 * 0.5 / GIB > catalog.gpu("h100-sxm").memory_bytes / GIB
     r = fit(t, Hardware(gpu=catalog.gpu("h100-sxm"), num_gpus=8))
     assert r.fastest is not None and r.fastest.zero_stage == 3
+
+
+def test_cpu_offload_is_offered_on_the_gpus_given_before_more_gpus():
+    """Llama 3 70B, full, 8 x A100 80GB at 4,096 tokens: ZeRO-3 with checkpointing needs 173
+    GiB per GPU, but DeepSpeed's ZeRO-3 with the optimizer (and weights) in host memory fits on
+    the 8 GPUs given, as `estimate --zero 3 --offload ... --checkpointing` says; fit offered 32
+    GPUs or LoRA instead. The more-GPU rows stay (offload is slow), and a LoRA setup or a TPU
+    gets no offload row."""
+    t = _training("llama-3-70b", seq_len=4096, tp=1, pp=1)
+    hw = Hardware(gpu=catalog.gpu("a100-80gb"), num_gpus=8)
+    r = fit(t, hw, bigger_gpus=catalog.gpus())
+    [off] = [c for c in r.alternatives if c.offload != "none"]
+    assert off.fits and off.num_gpus == 8 and off.method == "full" and off.zero_stage >= 1
+    assert "CPU offload" in off.change
+    assert any(c.num_gpus > 8 and c.fits for c in r.alternatives)
+    for c in r.alternatives:
+        _names_every_change(t, hw, c)
+    est = CliRunner().invoke(app, ["estimate", "--model", "llama-3-70b", "--gpu", "a100-80gb",
+                                   "--gpus", "8", "--seq", "4096", "--zero", str(off.zero_stage),
+                                   "--offload", off.offload, "--checkpointing", "--batch", "1",
+                                   "--json"])
+    assert est.exit_code == 0, est.output
+    assert json.loads(est.stdout)["memory"]["total_bytes"]["value"] == pytest.approx(
+        off.memory_total_bytes)
+    lora = fit(t.model_copy(update={"method": "lora"}), hw, bigger_gpus=catalog.gpus())
+    assert all(c.offload == "none" for c in lora.alternatives)
+
+
+def test_the_mi250x_is_the_device_software_sees_not_its_two_die_package():
+    """An MI250X package is two GCDs, each a separate 64 GB device to PyTorch/ROCm (the
+    catalog's own source: shared/reference/gpu_specs.yaml, torchtitan's 191.5 TFLOPS per GCD).
+    As a 128 GB "GPU" it was offered to Mixtral 8x7B LoRA at 98.9 GiB per process, which no
+    GCD holds."""
+    gcd = catalog.gpu("mi250x")
+    assert gcd.memory_gb == 64 and gcd.dense_tflops.bf16 == pytest.approx(191.5)
+    assert gcd.memory_bw_gb_per_s == pytest.approx(1600)
+    t = _training("mixtral-8x7b", method="lora", seq_len=4096)
+    hw = Hardware(gpu=catalog.gpu("a100-80gb"))
+    r = fit(t, hw, bigger_gpus=catalog.gpus())
+    assert not any(c.gpu == "mi250x" for c in r.alternatives)

@@ -79,3 +79,22 @@ def test_labels_of_each_kind() -> None:
     assert ledger_setup_label("grpo", {"method": "lora", "prompts": 2, "generations": 4,
                                        "response_tokens": 16}) == "grpo lora 2x4 r16"
     assert ledger_setup_label("bench", {}) == "-"
+
+
+def test_a_ledger_of_tracked_runs_says_so_under_an_empty_table(tmp_path: Path) -> None:
+    # a plain-loop or Trainer run tracked into the ledger is not a measurement: `ledger list`
+    # showed an empty table and nothing else; it now names the runs and how to read them
+    from gpuhours.track.runs import start_run
+
+    path = tmp_path / "ledger.sqlite"
+    with Ledger.open(path) as book:
+        for name in ("a", "b"):
+            start_run(book, project="p", phase="sft", name=name, device_kind="cpu",
+                      device_name="x", planned_steps=10, config={})
+    r = CliRunner().invoke(app, ["ledger", "list", "--ledger", str(path)],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "2 tracked runs" in text and "ids 2, 1" in text and "gpuhours doctor" in text
+    as_json = CliRunner().invoke(app, ["ledger", "list", "--ledger", str(path), "--json"])
+    assert as_json.exit_code == 0 and as_json.output.strip() == "[]"  # measurements only

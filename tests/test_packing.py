@@ -47,3 +47,27 @@ def test_packing_needs_examples(setup) -> None:
     t, hw = setup
     with pytest.raises(FieldError, match="give the number of examples"):
         training_amount(t, hw, tokens=1e9, packed=True)
+
+
+def test_packed_without_a_mean_length_is_an_assumption_said_as_one(toy_gpu) -> None:
+    # 1,000 examples packed into 512-token sequences with no mean given: each is taken as a
+    # full sequence (512,000 tokens, 1,000 steps of micro-batch 1), which the output must call
+    # assumed, with a warning; a given mean is a formula, and --tokens rounded up to whole steps
+    # (1,000 tokens -> 2 steps of 512 = 1,024) is a formula too, not the input
+    from gpuhours.estimate.estimator import estimate_training
+
+    t = Training(params=1e8, method="full", micro_batch=1, seq_len=512)
+    hw = Hardware(gpu=toy_gpu)
+    e = estimate_training(t, hw, examples=1000, packed=True)
+    assert e.totals is not None and e.totals.tokens.value == 512_000
+    assert e.totals.tokens.basis == "assumed"
+    assert any("packed examples without a mean length" in w for w in e.warnings)
+    given = estimate_training(t, hw, examples=1000, packed=True, tokens_per_example=128)
+    assert given.totals is not None and given.totals.tokens.value == 1000 * 128
+    assert given.totals.tokens.basis == "formula"
+    assert not any("without a mean length" in w for w in given.warnings)
+    rounded = estimate_training(t, hw, tokens=1000)
+    assert rounded.totals is not None and rounded.totals.tokens.value == 1024
+    assert rounded.totals.tokens.basis == "formula"
+    exact = estimate_training(t, hw, tokens=2048)
+    assert exact.totals is not None and exact.totals.tokens.basis == "input"

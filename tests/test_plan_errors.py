@@ -126,3 +126,23 @@ def test_a_setting_the_estimate_refuses_names_the_plan_line_phase_and_key(tmp_pa
         assert result.exit_code == 2, result.output
         assert (f"{path}, line {phase_line}, phase 'sft', field {key!r}"
                 in " ".join(result.stderr.split())), result.stderr
+
+
+def test_an_unquoted_transformers_release_is_told_to_be_quoted(tmp_path):
+    # YAML reads `rollout_transformers_version: 4.46` as the float 4.46 (and 4.20 as 4.2, a
+    # different release): the error says to quote it, not pydantic's "a valid string"
+    plan = ("project: t\nhardware:\n  gpu: h100-sxm\nphases:\n  - name: grpo\n    kind: rl\n"
+            "    model: qwen2.5-0.5b\n    steps: 10\n    prompts_per_step: 8\n"
+            "    generations_per_prompt: 4\n    prompt_tokens: 128\n    response_tokens: 128\n"
+            "    engine: hf-generate\n    rollout_transformers_version: {v}\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(plan.format(v="4.20"))
+    result = runner.invoke(app, ["plan", str(path), "--no-doc"],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert "line 14" in message and "rollout_transformers_version" in message, message
+    assert "quote it" in message and "4.2" in message and "valid string" not in message
+    path.write_text(plan.format(v="'4.46'"))
+    ok = runner.invoke(app, ["plan", str(path), "--no-doc"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert ok.exit_code == 0, ok.output

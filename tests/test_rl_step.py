@@ -402,13 +402,14 @@ def test_weights_too_big_for_the_share_name_what_would_fit(tmp_path):
 
 def test_a_share_too_small_for_a_model_that_fits_the_gpu_says_how_large(tmp_path):
     """Qwen2.5-7B in bf16, 15.2 GB, on an 80 GB A100 in a 0.1 share (8 GB): more tensor
-    parallelism (7.6 GB a GPU at 2) would help, and so would a share of 0.2 (16 GB: the
-    weights and one sequence's KV cache, 2 x 28 layers x 4 KV heads x 128 x 2 bytes x 2,560
-    tokens = 0.15 GB); 0.15 (12 GB) would not."""
+    parallelism would help (3.8 GB a GPU at 4; at 2, 7.6 GB and vLLM's profiling reserve
+    leave no 8 GB), and so would a share of 0.2 (16 GB: the weights, the reserve and one
+    sequence's KV cache, 2 x 28 layers x 4 KV heads x 128 x 2 bytes x 2,560 tokens =
+    0.15 GB); 0.15 (12 GB) would not."""
     with pytest.raises(InputError) as caught:
         run(tmp_path, rollout_memory_utilisation=0.1, max_response_tokens=2048)
     assert "rollout_memory_utilisation of at least 0.2," in caught.value.hint
-    assert "rollout_tensor_parallel: 2 splits the weights to 7.6 GB a GPU" in caught.value.hint
+    assert "rollout_tensor_parallel: 4 splits the weights to 3.8 GB a GPU" in caught.value.hint
 
 
 def test_fp8_weights_are_offered_where_the_gpu_runs_fp8(tmp_path):

@@ -166,3 +166,23 @@ def test_jamba_layers_kv_and_state_by_hand() -> None:
     # 256 -> 8192, out_proj 8192 -> 4096
     assert sum(a + b for a, b in arch.ssm.linears(4096)) == (4096 + 16384 + 8192 + 288
                                                                + 256 + 8192 + 8192 + 4096)
+
+
+def test_falcon_mamba_is_read_as_the_mamba_1_model_it_is() -> None:
+    # transformers' FalconMambaMixer is Mamba-1 with weightless RMS norms on B, C and the time
+    # step: a user's real config (model_type falcon_mamba) was refused while the validation's
+    # copy of it, rewritten to model_type mamba, was estimated. Counted against transformers.
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    config = {"model_type": "falcon_mamba", **NONE_IDS, "hidden_size": 64,
+              "num_hidden_layers": 3, "state_size": 8, "expand": 2, "conv_kernel": 4,
+              "time_step_rank": 8, "vocab_size": 500, "use_bias": False,
+              "use_conv_bias": True, "tie_word_embeddings": False}
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**config))
+    real = sum(p.numel() for p in model.parameters())
+    arch = from_hf_config(config, "falcon_mamba")
+    assert count_params(arch).total == real
+    assert arch.ssm is not None and arch.attention_layers == 0
+    assert count_params(from_hf_config({**config, "model_type": "mamba"}, "m")).total == real

@@ -77,3 +77,18 @@ def test_fit_offers_no_tpu_as_a_larger_gpu_for_a_cuda_run():
     r = runner.invoke(app, ["fit", "--model", "gemma-2-9b", "--gpu", "l4", "--method", "lora",
                             "--seq", "2048", "--json"], env=ENV)
     assert "tpu" not in r.output and "a larger GPU" in r.output
+
+
+@pytest.mark.parametrize("command", ["estimate", "fit"])
+def test_qlora_on_a_tpu_is_refused_as_fit_remedies_already_treat_it(command: str):
+    # the 4-bit bases modelled (bitsandbytes NF4, GPTQ/AWQ, torchao NF4) have CUDA kernels
+    # (bitsandbytes also ROCm): fit never offers QLoRA on a TPU (remedies.QLORA_VENDORS), so
+    # asking for it directly is bad input, not a memory figure of a kernel that does not exist
+    r = runner.invoke(app, [command, "--gpu", "tpu-v4", "--model", "qwen2.5-1.5b", "--method",
+                            "qlora", "--seq", "1024", "--checkpointing"], env=ENV)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    assert "--method" in r.output and "tpu-v4" in r.output and "4-bit" in r.output
+    ok = runner.invoke(app, [command, "--gpu", "mi300x", "--model", "qwen2.5-1.5b", "--method",
+                             "qlora", "--seq", "1024", "--checkpointing"], env=ENV)
+    assert ok.exit_code == 0, ok.output

@@ -158,6 +158,7 @@ def test_bad_transfers_are_clear_errors(ledger: Path, tmp_path: Path) -> None:
     assert "same model" in other.output and "Traceback" not in other.output
     missing = run(*GPT2, "--gpu", "h100-sxm", "--ledger", str(ledger), "--transfer-from", "7")
     assert missing.exit_code == 2 and "no measurement #7" in missing.output
+    assert "error --transfer-from:" in missing.output  # the flag, not the ledger show's "ID"
     none = CliRunner().invoke(app, ["estimate", *GPT2, "--gpu", "h100-sxm", "--transfer-from",
                                     "1"], env={"GPUHOURS_LEDGER": str(tmp_path / "no.sqlite")})
     assert none.exit_code == 2 and "no ledger" in none.output

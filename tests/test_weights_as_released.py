@@ -65,7 +65,9 @@ def test_rl_rollouts_keep_the_bf16_policy_and_say_why(tmp_path):
             "phases": [{"name": "grpo", "kind": "rl", "model": "gpt-oss-20b", "method": "lora",
                         "checkpointing": True, "steps": 10, "prompts_per_step": 16,
                         "generations_per_prompt": 4, "prompt_tokens": 256,
-                        "response_tokens": 512, "reward": {"kind": "rule"}}]}
+                        "response_tokens": 512, "reward": {"kind": "rule"},
+                        # bf16, 41.8 GB: two GPUs an engine in the colocated 0.5 share
+                        "rollout_tensor_parallel": 2}]}
     f = tmp_path / "plan.yaml"
     f.write_text(yaml.safe_dump(plan, sort_keys=False))
     r = evaluate(load_plan(f)).phases[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpuhours.estimate.device_overhead import EAGER_CONTEXT_BYTES
 from gpuhours.estimate.memory import training_memory
 from gpuhours.trace.compare import analytic_training
 from gpuhours.trace.setup import TraceSetup
@@ -148,8 +149,10 @@ def row_id(s: TraceSetup) -> str:
 
 # --- published measurements --------------------------------------------------------------------
 
-#: the CUDA context and kernels the transformers guide measured on its V100 (its notes)
-BERT_GUIDE_CONTEXT_BYTES = 1343 * 2**20
+#: the CUDA context and kernels the transformers guide measured on its V100 (its notes): an
+#: eagerly loading stack (PyTorch 1.10, CUDA before 11.7), estimate/device_overhead.py's
+#: EAGER_CONTEXT_BYTES, which is this measurement
+BERT_GUIDE_CONTEXT_BYTES = EAGER_CONTEXT_BYTES
 
 
 @dataclass(frozen=True)

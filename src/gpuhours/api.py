@@ -79,8 +79,9 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
                  fixed_overlaps: tuple[str, ...] = ()) -> FitResult:
     """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
     effective batch, the fastest configuration that fits, and what would fit when micro-batch 1
-    does not as given (estimate/remedies.py: checkpointing, ZeRO, LoRA, QLoRA on these GPUs;
-    more or larger catalog GPUs when the method fits on none of these). With
+    does not as given (estimate/remedies.py: checkpointing, ZeRO, CPU offload of full training,
+    LoRA, QLoRA on these GPUs; more or larger catalog GPUs when the method fits on none of these
+    without offload). With
     `search_layouts`, the parallel layouts are searched, each with the communication overlaps
     it can run, except those named in `fixed_overlaps` ("tp_comm_overlap",
     "moe_a2a_overlap"), which keep `training`'s value."""

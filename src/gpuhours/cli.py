@@ -19,18 +19,21 @@ from gpuhours.cli_common import (
     BatchOpt,
     BnbSavedInputOpt,
     CkptOpt,
+    CompileOpt,
     DocumentTokensOpt,
     DsBucketOpt,
     DsOverlapOpt,
     EpochsOpt,
     ExamplesOpt,
     FlashOpt,
+    FsdpGradAccumOpt,
     FusedOpt,
     GpuOpt,
     HeldLogitsOpt,
     JsonOpt,
     KbitUpcastOpt,
     KernelsOpt,
+    KvRepeatedOpt,
     LedgerOpt,
     LmHead4bitOpt,
     LmHeadOpt,
@@ -113,7 +116,7 @@ _APP_SETTINGS: dict[str, Any] = dict(
     help="Predict memory, time and cost of ML training from physics; check it; track it.",
 )
 app = typer.Typer(**_APP_SETTINGS)
-catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, models, prices.")
+catalog_app = typer.Typer(no_args_is_help=True, help="List the catalogs: gpus, nodes, models, prices.")
 app.add_typer(catalog_app, name="catalog")
 
 
@@ -208,7 +211,9 @@ _PARAM_OF_FIELD = {
     "model": "model", "method": "method", "precision": "precision", "optimizer": "optimizer",
     "optimizer_impl": "optimizer_impl", "micro_batch": "batch", "seq_len": "seq",
     "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
-    "fused_attention": "fused", "kernels": "kernels", "held_logits": "held_logits",
+    "fused_attention": "fused", "compile": "torch_compile", "kernels": "kernels",
+    "kv_repeated": "kv_repeated",
+    "held_logits": "held_logits",
     "lora_dropout": "lora_dropout", "lora_adapter_dtype": "lora_adapter_dtype",
     "load_path": "load_path",
     "deepspeed_reduce_bucket": "deepspeed_reduce_bucket", "lora_branch": "lora_branch",
@@ -216,6 +221,7 @@ _PARAM_OF_FIELD = {
     "document_tokens": "document_tokens",
     "deepspeed_overlap_comm": "deepspeed_overlap_comm", "kbit_upcast": "kbit_upcast",
     "zero3_engine": "zero3_engine", "bnb_saved_input": "bnb_saved_input",
+    "fsdp_grad_accum": "fsdp_grad_accum",
     "lm_head_4bit": "lm_head_4bit",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
     "zero_stage": "zero", "offload": "offload", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
@@ -289,6 +295,8 @@ def estimate(
     moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
+    torch_compile: CompileOpt = TRAINING.compile,
+    kv_repeated: KvRepeatedOpt = TRAINING.kv_repeated,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
@@ -303,6 +311,7 @@ def estimate(
     deepspeed_reduce_bucket: DsBucketOpt = TRAINING.deepspeed_reduce_bucket,
     deepspeed_overlap_comm: DsOverlapOpt = TRAINING.deepspeed_overlap_comm,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
+    fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -510,6 +519,8 @@ def fit(
     moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
+    torch_compile: CompileOpt = TRAINING.compile,
+    kv_repeated: KvRepeatedOpt = TRAINING.kv_repeated,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
@@ -524,6 +535,7 @@ def fit(
     deepspeed_reduce_bucket: DsBucketOpt = TRAINING.deepspeed_reduce_bucket,
     deepspeed_overlap_comm: DsOverlapOpt = TRAINING.deepspeed_overlap_comm,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
+    fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -679,7 +691,9 @@ def generation(
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
              f"SGLang.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
-        help="Bytes per KV-cache element: 2 bf16, 1 fp8.")] = GENERATION.kv_bytes_per_element,
+        help="Bytes per KV-cache element: 2 bf16, 1 fp8 (1-1.125 with scales), 0.5-0.625 "
+        "4-bit with scales, 4 fp32; other values are refused.")
+    ] = GENERATION.kv_bytes_per_element,
     matmul_precision: Annotated[str, typer.Option(
         help="bf16, or fp8 (W8A8: GEMMs at the fp8 rate, 1-byte weights).")
                                 ] = GENERATION.matmul_precision,
@@ -695,9 +709,10 @@ def generation(
     wide: WideOpt = False,
 ) -> None:
     """Prefill and decode time, KV cache, batch limited by memory and by the engine's sequence
-    cap, GPU hours and cost: RL rollouts, evaluation, serving. Exits with code 1 when the
-    weights leave no room for a KV cache or the batch does not fit (with --json: fits false
-    and the memory figures); 2 is bad input."""
+    cap, GPU hours and cost: RL rollouts, evaluation, serving. vLLM's KV cache is what its
+    startup profile (a forward of max_num_batched_tokens, a dummy sampler run) leaves. Exits
+    with code 1 when the weights leave no room for a KV cache or the batch does not fit (with
+    --json: fits false and the memory figures); 2 is bad input."""
     from gpuhours.api import estimate_generation
     from gpuhours.resolve import resolve_gpu, resolve_model
 
@@ -721,6 +736,15 @@ def generation(
                                        matmul_precision=matmul_precision,
                                        **_weights_of(model, weight_bytes_per_param,
                                                      matmul_precision)))
+    from gpuhours.estimate.lengths import check_generation_context
+
+    # the longest output the run waits for, against the model's configured context (an
+    # encoder has none to generate in: estimate_generation says that)
+    check_generation_context(arch.name, None if arch.encoder else arch.max_positions,
+                             prompt_tokens,
+                             max(output_tokens, max_output_tokens or 0),
+                             ("prompt_tokens", "max_output_tokens") if max_output_tokens
+                             else ("prompt_tokens", "output_tokens"))
     from gpuhours.api import open_ledger
 
     try:

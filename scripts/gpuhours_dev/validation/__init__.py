@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuhours import catalog
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
+from gpuhours.estimate.device_overhead import EAGER_CONTEXT_BYTES
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.memory import training_memory
 from gpuhours.resolve import resolve_model
@@ -146,10 +147,12 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
     t = Training.model_validate(dict(
         arch=arch, method=method, precision="bf16", optimizer=optimizer,
         micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]), checkpointing=ckpt,
-        lora_rank=8, lora_targets="all-linear", **branch))
+        lora_rank=8, lora_targets="all-linear", compile=compiled, kv_repeated=True, **branch))
     e = estimate_training(t, Hardware(gpu=gpu), "catalog")
     setup = (f"{method}, bf16, batch {t.micro_batch} x {t.seq_len} packed, checkpointing "
-             f"{'on' if ckpt else 'off'}{'; torch.compile not modelled' if compiled else ''}")
+             f"{'on' if ckpt else 'off'}"
+             f"{'; torch.compile (estimate/compiled.py)' if compiled else ''}; k and v "
+             f"repeated to the query heads (kv_repeated)")
     return Comparison(**base, measured=measured, predicted=e.tokens_per_s_per_gpu.value,
                       setup=setup, implied_mfu=_implied_mfu(e, measured))
 
@@ -261,8 +264,10 @@ def memory_comparisons() -> list[Comparison]:
     return out
 
 
-#: the CUDA context and kernels the transformers guide measured on its V100 (its notes)
-BERT_GUIDE_CONTEXT_BYTES = 1343 * 2**20
+#: the CUDA context and kernels the transformers guide measured on its V100 (its notes): an
+#: eagerly loading stack (PyTorch 1.10, CUDA before 11.7), estimate/device_overhead.py's
+#: EAGER_CONTEXT_BYTES, which is this measurement
+BERT_GUIDE_CONTEXT_BYTES = EAGER_CONTEXT_BYTES
 
 
 def _bert_row(r: dict[str, str], base: dict[str, Any]) -> Comparison:

@@ -11,9 +11,11 @@ every assumption made for a row is written into its setup text. Nothing is tuned
 Three comparisons per row (`finetune_comparisons`):
 - memory per GPU, like with like: a torch allocated (or "active") peak against the estimate's
   live tensors (`MemoryBreakdown.tensors_bytes`), a torch reserved peak against tensors plus the
-  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus the CUDA
-  context (`total_bytes`); a figure whose type the source does not state against
-  `reserved_bytes` (said so in the row). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
+  allocator reserve (`reserved_bytes`), an nvidia-smi figure against reserved plus what sits
+  outside the allocator for the row's stated stack (`row_stack`, estimate/device_overhead.py;
+  the estimator's default stack, `total_bytes`, where none is stated); a figure whose type the
+  source does not state against `reserved_bytes` (said so in the row; Qwen's as a device-level
+  reading). GB = 10^9 bytes and GiB = 2^30 per the row's unit note.
 - fits: a configuration that ran must not be predicted as not fitting (`total_bytes` above the
   GPU's memory, the estimator's own `fits`).
 - throughput, tokens/s per GPU, only where the source's tokens are the tokens computed (packed
@@ -32,6 +34,11 @@ from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
+from gpuhours.estimate.device_overhead import (
+    SoftwareStack,
+    device_level_bytes,
+    device_overhead,
+)
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
@@ -540,8 +547,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                 "lora_lm_head": _lm_head_adapted(r)}
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
-        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
-        branch = _LORA_BRANCH.get("compiled" if compiled else source)
+        branch = _LORA_BRANCH.get("compiled" if _compiled(r) else source)
         if branch:
             lora["lora_branch"] = branch[0]
             notes.append(branch[1])
@@ -625,6 +631,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("train.py's loading (low_memory: rank 0 on the CPU, FSDP copies, "
                      "broadcasts, flattens and shards each unit): the freed copies stay "
                      "cached, replayed (load_path fsdp-flatten)")
+    # litgpt's loops (litgpt @ 00af8b0d finetune/full.py and lora.py; lit-gpt @ 8641822
+    # finetune/lora.py) run each accumulating micro-batch under fabric.no_backward_sync, which
+    # Lightning's FSDPStrategy makes FSDP.no_sync() (use_orig_params=True by default): every
+    # Block unit keeps its whole unsharded gradient, frozen base included for LoRA
+    no_sync = (source in ("litgpt config_hub", "litgpt resource tables") and stage == 3
+               and accum > 1 and n > 1 and method != "qlora")  # qlora: not modelled
+    if no_sync:
+        notes.append("litgpt's loop accumulates under fabric.no_backward_sync, FSDP.no_sync() "
+                     "with use_orig_params (Lightning's default): each Block unit's gradient "
+                     "held unsharded through the micro-batches, over its frozen base too for "
+                     "LoRA (fsdp_grad_accum no-sync)")
     arch, _ = resolve_model(model)
     if source in ("litgpt config_hub", "litgpt resource tables") and arch.tie_embeddings:
         # litgpt @ 00af8b0d ties nothing (model.py: lm_head is its own nn.Linear), and
@@ -633,13 +650,24 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         arch = dataclasses.replace(arch, tie_embeddings=False)
         notes.append("litgpt's model has no tied embeddings: the LM head is its own copy of "
                      "the embedding (convert_hf_checkpoint.py)")
+    if _compiled(r):
+        notes.append("torch.compile (the row's notes): compiled layers and loss "
+                     "(estimate/compiled.py)")
+    # torchtune's MultiHeadAttention (at 30b8519e8 and 1814feb17) expands k and v to the query
+    # heads before SDPA, which saves the copies (estimate/kv_repeat.py)
+    kv_repeated = source == "torchtune"
+    if kv_repeated:
+        notes.append("torchtune's attention repeats k and v to the query heads before SDPA "
+                     "(kv_repeated)")
     try:
         t = Training.model_validate(dict(
-            arch=arch, model=model, method=method, precision=precision,
+            arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
+            kv_repeated=kv_repeated,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
-            kernels=kernels, zero3_engine=engine, load_path=load_path, **lengths, **opt,
+            kernels=kernels, zero3_engine=engine, load_path=load_path,
+            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
@@ -659,8 +687,17 @@ _LORA_BRANCH = {
     "torchtune": ("peft-half", "torchtune's own LoRALinear in the model's bf16: peft's eager "
                   "operators without the cast"),
     "compiled": ("fused", "LoRA branch costed fused: torch.compile fuses its elementwise "
-                 "operators (compile's other effects are not modelled)"),
+                 "operators"),
 }
+
+
+def _compiled(r: dict[str, str]) -> bool:
+    """The row ran under torch.compile, as its notes say: torchtune's README tables ("torch.compile
+    enabled", the optimization-flags rows' "compile=True" state), axolotl's torch_compile=True,
+    the Scicom script's --torch-compile."""
+    notes = r["notes"]
+    return ("compile=True" in notes or "torch.compile enabled" in notes
+            or "torch_compile=True" in notes)
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):
@@ -876,10 +913,57 @@ class MemoryFigure:
 #: what was read. Over its rows the figure sits a near-constant 1.2-2.9 GiB above the estimate's
 #: reserved bytes whatever the model (1.8B-72B), method or length: the shape of a device-level
 #: reading (the CUDA context, library handles and workspaces outside torch's allocator), so
-#: the rows are compared as one, with the estimator's own CUDA context assumption
-#: (cuda_context_bytes). No part of it is fitted on these rows: a source's own offset would
-#: make the comparison come out, not the estimate users get
+#: the rows are compared as one: reserved + what estimate/device_overhead.py gives for the
+#: stack the README states (qwen_stack). No part of it is fitted on these rows: a source's own
+#: offset would make the comparison come out, not the estimate users get
 _QWEN = "QwenLM/Qwen README.md"
+
+
+def qwen_stack(t: Training) -> SoftwareStack:
+    """The software Qwen's README profiled on: "we use CUDA 11.8 and Pytorch 2.0. Flash
+    attention 2 is applied" (2df8e8ac, "Profiling of Memory and Speed"); the rows run with
+    DeepSpeed (finetune_qlora_single_gpu.sh and finetune_ds.sh pass --deepspeed, on one GPU
+    too) initialise an NCCL process group of one rank; finetune_lora_single_gpu.sh runs plain
+    `python finetune.py` (no process group)."""
+    deepspeed = t.deepspeed_reduce_bucket > 0 or t.zero3_engine == "deepspeed"
+    return SoftwareStack(name="Qwen's README: CUDA 11.8, PyTorch 2.0, flash-attn 2"
+                              + (", DeepSpeed (one rank)" if deepspeed else ""),
+                         torch_version=(2, 0), cuda_version=(11, 8),
+                         distributed="nccl" if deepspeed else "none", world_size=1,
+                         extensions=("flash-attn 2",) + (("DeepSpeed ops",) if deepspeed else ()))
+
+
+def stack_summary(stack: SoftwareStack) -> str:
+    """One line: the stack, how its kernels load, what sits outside the allocator."""
+    d = device_overhead(stack)
+    nccl = (", NCCL on one rank: no buffers" if stack.distributed == "nccl"
+            and stack.world_size <= 1 else "")
+    return (f"{stack.name}: {d.module_loading} module loading{nccl}; outside torch's "
+            f"allocator {d.total_bytes / 2**30:.2f} GiB (estimate/device_overhead.py)")
+
+
+def eager_context_sensitivity(context_bytes: float) -> tuple[int, int, float]:
+    """(rows, within 10%, median error) of Qwen's device-level rows were their stack loading
+    eagerly with a context of `context_bytes` (a driver before R515, which an 11.8 runtime runs
+    on): a what-if for the prose, not the comparison (the README states no driver; its CUDA and
+    torch load lazily)."""
+    import statistics
+
+    errors = []
+    for m, r in zip(mapped_rows(), finetune_rows(), strict=True):
+        fig = memory_figure(r)
+        t = m.training
+        if m.source != "Qwen" or m.skipped or t is None or fig is None or fig.kind != "device":
+            continue
+        eager = _predicted_memory("reserved", t, m.num_gpus, m.gpu, m.replay_micro_batches)
+        errors.append((eager + context_bytes) / fig.bytes - 1)
+    return (len(errors), sum(abs(e) <= 0.10 for e in errors),
+            statistics.median(errors) if errors else float("nan"))
+
+
+def row_stack(r: dict[str, str], t: Training) -> SoftwareStack | None:
+    """The stack a device-level row states, or None (the estimator's default stack)."""
+    return qwen_stack(t) if r["source"].startswith(_QWEN) else None
 
 
 def _raw_figure(r: dict[str, str]) -> tuple[float, str] | None:
@@ -903,7 +987,8 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
     if r["source"].startswith(_QWEN) and "not stated" in note:
         return MemoryFigure(value_bytes, "device",
                             f"type not stated; compared as a device-level reading (reserved + "
-                            f"the CUDA context assumed), {unit_name}")
+                            f"the stack's overhead outside the allocator, estimate/"
+                            f"device_overhead.py), {unit_name}")
     value = r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]
     unit = GIB if unit_name == "GiB" else GB
     if r["peak_mem_alloc_gb"]:
@@ -982,7 +1067,10 @@ def ran(r: dict[str, str]) -> bool:
 
 # Comparisons ----------------------------------------------------------------------------------
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
-                      replay_micro_batches: int | None = None) -> float:
+                      replay_micro_batches: int | None = None,
+                      stack: SoftwareStack | None = None) -> float:
+    """The estimate's figure of the kind the row measured; a device-level one with the row's
+    stated stack's overhead outside the allocator (`stack`; None: the estimator's default)."""
     m = training_memory(t.arch, t, n, load_path_reserve_bytes(t, n))
     if kind == "allocated":
         return m.tensors_bytes
@@ -990,7 +1078,8 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
     if replay_micro_batches is not None and t.seq_len_mean is not None:
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
-        return m.tensors_bytes + reserve + m.cuda_context_bytes
+        outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
+        return m.tensors_bytes + reserve + outside
     return m.tensors_bytes + reserve
 
 
@@ -1112,10 +1201,12 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_memory", m.label, fig.bytes if fig else nan, None, "bytes",
                               fig.what if fig else "", skipped=mem_skip, **tags))
     else:
+        stack = row_stack(r, t) if fig.kind == "device" else None
+        setup = m.setup + (f"; {stack_summary(stack)}" if stack else "")
         out.append(Comparison("ft_memory", m.label, fig.bytes,
                               _predicted_memory(fig.kind, t, m.num_gpus, m.gpu,
-                                                m.replay_micro_batches),
-                              "bytes", fig.what, **tags))
+                                                m.replay_micro_batches, stack),
+                              "bytes", fig.what, **{**tags, "setup": setup}))
     # fits
     ran_ok = ran(r)
     fit_skip = m.skipped or (None if ran_ok else "did not run (OOM or no result)")
@@ -1157,8 +1248,7 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     else:
         e = estimate
         what = _TOKENS_COMPUTED[m.source]
-        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
-        setup = m.setup + ("; torch.compile not modelled" if compiled else "")
+        setup = m.setup
         setup += f"; {host_note}" if host_note else ""
         setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""
         setup += ("; this row tuned the ZeRO-3 hook figure (assumptions."

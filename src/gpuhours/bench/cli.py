@@ -257,20 +257,29 @@ def register(app: typer.Typer) -> None:
         limit: Annotated[int, typer.Option(help="At most this many rows.")] = 50,
         as_json: JsonOpt = False,
     ) -> None:
-        """Measurements, newest first."""
+        """Measurements, newest first; a line under the table names the tracked runs the
+        ledger also holds (gpuhours doctor ID reads one)."""
         from gpuhours.bench.render import render_ledger_list
         from gpuhours.track.ledger import Ledger, ledger_path
         from gpuhours.track.ledger_export import flat_row
+        from gpuhours.track.runs import list_runs
 
         if limit < 1:
             raise InputError("--limit", f"expected a positive number, got {limit}.")
         path = ledger_path(ledger)
         with Ledger.open(path, create=False) as book:
             rows = book.measurements(device_key=device, limit=limit)
+            runs = [] if as_json else list_runs(book)
         if as_json:
             _emit([flat_row(m) for m in rows])
-        else:
-            render_ledger_list(rows, out, str(path))
+            return
+        render_ledger_list(rows, out, str(path))
+        if runs:
+            # tracked runs are not measurements: without this line a ledger of runs lists empty
+            shown = ", ".join(str(r.id) for r in runs[:10]) + (", ..." if len(runs) > 10 else "")
+            out.print(f"{len(runs)} tracked run{'s' if len(runs) > 1 else ''} in this ledger "
+                      f"too (ids {shown}, newest first): `gpuhours doctor ID --ledger {path}` "
+                      "reads one.", markup=False)
 
     @ledger_app.command("show")
     @user_errors

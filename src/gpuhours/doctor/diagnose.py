@@ -30,7 +30,8 @@ class Diagnosis(BaseModel):
     steps_recorded: int
     planned_steps: int
     planned_basis: str
-    #: share of recorded wall time per phase (measured)
+    #: fraction of recorded wall time per phase, 0-1 (measured): data_wait, compute, optimizer,
+    #: eval, save, other
     time_shares: dict[str, float]
     step_time_mean_s: float
     measured_gpu_hours_planned: Figure
@@ -110,9 +111,10 @@ def diagnose(view: RunView, gpu: GpuSpec | None = None,
     if len(view.steps) < rules.LOW_CONFIDENCE_STEPS:
         notes.append(f"only {len(view.steps)} steps recorded: findings are low-confidence.")
     wall = sum(s.wall_s for s in view.steps)
-    shares = {k: sum(getattr(s, k) for s in view.steps) / wall if wall else 0.0
+    # fractions of wall time, keyed by phase name (no "_s": they are not seconds)
+    shares = {k.removesuffix("_s"): sum(getattr(s, k) for s in view.steps) / wall if wall else 0.0
               for k in ("data_wait_s", "compute_s", "optimizer_s", "eval_s", "save_s")}
-    shares["other_s"] = max(0.0, 1 - sum(shares.values()))
+    shares["other"] = max(0.0, 1 - sum(shares.values()))
     mean_step = wall / len(view.steps)
     return Diagnosis(
         source=view.source, device=f"{view.device_kind} ({view.device_name})",

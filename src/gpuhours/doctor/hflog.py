@@ -356,7 +356,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         source=str(path), device=gpu.name if gpu else "unknown (not in the log)",
         status="finished", steps_recorded=steps_done, planned_steps=planned,
         planned_basis=planned_basis,
-        time_shares={"eval_s": eval_total / runtime_s, "other_s": 1 - eval_total / runtime_s},
+        time_shares={"eval": eval_total / runtime_s, "other": 1 - eval_total / runtime_s},
         step_time_mean_s=step_s,
         measured_gpu_hours_planned=Figure(
             value=step_s * planned / 3600 * gpus, unit="GPU h",

@@ -19,7 +19,7 @@ def render(d: Diagnosis) -> str:
              f"planned run: {d.planned_steps} steps ({d.planned_basis}) = "
              f"{d.measured_gpu_hours_planned.value:.4g} GPU h at the measured rate",
              "where the time goes (measured share of wall time): " + ", ".join(
-                 f"{k.removesuffix('_s')} {v:.0%}" for k, v in d.time_shares.items()),
+                 f"{k} {v:.0%}" for k, v in d.time_shares.items()),
              f"price: {'-' if d.usd_per_gpu_hour is None else f'{d.usd_per_gpu_hour:g} USD/GPU-h'}"
              f" ({d.price_basis})", ""]
     if not d.findings:

@@ -173,9 +173,10 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
                     f"{cores} CPU cores, {threads} used by the training step")
     fix = (f"load batches in parallel with the step: DataLoader(num_workers={n}, "
            f"persistent_workers=True, prefetch_factor=2); better still, pre-tokenise once")
+    # a formula over measured inputs: how n workers overlap the step is a model, not measured
     return finding_worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
-                  "measured", f"measured wait and rest of step; step after = max(rest, load/"
-                              f"{n}) with {n} worker(s) (the overlap is the model)",
+                  "formula", f"measured wait and rest of step; step after = max(rest, load/"
+                             f"{n}) with {n} worker(s) (the overlap is the model)",
                   {"num_workers": n})
 
 
@@ -203,9 +204,10 @@ def padding(view: RunView) -> Finding | None:
     fix = (f"pack the tokenised examples into full sequences{f' of {seq} tokens' if seq else ''} "
            "(or bucket by length and pad to the batch's longest): the same data in "
            f"{1 - p:.0%} of the steps")
+    # a formula over measured inputs: that the steps scale with the real tokens is the model
     return finding_worth(view, "padding", "Padding is computed as if it were data", evidence, fix,
-                  saved, "measured", "measured padding share x measured per-step work "
-                                     "(steps scale with real tokens after packing)",
+                  saved, "formula", "measured padding share x measured per-step work "
+                                    "(steps scale with real tokens after packing)",
                   {"packing": True})
 
 

@@ -393,7 +393,8 @@ MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3"})
 MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "granitemoe"})
 #: state-space models and hybrids with Mamba-2 mixers (_mamba_family), Jamba's and Mamba's
 #: Mamba-1 mixers
-SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba", "mamba"})
+SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba", "mamba",
+                             "falcon_mamba"})
 #: LayerNorm decoders with biased, non-gated GELU MLPs (_classic): Phi-1/2 (parallel block,
 #: biased head, q/k LayerNorms), StarCoder2 (GQA), GPT-NeoX (fused qkv, parallel residual),
 #: Falcon (fused multi-query or grouped qkv, parallel attention)
@@ -404,7 +405,8 @@ COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION
                        | CLASSIC_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
-_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "mamba"})
+_TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "mamba",
+                              "falcon_mamba"})
 #: an uncovered model_type whose generic llama-style reading is this close (relative) to the
 #: count of the model transformers builds is estimated from that reading, with the exact total
 #: carried; assumption: 0.5% keeps every size-driven figure (weights, gradients, optimizer
@@ -810,7 +812,9 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
     if model_type == "jamba":
         return _jamba(cfg, name, where, layers, d)
-    if model_type == "mamba":
+    if model_type in ("mamba", "falcon_mamba"):
+        # FalconMamba (transformers' FalconMambaMixer) is Mamba-1 with weightless RMS norms on
+        # B, C and the time step: the same parameters, the norms' elementwise work left out
         return _mamba1(cfg, name, where, layers, d)
     if model_type == "mamba2":
         inner = int(cfg.get("expand", 2) * d)

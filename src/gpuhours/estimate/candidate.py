@@ -41,6 +41,8 @@ class Candidate(_Out):
     #: overlap of tensor-parallel and expert all-to-all traffic with compute (setup.py)
     tp_comm_overlap: bool = False
     moe_a2a_overlap: bool = False
+    #: CPU offload (setup.py Training.offload): none, optimizer, optimizer+params
+    offload: str = "none"
     gpu: str
     #: in JSON (`fit --json`), these three are figures: {value, unit, basis, source}
     memory_total_bytes: float
@@ -91,7 +93,8 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
             memory_limit_bytes=limit, fits=False, tokens_per_s_per_gpu=0.0,
             tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
             virtual_stages=t.virtual_stages,
-            tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap)
+            tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
+            offload=t.offload)
     flops = training_flops(t)  # images and their vision tower included (issue 15)
     st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     return Candidate(
@@ -103,6 +106,7 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
         tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
         virtual_stages=t.virtual_stages,
         tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
+        offload=t.offload,
     )
 
 

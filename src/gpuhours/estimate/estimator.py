@@ -72,6 +72,9 @@ _PEAK_ONLY_SOURCES = {
                               "less the one layer recomputed after the loss",
     "lm_head_backward_bytes": "estimate/memory.py lm_head_backward_bytes: the LM head's "
                               "gradient beside the logits' gradient",
+    "no_sync_gradients_bytes": "estimate/fsdp_no_sync.py no_sync_unsharded_grad_bytes: every "
+                               "unit's gradient held unsharded under FSDP's no_sync (a LoRA "
+                               "unit's over its frozen base too)",
     "recomputed_layer_bytes": "estimate/memory.py training_memory: the one layer recomputed in "
                               "backward (checkpointing), after the loss",
 }
@@ -331,7 +334,9 @@ def training_amount(
         per_example = tokens_per_example if tokens_per_example is not None else t.seq_len
         packed_tokens = examples * n_epochs * per_example
         n_steps = math.ceil(packed_tokens / tokens_per_step)
-        basis = (f"packed: {examples:g} examples x {per_example:g} tokens (mean) x "
+        mean = (f"{per_example:g} tokens (mean)" if tokens_per_example is not None else
+                f"{per_example:g} tokens ({PACKED_MEAN_ASSUMED})")
+        basis = (f"packed: {examples:g} examples x {mean} x "
                  f"{n_epochs:g} epochs = {packed_tokens:.4g} tokens in sequences of "
                  f"{t.seq_len}; steps = ceil(tokens / {tokens_per_step} tokens per step)")
         return n_steps * tokens_per_step, n_steps, basis
@@ -356,6 +361,23 @@ def training_amount(
                   f"(truncation: {truncated_share(tokens_per_example, t.seq_len):.0%} of the "
                   f"tokens dropped)")
     return n_steps * tokens_per_step, n_steps, basis
+
+
+#: the basis of a packed run's example length when no mean was given: an assumption, named
+PACKED_MEAN_ASSUMED = "assumed: no tokens_per_example given, each example taken as a full sequence"
+
+
+def amount_basis_kind(tokens: float | None, n_tokens: float, packed: bool,
+                      tokens_per_example: float | None) -> Literal["input", "formula", "assumed"]:
+    """How the run's token count was obtained: "input" only when it is the --tokens given
+    (ceil to whole steps can add a few); "assumed" when packed examples had no mean length (each
+    taken as seq_len tokens, PACKED_MEAN_ASSUMED); else "formula" (steps x tokens per step,
+    examples x epochs x length)."""
+    if tokens is not None:
+        return "input" if n_tokens == tokens else "formula"
+    if packed and tokens_per_example is None:
+        return "assumed"
+    return "formula"
 
 
 def truncated_share(tokens_per_example: float, seq_len: int) -> float:
@@ -571,7 +593,8 @@ def estimate_training(
         gpu_hours = wall_s * hw.num_gpus / 3600
         down, down_used = _downtime(t, hw, wall_s, st.step_time_s)
         totals = Totals(
-            tokens=given(n_tokens, "tokens", amount_basis),
+            tokens=Figure(value=n_tokens, unit="tokens", source=amount_basis,
+                          basis=amount_basis_kind(tokens, n_tokens, packed, tokens_per_example)),
             optimizer_steps=formula(n_steps, "steps", amount_basis),
             gpu_hours=formula(gpu_hours, "GPU h", "steps x step time x GPUs / 3600"),
             wall_clock_hours=formula(wall_s / 3600, "h", f"steps x step time on {hw.num_gpus} GPUs"),
@@ -595,6 +618,11 @@ def estimate_training(
         warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
                         f"{arch.name} was configured for (max_position_embeddings); it needs "
                         f"a context extension (RoPE scaling) to train well.")
+    if examples is not None and packed and tokens_per_example is None:
+        warnings.append(f"packed examples without a mean length (--tokens-per-example, a "
+                        f"plan's tokens_per_example): each is taken as a full {t.seq_len}-token "
+                        f"sequence (assumed), so the run's tokens and steps are those of "
+                        f"unpacked examples; give the dataset's mean tokens per example.")
     if (examples is not None and not packed and tokens_per_example is not None
             and tokens_per_example > t.seq_len):
         n_ep = epochs if epochs is not None else 1.0

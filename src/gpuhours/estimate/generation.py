@@ -49,6 +49,7 @@ from gpuhours.estimate.cuda_graphs import (
     eager_kernels_per_forward,
     eager_launch_s,
 )
+from gpuhours.estimate.engine_reserve import ProfileReserve, profile_reserve
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
@@ -253,6 +254,11 @@ class GenerationEstimate:
     peak_memory_bytes: float | None = None
     #: hf-generate: what set that peak (HfGeneratePeak.describe)
     peak_memory: str = ""
+    #: vLLM: its startup profile's peak beyond the weights, kept out of the KV cache, bytes per
+    #: GPU (estimate/engine_reserve.py; 0 for SGLang and hf-generate)
+    profile_reserve_bytes: float = 0.0
+    #: what that reserve is (ProfileReserve.describe)
+    profile_reserve: str = ""
 
     @property
     def batch_time_s(self) -> float:
@@ -270,8 +276,8 @@ class GenerationEstimate:
                              "the setup's batch, else min(max_batch_by_memory, max_num_seqs)"),
             "max_batch_by_memory": formula(
                 self.max_batch_by_memory, "sequences",
-                f"(memory x generation_memory_utilisation - weights) / KV bytes per sequence "
-                f"({src})" if self.peak_memory_bytes is None else
+                f"(memory x generation_memory_utilisation - weights - profile_reserve_bytes) / "
+                f"KV bytes per sequence ({src})" if self.peak_memory_bytes is None else
                 "the largest batch whose peak (weights + KV cache + the largest transient of "
                 "the prefill or a decode step, counted from transformers' code) x (1 + "
                 "allocator_reserve_fraction) + cuda_context_bytes fits the device "
@@ -308,6 +314,13 @@ class GenerationEstimate:
                 self.bandwidth_gb_per_s, "GB/s",
                 "the GPU catalog's decode_bw_gb_per_s, not its datasheet figure: "
                 + self.bandwidth_source),
+            "profile_reserve_bytes": formula(
+                self.profile_reserve_bytes, "bytes (GB = 1e9)",
+                f"{self.profile_reserve}: max(tokens x (2 d + the MLP's intermediates per GPU) "
+                "x 2 bytes, tokens x d x 2 + requests x vocab x 32 bytes of the sampler's "
+                "top-k/top-p tensors), kept out of the KV cache as vLLM's startup profile "
+                "keeps it (estimate/engine_reserve.py); memory outside torch (CUDA context, "
+                "NCCL) and CUDA graphs (captured after the cache is sized) not counted"),
             "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"),
             "allreduce_s_per_decode_step": formula(
                 self.allreduce_s_per_decode_step, "s",
@@ -363,7 +376,8 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
     """Sequences that fit on each GPU of the tensor-parallel group (weights split tp ways).
     vLLM and SGLang: those whose full KV cache (prompt + output, KV heads as
     kv_bytes_per_token_per_gpu) and SSM state (state_bytes_per_sequence_per_gpu) fit beside the
-    weights in the engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
+    weights and, for vLLM, the peak of its startup profile (engine_profile_reserve) in the
+    engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
     assumptions.GENERATION_MEMORY_UTILISATION). hf-generate: the largest batch whose peak
     (estimate/hf_generate_memory.py: the prefill's or a decode step's largest transient beside
     the KV cache and weights, the allocator reserve and CUDA context) fits in
@@ -372,10 +386,12 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
 
 
 def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
-    """Sequences whose KV cache and state fit beside the weights in `share` of the device."""
+    """Sequences whose KV cache and state fit beside the weights and the engine's profiling
+    reserve (vLLM: engine_profile_reserve) in `share` of the device."""
     tp = g.tensor_parallel
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
-    usable = gpu.memory_bytes * share - weights / tp
+    reserve = engine_profile_reserve(arch, g, gpu)
+    usable = gpu.memory_bytes * share - weights / tp - reserve.bytes
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
         arch, g.kv_bytes_per_element, tp)
@@ -384,11 +400,20 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
         raise FieldDoesNotFit(
             "gpu" if tp == 1 else ("gpu", "tensor_parallel"),
-            f"{arch.name} weights ({weights / 1e9:.1f} GB) leave no room for one sequence's KV "
-            f"cache on {where}.",
+            f"{arch.name} weights ({weights / 1e9:.1f} GB)"
+            + (f" and {reserve.describe()} ({reserve.bytes / 1e9:.1f} GB a GPU)"
+               if reserve.bytes else "")
+            + f" leave no room for one sequence's KV cache on {where}.",
             "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+def engine_profile_reserve(arch: ModelArch, g: Generation, gpu: GpuSpec) -> ProfileReserve:
+    """What the engine's startup profile keeps out of its KV cache, per GPU
+    (estimate/engine_reserve.py; 0 for SGLang and hf-generate)."""
+    return profile_reserve(arch, g.engine, gpu.memory_bytes, engine_max_num_seqs(g),
+                           g.tensor_parallel, gpu.name)
 
 
 def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGeneratePeak:
@@ -769,6 +794,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
             raise FieldError("matmul_precision", err.message) from None
         precision = "fp8-mixed"
     cap, cap_peak = memory_cap(arch, g, gpu)
+    reserve = engine_profile_reserve(arch, g, gpu)
     max_seqs = engine_max_num_seqs(g)
     default = cap if max_seqs is None else min(cap, max_seqs)
     batch = g.batch if g.batch is not None else default
@@ -862,6 +888,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                     else cap_peak.describe(g.prompt_tokens)),
         peak_memory_bytes=None if run_peak is None else run_peak.reserved_bytes,
         peak_memory="" if run_peak is None else run_peak.describe(g.prompt_tokens),
+        profile_reserve_bytes=reserve.bytes,
+        profile_reserve=reserve.describe(),
     )
 
 

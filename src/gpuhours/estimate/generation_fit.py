@@ -13,6 +13,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import assumed, catalog, formula, given
 from gpuhours.estimate.generation import (
     engine_memory_share,
+    engine_profile_reserve,
     kv_bytes_per_token_per_gpu,
     kv_tokens_held,
     memory_cap,
@@ -60,8 +61,14 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
             "the largest batch whose peak (weights + KV cache + the prefill's or a decode "
             "step's largest transient, with the allocator reserve and CUDA context) fits "
             "(estimate/generation.py memory_cap)") if hf else (
-            "floor((engine memory - weights) / KV cache per sequence)") + "; 0: none fits"),
+            "floor((engine memory - weights - profile_reserve_bytes) / KV cache per "
+            "sequence)") + "; 0: none fits"),
     }
+    reserve = engine_profile_reserve(arch, g, gpu)
+    if reserve.bytes:
+        figures["profile_reserve_bytes"] = formula(
+            reserve.bytes, "bytes (GB = 1e9)", f"{reserve.describe()}, kept out of the KV cache "
+            "(estimate/engine_reserve.py profile_reserve)")
     if g.batch is not None:
         figures["batch"] = given(g.batch, "sequences", "input: batch")
     return {

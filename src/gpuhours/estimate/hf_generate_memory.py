@@ -1,7 +1,8 @@
 """What transformers' `generate` holds at its peak, and the largest batch that fits (issue 13).
 
-vLLM and SGLang size their KV cache after profiling a forward of at most max_num_batched_tokens
-tokens, so their activations are bounded and the KV cache is what caps the batch
+vLLM sizes its KV cache after profiling a forward of at most max_num_batched_tokens tokens
+(estimate/engine_reserve.py) and SGLang keeps its activations outside its static share, so their
+activations are bounded and the KV cache is what caps the batch
 (estimate/generation.py max_batch_by_memory). transformers' `generate` has no such bound: it
 prefills every prompt of the batch in one forward over batch x prompt tokens, so the batch is
 capped by the largest transient of that forward (or of a decode step) beside the weights and

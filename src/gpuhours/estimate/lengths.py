@@ -54,3 +54,23 @@ class LengthDistribution:
             x = math.exp(mu + sigma * z.inv_cdf(u))
             out.append(max(1, min(round(x), self.max_len)))
         return out
+
+
+def check_generation_context(model: str, max_positions: int | None, prompt_tokens: int,
+                             output_tokens: int, fields: str | tuple[str, ...]) -> None:
+    """Refuse a generated sequence (prompt + output tokens) longer than the context the model's
+    config states (max_position_embeddings; None: not stated, nothing refused). Engines refuse
+    it too: vLLM's ModelConfig will not take a max_model_len above the config's without
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (vllm/config.py, _get_and_verify_max_len), SGLang's
+    --context-length without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1; transformers'
+    generate goes on past it only into positions a RoPE model was not trained for. The RL
+    phases of a plan apply the same rule (plan/phases.py rl())."""
+    from gpuhours.errors import FieldError
+
+    total = prompt_tokens + output_tokens
+    if max_positions and total > max_positions:
+        raise FieldError(fields, f"a {prompt_tokens:,}-token prompt and a {output_tokens:,}-token "
+                                 f"output ({total:,} tokens) exceed {model}'s {max_positions:,}-"
+                                 f"token context (max_position_embeddings).",
+                         "Shorten them, or give a config.json whose max_position_embeddings "
+                         "states the extended context (rope_scaling) the run uses.")

@@ -3,12 +3,15 @@ under its fastest setup, each at micro-batch 1, in the order that gives up least
 
 1. gradient checkpointing, on the GPUs given (when it is off);
 2. each higher ZeRO stage over the GPUs given (more than one data-parallel rank);
-3. LoRA (full training given) and 4. QLoRA (not in fp32, not QLoRA already), on the GPUs given;
-5. only when no setup of the method as given fits on the GPUs given: more GPUs (2, 4, 8, ...,
-   up to the first count that fits) and the three smallest larger catalog GPUs that fit.
+3. CPU offload on the GPUs given (full training, none given; not on a TPU): offload_optimizer
+   with ZeRO 1-3, or offload_param too with ZeRO 3 (DeepSpeed; one GPU included: ZeRO-Offload);
+4. LoRA (full training given) and 5. QLoRA (not in fp32, not QLoRA already), on the GPUs given;
+6. only when no setup of the method as given fits on the GPUs given without offload: more
+   GPUs (2, 4, 8, ..., up to the first count that fits) and the three smallest larger catalog
+   GPUs that fit.
 
 A row is its change combined with what a user could add on the same GPUs: checkpointing
-(as given, or on) and, from row 3 on, the ZeRO stage the data-parallel ranks allow (any
+(as given, or on) and, from row 4 on, the ZeRO stage the data-parallel ranks allow (any
 stage with more than one rank, 0 on one). Of those combinations the row shows the fastest that
 fits, else the one needing the least memory (how far it is from fitting). Its label names every
 change from the setup as given (changes_text), the LoRA branch a ZeRO-3 engine brings with it
@@ -23,11 +26,8 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
 from gpuhours.estimate.candidate import Candidate, evaluate
 from gpuhours.estimate.lora_traffic import lora_branch_of
+from gpuhours.estimate.timing import QLORA_VENDORS
 from gpuhours.setup import Hardware, Training
-
-#: vendors whose devices run the 4-bit bases' kernels (bitsandbytes, GPTQ and torchao's NF4
-#: are CUDA, and bitsandbytes also ROCm): no TPU, Apple or Intel device is offered for QLoRA
-QLORA_VENDORS = ("NVIDIA", "AMD")
 
 #: the GPU counts tried beyond the GPUs given: a search bound, not physics
 MORE_GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -77,6 +77,11 @@ def changes_text(t: Training, hw: Hardware, changed: Training, changed_hw: Hardw
     elif stage != t.zero_stage:
         parts.append(f"ZeRO-{stage} over the {hw.num_gpus} GPUs" if stage
                      else f"ZeRO 0 (ZeRO-{t.zero_stage} as given)")
+    if changed.offload != t.offload:
+        parts.append({"optimizer": "CPU offload of the optimizer (DeepSpeed offload_optimizer)",
+                      "optimizer+params": "CPU offload of the optimizer and weights (DeepSpeed "
+                                          "offload_optimizer + offload_param)",
+                      "none": "no CPU offload"}[changed.offload])
     if changed.checkpointing != t.checkpointing:
         parts.append("gradient checkpointing" if changed.checkpointing else "checkpointing off")
     branch = branch_change_text(t, changed)
@@ -146,6 +151,12 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
         remedies.append([] if ckpt is None else [(ckpt, hw)])
     if len(_stages(t, hw.num_gpus)) > 1:
         remedies += [_combined(t, hw, [stage]) for stage in range(t.zero_stage + 1, 4)]
+    if t.method == "full" and t.offload == "none" and hw.gpu.stack == "torch-cuda":
+        # the full method kept on these GPUs: optimizer state (and weights) in host memory,
+        # paid for in PCIe traffic and a host Adam step (estimate/offload.py)
+        remedies.append(
+            _combined(t, hw, range(max(1, t.zero_stage), 4), offload="optimizer")
+            + _combined(t, hw, [3], offload="optimizer+params"))
     if t.method == "full":
         remedies.append(_combined(t, hw, _stages(t, hw.num_gpus), method="lora"))
     if t.method != "qlora" and t.precision != "fp32" and hw.gpu.vendor in QLORA_VENDORS:
@@ -157,7 +168,9 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
         evaluated += n
         if row is not None:
             rows.append(row)
-    if same_method_fits or any(r.fits and r.method == t.method for r in rows):
+    # more GPUs are shown unless the method fits here as given, offload aside (which is slow)
+    if same_method_fits or any(r.fits and r.method == t.method and r.offload == t.offload
+                               for r in rows):
         return rows, evaluated
     for n_gpus in (n for n in MORE_GPU_COUNTS if n > hw.num_gpus):
         more = hw.model_copy(update={"num_gpus": n_gpus})

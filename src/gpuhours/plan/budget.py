@@ -107,6 +107,13 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         if plan.hardware.electricity_usd_per_kwh is not None:
             usd = kwh * plan.hardware.electricity_usd_per_kwh
     warnings = [f"{r.name}: {w}" for r in results for w in r.warnings]
+    hw = plan.hardware
+    # a phase on more of the plan's GPU type than its hardware declares: costed as asked, said
+    warnings += [f"{r.name}: uses {r.gpus} GPUs, more than the plan's hardware has ({gpu.name}: "
+                 f"gpus_per_node {hw.gpus_per_node} x nodes {hw.nodes} = {hw.num_gpus}); it is "
+                 f"costed on {r.gpus}: raise hardware.nodes if the project has them, or give "
+                 f"the phase fewer `gpus`"
+                 for r in results if (r.gpu or gpu.name) == gpu.name and r.gpus > hw.num_gpus]
     priced = {c.gpu for c in costs}
     warnings += [f"no catalog price for {name} ({hours:,.1f} GPU h): the costs leave it out; "
                  f"hardware.usd_per_gpu_hour prices every GPU type of the plan"

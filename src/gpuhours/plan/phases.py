@@ -26,12 +26,14 @@ from gpuhours.estimate.generation import (
     rollout_precision,
     scoring_time_s,
 )
+from gpuhours.estimate.lengths import check_generation_context
 from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
@@ -258,8 +260,9 @@ def check_expectations(phase: Any, e: TrainingEstimate | None, gpu_hours: float,
                       f"{physics:,.0f} (ratio {ratio:.2g})")
         if not 1 / DISAGREEMENT_RATIO <= ratio <= DISAGREEMENT_RATIO:
             mfu = _implied_mfu(x.tokens_per_s, e)
+            # _disagreement takes physics / stated, as the loop below passes it
             out.append(_disagreement(f"{x.tokens_per_s:,.0f} tokens/s per GPU", physics,
-                                     "tokens/s", ratio, mfu, e))
+                                     "tokens/s", 1 / ratio, mfu, e))
     steps_per_hour = (3600 / e.step_time_s.value if e is not None
                       else steps / wall_hours if steps and wall_hours > 0 else None)
     for label, expected, physics_or_none in (("hours", x.hours, wall_hours),
@@ -321,6 +324,7 @@ def _stated_against_each_other(x: Any, gpus: int, e: TrainingEstimate | None
 
 def _disagreement(stated: str, physics: float, unit: str, ratio: float, mfu: float | None,
                   e: TrainingEstimate | None) -> str:
+    """The warning for a stated figure physics disagrees with; `ratio` is physics / stated."""
     how = f"{ratio:.1f}x" if ratio >= 1 else f"1/{1 / ratio:.1f}"
     text = f"the plan states {stated}; physics gives {physics:,.1f} {unit} ({how} of it)."
     if mfu is not None and e is not None:
@@ -369,14 +373,6 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
     gpus_basis = default_gpus_basis(ctx, phase)
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus, steps)
     warnings = ctx.imported.get(phase.name, []) + warnings + disagreements
-    hw = ctx.plan.hardware
-    if gpus > hw.num_gpus:
-        # the hardware describes where the project runs, not a limit the schema enforces: a
-        # phase may rent more, but its author should see that it does (walk finding F17)
-        warnings.append(f"the phase uses {gpus} GPUs; the plan's hardware has {hw.num_gpus} "
-                        f"(gpus_per_node {hw.gpus_per_node} x nodes {hw.nodes}). Its GPU "
-                        f"hours and cost are for {gpus}: give hardware.nodes for the machines "
-                        f"it runs on, or fewer gpus for the phase.")
     if chosen:
         formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
     return PhaseResult(
@@ -556,7 +552,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
-    ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+    # (the actor's own GPUs when it has them: plan/rl_train.py)
+    ranks = max(1, (phase.actor_gpus or train_gpus)
+                // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
     per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
                    // (phase.mini_batches * ranks))
     accum_given = s.get("grad_accum") is not None
@@ -706,6 +704,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
         _check_colocated_split(ctx, phase, e, share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    critic_update_s, concurrent_critic = update_s, False
+    if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
+        roles = role_updates_s(ctx, phase, s, seq, sequences, train_gpus)
+        update_s, critic_update_s, concurrent_critic = (roles.policy_s, roles.critic_s,
+                                                        roles.concurrent)
+    unscaled_update_s = update_s
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
@@ -715,8 +719,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # a reward model scores like the reference: one forward over every sequence
         ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
         update_s *= scale("policy update", 1.0)
-    critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
-                + update_s) if phase.critic else 0.0
+    critic_value_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
+                      if phase.critic else 0.0)
+    critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
+    critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
     sync_s = weight_sync_s(t.arch, hw, dedicated)
     try:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
@@ -778,6 +784,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if phase.actor_gpus is not None:
+        formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
@@ -821,6 +829,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # PPO's critic: its values forward (a scoring pass) and its whole update (with
+               # critic_gpus, only what outlasts the actor's update is in critic_s)
+               "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(
@@ -1005,6 +1016,12 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     total_s = 0.0
     rows = {}
     for b in phase.benchmarks:
+        try:
+            check_generation_context(arch.name, arch.max_positions, b.prompt_tokens,
+                                     b.answer_tokens, "benchmarks")
+        except FieldError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'benchmarks' ({b.name})", err.message,
+                             err.hint) from None
         try:
             setup = Generation(arch=arch, prompt_tokens=b.prompt_tokens,
                                output_tokens=b.answer_tokens, engine=phase.engine,

@@ -31,6 +31,7 @@ _COST_COLS = (Col("provider"), Col("instance", stack=True),
 _PEAK_PART_LABELS = {
     "weights_bytes": "weights", "master_weights_bytes": "fp32 master weights",
     "optimizer_bytes": "optimizer state", "gradients_bytes": "gradients",
+    "no_sync_gradients_bytes": "gradients, unsharded (FSDP no_sync)",
     "optimizer_temporaries_bytes": "optimizer temporaries",
     "autocast_weight_copies_bytes": "weight copies (autocast / fp8)",
     "gathered_bytes": "gathered layers (ZeRO-3/FSDP)",
@@ -200,8 +201,9 @@ def _print_downtime_cost(console: Console, tot: Totals) -> None:
 
 
 def _describe(c: Candidate) -> str:
-    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}, "
-            f"{c.num_gpus} x {c.gpu}")
+    offload = "" if c.offload == "none" else f", offload {c.offload}"
+    return (f"{c.method}, ckpt {'on' if c.checkpointing else 'off'}, ZeRO {c.zero_stage}"
+            f"{offload}, {c.num_gpus} x {c.gpu}")
 
 
 def _candidate_row(c: Candidate) -> list[str]:
@@ -305,6 +307,10 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     row("KV cache per GPU", "kv_cache_bytes", gib(fig["kv_cache_bytes"]))
     if "peak_memory_bytes" in fig:
         row("peak memory per GPU", "peak_memory_bytes", gib(fig["peak_memory_bytes"]))
+    if fig.get("profile_reserve_bytes"):
+        # vLLM: its startup profile's peak, kept out of the KV cache
+        row("profiling reserve per GPU", "profile_reserve_bytes",
+            gib(fig["profile_reserve_bytes"]))
     if fig["gpus"] > 1:
         row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (tensor parallel)")
         row("all-reduces per step", "allreduce_s_per_decode_step",
@@ -325,7 +331,9 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     if fig.get("tail_s"):
         row("waiting for the longest", "tail_s", seconds(fig["tail_s"]))
     row("output tokens/s", "output_tokens_per_s", f"{fig['output_tokens_per_s']:,.0f}")
-    row("sequences/s", "sequences_per_s", f"{fig['sequences_per_s']:,.2f}")
+    # below one a second, three significant figures (a long generation read "0.00")
+    rate = fig["sequences_per_s"]
+    row("sequences/s", "sequences_per_s", f"{rate:,.2f}" if rate >= 1 else f"{rate:.3g}")
     if data.get("gpu_hours") is not None:
         row("GPU hours", "gpu_hours", f"[bold]{hours(fig['gpu_hours'])}[/bold] for "
             f"{fig['sequences']:,.0f} sequences")

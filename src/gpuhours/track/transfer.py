@@ -147,7 +147,10 @@ def transfer_measurement(ledger: Any, measurement_id: int, target: Training, to:
     from gpuhours.estimate.params import count_params
     from gpuhours.track.calibration import measured_device, training_of
 
-    m = ledger.measurement(measurement_id)
+    try:
+        m = ledger.measurement(measurement_id)
+    except InputError as err:  # the ledger names its own "ID": here it is the flag's value
+        raise FieldError("transfer_from", err.message, err.hint) from None
     measured = training_of(m) if m.kind == "bench" else None
     if measured is None or not m.step_time_median_s:
         raise FieldError("transfer_from", f"ledger #{m.id} is not a training step of a model "
