@@ -35,6 +35,7 @@ from gpuhours.errors import FieldError
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training
 
@@ -983,7 +984,7 @@ def ran(r: dict[str, str]) -> bool:
 # Comparisons ----------------------------------------------------------------------------------
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
                       replay_micro_batches: int | None = None) -> float:
-    m = training_memory(t.arch, t, n, load_path_reserve_bytes(t, n))
+    m = reserved_training_memory(t, n)
     if kind == "allocated":
         return m.tensors_bytes
     reserve = m.allocator_reserve_bytes
@@ -1126,14 +1127,12 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_fits", m.label, nan, None, "bytes", "", skipped=fit_skip,
                               **tags))
     else:
-        total = training_memory(t.arch, t, m.num_gpus,
-                                load_path_reserve_bytes(t, m.num_gpus)).total_bytes
+        total = reserved_training_memory(t, m.num_gpus).total_bytes
         out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     if not ran_ok and t is not None and m.gpu is not None and "OOM" in r["notes"]:
         # the converse check, for the runs reported out of memory
-        total = training_memory(t.arch, t, m.num_gpus,
-                                load_path_reserve_bytes(t, m.num_gpus)).total_bytes
+        total = reserved_training_memory(t, m.num_gpus).total_bytes
         out.append(Comparison("ft_oom", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     # throughput

@@ -17,10 +17,10 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
-from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.lora_traffic import lora_branch_of
-from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown, training_memory
+from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
@@ -476,8 +476,7 @@ def estimate_training(
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
     flops = training_flops(t)  # images and their vision tower included (issue 15)
-    mem = training_memory(arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
-                          hw.gpu.stack)
+    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
     # tokens of one optimizer step per GPU: a model replica's, shared by its tp x pp x cp GPUs
@@ -609,8 +608,7 @@ def estimate_training(
     if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
-        mem_f = training_memory(arch, t, fewer.num_gpus,
-                                load_path_reserve_bytes(t, fewer.num_gpus), hw.gpu.stack)
+        mem_f = reserved_training_memory(t, fewer.num_gpus, hw.gpu.stack)
         st_f = training_step_time(arch, t, fewer, flops, mem_f.trainable_params,
                                   efficiency_scale)
         total_now = tokens_per_step_gpu * hw.num_gpus / st.step_time_s
