@@ -236,8 +236,16 @@ def _bytes_of(numels: list[int], total_numel: int, total_bytes: float) -> list[i
     return [round(total_bytes * n / total_numel) for n in numels]
 
 
-def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS_REPLAYED) -> None:
-    """`steps` training steps through `al` after the resident state (module docstring)."""
+def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS_REPLAYED,
+              on_phase: Callable[[int, str], None] | None = None) -> None:
+    """`steps` training steps through `al` after the resident state (module docstring).
+    `on_phase(step, phase)`, when given, is told where each phase begins ("forward": the
+    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is."""
+
+    def begin(step: int, phase: str) -> None:
+        if on_phase is not None:
+            on_phase(step, phase)
+
     layers = t.arch.num_layers
     root, per_layer = trainable_numels(t)
     total = sum(root) + sum(sum(x) for x in per_layer)
@@ -271,15 +279,18 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
             made.extend(al.malloc(b) for b in root_grads[:1])
 
     for step in range(steps):
+        begin(step, "forward")
         for micro in range(min(t.grad_accum, 2)):
             hook = make_grad if micro == 0 and m.gradients_bytes > 0 else None
             micro_batch(al, sizes, layers, t.checkpointing, hook)
+        begin(step, "optimizer")
         if step == 0:  # AdamW's lazy state: exp_avg and exp_avg_sq per parameter, in order
             for size in moments:
                 al.malloc(size)
                 al.malloc(size)
         for block in [al.malloc(x) for x in temps]:
             al.free(block)
+        begin(step, "zero_grad")
         for block in made:  # zero_grad(set_to_none=True)
             al.free(block)
         made.clear()
