@@ -247,3 +247,21 @@ def test_applies_only_where_modelled():
     assert replay_applies(varlen, 1) is not None
     m = reserved_training_memory(t)
     assert m.allocator_reserve_bytes >= 0 and "step replay" in m.setup_terms[-1]
+
+
+def test_on_a_card_the_replay_is_bounded_by_what_cudamalloc_can_give():
+    """With the card's memory given, the replay's allocator empties its cache under pressure
+    (trace/allocator.py): on a card far larger than the run the reserve is the unbounded
+    replay's; on one that leaves the live tensors a few MiB, the reserved figure stays within
+    the card (tensors + reserve + CUDA context <= the card's memory) and the basis says what
+    happened."""
+    t = _training(True)
+    unbounded = reserved_training_memory(t)
+    big = reserved_training_memory(t, gpu_memory_bytes=80 * 2**30)
+    assert big.allocator_reserve_bytes == unbounded.allocator_reserve_bytes > 0
+    context = big.cuda_context_bytes
+    card = context + unbounded.tensors_bytes + 4 * 2**20
+    tight = reserved_training_memory(t, gpu_memory_bytes=card)
+    assert tight.total_bytes <= card
+    assert tight.allocator_reserve_bytes < unbounded.allocator_reserve_bytes
+    assert "cudaMalloc can give" in tight.setup_terms[-1]

@@ -984,7 +984,7 @@ def ran(r: dict[str, str]) -> bool:
 # Comparisons ----------------------------------------------------------------------------------
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
                       replay_micro_batches: int | None = None) -> float:
-    m = reserved_training_memory(t, n)
+    m = reserved_training_memory(t, n, gpu_memory_bytes=None if gpu is None else gpu.memory_bytes)
     if kind == "allocated":
         return m.tensors_bytes
     reserve = m.allocator_reserve_bytes
@@ -1127,12 +1127,14 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_fits", m.label, nan, None, "bytes", "", skipped=fit_skip,
                               **tags))
     else:
-        total = reserved_training_memory(t, m.num_gpus).total_bytes
+        total = reserved_training_memory(t, m.num_gpus,
+                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     if not ran_ok and t is not None and m.gpu is not None and "OOM" in r["notes"]:
         # the converse check, for the runs reported out of memory
-        total = reserved_training_memory(t, m.num_gpus).total_bytes
+        total = reserved_training_memory(t, m.num_gpus,
+                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_oom", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     # throughput

@@ -78,7 +78,7 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
               speed_if_too_big: bool = True) -> Candidate:
     """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
     that does not fit at 0 (the sweep only needs to know that it does not)."""
-    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack)
+    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack, hw.gpu.memory_bytes)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     mp = t.tp * t.pp * t.cp
     if not speed_if_too_big and mem.total_bytes > limit:

@@ -476,7 +476,7 @@ def estimate_training(
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
     flops = training_flops(t)  # images and their vision tower included (issue 15)
-    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack)
+    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack, hw.gpu.memory_bytes)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
     # tokens of one optimizer step per GPU: a model replica's, shared by its tp x pp x cp GPUs
@@ -608,7 +608,8 @@ def estimate_training(
     if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
-        mem_f = reserved_training_memory(t, fewer.num_gpus, hw.gpu.stack)
+        mem_f = reserved_training_memory(t, fewer.num_gpus, hw.gpu.stack,
+                                         hw.gpu.memory_bytes)
         st_f = training_step_time(arch, t, fewer, flops, mem_f.trainable_params,
                                   efficiency_scale)
         total_now = tokens_per_step_gpu * hw.num_gpus / st.step_time_s

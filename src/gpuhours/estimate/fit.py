@@ -462,7 +462,8 @@ def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
                                   "virtual_stages": c.virtual_stages,
                                   "tp_comm_overlap": c.tp_comm_overlap,
                                   "moe_a2a_overlap": c.moe_a2a_overlap})
-    mem = reserved_training_memory(chosen, hw.num_gpus, hw.gpu.stack)
+    mem = reserved_training_memory(chosen, hw.num_gpus, hw.gpu.stack,
+                                   hw.gpu.memory_bytes)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
     return " over " in st.bottleneck

@@ -80,7 +80,7 @@ from gpuhours.estimate.memory import (
 from gpuhours.estimate.parallel import layout_of
 from gpuhours.estimate.params import count_params
 from gpuhours.setup import Training
-from gpuhours.trace.allocator import Allocator, _Block
+from gpuhours.trace.allocator import Allocator, OutOfMemory, _Block
 
 #: training steps replayed: the first makes the optimizer state, the later ones run on it
 STEPS_REPLAYED = 3
@@ -116,6 +116,10 @@ class StepReplay:
     #: reserved on FSDP's unshard stream (its own segments), in `reserved_bytes`
     unshard_stream_bytes: int
     steps: int
+    #: a request did not fit in the capacity even with the cache emptied
+    out_of_memory: bool = False
+    #: the segment that request needed (0 when none failed)
+    failed_segment_bytes: int = 0
 
     @property
     def reserve_bytes(self) -> int:
@@ -297,37 +301,65 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
 
 
 def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
-                steps: int = STEPS_REPLAYED) -> StepReplay:
+                steps: int = STEPS_REPLAYED, capacity_bytes: float | None = None) -> StepReplay:
     """The resident state (or the FSDP load path), then `steps` steps: the peaks over what
-    the source measures (module docstring). `m`: training_memory of the same setup."""
-    al = Allocator()
+    the source measures (module docstring). `m`: training_memory of the same setup.
+    `capacity_bytes`: what cudaMalloc can hand out (the card's memory less the CUDA context;
+    None: unbounded). With it, a new segment that does not fit first makes the allocator free
+    its wholly free cached segments (trace/allocator.py, release_cached_blocks), so a run near
+    the card's memory reserves less than the same run on a larger card; a request that still
+    does not fit is out of memory."""
+    al = Allocator(capacity_bytes)
     stream = 0
-    if t.load_path == "fsdp-flatten":
-        stream = _fsdp_load(al, t, num_gpus)
-        al.peak_reserved, al.peak_allocated = al.reserved, al.allocated  # reset_peak_memory_stats
-    else:
-        _resident(al, t, m)
-    run_steps(al, t, m, steps)
+    try:
+        if t.load_path == "fsdp-flatten":
+            stream = _fsdp_load(al, t, num_gpus)
+            if capacity_bytes is not None:  # the unshard stream's segments are held too
+                al.capacity_bytes = capacity_bytes - stream
+            al.peak_reserved, al.peak_allocated = al.reserved, al.allocated  # reset_peak_...
+        else:
+            _resident(al, t, m)
+        run_steps(al, t, m, steps)
+    except OutOfMemory as e:
+        return StepReplay(reserved_bytes=al.peak_reserved + stream,
+                          allocated_bytes=al.peak_allocated + stream,
+                          unshard_stream_bytes=stream, steps=steps, out_of_memory=True,
+                          failed_segment_bytes=e.segment_bytes)
     return StepReplay(reserved_bytes=al.peak_reserved + stream,
                       allocated_bytes=al.peak_allocated + stream,
                       unshard_stream_bytes=stream, steps=steps)
 
 
-def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch-cuda"
-                             ) -> MemoryBreakdown:
+def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch-cuda",
+                             gpu_memory_bytes: float | None = None) -> MemoryBreakdown:
     """training_memory with the allocator reserve from the step replay where it applies
     (`replay_applies`), else with the flat reserve and the load path's replay (load_cache.py)
-    as before. The setup terms say which."""
+    as before. The setup terms say which. `gpu_memory_bytes`: the card's memory, whose part
+    the CUDA context leaves is the replay's capacity (`replay_step`); None: unbounded.
+    Where the replay runs out of memory with live tensors that fit (its cached segments split
+    so that a request finds no room even after the cache is emptied) the reserve is what the
+    card has left beside the live tensors, as for variable lengths (fragmentation.py): the
+    total is the card's memory, and whether such a run fails is not modelled (the basis
+    says so)."""
     why_not = replay_applies(t, num_gpus, stack)
     if why_not is not None:
         return training_memory(t.arch, t, num_gpus, load_path_reserve_bytes(t, num_gpus), stack)
     m = training_memory(t.arch, t, num_gpus, 0.0, stack)
-    r = replay_step(t, m, num_gpus)
+    cap = None if gpu_memory_bytes is None else gpu_memory_bytes - m.cuda_context_bytes
+    r = replay_step(t, m, num_gpus, capacity_bytes=cap)
     load = " after FSDP's wrap (load_cache.py)" if t.load_path == "fsdp-flatten" else ""
-    term = (f"{STEP_REPLAY_TERM} = {r.reserve_bytes / 2**30:.2f} GiB: reserved less allocated "
+    reserve = float(r.reserve_bytes)
+    where = f"; with the {cap / 2**30:.2f} GiB cudaMalloc can give" if cap is not None else ""
+    if r.out_of_memory and cap is not None:
+        reserve = max(cap - m.tensors_bytes, 0.0)
+        where = (f"; the replay ran out of the {cap / 2**30:.2f} GiB cudaMalloc can give "
+                 f"(a {r.failed_segment_bytes / 2**30:.2f} GiB segment found no room after the "
+                 f"cache was emptied): the reserve is what the card leaves beside the live "
+                 f"tensors, and whether the run fails is not modelled")
+    term = (f"{STEP_REPLAY_TERM} = {reserve / 2**30:.2f} GiB: reserved less allocated "
             f"of {r.steps} training steps{load} replayed through the caching allocator's rules "
             f"(estimate/step_replay.py, a model: not measured), in place of the flat "
-            f"allocator_reserve_fraction")
-    return dataclasses.replace(m, allocator_reserve_bytes=float(r.reserve_bytes),
+            f"allocator_reserve_fraction{where}")
+    return dataclasses.replace(m, allocator_reserve_bytes=reserve,
                                setup_terms=tuple(x for x in m.setup_terms
                                                  if not x.startswith(LOAD_PATH_TERM)) + (term,))
