@@ -264,4 +264,4 @@ def test_on_a_card_the_replay_is_bounded_by_what_cudamalloc_can_give():
     tight = reserved_training_memory(t, gpu_memory_bytes=card)
     assert tight.total_bytes <= card
     assert tight.allocator_reserve_bytes < unbounded.allocator_reserve_bytes
-    assert "cudaMalloc can give" in tight.setup_terms[-1]
+    assert "the card's memory less the CUDA context" in tight.setup_terms[-1]

@@ -20,7 +20,7 @@ from gpuhours.estimate.fragmentation import VarlenReserve
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
-from gpuhours.estimate.step_replay import reserved_training_memory
+from gpuhours.estimate.step_replay import STEP_REPLAY_TERM, reserved_training_memory
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
@@ -175,6 +175,9 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
     if load_terms:
         reserve = assumed(m.allocator_reserve_bytes, "bytes",
                           f"{A.ALLOCATOR_RESERVE_FRACTION.basis}; plus {load_terms[0]}")
+    replayed = [x for x in m.setup_terms if x.startswith(STEP_REPLAY_TERM)]
+    if replayed:  # assumed, not formula: a replay resting on the split of a layer's tensors
+        reserve = assumed(m.allocator_reserve_bytes, "bytes", replayed[0].split(": ", 1)[1])
     total = formula(m.total_bytes, "bytes", "tensors + allocator reserve + CUDA context")
     context = assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis)
     if stack == "xla":

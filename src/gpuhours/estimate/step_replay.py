@@ -349,13 +349,13 @@ def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch
     r = replay_step(t, m, num_gpus, capacity_bytes=cap)
     load = " after FSDP's wrap (load_cache.py)" if t.load_path == "fsdp-flatten" else ""
     reserve = float(r.reserve_bytes)
-    where = f"; with the {cap / 2**30:.2f} GiB cudaMalloc can give" if cap is not None else ""
+    where = ("; bounded by the card's memory less the CUDA context" if cap is not None
+             else "")
     if r.out_of_memory and cap is not None:
         reserve = max(cap - m.tensors_bytes, 0.0)
-        where = (f"; the replay ran out of the {cap / 2**30:.2f} GiB cudaMalloc can give "
-                 f"(a {r.failed_segment_bytes / 2**30:.2f} GiB segment found no room after the "
-                 f"cache was emptied): the reserve is what the card leaves beside the live "
-                 f"tensors, and whether the run fails is not modelled")
+        where = ("; the replay ran out of the card's memory less the CUDA context (a segment "
+                 "found no room after the cache was emptied): the reserve is what the card "
+                 "leaves beside the live tensors, and whether the run fails is not modelled")
     term = (f"{STEP_REPLAY_TERM} = {reserve / 2**30:.2f} GiB: reserved less allocated "
             f"of {r.steps} training steps{load} replayed through the caching allocator's rules "
             f"(estimate/step_replay.py, a model: not measured), in place of the flat "
