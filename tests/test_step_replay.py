@@ -28,7 +28,7 @@ from gpuhours.estimate.step_replay import (
     trainable_numels,
 )
 from gpuhours.setup import Training
-from gpuhours.trace.allocator import Allocator, _Block
+from gpuhours.trace.allocator import Allocator, Block
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -113,7 +113,7 @@ class _Logged(Allocator):
         self.marks: dict[tuple[int, str], int] = {}
         self._uid: dict[int, int] = {}
 
-    def malloc(self, nbytes: int) -> _Block:
+    def malloc(self, nbytes: int) -> Block:
         block = super().malloc(nbytes)
         uid = len(self.sizes) + 1
         self.sizes[uid] = nbytes
@@ -121,7 +121,7 @@ class _Logged(Allocator):
         self.events.append(uid)
         return block
 
-    def free(self, block: _Block) -> None:
+    def free(self, block: Block) -> None:
         self.events.append(-self._uid.pop(id(block)))
         super().free(block)
 
@@ -229,7 +229,7 @@ def test_replayed_reserve_against_the_real_sequence(recorded):
         al = Allocator()
         for p in rec.params:
             al.malloc(p)
-        blocks: dict[int, _Block] = {}
+        blocks: dict[int, Block] = {}
         for e in seq.events:
             if e > 0:
                 blocks[e] = al.malloc(seq.sizes[e])

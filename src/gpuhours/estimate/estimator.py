@@ -20,7 +20,11 @@ from gpuhours.estimate.fragmentation import VarlenReserve
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
-from gpuhours.estimate.step_replay import STEP_REPLAY_TERM, reserved_training_memory
+from gpuhours.estimate.step_replay import (
+    STEP_REPLAY_TERM,
+    STEPS_REPLAYED,
+    reserved_training_memory,
+)
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
@@ -177,7 +181,12 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
                           f"{A.ALLOCATOR_RESERVE_FRACTION.basis}; plus {load_terms[0]}")
     replayed = [x for x in m.setup_terms if x.startswith(STEP_REPLAY_TERM)]
     if replayed:  # assumed, not formula: a replay resting on the split of a layer's tensors
-        reserve = assumed(m.allocator_reserve_bytes, "bytes", replayed[0].split(": ", 1)[1])
+        how = ("ran out of the card: what it leaves beside the live tensors"
+               if "ran out" in replayed[0] else "reserved less allocated")
+        reserve = assumed(m.allocator_reserve_bytes, "bytes",
+                          f"estimate/step_replay.py: {STEPS_REPLAYED} training steps through the "
+                          f"caching "
+                          f"allocator's rules, {how} (a model)")
     total = formula(m.total_bytes, "bytes", "tensors + allocator reserve + CUDA context")
     context = assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis)
     if stack == "xla":

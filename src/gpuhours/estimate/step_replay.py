@@ -80,7 +80,7 @@ from gpuhours.estimate.memory import (
 from gpuhours.estimate.parallel import layout_of
 from gpuhours.estimate.params import count_params
 from gpuhours.setup import Training
-from gpuhours.trace.allocator import Allocator, OutOfMemory, _Block
+from gpuhours.trace.allocator import Allocator, Block, OutOfMemory
 
 #: training steps replayed: the first makes the optimizer state, the later ones run on it
 STEPS_REPLAYED = 3
@@ -270,7 +270,7 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
     moments = root_moments[:1] + [b for x in layer_moments for b in x] + root_moments[1:]
     temps = root_temps[:1] + [b for x in layer_temps for b in x] + root_temps[1:]
     sizes = replay_sizes(t, t.seq_len)
-    made: list[_Block] = []
+    made: list[Block] = []
 
     def make_grad(i: int) -> None:
         # the LM head's (and the final norm's) at the loss's backward (i == layers), a layer's

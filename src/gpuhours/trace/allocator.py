@@ -78,6 +78,10 @@ class _Block:
     next: _Block | None = None
 
 
+#: the handle `Allocator.malloc` returns and `free` takes, named for callers' annotations
+Block = _Block
+
+
 @dataclass
 class _Pool:
     """Free blocks ordered by (size, segment, offset) for best fit."""
