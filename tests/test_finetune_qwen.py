@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours_dev.validation import _rows
 from gpuhours_dev.validation.finetune import DATA, GB, GIB, map_row, memory_figure, row_stack
 
@@ -110,7 +111,9 @@ def test_qwens_unstated_figure_is_the_estimates_device_total(rows) -> None:
     m = map_row(101, rows[100])  # Qwen-1.8B LoRA at 256 tokens
     fig = memory_figure(rows[100])
     assert m.training is not None and fig is not None and fig.kind == "device"
-    mem = training_memory(m.training.arch, m.training, 1)
+    # the allocator reserve: the step replay's on the card (estimate/step_replay.py)
+    assert m.gpu is not None
+    mem = reserved_training_memory(m.training, 1, gpu_memory_bytes=m.gpu.memory_bytes)
     assert _predicted_memory(fig.kind, m.training, 1, m.gpu) == pytest.approx(
         mem.tensors_bytes + mem.allocator_reserve_bytes + mem.cuda_context_bytes)
     assert mem.cuda_context_bytes == pytest.approx(0.5 * 2**30)

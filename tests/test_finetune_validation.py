@@ -9,6 +9,7 @@ import math
 import pytest
 
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours_dev.validation import _rows
 from gpuhours_dev.validation.finetune import (
     DATA,
@@ -78,7 +79,9 @@ def test_answerai_fsdp_qlora_row_by_hand(rows, comparisons):
     assert fig is not None and fig.kind == "reserved"
     assert fig.bytes == pytest.approx(5.21 * GIB)
     mem = _one(comparisons, "ft_memory", 409)
-    assert mem.predicted == pytest.approx(training_memory(t.arch, t, 2).reserved_bytes)
+    # the live tensors and the step replay's reserve on the card (estimate/step_replay.py)
+    replayed = reserved_training_memory(t, 2, gpu_memory_bytes=m.gpu.memory_bytes)
+    assert mem.predicted == pytest.approx(replayed.reserved_bytes)
     tp = _one(comparisons, "ft_throughput", 409)
     assert tp.measured == pytest.approx(1340.9 / 2)  # tokens/s of both GPUs, per GPU
     assert tp.generation == "ampere"
@@ -165,8 +168,8 @@ def test_headline_numbers_regression_floor(comparisons):
     # (fsdp_grad_accum no-sync: #95-#97, #99) (docs/validation.md)
     assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 105
     ok, n = fits_summary(comparisons)
-    # 3: the Llama 3.3 70B capacity row 2.6% over its card under the assumed fp32 upcast of the
-    # Unsloth table's unstated HF stack (1822cf6); litgpt's #30 and #43 (full fine-tuning on an
+    # 2 (3 before the step replay, issue 14, under which the Llama 3.3 70B capacity row #471
+    # fits at the edge of its card); litgpt's #30 and #43 (full fine-tuning on an
     # A10G, below the bf16 weights, gradients and moments of their stated setup). #44 fits since
     # its fused qkv and gate_up adapters are counted once,
     # axolotl's gpt-oss-20b #491 fits since its Cut Cross-Entropy plugin is read
@@ -174,10 +177,12 @@ def test_headline_numbers_regression_floor(comparisons):
     tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
     assert len(tp) >= 109
     assert sum(abs(c.error) <= 0.20 for c in tp if c.error is not None) >= 48
-    # the reported out-of-memory runs: today 9 of 9 predicted not to fit (5 before litgpt's
-    # FSDP runs held their gradients unsharded under no_sync: #16, #20, #24, #98)
+    # the reported out-of-memory runs: today 8 of 9 predicted not to fit (5 before litgpt's
+    # FSDP runs held their gradients unsharded under no_sync: #16, #20, #24, #98); litgpt's
+    # #68, Llama-2-7B LoRA 4 x 1304 on an A100-40GB, fits since the step replay's reserve,
+    # 0.69 GiB, replaced the flat 5%'s 1.88: 38.8 GiB of 40, where it was 40.0 (issue 14)
     oom = [c for c in comparisons if c.kind == "ft_oom" and c.error is not None]
-    assert sum(c.error > 0 for c in oom if c.error is not None) >= 9
+    assert sum(c.error > 0 for c in oom if c.error is not None) >= 8
 
 
 @pytest.mark.parametrize(("row", "no_sync"), [(16, True), (95, True), (98, True), (99, True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpuhours import catalog
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.fit import fit
-from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
 
@@ -18,8 +18,9 @@ def test_largest_micro_batch_is_the_edge_of_memory():
     limit = gpu.memory_bytes * (1 - A.FIT_HEADROOM_FRACTION.value)
     mb = r.largest_micro_batch
     assert mb is not None and mb > 1
-    at = training_memory(arch, t.model_copy(update={"micro_batch": mb})).total_bytes
-    above = training_memory(arch, t.model_copy(update={"micro_batch": mb + 1})).total_bytes
+    # fit's memory: the live tensors and the allocator reserve of the step replay
+    at = reserved_training_memory(t.model_copy(update={"micro_batch": mb})).total_bytes
+    above = reserved_training_memory(t.model_copy(update={"micro_batch": mb + 1})).total_bytes
     assert at <= limit < above
     # exactly 64: the largest micro-batch up to mb that divides it, and its accumulation
     split = max(m for m in range(1, mb + 1) if 64 % m == 0)

@@ -255,8 +255,8 @@ AdapterDtypeOpt = Annotated[str, typer.Option(
     "Answer.AI's FSDP recipe): peft keeps fp32 adapters on a uint8-stored base.")]
 LoadPathOpt = Annotated[str, typer.Option(
     "--load-path", help="How the weights reach the GPU, which sets what the caching allocator "
-    "holds cached when training starts: from-pretrained (loaded to the device directly; the "
-    "flat allocator reserve only) or fsdp-flatten (Answer.AI's fsdp_qlora: rank 0 loads to "
+    "holds cached when training starts: from-pretrained (loaded to the device directly; "
+    "nothing cached before the first step) or fsdp-flatten (Answer.AI's fsdp_qlora: rank 0 loads to "
     "the CPU, FSDP copies, broadcasts, flattens and shards each unit, and the freed copies "
     "stay cached: a replay of the allocator, estimate/load_cache.py). LoRA/QLoRA, --zero 3 "
     "or 0, no offload, dense models.")]

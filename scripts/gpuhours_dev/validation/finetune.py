@@ -42,6 +42,7 @@ from gpuhours.estimate.device_overhead import (
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training
 
@@ -1070,8 +1071,10 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
                       replay_micro_batches: int | None = None,
                       stack: SoftwareStack | None = None) -> float:
     """The estimate's figure of the kind the row measured; a device-level one with the row's
-    stated stack's overhead outside the allocator (`stack`; None: the estimator's default)."""
-    m = training_memory(t.arch, t, n, load_path_reserve_bytes(t, n))
+    stated stack's overhead outside the allocator (`stack`; None: the estimator's default).
+    The allocator reserve of a fixed-length run is the step replay's where it applies
+    (estimate/step_replay.py)."""
+    m = reserved_training_memory(t, n, gpu_memory_bytes=None if gpu is None else gpu.memory_bytes)
     if kind == "allocated":
         return m.tensors_bytes
     reserve = m.allocator_reserve_bytes
@@ -1217,14 +1220,14 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_fits", m.label, nan, None, "bytes", "", skipped=fit_skip,
                               **tags))
     else:
-        total = training_memory(t.arch, t, m.num_gpus,
-                                load_path_reserve_bytes(t, m.num_gpus)).total_bytes
+        total = reserved_training_memory(t, m.num_gpus,
+                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     if not ran_ok and t is not None and m.gpu is not None and "OOM" in r["notes"]:
         # the converse check, for the runs reported out of memory
-        total = training_memory(t.arch, t, m.num_gpus,
-                                load_path_reserve_bytes(t, m.num_gpus)).total_bytes
+        total = reserved_training_memory(t, m.num_gpus,
+                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_oom", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     # throughput

@@ -10,8 +10,7 @@ from pydantic import BaseModel, ConfigDict, FieldSerializationInfo, field_serial
 
 from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.flops import training_flops
-from gpuhours.estimate.load_cache import load_path_reserve_bytes
-from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
 
@@ -81,8 +80,7 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
               speed_if_too_big: bool = True) -> Candidate:
     """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
     that does not fit at 0 (the sweep only needs to know that it does not)."""
-    mem = training_memory(t.arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
-                          hw.gpu.stack)
+    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack, hw.gpu.memory_bytes)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     mp = t.tp * t.pp * t.cp
     if not speed_if_too_big and mem.total_bytes > limit:

@@ -17,10 +17,14 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
-from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.lora_traffic import lora_branch_of
-from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown, training_memory
+from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
+from gpuhours.estimate.step_replay import (
+    STEP_REPLAY_TERM,
+    STEPS_REPLAYED,
+    reserved_training_memory,
+)
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
@@ -178,6 +182,14 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
     if load_terms:
         reserve = assumed(m.allocator_reserve_bytes, "bytes",
                           f"{A.ALLOCATOR_RESERVE_FRACTION.basis}; plus {load_terms[0]}")
+    replayed = [x for x in m.setup_terms if x.startswith(STEP_REPLAY_TERM)]
+    if replayed:  # assumed, not formula: a replay resting on the split of a layer's tensors
+        how = ("ran out of the card: what it leaves beside the live tensors"
+               if "ran out" in replayed[0] else "reserved less allocated")
+        reserve = assumed(m.allocator_reserve_bytes, "bytes",
+                          f"estimate/step_replay.py: {STEPS_REPLAYED} training steps through the "
+                          f"caching "
+                          f"allocator's rules, {how} (a model)")
     total = formula(m.total_bytes, "bytes", "tensors + allocator reserve + CUDA context")
     context = assumed(m.cuda_context_bytes, "bytes", A.CUDA_CONTEXT_BYTES.basis)
     if stack == "xla":
@@ -498,8 +510,7 @@ def estimate_training(
     if arch.encoder and t.method != "full":
         raise FieldError("method", "LoRA on encoder models is not modelled yet; use full.")
     flops = training_flops(t)  # images and their vision tower included (issue 15)
-    mem = training_memory(arch, t, hw.num_gpus, load_path_reserve_bytes(t, hw.num_gpus),
-                          hw.gpu.stack)
+    mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack, hw.gpu.memory_bytes)
     st: StepTime = training_step_time(arch, t, hw, flops, mem.trainable_params,
                                       efficiency_scale)
     # tokens of one optimizer step per GPU: a model replica's, shared by its tp x pp x cp GPUs
@@ -637,8 +648,8 @@ def estimate_training(
     if hw.num_nodes > 1 and (hw.num_gpus - hw.gpus_per_node) % (mp * t.ep) == 0:
         # does the last node pay for itself? the same setup on one node fewer
         fewer = hw.model_copy(update={"num_gpus": hw.num_gpus - hw.gpus_per_node})
-        mem_f = training_memory(arch, t, fewer.num_gpus,
-                                load_path_reserve_bytes(t, fewer.num_gpus), hw.gpu.stack)
+        mem_f = reserved_training_memory(t, fewer.num_gpus, hw.gpu.stack,
+                                         hw.gpu.memory_bytes)
         st_f = training_step_time(arch, t, fewer, flops, mem_f.trainable_params,
                                   efficiency_scale)
         total_now = tokens_per_step_gpu * hw.num_gpus / st.step_time_s

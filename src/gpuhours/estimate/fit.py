@@ -13,11 +13,10 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.candidate import Candidate, evaluate, figure_json
 from gpuhours.estimate.flops import training_flops
-from gpuhours.estimate.load_cache import load_path_reserve_bytes
-from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.parallel import stages_text, tp_split_problem
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
+from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
 from gpuhours.setup import Hardware, Training
 
@@ -463,8 +462,8 @@ def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
                                   "virtual_stages": c.virtual_stages,
                                   "tp_comm_overlap": c.tp_comm_overlap,
                                   "moe_a2a_overlap": c.moe_a2a_overlap})
-    mem = training_memory(chosen.arch, chosen, hw.num_gpus,
-                          load_path_reserve_bytes(chosen, hw.num_gpus), hw.gpu.stack)
+    mem = reserved_training_memory(chosen, hw.num_gpus, hw.gpu.stack,
+                                   hw.gpu.memory_bytes)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
     return " over " in st.bottleneck

@@ -78,6 +78,10 @@ class _Block:
     next: _Block | None = None
 
 
+#: the handle `Allocator.malloc` returns and `free` takes, named for callers' annotations
+Block = _Block
+
+
 @dataclass
 class _Pool:
     """Free blocks ordered by (size, segment, offset) for best fit."""
@@ -116,7 +120,11 @@ class AllocatorReplay:
 
 class OutOfMemory(Exception):
     """A request that no cached block fits and no new segment fits in the capacity, even after
-    the cached free segments were released."""
+    the cached free segments were released. `segment_bytes`: the segment it needed."""
+
+    def __init__(self, message: str, segment_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.segment_bytes = segment_bytes
 
 
 class Allocator:
@@ -167,7 +175,7 @@ class Allocator:
             self.release_cached()
             if self.reserved + seg > self.capacity_bytes:
                 raise OutOfMemory(f"{seg} bytes more than the {self.capacity_bytes:.0f} "
-                                  f"available, {self.reserved} reserved")
+                                  f"available, {self.reserved} reserved", seg)
         block = _Block(segment=self.segments, offset=0, size=seg, small=pool.small)
         self._live[self.segments] = (block, seg)
         self.segments += 1

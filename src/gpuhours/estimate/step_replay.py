@@ -1,0 +1,365 @@
+"""Reserved memory of a fixed-length run: the caching allocator replayed over training steps.
+
+torch reports two peaks: `max_memory_allocated` (live tensors, what estimate/memory.py counts)
+and `max_memory_reserved` (the allocator's segments), and most published fine-tuning figures
+are the second. The gap is the caching allocator's: it keeps every freed block, reuses one
+only for a request that fits in it (best fit; split only when more than 1 MiB is left in the
+large pool) and takes a new segment when none fits (trace/allocator.py, the rules of
+c10/cuda/CUDACachingAllocator.cpp). Which requests find a block depends on the order of the
+step's allocations and frees, so the gap is replayed here rather than taken as a flat share
+(assumptions.ALLOCATOR_RESERVE_FRACTION, which the estimate keeps where this replay does not
+apply: `replay_applies`).
+
+The sequence, from the estimate's own per-layer accounting (memory.py's totals,
+fragmentation.py's per-micro-batch tensors), in program order:
+
+- before the first step, the resident state, one tensor per layer and one for the rest
+  (`fragmentation.step_tensor_bytes`: for full fine-tuning the token embedding and the LM head
+  are tensors of their own): weights, master weights, autocast copies, DeepSpeed buckets; for
+  load_path fsdp-flatten instead Answer.AI's loading and FSDP wrap (estimate/load_cache.py:
+  the copies, broadcast buckets and flat parameters freed and left cached), after which
+  train.py resets the peak statistics (torch.cuda.reset_peak_memory_stats);
+- each step: the micro-batches (at most two: a fixed-length run's later micro-batches repeat
+  the second's requests on the same cache), each a forward and backward in program order
+  (`fragmentation.replay_micro_batch`: per layer the kept tensors or the checkpointed input,
+  the loss's working set, backward layer by layer). In the first micro-batch of a step the
+  gradients are made in backward, a layer's after its backward (autograd accumulates into a
+  fresh `.grad` the first time: torch/csrc/autograd/functions/accumulate_grad.h), the
+  embedding's last; a later micro-batch accumulates into them in place;
+- the optimizer step: in the first step torch's AdamW makes its state then (lazy
+  `_init_group`, torch/optim/adamw.py: exp_avg and exp_avg_sq per parameter, in parameter
+  order), so the moments land in blocks the step's activations freed; then the foreach
+  temporaries (`torch._foreach_sqrt` over the second moments: one state-sized set, made and
+  freed) where memory.py counts them;
+- `zero_grad(set_to_none=True)` (the Trainer's and train.py's) frees the gradients, which the
+  next step's backward makes again.
+
+STEPS_REPLAYED steps are replayed: the first lays the state out in the activations' freed
+blocks, the second and third run on that layout (reserved memory only grows, so later steps
+of a fixed-length run add nothing once a step repeats the one before). The reserve added to
+the live-tensor peak (memory.py's `tensors_bytes`) is the replay's reserved peak less its
+allocated peak, over the window the source measures (after the wrap for fsdp-flatten, the whole
+run otherwise).
+
+Not modelled (so the replay reads low where they matter): the many tensors inside a layer
+(the replay's layer is `layer_tensor_widths`' few tensors, and a layer's parameters are one
+tensor), attention and cuBLAS workspaces, the backward's own temporaries beyond the input
+gradient, several CUDA streams (FSDP's gathers are on their own stream, whose blocks the
+default stream never reuses: load_cache.py keeps them apart), NCCL's buffers.
+
+Checked against a real step: tests/test_step_replay.py records the allocations and frees of
+a tiny Llama's real CPU training step (a TorchDispatchMode over every operator) and compares
+its sizes, lifetimes and replayed reserve with this sequence's. No constant here was set
+from a published figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuhours.estimate.fragmentation import ReplaySizes, replay_sizes, step_tensor_bytes
+from gpuhours.estimate.load_cache import (
+    fsdp_units,
+    layer_linears,
+    load_path_reserve_bytes,
+    quant_state_bytes,
+    wrap_units,
+)
+from gpuhours.estimate.lora import lm_head_adapter_params
+from gpuhours.estimate.memory import (
+    LOAD_PATH_TERM,
+    LORA_ADAPTED,
+    MemoryBreakdown,
+    deepspeed_bucket_bytes,
+    embedding_copy_params,
+    lora_trainable_params,
+    training_memory,
+)
+from gpuhours.estimate.parallel import layout_of
+from gpuhours.estimate.params import count_params
+from gpuhours.setup import Training
+from gpuhours.trace.allocator import Allocator, Block, OutOfMemory
+
+#: training steps replayed: the first makes the optimizer state, the later ones run on it
+STEPS_REPLAYED = 3
+#: the name of the setup term that says where the reserve came from
+STEP_REPLAY_TERM = "allocator_reserve (step replay)"
+
+
+def replay_applies(t: Training, num_gpus: int, stack: str = "torch-cuda") -> str | None:
+    """Why the step replay does not apply to this setup (the flat reserve is kept), or None.
+    It models PyTorch's caching allocator (not XLA's), fixed lengths (variable lengths have
+    their own replay, fragmentation.py), dense decoders whose layer it knows, one GPU's whole
+    model (no tensor/pipeline/context/expert parallel layout) and state on the GPU (no CPU
+    offload)."""
+    if stack != "torch-cuda":
+        return "not PyTorch's caching allocator"
+    if t.seq_len_mean is not None:
+        return "variable lengths: replayed over the run (fragmentation.py)"
+    if not t.arch.plain_dense_decoder:
+        return "not a dense decoder: the replay's layer is a dense decoder's"
+    if not layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus, t.arch).trivial:
+        return "a model-parallel layout is not replayed"
+    if t.offload != "none":
+        return "CPU offload is not replayed"
+    return None
+
+
+@dataclass(frozen=True)
+class StepReplay:
+    """The replay's peaks over the measured window, bytes."""
+
+    reserved_bytes: int
+    allocated_bytes: int
+    #: reserved on FSDP's unshard stream (its own segments), in `reserved_bytes`
+    unshard_stream_bytes: int
+    steps: int
+    #: a request did not fit in the capacity even with the cache emptied
+    out_of_memory: bool = False
+    #: the segment that request needed (0 when none failed)
+    failed_segment_bytes: int = 0
+
+    @property
+    def reserve_bytes(self) -> int:
+        """Reserved less allocated: what the allocator holds beyond the live tensors."""
+        return max(self.reserved_bytes - self.allocated_bytes, 0)
+
+
+def _resident(al: Allocator, t: Training, m: MemoryBreakdown) -> None:
+    """The state loaded before the first step, per layer (module docstring)."""
+    for total in (m.weights_bytes, m.master_weights_bytes, m.autocast_weight_copies_bytes,
+                  float(deepspeed_bucket_bytes(t))):
+        if total > 0:
+            for b in step_tensor_bytes(t, total):
+                al.malloc(b)
+
+
+def _fsdp_load(al: Allocator, t: Training, num_gpus: int) -> int:
+    """Answer.AI's loading and FSDP wrap (load_cache.py), then the gathers of a step on the
+    unshard stream: a root and two layers (load_cache._step). Returns that stream's reserve."""
+    world = num_gpus if t.zero_stage == 3 else 1
+    for s in quant_state_bytes(t):
+        al.malloc(s)
+    units = fsdp_units(t)
+    wrap_units(al, units, world)
+    if world == 1:
+        return 0
+    root = next(sum(u.tensor_bytes) for u in units if u.name == "root")
+    layer = next(sum(u.tensor_bytes) for u in units if u.name == "layer0")
+    stream = Allocator()
+    for size in (root, layer, layer):
+        stream.malloc(size)
+    return stream.reserved
+
+
+def micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
+                after_layer_backward: Callable[[int], None] | None = None) -> None:
+    """One forward and backward in program order: fragmentation.replay_micro_batch's, but for
+    the checkpointed forward. That runs under torch.no_grad (torch/utils/checkpoint.py), so
+    each operator's output is freed once the next has used it: the layer's tensors are made
+    and freed one at a time here (the real tiny Llama's forward holds two or three small ones
+    at once: tests/test_step_replay.py), beside the layer's input, which is kept. In backward
+    the recomputed layer keeps them all (the recompute runs with grad), as there.
+    `after_layer_backward(i)` runs where autograd makes gradients: with i = layers once the
+    loss's backward has made the hidden states' gradient (the LM head's), with i after layer
+    i's backward, with -1 at the end (the embedding's)."""
+    inputs, kept = [], []
+    for _ in range(layers):
+        if checkpointing:
+            inputs.append(al.malloc(s.layer_input))
+            for x in s.layer:
+                al.free(al.malloc(x))
+        else:
+            kept.append([al.malloc(x) for x in s.layer])
+    outside = al.malloc(s.outside)
+    held = [al.malloc(s.held)] if s.held else []
+    fwd = [al.malloc(x) for x in s.loss_fwd if x]
+    for b in fwd[:s.loss_freed_first]:
+        al.free(b)
+    bwd = [al.malloc(x) for x in s.loss_bwd if x]
+    for b in fwd[s.loss_freed_first:] + bwd[:-1]:
+        al.free(b)
+    head = [al.malloc(s.head)] if s.head else []
+    for b in bwd[-1:]:
+        al.free(b)
+    grad = al.malloc(s.grad)
+    if after_layer_backward is not None:
+        after_layer_backward(layers)
+    for b in head + held:
+        al.free(b)
+    for i in reversed(range(layers)):
+        layer = [al.malloc(x) for x in s.layer] if checkpointing else kept[i]
+        g = al.malloc(s.grad)
+        al.free(grad)
+        grad = g
+        for b in layer:
+            al.free(b)
+        if checkpointing:
+            al.free(inputs[i])
+        if after_layer_backward is not None:
+            after_layer_backward(i)
+    al.free(grad)
+    if after_layer_backward is not None:
+        after_layer_backward(-1)
+    al.free(outside)
+
+
+def trainable_numels(t: Training) -> tuple[list[int], list[list[int]]]:
+    """The trainable parameters as torch holds them, elements: (those outside the layers,
+    per layer the layer's), each a tensor of its own. Full fine-tuning: the token embedding, the
+    untied LM head and the final norm, and per layer each linear (load_cache.layer_linears) and
+    norm; LoRA: per layer each adapted linear's lora_A (rank x fan-in) and lora_B (fan-out x
+    rank), and whatever else trains (an LM head adapter, embedding copies) as one tensor.
+    Under ZeRO (DeepSpeed's flat partitions, FSDP's flat parameters) with full fine-tuning:
+    one flat tensor per layer and one for the rest, as `fragmentation.step_tensor_bytes`.
+    Biases are left out (a few thousand elements a layer)."""
+    arch = t.arch
+    c = count_params(arch)
+    lin = layer_linears(arch)
+    if t.method == "full":
+        if t.zero_stage > 0:
+            per_layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
+            return [c.total - per_layer * arch.num_layers], [[per_layer]] * arch.num_layers
+        token_table = arch.vocab_size * arch.hidden_size if c.embedding else 0
+        root = [p for p in (token_table, c.lm_head, c.final_norm) if p > 0]
+        layer = [a * b for _, a, b in lin] + [arch.hidden_size] * arch.norms_per_block
+        return root, [layer] * arch.num_layers
+    r = t.lora_rank
+    layer = [n for name, a, b in lin if name in LORA_ADAPTED[t.lora_targets]
+             for n in (r * a, r * b)]
+    rest = lora_trainable_params(arch, t.lora_rank, t.lora_targets) - sum(layer) * arch.num_layers
+    if t.lora_lm_head:
+        rest += lm_head_adapter_params(arch, t.lora_rank)
+    rest += embedding_copy_params(c, t)
+    return ([rest] if rest > 0 else []), [layer] * arch.num_layers
+
+
+def _bytes_of(numels: list[int], total_numel: int, total_bytes: float) -> list[int]:
+    return [round(total_bytes * n / total_numel) for n in numels]
+
+
+def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS_REPLAYED,
+              on_phase: Callable[[int, str], None] | None = None) -> None:
+    """`steps` training steps through `al` after the resident state (module docstring).
+    `on_phase(step, phase)`, when given, is told where each phase begins ("forward": the
+    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is."""
+
+    def begin(step: int, phase: str) -> None:
+        if on_phase is not None:
+            on_phase(step, phase)
+
+    layers = t.arch.num_layers
+    root, per_layer = trainable_numels(t)
+    total = sum(root) + sum(sum(x) for x in per_layer)
+    if total <= 0:
+        return
+
+    def sized(total_bytes: float) -> tuple[list[int], list[list[int]]]:
+        if total_bytes <= 0:
+            return [], [[] for _ in range(layers)]
+        return (_bytes_of(root, total, total_bytes),
+                [_bytes_of(x, total, total_bytes) for x in per_layer])
+
+    root_grads, layer_grads = sized(m.gradients_bytes)
+    # torch's AdamW: two moments per parameter, each half the optimizer state
+    root_moments, layer_moments = sized(m.optimizer_bytes / 2)
+    root_temps, layer_temps = sized(m.optimizer_temporaries_bytes)
+    # in parameter order: the embedding, the layers, then the final norm and the head
+    moments = root_moments[:1] + [b for x in layer_moments for b in x] + root_moments[1:]
+    temps = root_temps[:1] + [b for x in layer_temps for b in x] + root_temps[1:]
+    sizes = replay_sizes(t, t.seq_len)
+    made: list[Block] = []
+
+    def make_grad(i: int) -> None:
+        # the LM head's (and the final norm's) at the loss's backward (i == layers), a layer's
+        # after its backward, the embedding's last (i == -1)
+        if i == layers:
+            made.extend(al.malloc(b) for b in root_grads[1:])
+        elif i >= 0:
+            made.extend(al.malloc(b) for b in layer_grads[i])
+        else:
+            made.extend(al.malloc(b) for b in root_grads[:1])
+
+    for step in range(steps):
+        begin(step, "forward")
+        for micro in range(min(t.grad_accum, 2)):
+            hook = make_grad if micro == 0 and m.gradients_bytes > 0 else None
+            micro_batch(al, sizes, layers, t.checkpointing, hook)
+        begin(step, "optimizer")
+        if step == 0:  # AdamW's lazy state: exp_avg and exp_avg_sq per parameter, in order
+            for size in moments:
+                al.malloc(size)
+                al.malloc(size)
+        for block in [al.malloc(x) for x in temps]:
+            al.free(block)
+        begin(step, "zero_grad")
+        for block in made:  # zero_grad(set_to_none=True)
+            al.free(block)
+        made.clear()
+
+
+def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
+                steps: int = STEPS_REPLAYED, capacity_bytes: float | None = None) -> StepReplay:
+    """The resident state (or the FSDP load path), then `steps` steps: the peaks over what
+    the source measures (module docstring). `m`: training_memory of the same setup.
+    `capacity_bytes`: what cudaMalloc can hand out (the card's memory less the CUDA context;
+    None: unbounded). With it, a new segment that does not fit first makes the allocator free
+    its wholly free cached segments (trace/allocator.py, release_cached_blocks), so a run near
+    the card's memory reserves less than the same run on a larger card; a request that still
+    does not fit is out of memory."""
+    al = Allocator(capacity_bytes)
+    stream = 0
+    try:
+        if t.load_path == "fsdp-flatten":
+            stream = _fsdp_load(al, t, num_gpus)
+            if capacity_bytes is not None:  # the unshard stream's segments are held too
+                al.capacity_bytes = capacity_bytes - stream
+            al.peak_reserved, al.peak_allocated = al.reserved, al.allocated  # reset_peak_...
+        else:
+            _resident(al, t, m)
+        run_steps(al, t, m, steps)
+    except OutOfMemory as e:
+        return StepReplay(reserved_bytes=al.peak_reserved + stream,
+                          allocated_bytes=al.peak_allocated + stream,
+                          unshard_stream_bytes=stream, steps=steps, out_of_memory=True,
+                          failed_segment_bytes=e.segment_bytes)
+    return StepReplay(reserved_bytes=al.peak_reserved + stream,
+                      allocated_bytes=al.peak_allocated + stream,
+                      unshard_stream_bytes=stream, steps=steps)
+
+
+def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch-cuda",
+                             gpu_memory_bytes: float | None = None) -> MemoryBreakdown:
+    """training_memory with the allocator reserve from the step replay where it applies
+    (`replay_applies`), else with the flat reserve and the load path's replay (load_cache.py)
+    as before. The setup terms say which. `gpu_memory_bytes`: the card's memory, whose part
+    the CUDA context leaves is the replay's capacity (`replay_step`); None: unbounded.
+    Where the replay runs out of memory with live tensors that fit (its cached segments split
+    so that a request finds no room even after the cache is emptied) the reserve is what the
+    card has left beside the live tensors, as for variable lengths (fragmentation.py): the
+    total is the card's memory, and whether such a run fails is not modelled (the basis
+    says so)."""
+    why_not = replay_applies(t, num_gpus, stack)
+    if why_not is not None:
+        return training_memory(t.arch, t, num_gpus, load_path_reserve_bytes(t, num_gpus), stack)
+    m = training_memory(t.arch, t, num_gpus, 0.0, stack)
+    cap = None if gpu_memory_bytes is None else gpu_memory_bytes - m.cuda_context_bytes
+    r = replay_step(t, m, num_gpus, capacity_bytes=cap)
+    load = " after FSDP's wrap (load_cache.py)" if t.load_path == "fsdp-flatten" else ""
+    reserve = float(r.reserve_bytes)
+    where = ("; bounded by the card's memory less the CUDA context" if cap is not None
+             else "")
+    if r.out_of_memory and cap is not None:
+        reserve = max(cap - m.tensors_bytes, 0.0)
+        where = ("; the replay ran out of the card's memory less the CUDA context (a segment "
+                 "found no room after the cache was emptied): the reserve is what the card "
+                 "leaves beside the live tensors, and whether the run fails is not modelled")
+    term = (f"{STEP_REPLAY_TERM} = {reserve / 2**30:.2f} GiB: reserved less allocated "
+            f"of {r.steps} training steps{load} replayed through the caching allocator's rules "
+            f"(estimate/step_replay.py, a model: not measured), in place of the flat "
+            f"allocator_reserve_fraction{where}")
+    return dataclasses.replace(m, allocator_reserve_bytes=reserve,
+                               setup_terms=tuple(x for x in m.setup_terms
+                                                 if not x.startswith(LOAD_PATH_TERM)) + (term,))
