@@ -272,6 +272,11 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                        "count: logits write, log-softmax read and write; backward: the loss "
                        "gradient write, log-softmax backward two reads and a write (2 bytes "
                        "each; each chunk has its own head matmul, so no slice copy)"),
+    "verl-logprobs": _a("logits_traffic_bytes_per_element.verl-logprobs", 16.0,
+                        "bytes per logit", "count: LM head write, the in-place temperature "
+                        "division's read and write, the kernel's forward read, its backward "
+                        "read and in-place write, the division's backward read and write (2 "
+                        "bytes each; verl@df340d70 dp_actor.py, flash-attn cross_entropy.py)"),
     "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }
