@@ -662,9 +662,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if phase.reward.kind == "model":
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
             reward_arch, _ = resolve_model(phase.reward.model)
-        except InputError as e:
-            raise InputError(f"{_where(ctx, phase)}, field 'reward.model'", e.message,
-                             e.hint) from None
+        except InputError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'reward.model'", err.message,
+                             err.hint) from None
         reward_s = score(reward_arch)
     def longest_batch(tt: Training) -> TrainingEstimate:
         """The micro-batch's memory when it holds the longest sequences (padded)."""
