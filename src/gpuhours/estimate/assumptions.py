@@ -566,7 +566,8 @@ EAGER_HOST_S_PER_KERNEL = _a(
 #: Python over ALL num_experts experts of a layer, each iteration a torch.where (nonzero: a
 #: device-to-host synchronisation) and ~18 dispatched operators (counted at batch 1: 2,322 per
 #: layer of 128 experts), most on empty tensors. vLLM and SGLang run fused MoE kernels: 0.
-#: transformers 4.52+ loops over the experts hit only, 5.x runs grouped kernels: not modelled.
+#: Later releases loop over the experts hit only (4.52 Mixtral/Qwen2-MoE, 4.53 Qwen3-MoE) and 5.x
+#: runs grouped kernels: estimate/generation.py hf_generate_experts_looped counts them by release.
 HF_GENERATE_HOST_PER_EXPERT_S = _a(
     "hf_generate_host_per_expert_s", 79e-6, "s per expert per MoE layer per forward",
     "fitted to ONE row: generation_published.csv row 127 (transformers 4.51.3, Qwen3-30B-A3B, "
