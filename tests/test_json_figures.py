@@ -31,6 +31,9 @@ COUNTS = frozenset({
     "steps_timed", "priority", "schedule_gpus", "reduced_priority", "other_setup_runs",
     # doctor: steps the run recorded and the steps planned
     "steps_recorded", "planned_steps",
+    # catalog models: a model's shape
+    "hidden_size", "num_layers", "num_heads", "num_kv_heads", "vocab_size", "experts_per_token",
+    "num_experts",
     # a phase's details that count things (plan/results.py DETAIL_COUNTS)
     "experiments", "generation_batch_per_gpu", "rollout_gpus", "train_gpus",
     "rollout_tensor_parallel", "update_micro_batch", "grpo_calibration_ledger_id",
@@ -152,3 +155,14 @@ def test_doctor_json_is_figures(tmp_path: Path) -> None:
     # by hand: 1000 s / 100 steps; the price as given
     assert d["step_time_mean_s"] == {**d["step_time_mean_s"], "value": 10.0, "unit": "s"}
     assert d["usd_per_gpu_hour"] == {**d["usd_per_gpu_hour"], "value": 2.0, "basis": "input"}
+
+
+def test_catalog_models_json_is_figures() -> None:
+    """catalog models --json (walk p9, minor): the parameter counts as figures, the table's
+    columns (heads, KV heads, MoE) in the JSON too."""
+    rows = {r["name"]: r for r in _json("catalog", "models")}
+    assert bare_numbers(list(rows.values())) == []
+    mixtral = next(r for r in rows.values() if r["num_experts"])
+    assert mixtral["computed_params"]["basis"] == "formula"
+    assert rows["qwen2.5-7b"]["published_params"]["basis"] == "catalog"
+    assert (rows["qwen2.5-7b"]["num_heads"], rows["qwen2.5-7b"]["num_kv_heads"]) == (28, 4)
