@@ -26,15 +26,27 @@ def test_experts_looped_by_release() -> None:
     assert hf_generate_experts_looped(qwen3, "5.0", 8) == 0
 
 
-def _step_s(version: str) -> float:
+def _json(version: str) -> dict:
     r = CliRunner().invoke(app, ["generation", "--model", "qwen3-30b-a3b", "--gpu", "h100",
                                  "--engine", "hf-generate", "--batch", "1",
                                  "--hf-transformers-version", version, "--json"])
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)["decode_step_s_first"]["value"]
+    return json.loads(r.stdout)
+
+
+def _step_s(version: str) -> float:
+    return _json(version)["decode_step_s_first"]["value"]
 
 
 def test_a_decode_step_loses_the_empty_experts_from_4_53() -> None:
     # the same step but for 128 - 8 experts a layer not looped: 48 x 120 x 79 us
     gone = _step_s("4.51.3") - _step_s("4.53")
     assert gone == pytest.approx(48 * 120 * A.HF_GENERATE_HOST_PER_EXPERT_S.value, rel=1e-6)
+
+
+def test_the_per_expert_constant_is_listed_only_where_a_loop_runs() -> None:
+    def listed(version: str) -> bool:
+        return any(a["name"] == "hf_generate_host_per_expert_s"
+                   for a in _json(version)["assumptions"])
+
+    assert listed("4.51.3") and listed("4.53") and not listed("5.0")

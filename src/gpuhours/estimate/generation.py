@@ -970,8 +970,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
-    if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
-        used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
+    if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
+            and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
+        used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
     routing = _pays_routing_kernels(g.engine, g.arch)
     # the fp8 input-quantisation kernels: the step's activation_quant_launches_s is non-zero
