@@ -73,7 +73,7 @@ def test_h100_sxm_row_is_one_epoch_over_its_minutes(rows):
     assert measured == pytest.approx(54_468_608 / 2_820, abs=0.1)
     tp = [c for c in F._row_comparisons(m, rows[518 - 1]) if c.kind == "ft_throughput"][0]
     assert tp.skipped is None and tp.generation == "hopper" and tp.predicted is not None
-    assert "torch.compile not modelled" in tp.setup
+    assert t.compile and "torch.compile (the row's notes)" in tp.setup
 
 
 def test_a_gpu_without_the_rate_is_skipped_with_why(rows):

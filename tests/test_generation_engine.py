@@ -268,3 +268,33 @@ def test_8_bit_weights_and_kv_halve_the_bytes() -> None:
     fixed = 28 * 4 * A.QUANTISED_GEMM_FIXED_S.value
     assert one.decode_step_s_first - one.host_step_s - fixed == pytest.approx(
         (ref.decode_step_s_first - ref.host_step_s) * ratio, rel=0.01)
+
+
+def test_decode_led_by_the_engines_per_sequence_host_work_says_host() -> None:
+    """Walk finding F4: SGLang on a B200 with 2,048 Qwen2.5-7B sequences running. Their GEMMs,
+    2,048 x ~2 x 7.6e9 FLOPs = 31 TFLOP, take ~20 ms at the B200's 2,250 TFLOPS x 0.7, while
+    SGLang's host work per running sequence (DECODE_HOST_PER_SEQUENCE_S) x 2,048 is
+    ~145 ms: the step is mostly host, and says so (it read "compute")."""
+    gpu = catalog.gpu("b200")
+    g = gen(model="qwen2.5-7b", prompt_tokens=16, output_tokens=16, batch=2048,
+            max_num_seqs=2048, engine="sglang")
+    e = estimate_generation(g, gpu)
+    host = e.host_step_s + 2048 * A.DECODE_HOST_PER_SEQUENCE_S["sglang"].value
+    assert host > 0.5 * e.decode_step_s_first  # the host is most of the step
+    assert e.decode_bound == "host (engine step and per-sequence work)"
+
+
+def test_decode_led_by_tensor_parallel_all_reduces_says_so() -> None:
+    """Walk finding F4b: Llama-3-70B in 4-bit over 8 RTX 4090s (PCIe), with the 256 sequences
+    vLLM runs at once: 2 all-reduces a layer x 80 layers of 256 x 8,192 x 2 bytes = 4.2 MB each,
+    over PCIe, outlast the step's weight reads (~40 GB / 8 GPUs at ~1 TB/s) and its GEMMs
+    (256 x 2 x 70e9 / 8 FLOPs); the label said "compute"."""
+    gpu = catalog.gpu("rtx-4090")
+    g = gen(model="llama-3-70b", tensor_parallel=8, weight_bytes_per_param=0.56, batch=256)
+    e = estimate_generation(g, gpu)
+    assert e.allreduce_s_per_decode_step > 0.5 * e.decode_step_s_first
+    assert e.decode_bound == "tensor-parallel all-reduces"
+    # on NVLink H100s the same group's all-reduces are a small part: weight reads lead
+    h100 = estimate_generation(g, catalog.gpu("h100-sxm"))
+    assert h100.allreduce_s_per_decode_step < 0.5 * h100.decode_step_s_first
+    assert h100.decode_bound != "tensor-parallel all-reduces"

@@ -113,7 +113,18 @@ def test_a_larger_step_moves_as_the_physics_does(measured) -> None:  # type: ign
            for p in (small, large)]
     assert raw[0]["grpo_calibration_ledger_id"] is None
     for key in PARTS.values():
+        if key == "policy_update_s":
+            continue
         assert cal[1][key] / cal[0][key] == pytest.approx(raw[1][key] / raw[0][key], rel=1e-6)
+    # the update is one optimizer step over 3 or 6 micro-batches of 2 (walk F10: each
+    # micro-batch was counted as an optimizer step of its own, 2x exactly either way). The
+    # ledger's training row also calibrates the host per operator (this tiny model's step is
+    # host-led), so the calibrated update grows nearly as its micro-batches' operators, (6 + an
+    # optimizer step's) / (3 + its), and the uncalibrated physics, where the optimizer step
+    # weighs more, by less
+    update = [c["policy_update_s"] for c in cal]
+    assert raw[1]["policy_update_s"] / raw[0]["policy_update_s"] < update[1] / update[0] < 2.0
+    assert raw[1]["policy_update_s"] / raw[0]["policy_update_s"] < 1.95
     # the scoring passes are compute-bound: twice the sequences, twice the time
     assert raw[1]["reference_model_s"] == pytest.approx(2 * raw[0]["reference_model_s"])
 

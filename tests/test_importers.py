@@ -289,7 +289,11 @@ def test_torchtune_lora_single_device(tmp_path: Path) -> None:
         "model": "llama-3.1-8b", "method": "lora", "lora_rank": 8, "micro_batch": 2,
         "grad_accum": 8, "checkpointing": True, "precision": "bf16", "packed": False,
         "optimizer": "adamw", "optimizer_impl": "fused", "loss_kernel": "chunked",
-        "epochs": 1, "lora_dropout": 0.0}
+        "epochs": 1, "lora_dropout": 0.0,
+        # torchtune's MultiHeadAttention repeats k and v to the query heads before SDPA
+        "kv_repeated": True,
+        # its LoRALinear is built in the model's bf16
+        "lora_adapter_dtype": "half"}
     keys = unused_keys(got.unused)
     # q, v, output + MLP (no k): none of all-linear, attention, qv
     assert keys[0] == "model.lora_attn_modules" and "none of them" in got.unused[0]

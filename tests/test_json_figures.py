@@ -43,7 +43,9 @@ COUNTS = frozenset({
 #: keys under which numbers are inputs as given, settings, or price rows (a catalog price with
 #: its source and date beside it)
 NOT_FIGURES = frozenset({"setup", "costs", "cost_usd", "downtime_cost_usd", "amount",
-                         "stale_after_days", "usd_per_gpu_hour"})
+                         "stale_after_days", "usd_per_gpu_hour",
+                         # a catalog model's released weight format, its source beside it
+                         "released_weights"})
 KINDS = set(get_args(BasisKind))
 
 

@@ -378,3 +378,80 @@ def test_the_engines_max_num_seqs_caps_the_running_sequences(tmp_path):
     with pytest.raises(InputError, match="rollout_max_num_seqs") as caught:
         run(tmp_path, rollout_max_num_seqs=0)
     assert "plan.yaml" in str(caught.value)
+
+
+def test_weights_too_big_for_the_share_name_what_would_fit(tmp_path):
+    """Walk finding F1. Llama-3-70B in bf16: 70,553,706,496 x 2 bytes = 141.1 GB. In the
+    colocated default share, 0.5 x 80 GB = 40 GB a GPU: split 2 ways 70.6 GB, 4 ways 35.3 GB
+    (leaving 4.7 GB for KV cache), so tensor parallelism 4 is the smallest that holds it. The
+    A100 runs no fp8 matmuls: fp8 weights are not offered. No share of one 80 GB GPU holds
+    141 GB: raising rollout_memory_utilisation (never set here) is not offered either."""
+    with pytest.raises(InputError) as caught:
+        run(tmp_path, model="llama-3-70b", method="lora", max_response_tokens=2048)
+    err = caught.value
+    assert "rollout_tensor_parallel" in err.where
+    assert "141.1 GB" in err.message
+    assert "0.5 of the GPU, the default for colocated" in err.message
+    assert "rollout_tensor_parallel: 4 splits the weights to 35.3 GB a GPU" in err.hint
+    assert "fp8" not in err.hint
+    assert "rollout_memory_utilisation" not in err.hint
+    # the remedy named fits: the phase runs with it
+    run(tmp_path, model="llama-3-70b", method="lora", max_response_tokens=2048,
+        rollout_tensor_parallel=4, zero_stage=3)
+
+
+def test_a_share_too_small_for_a_model_that_fits_the_gpu_says_how_large(tmp_path):
+    """Qwen2.5-7B in bf16, 15.2 GB, on an 80 GB A100 in a 0.1 share (8 GB): more tensor
+    parallelism would help (3.8 GB a GPU at 4; at 2, 7.6 GB and vLLM's profiling reserve
+    leave no 8 GB), and so would a share of 0.2 (16 GB: the weights, the reserve and one
+    sequence's KV cache, 2 x 28 layers x 4 KV heads x 128 x 2 bytes x 2,560 tokens =
+    0.15 GB); 0.15 (12 GB) would not."""
+    with pytest.raises(InputError) as caught:
+        run(tmp_path, rollout_memory_utilisation=0.1, max_response_tokens=2048)
+    assert "rollout_memory_utilisation of at least 0.2," in caught.value.hint
+    assert "rollout_tensor_parallel: 4 splits the weights to 3.8 GB a GPU" in caught.value.hint
+
+
+def test_fp8_weights_are_offered_where_the_gpu_runs_fp8(tmp_path):
+    """Llama-3-70B on H100s (fp8 matmuls): in fp8, 70.6 GB, split 2 ways 35.3 GB, within the
+    0.5 x 80 GB share."""
+    plan = {**BASE, "hardware": {**BASE["hardware"], "gpu": "h100-sxm"},
+            "phases": [{**BASE["phases"][0], "model": "llama-3-70b", "method": "lora"}]}
+    f = tmp_path / "h100.yaml"
+    f.write_text(yaml.safe_dump(plan, sort_keys=False))
+    with pytest.raises(InputError) as caught:
+        evaluate(load_plan(f))
+    assert "rollout_precision: fp8 (1 byte a weight) with rollout_tensor_parallel: 2" in (
+        caught.value.hint)
+
+
+def test_a_model_no_engine_holds_asks_for_a_larger_gpu(tmp_path):
+    """DeepSeek-V3, 671B parameters, 1,342 GB in bf16: 168 GB a GPU at tensor parallelism 8,
+    beyond any share of an 80 GB A100 (which runs no fp8)."""
+    with pytest.raises(InputError) as caught:
+        run(tmp_path, model="deepseek-v3", method="lora")
+    assert "No rollout engine of up to 8 a100-80gb GPUs" in caught.value.hint
+    assert "more memory" in caught.value.hint and "fp8" not in caught.value.hint
+
+
+def test_the_setup_shown_accumulates_the_gpus_share_of_the_step(tmp_path):
+    """Walk finding F10: 32 prompts x 8 responses = 256 sequences on 8 GPUs, 32 each; in
+    micro-batches of 4, 8 of them a step (grad_accum 8, where 1 was shown); with 2
+    mini-batches (optimizer steps) 16 sequences each, 4 micro-batches. A grad_accum the plan
+    gives is kept."""
+    assert run(tmp_path, micro_batch=4).setup["grad_accum"] == 8
+    assert run(tmp_path, micro_batch=4, mini_batches=2).setup["grad_accum"] == 4
+    assert run(tmp_path, micro_batch=4, grad_accum=2).setup["grad_accum"] == 2
+    r = run(tmp_path, micro_batch=5)
+    assert (r.setup["micro_batch"], r.setup["grad_accum"]) == (5, 7)  # ceil(32 / 5)
+
+
+def test_a_micro_batch_that_does_not_fit_is_named_as_the_plan_gives_it(tmp_path):
+    """micro_batch 64 of 512 + 1,024 = 1,536-token sequences, the longest 512 + 4,096 =
+    4,608: its memory is taken at the longest length over the same tokens, 64 x 1,536 /
+    4,608 = 21 sequences; the error says the plan's 64 first."""
+    with pytest.raises(InputError) as caught:
+        run(tmp_path, micro_batch=64, max_response_tokens=4096, checkpointing=False)
+    assert caught.value.message.startswith(
+        "a micro-batch of 64 sequences (1,536 tokens each on average; its memory taken at the "
+        "longest, 4,608 tokens, as the same tokens in 21 sequence(s)) needs")

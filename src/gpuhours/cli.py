@@ -19,18 +19,21 @@ from gpuhours.cli_common import (
     BatchOpt,
     BnbSavedInputOpt,
     CkptOpt,
+    CompileOpt,
     DocumentTokensOpt,
     DsBucketOpt,
     DsOverlapOpt,
     EpochsOpt,
     ExamplesOpt,
     FlashOpt,
+    FsdpGradAccumOpt,
     FusedOpt,
     GpuOpt,
     HeldLogitsOpt,
     JsonOpt,
     KbitUpcastOpt,
     KernelsOpt,
+    KvRepeatedOpt,
     LedgerOpt,
     LmHead4bitOpt,
     LmHeadOpt,
@@ -208,7 +211,9 @@ _PARAM_OF_FIELD = {
     "model": "model", "method": "method", "precision": "precision", "optimizer": "optimizer",
     "optimizer_impl": "optimizer_impl", "micro_batch": "batch", "seq_len": "seq",
     "grad_accum": "grad_accum", "checkpointing": "checkpointing", "flash_attention": "flash",
-    "fused_attention": "fused", "kernels": "kernels", "held_logits": "held_logits",
+    "fused_attention": "fused", "compile": "torch_compile", "kernels": "kernels",
+    "kv_repeated": "kv_repeated",
+    "held_logits": "held_logits",
     "lora_dropout": "lora_dropout", "lora_adapter_dtype": "lora_adapter_dtype",
     "load_path": "load_path",
     "deepspeed_reduce_bucket": "deepspeed_reduce_bucket", "lora_branch": "lora_branch",
@@ -216,6 +221,7 @@ _PARAM_OF_FIELD = {
     "document_tokens": "document_tokens",
     "deepspeed_overlap_comm": "deepspeed_overlap_comm", "kbit_upcast": "kbit_upcast",
     "zero3_engine": "zero3_engine", "bnb_saved_input": "bnb_saved_input",
+    "fsdp_grad_accum": "fsdp_grad_accum",
     "lm_head_4bit": "lm_head_4bit",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
     "zero_stage": "zero", "offload": "offload", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
@@ -289,6 +295,8 @@ def estimate(
     moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
+    torch_compile: CompileOpt = TRAINING.compile,
+    kv_repeated: KvRepeatedOpt = TRAINING.kv_repeated,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
@@ -303,6 +311,7 @@ def estimate(
     deepspeed_reduce_bucket: DsBucketOpt = TRAINING.deepspeed_reduce_bucket,
     deepspeed_overlap_comm: DsOverlapOpt = TRAINING.deepspeed_overlap_comm,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
+    fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -510,6 +519,8 @@ def fit(
     moe_a2a_overlap: A2aOverlapOpt = TRAINING.moe_a2a_overlap,
     flash: FlashOpt = TRAINING.flash_attention,
     fused: FusedOpt = TRAINING.fused_attention,
+    torch_compile: CompileOpt = TRAINING.compile,
+    kv_repeated: KvRepeatedOpt = TRAINING.kv_repeated,
     loss_kernel: LossKernelOpt = TRAINING.loss_kernel,
     kernels: KernelsOpt = TRAINING.kernels,
     held_logits: HeldLogitsOpt = TRAINING.held_logits,
@@ -524,6 +535,7 @@ def fit(
     deepspeed_reduce_bucket: DsBucketOpt = TRAINING.deepspeed_reduce_bucket,
     deepspeed_overlap_comm: DsOverlapOpt = TRAINING.deepspeed_overlap_comm,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
+    fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -671,7 +683,9 @@ def generation(
              "length), on, or off (vLLM enforce_eager=True, SGLang --disable-cuda-graph: every "
              "kernel launched by the host).")] = GENERATION.cuda_graphs,
     weight_bytes_per_param: Annotated[float | None, typer.Option(
-        help=f"Bytes per weight: {GENERATION.weight_bytes_per_param:g} bf16 (the default), 1 "
+        help=f"Bytes per weight: the model's released format by default (gpt-oss: MXFP4 "
+             f"experts, 4.25 bits, the rest bf16; catalog released_weights), else "
+             f"{GENERATION.weight_bytes_per_param:g} bf16; 1 "
              f"fp8/int8 (the default with --matmul-precision fp8; 1-1.125 with scales), "
              f"0.5-0.625 4-bit with its scales (~0.56), 4 fp32; other values are refused. "
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
@@ -720,8 +734,8 @@ def generation(
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,
                                        matmul_precision=matmul_precision,
-                                       **({} if weight_bytes_per_param is None else
-                                          {"weight_bytes_per_param": weight_bytes_per_param})))
+                                       **_weights_of(model, weight_bytes_per_param,
+                                                     matmul_precision)))
     from gpuhours.estimate.lengths import check_generation_context
 
     # the longest output the run waits for, against the model's configured context (an
@@ -758,6 +772,22 @@ def generation(
     from gpuhours.report.terminal import render_generation
 
     render_generation(data, console_for(wide), wide)
+
+
+def _weights_of(model: str | None, weight_bytes_per_param: float | None,
+                matmul_precision: str) -> dict[str, Any]:
+    """generation's weights: the ones given, else as the model is released (the catalog's
+    released_weights, e.g. gpt-oss's MXFP4 experts), else Generation's default (bf16, or fp8
+    under W8A8)."""
+    if weight_bytes_per_param is not None:
+        return {"weight_bytes_per_param": weight_bytes_per_param}
+    from gpuhours.estimate.weight_formats import released_weights
+
+    released = released_weights(model) if matmul_precision == "bf16" else None
+    if released is None:
+        return {}
+    return {"weight_bytes_per_param": released.bits_per_weight / 8,
+            "released_format": released.format}
 
 
 @app.command()

@@ -49,7 +49,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "lora_rank": "--lora-rank", "lora_targets": "--lora-targets", "method": "--method",
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
-    "fused_attention": "--fused-attention", "zero_stage": "--zero",
+    "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
+    "kv_repeated": "--kv-repeated",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -60,6 +61,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
+    "fsdp_grad_accum": "--fsdp-grad-accum",
     "lm_head_4bit": "--lm-head-4bit",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
@@ -194,6 +196,17 @@ FusedOpt = Annotated[bool, typer.Option(
     "--fused-attention/--sdpa-attention",
     help="cuDNN fused attention or FlashAttention-3 (Megatron-LM, NeMo), faster on Hopper; "
          "default: PyTorch SDPA's FlashAttention-2 kernels (transformers).")]
+CompileOpt = Annotated[bool, typer.Option(
+    "--compile/--eager",
+    help="torch.compile of the decoder layers and the loss (torchtune compile=True, HF "
+         "torch_compile): fewer activations saved (cheap elementwise operators recomputed), "
+         "a compiled cross-entropy on the half-precision logits, fused elementwise kernels. "
+         "Default: eager.")]
+KvRepeatedOpt = Annotated[bool, typer.Option(
+    "--kv-repeated/--kv-grouped",
+    help="k and v repeated to the query heads before the attention kernel (torchtune; "
+         "transformers' repeat_kv without enable_gqa): saved at the query width. Default: "
+         "grouped (transformers 5, flash-attn).")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "
@@ -265,6 +278,12 @@ DsOverlapOpt = Annotated[bool, typer.Option(
 Zero3EngineOpt = Annotated[str, typer.Option(
     "--zero3-engine", help="Who runs --zero 3: fsdp, or deepspeed (its engine hooks every submodule: a host "
          "cost per module fetched and released).")]
+FsdpGradAccumOpt = Annotated[str, typer.Option(
+    "--fsdp-grad-accum", help="How FSDP (--zero 3) accumulates gradients over --grad-accum "
+    "micro-batches: reduce-scatter (each micro-batch's into the 1/N shards) or no-sync "
+    "(FSDP.no_sync(), as Lightning Fabric and litgpt run it: every unit's whole gradient "
+    "held unsharded until the last micro-batch, a LoRA unit's over its frozen base too; "
+    "estimate/fsdp_no_sync.py). Not with qlora or --offload.")]
 KbitUpcastOpt = Annotated[bool | None, typer.Option(
     "--kbit-upcast/--no-kbit-upcast", help="qlora: peft's prepare_model_for_kbit_training "
     "casts the weights that are not 4-bit to fp32 (default: yes, unless ZeRO-3/FSDP, a "

@@ -224,11 +224,10 @@ def _hf_common(r: Reader, folder: Path) -> None:
         if r.take(key) is True:
             r.set("loss_kernel", "fused-linear", f"{key}=true",
                   "Liger's fused linear cross-entropy")
-    for key in ("torch_compile", "auto_find_batch_size"):
-        if r.take(key) is True:
-            r.skip(f"{key}=true", "not modelled: the estimate is of an eager step at the "
-                                  "given batch" if key == "torch_compile" else
-                                  "the batch it would find is unknown: give --batch")
+    if r.take("torch_compile") is True:
+        r.set("compile", True, "torch_compile=true", "the Trainer compiles the model")
+    if r.take("auto_find_batch_size") is True:
+        r.skip("auto_find_batch_size=true", "the batch it would find is unknown: give --batch")
     r.take("gradient_checkpointing_kwargs")
 
 
@@ -435,6 +434,11 @@ def _torchtune(r: Reader) -> Imported:
     if dtype in ("bf16", "fp32"):
         r.set("precision", dtype, f"dtype={dtype}",
               "torchtune keeps weights, gradients and optimizer state in this dtype")
+    if dtype == "bf16" and r.fields.get("method") in ("lora", "qlora"):
+        # its LoRALinear is built under training.set_default_dtype: no fp32 adapters, and no
+        # fp32 copy of their inputs (which a compiled step would keep: estimate/compiled.py)
+        r.set("lora_adapter_dtype", "half", f"dtype={dtype}",
+              "torchtune's LoRALinear is built in the model's dtype")
     elif dtype is not None:
         r.skip(f"dtype={dtype}", "expected bf16 or fp32")
     tokenizer = r.take("tokenizer")
@@ -468,7 +472,9 @@ def _torchtune(r: Reader) -> Imported:
         r.skip(f"loss._component_={loss}", "loss kernel not modelled")
     _set_amounts(r, "epochs", "max_steps")
     if r.take("compile") is True:
-        r.skip("compile=true", "not modelled: the estimate is of an eager step")
+        r.set("compile", True, "compile=true", "each decoder layer and the loss compiled")
+    r.set("kv_repeated", True, f"model._component_={_component(model)}", "torchtune's "
+          "MultiHeadAttention repeats k and v to the query heads before SDPA")
     if r.take("optimizer_in_bwd") is True:
         r.skip("optimizer_in_bwd=true", "the optimizer step inside the backward (each gradient "
                                         "freed at once) is not modelled: the estimate holds "

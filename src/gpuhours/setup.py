@@ -155,6 +155,17 @@ class Training(_ReadsModel):
     #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only
     #: (assumptions.ATTENTION_EFFICIENCY_BY_GENERATION)
     fused_attention: bool = False
+    #: torch.compile of the decoder layers and the loss (torchtune's compile=True, HF Trainer's
+    #: torch_compile): AOTAutograd's min-cut partitioner recomputes the cheap elementwise
+    #: operators in backward instead of saving their outputs, Inductor fuses them, and a
+    #: compiled cross-entropy keeps the half-precision logits, not an fp32 log-softmax
+    #: (estimate/compiled.py, measured on CPU: tests/test_compiled.py). False: eager PyTorch
+    compile: bool = False
+    #: k and v repeated to the query heads before the attention kernel (torchtune's
+    #: MultiHeadAttention; transformers' repeat_kv where SDPA is not given enable_gqa): the
+    #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
+    #: reach the kernel as they are (transformers 5, flash-attn)
+    kv_repeated: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
     loss_kernel: LossKernel = "hf"
     #: the kernel path (Kernels above): the host's operators per micro-batch
@@ -237,6 +248,13 @@ class Training(_ReadsModel):
     #: fetches and releases its parameters around each forward and backward of it: a host cost
     #: per module, estimate/host.py zero3_hook_ops_per_micro_batch)
     zero3_engine: Literal["fsdp", "deepspeed"] = "fsdp"
+    #: how FSDP (zero_stage 3, zero3_engine fsdp) accumulates gradients over the micro-batches
+    #: of a step (estimate/fsdp_no_sync.py): "reduce-scatter" (every micro-batch's gradients
+    #: reduce-scattered into the shards: 1/N of them held) or "no-sync" (FSDP.no_sync() on the
+    #: accumulating micro-batches, as Lightning Fabric's no_backward_sync and litgpt run it:
+    #: every unit keeps its whole unsharded gradient until the last micro-batch, and with
+    #: use_orig_params a LoRA unit's gradient covers its frozen base weights too)
+    fsdp_grad_accum: Literal["reduce-scatter", "no-sync"] = "reduce-scatter"
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16), a GPTQ base
@@ -462,6 +480,8 @@ class Training(_ReadsModel):
             _check_load_path(self)
         if self.kernels == "megatron":
             _check_megatron(self)
+        if self.fsdp_grad_accum == "no-sync":
+            _check_fsdp_no_sync(self)
         if self.zero3_engine == "deepspeed" and self.zero_stage != 3:
             raise FieldError(("zero3_engine", "zero_stage"), "the DeepSpeed ZeRO-3 engine runs "
                              f"ZeRO stage 3; zero_stage is {self.zero_stage}.",
@@ -509,6 +529,8 @@ class Training(_ReadsModel):
             parts.append(f"{self.optimizer}/{self.optimizer_impl}")
         if self.zero_stage:
             parts.append(f"zero{self.zero_stage}")
+        if self.fsdp_grad_accum == "no-sync":
+            parts.append("no-sync")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
         if self.loss_kernel != "hf":
@@ -547,6 +569,24 @@ def _check_load_path(t: Training) -> None:
                          f"only (q, k, v, o and the MLP's linears); {t.arch.name} has experts, "
                          f"latent attention, SSM mixers, a vision tower or an encoder.",
                          "Use --load-path from-pretrained.")
+
+
+def _check_fsdp_no_sync(t: Training) -> None:
+    """fsdp_grad_accum 'no-sync' is PyTorch FSDP's no_sync() (estimate/fsdp_no_sync.py)."""
+    if t.zero_stage != 3 or t.zero3_engine != "fsdp":
+        raise FieldError(("fsdp_grad_accum", "zero_stage"), "no-sync is PyTorch FSDP's "
+                         "no_sync(): it needs zero_stage 3 run by FSDP (zero3_engine fsdp); "
+                         f"this is zero_stage {t.zero_stage}, {t.zero3_engine}.",
+                         "Use --zero 3 --zero3-engine fsdp, or --fsdp-grad-accum "
+                         "reduce-scatter.")
+    if t.method == "qlora":
+        raise FieldError(("fsdp_grad_accum", "method"), "no-sync with a 4-bit base (the "
+                         "gradient of a unit of packed 4-bit storage) is not modelled.",
+                         "Use --fsdp-grad-accum reduce-scatter with qlora.")
+    if t.offload != "none":
+        raise FieldError(("fsdp_grad_accum", "offload"), "no-sync with CPU offload (FSDP "
+                         "keeps the unsharded gradients on the host then) is not modelled.",
+                         "Use --fsdp-grad-accum reduce-scatter with --offload.")
 
 
 def _check_megatron(t: Training) -> None:
@@ -874,6 +914,11 @@ class Generation(_ReadsModel):
     #: bytes per stored weight: 2 (bf16/fp16), 1 (fp8/int8), ~0.56 (4-bit AWQ/GPTQ with one
     #: fp16 scale per 128 weights). Matmuls run at the bf16 rate unless matmul_precision fp8.
     weight_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
+    #: the weights as the model is released (catalog released_weights): "mxfp4" puts only the
+    #: routed experts at weight_bytes_per_param and keeps the rest 16-bit (gpt-oss); None: the
+    #: caller's weight_bytes_per_param on every linear layer (the LM head and embedding 16-bit
+    #: under 8/4-bit weights)
+    released_format: Literal["mxfp4"] | None = None
     #: the matmuls' precision: bf16, or fp8 (W8A8: vLLM quantization="fp8", TensorRT-LLM fp8;
     #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each: the
     #: default of weight_bytes_per_param with fp8, and more than 1 is refused)

@@ -147,10 +147,12 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
     t = Training.model_validate(dict(
         arch=arch, method=method, precision="bf16", optimizer=optimizer,
         micro_batch=int(r["micro_batch"]), seq_len=int(r["seq_len"]), checkpointing=ckpt,
-        lora_rank=8, lora_targets="all-linear", **branch))
+        lora_rank=8, lora_targets="all-linear", compile=compiled, kv_repeated=True, **branch))
     e = estimate_training(t, Hardware(gpu=gpu), "catalog")
     setup = (f"{method}, bf16, batch {t.micro_batch} x {t.seq_len} packed, checkpointing "
-             f"{'on' if ckpt else 'off'}{'; torch.compile not modelled' if compiled else ''}")
+             f"{'on' if ckpt else 'off'}"
+             f"{'; torch.compile (estimate/compiled.py)' if compiled else ''}; k and v "
+             f"repeated to the query heads (kv_repeated)")
     return Comparison(**base, measured=measured, predicted=e.tokens_per_s_per_gpu.value,
                       setup=setup, implied_mfu=_implied_mfu(e, measured))
 

@@ -547,8 +547,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                 "lora_lm_head": _lm_head_adapted(r)}
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
-        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
-        branch = _LORA_BRANCH.get("compiled" if compiled else source)
+        branch = _LORA_BRANCH.get("compiled" if _compiled(r) else source)
         if branch:
             lora["lora_branch"] = branch[0]
             notes.append(branch[1])
@@ -632,6 +631,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("train.py's loading (low_memory: rank 0 on the CPU, FSDP copies, "
                      "broadcasts, flattens and shards each unit): the freed copies stay "
                      "cached, replayed (load_path fsdp-flatten)")
+    # litgpt's loops (litgpt @ 00af8b0d finetune/full.py and lora.py; lit-gpt @ 8641822
+    # finetune/lora.py) run each accumulating micro-batch under fabric.no_backward_sync, which
+    # Lightning's FSDPStrategy makes FSDP.no_sync() (use_orig_params=True by default): every
+    # Block unit keeps its whole unsharded gradient, frozen base included for LoRA
+    no_sync = (source in ("litgpt config_hub", "litgpt resource tables") and stage == 3
+               and accum > 1 and n > 1 and method != "qlora")  # qlora: not modelled
+    if no_sync:
+        notes.append("litgpt's loop accumulates under fabric.no_backward_sync, FSDP.no_sync() "
+                     "with use_orig_params (Lightning's default): each Block unit's gradient "
+                     "held unsharded through the micro-batches, over its frozen base too for "
+                     "LoRA (fsdp_grad_accum no-sync)")
     arch, _ = resolve_model(model)
     if source in ("litgpt config_hub", "litgpt resource tables") and arch.tie_embeddings:
         # litgpt @ 00af8b0d ties nothing (model.py: lm_head is its own nn.Linear), and
@@ -640,13 +650,24 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         arch = dataclasses.replace(arch, tie_embeddings=False)
         notes.append("litgpt's model has no tied embeddings: the LM head is its own copy of "
                      "the embedding (convert_hf_checkpoint.py)")
+    if _compiled(r):
+        notes.append("torch.compile (the row's notes): compiled layers and loss "
+                     "(estimate/compiled.py)")
+    # torchtune's MultiHeadAttention (at 30b8519e8 and 1814feb17) expands k and v to the query
+    # heads before SDPA, which saves the copies (estimate/kv_repeat.py)
+    kv_repeated = source == "torchtune"
+    if kv_repeated:
+        notes.append("torchtune's attention repeats k and v to the query heads before SDPA "
+                     "(kv_repeated)")
     try:
         t = Training.model_validate(dict(
-            arch=arch, model=model, method=method, precision=precision,
+            arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
+            kv_repeated=kv_repeated,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
-            kernels=kernels, zero3_engine=engine, load_path=load_path, **lengths, **opt,
+            kernels=kernels, zero3_engine=engine, load_path=load_path,
+            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
@@ -666,8 +687,17 @@ _LORA_BRANCH = {
     "torchtune": ("peft-half", "torchtune's own LoRALinear in the model's bf16: peft's eager "
                   "operators without the cast"),
     "compiled": ("fused", "LoRA branch costed fused: torch.compile fuses its elementwise "
-                 "operators (compile's other effects are not modelled)"),
+                 "operators"),
 }
+
+
+def _compiled(r: dict[str, str]) -> bool:
+    """The row ran under torch.compile, as its notes say: torchtune's README tables ("torch.compile
+    enabled", the optimization-flags rows' "compile=True" state), axolotl's torch_compile=True,
+    the Scicom script's --torch-compile."""
+    notes = r["notes"]
+    return ("compile=True" in notes or "torch.compile enabled" in notes
+            or "torch_compile=True" in notes)
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):
@@ -1218,8 +1248,7 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     else:
         e = estimate
         what = _TOKENS_COMPUTED[m.source]
-        compiled = "compile=True" in r["notes"] or "torch.compile enabled" in r["notes"]
-        setup = m.setup + ("; torch.compile not modelled" if compiled else "")
+        setup = m.setup
         setup += f"; {host_note}" if host_note else ""
         setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""
         setup += ("; this row tuned the ZeRO-3 hook figure (assumptions."

@@ -53,9 +53,21 @@ _NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); th
 _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
               critic=True, placement="dedicated", engine="vllm-v0")
-_ORLHF_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
-                  "model = the actor's size; vLLM on 2 of the GPUs (the table's role ratio); "
+# OpenRLHF @dbdd43b sends vLLM its prompts unpadded and samples without min_tokens
+# (experience_maker.py _generate_vllm: SamplingParams(max_tokens=...)), so responses stop at
+# EOS: 1,024-token prompts and responses are an upper end for these rows
+_ORLHF_ASSUMED = ("prompts and responses all 1,024 tokens (the benchmark's max; means not "
+                  "given; OpenRLHF's vLLM sampling stops at EOS and takes the prompts unpadded: "
+                  "an upper end); reward model = the actor's size; vLLM on 2 of the GPUs (the "
+                  "table's role ratio); "
                   "the table's generation micro batch as the sequences per generate call")
+# OpenRLHF's Ray roles (plan/rl_train.py): the actor and the critic each train on GPUs of
+# their own, at the same time
+_ORLHF_ROLES_ASSUMED = ("; the table's GPU ratio 1:1:2:2:2 read as reference:reward:actor:"
+                        "critic:vLLM (the 70B script's order, @0ae5876), actor and critic each "
+                        "training on its 2 GPUs at once; the 7B Ray script's ZeRO-2 with "
+                        "--adam_offload (train_ppo_llama_ray.sh @dbdd43b; no 13B script), the "
+                        "table's training micro-batch, accumulation 128 / (micro-batch x 2)")
 # DeepSpeed-Chat as the OpenRLHF benchmark ran it (benchmark/deepspeed-chat/llama_{7b,13b}.sh:
 # actor ZeRO-2, critic ZeRO-3, --offload (optimizer on the host), HF generate with the Hybrid
 # Engine disabled, per_device_generation_batch_size = the table's generation micro batch);
@@ -66,11 +78,17 @@ _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=10
                # the benchmark's stated release (Mar 2024): 4.38's per-step causal mask and cache
                # copies (estimate/generation.py)
                rollout_transformers_version="4.38")
-_DSCHAT_ASSUMED = ("responses all 1,024 tokens (the benchmark's max; means not given); reward "
-                   "model = the actor's size; the actor's ZeRO-2 for every trained model (the "
+# DeepSpeed-Chat's sequences are all 1,024 + 1,024 tokens by its code: DataCollatorRLHF pads
+# each prompt to max_prompt_seq_len and _generate_sequence forces min_length = max_length =
+# prompt + max_answer_seq_len (DeepSpeedExamples step3_rlhf_finetuning ppo_trainer.py)
+_DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1,024 and "
+                   "generates with min_length = max_length); reward model = the actor's size; "
+                   "the actor's ZeRO-2 for every trained model (the "
                    "script's critic is ZeRO-3); transformers 4.38's host time per layer as "
                    "4.46's fit (4.38's 15% more operators a layer counted, not applied: "
-                   "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted)")
+                   "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted); "
+                   "the step as its e2e_time counts it: generation + training, the scoring "
+                   "forwards in neither")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -329,42 +347,54 @@ CASES = [
          _DSCHAT_ASSUMED + "; the 7B script's settings without --offload (the row's 'w/o "
          "offload') and with the row's micro batches 4 / 4"),
     # OpenRLHF without Ray (train_ppo.py): every model on the 8 GPUs, HF generate per
-    # micro_rollout_batch_size prompts; its ZeRO stage and offload are not stated
+    # micro_rollout_batch_size prompts; ZeRO stage and offload as its example script of the
+    # same commit sets them (examples/scripts/train_ppo_llama.sh @dbdd43b: --zero_stage 2
+    # --adam_offload), the row not stating them
     Case(25, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "micro_batch": 8, "grad_accum": 2},
-         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
-         "the actor's size; ZeRO-2 without offload (OpenRLHF's example scripts of the time; "
-         "not stated for the row); transformers 4.38's host time per layer as 4.46's fit "
-         "(4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
+         "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
+         "OpenRLHF's HF generate stops once every sequence of a batch has its EOS: an upper "
+         "end); reward model = the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
+         "@dbdd43b; not stated for the row); transformers 4.38's host time per layer as "
+         "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
     Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8},
          _DSCHAT_ASSUMED),
+    # the table's 1:1:2:2:2 as reference:reward:actor:critic:vLLM (the order of the 70B
+    # script's flags, whose 2:2:4:4:4 it matches); the 7B Ray script's ZeRO-2 and --adam_offload
+    # (train_ppo_llama_ray.sh @dbdd43b); accumulation = train_batch_size 128 / (the table's
+    # training micro-batch x the actor's 2 GPUs)
     Case(27, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 16,
+                           "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 3}, _ORLHF_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
     Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 8,
+                           "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 3}, _ORLHF_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
     # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
     # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
     # 2 vLLM engines of tensor parallel 2; --zero_stage 3 --adam_offload --gradient_checkpointing)
     Case(32, "a800-80gb", {**_ORLHF, "rollout_gpus": 4, "rollout_tensor_parallel": 2,
-                           "rollout_batch": 4,
+                           "rollout_batch": 4, "actor_gpus": 4, "critic_gpus": 4,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 3},
-         "responses all 1,024 tokens (the benchmark's max; means not given); reward model = "
-         "the actor's size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
+          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8},
+         "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
+         "OpenRLHF's vLLM sampling stops at EOS: an upper end); reward model = the actor's "
+         "size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
          "(train_ppo_llama_ray_70b.sh @0ae5876: ZeRO-3 with --adam_offload, 2 vLLM engines of "
-         "TP 2), the table's row not stating them; the table's training micro-batch 4, "
-         "accumulation 3 (train_batch_size 128 over 12 training GPUs: about its 8 optimizer "
-         "steps per rollout batch)"),
+         "TP 2; actor 4 and critic 4 GPUs, each training on its own at once), the table's row "
+         "not stating them; the table's training micro-batch 4, accumulation 8 "
+         "(train_batch_size 128 over the actor's 4 GPUs)"),
 ]
 
 # Rows left out, each with why: what the source does not state, or what the rl phase cannot
@@ -376,11 +406,11 @@ _README_WHY = ("the README gives no model family, prompt or response lengths, mi
                "GPU split between roles")
 NOT_EXPRESSED: dict[int, str] = {
     22: "as rows 20-22, but Qwen2.5-VL-32B is not in the catalog",
-    26: "OpenRLHF with Ray, no vLLM (1:1:4:2): the actor generates with HF generate on its own "
-        "GPUs while the critic, reference and reward run on others, and the table does not say "
-        "which role has which GPUs; the rl phase places rollouts on all GPUs or on a set of "
-        "their own",
-    29: "as row 28 (OpenRLHF with Ray, no vLLM: role order not stated)",
+    26: "OpenRLHF with Ray, no vLLM (1:1:4:2: reference, reward, actor 4, critic 2, as the "
+        "branch's train_ppo_llama_ray.sh places them): the actor generates with HF generate on "
+        "the 4 GPUs it then trains on, while the other roles' GPUs wait; the rl phase generates "
+        "on all GPUs (colocated) or on GPUs that do not train (dedicated)",
+    29: "as row 28 (OpenRLHF with Ray, no vLLM: the actor generates on its own training GPUs)",
     31: "'Llama-2-34B' as the table names it: no Llama-2 34B was released (the 34B of that "
         "family is Code Llama's), so the model's shape is not known",
     33: _README_WHY, 34: _README_WHY, 35: _README_WHY, 36: _README_WHY,
@@ -392,10 +422,30 @@ NOT_EXPRESSED: dict[int, str] = {
 }
 
 
+#: the scoring forwards' parts of a step's details: the policy's log-probs, the reference, the
+#: reward model and PPO's critic values
+_SCORING_PARTS = ("old_policy_log_probs_s", "reference_model_s", "reward_model_s",
+                  "critic_value_pass_s")
+
+
+def timer_leaves_out_scoring(framework: str) -> bool:
+    """Whether the framework's step time leaves the scoring forwards out: DeepSpeed-Chat's
+    e2e_time is the generate calls x generation batches + the training loop ("it is an
+    approximation, we did not include, e.g., rw forward time", DeepSpeedExamples step3 main.py;
+    the benchmark's End-to-End latency = its Generation + Training columns)."""
+    return framework.startswith("DeepSpeed-Chat")
+
+
 def predict(case: Case) -> tuple[float | None, str]:
-    """(predicted step time in s, or None; the bottleneck or the error)."""
+    """(predicted step time in s as the row's framework times it, or None; the bottleneck or
+    the error)."""
     details, why = _details(case)
-    return (None, why) if details is None else (float(details["step_time_s"]), why)
+    if details is None:
+        return None, why
+    step = float(details["step_time_s"])
+    if timer_leaves_out_scoring(rows()[case.row]["framework"]):
+        step -= sum(float(details.get(k, 0.0)) for k in _SCORING_PARTS)
+    return step, why
 
 
 def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
@@ -719,17 +769,36 @@ def easyr1_update_report() -> str:
 _BENCHMARK_SOURCE = "wuxibin/benchmark"
 
 
+def _timed_parts(framework: str, d: dict[str, Any]) -> tuple[float, float, str]:
+    """(predicted generation s, predicted training s, what each timer holds) as the row's
+    framework times its phases.
+
+    - DeepSpeed-Chat (DeepSpeedExamples step3_rlhf_finetuning/main.py, the benchmark's
+      scripts): generation is the `generate` calls alone, training the `train_rlhf` loop (the
+      actor's and critic's updates); the scoring forwards are in neither ("it is an
+      approximation, we did not include, e.g., rw forward time").
+    - OpenRLHF (@dbdd43b0 openrlhf/trainer/ppo_trainer.py `fit`): generation runs from the
+      first `make_experience` to the last (the rollouts and every scoring forward: the policy's
+      log-probs, reference, reward, the critic's values), training is `ppo_train` (the
+      updates; with Ray the weight broadcast to the engines too, ray/ppo_actor.py)."""
+    rollouts = float(d["rollout_generation_s"])
+    updates = (float(d["policy_update_s"]) + float(d["critic_s"])
+               - float(d.get("critic_value_pass_s", 0.0)) + float(d["host_offload_s"]))
+    if timer_leaves_out_scoring(framework):
+        return rollouts, updates, "generate / updates"
+    scoring = sum(float(d[k]) for k in _SCORING_PARTS)
+    return rollouts + scoring, updates + float(d["weight_sync_s"]), \
+        "rollouts + scoring forwards / updates + weight sync"
+
+
 def phase_split_report() -> str:
     """The OpenRLHF benchmark rows' generation and training latencies against the estimate's
-    parts (issue 13: which part of a step misses). DeepSpeed-Chat's step is generate time x
-    generation batches + training time, the scoring forwards left out ("it is an approximation,
-    we did not include, e.g., rw forward time", DeepSpeed-Chat step3 main.py, e2e_time);
-    OpenRLHF's split is not documented. Predicted generation: the rollouts alone (the scoring
-    passes beside it); training: the policy update and the critic's (forward and training)."""
+    parts, each as the row's framework times it (`_timed_parts`; issue 13: which part of a
+    step misses)."""
     data = rows()
-    lines = ["| row | framework | model | rollout batch | measured generation | predicted "
-             "rollouts | error | predicted scoring passes | measured training | predicted "
-             "update + critic | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | framework | model | rollout batch | measured generation | predicted | "
+             "error | measured training | predicted | error | timers (generation / training) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in CASES:
         r = data[c.row]
         if _BENCHMARK_SOURCE not in r["source"] or not r["gen_time_s"]:
@@ -738,14 +807,11 @@ def phase_split_report() -> str:
         if details is None:
             continue
         gen, train = float(r["gen_time_s"]), float(r["update_time_s"])
-        rollouts = float(details["rollout_generation_s"])
-        scoring = sum(float(details[k]) for k in ("old_policy_log_probs_s", "reference_model_s",
-                                                   "reward_model_s"))
-        update = float(details["policy_update_s"]) + float(details["critic_s"])
+        p_gen, p_train, timers = _timed_parts(r["framework"], details)
         lines.append(f"| {c.row + 2} | {r['framework'][:32]} | {r['model']} | "
-                     f"{c.phase.get('rollout_batch', '-')} | {gen:,.1f} s | {rollouts:,.1f} s | "
-                     f"{rollouts / gen - 1:+.0%} | {scoring:,.1f} s | {train:,.1f} s | "
-                     f"{update:,.1f} s | {update / train - 1:+.0%} |")
+                     f"{c.phase.get('rollout_batch', '-')} | {gen:,.1f} s | {p_gen:,.1f} s | "
+                     f"{p_gen / gen - 1:+.0%} | {train:,.1f} s | {p_train:,.1f} s | "
+                     f"{p_train / train - 1:+.0%} | {timers} |")
     return "\n".join(lines)
 
 

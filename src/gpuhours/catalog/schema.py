@@ -197,6 +197,18 @@ class PriceRow(_Strict):
     notes: str = ""
 
 
+class ReleasedWeights(_Strict):
+    """The weight format a model's checkpoint is released in, when it is not 16-bit throughout
+    (the hub config.json's quantization_config): what `generation` takes by default."""
+
+    format: str = Field(description="the quant_method, e.g. 'mxfp4'")
+    bits_per_weight: float = Field(gt=0, le=16, description="stored bits a quantised weight, "
+                                   "its shared scales included (MXFP4: 4 + 8 / 32 = 4.25)")
+    quantised: Literal["routed experts"] = Field(
+        description="which weights are in the format; the rest stay 16-bit")
+    source: str
+
+
 class ModelEntry(_Strict):
     """A model architecture in the catalog: a Hugging Face config.json plus its published size."""
 
@@ -207,4 +219,6 @@ class ModelEntry(_Strict):
     published_params: float = Field(gt=0, description="parameter count as published")
     published_params_source: str
     as_of: AsOf
+    #: the released checkpoint's weight format, when not 16-bit (None: bf16/fp16 as released)
+    released_weights: ReleasedWeights | None = None
     notes: str = ""

@@ -72,6 +72,9 @@ _PEAK_ONLY_SOURCES = {
                               "less the one layer recomputed after the loss",
     "lm_head_backward_bytes": "estimate/memory.py lm_head_backward_bytes: the LM head's "
                               "gradient beside the logits' gradient",
+    "no_sync_gradients_bytes": "estimate/fsdp_no_sync.py no_sync_unsharded_grad_bytes: every "
+                               "unit's gradient held unsharded under FSDP's no_sync (a LoRA "
+                               "unit's over its frozen base too)",
     "recomputed_layer_bytes": "estimate/memory.py training_memory: the one layer recomputed in "
                               "backward (checkpointing), after the loss",
 }

@@ -61,6 +61,7 @@ from gpuhours.estimate.hf_generate_memory import (
 )
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
+from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
 
 #: midpoints over which the decode steps are summed (the step is piecewise linear in context)
@@ -120,30 +121,37 @@ def _vocab_params(arch: ModelArch) -> tuple[int, int]:
     return (0, p.embedding) if arch.tie_embeddings else (p.embedding, p.lm_head)
 
 
-def stored_weight_bytes(arch: ModelArch, bytes_per_param: float) -> float:
+def stored_weight_bytes(arch: ModelArch, bytes_per_param: float,
+                        released_format: str | None = None) -> float:
     """All weights in memory: `bytes_per_param` each, but the embedding table and LM head stay
-    16-bit under 8/4-bit weights (_UNQUANTISED_BYTES)."""
+    16-bit under 8/4-bit weights (_UNQUANTISED_BYTES), and so does what a released format
+    leaves unquantised (weight_formats.sixteen_bit_params)."""
     table, head = _vocab_params(arch)
     vocab_bytes = max(bytes_per_param, _UNQUANTISED_BYTES)
-    return ((count_params(arch).total - table - head) * bytes_per_param
-            + (table + head) * vocab_bytes)
+    kept = sixteen_bit_params(arch, released_format)
+    return ((count_params(arch).total - table - head - kept) * bytes_per_param
+            + (table + head) * vocab_bytes + kept * _UNQUANTISED_BYTES)
 
 
-def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float) -> float:
+def weight_bytes_read_per_step(arch: ModelArch, bytes_per_param: float,
+                               released_format: str | None = None) -> float:
     """Weights one forward step reads: all of them but an untied input embedding table, of
     which a step gathers only its tokens' rows (a tied table is read whole as the LM head);
     under 8/4-bit weights the LM head stays 16-bit (_UNQUANTISED_BYTES)."""
     table, head = _vocab_params(arch)
     head_bytes = max(bytes_per_param, _UNQUANTISED_BYTES)
-    return (count_params(arch).total - table - head) * bytes_per_param + head * head_bytes
+    kept = sixteen_bit_params(arch, released_format)
+    return ((count_params(arch).total - table - head - kept) * bytes_per_param + head * head_bytes
+            + kept * _UNQUANTISED_BYTES)
 
 
-def _unquantised_bytes_read(arch: ModelArch, bytes_per_param: float) -> float:
-    """Of weight_bytes_read_per_step, the 16-bit LM head's under 8/4-bit weights (0 under
-    16-bit weights: nothing is quantised)."""
+def _unquantised_bytes_read(arch: ModelArch, bytes_per_param: float,
+                            released_format: str | None = None) -> float:
+    """Of weight_bytes_read_per_step, the 16-bit LM head's (and what a released format leaves
+    16-bit) under 8/4-bit weights (0 under 16-bit weights: nothing is quantised)."""
     if bytes_per_param >= _UNQUANTISED_BYTES:
         return 0.0
-    return _vocab_params(arch)[1] * _UNQUANTISED_BYTES
+    return (_vocab_params(arch)[1] + sixteen_bit_params(arch, released_format)) * _UNQUANTISED_BYTES
 
 
 def experts_touched(arch: ModelArch, tokens: float) -> float:
@@ -280,7 +288,8 @@ class GenerationEstimate:
             "weights_bytes": formula(self.weights_bytes, "bytes (GB = 1e9)",
                                      "parameters x weight_bytes_per_param (whole model; "
                                      "under 8/4-bit weights the embedding and LM head stay "
-                                     "16-bit)"),
+                                     "16-bit, and with weights as released what their format "
+                                     "leaves unquantised)"),
             "weights_read_bytes_per_step": formula(
                 self.weights_read_bytes_per_step, "bytes (GB = 1e9)",
                 "parameters a decode step of the running sequences reads (an untied input "
@@ -380,7 +389,7 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
     """Sequences whose KV cache and state fit beside the weights and the engine's profiling
     reserve (vLLM: engine_profile_reserve) in `share` of the device."""
     tp = g.tensor_parallel
-    weights = stored_weight_bytes(arch, g.weight_bytes_per_param)
+    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
     reserve = engine_profile_reserve(arch, g, gpu)
     usable = gpu.memory_bytes * share - weights / tp - reserve.bytes
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
@@ -414,7 +423,7 @@ def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGenerat
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     return hf_generate_peak(
         arch, g.hf_transformers_version, batch, g.prompt_tokens, g.output_tokens,
-        stored_weight_bytes(arch, g.weight_bytes_per_param) / tp, kv_token,
+        stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format) / tp, kv_token,
         {"prefill": kv_tokens_held(arch, g.prompt_tokens),
          "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp,
         state_bytes_per_sequence=state)
@@ -558,7 +567,10 @@ class _Step:
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         if dequant and t_mem >= t_cmp:
             bound = "dequantisation (weights per SM cycle)"
-        device += self.allreduce_s(tokens)
+        allreduce = self.allreduce_s(tokens)
+        if allreduce > device:  # the group's all-reduces outlast its reads and GEMMs (walk F4b)
+            bound = "tensor-parallel all-reduces"
+        device += allreduce
         launches = (self.empty_expert_launches_s(tokens) + self.routing_launches_s
                     + self.activation_quant_launches_s + self.quantised_gemm_fixed_s)
         if launches > device:
@@ -654,8 +666,13 @@ class _Step:
         flops = running * generation_flops_per_token(self.arch, context)
         s, bound = self.seconds(running, kv, flops / self.tensor_parallel,
                                 not self.capture.graphs(running, context))
-        # the engine's Python work for each running sequence, serial with the GPU
-        return s + running * self.host_per_sequence_s, bound
+        # the engine's Python work for each running sequence, serial with the GPU; the host
+        # leads when it and the engine's step outlast the rest (walk F4: it was added after
+        # seconds() chose the bound, so a step 88% host read "compute")
+        per_sequence = running * self.host_per_sequence_s
+        if per_sequence and self.host_s + per_sequence > s - self.host_s:
+            bound = "host (engine step and per-sequence work)"
+        return s + per_sequence, bound
 
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
@@ -835,13 +852,14 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                  gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
                  bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
                  weights_read_bytes=weight_bytes_read_per_step(
-                     arch, g.weight_bytes_per_param) / tp,
+                     arch, g.weight_bytes_per_param, g.released_format) / tp,
                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
                  host_scale=host_scale, state_bytes_per_sequence=state,
                  routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
                  weight_only_quantised=_weight_only_quantised(g),
                  hf_transformers_version=g.hf_transformers_version,
-                 unquantised_bytes=_unquantised_bytes_read(arch, g.weight_bytes_per_param) / tp,
+                 unquantised_bytes=_unquantised_bytes_read(arch, g.weight_bytes_per_param,
+                                                           g.released_format) / tp,
                  weight_bytes_per_param=g.weight_bytes_per_param,
                  dequant_weights_per_s=((dequant_weights_per_s(gpu) or 0.0) if _runs_marlin(g)
                                         else 0.0),
@@ -876,7 +894,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         running_sequences=running,
         waves=full_waves + (1 if rest else 0),
         max_num_seqs=max_seqs,
-        weights_bytes=stored_weight_bytes(arch, g.weight_bytes_per_param),
+        weights_bytes=stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format),
         weights_read_bytes_per_step=step.weights_read(running),
         kv_cache_bytes=running * (kv_token * kv_tokens_held(arch, g.prompt_tokens
                                                             + g.output_tokens) + state),
@@ -1007,6 +1025,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                                     "max_num_seqs", "engine",
                                                     "tensor_parallel",
                                                     "weight_bytes_per_param",
+                                                    "released_format",
                                                     "kv_bytes_per_element", "cuda_graphs",
                                                     *(("hf_transformers_version",)
                                                       if g.engine in _COPIES_KV else ())}),
@@ -1023,6 +1042,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                               quant=quant, qgemm=qgemm)
                   + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
+                  + released_note(g.released_format, g.weight_bytes_per_param)
                   + f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
                   "rows of the generation validation data (docs/generation.md)"
                   + (f"; host costs {e.calibration}" if e.calibration else "")),

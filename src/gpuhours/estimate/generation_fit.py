@@ -28,7 +28,7 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
     tensor-parallel group; the batch that fits is generation.memory_cap's, which set it)."""
     tp = g.tensor_parallel
     arch = g.arch
-    weights = stored_weight_bytes(arch, g.weight_bytes_per_param) / tp
+    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format) / tp
     share = engine_memory_share(g)
     engine_bytes = gpu.memory_bytes * share
     hf = g.engine == "hf-generate"

@@ -13,7 +13,19 @@ from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.compiled import (
+    compile_terms,
+    compiled_logits_bytes,
+    compiled_loss_applies,
+    compiled_loss_backward_bytes,
+    layer_saved_bytes_per_token,
+)
 from gpuhours.estimate.device_overhead import device_level_bytes
+from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
+from gpuhours.estimate.kv_repeat import (
+    kv_repeat_terms,
+    repeated_kv_extra_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
@@ -283,6 +295,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
         t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
         lora_dropout=t.lora_dropout)
+    # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
+    tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
+    tensors += repeated_kv_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
@@ -366,6 +382,8 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
     v = arch.vocab_size
+    if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
+        return compiled_logits_bytes(tokens, v, a, t.loss_kernel)
     if t.loss_kernel == "chunked":
         return tokens * v * (a + 4 + 4 / A.CHUNKED_CE_CHUNKS.value)
     if t.loss_kernel == "fused-linear":
@@ -430,6 +448,9 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
+    if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
+        chunks = A.CHUNKED_CE_CHUNKS.value if t.loss_kernel == "chunked" else 1.0
+        return compiled_loss_backward_bytes(tokens, arch.vocab_size, a, t.loss_kernel, chunks)
     if t.loss_kernel == "chunked":
         return tokens * arch.vocab_size * (4 + (8 + a) / A.CHUNKED_CE_CHUNKS.value)
     if t.loss_kernel == "fused-linear":
@@ -906,6 +927,11 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
                   + kept_logits) / split
     persisting_grads = grads if t.grad_accum > 1 else 0.0
+    # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place
+    # of the shards (estimate/fsdp_no_sync.py); only when accumulating
+    no_sync_grads = no_sync_unsharded_grad_bytes(counts, t, num_gpus, trainable) * (held / total)
+    if no_sync_grads:
+        persisting_grads = no_sync_grads
     # torch.autocast keeps a half-precision copy of each matmul weight for the step
     autocast_cache = (2.0 * counts.matmul_active * (held / total) / shard_w
                       if t.precision.endswith("-amp") else 0.0)
@@ -957,17 +983,24 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
-        live = [("gradients_bytes", persisting_grads), ("autocast_weight_copies_bytes",
+        grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
+        live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
                  autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
                  buckets), *acts]
     else:
         live = [("gradients_bytes", grads), ("optimizer_temporaries_bytes", opt_temps)]
     peak_parts = tuple((k, v) for k, v in resident + live if v)
-    load_terms = ((f"{LOAD_PATH_TERM} = {load_reserve_bytes / 2**30:.2f} GiB: the loading "
+    load_terms: tuple[str, ...] = ((f"{LOAD_PATH_TERM} = {load_reserve_bytes / 2**30:.2f} GiB: the loading "
                    "path's cached blocks the step cannot reuse, in the allocator reserve (a "
                    "replay of FSDP's wrap "
                    "from the CPU and one step, not a measurement: estimate/load_cache.py)",)
                   if t.load_path != "from-pretrained" else ())
+    if no_sync_grads:
+        load_terms += (f"fsdp_no_sync_grads_bytes = {no_sync_grads / 2**30:.2f} GiB in the "
+                       "gradients: FSDP's no_sync() keeps every unit's gradient unsharded "
+                       "through the accumulating micro-batches, a LoRA unit's over its frozen "
+                       "base too (use_orig_params), in place of the 1/N shards "
+                       "(estimate/fsdp_no_sync.py; fsdp_grad_accum no-sync)",)
     return MemoryBreakdown(
         weights_bytes=weights,
         gradients_bytes=grads,
@@ -1031,6 +1064,13 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
         out.append("kbit_upcast: the layer inputs kept under checkpointing are fp32 (peft's "
                    "prepare_model_for_kbit_training makes the embedding fp32, and the residual "
                    "stream stays fp32)")
+    if t.compile:
+        eager, _ = activation_bytes_per_token_layer(
+            arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
+            t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
+            lora_dropout=t.lora_dropout)
+        out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
+    out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:
         out.append(f"held_logits_bytes = {held / 2**30:.2f} GiB at the start of backward: the "

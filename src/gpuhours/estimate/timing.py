@@ -18,8 +18,18 @@ from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import parallel as P
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.compiled import (
+    COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT,
+    compiled_elementwise_bytes_per_token_layer,
+    compiled_layer_applies,
+    compiled_loss_applies,
+)
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
+from gpuhours.estimate.kv_repeat import (
+    repeated_kv_copy_bytes_per_token_layer,
+    repeated_kv_extra_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora_traffic import (
     generic_lora_saved_bytes_per_token_layer,
     lora_branch_bytes_per_token_layer,
@@ -286,18 +296,27 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                                                        t.seq_len, t.method, t.lora_targets,
                                                        t.lora_rank)
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
-    layer_traffic = tokens * arch.num_layers * (tensors * passes + scores * 3 + score_traffic)
     a = ACTIVATION_BYTES[t.precision]
-    if t.method != "full" and not arch.encoder:
+    # k and v repeated to the query heads: saved wider (estimate/kv_repeat.py)
+    elementwise = (tensors + repeated_kv_extra_bytes_per_token_layer(arch, t, a)) * passes
+    if compiled_layer_applies(arch, t) is None:
+        # torch.compile: Inductor's fused kernels, each one read and one write of its tensors
+        # (estimate/compiled.py), in place of eager's passes over the saved tensors
+        elementwise = (compiled_elementwise_bytes_per_token_layer(arch, t, a)
+                       + repeated_kv_copy_bytes_per_token_layer(arch, t, a))
+    layer_traffic = tokens * arch.num_layers * (elementwise + scores * 3 + score_traffic)
+    if t.method != "full" and not arch.encoder and compiled_layer_applies(arch, t) is not None:
         # peft's LoRA branch, counted operator by operator (estimate/lora_traffic.py), in
         # place of the generic passes over the adapters' saved inputs
         kept = a if t.precision.endswith(("-mixed", "-amp")) else 4
-        branch = lora_branch_bytes_per_token_layer(arch, t, a)
+        # (compiled: Inductor fuses the branch's elementwise operators, as the fused branch)
+        branch = 0.0 if t.compile else lora_branch_bytes_per_token_layer(arch, t, a)
         if branch > 0:  # a fused branch keeps the generic count
             generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
             layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
-    logit_traffic = 0.0 if arch.encoder else (
-        tokens * arch.vocab_size * A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value * a / 2)
+    per_logit = (COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT[t.loss_kernel] if compiled_loss_applies(t)
+                 else A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value)
+    logit_traffic = 0.0 if arch.encoder else tokens * arch.vocab_size * per_logit * a / 2
     dequant_traffic = 0.0
     if t.method == "qlora":
         # each 4-bit weight dequantised to 16 bits (estimate/quant.py: bitsandbytes' one kernel,

@@ -27,10 +27,13 @@ from gpuhours.estimate.generation import (
     scoring_time_s,
 )
 from gpuhours.estimate.lengths import check_generation_context
-from gpuhours.estimate.timing import peak_flops
+from gpuhours.estimate.timing import check_fp8, peak_flops
+from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
     EvalPhase,
@@ -204,11 +207,14 @@ def training_basis(e: TrainingEstimate) -> str:
     return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
 
 
-def check_fits(ctx: Context, phase: Any, e: TrainingEstimate) -> None:
+def check_fits(ctx: Context, phase: Any, e: TrainingEstimate, what: str = "") -> None:
+    """A DoesNotFit verdict when e's memory exceeds the GPU; `what` describes the micro-batch
+    (default: e's micro_batch x seq_len)."""
     if not e.memory.fits:
+        what = what or f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']}"
         raise DoesNotFit(
             _where(ctx, phase),
-            f"micro-batch {e.setup['micro_batch']} x seq {e.setup['seq_len']} needs "
+            f"{what} needs "
             f"{e.memory.total_bytes.value / 2**30:.1f} GiB per GPU; {e.gpu} has "
             f"{e.memory.device_bytes.value / 2**30:.1f} GiB.",
             "Lower micro_batch, turn on checkpointing, use LoRA or ZeRO (`gpuhours fit` "
@@ -543,12 +549,22 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"defaults) also sets micro_batch ({s['micro_batch']}).",
                          "Give one of the two: micro_batch (sequences), or "
                          "update_tokens_per_gpu (tokens, verl's dynamic batches).")
+    # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
+    # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
+    cp = int(s.get("cp") or 1)
+    # (the actor's own GPUs when it has them: plan/rl_train.py)
+    ranks = max(1, (phase.actor_gpus or train_gpus)
+                // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
+    per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
+                   // (phase.mini_batches * ranks))
+    accum_given = s.get("grad_accum") is not None
+    if not packed and not accum_given:
+        s = {**s, "grad_accum": math.ceil(per_rank / s["micro_batch"])}
     if packed:
         # the budget is per GPU: a context-parallel (verl: Ulysses) group of cp GPUs shares one
         # micro-batch of cp x the budget (volcengine/verl@df340d70 dp_actor.py: max_token_len =
         # ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size; megatron_actor.py: x
         # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
-        cp = int(s.get("cp") or 1)
         # the default budget (an assumption, not the user's) grows to hold the longest sequence
         budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
                                                     math.ceil(seq_max / cp))
@@ -563,9 +579,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
         # one data-parallel rank's share of a mini-batch
-        ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
-        per_rank = max(1, (phase.prompts_per_step * phase.generations_per_prompt)
-                       // (phase.mini_batches * ranks))
         micro = max(1, min(int(budget * cp // seq), per_rank))
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
@@ -617,10 +630,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     try:
         cap = max_batch_by_memory(t.arch, kv_probe, ctx.gpu, share)
     except InputError as err:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_memory_utilisation'",
-                         f"{err.message} (the engine's share: {share:g} of the GPU)",
-                         "Raise rollout_memory_utilisation, or use dedicated rollout GPUs."
-                         ) from None
+        # name what would fit, tried on the same memory cap (plan/rl_rollout_room.py; walk F1)
+        field, hint = rollout_room_hint(kv_probe, ctx.gpu, share, rollout_gpus, dedicated,
+                                        _runs_fp8(ctx.gpu))
+        set_by = ("rollout_memory_utilisation" if phase.rollout_memory_utilisation else
+                  f"the default for {phase.placement} rollouts")
+        raise DoesNotFit(f"{_where(ctx, phase)}, field '{field}'",
+                         f"{err.message.rstrip('.')} (the engine's share: {share:g} of the "
+                         f"GPU, {set_by}).", hint) from None
     if phase.rollout_batch is not None:
         # the framework hands the engine this many sequences per blocking generate call
         # (OpenRLHF 0.2: one make_experience per micro_rollout_batch_size prompts), so no
@@ -675,12 +692,28 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     while packed and t.micro_batch > 1 and not (e.memory.fits and longest_batch(t).memory.fits):
         # the framework packs fewer tokens per micro-batch until they fit
-        t = t.model_copy(update={"micro_batch": t.micro_batch // 2})
+        half = t.micro_batch // 2
+        t = t.model_copy(update={"micro_batch": half, "grad_accum": t.grad_accum if accum_given
+                                 else math.ceil(per_rank / half)})
         e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
-    check_fits(ctx, phase, e if seq_max == seq else longest_batch(t))
+    held = f"{'packed ' if packed else ''}micro-batch of {t.micro_batch} sequences"
+    if seq_max == seq:
+        check_fits(ctx, phase, e, f"a {held} of {seq:,} tokens")
+    else:
+        padded = longest_batch(t)
+        check_fits(ctx, phase, padded, (
+            f"a {held} ({seq:,} tokens each on average; its memory taken at the longest, "
+            f"{seq_max:,} tokens, as the same tokens in {padded.setup['micro_batch']} "
+            f"sequence(s))"))
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
         _check_colocated_split(ctx, phase, e, share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    critic_update_s, concurrent_critic = update_s, False
+    if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
+        roles = role_updates_s(ctx, phase, s, seq, sequences, train_gpus)
+        update_s, critic_update_s, concurrent_critic = (roles.policy_s, roles.critic_s,
+                                                        roles.concurrent)
+    unscaled_update_s = update_s
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
@@ -690,8 +723,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # a reward model scores like the reference: one forward over every sequence
         ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
         update_s *= scale("policy update", 1.0)
-    critic_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
-                + update_s) if phase.critic else 0.0
+    critic_value_s = (score(t.arch) * (grpo.scales.get("reference model", 1.0) if grpo else 1.0)
+                      if phase.critic else 0.0)
+    critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
+    critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
     sync_s = weight_sync_s(t.arch, hw, dedicated)
     try:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
@@ -753,6 +788,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if phase.actor_gpus is not None:
+        formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
@@ -768,6 +805,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if grpo is not None:
         basis += f"; {grpo.basis}"
     warnings = list(e.warnings)
+    released = released_weights(s.get("model"))
+    if released is not None and phase.rollout_precision == "bf16":
+        # the engine gets the trainer's bf16 weights each step (weight_formats.py: the recipes
+        # dequantise the checkpoint first); the released format is generation's default only
+        warnings.append(f"{t.arch.name} is released with {released.format.upper()} "
+                        f"{released.quantised} ({released.bits_per_weight:g} bits); the rollouts "
+                        f"take the bf16 policy the trainer syncs, as RL recipes dequantise it "
+                        f"first (`gpuhours generation` sizes the release).")
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
                         "the mean; a synchronous step waits for its longest response.")
@@ -788,6 +833,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # PPO's critic: its values forward (a scoring pass) and its whole update (with
+               # critic_gpus, only what outlasts the actor's update is in critic_s)
+               "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
     storage, write_s = phase_storage(
@@ -797,6 +845,15 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
                         _setup_summary(t, hw), warnings, details, None, storage, write_s,
                         steps=steps)
+
+
+def _runs_fp8(gpu: GpuSpec) -> bool:
+    """Whether the GPU runs fp8 matmuls (rollout_precision fp8 is possible there)."""
+    try:
+        check_fp8(gpu)
+    except InputError:
+        return False
+    return True
 
 
 def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,

@@ -166,6 +166,14 @@ class TrainingSettings(_Strict):
     fused_attention: bool | None = Field(
         default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
         "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
+    compile: bool | None = Field(
+        default=None, description="torch.compile of the decoder layers and the loss "
+        "(torchtune compile: true, HF torch_compile): fewer activations saved, a compiled "
+        "cross-entropy, fused elementwise kernels; default: eager")
+    kv_repeated: bool | None = Field(
+        default=None, description="k and v repeated to the query heads before the attention "
+        "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
+        "width; default: grouped")
     loss_kernel: LossKernel | None = None
     kernels: Kernels | None = Field(
         default=None, description="the code path, for the host's operators per micro-batch: "
@@ -213,6 +221,11 @@ class TrainingSettings(_Strict):
     zero3_engine: Literal["fsdp", "deepspeed"] | None = Field(
         default=None, description="who runs ZeRO stage 3: fsdp (default) or deepspeed (its "
         "engine's per-module hooks cost the host per module fetched and released)")
+    fsdp_grad_accum: Literal["reduce-scatter", "no-sync"] | None = Field(
+        default=None, description="how FSDP (zero_stage 3) accumulates gradients over the "
+        "micro-batches: reduce-scatter (default: into the 1/N shards) or no-sync "
+        "(FSDP.no_sync(), Lightning Fabric's and litgpt's: every unit's whole gradient held "
+        "unsharded until the last micro-batch, estimate/fsdp_no_sync.py)")
     lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
         default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
         "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")
@@ -442,6 +455,14 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "num_iterations)")
     critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
                                                     "scored and trained every step")
+    actor_gpus: PositiveInt | None = Field(
+        default=None, description="training GPUs the policy's update runs on, the rest of the "
+        "trainer's GPUs holding the other roles (OpenRLHF Ray's actor_num_gpus_per_node x "
+        "nodes; dedicated placement); unset = all the training GPUs")
+    critic_gpus: PositiveInt | None = Field(
+        default=None, description="GPUs of PPO's critic, which then trains at the same time as "
+        "the actor on its own GPUs (OpenRLHF Ray's critic_num_gpus_per_node: critic.fit.remote "
+        "before the actor's update); needs critic and actor_gpus")
     update_tokens_per_gpu: PositiveInt | None = Field(
         default=None, description="tokens each GPU packs into one micro-batch of the update "
         "when the phase sets no `micro_batch` (verl's ppo_max_token_len_per_gpu with "
@@ -514,6 +535,12 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if (self.validation_every_steps is None) != (self.validation_prompts is None):
             raise ValueError("a validation pass needs both `validation_every_steps` and "
                              "`validation_prompts`")
+        if self.actor_gpus is not None and self.placement != "dedicated":
+            raise ValueError("actor_gpus places the trained roles on GPUs of their own beside "
+                             "the engines: it needs `placement: dedicated`")
+        if self.critic_gpus is not None and not (self.critic and self.actor_gpus is not None):
+            raise ValueError("critic_gpus trains PPO's critic on GPUs of its own: it needs "
+                             "`critic: true` and `actor_gpus`")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")

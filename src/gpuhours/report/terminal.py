@@ -31,6 +31,7 @@ _COST_COLS = (Col("provider"), Col("instance", stack=True),
 _PEAK_PART_LABELS = {
     "weights_bytes": "weights", "master_weights_bytes": "fp32 master weights",
     "optimizer_bytes": "optimizer state", "gradients_bytes": "gradients",
+    "no_sync_gradients_bytes": "gradients, unsharded (FSDP no_sync)",
     "optimizer_temporaries_bytes": "optimizer temporaries",
     "autocast_weight_copies_bytes": "weight copies (autocast / fp8)",
     "gathered_bytes": "gathered layers (ZeRO-3/FSDP)",

@@ -479,7 +479,10 @@ def find_grpo_calibration(ledger: Ledger, hw: Hardware, t: Training, *,
         if MATMUL_DTYPE[tm.precision] != MATMUL_DTYPE[t.precision]:
             continue
         seq = s["prompt_tokens"] + s["response_tokens"]
-        tm = tm.model_copy(update={"seq_len": seq})
+        # the measured update is one optimizer step over all the step's sequences in
+        # micro-batches (bench/grpo.py, step 5), as the plan's rl phase now counts it (walk F10)
+        tm = tm.model_copy(update={"seq_len": seq, "grad_accum": max(1, -(
+            -s["prompts"] * s["generations"] // tm.micro_batch))})
         d = _distance(t.arch, t.model_copy(update={"seq_len": seq}), tm.arch, tm, max_size_ratio)
         if d is not None and (best is None or (d, -m.id) < (best[0], -best[1].id)):
             best = (d, m, tm)
