@@ -291,7 +291,7 @@ def test_hf_log_of_a_lone_checkpoint_needs_the_elapsed_time(tmp_path: Path) -> N
                             "--gpus", "8", "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["step_time_mean_s"] == pytest.approx(7200 / 400)
+    assert d["step_time_mean_s"]["value"] == pytest.approx(7200 / 400)
     assert d["measured_gpu_hours_planned"]["value"] == pytest.approx(2000 * 18 * 8 / 3600)
     assert d["measured_gpu_hours_planned"]["basis"] == "assumed"
 
@@ -375,18 +375,20 @@ def test_hf_log_options_table_gpu_hours_by_hand(tmp_path: Path) -> None:
         f"{label}, {n} GPUs" for n in (2, 4, 8)
         for label in ("DDP", "FSDP grad-op / ZeRO-2", "FSDP full shard / ZeRO-3")}
     # by hand: 500 steps x the estimator's step x GPUs / 3600, the effective batch 8 kept
-    assert rows["as run (estimate)"]["gpu_hours"] == pytest.approx(500 * _known_step_s() / 3600)
+    assert rows["as run (estimate)"]["gpu_hours"]["value"] == pytest.approx(
+        500 * _known_step_s() / 3600)
     for name, zero in (("DDP, 4 GPUs", 0), ("FSDP full shard / ZeRO-3, 8 GPUs", 3)):
         r = rows[name]
         assert r["micro_batch"] * r["grad_accum"] * r["num_gpus"] == 8
         step = _known_step_s(r["num_gpus"], micro_batch=r["micro_batch"],
                              grad_accum=r["grad_accum"], zero_stage=zero)
-        assert r["gpu_hours"] == pytest.approx(500 * step * r["num_gpus"] / 3600)
-        assert r["usd"] == pytest.approx(r["gpu_hours"] * 2)
+        assert r["gpu_hours"]["value"] == pytest.approx(500 * step * r["num_gpus"] / 3600)
+        assert r["usd"]["value"] == pytest.approx(r["gpu_hours"]["value"] * 2)
     one = rows["optimised, 1 GPU"]
     step = _known_step_s(micro_batch=one["micro_batch"], grad_accum=one["grad_accum"],
                          checkpointing=False)
-    assert one["gpu_hours"] <= rows["as run (estimate)"]["gpu_hours"] * (1 + 1e-9)
+    assert one["gpu_hours"]["value"] <= rows["as run (estimate)"]["gpu_hours"]["value"] * (
+        1 + 1e-9)
     assert one["micro_batch"] * one["grad_accum"] == 8 and step > 0
 
 

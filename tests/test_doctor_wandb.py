@@ -104,8 +104,8 @@ def test_wandb_run_is_diagnosed_as_its_trainer_state(tmp_path: Path) -> None:
         assert got[key] == want[key], key
     assert got["notes"][1:] == want["notes"]
     # by hand: 1000 s / 100 steps; evaluation 120 s of 1000
-    assert got["step_time_mean_s"] == pytest.approx(10.0)
-    assert got["time_shares"]["eval"] == pytest.approx(0.12)
+    assert got["step_time_mean_s"]["value"] == pytest.approx(10.0)
+    assert got["time_shares"]["eval"]["value"] == pytest.approx(0.12)
     assert "evaluation" in [f["rule"] for f in got["findings"]]
 
 

@@ -64,7 +64,10 @@ def test_the_effective_batch_is_reached_exactly_or_the_nearest_is_said():
     odd = fit(t, Hardware(gpu=gpu, num_gpus=2), effective_batch=33)
     assert odd.micro_batch_for_effective_batch is None
     assert "nearest: 32 or 34" in odd.effective_batch_note
-    assert odd.fastest is None
+    # the fastest setup at the nearest batch the GPUs make, said in its row (walk p9)
+    assert odd.fastest is not None
+    made = odd.fastest.micro_batch * odd.fastest.grad_accum * odd.fastest.data_parallel
+    assert made in (32, 34) and f"effective batch {made} (the nearest" in odd.fastest.change
 
 
 def test_fit_of_a_mamba_model_skips_the_lora_alternatives(tmp_path):

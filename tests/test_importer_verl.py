@@ -58,6 +58,7 @@ def test_grpo_lora_config_as_verl_sizes_it() -> None:
         "model": "qwen2.5-3b", "checkpointing": True, "flash_attention": True,
         "seq_len": 1536, "method": "lora", "lora_rank": 64, "lora_targets": "all-linear",
         "zero_stage": 3, "precision": "bf16-mixed", "num_gpus": 8, "micro_batch": 40,
+        "loss_kernel": "verl-logprobs",
         "grad_accum": 4, "epochs": 15}
     unused = "\n".join(got.unused)
     assert "model.use_remove_padding=true: padding removal" in unused
@@ -122,6 +123,7 @@ def test_cli_from_verl_equals_the_same_flags() -> None:
                             "--lora-rank", "64", "--lora-targets", "all-linear", "--seq", "1536",
                             "--batch", "4", "--grad-accum", "4", "--precision", "bf16-mixed",
                             "--checkpointing", "--flash", "--zero", "3", "--gpus", "8",
+                            "--loss-kernel", "verl-logprobs",
                             "--gpu", "h100-sxm", "--json"], env=env)
     assert a.exit_code == 0, a.output
     assert b.exit_code == 0, b.output

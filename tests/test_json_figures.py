@@ -29,6 +29,11 @@ COUNTS = frozenset({
     "largest_micro_batch", "grad_accum_for_effective_batch", "effective_batch",
     "micro_batch_for_effective_batch", "ledger_id", "runs", "steps_done", "steps_planned",
     "steps_timed", "priority", "schedule_gpus", "reduced_priority", "other_setup_runs",
+    # doctor: steps the run recorded and the steps planned
+    "steps_recorded", "planned_steps",
+    # catalog models: a model's shape
+    "hidden_size", "num_layers", "num_heads", "num_kv_heads", "vocab_size", "experts_per_token",
+    "num_experts",
     # a phase's details that count things (plan/results.py DETAIL_COUNTS)
     "experiments", "generation_batch_per_gpu", "rollout_gpus", "train_gpus",
     "rollout_tensor_parallel", "update_micro_batch", "grpo_calibration_ledger_id",
@@ -38,7 +43,9 @@ COUNTS = frozenset({
 #: keys under which numbers are inputs as given, settings, or price rows (a catalog price with
 #: its source and date beside it)
 NOT_FIGURES = frozenset({"setup", "costs", "cost_usd", "downtime_cost_usd", "amount",
-                         "stale_after_days", "usd_per_gpu_hour"})
+                         "stale_after_days", "usd_per_gpu_hour",
+                         # a catalog model's released weight format, its source beside it
+                         "released_weights"})
 KINDS = set(get_args(BasisKind))
 
 
@@ -131,3 +138,33 @@ def test_fit_figures_hold_their_numbers() -> None:
                   code=1)
     assert given["headroom_fraction"] == {**given["headroom_fraction"], "value": 0.2,
                                           "basis": "input"}
+
+
+def test_doctor_json_is_figures(tmp_path: Path) -> None:
+    """doctor --json (walk p9, minor: step_time_mean_s, usd_per_gpu_hour and the options'
+    hours were bare): a finished trainer_state.json of 100 steps in 1000 s, priced as given."""
+    state = tmp_path / "trainer_state.json"
+    history: list[dict[str, Any]] = [{"loss": 2.0, "learning_rate": 1e-5, "step": s}
+                                     for s in range(10, 101, 10)]
+    history.append({"step": 100, "train_runtime": 1000.0, "train_loss": 2.0,
+                    "train_samples_per_second": 0.8, "train_steps_per_second": 0.1})
+    state.write_text(json.dumps({"global_step": 100, "max_steps": 100, "train_batch_size": 8,
+                                 "logging_steps": 10, "log_history": history}))
+    d = _json("doctor", "--hf-log", str(state), "--model", "qwen2.5-0.5b", "--seq", "512",
+              "--gpu", "h100", "--usd-per-gpu-hour", "2")
+    assert bare_numbers(d) == []
+    assert d["options"], "the options table is walked too"
+    # by hand: 1000 s / 100 steps; the price as given
+    assert d["step_time_mean_s"] == {**d["step_time_mean_s"], "value": 10.0, "unit": "s"}
+    assert d["usd_per_gpu_hour"] == {**d["usd_per_gpu_hour"], "value": 2.0, "basis": "input"}
+
+
+def test_catalog_models_json_is_figures() -> None:
+    """catalog models --json (walk p9, minor): the parameter counts as figures, the table's
+    columns (heads, KV heads, MoE) in the JSON too."""
+    rows = {r["name"]: r for r in _json("catalog", "models")}
+    assert bare_numbers(list(rows.values())) == []
+    mixtral = next(r for r in rows.values() if r["num_experts"])
+    assert mixtral["computed_params"]["basis"] == "formula"
+    assert rows["qwen2.5-7b"]["published_params"]["basis"] == "catalog"
+    assert (rows["qwen2.5-7b"]["num_heads"], rows["qwen2.5-7b"]["num_kv_heads"]) == (28, 4)

@@ -219,6 +219,8 @@ def test_ledger_commands(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["ledger", "show", "7"], "no measurement #7"),
+    # the house error, not click's usage text (walk p9, minor)
+    (["ledger", "show", "abc"], "error ID: expected a measurement id, a whole number, got 'abc'"),
     (["ledger", "export", "--format", "xml"], "expected json or csv"),
     (["ledger", "list", "--limit", "0"], "expected a positive number"),
 ])

@@ -56,9 +56,13 @@ def test_catalog_models_names_and_numbers_whole_at_80_columns() -> None:
         rows = table_rows(lines, name + " ")
         assert rows, f"{name} is not printed whole at the start of a row"
         # the parameter counts, whole, on the model's first row
-        assert f"{row['computed_params'] / 1e9:.3f} B" in rows[0]
-        assert f"{row['published_params'] / 1e9:.3f} B" in rows[0]
+        assert f"{row['computed_params']['value'] / 1e9:.3f} B" in rows[0]
+        assert f"{row['published_params']['value'] / 1e9:.3f} B" in rows[0]
         assert str(row["vocab_size"]) in rows[0]
+        # the table's other columns are in the JSON too
+        assert f"{row['num_heads']}/{row['num_kv_heads']}" in rows[0]
+        if row["num_experts"]:
+            assert f"{row['experts_per_token']}/{row['num_experts']}" in rows[0]
     for name, row in data.items():  # the Hugging Face ids, whole, in the second table
         if "/" in row["hf_id"] and " " not in row["hf_id"]:
             assert any(name in line and row["hf_id"] in line for line in lines), row["hf_id"]

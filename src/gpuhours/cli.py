@@ -932,9 +932,21 @@ def catalog_models(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
         arch, _ = resolve_model(entry.name)
         rows.append((entry, arch, count_params(arch).total))
     if as_json:
-        emit_json([{**e.model_dump(mode="json"), "computed_params": n,
-                     "hidden_size": a.hidden_size, "num_layers": a.num_layers,
-                     "vocab_size": a.vocab_size} for e, a, n in rows])
+        from gpuhours.estimate.candidate import figure_json
+
+        # the table's columns, the two counts as figures with their sources
+        emit_json([{**e.model_dump(mode="json"),
+                    "computed_params": figure_json(
+                        n, "parameters", "formula", f"estimate/params.py count_params of "
+                        f"the catalog's config file ({e.config_file})"),
+                    "published_params": figure_json(e.published_params, "parameters",
+                                                    "catalog", e.published_params_source),
+                    "hidden_size": a.hidden_size, "num_layers": a.num_layers,
+                    "num_heads": a.num_heads, "num_kv_heads": a.num_kv_heads,
+                    "vocab_size": a.vocab_size,
+                    "experts_per_token": a.experts_per_token if a.is_moe else None,
+                    "num_experts": a.num_experts if a.is_moe else None}
+                   for e, a, n in rows])
         return
     cols = (Col("name", "name"), Col("hf id"), Col("params computed", "number", "right"),
             Col("published", "number", "right"), Col("layers", "number", "right"),

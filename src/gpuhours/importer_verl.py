@@ -183,6 +183,39 @@ def _strategy(r: Reader) -> None:
                "--precision and, for Megatron, --tp/--pp")
 
 
+def _log_probs(r: Reader) -> None:
+    """The actor's log-probs, the loss kernel of its update (volcengine/verl@df340d70
+    dp_actor.py _forward_micro_batch; utils/torch_functional.py logprobs_from_logits): verl
+    calls the model without labels, so transformers' loss never runs. With
+    `model.use_fused_kernels` the model returns log-probs from hidden states by chunks of 512
+    tokens, recomputed in backward (utils/experimental/torch_functional.py
+    FusedLinearForPPOFunction): no whole logits, as Cut Cross-Entropy. Otherwise the logits are
+    divided by the temperature in place and flash-attn's Triton cross-entropy takes them with
+    in-place backward (flash-attn is in verl's GPU requirements; without it verl falls back to
+    a per-row log-softmax, not modelled); an entropy term (`actor.entropy_coeff` != 0 or
+    `actor.calculate_entropy`) turns the in-place backward off and adds its own pass over the
+    logits, not modelled: transformers' loss is kept then (fp32 logits)."""
+    fused = r.take(A + "model.use_fused_kernels") is True
+    coeff = r.take(A + "actor.entropy_coeff")
+    calculate = r.take(A + "actor.calculate_entropy") is True
+    entropy = calculate or (isinstance(coeff, int | float) and not isinstance(coeff, bool)
+                            and coeff != 0)
+    if fused:
+        r.set("loss_kernel", "cut-ce", "model.use_fused_kernels=true", "verl's fused "
+              "linear-for-log-probs: logits by chunks of 512 tokens, recomputed in backward; "
+              "the chunk's working set not counted")
+    elif entropy:
+        what = "actor.calculate_entropy=true" if calculate else f"actor.entropy_coeff={coeff}"
+        r.skip(what, "the entropy over the logits (and flash-attn's cross-entropy without "
+               "in-place backward) is not modelled: the logits are costed as transformers' "
+               "fp32 loss, an upper bound")
+    else:
+        r.set("loss_kernel", "verl-logprobs", "model.use_fused_kernels=false, actor."
+              f"entropy_coeff={coeff if coeff is not None else 0}", "verl's actor log-probs: "
+              "flash-attn's cross-entropy with in-place backward on the half-precision logits "
+              "(dp_actor.py, torch_functional.logprobs_from_logits)")
+
+
 def _model(r: Reader) -> None:
     set_model(r, A + "model.path")
     checkpointing = r.take(A + "model.enable_gradient_checkpointing")
@@ -199,10 +232,11 @@ def _model(r: Reader) -> None:
     if r.take(A + "model.use_remove_padding") is True:
         r.skip("model.use_remove_padding=true", "padding removal: the estimate counts each "
                "sequence at max_prompt_length + max_response_length (an upper bound)")
-    for key in ("use_liger", "use_fused_kernels"):
-        if r.take(A + f"model.{key}") is True:
-            r.skip(f"model.{key}=true", "verl's fused log-prob kernels are not modelled: the "
-                   "estimate counts the full logits")
+    if r.take(A + "model.use_liger") is True:
+        r.skip("model.use_liger=true", "Liger's kernels patched into the model: verl calls the "
+               "model without labels, so its fused linear cross-entropy does not run; its other "
+               "kernels (RMSNorm, SwiGLU) are not modelled")
+    _log_probs(r)
     if r.take(A + "actor.use_torch_compile") is True:
         r.skip("actor.use_torch_compile=true", "torch.compile of the log-prob and entropy "
                "functions is not modelled: the estimate is of an eager step")

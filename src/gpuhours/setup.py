@@ -63,8 +63,15 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: logits and log-softmax stay in the activation dtype; chunked-half: the LM head and
 #: cross-entropy run by chunks of 128 positions on the half-precision logits, no upcast, and the
 #: loop keeps the logits through backward (litgpt's finetune scripts: `model(input_ids,
-#: lm_head_chunk_size=128)` and utils.chunked_cross_entropy)
-LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half"]
+#: lm_head_chunk_size=128)` and utils.chunked_cross_entropy); verl-logprobs: verl's actor takes
+#: its log-probs itself, not through transformers' loss (volcengine/verl@df340d70
+#: dp_actor.py _forward_micro_batch: `logits.div_(temperature)` in place, then
+#: torch_functional.logprobs_from_logits: flash-attn's Triton cross_entropy_loss with
+#: inplace_backward, flash-attn being in verl's GPU requirements): the half-precision logits
+#: stay, saved by the kernel, its gradient is written into them, and the temperature's
+#: backward makes one new gradient beside them
+LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
+                     "verl-logprobs"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the

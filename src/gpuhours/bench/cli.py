@@ -284,7 +284,7 @@ def register(app: typer.Typer) -> None:
     @ledger_app.command("show")
     @user_errors
     def ledger_show(
-        measurement_id: Annotated[int, typer.Argument(metavar="ID", help="Measurement id.")],
+        measurement_id: Annotated[str, typer.Argument(metavar="ID", help="Measurement id.")],
         ledger: LedgerOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
@@ -292,8 +292,12 @@ def register(app: typer.Typer) -> None:
         from gpuhours.bench.render import render_ledger_show
         from gpuhours.track.ledger import Ledger, ledger_path
 
+        # taken as text so that a bad id gets the house error, not click's usage text
+        if not measurement_id.strip().isdigit():
+            raise InputError("ID", f"expected a measurement id, a whole number, got "
+                             f"{measurement_id!r}.", "`gpuhours ledger list` shows the ids.")
         with Ledger.open(ledger_path(ledger), create=False) as book:
-            m = book.measurement(measurement_id)
+            m = book.measurement(int(measurement_id))
         if as_json:
             _emit(m.as_dict())
         else:

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.doctor import rules
@@ -40,6 +40,33 @@ class Diagnosis(BaseModel):
     findings: list[Finding]
     options: list[OptionRow]
     notes: list[str]
+
+    # in --json each quantity is a figure, {value, unit, basis, source}, like the other commands'
+    @field_serializer("time_shares", when_used="json")
+    def _shares_figures(self, value: dict[str, float]) -> dict[str, Any]:
+        from gpuhours.estimate.candidate import figure_json
+
+        return {k: figure_json(v, "fraction of recorded wall time", "measured",
+                               f"the recorded steps' {k} time / their wall time (the run named by source)")
+                for k, v in value.items()}
+
+    @field_serializer("step_time_mean_s", when_used="json")
+    def _step_figure(self, value: float) -> dict[str, Any]:
+        from gpuhours.estimate.candidate import figure_json
+
+        # as measured as the GPU hours made from it (assumed where the log's elapsed time is)
+        return figure_json(value, "s", self.measured_gpu_hours_planned.basis,
+                           "mean wall time of the recorded steps (the run named by source)")
+
+    @field_serializer("usd_per_gpu_hour", when_used="json")
+    def _price_figure(self, value: float | None) -> dict[str, Any] | None:
+        from gpuhours.estimate.candidate import figure_json
+
+        if value is None:
+            return None
+        given = self.price_basis.startswith("given")
+        return figure_json(value, "USD per GPU-hour", "input" if given else "catalog",
+                           self.price_basis)
 
 
 def price_per_gpu_hour(gpu: GpuSpec | None, given: float | None,

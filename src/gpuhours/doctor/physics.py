@@ -4,7 +4,9 @@ model should take on this GPU, on one GPU optimised, and with DDP / ZeRO-2 / ZeR
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from gpuhours import catalog
 from gpuhours.catalog.schema import GpuSpec
@@ -131,6 +133,31 @@ class OptionRow(BaseModel):
     usd: float | None
     communication_exposed_share: float
     basis: str
+
+    # in --json each quantity is a figure, {value, unit, basis, source}, like the other commands'
+    @field_serializer("wall_hours", "gpu_hours", when_used="json")
+    def _hours_figure(self, value: float, info: Any) -> dict[str, Any]:
+        from gpuhours.estimate.candidate import figure_json
+
+        unit = "h" if info.field_name == "wall_hours" else "GPU h"
+        return figure_json(value, unit, "formula", "the run's planned work at this row's "
+                           "estimated step time (estimate_training)")
+
+    @field_serializer("usd", when_used="json")
+    def _usd_figure(self, value: float | None) -> dict[str, Any] | None:
+        from gpuhours.estimate.candidate import figure_json
+
+        return None if value is None else figure_json(
+            value, "USD", "formula", "gpu_hours x USD per GPU-hour (" + (
+                self.basis.split("; price: ", 1)[1] if "; price: " in self.basis
+                else "the run's price") + ")")
+
+    @field_serializer("communication_exposed_share", when_used="json")
+    def _comm_figure(self, value: float) -> dict[str, Any]:
+        from gpuhours.estimate.candidate import figure_json
+
+        return figure_json(value, "fraction of step time", "formula", "estimate_training: "
+                           "exposed communication / step time (assumed overlap)")
 
 
 def options_table(view: RunView, t: Training, gpu: GpuSpec,

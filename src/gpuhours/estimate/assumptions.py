@@ -272,6 +272,11 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                        "count: logits write, log-softmax read and write; backward: the loss "
                        "gradient write, log-softmax backward two reads and a write (2 bytes "
                        "each; each chunk has its own head matmul, so no slice copy)"),
+    "verl-logprobs": _a("logits_traffic_bytes_per_element.verl-logprobs", 16.0,
+                        "bytes per logit", "count: LM head write, the in-place temperature "
+                        "division's read and write, the kernel's forward read, its backward "
+                        "read and in-place write, the division's backward read and write (2 "
+                        "bytes each; verl@df340d70 dp_actor.py, flash-attn cross_entropy.py)"),
     "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }
@@ -561,7 +566,8 @@ EAGER_HOST_S_PER_KERNEL = _a(
 #: Python over ALL num_experts experts of a layer, each iteration a torch.where (nonzero: a
 #: device-to-host synchronisation) and ~18 dispatched operators (counted at batch 1: 2,322 per
 #: layer of 128 experts), most on empty tensors. vLLM and SGLang run fused MoE kernels: 0.
-#: transformers 4.52+ loops over the experts hit only, 5.x runs grouped kernels: not modelled.
+#: Later releases loop over the experts hit only (4.52 Mixtral/Qwen2-MoE, 4.53 Qwen3-MoE) and 5.x
+#: runs grouped kernels: estimate/generation.py hf_generate_experts_looped counts them by release.
 HF_GENERATE_HOST_PER_EXPERT_S = _a(
     "hf_generate_host_per_expert_s", 79e-6, "s per expert per MoE layer per forward",
     "fitted to ONE row: generation_published.csv row 127 (transformers 4.51.3, Qwen3-30B-A3B, "

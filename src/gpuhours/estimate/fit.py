@@ -344,10 +344,24 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         branch = branch_change_text(t, t.model_copy(update={"zero_stage": fastest.zero_stage}))
         if branch:
             fastest = fastest.model_copy(update={"change": f"{fastest.change}, {branch}"})
+    if (fastest is None and effective_batch is not None and batch_near is None
+            and largest is not None):
+        # the micro-batches that fit cannot make this batch on these GPUs (fit's note says
+        # so): the fastest setup at the nearest batch they can make, said in its row
+        near = fit(t, hw, None, headroom, (), search_layouts, batch_near=effective_batch,
+                   fixed_overlaps=fixed_overlaps, remedies=False)
+        evaluated += near.candidates_evaluated
+        if near.fastest is not None:
+            f = near.fastest
+            made = f.micro_batch * f.grad_accum * f.data_parallel
+            fastest = f.model_copy(update={"change": f"{f.change}, effective batch {made} (the "
+                                                     f"nearest these GPUs make; not "
+                                                     f"{effective_batch})"})
     alternatives: list[Candidate] = []
     if largest is None and remedies:
         alternatives, remedies_evaluated = what_would_fit(
-            t, hw, headroom, bigger_gpus, same_method_fits=fastest is not None)
+            t, hw, headroom, bigger_gpus, same_method_fits=fastest is not None,
+            effective_batch=effective_batch)
         evaluated += remedies_evaluated
     fits_device = requested.memory_total_bytes <= hw.gpu.memory_bytes
     accum: int | None = None

@@ -178,6 +178,10 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         # logits (a), the fp32 upcast (4), log-softmax's fp32 output (4); backward frees the
         # first two and makes the fp32 gradient of the output and of its input (4 + 4)
         fwd, freed_first, bwd = (n * v * a, n * v * 4, n * v * 4), 2, (n * v * 4, n * v * 4)
+    elif t.loss_kernel == "verl-logprobs":
+        # the logits live from the head through their in-place gradient (held below); the
+        # temperature's backward makes the new gradient (head) beside them
+        fwd, freed_first, bwd = (n * 12,), 1, (n * 8,)
     else:  # the kernel's working sets as one tensor each (memory.py)
         fwd, freed_first = (int(logits_bytes(arch, tl)),), 1
         bwd = (int(loss_backward_bytes(arch, tl)),)
@@ -188,8 +192,8 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         loss_fwd=tuple(int(x) for x in fwd),
         loss_freed_first=freed_first,
         loss_bwd=tuple(int(x) for x in bwd),
-        head=n * v * a if t.loss_kernel in ("hf", "half") else 0,
-        held=int(held_logits_bytes(arch, tl)),
+        head=n * v * a if t.loss_kernel in ("hf", "half", "verl-logprobs") else 0,
+        held=n * v * a if t.loss_kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
     )
 

@@ -25,8 +25,8 @@ sequence) costs
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
   0.4.6's quantised MoE GEMM launches one kernel per expert, empty ones included
   (`empty_expert_launches_s`); a fused MoE layer launches routing kernels a dense MLP does not
-  (`routing_launches_s`); transformers' MoE loops over every expert in Python
-  (`expert_loop_s`).
+  (`routing_launches_s`); transformers' MoE loops over experts in Python, every one or the ones
+  hit by release (`expert_loop_s`).
 
 The constants are in estimate/assumptions.py (DECODE_*); the rows that set them and the accuracy
 on the rows that did not are in docs/generation.md.
@@ -62,7 +62,7 @@ from gpuhours.estimate.hf_generate_memory import (
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
-from gpuhours.setup import Generation, Hardware
+from gpuhours.setup import Generation, Hardware, hf_release
 
 #: midpoints over which the decode steps are summed (the step is piecewise linear in context)
 _DECODE_SEGMENTS = 32
@@ -585,7 +585,7 @@ class _Step:
                                        else "host (kernel launches)")
         if self.host_s > device:
             bound = "host (engine step)"
-        experts = self.expert_loop_s
+        experts = self.expert_loop_s(tokens)
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
         return self.host_s + device + experts, bound
@@ -637,15 +637,16 @@ class _Step:
         return (self.arch.num_layers * self.activation_quant_kernels
                 * A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value)
 
-    @property
-    def expert_loop_s(self) -> float:
-        """transformers' generate runs an MoE layer as a Python loop over every expert, each
-        iteration synchronising with the GPU (torch.where): moe_layers x num_experts x
-        HF_GENERATE_HOST_PER_EXPERT_S a forward, serial with the device; 0 for the engines
-        with fused MoE kernels and for dense models."""
+    def expert_loop_s(self, tokens: float) -> float:
+        """transformers' generate runs an MoE layer as a Python loop over experts, each
+        iteration synchronising with the GPU (torch.where): moe_layers x the experts looped
+        (hf_generate_experts_looped: all of them, the ones the step's `tokens` route to, or
+        none, by release) x HF_GENERATE_HOST_PER_EXPERT_S a forward, serial with the device; 0
+        for the engines with fused MoE kernels and for dense models."""
         if self.engine not in _LOOPS_EXPERTS or not self.arch.is_moe:
             return 0.0
-        return (self.arch.moe_layers * self.arch.num_experts
+        looped = hf_generate_experts_looped(self.arch, self.hf_transformers_version, tokens)
+        return (self.arch.moe_layers * looped
                 * A.HF_GENERATE_HOST_PER_EXPERT_S.value * self.host_scale)
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
@@ -681,9 +682,39 @@ class _Step:
                             self.capture.mode == "off")[0]
 
 
-#: Engines that run an MoE layer as a Python loop over all its experts (transformers 4.51's
-#: Qwen3MoeSparseMoeBlock.forward, Mixtral's since 4.36): HF_GENERATE_HOST_PER_EXPERT_S each
+#: Engines that run an MoE layer as a Python loop over experts (transformers' generate:
+#: hf_generate_experts_looped): HF_GENERATE_HOST_PER_EXPERT_S each
 _LOOPS_EXPERTS = frozenset({"hf-generate"})
+
+#: The first transformers release whose sparse MoE block loops over the experts hit only
+#: (`expert_hitted = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()`), by
+#: model_type: Mixtral and Qwen2-MoE by huggingface/transformers#32429 (approved 2025-04-08,
+#: after 4.51.0 of 2025-04-05: 4.52), Qwen3-MoE by #38133 (opened 2025-05-15, reviewed
+#: 2025-06-02, after 4.52: 4.53). Not listed: looped over all experts in every 4.x (not
+#: checked further)
+HF_LOOPS_EXPERTS_HIT_FROM: dict[str, tuple[int, int]] = {
+    "mixtral": (4, 52), "qwen2_moe": (4, 52), "qwen3_moe": (4, 53)}
+
+
+def hf_generate_experts_looped(arch: ModelArch, release: str, tokens: float) -> float:
+    """Experts of one MoE layer that transformers' `release` loops over in Python for a
+    forward of `tokens` tokens:
+    - 5.x: none: the experts run as grouped kernels (5.23 modeling_utils.py
+      get_correct_experts_implementation: "grouped_mm" by default for every block decorated
+      with @use_experts_implementation; integrations/moe.py grouped_mm_experts_forward), no
+      per-expert loop or synchronisation;
+    - 4.x from HF_LOOPS_EXPERTS_HIT_FROM's release: the experts hit, the expected distinct
+      experts the tokens route to (experts_touched: 8 of 128 at batch 1 for Qwen3-MoE's top-8,
+      about 51 at batch 8);
+    - earlier 4.x (4.51's Qwen3MoeSparseMoeBlock: `for expert_idx in range(self.num_experts)`),
+      and the families not listed: every expert."""
+    version = hf_release(release)
+    if version >= (5, 0):
+        return 0.0
+    start = HF_LOOPS_EXPERTS_HIT_FROM.get(arch.model_type)
+    if start is not None and version >= start:
+        return experts_touched(arch, tokens)
+    return float(arch.num_experts)
 
 #: Engines whose weight-only quantised MoE layers launch one GEMM kernel per expert, all of
 #: them (SGLang 0.4.6's GPTQ/AWQ Marlin MoE, vLLM 0.7.2's marlin_gemm_moe):
@@ -957,8 +988,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
             A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
-    if g.engine in _LOOPS_EXPERTS and g.arch.is_moe:
-        used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)
+    if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
+            and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
+        used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
     routing = _pays_routing_kernels(g.engine, g.arch)
     # the fp8 input-quantisation kernels: the step's activation_quant_launches_s is non-zero

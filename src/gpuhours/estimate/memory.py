@@ -371,6 +371,10 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
       every chunk's log-softmax output (a each), and the copy that reshaping the last chunk
       (its final position dropped: not contiguous) makes, one chunk of c = 128 x micro-batch
       positions: (2N + c) V a.
+    - verl-logprobs (verl's actor, volcengine/verl@df340d70 dp_actor.py; flash-attn's
+      flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss): the LM head's half-precision
+      logits (a), divided by the temperature in place and saved by the kernel, and its fp32
+      losses, log-sum-exp and z-losses per token (12): N V a + 12 N.
     The first step of backward can hold more: see `loss_backward_bytes`.
     """
     if arch.encoder:
@@ -390,12 +394,19 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
     if t.loss_kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (2 * tokens + chunk) * v * a
+    if t.loss_kernel == "verl-logprobs":
+        return tokens * v * a + VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN * tokens
     if t.loss_kernel == "half":
         # the logits and log-softmax's output (a each); the shifted labels' slice of the
         # logits is contiguous at micro-batch 1 and copied (a) above it
         return tokens * v * a * (3 if t.micro_batch > 1 else 2)
     per_element = (a + 4 + 4) if a < 4 else (3 * a)
     return tokens * v * per_element
+
+
+#: fp32 tensors of one value per token that flash-attn's cross_entropy_loss makes in its
+#: forward: losses, lse and z_losses (flash_attn/ops/triton/cross_entropy.py), 4 bytes each
+VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN = 12
 
 
 #: positions per chunk of litgpt's LM head and loss (finetune/lora.py: lm_head_chunk_size=128;
@@ -427,6 +438,11 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
       chunks' saved log-softmax outputs are freed one chunk at a time), with one chunk's
       gradient of that output and its input gradient (2a per element of c = 128 x micro-batch
       tokens). Counted on real CPU bf16 tensors (tests/test_chunked_half_loss.py).
+    - verl-logprobs: the kernel writes the logits' gradient into the logits (inplace_backward)
+      beside the fp32 log-sum-exp and incoming gradient per token (8 N); the in-place
+      temperature division's backward then makes a new gradient (a) while that one is alive:
+      N V 2a + 8 N. Counted on real CPU tensors with a stand-in for the Triton kernel that
+      allocates as it does (tests/test_verl_logprobs.py).
     """
     if arch.encoder:
         return 0.0
@@ -444,6 +460,8 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
     if t.loss_kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (tokens + chunk) * arch.vocab_size * 2 * a
+    if t.loss_kernel == "verl-logprobs":
+        return tokens * arch.vocab_size * 2 * a + 8 * tokens
     if t.loss_kernel == "half":  # saved output, its gradient, the input gradient: all a
         return tokens * arch.vocab_size * 3 * a
     return tokens * arch.vocab_size * 12

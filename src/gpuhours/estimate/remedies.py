@@ -116,12 +116,25 @@ def _combined(t: Training, hw: Hardware, stages: Iterable[int], **update: object
     return out
 
 
-def _row(t: Training, hw: Hardware, headroom: float, variants: Variants
-         ) -> tuple[Candidate | None, int]:
+def _with_batch(s: Training, h: Hardware, effective_batch: int | None) -> Training:
+    """`s` with the accumulation that makes `effective_batch` sequences a step at its
+    micro-batch on `h`'s data-parallel ranks; as it is without one, or where they do not
+    divide it (fit says so)."""
+    if effective_batch is None:
+        return s
+    per_pass = s.micro_batch * max(1, h.num_gpus // (s.tp * s.pp * s.cp))
+    if effective_batch % per_pass:
+        return s
+    return s.model_copy(update={"grad_accum": effective_batch // per_pass})
+
+
+def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
+         effective_batch: int | None = None) -> tuple[Candidate | None, int]:
     """(the row of a remedy: the fastest variant that fits, else the one needing the least
-    memory, labelled by changes_text; how many evaluations it took)."""
+    memory, labelled by changes_text; how many evaluations it took). Each variant runs the
+    accumulation `effective_batch` needs on its GPUs (_with_batch)."""
     tried: list[tuple[Candidate, Training, Hardware]] = []
-    for s, h in variants:
+    for s, h in ((_with_batch(s, h, effective_batch), h) for s, h in variants):
         try:
             tried.append((evaluate(s, h, headroom, "", speed_if_too_big=False), s, h))
         except InputError:
@@ -141,10 +154,13 @@ def _row(t: Training, hw: Hardware, headroom: float, variants: Variants
 
 
 def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iterable[GpuSpec],
-                   same_method_fits: bool) -> tuple[list[Candidate], int]:
+                   same_method_fits: bool, effective_batch: int | None = None
+                   ) -> tuple[list[Candidate], int]:
     """(the remedy rows in the module docstring's order, the configurations evaluated).
     `same_method_fits`: some setup of the method as given fits on the GPUs given (fit's
-    fastest): then no row of more or larger GPUs is needed."""
+    fastest): then no row of more or larger GPUs is needed. `effective_batch`: sequences per
+    optimizer step, each row's accumulation made to reach it (micro-batch 1 x accumulation x
+    its data-parallel ranks)."""
     remedies: list[Variants] = []
     if not t.checkpointing:
         ckpt = _setup(t, micro_batch=1, checkpointing=True)
@@ -164,7 +180,7 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
     rows: list[Candidate] = []
     evaluated = 0
     for variants in remedies:
-        row, n = _row(t, hw, headroom, variants)
+        row, n = _row(t, hw, headroom, variants, effective_batch)
         evaluated += n
         if row is not None:
             rows.append(row)
@@ -174,7 +190,7 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
         return rows, evaluated
     for n_gpus in (n for n in MORE_GPU_COUNTS if n > hw.num_gpus):
         more = hw.model_copy(update={"num_gpus": n_gpus})
-        row, n = _row(t, hw, headroom, _combined(t, more, _stages(t, n_gpus)))
+        row, n = _row(t, hw, headroom, _combined(t, more, _stages(t, n_gpus)), effective_batch)
         evaluated += n
         if row is not None:
             rows.append(row)
@@ -191,7 +207,8 @@ def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iter
         if t.method == "qlora" and gpu.vendor not in QLORA_VENDORS:
             continue  # 4-bit bases (bitsandbytes, GPTQ, torchao NF4) run CUDA or ROCm kernels
         bigger = hw.model_copy(update={"gpu": gpu})
-        row, n = _row(t, hw, headroom, _combined(t, bigger, _stages(t, hw.num_gpus)))
+        row, n = _row(t, hw, headroom, _combined(t, bigger, _stages(t, hw.num_gpus)),
+                      effective_batch)
         evaluated += n
         if row is not None and row.fits:
             rows.append(row)

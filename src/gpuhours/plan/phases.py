@@ -677,7 +677,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     ref_s = score(t.arch) + tower_s if phase.reference_model else 0.0
     reward_s = 0.0
     if phase.reward.kind == "model":
-        reward_arch, _ = _arch(ctx, phase, {"model": phase.reward.model})
+        try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
+            reward_arch, _ = resolve_model(phase.reward.model)
+        except InputError as err:
+            raise InputError(f"{_where(ctx, phase)}, field 'reward.model'", err.message,
+                             err.hint) from None
         reward_s = score(reward_arch)
     def longest_batch(tt: Training) -> TrainingEstimate:
         """The micro-batch's memory when it holds the longest sequences (padded)."""

@@ -260,7 +260,9 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
     if rows:
         print_table(console, _FIT_COLS, rows, notes=Notes(), wide=wide, title="Configurations")
     if r.alternatives:
-        console.print("[dim]Other rows: what would fit, at micro-batch 1, changing "
+        batch = (f" x the accumulation an effective batch of {r.effective_batch} needs on "
+                 "each row's GPUs" if r.effective_batch is not None else "")
+        console.print(f"[dim]Other rows: what would fit, at micro-batch 1{batch}, changing "
                       "only what their first column names (estimate/remedies.py); more or "
                       "larger GPUs only when no setup of the method as given fits on these."
                       "[/dim]")
