@@ -177,12 +177,14 @@ def test_headline_numbers_regression_floor(comparisons):
     tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
     assert len(tp) >= 109
     assert sum(abs(c.error) <= 0.20 for c in tp if c.error is not None) >= 48
-    # the reported out-of-memory runs: today 8 of 9 predicted not to fit (5 before litgpt's
-    # FSDP runs held their gradients unsharded under no_sync: #16, #20, #24, #98); litgpt's
-    # #68, Llama-2-7B LoRA 4 x 1304 on an A100-40GB, fits since the step replay's reserve,
-    # 0.69 GiB, replaced the flat 5%'s 1.88: 38.8 GiB of 40, where it was 40.0 (issue 14)
+    # the reported out-of-memory runs: today 7 of 9 predicted not to fit (5 before litgpt's
+    # FSDP runs held their gradients unsharded under no_sync: #16, #20, #24, #98). Two of
+    # litgpt's, each at 38.8 GiB of an A100-40GB's 40, fit since the step replay's allocator
+    # reserve replaced the flat 5% (issue 14): #68 (Llama-2-7B LoRA 4 x 1304; 0.69 GiB of
+    # reserve where 5% gave 1.88) and #98 (13B LoRA on 2 GPUs under no_sync; it had been
+    # refused at 40.4). Both are within 3% of the card: the fits check's edge, not a margin
     oom = [c for c in comparisons if c.kind == "ft_oom" and c.error is not None]
-    assert sum(c.error > 0 for c in oom if c.error is not None) >= 8
+    assert sum(c.error > 0 for c in oom if c.error is not None) >= 7
 
 
 @pytest.mark.parametrize(("row", "no_sync"), [(16, True), (95, True), (98, True), (99, True),
