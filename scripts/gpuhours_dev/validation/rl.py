@@ -109,7 +109,9 @@ _VERL_ASSUMED = (_VERL_PROMPT + "; mean response 1/4 of the maximum (not stated:
 # 100% of the H20's peak where verl measured 270 s. The mean at which the old-log-prob pass of
 # each tuned row takes its measured time (the pass is one forward over every sequence, and the
 # driver's transfer, fitted from the same pair, is the part no GPU count removes); rows 13 and
-# 15-17 (the same recipe, other runs) are held out.
+# 15-17 (the same recipe, other runs) are held out. The pass is costed as a forward with no loss
+# term (estimate/generation.py scoring_time_s), so the actor's loss kernel (verl-logprobs since
+# issue 13, hf before) does not enter the fit: it gives 1,672 under either.
 VERL_7B_MEAN = 1_672
 _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FITTED on rows 12 "
                      "and 14 (the mean at which their old-log-prob pass takes its measured "
