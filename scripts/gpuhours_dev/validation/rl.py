@@ -109,7 +109,9 @@ _VERL_ASSUMED = (_VERL_PROMPT + "; mean response 1/4 of the maximum (not stated:
 # 100% of the H20's peak where verl measured 270 s. The mean at which the old-log-prob pass of
 # each tuned row takes its measured time (the pass is one forward over every sequence, and the
 # driver's transfer, fitted from the same pair, is the part no GPU count removes); rows 13 and
-# 15-17 (the same recipe, other runs) are held out.
+# 15-17 (the same recipe, other runs) are held out. The pass is costed as a forward with no loss
+# term (estimate/generation.py scoring_time_s), so the actor's loss kernel (verl-logprobs since
+# issue 13, hf before) does not enter the fit: it gives 1,672 under either.
 VERL_7B_MEAN = 1_672
 _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FITTED on rows 12 "
                      "and 14 (the mean at which their old-log-prob pass takes its measured "
@@ -129,12 +131,25 @@ _VERL_7B = dict(single_controller=True, prompts_per_step=512, generations_per_pr
 # splits every token-wise layer by sequence and, around attention, all-to-alls
 # [b, s/n, h] -> [b, s, h/n] so each GPU attends over the whole sequence for h/n heads: the
 # same split of tokens, activations and FLOPs as context parallelism, expressed as cp 4
+# The actor's log-probs as verl's FSDP actor takes them (issue 13): the 7B scripts leave
+# model.use_fused_kernels at its default False (verl/trainer/config/model/hf_model.yaml
+# @df340d70) and entropy_coeff 0 with calculate_entropy false (actor.yaml), so update_policy's
+# _forward_micro_batch (verl/workers/actor/dp_actor.py @df340d70) calls the model without labels,
+# divides the bf16 logits by the temperature in place and takes flash-attn's Triton
+# cross_entropy_loss with inplace_backward=True (verl/utils/torch_functional.py
+# logprobs_from_logits): the loss kernel verl-logprobs. flash-attn is verl's GPU extra
+# (setup.py GPU_REQUIRES); without it verl falls back to a log-softmax over the whole logits.
+_VERL_LOGPROBS = {"loss_kernel": "verl-logprobs"}
+_VERL_LOGPROBS_ASSUMED = ("; the actor's log-probs as verl's dp_actor takes them without fused "
+                          "kernels (the scripts' default): flash-attn's Triton cross-entropy "
+                          "with inplace_backward (loss kernel verl-logprobs; flash-attn "
+                          "installed, not stated)")
 _VERL_7B_SETTINGS = {"model": "qwen2.5-7b", "method": "full", "checkpointing": True,
-                     "zero_stage": 3, "cp": 4}
+                     "zero_stage": 3, "cp": 4, **_VERL_LOGPROBS}
 _VERL_7B_ASSUMED = (_VERL_MEAN_FITTED + "; Qwen2.5-Math-7B as qwen2.5-7b (the same shape; "
                     "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
                     "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
-                    "costed as cp's KV ring); FSDP2 as ZeRO-3")
+                    "costed as cp's KV ring); FSDP2 as ZeRO-3" + _VERL_LOGPROBS_ASSUMED)
 # the 30B script's actor_ppo_max_token_len: max prompt + max response = 10,240 tokens per GPU;
 # its vLLM runs without CUDA graphs: actor_rollout_ref.rollout.enforce_eager=True
 # (verl/experimental/fully_async_policy/shell/grpo_30b_a3b_base_math_megatron_96_32.sh
@@ -146,9 +161,17 @@ _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_p
                  rollout_cuda_graphs="off", rollout_max_num_seqs=1024)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
                       "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
+# verl's Megatron actor does not take flash-attn's kernel: with the script's use_fused_kernels=False
+# it calls Megatron-Core's vocab_parallel_cross_entropy (verl/workers/actor/megatron_actor.py and
+# verl/utils/megatron/tensor_parallel.py @df340d70), whose forward upcasts the vocab-parallel logits
+# to fp32 and keeps the fp32 softmax for backward (megatron/core/tensor_parallel/cross_entropy.py
+# VocabParallelCrossEntropy.calculate_logits_max). No loss kernel here is that one; the hf kernel
+# (the same fp32 upcast, plus log-softmax's fp32 output) is kept: an upper end by N V x 4 bytes.
 _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 and vLLM enforce_eager=True (the async "
                      "script's, for both rows); distributed optimizer as ZeRO-1; checkpointing on "
-                     "(not stated)")
+                     "(not stated); the actor's log-probs by Megatron-Core's vocab-parallel "
+                     "cross-entropy (verl's Megatron actor) costed as the hf loss (both upcast the "
+                     "logits to fp32; hf keeps one fp32 copy more: an upper end)")
 
 # the colocated baselines' scripts are not published: vLLM's memory share is the phase's colocated
 # assumption (assumptions.COLOCATED_ROLLOUT_MEMORY_UTILISATION), not a stated setting
@@ -193,6 +216,12 @@ _VERL_30B_ASYNC = {**_VERL_30B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memor
 _EASYR1_IMAGE_PIXELS = 262_144  # data.min_pixels: verl/utils/dataset.py process_image scales up
 _EASYR1_TEXT_TOKENS = 100       # assumed: chat template + question + format prompt (not stated)
 _EASYR1_PADDED = 2048 + 2048    # max_prompt_length + max_response_length: the padded input_ids
+# EasyR1's actor takes its log-probs as verl's does (issue 13): _forward_micro_batch divides the
+# logits by the temperature in place and calls VF.log_probs_from_logits, flash-attn's Triton
+# cross_entropy_loss with inplace_backward=True whenever flash-attn imports (a requirement:
+# requirements.txt flash-attn>=2.4.3), under torch.compile (actor use_torch_compile true by
+# default): verl/workers/actor/dp_actor.py and verl/utils/torch_functional.py @8460e817. No
+# entropy is computed from the logits there, so nothing turns the in-place backward off.
 # trainer.val_freq 5 (examples/config.yaml @8460e817): a validation pass inside every 5th step's
 # timer over Geometry3k's test split, one response each: 601 problems (the hiyouga/geometry3k
 # dataset card: train 2,101, validation 300, test 601, the Inter-GPS img_diagram.png files;
@@ -233,7 +262,7 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
-         "grad_accum": max(1, -(-128 * 5 // 8 // per_micro))},
+         "grad_accum": max(1, -(-128 * 5 // 8 // per_micro)), **_VERL_LOGPROBS},
         f"mean response {response} tokens: the table's throughput x step x 8 GPUs / 2,560 "
         f"sequences = {seq:.0f} tokens a sequence, less 324 image tokens (each Geometry3k image "
         f"taken as at most 512 x 512, brought up to EasyR1's min_pixels 262,144; image sizes not "
@@ -242,7 +271,10 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         + ("AMP as bf16-amp (fp32 weights and moments); " if precision == "bf16-amp"
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
-        f"x 4,096 tokens; validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
+        f"x 4,096 tokens; the actor's log-probs by flash-attn's Triton cross-entropy with "
+        f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
+        f"requirements; its torch.compile of the call taken as changing no buffer); "
+        f"validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
         f"split, its dataset card), one response each at the training "
         f"mean, the longest 2,048; each image's decoded pixels through the driver with the "
         f"batch at 512 x 512 RGB (786 KB; the dataset's PNGs are 20 KB, their sizes not read: "
