@@ -45,3 +45,29 @@ def test_an_older_layout_is_rewritten_at_the_same_version(tmp_path: Path):
     # and a current document is left alone
     out = _plan(plan, doc)
     assert "is current" in out and doc.read_text() == now
+
+
+def test_numbers_that_moved_below_a_version_are_said_so(tmp_path: Path):
+    """A phase that moved by less than a version records (0.5% or 0.05 GPU h) is rewritten at
+    the same version, and the message says what moved instead of 'the numbers are the same'."""
+    import json
+    import re
+
+    plan = tmp_path / "plan.yaml"
+    shutil.copy(EXAMPLE, plan)
+    doc = tmp_path / "BUDGET.md"
+    _plan(plan, doc)
+    text = doc.read_text()
+    found = re.search(r"<!-- gpuhours:state (\{.*\}) -->", text, re.S)
+    assert found
+    state = json.loads(found.group(1))
+    name, phase = next(iter(state["phases"].items()))
+    phase["gpu_hours"] = round(phase["gpu_hours"] * 0.998, 3)  # 0.2%: below a version
+    total = state["total_gpu_hours"]
+    state["total_gpu_hours"] = round(total - 0.01, 3)
+    older = text.replace(found.group(1), json.dumps(state)).replace(
+        "## Hardware", "## Hardware (older layout)", 1)
+    doc.write_text(older)
+    out = " ".join(_plan(plan, doc).split())
+    assert "moved a little" in out and name in out and "numbers are the same" not in out
+    assert f"{state['total_gpu_hours']:,.1f} -> {total:,.1f} GPU h" in out

@@ -842,7 +842,8 @@ def plan(
         data = budget.model_dump(mode="json")
         if doc is not None:
             data["document"] = {"path": str(doc.path), "version": doc.version,
-                                "changes": doc.changes, "written": doc.written}
+                                "changes": doc.changes, "written": doc.written,
+                                "small_moves": doc.small_moves}
         emit_json(data)
         return
     from gpuhours.report.budget_terminal import render_budget
@@ -851,7 +852,10 @@ def plan(
     console = console_for(wide)
     render_budget(budget, console, wide)
     if doc is not None:
-        if doc.written and not doc.changes:
+        if doc.written and not doc.changes and doc.small_moves:
+            console.print(f"Rewrote {esc(doc.path)} at version {doc.version}: its numbers moved "
+                          f"a little ({esc(doc.small_moves)}).")
+        elif doc.written and not doc.changes:
             console.print(f"Rewrote {esc(doc.path)} at version {doc.version}: its numbers are "
                           "the same, this release lays them out otherwise.")
         elif doc.written:

@@ -522,6 +522,21 @@ def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, v
     return True
 
 
+def _small_moves(old: dict[str, Any], b: Budget) -> str | None:
+    """What moved below the threshold a version records, or None if nothing did: the total,
+    and each phase that moved at all (rounded as the state keeps them)."""
+    before = float(old.get("total_gpu_hours", 0.0))
+    phases = old.get("phases", {})
+    moved = [f"{r.name} {phases[r.name]['gpu_hours']:,.2f} -> {r.gpu_hours_per_run:,.2f}"
+             for r in b.phases if r.name in phases
+             and round(r.gpu_hours_per_run, 3) != phases[r.name]["gpu_hours"]]
+    if round(b.total_gpu_hours, 3) == round(before, 3) and not moved:
+        return None
+    return (f"total {before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h ({'; '.join(moved)} GPU h "
+            f"per run), each phase within {100 * RELATIVE_CHANGE:g}% or 0.05 GPU h, below what "
+            "a new version records")
+
+
 def _restore_charts(b: Budget, path: Path, text: str) -> None:
     """A current document whose charts were deleted gets them back (nothing else changes)."""
     from urllib.parse import quote
@@ -541,6 +556,9 @@ class DocUpdate:
     version: str
     changes: list[str]
     written: bool
+    #: a rewrite at the same version whose numbers moved by less than a version records
+    #: (each phase within RELATIVE_CHANGE or 0.05 GPU h): what moved, for the user to see
+    small_moves: str | None = None
 
 
 @contextmanager
@@ -629,7 +647,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         changes += _price_changes(prev.text, b)
         if not changes:
             if _rerender_unchanged(b, path, plan_path, prev, old_version, reference):
-                return DocUpdate(path, old_version, [], True)
+                return DocUpdate(path, old_version, [], True, _small_moves(prev.state, b))
             _restore_charts(b, path, prev.text)
             return DocUpdate(path, old_version, [], False)
         _refuse_read_only(path, changes)
