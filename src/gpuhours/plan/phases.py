@@ -217,8 +217,26 @@ def check_fits(ctx: Context, phase: Any, e: TrainingEstimate, what: str = "") ->
             f"{what} needs "
             f"{e.memory.total_bytes.value / 2**30:.1f} GiB per GPU; {e.gpu} has "
             f"{e.memory.device_bytes.value / 2**30:.1f} GiB.",
-            "Lower micro_batch, turn on checkpointing, use LoRA or ZeRO (`gpuhours fit` "
-            "shows what fits).")
+            _fit_hint(e.setup))
+
+
+def _fit_hint(setup: dict[str, Any]) -> str:
+    """The changes that could make a setup fit, leaving out those it already has (the hint
+    told a run with checkpointing on to turn it on)."""
+    ways = []
+    if int(setup.get("micro_batch") or 1) > 1:
+        ways.append("lower micro_batch")
+    if not setup.get("checkpointing"):
+        ways.append("turn on checkpointing")
+    if setup.get("method") == "full":
+        ways.append("use LoRA")
+    elif setup.get("method") == "lora":
+        ways.append("use QLoRA")
+    if int(setup.get("zero_stage") or 0) < 3:
+        ways.append("shard the training state (ZeRO-3)")
+    ways.append("use more or larger GPUs")
+    text = ", ".join(ways[:-1]) + f" or {ways[-1]}" if len(ways) > 1 else ways[0]
+    return text[0].upper() + text[1:] + " (`gpuhours fit` shows what fits)."
 
 
 def _setup_summary(t: Training, hw: Hardware) -> dict[str, Any]:
@@ -710,7 +728,15 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
     critic_update_s, concurrent_critic = update_s, False
     if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
-        roles = role_updates_s(ctx, phase, s, seq, sequences, train_gpus)
+        def role_update_s(gpus: int) -> tuple[float, Training]:
+            rt, rhw, rbasis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": gpus})
+            re_ = estimate_phase(ctx, rt, rhw, rbasis, tokens=sequences * seq)
+            check_fits(ctx, phase, re_)
+            return (float(phase.policy_epochs * sequences * rt.llm_seq_len
+                          / re_.tokens_per_s.value), rt)
+
+        roles = role_updates_s(_where(ctx, phase), phase, role_update_s, sequences, train_gpus,
+                               ctx.plan.hardware.gpus_per_node)
         update_s, critic_update_s, concurrent_critic = (roles.policy_s, roles.critic_s,
                                                         roles.concurrent)
     unscaled_update_s = update_s

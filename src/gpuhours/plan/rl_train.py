@@ -22,6 +22,7 @@ still spread over all the training GPUs (`plan.phases.rl`): per-role scoring is 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,38 +75,28 @@ def shared_host_adam_s(other_params: float) -> float:
     return other_params * CPU_ADAM_BYTES_PER_PARAM / (HOST_ADAM_GB_PER_S_PER_NODE.value * 1e9)
 
 
-def role_updates_s(ctx: Any, phase: Any, s: dict[str, Any], seq_tokens: int,
-                   sequences: int, train_gpus: int) -> RoleUpdates:
+def role_updates_s(where: str, phase: Any, update_s: Callable[[int], tuple[float, Any]],
+                   sequences: int, train_gpus: int, gpus_per_node: int) -> RoleUpdates:
     """The actor's update on `phase.actor_gpus` and (with `critic_gpus`) the critic's on its
-    own, each through the analytic estimator with the phase's settings `s` (micro_batch,
-    grad_accum, zero_stage, offload...) at `seq_tokens` a sequence. Raises InputError naming
-    the field when the roles need more GPUs than the trainer has or a role's shard does not
-    fit."""
-    # lazy: plan.phases imports this module's caller side
-    from gpuhours.plan.phases import _where, check_fits, estimate_phase, training_setup
-
+    own. `update_s(gpus)` is the caller's (plan/phases.py): one role's update on that many GPUs
+    through the analytic estimator with the phase's settings, as (seconds, its Training),
+    raising when the role's shard does not fit; `where` names the plan file, line and phase.
+    Raises InputError naming the field when the roles need more GPUs than the trainer has."""
     actor = phase.actor_gpus
     critic = phase.critic_gpus or 0
     if actor + critic > train_gpus:
         field = "critic_gpus" if critic else "actor_gpus"
-        raise InputError(f"{_where(ctx, phase)}, field '{field}'",
+        raise InputError(f"{where}, field '{field}'",
                          f"actor_gpus ({actor}) + critic_gpus ({critic}) exceed the {train_gpus} "
                          f"training GPUs (the phase's GPUs less rollout_gpus).",
                          "Give the phase more `gpus`, or the roles fewer.")
-
-    def update_s(gpus: int) -> tuple[float, Any]:
-        t, hw, basis = training_setup(ctx, phase, {**s, "seq_len": seq_tokens, "gpus": gpus})
-        e = estimate_phase(ctx, t, hw, basis, tokens=sequences * seq_tokens)
-        check_fits(ctx, phase, e)
-        return (float(phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value),
-                t)
 
     policy, t = update_s(actor)
     if not phase.critic:
         return RoleUpdates(policy, 0.0, concurrent=False)
     if critic:
         critic_s, _ = update_s(critic)
-        if t.offload != "none" and train_gpus <= ctx.plan.hardware.gpus_per_node:
+        if t.offload != "none" and train_gpus <= gpus_per_node:
             # both roles' CPU Adam on the one host at once: each step streams the other's
             # state too (the critic the policy's size)
             from gpuhours.estimate.params import count_params
