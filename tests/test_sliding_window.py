@@ -124,10 +124,12 @@ def test_kv_cache_of_a_gemma_sequence_by_hand() -> None:
 
 def test_window_lets_more_sequences_fit() -> None:
     """Mistral 7B at 16,384 tokens per sequence: the cache holds 4,096 tokens per layer, a
-    quarter, so about four times the sequences fit beside the weights."""
+    quarter, so about four times the sequences fit beside the weights. SGLang sizes its pool
+    from the weights alone (vLLM would also keep its profiling reserve out:
+    tests/test_engine_reserve.py), so the hand count is the weights and the cache."""
     mistral, _ = resolve_model("mistral-7b")
     gpu = catalog_gpu("h100-sxm")
-    g = Generation(arch=mistral, prompt_tokens=8192, output_tokens=8192)
+    g = Generation(arch=mistral, prompt_tokens=8192, output_tokens=8192, engine="sglang")
     windowed = max_batch_by_memory(mistral, g, gpu)
     from dataclasses import replace
 
