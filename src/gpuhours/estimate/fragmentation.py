@@ -53,6 +53,7 @@ full fine-tuning (`step_tensor_bytes`), which later loss tensors up to that size
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
@@ -198,14 +199,29 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
     )
 
 
-def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool) -> None:
-    """One forward and backward through the allocator, in program order."""
+def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
+                       no_grad_forward: bool = False,
+                       after_layer_backward: Callable[[int], None] | None = None) -> None:
+    """One forward and backward through the allocator, in program order. The checkpointed
+    forward's tensors of a layer are made together and freed together, or with
+    `no_grad_forward` one at a time (torch.no_grad frees each operator's output once the next
+    has used it: estimate/step_replay.py). `after_layer_backward(i)` runs where autograd makes
+    gradients: with i = layers once the loss's backward has made the hidden states' gradient
+    (the LM head's), with i after layer i's backward, with -1 at the end (the embedding's)."""
+    def made(i: int) -> None:
+        if after_layer_backward is not None:
+            after_layer_backward(i)
+
     inputs, kept = [], []
     for _ in range(layers):
         if checkpointing:
             inputs.append(al.malloc(s.layer_input))
-            for b in [al.malloc(x) for x in s.layer]:
-                al.free(b)
+            if no_grad_forward:
+                for x in s.layer:
+                    al.free(al.malloc(x))
+            else:
+                for b in [al.malloc(x) for x in s.layer]:
+                    al.free(b)
         else:
             kept.append([al.malloc(x) for x in s.layer])
     outside = al.malloc(s.outside)
@@ -222,6 +238,7 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
     for b in bwd[-1:]:
         al.free(b)
     grad = al.malloc(s.grad)
+    made(layers)
     for b in head + held:
         al.free(b)
     for i in reversed(range(layers)):
@@ -233,7 +250,9 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
             al.free(b)
         if checkpointing:
             al.free(inputs[i])
+        made(i)
     al.free(grad)
+    made(-1)
     al.free(outside)
 
 

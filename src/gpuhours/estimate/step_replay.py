@@ -59,7 +59,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuhours.estimate.fragmentation import ReplaySizes, replay_sizes, step_tensor_bytes
+from gpuhours.estimate.fragmentation import (
+    ReplaySizes,
+    replay_micro_batch,
+    replay_sizes,
+    step_tensor_bytes,
+)
 from gpuhours.estimate.load_cache import (
     fsdp_units,
     layer_linears,
@@ -156,54 +161,14 @@ def _fsdp_load(al: Allocator, t: Training, num_gpus: int) -> int:
 
 def micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
                 after_layer_backward: Callable[[int], None] | None = None) -> None:
-    """One forward and backward in program order: fragmentation.replay_micro_batch's, but for
-    the checkpointed forward. That runs under torch.no_grad (torch/utils/checkpoint.py), so
-    each operator's output is freed once the next has used it: the layer's tensors are made
-    and freed one at a time here (the real tiny Llama's forward holds two or three small ones
-    at once: tests/test_step_replay.py), beside the layer's input, which is kept. In backward
-    the recomputed layer keeps them all (the recompute runs with grad), as there.
-    `after_layer_backward(i)` runs where autograd makes gradients: with i = layers once the
-    loss's backward has made the hidden states' gradient (the LM head's), with i after layer
-    i's backward, with -1 at the end (the embedding's)."""
-    inputs, kept = [], []
-    for _ in range(layers):
-        if checkpointing:
-            inputs.append(al.malloc(s.layer_input))
-            for x in s.layer:
-                al.free(al.malloc(x))
-        else:
-            kept.append([al.malloc(x) for x in s.layer])
-    outside = al.malloc(s.outside)
-    held = [al.malloc(s.held)] if s.held else []
-    fwd = [al.malloc(x) for x in s.loss_fwd if x]
-    for b in fwd[:s.loss_freed_first]:
-        al.free(b)
-    bwd = [al.malloc(x) for x in s.loss_bwd if x]
-    for b in fwd[s.loss_freed_first:] + bwd[:-1]:
-        al.free(b)
-    head = [al.malloc(s.head)] if s.head else []
-    for b in bwd[-1:]:
-        al.free(b)
-    grad = al.malloc(s.grad)
-    if after_layer_backward is not None:
-        after_layer_backward(layers)
-    for b in head + held:
-        al.free(b)
-    for i in reversed(range(layers)):
-        layer = [al.malloc(x) for x in s.layer] if checkpointing else kept[i]
-        g = al.malloc(s.grad)
-        al.free(grad)
-        grad = g
-        for b in layer:
-            al.free(b)
-        if checkpointing:
-            al.free(inputs[i])
-        if after_layer_backward is not None:
-            after_layer_backward(i)
-    al.free(grad)
-    if after_layer_backward is not None:
-        after_layer_backward(-1)
-    al.free(outside)
+    """One forward and backward in program order: fragmentation.replay_micro_batch's, with the
+    checkpointed forward run as torch.no_grad runs it (torch/utils/checkpoint.py): each
+    operator's output freed once the next has used it, the layer's tensors made and freed one
+    at a time beside the layer's input, which is kept (the real tiny Llama's forward holds two
+    or three small ones at once: tests/test_step_replay.py). In backward the recomputed layer
+    keeps them all (the recompute runs with grad). `after_layer_backward` as there."""
+    replay_micro_batch(al, s, layers, checkpointing, no_grad_forward=True,
+                       after_layer_backward=after_layer_backward)
 
 
 def trainable_numels(t: Training) -> tuple[list[int], list[list[int]]]:
