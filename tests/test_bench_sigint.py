@@ -33,7 +33,12 @@ def test_sigint_prints_the_configurations_finished_and_exits_130(tmp_path: Path)
     with err_path.open("w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "gpuhours.cli", *SWEEP],
                                 stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path,
-                                env={**os.environ, "COLUMNS": "80"})
+                                env={**os.environ, "COLUMNS": "80"},
+                                # as from a shell: Ctrl-C's default disposition, even where this
+                                # test process inherited SIGINT ignored (a child Python keeps an
+                                # ignored SIGINT ignored, and the sweep then runs to its end)
+                                preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                 signal.SIG_DFL))
         try:
             deadline = time.monotonic() + 120
             while f"[1/{CONFIGS}] finished" not in err_path.read_text():
