@@ -12,9 +12,8 @@ from typer.testing import CliRunner
 
 from gpuhours.cli import app
 from gpuhours.errors import InputError
-from gpuhours.plan.budget import evaluate
-from gpuhours.plan.load import load_plan
 from gpuhours.plan.rl_async import hidden_training_s, pipelined_step_s
+from rl_plan import run_rl_phase
 
 BASE: dict[str, Any] = {
     "project": "rl-async-test",
@@ -26,10 +25,7 @@ BASE: dict[str, Any] = {
 }
 
 def run(tmp_path: Path, **phase: Any) -> Any:
-    plan = {**BASE, "phases": [{**BASE["phases"][0], **phase}]}
-    f = tmp_path / "plan.yaml"
-    f.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return evaluate(load_plan(f)).phases[0]
+    return run_rl_phase(tmp_path, BASE, **phase)
 
 
 DEDICATED: dict[str, Any] = dict(placement="dedicated", rollout_gpus=2, max_response_tokens=4096,

@@ -18,6 +18,7 @@ from gpuhours.estimate.offload import PCIE_COPY_EFFICIENCY
 from gpuhours.plan import rl_scoring as S
 from gpuhours.plan.budget import evaluate
 from gpuhours.plan.load import load_plan
+from rl_plan import run_rl_phase, write_rl_plan
 
 #: Qwen2.5-7B's parameters (embeddings and LM head untied), counted from its config
 QWEN7B_PARAMS = 7_615_616_512
@@ -35,14 +36,11 @@ BASE: dict[str, Any] = {
 
 
 def _write(tmp_path: Path, **phase: Any) -> Path:
-    plan = {**BASE, "phases": [{**BASE["phases"][0], **phase}]}
-    f = tmp_path / "plan.yaml"
-    f.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return f
+    return write_rl_plan(tmp_path, BASE, **phase)
 
 
 def run(tmp_path: Path, **phase: Any) -> Any:
-    return evaluate(load_plan(_write(tmp_path, **phase))).phases[0].details
+    return run_rl_phase(tmp_path, BASE, **phase).details
 
 
 def test_ref_stream_by_hand():

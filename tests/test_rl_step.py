@@ -15,6 +15,7 @@ from gpuhours.estimate.params import count_params
 from gpuhours.plan.budget import evaluate
 from gpuhours.plan.load import load_plan
 from gpuhours.setup import Training
+from rl_plan import run_rl_phase
 
 BASE: dict[str, Any] = {
     "project": "rl-test",
@@ -27,10 +28,7 @@ BASE: dict[str, Any] = {
 
 
 def run(tmp_path: Path, **phase: Any) -> Any:
-    plan = {**BASE, "phases": [{**BASE["phases"][0], **phase}]}
-    f = tmp_path / "plan.yaml"
-    f.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return evaluate(load_plan(f)).phases[0]
+    return run_rl_phase(tmp_path, BASE, **phase)
 
 
 def test_the_longest_response_sets_the_wave(tmp_path):

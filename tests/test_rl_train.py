@@ -15,6 +15,7 @@ from gpuhours.errors import InputError
 from gpuhours.plan.budget import evaluate
 from gpuhours.plan.load import load_plan
 from gpuhours.plan.rl_train import critic_added_s, optimizer_steps, shared_host_adam_s
+from rl_plan import run_rl_phase
 
 BASE: dict[str, Any] = {
     "project": "rl-roles-test",
@@ -29,10 +30,7 @@ BASE: dict[str, Any] = {
 
 
 def run(tmp_path: Path, **phase: Any) -> Any:
-    plan = {**BASE, "phases": [{**BASE["phases"][0], **phase}]}
-    f = tmp_path / "plan.yaml"
-    f.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return evaluate(load_plan(f)).phases[0]
+    return run_rl_phase(tmp_path, BASE, **phase)
 
 
 def test_critic_added_by_hand():

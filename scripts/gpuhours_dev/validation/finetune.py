@@ -41,7 +41,7 @@ from gpuhours.estimate.device_overhead import (
 )
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
-from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training
@@ -1067,6 +1067,19 @@ def ran(r: dict[str, str]) -> bool:
 
 
 # Comparisons ----------------------------------------------------------------------------------
+#: reserved_training_memory per setup: a row's memory comparison, its fits check and its
+#: out-of-memory check ask for the same setup on the same card, and each call replays the
+#: allocator over three training steps (estimate/step_replay.py)
+_RESERVED: dict[tuple[str, int, float | None], MemoryBreakdown] = {}
+
+
+def _reserved_memory(t: Training, n: int, gpu_memory_bytes: float | None) -> MemoryBreakdown:
+    key = (t.model_dump_json(), n, gpu_memory_bytes)
+    if key not in _RESERVED:
+        _RESERVED[key] = reserved_training_memory(t, n, gpu_memory_bytes=gpu_memory_bytes)
+    return _RESERVED[key]
+
+
 def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None,
                       replay_micro_batches: int | None = None,
                       stack: SoftwareStack | None = None) -> float:
@@ -1074,7 +1087,7 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
     stated stack's overhead outside the allocator (`stack`; None: the estimator's default).
     The allocator reserve of a fixed-length run is the step replay's where it applies
     (estimate/step_replay.py)."""
-    m = reserved_training_memory(t, n, gpu_memory_bytes=None if gpu is None else gpu.memory_bytes)
+    m = _reserved_memory(t, n, None if gpu is None else gpu.memory_bytes)
     if kind == "allocated":
         return m.tensors_bytes
     reserve = m.allocator_reserve_bytes
@@ -1220,14 +1233,12 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         out.append(Comparison("ft_fits", m.label, nan, None, "bytes", "", skipped=fit_skip,
                               **tags))
     else:
-        total = reserved_training_memory(t, m.num_gpus,
-                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
+        total = _reserved_memory(t, m.num_gpus, m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_fits", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     if not ran_ok and t is not None and m.gpu is not None and "OOM" in r["notes"]:
         # the converse check, for the runs reported out of memory
-        total = reserved_training_memory(t, m.num_gpus,
-                                         gpu_memory_bytes=m.gpu.memory_bytes).total_bytes
+        total = _reserved_memory(t, m.num_gpus, m.gpu.memory_bytes).total_bytes
         out.append(Comparison("ft_oom", m.label, float(m.gpu.memory_bytes), total, "bytes",
                               f"{m.gpu.name} memory", generation=m.gpu.generation, **tags))
     # throughput

@@ -1,0 +1,25 @@
+"""A one-phase RL plan written to a file and evaluated: the helper the rl phase's tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuhours.plan.budget import evaluate
+from gpuhours.plan.load import load_plan
+
+
+def write_rl_plan(tmp_path: Path, base: dict[str, Any], **phase: Any) -> Path:
+    """`base` (a plan whose first phase is the rl phase) with `phase`'s keys over that phase,
+    written to tmp_path/plan.yaml."""
+    plan = {**base, "phases": [{**base["phases"][0], **phase}]}
+    f = tmp_path / "plan.yaml"
+    f.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return f
+
+
+def run_rl_phase(tmp_path: Path, base: dict[str, Any], **phase: Any) -> Any:
+    """The evaluated phase (a PhaseResult) of `write_rl_plan`'s plan."""
+    return evaluate(load_plan(write_rl_plan(tmp_path, base, **phase))).phases[0]
