@@ -14,7 +14,7 @@ from gpuhours.cli import app
 from gpuhours.errors import FieldError
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.offload import offload_time
+from gpuhours.estimate.offload import offload_time, zero12_offload_grad_bytes_per_param
 from gpuhours.setup import Hardware, Training
 
 P = 6_738_415_616
@@ -52,33 +52,49 @@ def test_params_offload_keeps_the_gathered_working_set_only() -> None:
     assert m.host_bytes == pytest.approx(18 * P / 8)
 
 
+def test_zero12_gradient_round_trips_by_hand() -> None:
+    # stage_1_and_2.py @v0.13.2: one micro-batch sends the fp32 gradient down (4 B); with 4,
+    # micro-batches 2-4 bring the bf16 sum up (3 x 2 B), micro-batches 1-3 send it down in bf16
+    # (3 x 2 B) and the 4th in fp32 (4 B)
+    assert zero12_offload_grad_bytes_per_param(micro_batches=1, grad_bytes=2) == (4, 0)
+    assert zero12_offload_grad_bytes_per_param(micro_batches=4, grad_bytes=2) == (10, 6)
+    # fp32 gradients (peft's adapters), 8 micro-batches: 7 x 4 + 4 down, 7 x 4 up
+    assert zero12_offload_grad_bytes_per_param(micro_batches=8, grad_bytes=4) == (32, 28)
+
+
 def test_offload_time_by_hand() -> None:
-    # gradients down 1 GB per micro-batch x 4, weights 2 GB per pass x 3 passes x 4, over
-    # 25.2 GB/s (PCIe 4.0 x16 x 0.8): (4 + 24) / 25.2 = 1.111 s beside 0.5 s of compute
-    o = offload_time(offload="optimizer+params", grad_bytes_per_micro_batch=1e9,
+    # gradients 1 GB per micro-batch x 4, weights 2 GB per pass x 3 passes x 4, over 25.2 GB/s
+    # (PCIe 4.0 x16 x 0.8): (4 + 24) / 25.2 = 1.111 s beside 0.5 s of compute
+    o = offload_time(offload="optimizer+params", grad_bytes_per_step=4e9, grads_overlap=True,
                      weight_bytes_per_pass=2e9, weight_passes_per_micro_batch=3, micro_batches=4,
-                     params_up_bytes=1e9, trainable_params_on_node=8e9,
+                     params_up_bytes=1e9, trainable_params_on_node=9e9,
                      link_bytes_per_s=25.2e9, compute_s=0.5)
     assert o.pcie_overlapped_s == pytest.approx(28 / 25.2)
     assert o.pcie_exposed_s == pytest.approx(28 / 25.2 - 0.5)
-    assert o.cpu_adam_s == pytest.approx(8e9 * 30 / 100e9)  # 2.4 s at 100 GB/s
+    assert o.cpu_adam_s == pytest.approx(5.0)  # 9e9 parameters at 1.8e9 a second
     assert o.params_up_s == 0  # the next forward fetches the weights
-    o = offload_time(offload="optimizer", grad_bytes_per_micro_batch=1e9,
-                     weight_bytes_per_pass=2e9, weight_passes_per_micro_batch=3, micro_batches=4,
-                     params_up_bytes=1e9, trainable_params_on_node=8e9,
-                     link_bytes_per_s=25.2e9, compute_s=0.5)
-    assert o.pcie_overlapped_s == pytest.approx(4 / 25.2)
-    assert o.pcie_exposed_s == 0  # 0.159 s of gradients down < 0.5 s of compute: hidden
-    assert o.params_up_s == pytest.approx(1 / 25.2)
+    # ZeRO-2, 1e9 partition parameters, 4 micro-batches of bf16 gradients: 16 GB (10 down, 6
+    # up), 0.635 s, beside 0.5 s of compute
+    kw = dict(offload="optimizer", grad_bytes_per_step=16e9, weight_bytes_per_pass=2e9,
+              weight_passes_per_micro_batch=3, micro_batches=4, params_up_bytes=2e9,
+              trainable_params_on_node=8e9, link_bytes_per_s=25.2e9, compute_s=0.5)
+    o = offload_time(grads_overlap=True, **kw)  # type: ignore[arg-type]
+    assert o.pcie_overlapped_s == pytest.approx(16 / 25.2)
+    assert o.pcie_exposed_s == pytest.approx(16 / 25.2 - 0.5)  # overlap_comm: the rest hides
+    assert o.params_up_s == pytest.approx(2 / 25.2)
+    # without overlap_comm the copies run on the compute stream: all of it adds
+    o = offload_time(grads_overlap=False, **kw)  # type: ignore[arg-type]
+    assert o.pcie_exposed_s == pytest.approx(16 / 25.2)
 
 
 def test_optimizer_offload_step_time_by_hand() -> None:
     hw = Hardware(gpu="a100-80gb", num_gpus=8)
     off = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4), hw)
     plain = estimate_training(_setup(zero_stage=2, micro_batch=4), hw)
-    # CPU Adam over the node's 8 partitions = all of P: P x 30 B / 100 GB/s = 2.02 s; the bf16
-    # partition up: P/8 x 2 B / 25.2 GB/s = 0.0668 s; gradients down (the same bytes) hide
-    cpu_adam = P * 30 / 100e9
+    # CPU Adam over the node's 8 partitions = all of P at 1.8e9 parameters/s: 3.74 s; the bf16
+    # partition up: P/8 x 2 B / 25.2 GB/s = 0.0668 s; the fp32 gradients down (P/8 x 4 B,
+    # 0.134 s) hide behind backward (overlap_comm, the field's default)
+    cpu_adam = P / 1.8e9
     up = P / 8 * 2 / 25.2e9
     br, pb = off.step_time_breakdown_s, plain.step_time_breakdown_s
     assert br["optimizer_s"].value == pytest.approx(cpu_adam + up)
@@ -88,7 +104,13 @@ def test_optimizer_offload_step_time_by_hand() -> None:
     assert off.memory.host_bytes is not None
     assert off.memory.host_bytes.value == pytest.approx(2 * P)
     assert plain.memory.host_bytes is None
-    assert any("host_adam_gb_per_s_per_node" in a for a in off.assumptions)
+    assert any("host_adam_params_per_s_per_node" in a for a in off.assumptions)
+    # DeepSpeed's ZeRO-2 default (no overlap_comm), 4 micro-batches: the gradients' 16 B per
+    # partition parameter (zero12_offload_grad_bytes_per_param) add in full
+    slow = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
+                                    grad_accum=4, deepspeed_overlap_comm=False), hw)
+    assert slow.step_time_breakdown_s["optimizer_s"].value == pytest.approx(
+        cpu_adam + up + P / 8 * 16 / 25.2e9)
 
 
 @pytest.mark.parametrize(("kw", "match"), [

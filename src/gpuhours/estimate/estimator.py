@@ -575,8 +575,8 @@ def estimate_training(
     if off is not None:
         breakdown["optimizer_s"] = formula(st.optimizer_s, "s", (
             f"estimate/offload.py: CPU Adam on the host {off.cpu_adam_s:.3g} s (the node's "
-            f"partitions x {OF.CPU_ADAM_BYTES_PER_PARAM:g} B / {OF.HOST_ADAM_GB_PER_S_PER_NODE.value:g}"
-            f" GB/s, assumed) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
+            f"partitions / {OF.HOST_ADAM_PARAMS_PER_S_PER_NODE.value:.3g} parameters/s, "
+            f"measured elsewhere) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
             f"{off.pcie_exposed_s:.3g} s (gradients down, weights fetched: {off.pcie_overlapped_s:.3g}"
             f" s beside compute)"))
     if st.collectives:
@@ -738,7 +738,7 @@ def estimate_training(
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]
     if t.offload != "none":
         used += [OF.HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION[hw.gpu.generation],
-                 OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_GB_PER_S_PER_NODE,
+                 OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_PARAMS_PER_S_PER_NODE,
                  OF.GRAD_BUCKET_ELEMENTS]
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]

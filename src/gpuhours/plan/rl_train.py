@@ -65,14 +65,14 @@ def shared_host_adam_s(other_params: float) -> float:
     """Seconds one CPU Adam step of a role takes longer while another role's CPU Adam of
     `other_params` parameters streams the same host's memory at the same time (OpenRLHF Ray
     with --adam_offload: the actor and critic groups on one node step their optimizers
-    together, each `optimizer_step` at the end of its accumulation). The host's bandwidth is
-    estimate/offload.py's per-node figure (an assumption, HOST_ADAM_GB_PER_S_PER_NODE) at
-    CPU_ADAM_BYTES_PER_PARAM a parameter: the other role's bytes / that bandwidth. The two
-    roles' steps are taken as coinciding (same micro-batches and accumulation and, for a
-    critic the policy's size, the same pace): an upper end when they do not."""
-    from gpuhours.estimate.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_ADAM_GB_PER_S_PER_NODE
+    together, each `optimizer_step` at the end of its accumulation). The host's rate is
+    estimate/offload.py's per-node figure (HOST_ADAM_PARAMS_PER_S_PER_NODE, measured on
+    another run): the other role's parameters / that rate. The two roles' steps are taken as
+    coinciding (same micro-batches and accumulation and, for a critic the policy's size, the
+    same pace): an upper end when they do not."""
+    from gpuhours.estimate.offload import HOST_ADAM_PARAMS_PER_S_PER_NODE
 
-    return other_params * CPU_ADAM_BYTES_PER_PARAM / (HOST_ADAM_GB_PER_S_PER_NODE.value * 1e9)
+    return other_params / HOST_ADAM_PARAMS_PER_S_PER_NODE.value
 
 
 def role_updates_s(where: str, phase: Any, update_s: Callable[[int], tuple[float, Any]],
