@@ -89,6 +89,18 @@ _DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1
                    "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted); "
                    "the step as its e2e_time counts it: generation + training, the scoring "
                    "forwards in neither")
+# DeepSpeed's overlap_comm defaults to on for ZeRO-3 only (deepspeed v0.13.2
+# runtime/zero/config.py overlap_comm_valid: stage == 3), and neither framework's ZeRO config of
+# the benchmark's time sets it: DeepSpeed-Chat's get_train_ds_config (DeepSpeedExamples
+# applications/DeepSpeed-Chat/dschat/utils/ds_utils.py @6863634f, its last change before March
+# 2024; overlap_comm True came with f73a6ed6, 2024-09-17) and OpenRLHF's
+# (openrlhf/utils/deepspeed_utils.py @dbdd43b). Its ZeRO-2 offload then copies the gradients
+# to the host on the compute stream (stage_1_and_2.py reduce_ipg_grads), not beside backward
+_DS_NO_OVERLAP = {"deepspeed_overlap_comm": False}
+_DSCHAT_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; ds_utils.py @6863634f "
+                      "does not set it): the offloaded gradients' copies not hidden")
+_ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_utils.py "
+                     "@dbdd43b does not set it): the offloaded gradients' copies not hidden")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -368,8 +380,9 @@ CASES = [
     Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
-         _DSCHAT_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
+          **_DS_NO_OVERLAP},
+         _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's row 'DeepspeedChat(w/o offload)': the script without --offload (the optimizer
     # on the GPU), with the row's micro batches
     Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4,
@@ -385,17 +398,20 @@ CASES = [
     Case(25, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
+          **_DS_NO_OVERLAP},
          "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
          "OpenRLHF's HF generate stops once every sequence of a batch has its EOS: an upper "
          "end); reward model = the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
          "@dbdd43b; not stated for the row); transformers 4.38's host time per layer as "
-         "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
+         "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"
+         + _ORLHF_NO_OVERLAP),
     Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8},
-         _DSCHAT_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8,
+          **_DS_NO_OVERLAP},
+         _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's 1:1:2:2:2 as reference:reward:actor:critic:vLLM (the order of the 70B
     # script's flags, whose 2:2:4:4:4 it matches); the 7B Ray script's ZeRO-2 and --adam_offload
     # (train_ppo_llama_ray.sh @dbdd43b); accumulation = train_batch_size 128 / (the table's
@@ -404,14 +420,16 @@ CASES = [
                            "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8},
-         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8,
+          **_DS_NO_OVERLAP},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 8,
                            "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16},
-         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16,
+          **_DS_NO_OVERLAP},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
     # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
     # 2 vLLM engines of tensor parallel 2; --zero_stage 3 --adam_offload --gradient_checkpointing)
