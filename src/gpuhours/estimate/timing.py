@@ -472,8 +472,11 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
     """CPU offload's part of the step (estimate/offload.py offload_time) with this setup's
     bytes: gradients in the gradient dtype (fp32 for peft's adapters), weights fetched in their
     stored form (QLoRA's 4-bit layers), partitions over the data-parallel GPUs."""
-    from gpuhours.estimate.offload import (host_link_bytes_per_s, offload_time,
-                                           zero12_offload_grad_bytes_per_param)
+    from gpuhours.estimate.offload import (
+        host_link_bytes_per_s,
+        offload_time,
+        zero12_offload_grad_bytes_per_param,
+    )
 
     n = hw.num_gpus
     total = count_params(arch).total
