@@ -13,13 +13,20 @@ from typer.testing import CliRunner
 from gpuhours.cli import app
 from gpuhours.errors import FieldError
 from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.memory import training_memory
-from gpuhours.estimate.offload import offload_time, zero12_offload_grad_bytes_per_param
+from gpuhours.estimate.offload import (
+    offload_time,
+    zero3_offload_grad_bytes_per_param,
+    zero12_offload_grad_bytes_per_param,
+)
+from gpuhours.estimate.timing import training_step_time
 from gpuhours.setup import Hardware, Training
 
 P = 6_738_415_616
 LAYER = 202_383_360
 ROOT = 262_148_096
+ARCH = Training.model_validate({"model": "llama-2-7b"}).arch
 
 
 def _setup(**kw: object) -> Training:
@@ -62,6 +69,28 @@ def test_zero12_gradient_round_trips_by_hand() -> None:
     assert zero12_offload_grad_bytes_per_param(micro_batches=8, grad_bytes=4) == (32, 28)
 
 
+def test_zero3_gradient_round_trips_by_hand() -> None:
+    # stage3.py partition_grads @v0.13.2, host buffer in bf16: one micro-batch copies down,
+    # reads back, and sends the sum down to the fp32 buffer once more (2 + 2 down, 2 up); with 8,
+    # every micro-batch goes down and back up (8 x 2 each) and the last once more down (2)
+    assert zero3_offload_grad_bytes_per_param(micro_batches=1, grad_bytes=2) == (4, 2)
+    assert zero3_offload_grad_bytes_per_param(micro_batches=8, grad_bytes=2) == (18, 16)
+
+
+def test_deepspeed_zero3_offload_gradients_by_hand() -> None:
+    # Llama-2-7B on 8 A100, ZeRO-3 optimizer offload, 4 micro-batches of 1: DeepSpeed's engine
+    # moves (5 + 4) x 2 B per partition parameter, FSDP's CPUOffload 4 x 2 B; both overlap
+    # backward, so the difference is in the PCIe traffic beside compute only
+    hw = Hardware(gpu="a100-80gb", num_gpus=8)
+    kw = dict(zero_stage=3, offload="optimizer", micro_batch=1, grad_accum=4)
+    ds = training_step_time(ARCH, _setup(zero3_engine="deepspeed", **kw), hw,
+                            training_flops(_setup(**kw)), P).offload
+    fsdp = training_step_time(ARCH, _setup(**kw), hw, training_flops(_setup(**kw)), P).offload
+    assert ds is not None and fsdp is not None
+    assert ds.pcie_overlapped_s == pytest.approx(P / 8 * 18 / 25.2e9)
+    assert fsdp.pcie_overlapped_s == pytest.approx(P / 8 * 8 / 25.2e9)
+
+
 def test_offload_time_by_hand() -> None:
     # gradients 1 GB per micro-batch x 4, weights 2 GB per pass x 3 passes x 4, over 25.2 GB/s
     # (PCIe 4.0 x16 x 0.8): (4 + 24) / 25.2 = 1.111 s beside 0.5 s of compute
@@ -85,6 +114,38 @@ def test_offload_time_by_hand() -> None:
     # without overlap_comm the copies run on the compute stream: all of it adds
     o = offload_time(grads_overlap=False, **kw)  # type: ignore[arg-type]
     assert o.pcie_exposed_s == pytest.approx(16 / 25.2)
+
+
+def test_pageable_offload_copies_by_hand() -> None:
+    # the ZeRO-2 case above (16 GB of gradients, 2 GB up, overlap_comm on) through pageable
+    # memory: 4.5x the time a copy, none of it beside compute
+    kw = dict(offload="optimizer", grad_bytes_per_step=16e9, grads_overlap=True,
+              weight_bytes_per_pass=2e9, weight_passes_per_micro_batch=3, micro_batches=4,
+              params_up_bytes=2e9, trainable_params_on_node=8e9, link_bytes_per_s=25.2e9,
+              compute_s=10.0)
+    o = offload_time(copies="pageable", **kw)  # type: ignore[arg-type]
+    assert o.pcie_overlapped_s == pytest.approx(16 * 4.5 / 25.2)
+    assert o.pcie_exposed_s == pytest.approx(16 * 4.5 / 25.2)  # 2.86 s, though compute is 10
+    assert o.params_up_s == pytest.approx(2 * 4.5 / 25.2)
+    # DeepSpeed before 0.14.1 with pinned buffers: only the step's copy up is pageable
+    o = offload_time(copies="pageable-step", **kw)  # type: ignore[arg-type]
+    assert o.pcie_exposed_s == 0  # 0.635 s of gradients hide behind 10 s of compute
+    assert o.params_up_s == pytest.approx(2 * 4.5 / 25.2)
+    # weights fetched (ZeRO-3 offload_param) through pageable memory: exposed with the gradients
+    o = offload_time(**{**kw, "offload": "optimizer+params", "grad_bytes_per_step": 4e9},
+                     copies="pageable")  # type: ignore[arg-type]
+    assert o.pcie_exposed_s == pytest.approx((4 + 24) * 4.5 / 25.2)
+    assert o.params_up_s == 0
+
+
+def test_offload_copies_need_offload() -> None:
+    with pytest.raises(FieldError, match="offload_copies"):
+        _setup(zero_stage=2, offload_copies="pageable")
+    runner = CliRunner()
+    bad = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                              "--offload-copies", "pageable"])
+    assert bad.exit_code == 2
+    assert "--offload-copies" in bad.output and "Traceback" not in bad.output
 
 
 def test_optimizer_offload_step_time_by_hand() -> None:
@@ -111,6 +172,13 @@ def test_optimizer_offload_step_time_by_hand() -> None:
                                     grad_accum=4, deepspeed_overlap_comm=False), hw)
     assert slow.step_time_breakdown_s["optimizer_s"].value == pytest.approx(
         cpu_adam + up + P / 8 * 16 / 25.2e9)
+    # and with pin_memory off (DeepSpeed's default then), every copy 4.5x slower
+    staged = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
+                                      grad_accum=4, deepspeed_overlap_comm=False,
+                                      offload_copies="pageable"), hw)
+    assert staged.step_time_breakdown_s["optimizer_s"].value == pytest.approx(
+        cpu_adam + 4.5 * (up + P / 8 * 16 / 25.2e9))
+    assert any("pageable_copy_slowdown" in a for a in staged.assumptions)
 
 
 @pytest.mark.parametrize(("kw", "match"), [

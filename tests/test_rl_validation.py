@@ -81,10 +81,12 @@ def test_published_rl_steps_floor():
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,
     # critic_gpus; issue 13): 13B and the 70B on 16 GPUs with TP-2 engines within 25%; the 7B
-    # +28% (+13% before the roles), long because its prompts and responses are taken at the
-    # 1,024-token max where OpenRLHF's vLLM sampling stops at EOS (its generation +69%)
+    # +34% (+13% before the roles, +28% before DeepSpeedCPUAdam's published rate and ZeRO-2's
+    # gradient copies without overlap_comm, which took its training part from -23% to -7%),
+    # long because its prompts and responses are taken at the 1,024-token max where OpenRLHF's
+    # vLLM sampling stops at EOS (its generation +69%)
     assert all(abs(results[row]) <= 0.25 for row in (30, 32))
-    assert 0.0 < results[27] <= 0.30
+    assert 0.0 < results[27] <= 0.40
     # DeepSpeed-Chat / OpenRLHF without Ray (HF generate at 2-8 sequences): within 2x
     assert all(-0.5 < results[row] < 1.0 for row in (23, 24, 25, 28))
 
@@ -286,8 +288,12 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     (same model, release, GPUs, batch) generates 23% slower than estimated (scoring forwards
     in its timer), which no release-wide host cost could tell from row 25. The Ray rows'
     training, with the actor and critic each on its 2 or 4 GPUs at once (and, on one node, their
-    CPU Adam sharing the host), is 23-44% short (49-60% when the six or twelve training GPUs ran
-    both updates in turn)."""
+    CPU Adam sharing the host), was 23-44% short (49-60% when the six or twelve training GPUs ran
+    both updates in turn). Issue 14 (held out: DeepSpeedCPUAdam at DeepSpeed issue #6834's
+    per-node rate, ZeRO-2's offloaded gradient copies on the compute stream without
+    overlap_comm, as DeepSpeed's code runs them): OpenRLHF's --adam_offload updates -33/-23/-39%
+    -> -20/-7/-20% (lines 27, 29, 32), the 70B ZeRO-3 -44% -> -38%; DeepSpeed-Chat's offloaded
+    rows stay far short (-65/-73% -> -58/-66%)."""
     data = rl.rows()
     lines = rl.phase_split_report().split("\n")[2:]
     split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[10].strip(" %")) / 100)
@@ -296,9 +302,10 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     for row in (25, 26, 30):
         assert data[row - 2]["framework"].startswith("DeepSpeed-Chat")
         assert abs(split[row][0]) <= 0.10
-    assert all(train < -0.2 for _, train in split.values())
+    assert all(split[row][1] < -0.2 for row in (25, 26, 30))
     assert split[27][0] < -0.2
-    assert all(-0.45 < split[row][1] < -0.2 for row in (29, 32, 34))
+    assert all(-0.25 <= split[row][1] < 0 for row in (27, 29, 32))
+    assert -0.45 < split[34][1] < -0.3
 
 
 def test_the_benchmark_step_is_its_generation_plus_training():

@@ -97,10 +97,22 @@ _DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1
 # (openrlhf/utils/deepspeed_utils.py @dbdd43b). Its ZeRO-2 offload then copies the gradients
 # to the host on the compute stream (stage_1_and_2.py reduce_ipg_grads), not beside backward
 _DS_NO_OVERLAP = {"deepspeed_overlap_comm": False}
+# Host memory of the offload (estimate/offload.py PAGEABLE_COPY_SLOWDOWN): DeepSpeed-Chat's
+# config leaves offload_optimizer's pin_memory at DeepSpeed's default, off (v0.13.2
+# runtime/zero/offload_config.py): every offload copy staged through pageable memory.
+# OpenRLHF's pins it ("pin_memory": True @dbdd43b), but on the benchmark's deepspeed 0.13.2 the
+# step's half-precision copy up still goes through a CPU-side cast into pageable memory (the
+# pinned path came with 0.14.1, PR #5301)
+_DSCHAT_PAGEABLE = {"offload_copies": "pageable"}
+_ORLHF_PAGEABLE_STEP = {"offload_copies": "pageable-step"}
 _DSCHAT_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; ds_utils.py @6863634f "
-                      "does not set it): the offloaded gradients' copies not hidden")
+                      "does not set it): the offloaded gradients' copies not hidden; pin_memory "
+                      "off (DeepSpeed's default then): every offload copy through pageable "
+                      "memory")
 _ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_utils.py "
-                     "@dbdd43b does not set it): the offloaded gradients' copies not hidden")
+                     "@dbdd43b does not set it): the offloaded gradients' copies not hidden; "
+                     "pinned buffers, but deepspeed 0.13.2's step copy up through pageable "
+                     "memory (fixed in 0.14.1)")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -381,7 +393,7 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
-          **_DS_NO_OVERLAP},
+          **_DS_NO_OVERLAP, **_DSCHAT_PAGEABLE},
          _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's row 'DeepspeedChat(w/o offload)': the script without --offload (the optimizer
     # on the GPU), with the row's micro batches
@@ -399,7 +411,7 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
-          **_DS_NO_OVERLAP},
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
          "OpenRLHF's HF generate stops once every sequence of a batch has its EOS: an upper "
          "end); reward model = the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
@@ -410,7 +422,7 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8,
-          **_DS_NO_OVERLAP},
+          **_DS_NO_OVERLAP, **_DSCHAT_PAGEABLE},
          _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's 1:1:2:2:2 as reference:reward:actor:critic:vLLM (the order of the 70B
     # script's flags, whose 2:2:4:4:4 it matches); the 7B Ray script's ZeRO-2 and --adam_offload
@@ -421,14 +433,14 @@ CASES = [
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8,
-          **_DS_NO_OVERLAP},
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 8,
                            "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16,
-          **_DS_NO_OVERLAP},
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
     # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
@@ -437,12 +449,15 @@ CASES = [
                            "rollout_batch": 4, "actor_gpus": 4, "critic_gpus": 4,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8},
+          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8,
+          "zero3_engine": "deepspeed", **_ORLHF_PAGEABLE_STEP},
          "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
          "OpenRLHF's vLLM sampling stops at EOS: an upper end); reward model = the actor's "
          "size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
          "(train_ppo_llama_ray_70b.sh @0ae5876: ZeRO-3 with --adam_offload, 2 vLLM engines of "
-         "TP 2; actor 4 and critic 4 GPUs, each training on its own at once), the table's row "
+         "TP 2; actor 4 and critic 4 GPUs, each training on its own at once; DeepSpeed's ZeRO-3 "
+         "engine; pinned buffers, but deepspeed 0.13.2's step copy up through pageable memory), "
+         "the table's row "
          "not stating them; the table's training micro-batch 4, accumulation 8 "
          "(train_batch_size 128 over the actor's 4 GPUs)"),
 ]

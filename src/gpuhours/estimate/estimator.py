@@ -578,7 +578,9 @@ def estimate_training(
             f"partitions / {OF.HOST_ADAM_PARAMS_PER_S_PER_NODE.value:.3g} parameters/s, "
             f"measured elsewhere) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
             f"{off.pcie_exposed_s:.3g} s (gradients down, weights fetched: {off.pcie_overlapped_s:.3g}"
-            f" s beside compute)"))
+            f" s beside compute)" + ("" if t.offload_copies == "pinned" else
+                                     f"; {t.offload_copies} copies, "
+                                     f"{OF.PAGEABLE_COPY_SLOWDOWN.value:g}x slower (assumed)")))
     if st.collectives:
         breakdown["pipeline_bubble_s"] = formula(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
@@ -740,6 +742,8 @@ def estimate_training(
         used += [OF.HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION[hw.gpu.generation],
                  OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_PARAMS_PER_S_PER_NODE,
                  OF.GRAD_BUCKET_ELEMENTS]
+        if t.offload_copies != "pinned":
+            used.append(OF.PAGEABLE_COPY_SLOWDOWN)
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     if st.collectives:

@@ -52,6 +52,20 @@ PCIE_COPY_EFFICIENCY = Assumption(
     "pcie_copy_efficiency", 0.8, "fraction of the PCIe rate",
     "assumption: pinned cudaMemcpy reaches ~25 of 31.5 GB/s (Gen4 x16), ~50 of 63 (Gen5)")
 
+#: How much slower a copy between the GPU and pageable host memory runs than one from pinned
+#: memory: the driver stages it through a pinned buffer, and the call returns only when the
+#: bytes have moved, so nothing overlaps it. DeepSpeed PR #5301 (2024-03-20, in 0.14.1) moved
+#: ZeRO-1/2 offload's step copy up from a CPU-cast pageable tensor to a pinned one: "Speedup h2d
+#: memcpy by 6x on single GPU and 4-5x on 8GPU node"; PR #8207 (2026) made pin_memory the
+#: default because "the prior False silently selected the slow staged pageable copy ... with no
+#: overlap against backward compute". The 8-GPU node's middle, 4.5, taken for every such copy
+#: (the pinned copy it was measured against moved 4 bytes a parameter, the pageable one 2 after
+#: a CPU cast: per byte the pageable path is slower still; taken as 4.5 all the same).
+PAGEABLE_COPY_SLOWDOWN = Assumption(
+    "pageable_copy_slowdown", 4.5, "x the pinned copy's time",
+    "DeepSpeed PR #5301: pinned H2D 4-5x faster than the pageable path on an 8-GPU node (6x on "
+    "one GPU)")
+
 #: DeepSpeedCPUAdam's rate over the partitions of one node's GPUs, parameters per second
 #: (the 8 ranks' steps run at once and share the host). A published measurement: DeepSpeed
 #: issue #6834 (deepspeed 0.14.5; Qwen-72B, ZeRO-3 with the optimizer and parameters offloaded,
@@ -61,6 +75,10 @@ PCIE_COPY_EFFICIENCY = Assumption(
 #: host's DRAM at 30 bytes a parameter (CPU_ADAM_BYTES_PER_PARAM). The host's CPU and the
 #: threads per rank are not stated (DeepSpeed's launcher sets OMP_NUM_THREADS only with
 #: --bind_cores_to_rank, launcher/launch.py @v0.13.2; PR #7474 measured 1.3x from binding).
+#: The rate covers what DeepSpeed's step timer holds (stage3.py step @v0.14.5): the gradients'
+#: unscale and clip on the host, the Adam update and the cast of the updated fp32 partition to
+#: half precision (torch converts a CPU-to-GPU copy's dtype on the CPU: ATen cuda/Copy.cu
+#: copy_kernel_cuda, as ZeRO-1/2's `bit16_partitions[...].copy_(fp32_partition)` does too).
 #: Replaced 100 GB/s (an assumed quarter of a two-socket DRAM peak; 3.3e9 parameters/s) on
 #: 2026-11-24; no RL or fine-tuning validation row was used to set it.
 HOST_ADAM_PARAMS_PER_S_PER_NODE = Assumption(
@@ -93,6 +111,20 @@ def zero12_offload_grad_bytes_per_param(*, micro_batches: int,
     One micro-batch: (4, 0)."""
     extra = micro_batches - 1
     return extra * grad_bytes + 4.0, extra * grad_bytes
+
+
+def zero3_offload_grad_bytes_per_param(*, micro_batches: int,
+                                       grad_bytes: float) -> tuple[float, float]:
+    """(down, up) bytes per parameter of a rank's partition per optimizer step that DeepSpeed
+    ZeRO-3 with offload_optimizer moves over PCIe for the gradients (deepspeed v0.13.2
+    runtime/zero/stage3.py partition_grads; its gradient partitions live in a host buffer of
+    gradient_accumulation_dtype, the model's dtype unless data_types sets it): every
+    micro-batch copies its reduced partition into the host buffer and reads the buffer back to
+    the GPU (the first with `copy_` then `.to(device)`, the later ones `.to(device)`, add,
+    `copy_`), and the last sends the sum into the optimizer's fp32 gradient buffer once more
+    (a copy across dtypes: in `grad_bytes`, converted on the host). So down
+    (micro_batches + 1) x grad_bytes, up micro_batches x grad_bytes."""
+    return (micro_batches + 1) * grad_bytes, micro_batches * grad_bytes
 
 
 def host_link_bytes_per_s(generation: str, gpu_name: str) -> float:
@@ -131,7 +163,8 @@ class OffloadTime:
 def offload_time(*, offload: str, grad_bytes_per_step: float, grads_overlap: bool,
                  weight_bytes_per_pass: float, weight_passes_per_micro_batch: int,
                  micro_batches: int, params_up_bytes: float, trainable_params_on_node: float,
-                 link_bytes_per_s: float, compute_s: float) -> OffloadTime:
+                 link_bytes_per_s: float, compute_s: float,
+                 copies: str = "pinned") -> OffloadTime:
     """The offload's time per optimizer step on one GPU.
 
     - PCIe while the step computes: the rank's gradient partition, down and up over all the
@@ -145,16 +178,27 @@ def offload_time(*, offload: str, grad_bytes_per_step: float, grads_overlap: boo
     - CPU Adam: the partitions of the node's GPUs (`trainable_params_on_node`) at
       HOST_ADAM_PARAMS_PER_S_PER_NODE, after backward.
     - the updated half-precision partition up (`params_up_bytes`, optimizer only), after it.
+    - `copies` (setup.py OffloadCopies): "pageable-step" runs that last copy at
+      1/PAGEABLE_COPY_SLOWDOWN of the link's rate (DeepSpeed before 0.14.1 casts the fp32
+      partition to half precision on the CPU, into pageable memory: ZeRO-1/2's
+      `bit16_partitions[...].copy_(fp32_partition)`, ZeRO-3's
+      `_reassign_or_swap_out_partitioned_parameters` @v0.13.2, PR #5301); "pageable" every
+      copy, none of them hidden behind compute (DeepSpeed's pin_memory off, PR #8207).
     """
-    grads_s = grad_bytes_per_step / link_bytes_per_s
+    pageable = copies == "pageable"
+    rate = link_bytes_per_s / (PAGEABLE_COPY_SLOWDOWN.value if pageable else 1.0)
+    grads_s = grad_bytes_per_step / rate
     weights_s = 0.0
     if offload == "optimizer+params":
-        weights_s = micro_batches * weight_passes_per_micro_batch * weight_bytes_per_pass \
-            / link_bytes_per_s
-    hideable = weights_s + (grads_s if grads_overlap else 0.0)
-    exposed = max(0.0, hideable - compute_s) + (0.0 if grads_overlap else grads_s)
+        weights_s = micro_batches * weight_passes_per_micro_batch * weight_bytes_per_pass / rate
+    if pageable:  # staged copies return when done: nothing runs beside them
+        exposed = grads_s + weights_s
+    else:
+        hideable = weights_s + (grads_s if grads_overlap else 0.0)
+        exposed = max(0.0, hideable - compute_s) + (0.0 if grads_overlap else grads_s)
     cpu_adam = trainable_params_on_node / HOST_ADAM_PARAMS_PER_S_PER_NODE.value
-    params_up = params_up_bytes / link_bytes_per_s if offload == "optimizer" else 0.0
+    up_rate = link_bytes_per_s / (1.0 if copies == "pinned" else PAGEABLE_COPY_SLOWDOWN.value)
+    params_up = params_up_bytes / up_rate if offload == "optimizer" else 0.0
     return OffloadTime(grads_s + weights_s, exposed, cpu_adam, params_up)
 
 

@@ -475,6 +475,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
     from gpuhours.estimate.offload import (
         host_link_bytes_per_s,
         offload_time,
+        zero3_offload_grad_bytes_per_param,
         zero12_offload_grad_bytes_per_param,
     )
 
@@ -489,9 +490,14 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         q = quantised_params(arch)
         weights = q * QLORA_BYTES_PER_PARAM + (total - q) * half
     up_bytes_per_param = st.weights if full else 4.0
-    if t.zero_stage >= 3:  # stage3.py: each micro-batch's partition down in its dtype
-        grad_step_bytes = t.grad_accum * grad_bytes
+    if t.zero_stage >= 3 and t.zero3_engine == "deepspeed":
+        down, up = zero3_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
+                                                      grad_bytes=grad_bytes)
+        grad_step_bytes = down + up
         grads_overlap = True  # DeepSpeed's overlap_comm default for ZeRO-3
+    elif t.zero_stage >= 3:  # FSDP's CPUOffload: each micro-batch's shard down in its dtype
+        grad_step_bytes = t.grad_accum * grad_bytes
+        grads_overlap = True
     else:
         down, up = zero12_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                        grad_bytes=grad_bytes)
@@ -505,7 +511,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         micro_batches=t.grad_accum, params_up_bytes=trainable / n * up_bytes_per_param,
         trainable_params_on_node=trainable / n * min(hw.gpus_per_node, n),
         link_bytes_per_s=host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name),
-        compute_s=compute_s)
+        compute_s=compute_s, copies=t.offload_copies)
 
 
 def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,

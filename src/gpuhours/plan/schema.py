@@ -217,7 +217,12 @@ class TrainingSettings(_Strict):
         default=None, ge=0, description="DeepSpeed ZeRO-1/2 reduce_bucket_size, elements: its "
         "gradient buffers (two with overlap_comm) at every backward; 0: not DeepSpeed")
     deepspeed_overlap_comm: bool | None = Field(
-        default=None, description="DeepSpeed overlap_comm (a second bucket buffer); default yes")
+        default=None, description="DeepSpeed overlap_comm (a second bucket buffer; with offload "
+        "below ZeRO-3, the gradients' host copies beside backward); default yes")
+    offload_copies: Literal["pinned", "pageable-step", "pageable"] | None = Field(
+        default=None, description="with offload: pinned host memory (default); pageable-step "
+        "(DeepSpeed before 0.14.1: the step's weights up through a CPU cast); pageable "
+        "(DeepSpeed's pin_memory off: every offload copy staged, not overlapped)")
     zero3_engine: Literal["fsdp", "deepspeed"] | None = Field(
         default=None, description="who runs ZeRO stage 3: fsdp (default) or deepspeed (its "
         "engine's per-module hooks cost the host per module fetched and released)")
