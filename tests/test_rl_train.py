@@ -131,3 +131,33 @@ def test_offloaded_roles_on_one_host_share_its_adam(tmp_path):
     assert added == pytest.approx(8 * 494e6 / 1.8e9, rel=0.02)
     # the same on the critic's side: the pair still lasts as long as either
     assert beside["critic_update_s"] == pytest.approx(beside["policy_update_s"])
+
+
+def test_a_critic_at_its_own_zero_stage_trains_as_that_setup_does(tmp_path):
+    """DeepSpeed-Chat's benchmark scripts train the actor at ZeRO-2 and the critic at ZeRO-3
+    (--critic_zero_stage 3), with --offload its weights on the host too: `critic_training`
+    gives the critic its own settings. Its update is the estimator's for that setup over the
+    step's 256 sequences of 1,024 tokens on the 6 training GPUs, at the policy's micro-batches;
+    the policy's update does not move."""
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.setup import Hardware, Training
+
+    own = {"zero_stage": 3, "zero3_engine": "deepspeed", "offload": "optimizer+params"}
+    plain = run(tmp_path).details
+    apart = run(tmp_path, critic_training=own).details
+    assert apart["policy_update_s"] == pytest.approx(plain["policy_update_s"])
+    t = Training.model_validate({**BASE["defaults"], **own, "seq_len": 1024})
+    e = estimate_training(t, Hardware(gpu="a800-80gb", num_gpus=6))
+    assert apart["critic_update_s"] == pytest.approx(256 * 1024 / e.tokens_per_s.value)
+    # the weights fetched from the host and the CPU Adam make it slower than the policy's
+    assert apart["critic_update_s"] > plain["critic_update_s"]
+
+
+def test_critic_training_needs_a_critic(tmp_path):
+    plan = {**BASE, "phases": [{**BASE["phases"][0], "critic": False,
+                                "critic_training": {"zero_stage": 3}}]}
+    f = tmp_path / "plan.yaml"
+    f.write_text(yaml.safe_dump(plan, sort_keys=False))
+    result = CliRunner().invoke(app, ["plan", str(f)])
+    assert result.exit_code == 2
+    assert "critic_training" in result.output and "Traceback" not in result.output

@@ -78,13 +78,21 @@ _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=10
                # the benchmark's stated release (Mar 2024): 4.38's per-step causal mask and cache
                # copies (estimate/generation.py)
                rollout_transformers_version="4.38")
+# the benchmark's scripts train the critic at ZeRO-3 (CRITIC_ZERO_STAGE=3 in
+# benchmark/deepspeed-chat/llama_{7b,13b}.sh @dbdd43b), by DeepSpeed's engine; with --offload
+# DeepSpeed-Chat's get_train_ds_config puts offload_param and offload_optimizer both on the CPU
+# (dschat/utils/ds_utils.py @6863634f), so the ZeRO-3 critic's weights wait on the host too
+_DSCHAT_CRITIC = {"critic_training": {"zero_stage": 3, "zero3_engine": "deepspeed"}}
+_DSCHAT_CRITIC_OFFLOADED = {"critic_training": {"zero_stage": 3, "zero3_engine": "deepspeed",
+                                                "offload": "optimizer+params"}}
 # DeepSpeed-Chat's sequences are all 1,024 + 1,024 tokens by its code: DataCollatorRLHF pads
 # each prompt to max_prompt_seq_len and _generate_sequence forces min_length = max_length =
 # prompt + max_answer_seq_len (DeepSpeedExamples step3_rlhf_finetuning ppo_trainer.py)
 _DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1,024 and "
                    "generates with min_length = max_length); reward model = the actor's size; "
-                   "the actor's ZeRO-2 for every trained model (the "
-                   "script's critic is ZeRO-3); transformers 4.38's host time per layer as "
+                   "the scripts' actor ZeRO-2 and critic ZeRO-3 (DeepSpeed's engine; with "
+                   "--offload its weights on the host too); transformers 4.38's host time per "
+                   "layer as "
                    "4.46's fit (4.38's 15% more operators a layer counted, not applied: "
                    "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted); "
                    "the step as its e2e_time counts it: generation + training, the scoring "
@@ -389,7 +397,7 @@ CASES = [
     _easyr1(19, "h100-sxm", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
     _easyr1(20, "h100-sxm", "qwen2.5-vl-7b", 4, 2, "bf16-amp", 8),
     _easyr1(21, "l20", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
-    Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
+    Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8, **_DSCHAT_CRITIC_OFFLOADED,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
@@ -397,7 +405,7 @@ CASES = [
          _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's row 'DeepspeedChat(w/o offload)': the script without --offload (the optimizer
     # on the GPU), with the row's micro batches
-    Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4,
+    Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4, **_DSCHAT_CRITIC,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "micro_batch": 4, "grad_accum": 4},
@@ -418,7 +426,7 @@ CASES = [
          "@dbdd43b; not stated for the row); transformers 4.38's host time per layer as "
          "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"
          + _ORLHF_NO_OVERLAP),
-    Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
+    Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2, **_DSCHAT_CRITIC_OFFLOADED,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8,
