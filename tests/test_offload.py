@@ -49,6 +49,16 @@ def test_optimizer_offload_memory_by_hand() -> None:
     assert plain.master_weights_bytes + plain.optimizer_bytes == pytest.approx(12 * P / 8)
 
 
+def test_deepspeeds_host_accumulation_buffer_by_hand() -> None:
+    # ZeRO-2 accumulating over 4 micro-batches keeps the bf16 gradient partition on the host
+    # too (stage_1_and_2.py accumulated_grads_in_cpu): 16 B + 2 B of P/8
+    t = _setup(zero_stage=2, offload="optimizer", grad_accum=4)
+    assert training_memory(t.arch, t, num_gpus=8).host_bytes == pytest.approx(18 * P / 8)
+    # DeepSpeed's ZeRO-3 always does (grad_partitions_flat_buffer): 16 + 2 (weights) + 2 B
+    t = _setup(zero_stage=3, offload="optimizer+params", zero3_engine="deepspeed")
+    assert training_memory(t.arch, t, num_gpus=8).host_bytes == pytest.approx(20 * P / 8)
+
+
 def test_params_offload_keeps_the_gathered_working_set_only() -> None:
     t = _setup(zero_stage=3, offload="optimizer+params")
     m = training_memory(t.arch, t, num_gpus=8)

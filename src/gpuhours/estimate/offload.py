@@ -202,15 +202,31 @@ def offload_time(*, offload: str, grad_bytes_per_step: float, grads_overlap: boo
     return OffloadTime(grads_s + weights_s, exposed, cpu_adam, params_up)
 
 
+def host_accumulation_bytes_per_param(*, zero_stage: int, zero3_engine: str, grad_accum: int,
+                                       grad_bytes: float) -> float:
+    """Bytes per partition parameter of DeepSpeed's host buffer for the gradients between
+    micro-batches, in the gradient dtype: ZeRO-1/2 keeps one when it accumulates
+    (stage_1_and_2.py `accumulated_grads_in_cpu`, made at the first micro-batch of
+    gradient_accumulation_steps > 1, @v0.13.2); DeepSpeed's ZeRO-3 always keeps its gradient
+    partitions there (stage3.py `grad_partitions_flat_buffer` on the offload device). FSDP's
+    CPUOffload (zero3_engine fsdp): none counted."""
+    if zero_stage >= 3:
+        return grad_bytes if zero3_engine == "deepspeed" else 0.0
+    return grad_bytes if grad_accum > 1 else 0.0
+
+
 def host_bytes_per_gpu(*, offload: str, master_bytes: float, optimizer_bytes: float,
-                       trainable_params_per_gpu: float, weights_bytes: float) -> float:
+                       trainable_params_per_gpu: float, weights_bytes: float,
+                       accumulation_bytes: float = 0.0) -> float:
     """Host RAM one GPU's rank holds for the offloaded state, bytes: its partition's fp32 master
     weights and optimizer moments (`master_bytes`, `optimizer_bytes`, as they would have been on
     the GPU), an fp32 gradient buffer of the partition (4 bytes per trainable parameter:
     DeepSpeed accumulates the offloaded gradients in fp32 on the host) and, with params
-    offloaded, its partition of the weights (`weights_bytes`). DeepSpeed's pinned staging
+    offloaded, its partition of the weights (`weights_bytes`), and DeepSpeed's host buffer that
+    accumulates the gradient partition across micro-batches in the gradient dtype
+    (`accumulation_bytes`: host_accumulation_bytes_per_param). DeepSpeed's pinned staging
     buffers are left out."""
-    host = master_bytes + optimizer_bytes + 4.0 * trainable_params_per_gpu
+    host = master_bytes + optimizer_bytes + 4.0 * trainable_params_per_gpu + accumulation_bytes
     if offload == "optimizer+params":
         host += weights_bytes
     return host
