@@ -494,7 +494,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         down, up = zero3_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                       grad_bytes=grad_bytes)
         grad_step_bytes = down + up
-        grads_overlap = True  # DeepSpeed's overlap_comm default for ZeRO-3
+        grads_overlap = t.deepspeed_overlap_comm  # on by DeepSpeed's default for ZeRO-3
     elif t.zero_stage >= 3:  # FSDP's CPUOffload: each micro-batch's shard down in its dtype
         grad_step_bytes = t.grad_accum * grad_bytes
         grads_overlap = True
