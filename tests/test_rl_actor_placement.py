@@ -61,7 +61,7 @@ def test_the_other_roles_wait_and_the_step_is_the_sum(tmp_path):
     assert d["step_time_s"] == pytest.approx(sum(d[k] for k in parts))
     assert "the rollouts on the actor's 4 GPUs while the other 4 wait" in result.formula
     share = d["idle_gpu_s"] / (8 * d["step_time_s"])
-    assert any(f"4 of the phase's 8 GPUs wait" in w and f"({share:.0%} of" in w
+    assert any("4 of the phase's 8 GPUs wait" in w and f"({share:.0%} of" in w
                for w in result.warnings)
 
 
