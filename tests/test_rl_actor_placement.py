@@ -79,6 +79,18 @@ def test_updates_on_the_actors_gpus_scoring_over_every_gpu(tmp_path):
     assert "idle_gpu_s" not in beside
 
 
+def test_hf_generate_from_zero3_shards_is_flagged(tmp_path):
+    """HF generate on the actor's ZeRO-3 shards gathers every layer each token, which the
+    rollouts do not cost: a warning says so (OpenRLHF refuses ZeRO-3 without vLLM)."""
+    BASE["defaults"]["zero_stage"] = 3
+    try:
+        flagged = run(tmp_path).warnings
+    finally:
+        BASE["defaults"]["zero_stage"] = 2
+    assert any("ZeRO-3" in w and "not cost" in w for w in flagged)
+    assert not any("ZeRO-3" in w for w in run(tmp_path).warnings)
+
+
 @pytest.mark.parametrize(("phase", "pattern"), [
     (dict(actor_gpus=None, critic_gpus=None), "placement: actor .* needs `actor_gpus`"),
     (dict(rollout_gpus=2), "`rollout_gpus` needs `placement: dedicated`"),

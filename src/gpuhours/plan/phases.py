@@ -854,6 +854,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         f"{released.quantised} ({released.bits_per_weight:g} bits); the rollouts "
                         f"take the bf16 policy the trainer syncs, as RL recipes dequantise it "
                         f"first (`gpuhours generation` sizes the release).")
+    if on_actor and phase.engine == "hf-generate" and t.zero_stage == 3:
+        warnings.append("placement actor with ZeRO-3: HF generate from sharded weights gathers "
+                        "each layer's parameters on every forward, which the rollouts here do not "
+                        "cost; OpenRLHF refuses the pair (examples/train_ppo_ray.py @dbdd43b0: "
+                        "ZeRO-3 only with vLLM engines).")
     if on_actor and idle_gpu_s > 0:
         warnings.append(f"placement actor: {gpus_total - rollout_gpus} of the phase's "
                         f"{gpus_total} GPUs wait {rollout_s:,.0f} s of each {step_s:,.0f} s step "
