@@ -30,16 +30,19 @@ def test_published_rl_steps_floor():
         measured = float(rl.rows()[c.row]["step_time_s"])
         results[c.row] = None if predicted is None else predicted / measured - 1
     errors = [e for e in results.values() if e is not None]
-    assert len(errors) == 30
+    # 30 -> 33 (issue 13): EasyR1's Qwen2.5-VL-32B row (its catalog row added) and OpenRLHF's
+    # Ray rows without vLLM (placement actor), all three held out
+    assert len(errors) == 33
     # held out: the rows no figure was set from (rows 12 and 14, CSV lines, are tuned)
     held = [e for row, e in results.items() if e is not None and row not in rl.DRIVER_TUNED]
-    assert len(held) == 28
+    assert len(held) == 31
     # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
     # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
     # in with its eager decode steps. 16 -> 15 when the verl and EasyR1 rows took the loss kernel
     # their actors run (verl-logprobs, issue 13): EasyR1's row 22 (CSV line) went from -25.0% to
     # -25.2% by the logits' traffic alone (90.0 -> 89.8 s for 120; docs/rl.md)
-    assert sum(abs(e) <= 0.25 for e in held) >= 15
+    # 15 -> 17 with OpenRLHF's Ray rows without vLLM (-18%, -24%)
+    assert sum(abs(e) <= 0.25 for e in held) >= 17
     assert sum(e < -0.5 or e > 1.0 for e in held) <= 2
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+130%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md;
@@ -57,7 +60,10 @@ def test_published_rl_steps_floor():
     # the driver are counted (issue 13: -66/-49/-43/-29% -> -48/-34/-25/-22%); the 7B on 8
     # L20s (a catalog row added for it) -29% with Ada's derived GEMM efficiency (0.77; -24% at
     # 0.70) before them
-    assert all(-0.5 < results[row] < 0 for row in (18, 19, 20, 21))
+    assert all(-0.5 < results[row] < 0 for row in (18, 19, 20, 21, 22))
+    # the 32B (CSV line 24, TP-8 rollouts, bf16 with adamw_bf16 as its script sets): -30%, the
+    # same side and size as the 3B and 7B on H100s
+    assert -0.35 < results[22] < -0.25
     assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
     # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is
@@ -87,6 +93,10 @@ def test_published_rl_steps_floor():
     assert 0.0 < results[27] <= 0.30
     # DeepSpeed-Chat / OpenRLHF without Ray (HF generate at 2-8 sequences): within 2x
     assert all(-0.5 < results[row] < 1.0 for row in (23, 24, 25, 28))
+    # OpenRLHF with Ray and no vLLM (CSV lines 28 and 31): the actor's 4 GPUs generate with
+    # HF generate while the other 4 wait (placement actor): -18% and -24%, short like the other
+    # HF-generate rows
+    assert -0.25 < results[26] < -0.10 and -0.30 < results[29] < -0.15
 
 
 def test_every_row_is_expressed_or_says_why_not():
@@ -262,7 +272,8 @@ def test_the_doc_holds_the_easyr1_update_diagnostic():
     attention term at the mean sequence (725 tokens): 68.3 s."""
     table = rl.easyr1_update_report()
     assert "\n".join("  " + line for line in table.split("\n")) in DOC.read_text(encoding="utf-8")
-    assert table.count("\n") == 5
+    # the five EasyR1 rows (the 32B, CSV line 24, expressed with its catalog row: issue 13)
+    assert table.count("\n") == 6
     c21 = next(c for c in rl.CASES if c.row == 19)
     dense = 28 * (3 * 3584 * 18944 + 3584 * 8192) + 2 * 152064 * 3584
     assert dense == 7_615_283_200
@@ -292,13 +303,20 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     lines = rl.phase_split_report().split("\n")[2:]
     split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[10].strip(" %")) / 100)
              for c in (line.split("|") for line in lines)}
-    assert sorted(split) == [25, 26, 27, 29, 30, 32, 34]
+    assert sorted(split) == [25, 26, 27, 28, 29, 30, 31, 32, 34]
     for row in (25, 26, 30):
         assert data[row - 2]["framework"].startswith("DeepSpeed-Chat")
         assert abs(split[row][0]) <= 0.10
-    assert all(train < -0.2 for _, train in split.values())
+    # every row's training short, by more than 20% except the 7B Ray row without vLLM, whose
+    # critic on 2 GPUs sets the pair (-12%)
+    assert all(train < -0.2 for row, (_, train) in split.items() if row != 28)
+    assert split[28][1] < 0
     assert split[27][0] < -0.2
     assert all(-0.45 < split[row][1] < -0.2 for row in (29, 32, 34))
+    # the Ray rows without vLLM (placement actor, issue 13): generation (HF generate on the
+    # actor's 4 GPUs, then the scoring forwards) 20-22% short, training 12% and 31% short
+    assert all(-0.25 < split[row][0] < -0.15 for row in (28, 31))
+    assert -0.15 < split[28][1] < -0.1 and -0.35 < split[31][1] < -0.25
 
 
 def test_the_benchmark_step_is_its_generation_plus_training():
