@@ -263,8 +263,9 @@ def test_the_update_implies_shorter_responses_in_the_async_runs():
     """docs/rl.md: the mean at which the estimate's update takes each verl 7B row's measured
     update (a diagnostic from the row itself, counted nowhere). Whatever the update's
     efficiency, each async run's update implies a third to a half of the mean its synchronous
-    twin's does (same recipe, same GPU count: 480 / 448 / 552 against 1,448 / 816 / 1,336); and the synchronous rows' updates imply less than the
-    mean fitted on their old-log-prob pass (the update's cost against the forward's)."""
+    twin's does (same recipe, same GPU count: 480 / 448 / 552 against 1,448 / 816 / 1,336);
+    and the synchronous rows' updates imply less than the mean fitted on their old-log-prob
+    pass (the update's cost against the forward's)."""
     table = rl.update_implied_mean_report()
     assert "\n".join("  " + line for line in table.split("\n")) in DOC.read_text(encoding="utf-8")
     implied = {int(cells[0]): int(cells[6].replace(",", ""))
@@ -386,3 +387,26 @@ def test_hf_logits_halved_the_16_gpu_async_update_and_verl_logprobs_does_not():
     t_hf, _ = rl._details(replace(tuned, settings={**tuned.settings, "loss_kernel": "hf"}))
     assert t_verl is not None and t_hf is not None
     assert t_verl["old_policy_log_probs_s"] == t_hf["old_policy_log_probs_s"]
+
+
+def test_no_efficiency_fits_the_fitted_mean_into_the_async_updates():
+    """rl.update_bound_sequence_tokens by hand: Qwen2.5-7B's matmul weights are 28 x (2 x 3,584
+    x 3,584 + 2 x 3,584 x 512 + 3 x 3,584 x 18,944) + 152,064 x 3,584 = 7,070,285,824; row 15
+    (CSV line) trained 8,192 sequences in 269.80 s on 16 H20s at 148 TFLOPS: 269.80 x 16 x
+    148e12 / (6 x 7,070,285,824 x 8,192) = 1,838 tokens a sequence without recomputation,
+    1,379 with verl's (8 x). The fitted mean's sequence, 256 + 1,672 = 1,928 tokens, fits
+    neither at 100% of the peak, nor (with recomputation) row 16's 1,604; the tuned rows 12 and
+    14 hold it 1.7x and 2.4x over (with recomputation), so the fitted mean is possible there."""
+    cases = {c.row: c for c in rl.CASES}
+    fitted = 256 + rl.VERL_7B_MEAN
+    assert rl.update_bound_sequence_tokens(cases[13], recompute=False) == pytest.approx(
+        269.80 * 16 * 148e12 / (6 * 7_070_285_824 * 8192))
+    assert rl.update_bound_sequence_tokens(cases[13], recompute=False) == pytest.approx(1838.4,
+                                                                                       abs=0.1)
+    assert rl.update_bound_sequence_tokens(cases[13]) == pytest.approx(1838.4 * 6 / 8, abs=0.1)
+    assert rl.update_bound_sequence_tokens(cases[13], recompute=False) < fitted
+    assert rl.update_bound_sequence_tokens(cases[14]) == pytest.approx(1604.5, abs=0.1)
+    assert rl.update_bound_sequence_tokens(cases[14]) < fitted
+    # the tuned rows: 313.81 x 32 and 113.81 x 128 H20-seconds hold it
+    assert [round(rl.update_bound_sequence_tokens(cases[r]) / fitted, 1) for r in (10, 12)] \
+        == [1.7, 2.4]
