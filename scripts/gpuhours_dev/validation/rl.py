@@ -695,6 +695,41 @@ def update_implied_mean_report() -> str:
     return "\n".join(lines)
 
 
+def update_bound_sequence_tokens(c: Case, recompute: bool = True) -> float:
+    """The longest mean sequence (prompt + response, tokens) a verl row's measured update could
+    have trained, at 100% of the GPU's dense bf16 peak on its trainer GPUs: measured update s x
+    trainer GPUs x peak / (FLOPs a token x the step's sequences). A token costs 6 x the matmul
+    weights (forward and backward), 8 x with verl's default recomputation (model
+    `enable_gradient_checkpointing: True`, verl/trainer/config/model/hf_model.yaml @df340d70;
+    the 7B scripts leave it on). Everything else is left out (attention scores, the optimizer,
+    FSDP traffic, the driver's transfers inside the timer), so the real bound is lower. A
+    diagnostic, counted nowhere, set from nothing fitted (issue 13): it says which runs cannot
+    have trained sequences as long as the mean fitted on rows 12 and 14, whatever the update's
+    efficiency."""
+    import json
+
+    import gpuhours
+    from gpuhours import catalog
+
+    r = rows()[c.row]
+    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
+                / f"{c.settings['model']}.json")
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
+    q = cfg["num_attention_heads"] * head_dim
+    kv = cfg["num_key_value_heads"] * head_dim
+    # q, k, v, o; gate, up, down; the output head
+    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
+        + cfg["vocab_size"] * d
+    per_token = (8 if recompute else 6) * matmul
+    train_gpus = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
+    sequences = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"]
+    bf16_tflops = catalog.gpu(c.gpu).dense_tflops.bf16
+    assert bf16_tflops is not None, c.gpu
+    return float(r["update_time_s"]) * train_gpus * bf16_tflops * 1e12 / (per_token * sequences)
+
+
 # The README's cumulative "total time" columns (volcengine/verl
 # verl/experimental/fully_async_policy/README.md @df340d70, the 7B table "Asynchronous Training on
 # 7B Model" and the 30B table "30B Model Mode Experiment"): each run's wall time after 100, 200,
