@@ -27,7 +27,7 @@ def test_added_rows_follow_the_shared_file(rows):
     shared, added = _rows(F.DATA), _rows(F.DATA_ADDED)
     assert len(shared) == SHARED_ROWS
     assert list(added[0]) == list(shared[0])  # the same columns, in the same order
-    assert len(rows) == SHARED_ROWS + len(added) == 522
+    assert len(rows) == SHARED_ROWS + len(added) == 526
     assert rows[518 - 1]["model"] == "Qwen/Qwen3-1.7B-Base"  # data row 1 of the added file
     # held out: no row of the added file set a figure
     assert not F.TUNED_THROUGHPUT_ROWS & set(range(518, len(rows) + 1))
@@ -101,3 +101,31 @@ def test_script_notes_name_the_loss_and_what_is_not_modelled():
                                              "LigerFusedLinearCrossEntropyLoss; cu_seq_lens"})
     assert kernel == "fused-linear"
     assert "Liger's RoPE" in note and "varlen" in note
+
+
+def test_megatron_bridge_gb200_rows_map_to_their_presets(rows):
+    # Megatron-Bridge @ 63b08b397 scripts/performance/configs/llama/
+    # llama3_workload_base_configs.py: LLAMA3_70B_SFT_CONFIG_GB200_FP8_CS_V1 runs 32 GPUs, TP 1,
+    # PP 8, VP 10, MBS 1, GBS 32: DP = 32 / 8 = 4, so 32 / (1 x 4) = 8 micro-batches per step;
+    # the table (26.06, SFT Performance): 3864 tokens/s per GPU at 4096 tokens
+    m = F.map_row(523, rows[523 - 1])
+    t = m.training
+    assert m.source == "Megatron-Bridge" and m.skipped is None and t is not None
+    assert (t.model, t.method, t.precision, t.kernels) == ("llama-3-70b", "full", "fp8-mixed",
+                                                           "megatron")
+    assert (t.tp, t.pp, t.cp, t.virtual_stages, t.zero_stage) == (1, 8, 1, 10, 1)
+    assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing) == (1, 4096, 8, False)
+    assert (m.num_gpus, m.gpus_per_node, m.gpu and m.gpu.name) == (32, 72, "gb200")
+    measured, why = F.throughput_figure(rows[523 - 1], m.source)
+    assert why == "" and measured == pytest.approx(3864)
+    # LLAMA3_70B_LORA_CONFIG_GB200_FP8_MX_V1: the FP8_CS preset with PP 4 (VP 20), 8 GPUs,
+    # GBS 32: DP 2, 16 micro-batches; llama3_llm_finetune.py sets target_modules
+    # ['linear_qkv'] and llama3.py dim 16: q, k, v only, modelled as the four attention
+    # projections (one adapter more)
+    m = F.map_row(526, rows[526 - 1])
+    t = m.training
+    assert t is not None and (t.method, t.lora_rank, t.lora_targets) == ("lora", 16, "attention")
+    assert (t.pp, t.virtual_stages, t.grad_accum, m.num_gpus) == (4, 20, 16, 8)
+    assert "MXFP8" in m.setup and "linear_qkv only" in m.setup
+    tp = [c for c in F._row_comparisons(m, rows[526 - 1]) if c.kind == "ft_throughput"][0]
+    assert tp.skipped is None and tp.generation == "blackwell" and tp.predicted is not None
