@@ -27,7 +27,7 @@ def test_added_rows_follow_the_shared_file(rows):
     shared, added = _rows(F.DATA), _rows(F.DATA_ADDED)
     assert len(shared) == SHARED_ROWS
     assert list(added[0]) == list(shared[0])  # the same columns, in the same order
-    assert len(rows) == SHARED_ROWS + len(added) == 522
+    assert len(rows) == SHARED_ROWS + len(added) == 546
     assert rows[518 - 1]["model"] == "Qwen/Qwen3-1.7B-Base"  # data row 1 of the added file
     # held out: no row of the added file set a figure
     assert not F.TUNED_THROUGHPUT_ROWS & set(range(518, len(rows) + 1))
@@ -101,3 +101,60 @@ def test_script_notes_name_the_loss_and_what_is_not_modelled():
                                              "LigerFusedLinearCrossEntropyLoss; cu_seq_lens"})
     assert kernel == "fused-linear"
     assert "Liger's RoPE" in note and "varlen" in note
+
+
+def test_megatron_bridge_gb200_rows_map_to_their_presets(rows):
+    # Megatron-Bridge @ 63b08b397 scripts/performance/configs/llama/
+    # llama3_workload_base_configs.py: LLAMA3_70B_SFT_CONFIG_GB200_FP8_CS_V1 runs 32 GPUs, TP 1,
+    # PP 8, VP 10, MBS 1, GBS 32: DP = 32 / 8 = 4, so 32 / (1 x 4) = 8 micro-batches per step;
+    # the table (26.06, SFT Performance): 3864 tokens/s per GPU at 4096 tokens
+    m = F.map_row(523, rows[523 - 1])
+    t = m.training
+    assert m.source == "Megatron-Bridge" and m.skipped is None and t is not None
+    assert (t.model, t.method, t.precision, t.kernels) == ("llama-3-70b", "full", "fp8-mixed",
+                                                           "megatron")
+    assert (t.tp, t.pp, t.cp, t.virtual_stages, t.zero_stage) == (1, 8, 1, 10, 1)
+    assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing) == (1, 4096, 8, False)
+    assert (m.num_gpus, m.gpus_per_node, m.gpu and m.gpu.name) == (32, 72, "gb200")
+    measured, why = F.throughput_figure(rows[523 - 1], m.source)
+    assert why == "" and measured == pytest.approx(3864)
+    # LLAMA3_70B_LORA_CONFIG_GB200_FP8_MX_V1: the FP8_CS preset with PP 4 (VP 20), 8 GPUs,
+    # GBS 32: DP 2, 16 micro-batches; llama3_llm_finetune.py sets target_modules
+    # ['linear_qkv'] and llama3.py dim 16: q, k, v only, modelled as the four attention
+    # projections (one adapter more)
+    m = F.map_row(526, rows[526 - 1])
+    t = m.training
+    assert t is not None and (t.method, t.lora_rank, t.lora_targets) == ("lora", 16, "attention")
+    assert (t.pp, t.virtual_stages, t.grad_accum, m.num_gpus) == (4, 20, 16, 8)
+    assert "MXFP8" in m.setup and "linear_qkv only" in m.setup
+    tp = [c for c in F._row_comparisons(m, rows[526 - 1]) if c.kind == "ft_throughput"][0]
+    assert tp.skipped is None and tp.generation == "blackwell" and tp.predicted is not None
+
+
+def test_dgxc_nemo_rows_map_to_the_recipe_layout(rows):
+    # dgxc-benchmarking @ 741c886 ft_llama3/llama3_finetune_utils.py: 70B LoRA runs MBS 1,
+    # GBS 4 x #GPUs, TP 2, PP 4, VP 20; on 8 GPUs DP = 8 / (2 x 4) = 1, so 32 micro-batches a
+    # step. NeMo's llama3_70b.finetune_recipe (NeMo@25ec4e98): LoRA dim 16 on linear_qkv
+    # (performance mode), use_distributed_optimizer False. README_70b.md's LORA BF16 table:
+    # 9.118 s a step on 8 H100: 4096 x 32 / 9.118 / 8 = 1797.1 tokens/s per GPU
+    m = F.map_row(541, rows[541 - 1])
+    t = m.training
+    assert m.source == "DGXC NeMo" and t is not None and m.gpu is not None
+    assert (t.model, t.method, t.precision, t.lora_rank) == ("llama-3-70b", "lora", "bf16-mixed",
+                                                             16)
+    assert (t.tp, t.pp, t.virtual_stages, t.grad_accum, t.zero_stage) == (2, 4, 20, 32, 0)
+    assert not t.tp_comm_overlap and m.gpu.name == "h100-sxm" and m.gpus_per_node == 8
+    measured, why = F.throughput_figure(rows[541 - 1], m.source)
+    assert why == "" and measured == pytest.approx(4096 * 32 / 9.118 / 8, rel=1e-5)
+    # 70B SFT: TP 4, PP 4, VP 5, GBS = #GPUs = 32, DP 2: 16 micro-batches; the distributed
+    # optimizer (adam.py) and MegatronCommOverlapCallback(tp_comm_overlap=True)
+    t = F.map_row(539, rows[539 - 1]).training
+    assert t is not None and (t.tp, t.pp, t.virtual_stages, t.grad_accum) == (4, 4, 5, 16)
+    assert t.tp_comm_overlap and t.zero_stage == 1 and t.optimizer_impl == "fused"
+    # 8B SFT on 16 GPUs: TP 1, PP 1, DP 16, GBS 64: 4 micro-batches; two nodes, joined by the
+    # DGX H100's network (50 GB/s per GPU one way, catalog node dgx-h100)
+    m = F.map_row(528, rows[528 - 1])
+    assert m.training is not None and (m.training.grad_accum, m.num_gpus) == (4, 16)
+    assert m.inter_node_gb_per_s_one_way == pytest.approx(50.0)
+    measured, _ = F.throughput_figure(rows[528 - 1], m.source)
+    assert measured == pytest.approx(4096 * 64 / 1.32 / 16, rel=1e-5)

@@ -173,7 +173,18 @@ def test_headline_numbers_regression_floor(comparisons):
     # A10G, below the bf16 weights, gradients and moments of their stated setup). #44 fits since
     # its fused qkv and gate_up adapters are counted once,
     # axolotl's gpt-oss-20b #491 fits since its Cut Cross-Entropy plugin is read
-    assert n >= 229 and n - ok <= 3
+    assert n >= 229
+    fits = [c for c in comparisons if c.kind == "ft_fits" and c.error is not None]
+    shared = [c for c in fits if int(c.label.split()[0][1:]) <= 517]
+    assert sum((c.error or 0.0) > 0 for c in shared) <= 3
+    # the Megatron-Core rows added for issue 14 (held out) that ran and are refused: nine of 24
+    # (#523-#525, Megatron-Bridge on GB200; #530, #539, #540, #544-#546, dgxc-benchmarking's NeMo
+    # on H100): the estimate's device total is 4-34% above the card for the fp8 rows and the 70B
+    # SFT; no memory figure is published to tell which part (finetune_report.py, "Megatron-Bridge"
+    # and "DGXC NeMo" notes). A floor, so a memory fix shows here
+    added = [c for c in fits if int(c.label.split()[0][1:]) >= 518]
+    assert sum((c.error or 0.0) > 0 for c in added) <= 9
+    assert ok >= n - 12
     tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None]
     assert len(tp) >= 109
     assert sum(abs(c.error) <= 0.20 for c in tp if c.error is not None) >= 48

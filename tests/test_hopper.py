@@ -63,13 +63,14 @@ def test_micro_batches_come_from_the_global_batch(rows):
 
 
 def test_megatron_rows_run_on_the_megatron_path(rows):
-    # Megatron-Bridge and NeMo rows: kernel path megatron, their LoRA defaults (dim 32); NeMo
-    # Automodel (transformers' modelling): eager
+    # Megatron-Bridge and NeMo rows: kernel path megatron, their LoRA settings (NeMo 24.07's
+    # default dim 32, Megatron-Bridge 26.06's performance preset dim 16 on qkv); NeMo Automodel
+    # (transformers' modelling): eager
     expressed = [c for c in rows if c.predicted is not None]
     for c in expressed:
         automodel = "Automodel" in c.source
         assert ("megatron kernels" in c.setup) == (not automodel), c.label
     lora = [c.setup for c in expressed if c.setup.startswith("lora")]
     assert sum("r32 qkv + proj" in s for s in lora) == 3  # NeMo 24.07: Llama 2 7B, 13B, 70B
-    assert sum("Megatron-Bridge default" in s for s in lora) == 1  # Llama 3 70B, TP 2 PP 4
+    assert sum("Megatron-Bridge 26.06 preset" in s for s in lora) == 1  # Llama 3 70B, TP 2 PP 4
     assert sum("r8 all-linear" in s for s in lora) == 2  # NeMo Automodel: Llama3 8B, Qwen2.5 7B

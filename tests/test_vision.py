@@ -50,7 +50,7 @@ def test_tower_parts_match_the_torchinfo_summary_quoted_with_the_3b_config() -> 
     assert vision_params(v) == 1_505_280 + 32 * 19_702_200 + 1_280 + 36_707_328
 
 
-@pytest.mark.parametrize("name", ["qwen2.5-vl-3b", "qwen2.5-vl-7b"])
+@pytest.mark.parametrize("name", ["qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b"])
 def test_catalog_vl_models_exact_against_transformers(name: str) -> None:
     """Whole model and vision tower: sum(p.numel()) of Qwen2_5_VLForConditionalGeneration built
     from the catalog config on the meta device (tied weights once)."""
@@ -73,6 +73,17 @@ def test_7b_total_is_the_language_model_plus_its_tower() -> None:
     tower = 668_684_288 + 5120 * 1536 + 1536
     assert counts.vision == tower == 676_550_144
     assert counts.total == 7_615_616_512 + tower
+
+
+def test_32b_total_is_qwen25_32b_plus_a_wider_tower() -> None:
+    """Qwen2.5-VL-32B's language model has Qwen2.5-32B's shape (32,763,876,352 parameters, the
+    catalog's exact count); its tower is the 3B's (668,684,288) with an FFN of 3456 instead of
+    3420 (per block gate and up 2 x (1,280 x 36 + 36), down 36 x 1,280: 138,312, x 32 blocks) and
+    a merger projecting to 5120 instead of 2048 (1,280 x 4 x 3,072 + 3,072)."""
+    counts = count_params(from_hf_config(catalog.model("qwen2.5-vl-32b")[1], "vl32"))
+    tower = 668_684_288 + 32 * (2 * (1280 * 36 + 36) + 36 * 1280) + 5120 * 3072 + 3072
+    assert counts.vision == tower == 688_841_984
+    assert counts.total == 32_763_876_352 + tower
 
 
 # --- image tokens ----------------------------------------------------------------------------

@@ -79,7 +79,12 @@ SOURCES: tuple[tuple[str, str], ...] = (
      "Scicom how-fast-5090"),
     ("Scicom-AI-Enterprise-Organization/small-ablation simple-throughput-multigpus",
      "Scicom simple-throughput"),
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md", "Megatron-Bridge"),
+    ("NVIDIA/dgxc-benchmarking ft_llama3", "DGXC NeMo"),
 )
+#: the sources whose runs are Megatron-Core with Transformer Engine's layers, each row stating its
+#: TP, PP, CP, VP and data-parallel sizes (`_megatron_row`)
+MEGATRON_SOURCES = frozenset({"Megatron-Bridge", "DGXC NeMo"})
 
 #: the row's model name -> (catalog name, assumption when the name is not the catalog model's)
 MODELS: dict[str, tuple[str, str]] = {
@@ -114,6 +119,10 @@ MODELS: dict[str, tuple[str, str]] = {
     # Qwen3 base checkpoints (Scicom small-ablation): the -Base model has the catalog model's shape
     "Qwen/Qwen3-0.6B-Base": ("qwen3-0.6b", "Qwen3-0.6B-Base has Qwen3-0.6B's shape"),
     "Qwen/Qwen3-1.7B-Base": ("qwen3-1.7b", "Qwen3-1.7B-Base has Qwen3-1.7B's shape"),
+    # Megatron-Bridge's performance tables (recipe llama3.py: hf_path meta-llama/Meta-Llama-3-70B)
+    "LLAMA3_70B": ("llama-3-70b", ""),
+    # NVIDIA dgxc-benchmarking's NeMo recipes (HF_MODEL_URI meta-llama/Meta-Llama-3-8B, -70B)
+    "Meta-Llama-3-8B": ("llama-3-8b", ""), "Meta-Llama-3-70B": ("llama-3-70b", ""),
 }
 
 #: the row's GPU text -> (catalog name, assumption)
@@ -134,6 +143,9 @@ GPUS: dict[str, tuple[str, str]] = {
     "H100 SXM": ("h100-sxm", ""),
     "H100 (variant not stated)": ("h100-sxm", "H100 variant not stated: SXM assumed"),
     "H200": ("h200", ""), "L40S": ("l40s", ""), "RTX 5090": ("rtx-5090", ""),
+    "GB200 (DGX-GB200)": ("gb200", ""),
+    "H100 (DGX Cloud recipe; 80 GB, variant not stated)": (
+        "h100-sxm", "H100 variant not stated: SXM assumed (DGX Cloud benchmarking recipes)"),
 }
 #: "48GB GPU", "GPU with 12 GB VRAM": a size only, used for the fits check, never for time
 _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
@@ -170,6 +182,11 @@ class Mapped:
     #: variable-length samples: the micro-batches of the run, replayed through the allocator
     #: model for the reserved figure (estimate/fragmentation.py); None: fixed lengths
     replay_micro_batches: int | None = None
+    #: GPUs that share one NVLink/NVSwitch domain (Hardware.gpus_per_node): 8 (an HGX/DGX
+    #: node) unless the row's system says otherwise (`MEGATRON_SYSTEMS`)
+    gpus_per_node: int = 8
+    #: network between nodes per GPU, one direction, GB/s (Hardware's default where None)
+    inter_node_gb_per_s_one_way: float | None = None
 
 
 def source_name(citation: str) -> str:
@@ -500,6 +517,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
 
     if source == "HF blog":
         return skip("time approximate (~13.5 h, kept in notes only); no memory figure")
+    if source in MEGATRON_SOURCES:
+        return _megatron_row(base, r)
     method, why = _method(r)
     if method is None:
         return skip(why or "method not expressible")
@@ -675,6 +694,109 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
                   setup=setup, skipped=None, replay_micro_batches=replay)
+
+
+#: the systems of the Megatron-Core rows: (GPUs of one NVLink domain, catalog node whose network
+#: joins them or None, what it is). DGX-GB200 is the GB200 NVL72 rack: 72 Blackwell GPUs on one
+#: NVLink 5 switch fabric (NVIDIA GB200 NVL72 product page: "72 Blackwell GPUs ... a single
+#: NVLink domain"); the rows use at most 32. dgxc-benchmarking runs 8 H100 a node
+#: (RUN_CONF_GPUS_PER_NODE 8), its network not stated: the DGX H100's (catalog node dgx-h100)
+MEGATRON_SYSTEMS: dict[str, tuple[int, str | None, str]] = {
+    "GB200 (DGX-GB200)": (72, None, "DGX-GB200: GB200 NVL72, 72 GPUs in one NVLink 5 domain"),
+    "H100 (DGX Cloud recipe; 80 GB, variant not stated)": (
+        8, "dgx-h100", "8 GPUs a node; network between nodes not stated: the DGX H100's "
+                       "(catalog node dgx-h100, 400 Gb/s per GPU) assumed"),
+}
+_LAYOUT = re.compile(r"\b(TP|PP|CP|VP|DP)=(\d+)")
+#: Megatron-Core's LoRA target names (megatron/bridge/peft/lora.py) in gpuhours' terms
+_MEGATRON_TARGETS = {"linear_qkv": "q,k,v", "linear_proj": "o", "linear_fc1": "gate,up",
+                     "linear_fc2": "down"}
+
+
+def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
+    """A row of a Megatron-Core stack (Megatron-Bridge's performance tables, NeMo 2's recipes
+    run by dgxc-benchmarking; Transformer Engine's layers): its stated TP (with sequence
+    parallelism), PP, CP, VP and data-parallel size, the distributed optimizer where the row
+    states it (fp32 main params and moments sharded over the data-parallel ranks: ZeRO-1),
+    Transformer Engine's tensor-parallel communication overlap where stated, recomputation as
+    stated (none in these recipes), cuDNN's fused attention, Megatron's fused LoRA adapters;
+    "FP8" and "MXFP8" (block-scaled) run the decoder linears' GEMMs in fp8: fp8-mixed, the block
+    scaling's own cost not modelled. The layout in the row is the one its preset or script sets
+    (the row's source names it)."""
+    method = r["method"]
+    n = int(r["n_gpus"])
+    notes: list[str] = []
+
+    def skip(why: str) -> Mapped:
+        return Mapped(**base, method=method, training=None, gpu=None, gpu_is_size_only=False,
+                      setup="", skipped=why)
+
+    if r["gpu"] not in GPUS or r["gpu"] not in MEGATRON_SYSTEMS:
+        return skip(f"GPU not in catalog ({r['gpu']})")
+    model, model_note = MODELS[r["model"]]
+    layout = {k: int(v) for k, v in _LAYOUT.findall(r["parallelism"])}
+    tp, pp, cp, vp = (layout.get(k, 1) for k in ("TP", "PP", "CP", "VP"))
+    dp = n // (tp * pp * cp)
+    if layout.get("DP", dp) != dp:
+        return skip(f"layout does not multiply out to {n} GPUs ({r['parallelism']})")
+    precision = "fp8-mixed" if "fp8" in r["precision"].lower() else "bf16-mixed"
+    distributed = ("distributed optimizer" in r["parallelism"]
+                   and "no distributed optimizer" not in r["parallelism"])
+    overlap = tp > 1 and "tp_comm_overlap True" in r["parallelism"]
+    if r["precision"].startswith("MXFP8"):
+        notes.append("MXFP8: block-scaled fp8 GEMMs costed at the fp8 rate (the scaling's own "
+                     "work not modelled)")
+    lora: dict[str, Any] = {}
+    if method == "lora":
+        head = r["target_modules"].split(" (")[0]
+        names = set(",".join(_MEGATRON_TARGETS[x.strip()] for x in head.split(",")).split(","))
+        if names == {"q", "k", "v"}:
+            targets = "attention"
+            notes.append("LoRA on linear_qkv only: modelled as q,k,v,o (one adapter more, on "
+                         "the output projection: about 0.03% of a layer's weights)")
+        elif names == _ALL_LINEAR:
+            targets = "all-linear"
+        else:  # pragma: no cover - no such row
+            return skip(f"LoRA targets not expressible ({head})")
+        lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets}
+    # Megatron-Core's optimizer "adam" is Transformer Engine's (else apex's) FusedAdam, a
+    # multi-tensor kernel that updates in place (megatron/core/optimizer/__init__.py at
+    # NVIDIA/Megatron-LM@b997545c, the commit dgxc-benchmarking's setup.sh checks out, and at
+    # d98e8a64): no foreach temporaries
+    notes.append("Megatron-Core's Adam: Transformer Engine's FusedAdam (fused, in place)")
+    gpus_per_node, node, system = MEGATRON_SYSTEMS[r["gpu"]]
+    net = None
+    if node is not None:
+        from gpuhours import catalog
+
+        net = catalog.node(node).inter_node_gb_per_s_one_way
+    notes.append(system)
+    gpu, _, gpu_note = _gpu(r["gpu"])
+    notes.append(gpu_note)
+    notes.append(model_note)
+    arch, basis = resolve_model(model)
+    try:
+        t = Training.model_validate(dict(
+            arch=arch, model=model, model_basis=basis, method=method, precision=precision,
+            micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
+            grad_accum=int(r["grad_accum"]), checkpointing=r["grad_checkpointing"]
+            .startswith("True"), kernels="megatron", fused_attention=True,
+            zero_stage=1 if dp > 1 and distributed else 0, tp=tp, pp=pp, cp=cp,
+            virtual_stages=vp, tp_comm_overlap=overlap, optimizer="adamw",
+            optimizer_impl="fused", **lora))
+    except FieldError as e:
+        return skip(f"the estimator refuses the setup: {e}")
+    where = (f"{n} x {gpu.name if gpu else r['gpu']}, tp {tp} pp {pp} cp {cp} vp {vp} dp {dp}"
+             f"{' (distributed optimizer: ZeRO-1)' if t.zero_stage else ''}"
+             f"{', tp-comm overlap' if overlap else ''}")
+    desc = (f"{method}{f' r{t.lora_rank} {t.lora_targets}' if method == 'lora' else ''}, "
+            f"megatron kernels, {precision}, micro-batch {t.micro_batch} x {t.seq_len} x "
+            f"accumulation {t.grad_accum}, checkpointing {'on' if t.checkpointing else 'off'}, "
+            f"{where}")
+    setup = desc + "".join(f"; {x}" for x in notes if x)
+    return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=False,
+                  setup=setup, skipped=None, gpus_per_node=gpus_per_node,
+                  inter_node_gb_per_s_one_way=net)
 
 
 #: how the LoRA branch runs (Training.lora_branch), by source, where not its default (peft's
@@ -1033,6 +1155,8 @@ _TOKENS_COMPUTED = {
     "Scicom how-fast-5090": "one epoch of 13,298 packed 4096-token rows / the run's minutes",
     "Scicom simple-throughput": "packed 4096-token rows: tokens seen over a step's time (W&B "
                                 "average, rounded)",
+    "Megatron-Bridge": "SQuAD packed to 4096-token rows: the table's tokens/s per GPU",
+    "DGXC NeMo": "SQuAD packed and padded to 4096-token rows: 4096 x GBS / step time",
 }
 _TOKENS_SKIP = {
     "PEFT": "unpacked batches padded to the longest: the computed (padded) tokens are not "
@@ -1252,7 +1376,10 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
         try:
             tp_skip = above_peak(t, m.gpu, measured)
             if tp_skip is None:
-                hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us)
+                net = ({} if m.inter_node_gb_per_s_one_way is None
+                       else {"inter_node_gb_per_s_one_way": m.inter_node_gb_per_s_one_way})
+                hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us,
+                              gpus_per_node=m.gpus_per_node, **net)
                 estimate = estimate_training(t, hw, "catalog")
         except FieldError as refused:  # the catalog lacks a rate the setup needs (a bf16 rate)
             tp_skip = f"the estimator refuses the setup on this GPU: {refused}"

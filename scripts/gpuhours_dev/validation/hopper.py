@@ -142,14 +142,17 @@ def megatron_core(source: str) -> bool:
 
 def lora_adapters(source: str) -> tuple[int, str, str]:
     """(rank, lora_targets, how the setup column says it) of a LoRA row, from its stack's default:
-    Megatron-Bridge's LoRA (src/megatron/bridge/peft/lora.py@0191fc5: dim 32, targets
-    linear_qkv, linear_proj, linear_fc1, linear_fc2: "all-linear"); NeMo 24.07's
+    Megatron-Bridge 26.06's performance preset (llama3_70b_peft_config @ 63b08b39: dim 16,
+    target_modules ['linear_qkv'] only, "Override target_modules to only apply LoRA to QKV",
+    overriding peft/lora.py's four targets and dim 32; read for finetune_runs_added.csv's
+    Megatron-Bridge rows), which gpuhours' targets cannot name alone: "attention", qkv and
+    proj, one adapter a layer more than ran; NeMo 24.07's
     (examples/nlp/language_modeling/tuning/conf/megatron_gpt_finetuning_config.yaml@0078023:
     adapter_dim 32, target_modules ['attention_qkv'] only, which gpuhours' targets cannot name
     alone: "attention", qkv and proj, one adapter a layer more than ran); NeMo Automodel does not
     state them: rank 8 on every linear (the rank moves the estimate by under 1%)."""
     if "Megatron-Bridge" in source:
-        return 32, "all-linear", "r32 qkv, proj, fc1, fc2 (Megatron-Bridge default)"
+        return 16, "attention", "r16 qkv + proj (Megatron-Bridge 26.06 preset: qkv only)"
     if "NeMo" in source and "Automodel" not in source:
         return 32, "attention", "r32 qkv + proj (NeMo default qkv only; assumed)"
     return 8, "all-linear", "r8 all-linear (assumed)"

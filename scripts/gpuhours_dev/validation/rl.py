@@ -68,6 +68,17 @@ _ORLHF_ROLES_ASSUMED = ("; the table's GPU ratio 1:1:2:2:2 read as reference:rew
                         "training on its 2 GPUs at once; the 7B Ray script's ZeRO-2 with "
                         "--adam_offload (train_ppo_llama_ray.sh @dbdd43b; no 13B script), the "
                         "table's training micro-batch, accumulation 128 / (micro-batch x 2)")
+# OpenRLHF with Ray, no vLLM (rows 28 and 31, CSV lines): HF generate on the actor's 4 GPUs
+_ORLHF_HF_ASSUMED = ("prompts and responses all 1,024 tokens (the benchmark's max; means not "
+                     "given; OpenRLHF's HF generate stops once every sequence of a call has its "
+                     "EOS, and pads prompts to the call's longest: an upper end); reward model = "
+                     "the actor's size; the branch's train_ppo_llama_ray.sh split (reference 1, "
+                     "reward 1, actor 4, critic 2) and its ZeRO-2 with --adam_offload; the actor "
+                     "generating on its 4 GPUs, the table's generation micro batch per generate "
+                     "call, the other 4 GPUs waiting (placement actor); the scoring forwards "
+                     "spread over the 8 GPUs (each role scores on its own GPUs in OpenRLHF: not "
+                     "modelled); transformers 4.38's host time per layer as 4.46's fit (as the "
+                     "DeepSpeed-Chat rows)")
 # DeepSpeed-Chat as the OpenRLHF benchmark ran it (benchmark/deepspeed-chat/llama_{7b,13b}.sh:
 # actor ZeRO-2, critic ZeRO-3, --offload (optimizer on the host), HF generate with the Hybrid
 # Engine disabled, per_device_generation_batch_size = the table's generation micro batch);
@@ -397,6 +408,11 @@ CASES = [
     _easyr1(19, "h100-sxm", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
     _easyr1(20, "h100-sxm", "qwen2.5-vl-7b", 4, 2, "bf16-amp", 8),
     _easyr1(21, "l20", "qwen2.5-vl-7b", 1, 2, "bf16-amp", 2),
+    # the 32B row's script (examples/qwen2_5_vl_32b_geo3k_grpo.sh @8460e817): the defaults with
+    # worker.actor.fsdp.torch_dtype=bf16, worker.actor.optim.strategy=adamw_bf16 and
+    # worker.rollout.tensor_parallel_size=8 (the table's "BF16"); the model added to the catalog
+    # for it (issue 13), set nothing from the row
+    _easyr1(22, "h100-sxm", "qwen2.5-vl-32b", 1, 8, "bf16", 2),
     Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8, **_DSCHAT_CRITIC_OFFLOADED,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
@@ -432,6 +448,34 @@ CASES = [
           "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8,
           **_DS_NO_OVERLAP, **_DSCHAT_PAGEABLE},
          _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
+    # OpenRLHF with Ray and no vLLM (issue 13): the 7B Ray script of the branch
+    # (examples/scripts/train_ppo_llama_ray.sh @dbdd43b: reference 1, reward 1, critic 2, actor 4
+    # GPUs, --zero_stage 2 --adam_offload --gradient_checkpointing --micro_rollout_batch_size 16
+    # --micro_train_batch_size 8, train_batch_size 128, transformers 4.38.2 per the benchmark's
+    # README). Without vLLM engines each actor rank generates with HF generate
+    # (ppo_utils/experience_maker.py RemoteExperienceMaker._generate_local: self.actor.generate on
+    # micro_rollout_batch_size prompts a call; ppo_trainer.py fit: rollout_batch_size //
+    # (actor world size x micro_rollout_batch_size) calls per rank) on the 4 GPUs it trains on,
+    # then scores; the reference, reward and critic GPUs wait for its sequences: placement actor
+    Case(26, "a800-80gb", {**_DSCHAT, "placement": "actor", "actor_gpus": 4, "critic_gpus": 2,
+                           "rollout_batch": 16,
+                           "reward": {"kind": "model", "model": "llama-2-7b"}},
+         {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 4,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
+         _ORLHF_HF_ASSUMED + "; the table's training micro-batch 8, accumulation 4 "
+         "(train_batch_size 128 over the actor's 4 GPUs)" + _ORLHF_NO_OVERLAP),
+    # the 13B row: no 13B Ray script on the branch; the 7B script's split and settings with the
+    # table's micro batches
+    Case(29, "a800-80gb", {**_DSCHAT, "placement": "actor", "actor_gpus": 4, "critic_gpus": 2,
+                           "rollout_batch": 8,
+                           "reward": {"kind": "model", "model": "llama-2-13b"}},
+         {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
+         _ORLHF_HF_ASSUMED + "; no 13B Ray script: the 7B script's 1:1:4:2 split, ZeRO-2 and "
+         "--adam_offload; the table's training micro-batch 4, accumulation 8 "
+         "(train_batch_size 128 over the actor's 4 GPUs)" + _ORLHF_NO_OVERLAP),
     # the table's 1:1:2:2:2 as reference:reward:actor:critic:vLLM (the order of the 70B
     # script's flags, whose 2:2:4:4:4 it matches); the 7B Ray script's ZeRO-2 and --adam_offload
     # (train_ppo_llama_ray.sh @dbdd43b); accumulation = train_batch_size 128 / (the table's
@@ -478,12 +522,6 @@ _VERL_ASYNC_WHY = ("verl's fully-async mode (partial rollouts, staleness 0.5, 4 
 _README_WHY = ("the README gives no model family, prompt or response lengths, micro-batches or "
                "GPU split between roles")
 NOT_EXPRESSED: dict[int, str] = {
-    22: "as rows 20-22, but Qwen2.5-VL-32B is not in the catalog",
-    26: "OpenRLHF with Ray, no vLLM (1:1:4:2: reference, reward, actor 4, critic 2, as the "
-        "branch's train_ppo_llama_ray.sh places them): the actor generates with HF generate on "
-        "the 4 GPUs it then trains on, while the other roles' GPUs wait; the rl phase generates "
-        "on all GPUs (colocated) or on GPUs that do not train (dedicated)",
-    29: "as row 28 (OpenRLHF with Ray, no vLLM: the actor generates on its own training GPUs)",
     31: "'Llama-2-34B' as the table names it: no Llama-2 34B was released (the 34B of that "
         "family is Code Llama's), so the model's shape is not known",
     33: _README_WHY, 34: _README_WHY, 35: _README_WHY, 36: _README_WHY,
@@ -698,6 +736,41 @@ def update_implied_mean_report() -> str:
                      f"{target * train:,.0f} | {update_s(fitted):,.1f} s | {mean:,} | "
                      f"{mean / fitted:.2f} |")
     return "\n".join(lines)
+
+
+def update_bound_sequence_tokens(c: Case, recompute: bool = True) -> float:
+    """The longest mean sequence (prompt + response, tokens) a verl row's measured update could
+    have trained, at 100% of the GPU's dense bf16 peak on its trainer GPUs: measured update s x
+    trainer GPUs x peak / (FLOPs a token x the step's sequences). A token costs 6 x the matmul
+    weights (forward and backward), 8 x with verl's default recomputation (model
+    `enable_gradient_checkpointing: True`, verl/trainer/config/model/hf_model.yaml @df340d70;
+    the 7B scripts leave it on). Everything else is left out (attention scores, the optimizer,
+    FSDP traffic, the driver's transfers inside the timer), so the real bound is lower. A
+    diagnostic, counted nowhere, set from nothing fitted (issue 13): it says which runs cannot
+    have trained sequences as long as the mean fitted on rows 12 and 14, whatever the update's
+    efficiency."""
+    import json
+
+    import gpuhours
+    from gpuhours import catalog
+
+    r = rows()[c.row]
+    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
+                / f"{c.settings['model']}.json")
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
+    q = cfg["num_attention_heads"] * head_dim
+    kv = cfg["num_key_value_heads"] * head_dim
+    # q, k, v, o; gate, up, down; the output head
+    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
+        + cfg["vocab_size"] * d
+    per_token = (8 if recompute else 6) * matmul
+    train_gpus = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
+    sequences = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"]
+    bf16_tflops = catalog.gpu(c.gpu).dense_tflops.bf16
+    assert bf16_tflops is not None, c.gpu
+    return float(r["update_time_s"]) * train_gpus * bf16_tflops * 1e12 / (per_token * sequences)
 
 
 # The README's cumulative "total time" columns (volcengine/verl

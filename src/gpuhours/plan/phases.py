@@ -539,7 +539,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
       longest response decoded one token per step, alone): a synchronous step waits for it.
     - Placement: colocated, every stage runs on all GPUs in turn; dedicated, `rollout_gpus` run
       the engine while the rest train, each side idle while the other works, unless
-      `async_rollout` overlaps them (one step off-policy): then the slower side sets the step.
+      `async_rollout` overlaps them (one step off-policy): then the slower side sets the step;
+      actor, the actor's ranks generate on their own `actor_gpus` (OpenRLHF Ray without vLLM)
+      while the other roles' GPUs wait (`details.idle_gpu_s`), then every part runs in turn.
     - Streamed rollouts (`partial_rollout`, verl's fully_async_policy): the engines never wait
       for a wave's longest response; the step's rollouts are its sequences' work at the mean
       length, produced while the trainer trains, and the trainer pulls them from the queue.
@@ -551,7 +553,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     seq_max = phase.prompt_tokens + longest
     gpus_total = s.get("gpus") or ctx.plan.hardware.num_gpus
     dedicated = phase.placement == "dedicated"
-    rollout_gpus = phase.rollout_gpus if dedicated else gpus_total
+    # `actor`: the actor's ranks generate on their own GPUs while the other roles' GPUs wait
+    # (OpenRLHF Ray without vLLM; plan/rl_train.py): the rollouts hold actor_gpus, every GPU
+    # of the phase holds a role that scores or trains
+    on_actor = phase.placement == "actor"
+    rollout_gpus = (phase.rollout_gpus if dedicated else phase.actor_gpus if on_actor
+                    else gpus_total)
     assert rollout_gpus is not None
     train_gpus = gpus_total - rollout_gpus if dedicated else gpus_total
     if train_gpus < 1:
@@ -724,7 +731,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             f"{seq_max:,} tokens, as the same tokens in {padded.setup['micro_batch']} "
             f"sequence(s))"))
     if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
-        _check_colocated_split(ctx, phase, e, share)
+        # with `actor` placement the engine shares the actor's GPUs with the actor's own shards
+        _check_colocated_split(ctx, phase, e if not on_actor else estimate_phase(
+            ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
+            tokens=sequences * seq), share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
     # PPO's critic at its own ZeRO stage and offload (DeepSpeed-Chat's --critic_zero_stage):
     # its update estimated with them, at the policy's micro-batches
@@ -802,6 +812,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     else:  # local updates on the prompts already finished overlap the rest (plan/rl_async.py)
         step_s = pipelined_step_s(rollout_s, train_side, sync_s, phase.updates_per_sync)
     step_s += validation_s  # inside the step's timer, every validation_every_steps steps
+    # `actor` placement: the reference, reward and critic GPUs wait while the actor generates
+    idle_gpu_s = (gpus_total - rollout_gpus) * rollout_s if on_actor else 0.0
     parts = {"rollout generation": rollout_s, "rollout intake": intake_s,
              "old-policy log-probs": old_logprob_s,
              "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
@@ -828,6 +840,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
     if phase.actor_gpus is not None:
         formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
+    if on_actor:
+        formula += (f"; the rollouts on the actor's {rollout_gpus} GPUs while the other "
+                    f"{gpus_total - rollout_gpus} wait: {idle_gpu_s:.3g} idle GPU-s a step")
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
                     f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
@@ -851,6 +866,17 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         f"{released.quantised} ({released.bits_per_weight:g} bits); the rollouts "
                         f"take the bf16 policy the trainer syncs, as RL recipes dequantise it "
                         f"first (`gpuhours generation` sizes the release).")
+    if on_actor and phase.engine == "hf-generate" and t.zero_stage == 3:
+        warnings.append("placement actor with ZeRO-3: HF generate from sharded weights gathers "
+                        "each layer's parameters on every forward, which the rollouts here do not "
+                        "cost; OpenRLHF refuses the pair (examples/train_ppo_ray.py @dbdd43b0: "
+                        "ZeRO-3 only with vLLM engines).")
+    if on_actor and idle_gpu_s > 0:
+        warnings.append(f"placement actor: {gpus_total - rollout_gpus} of the phase's "
+                        f"{gpus_total} GPUs wait {rollout_s:,.0f} s of each {step_s:,.0f} s step "
+                        f"while the actor generates ({idle_gpu_s / (step_s * gpus_total):.0%} of "
+                        f"the phase's GPU hours); dedicated rollout GPUs (vLLM) would let them "
+                        f"work.")
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
                         "the mean; a synchronous step waits for its longest response.")
@@ -865,6 +891,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                **({} if streamed else {"rollout_waves": waves,
                                        "rollout_tail_s": tail.batch_time_s}),
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
+               # GPU-seconds a step the roles off the actor's GPUs wait for its rollouts
+               **({"idle_gpu_s": idle_gpu_s} if on_actor else {}),
                "rollout_tensor_parallel": tp, "update_micro_batch": t.micro_batch,
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,

@@ -391,10 +391,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
     reference_model: bool = Field(default=True, description="a frozen copy scores the KL term")
     reward: RewardModel = Field(default_factory=RewardModel)
     engine: Engine = "vllm"
-    placement: Literal["colocated", "dedicated"] = Field(
+    placement: Literal["colocated", "dedicated", "actor"] = Field(
         default="colocated", description="rollouts on the trainer's GPUs in turn (verl's hybrid "
-        "engine, TRL colocate), or on `rollout_gpus` of the phase's GPUs (TRL vllm-server, "
-        "OpenRLHF)")
+        "engine, TRL colocate), on `rollout_gpus` of the phase's GPUs (TRL vllm-server, "
+        "OpenRLHF with vLLM), or on the actor's own `actor_gpus` while the other roles' GPUs "
+        "wait (`actor`: OpenRLHF Ray without vLLM, each actor rank generating with HF generate)")
     rollout_gpus: PositiveInt | None = Field(
         default=None, description="GPUs of the phase that run the engine (dedicated placement)")
     rollout_tensor_parallel: Literal[1, 2, 4, 8] = Field(
@@ -476,7 +477,8 @@ class RLPhase(_PhaseBase, TrainingSettings):
     actor_gpus: PositiveInt | None = Field(
         default=None, description="training GPUs the policy's update runs on, the rest of the "
         "trainer's GPUs holding the other roles (OpenRLHF Ray's actor_num_gpus_per_node x "
-        "nodes; dedicated placement); unset = all the training GPUs")
+        "nodes; dedicated or actor placement: with `actor`, the rollouts run on these GPUs "
+        "too); unset = all the training GPUs")
     critic_gpus: PositiveInt | None = Field(
         default=None, description="GPUs of PPO's critic, which then trains at the same time as "
         "the actor on its own GPUs (OpenRLHF Ray's critic_num_gpus_per_node: critic.fit.remote "
@@ -553,9 +555,18 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if (self.validation_every_steps is None) != (self.validation_prompts is None):
             raise ValueError("a validation pass needs both `validation_every_steps` and "
                              "`validation_prompts`")
-        if self.actor_gpus is not None and self.placement != "dedicated":
+        if self.actor_gpus is not None and self.placement == "colocated":
             raise ValueError("actor_gpus places the trained roles on GPUs of their own beside "
-                             "the engines: it needs `placement: dedicated`")
+                             "the engines: it needs `placement: dedicated` (or `actor`, the "
+                             "actor generating on its own GPUs)")
+        if self.placement == "actor" and self.actor_gpus is None:
+            raise ValueError("placement: actor generates on the actor's own GPUs: it needs "
+                             "`actor_gpus` (how many of the phase's GPUs the actor holds)")
+        if (self.placement == "actor" and self.actor_gpus is not None
+                and self.actor_gpus % self.rollout_tensor_parallel):
+            raise ValueError(f"placement: actor runs the engines on the actor's {self.actor_gpus} "
+                             f"GPUs: actor_gpus must be a multiple of rollout_tensor_parallel "
+                             f"({self.rollout_tensor_parallel})")
         if self.critic_gpus is not None and not (self.critic and self.actor_gpus is not None):
             raise ValueError("critic_gpus trains PPO's critic on GPUs of its own: it needs "
                              "`critic: true` and `actor_gpus`")
