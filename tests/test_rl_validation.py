@@ -87,15 +87,17 @@ def test_published_rl_steps_floor():
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,
     # critic_gpus; issue 13): 13B and the 70B on 16 GPUs with TP-2 engines within 25%; the 7B
-    # +28% (+13% before the roles), long because its prompts and responses are taken at the
-    # 1,024-token max where OpenRLHF's vLLM sampling stops at EOS (its generation +69%)
+    # +35% (+13% before the roles, +28% before DeepSpeedCPUAdam's published rate and the
+    # offloaded copies as DeepSpeed 0.13.2 makes them, which took its training from -23% to -5%),
+    # long because its prompts and responses are taken at the 1,024-token max where OpenRLHF's
+    # vLLM sampling stops at EOS (its generation +69%)
     assert all(abs(results[row]) <= 0.25 for row in (30, 32))
-    assert 0.0 < results[27] <= 0.30
+    assert 0.0 < results[27] <= 0.40
     # DeepSpeed-Chat / OpenRLHF without Ray (HF generate at 2-8 sequences): within 2x
     assert all(-0.5 < results[row] < 1.0 for row in (23, 24, 25, 28))
     # OpenRLHF with Ray and no vLLM (CSV lines 28 and 31): the actor's 4 GPUs generate with
-    # HF generate while the other 4 wait (placement actor): -18% and -24%, short like the other
-    # HF-generate rows
+    # HF generate while the other 4 wait (placement actor): -13% and -17% (-18% and -24% before
+    # issue 14's offload), short like the other HF-generate rows
     assert -0.25 < results[26] < -0.10 and -0.30 < results[29] < -0.15
 
 
@@ -322,8 +324,14 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     (same model, release, GPUs, batch) generates 23% slower than estimated (scoring forwards
     in its timer), which no release-wide host cost could tell from row 25. The Ray rows'
     training, with the actor and critic each on its 2 or 4 GPUs at once (and, on one node, their
-    CPU Adam sharing the host), is 23-44% short (49-60% when the six or twelve training GPUs ran
-    both updates in turn)."""
+    CPU Adam sharing the host), was 23-44% short (49-60% when the six or twelve training GPUs ran
+    both updates in turn). Issue 14, held out (DeepSpeedCPUAdam at DeepSpeed issue #6834's
+    per-node rate; the offloaded gradients' copies as DeepSpeed 0.13.2's code makes them, on
+    the compute stream without overlap_comm, through pageable memory where pin_memory is off
+    (DeepSpeed-Chat) and for the step's copy up (PR #5301's 4.5x); DeepSpeed-Chat's critic at
+    its scripts' ZeRO-3, its weights on the host): OpenRLHF's --adam_offload updates -33/-23/-39%
+    -> -19/-5/-18% (lines 27, 29, 32), the 70B ZeRO-3 -44% -> -37%; DeepSpeed-Chat's rows
+    -65/-32/-73% -> -51/-29/-44% (lines 25, 26, 30), still short."""
     data = rl.rows()
     lines = rl.phase_split_report().split("\n")[2:]
     split = {int(c[1]): (float(c[7].strip(" %")) / 100, float(c[10].strip(" %")) / 100)
@@ -332,16 +340,15 @@ def test_the_benchmark_rows_miss_in_training_not_deepspeed_chat_generation():
     for row in (25, 26, 30):
         assert data[row - 2]["framework"].startswith("DeepSpeed-Chat")
         assert abs(split[row][0]) <= 0.10
-    # every row's training short, by more than 20% except the 7B Ray row without vLLM, whose
-    # critic on 2 GPUs sets the pair (-12%)
-    assert all(train < -0.2 for row, (_, train) in split.items() if row != 28)
-    assert split[28][1] < 0
+    assert all(split[row][1] < -0.2 for row in (25, 26, 30))
     assert split[27][0] < -0.2
-    assert all(-0.45 < split[row][1] < -0.2 for row in (29, 32, 34))
+    assert all(-0.25 <= split[row][1] < 0 for row in (27, 29, 32))
+    assert -0.45 < split[34][1] < -0.3
     # the Ray rows without vLLM (placement actor, issue 13): generation (HF generate on the
-    # actor's 4 GPUs, then the scoring forwards) 20-22% short, training 12% and 31% short
+    # actor's 4 GPUs, then the scoring forwards) 20-22% short; training -12% and -31% before
+    # issue 14's offload, +14% and -3% with it (the 7B's critic on 2 GPUs sets the pair)
     assert all(-0.25 < split[row][0] < -0.15 for row in (28, 31))
-    assert -0.15 < split[28][1] < -0.1 and -0.35 < split[31][1] < -0.25
+    assert 0 < split[28][1] < 0.2 and -0.1 < split[31][1] < 0
 
 
 def test_the_benchmark_step_is_its_generation_plus_training():

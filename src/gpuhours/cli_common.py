@@ -60,6 +60,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "document_tokens": "--document-tokens",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
+    "offload_copies": "--offload-copies",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
     "fsdp_grad_accum": "--fsdp-grad-accum",
     "lm_head_4bit": "--lm-head-4bit",
@@ -274,7 +275,14 @@ DsBucketOpt = Annotated[int, typer.Option(
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]
 DsOverlapOpt = Annotated[bool, typer.Option(
     "--deepspeed-overlap-comm/--no-deepspeed-overlap-comm",
-    help="DeepSpeed overlap_comm: a second bucket buffer.")]
+    help="DeepSpeed overlap_comm: a second bucket buffer; with --offload below ZeRO-3 the "
+    "gradients' copies to the host run beside backward (off: DeepSpeed's ZeRO-1/2 "
+    "default, they add to the step).")]
+OffloadCopiesOpt = Annotated[str, typer.Option(
+    "--offload-copies", help="With --offload: pinned host memory; pageable-step (DeepSpeed "
+    "before 0.14.1: the step's weights go up through a CPU cast in pageable memory); pageable "
+    "(DeepSpeed's pin_memory off, its old default: every offload copy staged, not "
+    "overlapped).")]
 Zero3EngineOpt = Annotated[str, typer.Option(
     "--zero3-engine", help="Who runs --zero 3: fsdp, or deepspeed (its engine hooks every submodule: a host "
          "cost per module fetched and released).")]

@@ -78,6 +78,9 @@ LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked
 #: half-precision weights on the host too, fetched for every forward and backward (DeepSpeed
 #: ZeRO-3 offload_param, FSDP CPUOffload(offload_params=True); ZeRO 3)
 Offload = Literal["none", "optimizer", "optimizer+params"]
+#: where CPU offload's copies meet host memory (estimate/offload.py): pinned, pageable-step
+#: (only the step's half-precision copy up through pageable memory) or pageable (all of them)
+OffloadCopies = Literal["pinned", "pageable-step", "pageable"]
 #: the code path a training step runs (estimate/host.py): eager = transformers' modelling in eager
 #: PyTorch with SDPA attention; flash-attn = modelling that calls flash-attn with its fused rotary
 #: and RMSNorm kernels (Qwen-1's remote code with flash-attn installed); megatron = Megatron-Core's
@@ -241,7 +244,14 @@ class Training(_ReadsModel):
     #: dtype, two with overlap_comm (deepspeed/runtime/zero/stage_1_and_2.py, backward);
     #: 0 = not DeepSpeed ZeRO-1/2 (torch DDP, FSDP)
     deepspeed_reduce_bucket: int = Field(default=0, ge=0, le=100_000_000_000)
-    #: DeepSpeed's overlap_comm: a second bucket buffer, so that reduction and backward overlap
+    #: CPU offload's host memory (estimate/offload.py OffloadCopies): pinned; pageable-step (the
+    #: optimizer's state pinned, but the step's half-precision copy up goes through a CPU-side
+    #: cast into pageable memory: DeepSpeed before 0.14.1); pageable (DeepSpeed's pin_memory
+    #: off, its default before PR #8207: every offload copy staged through pageable memory)
+    offload_copies: OffloadCopies = "pinned"
+    #: DeepSpeed's overlap_comm: a second bucket buffer, so that reduction and backward overlap;
+    #: with offload below ZeRO-3 the gradients' copies to the host overlap backward only with it
+    #: (estimate/offload.py). DeepSpeed's own default is on for ZeRO-3 only (zero/config.py)
     deepspeed_overlap_comm: bool = True
     #: who runs ZeRO stage 3: "fsdp" (PyTorch FSDP: hooks per wrapped unit, their host cost not
     #: counted) or "deepspeed" (DeepSpeed's stage 3 engine, which hooks every submodule and
@@ -475,6 +485,10 @@ class Training(_ReadsModel):
                              f"4-bit base for QLoRA; {self.method} has no quantised base.")
         if self.offload != "none":
             _check_offload(self)
+        elif self.offload_copies != "pinned":
+            raise FieldError(("offload_copies", "offload"), "offload_copies says how CPU "
+                             "offload's copies reach host memory; offload is none.",
+                             "Give --offload, or leave --offload-copies out.")
         _check_lengths(self)
         if self.load_path == "fsdp-flatten":
             _check_load_path(self)
@@ -533,6 +547,8 @@ class Training(_ReadsModel):
             parts.append("no-sync")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
+            if self.offload_copies != "pinned":
+                parts.append(f"copies:{self.offload_copies}")
         if self.loss_kernel != "hf":
             parts.append(f"loss:{self.loss_kernel}")
         if self.images_per_example:

@@ -89,17 +89,49 @@ _DSCHAT = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=10
                # the benchmark's stated release (Mar 2024): 4.38's per-step causal mask and cache
                # copies (estimate/generation.py)
                rollout_transformers_version="4.38")
+# the benchmark's scripts train the critic at ZeRO-3 (CRITIC_ZERO_STAGE=3 in
+# benchmark/deepspeed-chat/llama_{7b,13b}.sh @dbdd43b), by DeepSpeed's engine; with --offload
+# DeepSpeed-Chat's get_train_ds_config puts offload_param and offload_optimizer both on the CPU
+# (dschat/utils/ds_utils.py @6863634f), so the ZeRO-3 critic's weights wait on the host too
+_DSCHAT_CRITIC = {"critic_training": {"zero_stage": 3, "zero3_engine": "deepspeed"}}
+_DSCHAT_CRITIC_OFFLOADED = {"critic_training": {"zero_stage": 3, "zero3_engine": "deepspeed",
+                                                "offload": "optimizer+params"}}
 # DeepSpeed-Chat's sequences are all 1,024 + 1,024 tokens by its code: DataCollatorRLHF pads
 # each prompt to max_prompt_seq_len and _generate_sequence forces min_length = max_length =
 # prompt + max_answer_seq_len (DeepSpeedExamples step3_rlhf_finetuning ppo_trainer.py)
 _DSCHAT_ASSUMED = ("responses all 1,024 tokens (DeepSpeed-Chat pads prompts to 1,024 and "
                    "generates with min_length = max_length); reward model = the actor's size; "
-                   "the actor's ZeRO-2 for every trained model (the "
-                   "script's critic is ZeRO-3); transformers 4.38's host time per layer as "
+                   "the scripts' actor ZeRO-2 and critic ZeRO-3 (DeepSpeed's engine; with "
+                   "--offload its weights on the host too); transformers 4.38's host time per "
+                   "layer as "
                    "4.46's fit (4.38's 15% more operators a layer counted, not applied: "
                    "docs/rl.md); no old-policy pass beyond the actor's own log-probs (counted); "
                    "the step as its e2e_time counts it: generation + training, the scoring "
                    "forwards in neither")
+# DeepSpeed's overlap_comm defaults to on for ZeRO-3 only (deepspeed v0.13.2
+# runtime/zero/config.py overlap_comm_valid: stage == 3), and neither framework's ZeRO config of
+# the benchmark's time sets it: DeepSpeed-Chat's get_train_ds_config (DeepSpeedExamples
+# applications/DeepSpeed-Chat/dschat/utils/ds_utils.py @6863634f, its last change before March
+# 2024; overlap_comm True came with f73a6ed6, 2024-09-17) and OpenRLHF's
+# (openrlhf/utils/deepspeed_utils.py @dbdd43b). Its ZeRO-2 offload then copies the gradients
+# to the host on the compute stream (stage_1_and_2.py reduce_ipg_grads), not beside backward
+_DS_NO_OVERLAP = {"deepspeed_overlap_comm": False}
+# Host memory of the offload (estimate/offload.py PAGEABLE_COPY_SLOWDOWN): DeepSpeed-Chat's
+# config leaves offload_optimizer's pin_memory at DeepSpeed's default, off (v0.13.2
+# runtime/zero/offload_config.py): every offload copy staged through pageable memory.
+# OpenRLHF's pins it ("pin_memory": True @dbdd43b), but on the benchmark's deepspeed 0.13.2 the
+# step's half-precision copy up still goes through a CPU-side cast into pageable memory (the
+# pinned path came with 0.14.1, PR #5301)
+_DSCHAT_PAGEABLE = {"offload_copies": "pageable"}
+_ORLHF_PAGEABLE_STEP = {"offload_copies": "pageable-step"}
+_DSCHAT_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; ds_utils.py @6863634f "
+                      "does not set it): the offloaded gradients' copies not hidden; pin_memory "
+                      "off (DeepSpeed's default then): every offload copy through pageable "
+                      "memory")
+_ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_utils.py "
+                     "@dbdd43b does not set it): the offloaded gradients' copies not hidden; "
+                     "pinned buffers, but deepspeed 0.13.2's step copy up through pageable "
+                     "memory (fixed in 0.14.1)")
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
@@ -381,14 +413,15 @@ CASES = [
     # worker.rollout.tensor_parallel_size=8 (the table's "BF16"); the model added to the catalog
     # for it (issue 13), set nothing from the row
     _easyr1(22, "h100-sxm", "qwen2.5-vl-32b", 1, 8, "bf16", 2),
-    Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
+    Case(23, "a800-80gb", {**_DSCHAT, "rollout_batch": 8, **_DSCHAT_CRITIC_OFFLOADED,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
-         _DSCHAT_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
+          **_DS_NO_OVERLAP, **_DSCHAT_PAGEABLE},
+         _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # the table's row 'DeepspeedChat(w/o offload)': the script without --offload (the optimizer
     # on the GPU), with the row's micro batches
-    Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4,
+    Case(24, "a800-80gb", {**_DSCHAT, "rollout_batch": 4, **_DSCHAT_CRITIC,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
           "zero_stage": 2, "micro_batch": 4, "grad_accum": 4},
@@ -401,17 +434,20 @@ CASES = [
     Case(25, "a800-80gb", {**_DSCHAT, "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2},
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 2,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
          "OpenRLHF's HF generate stops once every sequence of a batch has its EOS: an upper "
          "end); reward model = the actor's size; ZeRO-2 with --adam_offload (the branch's train_ppo_llama.sh "
          "@dbdd43b; not stated for the row); transformers 4.38's host time per layer as "
-         "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"),
-    Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2,
+         "4.46's fit (4.38's 15% more operators a layer counted, not applied: docs/rl.md)"
+         + _ORLHF_NO_OVERLAP),
+    Case(28, "a800-80gb", {**_DSCHAT, "rollout_batch": 2, **_DSCHAT_CRITIC_OFFLOADED,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8},
-         _DSCHAT_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 2, "grad_accum": 8,
+          **_DS_NO_OVERLAP, **_DSCHAT_PAGEABLE},
+         _DSCHAT_ASSUMED + _DSCHAT_NO_OVERLAP),
     # OpenRLHF with Ray and no vLLM (issue 13): the 7B Ray script of the branch
     # (examples/scripts/train_ppo_llama_ray.sh @dbdd43b: reference 1, reward 1, critic 2, actor 4
     # GPUs, --zero_stage 2 --adam_offload --gradient_checkpointing --micro_rollout_batch_size 16
@@ -425,19 +461,21 @@ CASES = [
                            "rollout_batch": 16,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 4},
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 4,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          _ORLHF_HF_ASSUMED + "; the table's training micro-batch 8, accumulation 4 "
-         "(train_batch_size 128 over the actor's 4 GPUs)"),
+         "(train_batch_size 128 over the actor's 4 GPUs)" + _ORLHF_NO_OVERLAP),
     # the 13B row: no 13B Ray script on the branch; the 7B script's split and settings with the
     # table's micro batches
     Case(29, "a800-80gb", {**_DSCHAT, "placement": "actor", "actor_gpus": 4, "critic_gpus": 2,
                            "rollout_batch": 8,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8},
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
          _ORLHF_HF_ASSUMED + "; no 13B Ray script: the 7B script's 1:1:4:2 split, ZeRO-2 and "
          "--adam_offload; the table's training micro-batch 4, accumulation 8 "
-         "(train_batch_size 128 over the actor's 4 GPUs)"),
+         "(train_batch_size 128 over the actor's 4 GPUs)" + _ORLHF_NO_OVERLAP),
     # the table's 1:1:2:2:2 as reference:reward:actor:critic:vLLM (the order of the 70B
     # script's flags, whose 2:2:4:4:4 it matches); the 7B Ray script's ZeRO-2 and --adam_offload
     # (train_ppo_llama_ray.sh @dbdd43b); accumulation = train_batch_size 128 / (the table's
@@ -446,14 +484,16 @@ CASES = [
                            "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-7b"}},
          {"model": "llama-2-7b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8},
-         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 8, "grad_accum": 8,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     Case(30, "a800-80gb", {**_ORLHF, "rollout_gpus": 2, "rollout_batch": 8,
                            "actor_gpus": 2, "critic_gpus": 2,
                            "reward": {"kind": "model", "model": "llama-2-13b"}},
          {"model": "llama-2-13b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16},
-         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED),
+          "zero_stage": 2, "offload": "optimizer", "micro_batch": 4, "grad_accum": 16,
+          **_DS_NO_OVERLAP, **_ORLHF_PAGEABLE_STEP},
+         _ORLHF_ASSUMED + _ORLHF_ROLES_ASSUMED + _ORLHF_NO_OVERLAP),
     # OpenRLHF's 70B recipe of the same role split (examples/scripts/train_ppo_llama_ray_70b.sh
     # @0ae587675465372d0f38a4c13275d84339c9350a: actor 4, critic 4, reference 2, reward 2 GPUs,
     # 2 vLLM engines of tensor parallel 2; --zero_stage 3 --adam_offload --gradient_checkpointing)
@@ -461,12 +501,15 @@ CASES = [
                            "rollout_batch": 4, "actor_gpus": 4, "critic_gpus": 4,
                            "reward": {"kind": "model", "model": "llama-2-70b"}},
          {"model": "llama-2-70b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8},
+          "zero_stage": 3, "offload": "optimizer", "micro_batch": 4, "grad_accum": 8,
+          "zero3_engine": "deepspeed", **_ORLHF_PAGEABLE_STEP},
          "prompts and responses all 1,024 tokens (the benchmark's max; means not given; "
          "OpenRLHF's vLLM sampling stops at EOS: an upper end); reward model = the actor's "
          "size; the settings of OpenRLHF's 70B script of the same 2:2:4:4:4 split "
          "(train_ppo_llama_ray_70b.sh @0ae5876: ZeRO-3 with --adam_offload, 2 vLLM engines of "
-         "TP 2; actor 4 and critic 4 GPUs, each training on its own at once), the table's row "
+         "TP 2; actor 4 and critic 4 GPUs, each training on its own at once; DeepSpeed's ZeRO-3 "
+         "engine; pinned buffers, but deepspeed 0.13.2's step copy up through pageable memory), "
+         "the table's row "
          "not stating them; the table's training micro-batch 4, accumulation 8 "
          "(train_batch_size 128 over the actor's 4 GPUs)"),
 ]

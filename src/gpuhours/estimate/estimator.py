@@ -254,7 +254,10 @@ def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
         return ""
     node = min(hw.gpus_per_node, hw.num_gpus)
     what = "fp32 master weights, moments and fp32 gradients" + (
-        " and the weights" if t.offload == "optimizer+params" else "")
+        " and the weights" if t.offload == "optimizer+params" else "") + (
+        ", DeepSpeed's gradient accumulation buffer" if OF.host_accumulation_bytes_per_param(
+            zero_stage=t.zero_stage, zero3_engine=t.zero3_engine, grad_accum=t.grad_accum,
+            grad_bytes=1.0) else "")
     return (f"estimate/offload.py host_bytes_per_gpu: the GPU's ZeRO partition of the {what} "
             f"(offload {t.offload}); x {node} GPUs = {node * mem.host_bytes / 2**30:,.0f} GiB "
             f"of host RAM per node, pinned staging buffers not counted")
@@ -575,10 +578,13 @@ def estimate_training(
     if off is not None:
         breakdown["optimizer_s"] = formula(st.optimizer_s, "s", (
             f"estimate/offload.py: CPU Adam on the host {off.cpu_adam_s:.3g} s (the node's "
-            f"partitions x {OF.CPU_ADAM_BYTES_PER_PARAM:g} B / {OF.HOST_ADAM_GB_PER_S_PER_NODE.value:g}"
-            f" GB/s, assumed) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
-            f"{off.pcie_exposed_s:.3g} s (gradients down, weights fetched: {off.pcie_overlapped_s:.3g}"
-            f" s beside compute)"))
+            f"partitions / {OF.HOST_ADAM_PARAMS_PER_S_PER_NODE.value:.3g} parameters/s, "
+            f"measured elsewhere) + updated weights up {off.params_up_s:.3g} s + PCIe not hidden "
+            f"{off.pcie_exposed_s:.3g} s (of {off.pcie_overlapped_s:.3g} s of gradient and "
+            f"weight copies)" + ("" if t.offload_copies == "pinned" else
+                                 f"; {t.offload_copies} copies "
+                                 f"{OF.PAGEABLE_COPY_SLOWDOWN.value:g}x slower (DeepSpeed PR "
+                                 "#5301)")))
     if st.collectives:
         breakdown["pipeline_bubble_s"] = formula(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "
@@ -738,8 +744,10 @@ def estimate_training(
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]
     if t.offload != "none":
         used += [OF.HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION[hw.gpu.generation],
-                 OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_GB_PER_S_PER_NODE,
+                 OF.PCIE_COPY_EFFICIENCY, OF.HOST_ADAM_PARAMS_PER_S_PER_NODE,
                  OF.GRAD_BUCKET_ELEMENTS]
+        if t.offload_copies != "pinned":
+            used.append(OF.PAGEABLE_COPY_SLOWDOWN)
     if hw.num_gpus > 1:
         used += [A.COLLECTIVE_EFFICIENCY, A.COMM_OVERLAP]
     if st.collectives:

@@ -29,7 +29,11 @@ from gpuhours.estimate.kv_repeat import (
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.mla import mla_attention_activation_bytes
-from gpuhours.estimate.offload import GRAD_BUCKET_ELEMENTS, host_bytes_per_gpu
+from gpuhours.estimate.offload import (
+    GRAD_BUCKET_ELEMENTS,
+    host_accumulation_bytes_per_param,
+    host_bytes_per_gpu,
+)
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
@@ -952,9 +956,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
     if t.offload != "none":  # the offloaded state leaves the GPU (estimate/offload.py)
+        per_param = host_accumulation_bytes_per_param(
+            zero_stage=t.zero_stage, zero3_engine=t.zero3_engine, grad_accum=t.grad_accum,
+            grad_bytes=grads_full / max(trainable, 1))
         host = host_bytes_per_gpu(offload=t.offload, master_bytes=master, optimizer_bytes=opt,
                                   trainable_params_per_gpu=trainable / shard_opt,
-                                  weights_bytes=weights)
+                                  weights_bytes=weights,
+                                  accumulation_bytes=per_param * trainable / shard_opt)
         master = opt = temp_bytes = 0.0
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)

@@ -472,7 +472,12 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
     """CPU offload's part of the step (estimate/offload.py offload_time) with this setup's
     bytes: gradients in the gradient dtype (fp32 for peft's adapters), weights fetched in their
     stored form (QLoRA's 4-bit layers), partitions over the data-parallel GPUs."""
-    from gpuhours.estimate.offload import host_link_bytes_per_s, offload_time
+    from gpuhours.estimate.offload import (
+        host_link_bytes_per_s,
+        offload_time,
+        zero3_offload_grad_bytes_per_param,
+        zero12_offload_grad_bytes_per_param,
+    )
 
     n = hw.num_gpus
     total = count_params(arch).total
@@ -485,14 +490,28 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         q = quantised_params(arch)
         weights = q * QLORA_BYTES_PER_PARAM + (total - q) * half
     up_bytes_per_param = st.weights if full else 4.0
+    if t.zero_stage >= 3 and t.zero3_engine == "deepspeed":
+        down, up = zero3_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
+                                                      grad_bytes=grad_bytes)
+        grad_step_bytes = down + up
+        grads_overlap = t.deepspeed_overlap_comm  # on by DeepSpeed's default for ZeRO-3
+    elif t.zero_stage >= 3:  # FSDP's CPUOffload: each micro-batch's shard down in its dtype
+        grad_step_bytes = t.grad_accum * grad_bytes
+        grads_overlap = True
+    else:
+        down, up = zero12_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
+                                                       grad_bytes=grad_bytes)
+        grad_step_bytes = down + up
+        grads_overlap = t.deepspeed_overlap_comm
     return offload_time(
-        offload=t.offload, grad_bytes_per_micro_batch=trainable / n * grad_bytes,
+        offload=t.offload, grad_bytes_per_step=trainable / n * grad_step_bytes,
+        grads_overlap=grads_overlap,
         weight_bytes_per_pass=weights / n,
         weight_passes_per_micro_batch=3 if t.checkpointing else 2,
         micro_batches=t.grad_accum, params_up_bytes=trainable / n * up_bytes_per_param,
         trainable_params_on_node=trainable / n * min(hw.gpus_per_node, n),
         link_bytes_per_s=host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name),
-        compute_s=compute_s)
+        compute_s=compute_s, copies=t.offload_copies)
 
 
 def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout,

@@ -736,10 +736,22 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
             tokens=sequences * seq), share)
     update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    # PPO's critic at its own ZeRO stage and offload (DeepSpeed-Chat's --critic_zero_stage):
+    # its update estimated with them, at the policy's micro-batches
+    critic_own = (phase.critic_training.model_dump(exclude_none=True)
+                  if phase.critic_training is not None else {})
+    critic_setup = {**s, "micro_batch": t.micro_batch, "grad_accum": t.grad_accum, **critic_own}
     critic_update_s, concurrent_critic = update_s, False
+    if critic_own:
+        ct, chw, cbasis = training_setup(ctx, phase, {**critic_setup, "seq_len": seq,
+                                                      "gpus": train_gpus})
+        ce = estimate_phase(ctx, ct, chw, cbasis, tokens=sequences * seq)
+        check_fits(ctx, phase, ce, "the critic's micro-batch at its own ZeRO stage and offload")
+        critic_update_s = phase.policy_epochs * sequences * ct.llm_seq_len / ce.tokens_per_s.value
     if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
-        def role_update_s(gpus: int) -> tuple[float, Training]:
-            rt, rhw, rbasis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": gpus})
+        def role_update_s(gpus: int, critic: bool = False) -> tuple[float, Training]:
+            rt, rhw, rbasis = training_setup(ctx, phase, {**(critic_setup if critic else s),
+                                                          "seq_len": seq, "gpus": gpus})
             re_ = estimate_phase(ctx, rt, rhw, rbasis, tokens=sequences * seq)
             check_fits(ctx, phase, re_)
             return (float(phase.policy_epochs * sequences * rt.llm_seq_len

@@ -65,21 +65,23 @@ def shared_host_adam_s(other_params: float) -> float:
     """Seconds one CPU Adam step of a role takes longer while another role's CPU Adam of
     `other_params` parameters streams the same host's memory at the same time (OpenRLHF Ray
     with --adam_offload: the actor and critic groups on one node step their optimizers
-    together, each `optimizer_step` at the end of its accumulation). The host's bandwidth is
-    estimate/offload.py's per-node figure (an assumption, HOST_ADAM_GB_PER_S_PER_NODE) at
-    CPU_ADAM_BYTES_PER_PARAM a parameter: the other role's bytes / that bandwidth. The two
-    roles' steps are taken as coinciding (same micro-batches and accumulation and, for a
-    critic the policy's size, the same pace): an upper end when they do not."""
-    from gpuhours.estimate.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_ADAM_GB_PER_S_PER_NODE
+    together, each `optimizer_step` at the end of its accumulation). The host's rate is
+    estimate/offload.py's per-node figure (HOST_ADAM_PARAMS_PER_S_PER_NODE, measured on
+    another run): the other role's parameters / that rate. The two roles' steps are taken as
+    coinciding (same micro-batches and accumulation and, for a critic the policy's size, the
+    same pace): an upper end when they do not."""
+    from gpuhours.estimate.offload import HOST_ADAM_PARAMS_PER_S_PER_NODE
 
-    return other_params * CPU_ADAM_BYTES_PER_PARAM / (HOST_ADAM_GB_PER_S_PER_NODE.value * 1e9)
+    return other_params / HOST_ADAM_PARAMS_PER_S_PER_NODE.value
 
 
-def role_updates_s(where: str, phase: Any, update_s: Callable[[int], tuple[float, Any]],
+def role_updates_s(where: str, phase: Any, update_s: Callable[..., tuple[float, Any]],
                    sequences: int, train_gpus: int, gpus_per_node: int) -> RoleUpdates:
     """The actor's update on `phase.actor_gpus` and (with `critic_gpus`) the critic's on its
-    own. `update_s(gpus)` is the caller's (plan/phases.py): one role's update on that many GPUs
-    through the analytic estimator with the phase's settings, as (seconds, its Training),
+    own. `update_s(gpus, critic=False)` is the caller's (plan/phases.py): one role's update on
+    that many GPUs through the analytic estimator with the phase's settings (with critic=True
+    the critic's own ZeRO stage and offload where the phase gives them), as (seconds, its
+    Training),
     raising when the role's shard does not fit; `where` names the plan file, line and phase.
     Raises InputError naming the field when the roles need more GPUs than the trainer has."""
     actor = phase.actor_gpus
@@ -95,7 +97,7 @@ def role_updates_s(where: str, phase: Any, update_s: Callable[[int], tuple[float
     if not phase.critic:
         return RoleUpdates(policy, 0.0, concurrent=False)
     if critic:
-        critic_s, _ = update_s(critic)
+        critic_s, _ = update_s(critic, critic=True)
         if t.offload != "none" and train_gpus <= gpus_per_node:
             # both roles' CPU Adam on the one host at once: each step streams the other's
             # state too (the critic the policy's size)
@@ -108,4 +110,6 @@ def role_updates_s(where: str, phase: Any, update_s: Callable[[int], tuple[float
                                                 critic, phase.policy_epochs)
         return RoleUpdates(policy, critic_s, concurrent=True)
     # no GPUs of its own: the critic trains after the actor, on the actor's GPUs
-    return RoleUpdates(policy, policy, concurrent=False)
+    own = phase.critic_training is not None
+    return RoleUpdates(policy, update_s(actor, critic=True)[0] if own else policy,
+                       concurrent=False)

@@ -217,7 +217,12 @@ class TrainingSettings(_Strict):
         default=None, ge=0, description="DeepSpeed ZeRO-1/2 reduce_bucket_size, elements: its "
         "gradient buffers (two with overlap_comm) at every backward; 0: not DeepSpeed")
     deepspeed_overlap_comm: bool | None = Field(
-        default=None, description="DeepSpeed overlap_comm (a second bucket buffer); default yes")
+        default=None, description="DeepSpeed overlap_comm (a second bucket buffer; with offload "
+        "below ZeRO-3, the gradients' host copies beside backward); default yes")
+    offload_copies: Literal["pinned", "pageable-step", "pageable"] | None = Field(
+        default=None, description="with offload: pinned host memory (default); pageable-step "
+        "(DeepSpeed before 0.14.1: the step's weights up through a CPU cast); pageable "
+        "(DeepSpeed's pin_memory off: every offload copy staged, not overlapped)")
     zero3_engine: Literal["fsdp", "deepspeed"] | None = Field(
         default=None, description="who runs ZeRO stage 3: fsdp (default) or deepspeed (its "
         "engine's per-module hooks cost the host per module fetched and released)")
@@ -359,6 +364,15 @@ class RewardModel(_Strict):
         return self
 
 
+class CriticTraining(_Strict):
+    """PPO's critic's own training settings where they differ from the policy's (each unset
+    one is the phase's)."""
+
+    zero_stage: Annotated[int, Field(ge=0, le=3)] | None = None
+    offload: Offload | None = None
+    zero3_engine: Literal["fsdp", "deepspeed"] | None = None
+
+
 class RLPhase(_PhaseBase, TrainingSettings):
     """GRPO/PPO-style RL: each step generates `generations_per_prompt` responses to
     `prompts_per_step` prompts, scores them, runs the reference model, and updates the policy."""
@@ -456,6 +470,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "num_iterations)")
     critic: bool = Field(default=False, description="PPO: a value model the size of the policy, "
                                                     "scored and trained every step")
+    critic_training: CriticTraining | None = Field(
+        default=None, description="PPO's critic trained with its own ZeRO stage, offload and "
+        "ZeRO-3 engine (DeepSpeed-Chat's --critic_zero_stage; its --offload on a ZeRO-3 critic "
+        "offloads the weights too); unset = the phase's")
     actor_gpus: PositiveInt | None = Field(
         default=None, description="training GPUs the policy's update runs on, the rest of the "
         "trainer's GPUs holding the other roles (OpenRLHF Ray's actor_num_gpus_per_node x "
@@ -552,6 +570,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if self.critic_gpus is not None and not (self.critic and self.actor_gpus is not None):
             raise ValueError("critic_gpus trains PPO's critic on GPUs of its own: it needs "
                              "`critic: true` and `actor_gpus`")
+        if self.critic_training is not None and not self.critic:
+            raise ValueError("critic_training sets PPO's critic's training: it needs "
+                             "`critic: true`")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
