@@ -82,8 +82,15 @@ def test_published_rl_steps_floor():
     # the colocated 8B step runs 3 waves of 62, -1% (2 waves of 65 and -14% without it); the
     # colocated 32B rollouts 3 waves of 124 where 130 ran 2: +16% (-1% without it)
     assert abs(results[0]) < 0.05 and abs(results[1]) < 0.10 and 0.10 < results[3] < 0.20
-    # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6)
+    # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6; -5% with
+    # the recipe's prompt, no recompute and one NVLink domain, issue 13)
     assert abs(results[8]) < 0.15
+    # the other GB200 rows as their recipes set them (issue 13: prompt from the page's
+    # throughput, the 8B's Megatron TP1 PP1 as ZeRO-1 with 4,096-token packed micro-batches,
+    # the 32B without recompute): the 8B colocated -44% -> -36%, one-step-off -35% -> -14%; the
+    # 32B one-step-off -5% -> -29% (no recompute halves nothing of its rollouts)
+    assert -0.40 < results[6] < -0.30 and -0.20 < results[7] < -0.10
+    assert -0.35 < results[9] < -0.25
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,
     # critic_gpus; issue 13): 13B and the 70B on 16 GPUs with TP-2 engines within 25%; the 7B
@@ -435,3 +442,27 @@ def test_no_efficiency_fits_the_fitted_mean_into_the_async_updates():
     # the tuned rows: 313.81 x 32 and 113.81 x 128 H20-seconds hold it
     assert [round(rl.update_bound_sequence_tokens(cases[r]) / fitted, 1) for r in (10, 12)] \
         == [1.7, 2.4]
+
+
+def test_nemo_prompt_is_the_page_throughput_less_the_mean_response():
+    # CSV line 8 (GB200, Llama-3.1-8B colocated): 3,359 tokens/s/GPU x 91.0 s x 8 GPUs / 2,048
+    # sequences = 1,194.0 tokens a sequence, less the 1,066-token mean response = 128
+    assert rl.nemo_prompt_tokens(6) == 128
+    # CSV line 10 (GB200, Qwen3-32B colocated): 1,127 x 381 x 16 / 2,048 = 3,354.6 - 3,253 = 102
+    assert rl.nemo_prompt_tokens(8) == 102
+    # the ten runs, each its own measurement, agree per model family: the same prompts, Llama
+    # 3.1's chat template ~25 tokens longer (its default system header)
+    llama = [rl.nemo_prompt_tokens(r) for r in (0, 1, 2, 6, 7)]
+    qwen = [rl.nemo_prompt_tokens(r) for r in (3, 4, 5, 8, 9)]
+    assert all(125 <= p <= 140 for p in llama), llama
+    assert all(100 <= p <= 112 for p in qwen), qwen
+
+
+def test_gb200_8b_update_packs_its_micro_batches_to_the_recipe_budget():
+    # NeMo-RL's sequence packing: train_mb_tokens = 4,096 x train_micro_batch_size 1; a
+    # sequence is the prompt + the mean response: 4,096 // (128 + 1,066) = 3 (colocated),
+    # 4,096 // (133 + 1,107) = 3 (one-step-off)
+    cases = {c.row: c for c in rl.CASES}
+    for row in (6, 7):
+        details, _ = rl._details(cases[row])
+        assert details is not None and details["update_micro_batch"] == 3

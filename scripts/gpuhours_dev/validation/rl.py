@@ -141,6 +141,68 @@ _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
 _NEMO_QWEN_ASSUMED = ("prompt 256 tokens (not stated); the table's 'G-Average Seq len' taken as "
                       "the mean response; longest = 4096 - prompt; Megatron's distributed "
                       "optimizer as ZeRO-1; checkpointing on (not stated)")
+
+
+def nemo_prompt_tokens(row: int) -> int:
+    """Mean prompt tokens a sequence of a NeMo-RL performance-summary row: the page's
+    Tokens/sec/GPU x Total Step time x GPUs / (64 x 32 sequences) is the step's tokens a
+    sequence, less its 'G-Average Seq len' (the mean response). Both are the page's own
+    figures ("Tokens/sec/GPU = Total Tokens Processed / (Time for Stage x Number of GPUs)",
+    docs/about/performance-summary.md @108bffda; means of 5 steps, which the page says makes
+    the equation hold only roughly). It gives 127-136 tokens on the ten NeMo rows' Llama-3.1
+    runs and 101-110 on the Qwen3 runs: the same prompts (OpenMathInstruct-2 through
+    examples/prompts/cot.txt), Llama-3.1's chat template adding its default system header."""
+    r = rows()[row]
+    tokens_per_gpu_s = float(r["other_times"].split()[1].replace(",", ""))
+    per_sequence = tokens_per_gpu_s * float(r["step_time_s"]) * int(r["n_gpus"]) / (64 * 32)
+    return round(per_sequence - float(r["response_tokens_mean"]))
+
+
+# The GB200 rows (CSV lines 8-11) as their recipes at 108bffda set them
+# (examples/configs/recipes/llm/performance/grpo-llama3.1-8b-instruct-2n4g{,-async-1off}.yaml,
+# grpo-qwen3-32b-{4n4g,8n4g-async-1off}.yaml over examples/configs/grpo_math_1B.yaml):
+# - the prompt from the page's own throughput (`nemo_prompt_tokens`), the longest response the
+#   rest of max_total_sequence_length 4096 (vllm max_model_len 4096);
+# - Llama-3.1-8B trains with Megatron TP1 PP1 (the 2n4g recipes set both): no model
+#   parallelism, data parallelism with Megatron's distributed optimizer
+#   (use_distributed_optimizer: true in grpo_math_1B.yaml) as ZeRO-1, Transformer Engine's
+#   fused attention, as the Qwen rows; its micro-batches are sequence-packed to
+#   sequence_packing.train_mb_tokens = max_total_sequence_length x train_micro_batch_size =
+#   4,096 x 1 tokens, its log-prob passes to logprob_mb_tokens = 4,096 x logprob_batch_size 2
+#   (grpo_math_1B.yaml: sequence_packing.enabled True); the Qwen rows' micro_batch 1 is that
+#   packing already (one ~3,360-token sequence a 4,096-token micro-batch);
+# - Qwen3-32B trains without recompute: the 4n4g/8n4g recipes leave megatron_cfg
+#   .activation_checkpointing at grpo_math_1B.yaml's false (megatron_policy_worker.py sets
+#   recompute_granularity "full" only when it is true); the 8B recipes set it true;
+# - everything else as the H100 rows: the same recipe bodies, vLLM 0.11.2 (pyproject.toml),
+#   enforce_eager False, no attention-backend or CUDA-graph setting for GB200 (vllm_worker.py
+#   keys only enable_prefix_caching on the compute capability, >= 8 on both GPUs).
+_NEMO_PACKED_8B = {"update_tokens_per_gpu": 4096, "scoring_tokens_per_gpu": 2 * 4096}
+_NEMO_MEGATRON_PACKED = {k: v for k, v in _NEMO_MEGATRON.items() if k != "micro_batch"}
+
+
+def _nemo_gb200_prompt(row: int) -> dict[str, int]:
+    prompt = nemo_prompt_tokens(row)
+    return {"prompt_tokens": prompt, "max_response_tokens": 4096 - prompt}
+
+
+def _nemo_gb200_assumed(row: int, checkpointing: bool) -> str:
+    prompt = nemo_prompt_tokens(row)
+    recompute = ("full recompute (the recipe's activation_checkpointing: true)" if checkpointing
+                 else "no recompute (grpo_math_1B.yaml's megatron_cfg.activation_checkpointing: "
+                 "false; the recipe leaves it)")
+    return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
+            f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
+            f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
+            f"optimizer as ZeRO-1; {recompute}; the job's GPUs in one NVLink domain "
+            f"(GB200-NVL72; which trays of which rack not stated)")
+
+
+# GPUs one NVLink domain joins, by catalog GPU, where it is not the 8 of a DGX/HGX node: a
+# GB200-NVL72 rack's 72 GPUs (18 trays of 4, NeMo-RL's cluster.gpus_per_node 4) all reach each
+# other through its NVLink switches at the catalog's 1,800 GB/s (NVIDIA GB200 NVL72 page, the
+# catalog's source), so a job of up to 72 GPUs has no inter-node network in its collectives
+_NVLINK_DOMAIN_GPUS = {"gb200": 72}
 # verl's fully-async README rows on H20 (FSDP2 or Megatron + vLLM): the scripts' settings
 _VERL_PROMPT = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
                 "stated)")
@@ -361,24 +423,27 @@ CASES = [
          _NEMO_QWEN_ASSUMED + "; 16 micro-batches per optimizer step (512 sequences over 32 "
          "data-parallel ranks)"),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
-                      "max_response_tokens": 3840},
-         {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 3},
-         _NEMO_ASSUMED),
-    Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, "max_response_tokens": 3840,
-                      **_NEMO_DEDICATED, "rollout_gpus": 4},
-         {"model": "llama-3.1-8b", "method": "full", "gpus": 8, "checkpointing": True,
-          "zero_stage": 3},
-         _NEMO_ASSUMED),
-    Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3253},
-         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64},
-         _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
-         "parallelism 8)"),
+                      **_nemo_gb200_prompt(6), **_NEMO_PACKED_8B},
+         {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
+         _nemo_gb200_assumed(6, True) + "; micro-batches packed to 4,096 tokens, log-prob passes "
+         "to 8,192 (the recipe's sequence packing)"),
+    Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
+                      **_nemo_gb200_prompt(7), **_NEMO_PACKED_8B},
+         {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
+         _nemo_gb200_assumed(7, True) + "; micro-batches packed to 4,096 tokens, log-prob passes "
+         "to 8,192 (the recipe's sequence packing)"),
+    Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3253,
+                      **_nemo_gb200_prompt(8)},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64,
+          "checkpointing": False},
+         _nemo_gb200_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
+         "data parallelism 8)"),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
-                      "rollout_gpus": 16},
-         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64},
-         _NEMO_QWEN_ASSUMED + "; 64 micro-batches per optimizer step (512 sequences over data "
-         "parallelism 8)"),
+                      "rollout_gpus": 16, **_nemo_gb200_prompt(9)},
+         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,
+          "checkpointing": False},
+         _nemo_gb200_assumed(9, False) + "; 64 micro-batches per optimizer step (512 sequences over "
+         "data parallelism 8)"),
     Case(10, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 32},
          _VERL_7B_ASSUMED + _VERL_COLOCATED_ASSUMED),
     Case(11, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 64},
@@ -565,9 +630,12 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
     from gpuhours.plan.budget import evaluate
     from gpuhours.plan.load import load_plan
 
+    # a GB200 job's GPUs share one NVLink domain (`_NVLINK_DOMAIN_GPUS`); DGX/HGX nodes of 8
+    per_node = (min(_NVLINK_DOMAIN_GPUS[case.gpu], case.settings["gpus"])
+                if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
     plan = {"project": f"rl-row-{case.row}",
-            "hardware": {"gpu": case.gpu, "gpus_per_node": 8,
-                         "nodes": max(1, case.settings["gpus"] // 8)},
+            "hardware": {"gpu": case.gpu, "gpus_per_node": per_node,
+                         "nodes": max(1, -(-case.settings["gpus"] // per_node))},
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "plan.yaml"
