@@ -166,7 +166,9 @@ class Allocator:
                 nxt.prev = rest
             block.next = rest
             block.size = size
-            pool.add(rest)
+            key = (remaining, rest.segment, rest.offset)  # pool.add(rest)
+            bisect.insort(pool.keys, key)
+            pool.blocks[key] = rest
         block.free = False
         allocated = self.allocated + block.size
         self.allocated = allocated
@@ -175,8 +177,34 @@ class Allocator:
         return block
 
     def free(self, block: _Block) -> None:
+        """Return a block to its pool, merged with free neighbours of its segment (the pool's
+        add and remove written out: the replays make hundreds of thousands of frees)."""
         self.allocated -= block.size
-        _release(self.pools[block.small], block)
+        pool = self.pools[block.small]
+        keys, blocks = pool.keys, pool.blocks
+        block.free = True
+        prev = block.prev
+        if prev is not None and prev.free:
+            key = (prev.size, prev.segment, prev.offset)
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            prev.size += block.size
+            nxt = prev.next = block.next
+            if nxt is not None:
+                nxt.prev = prev
+            block = prev
+        nxt = block.next
+        if nxt is not None and nxt.free:
+            key = (nxt.size, nxt.segment, nxt.offset)
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            block.size += nxt.size
+            after = block.next = nxt.next
+            if after is not None:
+                after.prev = block
+        key = (block.size, block.segment, block.offset)
+        bisect.insort(keys, key)
+        blocks[key] = block
 
     def malloc_and_free(self, nbytes: int) -> None:
         """`free(malloc(nbytes))` (a tensor freed as soon as it is made: torch.no_grad frees an
@@ -254,23 +282,3 @@ def replay(log: StorageLog) -> AllocatorReplay:
                            peak_reserved_bytes=alloc.peak_reserved, segments=alloc.segments,
                            reserved_at_tensor_peak_bytes=reserved_at_peak)
 
-
-def _release(pool: _Pool, block: _Block) -> None:
-    """Return a block to its pool, merged with free neighbours of its segment."""
-    block.free = True
-    prev = block.prev
-    if prev is not None and prev.free:
-        pool.remove(prev)
-        prev.size += block.size
-        prev.next = block.next
-        if block.next is not None:
-            block.next.prev = prev
-        block = prev
-    nxt = block.next
-    if nxt is not None and nxt.free:
-        pool.remove(nxt)
-        block.size += nxt.size
-        block.next = nxt.next
-        if nxt.next is not None:
-            nxt.next.prev = block
-    pool.add(block)
