@@ -208,3 +208,34 @@ def test_the_mi250x_is_the_device_software_sees_not_its_two_die_package():
     hw = Hardware(gpu=catalog.gpu("a100-80gb"))
     r = fit(t, hw, bigger_gpus=catalog.gpus())
     assert not any(c.gpu == "mi250x" for c in r.alternatives)
+
+
+@pytest.mark.parametrize("method", ["lora", "qlora"])
+def test_a_remedy_row_is_the_fastest_variant_that_fits_of_all_evaluated(method, monkeypatch):
+    """remedies._row evaluates the variants' memory fastest first and stops at the first that
+    fits: the same row and count as every variant evaluated and the fastest that fits taken
+    (max keeps the first of equals), having evaluated only the variants at least as fast. A
+    70B on 64 A100s: four ZeRO stages x checkpointing off and on, of which only some fit
+    (for LoRA only the slowest, for QLoRA faster ones too)."""
+    import gpuhours.estimate.remedies as R
+    from gpuhours.estimate.candidate import evaluate
+
+    t = Training(model="llama-2-70b", seq_len=4096)
+    hw = Hardware(gpu="a100-80gb", num_gpus=64)
+    variants = R._combined(t, hw, [0, 1, 2, 3], method=method)
+    every = [evaluate(s, h, 0.1, "") for s, h in variants]  # speeds of all, fitting or not
+    fitting = [c for c in every if c.fits]
+    assert 0 < len(fitting) < len(every)
+    expected = max(fitting, key=lambda c: c.tokens_per_s_per_gpu)
+    at_least_as_fast = [c for i, c in enumerate(every)
+                        if c.tokens_per_s_per_gpu > expected.tokens_per_s_per_gpu
+                        or (c.tokens_per_s_per_gpu == expected.tokens_per_s_per_gpu
+                            and i <= every.index(expected))]
+    calls = []
+    monkeypatch.setattr(R, "evaluate", lambda *a, **k: calls.append(a) or evaluate(*a, **k))
+    row, n = R._row(t, hw, 0.1, variants)
+    assert row is not None and n == len(variants)
+    assert row.model_copy(update={"change": ""}) == expected
+    assert len(calls) == len(at_least_as_fast)
+    if method == "qlora":
+        assert len(calls) < len(variants)

@@ -125,6 +125,10 @@ class _Logged(Allocator):
         self.events.append(-self._uid.pop(id(block)))
         super().free(block)
 
+    def malloc_and_free(self, nbytes: int) -> None:
+        # the base class's shortcut makes no malloc or free call: both events are logged
+        self.free(self.malloc(nbytes))
+
 
 def _generated(t: Training) -> tuple[Recorded, _Logged]:
     """The replay's sequence for `t`: the resident state (not logged: the real run's
@@ -265,3 +269,33 @@ def test_on_a_card_the_replay_is_bounded_by_what_cudamalloc_can_give():
     assert tight.total_bytes <= card
     assert tight.allocator_reserve_bytes < unbounded.allocator_reserve_bytes
     assert "the card's memory less the CUDA context" in tight.setup_terms[-1]
+
+
+class _Counted(Allocator):
+    """The allocator model, counting requests."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def malloc(self, nbytes: int) -> Block:
+        self.requests += 1
+        return super().malloc(nbytes)
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+@pytest.mark.parametrize("grad_accum", [1, 3])
+def test_steps_that_repeat_the_step_before_end_where_every_step_would(checkpointing, grad_accum):
+    """run_steps stops once a step begins with the layout the step before began with (the
+    steps after it would repeat it): five steps end with the same layout, peaks and segments
+    as five steps run one by one (on_phase given: every step runs), with fewer requests."""
+    t = _training(checkpointing).model_copy(update={"grad_accum": grad_accum})
+    m = training_memory(t.arch, t)
+    short, every = _Counted(), _Counted()
+    for al, on_phase in ((short, None), (every, lambda step, phase: None)):
+        _resident(al, t, m)
+        run_steps(al, t, m, steps=5, on_phase=on_phase)
+    assert short.free_layout() == every.free_layout()
+    assert (short.peak_reserved, short.peak_allocated, short.segments) == (
+        every.peak_reserved, every.peak_allocated, every.segments)
+    assert short.requests < every.requests

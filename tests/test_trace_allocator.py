@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuhours.trace.accounting import Place, StorageLog
-from gpuhours.trace.allocator import replay, rounded_bytes, segment_bytes
+from gpuhours.trace.allocator import (
+    Allocator,
+    Block,
+    OutOfMemory,
+    replay,
+    rounded_bytes,
+    segment_bytes,
+)
 
 MIB = 2**20
 HERE = Place(0, "forward", "", "op")
@@ -100,3 +107,48 @@ def test_reserved_covers_allocated_which_covers_the_tensors(ops):
     r = replay(log)
     assert log.peak_bytes <= r.peak_allocated_bytes <= r.peak_reserved_bytes
     assert r.reserved_at_tensor_peak_bytes <= r.peak_reserved_bytes
+
+
+def test_a_block_made_and_freed_at_once_moves_only_the_allocated_peak():
+    """Allocator.malloc_and_free, worked by hand: a 3 MiB block splits a 20 MiB segment (17 MiB
+    left free). 5 MiB made and freed takes the 17 MiB block split (5 MiB handed out, peak
+    3 + 5); 16.5 MiB would leave 0.5 MiB, not split, so the whole 17 MiB is handed out (peak
+    3 + 17); 18 MiB fits in no cached block: a new 18 MiB segment, left cached and free."""
+    al = Allocator()
+    al.malloc(3 * MIB)
+    before = al.free_layout()
+    al.malloc_and_free(5 * MIB)
+    assert al.free_layout() == before and al.peak_allocated == 8 * MIB
+    al.malloc_and_free(33 * MIB // 2)
+    assert al.free_layout() == before and al.peak_allocated == 20 * MIB
+    al.malloc_and_free(18 * MIB)
+    assert (al.reserved, al.segments, al.allocated) == (38 * MIB, 2, 3 * MIB)
+    assert al.peak_allocated == 21 * MIB and al.peak_reserved == 38 * MIB
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(1, 40 * MIB)), min_size=1,
+                max_size=60), st.sampled_from([None, 60 * MIB, 150 * MIB]))
+def test_made_and_freed_at_once_is_a_malloc_then_a_free(ops, capacity):
+    """For any sequence, with or without a capacity: malloc_and_free leaves two allocators in
+    the same state and with the same peaks as malloc followed by free."""
+    short, long = Allocator(capacity), Allocator(capacity)
+    live: list[tuple[Block, Block]] = []
+    for kind, size in ops:
+        try:
+            if kind == 0 and live:
+                a, b = live.pop(size % len(live))
+                short.free(a)
+                long.free(b)
+            elif kind == 1:
+                short.malloc_and_free(size)
+                long.free(long.malloc(size))
+            else:
+                live.append((short.malloc(size), long.malloc(size)))
+        except OutOfMemory:
+            with pytest.raises(OutOfMemory):
+                long.free(long.malloc(size)) if kind == 1 else long.malloc(size)
+            break
+        assert short.free_layout() == long.free_layout()
+    assert (short.peak_allocated, short.peak_reserved, short.releases) == (
+        long.peak_allocated, long.peak_reserved, long.releases)

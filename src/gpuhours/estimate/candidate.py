@@ -93,14 +93,12 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
             virtual_stages=t.virtual_stages,
             tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
             offload=t.offload)
-    flops = training_flops(t)  # images and their vision tower included (issue 15)
-    st = training_step_time(t.arch, t, hw, flops, mem.trainable_params)
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
         checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
         num_gpus=hw.num_gpus, gpu=hw.gpu.name, memory_total_bytes=mem.total_bytes,
         memory_limit_bytes=limit, fits=mem.total_bytes <= limit,
-        tokens_per_s_per_gpu=t.tokens_per_micro_batch * t.grad_accum / mp / st.step_time_s,
+        tokens_per_s_per_gpu=tokens_per_s_per_gpu(t, hw, mem.trainable_params),
         tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
         virtual_stages=t.virtual_stages,
         tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
@@ -108,3 +106,10 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
     )
 
 
+def tokens_per_s_per_gpu(t: Training, hw: Hardware, trainable_params: int) -> float:
+    """A configuration's speed, tokens/s per GPU: the tokens of a step over the GPUs of a model
+    replica (tp x pp x cp), over the step time (estimate/timing.py). `trainable_params` is
+    the memory breakdown's (training_memory: the allocator reserve does not change it)."""
+    flops = training_flops(t)  # images and their vision tower included (issue 15)
+    st = training_step_time(t.arch, t, hw, flops, trainable_params)
+    return t.tokens_per_micro_batch * t.grad_accum / (t.tp * t.pp * t.cp) / st.step_time_s

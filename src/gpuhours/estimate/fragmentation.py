@@ -218,7 +218,7 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
             inputs.append(al.malloc(s.layer_input))
             if no_grad_forward:
                 for x in s.layer:
-                    al.free(al.malloc(x))
+                    al.malloc_and_free(x)
             else:
                 for b in [al.malloc(x) for x in s.layer]:
                     al.free(b)

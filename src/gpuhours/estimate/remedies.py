@@ -24,8 +24,9 @@ from collections.abc import Iterable
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import InputError
-from gpuhours.estimate.candidate import Candidate, evaluate
+from gpuhours.estimate.candidate import Candidate, evaluate, tokens_per_s_per_gpu
 from gpuhours.estimate.lora_traffic import lora_branch_of
+from gpuhours.estimate.memory import training_memory
 from gpuhours.estimate.timing import QLORA_VENDORS
 from gpuhours.setup import Hardware, Training
 
@@ -131,18 +132,42 @@ def _with_batch(s: Training, h: Hardware, effective_batch: int | None) -> Traini
 def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
          effective_batch: int | None = None) -> tuple[Candidate | None, int]:
     """(the row of a remedy: the fastest variant that fits, else the one needing the least
-    memory, labelled by changes_text; how many evaluations it took). Each variant runs the
-    accumulation `effective_batch` needs on its GPUs (_with_batch)."""
-    tried: list[tuple[Candidate, Training, Hardware]] = []
-    for s, h in ((_with_batch(s, h, effective_batch), h) for s, h in variants):
+    memory, labelled by changes_text; how many configurations were evaluated or ruled out).
+    Each variant runs the accumulation `effective_batch` needs on its GPUs (_with_batch).
+
+    A variant's speed does not depend on its memory, only whether it fits does (and that can
+    take a replay of the allocator: step_replay.py). So the speeds come first (_speeds), and
+    the memory of the variants is evaluated fastest first (ties in the variants' order, as
+    max() keeps the first), up to the first that fits: the row. The slower ones cannot be
+    the row and are not evaluated; they count as evaluated, as the ruling out is (their
+    memory and speed raise no error: _speeds). A variant whose speed raised is evaluated in
+    full first: it counts only where it does not fit, and is the row only where none fits.
+    Where none fits, every variant was evaluated, and the row is the one needing the least
+    memory, as before."""
+    setups = [(_with_batch(s, h, effective_batch), h) for s, h in variants]
+    speeds = _speeds(setups)
+    known = sorted((i for i, v in enumerate(speeds) if v is not None),
+                   key=lambda i: (-(speeds[i] or 0.0), i))
+    unknown = [i for i, v in enumerate(speeds) if v is None]
+    done: dict[int, Candidate] = {}
+    for i in unknown + known:
+        s, h = setups[i]
         try:
-            tried.append((evaluate(s, h, headroom, "", speed_if_too_big=False), s, h))
+            c = evaluate(s, h, headroom, "", speed_if_too_big=False)
         except InputError:
             continue  # a change this model or GPU cannot take (a precision it lacks)
+        done[i] = c
+        # a variant whose speed raised in _speeds yet fits in evaluate would compete for the
+        # row (not expected: both take the same trainable parameters): then no early answer
+        if c.fits and i in known and not any(done[u].fits for u in unknown if u in done):
+            not_evaluated = len(known) - known.index(i) - 1
+            return (c.model_copy(update={"change": changes_text(t, hw, s, h)}),
+                    len(done) + not_evaluated)
+    tried = [(done[i], *setups[i]) for i in sorted(done)]
     if not tried:
         return None, 0
     fitting = [x for x in tried if x[0].fits]
-    if fitting:
+    if fitting:  # only where a variant fitted that the early answer had to pass over
         c, s, h = max(fitting, key=lambda x: x[0].tokens_per_s_per_gpu)
     else:
         _, s, h = min(tried, key=lambda x: x[0].memory_total_bytes)
@@ -151,6 +176,20 @@ def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
         except InputError:
             return None, len(tried)  # a GPU without this precision's matmul rate
     return c.model_copy(update={"change": changes_text(t, hw, s, h)}), len(tried)
+
+
+def _speeds(setups: Variants) -> list[float | None]:
+    """Each setup's tokens/s per GPU as `evaluate` gives it (candidate.tokens_per_s_per_gpu
+    over training_memory's trainable parameters, no allocator replay); None where the memory
+    or the speed raises an InputError (a change this model or GPU cannot take)."""
+    out: list[float | None] = []
+    for s, h in setups:
+        try:
+            m = training_memory(s.arch, s, h.num_gpus, 0.0, h.gpu.stack)
+            out.append(tokens_per_s_per_gpu(s, h, m.trainable_params))
+        except InputError:
+            out.append(None)
+    return out
 
 
 def what_would_fit(t: Training, hw: Hardware, headroom: float, bigger_gpus: Iterable[GpuSpec],

@@ -36,7 +36,9 @@ fragmentation.py's per-micro-batch tensors), in program order:
 
 STEPS_REPLAYED steps are replayed: the first lays the state out in the activations' freed
 blocks, the second and third run on that layout (reserved memory only grows, so later steps
-of a fixed-length run add nothing once a step repeats the one before). The reserve added to
+of a fixed-length run add nothing once a step repeats the one before; a step that begins with
+the allocator layout the step before began with would repeat it exactly, so it and the later
+ones are not run: `run_steps`). The reserve added to
 the live-tensor peak (memory.py's `tensors_bytes`) is the replay's reserved peak less its
 allocated peak, over the window the source measures (after the wrap for fsdp-flatten, the whole
 run otherwise).
@@ -247,7 +249,18 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
         else:
             made.extend(al.malloc(b) for b in root_grads[:1])
 
+    layout_before: tuple[object, ...] | None = None
     for step in range(steps):
+        if step >= 1 and on_phase is None:
+            # steps after the first make the same requests (the moments are made once); a
+            # step that began with the allocator's layout the step before began with repeats
+            # that step exactly (Allocator.free_layout: the resident state and the moments
+            # stay allocated), ends with the layout it began with and leaves the peaks as they
+            # are, and so do all the steps after it: they are not run again
+            layout = al.free_layout()
+            if layout == layout_before:
+                break
+            layout_before = layout
         begin(step, "forward")
         for micro in range(min(t.grad_accum, 2)):
             hook = make_grad if micro == 0 and m.gradients_bytes > 0 else None

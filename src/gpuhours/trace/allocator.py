@@ -67,7 +67,7 @@ def segment_bytes(rounded: int) -> int:
     return ROUND_LARGE_BYTES * ((rounded + ROUND_LARGE_BYTES - 1) // ROUND_LARGE_BYTES)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Block:
     segment: int
     offset: int
@@ -97,13 +97,18 @@ class _Pool:
 
     def remove(self, b: _Block) -> None:
         key = (b.size, b.segment, b.offset)
-        i = bisect.bisect_left(self.keys, key)
-        del self.keys[i]
+        del self.keys[bisect.bisect_left(self.keys, key)]
         del self.blocks[key]
 
     def best_fit(self, size: int) -> _Block | None:
         i = bisect.bisect_left(self.keys, (size, -1, -1))
         return self.blocks[self.keys[i]] if i < len(self.keys) else None
+
+    def take_best_fit(self, size: int) -> _Block | None:
+        """`best_fit`, removed from the pool (one search instead of two)."""
+        keys = self.keys
+        i = bisect.bisect_left(keys, (size, -1, -1))
+        return self.blocks.pop(keys.pop(i)) if i < len(keys) else None
 
 
 @dataclass(frozen=True)
@@ -143,31 +148,97 @@ class Allocator:
         self._live: dict[int, tuple[_Block, int]] = {}
 
     def malloc(self, nbytes: int) -> _Block:
-        size = rounded_bytes(nbytes)
-        pool = self.pools[size <= SMALL_REQUEST_BYTES]
-        block = pool.best_fit(size)
+        # the replays of `fit` make hundreds of thousands of requests: rounded_bytes and the
+        # pool's search are written out here (same rules), and the peak kept without max()
+        size = (MIN_BLOCK_BYTES if nbytes < MIN_BLOCK_BYTES else
+                MIN_BLOCK_BYTES * ((nbytes + MIN_BLOCK_BYTES - 1) // MIN_BLOCK_BYTES))
+        small = size <= SMALL_REQUEST_BYTES
+        pool = self.pools[small]
+        block = pool.take_best_fit(size)
         if block is None:
             block = self._new_segment(size, pool)
-        else:
-            pool.remove(block)
         remaining = block.size - size
-        split = remaining >= MIN_BLOCK_BYTES if pool.small else remaining > SMALL_REQUEST_BYTES
-        if split:
-            rest = _Block(segment=block.segment, offset=block.offset + size, size=remaining,
-                          small=block.small, prev=block, next=block.next)
-            if block.next is not None:
-                block.next.prev = rest
+        if remaining >= MIN_BLOCK_BYTES if small else remaining > SMALL_REQUEST_BYTES:
+            nxt = block.next
+            rest = _Block(block.segment, block.offset + size, remaining, block.small, True,
+                          block, nxt)
+            if nxt is not None:
+                nxt.prev = rest
             block.next = rest
             block.size = size
-            pool.add(rest)
+            key = (remaining, rest.segment, rest.offset)  # pool.add(rest)
+            bisect.insort(pool.keys, key)
+            pool.blocks[key] = rest
         block.free = False
-        self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        allocated = self.allocated + block.size
+        self.allocated = allocated
+        if allocated > self.peak_allocated:
+            self.peak_allocated = allocated
         return block
 
     def free(self, block: _Block) -> None:
+        """Return a block to its pool, merged with free neighbours of its segment (the pool's
+        add and remove written out: the replays make hundreds of thousands of frees)."""
         self.allocated -= block.size
-        _release(self.pools[block.small], block)
+        pool = self.pools[block.small]
+        keys, blocks = pool.keys, pool.blocks
+        block.free = True
+        prev = block.prev
+        if prev is not None and prev.free:
+            key = (prev.size, prev.segment, prev.offset)
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            prev.size += block.size
+            nxt = prev.next = block.next
+            if nxt is not None:
+                nxt.prev = prev
+            block = prev
+        nxt = block.next
+        if nxt is not None and nxt.free:
+            key = (nxt.size, nxt.segment, nxt.offset)
+            del keys[bisect.bisect_left(keys, key)]
+            del blocks[key]
+            block.size += nxt.size
+            after = block.next = nxt.next
+            if after is not None:
+                after.prev = block
+        key = (block.size, block.segment, block.offset)
+        bisect.insort(keys, key)
+        blocks[key] = block
+
+    def malloc_and_free(self, nbytes: int) -> None:
+        """`free(malloc(nbytes))` (a tensor freed as soon as it is made: torch.no_grad frees an
+        operator's output once the next has used it), with the same outcome by a shorter way.
+        Where a cached block fits, malloc takes the best fit and free gives it back merged with
+        the part split off (the block's neighbours are not free: free blocks are always
+        merged), so the pools end as they began and only the allocated peak can move, by the
+        bytes malloc would hand out. Where none fits, the new segment (and any release under
+        pressure) is made by malloc itself."""
+        size = (MIN_BLOCK_BYTES if nbytes < MIN_BLOCK_BYTES else
+                MIN_BLOCK_BYTES * ((nbytes + MIN_BLOCK_BYTES - 1) // MIN_BLOCK_BYTES))
+        small = size <= SMALL_REQUEST_BYTES
+        block = self.pools[small].best_fit(size)
+        if block is None:
+            self.free(self.malloc(nbytes))
+            return
+        remaining = block.size - size
+        split = remaining >= MIN_BLOCK_BYTES if small else remaining > SMALL_REQUEST_BYTES
+        allocated = self.allocated + (size if split else block.size)
+        if allocated > self.peak_allocated:
+            self.peak_allocated = allocated
+
+    def free_layout(self) -> tuple[object, ...]:
+        """What the outcome of later requests depends on, when every block now allocated
+        stays allocated through them: the capacity, the segments ever made (new segments'
+        ids), the live segments and their sizes, reserved and allocated bytes, and each pool's
+        free blocks (size, segment, offset). Two allocators with equal layouts answer the same
+        sequence of such requests alike (malloc and free are deterministic): the best fit is
+        chosen among the free blocks, a freed block merges only with free neighbours (a free
+        block ends where its free neighbour begins), and release_cached frees the live
+        segments that are one free block. The peaks are left out."""
+        return (self.capacity_bytes, self.segments, self.reserved, self.allocated,
+                tuple((sid, seg) for sid, (_, seg) in self._live.items()),
+                tuple(self.pools[True].keys), tuple(self.pools[False].keys))
 
     def _new_segment(self, size: int, pool: _Pool) -> _Block:
         seg = segment_bytes(size)
@@ -211,23 +282,3 @@ def replay(log: StorageLog) -> AllocatorReplay:
                            peak_reserved_bytes=alloc.peak_reserved, segments=alloc.segments,
                            reserved_at_tensor_peak_bytes=reserved_at_peak)
 
-
-def _release(pool: _Pool, block: _Block) -> None:
-    """Return a block to its pool, merged with free neighbours of its segment."""
-    block.free = True
-    prev = block.prev
-    if prev is not None and prev.free:
-        pool.remove(prev)
-        prev.size += block.size
-        prev.next = block.next
-        if block.next is not None:
-            block.next.prev = prev
-        block = prev
-    nxt = block.next
-    if nxt is not None and nxt.free:
-        pool.remove(nxt)
-        block.size += nxt.size
-        block.next = nxt.next
-        if nxt.next is not None:
-            nxt.next.prev = block
-    pool.add(block)
