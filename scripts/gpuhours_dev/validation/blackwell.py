@@ -1,5 +1,6 @@
 """Training throughput on Blackwell (docs/validation.md): every Blackwell pre-training row of
-Megatron-Bridge's performance summaries (data/throughput_blackwell.csv), expressed as the H100
+Megatron-Bridge's performance summaries, NeMo's long-sequence table and torchao/torchtitan's
+MXFP8 tables (data/throughput_blackwell.csv), expressed as the H100
 rows are (hopper.py `stated_layout_row`: the stated TP/PP/CP/VP/EP, FSDP or the distributed
 optimizer, micro-batches from the global batch, Megatron-Core's kernel path, the row's matmul
 precision) on the system the row names, or listed with the reason it is not.
@@ -60,13 +61,20 @@ BLACKWELL_MODELS = {**H100_MODELS, "DeepSeekV3": "deepseek-v3",
 
 
 def _skip(r: dict[str, str]) -> str | None:
+    if "power limited" in r["gpu"]:
+        return ("a power-limited B200, its cap not stated (the catalog's B200 is the 1,000 W "
+                "part; a lower cap lowers the clocks by an amount the source does not give)")
     if r["gpu"] not in BLACKWELL_SYSTEMS:
         return f"DGX-{r['gpu']} (Blackwell Ultra) is not in the GPU catalog"
+    if not r["tokens_per_sec_per_gpu"]:
+        return "tokens/s per GPU not stated (TFLOP/s per GPU only, in the source's FLOP count)"
     if "nvfp4" in r["precision"].lower():
         return ("NVFP4 (4-bit block-scaled) matmuls: the estimator's precisions stop at fp8 "
                 "(setup.Precision) and the catalog has no fp4 peak")
     if matmul_precision(r) is None:
         return "matmul precision not stated"
+    if not r["micro_batch"] or not r["seq_len"]:
+        return "layout, batch or sequence length not stated"
     if "tokendrop" in r["model"]:
         return "MoE token dropping (capacity factor): not modelled"
     if "w/ MTP" in r["model"]:
