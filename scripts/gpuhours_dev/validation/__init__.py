@@ -182,6 +182,29 @@ def hopper_comparisons() -> list[Comparison]:
     return out
 
 
+def blackwell_comparisons() -> list[Comparison]:
+    """Training throughput on Blackwell (validation/blackwell.py): each expressed row (all held
+    out: no constant was set from them), the rest with why."""
+    from gpuhours_dev.validation.blackwell import blackwell_rows
+    from gpuhours_dev.validation.hopper import predicted_tokens_per_s
+
+    out = []
+    for r in blackwell_rows(_rows("throughput_blackwell.csv")):
+        if r.skipped is not None or r.measured is None:
+            out.append(Comparison("throughput_blackwell", r.label, r.measured or float("nan"),
+                                  None, "tokens/s per GPU", "", "", r.source,
+                                  skipped=r.skipped, generation="blackwell"))
+            continue
+        assert r.training is not None and r.hardware is not None
+        e = estimate_training(r.training, r.hardware, r.training.model_basis)
+        out.append(Comparison("throughput_blackwell", r.label, r.measured,
+                              predicted_tokens_per_s(r), "tokens/s per GPU",
+                              "measured tokens/s per GPU", r.setup, r.source,
+                              implied_mfu=_implied_mfu(e, r.measured), group="held-out",
+                              generation="blackwell"))
+    return out
+
+
 # Llama 2 pretraining (Touvron et al. 2023, sec. 2.2 and table 1): 4k context, global batch of
 # 4M tokens (1024 sequences), AdamW, bf16, A100-80GB. The paper states neither the GPU count nor
 # the parallel layout, so we apply one rule to every size: 512 GPUs (64 nodes of 8, 200 Gb/s per
@@ -300,5 +323,6 @@ def all_comparisons() -> list[Comparison]:
     from gpuhours_dev.validation.at_scale import plain_comparisons
     from gpuhours_dev.validation.finetune import finetune_comparisons
 
-    return (throughput_comparisons() + hopper_comparisons() + gpu_hours_comparisons()
+    return (throughput_comparisons() + hopper_comparisons() + blackwell_comparisons()
+            + gpu_hours_comparisons()
             + memory_comparisons() + finetune_comparisons() + plain_comparisons())

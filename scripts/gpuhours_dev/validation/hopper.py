@@ -177,62 +177,73 @@ def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
     for r in rows:
         label = (f"{r['model']} {r['precision'] or '?'} seq {r['seq_len']} x{r['n_gpus'] or '?'}"
                  + ("" if r["gpu"] == "H100-80GB" else f" {r['gpu'].split(' (')[0]}"))
-        measured = float(r["tokens_per_sec_per_gpu"]) if r["tokens_per_sec_per_gpu"] else None
         nums = _layout_numbers(r["notes"])
-        skipped = _skip(r, nums)
-        if skipped is not None:
-            out.append(HopperRow(label, r["source"], measured, None, None, "", skipped))
-            continue
-        assert measured is not None
-        n, mb, seq = int(r["n_gpus"]), int(r["micro_batch"]), int(r["seq_len"])
-        tp, pp, cp, ep = (nums.get(k, 1) for k in ("TP", "PP", "CP", "EP"))
-        vp = nums.get("VP", 1)
-        dp = n // (tp * pp * cp)
-        fsdp = nums.get("FSDP", 0) > 1
-        # micro-batches per step: the global batch over micro-batch x data-parallel ranks, which
-        # the tokens/s were computed from; a stated GA only where the global batch is not given.
-        # They differ where a source's GA counts something else: NeMo Automodel's GA counts
-        # local batches (LBS=8 of pipeline micro-batches of 1: DeepSeek V3 GA=4 is 32 of them),
-        # and Megatron-Bridge 25.11's GPT-OSS 120B row states GA=2 where 512 / (4 x 16) is 8.
-        accum = (max(int(r["global_batch"]) // (mb * dp), 1) if r["global_batch"]
-                 else nums.get("GA", 1))
-        notes = r["notes"]
-        method = "lora" if "LoRA" in notes else "full"
-        precision = matmul_precision(r)
-        rank, targets, lora_setup = lora_adapters(r["source"])
-        kernels = "megatron" if megatron_core(r["source"]) else "eager"
-        # NeMo Automodel's "kernels: TE + triton": its LoRA runs as Triton kernels, the branch's
-        # elementwise work fused (Training.lora_branch); Megatron's adapters are fused by default
-        triton_lora = method == "lora" and "triton" in notes
-        branch = {"lora_branch": "fused"} if triton_lora else {}
-        if r["model"] in NEMO_GPT3:
-            arch = nemo_gpt3(r["model"])
-            basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
-        else:
-            arch, basis = resolve_model(H100_MODELS[r["model"]])
-        try:
-            t = Training.model_validate(dict(
-                arch=arch, model_basis=basis, method=method, precision=precision,
-                micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
-                lora_targets=targets, kernels=kernels, **branch,
-                zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
-                virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
-        except FieldError as e:  # the stated layout is one the estimator does not express
-            out.append(HopperRow(label, r["source"], measured, None, None, "",
-                                 f"layout refused by the estimator: {e.message}"))
-            continue
-        hw = Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8, inter_node_gb_per_s_one_way=net)
-        layout = " ".join(f"{k.lower()} {v}" for k, v in (("TP", tp), ("PP", pp), ("CP", cp),
-                                                          ("EP", ep), ("VP", vp)) if v > 1)
-        setup = (f"{method}{' ' + lora_setup if method == 'lora' else ''}, {kernels} kernels, "
-                 f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
-                 f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
-                 f"x {accum}")
-        model = arch.name if r["model"] in NEMO_GPT3 else H100_MODELS[r["model"]]
-        key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
-        out.append(HopperRow(label, r["source"], measured, t, hw, setup, None, key,
-                             r.get("split", "")))
+        out.append(stated_layout_row(
+            r, label, _skip(r, nums),
+            lambda n: Hardware(gpu=gpu, num_gpus=n, gpus_per_node=8,
+                               inter_node_gb_per_s_one_way=net)))
     return out
+
+
+def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
+                      hardware: Callable[[int], Hardware],
+                      models: dict[str, str] | None = None) -> HopperRow:
+    """One published throughput row as a setup of the estimator with the layout its notes state
+    (`_layout_numbers`), or why not (`skipped`, or the estimator's refusal); `hardware` gives
+    the system of n GPUs the row ran on, `models` the catalog model of each source's model name
+    (H100_MODELS unless given). What is assumed is said in `hopper_rows`."""
+    models = H100_MODELS if models is None else models
+    measured = float(r["tokens_per_sec_per_gpu"]) if r["tokens_per_sec_per_gpu"] else None
+    nums = _layout_numbers(r["notes"])
+    if skipped is not None:
+        return HopperRow(label, r["source"], measured, None, None, "", skipped)
+    assert measured is not None
+    n, mb, seq = int(r["n_gpus"]), int(r["micro_batch"]), int(r["seq_len"])
+    tp, pp, cp, ep = (nums.get(k, 1) for k in ("TP", "PP", "CP", "EP"))
+    vp = nums.get("VP", 1)
+    dp = n // (tp * pp * cp)
+    fsdp = nums.get("FSDP", 0) > 1
+    # micro-batches per step: the global batch over micro-batch x data-parallel ranks, which
+    # the tokens/s were computed from; a stated GA only where the global batch is not given.
+    # They differ where a source's GA counts something else: NeMo Automodel's GA counts
+    # local batches (LBS=8 of pipeline micro-batches of 1: DeepSeek V3 GA=4 is 32 of them),
+    # and Megatron-Bridge 25.11's GPT-OSS 120B row states GA=2 where 512 / (4 x 16) is 8.
+    accum = (max(int(r["global_batch"]) // (mb * dp), 1) if r["global_batch"]
+             else nums.get("GA", 1))
+    notes = r["notes"]
+    method = "lora" if "LoRA" in notes else "full"
+    precision = matmul_precision(r)
+    rank, targets, lora_setup = lora_adapters(r["source"])
+    kernels = "megatron" if megatron_core(r["source"]) else "eager"
+    # NeMo Automodel's "kernels: TE + triton": its LoRA runs as Triton kernels, the branch's
+    # elementwise work fused (Training.lora_branch); Megatron's adapters are fused by default
+    triton_lora = method == "lora" and "triton" in notes
+    branch = {"lora_branch": "fused"} if triton_lora else {}
+    if r["model"] in NEMO_GPT3:
+        arch = nemo_gpt3(r["model"])
+        basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
+    else:
+        arch, basis = resolve_model(models[r["model"]])
+    try:
+        t = Training.model_validate(dict(
+            arch=arch, model_basis=basis, method=method, precision=precision,
+            micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
+            lora_targets=targets, kernels=kernels, **branch,
+            zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
+            virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
+    except FieldError as e:  # the stated layout is one the estimator does not express
+        return HopperRow(label, r["source"], measured, None, None, "",
+                         f"layout refused by the estimator: {e.message}")
+    hw = hardware(n)
+    layout = " ".join(f"{k.lower()} {v}" for k, v in (("TP", tp), ("PP", pp), ("CP", cp),
+                                                      ("EP", ep), ("VP", vp)) if v > 1)
+    setup = (f"{method}{' ' + lora_setup if method == 'lora' else ''}, {kernels} kernels, "
+             f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
+             f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
+             f"x {accum}")
+    model = arch.name if r["model"] in NEMO_GPT3 else models[r["model"]]
+    key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
+    return HopperRow(label, r["source"], measured, t, hw, setup, None, key, r.get("split", ""))
 
 
 # --- the split and the fit -------------------------------------------------------------------

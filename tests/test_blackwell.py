@@ -1,0 +1,114 @@
+"""Blackwell throughput against Megatron-Bridge's published pre-training rows (docs/validation.md,
+"Training throughput on Blackwell"): which rows are expressed, with the layout and system their
+source states, and why the others are not. All held out: no constant was set from them."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from gpuhours_dev.validation import Comparison, _rows, blackwell_comparisons
+from gpuhours_dev.validation.blackwell import blackwell_rows, gb200_nvlink_domain_gpus
+from gpuhours_dev.validation.report import per_gpu_lines
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return blackwell_comparisons()
+
+
+def test_every_blackwell_row_is_expressed_or_says_why(rows):
+    # every DGX-B200/GB200/B300/GB300 row of the Pre-Training tables of Megatron-Bridge's
+    # performance-summary.md (26.08) and performance-summary-archive.md (25.09-26.06.01) at
+    # 067f987d, a parenthesised alternative as a row of its own (246); NeMo's long-sequence
+    # B200 table (8, TFLOP/s only); torchao's power-limited B200 Llama3-8b rows (5) and
+    # torchtitan's GB200 Llama 4 Scout MoE rows (2, no layout)
+    assert len(rows) == 261
+    for c in rows:
+        assert (c.predicted is None) == (c.skipped is not None), c.label
+        assert c.group in ("held-out", "")  # nothing here tunes a constant
+    reasons = Counter(c.skipped.split(":")[0].split(" (")[0] for c in rows if c.skipped)
+    assert reasons["DGX-GB300"] == 87 and reasons["DGX-B300"] == 29
+    assert reasons["NVFP4"] == 16  # the B200 and GB200 ones (33 NVFP4 rows in all)
+    assert reasons["matmul precision not stated"] == 21  # 25.09's tables have no column
+    assert reasons["model not in the catalog"] == 16  # Nemotron 3, DeepSeek-V4 Flash
+    assert reasons["layout refused by the estimator"] == 10  # DeepSeek-V3's 61 layers
+    assert reasons["tokens/s per GPU not stated"] == 8
+    assert reasons["a power-limited B200, its cap not stated"] == 5
+    assert reasons["layout, batch or sequence length not stated"] == 2
+    assert sum(reasons.values()) == 195
+    expressed = [c for c in rows if c.error is not None]
+    assert Counter(c.label.rsplit(" ", 1)[1] for c in expressed) == {"B200": 20, "GB200": 46}
+
+
+def test_rows_as_the_tables_print_them():
+    # read by hand from the tables: 26.08 DGX-GB200 GPT OSS 120B | 64 | MXFP8 | 1280 | 4 |
+    # 4096 | 1 | 1 | 1 | n/a | 64 | 28672; 25.11 DGX-B200 LLAMA3_8B | 8 | FP8-CS (FP8-MX) |
+    # 128 | 2 | 8192 | 0 | 1 | 1 | 1 | n/a | 1 | 8 | 30624 (29521)
+    data = _rows("throughput_blackwell.csv")
+    oss = [r for r in data if r["model"] == "GPT OSS 120B" and r["gpu"] == "GB200"
+           and "26.08" in r["notes"]]
+    assert len(oss) == 1
+    r = oss[0]
+    assert (r["n_gpus"], r["precision"], r["global_batch"], r["micro_batch"], r["seq_len"],
+            r["tokens_per_sec_per_gpu"]) == ("64", "MXFP8", "1280", "4", "4096", "28672")
+    assert "TP=1 PP=1 CP=1 EP=64" in r["notes"] and "VP" not in r["notes"]
+    l8b = {r["precision"]: r["tokens_per_sec_per_gpu"] for r in data
+           if r["model"] == "LLAMA3_8B" and r["gpu"] == "B200" and "25.11" in r["notes"]}
+    assert l8b == {"FP8-CS": "30624", "FP8-MX": "29521"}
+
+
+def test_gb200_nvlink_domain_is_the_launchers_segment():
+    # Megatron-Bridge executors.py: 4 GPUs a tray; all trays in one segment up to 18, else the
+    # largest divisor of the tray count up to 18
+    assert gb200_nvlink_domain_gpus(8) == 8  # 2 trays
+    assert gb200_nvlink_domain_gpus(64) == 64  # 16 trays
+    assert gb200_nvlink_domain_gpus(72) == 72  # 18 trays: a whole rack
+    assert gb200_nvlink_domain_gpus(128) == 64  # 32 trays: segments of 16
+    assert gb200_nvlink_domain_gpus(256) == 64  # 64 trays: segments of 16
+    assert gb200_nvlink_domain_gpus(76) == 4  # 19 trays, a prime: one tray a segment
+
+
+def test_the_stated_layout_and_system_are_the_ones_estimated():
+    data = _rows("throughput_blackwell.csv")
+    by_label = {r.label: r for r in blackwell_rows(data) if r.skipped is None}
+    # 25.11 DGX-B200 LLAMA3.1_405B FP8-CS: 128 GPUs, TP 4 PP 8 CP 2 VP 8, GBS 64, MBS 1:
+    # dp = 128 / (4 x 8 x 2) = 2, micro-batches = 64 / (1 x 2) = 32 (the table's GA 32)
+    r = by_label["LLAMA3.1_405B FP8-CS seq 8192 x128 B200"]
+    assert r.training is not None and r.hardware is not None
+    t = r.training
+    assert (t.tp, t.pp, t.cp, t.virtual_stages, t.grad_accum, t.zero_stage) == (4, 8, 2, 8, 32, 1)
+    assert t.precision == "fp8-mixed" and t.kernels == "megatron"
+    assert (r.hardware.gpu.name, r.hardware.gpus_per_node) == ("b200", 8)
+    assert r.hardware.inter_node_gb_per_s_one_way == 50
+    # 26.04.01 DGX-GB200 LLAMA3_70B FP8 with FSDP 64: ZeRO-3 over 64 GPUs, GBS 256 over MBS 2
+    # x 64 ranks = 2 micro-batches, one NVLink domain of 64
+    fsdp = [x for x in blackwell_rows(data) if x.skipped is None
+            and x.label == "LLAMA3_70B FP8 seq 8192 x64 GB200"]
+    assert fsdp and all(x.training is not None and x.training.zero_stage == 3
+                        and x.training.grad_accum == 2 for x in fsdp)
+    assert all(x.hardware is not None and x.hardware.gpus_per_node == 64 for x in fsdp)
+
+
+def test_the_dense_rows_within_20_percent(rows):
+    # held out: Llama 3 8B / 70B and Llama 3.1 405B on B200 and GB200 (26 rows, fp8 and
+    # MXFP8) under the Blackwell assumptions; the MoE rows are the known misses (see the notes)
+    dense = [c for c in rows if c.error is not None and c.label.startswith("LLAMA3")]
+    assert len(dense) == 26
+    for c in dense:
+        assert c.error is not None and abs(c.error) <= 0.20, (c.label, c.error)
+
+
+def test_per_gpu_summary_by_hand():
+    def row(label: str, measured: float, predicted: float | None) -> Comparison:
+        return Comparison("throughput_blackwell", label, measured, predicted, "tokens/s", "",
+                          "", "src")
+
+    lines = per_gpu_lines([row("a x8 B200", 100, 90), row("b x8 B200", 100, 130),
+                           row("c x8 B200", 100, 105), row("d x8 GB200", 100, 50),
+                           row("e x8 GB200", 100, 110), row("f x8 GB200", 100, None)])
+    # B200: errors -10%, +30%, +5%: 2 within 20%, median +5%, worst b +30%
+    # GB200: -50%, +10% (f not expressed): 1 within, median -20%, worst d -50%
+    assert lines[2] == "| B200 | 3 | 2 (67%) | +5.0% | b x8 B200 +30.0% |"
+    assert lines[3] == "| GB200 | 2 | 1 (50%) | -20.0% | d x8 GB200 -50.0% |"
