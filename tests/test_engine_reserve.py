@@ -134,7 +134,8 @@ def test_a_reserve_that_leaves_no_room_names_it() -> None:
 
 def test_an_rl_wave_is_the_cache_the_reserve_leaves() -> None:
     """NeMo-RL's colocated Llama-3.1-8B row (docs/rl.md row 2: vLLM at a 0.6 share of an H100,
-    85,520,809,984 bytes, 256-token prompts and 3,840-token longest responses): (0.6 x
+    85,520,809,984 bytes, 127-token prompts and 3,969-token longest responses, 4,096 a
+    sequence as max_total_sequence_length): (0.6 x
     85,520,809,984 - 8,030,261,248 x 2 bytes of weights - 16,384 x (2 x 4,096 + 3 x 14,336) x
     2 bytes of profile) / (4,096 tokens x 32 layers x 2 x 8 KV heads x 128 x 2 bytes) = 62.5:
     62 sequences a wave (65 without the reserve), so 128 a GPU take 3 waves, not 2."""

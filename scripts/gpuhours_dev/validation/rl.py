@@ -44,11 +44,9 @@ class Case:
 _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
                    "async_rollout": True}
+# (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
 _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
-                reward={"kind": "rule"}, prompt_tokens=256)
-_NEMO_ASSUMED = ("prompt 256 tokens (OpenMathInstruct-2 prompts; not stated); the table's "
-                 "'G-Average Seq len' taken as the mean response; longest = 4096 - prompt; "
-                 "Megatron's model parallelism as ZeRO-3")
+                reward={"kind": "rule"})
 # vLLM 0.3.1: the V0 engine (engine vllm-v0, its host work per running sequence)
 _ORLHF = dict(prompts_per_step=1024, generations_per_prompt=1, prompt_tokens=1024,
               response_tokens=1024, max_response_tokens=1024, reference_model=True,
@@ -135,12 +133,9 @@ _ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_
 # NeMo-RL's Megatron-Core training: its distributed optimizer is ZeRO-1 over the data-parallel
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
-                  reward={"kind": "rule"}, prompt_tokens=256, max_response_tokens=3840)
+                  reward={"kind": "rule"})
 _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
                   "fused_attention": True, "micro_batch": 1}
-_NEMO_QWEN_ASSUMED = ("prompt 256 tokens (not stated); the table's 'G-Average Seq len' taken as "
-                      "the mean response; longest = 4096 - prompt; Megatron's distributed "
-                      "optimizer as ZeRO-1; checkpointing on (not stated)")
 
 
 def nemo_prompt_tokens(row: int) -> int:
@@ -158,44 +153,75 @@ def nemo_prompt_tokens(row: int) -> int:
     return round(per_sequence - float(r["response_tokens_mean"]))
 
 
-# The GB200 rows (CSV lines 8-11) as their recipes at 108bffda set them
-# (examples/configs/recipes/llm/performance/grpo-llama3.1-8b-instruct-2n4g{,-async-1off}.yaml,
-# grpo-qwen3-32b-{4n4g,8n4g-async-1off}.yaml over examples/configs/grpo_math_1B.yaml):
+# The ten NeMo-RL rows (CSV lines 2-11) as their recipes at 108bffda set them
+# (examples/configs/recipes/llm/performance/: H100 grpo-llama3.1-8b-instruct-2n8g{,-async-1off,
+# -fp8-async-1off}.yaml, grpo-qwen3-32b-{4n8g,8n8g-async-1off}.yaml, grpo-qwen3-30ba3b-4n8g.yaml;
+# GB200 grpo-llama3.1-8b-instruct-2n4g{,-async-1off}.yaml, grpo-qwen3-32b-{4n4g,8n4g-async-1off}
+# .yaml; all over examples/configs/grpo_math_1B.yaml):
 # - the prompt from the page's own throughput (`nemo_prompt_tokens`), the longest response the
 #   rest of max_total_sequence_length 4096 (vllm max_model_len 4096);
-# - Llama-3.1-8B trains with Megatron TP1 PP1 (the 2n4g recipes set both): no model
-#   parallelism, data parallelism with Megatron's distributed optimizer
-#   (use_distributed_optimizer: true in grpo_math_1B.yaml) as ZeRO-1, Transformer Engine's
-#   fused attention, as the Qwen rows; its micro-batches are sequence-packed to
-#   sequence_packing.train_mb_tokens = max_total_sequence_length x train_micro_batch_size =
-#   4,096 x 1 tokens, its log-prob passes to logprob_mb_tokens = 4,096 x logprob_batch_size 2
-#   (grpo_math_1B.yaml: sequence_packing.enabled True); the Qwen rows' micro_batch 1 is that
-#   packing already (one ~3,360-token sequence a 4,096-token micro-batch);
-# - Qwen3-32B trains without recompute: the 4n4g/8n4g recipes leave megatron_cfg
-#   .activation_checkpointing at grpo_math_1B.yaml's false (megatron_policy_worker.py sets
-#   recompute_granularity "full" only when it is true); the 8B recipes set it true;
-# - everything else as the H100 rows: the same recipe bodies, vLLM 0.11.2 (pyproject.toml),
-#   enforce_eager False, no attention-backend or CUDA-graph setting for GB200 (vllm_worker.py
-#   keys only enable_prefix_caching on the compute capability, >= 8 on both GPUs).
+# - Llama-3.1-8B trains with Megatron TP1 (grpo_math_1B.yaml's tensor_model_parallel_size 1; the
+#   2n4g recipes set it too) and PP1, except the H100 colocated recipe (2n8g), which sets
+#   pipeline_model_parallel_size 2 (its async-1off children set it back to 1): pp 2 there.
+#   Data parallelism with Megatron's distributed optimizer (use_distributed_optimizer: true)
+#   as ZeRO-1, Transformer Engine's fused attention, as the Qwen rows; its micro-batches are
+#   sequence-packed to sequence_packing.train_mb_tokens = max_total_sequence_length x
+#   train_micro_batch_size = 4,096 x 1 tokens, its log-prob passes to logprob_mb_tokens =
+#   4,096 x logprob_batch_size 2 (grpo_math_1B.yaml: sequence_packing.enabled True); the Qwen
+#   rows' micro_batch 1 is that packing already (one ~3,360-token sequence a 4,096-token
+#   micro-batch; their logprob_batch_size 4 gives the phase's default 16,384-token budget);
+# - with PP > 1 NeMo-RL pads every packed micro-batch to the batch's longest one
+#   (nemo_rl/models/megatron/common.py _get_pack_sequence_parameters_for_megatron: "when PP is
+#   used, all sequences must have the same length"): up to 4,096 tokens where the phase costs
+#   the sequences' own tokens. Not modelled: an upper end of about +19% of the 8B PP2 update's
+#   compute (4,096 for 3 x 1,146) and +22% of the 32B PP4 one's (4,096 for 3,355);
+# - Qwen3-32B (TP4 PP4 with sequence parallelism on H100, TP2 on GB200) and Qwen3-30B-A3B (TP1
+#   EP8) train without recompute: their recipes leave megatron_cfg.activation_checkpointing at
+#   grpo_math_1B.yaml's false (megatron_policy_worker.py sets recompute_granularity "full" only
+#   when it is true); the 8B recipes set it true;
+# - GB200 as H100: the same recipe bodies, vLLM 0.11.2 (pyproject.toml), enforce_eager False,
+#   no attention-backend or CUDA-graph setting for GB200 (vllm_worker.py keys only
+#   enable_prefix_caching on the compute capability, >= 8 on both GPUs).
 _NEMO_PACKED_8B = {"update_tokens_per_gpu": 4096, "scoring_tokens_per_gpu": 2 * 4096}
 _NEMO_MEGATRON_PACKED = {k: v for k, v in _NEMO_MEGATRON.items() if k != "micro_batch"}
 
 
-def _nemo_gb200_prompt(row: int) -> dict[str, int]:
+def _nemo_prompt(row: int) -> dict[str, int]:
+    """A NeMo row's prompt (`nemo_prompt_tokens`) and longest response (4,096 - prompt)."""
     prompt = nemo_prompt_tokens(row)
     return {"prompt_tokens": prompt, "max_response_tokens": 4096 - prompt}
 
 
-def _nemo_gb200_assumed(row: int, checkpointing: bool) -> str:
+def _nemo_assumed(row: int, checkpointing: bool) -> str:
+    """The assumed-text every NeMo row shares; a GB200 row (by the CSV's gpu) adds its NVLink
+    domain."""
     prompt = nemo_prompt_tokens(row)
     recompute = ("full recompute (the recipe's activation_checkpointing: true)" if checkpointing
                  else "no recompute (grpo_math_1B.yaml's megatron_cfg.activation_checkpointing: "
                  "false; the recipe leaves it)")
+    nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
+             "stated)" if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
             f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
-            f"optimizer as ZeRO-1; {recompute}; the job's GPUs in one NVLink domain "
-            f"(GB200-NVL72; which trays of which rack not stated)")
+            f"optimizer as ZeRO-1; {recompute}{nvl72}")
+
+
+# the packed 8B rows' text; with PP > 1 NeMo-RL pads each packed micro-batch to the longest
+_NEMO_PACKED_8B_ASSUMED = ("; micro-batches packed to 4,096 tokens, log-prob passes to 8,192 "
+                           "(the recipe's sequence packing)")
+
+
+def _nemo_pp_padding(row: int, sequences_per_micro_batch: int) -> str:
+    """The assumed-text of a NeMo row trained with PP > 1: each packed micro-batch padded to the
+    longest, at most the 4,096-token budget, not modelled; the share it could add to the
+    update's compute, 4,096 over the micro-batch's own tokens at the mean sequence."""
+    r = rows()[row]
+    seq = nemo_prompt_tokens(row) + float(r["response_tokens_mean"])
+    pad = 4096 / (sequences_per_micro_batch * seq) - 1
+    return (f"; NeMo-RL pads every packed micro-batch to the longest under PP (megatron/common.py)"
+            f": not modelled, at most +{pad:.0%} of the update's compute ({4096:,} tokens for "
+            f"{sequences_per_micro_batch} x {seq:,.0f})")
 
 
 # GPUs one NVLink domain joins, by catalog GPU, where it is not the 8 of a DGX/HGX node: a
@@ -388,61 +414,65 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
 
 
 CASES = [
+    # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
+    # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
     Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
-                         "max_response_tokens": 3840},
-         {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3},
-         _NEMO_ASSUMED),
-    Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, "max_response_tokens": 3840,
-                         **_NEMO_DEDICATED, "rollout_gpus": 8},
-         {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3},
-         _NEMO_ASSUMED),
+                         **_nemo_prompt(0), **_NEMO_PACKED_8B},
+         {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
+         _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
+         + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)),
+    Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
+                         **_nemo_prompt(1), **_NEMO_PACKED_8B},
+         {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
+         _nemo_assumed(1, True) + _NEMO_PACKED_8B_ASSUMED),
     # the FP8 recipe (grpo-llama3.1-8b-instruct-2n8g-fp8-async-1off.yaml): Megatron fp8 training
-    # (Transformer Engine) and vLLM fp8 generation (W8A8, deep_gemm)
-    Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, "max_response_tokens": 3840,
-                         **_NEMO_DEDICATED, "rollout_gpus": 8,
-                         "rollout_precision": "fp8"},
-         {"model": "llama-3.1-8b", "method": "full", "gpus": 16, "checkpointing": True,
-          "zero_stage": 3, "precision": "fp8-mixed"},
-         _NEMO_ASSUMED + "; fp8 generation as W8A8 (1 byte per weight, fp8 GEMMs; the KV cache "
-         "bf16, not stated)"),
+    # (Transformer Engine, e4m3 blockwise, fp8_param false) and vLLM fp8 generation (W8A8,
+    # deep_gemm), over the BF16 one-step-off recipe (TP1 PP1, packing, recompute)
+    Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, **_NEMO_DEDICATED, "rollout_gpus": 8,
+                         "rollout_precision": "fp8", **_nemo_prompt(2), **_NEMO_PACKED_8B},
+         {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16,
+          "precision": "fp8-mixed"},
+         _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
+         "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
     Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
-                         "rollout_tensor_parallel": 4},
+                         "rollout_tensor_parallel": 4, **_nemo_prompt(3)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
-          "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
-         "(512 sequences over data parallelism 2)"),
+          "grad_accum": 256, "checkpointing": False},
+         _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
+         "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
+         + _nemo_pp_padding(3, 1)),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
-                         **_NEMO_DEDICATED, "rollout_gpus": 32},
+                         **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 64, "tp": 4, "pp": 4,
-          "grad_accum": 256}, _NEMO_QWEN_ASSUMED + "; 256 micro-batches per optimizer step "
-         "(512 sequences over data parallelism 2)"),
+          "grad_accum": 256, "checkpointing": False},
+         _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
+         "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
+         + _nemo_pp_padding(4, 1)),
     Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
-                         "rollout_tensor_parallel": 2},
-         {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16},
-         _NEMO_QWEN_ASSUMED + "; 16 micro-batches per optimizer step (512 sequences over 32 "
-         "data-parallel ranks)"),
+                         "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
+         {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
+          "checkpointing": False},
+         _nemo_assumed(5, False) + "; Megatron TP1 PP1 EP8 as the recipe sets them; 16 "
+         "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks)"),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
-                      **_nemo_gb200_prompt(6), **_NEMO_PACKED_8B},
+                      **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
-         _nemo_gb200_assumed(6, True) + "; micro-batches packed to 4,096 tokens, log-prob passes "
-         "to 8,192 (the recipe's sequence packing)"),
+         _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
-                      **_nemo_gb200_prompt(7), **_NEMO_PACKED_8B},
+                      **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
-         _nemo_gb200_assumed(7, True) + "; micro-batches packed to 4,096 tokens, log-prob passes "
-         "to 8,192 (the recipe's sequence packing)"),
+         _nemo_assumed(7, True) + _NEMO_PACKED_8B_ASSUMED),
     Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3253,
-                      **_nemo_gb200_prompt(8)},
+                      **_nemo_prompt(8)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
-         _nemo_gb200_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
+         _nemo_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
          "data parallelism 8)"),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
-                      "rollout_gpus": 16, **_nemo_gb200_prompt(9)},
+                      "rollout_gpus": 16, **_nemo_prompt(9)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
-         _nemo_gb200_assumed(9, False) + "; 64 micro-batches per optimizer step (512 sequences over "
+         _nemo_assumed(9, False) + "; 64 micro-batches per optimizer step (512 sequences over "
          "data parallelism 8)"),
     Case(10, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 32},
          _VERL_7B_ASSUMED + _VERL_COLOCATED_ASSUMED),
