@@ -218,7 +218,9 @@ LossKernelOpt = Annotated[str, typer.Option(
          "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "
          "on half-precision logits, no autocast: Qwen-1 under DeepSpeed), chunked-half (head and "
          "loss by 128 positions on half-precision logits: litgpt), verl-logprobs (verl's actor: "
-         "flash-attn's cross-entropy with in-place backward on half-precision logits).")]
+         "flash-attn's cross-entropy with in-place backward on half-precision logits), "
+         "megatron (Megatron-Core's vocab-parallel CE: one fp32 copy, softmax and gradient in "
+         "place), te (Transformer Engine's Triton CE: gradient written into the logits).")]
 KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "
          "modelling, eager PyTorch), flash-attn (code calling flash-attn with its fused "

@@ -69,9 +69,17 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: torch_functional.logprobs_from_logits: flash-attn's Triton cross_entropy_loss with
 #: inplace_backward, flash-attn being in verl's GPU requirements): the half-precision logits
 #: stay, saved by the kernel, its gradient is written into them, and the temperature's
-#: backward makes one new gradient beside them
+#: backward makes one new gradient beside them; megatron: Megatron-Core's vocab-parallel
+#: cross-entropy, unfused or its native fused variant (megatron/core/tensor_parallel/
+#: cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py at NVIDIA/Megatron-LM@b997545c
+#: and @d98e8a64): the half-precision logits are cast to fp32 once, exp and the softmax run in
+#: place on that copy, which is saved and turned into the gradient in place, then cast back to
+#: the logits' dtype; te: Transformer Engine's Triton parallel_cross_entropy (Megatron-Core's
+#: cross_entropy_fusion_impl "te"; transformer_engine/pytorch/cross_entropy.py and
+#: triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the gradient is written into
+#: the half-precision logits in the forward, no fp32 copy
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
-                     "verl-logprobs"]
+                     "verl-logprobs", "megatron", "te"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
