@@ -82,3 +82,21 @@ def test_other_architectures_keep_the_generic_count(tiny, kw) -> None:
     t = _t(tiny).model_copy(update={"arch": arch})
     assert (activation_bytes(arch, t).total
             == activation_bytes(arch, t.model_copy(update={"kernels": "eager"})).total)
+
+
+def test_fp8_params_drop_the_half_precision_layer_weights(tiny) -> None:
+    """fp8_params: the layers' linears are fp8 tensors (data and transpose, the fp8 copies
+    line), so their bf16 copy is not held: 2 bytes x the layers' linear parameters, which for
+    tiny are 2 layers x (q 64x64 + k, v 64x32 each + o 64x64 + gate, up, down 3 x 64x128)."""
+    from gpuhours.errors import FieldError
+    from gpuhours.estimate.memory import training_memory
+
+    linears = 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128)
+    t = _t(tiny, precision="fp8-mixed")
+    plain = training_memory(tiny, t)
+    fp8 = training_memory(tiny, t.model_copy(update={"fp8_params": True}))
+    assert plain.weights_bytes - fp8.weights_bytes == pytest.approx(2 * linears)
+    assert fp8.autocast_weight_copies_bytes == plain.autocast_weight_copies_bytes == 2 * linears
+    with pytest.raises(FieldError, match="fp8-mixed") as e:
+        _t(tiny, fp8_params=True)
+    assert e.value.fields == ("fp8_params", "precision")

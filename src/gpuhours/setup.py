@@ -234,6 +234,12 @@ class Training(_ReadsModel):
     #: else peft-fp32 (estimate/lora_traffic.lora_branch_of). Memory follows it too: only the
     #: peft-fp32 branch keeps an fp32 copy of each adapter's input for backward
     lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
+    #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
+    #: no half-precision copy (Megatron-Core's fp8_param, --fp8-param-gather: NeMo 2's
+    #: bf16_with_fp8_mixed, Megatron-Bridge's FP8 current-scaling and MXFP8 recipes): each is
+    #: its fp8 data and transpose (assumptions.FP8_WEIGHT_COPY_BYTES), the fp32 main copy in
+    #: the optimizer. False: half-precision weights, cast to fp8 copies for the GEMMs
+    fp8_params: bool = False
     zero_stage: ZeroStage = 0
     #: how the weights reach the GPU before training, which sets what the caching allocator
     #: holds cached when the step starts (estimate/load_cache.py): "from-pretrained" (loaded
@@ -426,6 +432,10 @@ class Training(_ReadsModel):
                              f"bitsandbytes' NF4 bases (whose compute dtype defaults to fp32); "
                              f"a {self.base_quant} base computes in half precision.",
                              "Use bf16-mixed or fp16-mixed.")
+        if self.fp8_params and self.precision != "fp8-mixed":
+            raise FieldError(("fp8_params", "precision"), "fp8 weights (fp8_params) are "
+                             "Transformer Engine's fp8-mixed training: use precision fp8-mixed.",
+                             "Drop fp8_params, or set precision fp8-mixed.")
         if self.loss_kernel in ("half", "chunked-half") and (self.precision == "fp32"
                                            or self.precision.endswith("-amp")):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "

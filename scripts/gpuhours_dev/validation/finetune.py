@@ -743,6 +743,12 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     distributed = ("distributed optimizer" in r["parallelism"]
                    and "no distributed optimizer" not in r["parallelism"])
     overlap = tp > 1 and "tp_comm_overlap True" in r["parallelism"]
+    if precision == "fp8-mixed":
+        # Megatron-Bridge's bf16_with_fp8_current_scaling_mixed and bf16_with_mxfp8_mixed
+        # (src/megatron/bridge/training/mixed_precision.py @ 63b08b39) and NeMo 2's
+        # bf16_with_fp8_mixed (nemo/collections/llm/recipes/precision/mixed_precision.py:
+        # fp8_params / fp8_param_gather True) build the layers' weights as fp8 tensors
+        notes.append("fp8 weights (fp8_param_gather: the recipe's fp8 precision config)")
     if r["precision"].startswith("MXFP8"):
         notes.append("MXFP8: block-scaled fp8 GEMMs costed at the fp8 rate (the scaling's own "
                      "work not modelled)")
@@ -785,7 +791,8 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
             .startswith("True"), kernels="megatron", fused_attention=True,
             zero_stage=1 if dp > 1 and distributed else 0, tp=tp, pp=pp, cp=cp,
             virtual_stages=vp, tp_comm_overlap=overlap, optimizer="adamw",
-            optimizer_impl="fused", loss_kernel=loss, **lora))
+            optimizer_impl="fused", loss_kernel=loss, fp8_params=precision == "fp8-mixed",
+            **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}")
     where = (f"{n} x {gpu.name if gpu else r['gpu']}, tp {tp} pp {pp} cp {cp} vp {vp} dp {dp}"

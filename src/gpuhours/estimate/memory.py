@@ -988,6 +988,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     if t.precision == "fp8-mixed":  # the fp8 copies of the layers' weights (assumptions.py)
         autocast_cache = (A.FP8_WEIGHT_COPY_BYTES.value * quantised_params(arch)
                           * (held / total) / shard_w)
+        if t.fp8_params:  # the fp8 tensors are the weights: no half-precision copy of them
+            weights -= (ACTIVATION_BYTES[t.precision] * quantised_params(arch)
+                        * (held / total) / shard_w)
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
@@ -1079,6 +1082,14 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
 def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...]:
     """The lines naming the setup-dependent terms in this setup's memory, with their basis."""
     out = []
+    if t.kernels == "megatron" and megatron_path_covers(arch):
+        out.append("megatron kernels: each layer keeps what Megatron-Core's Transformer Engine "
+                   "modules save (estimate/megatron_saved.py: norm inputs, attention tensors, "
+                   "SwiGLU's input, a linear's input only when its weight trains)")
+    if t.fp8_params:
+        fp8 = quantised_params(arch) * ACTIVATION_BYTES[t.precision]
+        out.append(f"fp8_params: {fp8 / 2**30:.2f} GiB of half-precision layer weights (whole "
+                   "model) not held: the fp8 copies are the weights")
     per_token_layer = quantised_base_bytes_per_token_layer(arch, t)
     if per_token_layer:
         kept = per_token_layer * t.tokens_per_micro_batch * (
