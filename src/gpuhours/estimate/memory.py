@@ -330,9 +330,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
             per_image = grid.patches * v.depth * a * v.hidden_size + per_image / v.depth
         vision = t.micro_batch * t.images_per_example * per_image
     # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
-    # (BERT: the embedding LayerNorm's input and its dropout mask)
+    # (BERT: the embedding LayerNorm's input and its dropout mask; Megatron: TE's norm)
     head_trains = t.method == "full" or t.lora_trainable_embeddings
-    outside = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
+    outside: float = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
     if megatron:
         outside = tokens * megatron_outside_bytes_per_token(arch, a, head_trains)
     if t.lora_lm_head and t.method != "full" and not t.lora_trainable_embeddings:
