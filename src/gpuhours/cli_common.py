@@ -63,7 +63,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "offload_copies": "--offload-copies",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
     "fsdp_grad_accum": "--fsdp-grad-accum",
-    "lm_head_4bit": "--lm-head-4bit",
+    "lm_head_4bit": "--lm-head-4bit", "fp8_params": "--fp8-params",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
     "host_us_per_op": "--host-us-per-op",
@@ -218,7 +218,9 @@ LossKernelOpt = Annotated[str, typer.Option(
          "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "
          "on half-precision logits, no autocast: Qwen-1 under DeepSpeed), chunked-half (head and "
          "loss by 128 positions on half-precision logits: litgpt), verl-logprobs (verl's actor: "
-         "flash-attn's cross-entropy with in-place backward on half-precision logits).")]
+         "flash-attn's cross-entropy with in-place backward on half-precision logits), "
+         "megatron (Megatron-Core's vocab-parallel CE: one fp32 copy, softmax and gradient in "
+         "place), te (Transformer Engine's Triton CE: gradient written into the logits).")]
 KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "
          "modelling, eager PyTorch), flash-attn (code calling flash-attn with its fused "
@@ -303,6 +305,10 @@ BnbSavedInputOpt = Annotated[str, typer.Option(
     "next micro-batch: lit-gpt 2023; the previous micro-batch's inputs are alive at the next "
     "loss), held-output (a loop that keeps only its output: litgpt 2024; they are alive "
     "through the next forward) or none (bitsandbytes 0.43.2 and later).")]
+Fp8ParamsOpt = Annotated[bool, typer.Option(
+    "--fp8-params", help="fp8-mixed: the layers' weights are Transformer Engine fp8 tensors, no "
+    "half-precision copy (Megatron-Core --fp8-param-gather; NeMo's and Megatron-Bridge's fp8 "
+    "recipes).")]
 LmHead4bitOpt = Annotated[bool, typer.Option(
     "--lm-head-4bit", help="qlora on bitsandbytes: the LM head is 4-bit too (Lightning's "
     "BitsandbytesPrecision, litgpt): 4-bit head weights, and a dequantised copy of the head "

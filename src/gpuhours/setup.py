@@ -69,9 +69,17 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: torch_functional.logprobs_from_logits: flash-attn's Triton cross_entropy_loss with
 #: inplace_backward, flash-attn being in verl's GPU requirements): the half-precision logits
 #: stay, saved by the kernel, its gradient is written into them, and the temperature's
-#: backward makes one new gradient beside them
+#: backward makes one new gradient beside them; megatron: Megatron-Core's vocab-parallel
+#: cross-entropy, unfused or its native fused variant (megatron/core/tensor_parallel/
+#: cross_entropy.py, megatron/core/fusions/fused_cross_entropy.py at NVIDIA/Megatron-LM@b997545c
+#: and @d98e8a64): the half-precision logits are cast to fp32 once, exp and the softmax run in
+#: place on that copy, which is saved and turned into the gradient in place, then cast back to
+#: the logits' dtype; te: Transformer Engine's Triton parallel_cross_entropy (Megatron-Core's
+#: cross_entropy_fusion_impl "te"; transformer_engine/pytorch/cross_entropy.py and
+#: triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the gradient is written into
+#: the half-precision logits in the forward, no fp32 copy
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
-                     "verl-logprobs"]
+                     "verl-logprobs", "megatron", "te"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
@@ -226,6 +234,12 @@ class Training(_ReadsModel):
     #: else peft-fp32 (estimate/lora_traffic.lora_branch_of). Memory follows it too: only the
     #: peft-fp32 branch keeps an fp32 copy of each adapter's input for backward
     lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
+    #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
+    #: no half-precision copy (Megatron-Core's fp8_param, --fp8-param-gather: NeMo 2's
+    #: bf16_with_fp8_mixed, Megatron-Bridge's FP8 current-scaling and MXFP8 recipes): each is
+    #: its fp8 data and transpose (assumptions.FP8_WEIGHT_COPY_BYTES), the fp32 main copy in
+    #: the optimizer. False: half-precision weights, cast to fp8 copies for the GEMMs
+    fp8_params: bool = False
     zero_stage: ZeroStage = 0
     #: how the weights reach the GPU before training, which sets what the caching allocator
     #: holds cached when the step starts (estimate/load_cache.py): "from-pretrained" (loaded
@@ -418,6 +432,10 @@ class Training(_ReadsModel):
                              f"bitsandbytes' NF4 bases (whose compute dtype defaults to fp32); "
                              f"a {self.base_quant} base computes in half precision.",
                              "Use bf16-mixed or fp16-mixed.")
+        if self.fp8_params and self.precision != "fp8-mixed":
+            raise FieldError(("fp8_params", "precision"), "fp8 weights (fp8_params) are "
+                             "Transformer Engine's fp8-mixed training: use precision fp8-mixed.",
+                             "Drop fp8_params, or set precision fp8-mixed.")
         if self.loss_kernel in ("half", "chunked-half") and (self.precision == "fp32"
                                            or self.precision.endswith("-amp")):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "

@@ -325,8 +325,11 @@ def megatron_rows() -> list[AtScale]:
         hw = Hardware(gpu=gpu, num_gpus=n)
         tp = min(mp, 8)
         dp = n // mp
+        # Megatron-LM's vocab-parallel cross-entropy (megatron/mpu/cross_entropy.py at
+        # NVIDIA/Megatron-LM@fda81a21, 2021: on the fp32 copy of the logits, in place)
         given = Training(arch=arch, seq_len=_SEQ, precision="fp16-mixed", checkpointing=True,
-                         tp=tp, pp=mp // tp, micro_batch=1, grad_accum=batch // dp)
+                         tp=tp, pp=mp // tp, micro_batch=1, grad_accum=batch // dp,
+                         loss_kernel="megatron")
         flops = paper_flops_per_step(batch, hidden, layers)
         label = r["model"].replace(" (Megatron-LM)", "")
         measured = float(r["tflops_per_gpu"])

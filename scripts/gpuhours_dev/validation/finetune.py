@@ -743,6 +743,12 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     distributed = ("distributed optimizer" in r["parallelism"]
                    and "no distributed optimizer" not in r["parallelism"])
     overlap = tp > 1 and "tp_comm_overlap True" in r["parallelism"]
+    if precision == "fp8-mixed":
+        # Megatron-Bridge's bf16_with_fp8_current_scaling_mixed and bf16_with_mxfp8_mixed
+        # (src/megatron/bridge/training/mixed_precision.py @ 63b08b39) and NeMo 2's
+        # bf16_with_fp8_mixed (nemo/collections/llm/recipes/precision/mixed_precision.py:
+        # fp8_params / fp8_param_gather True) build the layers' weights as fp8 tensors
+        notes.append("fp8 weights (fp8_param_gather: the recipe's fp8 precision config)")
     if r["precision"].startswith("MXFP8"):
         notes.append("MXFP8: block-scaled fp8 GEMMs costed at the fp8 rate (the scaling's own "
                      "work not modelled)")
@@ -764,6 +770,8 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     # NVIDIA/Megatron-LM@b997545c, the commit dgxc-benchmarking's setup.sh checks out, and at
     # d98e8a64): no foreach temporaries
     notes.append("Megatron-Core's Adam: Transformer Engine's FusedAdam (fused, in place)")
+    loss, loss_note = _megatron_loss_kernel(r["source"], method)
+    notes.append(loss_note)
     gpus_per_node, node, system = MEGATRON_SYSTEMS[r["gpu"]]
     net = None
     if node is not None:
@@ -783,7 +791,8 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
             .startswith("True"), kernels="megatron", fused_attention=True,
             zero_stage=1 if dp > 1 and distributed else 0, tp=tp, pp=pp, cp=cp,
             virtual_stages=vp, tp_comm_overlap=overlap, optimizer="adamw",
-            optimizer_impl="fused", **lora))
+            optimizer_impl="fused", loss_kernel=loss, fp8_params=precision == "fp8-mixed",
+            **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}")
     where = (f"{n} x {gpu.name if gpu else r['gpu']}, tp {tp} pp {pp} cp {cp} vp {vp} dp {dp}"
@@ -797,6 +806,27 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=False,
                   setup=setup, skipped=None, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=net)
+
+
+def _megatron_loss_kernel(citation: str, method: str) -> tuple[str, str]:
+    """The cross-entropy a Megatron row's stack runs (setup.LossKernel), with why.
+
+    Megatron-Bridge 26.06 (NVIDIA-NeMo/Megatron-Bridge@63b08b39): the SFT recipe
+    (recipes/llama/llama3.py llama3_70b_sft_config) sets cross_entropy_loss_fusion True and the
+    performance scripts' common overrides (scripts/performance/utils/overrides.py
+    _set_common_perf_overrides) cross_entropy_fusion_impl "te": Transformer Engine's kernel;
+    the PEFT recipe (llama3_70b_peft_config) sets the fusion off: Megatron-Core's vocab-parallel
+    cross-entropy. dgxc-benchmarking's NeMo 2: GPTConfig's cross_entropy_loss_fusion True
+    (nemo/collections/llm/gpt/model/base.py), Megatron-Core @ b997545c's
+    fused_vocab_parallel_cross_entropy, which keeps the same tensors as the unfused one."""
+    if "Megatron-Bridge" in citation and method == "full":
+        return "te", ("loss: Transformer Engine's cross-entropy (Megatron-Bridge's SFT recipe "
+                      "and performance overrides)")
+    if "Megatron-Bridge" in citation:
+        return "megatron", ("loss: Megatron-Core's vocab-parallel cross-entropy (the PEFT "
+                            "recipe turns the fusion off)")
+    return "megatron", ("loss: Megatron-Core's fused vocab-parallel cross-entropy (NeMo 2's "
+                        "cross_entropy_loss_fusion default)")
 
 
 #: how the LoRA branch runs (Training.lora_branch), by source, where not its default (peft's

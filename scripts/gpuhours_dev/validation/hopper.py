@@ -158,6 +158,19 @@ def lora_adapters(source: str) -> tuple[int, str, str]:
     return 8, "all-linear", "r8 all-linear (assumed)"
 
 
+def megatron_loss_kernel(source: str, method: str) -> str:
+    """The cross-entropy a row's stack runs (setup.LossKernel). Megatron-Bridge's performance
+    scripts set cross_entropy_fusion_impl "te" (scripts/performance, since NVIDIA-NeMo/
+    Megatron-Bridge@568b3a3e, 2025-08, before 25.09) with GPTModelProvider's
+    cross_entropy_loss_fusion True: Transformer Engine's kernel, but for LoRA, whose recipe
+    turns the fusion off (llama3_70b_peft_config @ 63b08b39). Megatron-LM and NeMo run
+    Megatron-Core's vocab-parallel cross-entropy, fused (NeMo 2's GPTConfig default) or not
+    (Megatron-LM's default): the same tensors either way. Other stacks: transformers' (hf)."""
+    if not megatron_core(source):
+        return "hf"
+    return "te" if "Megatron-Bridge" in source and method == "full" else "megatron"
+
+
 def hopper_rows(rows: list[dict[str, str]]) -> list[HopperRow]:
     """Each H100 row as a setup of the estimator with the layout its source states, or why not.
 
@@ -215,6 +228,7 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
     precision = matmul_precision(r)
     rank, targets, lora_setup = lora_adapters(r["source"])
     kernels = "megatron" if megatron_core(r["source"]) else "eager"
+    loss = megatron_loss_kernel(r["source"], method)
     # NeMo Automodel's "kernels: TE + triton": its LoRA runs as Triton kernels, the branch's
     # elementwise work fused (Training.lora_branch); Megatron's adapters are fused by default
     triton_lora = method == "lora" and "triton" in notes
@@ -228,7 +242,7 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
         t = Training.model_validate(dict(
             arch=arch, model_basis=basis, method=method, precision=precision,
             micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
-            lora_targets=targets, kernels=kernels, **branch,
+            lora_targets=targets, kernels=kernels, loss_kernel=loss, **branch,
             zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
             virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
     except FieldError as e:  # the stated layout is one the estimator does not express

@@ -277,6 +277,16 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                         "division's read and write, the kernel's forward read, its backward "
                         "read and in-place write, the division's backward read and write (2 "
                         "bytes each; verl@df340d70 dp_actor.py, flash-attn cross_entropy.py)"),
+    "megatron": _a("logits_traffic_bytes_per_element.megatron", 54.0, "bytes per logit",
+                   "count: Megatron-Core's unfused vocab-parallel CE (cross_entropy.py @ "
+                   "b997545c): LM head write (2), fp32 cast read and write (2 + 4), max read "
+                   "(4), in-place subtract, exp and divide (8 each), sum read (4); backward: "
+                   "in-place multiply (8), the cast back (4 + 2). Its fused variant merges "
+                   "passes: not modelled"),
+    "te": _a("logits_traffic_bytes_per_element.te", 12.0, "bytes per logit",
+             "count: LM head write, Transformer Engine's online-softmax read, the loss "
+             "kernel's read and in-place gradient write, backward's in-place scale read and "
+             "write (2 bytes each; triton/cross_entropy.py @ 1bd45b97)"),
     "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }

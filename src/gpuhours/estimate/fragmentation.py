@@ -193,7 +193,8 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         loss_fwd=tuple(int(x) for x in fwd),
         loss_freed_first=freed_first,
         loss_bwd=tuple(int(x) for x in bwd),
-        head=n * v * a if t.loss_kernel in ("hf", "half", "verl-logprobs") else 0,
+        head=n * v * a if t.loss_kernel in ("hf", "half", "verl-logprobs", "megatron",
+                                             "te") else 0,
         held=n * v * a if t.loss_kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
     )

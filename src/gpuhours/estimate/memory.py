@@ -28,6 +28,12 @@ from gpuhours.estimate.kv_repeat import (
 )
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_traffic import lora_branch_of
+from gpuhours.estimate.megatron_saved import (
+    megatron_adapted_linears,
+    megatron_layer_saved_bytes_per_token,
+    megatron_outside_bytes_per_token,
+    megatron_path_covers,
+)
 from gpuhours.estimate.mla import mla_attention_activation_bytes
 from gpuhours.estimate.offload import (
     GRAD_BUCKET_ELEMENTS,
@@ -299,6 +305,12 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
         t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
         lora_dropout=t.lora_dropout)
+    megatron = t.kernels == "megatron" and megatron_path_covers(arch)
+    if megatron:  # Megatron-Core's layer of Transformer Engine modules (estimate/megatron_saved.py)
+        adapted = (megatron_adapted_linears(LORA_ADAPTED[t.lora_targets]) if t.method != "full"
+                   else frozenset())
+        tensors = megatron_layer_saved_bytes_per_token(arch, t, ACTIVATION_BYTES[t.precision],
+                                                       adapted)
     # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
     tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
     # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
@@ -318,9 +330,11 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
             per_image = grid.patches * v.depth * a * v.hidden_size + per_image / v.depth
         vision = t.micro_batch * t.images_per_example * per_image
     # outside the blocks: the final norm's fp32 input and, when the LM head trains, its input
-    # (BERT: the embedding LayerNorm's input and its dropout mask)
+    # (BERT: the embedding LayerNorm's input and its dropout mask; Megatron: TE's norm)
     head_trains = t.method == "full" or t.lora_trainable_embeddings
-    outside = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
+    outside: float = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
+    if megatron:
+        outside = tokens * megatron_outside_bytes_per_token(arch, a, head_trains)
     if t.lora_lm_head and t.method != "full" and not t.lora_trainable_embeddings:
         # the head's adapter: lora_A keeps its input (the dropout's output, with its 1-byte
         # mask, when lora_dropout is above 0), lora_B keeps A's output (r per token)
@@ -379,6 +393,18 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
       flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss): the LM head's half-precision
       logits (a), divided by the temperature in place and saved by the kernel, and its fp32
       losses, log-sum-exp and z-losses per token (12): N V a + 12 N.
+    - megatron (Megatron-Core's vocab-parallel cross-entropy, `_VocabParallelCrossEntropy` in
+      megatron/core/tensor_parallel/cross_entropy.py, and its fused variant in
+      megatron/core/fusions/fused_cross_entropy.py, NVIDIA/Megatron-LM@b997545c and
+      @d98e8a64): `calculate_logits_max` casts the head's logits to fp32 once (4) while the
+      caller still holds them (a); the max is subtracted, exp taken and the softmax normalised
+      in place on that copy, which the function saves: N V (a + 4) (fp32 logits: no copy,
+      N V 4). The per-token tensors
+      (max, target logit, sum, masks: under 30 bytes a token) are left out.
+    - te (Transformer Engine's Triton `parallel_cross_entropy`, transformer_engine/pytorch/
+      cross_entropy.py and triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the
+      kernel writes the gradient into the half-precision logits, which it saves (a), beside an
+      fp32 loss and three fp32 softmax statistics per token (16): N V a + 16 N.
     The first step of backward can hold more: see `loss_backward_bytes`.
     """
     if arch.encoder:
@@ -400,6 +426,10 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
         return (2 * tokens + chunk) * v * a
     if t.loss_kernel == "verl-logprobs":
         return tokens * v * a + VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN * tokens
+    if t.loss_kernel == "megatron":  # fp32 logits: `.float()` returns them, no copy
+        return tokens * v * (a + 4 if a < 4 else 4)
+    if t.loss_kernel == "te":
+        return tokens * v * a + TE_CE_FORWARD_BYTES_PER_TOKEN * tokens
     if t.loss_kernel == "half":
         # the logits and log-softmax's output (a each); the shifted labels' slice of the
         # logits is contiguous at micro-batch 1 and copied (a) above it
@@ -411,6 +441,12 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
 #: fp32 tensors of one value per token that flash-attn's cross_entropy_loss makes in its
 #: forward: losses, lse and z_losses (flash_attn/ops/triton/cross_entropy.py), 4 bytes each
 VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN = 12
+
+
+#: fp32 tensors of one value per token that Transformer Engine's cross_entropy_forward makes:
+#: the loss and the online softmax's (max, sum, target logit), 4 bytes each
+#: (transformer_engine/pytorch/triton/cross_entropy.py @ 1bd45b97: loss_1d, m_d_X_y)
+TE_CE_FORWARD_BYTES_PER_TOKEN = 16
 
 
 #: positions per chunk of litgpt's LM head and loss (finetune/lora.py: lm_head_chunk_size=128;
@@ -447,6 +483,12 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
       temperature division's backward then makes a new gradient (a) while that one is alive:
       N V 2a + 8 N. Counted on real CPU tensors with a stand-in for the Triton kernel that
       allocates as it does (tests/test_verl_logprobs.py).
+    - megatron: the saved fp32 softmax becomes the gradient in place (4); returned for a
+      half-precision input it is cast to the logits' dtype (a) while it is alive (the fused
+      variant's `.to(torch.bfloat16)`, autograd's cast to the input's dtype in the unfused
+      one): N V (4 + a) (fp32: N V 4). The forward's half-precision logits are gone (no module saves the
+      head's output). Counted on real CPU tensors (tests/test_megatron_loss.py).
+    - te: the backward scales the gradient already in the logits in place: N V a.
     """
     if arch.encoder:
         return 0.0
@@ -468,6 +510,10 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return tokens * arch.vocab_size * 2 * a + 8 * tokens
     if t.loss_kernel == "half":  # saved output, its gradient, the input gradient: all a
         return tokens * arch.vocab_size * 3 * a
+    if t.loss_kernel == "megatron":  # the fp32 softmax turned gradient, and its cast
+        return tokens * arch.vocab_size * (4 + a if a < 4 else 4)
+    if t.loss_kernel == "te":  # the gradient in the logits, scaled in place
+        return tokens * arch.vocab_size * a
     return tokens * arch.vocab_size * 12
 
 
@@ -942,6 +988,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     if t.precision == "fp8-mixed":  # the fp8 copies of the layers' weights (assumptions.py)
         autocast_cache = (A.FP8_WEIGHT_COPY_BYTES.value * quantised_params(arch)
                           * (held / total) / shard_w)
+        if t.fp8_params:  # the fp8 tensors are the weights: no half-precision copy of them
+            weights -= (ACTIVATION_BYTES[t.precision] * quantised_params(arch)
+                        * (held / total) / shard_w)
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
@@ -1033,6 +1082,14 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
 def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...]:
     """The lines naming the setup-dependent terms in this setup's memory, with their basis."""
     out = []
+    if t.kernels == "megatron" and megatron_path_covers(arch):
+        out.append("megatron kernels: each layer keeps what Megatron-Core's Transformer Engine "
+                   "modules save (estimate/megatron_saved.py: norm inputs, attention tensors, "
+                   "SwiGLU's input, a linear's input only when its weight trains)")
+    if t.fp8_params:
+        fp8 = quantised_params(arch) * ACTIVATION_BYTES[t.precision]
+        out.append(f"fp8_params: {fp8 / 2**30:.2f} GiB of half-precision layer weights (whole "
+                   "model) not held: the fp8 copies are the weights")
     per_token_layer = quantised_base_bytes_per_token_layer(arch, t)
     if per_token_layer:
         kept = per_token_layer * t.tokens_per_micro_batch * (

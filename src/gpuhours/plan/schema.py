@@ -210,6 +210,9 @@ class TrainingSettings(_Strict):
         "linear's input: step (before 0.43.2; default), held (and the loop keeps the last loss "
         "into the next micro-batch: lit-gpt 2023), held-output (the loop keeps only its "
         "output into the next forward: litgpt 2024) or none (0.43.2 and later)")
+    fp8_params: bool | None = Field(
+        default=None, description="fp8-mixed: the layers' weights are Transformer Engine fp8 "
+        "tensors with no half-precision copy (Megatron-Core --fp8-param-gather)")
     lm_head_4bit: bool | None = Field(
         default=None, description="qlora on bitsandbytes: the LM head is 4-bit too (Lightning's "
         "BitsandbytesPrecision, litgpt), with a dequantised copy at its matmuls")

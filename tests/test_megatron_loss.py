@@ -1,0 +1,108 @@
+"""loss_kernel="megatron" (Megatron-Core's vocab-parallel cross-entropy, megatron/core/
+tensor_parallel/cross_entropy.py) and "te" (Transformer Engine's Triton parallel_cross_entropy):
+worked by hand, and the megatron one counted on real CPU tensors, written here step by step as
+Megatron-Core's forward and backward run (one tensor-parallel rank)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpuhours.estimate.memory import logits_bytes, loss_backward_bytes
+from gpuhours.setup import Training
+
+TOKENS, VOCAB, HIDDEN = 1024, 4096, 64
+
+
+def _t(tiny, kernel: str, precision: str = "bf16-mixed") -> Training:
+    arch = dataclasses.replace(tiny, vocab_size=VOCAB)
+    return Training.model_validate({"arch": arch, "micro_batch": 1, "seq_len": TOKENS,
+                                    "precision": precision, "loss_kernel": kernel})
+
+
+def test_megatron_loss_by_hand(tiny) -> None:
+    t = _t(tiny, "megatron")
+    # forward: the head's bf16 logits (2) and their one fp32 copy (4), softmax in place on it
+    assert logits_bytes(t.arch, t) == TOKENS * VOCAB * 6
+    # backward: the saved fp32 softmax turned gradient in place (4) and its cast to bf16 (2)
+    assert loss_backward_bytes(t.arch, t) == TOKENS * VOCAB * 6
+    # fp32 logits: `.float()` returns the same tensor: 4 in both
+    f = _t(tiny, "megatron", "fp32")
+    assert logits_bytes(f.arch, f) == loss_backward_bytes(f.arch, f) == TOKENS * VOCAB * 4
+    # transformers' loss holds 2 + 4 + 4 in the forward and 12 at the start of backward
+    hf = _t(tiny, "hf")
+    assert logits_bytes(hf.arch, hf) == TOKENS * VOCAB * 10
+    assert loss_backward_bytes(hf.arch, hf) == TOKENS * VOCAB * 12
+
+
+def test_te_loss_by_hand(tiny) -> None:
+    t = _t(tiny, "te")
+    # forward: the bf16 logits, the gradient written into them; fp32 loss + (max, sum,
+    # target logit) per token: 16 bytes
+    assert logits_bytes(t.arch, t) == TOKENS * VOCAB * 2 + 16 * TOKENS
+    # backward: scaled in place
+    assert loss_backward_bytes(t.arch, t) == TOKENS * VOCAB * 2
+
+
+def _vocab_parallel_ce():
+    """Megatron-Core's _VocabParallelCrossEntropy on one rank, operation by operation as
+    cross_entropy.py (NVIDIA/Megatron-LM@d98e8a64) runs them: the fp32 copy, the in-place
+    subtract of the max, the target logit picked, exp in place, the sum, the in-place divide;
+    the softmax saved; backward subtracts 1 at the targets and scales in place."""
+    import torch
+
+    class VocabParallelCE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, target):  # type: ignore[override]
+            x = logits.float()
+            x_max = torch.max(x, dim=-1)[0]
+            x -= x_max.unsqueeze(-1)
+            rows = torch.arange(x.shape[0])
+            picked = x[rows, target].clone()
+            torch.exp(x, out=x)
+            total = x.sum(dim=-1)
+            loss = torch.log(total) - picked
+            x.div_(total.unsqueeze(-1))
+            ctx.save_for_backward(x, target)
+            return loss
+
+        @staticmethod
+        def backward(ctx, grad_output):  # type: ignore[override]
+            softmax, target = ctx.saved_tensors
+            rows = torch.arange(softmax.shape[0])
+            softmax[rows, target] -= 1.0
+            softmax.mul_(grad_output.unsqueeze(-1))
+            return softmax, None
+
+    return VocabParallelCE
+
+
+def test_megatron_loss_matches_a_live_storage_count(tiny) -> None:
+    """The head and loss as GPTModel runs them (the logits freed when forward returns the
+    loss), 1024 tokens, hidden 64, vocabulary 4096, bf16; counted by bench's live-storage
+    tracker. Autograd casts the fp32 gradient to the bf16 input's dtype."""
+    torch = pytest.importorskip("torch")
+    from gpuhours.torchkit.storage import LiveStorageTracker
+
+    t = _t(tiny, "megatron")
+    ce = _vocab_parallel_ce()
+    torch.manual_seed(0)
+    h = torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16)
+    y = torch.randint(0, VOCAB, (TOKENS,))
+    tracker = LiveStorageTracker("cpu")
+    with tracker:
+        for x in (h, w, y):
+            tracker.track(x, preexisting=True)
+        logits = h @ w.T
+        loss = ce.apply(logits, y).mean()
+        del logits
+        forward = tracker.peak_bytes
+        tracker.peak_bytes = 0
+        loss.backward()
+        backward = tracker.peak_bytes
+    assert h.grad is not None and h.grad.dtype == torch.bfloat16
+    before = h.nbytes + w.nbytes + y.nbytes
+    assert forward - before == pytest.approx(logits_bytes(t.arch, t), rel=5e-3)
+    assert backward - before == pytest.approx(loss_backward_bytes(t.arch, t), rel=5e-3)
