@@ -163,8 +163,8 @@ class Training(_ReadsModel):
     flash_attention: bool = True
     #: the flash kernel is a fused one that overlaps softmax with the matmuls: cuDNN's fused
     #: attention (Transformer Engine: Megatron-LM, NeMo) or FlashAttention-3; False: PyTorch
-    #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only
-    #: (assumptions.ATTENTION_EFFICIENCY_BY_GENERATION)
+    #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only;
+    #: on data-centre Blackwell both are cuDNN's (assumptions.ATTENTION_EFFICIENCY_BY_GENERATION)
     fused_attention: bool = False
     #: torch.compile of the decoder layers and the loss (torchtune's compile=True, HF Trainer's
     #: torch_compile): AOTAutograd's min-cut partitioner recomputes the cheap elementwise

@@ -102,6 +102,16 @@ class GpuSpec(_Strict):
         default=None, gt=0, description="L2 cache size, MiB (whitepaper figure); None: not read")
     #: where l2_cache_mib comes from
     l2_cache_source: str = ""
+    #: the CUDA compute capability, "major.minor" (NVIDIA parts): which kernels a library builds
+    #: for the part. Blackwell spans two: 10.x (B200, GB200: tcgen05 tensor-core instructions and
+    #: tensor memory, which cuDNN's sm100 attention and FlashAttention-4 are written for) and
+    #: 12.x (GeForce RTX 50: without them). Read by estimate/timing.py's attention rate.
+    #: None: not recorded.
+    compute_capability: str | None = Field(
+        default=None, pattern=r"^[0-9]+\.[0-9]+$",
+        description="CUDA compute capability, major.minor; None: not recorded")
+    #: where compute_capability comes from
+    compute_capability_source: str = ""
     source: str
     as_of: AsOf
     notes: str = ""
@@ -119,6 +129,13 @@ class GpuSpec(_Strict):
         if (self.l2_cache_mib is None) != (not self.l2_cache_source):
             raise ValueError(f"{self.name}: l2_cache_mib and l2_cache_source go together (the "
                              f"size and the document it was read from)")
+        return self
+
+    @model_validator(mode="after")
+    def _compute_capability_sourced(self) -> GpuSpec:
+        if (self.compute_capability is None) != (not self.compute_capability_source):
+            raise ValueError(f"{self.name}: compute_capability and compute_capability_source go "
+                             f"together (the figure and the document it was read from)")
         return self
 
     @model_validator(mode="after")

@@ -160,20 +160,65 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: (Shah et al. 2024, arXiv:2407.08608, figs. 5-6); forward + backward (2x the forward's
 #: FLOPs) time-weighted: 3 / (989/620 + 2 x 989/460) = 0.50. This table holds the fused kernels
 #: (Training.fused_attention); SDPA_ATTENTION_EFFICIENCY_BY_GENERATION the default one.
+#: Blackwell (compute capability 10.x only: ATTENTION_TABLE_SM_MAJOR): Transformer Engine picks
+#: cuDNN's fused attention over flash-attn on compute capability >= 9.0 ("FusedAttention
+#: preference on Hopper+", NVIDIA/TransformerEngine@a0b36d0c transformer_engine/pytorch/
+#: attention/dot_product_attention/utils.py get_attention_backend). NVIDIA's published cuDNN
+#: runs (NVIDIA/cudnn-frontend@3929da2e benchmark/sdpa_benchmark_training/results/llama3.1/
+#: gb200/llama3.1_20260424_100750.csv: cuDNN 9.22, one GB200 at its 2,500 TFLOPS dense bf16
+#: peak (catalog gb200), bf16, causal (top_left), head dim 128, 64 query / 8 KV heads, batch 2,
+#: non-deterministic backward) give forward / backward TFLOPS 1097 / 885 at 2,048 tokens,
+#: 1408 / 1148 at 4,096, 1574 / 1332 at 8,192 and 1708 / 1328 at 16,384. Their backward TFLOPS
+#: count five matmuls, 2.5x the forward's FLOPs (recomputing QK^T; benchmark_single_sdpa.py
+#: flops()), where flops.py counts the backward at 2x: per model FLOP, time-weighted,
+#: e = 3 / (peak/fwd + 2.5 x peak/bwd) = 0.32, 0.42, 0.48 and 0.49 at the four lengths; the
+#: entry is their mean, 0.43 (the length dependence is not modelled). Their causal FLOPs are
+#: S(S+1)/2 scores a head, flops.py's causal count. The same fraction is taken for the B200
+#: (2,250 peak, the same SM at lower clocks). FlashAttention-4 agrees: 1418 forward / 1209
+#: backward (2-CTA) TFLOPS at 8,192 tokens, causal, head dim 128 on a B200 (one of its authors,
+#: Dao-AILab/flash-attention PR #2280, 2026-02-27; the same 2.5x backward count,
+#: benchmarks/benchmark_attn.py @0251105a) give 3 / (2250/1418 + 2.5 x 2250/1209) = 0.48.
 ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "hopper": _a("attention_efficiency.hopper", 0.50, "fraction of dense bf16 peak",
                  "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
                  "backward ~460 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+    "blackwell": _a("attention_efficiency.blackwell", 0.43, "fraction of dense bf16 peak",
+                    "cuDNN 9.22 fused attention on GB200, causal, head dim 128, 2k-16k tokens: "
+                    "forward 1097-1708, backward 885-1332 TFLOPS (NVIDIA/cudnn-frontend "
+                    "benchmark/sdpa_benchmark_training results, llama3.1 gb200 csv); "
+                    "FlashAttention-4 on B200 alike"),
 }
 #: The same for PyTorch SDPA's flash kernels (FlashAttention-2: transformers' default, and
 #: torchtitan's): on an H100 SXM ~370 TFLOPS forward and ~260 backward at 2k-16k tokens, head
 #: dim 128, causal (Shah et al. 2024, figs. 5-6, FlashAttention-2 series): 3 / (989/370 +
 #: 2 x 989/260) = 0.29. Our own H100 run (HF + SDPA, docs/bench.md) ran on these kernels.
+#: Blackwell (10.x): PyTorch's priority order puts cuDNN attention first on compute capability
+#: 9.x and 10.x when the runtime cuDNN is newer than 9.15.0 (pytorch/pytorch@001f694a
+#: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_prefer_cudnn_attention; CUDA 12
+#: builds: minor 0 or 3), which torch 2.11's bundled cuDNN is (huggingface/transformers PR
+#: #48163, 2026-08-31: "that code is already in 2.10. What changes at 2.11 is the bundled cuDNN
+#: crossing the threshold"): the cuDNN figure above. Stacks on older cuDNN run SDPA's
+#: FlashAttention-2 (sm80 kernels): ~350 TFLOPS forward, non-causal, head dim 128 on a B200
+#: (meta-pytorch/tritonbench PR #171, 2025-03-04), ~0.16 of peak, its backward not found:
+#: not modelled, so those runs will be slower than estimated.
 SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "hopper": _a("sdpa_attention_efficiency.hopper", 0.29, "fraction of dense bf16 peak",
                  "PyTorch SDPA's FlashAttention-2 kernels on H100 SXM, forward ~370 and "
                  "backward ~260 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+    "blackwell": _a("sdpa_attention_efficiency.blackwell", 0.43, "fraction of dense bf16 peak",
+                    "PyTorch SDPA runs cuDNN's attention first on compute capability 10.x with "
+                    "cuDNN > 9.15.0 (sdp_utils.cpp check_prefer_cudnn_attention): the cuDNN "
+                    "figure of attention_efficiency.blackwell; older stacks run "
+                    "FlashAttention-2 at ~350 TFLOPS forward (not modelled)"),
 }
+
+#: The compute-capability major a generation's entries in the two tables above hold for, where
+#: the generation spans parts whose attention kernels differ. Blackwell: cuDNN's sm100 kernels and
+#: FlashAttention-4 are built on the tcgen05 tensor-core instructions and tensor memory of
+#: compute capability 10.x (B200, GB200); 12.x parts (GeForce RTX 50) lack them, and PyTorch
+#: prefers cuDNN on 9.x and 10.x only. A part of another major, or with none recorded in the
+#: catalog, keeps ATTENTION_EFFICIENCY_RATIO x the GEMM efficiency.
+ATTENTION_TABLE_SM_MAJOR: dict[str, int] = {"blackwell": 10}
 
 #: The flash-attn package's FlashAttention-2 kernels called by the model's own code
 #: (Training.kernels "flash-attn": Qwen-1's modeling_qwen.py calls flash_attn_func on the whole

@@ -736,7 +736,7 @@ def estimate_training(
         used.append(A.CHUNKED_CE_CHUNKS)
     if arch.is_moe:
         used += [A.GROUPED_GEMM_K_HALF_DEPTH, A.GEMM_ROOFLINE_P]
-    attention = attention_assumption(hw.gpu.generation, t.fused_attention)
+    attention = attention_assumption(hw.gpu, t.fused_attention)
     if attention is not None:
         used.append(attention)
     if t.precision == "fp8-mixed":

@@ -155,12 +155,18 @@ def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     return base * width
 
 
-def attention_assumption(generation: str, fused: bool) -> A.Assumption | None:
-    """The generation's own attention rate for the kernel (fused: cuDNN / FlashAttention-3;
-    else SDPA's FlashAttention-2), or None where assumptions.py has none."""
+def attention_assumption(gpu: GpuSpec, fused: bool) -> A.Assumption | None:
+    """The generation's own attention rate for the kernel (fused: cuDNN / FlashAttention-3 or
+    -4; else PyTorch SDPA's), or None where assumptions.py has none, or where its entry holds
+    for another compute-capability major than the part's (A.ATTENTION_TABLE_SM_MAJOR: Blackwell's
+    entries are 10.x's, not the GeForce RTX 50's 12.x)."""
     table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if fused
              else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
-    return table.get(generation)
+    major = A.ATTENTION_TABLE_SM_MAJOR.get(gpu.generation)
+    if major is not None and (gpu.compute_capability is None
+                              or int(gpu.compute_capability.split(".")[0]) != major):
+        return None
+    return table.get(gpu.generation)
 
 
 def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False,
@@ -168,13 +174,14 @@ def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False,
     """Achieved fraction of dense (bf16) peak per causal attention FLOP of flash attention: the
     generation's own figure for the kernel where assumptions.py has one (the flash-attn package
     called by the model's code, `kernels` "flash-attn": FLASH_ATTN2_EFFICIENCY_BY_GENERATION;
-    Hopper: fused, cuDNN or FlashAttention-3; else SDPA's FlashAttention-2), else a share of the
-    GEMM efficiency (ATTENTION_EFFICIENCY_RATIO)."""
+    Hopper: fused, cuDNN or FlashAttention-3, else SDPA's FlashAttention-2; Blackwell 10.x:
+    cuDNN's, fused or through SDPA), else a share of the GEMM efficiency
+    (ATTENTION_EFFICIENCY_RATIO)."""
     if kernels == "flash-attn" and not fused:
         fa2 = A.FLASH_ATTN2_EFFICIENCY_BY_GENERATION.get(gpu.generation)
         if fa2 is not None:
             return fa2.value
-    own = attention_assumption(gpu.generation, fused)
+    own = attention_assumption(gpu, fused)
     if own is not None:
         return own.value
     return gemm_efficiency(gpu, hidden_size) * A.ATTENTION_EFFICIENCY_RATIO.value
