@@ -20,6 +20,9 @@ sequence) costs
   prompt tokens at once: compute-bound, but never faster than one read of the weights.
 - Continuous batching: the engine runs at most `max_num_seqs` sequences at once and the KV cache
   caps the batch; sequences beyond the cap wait for a free slot (with equal lengths: waves).
+  A batch of unequal lengths replayed through a paged engine's admission and preemption
+  (estimate/paged_rollout.py) is timed stretch by stretch by `paged_rollout_time_s`, in the
+  cache `paged_cache_tokens` gives.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
