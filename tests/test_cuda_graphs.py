@@ -185,7 +185,11 @@ def test_an_rl_phase_runs_its_rollouts_eagerly_when_told() -> None:
     eager, _ = rl._details(case)
     graph, _ = rl._details(replace(case, phase={**case.phase, "rollout_cuda_graphs": "auto"}))
     assert eager is not None and graph is not None
-    assert eager["rollout_generation_s"] > 2 * graph["rollout_generation_s"]
+    # 1.17x since the batch is replayed through vLLM's paged admission (plan/rl_paged.py):
+    # its 256 sequences an engine run at once, their steps mostly longer than an eager
+    # forward's launches; 2x and more under the wave rule, whose tail decoded the longest
+    # response alone, launch-bound, for 8,192 steps
+    assert eager["rollout_generation_s"] > 1.1 * graph["rollout_generation_s"]
     assert eager["policy_update_s"] == graph["policy_update_s"]
 
 

@@ -132,18 +132,22 @@ def test_a_reserve_that_leaves_no_room_names_it() -> None:
         max_batch_by_memory(arch, g, gpu, share)
 
 
-def test_an_rl_wave_is_the_cache_the_reserve_leaves() -> None:
+def test_an_rl_engines_cache_is_what_the_reserve_leaves() -> None:
     """NeMo-RL's colocated Llama-3.1-8B row (docs/rl.md row 2: vLLM at a 0.6 share of an H100,
     85,520,809,984 bytes, 127-token prompts and 3,969-token longest responses, 4,096 a
     sequence as max_total_sequence_length): (0.6 x
     85,520,809,984 - 8,030,261,248 x 2 bytes of weights - 16,384 x (2 x 4,096 + 3 x 14,336) x
-    2 bytes of profile) / (4,096 tokens x 32 layers x 2 x 8 KV heads x 128 x 2 bytes) = 62.5:
-    62 sequences a wave (65 without the reserve), so 128 a GPU take 3 waves, not 2."""
+    2 bytes of profile) / (32 layers x 2 x 8 KV heads x 128 x 2 bytes a token) = 256,151
+    tokens of paged cache. Its 128 sequences a GPU all start at once (128 x 127 prompt tokens)
+    and, at the phase's spread of response lengths (mean 1,019), never fill it: none
+    preempted, the step as long as the longest response."""
     from gpuhours_dev.validation import rl
 
     details, _ = rl._details(rl.CASES[0])
     assert details is not None
-    assert details["generation_batch_per_gpu"] == 62 and details["rollout_waves"] == 3
+    assert details["rollout_kv_cache_tokens"] == pytest.approx(256_151, abs=1)
+    assert (details["rollout_admissions"], details["rollout_preemptions"]) == (1, 0)
+    assert details["rollout_decode_steps"] == 3_969  # the longest response, 4,096 - 127
 
 
 def test_published_block_counts_of_vllm_pr_2031() -> None:

@@ -37,7 +37,7 @@ COUNTS = frozenset({
     # a phase's details that count things (plan/results.py DETAIL_COUNTS)
     "experiments", "generation_batch_per_gpu", "rollout_gpus", "train_gpus",
     "rollout_tensor_parallel", "update_micro_batch", "grpo_calibration_ledger_id",
-    "rollout_waves",
+    "rollout_waves", "rollout_admissions", "rollout_preemptions", "rollout_peak_running_sequences",
     # compare's offers: their rank, and the instances billed (catalog/billing.py)
     "rank", "instances", "billed_gpus", "gpus_per_instance", "offers_total"})
 #: keys under which numbers are inputs as given, settings, or price rows (a catalog price with

@@ -72,7 +72,10 @@ def test_pixelis_rft_is_rollouts_plus_update():
     assert d["generation_batch_per_gpu"] == 4
     # responses of 1,024 tokens on average, 2,048 at most: each step waits for the longest
     assert rft.bottleneck == "rollout generation (waiting for the longest response)"
-    assert d["rollout_generation_s"] == pytest.approx(d["rollout_tail_s"])
+    # the 4 run at once (vLLM's paged cache) and decode 4 or fewer at the cost of one
+    # (weight-bound): the rollouts last about as long as the longest decoded alone
+    assert d["rollout_generation_s"] == pytest.approx(d["rollout_tail_s"], rel=0.05)
+    assert d["rollout_generation_s"] >= d["rollout_tail_s"]
 
 
 def test_pixelis_storage_from_physics():

@@ -326,7 +326,11 @@ _VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_
 # across syncs (the rollouter issues one sync's 512 prompts per parameter version and waits for
 # the sync), so each sync waits for its longest response; the trainer's 4 local updates of 128
 # prompts each (trigger_parameter_sync_step 4, require_batches 4) start as their prompts finish
-_VERL_7B_PIPELINE = {**_VERL_7B, **_VERL_IN_FLIGHT, "placement": "dedicated",
+# the rollouter refills a server's 16 prompts in flight as each finishes (a cap on the sequences
+# running, not a blocking generate call that waits for its own longest response): the engine's
+# max_num_seqs, 16 x 16 = 256, not rollout_batch (which the paged replay, plan/rl_paged.py, takes
+# as blocking calls)
+_VERL_7B_PIPELINE = {**_VERL_7B, "rollout_max_num_seqs": 16 * 16, "placement": "dedicated",
                      "old_logprob_pass": False, "rollout_memory_utilisation": 0.8,
                      "updates_per_sync": 4}
 _VERL_ASYNC_ASSUMED = ("; the README's staleness 0.5 (its 7B scripts at df340d70 say 0.1): any "
@@ -491,7 +495,7 @@ CASES = [
     Case(40, "h20", {**_VERL_7B_PIPELINE, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
          _VERL_7B_ASSUMED + "; 64 rollout + 64 trainer GPUs (the same table's partial-rollout "
          "run's split; not stated for this row); the rollouter's 16 prompts in flight per "
-         "server as the engine's batch; the first local update's prompts done after a quarter "
+         "server, refilled as each finishes, as the engine's max_num_seqs (256); the first local update's prompts done after a quarter "
          "of the rollouts"),
     Case(17, "h20", {**_VERL_30B_ASYNC, "rollout_gpus": 96},
          {**_VERL_30B_SETTINGS, "gpus": 128, "cp": 2},

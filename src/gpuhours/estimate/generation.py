@@ -20,6 +20,9 @@ sequence) costs
   prompt tokens at once: compute-bound, but never faster than one read of the weights.
 - Continuous batching: the engine runs at most `max_num_seqs` sequences at once and the KV cache
   caps the batch; sequences beyond the cap wait for a free slot (with equal lengths: waves).
+  A batch of unequal lengths replayed through a paged engine's admission and preemption
+  (estimate/paged_rollout.py) is timed stretch by stretch by `paged_rollout_time_s`, in the
+  cache `paged_cache_tokens` gives.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
@@ -59,6 +62,7 @@ from gpuhours.estimate.hf_generate_memory import (
     hf_generate_mask_bytes_per_sequence,
     hf_generate_peak,
 )
+from gpuhours.estimate.paged_rollout import PagedRollout
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
@@ -810,6 +814,74 @@ def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
     return prefill, decode
 
 
+def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float) -> _Step:
+    """The step cost of this setup's engine on `gpu` (see the module docstring)."""
+    arch = g.arch
+    max_seqs = engine_max_num_seqs(g)
+    e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
+    bandwidth_gb_per_s, _ = decode_bandwidth_gb_per_s(gpu)
+    tp = g.tensor_parallel
+    kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+    state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
+    link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
+    return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
+                  gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
+                  bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
+                  weights_read_bytes=weight_bytes_read_per_step(
+                      arch, g.weight_bytes_per_param, g.released_format) / tp,
+                  kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
+                  host_scale=host_scale, state_bytes_per_sequence=state,
+                  routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
+                  weight_only_quantised=_weight_only_quantised(g),
+                  hf_transformers_version=g.hf_transformers_version,
+                  unquantised_bytes=_unquantised_bytes_read(arch, g.weight_bytes_per_param,
+                                                            g.released_format) / tp,
+                  weight_bytes_per_param=g.weight_bytes_per_param,
+                  dequant_weights_per_s=((dequant_weights_per_s(gpu) or 0.0) if _runs_marlin(g)
+                                         else 0.0),
+                  activation_quant_kernels=(FP8_ACTIVATION_QUANT_KERNELS
+                                            if g.matmul_precision == "fp8" else 0),
+                  capture=capture_rule(g.engine, g.cuda_graphs, max_seqs, gpu.memory_bytes, tp),
+                  eager_kernels=eager_kernels_per_forward(
+                      arch, tp, FUSED_MOE_ROUTING_KERNELS,
+                      FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0))
+
+
+def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
+                       share: float) -> tuple[float, float]:
+    """The KV cache of a paged engine (vLLM, SGLang) on each GPU of the tensor-parallel group,
+    in tokens: what is left of `share` of the device after the weights and the engine's
+    startup profile (as max_batch_by_memory), over the KV bytes of one token; a model with
+    sliding-window layers holds fewer tokens than its context (kv_tokens_held), taken at the
+    setup's prompt + output tokens. Also a hybrid model's SSM state per sequence, in the same
+    tokens (0 without one)."""
+    tp = g.tensor_parallel
+    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
+    usable = (gpu.memory_bytes * share - weights / tp
+              - engine_profile_reserve(arch, g, gpu).bytes)
+    context = g.prompt_tokens + g.output_tokens
+    per_token = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+                 * kv_tokens_held(arch, context) / context)
+    state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
+    return max(0.0, usable) / per_token, state / per_token
+
+
+def paged_rollout_time_s(g: Generation, gpu: GpuSpec, rollout: PagedRollout,
+                         precision: str = "bf16") -> tuple[float, float]:
+    """Prefill and decode seconds of a replayed paged-cache batch (estimate/paged_rollout.py)
+    at this setup's engine step: each admission's prefill (fresh prompts, recomputed
+    prompt + output) and each stretch of decode steps at its running sequences and mean
+    context."""
+    if g.matmul_precision == "fp8":
+        precision = "fp8-mixed"
+    step = _engine_step(g, gpu, precision, 1.0)
+    prefill_s = sum(step.prefill(a.sequences, max(1, round(a.mean_prefill_tokens)))
+                    for a in rollout.admissions)
+    decode_s = sum(s.steps * step.decode(s.running_sequences, s.mean_context_tokens)[0]
+                   for s in rollout.stretches)
+    return prefill_s, decode_s
+
+
 def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                         host_scale: float = 1.0) -> GenerationEstimate:
     """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU.
@@ -847,28 +919,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
-    link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
-    step = _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
-                 gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
-                 bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
-                 weights_read_bytes=weight_bytes_read_per_step(
-                     arch, g.weight_bytes_per_param, g.released_format) / tp,
-                 kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
-                 host_scale=host_scale, state_bytes_per_sequence=state,
-                 routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
-                 weight_only_quantised=_weight_only_quantised(g),
-                 hf_transformers_version=g.hf_transformers_version,
-                 unquantised_bytes=_unquantised_bytes_read(arch, g.weight_bytes_per_param,
-                                                           g.released_format) / tp,
-                 weight_bytes_per_param=g.weight_bytes_per_param,
-                 dequant_weights_per_s=((dequant_weights_per_s(gpu) or 0.0) if _runs_marlin(g)
-                                        else 0.0),
-                 activation_quant_kernels=(FP8_ACTIVATION_QUANT_KERNELS
-                                           if g.matmul_precision == "fp8" else 0),
-                 capture=capture_rule(g.engine, g.cuda_graphs, max_seqs, gpu.memory_bytes, tp),
-                 eager_kernels=eager_kernels_per_forward(
-                     arch, tp, FUSED_MOE_ROUTING_KERNELS,
-                     FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0))
+    step = _engine_step(g, gpu, precision, host_scale)
     prefill_s, decode_s = (full_waves * t for t in _wave_s(step, running, g))
     if rest:
         p, d = _wave_s(step, rest, g)

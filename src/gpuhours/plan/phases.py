@@ -31,6 +31,7 @@ from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_paged import PagedBatch, paged_batch
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
@@ -528,6 +529,14 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
                    steps=steps)
 
 
+def _paged_text(paged: PagedBatch) -> str:
+    """How a paged engine's batch ran, for the basis."""
+    d = paged.details()
+    return (f"; paged KV cache of {paged.cache_tokens:,.0f} tokens: each sequence admitted at "
+            f"the tokens it has, {d['rollout_preemptions']:,.0f} preempted and recomputed, "
+            f"{d['rollout_decode_steps']:,.0f} decode steps (plan/rl_paged.py)")
+
+
 def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     """One synchronous GRPO/PPO step: generate G responses to each prompt, score them (the
     policy's old log-probs, the reference model, a reward model, PPO's critic), update the
@@ -648,9 +657,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         raise InputError(f"{_where(ctx, phase)}, field '{field}'", err.message, err.hint
                          ) from None
     streamed = phase.partial_rollout
-    # a wave reserves KV for its longest response; a stream's running sequences are at every
-    # stage of their lives, and vLLM's paged cache holds only the tokens each has: the cache is
-    # taken at prompt + mean response a sequence (an assumption; docs/rl.md)
+    # one sequence of the longest response must fit (vLLM refuses to start when max_model_len
+    # does not), and HF generate's static batch holds every sequence at the longest; a stream's
+    # running sequences are at every stage of their lives, and vLLM's paged cache holds only
+    # the tokens each has: the cache is taken at prompt + mean response a sequence (an
+    # assumption; docs/rl.md). A synchronous batch on a paged engine is replayed below
     kv_probe = probe if streamed else probe.model_copy(update={"output_tokens": longest})
     try:
         cap = max_batch_by_memory(t.arch, kv_probe, ctx.gpu, share)
@@ -680,7 +691,21 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     tail = estimate_generation(probe.model_copy(update={"batch": 1, "output_tokens": longest}),
                                ctx.gpu, gen_matmul)
     waves = math.ceil(per_gpu / work.batch)
-    if streamed:
+    paged = None if streamed else paged_batch(probe, ctx.gpu, share, per_gpu, longest,
+                                              phase.rollout_batch, gen_matmul)
+    if paged is not None:
+        # a paged cache admits each request at the tokens it has (vLLM; SGLang with a
+        # reserve for what it may still generate), not at its longest response, and preempts
+        # when the cache runs out (plan/rl_paged.py). `work`: the batch a generate call hands
+        # the engine, for the report (decode bound, batch); at the mean length no more fit
+        # than max_batch_by_memory of the probe
+        work = estimate_generation(probe.model_copy(update={"batch": min(
+            phase.rollout_batch or per_gpu, max_batch_by_memory(t.arch, probe, ctx.gpu,
+                                                                share))}),
+            ctx.gpu, gen_matmul)
+        rollout_s = paged.seconds
+        tail_led = paged.tail_led and longest > phase.response_tokens
+    elif streamed:
         # a new sequence takes each finished one's place, and a response still running at a
         # weight sync goes on after it (verl fully_async_policy partial_rollout: the rollouter's
         # sleep/resume around the sync): the engine stays full, no wave waits for its tail
@@ -788,7 +813,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if phase.validation_every_steps and phase.validation_prompts:
         validation_s = validation_per_step_s(validation_rollout_s(
             probe, cap, math.ceil(phase.validation_prompts / engines), longest, ctx.gpu,
-            gen_matmul), sync_s, phase.validation_every_steps)
+            gen_matmul, share), sync_s, phase.validation_every_steps)
     driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
               else {})
     if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
@@ -853,7 +878,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         f"a pixel, {A.RL_IMAGE_BYTES_PER_PIXEL.name}: decoded, assumed RGB)")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
-             f"{'; the longest response sets each wave' if tail_led else ''}) + policy update, "
+             f"{_paged_text(paged) if paged is not None else ''}"
+             f"{'; the longest response sets each wave' if tail_led and paged is None else ''}"
+             f"{'; the step waits for the longest response' if tail_led and paged else ''}"
+             f") + policy update, "
              f"{training_basis(e).replace(': ', ' ', 1)}")
     if grpo is not None:
         basis += f"; {grpo.basis}"
@@ -887,9 +915,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_").replace("-", "_")
                                                           + "_s": v for k, v in parts.items()},
                "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": work.batch,
-               # waves and their tail play no part in a stream (the engines stay full): left out
-               **({} if streamed else {"rollout_waves": waves,
-                                       "rollout_tail_s": tail.batch_time_s}),
+               # waves and their tail play no part in a stream (the engines stay full): left out;
+               # a paged engine runs no waves: its admissions and preemptions instead
+               **({} if streamed else {"rollout_tail_s": tail.batch_time_s}),
+               **({} if streamed or paged is not None else {"rollout_waves": waves}),
+               **({} if paged is None else paged.details()),
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
                # GPU-seconds a step the roles off the actor's GPUs wait for its rollouts
                **({"idle_gpu_s": idle_gpu_s} if on_actor else {}),

@@ -33,9 +33,14 @@ def basis_kind_of(basis: str) -> str:
 #: phase details that are counts or ids, not quantities: left as numbers in JSON
 DETAIL_COUNTS = frozenset({"experiments", "generation_batch_per_gpu", "rollout_gpus",
                            "train_gpus", "rollout_tensor_parallel", "update_micro_batch",
-                           "grpo_calibration_ledger_id", "rollout_waves"})
+                           "grpo_calibration_ledger_id", "rollout_waves",
+                           # a paged engine's batch (plan/rl_paged.py)
+                           "rollout_admissions", "rollout_preemptions",
+                           "rollout_peak_running_sequences"})
 #: the unit of a phase detail by its name (else by its suffix: _s, _hours, _bytes)
 _DETAIL_UNITS = {"tokens": "tokens", "optimizer_steps": "steps", "steps": "steps",
+                 "rollout_kv_cache_tokens": "tokens", "rollout_recomputed_tokens": "tokens",
+                 "rollout_decode_steps": "steps",
                  "tokens_per_s_per_gpu": "tokens/s", "mfu": "fraction of peak FLOP/s",
                  "rollout_share": "fraction of step time",
                  "rollout_memory_utilisation": "fraction of device memory",
