@@ -91,8 +91,8 @@ def test_hopper_entries_need_no_compute_capability() -> None:
     """Hopper has one kernel family: its entries hold without a recorded compute capability."""
     h100 = catalog.gpu("h100-sxm")
     assert "hopper" not in A.ATTENTION_TABLE_SM_MAJOR
-    assert attention_efficiency(h100, 1024, fused=True) == 0.50
-    assert attention_efficiency(h100, 1024, fused=False) == 0.29
+    assert attention_efficiency(h100, 1024, fused=True) == 0.43
+    assert attention_efficiency(h100, 1024, fused=False) == 0.25
 
 
 def test_compute_capability_needs_its_source() -> None:

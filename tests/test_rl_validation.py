@@ -426,10 +426,10 @@ def test_verl_rows_run_the_loss_kernel_their_actor_runs():
 def test_hf_logits_halved_the_16_gpu_async_update_and_verl_logprobs_does_not():
     """CSV line 15: 16 trainer GPUs in 4 Ulysses groups of 4; 512 x 16 sequences in 16
     mini-batches are 128 a group per mini-batch, and the group's budget, 61,440 x 4 tokens,
-    packs 127 sequences of 256 + 1,672 = 1,928 tokens. hf's logits of 127 x 1,928 tokens over 4
-    GPUs (61,214 tokens x 152,064 vocabulary x 10 bytes in the forward, 12 at backward's start:
-    87-104 GiB) do not fit the H20's memory beside the model, so the phase halves the
-    micro-batch (63); verl-logprobs holds 2 bytes a logit (4 at backward's start) and packs 127.
+    packs 125 sequences of 256 + 1,696 = 1,952 tokens (the fitted mean). hf's logits of 125 x 1,952
+    tokens over 4 GPUs (61,000 tokens x 152,064 vocabulary x 10 bytes in the forward, 12 at
+    backward's start: 86-104 GiB) do not fit the H20's memory beside the model, so the phase halves
+    the micro-batch (62); verl-logprobs holds 2 bytes a logit (4 at backward's start) and packs 125.
     The old-log-prob pass, which the tuned fits use, is the same under both."""
     from dataclasses import replace
 
@@ -437,7 +437,7 @@ def test_hf_logits_halved_the_16_gpu_async_update_and_verl_logprobs_does_not():
     verl, _ = rl._details(c)
     hf, _ = rl._details(replace(c, settings={**c.settings, "loss_kernel": "hf"}))
     assert verl is not None and hf is not None
-    assert (hf["update_micro_batch"], verl["update_micro_batch"]) == (63, 127)
+    assert (hf["update_micro_batch"], verl["update_micro_batch"]) == (62, 125)
     assert verl["policy_update_s"] < hf["policy_update_s"]
     tuned = next(c for c in rl.CASES if c.row == 10)
     t_verl, _ = rl._details(tuned)
@@ -451,9 +451,9 @@ def test_no_efficiency_fits_the_fitted_mean_into_the_async_updates():
     x 3,584 + 2 x 3,584 x 512 + 3 x 3,584 x 18,944) + 152,064 x 3,584 = 7,070,285,824; row 15
     (CSV line) trained 8,192 sequences in 269.80 s on 16 H20s at 148 TFLOPS: 269.80 x 16 x
     148e12 / (6 x 7,070,285,824 x 8,192) = 1,838 tokens a sequence without recomputation,
-    1,379 with verl's (8 x). The fitted mean's sequence, 256 + 1,672 = 1,928 tokens, fits
+    1,379 with verl's (8 x). The fitted mean's sequence, 256 + 1,696 = 1,952 tokens, fits
     neither at 100% of the peak, nor (with recomputation) row 16's 1,604; the tuned rows 12 and
-    14 hold it 1.7x and 2.4x over (with recomputation), so the fitted mean is possible there."""
+    14 hold it 1.6x and 2.4x over (with recomputation), so the fitted mean is possible there."""
     cases = {c.row: c for c in rl.CASES}
     fitted = 256 + rl.VERL_7B_MEAN
     assert rl.update_bound_sequence_tokens(cases[13], recompute=False) == pytest.approx(
@@ -466,7 +466,7 @@ def test_no_efficiency_fits_the_fitted_mean_into_the_async_updates():
     assert rl.update_bound_sequence_tokens(cases[14]) < fitted
     # the tuned rows: 313.81 x 32 and 113.81 x 128 H20-seconds hold it
     assert [round(rl.update_bound_sequence_tokens(cases[r]) / fitted, 1) for r in (10, 12)] \
-        == [1.7, 2.4]
+        == [1.6, 2.4]
 
 
 def test_nemo_prompt_is_the_page_throughput_less_the_mean_response():

@@ -242,8 +242,10 @@ _VERL_ASSUMED = (_VERL_PROMPT + "; mean response 1/4 of the maximum (not stated:
 # driver's transfer, fitted from the same pair, is the part no GPU count removes); rows 13 and
 # 15-17 (the same recipe, other runs) are held out. The pass is costed as a forward with no loss
 # term (estimate/generation.py scoring_time_s), so the actor's loss kernel (verl-logprobs since
-# issue 13, hf before) does not enter the fit: it gives 1,672 under either.
-VERL_7B_MEAN = 1_672
+# issue 13, hf before) does not enter the fit: it gives the same under either. 1,672 until
+# 2026-11-24, 1,696 since the Hopper attention rates and GEMM efficiency were corrected (the
+# H20 is a Hopper part).
+VERL_7B_MEAN = 1_696
 _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FITTED on rows 12 "
                      "and 14 (the mean at which their old-log-prob pass takes its measured "
                      "time; the README states none)")

@@ -32,11 +32,14 @@ def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
 #: - hopper: FITTED to the tuning half of the H100 rows (scripts/gpuhours_dev/validation/
 #:   hopper.py: split_halves, fit_hopper), of those the dense, GEMM-bound ones (an MoE's grouped
 #:   expert GEMMs and routing were not costed then, estimate/moe_gemm.py now); the held-out half
-#:   checks it (docs/validation.md, "Training throughput on H100").
+#:   checks it (docs/validation.md, "Training throughput on H100"). Refitted on 2026-11-24 (bf16
+#:   0.70 -> 0.71, fp8 0.68 -> 0.70) when the Hopper attention rates were corrected (0.50 ->
+#:   0.43 fused, 0.29 -> 0.25 SDPA: their source's backward counts 2.5x the forward's FLOPs).
 #: - ada: DERIVED from user microbenchmarks, not from training rows: the median Ada product's
 #:   square-matmul rate over its dense peak (r 0.849: RTX 4090 1.00, L20 0.96, L40S 0.74, L4
 #:   0.49) x the share of that rate the anchored generations' training GEMMs reach (the mean of
-#:   Ampere's 0.80 / A100 SXM r 0.848 and Hopper's 0.70 / H100 SXM r 0.798: 0.911) = 0.77
+#:   Ampere's 0.80 / A100 SXM r 0.848 and Hopper's 0.71 / H100 SXM r 0.798: 0.917) = 0.78 (0.77
+#:   while Hopper's fit was 0.70)
 #:   (scripts/gpuhours_dev/validation/matmul_rate.py derived_ada_efficiency). It was an
 #:   assumption, 0.70, resting on nothing; the fine-tuning rows on the RTX 4090 check it (held
 #:   out: 6 of 11 within 20% at 0.70, 9 of 11 at 0.77; docs/validation.md).
@@ -55,11 +58,11 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                  "assumption: T4 (70 W) throttles clocks under sustained tensor-core load"),
     "ampere": _a("gemm_efficiency.ampere", 0.80, "fraction of dense peak",
                  "assumption: A100 bf16 GEMMs ~250 of 312 TFLOPS in training-sized shapes"),
-    "ada": _a("gemm_efficiency.ada", 0.77, "fraction of dense peak",
+    "ada": _a("gemm_efficiency.ada", 0.78, "fraction of dense peak",
               "derived from user matmul microbenchmarks (matmul_microbench.csv): the median Ada "
-              "product's rate, 0.849 of peak, x the 0.911 of that rate the A100 and H100 rows' "
+              "product's rate, 0.849 of peak, x the 0.917 of that rate the A100 and H100 rows' "
               "training GEMMs reach; no Ada training row used"),
-    "hopper": _a("gemm_efficiency.hopper", 0.70, "fraction of dense peak",
+    "hopper": _a("gemm_efficiency.hopper", 0.71, "fraction of dense peak",
                  "fitted to the GEMM-bound bf16 tuning rows of the H100 validation split: ONE "
                  "configuration (NeMo Automodel Qwen2.5-7B LoRA, 1 GPU; rms log error over a "
                  "0.01 grid, scripts/gpuhours_dev/validation/hopper.py); the datasheet-based "
@@ -90,10 +93,10 @@ FP8_GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "ada": _a("fp8_gemm_efficiency.ada", 0.60, "fraction of dense fp8 peak",
               "assumption: Ada's power limit bites harder at fp8's doubled rate; no training "
               "row read"),
-    "hopper": _a("fp8_gemm_efficiency.hopper", 0.68, "fraction of dense fp8 peak",
+    "hopper": _a("fp8_gemm_efficiency.hopper", 0.70, "fraction of dense fp8 peak",
                  "fitted to the GEMM-bound dense fp8 tuning rows of the H100 validation split "
                  "(11 configurations, Megatron-Bridge and NeMo on the megatron kernel path; "
-                 "scripts/gpuhours_dev/validation/hopper.py): ~1350 of 1979 TFLOPS"),
+                 "scripts/gpuhours_dev/validation/hopper.py): ~1390 of 1979 TFLOPS"),
     "blackwell": _a("fp8_gemm_efficiency.blackwell", 0.55, "fraction of dense fp8 peak",
                     "assumption: no B200 fp8 training row expressed; about Hopper's share"),
     "cdna3": _a("fp8_gemm_efficiency.cdna3", 0.40, "fraction of dense fp8 peak",
@@ -157,9 +160,12 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: bf16 peak, instead of ATTENTION_EFFICIENCY_RATIO x the GEMM efficiency. Hopper: cuDNN's
 #: fused attention (Transformer Engine: Megatron-LM, NeMo) and FlashAttention-3 reach ~600-650
 #: TFLOPS forward and ~420-500 backward at 2k-16k tokens, head dim 64-128, on an H100 SXM
-#: (Shah et al. 2024, arXiv:2407.08608, figs. 5-6); forward + backward (2x the forward's
-#: FLOPs) time-weighted: 3 / (989/620 + 2 x 989/460) = 0.50. This table holds the fused kernels
-#: (Training.fused_attention); SDPA_ATTENTION_EFFICIENCY_BY_GENERATION the default one.
+#: (Shah et al. 2024, arXiv:2407.08608, figs. 5-6). Those backward TFLOPS count 2.5x the
+#: forward's FLOPs (five matmuls, QK^T recomputed: flash-attention's benchmark flops(),
+#: "2.5 * f if mode == 'bwd'"), where flops.py counts the backward at 2x; per model FLOP,
+#: time-weighted: 3 / (989/620 + 2.5 x 989/460) = 0.43 (0.50 until 2026-11-24, when the
+#: backward was read at 2x its forward: that overstated the rate). This table holds the fused
+#: kernels (Training.fused_attention); SDPA_ATTENTION_EFFICIENCY_BY_GENERATION the default one.
 #: Blackwell (compute capability 10.x only: ATTENTION_TABLE_SM_MAJOR): Transformer Engine picks
 #: cuDNN's fused attention over flash-attn on compute capability >= 9.0 ("FusedAttention
 #: preference on Hopper+", NVIDIA/TransformerEngine@a0b36d0c transformer_engine/pytorch/
@@ -179,9 +185,10 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: Dao-AILab/flash-attention PR #2280, 2026-02-27; the same 2.5x backward count,
 #: benchmarks/benchmark_attn.py @0251105a) give 3 / (2250/1418 + 2.5 x 2250/1209) = 0.48.
 ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
-    "hopper": _a("attention_efficiency.hopper", 0.50, "fraction of dense bf16 peak",
+    "hopper": _a("attention_efficiency.hopper", 0.43, "fraction of dense bf16 peak",
                  "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
-                 "backward ~460 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+                 "backward ~460 TFLOPS (Shah et al. 2024, figs. 5-6; backward counted at "
+                 "2.5x the forward's FLOPs)"),
     "blackwell": _a("attention_efficiency.blackwell", 0.43, "fraction of dense bf16 peak",
                     "cuDNN 9.22 fused attention on GB200, causal, head dim 128, 2k-16k tokens: "
                     "forward 1097-1708, backward 885-1332 TFLOPS (NVIDIA/cudnn-frontend "
@@ -190,8 +197,9 @@ ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
 }
 #: The same for PyTorch SDPA's flash kernels (FlashAttention-2: transformers' default, and
 #: torchtitan's): on an H100 SXM ~370 TFLOPS forward and ~260 backward at 2k-16k tokens, head
-#: dim 128, causal (Shah et al. 2024, figs. 5-6, FlashAttention-2 series): 3 / (989/370 +
-#: 2 x 989/260) = 0.29. Our own H100 run (HF + SDPA, docs/bench.md) ran on these kernels.
+#: dim 128, causal (Shah et al. 2024, figs. 5-6, FlashAttention-2 series; the backward's TFLOPS
+#: on 2.5x the forward's FLOPs, as above): 3 / (989/370 + 2.5 x 989/260) = 0.25 (0.29 until
+#: 2026-11-24, at 2x). Our own H100 run (HF + SDPA, docs/bench.md) ran on these kernels.
 #: Blackwell (10.x): PyTorch's priority order puts cuDNN attention first on compute capability
 #: 9.x and 10.x when the runtime cuDNN is newer than 9.15.0 (pytorch/pytorch@001f694a
 #: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_prefer_cudnn_attention; CUDA 12
@@ -202,9 +210,10 @@ ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
 #: (meta-pytorch/tritonbench PR #171, 2025-03-04), ~0.16 of peak, its backward not found:
 #: not modelled, so those runs will be slower than estimated.
 SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
-    "hopper": _a("sdpa_attention_efficiency.hopper", 0.29, "fraction of dense bf16 peak",
+    "hopper": _a("sdpa_attention_efficiency.hopper", 0.25, "fraction of dense bf16 peak",
                  "PyTorch SDPA's FlashAttention-2 kernels on H100 SXM, forward ~370 and "
-                 "backward ~260 TFLOPS (Shah et al. 2024, figs. 5-6)"),
+                 "backward ~260 TFLOPS (Shah et al. 2024, figs. 5-6; backward counted at "
+                 "2.5x the forward's FLOPs)"),
     "blackwell": _a("sdpa_attention_efficiency.blackwell", 0.43, "fraction of dense bf16 peak",
                     "PyTorch SDPA runs cuDNN's attention first on compute capability 10.x with "
                     "cuDNN > 9.15.0 (sdp_utils.cpp check_prefer_cudnn_attention): the cuDNN "
