@@ -552,7 +552,7 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "rows within 12% (#437-439, were +13..+21%), #440 from +64% to +45%, but the "
         "4090 rows, already slow, to -15..-24% (#421, #424, #430 misses) while the Ada GEMM "
         "efficiency was an assumption (0.70 of the catalog's 165 TFLOPS). It is now derived "
-        "from user matmul microbenchmarks of four Ada products, 0.77 (no Ada row used; "
+        "from user matmul microbenchmarks of four Ada products, 0.78 (no Ada row used; "
         "'GEMM efficiency per product' below), and the 4090 rows read -8..-19%, all within "
         "20% and all slow: fitted to the two NO_SHARD 4090 rows (#421, #424) the figure "
         "runs to the grid's bound (1.0), so the gap is not in the GEMM rate alone. The "
@@ -706,7 +706,7 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "rule finetune.above_peak: no kernel runs above the peak; the only row it "
         "skips). The 4090 LoRA row needs 0.82x of its 165.2 TFLOPS in matmuls alone with "
         "the config's checkpointing (0.56x without), where the estimate's Ada GEMM rate "
-        "is 0.75x (0.77 x the width factor): the measured speed is hard to reach with "
+        "is 0.76x (0.78 x the width factor): the measured speed is hard to reach with "
         "recomputation, and whether the README's runs recomputed is not stated beside the "
         "table: not resolved."),
     "xtuner": (

@@ -497,7 +497,8 @@ CASES = [
     Case(40, "h20", {**_VERL_7B_PIPELINE, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
          _VERL_7B_ASSUMED + "; 64 rollout + 64 trainer GPUs (the same table's partial-rollout "
          "run's split; not stated for this row); the rollouter's 16 prompts in flight per "
-         "server, refilled as each finishes, as the engine's max_num_seqs (256); the first local update's prompts done after a quarter "
+         "server, refilled as each finishes, as the engine's max_num_seqs (256); the first "
+         "local update's prompts done after a quarter "
          "of the rollouts"),
     Case(17, "h20", {**_VERL_30B_ASYNC, "rollout_gpus": 96},
          {**_VERL_30B_SETTINGS, "gpus": 128, "cp": 2},
