@@ -122,7 +122,7 @@ def test_the_megatron_kernel_path_defaults_to_megatron_cores_loss() -> None:
     t = Training(model="qwen2.5-0.5b", micro_batch=1, seq_len=1024, kernels="megatron")
     assert t.loss_kernel is None and loss_kernel_of(t) == "megatron"
     assert logits_bytes(t.arch, t) == loss_backward_bytes(t.arch, t) == 933_494_784
-    assert "loss:megatron" in t.label()
+    assert "loss:megatron" in t.label() and t.choices()["loss_kernel"] == "megatron"
     # an explicit choice is kept: transformers' loss on the megatron path
     hf = Training(model="qwen2.5-0.5b", micro_batch=1, seq_len=1024, kernels="megatron",
                   loss_kernel="hf")

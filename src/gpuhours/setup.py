@@ -541,8 +541,10 @@ class Training(_ReadsModel):
 
     def choices(self) -> dict[str, Any]:
         """The setup as flat JSON-ready data: the model reference and every choice (what the
-        ledger stores and what outputs show as `setup`)."""
-        data = self.model_dump(mode="json", include=set(CHOICE_FIELDS))
+        ledger stores and what outputs show as `setup`), the loss kernel as it runs
+        (loss_kernel_of: its default resolved)."""
+        data = {**self.model_dump(mode="json", include=set(CHOICE_FIELDS)),
+                "loss_kernel": loss_kernel_of(self)}
         return {"model": self.model or self.arch.name, "config_overrides":
                 dict(self.config_overrides), **data}
 
