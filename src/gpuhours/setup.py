@@ -594,8 +594,8 @@ def loss_kernel_of(t: Training) -> LossKernel:
     tensor_parallel.vocab_parallel_cross_entropy unless cross_entropy_loss_fusion is set, and
     with it the native fused variant, which keeps the same tensors; TransformerConfig's
     defaults are fusion off and cross_entropy_fusion_impl "native". Transformer Engine's kernel
-    (te) is an opt-in (--cross-entropy-fusion-impl te: Megatron-Bridge's pre-training
-    recipes), chosen explicitly."""
+    (te) is an opt-in (--cross-entropy-fusion-impl te: Megatron-Bridge's performance
+    scripts), chosen explicitly."""
     if t.loss_kernel is not None:
         return t.loss_kernel
     return "megatron" if t.kernels == "megatron" else "hf"
