@@ -213,19 +213,21 @@ OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "
          "on the host; ZeRO 1-3), optimizer+params (the weights too: ZeRO-3 offload_param, "
          "FSDP CPUOffload).")]
-LossKernelOpt = Annotated[str, typer.Option(
+LossKernelOpt = Annotated[str | None, typer.Option(
     help="hf (transformers: fp32 logits), chunked (torchtune chunked CE), fused-linear "
          "(Liger fused linear CE), cut-ce (Cut Cross-Entropy), half (the model's own loss "
          "on half-precision logits, no autocast: Qwen-1 under DeepSpeed), chunked-half (head and "
          "loss by 128 positions on half-precision logits: litgpt), verl-logprobs (verl's actor: "
          "flash-attn's cross-entropy with in-place backward on half-precision logits), "
          "megatron (Megatron-Core's vocab-parallel CE: one fp32 copy, softmax and gradient in "
-         "place), te (Transformer Engine's Triton CE: gradient written into the logits).")]
+         "place), te (Transformer Engine's Triton CE: gradient written into the logits). "
+         "Default: megatron on --kernels megatron, else hf.")]
 KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "
          "modelling, eager PyTorch), flash-attn (code calling flash-attn with its fused "
          "rotary and RMSNorm: Qwen-1's with flash-attn installed) or megatron (Megatron-Core "
-         "with Transformer Engine's fused layers: Megatron-LM, Megatron-Bridge, NeMo).")]
+         "with Transformer Engine's fused layers: Megatron-LM, Megatron-Bridge, NeMo; its "
+         "vocab-parallel cross-entropy unless --loss-kernel says).")]
 HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "

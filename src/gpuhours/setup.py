@@ -177,8 +177,10 @@ class Training(_ReadsModel):
     #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
     #: reach the kernel as they are (transformers 5, flash-attn)
     kv_repeated: bool = False
-    #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32
-    loss_kernel: LossKernel = "hf"
+    #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32. None:
+    #: the kernel path's own (loss_kernel_of): megatron on the megatron path, whose models
+    #: compute Megatron-Core's vocab-parallel cross-entropy, never transformers' loss; else hf
+    loss_kernel: LossKernel | None = None
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
     #: logits the training loop keeps alive through backward by holding the model's output
@@ -436,7 +438,7 @@ class Training(_ReadsModel):
             raise FieldError(("fp8_params", "precision"), "fp8 weights (fp8_params) are "
                              "Transformer Engine's fp8-mixed training: use precision fp8-mixed.",
                              "Drop fp8_params, or set precision fp8-mixed.")
-        if self.loss_kernel in ("half", "chunked-half") and (self.precision == "fp32"
+        if loss_kernel_of(self) in ("half", "chunked-half") and (self.precision == "fp32"
                                            or self.precision.endswith("-amp")):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "
                              f"half-precision logits without autocast; under {self.precision} "
@@ -539,8 +541,10 @@ class Training(_ReadsModel):
 
     def choices(self) -> dict[str, Any]:
         """The setup as flat JSON-ready data: the model reference and every choice (what the
-        ledger stores and what outputs show as `setup`)."""
-        data = self.model_dump(mode="json", include=set(CHOICE_FIELDS))
+        ledger stores and what outputs show as `setup`), the loss kernel as it runs
+        (loss_kernel_of: its default resolved)."""
+        data = {**self.model_dump(mode="json", include=set(CHOICE_FIELDS)),
+                "loss_kernel": loss_kernel_of(self)}
         return {"model": self.model or self.arch.name, "config_overrides":
                 dict(self.config_overrides), **data}
 
@@ -567,8 +571,8 @@ class Training(_ReadsModel):
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":
                 parts.append(f"copies:{self.offload_copies}")
-        if self.loss_kernel != "hf":
-            parts.append(f"loss:{self.loss_kernel}")
+        if loss_kernel_of(self) != "hf":
+            parts.append(f"loss:{loss_kernel_of(self)}")
         if self.images_per_example:
             parts.append(f"img{self.images_per_example}x{self.image_tokens_per_image}t")
         parts += [f"{k}{getattr(self, k)}" for k in ("tp", "pp", "cp", "ep")
@@ -578,6 +582,23 @@ class Training(_ReadsModel):
         parts += [name for name, on in (("tp-overlap", self.tp_comm_overlap),
                                         ("a2a-overlap", self.moe_a2a_overlap)) if on]
         return " ".join(parts)
+
+
+def loss_kernel_of(t: Training) -> LossKernel:
+    """The loss kernel that runs (Training.loss_kernel; its default when None): megatron on the
+    megatron kernel path, else hf (transformers' own loss, the default of every family it
+    models: LossKernel above).
+
+    Megatron-Core's LanguageModule.compute_language_model_loss (megatron/core/models/common/
+    language_module/language_module.py at NVIDIA/Megatron-LM@b997545c and @d98e8a64) runs
+    tensor_parallel.vocab_parallel_cross_entropy unless cross_entropy_loss_fusion is set, and
+    with it the native fused variant, which keeps the same tensors; TransformerConfig's
+    defaults are fusion off and cross_entropy_fusion_impl "native". Transformer Engine's kernel
+    (te) is an opt-in (--cross-entropy-fusion-impl te: Megatron-Bridge's performance
+    scripts), chosen explicitly."""
+    if t.loss_kernel is not None:
+        return t.loss_kernel
+    return "megatron" if t.kernels == "megatron" else "hf"
 
 
 def _check_load_path(t: Training) -> None:
@@ -815,15 +836,15 @@ def check_runs_in_torch(t: Training, what: str) -> None:
         raise FieldError("offload", f"{what} runs one process on one device; CPU offload is "
                          "DeepSpeed's or FSDP's and is not run here.",
                          "Rely on the analytic answer (gpuhours estimate).")
-    if t.loss_kernel != "hf":
-        raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
-                         f"a {t.loss_kernel} kernel is not what runs in {what}.",
-                         "Use loss kernel hf, or rely on the analytic answer (gpuhours "
-                         "estimate).")
-    if t.kernels != "eager":
+    if t.kernels != "eager":  # before the loss: the megatron path's default loss is megatron
         raise FieldError("kernels", f"{what} runs transformers' modelling in eager PyTorch; the "
                          f"{t.kernels} path is not what runs in {what}.",
                          "Use kernels eager, or rely on the analytic answer (gpuhours estimate).")
+    if loss_kernel_of(t) != "hf":
+        raise FieldError("loss_kernel", f"the real model computes transformers' own loss (hf); "
+                         f"a {loss_kernel_of(t)} kernel is not what runs in {what}.",
+                         "Use loss kernel hf, or rely on the analytic answer (gpuhours "
+                         "estimate).")
 
 
 #: the fields of Training that are choices of the setup (not the model reference): what a plan's

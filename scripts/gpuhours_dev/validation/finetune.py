@@ -44,7 +44,7 @@ from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, loss_kernel_of
 
 from . import Comparison, _rows
 
@@ -1042,8 +1042,8 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
     parts.append("checkpointing " + ("on" if t.checkpointing else "off"))
     opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
     parts.append(opt)
-    if t.loss_kernel != "hf":
-        parts.append(f"{t.loss_kernel} cross-entropy")
+    if loss_kernel_of(t) != "hf":
+        parts.append(f"{loss_kernel_of(t)} cross-entropy")
     where = f"{n} x {gpu.name}" if gpu is not None and not size_only else f"{n} GPU(s)"
     parts.append(where + (f", ZeRO-{t.zero_stage}/FSDP" if t.zero_stage else ""))
     return ", ".join(parts)
@@ -1284,10 +1284,13 @@ def replay_code_hash() -> str:
 def replay_key(t: Training, n: int, cap: float | None, micro_batches: int) -> str:
     """The setup's choices that differ from their defaults (a setup field added later, at its
     default, keeps the key), a hash of the model's resolved shape (`t.arch`), the GPUs,
-    capacity, micro-batches and the code's hash."""
+    capacity, micro-batches and the code's hash. The loss kernel is keyed as it runs
+    (setup.loss_kernel_of: hf given or by default is the same setup)."""
     fields = Training.model_fields
     choices = {k: v for k, v in t.choices().items()
-               if k not in fields or v != fields[k].default}
+               if k != "loss_kernel" and (k not in fields or v != fields[k].default)}
+    if loss_kernel_of(t) != "hf":
+        choices["loss_kernel"] = loss_kernel_of(t)
     shape = hashlib.sha256(repr(t.arch).encode()).hexdigest()[:16]
     return json.dumps([choices, shape, n, cap, micro_batches, replay_code_hash()],
                       sort_keys=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuhours.estimate.lora import fused_adapter_names
+from gpuhours.setup import loss_kernel_of
 
 if TYPE_CHECKING:
     from gpuhours.estimate.arch import ModelArch
@@ -118,7 +119,7 @@ def compiled_loss_applies(t: Training) -> bool:
     """The loss kernels whose compiled form is counted here: transformers' loss (hf) and
     torchtune's chunked cross-entropy, both `cross_entropy(logits.float())` under
     torch.compile. The others (Liger, Cut Cross-Entropy, litgpt's) run their own kernels."""
-    return t.compile and t.loss_kernel in ("hf", "chunked")
+    return t.compile and loss_kernel_of(t) in ("hf", "chunked")
 
 
 def compiled_logits_bytes(tokens: int, vocab: int, a: float, kernel: str) -> float:
@@ -183,13 +184,14 @@ def compile_terms(arch: ModelArch, t: Training, eager_bytes: float, a: float) ->
                    f"elementwise_passes x the saved bytes; host operators not reduced")
     else:
         out.append(f"compile: the layers keep the eager count: {why}")
+    kernel = loss_kernel_of(t)
     if compiled_loss_applies(t):
-        kept = "the LM head's dtype" if t.loss_kernel == "chunked" else "fp32 (upcast before it)"
-        out.append(f"compile: the {t.loss_kernel} cross-entropy compiled keeps its input logits "
+        kept = "the LM head's dtype" if kernel == "chunked" else "fp32 (upcast before it)"
+        out.append(f"compile: the {kernel} cross-entropy compiled keeps its input logits "
                    f"in {kept} and two fp32 values per token, no fp32 log-softmax "
                    f"(estimate/compiled.py compiled_logits_bytes)")
-    elif t.loss_kernel not in ("hf", "chunked"):
-        out.append(f"compile: the {t.loss_kernel} loss runs its own kernels: not changed")
+    elif kernel not in ("hf", "chunked"):
+        out.append(f"compile: the {kernel} loss runs its own kernels: not changed")
     return tuple(out)
 
 

@@ -31,7 +31,7 @@ from gpuhours.estimate.timing import (
     peak_flops,
     training_step_time,
 )
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, loss_kernel_of
 
 
 class _Out(BaseModel):
@@ -721,7 +721,7 @@ def estimate_training(
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
-        A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel],
+        A.LOSS_KERNEL_LOGITS_TRAFFIC[loss_kernel_of(t)],
     ]
     if hw.gpu.stack != "xla":  # a TPU has no eager dispatch, CUDA context or caching allocator
         used += [A.HOST_S_PER_OP, A.HOST_GPU_OVERLAP_P, A.CUDA_CONTEXT_BYTES,
@@ -732,7 +732,7 @@ def estimate_training(
                         "reserve. The saved tensors and the memory-bound traffic are counted "
                         "as PyTorch eager's; XLA's fusion and rematerialisation can lower both "
                         "(not modelled).")
-    if t.loss_kernel == "chunked":
+    if loss_kernel_of(t) == "chunked":
         used.append(A.CHUNKED_CE_CHUNKS)
     if arch.is_moe:
         used += [A.GROUPED_GEMM_K_HALF_DEPTH, A.GEMM_ROOFLINE_P]
@@ -764,7 +764,8 @@ def estimate_training(
         model_basis=model_basis,
         gpu=hw.gpu.name,
         num_gpus=hw.num_gpus,
-        setup=t.model_dump(exclude={"arch"}),
+        # the loss kernel modelled: the setup's default resolved (setup.loss_kernel_of)
+        setup={**t.model_dump(exclude={"arch"}), "loss_kernel": loss_kernel_of(t)},
         total_params=formula(mem.total_params, "params", "estimate/params.py count_params"),
         trainable_params=formula(mem.trainable_params, "params",
                                  "all parameters" if t.method == "full"

@@ -48,6 +48,7 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import lm_head_adapter_params, lora_active_params, lora_params
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.vision import image_size_note, vision_forward_flops
+from gpuhours.setup import loss_kernel_of
 
 if TYPE_CHECKING:  # setup imports arch; flops is imported by memory, which setup does not
     from gpuhours.setup import Training
@@ -210,7 +211,7 @@ def training_flops(t: Training) -> TrainingFlops:
     arch = t.arch
     # the attention spans one document of a packed sequence where its kernel keeps them apart
     f = training_flops_per_token(arch, t.attention_span, t.method, t.lora_rank, t.lora_targets,
-                                 t.checkpointing, t.loss_kernel)
+                                 t.checkpointing, loss_kernel_of(t))
     if t.lora_trainable_embeddings and t.method != "full":
         # the LM head's trainable copy (peft modules_to_save) adds its weight gradient, one
         # more head matmul in backward; the embedding's gradient is a scatter-add, no matmul

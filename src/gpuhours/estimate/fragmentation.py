@@ -71,7 +71,7 @@ from gpuhours.estimate.memory import (
     residual_bytes,
 )
 from gpuhours.estimate.params import count_params
-from gpuhours.setup import Training
+from gpuhours.setup import Training, loss_kernel_of
 from gpuhours.trace.allocator import Allocator, OutOfMemory
 
 #: micro-batches replayed when the run's length is not given (`estimate` without --steps,
@@ -175,11 +175,12 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
     v = arch.vocab_size
     fwd: tuple[int, ...]
     bwd: tuple[int, ...]
-    if t.loss_kernel == "hf" and a < 4:
+    kernel = loss_kernel_of(t)
+    if kernel == "hf" and a < 4:
         # logits (a), the fp32 upcast (4), log-softmax's fp32 output (4); backward frees the
         # first two and makes the fp32 gradient of the output and of its input (4 + 4)
         fwd, freed_first, bwd = (n * v * a, n * v * 4, n * v * 4), 2, (n * v * 4, n * v * 4)
-    elif t.loss_kernel == "verl-logprobs":
+    elif kernel == "verl-logprobs":
         # the logits live from the head through their in-place gradient (held below); the
         # temperature's backward makes the new gradient (head) beside them
         fwd, freed_first, bwd = (n * 12,), 1, (n * 8,)
@@ -193,9 +194,8 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         loss_fwd=tuple(int(x) for x in fwd),
         loss_freed_first=freed_first,
         loss_bwd=tuple(int(x) for x in bwd),
-        head=n * v * a if t.loss_kernel in ("hf", "half", "verl-logprobs", "megatron",
-                                             "te") else 0,
-        held=n * v * a if t.loss_kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
+        head=n * v * a if kernel in ("hf", "half", "verl-logprobs", "megatron", "te") else 0,
+        held=n * v * a if kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
     )
 

@@ -50,7 +50,7 @@ from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
-from gpuhours.setup import Training
+from gpuhours.setup import Training, loss_kernel_of
 
 #: bytes per element of the activations for each precision
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
@@ -368,7 +368,7 @@ def fused_linear_chunk_tokens(tokens: int, vocab_size: int, hidden_size: int) ->
 
 
 def logits_bytes(arch: ModelArch, t: Training) -> float:
-    """Logits and loss working set in the forward pass, bytes, for `t.loss_kernel`
+    """Logits and loss working set in the forward pass, bytes, for `loss_kernel_of(t)`
     (N = tokens of the micro-batch, V vocabulary, H hidden size, a activation bytes):
 
     - hf (transformers' ForCausalLMLoss): the LM head writes the logits in the activation dtype
@@ -411,26 +411,27 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
+    kernel = loss_kernel_of(t)
     v = arch.vocab_size
     if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
-        return compiled_logits_bytes(tokens, v, a, t.loss_kernel)
-    if t.loss_kernel == "chunked":
+        return compiled_logits_bytes(tokens, v, a, kernel)
+    if kernel == "chunked":
         return tokens * v * (a + 4 + 4 / A.CHUNKED_CE_CHUNKS.value)
-    if t.loss_kernel == "fused-linear":
+    if kernel == "fused-linear":
         chunk = fused_linear_chunk_tokens(tokens, v, arch.hidden_size)
         return chunk * v * a + tokens * arch.hidden_size * a + 4 * tokens
-    if t.loss_kernel == "cut-ce":
+    if kernel == "cut-ce":
         return 8.0 * tokens
-    if t.loss_kernel == "chunked-half":
+    if kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (2 * tokens + chunk) * v * a
-    if t.loss_kernel == "verl-logprobs":
+    if kernel == "verl-logprobs":
         return tokens * v * a + VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN * tokens
-    if t.loss_kernel == "megatron":  # fp32 logits: `.float()` returns them, no copy
+    if kernel == "megatron":  # fp32 logits: `.float()` returns them, no copy
         return tokens * v * (a + 4 if a < 4 else 4)
-    if t.loss_kernel == "te":
+    if kernel == "te":
         return tokens * v * a + TE_CE_FORWARD_BYTES_PER_TOKEN * tokens
-    if t.loss_kernel == "half":
+    if kernel == "half":
         # the logits and log-softmax's output (a each); the shifted labels' slice of the
         # logits is contiguous at micro-batch 1 and copied (a) above it
         return tokens * v * a * (3 if t.micro_batch > 1 else 2)
@@ -455,7 +456,7 @@ CHUNKED_HALF_POSITIONS = 128
 
 
 def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
-    """Logits working set at the first step of backward, bytes, for `t.loss_kernel`.
+    """Logits working set at the first step of backward, bytes, for `loss_kernel_of(t)`.
 
     - hf: backward starts at the loss: the gradient of the log-softmax output (fp32, 4) is
       written while log-softmax's saved fp32 output (4) is alive, and then its input gradient
@@ -494,25 +495,26 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
     tokens = t.tokens_per_micro_batch
+    kernel = loss_kernel_of(t)
     if compiled_loss_applies(t):  # torch.compile's cross-entropy (estimate/compiled.py)
-        chunks = A.CHUNKED_CE_CHUNKS.value if t.loss_kernel == "chunked" else 1.0
-        return compiled_loss_backward_bytes(tokens, arch.vocab_size, a, t.loss_kernel, chunks)
-    if t.loss_kernel == "chunked":
+        chunks = A.CHUNKED_CE_CHUNKS.value if kernel == "chunked" else 1.0
+        return compiled_loss_backward_bytes(tokens, arch.vocab_size, a, kernel, chunks)
+    if kernel == "chunked":
         return tokens * arch.vocab_size * (4 + (8 + a) / A.CHUNKED_CE_CHUNKS.value)
-    if t.loss_kernel == "fused-linear":
+    if kernel == "fused-linear":
         return tokens * arch.hidden_size * a + 4 * tokens
-    if t.loss_kernel == "cut-ce":
+    if kernel == "cut-ce":
         return tokens * arch.hidden_size * a + 8 * tokens
-    if t.loss_kernel == "chunked-half":
+    if kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (tokens + chunk) * arch.vocab_size * 2 * a
-    if t.loss_kernel == "verl-logprobs":
+    if kernel == "verl-logprobs":
         return tokens * arch.vocab_size * 2 * a + 8 * tokens
-    if t.loss_kernel == "half":  # saved output, its gradient, the input gradient: all a
+    if kernel == "half":  # saved output, its gradient, the input gradient: all a
         return tokens * arch.vocab_size * 3 * a
-    if t.loss_kernel == "megatron":  # the fp32 softmax turned gradient, and its cast
+    if kernel == "megatron":  # the fp32 softmax turned gradient, and its cast
         return tokens * arch.vocab_size * (4 + a if a < 4 else 4)
-    if t.loss_kernel == "te":  # the gradient in the logits, scaled in place
+    if kernel == "te":  # the gradient in the logits, scaled in place
         return tokens * arch.vocab_size * a
     return tokens * arch.vocab_size * 12
 
@@ -521,7 +523,7 @@ def held_logits_bytes(arch: ModelArch, t: Training) -> float:
     """Logits that the training loop holds through backward (`t.held_logits`), bytes: N V x 4
     (fp32, the model's upcast logits) or N V a (the LM head's output), beside the loss's working
     set of `loss_backward_bytes`. Only the hf and half kernels return whole logits."""
-    if t.held_logits == "none" or t.loss_kernel not in ("hf", "half") or arch.encoder:
+    if t.held_logits == "none" or loss_kernel_of(t) not in ("hf", "half") or arch.encoder:
         return 0.0
     per_element = 4 if t.held_logits == "fp32" else ACTIVATION_BYTES[t.precision]
     return t.tokens_per_micro_batch * arch.vocab_size * per_element
@@ -537,9 +539,9 @@ def lm_head_backward_bytes(arch: ModelArch, t: Training, head_grad_bytes: float)
     input gradient of `loss_backward_bytes`."""
     if arch.encoder:
         return 0.0
-    if t.loss_kernel == "fused-linear":
+    if loss_kernel_of(t) == "fused-linear":
         return logits_bytes(arch, t) + head_grad_bytes
-    if t.loss_kernel == "cut-ce":
+    if loss_kernel_of(t) == "cut-ce":
         return loss_backward_bytes(arch, t) + head_grad_bytes
     a = ACTIVATION_BYTES[t.precision]
     return t.tokens_per_micro_batch * arch.vocab_size * a + head_grad_bytes
@@ -716,7 +718,7 @@ def held_previous_logits_bytes(arch: ModelArch, t: Training) -> float:
     forward returns and `logits` is reassigned: N V a bytes beside the new forward's head, for
     the losses that return whole logits (0 for the fused kernels, or another loop)."""
     if (t.bnb_saved_input not in HELD_GRAPH_LOOPS or arch.encoder
-            or t.loss_kernel not in ("hf", "half", "chunked", "chunked-half")):
+            or loss_kernel_of(t) not in ("hf", "half", "chunked", "chunked-half")):
         return 0.0
     return t.tokens_per_micro_batch * arch.vocab_size * ACTIVATION_BYTES[t.precision]
 

@@ -55,7 +55,7 @@ from gpuhours.estimate.quant import (
     dequants_per_micro_batch,
     matmuls_per_micro_batch,
 )
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, loss_kernel_of
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
              "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16", "fp8-mixed": "fp8"}
@@ -321,8 +321,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         if branch > 0:  # a fused branch keeps the generic count
             generic = generic_lora_saved_bytes_per_token_layer(arch, t, a, kept) * passes
             layer_traffic += tokens * arch.num_layers * max(branch - generic, 0.0)
-    per_logit = (COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT[t.loss_kernel] if compiled_loss_applies(t)
-                 else A.LOSS_KERNEL_LOGITS_TRAFFIC[t.loss_kernel].value)
+    per_logit = (COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT[loss_kernel_of(t)] if compiled_loss_applies(t)
+                 else A.LOSS_KERNEL_LOGITS_TRAFFIC[loss_kernel_of(t)].value)
     logit_traffic = 0.0 if arch.encoder else tokens * arch.vocab_size * per_logit * a / 2
     dequant_traffic = 0.0
     if t.method == "qlora":

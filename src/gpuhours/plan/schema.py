@@ -174,7 +174,11 @@ class TrainingSettings(_Strict):
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
         "width; default: grouped")
-    loss_kernel: LossKernel | None = None
+    loss_kernel: LossKernel | None = Field(
+        default=None, description="the cross-entropy's kernel (hf, chunked, fused-linear, "
+        "cut-ce, half, chunked-half, verl-logprobs, megatron, te); default: megatron on "
+        "kernels megatron (Megatron-Core's vocab-parallel cross-entropy), else hf "
+        "(transformers' loss)")
     kernels: Kernels | None = Field(
         default=None, description="the code path, for the host's operators per micro-batch: "
         "eager (transformers' modelling; default), flash-attn (code calling flash-attn with "
