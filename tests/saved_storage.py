@@ -50,3 +50,23 @@ def saved_storage_bytes(model: Any, batch: int, seq: int, vocab: int,
     with saved_storages(model.parameters()) as seen:
         model(input_ids=ids, labels=ids if labels is None else labels)
     return sum(s.nbytes for s in seen.values())
+
+
+@contextmanager
+def tracked_head(tokens: int, hidden: int, vocab: int) -> Iterator[tuple[Any, Any, Any, Any]]:
+    """(h, w, y, tracker): a bf16 hidden state that takes a gradient, an LM head's weight and the
+    labels, seeded, already counted by bench's live-storage tracker (the one every loss kernel's
+    storage test reads), inside the tracker's block: what a loss's tests then run and count."""
+    import torch
+
+    from gpuhours.torchkit.storage import LiveStorageTracker
+
+    torch.manual_seed(0)
+    h = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(vocab, hidden, dtype=torch.bfloat16)
+    y = torch.randint(0, vocab, (tokens,))
+    tracker = LiveStorageTracker("cpu")
+    with tracker:
+        for x in (h, w, y):
+            tracker.track(x, preexisting=True)
+        yield h, w, y, tracker

@@ -11,6 +11,7 @@ import pytest
 
 from gpuhours.estimate.memory import logits_bytes, loss_backward_bytes
 from gpuhours.setup import Training
+from saved_storage import tracked_head
 
 TOKENS, VOCAB, HIDDEN = 1024, 4096, 64
 
@@ -83,18 +84,9 @@ def test_megatron_loss_matches_a_live_storage_count(tiny) -> None:
     loss), 1024 tokens, hidden 64, vocabulary 4096, bf16; counted by bench's live-storage
     tracker. Autograd casts the fp32 gradient to the bf16 input's dtype."""
     torch = pytest.importorskip("torch")
-    from gpuhours.torchkit.storage import LiveStorageTracker
-
     t = _t(tiny, "megatron")
     ce = _vocab_parallel_ce()
-    torch.manual_seed(0)
-    h = torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16)
-    y = torch.randint(0, VOCAB, (TOKENS,))
-    tracker = LiveStorageTracker("cpu")
-    with tracker:
-        for x in (h, w, y):
-            tracker.track(x, preexisting=True)
+    with tracked_head(TOKENS, HIDDEN, VOCAB) as (h, w, y, tracker):
         logits = h @ w.T
         loss = ce.apply(logits, y).mean()
         del logits

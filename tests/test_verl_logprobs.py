@@ -15,6 +15,7 @@ import yaml
 from gpuhours.estimate.memory import logits_bytes, loss_backward_bytes
 from gpuhours.importers import read_setup
 from gpuhours.setup import Training
+from saved_storage import tracked_head
 
 TOKENS, VOCAB, HIDDEN = 1024, 4096, 64
 #: rows per block of the stand-in kernel; its fp32 block (ROWS x VOCAB x 4 bytes) is on chip in
@@ -83,19 +84,10 @@ def test_verl_logprobs_matches_a_live_storage_count(tiny) -> None:
     """The actor's head and log-probs as dp_actor.py runs them (remove-padding path: a
     (tokens, vocabulary) logits tensor), 1024 tokens, hidden 64, vocabulary 4096, bf16; the
     LoRA base's head takes no gradient. Counted by the live-storage tracker bench uses."""
-    torch = pytest.importorskip("torch")
-    from gpuhours.torchkit.storage import LiveStorageTracker
-
+    pytest.importorskip("torch")
     t = _t(tiny)
     ce = _stand_in()
-    torch.manual_seed(0)
-    h = torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(VOCAB, HIDDEN, dtype=torch.bfloat16)
-    y = torch.randint(0, VOCAB, (TOKENS,))
-    tracker = LiveStorageTracker("cpu")
-    with tracker:
-        for x in (h, w, y):
-            tracker.track(x, preexisting=True)
+    with tracked_head(TOKENS, HIDDEN, VOCAB) as (h, w, y, tracker):
         logits = h @ w.T
         logits.div_(0.7)
         log_probs = -ce.apply(logits, y)[0]
