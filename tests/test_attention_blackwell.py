@@ -49,19 +49,21 @@ def test_cudnn_gb200_figures_give_the_blackwell_entry_by_hand() -> None:
     assert 3 / (2250 / 1418 + 2.5 * 2250 / 1209) == pytest.approx(0.4808, abs=1e-4)
 
 
-@pytest.mark.parametrize("name", ["b200", "gb200"])
+@pytest.mark.parametrize("name", ["b200", "gb200", "b300", "gb300"])
 @pytest.mark.parametrize("fused", [True, False])
 def test_data_centre_blackwell_attention_time_by_hand(name: str, fused: bool) -> None:
-    """B200 / GB200 (compute capability 10.0): 2 x 1024 tokens x 12,595,200 FLOPs at 0.43 of
-    the bf16 peak, fused (Transformer Engine's cuDNN) or PyTorch SDPA (cuDNN first)."""
+    """B200 / GB200 (compute capability 10.0) and B300 / GB300 (Blackwell Ultra, 10.3: the same
+    major, the same cuDNN sm100-family kernels): 2 x 1024 tokens x 12,595,200 FLOPs at 0.43 of
+    the bf16 peak, fused (Transformer Engine's cuDNN) or PyTorch SDPA (cuDNN first). Blackwell
+    Ultra's doubled softmax exp rate is not modelled: the same fraction of the same peaks."""
     gpu = catalog.gpu(name)
-    assert gpu.compute_capability == "10.0"
+    assert gpu.compute_capability == ("10.3" if name.endswith("300") else "10.0")
     assert attention_efficiency(gpu, 1024, fused=fused) == 0.43
     t = Training(arch=ARCH, precision="bf16-mixed", micro_batch=2, seq_len=1024,
                  fused_attention=fused)
     st = training_step_time(ARCH, t, Hardware(gpu=gpu), training_flops(t),
                             training_memory(ARCH, t).trainable_params)
-    peak = {"b200": 2250e12, "gb200": 2500e12}[name]
+    peak = {"b200": 2250e12, "gb200": 2500e12, "b300": 2250e12, "gb300": 2500e12}[name]
     assert st.attention_s == pytest.approx(2 * 1024 * ATTENTION_FLOPS_PER_TOKEN / (peak * 0.43),
                                            rel=1e-9)
 

@@ -19,7 +19,8 @@ runner = CliRunner()
 #: each node's network as its source states it: Gb/s per port x ports for the GPUs' traffic, or
 #: per instance; / 8 bits / the GPUs of the node = GB/s per GPU one way (hand conversions)
 STATED_GBIT_PER_NODE = {"dgx-a100": 8 * 200, "dgx-h100": 8 * 400, "dgx-h200": 8 * 400,
-                        "dgx-b200": 8 * 400, "aws-p4d": 400, "aws-p4de": 400, "aws-p5": 3200,
+                        "dgx-b200": 8 * 400, "dgx-b300": 8 * 800, "aws-p4d": 400,
+                        "aws-p4de": 400, "aws-p5": 3200,
                         "azure-nd-a100-v4": 8 * 200, "azure-nd-h100-v5": 8 * 400}
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuhours import catalog
-from gpuhours.estimate.parallel import reference_node
 from gpuhours.setup import Hardware
 from gpuhours_dev.validation.hopper import (
     H100_MODELS,
@@ -24,8 +23,8 @@ from gpuhours_dev.validation.hopper import (
     stated_layout_row,
 )
 
-#: GPUs of a GB200 compute tray, Megatron-Bridge's launcher (scripts/performance/
-#: argument_parser.py NUM_GPUS_PER_NODE_MAP "gb200": 4, NVIDIA-NeMo/Megatron-Bridge@067f987d)
+#: GPUs of a GB200 (and GB300) compute tray, Megatron-Bridge's launcher (scripts/performance/
+#: argument_parser.py NUM_GPUS_PER_NODE_MAP "gb200": 4, "gb300": 4, NVIDIA-NeMo/Megatron-Bridge@067f987d)
 GB200_GPUS_PER_TRAY = 4
 #: the most trays of one GB200 NVL72 rack (one NVLink 5 domain: 18 trays x 4 = 72 GPUs)
 GB200_TRAYS_PER_RACK = 18
@@ -44,15 +43,24 @@ def gb200_nvlink_domain_gpus(num_gpus: int) -> int:
     return segment * GB200_GPUS_PER_TRAY
 
 
-#: the `gpu` column's systems: (catalog GPU, what the system is). DGX-B200: 8 GPUs on NVSwitch
-#: (NVLink 5), 400 Gb/s ConnectX-7 per GPU between nodes (catalog node dgx-b200). DGX-GB200:
-#: GB200 NVL72 racks, NVLink domains as `gb200_nvlink_domain_gpus`; between racks InfiniBand
-#: (DGX GB200 user guide, "Networking"), its rate per GPU not read: the DGX B200's 400 Gb/s
-#: assumed. DGX-B300 and DGX-GB300 (Blackwell Ultra) are not in the GPU catalog.
-BLACKWELL_SYSTEMS: dict[str, tuple[str, str]] = {
-    "B200": ("b200", "DGX-B200: 8 GPUs a node, 400 Gb/s per GPU between nodes"),
-    "GB200": ("gb200", "DGX-GB200 (NVL72): {domain} GPUs a NVLink domain (Slurm segment), "
-                       "400 Gb/s per GPU between them (assumed: the DGX B200's)"),
+#: the `gpu` column's systems: (catalog GPU, catalog node whose network the GPUs have between
+#: NVLink domains, what the system is). DGX-B200 / DGX-B300: 8 GPUs on NVSwitch (NVLink 5),
+#: 400 / 800 Gb/s per GPU between nodes (catalog nodes dgx-b200, dgx-b300). DGX-GB200 and
+#: DGX-GB300: NVL72 racks, NVLink domains as `gb200_nvlink_domain_gpus` (Megatron-Bridge's
+#: launcher segments every 4-GPU-a-node job alike: executors.py @067f987d, `num_gpus_per_node
+#: == 4`; argument_parser.py gives "gb300": 4, "b300": 8); between racks InfiniBand (DGX
+#: GB200 user guide, "Networking"), its rate per GPU not read for GB200: the DGX B200's 400 Gb/s
+#: assumed. GB300 NVL72 carries 72 ConnectX-8 (800 Gb/s) NICs, one per GPU (NVIDIA's GB300
+#: NVL72 page as transcribed in the catalog's gb300 source): the DGX B300's rate.
+BLACKWELL_SYSTEMS: dict[str, tuple[str, str, str]] = {
+    "B200": ("b200", "dgx-b200", "DGX-B200: 8 GPUs a node, 400 Gb/s per GPU between nodes"),
+    "GB200": ("gb200", "dgx-b200",
+              "DGX-GB200 (NVL72): {domain} GPUs a NVLink domain (Slurm segment), "
+              "400 Gb/s per GPU between them (assumed: the DGX B200's)"),
+    "B300": ("b300", "dgx-b300", "DGX-B300: 8 GPUs a node, 800 Gb/s per GPU between nodes"),
+    "GB300": ("gb300", "dgx-b300",
+              "DGX-GB300 (NVL72): {domain} GPUs a NVLink domain (Slurm segment), "
+              "800 Gb/s per GPU between them (one ConnectX-8 a GPU)"),
 }
 
 #: Megatron-Bridge's Blackwell tables' names for catalog models beyond hopper.H100_MODELS
@@ -65,7 +73,7 @@ def _skip(r: dict[str, str]) -> str | None:
         return ("a power-limited B200, its cap not stated (the catalog's B200 is the 1,000 W "
                 "part; a lower cap lowers the clocks by an amount the source does not give)")
     if r["gpu"] not in BLACKWELL_SYSTEMS:
-        return f"DGX-{r['gpu']} (Blackwell Ultra) is not in the GPU catalog"
+        return f"DGX-{r['gpu']} is not in the GPU catalog"
     if not r["tokens_per_sec_per_gpu"]:
         return "tokens/s per GPU not stated (TFLOP/s per GPU only, in the source's FLOP count)"
     if "nvfp4" in r["precision"].lower():
@@ -87,13 +95,13 @@ def _skip(r: dict[str, str]) -> str | None:
 
 def _hardware(r: dict[str, str]) -> tuple[Callable[[int], Hardware], str]:
     """The system of a row's n GPUs, and how the setup column says it."""
-    name, what = BLACKWELL_SYSTEMS[r["gpu"]]
+    name, node_name, what = BLACKWELL_SYSTEMS[r["gpu"]]
     gpu = catalog.gpu(name)
-    node = reference_node("blackwell")  # DGX B200
-    assert node is not None
+    node = catalog.node(node_name)
     net = node.inter_node_gb_per_s_one_way
     n = int(r["n_gpus"])
-    per_domain = gb200_nvlink_domain_gpus(n) if name == "gb200" else node.gpus_per_node
+    per_domain = (gb200_nvlink_domain_gpus(n) if name in ("gb200", "gb300")
+                  else node.gpus_per_node)
 
     def hardware(num_gpus: int) -> Hardware:
         return Hardware(gpu=gpu, num_gpus=num_gpus, gpus_per_node=per_domain,
