@@ -76,3 +76,17 @@ def test_padding_where_it_cannot_apply_names_the_field(tmp_path):
     with pytest.raises(InputError, match="runs pp 1") as caught:
         run(tmp_path, pad_packed_to_longest=True, pp=1)
     assert "pad_packed_to_longest" in caught.value.where
+
+
+def test_the_padded_micro_batch_is_held_in_memory(tmp_path):
+    """A 7B without recompute on an A100-80GB, 16,384-token budget: 10 sequences of 1,536 a
+    micro-batch do not fit, 5 do (their memory taken at the longest: 7,680 tokens as one 4,096
+    sequence). Padded, 5 sequences fill min(16,384, 5 x 4,096) = 16,384 tokens (4 x 4,096), as
+    much as a micro-batch of 4 real 4,096-token sequences, which does not fit either: both halve
+    to 2 (8,192 tokens)."""
+    setup = {"update_tokens_per_gpu": 16384, "checkpointing": False}
+    assert run(tmp_path, **setup).details["update_micro_batch"] == 5
+    assert run(tmp_path, pad_packed_to_longest=True, **setup).details["update_micro_batch"] == 2
+    # the same tokens of real sequences: every response at 3,584 (4,096 a sequence), 4 a budget
+    full = run(tmp_path, response_tokens=3584, **setup).details["update_micro_batch"]
+    assert full == 2
