@@ -170,11 +170,15 @@ def nemo_prompt_tokens(row: int) -> int:
 #   4,096 x logprob_batch_size 2 (grpo_math_1B.yaml: sequence_packing.enabled True); the Qwen
 #   rows' micro_batch 1 is that packing already (one ~3,360-token sequence a 4,096-token
 #   micro-batch; their logprob_batch_size 4 gives the phase's default 16,384-token budget);
-# - with PP > 1 NeMo-RL pads every packed micro-batch to the batch's longest one
-#   (nemo_rl/models/megatron/common.py _get_pack_sequence_parameters_for_megatron: "when PP is
-#   used, all sequences must have the same length"): up to 4,096 tokens where the phase costs
-#   the sequences' own tokens. Not modelled: an upper end of about +19% of the 8B PP2 update's
-#   compute (4,096 for 3 x 1,146) and +22% of the 32B PP4 one's (4,096 for 3,355);
+# - with PP > 1 NeMo-RL pads every packed micro-batch to the batch's longest one, in the
+#   update and in both log-prob passes (NVIDIA-NeMo/RL@108bffda nemo_rl/models/megatron/
+#   common.py _get_pack_sequence_parameters_for_megatron: "when PP is used, all sequences must
+#   have the same length", pad_packed_seq_to = the batch's max packed length; with PP 1 none;
+#   models/policy/workers/megatron_policy_worker.py train, get_logprobs, get_topk_logits): the
+#   PP rows (the 8B colocated PP2, the 32B TP4 PP4 ones) set pad_packed_to_longest, each
+#   micro-batch padded to its 4,096-token budget (plan/rl_padding.py: the longest a rank's
+#   micro-batch can be, an upper end); the 32B rows as packed by that budget (1 sequence a
+#   micro-batch, as their micro_batch 1 was), log-prob passes to 4 x 4,096 = 16,384 tokens;
 # - Qwen3-32B (TP4 PP4 with sequence parallelism on H100, TP2 on GB200) and Qwen3-30B-A3B (TP1
 #   EP8) train without recompute: their recipes leave megatron_cfg.activation_checkpointing at
 #   grpo_math_1B.yaml's false (megatron_policy_worker.py sets recompute_granularity "full" only
@@ -183,6 +187,8 @@ def nemo_prompt_tokens(row: int) -> int:
 #   no attention-backend or CUDA-graph setting for GB200 (vllm_worker.py keys only
 #   enable_prefix_caching on the compute capability, >= 8 on both GPUs).
 _NEMO_PACKED_8B = {"update_tokens_per_gpu": 4096, "scoring_tokens_per_gpu": 2 * 4096}
+# the 32B recipes' packing: train_mb_tokens 4,096 x 1, logprob_mb_tokens 4,096 x 4
+_NEMO_PACKED_32B = {"update_tokens_per_gpu": 4096, "scoring_tokens_per_gpu": 4 * 4096}
 _NEMO_MEGATRON_PACKED = {k: v for k, v in _NEMO_MEGATRON.items() if k != "micro_batch"}
 
 
@@ -214,13 +220,14 @@ _NEMO_PACKED_8B_ASSUMED = ("; micro-batches packed to 4,096 tokens, log-prob pas
 
 def _nemo_pp_padding(row: int, sequences_per_micro_batch: int) -> str:
     """The assumed-text of a NeMo row trained with PP > 1: each packed micro-batch padded to the
-    longest, at most the 4,096-token budget, not modelled; the share it could add to the
-    update's compute, 4,096 over the micro-batch's own tokens at the mean sequence."""
+    longest (pad_packed_to_longest), taken as the 4,096-token budget: an upper end; the share
+    it adds to the update's compute, 4,096 over the micro-batch's own tokens at the mean."""
     r = rows()[row]
     seq = nemo_prompt_tokens(row) + float(r["response_tokens_mean"])
     pad = 4096 / (sequences_per_micro_batch * seq) - 1
-    return (f"; NeMo-RL pads every packed micro-batch to the longest under PP (megatron/common.py)"
-            f": not modelled, at most +{pad:.0%} of the update's compute ({4096:,} tokens for "
+    return (f"; NeMo-RL pads every packed micro-batch to the longest under PP (megatron/common.py"
+            f" @108bffda) in the update and the log-prob passes: each taken as its whole budget, "
+            f"an upper end (+{pad:.0%} of the update's compute: {4096:,} tokens for "
             f"{sequences_per_micro_batch} x {seq:,.0f})")
 
 
@@ -423,7 +430,7 @@ CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
     Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
-                         **_nemo_prompt(0), **_NEMO_PACKED_8B},
+                         **_nemo_prompt(0), **_NEMO_PACKED_8B, "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
          _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
          + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)),
@@ -441,15 +448,17 @@ CASES = [
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
          "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
     Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
-                         "rollout_tensor_parallel": 4, **_nemo_prompt(3)},
-         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
+                         "rollout_tensor_parallel": 4, **_nemo_prompt(3), **_NEMO_PACKED_32B,
+                         "pad_packed_to_longest": True},
+         {**_NEMO_MEGATRON_PACKED, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
           "grad_accum": 256, "checkpointing": False},
          _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(3, 1)),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
-                         **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4)},
-         {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 64, "tp": 4, "pp": 4,
+                         **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4),
+                         **_NEMO_PACKED_32B, "pad_packed_to_longest": True},
+         {**_NEMO_MEGATRON_PACKED, "model": "qwen3-32b", "gpus": 64, "tp": 4, "pp": 4,
           "grad_accum": 256, "checkpointing": False},
          _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"

@@ -31,6 +31,12 @@ from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_padding import (
+    padded_micro_batch_tokens,
+    padding_factor,
+    padding_text,
+    sequences_per_packed_micro_batch,
+)
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
@@ -583,6 +589,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"defaults) also sets micro_batch ({s['micro_batch']}).",
                          "Give one of the two: micro_batch (sequences), or "
                          "update_tokens_per_gpu (tokens, verl's dynamic batches).")
+    pads = phase.pad_packed_to_longest  # NeMo-RL under PP (plan/rl_padding.py)
+    if pads and (not packed or int(s.get("pp") or 1) < 2):
+        raise InputError(f"{_where(ctx, phase)}, field 'pad_packed_to_longest'",
+                         "pad_packed_to_longest pads packed micro-batches to the batch's "
+                         "longest, which NeMo-RL does only with pipeline parallelism; the phase "
+                         + (f"sets micro_batch ({s['micro_batch']}), so its micro-batches are "
+                            "not packed." if not packed else
+                            f"runs pp {int(s.get('pp') or 1)}."),
+                         "Leave micro_batch unset (packed by update_tokens_per_gpu) and set "
+                         "pp > 1, or drop pad_packed_to_longest.")
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
@@ -734,10 +750,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                              err.hint) from None
         reward_s = score(reward_arch)
     def longest_batch(tt: Training) -> TrainingEstimate:
-        """The micro-batch's memory when it holds the longest sequences (padded)."""
+        """The micro-batch's memory when it holds the longest sequences (padded); padded to
+        the longest packed micro-batch (pad_packed_to_longest), that many tokens at most."""
+        tokens = (padded_micro_batch_tokens(budget * cp, tt.micro_batch, seq_max) if pads
+                  else tt.micro_batch * seq)
         return estimate_phase(ctx, tt.model_copy(update={
-            "seq_len": seq_max, "micro_batch": max(1, tt.micro_batch * seq // seq_max)}),
-            hw, model_basis)
+            "seq_len": seq_max, "micro_batch": max(1, int(tokens // seq_max))}), hw,
+            model_basis)
 
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     while packed and t.micro_batch > 1 and not (e.memory.fits and longest_batch(t).memory.fits):
@@ -747,7 +766,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                  else math.ceil(per_rank / half)})
         e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
     held = f"{'packed ' if packed else ''}micro-batch of {t.micro_batch} sequences"
-    if seq_max == seq:
+    # NeMo-RL under PP: every packed micro-batch padded to the longest (plan/rl_padding.py);
+    # its padded tokens computed at the real ones' rate in the update and the log-prob passes
+    pad_factor = padding_factor(budget * cp, t.micro_batch, seq, seq_max) if pads else 1.0
+    score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
+                    or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value) * cp
+    score_pad_factor = (padding_factor(score_budget, sequences_per_packed_micro_batch(
+        score_budget, seq), seq, seq_max) if pads else 1.0)
+    old_logprob_s *= score_pad_factor
+    ref_s *= score_pad_factor
+    if seq_max == seq and not pads:
         check_fits(ctx, phase, e, f"a {held} of {seq:,} tokens")
     else:
         padded = longest_batch(t)
@@ -760,7 +788,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         _check_colocated_split(ctx, phase, e if not on_actor else estimate_phase(
             ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
             tokens=sequences * seq), share)
-    update_s = phase.policy_epochs * sequences * t.llm_seq_len / e.tokens_per_s.value
+    update_s = (phase.policy_epochs * sequences * t.llm_seq_len * pad_factor
+                / e.tokens_per_s.value)
     # PPO's critic at its own ZeRO stage and offload (DeepSpeed-Chat's --critic_zero_stage):
     # its update estimated with them, at the policy's micro-batches
     critic_own = (phase.critic_training.model_dump(exclude_none=True)
@@ -779,7 +808,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                                           "seq_len": seq, "gpus": gpus})
             re_ = estimate_phase(ctx, rt, rhw, rbasis, tokens=sequences * seq)
             check_fits(ctx, phase, re_)
-            return (float(phase.policy_epochs * sequences * rt.llm_seq_len
+            return (float(phase.policy_epochs * sequences * rt.llm_seq_len * pad_factor
                           / re_.tokens_per_s.value), rt)
 
         roles = role_updates_s(_where(ctx, phase), phase, role_update_s, sequences, train_gpus,
@@ -863,6 +892,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{rollout_gpus} GPU(s) ({phase.placement}"
                f"{f', engines of {tp}' if tp > 1 else ''}), training on {train_gpus}"
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
+    if pads:
+        formula += "; " + padding_text(padded_micro_batch_tokens(budget * cp, t.micro_batch,
+                                                                 seq_max),
+                                       t.micro_batch, seq, pad_factor, score_pad_factor)
     if phase.actor_gpus is not None:
         formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if on_actor:
@@ -924,6 +957,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                # GPU-seconds a step the roles off the actor's GPUs wait for its rollouts
                **({"idle_gpu_s": idle_gpu_s} if on_actor else {}),
                "rollout_tensor_parallel": tp, "update_micro_batch": t.micro_batch,
+               # pad_packed_to_longest: tokens computed per real token (update, log-prob passes)
+               "update_padding_factor": pad_factor, "logprob_padding_factor": score_pad_factor,
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),

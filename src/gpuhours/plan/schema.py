@@ -495,6 +495,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "when the phase sets no `micro_batch` (verl's ppo_max_token_len_per_gpu with "
         "use_dynamic_bsz; a context-parallel group of cp GPUs packs cp times it); default "
         "16,384")
+    pad_packed_to_longest: bool = Field(
+        default=False, description="every packed micro-batch of the update and of the policy's "
+        "log-prob passes padded to the longest of the rank's batch (NeMo-RL's Megatron policy "
+        "with pipeline_model_parallel_size > 1: megatron/common.py); needs packed updates (no "
+        "micro_batch) and pp > 1; off = each sequence costed at its own tokens")
     mini_batches: PositiveInt = Field(
         default=1, description="optimizer steps per RL step: the step's sequences split into "
         "this many mini-batches, each split over the data-parallel ranks (verl: "
