@@ -189,9 +189,12 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: cuDNN 9.22, the same shape, causal, non-deterministic backward; catalog gb300's 2,500 TFLOPS
 #: dense bf16 peak) gives forward / backward TFLOPS 1373 / 967 at 2,048 tokens, 1703 / 1248 at
 #: 4,096, 1856 / 1435 at 8,192 and 1915 / 1507 at 16,384: e = 0.36, 0.46, 0.53 and 0.55, mean
-#: 0.48 (1.12x GB200's 0.43 at equal peaks: Blackwell Ultra's doubled softmax exp rate, 10.7 vs
-#: 5 TeraExponentials/s, is how NVIDIA explains it; the kernel figures are what is taken). The
-#: same fraction is taken for the B300 (the same SM at its HGX clocks), as B200 takes GB200's.
+#: 0.48 (1.12x GB200's 0.43 at equal peaks; Blackwell Ultra's doubled SFU exp rate for the
+#: softmax, 10.7 vs 5 TeraExponentials/s (catalog gb300 notes), the likely mechanism, is not
+#: itself used: the kernel figures are what is taken). The
+#: same runs' DeepSeek-V3 and Kimi K2.6 shapes (head dim 192 / 128, results/dsv3 and kimiK26
+#: gb200 vs gb300 csvs, same formula) move alike: 1.11x and 1.14x GB200's. The same fraction
+#: is taken for the B300 (the same SM at its HGX clocks), as B200 takes GB200's.
 ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "hopper": _a("attention_efficiency.hopper", 0.43, "fraction of dense bf16 peak",
                  "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
