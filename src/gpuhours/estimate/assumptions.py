@@ -184,6 +184,17 @@ ATTENTION_EFFICIENCY_RATIO = _a(
 #: backward (2-CTA) TFLOPS at 8,192 tokens, causal, head dim 128 on a B200 (one of its authors,
 #: Dao-AILab/flash-attention PR #2280, 2026-02-27; the same 2.5x backward count,
 #: benchmarks/benchmark_attn.py @0251105a) give 3 / (2250/1418 + 2.5 x 2250/1209) = 0.48.
+#: Blackwell Ultra (compute capability 10.3: ATTENTION_TABLE_BY_COMPUTE_CAPABILITY): the same
+#: release's run on a GB300 (the same tree, results/llama3.1/gb300/llama3.1_20260424_100757.csv:
+#: cuDNN 9.22, the same shape, causal, non-deterministic backward; catalog gb300's 2,500 TFLOPS
+#: dense bf16 peak) gives forward / backward TFLOPS 1373 / 967 at 2,048 tokens, 1703 / 1248 at
+#: 4,096, 1856 / 1435 at 8,192 and 1915 / 1507 at 16,384: e = 0.36, 0.46, 0.53 and 0.55, mean
+#: 0.48 (1.12x GB200's 0.43 at equal peaks; Blackwell Ultra's doubled SFU exp rate for the
+#: softmax, 10.7 vs 5 TeraExponentials/s (catalog gb300 notes), the likely mechanism, is not
+#: itself used: the kernel figures are what is taken). The
+#: same runs' DeepSeek-V3 and Kimi K2.6 shapes (head dim 192 / 128, results/dsv3 and kimiK26
+#: gb200 vs gb300 csvs, same formula) move alike: 1.11x and 1.14x GB200's. The same fraction
+#: is taken for the B300 (the same SM at its HGX clocks), as B200 takes GB200's.
 ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "hopper": _a("attention_efficiency.hopper", 0.43, "fraction of dense bf16 peak",
                  "cuDNN fused attention / FlashAttention-3 on H100 SXM, forward ~620 and "
@@ -194,6 +205,12 @@ ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                     "forward 1097-1708, backward 885-1332 TFLOPS (NVIDIA/cudnn-frontend "
                     "benchmark/sdpa_benchmark_training results, llama3.1 gb200 csv); "
                     "FlashAttention-4 on B200 alike"),
+    "blackwell-ultra": _a("attention_efficiency.blackwell_ultra", 0.48,
+                          "fraction of dense bf16 peak",
+                          "cuDNN 9.22 fused attention on GB300 (compute capability 10.3), "
+                          "causal, head dim 128, 2k-16k tokens: forward 1373-1915, backward "
+                          "967-1507 TFLOPS (NVIDIA/cudnn-frontend@3929da2e "
+                          "benchmark/sdpa_benchmark_training results, llama3.1 gb300 csv)"),
 }
 #: The same for PyTorch SDPA's flash kernels (FlashAttention-2: transformers' default, and
 #: torchtitan's): on an H100 SXM ~370 TFLOPS forward and ~260 backward at 2k-16k tokens, head
@@ -219,6 +236,12 @@ SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                     "cuDNN > 9.15.0 (sdp_utils.cpp check_prefer_cudnn_attention): the cuDNN "
                     "figure of attention_efficiency.blackwell; older stacks run "
                     "FlashAttention-2 at ~350 TFLOPS forward (not modelled)"),
+    "blackwell-ultra": _a("sdpa_attention_efficiency.blackwell_ultra", 0.48,
+                          "fraction of dense bf16 peak",
+                          "PyTorch SDPA runs cuDNN's attention first on compute capability "
+                          "10.3 with cuDNN > 9.15.0 (sdp_utils.cpp "
+                          "check_prefer_cudnn_attention): the cuDNN figure of "
+                          "attention_efficiency.blackwell_ultra"),
 }
 
 #: The compute-capability major a generation's entries in the two tables above hold for, where
@@ -228,6 +251,12 @@ SDPA_ATTENTION_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
 #: prefers cuDNN on 9.x and 10.x only. A part of another major, or with none recorded in the
 #: catalog, keeps ATTENTION_EFFICIENCY_RATIO x the GEMM efficiency.
 ATTENTION_TABLE_SM_MAJOR: dict[str, int] = {"blackwell": 10}
+
+#: Compute capabilities whose attention kernels have their own published figures: the key of
+#: their entries in the two tables above, in place of the generation's. 10.3 (B300, GB300:
+#: Blackwell Ultra) has NVIDIA's cuDNN runs on a GB300; 10.0 (B200, GB200) and any other part
+#: keep the generation's entry. The major must still be ATTENTION_TABLE_SM_MAJOR's.
+ATTENTION_TABLE_BY_COMPUTE_CAPABILITY: dict[str, str] = {"10.3": "blackwell-ultra"}
 
 #: The flash-attn package's FlashAttention-2 kernels called by the model's own code
 #: (Training.kernels "flash-attn": Qwen-1's modeling_qwen.py calls flash_attn_func on the whole

@@ -159,14 +159,18 @@ def attention_assumption(gpu: GpuSpec, fused: bool) -> A.Assumption | None:
     """The generation's own attention rate for the kernel (fused: cuDNN / FlashAttention-3 or
     -4; else PyTorch SDPA's), or None where assumptions.py has none, or where its entry holds
     for another compute-capability major than the part's (A.ATTENTION_TABLE_SM_MAJOR: Blackwell's
-    entries are 10.x's, not the GeForce RTX 50's 12.x)."""
+    entries are 10.x's, not the GeForce RTX 50's 12.x). A compute capability with its own
+    published figures (A.ATTENTION_TABLE_BY_COMPUTE_CAPABILITY: 10.3, Blackwell Ultra) takes
+    its own entry."""
     table = (A.ATTENTION_EFFICIENCY_BY_GENERATION if fused
              else A.SDPA_ATTENTION_EFFICIENCY_BY_GENERATION)
     major = A.ATTENTION_TABLE_SM_MAJOR.get(gpu.generation)
     if major is not None and (gpu.compute_capability is None
                               or int(gpu.compute_capability.split(".")[0]) != major):
         return None
-    return table.get(gpu.generation)
+    key = A.ATTENTION_TABLE_BY_COMPUTE_CAPABILITY.get(gpu.compute_capability or "",
+                                                      gpu.generation)
+    return table.get(key)
 
 
 def attention_efficiency(gpu: GpuSpec, hidden_size: int, fused: bool = False,
