@@ -393,9 +393,7 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
     """Sequences whose KV cache and state fit beside the weights and the engine's profiling
     reserve (vLLM: engine_profile_reserve) in `share` of the device."""
     tp = g.tensor_parallel
-    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
-    reserve = engine_profile_reserve(arch, g, gpu)
-    usable = gpu.memory_bytes * share - weights / tp - reserve.bytes
+    weights, reserve, usable = _kv_room(arch, g, gpu, share)
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
         arch, g.kv_bytes_per_element, tp)
@@ -411,6 +409,16 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+def _kv_room(arch: ModelArch, g: Generation, gpu: GpuSpec,
+             share: float) -> tuple[float, ProfileReserve, float]:
+    """(the stored weights' bytes, the engine's profiling reserve, the bytes left for KV cache
+    and state on each GPU of the tensor-parallel group in `share` of the device)."""
+    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
+    reserve = engine_profile_reserve(arch, g, gpu)
+    return weights, reserve, (gpu.memory_bytes * share - weights / g.tensor_parallel
+                              - reserve.bytes)
 
 
 def engine_profile_reserve(arch: ModelArch, g: Generation, gpu: GpuSpec) -> ProfileReserve:
@@ -851,14 +859,12 @@ def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
                        share: float) -> tuple[float, float]:
     """The KV cache of a paged engine (vLLM, SGLang) on each GPU of the tensor-parallel group,
     in tokens: what is left of `share` of the device after the weights and the engine's
-    startup profile (as max_batch_by_memory), over the KV bytes of one token; a model with
-    sliding-window layers holds fewer tokens than its context (kv_tokens_held), taken at the
-    setup's prompt + output tokens. Also a hybrid model's SSM state per sequence, in the same
+    startup profile (`_kv_room`, as max_batch_by_memory), over the KV bytes of one token; a
+    model with sliding-window layers holds fewer tokens than its context (kv_tokens_held),
+    taken at the setup's prompt + output tokens. Also a hybrid model's SSM state per sequence, in the same
     tokens (0 without one)."""
     tp = g.tensor_parallel
-    weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
-    usable = (gpu.memory_bytes * share - weights / tp
-              - engine_profile_reserve(arch, g, gpu).bytes)
+    usable = _kv_room(arch, g, gpu, share)[2]
     context = g.prompt_tokens + g.output_tokens
     per_token = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
                  * kv_tokens_held(arch, context) / context)
