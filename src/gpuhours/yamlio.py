@@ -143,10 +143,7 @@ def _build(loader: yaml.SafeLoader, max_depth: int, node_depth: int) -> Built | 
             if tag != (_SEQ if seq else _MAP):
                 raise _Bad(event.start_mark, f"the tag {tag!r} is not supported here.")
             if len(stack) >= max_depth:
-                raise _Bad(event.start_mark,
-                           f"nested more than {max_depth} levels deep (lists and mappings "
-                           f"inside each other); a plan or catalog needs fewer than 10.",
-                           "Check for unclosed brackets.")
+                raise _too_deep(event.start_mark, max_depth)
             node_kind = yaml.SequenceNode if seq else yaml.MappingNode
             node = (node_kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
                     if len(stack) < node_depth else None)
@@ -201,6 +198,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _too_deep(mark: Any, max_depth: int) -> _Bad:
+    return _Bad(mark, f"nested more than {max_depth} levels deep (lists and mappings inside "
+                      f"each other); a plan or catalog needs fewer than 10.",
+                "Check for unclosed brackets.")
+
+
 def compose(text: str, label: str, max_depth: int = MAX_DEPTH,
             node_depth: int = MAX_DEPTH) -> tuple[yaml.Node | None, Any]:
     """(node tree, data) of YAML text, safely loaded; `label` names the file in errors.
@@ -217,8 +220,13 @@ def compose(text: str, label: str, max_depth: int = MAX_DEPTH,
             built = _build(loader, max_depth, node_depth)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{label}, line {mark.line + 1}, column {mark.column + 1}" if mark else label
         problem = getattr(exc, "problem", None) or str(exc)
+        if mark is not None and "nesting depth" in problem:
+            # PyYAML 6.0.4's scanner limits flow nesting itself ("exceeded maximum nesting
+            # depth"), looking ahead of the events the depth check above reads: the same error
+            bad = _too_deep(mark, max_depth)
+            raise InputError(f"{label}, line {mark.line + 1}", bad.message, bad.hint) from None
+        where = f"{label}, line {mark.line + 1}, column {mark.column + 1}" if mark else label
         raise InputError(where, f"not valid YAML: {problem}.") from None
     except _Bad as bad:
         raise InputError(f"{label}, line {bad.mark.line + 1}", bad.message, bad.hint) from None
