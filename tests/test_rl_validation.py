@@ -120,8 +120,11 @@ def test_published_rl_steps_floor():
     # the other GB200 rows as their recipes set them (issue 13: prompt from the page's
     # throughput, the 8B's Megatron TP1 PP1 as ZeRO-1 with 4,096-token packed micro-batches,
     # the 32B without recompute): the 8B colocated -44% -> -36%, one-step-off -35% -> -14%; the
-    # 32B one-step-off -5% -> -29% (no recompute halves nothing of its rollouts)
-    assert -0.40 < results[6] < -0.30 and -0.20 < results[7] < -0.10
+    # 32B one-step-off -5% -> -29% (no recompute halves nothing of its rollouts). The host
+    # issuing the scoring passes' forwards (plan/rl_scoring_host.py, issue 13: the eager path's
+    # operators, as these rows' update already counts them; 86 packed micro-batches of 8,192
+    # tokens a GPU a pass on the 4 training GPUs) took the 8B one-step-off -15% -> -7%
+    assert -0.40 < results[6] < -0.30 and -0.12 < results[7] < -0.03
     assert -0.35 < results[9] < -0.25
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,

@@ -61,3 +61,15 @@ def vision_host_ops_per_micro_batch(t: Training) -> float:
         if t.checkpointing:
             ops += v.depth * block[2]
     return ops
+
+
+def vision_forward_host_ops(t: Training, images: float) -> float:
+    """Device operators of one forward of the vision tower over `images` images, with no
+    backward (an RL scoring pass; a frozen tower in training): the blocks' forward, the
+    operators outside them and their loops per image. 0 for a tower not counted."""
+    v = t.arch.vision
+    if not isinstance(v, VisionTower) or t.image_grid is None or not t.images_per_example:
+        return 0.0
+    block = QWEN2_VL_BLOCK_OPS if v.qwen2_vl else QWEN2_5_VL_BLOCK_OPS
+    fixed, per_image, _ = QWEN2_VL_OUTSIDE_OPS if v.qwen2_vl else QWEN2_5_VL_OUTSIDE_OPS
+    return v.depth * block[0] + fixed + per_image * images
