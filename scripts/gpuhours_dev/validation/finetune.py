@@ -686,6 +686,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
+            deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
             **lora))
@@ -990,7 +991,7 @@ def _catalog_entry(name: str) -> str | None:
 def _deepspeed_buckets(r: dict[str, str], source: str) -> tuple[int, str]:
     """(DeepSpeed ZeRO-1/2 reduce_bucket_size in elements, note): the rows that run Qwen's
     ds_config_zero2.json; 0 for the rest (their ZeRO-1/2 configuration is not stated, or they
-    do not run DeepSpeed ZeRO-1/2)."""
+    do not run DeepSpeed ZeRO-1/2). The config sets overlap_comm (true), taken as stated."""
     p = r["parallelism"]
     if source == "Qwen" and ("DeepSpeed ZeRO-2 config" in p or "finetune_lora_ds.sh" in p):
         return (QWEN_ZERO2_REDUCE_BUCKET, "DeepSpeed ZeRO-2 (Qwen's ds_config_zero2.json): "
