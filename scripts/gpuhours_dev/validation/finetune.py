@@ -293,6 +293,25 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
     return None, "", f"LoRA targets not expressible ({head})"
 
 
+def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
+    """(lora_targets, note) for litgpt's q,v LoRA on a model whose attention fuses q, k and v in
+    one matrix (Falcon, GPT-NeoX): litgpt's LoRAQKVLinear (litgpt @ 00af8b0d lora.py; lit-gpt @
+    8641822) adapts q and v inside the fused linear (enable_lora [q, -, v]: one dropout on the
+    input, lora_A of 2r rows, lora_B of q + kv rows, r (2d + q + kv) parameters), which peft
+    cannot do (no q_proj and v_proj there), so the estimator takes "qv" as q_proj and v_proj only.
+    It is modelled as the fused qkv and o adapters ("attention"): r (q + 2 kv + 2d + q) parameters,
+    one adapter more (o) on the same layer inputs. Other rows pass through."""
+    if source not in ("litgpt config_hub", "litgpt resource tables") or targets != "qv":
+        return targets, ""
+    from gpuhours.estimate.lora import FUSED_QKV_TYPES
+
+    if resolve_model(model)[0].model_type not in FUSED_QKV_TYPES:
+        return targets, ""
+    return "attention", ("litgpt's LoRAQKVLinear adapts q and v inside the fused qkv (one "
+                         "dropout, lora_A of 2r rows): modelled as the fused qkv and o adapters "
+                         "(one adapter more)")
+
+
 def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     """(Training fields, assumption, why not expressible)."""
     o = r["optimizer"]
@@ -560,6 +579,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         targets, t_note, why = _targets(r, source)
         if why or targets is None:
             return skip(why or "targets", method)
+        targets, fused_note = _litgpt_fused_qv(source, model, targets)
+        notes.append(fused_note)
         if not r["lora_r"]:
             return skip("LoRA rank not stated", method)
         lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
@@ -670,6 +691,13 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         arch = dataclasses.replace(arch, tie_embeddings=False)
         notes.append("litgpt's model has no tied embeddings: the LM head is its own copy of "
                      "the embedding (convert_hf_checkpoint.py)")
+    if source in ("litgpt config_hub", "litgpt resource tables") and arch.activation_extra_saved:
+        # litgpt @ 00af8b0d model.py GptNeoxMLP (phi's MLP there; lit-gpt @ 8641822 the same):
+        # torch.nn.functional.gelu(x, approximate="tanh"), torch's native kernel, which keeps
+        # only its input, where transformers' NewGELUActivation (gelu_new) is a Python composite
+        arch = dataclasses.replace(arch, activation_extra_saved=0)
+        notes.append("litgpt's MLP calls torch's native F.gelu(approximate='tanh'): no "
+                     "composite GELU intermediates")
     if _compiled(r):
         notes.append("torch.compile (the row's notes): compiled layers and loss "
                      "(estimate/compiled.py)")
