@@ -541,7 +541,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     method, why = _method(r)
     if method is None:
         return skip(why or "method not expressible")
-    if r["model"] in MODELS:
+    checkpoint = _litgpt_checkpoint(source, r)
+    if checkpoint is not None:
+        model, model_note = checkpoint
+    elif r["model"] in MODELS:
         model, model_note = MODELS[r["model"]]
     else:  # a catalog name, alias or Hugging Face id as the row writes it
         entry = _catalog_entry(r["model"])
@@ -1000,6 +1003,26 @@ def _lora_dropout(r: dict[str, str], source: str) -> tuple[float, str]:
 #: "overlap_comm": true, "contiguous_gradients": true (the config its QLoRA single-GPU script
 #: and, ZeRO stage not stated, its finetune_lora_ds.sh pass)
 QWEN_ZERO2_REDUCE_BUCKET = 200_000_000
+
+
+#: the checkpoint a litgpt config_hub config fine-tunes (its checkpoint_dir, in the row's notes)
+_LITGPT_CHECKPOINT = re.compile(r"checkpoint checkpoints/([^\s;]+)")
+
+
+def _litgpt_checkpoint(source: str, r: dict[str, str]) -> tuple[str, str] | None:
+    """(catalog name, note) of the checkpoint a litgpt config_hub row's config names
+    (checkpoint_dir), where the catalog has it and the table's model column names another: the
+    README table @ 00af8b0d labels the gemma2-2b/lora.yaml and gemma2b/qlora.yaml runs
+    "gemma-2b", and both configs fine-tune checkpoints/google/gemma-2-2b. None otherwise."""
+    if source != "litgpt config_hub":
+        return None
+    m = _LITGPT_CHECKPOINT.search(r["notes"])
+    name = _catalog_entry(m.group(1)) if m else None
+    shown = MODELS[r["model"]][0] if r["model"] in MODELS else _catalog_entry(r["model"])
+    if name is None or name == shown:
+        return None
+    return name, (f"the config fine-tunes {m.group(1) if m else ''} (its checkpoint_dir; the "
+                  f"table's model column says {r['model']})")
 
 
 def _catalog_entry(name: str) -> str | None:
