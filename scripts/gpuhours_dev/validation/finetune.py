@@ -123,6 +123,14 @@ MODELS: dict[str, tuple[str, str]] = {
     "LLAMA3_70B": ("llama-3-70b", ""),
     # NVIDIA dgxc-benchmarking's NeMo recipes (HF_MODEL_URI meta-llama/Meta-Llama-3-8B, -70B)
     "Meta-Llama-3-8B": ("llama-3-8b", ""), "Meta-Llama-3-70B": ("llama-3-70b", ""),
+    # axolotl's examples: re-uploads of the catalog models (same config, other repositories)
+    "NousResearch/Meta-Llama-3.1-8B": ("llama-3.1-8b",
+                                       "NousResearch's re-upload of Meta-Llama-3.1-8B"),
+    "casperhansen/llama-3-70b-fp16": ("llama-3-70b",
+                                      "an fp16 re-upload of Meta-Llama-3-70B"),
+    "axolotl-ai-co/gpt-oss-120b-dequantized": (
+        "gpt-oss-120b", "gpt-oss-120b with its MXFP4 experts dequantised to bf16 (the training "
+                        "model the catalog's count describes)"),
 }
 
 #: the row's GPU text -> (catalog name, assumption)
@@ -241,6 +249,12 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
 
 
 _ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
+#: ms-swift's default LoRA targets ("swift DEFAULT target modules for this model type") of the
+#: model types whose architecture the catalog has: register_model(..., LoRATM.llama2) for
+#: yi-6b-chat, yi-34b-chat and openbuddy-zephyr-7b-chat, LoRATM.llama2 = ['q_proj', 'k_proj',
+#: 'v_proj'] (swift/llm/utils/model.py @ ec63f250, Jan 2024, the benchmark's ms-swift)
+_SWIFT_DEFAULT_TARGETS = {m: "q_proj,k_proj,v_proj"
+                          for m in ("yi-6b-chat", "yi-34b-chat", "openbuddy-zephyr-7b-chat")}
 
 
 def _lm_head_adapted(r: dict[str, str]) -> bool:
@@ -260,6 +274,8 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
     """(lora_targets, assumption, why not expressible) from `target_modules`; an LM head among
     them is `_lm_head_adapted` (the setup's lora_lm_head)."""
     text = r["target_modules"]
+    if text.startswith("swift DEFAULT"):
+        text = _SWIFT_DEFAULT_TARGETS.get(r["model"], text)
     if not text:
         if source == "LLaMA-Factory (via Unsloth)":
             return "qv", "targets not stated: LLaMA-Factory's default then, q_proj,v_proj, " \
