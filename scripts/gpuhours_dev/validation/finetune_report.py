@@ -518,7 +518,7 @@ REMAINS: dict[str, str] = {
         "The "
         "tuners table (#295-#304, ms-agent dataset, lengths not stated) keeps the flat "
         "reserve and reads 30-45% low. The 72B rows on 2 GPUs (layout not stated), GPTQ int8 "
-        "bases, the other PEFT methods and the models outside the catalog (chatglm3, yi, "
+        "bases, the other PEFT methods and the models outside the catalog (chatglm3, "
         "baichuan2, openbuddy) are not compared. Speeds are samples/s of variable-length "
         "samples, not comparable without token counts. The yi-6b-chat and yi-34b-chat rows "
         "(#219-#228), expressible since issue 14 (the catalog's Yi-6B and Yi-34B; held out), "
