@@ -82,3 +82,14 @@ def test_ms_swift_default_targets_for_yi(rows):
     m = map_row(219, rows[218])
     assert m.training is not None and m.training.model == "yi-6b"
     assert m.training.lora_targets == "attention" and "one adapter more" in m.setup
+
+
+@pytest.mark.parametrize(("row", "repeated"), [(36, True), (5, True), (1, True), (59, False),
+                                               (40, False), (74, True), (64, False)])
+def test_litgpt_attention_copies_k_and_v_to_the_query_heads(rows, row, repeated):
+    """litgpt @ 00af8b0d (config_hub) expands and reshapes k and v to the query heads whenever
+    the query groups are fewer than the heads (Mistral #36, Gemma-2B's one group #5, Falcon-7B
+    #1); lit-gpt @ 8641822 (resource tables) for grouped-query attention only (Falcon-40B #74);
+    multi-head attention has nothing to repeat (StableLM #59, Phi-2 #40, Llama-2-7B #64)."""
+    m = map_row(row, rows[row - 1])
+    assert m.training is not None and m.training.kv_repeated is repeated

@@ -309,6 +309,19 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
     return None, "", f"LoRA targets not expressible ({head})"
 
 
+def _litgpt_repeats_kv(source: str, arch: Any) -> bool:
+    """litgpt's CausalSelfAttention copies k and v to the query heads in training (k.expand
+    then reshape, before the rotary cat and SDPA, which saves the copies): at 00af8b0d
+    (model.py, config_hub) whenever the query groups are fewer than the heads; lit-gpt at
+    8641822 (lit_gpt/model.py, the resource tables) only for grouped-query attention, not
+    for one group (multi-query). Multi-head attention has nothing to repeat."""
+    if arch.num_kv_heads == arch.num_heads:
+        return False
+    if source == "litgpt config_hub":
+        return True
+    return source == "litgpt resource tables" and arch.num_kv_heads != 1
+
+
 def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
     """(lora_targets, note) for litgpt's q,v LoRA on a model whose attention fuses q, k and v in
     one matrix (Falcon, GPT-NeoX): litgpt's LoRAQKVLinear (litgpt @ 00af8b0d lora.py; lit-gpt @
@@ -726,6 +739,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if kv_repeated:
         notes.append("torchtune's attention repeats k and v to the query heads before SDPA "
                      "(kv_repeated)")
+    elif _litgpt_repeats_kv(source, arch):
+        kv_repeated = True
+        notes.append("litgpt's attention expands k and v to the query heads and reshapes "
+                     "them (copies) before SDPA (kv_repeated)")
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),

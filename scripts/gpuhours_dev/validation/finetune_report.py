@@ -162,7 +162,15 @@ REMAINS: dict[str, str] = {
         "(#4) by 27% (-21.1%), LoRA (#5, #6) by 11% (-10.0%); candidates, not checked: "
         "litgpt's embedding scaling (a d-wide copy per token) and its RMSNorm's fp32 "
         "copies at the 2048-wide input of a 16384-wide GeGLU. Gemma-7B's LoRA rows (#8, #9), "
-        "which ran out of memory, are refused (23.4 of 22.5 GiB)."),
+        "which ran out of memory, are refused (23.4 of 22.5 GiB). Read in the same "
+        "model.py: litgpt's CausalSelfAttention expands k and v to the query heads and "
+        "reshapes them (copies) before the rotary cat and SDPA whenever the query groups are "
+        "fewer than the heads, as torchtune's does (kv_repeated, estimate/kv_repeat.py: a 2 "
+        "(q - kv) per token and layer saved), now counted for every config_hub row with "
+        "grouped- or multi-query attention (lit-gpt @ 8641822, the resource tables, repeats "
+        "for grouped-query only): no constant, all rows held out; the Llama 3, 3.2 and "
+        "Mistral LoRA rows moved from 2.5-9.1% to 0.5-8.0% below the peak, their QLoRA rows "
+        "from 4.5-6.8% to 1.7-5.0%, TinyLlama's from -6.0..-1.4% to -3.7..+3.4%."),
     "litgpt resource tables": (
         "Single-GPU LoRA rows are 4-7% below the allocated peak (with litgpt's chunked bf16 "
         "loss and bf16 adapters, see config_hub; within 3% with peft's fp32 adapters), and "
