@@ -277,11 +277,11 @@ LoraBranchOpt = Annotated[str | None, typer.Option(
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]
-DsOverlapOpt = Annotated[bool, typer.Option(
+DsOverlapOpt = Annotated[bool | None, typer.Option(
     "--deepspeed-overlap-comm/--no-deepspeed-overlap-comm",
     help="DeepSpeed overlap_comm: a second bucket buffer; with --offload below ZeRO-3 the "
-    "gradients' copies to the host run beside backward (off: DeepSpeed's ZeRO-1/2 "
-    "default, they add to the step).")]
+    "gradients' copies to the host run beside backward (off, they add to the step). "
+    "Default: DeepSpeed's, on for ZeRO-3 only.", show_default=False)]
 OffloadCopiesOpt = Annotated[str, typer.Option(
     "--offload-copies", help="With --offload: pinned host memory; pageable-step (DeepSpeed "
     "before 0.14.1: the step's weights go up through a CPU cast in pageable memory); pageable "

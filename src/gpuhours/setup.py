@@ -267,8 +267,9 @@ class Training(_ReadsModel):
     offload_copies: OffloadCopies = "pinned"
     #: DeepSpeed's overlap_comm: a second bucket buffer, so that reduction and backward overlap;
     #: with offload below ZeRO-3 the gradients' copies to the host overlap backward only with it
-    #: (estimate/offload.py). DeepSpeed's own default is on for ZeRO-3 only (zero/config.py)
-    deepspeed_overlap_comm: bool = True
+    #: (estimate/offload.py). None: DeepSpeed's own default, on for ZeRO-3 only
+    #: (deepspeed_overlap_comm_of)
+    deepspeed_overlap_comm: bool | None = None
     #: who runs ZeRO stage 3: "fsdp" (PyTorch FSDP: hooks per wrapped unit, their host cost not
     #: counted) or "deepspeed" (DeepSpeed's stage 3 engine, which hooks every submodule and
     #: fetches and releases its parameters around each forward and backward of it: a host cost
@@ -599,6 +600,17 @@ def loss_kernel_of(t: Training) -> LossKernel:
     if t.loss_kernel is not None:
         return t.loss_kernel
     return "megatron" if t.kernels == "megatron" else "hf"
+
+
+def deepspeed_overlap_comm_of(t: Training) -> bool:
+    """DeepSpeed's overlap_comm as it runs (Training.deepspeed_overlap_comm; its default when
+    None): on for ZeRO-3, off below it. DeepSpeed's DeepSpeedZeroConfig leaves overlap_comm
+    None and its validator sets it to `stage == 3` (deepspeed/runtime/zero/config.py
+    overlap_comm_valid, v0.10 through v0.16); a config that states it (transformers' and
+    Qwen's example ZeRO-2 configs set it true) is taken as stated."""
+    if t.deepspeed_overlap_comm is not None:
+        return t.deepspeed_overlap_comm
+    return t.zero_stage >= 3
 
 
 def _check_load_path(t: Training) -> None:

@@ -50,7 +50,7 @@ from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
-from gpuhours.setup import Training, loss_kernel_of
+from gpuhours.setup import Training, deepspeed_overlap_comm_of, loss_kernel_of
 
 #: bytes per element of the activations for each precision
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
@@ -773,7 +773,7 @@ def deepspeed_bucket_bytes(t: Training) -> float:
     if not t.deepspeed_reduce_bucket:
         return 0.0
     dtype_bytes = 4 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2
-    return (2 if t.deepspeed_overlap_comm else 1) * t.deepspeed_reduce_bucket * dtype_bytes
+    return (2 if deepspeed_overlap_comm_of(t) else 1) * t.deepspeed_reduce_bucket * dtype_bytes
 
 
 def adapter_state_bytes(t: Training) -> StateBytesPerParam:
@@ -1169,9 +1169,10 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
     if buckets:
+        overlap = deepspeed_overlap_comm_of(t)
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "
-                   f"backward: {'2' if t.deepspeed_overlap_comm else '1'} x reduce_bucket_size "
+                   f"backward: {'2' if overlap else '1'} x reduce_bucket_size "
                    f"{t.deepspeed_reduce_bucket:.3g} elements (DeepSpeed ZeRO-1/2 "
-                   f"contiguous_gradients{', overlap_comm' if t.deepspeed_overlap_comm else ''}:"
+                   f"contiguous_gradients{', overlap_comm' if overlap else ''}:"
                    f" stage_1_and_2.py backward)")
     return tuple(out)

@@ -56,7 +56,7 @@ from gpuhours.estimate.quant import (
     matmuls_per_micro_batch,
 )
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
-from gpuhours.setup import Hardware, Training, loss_kernel_of
+from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
              "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16", "fp8-mixed": "fp8"}
@@ -512,7 +512,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         down, up = zero3_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                       grad_bytes=grad_bytes)
         grad_step_bytes = down + up
-        grads_overlap = t.deepspeed_overlap_comm  # on by DeepSpeed's default for ZeRO-3
+        grads_overlap = deepspeed_overlap_comm_of(t)  # DeepSpeed's default: on for ZeRO-3
     elif t.zero_stage >= 3:  # FSDP's CPUOffload: each micro-batch's shard down in its dtype
         grad_step_bytes = t.grad_accum * grad_bytes
         grads_overlap = True
@@ -520,7 +520,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         down, up = zero12_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                        grad_bytes=grad_bytes)
         grad_step_bytes = down + up
-        grads_overlap = t.deepspeed_overlap_comm
+        grads_overlap = deepspeed_overlap_comm_of(t)
     return offload_time(
         offload=t.offload, grad_bytes_per_step=trainable / n * grad_step_bytes,
         grads_overlap=grads_overlap,

@@ -225,7 +225,8 @@ class TrainingSettings(_Strict):
         "gradient buffers (two with overlap_comm) at every backward; 0: not DeepSpeed")
     deepspeed_overlap_comm: bool | None = Field(
         default=None, description="DeepSpeed overlap_comm (a second bucket buffer; with offload "
-        "below ZeRO-3, the gradients' host copies beside backward); default yes")
+        "below ZeRO-3, the gradients' host copies beside backward); default DeepSpeed's: on for "
+        "ZeRO-3 only")
     offload_copies: Literal["pinned", "pageable-step", "pageable"] | None = Field(
         default=None, description="with offload: pinned host memory (default); pageable-step "
         "(DeepSpeed before 0.14.1: the step's weights up through a CPU cast); pageable "
