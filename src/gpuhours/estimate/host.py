@@ -156,6 +156,29 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
             + zero3_hook_ops_per_micro_batch(arch, t))
 
 
+def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """Device operators the host issues for one forward of a micro-batch with no backward (an
+    RL scoring pass: the policy's old log-probs, the reference, a reward model, a critic's
+    values): the forward half of host_ops_per_micro_batch, per layer by the kernel path and how
+    the precision runs, LoRA adapters, a quantised base's dequantisation, and the embedding and
+    head outside the layers (assumptions.OPS_PER_MICRO_BATCH's forward). DeepSpeed ZeRO-3's
+    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's)."""
+    if t.kernels == "megatron":
+        fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
+                                       else 0.0)
+        fwd += (2.0 if arch.qk_norm else 0.0) * MEGATRON_NORM_OPS[0]
+        if t.method != "full":
+            fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
+    else:
+        kind = precision_kind(t.precision)
+        fwd = _layer_ops(arch, t, kind)[0]
+        if t.method != "full":
+            fwd += A.OPS_PER_LORA_ADAPTER[kind][0] * adapters_per_layer(arch, t)
+            if t.method == "qlora":
+                fwd += QUANT_LINEAR_EXTRA_OPS[t.base_quant][0] * linears_per_layer(arch)
+    return arch.num_layers * fwd + A.OPS_PER_MICRO_BATCH[0]
+
+
 def zero3_hooked_modules(arch: ModelArch, t: Training) -> float:
     """Submodules DeepSpeed's ZeRO-3 engine fetches and releases in one forward: per layer
     ZERO3_MODULES_PER_LAYER and its linears (and peft's adapter modules), plus those outside
