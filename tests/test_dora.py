@@ -80,6 +80,20 @@ def test_hand_worked_recompute_with_dropout() -> None:
     assert dora_saved_bytes_per_layer(ARCH, h, 2) == 3 * 2 * 384
 
 
+def test_qlora_under_autocast_keeps_the_input_half() -> None:
+    """peft's bitsandbytes Linear4bit casts the adapters' input only outside autocast: under
+    bf16-mixed the norm runs in bf16 on the dequantised weight (e = 2), the magnitude and the
+    scale stay fp32 (s = 4); the weight is dequantised into a new tensor every forward."""
+    t = _t(method="qlora", precision="bf16-mixed")
+    dt = dora_dtypes(t, 2)
+    assert (dt.e, dt.s, dt.o, dt.quantised) == (2, 4, 2, True)
+    # q: autocast's bf16 copy of the identity (256 x 256 x 2), then over the weight B A, the
+    # dequantised copy, scaling x B A and the sum, all bf16 (4 x 2 bytes)
+    assert dora_norm_transient_bytes(ARCH, t, 2) == 256 * 256 * 2 + 256 * 256 * 8
+    # vectors: the bf16 norm and two fp32 scales per output feature
+    assert dora_saved_bytes_per_layer(ARCH, t, 2) == (2 + 2 * 4) * 384
+
+
 def test_memory_and_trainable_params_add_doras_terms() -> None:
     lora = _t(dora=False)
     dora = _t()
@@ -149,3 +163,35 @@ def test_importers_read_dora(tmp_path) -> None:
     axolotl.write_text("base_model: meta-llama/Llama-3.2-3B\nadapter: lora\nlora_r: 8\n"
                        "peft_use_dora: true\nsequence_len: 1024\nmicro_batch_size: 2\n")
     assert read_setup(str(axolotl)).fields.get("dora") is True
+
+
+def test_a_plan_file_sets_it(tmp_path) -> None:
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+
+    plan = """project: dora
+hardware:
+  gpu: l40s
+seeds: 1
+phases:
+  - name: sft
+    kind: finetune
+    runs: once
+    model: llama-3.2-3b
+    method: lora
+    precision: bf16
+    lora_rank: 32
+    lora_targets: qv
+    micro_batch: 4
+    seq_len: 768
+    tokens: 1.0e+7{extra}
+"""
+    memory, hours = {}, {}
+    for extra in ("", "\n    dora: true"):
+        path = tmp_path / "plan.yaml"
+        path.write_text(plan.format(extra=extra))
+        [phase] = evaluate(load_plan(path)).phases
+        memory[extra] = phase.details["memory_per_gpu_bytes"]
+        hours[extra] = phase.gpu_hours_per_run_base
+    assert memory["\n    dora: true"] > memory[""]
+    assert hours["\n    dora: true"] > hours[""]

@@ -30,9 +30,10 @@ its input is not kept, the weight being frozen).
 The dense B A product, the weight copy and the norm's sum are alive together inside the
 forward (the transient); lora_weight's graph keeps x_eye's matmul input until it is dropped.
 
-Dtypes (DoraDtypes): a the base output (activation) bytes, e the adapters' input after peft's
-cast (4 on the peft-fp32 branch, else a), o_b the LoRA output's (a under autocast, else e), s
-the scale's products (e: fp32 adapters give an fp32 magnitude and norm), w the frozen weight's.
+Dtypes (DoraDtypes): a the base output (activation) bytes, s the adapters' (4 on the peft-fp32
+branch, else a: the magnitude and the scale's products), e the adapters' input after peft's
+cast and so the norm's (s; a for a 4-bit base under autocast, which peft does not cast), o
+the LoRA output's (a under autocast, else e), w the frozen weight's.
 Half adapters (peft 0.10-0.11) are e = a. Checked on a real tiny Llama with peft 0.21.2 on CPU
 (tests/test_dora_real.py). Not modelled: DoRA on embeddings, convolutions, the LM head, and
 peft's ParamWrapper (fused experts), which refuses DoRA.
@@ -65,7 +66,8 @@ class DoraDtypes:
     """Bytes per element of DoRA's tensors (module docstring)."""
 
     a: float  # the base output / activations
-    e: float  # the adapters' input after peft's cast, the norm's and the scale's dtype
+    e: float  # the adapters' input after peft's cast: the norm's dtype
+    s: float  # the magnitude's and the scale's products (the adapters' dtype)
     o: float  # lora_B's output
     w: float  # the frozen weight as stored (a 4-bit base: its compute dtype after dequant)
     autocast: bool
@@ -75,9 +77,12 @@ class DoraDtypes:
 def dora_dtypes(t: Training, a: float) -> DoraDtypes:
     """DoRA's dtypes for `t` with activation bytes `a` (memory.ACTIVATION_BYTES)."""
     autocast = t.precision.endswith(("-mixed", "-amp"))
-    e = 4.0 if lora_branch_of(t) == "peft-fp32" else float(a)
+    s = 4.0 if lora_branch_of(t) == "peft-fp32" else float(a)
+    # peft's bitsandbytes Linear4bit casts the input only outside autocast (tuners/lora/bnb.py
+    # `requires_conversion = not torch.is_autocast_enabled()`): under autocast x stays half
+    e = float(a) if (t.method == "qlora" and autocast) else s
     frozen = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
-    return DoraDtypes(a=float(a), e=e, o=float(a) if autocast else e, w=frozen,
+    return DoraDtypes(a=float(a), e=e, s=s, o=float(a) if autocast else e, w=frozen,
                       autocast=autocast, quantised=t.method == "qlora")
 
 
@@ -128,8 +133,8 @@ def dora_saved_bytes_per_token_layer(arch: ModelArch, t: Training, a: float) -> 
 
 def dora_saved_bytes_per_layer(arch: ModelArch, t: Training, a: float) -> float:
     """Bytes per decoder layer (mean) DoRA keeps for backward that do not grow with tokens: per
-    adapted linear, three vectors of o (the norm the division keeps, mag_norm_scale - 1 and
-    mag_norm_scale kept by the two products, in the scale's dtype e) and, on the recompute path,
+    adapted linear, three vectors of o (the norm the division keeps, in e; mag_norm_scale - 1
+    and mag_norm_scale kept by the two products, in s) and, on the recompute path,
     the weight F.linear was given when it is a new tensor (a dequantised 4-bit weight, a cast
     to the adapters' fp32 input dtype, or autocast's half copy of either), which autograd saves
     for the input's gradient: o x i."""
@@ -142,7 +147,7 @@ def dora_saved_bytes_per_layer(arch: ModelArch, t: Training, a: float) -> float:
             per = dt.a if (dt.quantised or dt.e != dt.a or dt.w != dt.a) else 0.0
         else:
             per = dt.e if (dt.quantised or dt.w != dt.e) else 0.0
-    return sum(d.copies * (d.fan_in * d.fan_out * per + 3 * dt.e * d.fan_out)
+    return sum(d.copies * (d.fan_in * d.fan_out * per + (dt.e + 2 * dt.s) * d.fan_out)
                for d in dora_linears(arch, t.lora_targets)) / arch.num_layers
 
 
@@ -155,7 +160,7 @@ def dora_norm_transient_bytes(arch: ModelArch, t: Training, a: float) -> float:
     if not t.dora or t.method == "full":
         return 0.0
     dt = dora_dtypes(t, a)
-    eye = dt.a if dt.autocast else dt.e
+    eye = dt.a if dt.autocast else dt.s  # torch.eye in lora_A's dtype
     copy = dt.e if (dt.quantised or dt.w != dt.e) else 0.0
     return max((d.fan_in * d.fan_in * eye + d.fan_in * d.fan_out * (3 * dt.e + copy)
                 for d in dora_linears(arch, t.lora_targets)), default=0.0)
@@ -192,7 +197,7 @@ def dora_norm_bytes_per_micro_batch(arch: ModelArch, t: Training, a: float) -> f
     if not t.dora or t.method == "full":
         return 0.0
     dt = dora_dtypes(t, a)
-    eye = dt.e + ((dt.e + dt.a) if dt.autocast else 0.0) + (dt.a if dt.autocast else dt.e)
+    eye = dt.s + ((dt.s + dt.a) if dt.autocast else 0.0) + (dt.a if dt.autocast else dt.s)
     if dt.quantised:
         copy = 0.5 + dt.w + ((dt.w + dt.e) if dt.w != dt.e else 0.0)
     else:
@@ -208,7 +213,7 @@ def dora_norm_bytes_per_micro_batch(arch: ModelArch, t: Training, a: float) -> f
 def dora_elementwise_bytes_per_fan_out(dt: DoraDtypes) -> tuple[float, float]:
     """(forward, backward) bytes per fan-out element per token of DoRA's elementwise work beyond
     LoRA's branch (estimate/lora_traffic.py counts LoRA's scaling, 2a, and add, 3a, forward, and
-    the product's gradient and B's two reads of it, 4a, backward). s = e is the scale's dtype.
+    the product's gradient and B's two reads of it, 4a, backward). s is the scale's dtype.
     forward: (m - 1) x base (read a, write s), m x lora (read o, write s), x scaling (read s,
     write s), their sum (read 2s, write s), result + it (read a and s, write s), the cast back
     to the base dtype where s != a (read s, write a). backward: that cast's and the add's
@@ -217,7 +222,7 @@ def dora_elementwise_bytes_per_fan_out(dt: DoraDtypes) -> tuple[float, float]:
     the magnitude's (read s and o), the base path's (read s, write s; cast to a where s != a)
     and the magnitude's (read s and a), B's two reads of its gradient (2 o), and the base
     output's two gradients summed (read 2a, write a)."""
-    a, s, o = dt.a, dt.e, dt.o
+    a, s, o = dt.a, dt.s, dt.o
     cast_a = (s + a) if s != a else 0.0
     fwd = (a + s) + (o + s) + 2 * s + 3 * s + (a + 2 * s) + cast_a - 5 * a
     bwd = (2 * cast_a + 2 * s + 2 * s + ((s + o) if s != o else 0.0) + (s + o)
