@@ -249,8 +249,8 @@ _ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
 _DORA_NOTES = {
     "PEFT": "DoRA as peft 0.19 runs it (lora_dropout 0 in the experiment's adapter_config.json "
             "@ 5d602fdb): the base output reused",
-    "ms-swift": "DoRA through peft (swift's LoRA passes use_dora): the peft of April 2024 "
-                "(0.10; before 0.14) recomputes the base matmul (dora_base_matmul recompute)",
+    "ms-swift": "DoRA through peft (swift's LoRA passes use_dora): a peft of April 2024, "
+                "before 0.14, recomputes the base matmul (dora_base_matmul recompute)",
 }
 #: the sources whose peft recomputes DoRA's base matmul whatever the dropout (peft before 0.14)
 _DORA_RECOMPUTE = frozenset({"ms-swift"})
