@@ -236,6 +236,17 @@ class Training(_ReadsModel):
     #: else peft-fp32 (estimate/lora_traffic.lora_branch_of). Memory follows it too: only the
     #: peft-fp32 branch keeps an fp32 copy of each adapter's input for backward
     lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
+    #: DoRA, weight-decomposed LoRA (Liu et al. 2024, arXiv:2402.09353; peft's use_dora=True):
+    #: every adapted linear also trains a magnitude vector (one per output feature) and, each
+    #: forward, forms the dense B A product and the norm of W + scaling B A over the whole
+    #: weight (detached, the paper's sec. 4.3), then rescales the base and LoRA outputs, which
+    #: autograd keeps for backward (estimate/dora.py). peft's eager operators; LoRA/QLoRA only
+    dora: bool = False
+    #: how DoRA gets the base output it rescales: "reuse" (peft 0.14+, PR #2122: the base
+    #: layer's own result, when lora_dropout is 0 or in eval), "recompute" (peft 0.9-0.13
+    #: always, and every peft with lora_dropout above 0: F.linear(dropout(x), W) again, the
+    #: weight cast to the adapters' input dtype). None: reuse without dropout, else recompute
+    dora_base_matmul: Literal["reuse", "recompute"] | None = None
     #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
     #: no half-precision copy (Megatron-Core's fp8_param, --fp8-param-gather: NeMo 2's
     #: bf16_with_fp8_mixed, Megatron-Bridge's FP8 current-scaling and MXFP8 recipes): each is
@@ -487,6 +498,27 @@ class Training(_ReadsModel):
             raise FieldError(("lora_branch", "precision"), "half-precision adapters need "
                              "half-precision activations; under fp32 the adapters run in fp32.",
                              "Use lora_branch peft-fp32, or a half precision.")
+        if (self.dora or self.dora_base_matmul is not None) and self.method == "full":
+            raise FieldError(("dora" if self.dora else "dora_base_matmul", "method"),
+                             "DoRA is a LoRA/QLoRA choice; full fine-tuning has no adapters.")
+        if self.dora_base_matmul is not None and not self.dora:
+            raise FieldError(("dora_base_matmul", "dora"), "dora_base_matmul says how DoRA "
+                             "gets its base output; this setup does not use DoRA.",
+                             "Set dora true, or drop dora_base_matmul.")
+        if self.dora_base_matmul == "reuse" and self.lora_dropout > 0:
+            raise FieldError(("dora_base_matmul", "lora_dropout"), "peft reuses the base "
+                             "output only without dropout: with lora_dropout above 0 the base "
+                             "matmul is recomputed on the dropped input (tuners/lora/"
+                             "variants.py DoraLinearVariant.forward).",
+                             "Use dora_base_matmul recompute, or lora_dropout 0.")
+        if self.dora and self.lora_lm_head:
+            raise FieldError(("dora", "lora_lm_head"), "DoRA on the LM head (a vocabulary-"
+                             "wide magnitude and rescaled logits) is not modelled.",
+                             "Drop lora_lm_head, or estimate plain LoRA.")
+        if self.dora and self.kernels == "megatron":
+            raise FieldError(("dora", "kernels"), "DoRA is modelled as peft runs it; "
+                             "Megatron's adapters have no DoRA path here.",
+                             "Use the eager kernel path.")
         bnb = self.method == "qlora" and self.base_quant in ("nf4", "nf4-nodq")
         if (self.bnb_saved_input != "step" or self.lm_head_4bit) and not bnb:
             raise FieldError(("bnb_saved_input" if self.bnb_saved_input != "step"
@@ -559,7 +591,8 @@ class Training(_ReadsModel):
             parts.append("ckpt")
         if self.method != "full":
             parts.append(f"r{self.lora_rank}" + ("+emb" if self.lora_trainable_embeddings else "")
-                         + ("+head" if self.lora_lm_head else ""))
+                         + ("+head" if self.lora_lm_head else "")
+                         + ("+dora" if self.dora else ""))
         if self.base_quant != "nf4":
             parts.append(self.base_quant)
         if self.optimizer != "adamw" or self.optimizer_impl != "foreach":

@@ -161,7 +161,6 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
     "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
-    "lora (DoRA)": "DoRA not modelled",
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
     "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
@@ -206,6 +205,9 @@ def source_name(citation: str) -> str:
 
 #: the method text of LoRA with peft's modules_to_save=["wte", "lm_head"] (Qwen's "LoRA (emb)")
 LORA_EMB = "lora (+ trainable wte/lm_head)"
+#: the method texts of peft's DoRA (use_dora=True: setup.dora, estimate/dora.py): the PEFT
+#: method comparison's and ms-swift's tuners table's
+DORA = ("lora (DoRA)", "dora")
 
 
 def _base_quant(r: dict[str, str]) -> str:
@@ -228,7 +230,7 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
     if m.startswith("PEFT fine-tune"):
         return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
     base = m.removesuffix(" (Hugging Face + FA2)")
-    base = {LORA_EMB: "lora", "gptq-lora": "lora"}.get(base, base)
+    base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora")}.get(base, base)
     if base not in ("full", "lora", "qlora"):
         return None, f"PEFT method other than LoRA ({m})"
     if "aqlm" in quant:
@@ -255,6 +257,17 @@ _ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
 #: 'v_proj'] (swift/llm/utils/model.py @ ec63f250, Jan 2024, the benchmark's ms-swift)
 _SWIFT_DEFAULT_TARGETS = {m: "q_proj,k_proj,v_proj"
                           for m in ("yi-6b-chat", "yi-34b-chat", "openbuddy-zephyr-7b-chat")}
+
+
+#: how each source's DoRA runs (estimate/dora.py dora_base_matmul_of: reused without dropout)
+_DORA_NOTES = {
+    "PEFT": "DoRA as peft 0.19 runs it (lora_dropout 0 in the experiment's adapter_config.json "
+            "@ 5d602fdb): the base output reused",
+    "ms-swift": "DoRA through peft (swift's LoRA passes use_dora): a peft of April 2024, "
+                "before 0.14, recomputes the base matmul (dora_base_matmul recompute)",
+}
+#: the sources whose peft recomputes DoRA's base matmul whatever the dropout (peft before 0.14)
+_DORA_RECOMPUTE = frozenset({"ms-swift"})
 
 
 def _lm_head_adapted(r: dict[str, str]) -> bool:
@@ -617,7 +630,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             return skip("LoRA rank not stated", method)
         lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
                 "lora_trainable_embeddings": r["method"] == LORA_EMB,
-                "lora_lm_head": _lm_head_adapted(r)}
+                "lora_lm_head": _lm_head_adapted(r), "dora": r["method"] in DORA}
+        if lora["dora"]:
+            notes.append(_DORA_NOTES[source])
+            if source in _DORA_RECOMPUTE:
+                lora["dora_base_matmul"] = "recompute"
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
         branch = _LORA_BRANCH.get("compiled" if _compiled(r) else source)

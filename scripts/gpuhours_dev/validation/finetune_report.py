@@ -272,7 +272,10 @@ REMAINS: dict[str, str] = {
         "figure is the 99th percentile of reserved memory per step over batches padded to "
         "their longest sample (mean 210 tokens per sample), so the batch of 768 tokens the "
         "estimate assumes is rarely reached; the whole-run maximum in the row's notes is "
-        "higher. 58 of the 63 rows are PEFT methods other than LoRA, not modelled."),
+        "higher. 58 of the 63 rows are PEFT methods other than LoRA, not modelled. DoRA "
+        "(#374, use_dora, estimate/dora.py; held out) reads as its plain-LoRA twin (#377) "
+        "does: DoRA's base and LoRA outputs, kept for backward, add 2.07 GiB to the estimate "
+        "where the measurements differ by 1.92 GiB."),
     "Answer.AI": (
         "FSDP (and DDP) LoRA and QLoRA on two 24 GB cards, torch reserved peak. train.py "
         "keeps the model's output, and with it the fp32 logits that transformers' Llama of "

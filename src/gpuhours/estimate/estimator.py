@@ -82,6 +82,8 @@ _PEAK_ONLY_SOURCES = {
                                "unit's over its frozen base too)",
     "recomputed_layer_bytes": "estimate/memory.py training_memory: the one layer recomputed in "
                               "backward (checkpointing), after the loss",
+    "dora_norm_bytes": "estimate/dora.py dora_norm_transient_bytes: DoRA's B A product, weight "
+                       "copy and their sum inside one adapted linear's forward (peft 0.21)",
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.dora import dora_base_matmul_of
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
 from gpuhours.setup import Training
 
@@ -56,6 +57,21 @@ FLASH_ATTN_LINEAR_OPS = {"half": (2.0, 2.0), "autocast": (3.0, 3.0), "fp32": (2.
 #: tensors only; on a CPU it is bernoulli_, div_ and mul, 3). The adapters of OPS_PER_LORA_ADAPTER
 #: were counted with peft's default, 0 (nn.Identity).
 OPS_PER_LORA_DROPOUT = (1.0, 1.0)
+
+#: DoRA (Training.dora) per adapted linear beyond LoRA's, (forward, backward), by how the
+#: precision runs: counted with a TorchDispatchMode on peft 0.21.2 (one nn.Linear, views and
+#: permutes left out; base output reused). forward: eye, lora_A and lora_B on it (2 mm), the
+#: scaled sum and its norm (mul, add, linalg_vector_norm), magnitude / norm (div), - 1 (sub),
+#: the two products and the scaling (3 mul), their sum and the add to the result (2 add):
+#: 11 in fp32; pure half precision adds the weight's cast to the fp32 input dtype (12);
+#: autocast casts the identity, A and B for the two matmuls and the result back (15).
+#: backward: 4 mul, 2 sum (the magnitude's reductions), div, 2 add (11 less the casts: 9 in
+#: fp32, 10 half, 13 autocast). The recomputed base matmul (dora_base_matmul recompute) adds
+#: its mm forward (and autocast's two casts) and its input gradient and that gradient's sum
+#: backward (from the code: DoraLinearLayer.forward's F.linear), not counted here.
+OPS_PER_DORA_ADAPTER = {"fp32": (11.0, 9.0), "half": (12.0, 10.0), "autocast": (15.0, 13.0)}
+#: ... and what the recompute path adds, (forward, backward) by kind
+OPS_PER_DORA_RECOMPUTE = {"fp32": (1.0, 2.0), "half": (1.0, 2.0), "autocast": (3.0, 2.0)}
 
 #: Extra operators per quantised linear of a QLoRA base over a plain one, (forward, backward):
 #: - nf4 (bitsandbytes MatMul4Bit, double quantisation): dequantize_4bit before the matmul in
@@ -145,6 +161,12 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         outside_bwd = 0.0
         if t.lora_dropout > 0:
             d_fwd, d_bwd = OPS_PER_LORA_DROPOUT
+            fwd, bwd = fwd + d_fwd * adapters, bwd + d_bwd * adapters
+        if t.dora:
+            d_fwd, d_bwd = OPS_PER_DORA_ADAPTER[kind]
+            if dora_base_matmul_of(t) == "recompute":
+                r_fwd, r_bwd = OPS_PER_DORA_RECOMPUTE[kind]
+                d_fwd, d_bwd = d_fwd + r_fwd, d_bwd + r_bwd
             fwd, bwd = fwd + d_fwd * adapters, bwd + d_bwd * adapters
         if t.method == "qlora":
             q_fwd, q_bwd = QUANT_LINEAR_EXTRA_OPS[t.base_quant]

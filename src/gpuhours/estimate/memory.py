@@ -21,6 +21,13 @@ from gpuhours.estimate.compiled import (
     layer_saved_bytes_per_token,
 )
 from gpuhours.estimate.device_overhead import device_level_bytes
+from gpuhours.estimate.dora import (
+    dora_base_matmul_of,
+    dora_magnitude_params,
+    dora_norm_transient_bytes,
+    dora_saved_bytes_per_layer,
+    dora_saved_bytes_per_token_layer,
+)
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
 from gpuhours.estimate.kv_repeat import (
     kv_repeat_terms,
@@ -318,7 +325,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
-                 + lora_dropout_mask_bytes_per_token_layer(arch, t))
+                 + lora_dropout_mask_bytes_per_token_layer(arch, t)
+                 # DoRA's rescaled outputs, kept by its magnitude's products (estimate/dora.py)
+                 + dora_saved_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision]))
     a = ACTIVATION_BYTES[t.precision]
     # a trained vision tower keeps its blocks' activations for every image of the micro-batch
     # (a frozen one keeps none: its input, the pixels, needs no gradient)
@@ -922,6 +931,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.lora_lm_head:
             trainable += lm_head_adapter_params(arch, t.lora_rank)
+        if t.dora:  # DoRA's magnitude vectors, stored and trained as the adapters are
+            trainable += dora_magnitude_params(arch, t.lora_targets)
         # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
         # unless they are half (`adapter_state_bytes`);
         # the frozen base is in fp32 for fp32 and for *-amp (autocast over fp32 weights)
@@ -1001,9 +1012,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # checkpointing, every layer's (on this GPU) without it
     gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t) / lay.tp
     gptq_kept = gptq_layer if t.checkpointing else gptq_layer * arch.num_layers * (held / total)
+    # DoRA's per-feature vectors and its recomputed base matmul's weight copies, the same way
+    # (estimate/dora.py)
+    a_bytes = ACTIVATION_BYTES[t.precision]
+    dora_layer = dora_saved_bytes_per_layer(arch, t, a_bytes) / lay.tp
+    gptq_kept += dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
     act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
     if t.checkpointing:  # (with the recomputed layer, after the loss)
-        recomputed += gptq_layer
+        recomputed += gptq_layer + dora_layer
+    # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
+    # freed when the layer returns; taken on top of the activations at the end of forward
+    dora_transient = dora_norm_transient_bytes(arch, t, a_bytes) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
     if t.offload != "none":  # the offloaded state leaves the GPU (estimate/offload.py)
@@ -1023,7 +1042,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
     forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first, act_last - recomputed + max(logits, head_phase, recomputed)))
+        act_first + dora_transient,
+        act_last - recomputed + max(logits, head_phase, recomputed)))
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
@@ -1040,7 +1060,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         at_loss = max(logits, head_phase, recomputed)
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
-        acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient)]
+                if act_first + dora_transient >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
         grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
         live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
@@ -1168,6 +1189,8 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"PyTorch path dequantises each weight to fp16 and matmul keeps it for "
                    f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
+    if t.dora and t.method != "full":
+        out.extend(_dora_terms(arch, t))
     if buckets:
         overlap = deepspeed_overlap_comm_of(t)
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "
@@ -1176,3 +1199,29 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"contiguous_gradients{', overlap_comm' if overlap else ''}:"
                    f" stage_1_and_2.py backward)")
     return tuple(out)
+
+
+def _dora_terms(arch: ModelArch, t: Training) -> list[str]:
+    """The setup terms of DoRA (estimate/dora.py), each a line."""
+    a = ACTIVATION_BYTES[t.precision]
+    base = dora_base_matmul_of(t)
+    saved = dora_saved_bytes_per_token_layer(arch, t, a)
+    layers = 1 if t.checkpointing else arch.num_layers
+    out = [f"dora_saved_bytes = {saved * t.tokens_per_micro_batch * layers / 2**30:.2f} GiB in "
+           f"the activations: DoRA's magnitude scales the base and LoRA outputs, and autograd "
+           f"keeps both ({saved:,.0f} bytes per token and layer; base matmul {base}d: "
+           + ("peft 0.14+ without dropout" if base == "reuse" else
+              "peft before 0.14, or lora_dropout above 0") + "; estimate/dora.py)",
+           f"dora_magnitude_params = {dora_magnitude_params(arch, t.lora_targets):,}: one per "
+           f"output feature of each adapted linear, trained as the adapters are",
+           f"dora_norm_bytes = {dora_norm_transient_bytes(arch, t, a) / 2**30:.2f} GiB transient "
+           f"in the largest adapted linear's forward: B A formed through an identity, the "
+           f"weight's copy and the norm's sum (estimate/dora.py dora_norm_transient_bytes)"]
+    copies = dora_saved_bytes_per_layer(arch, t, a)
+    if copies:
+        out.append(f"dora_saved_layer_bytes = {copies * layers / 2**30:.2f} GiB in the "
+                   f"activations: DoRA's per-feature vectors"
+                   + (" and the weight copy the recomputed base matmul was given"
+                      if base == "recompute" else "")
+                   + f" ({layers} layer(s); estimate/dora.py dora_saved_bytes_per_layer)")
+    return out

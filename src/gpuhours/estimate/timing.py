@@ -24,6 +24,12 @@ from gpuhours.estimate.compiled import (
     compiled_layer_applies,
     compiled_loss_applies,
 )
+from gpuhours.estimate.dora import (
+    dora_elementwise_bytes_per_token_layer,
+    dora_flops_per_micro_batch,
+    dora_flops_per_token,
+    dora_norm_bytes_per_micro_batch,
+)
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
 from gpuhours.estimate.kv_repeat import (
@@ -296,6 +302,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         fp8_cast_traffic = tokens * fp8_cast_bytes_per_token(arch)
     expert_gemm_s = expert_gemm_extra_s(arch, t, hw, tokens, e_mm, efficiency_scale)
     matmul_s += expert_gemm_s
+    # DoRA: B A through an identity per micro-batch, and the recomputed base matmul per token
+    # (estimate/dora.py), at the GEMM rate (assumed: B A's r-wide GEMMs are not slower)
+    matmul_s += (t.grad_accum * dora_flops_per_micro_batch(arch, t)
+                 + tokens * dora_flops_per_token(arch, t)) / (peak * e_mm)
     if t.flash_attention:
         attention_s = tokens * flops.attention_flops_per_token / (peak * e_attn)
         score_traffic = 0.0
@@ -342,6 +352,11 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             dequants_per_micro_batch(t.base_quant, ckpt) * one
             + matmuls_per_micro_batch(ckpt) * compute_bytes)
     layer_traffic += fp8_cast_traffic
+    # DoRA's weight norm over every adapted weight per micro-batch and its rescaling of the
+    # outputs per token (estimate/dora.py; peft's eager operators, also under compile)
+    layer_traffic += (t.grad_accum * dora_norm_bytes_per_micro_batch(arch, t, a)
+                      + tokens * arch.num_layers * dora_elementwise_bytes_per_token_layer(
+                          arch, t, a))
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing)
