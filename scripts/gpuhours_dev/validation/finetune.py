@@ -662,6 +662,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                      "with use_orig_params (Lightning's default): each Block unit's gradient "
                      "held unsharded through the micro-batches, over its frozen base too for "
                      "LoRA (fsdp_grad_accum no-sync)")
+    # fsdp_qlora train.py (@ 05ed9f2 and the Feb-Mar 2024 commits the benchmarks ran) wraps
+    # peft's model with a lambda policy on each leaf with a trainable weight: every lora_A and
+    # lora_B Linear its own FSDP unit inside its layer's, with limit_all_gathers=True
+    # (estimate/parallel.py, the note above fsdp_adapter_unit_collectives)
+    adapter_units = source == "Answer.AI" and stage == 3 and method != "full"
+    if adapter_units:
+        notes.append("train.py wraps each lora_A and lora_B as an FSDP unit of its own "
+                     "(lambda_auto_wrap_policy on trainable leaves) under limit_all_gathers: "
+                     "FSDP's rate limiter hides none of the layers' gathers "
+                     "(fsdp_adapter_units)")
     arch, _ = resolve_model(model)
     if source in ("litgpt config_hub", "litgpt resource tables") and arch.tie_embeddings:
         # litgpt @ 00af8b0d ties nothing (model.py: lm_head is its own nn.Linear), and
@@ -687,7 +697,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
-            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
+            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
+            fsdp_adapter_units=adapter_units, **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)

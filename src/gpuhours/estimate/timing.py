@@ -711,14 +711,17 @@ def forward_share(flops: TrainingFlops) -> float:
 
 
 def _zero3_exposed_s(gather_s: float, scatter_s: float, micro_batches: int, compute_s: float,
-                     fwd_share: float, layers: int) -> float:
+                     fwd_share: float, layers: int,
+                     windows: tuple[float, float] = (1.0, 1.0)) -> float:
     """Seconds of a step's ZeRO-3/FSDP traffic not hidden behind its compute: per micro-batch
     one weight all-gather (`gather_s`) in forward, and in backward the gather again and the
-    gradients' reduce-scatter (`scatter_s`), each layer's beside one layer's compute
-    (parallel.fsdp_exposed_s; `fwd_share` of `compute_s` is the forward pass's)."""
+    gradients' reduce-scatter (`scatter_s`), each layer's beside one layer's compute, or the
+    `windows` share of it (parallel.fsdp_exposed_s; `fwd_share` of `compute_s` is the forward
+    pass's)."""
     m = micro_batches
     return m * P.fsdp_exposed_s(gather_s, gather_s + scatter_s, compute_s * fwd_share / m,
-                                compute_s * (1 - fwd_share) / m, layers, A.COMM_OVERLAP.value)
+                                compute_s * (1 - fwd_share) / m, layers, A.COMM_OVERLAP.value,
+                                windows)
 
 
 def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
@@ -752,11 +755,26 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
             q = quantised_params(arch)
             weight_bytes = q * QLORA_BYTES_PER_PARAM + (count_params(arch).total - q) * 2.0
         # one all-gather and one reduce-scatter per layer and pass, each with the ring's latency
-        lat_s = arch.num_layers * P.ring_latency_s(n, hw.num_nodes, _ring_step_s(hw))
+        one_s = P.ring_latency_s(n, hw.num_nodes, _ring_step_s(hw))
+        lat_s = arch.num_layers * one_s
         gather_s = ring * weight_bytes / bw + lat_s  # one pass's all-gathers
         scatter_s = ring * trainable * grad_bytes / bw + lat_s
+        if t.fsdp_adapter_units:
+            # the adapters' own units: their weights gathered in each pass and their gradients
+            # reduce-scattered unit by unit (the layers' frozen units have none), a collective
+            # each (parallel.fsdp_adapter_unit_collectives), put with the backward's traffic
+            gathers, scatters = P.fsdp_adapter_unit_collectives(
+                len(LORA_ADAPTED[t.lora_targets]), arch.num_layers, t.checkpointing)
+            adapter_bytes = 2.0 if t.lora_adapter_dtype == "half" else 4.0
+            passes = gathers // scatters
+            scatter_s = (ring * trainable * grad_bytes / bw + scatters * one_s
+                         + passes * ring * trainable * adapter_bytes / bw + gathers * one_s)
+        windows = (P.fsdp_adapter_unit_windows(
+            arch.hidden_size, arch.q_dim, arch.kv_dim,
+            arch.intermediate_size, arch.gated_mlp, t.checkpointing)
+            if t.fsdp_adapter_units else (1.0, 1.0))
         exposed = _zero3_exposed_s(gather_s, scatter_s, t.grad_accum, compute_s, fwd_share,
-                                   arch.num_layers)
+                                   arch.num_layers, windows)
         return t.grad_accum * (2 * gather_s + scatter_s), exposed, link
     comm_s = volume / bw
     hidden = min(comm_s * A.COMM_OVERLAP.value, compute_s)

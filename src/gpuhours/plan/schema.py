@@ -238,6 +238,11 @@ class TrainingSettings(_Strict):
         "micro-batches: reduce-scatter (default: into the 1/N shards) or no-sync "
         "(FSDP.no_sync(), Lightning Fabric's and litgpt's: every unit's whole gradient held "
         "unsharded until the last micro-batch, estimate/fsdp_no_sync.py)")
+    fsdp_adapter_units: bool | None = Field(
+        default=None, description="FSDP (zero_stage 3) with each LoRA adapter a unit of its "
+        "own inside its layer's, as Answer.AI's fsdp_qlora train.py wraps peft's model: the "
+        "rate limiter then hides none of the layers' gathers (estimate/parallel.py); default "
+        "no")
     lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
         default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
         "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")
