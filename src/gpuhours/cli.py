@@ -168,6 +168,10 @@ InterruptOpt = Annotated[float | None, typer.Option(
     "--interruptions-per-gpu-hour", help="Job interruptions per GPU-hour (0 to 1), for "
     "the expected downtime of the run (restarts, lost work, checkpoint writes); default "
     "1.97e-5, the Llama 3 paper's 16K-H100 run; 0 leaves downtime out.")]
+PcieLanesOpt = Annotated[int | None, typer.Option(
+    "--pcie-lanes", help="PCIe lanes per GPU where fewer than 16 (1, 2, 4 or 8: a consumer "
+    "board splitting 16 CPU lanes x8/x8 between two cards): GPU-to-GPU and host links at "
+    "lanes/16 of the catalog's x16 figures.")]
 TpOpt = Annotated[int, typer.Option(
     "--tp", help="Tensor parallelism (with sequence parallelism, Megatron-LM): GPUs each layer "
     "is split over, within a node; it must divide the heads, KV heads and MLP width. Left out "
@@ -358,6 +362,7 @@ def estimate(
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
     host_us_per_op: HostOpt = None,
+    pcie_lanes: PcieLanesOpt = None,
     interruptions_per_gpu_hour: InterruptOpt = None,
     usd_per_gpu_hour: UsdOpt = None,
     ignore_memory: Annotated[bool, typer.Option(
@@ -426,7 +431,7 @@ def estimate(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
-                  host_us_per_op=host_us_per_op,
+                  host_us_per_op=host_us_per_op, pcie_lanes=pcie_lanes,
                   interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     amount: dict[str, Any] = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
                                   tokens_per_example=tokens_per_example, packed=packed,
@@ -559,6 +564,7 @@ def fit(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
+    pcie_lanes: PcieLanesOpt = None,
     interruptions_per_gpu_hour: InterruptOpt = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
@@ -627,6 +633,7 @@ def fit(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
+                  pcie_lanes=pcie_lanes,
                   interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
     layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))

@@ -66,7 +66,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "lm_head_4bit": "--lm-head-4bit", "fp8_params": "--fp8-params",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
-    "host_us_per_op": "--host-us-per-op",
+    "host_us_per_op": "--host-us-per-op", "pcie_lanes": "--pcie-lanes",
     "interruptions_per_gpu_hour": "--interruptions-per-gpu-hour", "usd_per_gpu_hour": "--usd-per-gpu-hour",
     "elapsed_hours": "--elapsed-hours",
     "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens", "batch": "--batch",

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
@@ -928,6 +928,11 @@ class Hardware(_Strict):
     #: (estimate/assumptions.py HOST_S_PER_OP, measured on one H100 VM host). A step cannot be
     #: shorter than its host's issuing of its operators (docs/bench.md, "The host floor").
     host_us_per_op: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    #: PCIe lanes each GPU's slot gives it where fewer than the 16 the catalog's PCIe figures
+    #: are for (a consumer CPU's 16 lanes split x8/x8 between two cards): the GPU-to-GPU PCIe
+    #: link (peer-to-peer or staged through host memory) and the host link (CPU offload) carry
+    #: lanes/16 of the catalog's rate. None = 16
+    pcie_lanes: int | None = Field(default=None, ge=1, le=16)
     #: job interruptions per GPU-hour, for the expected downtime of a long run (restarts, lost
     #: work, checkpoint writes: estimate/goodput.py); None = the assumption (Llama 3 paper's
     #: 16K-H100 run: 419 in 54 days, goodput.INTERRUPTIONS_PER_GPU_HOUR); 0 = no interruptions
@@ -938,6 +943,13 @@ class Hardware(_Strict):
     @classmethod
     def _fill_gpu(cls, data: Any) -> Any:
         return _catalog_gpu(data)
+
+    @field_validator("pcie_lanes")
+    @classmethod
+    def _slot_width(cls, lanes: int | None) -> int | None:
+        if lanes is not None and lanes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"a PCIe slot has 1, 2, 4, 8 or 16 lanes, got {lanes}")
+        return lanes
 
     @property
     def num_nodes(self) -> int:

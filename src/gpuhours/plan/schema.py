@@ -79,6 +79,10 @@ class HardwareSpec(_Strict):
     host_us_per_op: PositiveFloat | None = Field(
         default=None, description="host (CPU) microseconds per eager device operator; "
         "default: the estimator's assumption (32, one H100 VM host)")
+    pcie_lanes: Literal[1, 2, 4, 8, 16] | None = Field(
+        default=None, description="PCIe lanes per GPU where fewer than 16 (a consumer board "
+        "splitting 16 CPU lanes x8/x8 between two cards): PCIe links between GPUs and to the "
+        "host at lanes/16 of the catalog's x16 figures; default 16")
     interruptions_per_gpu_hour: NonNegativeFloat | None = Field(
         default=None, le=1.0, description="job interruptions per GPU-hour for the expected "
         "downtime (restarts, lost work, checkpoint writes); default: the Llama 3 paper's "
