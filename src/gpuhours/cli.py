@@ -29,6 +29,7 @@ from gpuhours.cli_common import (
     ExamplesOpt,
     FlashOpt,
     Fp8ParamsOpt,
+    FsdpAdapterUnitsOpt,
     FsdpGradAccumOpt,
     FusedOpt,
     GpuOpt,
@@ -169,6 +170,10 @@ InterruptOpt = Annotated[float | None, typer.Option(
     "--interruptions-per-gpu-hour", help="Job interruptions per GPU-hour (0 to 1), for "
     "the expected downtime of the run (restarts, lost work, checkpoint writes); default "
     "1.97e-5, the Llama 3 paper's 16K-H100 run; 0 leaves downtime out.")]
+PcieLanesOpt = Annotated[int | None, typer.Option(
+    "--pcie-lanes", help="PCIe lanes per GPU where fewer than 16 (1, 2, 4 or 8: a consumer "
+    "board splitting 16 CPU lanes x8/x8 between two cards): GPU-to-GPU and host links at "
+    "lanes/16 of the catalog's x16 figures.")]
 TpOpt = Annotated[int, typer.Option(
     "--tp", help="Tensor parallelism (with sequence parallelism, Megatron-LM): GPUs each layer "
     "is split over, within a node; it must divide the heads, KV heads and MLP width. Left out "
@@ -227,7 +232,7 @@ _PARAM_OF_FIELD = {
     "deepspeed_overlap_comm": "deepspeed_overlap_comm", "kbit_upcast": "kbit_upcast",
     "offload_copies": "offload_copies",
     "zero3_engine": "zero3_engine", "bnb_saved_input": "bnb_saved_input",
-    "fsdp_grad_accum": "fsdp_grad_accum",
+    "fsdp_grad_accum": "fsdp_grad_accum", "fsdp_adapter_units": "fsdp_adapter_units",
     "lm_head_4bit": "lm_head_4bit", "fp8_params": "fp8_params",
     "loss_kernel": "loss_kernel", "lora_rank": "lora_rank", "lora_targets": "lora_targets",
     "zero_stage": "zero", "offload": "offload", "num_gpus": "gpus", "steps": "steps", "epochs": "epochs",
@@ -321,6 +326,7 @@ def estimate(
     offload_copies: OffloadCopiesOpt = TRAINING.offload_copies,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
     fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
+    fsdp_adapter_units: FsdpAdapterUnitsOpt = TRAINING.fsdp_adapter_units,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -361,6 +367,7 @@ def estimate(
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
     host_us_per_op: HostOpt = None,
+    pcie_lanes: PcieLanesOpt = None,
     interruptions_per_gpu_hour: InterruptOpt = None,
     usd_per_gpu_hour: UsdOpt = None,
     ignore_memory: Annotated[bool, typer.Option(
@@ -429,7 +436,7 @@ def estimate(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
-                  host_us_per_op=host_us_per_op,
+                  host_us_per_op=host_us_per_op, pcie_lanes=pcie_lanes,
                   interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     amount: dict[str, Any] = dict(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
                                   tokens_per_example=tokens_per_example, packed=packed,
@@ -549,6 +556,7 @@ def fit(
     offload_copies: OffloadCopiesOpt = TRAINING.offload_copies,
     zero3_engine: Zero3EngineOpt = TRAINING.zero3_engine,
     fsdp_grad_accum: FsdpGradAccumOpt = TRAINING.fsdp_grad_accum,
+    fsdp_adapter_units: FsdpAdapterUnitsOpt = TRAINING.fsdp_adapter_units,
     kbit_upcast: KbitUpcastOpt = TRAINING.kbit_upcast,
     base_quant: BaseQuantOpt = TRAINING.base_quant,
     bnb_saved_input: BnbSavedInputOpt = TRAINING.bnb_saved_input,
@@ -563,6 +571,7 @@ def fit(
     peak_tflops: PeakOpt = None,
     memory_gb: MemGbOpt = None,
     bandwidth_gb_per_s: BwOpt = None,
+    pcie_lanes: PcieLanesOpt = None,
     interruptions_per_gpu_hour: InterruptOpt = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="Confirm the answer with a trace of the real model on fake tensors "
@@ -631,6 +640,7 @@ def fit(
         ctx, node, spec, gpus_per_node, inter_node_gb_per_s_one_way)
     hw = Hardware(gpu=spec, num_gpus=gpus, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
+                  pcie_lanes=pcie_lanes,
                   interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
     layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))

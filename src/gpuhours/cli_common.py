@@ -62,11 +62,11 @@ OPTION_OF_FIELD: dict[str, str] = {
     "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
     "offload_copies": "--offload-copies",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
-    "fsdp_grad_accum": "--fsdp-grad-accum",
+    "fsdp_grad_accum": "--fsdp-grad-accum", "fsdp_adapter_units": "--fsdp-adapter-units",
     "lm_head_4bit": "--lm-head-4bit", "fp8_params": "--fp8-params",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
-    "host_us_per_op": "--host-us-per-op",
+    "host_us_per_op": "--host-us-per-op", "pcie_lanes": "--pcie-lanes",
     "interruptions_per_gpu_hour": "--interruptions-per-gpu-hour", "usd_per_gpu_hour": "--usd-per-gpu-hour",
     "elapsed_hours": "--elapsed-hours",
     "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens", "batch": "--batch",
@@ -306,6 +306,10 @@ FsdpGradAccumOpt = Annotated[str, typer.Option(
     "(FSDP.no_sync(), as Lightning Fabric and litgpt run it: every unit's whole gradient "
     "held unsharded until the last micro-batch, a LoRA unit's over its frozen base too; "
     "estimate/fsdp_no_sync.py). Not with qlora or --offload.")]
+FsdpAdapterUnitsOpt = Annotated[bool, typer.Option(
+    "--fsdp-adapter-units", help="FSDP (--zero 3) with each LoRA adapter a unit of its own "
+    "inside its layer's (Answer.AI's fsdp_qlora train.py): FSDP's rate limiter then hides "
+    "none of the layers' gathers (estimate/parallel.py).")]
 KbitUpcastOpt = Annotated[bool | None, typer.Option(
     "--kbit-upcast/--no-kbit-upcast", help="qlora: peft's prepare_model_for_kbit_training "
     "casts the weights that are not 4-bit to fp32 (default: yes, unless ZeRO-3/FSDP, a "

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
@@ -293,6 +293,13 @@ class Training(_ReadsModel):
     #: every unit keeps its whole unsharded gradient until the last micro-batch, and with
     #: use_orig_params a LoRA unit's gradient covers its frozen base weights too)
     fsdp_grad_accum: Literal["reduce-scatter", "no-sync"] = "reduce-scatter"
+    #: FSDP (zero_stage 3, zero3_engine fsdp) with each LoRA adapter's lora_A and lora_B a unit
+    #: of its own inside its decoder layer's unit, under FSDP1's rate limiter
+    #: (limit_all_gathers, its default): how Answer.AI's fsdp_qlora train.py wraps peft's
+    #: model. The adapter units' freed weights hold the host within two units of the GPU, so
+    #: no layer's all-gather is hidden behind compute (estimate/parallel.py, the note above
+    #: fsdp_adapter_unit_collectives); their own small collectives are counted too
+    fsdp_adapter_units: bool = False
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16), a GPTQ base
@@ -549,6 +556,8 @@ class Training(_ReadsModel):
             _check_megatron(self)
         if self.fsdp_grad_accum == "no-sync":
             _check_fsdp_no_sync(self)
+        if self.fsdp_adapter_units:
+            _check_fsdp_adapter_units(self)
         if self.zero3_engine == "deepspeed" and self.zero_stage != 3:
             raise FieldError(("zero3_engine", "zero_stage"), "the DeepSpeed ZeRO-3 engine runs "
                              f"ZeRO stage 3; zero_stage is {self.zero_stage}.",
@@ -687,6 +696,29 @@ def _check_fsdp_no_sync(t: Training) -> None:
         raise FieldError(("fsdp_grad_accum", "offload"), "no-sync with CPU offload (FSDP "
                          "keeps the unsharded gradients on the host then) is not modelled.",
                          "Use --fsdp-grad-accum reduce-scatter with --offload.")
+
+
+def _check_fsdp_adapter_units(t: Training) -> None:
+    """fsdp_adapter_units is PyTorch FSDP's wrapping of LoRA adapters (estimate/parallel.py)."""
+    if t.zero_stage != 3 or t.zero3_engine != "fsdp":
+        raise FieldError(("fsdp_adapter_units", "zero_stage"), "adapter units are PyTorch "
+                         "FSDP's units: they need zero_stage 3 run by FSDP (zero3_engine "
+                         f"fsdp); this is zero_stage {t.zero_stage}, {t.zero3_engine}.",
+                         "Use --zero 3 --zero3-engine fsdp, or leave --fsdp-adapter-units out.")
+    if t.method == "full":
+        raise FieldError(("fsdp_adapter_units", "method"), "adapter units wrap LoRA adapters; "
+                         "full fine-tuning has none.",
+                         "Use method lora or qlora, or leave --fsdp-adapter-units out.")
+    if max(t.tp, t.pp, t.cp, t.ep) > 1:
+        raise FieldError(("fsdp_adapter_units", "tp"), "adapter units with tensor, pipeline, "
+                         "context or expert parallelism are not modelled.",
+                         "Leave --fsdp-adapter-units out with tp/pp/cp/ep.")
+    if t.lora_targets != "all-linear" or not t.arch.plain_dense_decoder:
+        raise FieldError(("fsdp_adapter_units", "lora_targets"), "adapter units are modelled "
+                         "for adapters on every linear of dense decoder layers (fsdp_qlora "
+                         f"train.py's); this is {t.lora_targets} on {t.arch.name}.",
+                         "Use lora_targets all-linear on a dense decoder, or leave "
+                         "--fsdp-adapter-units out.")
 
 
 def _check_megatron(t: Training) -> None:
@@ -941,6 +973,11 @@ class Hardware(_Strict):
     #: (estimate/assumptions.py HOST_S_PER_OP, measured on one H100 VM host). A step cannot be
     #: shorter than its host's issuing of its operators (docs/bench.md, "The host floor").
     host_us_per_op: float | None = Field(default=None, gt=0, le=10_000, allow_inf_nan=False)
+    #: PCIe lanes each GPU's slot gives it where fewer than the 16 the catalog's PCIe figures
+    #: are for (a consumer CPU's 16 lanes split x8/x8 between two cards): the GPU-to-GPU PCIe
+    #: link (peer-to-peer or staged through host memory) and the host link (CPU offload) carry
+    #: lanes/16 of the catalog's rate. None = 16
+    pcie_lanes: int | None = Field(default=None, ge=1, le=16)
     #: job interruptions per GPU-hour, for the expected downtime of a long run (restarts, lost
     #: work, checkpoint writes: estimate/goodput.py); None = the assumption (Llama 3 paper's
     #: 16K-H100 run: 419 in 54 days, goodput.INTERRUPTIONS_PER_GPU_HOUR); 0 = no interruptions
@@ -951,6 +988,13 @@ class Hardware(_Strict):
     @classmethod
     def _fill_gpu(cls, data: Any) -> Any:
         return _catalog_gpu(data)
+
+    @field_validator("pcie_lanes")
+    @classmethod
+    def _slot_width(cls, lanes: int | None) -> int | None:
+        if lanes is not None and lanes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"a PCIe slot has 1, 2, 4, 8 or 16 lanes, got {lanes}")
+        return lanes
 
     @property
     def num_nodes(self) -> int:

@@ -194,6 +194,9 @@ class Mapped:
     gpus_per_node: int = 8
     #: network between nodes per GPU, one direction, GB/s (Hardware's default where None)
     inter_node_gb_per_s_one_way: float | None = None
+    #: PCIe lanes per GPU where the source says the slots are narrower than x16
+    #: (Hardware.pcie_lanes; None: x16, the catalog's figures)
+    pcie_lanes: int | None = None
 
 
 def source_name(citation: str) -> str:
@@ -732,6 +735,25 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                      "with use_orig_params (Lightning's default): each Block unit's gradient "
                      "held unsharded through the micro-batches, over its frozen base too for "
                      "LoRA (fsdp_grad_accum no-sync)")
+    # fsdp_qlora train.py (@ 05ed9f2 and the Feb-Mar 2024 commits the benchmarks ran) wraps
+    # peft's model with a lambda policy on each leaf with a trainable weight: every lora_A and
+    # lora_B Linear its own FSDP unit inside its layer's, with limit_all_gathers=True
+    # (estimate/parallel.py, the note above fsdp_adapter_unit_collectives)
+    adapter_units = source == "Answer.AI" and stage == 3 and method != "full"
+    if adapter_units:
+        notes.append("train.py wraps each lora_A and lora_B as an FSDP unit of its own "
+                     "(lambda_auto_wrap_policy on trainable leaves) under limit_all_gathers: "
+                     "FSDP's rate limiter hides none of the layers' gathers "
+                     "(fsdp_adapter_units)")
+    # Answer.AI's 3090 rig: "an older motherboard and slow PCI lanes" (benchmarks_03_2024.md,
+    # against the 4090 workstation's "full PCIe v4 x16 lanes"); the catalog's host-staged
+    # figure for the card was measured on x16 PCIe 4.0 slots. Two cards on a consumer CPU's 16
+    # lanes run x8 each (the same rate as x16 PCIe 3.0): assumed, the lanes are not stated
+    lanes = 8 if source == "Answer.AI" and "RTX 3090" in r["gpu"] else None
+    if lanes:
+        notes.append("the rig's 'older motherboard and slow PCI lanes' (benchmarks_03_2024.md): "
+                     "two cards on a consumer CPU's 16 lanes, x8 each, assumed (pcie_lanes 8; "
+                     "the catalog's 16.5 GB/s host-staged figure is for x16 PCIe 4.0 slots)")
     arch, _ = resolve_model(model)
     if source in ("litgpt config_hub", "litgpt resource tables") and arch.tie_embeddings:
         # litgpt @ 00af8b0d ties nothing (model.py: lm_head is its own nn.Linear), and
@@ -769,13 +791,14 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
             deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
-            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
+            fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
+            fsdp_adapter_units=adapter_units, **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
-                  setup=setup, skipped=None, replay_micro_batches=replay)
+                  setup=setup, skipped=None, replay_micro_batches=replay, pcie_lanes=lanes)
 
 
 #: the systems of the Megatron-Core rows: (GPUs of one NVLink domain, catalog node whose network
@@ -1514,7 +1537,7 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
                 net = ({} if m.inter_node_gb_per_s_one_way is None
                        else {"inter_node_gb_per_s_one_way": m.inter_node_gb_per_s_one_way})
                 hw = Hardware(gpu=m.gpu, num_gpus=m.num_gpus, host_us_per_op=host_us,
-                              gpus_per_node=m.gpus_per_node, **net)
+                              gpus_per_node=m.gpus_per_node, pcie_lanes=m.pcie_lanes, **net)
                 estimate = estimate_training(t, hw, "catalog")
         except FieldError as refused:  # the catalog lacks a rate the setup needs (a bf16 rate)
             tp_skip = f"the estimator refuses the setup on this GPU: {refused}"

@@ -54,20 +54,23 @@ EASYR1_CASE_ROWS = (19, 20)
 
 
 def _none_hidden(gather_s: float, scatter_s: float, micro_batches: int, compute_s: float,
-                 fwd_share: float, layers: int) -> float:
+                 fwd_share: float, layers: int,
+                 windows: tuple[float, float] = (1.0, 1.0)) -> float:
     """Every micro-batch's two gathers and one reduce-scatter, none of it hidden."""
     return micro_batches * (2 * gather_s + scatter_s)
 
 
 def _forward_exposed(gather_s: float, scatter_s: float, micro_batches: int, compute_s: float,
-                     fwd_share: float, layers: int) -> float:
-    """The forward gathers in full; the backward's traffic as the estimate hides it."""
+                     fwd_share: float, layers: int,
+                     windows: tuple[float, float] = (1.0, 1.0)) -> float:
+    """The forward gathers in full; the backward's traffic as the estimate hides it (its
+    window: parallel.fsdp_exposed_s)."""
     from gpuhours.estimate import assumptions as A
 
     m = micro_batches
     return m * (gather_s + P.fsdp_exposed_s(0.0, gather_s + scatter_s, compute_s * fwd_share / m,
                                             compute_s * (1 - fwd_share) / m, layers,
-                                            A.COMM_OVERLAP.value))
+                                            A.COMM_OVERLAP.value, windows))
 
 
 WHAT_IFS: dict[str, Callable[..., float]] = {"none_hidden": _none_hidden,

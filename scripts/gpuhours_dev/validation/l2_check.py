@@ -209,7 +209,8 @@ def gemm_share_needed(gpus: tuple[str, ...] = ("rtx-3090", "rtx-4090", "a100-40g
                 continue
             host_us, _ = HOST_US_PER_OP.get(m.source, (None, ""))
             E.estimate_training(t, Hardware(gpu=m.gpu, num_gpus=m.num_gpus,
-                                            host_us_per_op=host_us), "gemm share")
+                                            host_us_per_op=host_us, pcie_lanes=m.pcie_lanes),
+                                "gemm share")
             st = steps[0]
             steps.clear()
             measured_s = t.tokens_per_micro_batch * t.grad_accum / measured

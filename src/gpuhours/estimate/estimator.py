@@ -575,6 +575,8 @@ def estimate_training(
         "communication_exposed_s": formula(st.communication_exposed_s, "s", (
             "communication not hidden: each layer's ZeRO-3 traffic behind at most one layer's "
             "compute (estimate/parallel.py fsdp_exposed_s"
+            + ("; adapter units: behind down_proj's forward and k and q's input gradients "
+               "only, fsdp_adapter_unit_windows" if t.fsdp_adapter_units else "")
             + ("; with tp/pp/cp/ep: the data-parallel ranks' traffic of the GPU's share of its "
                "stage's layers, timing.py _layout_data_parallel" if st.collectives else "")
             + ") and " if t.zero_stage >= 3 else "communication not hidden: ")

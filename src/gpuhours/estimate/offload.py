@@ -127,8 +127,9 @@ def zero3_offload_grad_bytes_per_param(*, micro_batches: int,
     return (micro_batches + 1) * grad_bytes, micro_batches * grad_bytes
 
 
-def host_link_bytes_per_s(generation: str, gpu_name: str) -> float:
-    """Achievable bytes/s per direction between one GPU and its host (PCIe x efficiency)."""
+def host_link_bytes_per_s(generation: str, gpu_name: str, lanes: int | None = None) -> float:
+    """Achievable bytes/s per direction between one GPU and its host (PCIe x efficiency), on
+    `lanes` of PCIe (Hardware.pcie_lanes; None = the x16 the figures are for)."""
     from gpuhours.errors import FieldError
 
     link = HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION.get(generation)
@@ -136,7 +137,7 @@ def host_link_bytes_per_s(generation: str, gpu_name: str) -> float:
         raise FieldError("offload", f"{gpu_name} ({generation}) has no PCIe host link figure "
                          f"for CPU offload (rows: {', '.join(HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION)})."
                          , "Use offload none on it.")
-    return link.value * 1e9 * PCIE_COPY_EFFICIENCY.value
+    return link.value * 1e9 * PCIE_COPY_EFFICIENCY.value * (lanes or 16) / 16
 
 
 @dataclass(frozen=True)

@@ -452,7 +452,8 @@ def tp_overlap_unpaired_share(tp: int) -> float:
 
 
 def fsdp_exposed_s(forward_comm_s: float, backward_comm_s: float, forward_compute_s: float,
-                   backward_compute_s: float, layers: int, overlap_share: float) -> float:
+                   backward_compute_s: float, layers: int, overlap_share: float,
+                   windows: tuple[float, float] = (1.0, 1.0)) -> float:
     """Seconds of ZeRO-3/FSDP traffic in one micro-batch not hidden behind its compute.
 
     FSDP unshards one wrapped layer at a time on its own stream, the gather of the next layer
@@ -465,13 +466,62 @@ def fsdp_exposed_s(forward_comm_s: float, backward_comm_s: float, forward_comput
     layer of each pass has none before it: per pass the hidden part is at most
     (L - 1) x min(traffic per layer, compute per layer). Within that bound `overlap_share`
     (assumptions.COMM_OVERLAP) of the traffic hides, as for data parallelism. Recomputation
-    runs inside the backward pass and counts as backward compute."""
+    runs inside the backward pass and counts as backward compute.
+
+    `windows` (forward, backward): the share of a layer's compute of each pass that the next
+    gather can run beside, 1 when the host issues it a whole layer ahead; LoRA adapters wrapped
+    as units of their own hold the host closer (fsdp_adapter_unit_windows)."""
     hideable = 0.0
-    for comm, compute in ((forward_comm_s, forward_compute_s),
-                          (backward_comm_s, backward_compute_s)):
-        hideable += (layers - 1) * min(comm / layers, compute / layers)
+    for comm, compute, window in ((forward_comm_s, forward_compute_s, windows[0]),
+                                  (backward_comm_s, backward_compute_s, windows[1])):
+        hideable += (layers - 1) * min(comm / layers, window * compute / layers)
     comm_s = forward_comm_s + backward_comm_s
     return comm_s - min(comm_s * overlap_share, hideable)
+
+
+# --- FSDP with each LoRA adapter a unit of its own (Training.fsdp_adapter_units) ------------
+# Read in torch's FSDP1 (torch/distributed/fsdp/_runtime_utils.py and _limiter_utils.py, the same
+# from torch 2.1, when limit_all_gathers became the default, to 2.13) and seen in a real run
+# (tests/test_fsdp_adapter_units.py: FSDP1 on two CPU processes, a tiny Llama with peft's LoRA
+# wrapped as train.py wraps it, reentrant checkpointing, the rate limiter's queue logged).
+# Answer.AI's fsdp_qlora train.py (@05ed9f2; the same FSDP call and wrap policy through its
+# Feb-Mar 2024 benchmark runs) wraps peft's model with lambda_auto_wrap_policy on every leaf
+# module whose weight requires grad (FSDP1 with use_orig_params=False keeps one requires_grad
+# per flat parameter), so each adapter's lora_A and lora_B Linear is a unit inside its decoder
+# layer's unit, and it passes limit_all_gathers=True. Every FULL_SHARD unit that frees its
+# weights after its forward (or backward) records an event in one queue all units share
+# (_free_event_queue, the root's), and every unshard first waits on the host
+# (event.synchronize()) for the oldest queued event once two are queued. With layer units alone
+# layer i+1's gather is issued once the GPU has freed layer i-1: it runs beside all of layer
+# i's compute. With adapter units the queue holds adapters' events: in the run, layer i+1's
+# unshard waits for the free of layer i's up_proj lora_B, so the gather runs beside down_proj
+# only (its matmul, adapter and the residual add); in backward the previous layer is prefetched
+# from the pre-backward hook of the layer's q_proj lora_A and waits for the free of its k_proj
+# lora_A, so it runs beside the input-gradient matmuls of k_proj and q_proj only.
+
+
+def fsdp_adapter_unit_windows(hidden: int, q_dim: int, kv_dim: int, ffn: int, gated: bool,
+                              checkpointing: bool) -> tuple[float, float]:
+    """(forward, backward) share of a layer's compute that the next layer's all-gather runs
+    beside when every LoRA adapter of a Llama-shaped layer is an FSDP unit of its own (the note
+    above): down_proj's matmul of the layer's forward matmuls, and the input-gradient matmuls
+    of k_proj and q_proj of its backward ones (the recomputed forward and the input gradients:
+    the frozen base has no weight gradients). Shares of matmul work, applied to the pass's
+    whole compute (attention and elementwise work taken in the same proportion)."""
+    linears = hidden * (2 * q_dim + 2 * kv_dim) + (3 if gated else 2) * hidden * ffn
+    backward = linears * (2 if checkpointing else 1)
+    return hidden * ffn / linears, hidden * (q_dim + kv_dim) / backward
+
+
+def fsdp_adapter_unit_collectives(adapted_linears_per_layer: int, layers: int,
+                                  checkpointing: bool) -> tuple[int, int]:
+    """(all-gathers, reduce-scatters) the adapter units of one micro-batch issue besides the
+    layers' own (Training.fsdp_adapter_units): 2 units (lora_A, lora_B) per adapted linear,
+    each gathered for its forward, again for the recomputed forward (checkpointing: the
+    recompute's post-forward frees it again) and for its backward, and its gradient
+    reduce-scattered once. Each is a collective of its own, paying the ring's latency."""
+    units = 2 * adapted_linears_per_layer * layers
+    return units * (3 if checkpointing else 2), units
 
 
 @dataclass(frozen=True)

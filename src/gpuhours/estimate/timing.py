@@ -202,26 +202,30 @@ def link_bandwidth_bytes_per_s(hw: Hardware) -> tuple[float, str]:
     """Per-GPU bandwidth of the slowest link a ring collective crosses, one direction, B/s."""
     if hw.num_nodes > 1:
         return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
-    return _within_node_link(hw.gpu)
+    return _within_node_link(hw.gpu, hw.pcie_lanes)
 
 
-def _within_node_link(gpu: GpuSpec) -> tuple[float, str]:
+def _within_node_link(gpu: GpuSpec, lanes: int | None = None) -> tuple[float, str]:
     """Per-GPU one-way bandwidth between GPUs of one node, B/s: the catalog's GPU link.
 
     PCIe cards that cannot address each other's memory (catalog `peer_to_peer: false`, the
     GeForce parts) get no NCCL P2P transport: its p2pCanConnect asks cudaDeviceCanAccessPeer
     and declines the pair, and the SHM transport copies every chunk through a buffer in host
     memory (NVIDIA/nccl@5067397c src/transport/p2p.cc, shm.cc "via SHM/direct"). The link is
-    then the catalog's measured host-staged figure, half of its two-way total per direction."""
+    then the catalog's measured host-staged figure, half of its two-way total per direction.
+    PCIe figures are for x16 slots; on `lanes` (Hardware.pcie_lanes) fewer, lanes/16 of them."""
     if gpu.interconnect_gb_per_s_two_way and gpu.interconnect in ("nvlink", "xgmi", "ici"):
         return gpu.interconnect_gb_per_s_two_way / 2 * 1e9, gpu.interconnect
+    share = (lanes or 16) / 16
+    narrow = f", x{lanes} slots" if lanes and lanes < 16 else ""
     if gpu.interconnect == "pcie" and gpu.peer_to_peer is False \
             and gpu.host_staged_gb_per_s_two_way:
-        return (gpu.host_staged_gb_per_s_two_way / 2 * 1e9,
-                "pcie staged through host memory (no peer-to-peer)")
+        return (gpu.host_staged_gb_per_s_two_way / 2 * 1e9 * share,
+                f"pcie staged through host memory (no peer-to-peer{narrow})")
     if gpu.interconnect == "pcie" and gpu.interconnect_gb_per_s_two_way:
-        return gpu.interconnect_gb_per_s_two_way / 2 * 1e9, "pcie"
-    return A.PCIE_FALLBACK_GB_PER_S_ONE_WAY.value * 1e9, "pcie (assumed)"
+        return gpu.interconnect_gb_per_s_two_way / 2 * 1e9 * share, "pcie" + narrow
+    return (A.PCIE_FALLBACK_GB_PER_S_ONE_WAY.value * 1e9 * share,
+            "pcie (assumed" + narrow + ")")
 
 
 def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
@@ -229,7 +233,7 @@ def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
     GPUs (Megatron-LM's rank order: tensor innermost, then context, data, pipeline): the GPU's
     own link (NVLink) when they fit in one node, the network between nodes otherwise."""
     if span_gpus <= hw.gpus_per_node:
-        return _within_node_link(hw.gpu)
+        return _within_node_link(hw.gpu, hw.pcie_lanes)
     return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
 
 
@@ -543,7 +547,8 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         weight_passes_per_micro_batch=3 if t.checkpointing else 2,
         micro_batches=t.grad_accum, params_up_bytes=trainable / n * up_bytes_per_param,
         trainable_params_on_node=trainable / n * min(hw.gpus_per_node, n),
-        link_bytes_per_s=host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name),
+        link_bytes_per_s=host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name,
+                                               hw.pcie_lanes),
         compute_s=compute_s, copies=t.offload_copies)
 
 
@@ -603,7 +608,7 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
             # the slower of the two parts
             inter = volume * (lay.ep - per_node) / (lay.ep - 1)
             port, net = group_link_bytes_per_s(hw, lay.ep)
-            inside, _ = _within_node_link(hw.gpu)
+            inside, _ = _within_node_link(hw.gpu, hw.pcie_lanes)
             seconds = max(inter / port, (volume - inter) / inside) / eff
             exposed = seconds * (1 - hidden_share)
             if t.moe_a2a_overlap:
@@ -760,14 +765,17 @@ def forward_share(flops: TrainingFlops) -> float:
 
 
 def _zero3_exposed_s(gather_s: float, scatter_s: float, micro_batches: int, compute_s: float,
-                     fwd_share: float, layers: int) -> float:
+                     fwd_share: float, layers: int,
+                     windows: tuple[float, float] = (1.0, 1.0)) -> float:
     """Seconds of a step's ZeRO-3/FSDP traffic not hidden behind its compute: per micro-batch
     one weight all-gather (`gather_s`) in forward, and in backward the gather again and the
-    gradients' reduce-scatter (`scatter_s`), each layer's beside one layer's compute
-    (parallel.fsdp_exposed_s; `fwd_share` of `compute_s` is the forward pass's)."""
+    gradients' reduce-scatter (`scatter_s`), each layer's beside one layer's compute, or the
+    `windows` share of it (parallel.fsdp_exposed_s; `fwd_share` of `compute_s` is the forward
+    pass's)."""
     m = micro_batches
     return m * P.fsdp_exposed_s(gather_s, gather_s + scatter_s, compute_s * fwd_share / m,
-                                compute_s * (1 - fwd_share) / m, layers, A.COMM_OVERLAP.value)
+                                compute_s * (1 - fwd_share) / m, layers, A.COMM_OVERLAP.value,
+                                windows)
 
 
 def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
@@ -801,11 +809,26 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
             q = quantised_params(arch)
             weight_bytes = q * QLORA_BYTES_PER_PARAM + (count_params(arch).total - q) * 2.0
         # one all-gather and one reduce-scatter per layer and pass, each with the ring's latency
-        lat_s = arch.num_layers * P.ring_latency_s(n, hw.num_nodes, _ring_step_s(hw))
+        one_s = P.ring_latency_s(n, hw.num_nodes, _ring_step_s(hw))
+        lat_s = arch.num_layers * one_s
         gather_s = ring * weight_bytes / bw + lat_s  # one pass's all-gathers
         scatter_s = ring * trainable * grad_bytes / bw + lat_s
+        if t.fsdp_adapter_units:
+            # the adapters' own units: their weights gathered in each pass and their gradients
+            # reduce-scattered unit by unit (the layers' frozen units have none), a collective
+            # each (parallel.fsdp_adapter_unit_collectives), put with the backward's traffic
+            gathers, scatters = P.fsdp_adapter_unit_collectives(
+                len(LORA_ADAPTED[t.lora_targets]), arch.num_layers, t.checkpointing)
+            adapter_bytes = 2.0 if t.lora_adapter_dtype == "half" else 4.0
+            passes = gathers // scatters
+            scatter_s = (ring * trainable * grad_bytes / bw + scatters * one_s
+                         + passes * ring * trainable * adapter_bytes / bw + gathers * one_s)
+        windows = (P.fsdp_adapter_unit_windows(
+            arch.hidden_size, arch.q_dim, arch.kv_dim,
+            arch.intermediate_size, arch.gated_mlp, t.checkpointing)
+            if t.fsdp_adapter_units else (1.0, 1.0))
         exposed = _zero3_exposed_s(gather_s, scatter_s, t.grad_accum, compute_s, fwd_share,
-                                   arch.num_layers)
+                                   arch.num_layers, windows)
         return t.grad_accum * (2 * gather_s + scatter_s), exposed, link
     comm_s = volume / bw
     hidden = min(comm_s * A.COMM_OVERLAP.value, compute_s)

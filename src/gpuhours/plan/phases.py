@@ -183,7 +183,7 @@ def training_setup(ctx: Context, phase: Any, s: dict[str, Any]) -> tuple[Trainin
     gpus = s.get("gpus") or hw_plan.num_gpus
     hw = Hardware(gpu=ctx.gpu, num_gpus=gpus, gpus_per_node=hw_plan.gpus_per_node,
                   inter_node_gb_per_s_one_way=hw_plan.inter_node_gb_per_s_one_way,
-                  host_us_per_op=hw_plan.host_us_per_op,
+                  host_us_per_op=hw_plan.host_us_per_op, pcie_lanes=hw_plan.pcie_lanes,
                   interruptions_per_gpu_hour=hw_plan.interruptions_per_gpu_hour)
     return t, hw, basis
 
@@ -1026,7 +1026,7 @@ def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
     from gpuhours.estimate.params import count_params
 
     try:
-        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name)
+        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes)
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
         raise InputError(f"{_where(ctx, phase)}, field 'ref_offload'", err.message) from None
     budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
@@ -1114,7 +1114,7 @@ def host_offload_s(e: TrainingEstimate, hw: Hardware, old_logprob_pass: bool,
     moved = 2 * (trips * weights + optimizer)
     if critic:  # its values pass and its update: the weights twice, its moments once
         moved += 2 * (2 * weights + optimizer)
-    return moved / host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name)
+    return moved / host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes)
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:

@@ -79,6 +79,10 @@ class HardwareSpec(_Strict):
     host_us_per_op: PositiveFloat | None = Field(
         default=None, description="host (CPU) microseconds per eager device operator; "
         "default: the estimator's assumption (32, one H100 VM host)")
+    pcie_lanes: Literal[1, 2, 4, 8, 16] | None = Field(
+        default=None, description="PCIe lanes per GPU where fewer than 16 (a consumer board "
+        "splitting 16 CPU lanes x8/x8 between two cards): PCIe links between GPUs and to the "
+        "host at lanes/16 of the catalog's x16 figures; default 16")
     interruptions_per_gpu_hour: NonNegativeFloat | None = Field(
         default=None, le=1.0, description="job interruptions per GPU-hour for the expected "
         "downtime (restarts, lost work, checkpoint writes); default: the Llama 3 paper's "
@@ -239,6 +243,11 @@ class TrainingSettings(_Strict):
         "micro-batches: reduce-scatter (default: into the 1/N shards) or no-sync "
         "(FSDP.no_sync(), Lightning Fabric's and litgpt's: every unit's whole gradient held "
         "unsharded until the last micro-batch, estimate/fsdp_no_sync.py)")
+    fsdp_adapter_units: bool | None = Field(
+        default=None, description="FSDP (zero_stage 3) with each LoRA adapter a unit of its "
+        "own inside its layer's, as Answer.AI's fsdp_qlora train.py wraps peft's model: the "
+        "rate limiter then hides none of the layers' gathers (estimate/parallel.py); default "
+        "no")
     lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
         default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
         "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")
