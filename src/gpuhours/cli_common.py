@@ -51,6 +51,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
     "kv_repeated": "--kv-repeated",
+    "optimizer_in_backward": "--optimizer-in-backward",
+    "activation_offload": "--activation-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -208,6 +210,16 @@ KvRepeatedOpt = Annotated[bool, typer.Option(
     help="k and v repeated to the query heads before the attention kernel (torchtune; "
          "transformers' repeat_kv without enable_gqa): saved at the query width. Default: "
          "grouped (transformers 5, flash-attn).")]
+OptimInBackwardOpt = Annotated[bool, typer.Option(
+    "--optimizer-in-backward/--optimizer-after-backward",
+    help="Each parameter's optimizer step run in backward as soon as its gradient is made, "
+         "then the gradient freed (torchtune optimizer_in_bwd): no whole-model gradient. "
+         "Needs --grad-accum 1. Default: after backward.")]
+ActivationOffloadOpt = Annotated[bool, typer.Option(
+    "--activation-offload/--no-activation-offload",
+    help="The checkpointed layer inputs copied to pinned host memory on a side stream and "
+         "back in backward (torchtune enable_activation_offloading). Needs checkpointing. "
+         "Default: off.")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "

@@ -427,9 +427,12 @@ def _torchtune(r: Reader) -> Imported:
     _set_int(r, "batch_size", "micro_batch")
     _set_int(r, "gradient_accumulation_steps", "grad_accum")
     _set_bool(r, "enable_activation_checkpointing", "checkpointing")
-    if r.take("enable_activation_offloading") is True:
-        r.skip("enable_activation_offloading=true", "offloading activations to the CPU is not "
-                                                    "modelled")
+    offloading = r.take("enable_activation_offloading")
+    if offloading is True:
+        r.set("activation_offload", True, "enable_activation_offloading=true", "torchtune's "
+              "OffloadActivations: the checkpointed layer inputs in pinned host memory")
+    elif offloading not in (None, False):
+        r.bad("enable_activation_offloading", offloading, "true or false")
     dtype = r.take("dtype")
     if dtype in ("bf16", "fp32"):
         r.set("precision", dtype, f"dtype={dtype}",
@@ -475,10 +478,12 @@ def _torchtune(r: Reader) -> Imported:
         r.set("compile", True, "compile=true", "each decoder layer and the loss compiled")
     r.set("kv_repeated", True, f"model._component_={_component(model)}", "torchtune's "
           "MultiHeadAttention repeats k and v to the query heads before SDPA")
-    if r.take("optimizer_in_bwd") is True:
-        r.skip("optimizer_in_bwd=true", "the optimizer step inside the backward (each gradient "
-                                        "freed at once) is not modelled: the estimate holds "
-                                        "every gradient (more memory)")
+    in_bwd = r.take("optimizer_in_bwd")
+    if in_bwd is True:
+        r.set("optimizer_in_backward", True, "optimizer_in_bwd=true",
+              "each parameter stepped at its gradient, which is freed at once")
+    elif in_bwd not in (None, False):
+        r.bad("optimizer_in_bwd", in_bwd, "true or false")
     if r.take("fsdp_cpu_offload") is True:
         r.skip("fsdp_cpu_offload=true", "CPU offload is not modelled")
     return r.finish("torchtune")

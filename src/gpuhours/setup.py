@@ -177,6 +177,16 @@ class Training(_ReadsModel):
     #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
     #: reach the kernel as they are (transformers 5, flash-attn)
     kv_repeated: bool = False
+    #: the optimizer step run inside backward (torchtune's optimizer_in_bwd: one optimizer per
+    #: parameter, stepped by a post-accumulate-grad hook that then frees the gradient;
+    #: estimate/optim_in_backward.py): no whole-model gradient buffer and no separate step
+    #: phase. Needs grad_accum 1 (torchtune refuses accumulation with it)
+    optimizer_in_backward: bool = False
+    #: the tensors autograd saves in the model's forward copied to pinned host memory on a side
+    #: stream and brought back in backward (torchtune's enable_activation_offloading,
+    #: OffloadActivations; estimate/activation_offload.py): under checkpointing each layer's
+    #: input leaves the GPU. Needs checkpointing (torchtune refuses it without)
+    activation_offload: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32. None:
     #: the kernel path's own (loss_kernel_of): megatron on the megatron path, whose models
     #: compute Megatron-Core's vocab-parallel cross-entropy, never transformers' loss; else hf
@@ -510,6 +520,7 @@ class Training(_ReadsModel):
                              "offload's copies reach host memory; offload is none.",
                              "Give --offload, or leave --offload-copies out.")
         _check_lengths(self)
+        _check_torchtune_memory(self)
         if self.load_path == "fsdp-flatten":
             _check_load_path(self)
         if self.kernels == "megatron":
@@ -567,6 +578,10 @@ class Training(_ReadsModel):
             parts.append(f"zero{self.zero_stage}")
         if self.fsdp_grad_accum == "no-sync":
             parts.append("no-sync")
+        if self.optimizer_in_backward:
+            parts.append("optim-in-bwd")
+        if self.activation_offload:
+            parts.append("act-offload")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":
@@ -762,6 +777,27 @@ def _check_layout(t: Training) -> None:
                          "expert parallelism are modelled for full training and LoRA "
                          "(Megatron-LM, Megatron-Bridge); qlora with them is not.",
                          "Use data parallelism (--zero) for QLoRA.")
+
+
+def _check_torchtune_memory(t: Training) -> None:
+    """optimizer_in_backward and activation_offload as torchtune allows them (recipes/
+    full_finetune_single_device.py at pytorch/torchtune@1814feb17: RuntimeError for
+    optimizer_in_bwd with gradient_accumulation_steps > 1, and for activation offloading
+    without activation checkpointing)."""
+    if t.optimizer_in_backward and t.grad_accum > 1:
+        raise FieldError(("optimizer_in_backward", "grad_accum"), "the optimizer step inside "
+                         "backward updates each weight as soon as its gradient is made, so "
+                         f"gradients cannot accumulate over {t.grad_accum} micro-batches "
+                         "(torchtune refuses it too).",
+                         "Give grad_accum 1, or drop optimizer_in_backward.")
+    if t.optimizer_in_backward and t.offload != "none":
+        raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
+                         "backward runs on the GPU; CPU offload steps on the host.",
+                         "Use one or the other.")
+    if t.activation_offload and not t.checkpointing:
+        raise FieldError(("activation_offload", "checkpointing"), "activation offloading is "
+                         "modelled as torchtune runs it, under activation checkpointing "
+                         "(torchtune refuses it without).", "Turn checkpointing on.")
 
 
 def _check_offload(t: Training) -> None:

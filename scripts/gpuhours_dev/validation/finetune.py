@@ -298,7 +298,17 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     o = r["optimizer"]
     low = o.lower()
     if "optimizer_in_bwd" in low or "fused into backward" in low:
-        return {}, "", "optimizer step fused into backward (optimizer_in_bwd) not modelled"
+        # torchtune's optimizer_in_bwd: one optimizer per parameter, stepped by its
+        # post-accumulate-grad hook (estimate/optim_in_backward.py); the optimizer itself is
+        # read from the rest of the text
+        rest = re.sub(r"\s*(with optimizer_in_bwd=true \(config\)|fused into backward "
+                      r"\(optimizer_in_bwd\))", "", o, flags=re.IGNORECASE)
+        fields, note, why = _optimizer({**r, "optimizer": rest})
+        paged = ("; bitsandbytes' paged state is allocated by cudaMallocManaged, outside "
+                 "torch's allocator, but counted on the GPU here" if "paged" in low else "")
+        return ({**fields, "optimizer_in_backward": True},
+                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)"
+                                      + paged) if x), why)
     if "lora-fa" in low:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
@@ -590,8 +600,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         if "torchao" in r["quant"] or "torchtune NF4" in r["quant"]:
             notes.append("torchao NF4 (torchtune): its LinearNF4 keeps no input for backward")
     state = _TORCHTUNE_STATE.search(r["notes"])
-    if state and state.group(4) == "True":
-        return skip("activation offload to CPU not modelled", method)
+    act_offload = bool(state and state.group(4) == "True")
+    if act_offload:
+        notes.append("torchtune's OffloadActivations: the checkpointed layer inputs in pinned "
+                     "host memory (activation_offload)")
     loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
     if source in ("litgpt config_hub", "litgpt resource tables"):
         # litgpt's finetune scripts (finetune/lora.py @ 00af8b0d; lit-gpt @ 8641822): the LM
@@ -682,7 +694,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
-            kv_repeated=kv_repeated,
+            kv_repeated=kv_repeated, activation_offload=act_offload,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,

@@ -17,6 +17,11 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import parallel as P
+from gpuhours.estimate.activation_offload import (
+    host_link_for_offload,
+    offload_exposed_s,
+    offload_pcie_s,
+)
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.compiled import (
     COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT,
@@ -39,6 +44,7 @@ from gpuhours.estimate.memory import (
     LORA_ADAPTED,
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
+    offloaded_activation_bytes,
     quantised_params,
     state_bytes_per_param,
 )
@@ -377,6 +383,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
         host_exposed_s = combined - gpu_compute_s
     compute_s = gpu_compute_s + host_exposed_s
+    # activation offloading's copies on their side stream (estimate/activation_offload.py)
+    act_offload_s = (_activation_offload_exposed_s(arch, t, hw, gpu_compute_s)
+                     if t.activation_offload else 0.0)
+    compute_s += act_offload_s
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
     if eager_host_dispatch(gpu):
@@ -418,6 +428,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         "attention kernels": attention_s,
         "memory-bound elementwise work": memory_bound_s,
         "host issuing eager operators (micro-batch too small to hide it)": host_exposed_s,
+        "activation offload: PCIe copies the compute does not hide": act_offload_s,
         ("optimizer step (memory-bound)" if off is None else
          "CPU offload: host Adam step, weights up, PCIe not hidden"): optimizer_s,
         f"communication over {link}": exposed_s,
@@ -476,6 +487,16 @@ def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: floa
                                     grouped_launch=t.kernels == "megatron")
     flops = expert_matmul_flops_per_token(arch, trains, t.checkpointing)
     return tokens * flops / (peak * eff) * (slowdown - 1.0)
+
+
+def _activation_offload_exposed_s(arch: ModelArch, t: Training, hw: Hardware,
+                                  gpu_compute_s: float) -> float:
+    """Seconds per step that activation offloading's copies add: the layer inputs and the
+    final norm's fp32 input down in each forward and up in each backward, beside the GPU's
+    compute of the step (estimate/activation_offload.py)."""
+    pcie = offload_pcie_s(offloaded_activation_bytes(arch, t), t.grad_accum,
+                          host_link_for_offload(hw.gpu.generation, hw.gpu.name))
+    return offload_exposed_s(pcie, gpu_compute_s)
 
 
 def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,

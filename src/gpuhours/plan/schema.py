@@ -170,6 +170,14 @@ class TrainingSettings(_Strict):
         default=None, description="torch.compile of the decoder layers and the loss "
         "(torchtune compile: true, HF torch_compile): fewer activations saved, a compiled "
         "cross-entropy, fused elementwise kernels; default: eager")
+    optimizer_in_backward: bool | None = Field(
+        default=None, description="each parameter's optimizer step run in backward at its "
+        "gradient, which is then freed (torchtune optimizer_in_bwd): no whole-model gradient; "
+        "needs grad_accum 1; default: after backward")
+    activation_offload: bool | None = Field(
+        default=None, description="the checkpointed layer inputs copied to pinned host memory "
+        "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
+        "default: off")
     kv_repeated: bool | None = Field(
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
