@@ -21,13 +21,16 @@ the model saves outside the layers (the final norm's input). tests/test_activati
 runs a real checkpointed model on this CPU with a counting pack hook: the packed bytes are the
 layer inputs and the final norm's.
 
-Counted (estimate/memory.py activation_bytes): the layer inputs leave the GPU but for the one
-nearest the loss. At the end of the forward the stash holds the last five saved tensors, and
-the final norm's own saves (its input, its rsqrt, the normalised output, its weight) come after
-the last layer's input, so at most that one layer input is left; in backward one layer input
-is brought back at a time, beside the recomputed layer. Host memory: every offloaded tensor,
-pinned. Time: the copies down (forward) and up (backward) run on the side stream beside the
-compute; only what the compute cannot hide is added (estimate/timing.py).
+Counted (estimate/memory.py activation_bytes): the layer inputs leave the GPU but one. At the
+end of the forward the stash holds the last five saved tensors, which are the final RMSNorm's
+own (its fp32 input, saved by the square and again by the multiply with the rsqrt, the rsqrt,
+the normalised output and its weight), so no layer input is left at the loss; in backward
+each layer's input is brought back when its recomputation starts, beside the recomputed layer.
+One layer input is counted in both phases (at the loss that is one too many: 48 MiB for
+Llama 3.2 3B at 8,192 tokens). The final norm's saves stay counted on the GPU as before. Host
+memory: every offloaded tensor, pinned (the same fp32 input packed twice is copied twice).
+Time: the copies down (forward) and up (backward) run on the side stream beside the compute;
+only what the compute cannot hide is added (estimate/timing.py).
 """
 
 from __future__ import annotations
@@ -51,8 +54,8 @@ def offloaded_bytes(num_layers: int, tokens: int, layer_input_bytes_per_token: f
                     outside_bytes: float) -> float:
     """Bytes copied to pinned host memory per micro-batch: every checkpointed layer's input
     (tokens x its bytes per token) and the saves outside the layers (`outside_bytes`, the final
-    norm's input), each at least MIN_OFFLOAD_SIZE_BYTES at any real size. This is also the host
-    RAM it needs, pinned."""
+    norm's), each at least MIN_OFFLOAD_SIZE_BYTES at any real size. This is also the host RAM
+    it needs, pinned."""
     return num_layers * tokens * layer_input_bytes_per_token + outside_bytes
 
 

@@ -1096,14 +1096,18 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
 
 def offloaded_activation_bytes(arch: ModelArch, t: Training) -> float:
     """Bytes activation offloading copies to the host per micro-batch (0 without it): each
-    checkpointed layer's input in the residual stream's dtype and the final norm's fp32 input
-    (estimate/activation_offload.py offloaded_bytes)."""
+    checkpointed layer's input in the residual stream's dtype and the final RMSNorm's saves,
+    its fp32 input twice (saved by its square and by the multiply with the rsqrt, each packed
+    and copied apart) and its normalised output in the activation dtype a, which the weight's
+    multiply saves: 8 + a bytes per token and hidden unit (torchtune's and transformers'
+    RMSNorm alike; estimate/activation_offload.py offloaded_bytes)."""
     if not t.activation_offload:
         return 0.0
     residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
     tokens = t.tokens_per_micro_batch
+    norm = 8 + ACTIVATION_BYTES[t.precision]
     return offloaded_bytes(arch.num_layers, tokens, residual * arch.hidden_size,
-                           tokens * arch.hidden_size * 4)
+                           tokens * arch.hidden_size * norm)
 
 
 def _in_backward_step(arch: ModelArch, t: Training, counts: ParamCounts, trainable: float,
