@@ -282,6 +282,8 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
         return "qv", note, None
     if names == {"q", "k", "v", "o"}:
         return "attention", note, None
+    if names == {"gate", "up", "down"}:
+        return "mlp", note, None
     if names == _ALL_LINEAR:
         return "all-linear", note, None
     missing = _ALL_LINEAR - names
@@ -566,6 +568,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append(ds_note)
         deepspeed = deepspeed or "DeepSpeed" in ds_note
     lora: dict[str, Any] = {}
+    if method != "full" and "-bdlora" in r["source"]:
+        # PEFT's method_comparison experiment "...-bdlora": block-diagonal LoRA factors (8.43M
+        # trainable parameters at rank 14 where plain LoRA has 13.25M), not peft's LoRA
+        return skip("BD-LoRA (block-diagonal LoRA factors) not modelled", method)
     if method != "full":
         targets, t_note, why = _targets(r, source)
         if why or targets is None:

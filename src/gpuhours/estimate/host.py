@@ -225,8 +225,9 @@ MEGATRON_FP8_EXTRA_OPS = (2.0, 4.0)
 MEGATRON_LORA_ADAPTER_OPS = (4.0, 5.0)
 #: Megatron-Bridge's LoRA targets per decoder layer by gpuhours' lora_targets: all-linear is its
 #: default target list (linear_qkv, linear_proj, linear_fc1, linear_fc2: q, k, v fused and
-#: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v.
-MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2}
+#: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v,
+#: mlp linear_fc1 and linear_fc2.
+MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2, "mlp": 2}
 
 
 def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:

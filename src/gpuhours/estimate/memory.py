@@ -28,6 +28,7 @@ from gpuhours.estimate.kv_repeat import (
     repeated_kv_extra_bytes_per_token_layer,
 )
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
+from gpuhours.estimate.lora_mlp import unreached_attention_bytes_per_token
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.megatron_saved import (
     megatron_adapted_linears,
@@ -156,6 +157,7 @@ LORA_ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
+    "mlp": frozenset({"gate", "up", "down"}),
 }
 
 
@@ -357,6 +359,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         saved = inputs * tokens * layer_input + tokens * per_layer + outside + vision
     else:
         saved = arch.num_layers * tokens * per_layer + outside + vision
+        if t.method != "full" and t.lora_targets == "mlp" and not t.lora_trainable_embeddings:
+            # the first attention block runs before anything needs a gradient (lora_mlp.py)
+            saved -= tokens * unreached_attention_bytes_per_token(arch, a, residual_bytes(
+                t.precision))
     return ActivationBytes(
         per_token_per_layer=per_layer,
         saved_all_layers=saved,
