@@ -331,7 +331,8 @@ LmHead4bitOpt = Annotated[bool, typer.Option(
 BaseQuantOpt = Annotated[str, typer.Option(
     help="qlora's 4-bit base: nf4 (bitsandbytes, double quantisation), nf4-nodq (without it: "
          "litgpt's bnb.nf4), nf4-torchao (torchao's NF4, torchtune), gptq-int4 or awq-int4 (a "
-         "GPTQ or AWQ checkpoint, groups of 128).")]
+         "GPTQ or AWQ checkpoint, groups of 128), int8-bnb (an 8-bit base: bitsandbytes "
+         "LLM.int8, load_in_8bit).")]
 TrainEmbOpt = Annotated[bool, typer.Option(
     "--lora-trainable-embeddings", help="LoRA/QLoRA: train the embeddings and LM head too "
     "(peft modules_to_save: a copy with its gradient and optimizer state).")]

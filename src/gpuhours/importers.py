@@ -254,15 +254,19 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
     four, eight = r.take("load_in_4bit"), r.take("load_in_8bit")
     if adapter == "qlora" or (adapter == "lora" and four is True):
         r.set("method", "qlora", f"adapter={adapter}" + (", load_in_4bit=true" if four else ""))
+    elif adapter == "lora" and eight is True:
+        # LoRA on bitsandbytes' LLM.int8 base (estimate/bnb_int8.py): a quantised base
+        r.set("method", "qlora", "adapter=lora, load_in_8bit=true", "adapters on an 8-bit base")
+        r.set("base_quant", "int8-bnb", "load_in_8bit=true", "bitsandbytes Linear8bitLt")
     elif adapter == "lora":
         r.set("method", "lora", "adapter=lora")
     elif adapter is None:
         r.set("method", "full", "no adapter", "every weight trains")
     else:
         r.skip(f"adapter={adapter}", "only lora and qlora adapters are modelled")
-    if eight is True:
-        r.skip("load_in_8bit=true", "an 8-bit base (bitsandbytes LLM.int8) is not modelled: "
-                                    "the estimate keeps the base in 16 bits (more memory)")
+    if eight is True and adapter != "lora":
+        r.skip("load_in_8bit=true", "an 8-bit base is modelled under adapter lora only "
+                                    "(base_quant int8-bnb)")
     _set_int(r, "lora_r", "lora_rank")
     linear, modules = r.take("lora_target_linear"), r.take("lora_target_modules")
     if linear is True:

@@ -301,7 +301,9 @@ class Training(_ReadsModel):
     #: gptq-int4 (auto-gptq, group size 128: a GPTQ checkpoint such as Qwen-7B-Chat-Int4),
     #: awq-int4 (AutoAWQ, group size 128), nf4-nodq (bitsandbytes NF4 without double
     #: quantisation: an fp32 absmax per 64 weights, 4.5 bits a weight), nf4-torchao (torchao's
-    #: NF4Tensor, torchtune's QLoRA: nf4's bits, and its matmul keeps no input for backward)
+    #: NF4Tensor, torchtune's QLoRA: nf4's bits, and its matmul keeps no input for backward),
+    #: int8-bnb (not 4-bit: bitsandbytes' LLM.int8 Linear8bitLt, transformers' load_in_8bit,
+    #: LoRA on an 8-bit base; estimate/bnb_int8.py)
     base_quant: BaseQuant = "nf4"
     #: qlora, bitsandbytes bases (nf4, nf4-nodq): what MatMul4Bit keeps of each 4-bit linear's
     #: input. "step": bitsandbytes before 0.43.2 keeps it (`ctx.tensors = (A, B)`,

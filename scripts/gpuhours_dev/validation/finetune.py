@@ -152,7 +152,6 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
-    "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
     "lora (DoRA)": "DoRA not modelled",
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
@@ -205,6 +204,8 @@ def _base_quant(r: dict[str, str]) -> str:
     bitsandbytes NF4, without double quantisation for litgpt's --quantize bnb.nf4 (bnb.nf4-dq
     turns it on)."""
     quant = r["quant"].lower()
+    if quant == "bitsandbytes 8-bit":  # transformers' load_in_8bit: LLM.int8 Linear8bitLt
+        return "int8-bnb"
     if "torchao" in quant or "torchtune nf4" in quant:
         return "nf4-torchao"
     if quant.startswith("bnb.nf4") and not quant.startswith("bnb.nf4-dq"):
@@ -219,6 +220,8 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
         return None, METHOD_SKIPS[m]
     if m.startswith("PEFT fine-tune"):
         return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
+    if m == "lora (8-bit base)" and "bitsandbytes 8-bit" in quant:
+        return "qlora", None  # LoRA on bitsandbytes' int8 base (base_quant int8-bnb)
     base = m.removesuffix(" (Hugging Face + FA2)")
     base = {LORA_EMB: "lora", "gptq-lora": "lora"}.get(base, base)
     if base not in ("full", "lora", "qlora"):

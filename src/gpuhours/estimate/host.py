@@ -68,7 +68,12 @@ OPS_PER_LORA_DROPOUT = (1.0, 1.0)
 #: - awq-int4: taken as gptq-int4's (AutoAWQ's training path also unpacks in torch; not counted)
 QUANT_LINEAR_EXTRA_OPS = {"nf4": (3.0, 3.0), "gptq-int4": (9.0, 0.0), "awq-int4": (9.0, 0.0),
                           # as nf4's (assumed: the absmax is not itself dequantised first)
-                          "nf4-nodq": (3.0, 3.0), "nf4-torchao": (3.0, 3.0)}
+                          "nf4-nodq": (3.0, 3.0), "nf4-torchao": (3.0, 3.0),
+                          # bitsandbytes 0.49.1 MatMul8bitLt (estimate/bnb_int8.py): forward the
+                          # input's cast and quantisation, the int8 GEMM's dequantisation, the
+                          # outlier columns' gather, their weights and addmm; backward the
+                          # weight's copy, the scales' product and the in-place multiply
+                          "int8-bnb": (6.0, 3.0)}
 
 
 #: submodules a decoder layer runs besides its linears, each hooked by DeepSpeed's ZeRO-3 engine

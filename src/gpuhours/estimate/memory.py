@@ -647,6 +647,8 @@ def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     From bitsandbytes 0.43.2 (`t.bnb_saved_input` "none") MatMul4Bit keeps no input: only the
     fp32 MLP outputs of peft's upcast remain.
     """
+    if t.method == "qlora" and t.base_quant == "int8-bnb" and not arch.encoder:
+        return int8_saved_input_bytes_per_token_layer(arch, t)
     if t.method != "qlora" or t.base_quant not in ("nf4", "nf4-nodq") or arch.encoder:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
@@ -657,6 +659,28 @@ def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     if kbit_upcast_active(t):
         inner = 3 if arch.gated_mlp else 1
         return saved + experts * inner * max(4 - a, 0) * f
+    return saved
+
+
+def int8_saved_input_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
+    """Bytes per token and layer that a bitsandbytes int8 base adds to LoRA's tensors
+    (estimate/bnb_int8.py): MatMul8bitLt keeps each linear's input A, which Linear8bitLt
+    passes uncast, so q, k and v share one (d), gate and up one (d), o_proj's is the attention
+    output (kept already) and down_proj's the product of the activation and up (f), all in
+    the dtype the input arrives in: the residual stream's under peft's fp32 upcast
+    (`kbit_upcast_active`: 4 bytes, the norms returning fp32), the activation dtype a
+    otherwise. Under the upcast the int8 matmul returns the input's dtype, so the MLP's gate
+    and up outputs and the activation's output are fp32: (4 - a) more per element, 3 f (gated;
+    1 f for a plain MLP), as for the 4-bit bases."""
+    a = ACTIVATION_BYTES[t.precision]
+    upcast = kbit_upcast_active(t)
+    x = 4 if upcast else a
+    d = arch.hidden_size
+    experts = arch.experts_per_token if arch.is_moe else 1
+    f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+    saved = x * (d + experts * (d + f))
+    if upcast:
+        saved += experts * (3 if arch.gated_mlp else 1) * max(4 - a, 0) * f
     return saved
 
 

@@ -23,6 +23,7 @@ from gpuhours.estimate.activation_offload import (
     offload_pcie_s,
 )
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.bnb_int8 import int8_input_quant_bytes
 from gpuhours.estimate.compiled import (
     COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT,
     compiled_elementwise_bytes_per_token_layer,
@@ -59,7 +60,7 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
-    matmuls_per_micro_batch,
+    weight_read_bytes_per_micro_batch,
 )
 from gpuhours.setup import Hardware, Training, loss_kernel_of
 
@@ -345,7 +346,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch, compute_bytes)
         dequant_traffic = t.grad_accum * quantised_params(arch) * (
             dequants_per_micro_batch(t.base_quant, ckpt) * one
-            + matmuls_per_micro_batch(ckpt) * compute_bytes)
+            + weight_read_bytes_per_micro_batch(t.base_quant, ckpt, compute_bytes))
+        # bitsandbytes' int8 linears quantise their input at every call (estimate/bnb_int8.py)
+        dequant_traffic += tokens * arch.num_layers * int8_input_quant_bytes(
+            arch, t.base_quant, ckpt, a)
     layer_traffic += fp8_cast_traffic
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(

@@ -216,7 +216,8 @@ class TrainingSettings(_Strict):
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP or a GPTQ base")
     base_quant: BaseQuant | None = Field(
         default=None, description="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4, awq-int4, "
-        "nf4-nodq (NF4 without double quantisation), nf4-torchao (torchao's NF4, torchtune)")
+        "nf4-nodq (NF4 without double quantisation), nf4-torchao (torchao's NF4, torchtune), "
+        "int8-bnb (bitsandbytes LLM.int8, load_in_8bit)")
     bnb_saved_input: Literal["step", "held", "held-output", "none"] | None = Field(
         default=None, description="qlora on bitsandbytes: what MatMul4Bit keeps of each 4-bit "
         "linear's input: step (before 0.43.2; default), held (and the loop keeps the last loss "
