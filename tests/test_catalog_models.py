@@ -105,10 +105,12 @@ def test_exact_published_counts_are_equal(name: str) -> None:
     assert count_params(arch).total == int(entry.published_params)
 
 
-@pytest.mark.parametrize(("name", "hidden"), [("gemma-2-2b", 2304), ("gemma-2-9b", 3584)])
+@pytest.mark.parametrize(("name", "hidden"), [("gemma-2-2b", 2304), ("gemma-2-9b", 3584),
+                                              ("gemma-2b", 2048), ("gemma-7b", 3072)])
 def test_gemma2_report_counts_128_more_vocabulary_rows(name: str, hidden: int) -> None:
-    """Gemma 2 report, Table 2: embedding + non-embedding with a 256,128-row vocabulary; the
-    checkpoints have 256,000 rows (tied), so the report is exactly 128 x hidden above."""
+    """Gemma 2 report, Table 2 (and the Gemma report's Table 2 for Gemma 1): embedding +
+    non-embedding with a 256,128-row vocabulary; the checkpoints have 256,000 rows (tied), so
+    the report is exactly 128 x hidden above."""
     entry, _ = catalog.model(name)
     assert entry is not None
     arch, _ = resolve_model(name)

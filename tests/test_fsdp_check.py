@@ -1,7 +1,10 @@
 """The ZeRO-3/FSDP exposure check (scripts/gpuhours_dev/validation/fsdp_check.py, issues 13 and
 14): the what-if rules held to hand counts, the estimate's own rule put back after each, and the
-finding docs/rl.md reports: even with none of the FSDP traffic hidden, EasyR1's update costs less
-per micro-batch than the 0.43 s its two runs measure, so unhidden traffic is not the whole gap."""
+finding docs/rl.md reports: before the vision tower's host operators were counted, even with none
+of the FSDP traffic hidden EasyR1's update cost less per micro-batch than the 0.43 s its two runs
+measure; with them (estimate/vision_host.py, issue 13) the estimate's own cost is 0.28 s, and
+none hidden would overshoot (0.50 s), so unhidden traffic is no longer needed for the gap's
+larger part."""
 
 from __future__ import annotations
 
@@ -42,11 +45,15 @@ def test_measured_cost_per_micro_batch() -> None:
     assert per_micro_batch_s(EASYR1_MEASURED_UPDATE_S) == pytest.approx(0.433, abs=1e-3)
 
 
-def test_unhidden_fsdp_traffic_does_not_reach_easyr1s_cost_per_micro_batch() -> None:
+def test_easyr1s_cost_per_micro_batch_between_the_estimate_and_none_hidden() -> None:
     now = per_micro_batch_s(easyr1_updates_s())
     bound = per_micro_batch_s(easyr1_updates_s("none_hidden"))
     measured = per_micro_batch_s(EASYR1_MEASURED_UPDATE_S)
-    # the estimate's 0.13 s; with every byte exposed 0.34 s (fp32 gathers: the estimate's
-    # bf16-amp bytes; EasyR1 gathers bf16, which would make it smaller): still below 0.43 s
-    assert now < bound < measured
-    assert bound == pytest.approx(0.34, abs=0.03)
+    # the estimate's 0.13 s, 0.34 s with every byte exposed (fp32 gathers: the estimate's
+    # bf16-amp bytes; EasyR1 gathers bf16, which would make it smaller), both below 0.43 s,
+    # until the vision tower's host operators were counted apart from the decoder's (issue 13:
+    # some 5,300 a micro-batch, 0.17 s at the assumed 32 us, hidden only behind the tower's own
+    # GPU work): 0.28 s now, 0.50 s with none of the traffic hidden
+    assert now < measured < bound
+    assert now == pytest.approx(0.28, abs=0.03)
+    assert bound == pytest.approx(0.50, abs=0.03)

@@ -69,10 +69,14 @@ def test_fp32_upcast_under_checkpointing_by_hand():
 
 
 def test_deepspeed_buckets_by_hand():
-    assert deepspeed_bucket_bytes(_t(deepspeed_reduce_bucket=200_000_000)) == 8e8
+    two = _t(deepspeed_reduce_bucket=200_000_000, deepspeed_overlap_comm=True)
+    assert deepspeed_bucket_bytes(two) == 8e8
     one = _t(deepspeed_reduce_bucket=200_000_000, deepspeed_overlap_comm=False)
     assert deepspeed_bucket_bytes(one) == 4e8
-    fp32 = _t(method="full", precision="fp32", deepspeed_reduce_bucket=10**8)
+    # overlap_comm not stated: DeepSpeed's default below ZeRO-3 is off, one buffer
+    assert deepspeed_bucket_bytes(_t(deepspeed_reduce_bucket=200_000_000)) == 4e8
+    fp32 = _t(method="full", precision="fp32", deepspeed_reduce_bucket=10**8,
+              deepspeed_overlap_comm=True)
     assert deepspeed_bucket_bytes(fp32) == 8e8
     assert deepspeed_bucket_bytes(_t()) == 0
 
@@ -82,14 +86,14 @@ def test_deepspeed_buckets_join_the_backward_peak():
     (the LoRA branch held fixed: DeepSpeed's engine would otherwise default it to peft-half)."""
     plain = training_memory(_t().arch, _t(lora_branch="peft-half"))
     ds = training_memory(_t().arch, _t(deepspeed_reduce_bucket=200_000_000,
-                                       lora_branch="peft-half"))
+                                       deepspeed_overlap_comm=True, lora_branch="peft-half"))
     assert plain.peak_phase.startswith("start of backward")
     assert ds.tensors_bytes - plain.tensors_bytes == pytest.approx(8e8)
 
 
 def test_terms_printed_with_their_basis():
     """The estimate's assumptions name each term, its size and its source."""
-    t = _t(kbit_upcast=False, deepspeed_reduce_bucket=200_000_000)
+    t = _t(kbit_upcast=False, deepspeed_reduce_bucket=200_000_000, deepspeed_overlap_comm=True)
     e = estimate_training(t, Hardware(gpu=resolve_gpu("a100-80gb"), num_gpus=1), "catalog")
     lines = "\n".join(e.assumptions)
     # 32 layers x 1024 tokens x 38,400 bytes = 1.17 GiB, 8e8 bytes = 0.75 GiB

@@ -21,7 +21,7 @@ from gpuhours.estimate.offload import (
     zero12_offload_grad_bytes_per_param,
 )
 from gpuhours.estimate.timing import training_step_time
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of
 
 P = 6_738_415_616
 LAYER = 202_383_360
@@ -160,11 +160,12 @@ def test_offload_copies_need_offload() -> None:
 
 def test_optimizer_offload_step_time_by_hand() -> None:
     hw = Hardware(gpu="a100-80gb", num_gpus=8)
-    off = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4), hw)
+    off = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
+                                   deepspeed_overlap_comm=True), hw)
     plain = estimate_training(_setup(zero_stage=2, micro_batch=4), hw)
     # CPU Adam over the node's 8 partitions = all of P at 1.8e9 parameters/s: 3.74 s; the bf16
     # partition up: P/8 x 2 B / 25.2 GB/s = 0.0668 s; the fp32 gradients down (P/8 x 4 B,
-    # 0.134 s) hide behind backward (overlap_comm, the field's default)
+    # 0.134 s) hide behind backward (overlap_comm on, as the config states it)
     cpu_adam = P / 1.8e9
     up = P / 8 * 2 / 25.2e9
     br, pb = off.step_time_breakdown_s, plain.step_time_breakdown_s
@@ -177,11 +178,18 @@ def test_optimizer_offload_step_time_by_hand() -> None:
     assert plain.memory.host_bytes is None
     assert any("host_adam_params_per_s_per_node" in a for a in off.assumptions)
     # DeepSpeed's ZeRO-2 default (no overlap_comm), 4 micro-batches: the gradients' 16 B per
-    # partition parameter (zero12_offload_grad_bytes_per_param) add in full
+    # partition parameter (zero12_offload_grad_bytes_per_param) add in full; not stated is
+    # DeepSpeed's default at ZeRO-2, the same
     slow = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
                                     grad_accum=4, deepspeed_overlap_comm=False), hw)
     assert slow.step_time_breakdown_s["optimizer_s"].value == pytest.approx(
         cpu_adam + up + P / 8 * 16 / 25.2e9)
+    unstated = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
+                                        grad_accum=4), hw)
+    assert unstated.step_time_s.value == pytest.approx(slow.step_time_s.value)
+    # and at ZeRO-3 DeepSpeed's default is on
+    assert deepspeed_overlap_comm_of(_setup(zero_stage=3, zero3_engine="deepspeed"))
+    assert not deepspeed_overlap_comm_of(_setup(zero_stage=1))
     # and with pin_memory off (DeepSpeed's default then), every copy 4.5x slower
     staged = estimate_training(_setup(zero_stage=2, offload="optimizer", micro_batch=4,
                                       grad_accum=4, deepspeed_overlap_comm=False,

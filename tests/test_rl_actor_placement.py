@@ -68,9 +68,11 @@ def test_the_other_roles_wait_and_the_step_is_the_sum(tmp_path):
 def test_updates_on_the_actors_gpus_scoring_over_every_gpu(tmp_path):
     """The actor's update runs on its 4 GPUs whatever the placement: the same as beside 2
     dedicated engine GPUs. The scoring forwards spread over every GPU of the phase holding a
-    role: 8 here, 6 beside the engines, so each pass takes 6/8 of the time."""
-    actor = run(tmp_path).details
-    beside = run(tmp_path, placement="dedicated", rollout_gpus=2).details
+    role: 8 here, 6 beside the engines, so each pass's GPU work takes 6/8 of the time (the
+    host's operators at 1e-6 us: with them the micro-batches a GPU issues round up apart)."""
+    gpu_only = {**BASE, "hardware": {**BASE["hardware"], "host_us_per_op": 1e-6}}
+    actor = run_rl_phase(tmp_path, gpu_only).details
+    beside = run_rl_phase(tmp_path, gpu_only, placement="dedicated", rollout_gpus=2).details
     assert actor["policy_update_s"] == pytest.approx(beside["policy_update_s"])
     assert actor["critic_update_s"] == pytest.approx(beside["critic_update_s"])
     assert actor["reference_model_s"] == pytest.approx(beside["reference_model_s"] * 6 / 8)

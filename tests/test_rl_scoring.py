@@ -43,6 +43,15 @@ def run(tmp_path: Path, **phase: Any) -> Any:
     return run_rl_phase(tmp_path, BASE, **phase).details
 
 
+#: BASE with the host's operators at 1e-6 us each: the scoring passes' GPU work alone, which the
+#: hand counts below work out (the host's part: tests/test_rl_scoring_host.py)
+GPU_ONLY: dict[str, Any] = {**BASE, "hardware": {**BASE["hardware"], "host_us_per_op": 1e-6}}
+
+
+def run_gpu_only(tmp_path: Path, **phase: Any) -> Any:
+    return run_rl_phase(tmp_path, GPU_ONLY, **phase).details
+
+
 def test_ref_stream_by_hand():
     """1B parameters over 4 shards: 0.5 GB of bf16 a rank. 10 sequences of 1,000 tokens in
     micro-batches of 4,096 tokens: 4 a micro-batch, 3 micro-batches, 1.5 GB up at 25 GB/s =
@@ -62,16 +71,21 @@ def test_ref_offload_in_a_plan_by_hand(tmp_path):
     micro-batches of one sequence (scoring_tokens_per_gpu 384) each GPU copies its 2P/8 bytes
     up 32 times: 32 x 2 x 7,615,616,512 / 8 = 60.9 GB at 25.2 GB/s = 2.42 s, more than the
     pass's compute, so the pass takes the copies' time; with 16,384-token micro-batches (42
-    sequences each: one micro-batch) a single copy hides behind the compute."""
-    off = run(tmp_path)
-    tight = run(tmp_path, ref_offload=True, scoring_tokens_per_gpu=384)
+    sequences each: one micro-batch) a single copy hides behind the compute. (The GPU work
+    alone, GPU_ONLY; with the host issuing 32 micro-batches' forwards at the assumed 32 us an
+    operator the pass outlasts the copies, which then hide behind it.)"""
+    off = run_gpu_only(tmp_path)
+    tight = run_gpu_only(tmp_path, ref_offload=True, scoring_tokens_per_gpu=384)
     copy = 32 * 2 * QWEN7B_PARAMS / 8 / A100_LINK
     assert tight["ref_offload_copy_s"] == pytest.approx(copy, rel=1e-9)
     assert copy > off["reference_model_s"]
     assert tight["reference_model_s"] == pytest.approx(copy, rel=1e-9)
+    hosted = run(tmp_path, ref_offload=True, scoring_tokens_per_gpu=384)
+    assert hosted["reference_model_s"] > copy
+    assert hosted["ref_offload_copy_s"] == pytest.approx(copy, rel=1e-9)
     assert tight["step_time_s"] == pytest.approx(
         off["step_time_s"] + copy - off["reference_model_s"], rel=1e-9)
-    packed = run(tmp_path, ref_offload=True)
+    packed = run_gpu_only(tmp_path, ref_offload=True)
     assert packed["ref_offload_copy_s"] == pytest.approx(copy / 32, rel=1e-9)
     assert packed["reference_model_s"] == pytest.approx(off["reference_model_s"], rel=1e-12)
     assert off["ref_offload_copy_s"] == 0.0
@@ -95,7 +109,7 @@ def test_the_vision_tower_runs_in_each_scoring_pass(tmp_path):
                  + 2 * 324 * (5120**2 + 5120 * 3584) + 4 * 1280 * (28 * 73_984 + 4 * 1296**2))
     assert per_image == pytest.approx(1.7107e12, rel=1e-4)
     vlm = dict(model="qwen2.5-vl-7b", images_per_example=1, image_pixels=262_144)
-    d = run(tmp_path, **vlm)
+    d = run_gpu_only(tmp_path, **vlm)
     gpu = catalog_gpu("a100-80gb")
     tower = 256 * per_image / (peak_flops(gpu, "bf16") * gemm_efficiency(gpu, 1280)) / 8
     arch, _ = resolve_model("qwen2.5-vl-7b")

@@ -45,7 +45,9 @@ def test_published_rl_steps_floor():
     # 19 -> 17 when a paged engine's batch was replayed through its admission
     # (plan/rl_paged.py, issue 13): the cache no longer reserved for the longest response,
     # NeMo-RL's 30B-A3B and GB200 32B colocated rows left the band (+7% -> -26%, -5% -> -28%)
-    assert sum(abs(e) <= 0.25 for e in held) >= 17
+    # 17 -> 18 when the vision tower's host operators were counted (EasyR1's 32B row -26% ->
+    # -23%; estimate/vision_host.py, issue 13)
+    assert sum(abs(e) <= 0.25 for e in held) >= 18
     # 3 with the replay: the staleness-0 pipeline (CSV line 42) +41% -> +116%, its engines
     # handed two calls of 256 each waiting for its own longest response (rollout_batch, the
     # rollouter's in-flight cap)
@@ -71,8 +73,10 @@ def test_published_rl_steps_floor():
     # 0.70) before them
     assert all(-0.5 < results[row] < 0 for row in (18, 19, 20, 21, 22))
     # the 32B (CSV line 24, TP-8 rollouts, bf16 with adamw_bf16 as its script sets): -30%, the
-    # same side and size as the 3B and 7B on H100s
-    assert -0.35 < results[22] < -0.25
+    # same side and size as the 3B and 7B on H100s; -26% -> -23% (and the L20 row -25% -> -24%,
+    # the 3B -45% -> -39%, the 7B -37/-29% -> -31/-27%) when the vision tower's host operators
+    # were counted, apart from the decoder's (estimate/vision_host.py, issue 13)
+    assert -0.26 < results[22] < -0.20
     assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
     # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is
@@ -116,8 +120,11 @@ def test_published_rl_steps_floor():
     # the other GB200 rows as their recipes set them (issue 13: prompt from the page's
     # throughput, the 8B's Megatron TP1 PP1 as ZeRO-1 with 4,096-token packed micro-batches,
     # the 32B without recompute): the 8B colocated -44% -> -36%, one-step-off -35% -> -14%; the
-    # 32B one-step-off -5% -> -29% (no recompute halves nothing of its rollouts)
-    assert -0.40 < results[6] < -0.30 and -0.20 < results[7] < -0.10
+    # 32B one-step-off -5% -> -29% (no recompute halves nothing of its rollouts). The host
+    # issuing the scoring passes' forwards (plan/rl_scoring_host.py, issue 13: the eager path's
+    # operators, as these rows' update already counts them; 86 packed micro-batches of 8,192
+    # tokens a GPU a pass on the 4 training GPUs) took the 8B one-step-off -15% -> -7%
+    assert -0.40 < results[6] < -0.30 and -0.12 < results[7] < -0.03
     assert -0.35 < results[9] < -0.25
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,

@@ -57,7 +57,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
-    "lora_branch": "--lora-branch",
+    "lora_branch": "--lora-branch", "dora": "--dora", "dora_base_matmul": "--dora-base-matmul",
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
     "document_tokens": "--document-tokens",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
@@ -287,14 +287,24 @@ LoraBranchOpt = Annotated[str | None, typer.Option(
     "or --zero 3, else peft-fp32. Only peft-fp32 in a pure bf16/fp16 step keeps an fp32 copy "
     "of each adapter's "
     "input.")]
+DoraOpt = Annotated[bool, typer.Option(
+    "--dora/--no-dora", help="DoRA, weight-decomposed LoRA (peft's use_dora=True): a trained "
+    "magnitude per output feature of each adapted linear; each forward forms B A and the norm "
+    "of W + B A over the whole weight, and backward keeps the rescaled base and LoRA outputs "
+    "(estimate/dora.py).")]
+DoraBaseOpt = Annotated[str | None, typer.Option(
+    "--dora-base-matmul", help="How DoRA gets the base output it rescales: reuse (peft 0.14+ "
+    "without dropout) or recompute (peft 0.9-0.13, or any peft with --lora-dropout above 0: "
+    "a second matmul, whose weight copy backward keeps). Default: reuse without dropout, "
+    "else recompute.")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]
-DsOverlapOpt = Annotated[bool, typer.Option(
+DsOverlapOpt = Annotated[bool | None, typer.Option(
     "--deepspeed-overlap-comm/--no-deepspeed-overlap-comm",
     help="DeepSpeed overlap_comm: a second bucket buffer; with --offload below ZeRO-3 the "
-    "gradients' copies to the host run beside backward (off: DeepSpeed's ZeRO-1/2 "
-    "default, they add to the step).")]
+    "gradients' copies to the host run beside backward (off, they add to the step). "
+    "Default: DeepSpeed's, on for ZeRO-3 only.", show_default=False)]
 OffloadCopiesOpt = Annotated[str, typer.Option(
     "--offload-copies", help="With --offload: pinned host memory; pageable-step (DeepSpeed "
     "before 0.14.1: the step's weights go up through a CPU cast in pageable memory); pageable "

@@ -273,8 +273,9 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
         r.set("lora_targets", "all-linear", "lora_target_linear=true")
     elif modules:
         set_targets(r, f"lora_target_modules={short(modules)}", modules_of(modules))
-    if _adapters(r, "lora_dropout", "lora_modules_to_save"):
+    if _adapters(r, "lora_dropout", "lora_modules_to_save", "peft_use_dora"):
         set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
+        _set_dora(r, "peft_use_dora", "axolotl passes it to peft's LoraConfig(use_dora=...)")
         saved = r.take("lora_modules_to_save")
         set_modules_to_save(r, f"lora_modules_to_save={short(saved)}", modules_of(saved))
     _set_int(r, "sequence_len", "seq_len")
@@ -381,9 +382,11 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
     if r.take("enable_liger_kernel") is True:
         r.set("loss_kernel", "fused-linear", "enable_liger_kernel=true",
               "Liger's fused linear cross-entropy")
-    for key in ("use_unsloth", "use_galore", "use_badam", "use_apollo", "use_dora"):
+    for key in ("use_unsloth", "use_galore", "use_badam", "use_apollo"):
         if r.take(key) is True:
             r.skip(f"{key}=true", "not modelled")
+    if _adapters(r, "use_dora"):
+        _set_dora(r, "use_dora", "LLaMA-Factory passes it to peft's LoraConfig (adapter.py)")
     _hf_common(r, folder)
     return r.finish("llama-factory")
 
@@ -564,6 +567,17 @@ def _training_args(r: Reader, folder: Path, fmt: str) -> Imported:
             r.skip(", ".join(f"{k}={short(r.data[k])}" for k in vllm), "the vLLM rollout "
                    "engine's settings: rollouts are not part of `estimate`; see docs/rl.md")
     return r.finish(fmt)
+
+
+def _set_dora(r: Reader, key: str, note: str) -> None:
+    """A tool's DoRA switch (peft's use_dora) as the setup's dora (estimate/dora.py)."""
+    value = r.take(key)
+    if value is None:
+        return
+    if not isinstance(value, bool):
+        r.bad(key, value, "true or false")
+    if value:
+        r.set("dora", True, f"{key}=true", note)
 
 
 def _trl_peft(r: Reader) -> None:

@@ -247,6 +247,17 @@ class Training(_ReadsModel):
     #: else peft-fp32 (estimate/lora_traffic.lora_branch_of). Memory follows it too: only the
     #: peft-fp32 branch keeps an fp32 copy of each adapter's input for backward
     lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = None
+    #: DoRA, weight-decomposed LoRA (Liu et al. 2024, arXiv:2402.09353; peft's use_dora=True):
+    #: every adapted linear also trains a magnitude vector (one per output feature) and, each
+    #: forward, forms the dense B A product and the norm of W + scaling B A over the whole
+    #: weight (detached, the paper's sec. 4.3), then rescales the base and LoRA outputs, which
+    #: autograd keeps for backward (estimate/dora.py). peft's eager operators; LoRA/QLoRA only
+    dora: bool = False
+    #: how DoRA gets the base output it rescales: "reuse" (peft 0.14+, PR #2122: the base
+    #: layer's own result, when lora_dropout is 0 or in eval), "recompute" (peft 0.9-0.13
+    #: always, and every peft with lora_dropout above 0: F.linear(dropout(x), W) again, the
+    #: weight cast to the adapters' input dtype). None: reuse without dropout, else recompute
+    dora_base_matmul: Literal["reuse", "recompute"] | None = None
     #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
     #: no half-precision copy (Megatron-Core's fp8_param, --fp8-param-gather: NeMo 2's
     #: bf16_with_fp8_mixed, Megatron-Bridge's FP8 current-scaling and MXFP8 recipes): each is
@@ -278,8 +289,9 @@ class Training(_ReadsModel):
     offload_copies: OffloadCopies = "pinned"
     #: DeepSpeed's overlap_comm: a second bucket buffer, so that reduction and backward overlap;
     #: with offload below ZeRO-3 the gradients' copies to the host overlap backward only with it
-    #: (estimate/offload.py). DeepSpeed's own default is on for ZeRO-3 only (zero/config.py)
-    deepspeed_overlap_comm: bool = True
+    #: (estimate/offload.py). None: DeepSpeed's own default, on for ZeRO-3 only
+    #: (deepspeed_overlap_comm_of)
+    deepspeed_overlap_comm: bool | None = None
     #: who runs ZeRO stage 3: "fsdp" (PyTorch FSDP: hooks per wrapped unit, their host cost not
     #: counted) or "deepspeed" (DeepSpeed's stage 3 engine, which hooks every submodule and
     #: fetches and releases its parameters around each forward and backward of it: a host cost
@@ -499,6 +511,27 @@ class Training(_ReadsModel):
             raise FieldError(("lora_branch", "precision"), "half-precision adapters need "
                              "half-precision activations; under fp32 the adapters run in fp32.",
                              "Use lora_branch peft-fp32, or a half precision.")
+        if (self.dora or self.dora_base_matmul is not None) and self.method == "full":
+            raise FieldError(("dora" if self.dora else "dora_base_matmul", "method"),
+                             "DoRA is a LoRA/QLoRA choice; full fine-tuning has no adapters.")
+        if self.dora_base_matmul is not None and not self.dora:
+            raise FieldError(("dora_base_matmul", "dora"), "dora_base_matmul says how DoRA "
+                             "gets its base output; this setup does not use DoRA.",
+                             "Set dora true, or drop dora_base_matmul.")
+        if self.dora_base_matmul == "reuse" and self.lora_dropout > 0:
+            raise FieldError(("dora_base_matmul", "lora_dropout"), "peft reuses the base "
+                             "output only without dropout: with lora_dropout above 0 the base "
+                             "matmul is recomputed on the dropped input (tuners/lora/"
+                             "variants.py DoraLinearVariant.forward).",
+                             "Use dora_base_matmul recompute, or lora_dropout 0.")
+        if self.dora and self.lora_lm_head:
+            raise FieldError(("dora", "lora_lm_head"), "DoRA on the LM head (a vocabulary-"
+                             "wide magnitude and rescaled logits) is not modelled.",
+                             "Drop lora_lm_head, or estimate plain LoRA.")
+        if self.dora and self.kernels == "megatron":
+            raise FieldError(("dora", "kernels"), "DoRA is modelled as peft runs it; "
+                             "Megatron's adapters have no DoRA path here.",
+                             "Use the eager kernel path.")
         bnb = self.method == "qlora" and self.base_quant in ("nf4", "nf4-nodq")
         if (self.bnb_saved_input != "step" or self.lm_head_4bit) and not bnb:
             raise FieldError(("bnb_saved_input" if self.bnb_saved_input != "step"
@@ -572,7 +605,8 @@ class Training(_ReadsModel):
             parts.append("ckpt")
         if self.method != "full":
             parts.append(f"r{self.lora_rank}" + ("+emb" if self.lora_trainable_embeddings else "")
-                         + ("+head" if self.lora_lm_head else ""))
+                         + ("+head" if self.lora_lm_head else "")
+                         + ("+dora" if self.dora else ""))
         if self.base_quant != "nf4":
             parts.append(self.base_quant)
         if self.optimizer != "adamw" or self.optimizer_impl != "foreach":
@@ -617,6 +651,17 @@ def loss_kernel_of(t: Training) -> LossKernel:
     if t.loss_kernel is not None:
         return t.loss_kernel
     return "megatron" if t.kernels == "megatron" else "hf"
+
+
+def deepspeed_overlap_comm_of(t: Training) -> bool:
+    """DeepSpeed's overlap_comm as it runs (Training.deepspeed_overlap_comm; its default when
+    None): on for ZeRO-3, off below it. DeepSpeed's DeepSpeedZeroConfig leaves overlap_comm
+    None and its validator sets it to `stage == 3` (deepspeed/runtime/zero/config.py
+    overlap_comm_valid, v0.10 through v0.16); a config that states it (transformers' and
+    Qwen's example ZeRO-2 configs set it true) is taken as stated."""
+    if t.deepspeed_overlap_comm is not None:
+        return t.deepspeed_overlap_comm
+    return t.zero_stage >= 3
 
 
 def _check_load_path(t: Training) -> None:

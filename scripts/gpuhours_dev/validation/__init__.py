@@ -253,7 +253,7 @@ def gpu_hours_comparisons() -> list[Comparison]:
     return out
 
 
-_PEFT_LORA = re.compile(r"^LORA \(lora/llama-3\.2-3B-rank(\d+)(-rslora)?\)$")
+_PEFT_LORA = re.compile(r"^LORA \(lora/llama-3\.2-3B-rank(\d+)(-rslora|-dora)?\)$")
 
 
 def memory_comparisons() -> list[Comparison]:
@@ -272,15 +272,18 @@ def memory_comparisons() -> list[Comparison]:
         if r["method"].startswith("FULL FINE-TUNING"):
             t = Training(arch=arch, method="full", precision="bf16", micro_batch=4, seq_len=768)
         elif lora:
-            # peft's default LoRA targets for llama are q_proj and v_proj
+            # peft's default LoRA targets for llama are q_proj and v_proj; -dora: use_dora
+            # (lora_dropout 0: the base output reused, estimate/dora.py)
             t = Training(arch=arch, method="lora", precision="bf16", micro_batch=4,
-                         seq_len=768, lora_rank=int(lora.group(1)), lora_targets="qv")
+                         seq_len=768, lora_rank=int(lora.group(1)), lora_targets="qv",
+                         dora=lora.group(2) == "-dora")
         else:
             out.append(Comparison(**base, predicted=None, setup="", measured_what=what,
                                   skipped="a PEFT method other than LoRA"))
             continue
         m = training_memory(arch, t)
-        setup = (f"{t.method}{' rank ' + str(t.lora_rank) + ' on q,v' if lora else ''}, bf16 "
+        setup = (f"{t.method}{' rank ' + str(t.lora_rank) + ' on q,v' if lora else ''}"
+                 f"{' DoRA' if t.dora else ''}, bf16 "
                  f"weights and AdamW states, batch 4 x 768 (the longest batch of the run)")
         out.append(Comparison(**base, predicted=m.reserved_bytes, setup=setup,
                               measured_what=what))

@@ -123,6 +123,14 @@ MODELS: dict[str, tuple[str, str]] = {
     "LLAMA3_70B": ("llama-3-70b", ""),
     # NVIDIA dgxc-benchmarking's NeMo recipes (HF_MODEL_URI meta-llama/Meta-Llama-3-8B, -70B)
     "Meta-Llama-3-8B": ("llama-3-8b", ""), "Meta-Llama-3-70B": ("llama-3-70b", ""),
+    # axolotl's examples: re-uploads of the catalog models (same config, other repositories)
+    "NousResearch/Meta-Llama-3.1-8B": ("llama-3.1-8b",
+                                       "NousResearch's re-upload of Meta-Llama-3.1-8B"),
+    "casperhansen/llama-3-70b-fp16": ("llama-3-70b",
+                                      "an fp16 re-upload of Meta-Llama-3-70B"),
+    "axolotl-ai-co/gpt-oss-120b-dequantized": (
+        "gpt-oss-120b", "gpt-oss-120b with its MXFP4 experts dequantised to bf16 (the training "
+                        "model the catalog's count describes)"),
 }
 
 #: the row's GPU text -> (catalog name, assumption)
@@ -152,7 +160,11 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
+<<<<<<< HEAD
     "lora (DoRA)": "DoRA not modelled",
+=======
+    "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
+>>>>>>> main
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
     "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
@@ -197,6 +209,9 @@ def source_name(citation: str) -> str:
 
 #: the method text of LoRA with peft's modules_to_save=["wte", "lm_head"] (Qwen's "LoRA (emb)")
 LORA_EMB = "lora (+ trainable wte/lm_head)"
+#: the method texts of peft's DoRA (use_dora=True: setup.dora, estimate/dora.py): the PEFT
+#: method comparison's and ms-swift's tuners table's
+DORA = ("lora (DoRA)", "dora")
 
 
 def _base_quant(r: dict[str, str]) -> str:
@@ -223,7 +238,7 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
     if m == "lora (8-bit base)" and "bitsandbytes 8-bit" in quant:
         return "qlora", None  # LoRA on bitsandbytes' int8 base (base_quant int8-bnb)
     base = m.removesuffix(" (Hugging Face + FA2)")
-    base = {LORA_EMB: "lora", "gptq-lora": "lora"}.get(base, base)
+    base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora")}.get(base, base)
     if base not in ("full", "lora", "qlora"):
         return None, f"PEFT method other than LoRA ({m})"
     if "aqlm" in quant:
@@ -244,6 +259,23 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
 
 
 _ALL_LINEAR = {"q", "k", "v", "o", "gate", "up", "down"}
+#: ms-swift's default LoRA targets ("swift DEFAULT target modules for this model type") of the
+#: model types whose architecture the catalog has: register_model(..., LoRATM.llama2) for
+#: yi-6b-chat, yi-34b-chat and openbuddy-zephyr-7b-chat, LoRATM.llama2 = ['q_proj', 'k_proj',
+#: 'v_proj'] (swift/llm/utils/model.py @ ec63f250, Jan 2024, the benchmark's ms-swift)
+_SWIFT_DEFAULT_TARGETS = {m: "q_proj,k_proj,v_proj"
+                          for m in ("yi-6b-chat", "yi-34b-chat", "openbuddy-zephyr-7b-chat")}
+
+
+#: how each source's DoRA runs (estimate/dora.py dora_base_matmul_of: reused without dropout)
+_DORA_NOTES = {
+    "PEFT": "DoRA as peft 0.19 runs it (lora_dropout 0 in the experiment's adapter_config.json "
+            "@ 5d602fdb): the base output reused",
+    "ms-swift": "DoRA through peft (swift's LoRA passes use_dora): a peft of April 2024, "
+                "before 0.14, recomputes the base matmul (dora_base_matmul recompute)",
+}
+#: the sources whose peft recomputes DoRA's base matmul whatever the dropout (peft before 0.14)
+_DORA_RECOMPUTE = frozenset({"ms-swift"})
 
 
 def _lm_head_adapted(r: dict[str, str]) -> bool:
@@ -263,6 +295,8 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
     """(lora_targets, assumption, why not expressible) from `target_modules`; an LM head among
     them is `_lm_head_adapted` (the setup's lora_lm_head)."""
     text = r["target_modules"]
+    if text.startswith("swift DEFAULT"):
+        text = _SWIFT_DEFAULT_TARGETS.get(r["model"], text)
     if not text:
         if source == "LLaMA-Factory (via Unsloth)":
             return "qv", "targets not stated: LLaMA-Factory's default then, q_proj,v_proj, " \
@@ -296,6 +330,38 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
     if names == {"q", "k", "v"}:
         return "attention", "targets q,k,v: modelled as q,k,v,o (one adapter more)", None
     return None, "", f"LoRA targets not expressible ({head})"
+
+
+def _litgpt_repeats_kv(source: str, arch: Any) -> bool:
+    """litgpt's CausalSelfAttention copies k and v to the query heads in training (k.expand
+    then reshape, before the rotary cat and SDPA, which saves the copies): at 00af8b0d
+    (model.py, config_hub) whenever the query groups are fewer than the heads; lit-gpt at
+    8641822 (lit_gpt/model.py, the resource tables) only for grouped-query attention, not
+    for one group (multi-query). Multi-head attention has nothing to repeat."""
+    if arch.num_kv_heads == arch.num_heads:
+        return False
+    if source == "litgpt config_hub":
+        return True
+    return source == "litgpt resource tables" and arch.num_kv_heads != 1
+
+
+def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
+    """(lora_targets, note) for litgpt's q,v LoRA on a model whose attention fuses q, k and v in
+    one matrix (Falcon, GPT-NeoX): litgpt's LoRAQKVLinear (litgpt @ 00af8b0d lora.py; lit-gpt @
+    8641822) adapts q and v inside the fused linear (enable_lora [q, -, v]: one dropout on the
+    input, lora_A of 2r rows, lora_B of q + kv rows, r (2d + q + kv) parameters), which peft
+    cannot do (no q_proj and v_proj there), so the estimator takes "qv" as q_proj and v_proj only.
+    It is modelled as the fused qkv and o adapters ("attention"): r (q + 2 kv + 2d + q) parameters,
+    one adapter more (o) on the same layer inputs. Other rows pass through."""
+    if source not in ("litgpt config_hub", "litgpt resource tables") or targets != "qv":
+        return targets, ""
+    from gpuhours.estimate.lora import FUSED_QKV_TYPES
+
+    if resolve_model(model)[0].model_type not in FUSED_QKV_TYPES:
+        return targets, ""
+    return "attention", ("litgpt's LoRAQKVLinear adapts q and v inside the fused qkv (one "
+                         "dropout, lora_A of 2r rows): modelled as the fused qkv and o adapters "
+                         "(one adapter more)")
 
 
 def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
@@ -537,7 +603,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     method, why = _method(r)
     if method is None:
         return skip(why or "method not expressible")
-    if r["model"] in MODELS:
+    checkpoint = _litgpt_checkpoint(source, r)
+    if checkpoint is not None:
+        model, model_note = checkpoint
+    elif r["model"] in MODELS:
         model, model_note = MODELS[r["model"]]
     else:  # a catalog name, alias or Hugging Face id as the row writes it
         entry = _catalog_entry(r["model"])
@@ -579,11 +648,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         targets, t_note, why = _targets(r, source)
         if why or targets is None:
             return skip(why or "targets", method)
+        targets, fused_note = _litgpt_fused_qv(source, model, targets)
+        notes.append(fused_note)
         if not r["lora_r"]:
             return skip("LoRA rank not stated", method)
         lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
                 "lora_trainable_embeddings": r["method"] == LORA_EMB,
-                "lora_lm_head": _lm_head_adapted(r)}
+                "lora_lm_head": _lm_head_adapted(r), "dora": r["method"] in DORA}
+        if lora["dora"]:
+            notes.append(_DORA_NOTES[source])
+            if source in _DORA_RECOMPUTE:
+                lora["dora_base_matmul"] = "recompute"
         dropout, dropout_note = _lora_dropout(r, source)
         lora["lora_dropout"] = dropout
         branch = _LORA_BRANCH.get("compiled" if _compiled(r) else source)
@@ -691,6 +766,13 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         arch = dataclasses.replace(arch, tie_embeddings=False)
         notes.append("litgpt's model has no tied embeddings: the LM head is its own copy of "
                      "the embedding (convert_hf_checkpoint.py)")
+    if source in ("litgpt config_hub", "litgpt resource tables") and arch.activation_extra_saved:
+        # litgpt @ 00af8b0d model.py GptNeoxMLP (phi's MLP there; lit-gpt @ 8641822 the same):
+        # torch.nn.functional.gelu(x, approximate="tanh"), torch's native kernel, which keeps
+        # only its input, where transformers' NewGELUActivation (gelu_new) is a Python composite
+        arch = dataclasses.replace(arch, activation_extra_saved=0)
+        notes.append("litgpt's MLP calls torch's native F.gelu(approximate='tanh'): no "
+                     "composite GELU intermediates")
     if _compiled(r):
         notes.append("torch.compile (the row's notes): compiled layers and loss "
                      "(estimate/compiled.py)")
@@ -700,6 +782,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if kv_repeated:
         notes.append("torchtune's attention repeats k and v to the query heads before SDPA "
                      "(kv_repeated)")
+    elif _litgpt_repeats_kv(source, arch):
+        kv_repeated = True
+        notes.append("litgpt's attention expands k and v to the query heads and reshapes "
+                     "them (copies) before SDPA (kv_repeated)")
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
@@ -707,6 +793,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
+            deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter", **lengths, **opt,
             **lora))
@@ -995,6 +1082,26 @@ def _lora_dropout(r: dict[str, str], source: str) -> tuple[float, str]:
 QWEN_ZERO2_REDUCE_BUCKET = 200_000_000
 
 
+#: the checkpoint a litgpt config_hub config fine-tunes (its checkpoint_dir, in the row's notes)
+_LITGPT_CHECKPOINT = re.compile(r"checkpoint checkpoints/([^\s;]+)")
+
+
+def _litgpt_checkpoint(source: str, r: dict[str, str]) -> tuple[str, str] | None:
+    """(catalog name, note) of the checkpoint a litgpt config_hub row's config names
+    (checkpoint_dir), where the catalog has it and the table's model column names another: the
+    README table @ 00af8b0d labels the gemma2-2b/lora.yaml and gemma2b/qlora.yaml runs
+    "gemma-2b", and both configs fine-tune checkpoints/google/gemma-2-2b. None otherwise."""
+    if source != "litgpt config_hub":
+        return None
+    m = _LITGPT_CHECKPOINT.search(r["notes"])
+    name = _catalog_entry(m.group(1)) if m else None
+    shown = MODELS[r["model"]][0] if r["model"] in MODELS else _catalog_entry(r["model"])
+    if name is None or name == shown:
+        return None
+    return name, (f"the config fine-tunes {m.group(1) if m else ''} (its checkpoint_dir; the "
+                  f"table's model column says {r['model']})")
+
+
 def _catalog_entry(name: str) -> str | None:
     """The catalog's name for `name` (a name, alias or Hugging Face id, as catalog.model reads
     it), or None when the catalog has no such model."""
@@ -1011,7 +1118,7 @@ def _catalog_entry(name: str) -> str | None:
 def _deepspeed_buckets(r: dict[str, str], source: str) -> tuple[int, str]:
     """(DeepSpeed ZeRO-1/2 reduce_bucket_size in elements, note): the rows that run Qwen's
     ds_config_zero2.json; 0 for the rest (their ZeRO-1/2 configuration is not stated, or they
-    do not run DeepSpeed ZeRO-1/2)."""
+    do not run DeepSpeed ZeRO-1/2). The config sets overlap_comm (true), taken as stated."""
     p = r["parallelism"]
     if source == "Qwen" and ("DeepSpeed ZeRO-2 config" in p or "finetune_lora_ds.sh" in p):
         return (QWEN_ZERO2_REDUCE_BUCKET, "DeepSpeed ZeRO-2 (Qwen's ds_config_zero2.json): "

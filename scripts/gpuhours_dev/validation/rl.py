@@ -371,6 +371,36 @@ _EASYR1_PADDED = 2048 + 2048    # max_prompt_length + max_response_length: the p
 # dataset card: train 2,101, validation 300, test 601, the Inter-GPS img_diagram.png files;
 # 12.2 MB for the test split's 601 examples)
 _EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
+# Note for docs/rl.md (EasyR1 rows, issue 13, 2026-11-24): the host's part of EasyR1's phases,
+# read at 8460e817, now counted, no constant set from these rows.
+# - The vision tower's eager operators (estimate/vision_host.py: Qwen2.5-VL 42 forward, 78
+#   backward, 40 recomputed a block, 32 blocks; 36 + 20 an image and 32 outside them; counted
+#   on CPU with count_ops, transformers 5.23), combined with the tower's own GPU work apart
+#   from the decoder's (timing.host_gpu_combined_s): the tower's output is the decoder's input
+#   and `_get_input_embeds` reads the image-token count back to the host between them
+#   (verl/models/transformers/qwen2_vl.py `.sum().item()`), so in forward its operators go out
+#   while the GPU has nothing else queued. At 5-6 images a micro-batch its 5,300 operators
+#   (0.17 s at the assumed 32 us) hide behind 0.06 s of its GPU work. Policy update (GPU work,
+#   as the Actor MFU times it) 22.6 / 34.9 / 28.7 / 239.8 / 166.3 s -> 30.3 / 43.9 / 30.2 /
+#   243.9 / 181.9 s against 56.6 / 68.3 / 48.7 / 349.8 / 258.4 s from the MFU; the cost per
+#   micro-batch fewer (rows 21 -> 22) 0.13 -> 0.28 s of the measured 0.43 s
+#   (fsdp_check.py: with none of the FSDP traffic hidden it would now overshoot, 0.50 s).
+# - The scoring passes' operators (plan/rl_scoring_host.py): each forward micro-batch of
+#   `micro_batch_size_per_device_for_experience` x 4,096 tokens issues the decoder's and the
+#   tower's forward operators; 27 micro-batches a GPU a pass for the 3B. Rest of the step
+#   43.2 / 56.1 / 57.0 / 195.4 / 228.3 -> 47.0 / 59.3 / 57.7 / 196.7 / 233.9 s (measured
+#   63.4 / 76.7 / 71.3 / 230.2 / 271.6). It moves the NeMo rows too (their mapping runs the
+#   eager path's operators, which their update already counted; Megatron-Core's are fewer).
+# - Read and not the gap: FSDP1 gathers bf16 (MixedPrecision param_dtype) where bf16-amp
+#   costs fp32 gathers, and reduce-scatters fp32 (mp_reduce_dtype) where the 32B's bf16 costs
+#   bf16: a few tenths of a second exposed either way (not changed: the setup model holds no
+#   FSDP dtype); the weight sync gathers fp32 DTensors one tensor at a time
+#   (fsdp_vllm.py `full_tensor()`), under 1 s; the optimizer and parameter H2D copies are
+#   non_blocking from pinned memory (`.to("cpu", non_blocking=True)` pins), partly inside the
+#   update's timer, 0.3-0.5 s. Still not counted: checkpoint saves every 5 steps inside the
+#   step timer (the disk is not stated), FSDP1's per-unit hook time (no measured figure), and
+#   whatever makes the GPU-bound rows' update (7B at 4 x 4,096 tokens, 32B, L20) 30-38% slower
+#   than the GEMM-efficiency roofline plus these (NCCL kernels beside the GEMMs are not costed).
 
 
 def easyr1_mean_sequence(row: int) -> float:

@@ -31,6 +31,7 @@ from gpuhours.estimate.timing import (
     peak_flops,
     training_step_time,
 )
+from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, loss_kernel_of
 
 
@@ -81,6 +82,8 @@ _PEAK_ONLY_SOURCES = {
                                "unit's over its frozen base too)",
     "recomputed_layer_bytes": "estimate/memory.py training_memory: the one layer recomputed in "
                               "backward (checkpointing), after the loss",
+    "dora_norm_bytes": "estimate/dora.py dora_norm_transient_bytes: DoRA's B A product, weight "
+                       "copy and their sum inside one adapted linear's forward (peft 0.21)",
 }
 
 
@@ -539,6 +542,9 @@ def estimate_training(
         eff_source += (f"; the layers' fp8 GEMMs: {fp8.name} {fp8.value} x the width factor "
                        f"of the fp8 peak ({fp8.basis}); MFU against the fp8 peak")
     step_src = "estimate/timing.py roofline"
+    # a vision tower's operators are counted too (estimate/vision_host.py)
+    tower_ops = ("; the vision tower's: estimate/vision_host.py"
+                 if vision_host_ops_per_micro_batch(t) else "")
     breakdown = {
         "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"
                             + _expert_gemm_note(arch, st)),
@@ -552,18 +558,20 @@ def estimate_training(
                                       f"; LoRA branch {lora_branch_of(t)} (estimate/"
                                       "lora_traffic.py)" if t.method != "full" else "")),
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
-            f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py) x "
-            f"{hw.host_us_per_op:.3g} us ({host_basis})"))
+            f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py"
+            f"{tower_ops}) x {hw.host_us_per_op:.3g} us ({host_basis})"))
         if host_basis else formula(st.host_s, "s", f"{step_src}: 0 on a TPU: XLA runs the "
                                    "step as one compiled program (estimate/timing.py "
                                    "eager_host_dispatch)")
         if hw.gpu.stack == "xla" else formula(st.host_s, "s", f"{step_src}: operators counted for the "
-            f"{t.kernels} path (estimate/host.py) x " + (
+            f"{t.kernels} path (estimate/host.py{tower_ops}) x " + (
             f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
             else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
         "host_exposed_s": formula(st.host_exposed_s, "s",
                                   f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
-                                  f"p = {A.HOST_GPU_OVERLAP_P.value:g}"),
+                                  f"p = {A.HOST_GPU_OVERLAP_P.value:g}"
+                                  + ("; the vision tower's apart (estimate/timing.py "
+                                     "host_gpu_combined_s)" if tower_ops else "")),
         "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: {t.optimizer} "
                                f"({t.optimizer_impl}) counted bytes per parameter / bandwidth"),
         "communication_s": formula(st.communication_s, "s",

@@ -100,6 +100,21 @@ class TrainingFlops:
     vision_backward: float = 0.0
     vision_attention_forward: float = 0.0
     vision_attention_backward: float = 0.0
+    #: the part of recompute_matmul and recompute_attention that is the vision tower's forward
+    #: again (a trained tower under checkpointing)
+    vision_recompute_matmul: float = 0.0
+    vision_recompute_attention: float = 0.0
+
+    @property
+    def vision_matmul_flops_per_token(self) -> float:
+        """The vision tower's share of matmul_flops_per_token (0 without images)."""
+        return self.vision_forward + self.vision_backward + self.vision_recompute_matmul
+
+    @property
+    def vision_attention_flops_per_token(self) -> float:
+        """The vision tower's share of attention_flops_per_token (0 without images)."""
+        return (self.vision_attention_forward + self.vision_attention_backward
+                + self.vision_recompute_attention)
 
 
 def attention_forward_flops_per_token(arch: ModelArch, seq_len: int, causal: bool = True) -> float:
@@ -240,6 +255,8 @@ def training_flops(t: Training) -> TrainingFlops:
         recompute=f.recompute + recompute_mm + recompute_attn,
         recompute_matmul=f.recompute_matmul + recompute_mm,
         recompute_attention=f.recompute_attention + recompute_attn,
+        vision_recompute_matmul=recompute_mm,
+        vision_recompute_attention=recompute_attn,
     )
 
 

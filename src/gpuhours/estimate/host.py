@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.dora import dora_base_matmul_of
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
 from gpuhours.setup import Training
 
@@ -56,6 +57,21 @@ FLASH_ATTN_LINEAR_OPS = {"half": (2.0, 2.0), "autocast": (3.0, 3.0), "fp32": (2.
 #: tensors only; on a CPU it is bernoulli_, div_ and mul, 3). The adapters of OPS_PER_LORA_ADAPTER
 #: were counted with peft's default, 0 (nn.Identity).
 OPS_PER_LORA_DROPOUT = (1.0, 1.0)
+
+#: DoRA (Training.dora) per adapted linear beyond LoRA's, (forward, backward), by how the
+#: precision runs: counted with a TorchDispatchMode on peft 0.21.2 (one nn.Linear, views and
+#: permutes left out; base output reused). forward: eye, lora_A and lora_B on it (2 mm), the
+#: scaled sum and its norm (mul, add, linalg_vector_norm), magnitude / norm (div), - 1 (sub),
+#: the two products and the scaling (3 mul), their sum and the add to the result (2 add):
+#: 11 in fp32; pure half precision adds the weight's cast to the fp32 input dtype (12);
+#: autocast casts the identity, A and B for the two matmuls and the result back (15).
+#: backward: 4 mul, 2 sum (the magnitude's reductions), div, 2 add (11 less the casts: 9 in
+#: fp32, 10 half, 13 autocast). The recomputed base matmul (dora_base_matmul recompute) adds
+#: its mm forward (and autocast's two casts) and its input gradient and that gradient's sum
+#: backward (from the code: DoraLinearLayer.forward's F.linear), not counted here.
+OPS_PER_DORA_ADAPTER = {"fp32": (11.0, 9.0), "half": (12.0, 10.0), "autocast": (15.0, 13.0)}
+#: ... and what the recompute path adds, (forward, backward) by kind
+OPS_PER_DORA_RECOMPUTE = {"fp32": (1.0, 2.0), "half": (1.0, 2.0), "autocast": (3.0, 2.0)}
 
 #: Extra operators per quantised linear of a QLoRA base over a plain one, (forward, backward):
 #: - nf4 (bitsandbytes MatMul4Bit, double quantisation): dequantize_4bit before the matmul in
@@ -151,6 +167,12 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         if t.lora_dropout > 0:
             d_fwd, d_bwd = OPS_PER_LORA_DROPOUT
             fwd, bwd = fwd + d_fwd * adapters, bwd + d_bwd * adapters
+        if t.dora:
+            d_fwd, d_bwd = OPS_PER_DORA_ADAPTER[kind]
+            if dora_base_matmul_of(t) == "recompute":
+                r_fwd, r_bwd = OPS_PER_DORA_RECOMPUTE[kind]
+                d_fwd, d_bwd = d_fwd + r_fwd, d_bwd + r_bwd
+            fwd, bwd = fwd + d_fwd * adapters, bwd + d_bwd * adapters
         if t.method == "qlora":
             q_fwd, q_bwd = QUANT_LINEAR_EXTRA_OPS[t.base_quant]
             quantised = linears_per_layer(arch)
@@ -159,6 +181,29 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         bwd += fwd  # the forward again, layer by layer, inside the backward
     return (arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd
             + zero3_hook_ops_per_micro_batch(arch, t))
+
+
+def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """Device operators the host issues for one forward of a micro-batch with no backward (an
+    RL scoring pass: the policy's old log-probs, the reference, a reward model, a critic's
+    values): the forward half of host_ops_per_micro_batch, per layer by the kernel path and how
+    the precision runs, LoRA adapters, a quantised base's dequantisation, and the embedding and
+    head outside the layers (assumptions.OPS_PER_MICRO_BATCH's forward). DeepSpeed ZeRO-3's
+    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's)."""
+    if t.kernels == "megatron":
+        fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
+                                       else 0.0)
+        fwd += (2.0 if arch.qk_norm else 0.0) * MEGATRON_NORM_OPS[0]
+        if t.method != "full":
+            fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
+    else:
+        kind = precision_kind(t.precision)
+        fwd = _layer_ops(arch, t, kind)[0]
+        if t.method != "full":
+            fwd += A.OPS_PER_LORA_ADAPTER[kind][0] * adapters_per_layer(arch, t)
+            if t.method == "qlora":
+                fwd += QUANT_LINEAR_EXTRA_OPS[t.base_quant][0] * linears_per_layer(arch)
+    return arch.num_layers * fwd + A.OPS_PER_MICRO_BATCH[0]
 
 
 def zero3_hooked_modules(arch: ModelArch, t: Training) -> float:

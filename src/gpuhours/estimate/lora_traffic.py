@@ -125,6 +125,12 @@ def _fan_in(arch: ModelArch, adapted: Adapted) -> float:
     return adapted.width / 2.0
 
 
+def adapted_fan_in(arch: ModelArch, adapted: Adapted) -> float:
+    """Fan-in of an adapted linear (estimate/lora.py's name for it), elements; its fan-out is
+    the rest of its width (_fan_in above)."""
+    return _fan_in(arch, adapted)
+
+
 def lora_branch_bytes_per_token_layer(arch: ModelArch, t: Training, a: float) -> float:
     """Bytes peft's LoRA branches move per token and decoder layer in one training step (mean
     over the layers; a routed expert's adapters in the share of tokens routed to it); 0 for a

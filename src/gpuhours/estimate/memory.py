@@ -22,6 +22,13 @@ from gpuhours.estimate.compiled import (
     layer_saved_bytes_per_token,
 )
 from gpuhours.estimate.device_overhead import device_level_bytes
+from gpuhours.estimate.dora import (
+    dora_base_matmul_of,
+    dora_magnitude_params,
+    dora_norm_transient_bytes,
+    dora_saved_bytes_per_layer,
+    dora_saved_bytes_per_token_layer,
+)
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
 from gpuhours.estimate.kv_repeat import (
     kv_repeat_terms,
@@ -56,7 +63,7 @@ from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
-from gpuhours.setup import Training, loss_kernel_of
+from gpuhours.setup import Training, deepspeed_overlap_comm_of, loss_kernel_of
 
 #: bytes per element of the activations for each precision
 ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2,
@@ -325,7 +332,9 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
-                 + lora_dropout_mask_bytes_per_token_layer(arch, t))
+                 + lora_dropout_mask_bytes_per_token_layer(arch, t)
+                 # DoRA's rescaled outputs, kept by its magnitude's products (estimate/dora.py)
+                 + dora_saved_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision]))
     a = ACTIVATION_BYTES[t.precision]
     # a trained vision tower keeps its blocks' activations for every image of the micro-batch
     # (a frozen one keeps none: its input, the pixels, needs no gradient)
@@ -811,7 +820,7 @@ def deepspeed_bucket_bytes(t: Training) -> float:
     if not t.deepspeed_reduce_bucket:
         return 0.0
     dtype_bytes = 4 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2
-    return (2 if t.deepspeed_overlap_comm else 1) * t.deepspeed_reduce_bucket * dtype_bytes
+    return (2 if deepspeed_overlap_comm_of(t) else 1) * t.deepspeed_reduce_bucket * dtype_bytes
 
 
 def adapter_state_bytes(t: Training) -> StateBytesPerParam:
@@ -960,6 +969,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.lora_lm_head:
             trainable += lm_head_adapter_params(arch, t.lora_rank)
+        if t.dora:  # DoRA's magnitude vectors, stored and trained as the adapters are
+            trainable += dora_magnitude_params(arch, t.lora_targets)
         # peft keeps adapter weights in fp32 (autocast_adapter_dtype=True) under any precision
         # unless they are half (`adapter_state_bytes`);
         # the frozen base is in fp32 for fp32 and for *-amp (autocast over fp32 weights)
@@ -1039,9 +1050,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # checkpointing, every layer's (on this GPU) without it
     gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t) / lay.tp
     gptq_kept = gptq_layer if t.checkpointing else gptq_layer * arch.num_layers * (held / total)
+    # DoRA's per-feature vectors and its recomputed base matmul's weight copies, the same way
+    # (estimate/dora.py)
+    a_bytes = ACTIVATION_BYTES[t.precision]
+    dora_layer = dora_saved_bytes_per_layer(arch, t, a_bytes) / lay.tp
+    gptq_kept += dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
     act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
     if t.checkpointing:  # (with the recomputed layer, after the loss)
-        recomputed += gptq_layer
+        recomputed += gptq_layer + dora_layer
+    # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
+    # freed when the layer returns; taken on top of the activations at the end of forward
+    dora_transient = dora_norm_transient_bytes(arch, t, a_bytes) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
     # activation offloading: pinned host copies of the saved tensors (activation_offload.py)
@@ -1060,6 +1079,14 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
             weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
+<<<<<<< HEAD
+=======
+    buckets = deepspeed_bucket_bytes(t)
+    # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
+    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
+        act_first + dora_transient,
+        act_last - recomputed + max(logits, head_phase, recomputed)))
+>>>>>>> main
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
@@ -1083,7 +1110,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         at_loss = max(logits, head_phase, recomputed)
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
-        acts = ([("activations_bytes", act_first)] if act_first >= act_last - recomputed + at_loss
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient)]
+                if act_first + dora_transient >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
         grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
         live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
@@ -1245,10 +1273,39 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"PyTorch path dequantises each weight to fp16 and matmul keeps it for "
                    f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
+    if t.dora and t.method != "full":
+        out.extend(_dora_terms(arch, t))
     if buckets:
+        overlap = deepspeed_overlap_comm_of(t)
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "
-                   f"backward: {'2' if t.deepspeed_overlap_comm else '1'} x reduce_bucket_size "
+                   f"backward: {'2' if overlap else '1'} x reduce_bucket_size "
                    f"{t.deepspeed_reduce_bucket:.3g} elements (DeepSpeed ZeRO-1/2 "
-                   f"contiguous_gradients{', overlap_comm' if t.deepspeed_overlap_comm else ''}:"
+                   f"contiguous_gradients{', overlap_comm' if overlap else ''}:"
                    f" stage_1_and_2.py backward)")
     return tuple(out)
+
+
+def _dora_terms(arch: ModelArch, t: Training) -> list[str]:
+    """The setup terms of DoRA (estimate/dora.py), each a line."""
+    a = ACTIVATION_BYTES[t.precision]
+    base = dora_base_matmul_of(t)
+    saved = dora_saved_bytes_per_token_layer(arch, t, a)
+    layers = 1 if t.checkpointing else arch.num_layers
+    out = [f"dora_saved_bytes = {saved * t.tokens_per_micro_batch * layers / 2**30:.2f} GiB in "
+           f"the activations: DoRA's magnitude scales the base and LoRA outputs, and autograd "
+           f"keeps both ({saved:,.0f} bytes per token and layer; base matmul {base}d: "
+           + ("peft 0.14+ without dropout" if base == "reuse" else
+              "peft before 0.14, or lora_dropout above 0") + "; estimate/dora.py)",
+           f"dora_magnitude_params = {dora_magnitude_params(arch, t.lora_targets):,}: one per "
+           f"output feature of each adapted linear, trained as the adapters are",
+           f"dora_norm_bytes = {dora_norm_transient_bytes(arch, t, a) / 2**30:.2f} GiB transient "
+           f"in the largest adapted linear's forward: B A formed through an identity, the "
+           f"weight's copy and the norm's sum (estimate/dora.py dora_norm_transient_bytes)"]
+    copies = dora_saved_bytes_per_layer(arch, t, a)
+    if copies:
+        out.append(f"dora_saved_layer_bytes = {copies * layers / 2**30:.2f} GiB in the "
+                   f"activations: DoRA's per-feature vectors"
+                   + (" and the weight copy the recomputed base matmul was given"
+                      if base == "recompute" else "")
+                   + f" ({layers} layer(s); estimate/dora.py dora_saved_bytes_per_layer)")
+    return out

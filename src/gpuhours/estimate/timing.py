@@ -30,6 +30,12 @@ from gpuhours.estimate.compiled import (
     compiled_layer_applies,
     compiled_loss_applies,
 )
+from gpuhours.estimate.dora import (
+    dora_elementwise_bytes_per_token_layer,
+    dora_flops_per_micro_batch,
+    dora_flops_per_token,
+    dora_norm_bytes_per_micro_batch,
+)
 from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import host_ops_per_micro_batch
 from gpuhours.estimate.kv_repeat import (
@@ -62,7 +68,8 @@ from gpuhours.estimate.quant import (
     dequants_per_micro_batch,
     weight_read_bytes_per_micro_batch,
 )
-from gpuhours.setup import Hardware, Training, loss_kernel_of
+from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
+from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
 
 _PEAK_KEY = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16", "bf16-mixed": "bf16",
              "fp16-mixed": "fp16", "bf16-amp": "bf16", "fp16-amp": "fp16", "fp8-mixed": "fp8"}
@@ -302,6 +309,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         fp8_cast_traffic = tokens * fp8_cast_bytes_per_token(arch)
     expert_gemm_s = expert_gemm_extra_s(arch, t, hw, tokens, e_mm, efficiency_scale)
     matmul_s += expert_gemm_s
+    # DoRA: B A through an identity per micro-batch, and the recomputed base matmul per token
+    # (estimate/dora.py), at the GEMM rate (assumed: B A's r-wide GEMMs are not slower)
+    matmul_s += (t.grad_accum * dora_flops_per_micro_batch(arch, t)
+                 + tokens * dora_flops_per_token(arch, t)) / (peak * e_mm)
     if t.flash_attention:
         attention_s = tokens * flops.attention_flops_per_token / (peak * e_attn)
         score_traffic = 0.0
@@ -351,6 +362,11 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         dequant_traffic += tokens * arch.num_layers * int8_input_quant_bytes(
             arch, t.base_quant, ckpt, a)
     layer_traffic += fp8_cast_traffic
+    # DoRA's weight norm over every adapted weight per micro-batch and its rescaling of the
+    # outputs per token (estimate/dora.py; peft's eager operators, also under compile)
+    layer_traffic += (t.grad_accum * dora_norm_bytes_per_micro_batch(arch, t, a)
+                      + tokens * arch.num_layers * dora_elementwise_bytes_per_token_layer(
+                          arch, t, a))
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing)
@@ -383,8 +399,14 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     else:
         host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
             * stage_share
-        p = A.HOST_GPU_OVERLAP_P.value
-        combined = (host_s ** p + gpu_compute_s ** p) ** (1 / p)
+        # a vision tower's operators, combined with its own GPU work (host_gpu_combined_s)
+        tower_host_s = t.grad_accum * vision_host_ops_per_micro_batch(t) * host_s_per_op(hw)
+        tower_gpu_s = (tokens * (flops.vision_matmul_flops_per_token / (peak * e_mm)
+                                 + flops.vision_attention_flops_per_token / (peak * e_attn))
+                       if lay.trivial else 0.0)
+        combined = host_gpu_combined_s(host_s, gpu_compute_s - tower_gpu_s, tower_host_s,
+                                       tower_gpu_s, lay.trivial)
+        host_s += tower_host_s
         host_exposed_s = combined - gpu_compute_s
     compute_s = gpu_compute_s + host_exposed_s
     # activation offloading's copies on their side stream (estimate/activation_offload.py)
@@ -530,7 +552,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         down, up = zero3_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                       grad_bytes=grad_bytes)
         grad_step_bytes = down + up
-        grads_overlap = t.deepspeed_overlap_comm  # on by DeepSpeed's default for ZeRO-3
+        grads_overlap = deepspeed_overlap_comm_of(t)  # DeepSpeed's default: on for ZeRO-3
     elif t.zero_stage >= 3:  # FSDP's CPUOffload: each micro-batch's shard down in its dtype
         grad_step_bytes = t.grad_accum * grad_bytes
         grads_overlap = True
@@ -538,7 +560,7 @@ def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
         down, up = zero12_offload_grad_bytes_per_param(micro_batches=t.grad_accum,
                                                        grad_bytes=grad_bytes)
         grad_step_bytes = down + up
-        grads_overlap = t.deepspeed_overlap_comm
+        grads_overlap = deepspeed_overlap_comm_of(t)
     return offload_time(
         offload=t.offload, grad_bytes_per_step=trainable / n * grad_step_bytes,
         grads_overlap=grads_overlap,
@@ -665,6 +687,33 @@ def _ring_step_s(hw: Hardware) -> float:
 def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
     """Nodes a group of ranks spread over `span_gpus` consecutive GPUs touches."""
     return max(1, min(hw.num_nodes, -(-span_gpus // hw.gpus_per_node)))
+
+
+def host_gpu_combined_s(host_s: float, gpu_s: float, tower_host_s: float = 0.0,
+                        tower_gpu_s: float = 0.0, tower_apart: bool = True) -> float:
+    """Seconds of a step's compute with the host issuing its operators beside the GPU: the
+    p-norm (host^p + gpu^p)^(1/p) (assumptions.HOST_GPU_OVERLAP_P) of the decoder's host and
+    GPU time, plus, for a vision-language model, the same p-norm of its vision tower's own
+    host and GPU time (estimate/vision_host.py), taken apart (`tower_apart`).
+
+    Apart, because the host cannot run ahead of the tower into the decoder: the tower's output
+    is the decoder's input, and the modelling code reads the image-token count back to the
+    host between the two (transformers' Qwen2-VL `get_placeholder_mask`; EasyR1 @8460e817
+    verl/models/transformers/qwen2_vl.py `_get_input_embeds`: `(input_ids ==
+    image_token_id).sum().item()`). In forward the tower's operators are issued while the GPU
+    has nothing else queued, in backward after the decoder's: its host time (about 40
+    operators a block for GEMMs of a few tenths of a millisecond) hides only behind its own
+    GPU work. Without `tower_apart` (model-parallel layouts, where the tower's GPU time is not
+    split out) its host time joins the decoder's in one p-norm."""
+    p = A.HOST_GPU_OVERLAP_P.value
+
+    def pnorm(a: float, b: float) -> float:
+        return float((a ** p + b ** p) ** (1 / p))
+
+    if not tower_apart:
+        return pnorm(host_s + tower_host_s, gpu_s + tower_gpu_s)
+    return pnorm(host_s, gpu_s) + (pnorm(tower_host_s, tower_gpu_s)
+                                   if tower_host_s or tower_gpu_s else 0.0)
 
 
 def eager_host_dispatch(gpu: GpuSpec) -> bool:

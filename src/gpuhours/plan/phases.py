@@ -40,6 +40,7 @@ from gpuhours.plan.rl_padding import (
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_scoring_host import scoring_pass_s
 from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
 from gpuhours.plan.schema import (
@@ -732,15 +733,24 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         (waves - 1) * work.batch_time_s + tail.batch_time_s)
         tail_led = tail.batch_time_s > work.batch_time_s
 
-    # scoring passes over whole sequences, on the training GPUs
-    def score(arch: ModelArch) -> float:
-        # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15)
-        return scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
+    # scoring passes over whole sequences, on the training GPUs, in micro-batches of
+    # score_budget tokens a data-parallel group
+    score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
+                    or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value) * cp
+    stages = int(s.get("pp") or 1)
+    score_ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * stages))
+
+    def score(arch: ModelArch, tower_gpu_s: float = 0.0) -> float:
+        # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15);
+        # the host issuing each micro-batch's forward beside the GPU (plan/rl_scoring_host.py)
+        gpu_s = scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
+        return scoring_pass_s(t, arch, hw, gpu_s, tower_gpu_s, sequences, score_ranks,
+                              score_budget, stages)
 
     # a vision-language policy's scoring forwards run its vision tower too (plan/rl_scoring.py)
     tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus
-    old_logprob_s = score(t.arch) + tower_s if phase.old_logprob_pass else 0.0
-    ref_s = score(t.arch) + tower_s if phase.reference_model else 0.0
+    old_logprob_s = score(t.arch, tower_s) if phase.old_logprob_pass else 0.0
+    ref_s = score(t.arch, tower_s) if phase.reference_model else 0.0
     reward_s = 0.0
     if phase.reward.kind == "model":
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
@@ -769,8 +779,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # NeMo-RL under PP: every packed micro-batch padded to the longest (plan/rl_padding.py);
     # its padded tokens computed at the real ones' rate in the update and the log-prob passes
     pad_factor = padding_factor(budget * cp, t.micro_batch, seq, seq_max) if pads else 1.0
-    score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
-                    or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value) * cp
     score_pad_factor = (padding_factor(score_budget, sequences_per_packed_micro_batch(
         score_budget, seq), seq, seq_max) if pads else 1.0)
     old_logprob_s *= score_pad_factor

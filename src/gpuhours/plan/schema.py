@@ -234,7 +234,8 @@ class TrainingSettings(_Strict):
         "gradient buffers (two with overlap_comm) at every backward; 0: not DeepSpeed")
     deepspeed_overlap_comm: bool | None = Field(
         default=None, description="DeepSpeed overlap_comm (a second bucket buffer; with offload "
-        "below ZeRO-3, the gradients' host copies beside backward); default yes")
+        "below ZeRO-3, the gradients' host copies beside backward); default DeepSpeed's: on for "
+        "ZeRO-3 only")
     offload_copies: Literal["pinned", "pageable-step", "pageable"] | None = Field(
         default=None, description="with offload: pinned host memory (default); pageable-step "
         "(DeepSpeed before 0.14.1: the step's weights up through a CPU cast); pageable "
@@ -263,6 +264,13 @@ class TrainingSettings(_Strict):
         "0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron); "
         "default fused on the megatron path, peft-half for half adapters or under DeepSpeed or "
         "zero_stage 3, else peft-fp32")
+    dora: bool | None = Field(
+        default=None, description="lora/qlora: DoRA, weight-decomposed LoRA (peft use_dora): "
+        "a trained magnitude per output feature, B A and the weight's norm every forward, the "
+        "rescaled outputs kept for backward (estimate/dora.py); default off")
+    dora_base_matmul: Literal["reuse", "recompute"] | None = Field(
+        default=None, description="DoRA's base output: reuse (peft 0.14+ without dropout) or "
+        "recompute (peft 0.9-0.13, or lora_dropout above 0); default reuse without dropout")
     seq_len_mean: float | None = Field(
         default=None, gt=0, description="samples of variable length: the dataset's mean tokens "
         "per sample before the cap (seq_len is then the cap); sets the reserved memory by an "

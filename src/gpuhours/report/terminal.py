@@ -38,6 +38,7 @@ _PEAK_PART_LABELS = {
     "deepspeed_buckets_bytes": "DeepSpeed buckets", "activations_bytes": "activations",
     "activations_kept_bytes": "activations kept", "logits_bytes": "logits and loss",
     "lm_head_backward_bytes": "LM head backward", "recomputed_layer_bytes": "layer recomputed",
+    "dora_norm_bytes": "DoRA weight norm (one linear)",
 }
 
 
