@@ -160,11 +160,6 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
-<<<<<<< HEAD
-    "lora (DoRA)": "DoRA not modelled",
-=======
-    "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
->>>>>>> main
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
     "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",

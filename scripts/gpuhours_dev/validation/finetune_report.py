@@ -286,19 +286,14 @@ REMAINS: dict[str, str] = {
         "figure is the 99th percentile of reserved memory per step over batches padded to "
         "their longest sample (mean 210 tokens per sample), so the batch of 768 tokens the "
         "estimate assumes is rarely reached; the whole-run maximum in the row's notes is "
-<<<<<<< HEAD
         "higher. LoRA on the MLP projections only (#372, lora_targets mlp: 9,461,760 "
         "adapter parameters, the count the run logged) reads 12.5% above, like the q,v rows; "
         "with the embedding frozen and no adapter before the first MLP, the first layer's "
         "attention saves nothing (no gradient reaches it), now counted (estimate/lora_mlp.py). "
-        "57 of the 63 rows are PEFT methods other than LoRA (#373 is block-diagonal LoRA), "
-        "not modelled."),
-=======
-        "higher. 58 of the 63 rows are PEFT methods other than LoRA, not modelled. DoRA "
-        "(#374, use_dora, estimate/dora.py; held out) reads as its plain-LoRA twin (#377) "
+        "DoRA (#374, use_dora, estimate/dora.py; held out) reads as its plain-LoRA twin (#377) "
         "does: DoRA's base and LoRA outputs, kept for backward, add 2.07 GiB to the estimate "
-        "where the measurements differ by 1.92 GiB."),
->>>>>>> main
+        "where the measurements differ by 1.92 GiB. The other rows are PEFT methods other "
+        "than LoRA and DoRA (#373 is block-diagonal LoRA), not modelled."),
     "Answer.AI": (
         "FSDP (and DDP) LoRA and QLoRA on two 24 GB cards, torch reserved peak. train.py "
         "keeps the model's output, and with it the fp32 logits that transformers' Llama of "

@@ -1079,14 +1079,6 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
             weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
-<<<<<<< HEAD
-=======
-    buckets = deepspeed_bucket_bytes(t)
-    # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
-    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first + dora_transient,
-        act_last - recomputed + max(logits, head_phase, recomputed)))
->>>>>>> main
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
@@ -1099,7 +1091,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
     forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first, act_last - recomputed + max(logits, head_phase, recomputed)))
+        act_first + dora_transient,
+        act_last - recomputed + max(logits, head_phase, recomputed)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
