@@ -116,8 +116,8 @@ BAD_INPUT = [
     ("zero-5", [*BASE, "--zero", "5"], "--zero", r"0, 1, 2 or 3 \(got 5\)"),
     ("optimizer-typo", [*BASE, "--optimizer", "adam"], "--optimizer",
      r"'adamw', 'adamw-8bit', 'sgd' or 'sgd-momentum' \(got 'adam'\)"),
-    ("lora-targets-typo", [*BASE, "--lora-targets", "mlp"], "--lora-targets",
-     r"'all-linear', 'attention' or 'qv' \(got 'mlp'\)"),
+    ("lora-targets-typo", [*BASE, "--lora-targets", "ffn"], "--lora-targets",
+     r"'all-linear', 'attention', 'qv' or 'mlp' \(got 'ffn'\)"),
     # hardware that cannot do what was asked
     ("bf16-on-v100", ["estimate", "--model", "qwen2-0.5b", "--gpu", "v100-16gb",
                       "--precision", "bf16-mixed"], "--precision",

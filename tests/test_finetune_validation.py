@@ -109,10 +109,8 @@ def test_xtuner_row_by_hand(rows, comparisons):
 
 @pytest.mark.parametrize(("row", "reason"), [
     (184, "GPTQ int8"),  # ms-swift qwen-7b-chat on an 8-bit GPTQ base
-    (338, "activation offload to CPU not modelled"),
     (310, "sequence parallelism not modelled"),
     (214, "model not in catalog (chatglm3-6b)"),
-    (322, "optimizer_in_bwd"),
     (442, "vendor table"),
 ])
 def test_rows_not_expressible_keep_the_reason(rows, row, reason):

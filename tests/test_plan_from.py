@@ -27,10 +27,10 @@ def test_a_phase_takes_its_setup_from_an_axolotl_file(tmp_path: Path) -> None:
     r = evaluate(load_plan(_plan(tmp_path, {"from": "lora-8b.yml"}))).phases[0]
     s = r.setup
     assert (s["model"], s["method"], s["micro_batch"], s["seq_len"], s["grad_accum"]) == (
-        "llama-3-8b", "lora", 2, 4096, 4)
+        "llama-3-8b", "qlora", 2, 4096, 4)
     assert s["checkpointing"] is True
     assert r.warnings[0].startswith("setup read from lora-8b.yml (axolotl)")
-    assert any("not used: load_in_8bit" in w for w in r.warnings)
+    assert any("load_in_8bit=true -> base_quant int8-bnb" in w for w in r.warnings)
 
 
 def test_the_phases_own_settings_win_over_the_file(tmp_path: Path) -> None:

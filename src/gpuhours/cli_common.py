@@ -51,6 +51,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
     "kv_repeated": "--kv-repeated",
+    "optimizer_in_backward": "--optimizer-in-backward",
+    "activation_offload": "--activation-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -177,7 +179,8 @@ GpuOpt = Annotated[str | None, typer.Option(
 MethodOpt = Annotated[str, typer.Option(help="full, lora or qlora.")]
 RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
 TargetsOpt = Annotated[str, typer.Option(
-    help="LoRA targets: all-linear, attention, or qv (peft's default for llama).")]
+    help="LoRA targets: all-linear, attention, qv (peft's default for llama), or mlp "
+         "(gate, up and down projections).")]
 PrecOpt = Annotated[str, typer.Option(
     help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
          "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
@@ -208,6 +211,16 @@ KvRepeatedOpt = Annotated[bool, typer.Option(
     help="k and v repeated to the query heads before the attention kernel (torchtune; "
          "transformers' repeat_kv without enable_gqa): saved at the query width. Default: "
          "grouped (transformers 5, flash-attn).")]
+OptimInBackwardOpt = Annotated[bool, typer.Option(
+    "--optimizer-in-backward/--optimizer-after-backward",
+    help="Each parameter's optimizer step run in backward as soon as its gradient is made, "
+         "then the gradient freed (torchtune optimizer_in_bwd): no whole-model gradient. "
+         "Needs --grad-accum 1. Default: after backward.")]
+ActivationOffloadOpt = Annotated[bool, typer.Option(
+    "--activation-offload/--no-activation-offload",
+    help="The checkpointed layer inputs copied to pinned host memory on a side stream and "
+         "back in backward (torchtune enable_activation_offloading). Needs checkpointing. "
+         "Default: off.")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "
@@ -332,7 +345,8 @@ LmHead4bitOpt = Annotated[bool, typer.Option(
 BaseQuantOpt = Annotated[str, typer.Option(
     help="qlora's 4-bit base: nf4 (bitsandbytes, double quantisation), nf4-nodq (without it: "
          "litgpt's bnb.nf4), nf4-torchao (torchao's NF4, torchtune), gptq-int4 or awq-int4 (a "
-         "GPTQ or AWQ checkpoint, groups of 128).")]
+         "GPTQ or AWQ checkpoint, groups of 128), int8-bnb (an 8-bit base: bitsandbytes "
+         "LLM.int8, load_in_8bit).")]
 TrainEmbOpt = Annotated[bool, typer.Option(
     "--lora-trainable-embeddings", help="LoRA/QLoRA: train the embeddings and LM head too "
     "(peft modules_to_save: a copy with its gradient and optimizer state).")]

@@ -254,15 +254,19 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
     four, eight = r.take("load_in_4bit"), r.take("load_in_8bit")
     if adapter == "qlora" or (adapter == "lora" and four is True):
         r.set("method", "qlora", f"adapter={adapter}" + (", load_in_4bit=true" if four else ""))
+    elif adapter == "lora" and eight is True:
+        # LoRA on bitsandbytes' LLM.int8 base (estimate/bnb_int8.py): a quantised base
+        r.set("method", "qlora", "adapter=lora, load_in_8bit=true", "adapters on an 8-bit base")
+        r.set("base_quant", "int8-bnb", "load_in_8bit=true", "bitsandbytes Linear8bitLt")
     elif adapter == "lora":
         r.set("method", "lora", "adapter=lora")
     elif adapter is None:
         r.set("method", "full", "no adapter", "every weight trains")
     else:
         r.skip(f"adapter={adapter}", "only lora and qlora adapters are modelled")
-    if eight is True:
-        r.skip("load_in_8bit=true", "an 8-bit base (bitsandbytes LLM.int8) is not modelled: "
-                                    "the estimate keeps the base in 16 bits (more memory)")
+    if eight is True and adapter != "lora":
+        r.skip("load_in_8bit=true", "an 8-bit base is modelled under adapter lora only "
+                                    "(base_quant int8-bnb)")
     _set_int(r, "lora_r", "lora_rank")
     linear, modules = r.take("lora_target_linear"), r.take("lora_target_modules")
     if linear is True:
@@ -430,9 +434,12 @@ def _torchtune(r: Reader) -> Imported:
     _set_int(r, "batch_size", "micro_batch")
     _set_int(r, "gradient_accumulation_steps", "grad_accum")
     _set_bool(r, "enable_activation_checkpointing", "checkpointing")
-    if r.take("enable_activation_offloading") is True:
-        r.skip("enable_activation_offloading=true", "offloading activations to the CPU is not "
-                                                    "modelled")
+    offloading = r.take("enable_activation_offloading")
+    if offloading is True:
+        r.set("activation_offload", True, "enable_activation_offloading=true", "torchtune's "
+              "OffloadActivations: the checkpointed layer inputs in pinned host memory")
+    elif offloading not in (None, False):
+        r.bad("enable_activation_offloading", offloading, "true or false")
     dtype = r.take("dtype")
     if dtype in ("bf16", "fp32"):
         r.set("precision", dtype, f"dtype={dtype}",
@@ -478,10 +485,12 @@ def _torchtune(r: Reader) -> Imported:
         r.set("compile", True, "compile=true", "each decoder layer and the loss compiled")
     r.set("kv_repeated", True, f"model._component_={_component(model)}", "torchtune's "
           "MultiHeadAttention repeats k and v to the query heads before SDPA")
-    if r.take("optimizer_in_bwd") is True:
-        r.skip("optimizer_in_bwd=true", "the optimizer step inside the backward (each gradient "
-                                        "freed at once) is not modelled: the estimate holds "
-                                        "every gradient (more memory)")
+    in_bwd = r.take("optimizer_in_bwd")
+    if in_bwd is True:
+        r.set("optimizer_in_backward", True, "optimizer_in_bwd=true",
+              "each parameter stepped at its gradient, which is freed at once")
+    elif in_bwd not in (None, False):
+        r.bad("optimizer_in_bwd", in_bwd, "true or false")
     if r.take("fsdp_cpu_offload") is True:
         r.skip("fsdp_cpu_offload=true", "CPU offload is not modelled")
     return r.finish("torchtune")

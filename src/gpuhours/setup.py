@@ -45,8 +45,9 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only
 OptimizerImpl = Literal["foreach", "fused", "per-parameter"]
 #: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
-#: qv: q and v only (peft's default for llama)
-LoraTargets = Literal["all-linear", "attention", "qv"]
+#: qv: q and v only (peft's default for llama); mlp: the dense MLP's gate, up and down
+#: projections only (peft target_modules gate_proj, up_proj, down_proj; estimate/lora_mlp.py)
+LoraTargets = Literal["all-linear", "attention", "qv", "mlp"]
 #: ZeRO stage over the data-parallel GPUs: 0 = plain DDP; 3 = ZeRO-3 / FSDP full shard
 ZeroStage = Literal[0, 1, 2, 3]
 #: how the loss is computed from the last hidden states (estimate/memory.py logits_bytes):
@@ -177,6 +178,16 @@ class Training(_ReadsModel):
     #: kernel saves them at the query width (estimate/kv_repeat.py). False: grouped k and v
     #: reach the kernel as they are (transformers 5, flash-attn)
     kv_repeated: bool = False
+    #: the optimizer step run inside backward (torchtune's optimizer_in_bwd: one optimizer per
+    #: parameter, stepped by a post-accumulate-grad hook that then frees the gradient;
+    #: estimate/optim_in_backward.py): no whole-model gradient buffer and no separate step
+    #: phase. Needs grad_accum 1 (torchtune refuses accumulation with it)
+    optimizer_in_backward: bool = False
+    #: the tensors autograd saves in the model's forward copied to pinned host memory on a side
+    #: stream and brought back in backward (torchtune's enable_activation_offloading,
+    #: OffloadActivations; estimate/activation_offload.py): under checkpointing each layer's
+    #: input leaves the GPU. Needs checkpointing (torchtune refuses it without)
+    activation_offload: bool = False
     #: the loss kernel (LossKernel above); "hf" upcasts the whole logits tensor to fp32. None:
     #: the kernel path's own (loss_kernel_of): megatron on the megatron path, whose models
     #: compute Megatron-Core's vocab-parallel cross-entropy, never transformers' loss; else hf
@@ -309,7 +320,9 @@ class Training(_ReadsModel):
     #: gptq-int4 (auto-gptq, group size 128: a GPTQ checkpoint such as Qwen-7B-Chat-Int4),
     #: awq-int4 (AutoAWQ, group size 128), nf4-nodq (bitsandbytes NF4 without double
     #: quantisation: an fp32 absmax per 64 weights, 4.5 bits a weight), nf4-torchao (torchao's
-    #: NF4Tensor, torchtune's QLoRA: nf4's bits, and its matmul keeps no input for backward)
+    #: NF4Tensor, torchtune's QLoRA: nf4's bits, and its matmul keeps no input for backward),
+    #: int8-bnb (not 4-bit: bitsandbytes' LLM.int8 Linear8bitLt, transformers' load_in_8bit,
+    #: LoRA on an 8-bit base; estimate/bnb_int8.py)
     base_quant: BaseQuant = "nf4"
     #: qlora, bitsandbytes bases (nf4, nf4-nodq): what MatMul4Bit keeps of each 4-bit linear's
     #: input. "step": bitsandbytes before 0.43.2 keeps it (`ctx.tensors = (A, B)`,
@@ -550,6 +563,7 @@ class Training(_ReadsModel):
                              "offload's copies reach host memory; offload is none.",
                              "Give --offload, or leave --offload-copies out.")
         _check_lengths(self)
+        _check_torchtune_memory(self)
         if self.load_path == "fsdp-flatten":
             _check_load_path(self)
         if self.kernels == "megatron":
@@ -610,6 +624,10 @@ class Training(_ReadsModel):
             parts.append(f"zero{self.zero_stage}")
         if self.fsdp_grad_accum == "no-sync":
             parts.append("no-sync")
+        if self.optimizer_in_backward:
+            parts.append("optim-in-bwd")
+        if self.activation_offload:
+            parts.append("act-offload")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":
@@ -839,6 +857,27 @@ def _check_layout(t: Training) -> None:
                          "expert parallelism are modelled for full training and LoRA "
                          "(Megatron-LM, Megatron-Bridge); qlora with them is not.",
                          "Use data parallelism (--zero) for QLoRA.")
+
+
+def _check_torchtune_memory(t: Training) -> None:
+    """optimizer_in_backward and activation_offload as torchtune allows them (recipes/
+    full_finetune_single_device.py at pytorch/torchtune@1814feb17: RuntimeError for
+    optimizer_in_bwd with gradient_accumulation_steps > 1, and for activation offloading
+    without activation checkpointing)."""
+    if t.optimizer_in_backward and t.grad_accum > 1:
+        raise FieldError(("optimizer_in_backward", "grad_accum"), "the optimizer step inside "
+                         "backward updates each weight as soon as its gradient is made, so "
+                         f"gradients cannot accumulate over {t.grad_accum} micro-batches "
+                         "(torchtune refuses it too).",
+                         "Give grad_accum 1, or drop optimizer_in_backward.")
+    if t.optimizer_in_backward and t.offload != "none":
+        raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
+                         "backward runs on the GPU; CPU offload steps on the host.",
+                         "Use one or the other.")
+    if t.activation_offload and not t.checkpointing:
+        raise FieldError(("activation_offload", "checkpointing"), "activation offloading is "
+                         "modelled as torchtune runs it, under activation checkpointing "
+                         "(torchtune refuses it without).", "Turn checkpointing on.")
 
 
 def _check_offload(t: Training) -> None:
@@ -1186,4 +1225,6 @@ def lora_target_modules(targets: str) -> str | list[str]:
         return "all-linear"
     if targets == "attention":
         return ["q_proj", "k_proj", "v_proj", "o_proj"]
+    if targets == "mlp":
+        return ["gate_proj", "up_proj", "down_proj"]
     return ["q_proj", "v_proj"]

@@ -160,7 +160,6 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 
 #: methods of the rows that the estimator cannot express, with why
 METHOD_SKIPS: dict[str, str] = {
-    "lora (8-bit base)": "quantised base other than bnb 4-bit (bitsandbytes int8)",
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
     "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
@@ -218,6 +217,8 @@ def _base_quant(r: dict[str, str]) -> str:
     bitsandbytes NF4, without double quantisation for litgpt's --quantize bnb.nf4 (bnb.nf4-dq
     turns it on)."""
     quant = r["quant"].lower()
+    if quant == "bitsandbytes 8-bit":  # transformers' load_in_8bit: LLM.int8 Linear8bitLt
+        return "int8-bnb"
     if "torchao" in quant or "torchtune nf4" in quant:
         return "nf4-torchao"
     if quant.startswith("bnb.nf4") and not quant.startswith("bnb.nf4-dq"):
@@ -232,6 +233,8 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
         return None, METHOD_SKIPS[m]
     if m.startswith("PEFT fine-tune"):
         return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
+    if m == "lora (8-bit base)" and "bitsandbytes 8-bit" in quant:
+        return "qlora", None  # LoRA on bitsandbytes' int8 base (base_quant int8-bnb)
     base = m.removesuffix(" (Hugging Face + FA2)")
     base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora")}.get(base, base)
     if base not in ("full", "lora", "qlora"):
@@ -314,6 +317,8 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
         return "qv", note, None
     if names == {"q", "k", "v", "o"}:
         return "attention", note, None
+    if names == {"gate", "up", "down"}:
+        return "mlp", note, None
     if names == _ALL_LINEAR:
         return "all-linear", note, None
     missing = _ALL_LINEAR - names
@@ -362,7 +367,17 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     o = r["optimizer"]
     low = o.lower()
     if "optimizer_in_bwd" in low or "fused into backward" in low:
-        return {}, "", "optimizer step fused into backward (optimizer_in_bwd) not modelled"
+        # torchtune's optimizer_in_bwd: one optimizer per parameter, stepped by its
+        # post-accumulate-grad hook (estimate/optim_in_backward.py); the optimizer itself is
+        # read from the rest of the text
+        rest = re.sub(r"\s*(with optimizer_in_bwd=true \(config\)|fused into backward "
+                      r"\(optimizer_in_bwd\))", "", o, flags=re.IGNORECASE)
+        fields, note, why = _optimizer({**r, "optimizer": rest})
+        paged = ("; bitsandbytes' paged state is allocated by cudaMallocManaged, outside "
+                 "torch's allocator, but counted on the GPU here" if "paged" in low else "")
+        return ({**fields, "optimizer_in_backward": True},
+                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)"
+                                      + paged) if x), why)
     if "lora-fa" in low:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
@@ -623,6 +638,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append(ds_note)
         deepspeed = deepspeed or "DeepSpeed" in ds_note
     lora: dict[str, Any] = {}
+    if method != "full" and "-bdlora" in r["source"]:
+        # PEFT's method_comparison experiment "...-bdlora": block-diagonal LoRA factors (8.43M
+        # trainable parameters at rank 14 where plain LoRA has 13.25M), not peft's LoRA
+        return skip("BD-LoRA (block-diagonal LoRA factors) not modelled", method)
     if method != "full":
         targets, t_note, why = _targets(r, source)
         if why or targets is None:
@@ -663,8 +682,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         if "torchao" in r["quant"] or "torchtune NF4" in r["quant"]:
             notes.append("torchao NF4 (torchtune): its LinearNF4 keeps no input for backward")
     state = _TORCHTUNE_STATE.search(r["notes"])
-    if state and state.group(4) == "True":
-        return skip("activation offload to CPU not modelled", method)
+    act_offload = bool(state and state.group(4) == "True")
+    if act_offload:
+        notes.append("torchtune's OffloadActivations: the checkpointed layer inputs in pinned "
+                     "host memory (activation_offload)")
     loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
     if source in ("litgpt config_hub", "litgpt resource tables"):
         # litgpt's finetune scripts (finetune/lora.py @ 00af8b0d; lit-gpt @ 8641822): the LM
@@ -785,7 +806,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
-            kv_repeated=kv_repeated,
+            kv_repeated=kv_repeated, activation_offload=act_offload,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,

@@ -265,17 +265,35 @@ REMAINS: dict[str, str] = {
         "#333 (chunked CE compiled) +25.3% -> -2.5%. #334 (checkpointing) stays +20.2%: its "
         "estimated peak is the optimizer step (foreach AdamW's temporaries, 5.98 GiB), which "
         "neither mechanism touches. The unpacked baseline (#330) is not compared: padded per batch, its "
-        "longest batch is not stated. The rows with optimizer_in_bwd (#322, #323, #335) and "
-        "activation offloading (#336-#339) are not expressible."),
+        "longest batch is not stated. optimizer_in_bwd and activation offloading are now "
+        "modelled (issue 14; held out, nothing fitted): torchtune steps each parameter's own "
+        "optimizer in a post-accumulate-grad hook and frees its gradient at once "
+        "(training/memory.py register_optim_in_bwd_hooks at 1814feb17), so there is no "
+        "optimizer-step phase of all gradients (estimate/optim_in_backward.py; real hooks on "
+        "a tiny Llama on this CPU: one gradient alive at a time, tests/test_optim_in_backward.py); "
+        "OffloadActivations copies what the model's forward saves to pinned host memory on a "
+        "side stream, which under checkpointing is each layer's input and the final norm's "
+        "saves (training/_activation_offloading.py; a counting pack hook on a real "
+        "checkpointed model, tests/test_activation_offload.py), the copies hidden behind the "
+        "compute. In the flags table #335 (+ optimizer in backward) reads -1.2%, #336 (+ "
+        "activation offloading) -1.1%, #338 (LoRA) +4.4%, #339 (QLoRA) +8.1%; #337 (+ 8-bit "
+        "AdamW, implementation not named) -15.6%. #323 (8B full, A6000) -6.2%; #322 (the same "
+        "config on a 4090) +74.6% and predicted not to fit: its PagedAdamW8bit state is "
+        "allocated by cudaMallocManaged, outside torch's allocator whose counters torchtune "
+        "logs, and may page to the host; counted on the GPU here (not modelled)."),
     "PEFT": (
         "Full fine-tuning is within 1%; LoRA on q,v reads 10-11% below the estimate. The "
         "figure is the 99th percentile of reserved memory per step over batches padded to "
         "their longest sample (mean 210 tokens per sample), so the batch of 768 tokens the "
         "estimate assumes is rarely reached; the whole-run maximum in the row's notes is "
-        "higher. 58 of the 63 rows are PEFT methods other than LoRA, not modelled. DoRA "
-        "(#374, use_dora, estimate/dora.py; held out) reads as its plain-LoRA twin (#377) "
+        "higher. LoRA on the MLP projections only (#372, lora_targets mlp: 9,461,760 "
+        "adapter parameters, the count the run logged) reads 12.5% above, like the q,v rows; "
+        "with the embedding frozen and no adapter before the first MLP, the first layer's "
+        "attention saves nothing (no gradient reaches it), now counted (estimate/lora_mlp.py). "
+        "DoRA (#374, use_dora, estimate/dora.py; held out) reads as its plain-LoRA twin (#377) "
         "does: DoRA's base and LoRA outputs, kept for backward, add 2.07 GiB to the estimate "
-        "where the measurements differ by 1.92 GiB."),
+        "where the measurements differ by 1.92 GiB. The other rows are PEFT methods other "
+        "than LoRA and DoRA (#373 is block-diagonal LoRA), not modelled."),
     "Answer.AI": (
         "FSDP (and DDP) LoRA and QLoRA on two 24 GB cards, torch reserved peak. train.py "
         "keeps the model's output, and with it the fp32 logits that transformers' Llama of "
@@ -372,7 +390,12 @@ REMAINS: dict[str, str] = {
         "dequantisation on load, torchao's 8-bit AdamW are candidates, not checked). These "
         "configs also set activation_offloading (TRL's OffloadActivations), not modelled: "
         "the checkpointed layer inputs (0.5 GiB) stay counted on the GPU. The other rows "
-        "are models outside the catalog or 8-bit bases."),
+        "are models outside the catalog. The 8-bit bases (load_in_8bit: bitsandbytes "
+        "LLM.int8, Linear8bitLt and MatMul8bitLt read at 0.49.1, axolotl's pin) are now "
+        "modelled (base_quant int8-bnb, estimate/bnb_int8.py: int8 weights and fp32 row "
+        "scales, each linear's uncast input kept for backward, the weight dequantised in "
+        "backward only); of those rows only Llama-2-7B's (#517) has its model in the "
+        "catalog: -5.7%, held out."),
     "Qwen": (
         "Qwen-1 is in the catalog (read from modeling_qwen.py, held to a hand count), the "
         "LoRA (emb) rows train a copy of the embedding and LM head (peft modules_to_save: "

@@ -34,6 +34,7 @@ _ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
+    "mlp": frozenset({"gate", "up", "down"}),
 }
 
 #: bytes per logit moved by a compiled cross-entropy at bf16 (scaled by activation bytes / 2 like

@@ -253,15 +253,22 @@ def _attention_span_note(t: Training) -> str:
 
 def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
     """The basis of the host RAM figure (empty without offload): per GPU and per node."""
-    if t.offload == "none":
-        return ""
     node = min(hw.gpus_per_node, hw.num_gpus)
+    if t.offload == "none":
+        if not t.activation_offload:
+            return ""
+        return (f"estimate/activation_offload.py offloaded_bytes: the checkpointed layer "
+                f"inputs and the final norm's fp32 input of one micro-batch, pinned "
+                f"(activation_offload); x {node} GPUs = {node * mem.host_bytes / 2**30:,.1f} "
+                f"GiB of host RAM per node")
     what = "fp32 master weights, moments and fp32 gradients" + (
         " and the weights" if t.offload == "optimizer+params" else "") + (
         ", DeepSpeed's gradient accumulation buffer" if OF.host_accumulation_bytes_per_param(
             zero_stage=t.zero_stage, zero3_engine=t.zero3_engine, grad_accum=t.grad_accum,
             grad_bytes=1.0) else "")
-    return (f"estimate/offload.py host_bytes_per_gpu: the GPU's ZeRO partition of the {what} "
+    also = (" with the activation offload's pinned layer inputs "
+            "(estimate/activation_offload.py)" if t.activation_offload else "")
+    return (f"estimate/offload.py host_bytes_per_gpu{also}: the GPU's ZeRO partition of the {what} "
             f"(offload {t.offload}); x {node} GPUs = {node * mem.host_bytes / 2**30:,.0f} GiB "
             f"of host RAM per node, pinned staging buffers not counted")
 

@@ -84,7 +84,12 @@ OPS_PER_DORA_RECOMPUTE = {"fp32": (1.0, 2.0), "half": (1.0, 2.0), "autocast": (3
 #: - awq-int4: taken as gptq-int4's (AutoAWQ's training path also unpacks in torch; not counted)
 QUANT_LINEAR_EXTRA_OPS = {"nf4": (3.0, 3.0), "gptq-int4": (9.0, 0.0), "awq-int4": (9.0, 0.0),
                           # as nf4's (assumed: the absmax is not itself dequantised first)
-                          "nf4-nodq": (3.0, 3.0), "nf4-torchao": (3.0, 3.0)}
+                          "nf4-nodq": (3.0, 3.0), "nf4-torchao": (3.0, 3.0),
+                          # bitsandbytes 0.49.1 MatMul8bitLt (estimate/bnb_int8.py): forward the
+                          # input's cast and quantisation, the int8 GEMM's dequantisation, the
+                          # outlier columns' gather, their weights and addmm; backward the
+                          # weight's copy, the scales' product and the in-place multiply
+                          "int8-bnb": (6.0, 3.0)}
 
 
 #: submodules a decoder layer runs besides its linears, each hooked by DeepSpeed's ZeRO-3 engine
@@ -270,8 +275,9 @@ MEGATRON_FP8_EXTRA_OPS = (2.0, 4.0)
 MEGATRON_LORA_ADAPTER_OPS = (4.0, 5.0)
 #: Megatron-Bridge's LoRA targets per decoder layer by gpuhours' lora_targets: all-linear is its
 #: default target list (linear_qkv, linear_proj, linear_fc1, linear_fc2: q, k, v fused and
-#: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v.
-MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2}
+#: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v,
+#: mlp linear_fc1 and linear_fc2.
+MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2, "mlp": 2}
 
 
 def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:

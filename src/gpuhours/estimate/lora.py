@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpuhours.errors import FieldError
+from gpuhours.estimate.lora_mlp import mlp_only_linears
 
 if TYPE_CHECKING:
     from gpuhours.estimate.arch import ModelArch
@@ -117,6 +118,10 @@ def adapted_linears(arch: ModelArch, targets: str) -> list[Adapted]:
                          f"{kind} models, so 'all-linear' cannot be applied to {arch.name}.",
                          "Use lora_targets 'attention' where the model has attention layers "
                          "(Falcon-H1); a target list without out_proj is not modelled.")
+    if targets == "mlp":  # the dense MLP projections only (estimate/lora_mlp.py)
+        return [Adapted(name, width, copies, copies) for name, width, copies in mlp_only_linears(
+            arch, _mlp(arch.hidden_size, arch.intermediate_size, arch.gated_mlp,
+                       kind in FUSED_GATE_UP_TYPES))]
     layers = arch.num_layers
     attention_layers = layers if arch.mla is not None else arch.attention_layer_count
     if attention_layers == 0 and targets != "all-linear":

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.activation_offload import layer_inputs_kept, offloaded_bytes
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.compiled import (
     compile_terms,
@@ -34,6 +35,7 @@ from gpuhours.estimate.kv_repeat import (
     repeated_kv_extra_bytes_per_token_layer,
 )
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
+from gpuhours.estimate.lora_mlp import unreached_attention_bytes_per_token
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.megatron_saved import (
     megatron_adapted_linears,
@@ -46,6 +48,10 @@ from gpuhours.estimate.offload import (
     GRAD_BUCKET_ELEMENTS,
     host_accumulation_bytes_per_param,
     host_bytes_per_gpu,
+)
+from gpuhours.estimate.optim_in_backward import (
+    in_backward_step_bytes,
+    largest_trainable_tensor_params,
 )
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
@@ -158,6 +164,7 @@ LORA_ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
+    "mlp": frozenset({"gate", "up", "down"}),
 }
 
 
@@ -355,9 +362,16 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
         # (fp32 when peft upcast a QLoRA model's embedding: `kbit_upcast_active`)
         residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
         layer_input = residual * arch.hidden_size
-        saved = arch.num_layers * tokens * layer_input + tokens * per_layer + outside + vision
+        # activation offloading: the layer inputs go to host memory but the one nearest the
+        # loss (estimate/activation_offload.py)
+        inputs = layer_inputs_kept(arch.num_layers) if t.activation_offload else arch.num_layers
+        saved = inputs * tokens * layer_input + tokens * per_layer + outside + vision
     else:
         saved = arch.num_layers * tokens * per_layer + outside + vision
+        if t.method != "full" and t.lora_targets == "mlp" and not t.lora_trainable_embeddings:
+            # the first attention block runs before anything needs a gradient (lora_mlp.py)
+            saved -= tokens * unreached_attention_bytes_per_token(arch, a, residual_bytes(
+                t.precision))
     return ActivationBytes(
         per_token_per_layer=per_layer,
         saved_all_layers=saved,
@@ -642,6 +656,8 @@ def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     From bitsandbytes 0.43.2 (`t.bnb_saved_input` "none") MatMul4Bit keeps no input: only the
     fp32 MLP outputs of peft's upcast remain.
     """
+    if t.method == "qlora" and t.base_quant == "int8-bnb" and not arch.encoder:
+        return int8_saved_input_bytes_per_token_layer(arch, t)
     if t.method != "qlora" or t.base_quant not in ("nf4", "nf4-nodq") or arch.encoder:
         return 0.0
     a = ACTIVATION_BYTES[t.precision]
@@ -652,6 +668,28 @@ def quantised_base_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     if kbit_upcast_active(t):
         inner = 3 if arch.gated_mlp else 1
         return saved + experts * inner * max(4 - a, 0) * f
+    return saved
+
+
+def int8_saved_input_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
+    """Bytes per token and layer that a bitsandbytes int8 base adds to LoRA's tensors
+    (estimate/bnb_int8.py): MatMul8bitLt keeps each linear's input A, which Linear8bitLt
+    passes uncast, so q, k and v share one (d), gate and up one (d), o_proj's is the attention
+    output (kept already) and down_proj's the product of the activation and up (f), all in
+    the dtype the input arrives in: the residual stream's under peft's fp32 upcast
+    (`kbit_upcast_active`: 4 bytes, the norms returning fp32), the activation dtype a
+    otherwise. Under the upcast the int8 matmul returns the input's dtype, so the MLP's gate
+    and up outputs and the activation's output are fp32: (4 - a) more per element, 3 f (gated;
+    1 f for a plain MLP), as for the 4-bit bases."""
+    a = ACTIVATION_BYTES[t.precision]
+    upcast = kbit_upcast_active(t)
+    x = 4 if upcast else a
+    d = arch.hidden_size
+    experts = arch.experts_per_token if arch.is_moe else 1
+    f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
+    saved = x * (d + experts * (d + f))
+    if upcast:
+        saved += experts * (3 if arch.gated_mlp else 1) * max(4 - a, 0) * f
     return saved
 
 
@@ -1025,11 +1063,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     dora_transient = dora_norm_transient_bytes(arch, t, a_bytes) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
+    # activation offloading: pinned host copies of the saved tensors (activation_offload.py)
+    host += offloaded_activation_bytes(arch, t) / split
     if t.offload != "none":  # the offloaded state leaves the GPU (estimate/offload.py)
         per_param = host_accumulation_bytes_per_param(
             zero_stage=t.zero_stage, zero3_engine=t.zero3_engine, grad_accum=t.grad_accum,
             grad_bytes=grads_full / max(trainable, 1))
-        host = host_bytes_per_gpu(offload=t.offload, master_bytes=master, optimizer_bytes=opt,
+        host += host_bytes_per_gpu(offload=t.offload, master_bytes=master, optimizer_bytes=opt,
                                   trainable_params_per_gpu=trainable / shard_opt,
                                   weights_bytes=weights,
                                   accumulation_bytes=per_param * trainable / shard_opt)
@@ -1039,17 +1079,20 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
             weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
-    buckets = deepspeed_bucket_bytes(t)
-    # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
-    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first + dora_transient,
-        act_last - recomputed + max(logits, head_phase, recomputed)))
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
     foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
     opt_temps = temp_bytes / shard_opt if foreach else 0.0
     step_peak = grads + opt_temps
+    if t.optimizer_in_backward:  # each parameter stepped at its hook (optim_in_backward.py)
+        step_peak, opt_temps, head_phase, grads = _in_backward_step(
+            arch, t, counts, trainable, grads_full, temp_bytes, foreach, head_phase)
+    buckets = deepspeed_bucket_bytes(t)
+    # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
+    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
+        act_first + dora_transient,
+        act_last - recomputed + max(logits, head_phase, recomputed)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
@@ -1100,6 +1143,40 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         setup_terms=_setup_terms(arch, t, buckets) + load_terms,
         peak_parts=peak_parts,
     )
+
+
+def offloaded_activation_bytes(arch: ModelArch, t: Training) -> float:
+    """Bytes activation offloading copies to the host per micro-batch (0 without it): each
+    checkpointed layer's input in the residual stream's dtype and the final RMSNorm's saves,
+    its fp32 input twice (saved by its square and by the multiply with the rsqrt, each packed
+    and copied apart) and its normalised output in the activation dtype a, which the weight's
+    multiply saves: 8 + a bytes per token and hidden unit (torchtune's and transformers'
+    RMSNorm alike; estimate/activation_offload.py offloaded_bytes)."""
+    if not t.activation_offload:
+        return 0.0
+    residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
+    tokens = t.tokens_per_micro_batch
+    norm = 8 + ACTIVATION_BYTES[t.precision]
+    return offloaded_bytes(arch.num_layers, tokens, residual * arch.hidden_size,
+                           tokens * arch.hidden_size * norm)
+
+
+def _in_backward_step(arch: ModelArch, t: Training, counts: ParamCounts, trainable: float,
+                      grads_full: float, temp_bytes: float, foreach: bool, head_phase: float
+                      ) -> tuple[float, float, float, float]:
+    """(step peak, optimizer temporaries, head phase, gradients) when the optimizer steps
+    inside backward (estimate/optim_in_backward.py): no step phase of all gradients, only the
+    largest tensor's gradient and temporaries at its hook; the LM head's temporaries join its
+    gradient's phase; the gradients alive at once are one tensor's."""
+    per = max(trainable, 1)
+    temps_per_param = temp_bytes / per if foreach else 0.0
+    largest = largest_trainable_tensor_params(arch, counts, t.method, t.lora_rank,
+                                              embedding_copy_params(counts, t))
+    step = in_backward_step_bytes(largest, grads_full / per, temps_per_param)
+    head_trains = t.method == "full" or bool(embedding_copy_params(counts, t))
+    head_temps = counts.lm_head_matmul * temps_per_param if head_trains else 0.0
+    return (step, largest * temps_per_param, head_phase + head_temps,
+            largest * grads_full / per)
 
 
 def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...]:

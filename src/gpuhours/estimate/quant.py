@@ -39,12 +39,18 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.bnb_int8 import (
+    INT8_DEQUANTS_PER_MICRO_BATCH,
+    int8_dequant_bytes_per_weight,
+    int8_linears_bytes,
+    int8_weight_read_bytes,
+)
 
 if TYPE_CHECKING:
     from gpuhours.estimate.arch import ModelArch
 
 #: the 4-bit base of a qlora setup (setup.Training.base_quant)
-BaseQuant = Literal["nf4", "gptq-int4", "awq-int4", "nf4-nodq", "nf4-torchao"]
+BaseQuant = Literal["nf4", "gptq-int4", "awq-int4", "nf4-nodq", "nf4-torchao", "int8-bnb"]
 #: NF4 with double quantisation: 4 bits + 8-bit absmax per 64 + fp32 per 256 absmax blocks
 NF4_BYTES_PER_PARAM = (4 + 8 / 64 + 32 / (64 * 256)) / 8
 #: NF4 without double quantisation: 4 bits + an fp32 absmax per block of 64
@@ -87,8 +93,10 @@ def block_linears(arch: ModelArch) -> list[tuple[int, int, int]]:
 def quantised_linears_bytes(arch: ModelArch, quantised_params: int,
                             base_quant: BaseQuant) -> float:
     """Bytes of the quantised linear layers of the whole model: `quantised_params` weights at
-    NF4's 4.127 bits (4.5 without double quantisation), or each block linear at
-    `int4_linear_bytes` (GPTQ, AWQ)."""
+    NF4's 4.127 bits (4.5 without double quantisation), each block linear at
+    `int4_linear_bytes` (GPTQ, AWQ), or at bitsandbytes' int8 (estimate/bnb_int8.py)."""
+    if base_quant == "int8-bnb":
+        return int8_linears_bytes(arch, quantised_params, block_linears(arch))
     if base_quant in ("nf4", "nf4-torchao"):
         return quantised_params * NF4_BYTES_PER_PARAM
     if base_quant == "nf4-nodq":
@@ -176,6 +184,8 @@ def dequant_bytes_per_weight(base_quant: BaseQuant, rows: int | None = None,
     in bf16 adds a cast to fp32 (`.to(A.dtype)`, 2 bytes read and 4 written a weight), not
     counted."""
     torch_path = rows is None or rows >= GPTQ_KERNEL_SWITCH_ROWS
+    if base_quant == "int8-bnb":
+        return int8_dequant_bytes_per_weight(compute_bytes)
     if base_quant == "gptq-int4" and torch_path:
         return sum(_bandwidth_bytes(*read) + _bandwidth_bytes(*written)
                    for _, read, written in GPTQ_DEQUANT_STEPS)
@@ -188,6 +198,8 @@ def dequants_per_micro_batch(base_quant: BaseQuant, checkpointing: bool) -> int:
     the recomputed forward under checkpointing; auto-gptq's torch path dequantises in forward
     only (autograd keeps the fp16 weight for backward: memory.gptq_saved_weight_bytes_per_layer)
     and in the recomputed forward."""
+    if base_quant == "int8-bnb":  # estimate/bnb_int8.py
+        return INT8_DEQUANTS_PER_MICRO_BATCH
     if base_quant == "gptq-int4":
         return 2 if checkpointing else 1
     return 3 if checkpointing else 2
@@ -197,3 +209,13 @@ def matmuls_per_micro_batch(checkpointing: bool) -> int:
     """Matmuls that read each dequantised 16-bit weight per micro-batch: forward, input gradient,
     and the recomputed forward under checkpointing (frozen base: no weight gradient)."""
     return 3 if checkpointing else 2
+
+
+def weight_read_bytes_per_micro_batch(base_quant: BaseQuant, checkpointing: bool,
+                                      compute_bytes: float) -> float:
+    """Bytes per weight the matmuls read per micro-batch: the dequantised weight
+    (`compute_bytes`) at each of `matmuls_per_micro_batch`; bitsandbytes' int8 GEMMs read the
+    int8 weight itself in forward (estimate/bnb_int8.py int8_weight_read_bytes)."""
+    if base_quant == "int8-bnb":
+        return int8_weight_read_bytes(checkpointing, compute_bytes)
+    return matmuls_per_micro_batch(checkpointing) * compute_bytes

@@ -37,14 +37,15 @@ MORE_GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 Variants = list[tuple[Training, Hardware]]
 
 _TARGETS_TEXT = {"all-linear": "all linear layers", "attention": "attention projections",
-                 "qv": "q and v projections"}
+                 "qv": "q and v projections", "mlp": "MLP projections"}
 
 
 def method_text(t: Training) -> str:
     """How a row names LoRA or QLoRA: rank and targets as the setup holds them."""
     targets = _TARGETS_TEXT[t.lora_targets]
     if t.method == "qlora":
-        return f"QLoRA ({t.base_quant} 4-bit base, rank {t.lora_rank}, {targets})"
+        bits = "8-bit" if t.base_quant == "int8-bnb" else "4-bit"
+        return f"QLoRA ({t.base_quant} {bits} base, rank {t.lora_rank}, {targets})"
     return f"LoRA (rank {t.lora_rank}, {targets})"
 
 

@@ -17,7 +17,13 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import parallel as P
+from gpuhours.estimate.activation_offload import (
+    host_link_for_offload,
+    offload_exposed_s,
+    offload_pcie_s,
+)
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.bnb_int8 import int8_input_quant_bytes
 from gpuhours.estimate.compiled import (
     COMPILED_CE_TRAFFIC_BYTES_PER_LOGIT,
     compiled_elementwise_bytes_per_token_layer,
@@ -45,6 +51,7 @@ from gpuhours.estimate.memory import (
     LORA_ADAPTED,
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
+    offloaded_activation_bytes,
     quantised_params,
     state_bytes_per_param,
 )
@@ -59,7 +66,7 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
-    matmuls_per_micro_batch,
+    weight_read_bytes_per_micro_batch,
 )
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
@@ -354,7 +361,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         one = dequant_bytes_per_weight(t.base_quant, t.tokens_per_micro_batch, compute_bytes)
         dequant_traffic = t.grad_accum * quantised_params(arch) * (
             dequants_per_micro_batch(t.base_quant, ckpt) * one
-            + matmuls_per_micro_batch(ckpt) * compute_bytes)
+            + weight_read_bytes_per_micro_batch(t.base_quant, ckpt, compute_bytes))
+        # bitsandbytes' int8 linears quantise their input at every call (estimate/bnb_int8.py)
+        dequant_traffic += tokens * arch.num_layers * int8_input_quant_bytes(
+            arch, t.base_quant, ckpt, a)
     layer_traffic += fp8_cast_traffic
     # DoRA's weight norm over every adapted weight per micro-batch and its rescaling of the
     # outputs per token (estimate/dora.py; peft's eager operators, also under compile)
@@ -403,6 +413,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         host_s += tower_host_s
         host_exposed_s = combined - gpu_compute_s
     compute_s = gpu_compute_s + host_exposed_s
+    # activation offloading's copies on their side stream (estimate/activation_offload.py)
+    act_offload_s = (_activation_offload_exposed_s(arch, t, hw, gpu_compute_s)
+                     if t.activation_offload else 0.0)
+    compute_s += act_offload_s
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
     if eager_host_dispatch(gpu):
@@ -444,6 +458,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         "attention kernels": attention_s,
         "memory-bound elementwise work": memory_bound_s,
         "host issuing eager operators (micro-batch too small to hide it)": host_exposed_s,
+        "activation offload: PCIe copies the compute does not hide": act_offload_s,
         ("optimizer step (memory-bound)" if off is None else
          "CPU offload: host Adam step, weights up, PCIe not hidden"): optimizer_s,
         f"communication over {link}": exposed_s,
@@ -502,6 +517,16 @@ def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: floa
                                     grouped_launch=t.kernels == "megatron")
     flops = expert_matmul_flops_per_token(arch, trains, t.checkpointing)
     return tokens * flops / (peak * eff) * (slowdown - 1.0)
+
+
+def _activation_offload_exposed_s(arch: ModelArch, t: Training, hw: Hardware,
+                                  gpu_compute_s: float) -> float:
+    """Seconds per step that activation offloading's copies add: the layer inputs and the
+    final norm's fp32 input down in each forward and up in each backward, beside the GPU's
+    compute of the step (estimate/activation_offload.py)."""
+    pcie = offload_pcie_s(offloaded_activation_bytes(arch, t), t.grad_accum,
+                          host_link_for_offload(hw.gpu.generation, hw.gpu.name))
+    return offload_exposed_s(pcie, gpu_compute_s)
 
 
 def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,

@@ -174,6 +174,14 @@ class TrainingSettings(_Strict):
         default=None, description="torch.compile of the decoder layers and the loss "
         "(torchtune compile: true, HF torch_compile): fewer activations saved, a compiled "
         "cross-entropy, fused elementwise kernels; default: eager")
+    optimizer_in_backward: bool | None = Field(
+        default=None, description="each parameter's optimizer step run in backward at its "
+        "gradient, which is then freed (torchtune optimizer_in_bwd): no whole-model gradient; "
+        "needs grad_accum 1; default: after backward")
+    activation_offload: bool | None = Field(
+        default=None, description="the checkpointed layer inputs copied to pinned host memory "
+        "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
+        "default: off")
     kv_repeated: bool | None = Field(
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
@@ -212,7 +220,8 @@ class TrainingSettings(_Strict):
         "prepare_model_for_kbit_training; default yes unless ZeRO-3/FSDP or a GPTQ base")
     base_quant: BaseQuant | None = Field(
         default=None, description="qlora's 4-bit base: nf4 (bitsandbytes), gptq-int4, awq-int4, "
-        "nf4-nodq (NF4 without double quantisation), nf4-torchao (torchao's NF4, torchtune)")
+        "nf4-nodq (NF4 without double quantisation), nf4-torchao (torchao's NF4, torchtune), "
+        "int8-bnb (bitsandbytes LLM.int8, load_in_8bit)")
     bnb_saved_input: Literal["step", "held", "held-output", "none"] | None = Field(
         default=None, description="qlora on bitsandbytes: what MatMul4Bit keeps of each 4-bit "
         "linear's input: step (before 0.43.2; default), held (and the loop keeps the last loss "
