@@ -134,8 +134,26 @@ _ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                   reward={"kind": "rule"})
+# The kernel path (issue 13): NeMo-RL's Megatron worker builds the policy through Megatron-Bridge
+# (NVIDIA-NeMo/RL@108bffda nemo_rl/models/policy/workers/megatron_policy_worker.py: the HF
+# checkpoint converted, model_cfg from its provider), whose GPTModelProvider defaults to
+# Transformer Engine's layer spec (Megatron-Bridge@1e9a459b, the submodule of that commit,
+# src/megatron/bridge/models/gpt_provider.py default_layer_spec -> transformer_engine_layer_spec)
+# with gradient_accumulation_fusion on where its kernel builds; the worker sets apply_rope_fusion
+# and bias_activation_fusion from grpo_math_1B.yaml (both True; no recipe here changes them).
+# Training runs no CUDA graphs (the worker's CUDA-graph settings are for Megatron generation,
+# not used: vLLM). The MoE row's dispatcher is grpo_math_1B.yaml's "allgather" with
+# moe_permute_fusion false and the router frozen in fp64. So: kernels megatron
+# (estimate/host.py MEGATRON_*, megatron_saved.py). The loss: NeMo-RL calls the model without
+# labels and takes log-probs by its own DistributedLogprob (nemo_rl/distributed/model_utils.py:
+# the logits cast to fp32, a log-softmax, its exp kept for backward), not Megatron's
+# cross-entropy; costed as the megatron loss kernel (setup.loss_kernel_of's default there: the
+# same fp32 upcast and one fp32 softmax kept), which counts 54 bytes a logit of traffic where
+# DistributedLogprob's passes count about 70 (forward: head write 2, cast 2 + 4, max 4,
+# subtract 8, exp-sum 12, subtract 8, exp 8; backward: neg 8, mul 8, the cast back 4 + 2):
+# a lower end by some 16 bytes a logit
 _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
-                  "fused_attention": True, "micro_batch": 1}
+                  "fused_attention": True, "micro_batch": 1, "kernels": "megatron"}
 
 
 def nemo_prompt_tokens(row: int) -> int:
@@ -210,7 +228,11 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
             f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
-            f"optimizer as ZeRO-1; {recompute}{nvl72}")
+            f"optimizer as ZeRO-1; {recompute}{nvl72}; kernels megatron (the worker builds "
+            f"Megatron-Bridge's Transformer Engine layer spec, rope and SwiGLU fusions on: "
+            f"megatron_policy_worker.py @108bffda); log-probs by NeMo-RL's DistributedLogprob "
+            f"(fp32 log-softmax) costed as the megatron loss kernel (a lower end on its "
+            f"traffic)")
 
 
 # the packed 8B rows' text; with PP > 1 NeMo-RL pads each packed micro-batch to the longest
@@ -299,19 +321,25 @@ _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_p
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
                  reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240,
                  rollout_cuda_graphs="off", rollout_max_num_seqs=1024)
+# verl's Megatron actor builds Megatron-Core's GPT model from Transformer Engine's layer spec
+# (verl/models/mcore/model_initializer.py @df340d70: get_gpt_decoder_block_spec(...,
+# use_transformer_engine=True)), and the 30B script turns on apply_rope_fusion,
+# bias_activation_fusion, bias_dropout_fusion, gradient_accumulation_fusion, moe_grouped_gemm
+# and moe_permute_fusion (shell/grpo_30b_a3b_base_math_megatron_96_32.sh lines 160-171): the
+# kernel path megatron (estimate/host.py MEGATRON_*; issue 13). Its loss kernel then defaults to
+# megatron (setup.loss_kernel_of), which is what verl's Megatron actor calls:
+# megatron.core.tensor_parallel.vocab_parallel_cross_entropy (verl/utils/megatron/
+# tensor_parallel.py vocab_parallel_log_probs_from_logits, megatron_actor.py line 668)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
-                      "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
-# verl's Megatron actor does not take flash-attn's kernel: with the script's use_fused_kernels=False
-# it calls Megatron-Core's vocab_parallel_cross_entropy (verl/workers/actor/megatron_actor.py and
-# verl/utils/megatron/tensor_parallel.py @df340d70), whose forward upcasts the vocab-parallel logits
-# to fp32 and keeps the fp32 softmax for backward (megatron/core/tensor_parallel/cross_entropy.py
-# VocabParallelCrossEntropy.calculate_logits_max). No loss kernel here is that one; the hf kernel
-# (the same fp32 upcast, plus log-softmax's fp32 output) is kept: an upper end by N V x 4 bytes.
+                      "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True,
+                      "kernels": "megatron"}
 _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 and vLLM enforce_eager=True (the async "
                      "script's, for both rows); distributed optimizer as ZeRO-1; checkpointing on "
-                     "(not stated); the actor's log-probs by Megatron-Core's vocab-parallel "
-                     "cross-entropy (verl's Megatron actor) costed as the hf loss (both upcast the "
-                     "logits to fp32; hf keeps one fp32 copy more: an upper end)")
+                     "(not stated); kernels megatron: Megatron-Core's GPT model of Transformer "
+                     "Engine's layer spec (verl/models/mcore/model_initializer.py @df340d70) with "
+                     "the script's rope, SwiGLU, bias-dropout, wgrad-accumulation and MoE permute "
+                     "fusions; the actor's log-probs by Megatron-Core's vocab_parallel_cross_entropy "
+                     "(verl/utils/megatron/tensor_parallel.py), the megatron loss kernel")
 
 # the colocated baselines' scripts are not published: vLLM's memory share is the phase's colocated
 # assumption (assumptions.COLOCATED_ROLLOUT_MEMORY_UTILISATION), not a stated setting
