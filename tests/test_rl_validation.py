@@ -65,7 +65,7 @@ def test_published_rl_steps_floor():
     # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
     # decode steps (issue 13) took it from -50% to within 25% (-23%); -25.1% when its actor took
     # the megatron kernel path verl's Megatron worker runs (TE layer spec, the script's fusions;
-    # issue 13): the update's host operators 118-163 -> 37-49 a layer, update 71.5 -> 63.6 s
+    # issue 13): the update's host operators 144 + 55 -> 37 + 14 a layer, update 71.5 -> 63.6 s
     assert -0.30 < results[16] < -0.20
     # the verl 7B colocated rows: the two tuned within 30% (their rollouts, which the fit does
     # not touch, moved with generation's TP width term; +4/+22% -> +12/+27% with the paged
@@ -117,7 +117,7 @@ def test_published_rl_steps_floor():
     # one-step-off -9% -> +10% (update and log-probs x1.22, now update-led). Then the kernel
     # path the worker runs (kernels megatron: Megatron-Bridge's Transformer Engine layer spec,
     # issue 13): the host issues 31 kernels a layer (37 with Qwen3's q/k norms, +12 recomputed)
-    # where the eager count was 118 (+45), and these updates were host-bound at the eager count
+    # where the eager count was 144 (+55; autocast), and these updates were host-bound at the eager count
     # (with it restored the figures come back within 1 point): 8B colocated -17% -> -22%
     # (update 24.6 -> 20.6 s), one-step-off -11% -> -15%, FP8 -11% -> -16%; 32B colocated
     # -7% -> -20% (update 166 -> 121 s), one-step-off +14% -> -11%; 30B-A3B -30% -> -35%
@@ -138,7 +138,7 @@ def test_published_rl_steps_floor():
     # operators, as these rows' update already counts them; 86 packed micro-batches of 8,192
     # tokens a GPU a pass on the 4 training GPUs) took the 8B one-step-off -15% -> -7%. On the
     # megatron kernel path NeMo-RL's worker runs (issue 13: 31 + 12 recomputed kernels a layer
-    # where the eager count was 118 + 45; these updates were host-bound at the eager count) the
+    # where the eager count was 144 + 55; these updates were host-bound at the eager count) the
     # 8B colocated -34% -> -47% (update 24.2 -> 14.3 s), one-step-off -7% -> -41% (49.2 ->
     # 29.6 s, now rollout-led), the 32B one-step-off -28% -> -50% (111.6 -> 70.9 s)
     assert -0.52 < results[6] < -0.42 and -0.46 < results[7] < -0.36

@@ -134,6 +134,33 @@ _ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                   reward={"kind": "rule"})
+# Note for docs/rl.md (NeMo-RL and verl Megatron rows, issue 13, 2026-11-24): the rows mapped
+# on the kernel path their workers run (kernels megatron), no constant set from them. Every move
+# is the host's operator count: 31 kernels a layer (37 with Qwen3's q/k norms; +12 or +14
+# recomputed under full recompute) where the eager count was 144 (autocast, the setups' bf16-mixed;
+# +55 recomputed), in the update and in the scoring passes' forwards (12-14 a layer where eager
+# had 55: plan/rl_scoring_host.py takes the megatron forward count). These
+# updates were host-bound at the eager count: with it put back (the megatron path otherwise) every
+# row returns within 1-2 points of its old figure. Policy update (s) eager -> megatron: CSV line 2
+# 24.6 -> 20.6, 3 41.3 -> 34.6, 4 30.7 -> 22.8, 5 166.0 -> 121.2, 6 165.9 -> 121.1, 7 26.9 ->
+# 17.8, 8 24.2 -> 14.3, 9 49.2 -> 29.6, 10 111.5 -> 70.7, 11 111.6 -> 70.9; verl 18 71.5 ->
+# 63.6, 19 244.0 -> 212.1. Step errors: -17/-11/-11/-7/+14/-30/-34/-7/-27/-28% ->
+# -22/-15/-16/-20/-11/-35/-47/-41/-39/-50%; verl -23/+10% -> -25/-2%.
+# Read and not modelled, the likely gap:
+# - the host cost of a Transformer Engine module's kernel: assumptions.HOST_S_PER_OP (32 us) was
+#   fitted on eager ATen operators; a TE module's Python (its autograd Function, fp8 and
+#   workspace checks, tex calls) per kernel is not measured here (no GPU), so the megatron
+#   path's fewer kernels are costed at the eager rate;
+# - the MoE layer on the megatron path is counted as a dense layer (estimate/host.py): the
+#   router (gating GEMM in moe_router_dtype fp64, softmax, top-k), the allgather dispatcher's
+#   masks, permute and unpermute (moe_permute_fusion false in grpo_math_1B.yaml) and a blocking
+#   `.cpu()` of the tokens per expert every MoE layer (MoEAllGatherTokenDispatcher
+#   dispatch_postprocess, Megatron-LM@d98e8a64 token_dispatcher.py; NeMo-RL pins b73ae5cd, not
+#   in the mirror) that stops the host running ahead of the GPU;
+# - that dispatcher's traffic: all-gathers every EP rank's tokens (the same bytes as the
+#   costed all-to-all at top-k 8 of EP 8) but reduce-scatters the combine in the probs' dtype
+#   (`hidden_states.to(self.local_probs.dtype)`: fp32 or wider), at least half again the costed
+#   EP bytes on CSV line 7.
 # The kernel path (issue 13): NeMo-RL's Megatron worker builds the policy through Megatron-Bridge
 # (NVIDIA-NeMo/RL@108bffda nemo_rl/models/policy/workers/megatron_policy_worker.py: the HF
 # checkpoint converted, model_cfg from its provider), whose GPTModelProvider defaults to
