@@ -134,8 +134,53 @@ _ORLHF_NO_OVERLAP = ("; overlap_comm off (DeepSpeed's ZeRO-2 default; deepspeed_
 # ranks, Transformer Engine's fused attention; 4 optimizer steps of 512 sequences per RL step
 _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                   reward={"kind": "rule"})
+# Note for docs/rl.md (NeMo-RL and verl Megatron rows, issue 13, 2026-11-24): the rows mapped
+# on the kernel path their workers run (kernels megatron), no constant set from them. Every move
+# is the host's operator count: 31 kernels a layer (37 with Qwen3's q/k norms; +12 or +14
+# recomputed under full recompute) where the eager count was 144 (autocast, the setups' bf16-mixed;
+# +55 recomputed), in the update and in the scoring passes' forwards (12-14 a layer where eager
+# had 55: plan/rl_scoring_host.py takes the megatron forward count). These
+# updates were host-bound at the eager count: with it put back (the megatron path otherwise) every
+# row returns within 1-2 points of its old figure. Policy update (s) eager -> megatron: CSV line 2
+# 24.6 -> 20.6, 3 41.3 -> 34.6, 4 30.7 -> 22.8, 5 166.0 -> 121.2, 6 165.9 -> 121.1, 7 26.9 ->
+# 17.8, 8 24.2 -> 14.3, 9 49.2 -> 29.6, 10 111.5 -> 70.7, 11 111.6 -> 70.9; verl 18 71.5 ->
+# 63.6, 19 244.0 -> 212.1. Step errors: -17/-11/-11/-7/+14/-30/-34/-7/-27/-28% ->
+# -22/-15/-16/-20/-11/-35/-47/-41/-39/-50%; verl -23/+10% -> -25/-2%.
+# Read and not modelled, the likely gap:
+# - the host cost of a Transformer Engine module's kernel: assumptions.HOST_S_PER_OP (32 us) was
+#   fitted on eager ATen operators; a TE module's Python (its autograd Function, fp8 and
+#   workspace checks, tex calls) per kernel is not measured here (no GPU), so the megatron
+#   path's fewer kernels are costed at the eager rate;
+# - the MoE layer on the megatron path is counted as a dense layer (estimate/host.py): the
+#   router (gating GEMM in moe_router_dtype fp64, softmax, top-k), the allgather dispatcher's
+#   masks, permute and unpermute (moe_permute_fusion false in grpo_math_1B.yaml) and a blocking
+#   `.cpu()` of the tokens per expert every MoE layer (MoEAllGatherTokenDispatcher
+#   dispatch_postprocess, Megatron-LM@d98e8a64 token_dispatcher.py; NeMo-RL pins b73ae5cd, not
+#   in the mirror) that stops the host running ahead of the GPU;
+# - that dispatcher's traffic: all-gathers every EP rank's tokens (the same bytes as the
+#   costed all-to-all at top-k 8 of EP 8) but reduce-scatters the combine in the probs' dtype
+#   (`hidden_states.to(self.local_probs.dtype)`: fp32 or wider), at least half again the costed
+#   EP bytes on CSV line 7.
+# The kernel path (issue 13): NeMo-RL's Megatron worker builds the policy through Megatron-Bridge
+# (NVIDIA-NeMo/RL@108bffda nemo_rl/models/policy/workers/megatron_policy_worker.py: the HF
+# checkpoint converted, model_cfg from its provider), whose GPTModelProvider defaults to
+# Transformer Engine's layer spec (Megatron-Bridge@1e9a459b, the submodule of that commit,
+# src/megatron/bridge/models/gpt_provider.py default_layer_spec -> transformer_engine_layer_spec)
+# with gradient_accumulation_fusion on where its kernel builds; the worker sets apply_rope_fusion
+# and bias_activation_fusion from grpo_math_1B.yaml (both True; no recipe here changes them).
+# Training runs no CUDA graphs (the worker's CUDA-graph settings are for Megatron generation,
+# not used: vLLM). The MoE row's dispatcher is grpo_math_1B.yaml's "allgather" with
+# moe_permute_fusion false and the router frozen in fp64. So: kernels megatron
+# (estimate/host.py MEGATRON_*, megatron_saved.py). The loss: NeMo-RL calls the model without
+# labels and takes log-probs by its own DistributedLogprob (nemo_rl/distributed/model_utils.py:
+# the logits cast to fp32, a log-softmax, its exp kept for backward), not Megatron's
+# cross-entropy; costed as the megatron loss kernel (setup.loss_kernel_of's default there: the
+# same fp32 upcast and one fp32 softmax kept), which counts 54 bytes a logit of traffic where
+# DistributedLogprob's passes count about 70 (forward: head write 2, cast 2 + 4, max 4,
+# subtract 8, exp-sum 12, subtract 8, exp 8; backward: neg 8, mul 8, the cast back 4 + 2):
+# a lower end by some 16 bytes a logit
 _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
-                  "fused_attention": True, "micro_batch": 1}
+                  "fused_attention": True, "micro_batch": 1, "kernels": "megatron"}
 
 
 def nemo_prompt_tokens(row: int) -> int:
@@ -210,7 +255,11 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
             f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
-            f"optimizer as ZeRO-1; {recompute}{nvl72}")
+            f"optimizer as ZeRO-1; {recompute}{nvl72}; kernels megatron (the worker builds "
+            f"Megatron-Bridge's Transformer Engine layer spec, rope and SwiGLU fusions on: "
+            f"megatron_policy_worker.py @108bffda); log-probs by NeMo-RL's DistributedLogprob "
+            f"(fp32 log-softmax) costed as the megatron loss kernel (a lower end on its "
+            f"traffic)")
 
 
 # the packed 8B rows' text; with PP > 1 NeMo-RL pads each packed micro-batch to the longest
@@ -299,19 +348,25 @@ _VERL_30B = dict(single_controller=True, prompts_per_step=512, generations_per_p
                  response_tokens=2048, max_response_tokens=8192, reference_model=True,
                  reward={"kind": "rule"}, rollout_tensor_parallel=4, update_tokens_per_gpu=10_240,
                  rollout_cuda_graphs="off", rollout_max_num_seqs=1024)
+# verl's Megatron actor builds Megatron-Core's GPT model from Transformer Engine's layer spec
+# (verl/models/mcore/model_initializer.py @df340d70: get_gpt_decoder_block_spec(...,
+# use_transformer_engine=True)), and the 30B script turns on apply_rope_fusion,
+# bias_activation_fusion, bias_dropout_fusion, gradient_accumulation_fusion, moe_grouped_gemm
+# and moe_permute_fusion (shell/grpo_30b_a3b_base_math_megatron_96_32.sh lines 160-171): the
+# kernel path megatron (estimate/host.py MEGATRON_*; issue 13). Its loss kernel then defaults to
+# megatron (setup.loss_kernel_of), which is what verl's Megatron actor calls:
+# megatron.core.tensor_parallel.vocab_parallel_cross_entropy (verl/utils/megatron/
+# tensor_parallel.py vocab_parallel_log_probs_from_logits, megatron_actor.py line 668)
 _VERL_30B_SETTINGS = {"model": "qwen3-30b-a3b", "method": "full", "checkpointing": True,
-                      "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True}
-# verl's Megatron actor does not take flash-attn's kernel: with the script's use_fused_kernels=False
-# it calls Megatron-Core's vocab_parallel_cross_entropy (verl/workers/actor/megatron_actor.py and
-# verl/utils/megatron/tensor_parallel.py @df340d70), whose forward upcasts the vocab-parallel logits
-# to fp32 and keeps the fp32 softmax for backward (megatron/core/tensor_parallel/cross_entropy.py
-# VocabParallelCrossEntropy.calculate_logits_max). No loss kernel here is that one; the hf kernel
-# (the same fp32 upcast, plus log-softmax's fp32 output) is kept: an upper end by N V x 4 bytes.
+                      "zero_stage": 1, "tp": 2, "ep": 8, "fused_attention": True,
+                      "kernels": "megatron"}
 _VERL_30B_ASSUMED = (_VERL_ASSUMED + "; Megatron TP2 EP8 and vLLM enforce_eager=True (the async "
                      "script's, for both rows); distributed optimizer as ZeRO-1; checkpointing on "
-                     "(not stated); the actor's log-probs by Megatron-Core's vocab-parallel "
-                     "cross-entropy (verl's Megatron actor) costed as the hf loss (both upcast the "
-                     "logits to fp32; hf keeps one fp32 copy more: an upper end)")
+                     "(not stated); kernels megatron: Megatron-Core's GPT model of Transformer "
+                     "Engine's layer spec (verl/models/mcore/model_initializer.py @df340d70) with "
+                     "the script's rope, SwiGLU, bias-dropout, wgrad-accumulation and MoE permute "
+                     "fusions; the actor's log-probs by Megatron-Core's vocab_parallel_cross_entropy "
+                     "(verl/utils/megatron/tensor_parallel.py), the megatron loss kernel")
 
 # the colocated baselines' scripts are not published: vLLM's memory share is the phase's colocated
 # assumption (assumptions.COLOCATED_ROLLOUT_MEMORY_UTILISATION), not a stated setting
