@@ -126,6 +126,7 @@ MODELS: dict[str, tuple[str, str]] = {
     # axolotl's examples: re-uploads of the catalog models (same config, other repositories)
     "NousResearch/Meta-Llama-3.1-8B": ("llama-3.1-8b",
                                        "NousResearch's re-upload of Meta-Llama-3.1-8B"),
+    "NousResearch/Meta-Llama-3-8B": ("llama-3-8b", "NousResearch's re-upload of Meta-Llama-3-8B"),
     "casperhansen/llama-3-70b-fp16": ("llama-3-70b",
                                       "an fp16 re-upload of Meta-Llama-3-70B"),
     "axolotl-ai-co/gpt-oss-120b-dequantized": (
