@@ -45,7 +45,9 @@ from gpuhours.estimate.memory import (
     LORA_ADAPTED,
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
+    kbit_upcast_active,
     quantised_params,
+    residual_bytes,
     state_bytes_per_param,
 )
 from gpuhours.estimate.moe_gemm import (
@@ -54,13 +56,14 @@ from gpuhours.estimate.moe_gemm import (
     expert_shapes,
     routing_bytes_per_token_layer,
 )
-from gpuhours.estimate.offload import OffloadTime
+from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
     matmuls_per_micro_batch,
 )
+from gpuhours.estimate.unsloth import offloaded_checkpoint_copy_s
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
 
@@ -266,6 +269,9 @@ class StepTime:
     #: the part of matmul_s the routed experts' small GEMMs add (estimate/moe_gemm.py), before
     #: the layout's split of the layers
     expert_gemm_s: float = 0.0
+    #: checkpoint_offload's copies of the block inputs to the host and back, on the compute
+    #: stream (estimate/unsloth.py): added to the step
+    checkpoint_copy_s: float = 0.0
 
     @property
     def compute_s(self) -> float:
@@ -433,7 +439,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         off = _offload_time(arch, t, hw, trainable_params, compute_s)
         optimizer_s = off.added_s
     model_parallel_s = sum(c.exposed_s for c in collectives[:-1]) if collectives else 0.0
-    step = compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
+    # Unsloth's offloaded checkpoints, copied on the compute stream (estimate/unsloth.py)
+    checkpoint_copy_s = _checkpoint_copy_s(arch, t, gpu)
+    step = (compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
+            + checkpoint_copy_s)
 
     parts = {
         "matmul compute": matmul_s,
@@ -443,6 +452,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         ("optimizer step (memory-bound)" if off is None else
          "CPU offload: host Adam step, weights up, PCIe not hidden"): optimizer_s,
         f"communication over {link}": exposed_s,
+        "checkpoint copies to and from the host (on the compute stream)": checkpoint_copy_s,
     }
     if collectives:
         parts[f"pipeline bubble ({lay.pp} stages, {t.grad_accum} micro-batches)"] = bubble_s
@@ -469,6 +479,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         collectives=collectives,
         offload=off,
         expert_gemm_s=expert_gemm_s,
+        checkpoint_copy_s=checkpoint_copy_s,
     )
 
 
@@ -498,6 +509,16 @@ def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: floa
                                     grouped_launch=t.kernels == "megatron")
     flops = expert_matmul_flops_per_token(arch, trains, t.checkpointing)
     return tokens * flops / (peak * eff) * (slowdown - 1.0)
+
+
+def _checkpoint_copy_s(arch: ModelArch, t: Training, gpu: GpuSpec) -> float:
+    """Seconds per step of checkpoint_offload's copies (estimate/unsloth.py
+    offloaded_checkpoint_copy_s) over the GPU's host link (estimate/offload.py); 0 without it."""
+    if not (t.checkpoint_offload and t.checkpointing):
+        return 0.0
+    residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
+    return offloaded_checkpoint_copy_s(arch, t, residual,
+                                       host_link_bytes_per_s(gpu.generation, gpu.name))
 
 
 def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,
