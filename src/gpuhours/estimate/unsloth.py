@@ -37,9 +37,11 @@ Llama 3.3 release whose context-length table the docs keep).
   Unsloth_Offloaded_Gradient_Checkpointer; in unsloth/models/_utils.py at 7a0ded3a): forward
   runs `hidden_states.to("cpu", non_blocking=True)` and the layer under no_grad, saving only
   the host copy; backward brings it back with `.to("cuda:0", non_blocking=True)` and
-  recomputes. A non_blocking copy from the GPU lands in pinned host memory (torch's _to_copy
-  pins the destination), and it is queued on the current stream, so the layer's kernels wait
-  for it: the copies are not overlapped with compute (`offloaded_checkpoint_copy_s`).
+  recomputes. A non_blocking copy from the GPU lands in pinned host memory (PyTorch's
+  aten/src/ATen/native/TensorConversions.cpp `_to_copy`: `pin_out = non_blocking &&
+  self.is_cuda() && options.device().is_cpu()`), and it is queued on the current stream, so
+  the kernels queued after it wait for it: the copies are not overlapped with compute
+  (`offloaded_checkpoint_copy_s`); non_blocking only frees the host thread.
 """
 
 from __future__ import annotations
