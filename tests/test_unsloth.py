@@ -4,6 +4,8 @@ rms_layernorm.py, cross_entropy_loss.py; unsloth-zoo gradient_checkpointing.py).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuhours.errors import FieldError
@@ -15,6 +17,7 @@ from gpuhours.estimate.unsloth import (
     fused_groups,
     unsloth_layer_saved_bytes_per_token,
 )
+from gpuhours.importers import read_setup
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
 
@@ -121,3 +124,33 @@ def test_what_unsloths_path_does_not_model_is_refused() -> None:
         _t(checkpointing=False, checkpoint_offload=True)
     with pytest.raises(FieldError, match="NF4"):
         _t(base_quant="gptq-int4")
+
+
+def test_llama_factory_use_unsloth_reads_as_unsloths_stack(tmp_path: Path) -> None:
+    """LLaMA-Factory's use_unsloth (model_utils/unsloth.py @ ff6d4d12e): get_peft_model with
+    use_gradient_checkpointing="unsloth"; full fine-tuning through it is not modelled."""
+    text = ("model_name_or_path: meta-llama/Llama-3.1-8B\nstage: sft\nfinetuning_type: lora\n"
+            "quantization_bit: 4\nlora_target: all\nbf16: true\ncutoff_len: 4096\n"
+            "use_unsloth: true\nper_device_train_batch_size: 1\n")
+    path = tmp_path / "unsloth.yaml"
+    path.write_text(text)
+    got = read_setup(path)
+    assert got.fields["kernels"] == "unsloth" and got.fields["checkpoint_offload"] is True
+    path.write_text(text.replace("finetuning_type: lora", "finetuning_type: full")
+                    .replace("quantization_bit: 4\n", ""))
+    got = read_setup(path)
+    assert "kernels" not in got.fields
+    assert any(u.startswith("use_unsloth=true") and "not modelled" in u for u in got.unused)
+
+
+def test_axolotl_unsloth_checkpointing_reads_as_checkpoint_offload(tmp_path: Path) -> None:
+    """axolotl's gradient_checkpointing: unsloth runs Unsloth_Offloaded_Gradient_Checkpointer
+    (its utils/gradient_checkpointing); the layers stay transformers' (kernels not set)."""
+    path = tmp_path / "ax.yaml"
+    path.write_text("base_model: meta-llama/Llama-3.1-8B\nadapter: qlora\nload_in_4bit: true\n"
+                    "lora_r: 16\nlora_target_linear: true\nsequence_len: 4096\n"
+                    "micro_batch_size: 1\ngradient_checkpointing: unsloth\nbf16: true\n")
+    got = read_setup(path)
+    assert got.format == "axolotl"
+    assert got.fields["checkpointing"] is True and got.fields["checkpoint_offload"] is True
+    assert "kernels" not in got.fields
