@@ -124,6 +124,8 @@ def test_what_unsloths_path_does_not_model_is_refused() -> None:
         _t(checkpointing=False, checkpoint_offload=True)
     with pytest.raises(FieldError, match="NF4"):
         _t(base_quant="gptq-int4")
+    with pytest.raises(FieldError, match="DoRA"):
+        _t(dora=True)
 
 
 def test_llama_factory_use_unsloth_reads_as_unsloths_stack(tmp_path: Path) -> None:
