@@ -258,9 +258,26 @@ def test_qwen_zero3_rows_run_deepspeeds_engine(rows):
     assert plain.training.zero_stage == 0
 
 
-def test_unsloth_qlora_row_kept_with_reason(rows):
-    m = map_row(453, rows[452])
-    assert m.training is None and m.skipped is not None and "Unsloth" in m.skipped
+def test_unsloth_rows_run_unsloths_stack_as_their_callers_chose_it(rows):
+    """LLaMA-Factory's Unsloth rows (unsloth 2023.12): checkpoints on the GPU, dropout 0,
+    Unsloth's Triton cross-entropy; the docs' capacity rows (Dec 2024): offloaded checkpoints
+    and Cut Cross-Entropy above 1,024 tokens; ms-swift's (Apr 2024): its dropout default 0.05
+    and its default rank and targets (4.7186M trainable = 32 x 8 x 18,432: q, k, v)."""
+    for i in (451, 453):
+        t = map_row(i, rows[i - 1]).training
+        assert t is not None and t.kernels == "unsloth", i
+        assert t.checkpointing and not t.checkpoint_offload and t.lora_dropout == 0.0
+        assert t.loss_kernel == "unsloth-ce"
+    for i in (454, 466, 470):
+        t = map_row(i, rows[i - 1]).training
+        assert t is not None and t.kernels == "unsloth" and t.checkpoint_offload, i
+        assert t.loss_kernel == "cut-ce" and t.lora_targets == "all-linear"
+    t = map_row(305, rows[304]).training
+    assert t is not None and t.kernels == "unsloth" and t.lora_dropout == 0.05
+    assert t.lora_rank == 8 and t.lora_targets == "attention"
+    # the HF + FA2 rows beside them stay on transformers' path
+    t = map_row(467, rows[466]).training
+    assert t is not None and t.kernels == "eager" and not t.checkpoint_offload
 
 
 def test_answerai_rows_hold_their_fp32_logits(rows):

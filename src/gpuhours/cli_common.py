@@ -53,6 +53,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
     "activation_offload": "--activation-offload",
+    "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -206,6 +207,10 @@ CompileOpt = Annotated[bool, typer.Option(
          "torch_compile): fewer activations saved (cheap elementwise operators recomputed), "
          "a compiled cross-entropy on the half-precision logits, fused elementwise kernels. "
          "Default: eager.")]
+CheckpointOffloadOpt = Annotated[bool, typer.Option(
+    "--checkpoint-offload/--no-checkpoint-offload",
+    help="Under --checkpointing, each block's input moved to host memory and back in backward "
+         "(Unsloth's use_gradient_checkpointing=\"unsloth\"): the GPU keeps one.")]
 KvRepeatedOpt = Annotated[bool, typer.Option(
     "--kv-repeated/--kv-grouped",
     help="k and v repeated to the query heads before the attention kernel (torchtune; "
@@ -234,13 +239,14 @@ LossKernelOpt = Annotated[str | None, typer.Option(
          "flash-attn's cross-entropy with in-place backward on half-precision logits), "
          "megatron (Megatron-Core's vocab-parallel CE: one fp32 copy, softmax and gradient in "
          "place), te (Transformer Engine's Triton CE: gradient written into the logits). "
-         "Default: megatron on --kernels megatron, else hf.")]
+         "Default: megatron on --kernels megatron, unsloth-ce on --kernels unsloth, else hf.")]
 KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "
          "modelling, eager PyTorch), flash-attn (code calling flash-attn with its fused "
          "rotary and RMSNorm: Qwen-1's with flash-attn installed) or megatron (Megatron-Core "
          "with Transformer Engine's fused layers: Megatron-LM, Megatron-Bridge, NeMo; its "
-         "vocab-parallel cross-entropy unless --loss-kernel says).")]
+         "vocab-parallel cross-entropy unless --loss-kernel says) or unsloth (Unsloth's "
+         "LoRA/QLoRA layer: its fused LoRA Functions, Triton norms and cross-entropy).")]
 HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "

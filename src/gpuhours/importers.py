@@ -309,6 +309,11 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
     if isinstance(checkpointing, bool):
         r.set("checkpointing", checkpointing,
               f"gradient_checkpointing={str(checkpointing).lower()}")
+    elif checkpointing == "unsloth":
+        # axolotl's utils/gradient_checkpointing: Unsloth_Offloaded_Gradient_Checkpointer
+        r.set("checkpointing", True, "gradient_checkpointing=unsloth")
+        r.set("checkpoint_offload", True, "gradient_checkpointing=unsloth",
+              "Unsloth's offloaded checkpointing: block inputs to host memory")
     elif checkpointing is not None:
         r.set("checkpointing", True, f"gradient_checkpointing={checkpointing}")
         r.skip(f"gradient_checkpointing={checkpointing}", "offloading checkpoints to the CPU "
@@ -382,7 +387,20 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
     if r.take("enable_liger_kernel") is True:
         r.set("loss_kernel", "fused-linear", "enable_liger_kernel=true",
               "Liger's fused linear cross-entropy")
-    for key in ("use_unsloth", "use_galore", "use_badam", "use_apollo"):
+    unsloth = r.take("use_unsloth") is True
+    if unsloth and r.fields.get("method") in ("lora", "qlora"):
+        # model_utils/unsloth.py (@ ff6d4d12e): FastLanguageModel.get_peft_model with
+        # use_gradient_checkpointing="unsloth"
+        r.set("kernels", "unsloth", "use_unsloth=true", "Unsloth's LoRA layer and kernels")
+        if r.fields.get("checkpointing"):
+            r.set("checkpoint_offload", True, "use_unsloth=true", "LLaMA-Factory passes "
+                  "use_gradient_checkpointing='unsloth': block inputs to host memory")
+    elif unsloth:
+        r.skip("use_unsloth=true", "Unsloth's full fine-tuning is not modelled")
+    if r.take("use_unsloth_gc") is True and r.fields.get("checkpointing"):
+        r.set("checkpoint_offload", True, "use_unsloth_gc=true",
+              "Unsloth's offloaded checkpointing: block inputs to host memory")
+    for key in ("use_galore", "use_badam", "use_apollo"):
         if r.take(key) is True:
             r.skip(f"{key}=true", "not modelled")
     if _adapters(r, "use_dora"):

@@ -78,9 +78,11 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: the logits' dtype; te: Transformer Engine's Triton parallel_cross_entropy (Megatron-Core's
 #: cross_entropy_fusion_impl "te"; transformer_engine/pytorch/cross_entropy.py and
 #: triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the gradient is written into
-#: the half-precision logits in the forward, no fp32 copy
+#: the half-precision logits in the forward, no fp32 copy; unsloth-ce: Unsloth's Triton
+#: fast_cross_entropy_loss on the half-precision logits, its gradient written into them in
+#: backward (estimate/unsloth.py)
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
-                     "verl-logprobs", "megatron", "te"]
+                     "verl-logprobs", "megatron", "te", "unsloth-ce"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
@@ -93,9 +95,11 @@ OffloadCopies = Literal["pinned", "pageable-step", "pageable"]
 #: the code path a training step runs (estimate/host.py): eager = transformers' modelling in eager
 #: PyTorch with SDPA attention; flash-attn = modelling that calls flash-attn with its fused rotary
 #: and RMSNorm kernels (Qwen-1's remote code with flash-attn installed); megatron = Megatron-Core's
-#: TransformerLayer with Transformer Engine's fused modules (Megatron-LM, Megatron-Bridge, NeMo).
-#: Sets the operators the host issues per micro-batch
-Kernels = Literal["eager", "flash-attn", "megatron"]
+#: TransformerLayer with Transformer Engine's fused modules (Megatron-LM, Megatron-Bridge, NeMo);
+#: unsloth = Unsloth's patched Llama-family layer: its LoRA autograd Functions on fully adapted
+#: q/k/v and gate/up/down groups, Triton RMSNorm, RoPE and cross-entropy (estimate/unsloth.py).
+#: Sets the operators the host issues per micro-batch (unsloth: counted as eager's)
+Kernels = Literal["eager", "flash-attn", "megatron", "unsloth"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
 Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
@@ -194,6 +198,10 @@ class Training(_ReadsModel):
     loss_kernel: LossKernel | None = None
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
+    #: under checkpointing, each block's input moved to host memory in forward and back in
+    #: backward (Unsloth's use_gradient_checkpointing="unsloth": estimate/unsloth.py); the GPU
+    #: keeps one block's input. False: every block's input stays on the GPU
+    checkpoint_offload: bool = False
     #: logits the training loop keeps alive through backward by holding the model's output
     #: (`output = model(...); output.loss.backward()`, where HF Trainer's compute_loss returns
     #: the loss only): "fp32" where the model returns upcast logits (transformers before 4.45:
@@ -568,6 +576,17 @@ class Training(_ReadsModel):
             _check_load_path(self)
         if self.kernels == "megatron":
             _check_megatron(self)
+        if self.kernels == "unsloth":
+            _check_unsloth(self)
+        if self.checkpoint_offload and not self.checkpointing:
+            raise FieldError(("checkpoint_offload", "checkpointing"), "checkpoint_offload moves "
+                             "the checkpointed block inputs to the host; checkpointing is off.",
+                             "Give --checkpointing, or leave --checkpoint-offload out.")
+        if self.checkpoint_offload and self.activation_offload:
+            raise FieldError(("checkpoint_offload", "activation_offload"), "both move the "
+                             "checkpointed layer inputs to the host: Unsloth's offloaded "
+                             "checkpointing or torchtune's activation offloading, not both.",
+                             "Keep one of --checkpoint-offload and --activation-offload.")
         if self.fsdp_grad_accum == "no-sync":
             _check_fsdp_no_sync(self)
         if self.fsdp_adapter_units:
@@ -659,6 +678,8 @@ def loss_kernel_of(t: Training) -> LossKernel:
     scripts), chosen explicitly."""
     if t.loss_kernel is not None:
         return t.loss_kernel
+    if t.kernels == "unsloth":  # Unsloth's models call its own fast_cross_entropy_loss
+        return "unsloth-ce"
     return "megatron" if t.kernels == "megatron" else "hf"
 
 
@@ -756,6 +777,32 @@ def _check_megatron(t: Training) -> None:
         raise FieldError(("kernels", "lora_dropout"), why + "LoRA dropout: its mask and "
                          "multiply operators would be left out.",
                          "Use kernels eager, or lora_dropout 0.")
+
+
+def _check_unsloth(t: Training) -> None:
+    """The unsloth kernel path (estimate/unsloth.py) is Unsloth's LoRA/QLoRA on one GPU over
+    a Llama-family dense decoder (gated MLP, RMSNorm), its 4-bit base bitsandbytes NF4:
+    what its fast_lora Functions and patched layers run. Other setups refused."""
+    why = "the unsloth kernel path models Unsloth's LoRA layer on a dense Llama-family decoder; "
+    if t.method == "full":
+        raise FieldError(("kernels", "method"), why + "full fine-tuning is not modelled.",
+                         "Use kernels eager, or method lora/qlora.")
+    if t.method == "qlora" and t.base_quant not in ("nf4", "nf4-nodq"):
+        raise FieldError(("kernels", "base_quant"), why + f"its 4-bit base is bitsandbytes "
+                         f"NF4, not {t.base_quant}.", "Use --base-quant nf4.")
+    arch = t.arch
+    if (not arch.plain_dense_decoder or not arch.gated_mlp or arch.norm_bias or arch.qk_norm
+            or arch.encoder):
+        raise FieldError(("kernels", "model"), why + f"{arch.name} is not one (gated MLP, "
+                         "RMSNorm, no q/k norms).", "Use kernels eager.")
+    if t.dora:
+        raise FieldError(("kernels", "dora"), why + "DoRA layers it leaves to peft (its "
+                         "patching skips a lora_magnitude_vector) are not modelled on it.",
+                         "Use kernels eager with --dora.")
+    if t.zero_stage or t.offload != "none" or not t.flash_attention:
+        raise FieldError(("kernels", "zero_stage"), why + "one GPU, no ZeRO or CPU offload of "
+                         "state, flash attention (Unsloth's flash-attn or xformers kernels).",
+                         "Use kernels eager.")
 
 
 def _check_lengths(t: Training) -> None:

@@ -163,8 +163,6 @@ _GPU_SIZE = re.compile(r"^(?:GPU with )?(\d+) ?GB (?:VRAM|GPUs?)")
 METHOD_SKIPS: dict[str, str] = {
     "full (GaLore)": "GaLore (low-rank optimizer state) not modelled",
     "full (LISA)": "LISA (layerwise sampled full fine-tuning) not modelled",
-    "qlora (Unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
-    "qlora (unsloth)": "Unsloth's kernels and offloaded checkpointing not modelled",
     "not stated": "method not stated",
 }
 
@@ -236,7 +234,8 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
         return None, "vendor table: LoRA/QLoRA settings, batch and sequence length not stated"
     if m == "lora (8-bit base)" and "bitsandbytes 8-bit" in quant:
         return "qlora", None  # LoRA on bitsandbytes' int8 base (base_quant int8-bnb)
-    base = m.removesuffix(" (Hugging Face + FA2)")
+    base = m.removesuffix(" (Hugging Face + FA2)").removesuffix(" (Unsloth)").removesuffix(
+        " (unsloth)")
     base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora")}.get(base, base)
     if base not in ("full", "lora", "qlora"):
         return None, f"PEFT method other than LoRA ({m})"
@@ -249,8 +248,6 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
     if "quantiz" in quant:
         return None, "GaLore with weight quantisation not modelled"
     if "nf4" in quant or "4-bit" in quant or "int4 (bnb)" in quant:
-        if "unsloth" in quant and "via unsloth/hf" not in quant:
-            return None, "Unsloth's kernels and offloaded checkpointing not modelled"
         return "qlora", None
     if "8-bit" in quant or "int8" in quant:
         return None, "quantised base other than bnb 4-bit (int8)"
@@ -578,6 +575,49 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
     return kernel, "; ".join(notes)
 
 
+#: what Unsloth's code runs for each source that ran it (estimate/unsloth.py has the code read)
+UNSLOTH_STACKS: dict[str, str] = {
+    "Unsloth docs (capacity)": (
+        "Unsloth of Dec 2024 (unsloth d9ed4bef, unsloth-zoo 9c643b66; the Llama 3.3 release "
+        "the table comes from): its LoRA Functions on q/k/v, o and the MLP; offloaded "
+        "gradient checkpointing (the docs: 'our gradient checkpointing algorithm', "
+        "use_gradient_checkpointing=\"unsloth\"); Cut Cross-Entropy above 1,024 tokens "
+        "(llama.py: bsz*q_len > 1024 and cut_cross_entropy, an unsloth-zoo dependency)"),
+    "ms-swift": (
+        "ms-swift c23b853c7 (2024-04-26, which added the unsloth row) calls Unsloth's "
+        "get_peft_model with use_gradient_checkpointing=True (checkpoints on the GPU) and its "
+        "lora_dropout_p default 0.05, so Unsloth (4a885399) patches no LoRA group (fast "
+        "patching needs dropout 0): peft's adapters in Unsloth's layer; tuner_params '' are "
+        "ms-swift's defaults, rank 8 on DEFAULT targets, q/k/v for llama (4.7186M trainable "
+        "parameters = 32 x 8 x 18,432)"),
+    "LLaMA-Factory (via Unsloth)": (
+        "LLaMA-Factory 6faf9c35a (2023-12-23) requires unsloth==2023.12 and calls its "
+        "get_peft_model (ef70177a): checkpointing on (use_gradient_checkpointing=True), "
+        "dropout 0 (2023.12 refuses any other), the LoRA Functions only on fully adapted "
+        "groups (none for q,v), Unsloth's Triton cross-entropy"),
+}
+
+
+def unsloth_stack(r: dict[str, str], source: str) -> tuple[dict[str, Any], str]:
+    """(Training fields, note) of a row that ran Unsloth ({}, "" otherwise): kernels unsloth,
+    with what its caller's code chose (UNSLOTH_STACKS)."""
+    if "unsloth" not in r["method"].lower() and "Method=Unsloth" not in r["notes"]:
+        return {}, ""
+    fields: dict[str, Any] = {"kernels": "unsloth", "checkpointing": True,
+                              "loss_kernel": "unsloth-ce"}
+    if source == "Unsloth docs (capacity)":
+        tokens = int(r["seq_len"] or 0) * int(r["per_device_batch"] or 1)
+        fields |= {"checkpoint_offload": True,
+                   "loss_kernel": "cut-ce" if tokens > 1024 else "unsloth-ce"}
+    elif source == "ms-swift":
+        fields["lora_dropout"] = 0.05
+        if "tuner_params ''" in r["notes"] and not r["lora_r"]:
+            fields |= {"lora_rank": 8, "target_modules": "q,k,v"}
+    elif source == "LLaMA-Factory (via Unsloth)":
+        fields["lora_dropout"] = 0.0
+    return fields, UNSLOTH_STACKS.get(source, "")
+
+
 def _int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
@@ -638,11 +678,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         precision, ds_note = _deepspeed_precision(r, source, precision)
         notes.append(ds_note)
         deepspeed = deepspeed or "DeepSpeed" in ds_note
+    stack, stack_note = unsloth_stack(r, source)
+    notes.append(stack_note)
     lora: dict[str, Any] = {}
     if method != "full" and "-bdlora" in r["source"]:
         # PEFT's method_comparison experiment "...-bdlora": block-diagonal LoRA factors (8.43M
         # trainable parameters at rank 14 where plain LoRA has 13.25M), not peft's LoRA
         return skip("BD-LoRA (block-diagonal LoRA factors) not modelled", method)
+    if method != "full" and stack.get("lora_rank"):  # stated by ms-swift's defaults
+        r = {**r, "lora_r": str(stack.pop("lora_rank")),
+             "target_modules": str(stack.pop("target_modules"))}
     if method != "full":
         targets, t_note, why = _targets(r, source)
         if why or targets is None:
@@ -659,6 +704,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             if source in _DORA_RECOMPUTE:
                 lora["dora_base_matmul"] = "recompute"
         dropout, dropout_note = _lora_dropout(r, source)
+        if "lora_dropout" in stack:
+            dropout, dropout_note = stack.pop("lora_dropout"), ""
         lora["lora_dropout"] = dropout
         branch = _LORA_BRANCH.get("compiled" if _compiled(r) else source)
         if branch:
@@ -668,9 +715,6 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append(dropout_note)
         if method == "qlora":
             lora["base_quant"] = _base_quant(r)
-            if "Method=Unsloth" in r["notes"]:
-                return skip("Unsloth's 4-bit LoRA kernels (not bitsandbytes' MatMul4Bit and "
-                            "peft) not modelled", method)
             no_upcast = _NO_KBIT_UPCAST.get(source)
             if no_upcast:
                 lora["kbit_upcast"] = False
@@ -804,12 +848,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         kv_repeated = True
         notes.append("litgpt's attention expands k and v to the query heads and reshapes "
                      "them (copies) before SDPA (kv_repeated)")
+    # Unsloth's stack sets its own kernels, checkpointing and loss (unsloth_stack)
+    kernels = stack.pop("kernels", kernels)
+    ckpt = stack.pop("checkpointing", ckpt)
+    loss_kernel = stack.pop("loss_kernel", loss_kernel)
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
             micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
+            **stack,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
             deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
@@ -1186,7 +1235,10 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
     parts += [t.precision, f"micro-batch {t.micro_batch} x {t.seq_len}"]
     if t.grad_accum > 1:
         parts.append(f"x accumulation {t.grad_accum}")
-    parts.append("checkpointing " + ("on" if t.checkpointing else "off"))
+    parts.append("checkpointing " + ("on" if t.checkpointing else "off")
+                 + (" (offloaded to the host)" if t.checkpoint_offload else ""))
+    if t.kernels == "unsloth":
+        parts.append("Unsloth's kernels")
     opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
     parts.append(opt)
     if loss_kernel_of(t) != "hf":

@@ -358,16 +358,20 @@ REMAINS: dict[str, str] = {
         "speed is within 11% (#420 on the 3090s, 28% "
         "fast, is power-limited to 280 W)."),
     "LLaMA-Factory (via Unsloth)": (
-        "The LoRA rows are within 7%. The HF QLoRA row (#452) reads 9 GB; the estimate is "
+        "The LoRA rows are within 2% (#451, Unsloth + FA2, now as Unsloth's stack: 6% "
+        "above as transformers' path, 2% below as Unsloth's). The HF QLoRA row (#452) reads 9 "
+        "GB; the estimate is "
         "22% below it: LLaMA-Factory of December 2023 (79f301a2, model/utils.py "
         "prepare_model_for_training) runs no peft prepare_model_for_kbit_training (no fp32 "
         "upcast: its layernorm upcast is off by default; it casts the LM head's output to "
         "fp32), so the estimate keeps the unquantised weights in bf16, and with "
         "checkpointing on (assumed, LLaMA-Factory's default) what bitsandbytes keeps per "
         "layer weighs for the recomputed layer only; the remaining 1.9 GiB is not "
-        "explained. The Unsloth QLoRA row (#453) is no longer compared: Unsloth's own 4-bit "
-        "LoRA kernels are not bitsandbytes' MatMul4Bit and peft, which the estimate now "
-        "models. Figures are whole GB of unstated type, quoted second-hand; LoRA targets "
+        "explained. The Unsloth rows (#451, #453) run Unsloth 2023.12 as LLaMA-Factory "
+        "6faf9c35a called it (kernels unsloth, estimate/unsloth.py: checkpoints on the GPU, "
+        "LoRA dropout 0, Unsloth's Triton RMSNorm and cross-entropy on bf16 logits; with q,v "
+        "targets no LoRA group is whole, so the adapters run as peft's): the QLoRA row "
+        "(#453, 7 GB) reads 9% low. Figures are whole GB of unstated type, quoted second-hand; LoRA targets "
         "and checkpointing are assumed (see the setup text)."),
     "axolotl": (
         "One row has a catalog model (Llama-2-7B QLoRA, \"about 17 GB\"); the estimate is "
@@ -551,7 +555,13 @@ REMAINS: dict[str, str] = {
         "whose own vocabulary-sized blocks are new segments). "
         "The "
         "tuners table (#295-#304, ms-agent dataset, lengths not stated) keeps the flat "
-        "reserve and reads 30-45% low. The 72B rows on 2 GPUs (layout not stated), GPTQ int8 "
+        "reserve and reads 30-45% low; its Unsloth row (#305, Llama 3 8B 4-bit through "
+        "Unsloth's get_peft_model at ms-swift c23b853c7, which passes use_gradient_"
+        "checkpointing=True and its lora_dropout_p 0.05, so Unsloth 4a885399 patches no LoRA "
+        "group: estimate/unsloth.py) reads 69% low (6.7 of 21.7 GiB reserved), further "
+        "below than the table's others: what ms-swift's run adds (evaluation, lengths) is not "
+        "stated, and no Unsloth term explains 15 GiB. The 72B rows on 2 GPUs (layout not "
+        "stated), GPTQ int8 "
         "bases, the other PEFT methods and the models outside the catalog (chatglm3, "
         "baichuan2, openbuddy) are not compared. Speeds are samples/s of variable-length "
         "samples, not comparable without token counts. The yi-6b-chat and yi-34b-chat rows "
@@ -578,8 +588,20 @@ REMAINS: dict[str, str] = {
         "tighter than the real one, or the real stack had room the estimate does not see. The "
         "stack of the HF baseline is not stated (peft's k-bit preparation, as TRL and "
         "axolotl call it, assumed) nor its checkpointing (on assumed, the smaller "
-        "estimate). The Unsloth rows rely on Unsloth's kernels and "
-        "offloaded checkpointing, not modelled."),
+        "estimate). The Unsloth rows run Unsloth of December 2024 (kernels unsloth, "
+        "estimate/unsloth.py, read at unsloth d9ed4bef and unsloth-zoo 9c643b66): its LoRA "
+        "Functions on every group (X, gate and up outputs kept; one 4-bit weight dequantised "
+        "at a time), Triton RMSNorm, the block inputs offloaded to host memory "
+        "(checkpoint_offload: one on the GPU) and Cut Cross-Entropy above 1,024 tokens. At "
+        "the published context the estimate is 0-19% below the card for Llama 3.1 8B (the "
+        "longer the context, the further below: 8 GB at the card, 80 GB at 342,733 tokens "
+        "19% below; the backward temporaries of attention and of the LoRA Functions other "
+        "than the MLP's, which grow with the tokens, are not counted) and 6% below for Llama "
+        "3.3 70B on 80 GB; at 48 GB (12,106 tokens) it is 2.5% above (refused): 38.4 GiB of "
+        "4-bit weights and 3.1 GiB of fp32 AdamW moments of the r32 adapters (the optimizer "
+        "is not stated: torch AdamW assumed, as for the HF rows; Unsloth's notebooks use "
+        "adamw_8bit, 2.3 GiB less) on a card read as 48 x 10^9 bytes (44.7 GiB; an RTX "
+        "A6000, sold as 48 GB, has 49,140 MiB: on it the estimate fits)."),
 }
 THROUGHPUT_REMAINS: dict[str, str] = {
     "Answer.AI": (
@@ -1051,7 +1073,8 @@ def render_finetune(comparisons: list[Comparison]) -> list[str]:
             text = text.replace(mark, figure)
         lines.append(f"- **{src}**: {text}")
     capacity = [c for c in fits if c.error is not None and c.group.startswith("Unsloth docs")]
-    lines += ["", "Capacity limits (Unsloth docs, HF + FA2: the longest context that fit): the "
+    lines += ["", "Capacity limits (Unsloth docs, HF + FA2 and Unsloth: the longest context that "
+              "fit): the "
               "estimate's device total at that context beside the card's memory:", "",
               "| row | setup as estimated | card | predicted | predicted / card - 1 |",
               "|---|---|---|---|---|"]

@@ -35,8 +35,7 @@ only what the compute cannot hide is added (estimate/timing.py).
 
 from __future__ import annotations
 
-from gpuhours.errors import FieldError
-from gpuhours.estimate.offload import HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION, PCIE_COPY_EFFICIENCY
+from gpuhours.estimate.offload import host_link_bytes_per_s
 
 #: torchtune OffloadActivations' defaults (training/_activation_offloading.py @ 1814feb17)
 MAX_FWD_STASH_SIZE = 5
@@ -72,13 +71,8 @@ def offload_exposed_s(pcie_s: float, compute_s: float) -> float:
     return max(0.0, pcie_s - compute_s)
 
 
-def host_link_for_offload(generation: str, gpu_name: str) -> float:
-    """Pinned copy bytes/s per direction between the GPU and its host (estimate/offload.py's
-    PCIe figure by generation and copy efficiency)."""
-    link = HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION.get(generation)
-    if link is None:
-        raise FieldError("activation_offload", f"{gpu_name} ({generation}) has no PCIe host "
-                         "link figure (rows: "
-                         f"{', '.join(HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION)}).",
-                         "Drop activation_offload on it.")
-    return link.value * 1e9 * PCIE_COPY_EFFICIENCY.value
+def host_link_for_offload(generation: str, gpu_name: str, lanes: int | None = None) -> float:
+    """Pinned copy bytes/s per direction between the GPU and its host on `lanes` of PCIe
+    (estimate/offload.py host_link_bytes_per_s: the PCIe figure by generation and copy
+    efficiency)."""
+    return host_link_bytes_per_s(generation, gpu_name, lanes, field="activation_offload")

@@ -370,6 +370,11 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
              "count: LM head write, Transformer Engine's online-softmax read, the loss "
              "kernel's read and in-place gradient write, backward's in-place scale read and "
              "write (2 bytes each; triton/cross_entropy.py @ 1bd45b97)"),
+    "unsloth-ce": _a("logits_traffic_bytes_per_element.unsloth-ce", 8.0, "bytes per logit",
+                     "count: LM head write, Unsloth's forward kernel's one read of each row "
+                     "(max and log-sum-exp in one pass), its backward kernel's read and "
+                     "in-place gradient write (2 bytes each; unsloth/kernels/"
+                     "cross_entropy_loss.py @ ef70177a, d9ed4bef)"),
     "cut-ce": _a("logits_traffic_bytes_per_element.cut-ce", 0.0, "bytes per logit",
                  "Cut Cross-Entropy keeps logit blocks on chip (Wijmans et al. 2024, sec. 4)"),
 }

@@ -253,6 +253,9 @@ def _attention_span_note(t: Training) -> str:
 
 def _host_source(t: Training, hw: Hardware, mem: MemoryBreakdown) -> str:
     """The basis of the host RAM figure (empty without offload): per GPU and per node."""
+    if t.offload == "none" and t.checkpoint_offload and t.checkpointing:
+        return ("estimate/unsloth.py offloaded_checkpoint_host_bytes: every block's input in "
+                "pinned host memory (checkpoint_offload: Unsloth's offloaded checkpointing)")
     node = min(hw.gpus_per_node, hw.num_gpus)
     if t.offload == "none":
         if not t.activation_offload:
@@ -602,6 +605,11 @@ def estimate_training(
                                  f"; {t.offload_copies} copies "
                                  f"{OF.PAGEABLE_COPY_SLOWDOWN.value:g}x slower (DeepSpeed PR "
                                  "#5301)")))
+    if st.checkpoint_copy_s:
+        breakdown["checkpoint_copy_s"] = formula(
+            st.checkpoint_copy_s, "s", "estimate/unsloth.py: every block's input to the host "
+            "and back per micro-batch (2 L N d bytes) / the host link (estimate/offload.py), "
+            "on the compute stream: not hidden")
     if st.collectives:
         breakdown["pipeline_bubble_s"] = formula(
             st.pipeline_bubble_s, "s", f"estimate/parallel.py: stage time x (pp - 1)/(v m), "

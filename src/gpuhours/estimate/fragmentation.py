@@ -61,6 +61,7 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lengths import SEED, LengthDistribution
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
+    LORA_ADAPTED,
     MemoryBreakdown,
     activation_bytes,
     deepspeed_bucket_bytes,
@@ -71,6 +72,7 @@ from gpuhours.estimate.memory import (
     residual_bytes,
 )
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.unsloth import outside_bytes_per_token
 from gpuhours.setup import Training, loss_kernel_of
 from gpuhours.trace.allocator import Allocator, OutOfMemory
 
@@ -188,9 +190,12 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         fwd, freed_first = (int(logits_bytes(arch, tl)),), 1
         bwd = (int(loss_backward_bytes(arch, tl)),)
     return ReplaySizes(
-        layer_input=n * arch.hidden_size * res,
+        # offloaded checkpoints (estimate/unsloth.py) wait on the host, not in the allocator
+        layer_input=0 if t.checkpoint_offload else n * arch.hidden_size * res,
         layer=tuple(int(n * w) for w in widths),
-        outside=n * arch.hidden_size * (4 + (a if head_trains else 0)),
+        outside=(n * arch.hidden_size * (4 + (a if head_trains else 0)) if t.kernels != "unsloth"
+                 else round(n * outside_bytes_per_token(arch, LORA_ADAPTED[t.lora_targets],
+                                                        a, t.lora_dropout))),
         loss_fwd=tuple(int(x) for x in fwd),
         loss_freed_first=freed_first,
         loss_bwd=tuple(int(x) for x in bwd),

@@ -62,6 +62,16 @@ from gpuhours.estimate.parallel import (
 from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
+from gpuhours.estimate.unsloth import (
+    checkpointed_inputs_on_gpu,
+    dequantised_weight_bytes,
+    offloaded_checkpoint_host_bytes,
+    unsloth_ce_backward_bytes,
+    unsloth_ce_forward_bytes,
+    unsloth_layer_saved_bytes_per_token,
+    unsloth_term,
+)
+from gpuhours.estimate.unsloth import outside_bytes_per_token as unsloth_outside_bytes_per_token
 from gpuhours.estimate.vision import vision_activation_bytes, vision_linear_params
 from gpuhours.setup import Training, deepspeed_overlap_comm_of, loss_kernel_of
 
@@ -327,12 +337,18 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
                                                        adapted)
     # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
     tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    unsloth = t.kernels == "unsloth"
+    if unsloth:  # Unsloth's patched layer and LoRA Functions (estimate/unsloth.py)
+        tensors = unsloth_layer_saved_bytes_per_token(
+            arch, LORA_ADAPTED[t.lora_targets], ACTIVATION_BYTES[t.precision], t.lora_rank,
+            half_adapters=lora_branch_of(t) != "peft-fp32",
+            bnb_input_saved=(t.method == "qlora" and t.bnb_saved_input != "none"))
     # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
     tensors += repeated_kv_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
-    per_layer = (tensors + scores + quantised_base_bytes_per_token_layer(arch, t)
-                 + lora_dropout_mask_bytes_per_token_layer(arch, t)
+    per_layer = (tensors + scores + (0.0 if unsloth else quantised_base_bytes_per_token_layer(
+        arch, t)) + lora_dropout_mask_bytes_per_token_layer(arch, t)
                  # DoRA's rescaled outputs, kept by its magnitude's products (estimate/dora.py)
                  + dora_saved_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision]))
     a = ACTIVATION_BYTES[t.precision]
@@ -351,20 +367,26 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     outside: float = tokens * arch.hidden_size * (4 + (a if head_trains else 0))
     if megatron:
         outside = tokens * megatron_outside_bytes_per_token(arch, a, head_trains)
+    if unsloth:  # Unsloth's final norm and one LoRA_MLP backward (estimate/unsloth.py)
+        outside = tokens * unsloth_outside_bytes_per_token(arch, LORA_ADAPTED[t.lora_targets], a,
+                                                           t.lora_dropout)
     if t.lora_lm_head and t.method != "full" and not t.lora_trainable_embeddings:
         # the head's adapter: lora_A keeps its input (the dropout's output, with its 1-byte
         # mask, when lora_dropout is above 0), lora_B keeps A's output (r per token)
         mask = 1 if t.lora_dropout > 0 else 0
         outside += tokens * (arch.hidden_size * (a + mask) + t.lora_rank * a)
+    if unsloth and t.method == "qlora":  # one 4-bit weight dequantised at its matmul
+        outside += dequantised_weight_bytes(arch, a)
     if t.checkpointing:
         # each block keeps its input (the residual stream); in backward one block is
-        # recomputed at a time.
-        # (fp32 when peft upcast a QLoRA model's embedding: `kbit_upcast_active`)
+        # recomputed at a time. With checkpoint_offload the inputs wait on the host
+        # (estimate/unsloth.py). (fp32 when peft upcast a QLoRA model's embedding)
         residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
         layer_input = residual * arch.hidden_size
         # activation offloading: the layer inputs go to host memory but the one nearest the
         # loss (estimate/activation_offload.py)
-        inputs = layer_inputs_kept(arch.num_layers) if t.activation_offload else arch.num_layers
+        inputs = (layer_inputs_kept(arch.num_layers) if t.activation_offload
+                  else checkpointed_inputs_on_gpu(arch, t))
         saved = inputs * tokens * layer_input + tokens * per_layer + outside + vision
     else:
         saved = arch.num_layers * tokens * per_layer + outside + vision
@@ -454,6 +476,8 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
         return tokens * v * (a + 4 if a < 4 else 4)
     if kernel == "te":
         return tokens * v * a + TE_CE_FORWARD_BYTES_PER_TOKEN * tokens
+    if kernel == "unsloth-ce":  # Unsloth's Triton cross-entropy (estimate/unsloth.py)
+        return unsloth_ce_forward_bytes(tokens, v, a)
     if kernel == "half":
         # the logits and log-softmax's output (a each); the shifted labels' slice of the
         # logits is contiguous at micro-batch 1 and copied (a) above it
@@ -539,6 +563,8 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return tokens * arch.vocab_size * (4 + a if a < 4 else 4)
     if kernel == "te":  # the gradient in the logits, scaled in place
         return tokens * arch.vocab_size * a
+    if kernel == "unsloth-ce":  # the gradient written into the saved logits
+        return unsloth_ce_backward_bytes(tokens, arch.vocab_size, a)
     return tokens * arch.vocab_size * 12
 
 
@@ -620,7 +646,8 @@ def kbit_bytes(t: Training) -> float:
     which it skips), else 2. torchao's NF4 base (nf4-torchao) stands for torchtune's QLoRA
     recipe, which runs no peft preparation (torchtune/modules/peft: the base stays in the
     model's dtype), so it is not upcast by default either."""
-    default = t.zero_stage < 3 and t.base_quant not in ("gptq-int4", "nf4-torchao")
+    default = (t.zero_stage < 3 and t.base_quant not in ("gptq-int4", "nf4-torchao")
+               and t.kernels != "unsloth")  # Unsloth prepares the 4-bit model itself
     upcast = t.kbit_upcast if t.kbit_upcast is not None else default
     return 4.0 if upcast else 2.0
 
@@ -1079,6 +1106,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
             weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
+    # Unsloth's offloaded checkpoints: the block inputs in pinned host memory (estimate/unsloth.py)
+    host += offloaded_checkpoint_host_bytes(
+        arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
     # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
     # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
     # do not hold more than one tensor's worth
@@ -1190,7 +1220,23 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
         fp8 = quantised_params(arch) * ACTIVATION_BYTES[t.precision]
         out.append(f"fp8_params: {fp8 / 2**30:.2f} GiB of half-precision layer weights (whole "
                    "model) not held: the fp8 copies are the weights")
-    per_token_layer = quantised_base_bytes_per_token_layer(arch, t)
+    if t.kernels == "unsloth":
+        a = ACTIVATION_BYTES[t.precision]
+        per = unsloth_layer_saved_bytes_per_token(
+            arch, LORA_ADAPTED[t.lora_targets], a, t.lora_rank,
+            half_adapters=lora_branch_of(t) != "peft-fp32",
+            bnb_input_saved=(t.method == "qlora" and t.bnb_saved_input != "none"),
+            lora_dropout=t.lora_dropout)
+        out.append(unsloth_term(arch, LORA_ADAPTED[t.lora_targets], per, a, t.method,
+                                t.lora_dropout))
+    if t.checkpoint_offload and t.checkpointing:
+        host = offloaded_checkpoint_host_bytes(
+            arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
+        out.append(f"checkpoint_offload: {host / 2**30:.2f} GiB of block inputs in pinned host "
+                   "memory (host_bytes), one block's input on the GPU (Unsloth's offloaded "
+                   "gradient checkpointing: estimate/unsloth.py)")
+    per_token_layer = (quantised_base_bytes_per_token_layer(arch, t)
+                       if t.kernels != "unsloth" else 0.0)
     if per_token_layer:
         kept = per_token_layer * t.tokens_per_micro_batch * (
             1 if t.checkpointing else arch.num_layers)

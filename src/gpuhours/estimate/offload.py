@@ -127,16 +127,19 @@ def zero3_offload_grad_bytes_per_param(*, micro_batches: int,
     return (micro_batches + 1) * grad_bytes, micro_batches * grad_bytes
 
 
-def host_link_bytes_per_s(generation: str, gpu_name: str, lanes: int | None = None) -> float:
+def host_link_bytes_per_s(generation: str, gpu_name: str, lanes: int | None = None,
+                          field: str = "offload") -> float:
     """Achievable bytes/s per direction between one GPU and its host (PCIe x efficiency), on
-    `lanes` of PCIe (Hardware.pcie_lanes; None = the x16 the figures are for)."""
+    `lanes` of PCIe (Hardware.pcie_lanes; None = the x16 the figures are for). `field`: the
+    setup field that asked for host copies, named in the error where the GPU has no figure."""
     from gpuhours.errors import FieldError
 
     link = HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION.get(generation)
     if link is None:
-        raise FieldError("offload", f"{gpu_name} ({generation}) has no PCIe host link figure "
-                         f"for CPU offload (rows: {', '.join(HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION)})."
-                         , "Use offload none on it.")
+        raise FieldError(field, f"{gpu_name} ({generation}) has no PCIe host link figure "
+                         f"for copies to the host (rows: "
+                         f"{', '.join(HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION)}).",
+                         f"Drop {field} on it.")
     return link.value * 1e9 * PCIE_COPY_EFFICIENCY.value * (lanes or 16) / 16
 
 

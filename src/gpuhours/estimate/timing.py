@@ -51,8 +51,10 @@ from gpuhours.estimate.memory import (
     LORA_ADAPTED,
     QLORA_BYTES_PER_PARAM,
     activation_bytes_per_token_layer,
+    kbit_upcast_active,
     offloaded_activation_bytes,
     quantised_params,
+    residual_bytes,
     state_bytes_per_param,
 )
 from gpuhours.estimate.moe_gemm import (
@@ -61,13 +63,14 @@ from gpuhours.estimate.moe_gemm import (
     expert_shapes,
     routing_bytes_per_token_layer,
 )
-from gpuhours.estimate.offload import OffloadTime
+from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
     weight_read_bytes_per_micro_batch,
 )
+from gpuhours.estimate.unsloth import offloaded_checkpoint_copy_s
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
 
@@ -277,6 +280,9 @@ class StepTime:
     #: the part of matmul_s the routed experts' small GEMMs add (estimate/moe_gemm.py), before
     #: the layout's split of the layers
     expert_gemm_s: float = 0.0
+    #: checkpoint_offload's copies of the block inputs to the host and back, on the compute
+    #: stream (estimate/unsloth.py): added to the step
+    checkpoint_copy_s: float = 0.0
 
     @property
     def compute_s(self) -> float:
@@ -451,7 +457,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         off = _offload_time(arch, t, hw, trainable_params, compute_s)
         optimizer_s = off.added_s
     model_parallel_s = sum(c.exposed_s for c in collectives[:-1]) if collectives else 0.0
-    step = compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
+    # Unsloth's offloaded checkpoints, copied on the compute stream (estimate/unsloth.py)
+    checkpoint_copy_s = _checkpoint_copy_s(arch, t, hw)
+    step = (compute_s + optimizer_s + exposed_s + model_parallel_s + bubble_s
+            + checkpoint_copy_s)
 
     parts = {
         "matmul compute": matmul_s,
@@ -462,6 +471,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         ("optimizer step (memory-bound)" if off is None else
          "CPU offload: host Adam step, weights up, PCIe not hidden"): optimizer_s,
         f"communication over {link}": exposed_s,
+        "checkpoint copies to and from the host (on the compute stream)": checkpoint_copy_s,
     }
     if collectives:
         parts[f"pipeline bubble ({lay.pp} stages, {t.grad_accum} micro-batches)"] = bubble_s
@@ -488,6 +498,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         collectives=collectives,
         offload=off,
         expert_gemm_s=expert_gemm_s,
+        checkpoint_copy_s=checkpoint_copy_s,
     )
 
 
@@ -525,8 +536,19 @@ def _activation_offload_exposed_s(arch: ModelArch, t: Training, hw: Hardware,
     final norm's fp32 input down in each forward and up in each backward, beside the GPU's
     compute of the step (estimate/activation_offload.py)."""
     pcie = offload_pcie_s(offloaded_activation_bytes(arch, t), t.grad_accum,
-                          host_link_for_offload(hw.gpu.generation, hw.gpu.name))
+                          host_link_for_offload(hw.gpu.generation, hw.gpu.name,
+                                                hw.pcie_lanes))
     return offload_exposed_s(pcie, gpu_compute_s)
+def _checkpoint_copy_s(arch: ModelArch, t: Training, hw: Hardware) -> float:
+    """Seconds per step of checkpoint_offload's copies (estimate/unsloth.py
+    offloaded_checkpoint_copy_s) over the GPU's host link on its PCIe lanes
+    (estimate/offload.py); 0 without it."""
+    if not (t.checkpoint_offload and t.checkpointing):
+        return 0.0
+    residual = 4 if kbit_upcast_active(t) else residual_bytes(t.precision)
+    return offloaded_checkpoint_copy_s(
+        arch, t, residual, host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name,
+                                                 hw.pcie_lanes, field="checkpoint_offload"))
 
 
 def _offload_time(arch: ModelArch, t: Training, hw: Hardware, trainable: int,

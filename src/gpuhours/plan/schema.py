@@ -186,16 +186,21 @@ class TrainingSettings(_Strict):
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
         "width; default: grouped")
+    checkpoint_offload: bool | None = Field(
+        default=None, description="under checkpointing, each block's input moved to host "
+        "memory and back in backward (Unsloth's use_gradient_checkpointing=\"unsloth\"): the "
+        "GPU keeps one; default: off")
     loss_kernel: LossKernel | None = Field(
         default=None, description="the cross-entropy's kernel (hf, chunked, fused-linear, "
-        "cut-ce, half, chunked-half, verl-logprobs, megatron, te); default: megatron on "
-        "kernels megatron (Megatron-Core's vocab-parallel cross-entropy), else hf "
-        "(transformers' loss)")
+        "cut-ce, half, chunked-half, verl-logprobs, megatron, te, unsloth-ce); default: "
+        "megatron on kernels megatron (Megatron-Core's vocab-parallel cross-entropy), "
+        "unsloth-ce on kernels unsloth, else hf (transformers' loss)")
     kernels: Kernels | None = Field(
         default=None, description="the code path, for the host's operators per micro-batch: "
         "eager (transformers' modelling; default), flash-attn (code calling flash-attn with "
-        "its fused rotary and RMSNorm: Qwen-1's with flash-attn installed) or megatron "
-        "(Megatron-Core with Transformer Engine's fused layers)")
+        "its fused rotary and RMSNorm: Qwen-1's with flash-attn installed), megatron "
+        "(Megatron-Core with Transformer Engine's fused layers) or unsloth (Unsloth's "
+        "LoRA/QLoRA layer: fused LoRA Functions, Triton norms and cross-entropy)")
     zero_stage: ZeroStage | None = None
     offload: Offload | None = Field(
         default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "

@@ -123,7 +123,8 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
               "optimizer_s": "optimizer step",
               "communication_s": "communication (not added)",
               "communication_exposed_s": "communication not hidden",
-              "pipeline_bubble_s": "pipeline bubble"}
+              "pipeline_bubble_s": "pipeline bubble",
+              "checkpoint_copy_s": "checkpoint copies to the host"}
     for kind in ("tensor_parallel_collectives", "context_parallel_KV_ring", "expert_all_to_all",
                  "pipeline_sends"):
         name = kind.replace("_", " ")
