@@ -8,6 +8,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+#: a two-layer Llama with an untied head, small enough to run on CPU in the real-run tests
+#: (peft's LoRA and DoRA adapters and their dtypes)
+TINY_LLAMA_CONFIG: dict[str, Any] = dict(
+    model_type="llama", hidden_size=256, intermediate_size=688, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+    max_position_embeddings=512, tie_word_embeddings=False)
+
 
 class Saved(NamedTuple):
     """One distinct storage autograd saved: a weak reference to the first tensor seen on it

@@ -11,15 +11,13 @@ from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.memory import activation_bytes, adapter_state_bytes, training_memory
 from gpuhours.setup import Training
-from saved_storage import saved_storage_bytes
+from saved_storage import TINY_LLAMA_CONFIG, saved_storage_bytes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
-CONFIG = dict(model_type="llama", hidden_size=256, intermediate_size=688, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
-              max_position_embeddings=512, tie_word_embeddings=False)
+CONFIG = TINY_LLAMA_CONFIG
 BATCH, SEQ, RANK = 2, 64, 8
 
 
