@@ -37,6 +37,10 @@ DEPRECATED = "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"
 
 def _config(method: str, targets: str) -> Any:
     t = TARGETS[targets]
+    if method == "ia3" and targets == "all-linear":  # as the PEFT benchmark's all-attn run
+        mlp = ["gate_proj", "up_proj", "down_proj"]
+        return peft.IA3Config(target_modules=["q_proj", "k_proj", "v_proj", "o_proj", *mlp],
+                              feedforward_modules=mlp)
     if method == "ia3":
         return peft.IA3Config(task_type="CAUSAL_LM")
     if method == "loha":
@@ -97,12 +101,13 @@ def alive_saved_bytes(model: Any, seq: int = SEQ) -> int:
 
 def _training(method: str, targets: str = "qv") -> Training:
     virtual = VIRTUAL if method in ("prompt_tuning", "prefix_tuning") else None
+    ia3 = "all-linear" if (method == "ia3" and targets == "all-linear") else "k-v-down"
     return Training(arch=from_hf_config(CONFIG, "tiny"), method="lora", precision="bf16",
                     micro_batch=BATCH, seq_len=SEQ, lora_rank=RANK, lora_targets=targets,
-                    peft_method=method, peft_virtual_tokens=virtual)
+                    peft_method=method, peft_virtual_tokens=virtual, ia3_targets=ia3)
 
 
-CASES = [("ia3", "qv"), ("loha", "qv"), ("loha", "all-linear"), ("lokr", "qv"),
+CASES = [("ia3", "qv"), ("ia3", "all-linear"), ("loha", "qv"), ("loha", "all-linear"), ("lokr", "qv"),
          ("lokr", "all-linear"), ("vera", "qv"), ("vera", "all-linear"), ("prefix_tuning", "qv")]
 
 

@@ -280,6 +280,9 @@ class Training(_ReadsModel):
                          "vera"] = "lora"
     #: prompt_tuning and prefix_tuning: peft's num_virtual_tokens (needed by both)
     peft_virtual_tokens: int | None = Field(default=None, ge=1, le=100_000)
+    #: ia3: the linears it scales: "k-v-down" (peft's llama default: k_proj, v_proj, and
+    #: down_proj's input) or "all-linear" (all seven, the MLP's as feedforward: their inputs)
+    ia3_targets: Literal["k-v-down", "all-linear"] = "k-v-down"
     #: lokr: peft's decompose_factor (its default -1: factors near the square root)
     lokr_decompose_factor: int = Field(default=-1, ge=-1)
     #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
@@ -727,6 +730,9 @@ def _check_peft_method(t: Training) -> None:
         raise FieldError(("peft_virtual_tokens", "peft_method"), "peft_virtual_tokens is for "
                          f"prompt_tuning and prefix_tuning; this setup is {m}.",
                          "Drop peft_virtual_tokens.")
+    if t.ia3_targets != "k-v-down" and m != "ia3":
+        raise FieldError(("ia3_targets", "peft_method"), "ia3_targets is IA3's; this setup "
+                         f"is {m}.", "Drop ia3_targets.")
     if t.lokr_decompose_factor != -1 and m != "lokr":
         raise FieldError(("lokr_decompose_factor", "peft_method"), "lokr_decompose_factor is "
                          f"LoKr's; this setup is {m}.", "Drop lokr_decompose_factor.")

@@ -6,7 +6,8 @@ with peft's default fp32 adapters (get_peft_model autocast_adapter_dtype=True) a
 a = activation bytes, e = the adapters' dtype (4), i fan-in and o fan-out of an adapted linear:
 
 - ia3 (ia3/layer.py Linear.forward; peft's llama targets k_proj, v_proj and down_proj, the
-  last "feedforward"): k and v return `(base(x) * ia3_scaling).to(dtype)`: the product with an
+  last "feedforward"; ia3_targets all-linear: all seven, the MLP's feedforward, each casting
+  its own copy of its input): k and v return `(base(x) * ia3_scaling).to(dtype)`: the product with an
   fp32 vector promotes to fp32 and the mul keeps the half-precision base output (a o per
   token) and the vector `1 * ia3_l.flatten()` (a new fp32 tensor, o per layer); down_proj
   runs `base((x.to(fp32) * ia3_scaling).to(dtype))`: the mul keeps the fp32 copy of its input
@@ -78,11 +79,17 @@ def _check_arch(arch: ModelArch, method: str) -> None:
 
 def peft_linears(arch: ModelArch, t: Training) -> list[PeftLinear]:
     """The linears a LoHa, LoKr or VeRA adapts (lora_targets, as LoRA's: estimate/lora.py);
-    IA3's k_proj, v_proj and down_proj (peft's llama targets)."""
+    IA3's (ia3_targets: peft's llama default k_proj, v_proj and down_proj, or all seven)."""
     _check_arch(arch, t.peft_method)
     if t.peft_method == "ia3":
-        L, d, kv, f = arch.num_layers, arch.hidden_size, arch.kv_dim, arch.intermediate_size
-        return [PeftLinear(d, kv, L), PeftLinear(d, kv, L), PeftLinear(f, d, L, feedforward=True)]
+        L, d, q, kv = arch.num_layers, arch.hidden_size, arch.q_dim, arch.kv_dim
+        f = arch.intermediate_size
+        down = PeftLinear(f, d, L, feedforward=True)
+        if t.ia3_targets == "k-v-down":
+            return [PeftLinear(d, kv, L), PeftLinear(d, kv, L), down]
+        mlp = [PeftLinear(d, f, L, feedforward=True)] * (2 if arch.gated_mlp else 1)
+        return [PeftLinear(d, q, L), PeftLinear(d, kv, L), PeftLinear(d, kv, L),
+                PeftLinear(q, d, L), *mlp, down]
     out = []
     for ad in adapted_linears(arch, t.lora_targets):
         fan_in = int(adapted_fan_in(arch, ad))
