@@ -63,6 +63,7 @@ from gpuhours.estimate.params import ParamCounts, count_params
 from gpuhours.estimate.peft_methods import (
     peft_method_saved_bytes_per_layer,
     peft_method_saved_bytes_per_token_layer,
+    peft_method_terms,
     peft_method_trainable_params,
     peft_method_transient_bytes,
 )
@@ -1331,6 +1332,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
     if t.dora and t.method != "full":
         out.extend(_dora_terms(arch, t))
+    out.extend(peft_method_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     if buckets:
         overlap = deepspeed_overlap_comm_of(t)
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "

@@ -237,3 +237,36 @@ def peft_method_flops_per_token(arch: ModelArch, t: Training) -> tuple[float, fl
     else:
         return 0.0, 0.0
     return fwd, 2.0 * fwd
+
+
+def peft_method_terms(arch: ModelArch, t: Training, a: float) -> list[str]:
+    """The setup terms of a PEFT method beside LoRA, each a line (empty for lora)."""
+    m = t.peft_method
+    if m == "lora":
+        return []
+    per_token = peft_method_saved_bytes_per_token_layer(arch, t, a)
+    per_layer = peft_method_saved_bytes_per_layer(arch, t, a)
+    layers = arch.num_layers
+    out = [f"peft_method = {m}: {peft_method_trainable_params(arch, t):,} trainable parameters "
+           "as peft 0.21.2 counts them (estimate/peft_methods.py)"]
+    if m == "prompt_tuning":
+        out.append(f"prompt_tuning: {t.peft_virtual_tokens} virtual tokens before each "
+                   f"sequence: the model runs {t.llm_seq_len} positions, logits included")
+    if per_token:
+        kept = per_token * t.tokens_per_micro_batch * layers
+        out.append(f"peft_saved_bytes = {kept / 2**30:.2f} GiB in the activations: "
+                   f"{per_token:,.0f} bytes per token and layer kept by {m}'s layers "
+                   "(peft_method_saved_bytes_per_token_layer)")
+    if per_layer:
+        out.append(f"peft_saved_layer_bytes = {per_layer * layers / 2**30:.2f} GiB in the "
+                   f"activations, {layers} layer(s): "
+                   + ("the prefix's keys and values at the query width and the attention "
+                      "mask's copies" if m == "prefix_tuning" else "the dense delta weights "
+                      "F.linear keeps" if m in ("loha", "lokr") else "the fp32 scaling "
+                      "vectors") + " (peft_method_saved_bytes_per_layer)")
+    transient = peft_method_transient_bytes(arch, t)
+    if transient:
+        out.append(f"peft_delta_transient_bytes = {transient / 2**30:.2f} GiB while the "
+                   "largest adapted linear forms its delta weight "
+                   "(peft_method_transient_bytes)")
+    return out
