@@ -193,8 +193,8 @@ def peft_method_saved_bytes_per_layer(arch: ModelArch, t: Training, a: float) ->
     m = t.peft_method
     e = ADAPTER_BYTES
     if m == "prefix_tuning":
-        p = t.peft_virtual_tokens or 0
-        return t.micro_batch * a * (p * 2 * arch.q_dim + t.seq_len * (t.seq_len + p))
+        prefix = t.peft_virtual_tokens or 0
+        return t.micro_batch * a * (prefix * 2 * arch.q_dim + t.seq_len * (t.seq_len + prefix))
     if m not in ("ia3", "loha", "lokr"):
         return 0.0
     total = 0.0
