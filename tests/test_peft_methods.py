@@ -82,6 +82,7 @@ def test_loha_keeps_its_dense_deltas() -> None:
 
 @pytest.mark.parametrize(("fields", "match"), [
     ({"peft_method": "ia3", "method": "qlora"}, "method lora"),
+    ({"peft_method": "loha", "precision": "bf16-mixed"}, "without autocast"),
     ({"peft_method": "prompt_tuning"}, "peft_virtual_tokens"),
     ({"peft_method": "loha", "peft_virtual_tokens": 10}, "prompt_tuning and prefix_tuning"),
     ({"peft_method": "vera", "dora": True}, "dora"),
@@ -105,3 +106,27 @@ def test_cli_flags() -> None:
     bad = runner.invoke(app, [*base, "--peft-method", "prefix_tuning"])
     assert bad.exit_code == 2 and "--peft-virtual-tokens" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_benchmark_rows_map_to_setups_with_peft_s_counts() -> None:
+    """Every IA3, prompt/prefix tuning, LoHa, LoKr and VeRA row of peft's method comparison
+    maps to a setup (finetune.py) whose trainable parameters are the num_trainable_params
+    the run logged: the mapping's rank, targets and virtual tokens are the run's."""
+    import re
+
+    from gpuhours_dev.validation.finetune import PEFT_METHODS, finetune_rows, map_row
+
+    rows = finetune_rows()
+    mapped = 0
+    for i, r in enumerate(rows, start=1):
+        if r["method"] not in PEFT_METHODS or "MetaMathQA" not in r["notes"]:
+            continue
+        m = map_row(i, r)
+        assert m.training is not None, (i, m.skipped)
+        assert m.training.peft_method == PEFT_METHODS[r["method"]]
+        logged = re.search(r"num_trainable_params=(\d+)", r["notes"])
+        assert logged is not None
+        t = m.training
+        assert training_memory(t.arch, t).trainable_params == int(logged.group(1)), i
+        mapped += 1
+    assert mapped == 12

@@ -742,6 +742,11 @@ def _check_peft_method(t: Training) -> None:
         raise FieldError(("peft_method", "method"), f"{m} is modelled on a half-precision or "
                          f"fp32 base (method lora); this setup is {t.method}.",
                          "Use method lora, or peft_method lora.")
+    if t.precision not in ("bf16", "fp16", "fp32"):
+        raise FieldError(("precision", "peft_method"), f"{m} is modelled as peft runs it on "
+                         "a bf16, fp16 or fp32 model without autocast (autocast changes what "
+                         f"its layers keep); this setup is {t.precision}.",
+                         "Use precision bf16, fp16 or fp32.")
     for name, bad in (("dora", t.dora), ("lora_lm_head", t.lora_lm_head),
                       ("lora_trainable_embeddings", t.lora_trainable_embeddings),
                       ("lora_dropout", t.lora_dropout > 0),
