@@ -59,6 +59,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
     "lora_branch": "--lora-branch", "dora": "--dora", "dora_base_matmul": "--dora-base-matmul",
+    "peft_method": "--peft-method", "peft_virtual_tokens": "--peft-virtual-tokens",
+    "lokr_decompose_factor": "--lokr-decompose-factor", "ia3_targets": "--ia3-targets",
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
     "document_tokens": "--document-tokens",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
@@ -303,6 +305,22 @@ DoraBaseOpt = Annotated[str | None, typer.Option(
     "without dropout) or recompute (peft 0.9-0.13, or any peft with --lora-dropout above 0: "
     "a second matmul, whose weight copy backward keeps). Default: reuse without dropout, "
     "else recompute.")]
+PeftMethodOpt = Annotated[str, typer.Option(
+    "--peft-method", help="The PEFT method as peft 0.21 runs it: lora (with --dora), ia3 "
+    "(vectors scaling k, v and down_proj's input), prompt_tuning (--peft-virtual-tokens "
+    "trained embeddings before each sequence), prefix_tuning (trained keys and values of "
+    "--peft-virtual-tokens positions per layer), loha, lokr (dense delta weight each "
+    "forward, rank --lora-rank on --lora-targets), vera (shared frozen A and B, trained "
+    "vectors) (estimate/peft_methods.py).")]
+VirtualTokensOpt = Annotated[int | None, typer.Option(
+    "--peft-virtual-tokens", help="prompt_tuning and prefix_tuning: peft's "
+    "num_virtual_tokens.")]
+LokrFactorOpt = Annotated[int, typer.Option(
+    "--lokr-decompose-factor", help="lokr: peft's decompose_factor (-1: factors near the "
+    "square root).")]
+Ia3TargetsOpt = Annotated[str, typer.Option(
+    "--ia3-targets", help="ia3: k-v-down (peft's llama default: k_proj, v_proj, down_proj's "
+    "input) or all-linear (all seven, the MLP's inputs scaled).")]
 DsBucketOpt = Annotated[int, typer.Option(
     "--deepspeed-reduce-bucket", help="DeepSpeed ZeRO-1/2 reduce_bucket_size in elements: "
     "gradient buffers allocated at each backward (0: not DeepSpeed).")]

@@ -266,6 +266,25 @@ class Training(_ReadsModel):
     #: always, and every peft with lora_dropout above 0: F.linear(dropout(x), W) again, the
     #: weight cast to the adapters' input dtype). None: reuse without dropout, else recompute
     dora_base_matmul: Literal["reuse", "recompute"] | None = None
+    #: the PEFT method (peft's tuners, as peft 0.21.2 runs them: estimate/peft_methods.py):
+    #: "lora" (LoRA, DoRA with `dora`), "ia3" (learned vectors scaling k_proj's and v_proj's
+    #: outputs and down_proj's input: peft's default targets for the llama family; lora_targets
+    #: and lora_rank are not used), "prompt_tuning" (peft_virtual_tokens trained embeddings put
+    #: before every sequence: the model sees seq_len + them), "prefix_tuning" (trained keys and
+    #: values of peft_virtual_tokens positions in every layer, no projection), "loha" and "lokr"
+    #: (LyCORIS' Hadamard and Kronecker products of rank lora_rank on lora_targets, the dense
+    #: delta weight formed each forward), "vera" (frozen shared random A and B of rank lora_rank,
+    #: trained per-linear vectors). Other methods are not modelled. Non-LoRA methods: a bf16,
+    #: fp16 or fp32 base (method lora), peft's eager layers, no dropout
+    peft_method: Literal["lora", "ia3", "prompt_tuning", "prefix_tuning", "loha", "lokr",
+                         "vera"] = "lora"
+    #: prompt_tuning and prefix_tuning: peft's num_virtual_tokens (needed by both)
+    peft_virtual_tokens: int | None = Field(default=None, ge=1, le=100_000)
+    #: ia3: the linears it scales: "k-v-down" (peft's llama default: k_proj, v_proj, and
+    #: down_proj's input) or "all-linear" (all seven, the MLP's as feedforward: their inputs)
+    ia3_targets: Literal["k-v-down", "all-linear"] = "k-v-down"
+    #: lokr: peft's decompose_factor (its default -1: factors near the square root)
+    lokr_decompose_factor: int = Field(default=-1, ge=-1)
     #: fp8-mixed: the decoder layers' matmul weights are Transformer Engine fp8 tensors, with
     #: no half-precision copy (Megatron-Core's fp8_param, --fp8-param-gather: NeMo 2's
     #: bf16_with_fp8_mixed, Megatron-Bridge's FP8 current-scaling and MXFP8 recipes): each is
@@ -455,8 +474,10 @@ class Training(_ReadsModel):
     @property
     def llm_seq_len(self) -> int:
         """Tokens per sequence the language model sees: seq_len's text tokens plus the image
-        tokens of every image of the example."""
-        return self.seq_len + self.images_per_example * self.image_tokens_per_image
+        tokens of every image of the example, and prompt tuning's virtual tokens (peft puts
+        them before every sequence)."""
+        prompt = self.peft_virtual_tokens if self.peft_method == "prompt_tuning" else 0
+        return self.seq_len + self.images_per_example * self.image_tokens_per_image + (prompt or 0)
 
     @model_validator(mode="after")
     def _check(self) -> Training:
@@ -539,6 +560,7 @@ class Training(_ReadsModel):
                              "matmul is recomputed on the dropped input (tuners/lora/"
                              "variants.py DoraLinearVariant.forward).",
                              "Use dora_base_matmul recompute, or lora_dropout 0.")
+        _check_peft_method(self)
         if self.dora and self.lora_lm_head:
             raise FieldError(("dora", "lora_lm_head"), "DoRA on the LM head (a vocabulary-"
                              "wide magnitude and rescaled logits) is not modelled.",
@@ -634,7 +656,8 @@ class Training(_ReadsModel):
         if self.method != "full":
             parts.append(f"r{self.lora_rank}" + ("+emb" if self.lora_trainable_embeddings else "")
                          + ("+head" if self.lora_lm_head else "")
-                         + ("+dora" if self.dora else ""))
+                         + ("+dora" if self.dora else "")
+                         + ("" if self.peft_method == "lora" else f"+{self.peft_method}"))
         if self.base_quant != "nf4":
             parts.append(self.base_quant)
         if self.optimizer != "adamw" or self.optimizer_impl != "foreach":
@@ -692,6 +715,49 @@ def deepspeed_overlap_comm_of(t: Training) -> bool:
     if t.deepspeed_overlap_comm is not None:
         return t.deepspeed_overlap_comm
     return t.zero_stage >= 3
+
+
+def _check_peft_method(t: Training) -> None:
+    """The PEFT methods beside LoRA as modelled (estimate/peft_methods.py): peft's eager layers
+    on a half or fp32 base, without dropout or LoRA's own options."""
+    m = t.peft_method
+    virtual = m in ("prompt_tuning", "prefix_tuning")
+    if virtual and t.peft_virtual_tokens is None:
+        raise FieldError(("peft_virtual_tokens", "peft_method"), f"{m} trains "
+                         "num_virtual_tokens positions; how many is not set.",
+                         "Set peft_virtual_tokens (peft's num_virtual_tokens).")
+    if not virtual and t.peft_virtual_tokens is not None:
+        raise FieldError(("peft_virtual_tokens", "peft_method"), "peft_virtual_tokens is for "
+                         f"prompt_tuning and prefix_tuning; this setup is {m}.",
+                         "Drop peft_virtual_tokens.")
+    if t.ia3_targets != "k-v-down" and m != "ia3":
+        raise FieldError(("ia3_targets", "peft_method"), "ia3_targets is IA3's; this setup "
+                         f"is {m}.", "Drop ia3_targets.")
+    if t.lokr_decompose_factor != -1 and m != "lokr":
+        raise FieldError(("lokr_decompose_factor", "peft_method"), "lokr_decompose_factor is "
+                         f"LoKr's; this setup is {m}.", "Drop lokr_decompose_factor.")
+    if m == "lora":
+        return
+    if t.method != "lora":
+        raise FieldError(("peft_method", "method"), f"{m} is modelled on a half-precision or "
+                         f"fp32 base (method lora); this setup is {t.method}.",
+                         "Use method lora, or peft_method lora.")
+    if t.precision not in ("bf16", "fp16", "fp32"):
+        raise FieldError(("precision", "peft_method"), f"{m} is modelled as peft runs it on "
+                         "a bf16, fp16 or fp32 model without autocast (autocast changes what "
+                         f"its layers keep); this setup is {t.precision}.",
+                         "Use precision bf16, fp16 or fp32.")
+    for name, bad in (("dora", t.dora), ("lora_lm_head", t.lora_lm_head),
+                      ("lora_trainable_embeddings", t.lora_trainable_embeddings),
+                      ("lora_dropout", t.lora_dropout > 0),
+                      ("lora_adapter_dtype", t.lora_adapter_dtype != "fp32"),
+                      ("lora_branch", t.lora_branch is not None),
+                      ("kernels", t.kernels != "eager"), ("zero_stage", t.zero_stage != 0)):
+        if bad:
+            raise FieldError((name, "peft_method"), f"{m} is modelled as peft 0.21 runs it "
+                             "(fp32 adapters, peft's eager layers, no dropout, one GPU's "
+                             f"state unsharded); {name} is set otherwise.",
+                             f"Drop {name}, or use peft_method lora.")
 
 
 def _check_load_path(t: Training) -> None:

@@ -211,6 +211,63 @@ LORA_EMB = "lora (+ trainable wte/lm_head)"
 DORA = ("lora (DoRA)", "dora")
 
 
+#: PEFT methods beside LoRA (setup.peft_method, estimate/peft_methods.py): the PEFT method
+#: comparison's method texts, each with its setup from the experiment's adapter_config.json
+#: (huggingface/peft method_comparison/MetaMathQA/experiments/<experiment>/, at the commits
+#: named) where the row's notes do not state it: rank and targets as the rows give them
+PEFT_METHODS = {"ia3": "ia3", "loha": "loha", "lokr": "lokr", "vera": "vera",
+                "prompt_tuning": "prompt_tuning", "prefix_tuning": "prefix_tuning"}
+#: experiment -> (setup fields, where from)
+_PEFT_EXPERIMENTS: dict[str, tuple[dict[str, Any], str]] = {
+    "ia3/llama-3.2-3B-default": ({"ia3_targets": "k-v-down"}, "IA3 on peft's llama targets "
+                                 "k_proj, v_proj, down_proj (the row's targets)"),
+    "ia3/llama-3.2-3B-lr_0.001": ({"ia3_targets": "k-v-down"}, "IA3 on peft's llama targets "
+                                  "k_proj, v_proj, down_proj (the row's targets)"),
+    "ia3/llama-3.2-3B-all-attn-5k-lr0.005": (
+        {"ia3_targets": "all-linear"}, "IA3 on all seven linears, feedforward gate/up/down "
+        "(adapter_config.json @ 7285473c)"),
+    "prompt_tuning/llama-3.2-3B-default": (
+        {"peft_virtual_tokens": 200}, "200 virtual tokens (prompt_tuning/llama-3.2-3B-lr_0.001 "
+        "adapter_config.json @ 1948110c, the same num_virtual_tokens; 614,400 trainable = 200 "
+        "x 3072)"),
+    "prompt_tuning/llama-3.2-3B-lr_0.001": (
+        {"peft_virtual_tokens": 200}, "200 virtual tokens (adapter_config.json @ 1948110c)"),
+    "prompt_tuning/llama-3.2-3B-sample_vocab-lr_0.001": (
+        {"peft_virtual_tokens": 200}, "200 virtual tokens (adapter_config.json @ 94043349)"),
+    "prefixtuning/llama-3.2-3B-lr_0.001": (
+        {"peft_virtual_tokens": 200}, "200 virtual tokens, no projection (adapter_config.json "
+        "@ d9e56aa7)"),
+    "prefixtuning/llama-3.2-3B-lr_0.005_zero_init": (
+        {"peft_virtual_tokens": 200}, "200 virtual tokens (adapter_config.json @ da87a2a6)"),
+    "prefixtuning/llama-3.2-3B-tokens50-init_prefix-lr_0.005": (
+        {"peft_virtual_tokens": 50}, "50 virtual tokens (adapter_config.json @ c6fb3164)"),
+    "lokr/llama-3.2-3B-rank32-factor4-lr0.003": (
+        {"lokr_decompose_factor": 4}, "LoKr decompose_factor 4, decompose_both false "
+        "(adapter_config.json @ 63a21ad1)"),
+    "loha/llama-3.2-3B-rank32": ({}, "LoHa"),
+    "vera/llama-3.2-3B-default": ({}, "VeRA (its A and B shared, frozen)"),
+}
+_PEFT_EXPERIMENT = re.compile(r"experiment (\S+);")
+_PEFT_SIZE = re.compile(r'method-specific size params \{"r": (\d+)\}')
+
+
+def _peft_method(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+    """(setup fields, note, why not expressible) of a PEFT-method row (PEFT_METHODS)."""
+    method = PEFT_METHODS[r["method"]]
+    m = _PEFT_EXPERIMENT.search(r["notes"])
+    known = _PEFT_EXPERIMENTS.get(m.group(1)) if m else None
+    if known is None:
+        return {}, "", f"PEFT method {method}: experiment's setup not recorded"
+    fields, note = dict(known[0]), known[1]
+    fields["peft_method"] = method
+    if method in ("loha", "lokr", "vera"):
+        size = _PEFT_SIZE.search(r["notes"])
+        if size is None:
+            return {}, "", f"PEFT method {method}: rank not stated"
+        fields["lora_rank"] = int(size.group(1))
+    return fields, f"{note} (estimate/peft_methods.py)", None
+
+
 def _base_quant(r: dict[str, str]) -> str:
     """The 4-bit base of a qlora row: a GPTQ or AWQ checkpoint, torchao's NF4 (torchtune), else
     bitsandbytes NF4, without double quantisation for litgpt's --quantize bnb.nf4 (bnb.nf4-dq
@@ -236,7 +293,8 @@ def _method(r: dict[str, str]) -> tuple[str | None, str | None]:
         return "qlora", None  # LoRA on bitsandbytes' int8 base (base_quant int8-bnb)
     base = m.removesuffix(" (Hugging Face + FA2)").removesuffix(" (Unsloth)").removesuffix(
         " (unsloth)")
-    base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora")}.get(base, base)
+    base = {LORA_EMB: "lora", "gptq-lora": "lora", **dict.fromkeys(DORA, "lora"),
+            **dict.fromkeys(PEFT_METHODS, "lora")}.get(base, base)
     if base not in ("full", "lora", "qlora"):
         return None, f"PEFT method other than LoRA ({m})"
     if "aqlm" in quant:
@@ -688,6 +746,15 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     if method != "full" and stack.get("lora_rank"):  # stated by ms-swift's defaults
         r = {**r, "lora_r": str(stack.pop("lora_rank")),
              "target_modules": str(stack.pop("target_modules"))}
+    peft_fields: dict[str, Any] = {}
+    if method != "full" and r["method"] in PEFT_METHODS:
+        peft_fields, peft_note, why = _peft_method(r)
+        if why:
+            return skip(why, method)
+        notes.append(peft_note)
+        r = {**r, "lora_r": str(peft_fields.pop("lora_rank", 16)),
+             "target_modules": r["target_modules"] if peft_fields["peft_method"] in (
+                 "loha", "lokr", "vera") else "q_proj,v_proj"}  # targets unused by the others
     if method != "full":
         targets, t_note, why = _targets(r, source)
         if why or targets is None:
@@ -698,7 +765,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             return skip("LoRA rank not stated", method)
         lora = {"lora_rank": int(r["lora_r"]), "lora_targets": targets,
                 "lora_trainable_embeddings": r["method"] == LORA_EMB,
-                "lora_lm_head": _lm_head_adapted(r), "dora": r["method"] in DORA}
+                "lora_lm_head": _lm_head_adapted(r), "dora": r["method"] in DORA,
+                **peft_fields}
         if lora["dora"]:
             notes.append(_DORA_NOTES[source])
             if source in _DORA_RECOMPUTE:

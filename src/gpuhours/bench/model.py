@@ -121,6 +121,10 @@ def build(setup: BenchSetup, device: str, seed: int = 0) -> BuiltModel:
 def _apply_lora(model: Any, setup: BenchSetup, arch: ModelArch) -> Any:
     from peft import LoraConfig, get_peft_model
 
+    if setup.training.peft_method != "lora":
+        raise FieldError(("peft_method", "method"), "benchmarks apply peft's LoRA only; "
+                         f"{setup.training.peft_method} is estimated (estimate/peft_methods.py), "
+                         "not run.", "Use gpuhours estimate for it, or peft_method lora.")
     if arch.encoder:
         raise FieldError("method", "LoRA benchmarks are for decoder models; use full "
                                    "fine-tuning for an encoder.")

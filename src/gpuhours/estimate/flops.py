@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import lm_head_adapter_params, lora_active_params, lora_params
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.peft_methods import peft_method_flops_per_token
 from gpuhours.estimate.vision import image_size_note, vision_forward_flops
 from gpuhours.setup import loss_kernel_of
 
@@ -227,6 +228,11 @@ def training_flops(t: Training) -> TrainingFlops:
     # the attention spans one document of a packed sequence where its kernel keeps them apart
     f = training_flops_per_token(arch, t.attention_span, t.method, t.lora_rank, t.lora_targets,
                                  t.checkpointing, loss_kernel_of(t))
+    if t.peft_method != "lora":  # IA3, LoHa, LoKr, VeRA, prompt/prefix (estimate/peft_methods.py)
+        fwd, bwd = peft_method_flops_per_token(arch, t)
+        again = (fwd - f.lora_forward) if t.checkpointing else 0.0  # checkpointing's forward
+        f = replace(f, lora_forward=fwd, lora_backward=bwd, recompute=f.recompute + again,
+                    recompute_matmul=f.recompute_matmul + again)
     if t.lora_trainable_embeddings and t.method != "full":
         # the LM head's trainable copy (peft modules_to_save) adds its weight gradient, one
         # more head matmul in backward; the embedding's gradient is a scatter-add, no matmul

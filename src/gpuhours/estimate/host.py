@@ -28,6 +28,7 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.dora import dora_base_matmul_of
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
+from gpuhours.estimate.peft_methods import peft_linears
 from gpuhours.setup import Training
 
 #: flash-attn path, operators per decoder layer besides its linears, (forward, backward), in
@@ -123,7 +124,14 @@ def adapters_per_layer(arch: ModelArch, t: Training) -> float:
     """LoRA adapter modules peft puts in a decoder layer, on average over the layers: one per
     targeted linear module as estimate/lora.py lists them (fused q/k/v and gate/up one each;
     routers, shared experts); peft's wrapper of a layer's fused 3-D expert tensor once a layer
-    (it adapts the tensor, not each expert)."""
+    (it adapts the tensor, not each expert). A PEFT method beside LoRA (setup.peft_method):
+    its adapted linears (estimate/peft_methods.py; none for prompt and prefix tuning), each
+    counted with LoRA's operators per adapter (an assumption: IA3's scaling issues fewer, LoHa's
+    and LoKr's delta weights more)."""
+    if t.peft_method in ("prompt_tuning", "prefix_tuning"):
+        return 0.0
+    if t.peft_method != "lora":
+        return sum(p.copies for p in peft_linears(arch, t)) / arch.num_layers
     modules = sum(arch.moe_layers if a.name.startswith("experts_") else a.copies
                   for a in adapted_linears(arch, t.lora_targets))
     return modules / arch.num_layers

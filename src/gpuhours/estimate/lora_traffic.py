@@ -134,9 +134,10 @@ def adapted_fan_in(arch: ModelArch, adapted: Adapted) -> float:
 def lora_branch_bytes_per_token_layer(arch: ModelArch, t: Training, a: float) -> float:
     """Bytes peft's LoRA branches move per token and decoder layer in one training step (mean
     over the layers; a routed expert's adapters in the share of tokens routed to it); 0 for a
-    fused branch. Under fp32 precision there is nothing to cast."""
+    fused branch. Under fp32 precision there is nothing to cast. 0 for a PEFT method beside
+    LoRA (setup.peft_method): its kept tensors are charged by timing's generic passes."""
     branch = lora_branch_of(t)
-    if branch == "fused":
+    if branch == "fused" or t.peft_method != "lora":
         return 0.0
     fp32_adapters = branch == "peft-fp32" and t.precision != "fp32"
     per_in, per_out = branch_bytes_per_element(
@@ -154,7 +155,9 @@ def generic_lora_saved_bytes_per_token_layer(arch: ModelArch, t: Training, a: fl
     """The LoRA share of what memory.activation_bytes_per_token_layer keeps per token and
     layer (each adapter's input, `kept` bytes per element, and its A output, kept x r): the
     part timing's generic ELEMENTWISE_PASSES would charge for the branch, which
-    lora_branch_bytes_per_token_layer counts instead."""
+    lora_branch_bytes_per_token_layer counts instead (0 for a PEFT method beside LoRA)."""
+    if t.peft_method != "lora":
+        return 0.0
     total = sum(ad.active * kept * (_fan_in(arch, ad) + t.lora_rank)
                 for ad in adapted_linears(arch, t.lora_targets))
     return total / arch.num_layers

@@ -60,6 +60,13 @@ from gpuhours.estimate.parallel import (
     zero_shards,
 )
 from gpuhours.estimate.params import ParamCounts, count_params
+from gpuhours.estimate.peft_methods import (
+    peft_method_saved_bytes_per_layer,
+    peft_method_saved_bytes_per_token_layer,
+    peft_method_terms,
+    peft_method_trainable_params,
+    peft_method_transient_bytes,
+)
 from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.unsloth import (
@@ -181,7 +188,8 @@ LORA_ADAPTED = {
 def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: bool, seq_len: int,
                                      method: str = "full", lora_targets: str = "all-linear",
                                      lora_rank: int = 16, half_adapters: bool = False,
-                                     lora_dropout: float = 0.0) -> tuple[float, float]:
+                                     lora_dropout: float = 0.0, lora_adapters: bool = True
+                                     ) -> tuple[float, float]:
     """Bytes saved for backward per token and layer: (tensors, attention-score matrix).
 
     Tensor by tensor (a = activation bytes, d hidden, q = heads x head_dim, kv = kv heads x
@@ -213,6 +221,7 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     - An MoE token saves the MLP part for each routed expert and that expert's output (a d,
       kept for the multiply by the routing weight, which has a gradient), plus fp32 router
       probabilities (transformers' grouped_mm experts; checked by trace, docs/trace_accuracy.md).
+    `lora_adapters` False: a non-LoRA PEFT method (its own terms: estimate/peft_methods.py).
     Without flash attention the score matrix is materialised: heads x S per token, kept in fp32
     by the softmax and again in the activation dtype for the AV matmul.
     Checked against the storage autograd saves for a real model: tests/test_activations_real.py.
@@ -257,7 +266,7 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
     else:
         mlp = ffn_bytes(arch.intermediate_size)
     lora = 0.0
-    if not full:
+    if not full and lora_adapters:
         f = arch.moe_intermediate_size if arch.is_moe else arch.intermediate_size
         experts = arch.experts_per_token if arch.is_moe else 1
         in_dim = {"q": d, "k": d, "v": d, "o": q, "gate": d, "up": d, "down": f, "qkv": d,
@@ -328,7 +337,7 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     tensors, scores = activation_bytes_per_token_layer(
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
         t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
-        lora_dropout=t.lora_dropout)
+        lora_dropout=t.lora_dropout, lora_adapters=t.peft_method == "lora")
     megatron = t.kernels == "megatron" and megatron_path_covers(arch)
     if megatron:  # Megatron-Core's layer of Transformer Engine modules (estimate/megatron_saved.py)
         adapted = (megatron_adapted_linears(LORA_ADAPTED[t.lora_targets]) if t.method != "full"
@@ -350,7 +359,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     per_layer = (tensors + scores + (0.0 if unsloth else quantised_base_bytes_per_token_layer(
         arch, t)) + lora_dropout_mask_bytes_per_token_layer(arch, t)
                  # DoRA's rescaled outputs, kept by its magnitude's products (estimate/dora.py)
-                 + dora_saved_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision]))
+                 + dora_saved_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
+                 # IA3, LoHa, LoKr, VeRA's kept tensors (estimate/peft_methods.py)
+                 + peft_method_saved_bytes_per_token_layer(arch, t,
+                                                           ACTIVATION_BYTES[t.precision]))
     a = ACTIVATION_BYTES[t.precision]
     # a trained vision tower keeps its blocks' activations for every image of the micro-batch
     # (a frozen one keeps none: its input, the pixels, needs no gradient)
@@ -994,6 +1006,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             opt -= counts.vision * s.optimizer / shard_opt
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
+        if t.peft_method != "lora":  # estimate/peft_methods.py
+            trainable = peft_method_trainable_params(arch, t)
         if t.lora_lm_head:
             trainable += lm_head_adapter_params(arch, t.lora_rank)
         if t.dora:  # DoRA's magnitude vectors, stored and trained as the adapters are
@@ -1080,14 +1094,18 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # DoRA's per-feature vectors and its recomputed base matmul's weight copies, the same way
     # (estimate/dora.py)
     a_bytes = ACTIVATION_BYTES[t.precision]
-    dora_layer = dora_saved_bytes_per_layer(arch, t, a_bytes) / lay.tp
+    dora_layer = (dora_saved_bytes_per_layer(arch, t, a_bytes)
+                  # LoHa/LoKr's dense deltas, prefix tuning's keys and values, IA3's vectors
+                  + peft_method_saved_bytes_per_layer(arch, t, a_bytes)) / lay.tp
     gptq_kept += dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
     act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
     if t.checkpointing:  # (with the recomputed layer, after the loss)
         recomputed += gptq_layer + dora_layer
     # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
     # freed when the layer returns; taken on top of the activations at the end of forward
-    dora_transient = dora_norm_transient_bytes(arch, t, a_bytes) / lay.tp
+    dora_transient = (dora_norm_transient_bytes(arch, t, a_bytes)
+                      # LoHa/LoKr forming the dense delta (estimate/peft_methods.py)
+                      + peft_method_transient_bytes(arch, t)) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
     host = 0.0
     # activation offloading: pinned host copies of the saved tensors (activation_offload.py)
@@ -1314,6 +1332,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
     if t.dora and t.method != "full":
         out.extend(_dora_terms(arch, t))
+    out.extend(peft_method_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     if buckets:
         overlap = deepspeed_overlap_comm_of(t)
         out.append(f"deepspeed_bucket_bytes = {buckets / 2**30:.2f} GiB from the start of "

@@ -285,6 +285,17 @@ class TrainingSettings(_Strict):
     dora_base_matmul: Literal["reuse", "recompute"] | None = Field(
         default=None, description="DoRA's base output: reuse (peft 0.14+ without dropout) or "
         "recompute (peft 0.9-0.13, or lora_dropout above 0); default reuse without dropout")
+    peft_method: Literal["lora", "ia3", "prompt_tuning", "prefix_tuning", "loha", "lokr",
+                         "vera"] | None = Field(
+        default=None, description="lora: the PEFT method as peft 0.21 runs it: lora, ia3, "
+        "prompt_tuning, prefix_tuning, loha, lokr, vera (estimate/peft_methods.py); default lora")
+    peft_virtual_tokens: int | None = Field(
+        default=None, ge=1, description="prompt_tuning and prefix_tuning: peft's "
+        "num_virtual_tokens")
+    ia3_targets: Literal["k-v-down", "all-linear"] | None = Field(
+        default=None, description="ia3: k-v-down (peft's llama default) or all-linear")
+    lokr_decompose_factor: int | None = Field(
+        default=None, ge=-1, description="lokr: peft's decompose_factor (default -1)")
     seq_len_mean: float | None = Field(
         default=None, gt=0, description="samples of variable length: the dataset's mean tokens "
         "per sample before the cap (seq_len is then the cap); sets the reserved memory by an "

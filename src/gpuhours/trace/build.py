@@ -189,6 +189,10 @@ def _apply_lora(model: torch.nn.Module, setup: TraceSetup, where: str,
                 notes: list[str]) -> torch.nn.Module:
     import peft
 
+    if setup.training.peft_method != "lora":
+        raise FieldError(("peft_method", "method"), "traces apply peft's LoRA only; "
+                         f"{setup.training.peft_method} is estimated (estimate/peft_methods.py), "
+                         "not traced.", "Use gpuhours estimate for it, or peft_method lora.")
     targets = lora_target_modules(setup.training.lora_targets)
     if isinstance(targets, list):
         names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
