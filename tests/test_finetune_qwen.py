@@ -155,3 +155,34 @@ def test_qwen_memory_comparison_says_its_stack(rows) -> None:
     assert "CUDA 11.8, PyTorch 2.0" in mem[0].setup
     assert "NCCL on one rank: no buffers" in mem[0].setup
     assert "outside torch's allocator 0.50 GiB" in mem[0].setup
+
+
+def test_swift_tuner_mix_lengths_by_hand() -> None:
+    """ms-agent (647.7 +- 217.1 tokens) with twice as many ms-bench (345.0 +- 441.3) samples:
+    mean (647.7 + 2 x 345.0) / 3 = 445.9; E[x^2] = ((217.1^2 + 647.7^2) + 2 (441.3^2 +
+    345.0^2)) / 3 = 364,729.69, less 445.9^2 = 198,826.81: variance 165,902.88, std 407.31.
+    Without the mix, ms-agent's own figures."""
+    from gpuhours_dev.validation.finetune import swift_mix_tokens
+
+    mean, std = swift_mix_tokens(2.0)
+    assert mean == pytest.approx(445.9) and std == pytest.approx(407.31, abs=0.01)
+    assert swift_mix_tokens(0.0) == pytest.approx((647.7, 217.1))
+
+
+def test_swift_tuner_rows_replay_their_lengths_unless_packed(rows) -> None:
+    """Row 298 (tuner.json's lora, mix ratio 2.0, speed cell 87543 samples, 2 epochs): the mix's
+    lengths, dropped above 2048, replayed over the estimate's bound, 16384 layer passes / 32
+    layers = 512 of the run's 175,086 micro-batches. Row 297 (no mix): ms-agent's own lengths.
+    Row 304 (packing=True: fixed max_length pieces) and the Llama 3 Unsloth row 305 (tokens
+    stated for Qwen's tokenizer only): no lengths."""
+    m = map_row(298, rows[297])
+    t = m.training
+    assert t is not None
+    assert (t.seq_len_mean, t.seq_len_std, t.long_samples) == (445.9, 407.3, "drop")
+    assert m.replay_micro_batches == 512 and "512 of the run's 175086 micro-batches" in m.setup
+    t = map_row(297, rows[296]).training
+    assert t is not None and (t.seq_len_mean, t.seq_len_std) == (647.7, 217.1)
+    for i in (304, 305):
+        m = map_row(i, rows[i - 1])
+        assert m.training is not None and m.training.seq_len_mean is None
+        assert m.replay_micro_batches is None

@@ -1113,6 +1113,8 @@ def _swift_lengths(r: dict[str, str], source: str, seq: int, batch: int
     deviation) and truncation_strategy 'delete' (longer samples dropped). The run's
     micro-batches: the samples taken (run_single.py) that are not dropped, as the log-normal of
     that mean and spread puts them, over the batch."""
+    if source == "ms-swift" and "Tuners-style table" in r["notes"]:
+        return _swift_tuner_lengths(r, seq, batch)
     m = _SWIFT_TOKENS.search(r["notes"])
     if source != "ms-swift" or m is None or "truncation_strategy default 'delete'" not in r["notes"]:
         return {}, None, ""
@@ -1128,6 +1130,60 @@ def _swift_lengths(r: dict[str, str], source: str, seq: int, batch: int
             f"at a full-length micro-batch")
     return ({"seq_len_mean": mean, "seq_len_std": std, "long_samples": "drop"},
             micro_batches, note)
+
+
+#: ms-swift's tuners table (scripts/benchmark/config/tuner.json @ cdb169b78): dataset ms-agent
+#: with train_dataset_mix_ratio 2.0 of train_dataset_mix_ds, default ['ms-bench'] (swift/llm/
+#: utils/argument.py @ 254122ca1, 2024-04-11: handle_dataset_mixture adds int(len(train) x
+#: ratio) ms-bench samples); dataset_test_ratio 0.01 of ms-agent's 30000 samples held out;
+#: max_length 2048, truncation_strategy default 'delete'; packing off unless the row says so.
+#: Tokens per sample (mean, standard deviation) as ms-swift's docs state them
+#: (docs/source_en/LLM/Supported-models-datasets.md @ 254122ca1, made by
+#: scripts/utils/run_dataset_info.py with qwen-7b-chat's tokenizer and template)
+SWIFT_MS_AGENT_TOKENS = (647.7, 217.1)
+SWIFT_MS_BENCH_TOKENS = (345.0, 441.3)
+SWIFT_MS_AGENT_TRAIN = 30000 * (1 - 0.01)
+_SWIFT_MIX = re.compile(r"dataset ms-agent \(ms-bench mix ratio ([0-9.]+)\)")
+_SWIFT_SAMPLES = re.compile(r"speed cell '[0-9.]+\(([0-9]+) samples/")
+_SWIFT_EPOCHS = re.compile(r"epoch=([0-9]+)")
+
+
+def swift_mix_tokens(ratio: float) -> tuple[float, float]:
+    """(Mean, standard deviation) of tokens per sample of ms-agent mixed with `ratio` times
+    as many ms-bench samples: the two sets' moments combined (law of total variance)."""
+    (ma, sa), (mb, sb) = SWIFT_MS_AGENT_TOKENS, SWIFT_MS_BENCH_TOKENS
+    wa, wb = 1 / (1 + ratio), ratio / (1 + ratio)
+    mean = wa * ma + wb * mb
+    var = wa * (sa**2 + ma**2) + wb * (sb**2 + mb**2) - mean**2
+    return mean, var**0.5
+
+
+def _swift_tuner_lengths(r: dict[str, str], seq: int, batch: int
+                         ) -> tuple[dict[str, Any], int | None, str]:
+    """The tuners table's rows on qwen-7b-chat without packing: ms-agent + ms-bench lengths
+    (their moments combined, one log-normal: an assumption, the mixture has two modes),
+    longer than max_length dropped; the run's micro-batches from the speed cell's samples
+    (len(train_dataset), swift/llm/sft.py get_time_info) x the epochs, replayed up to the
+    estimate's own bound (fragmentation.replay_micro_batches: a bound on time)."""
+    from gpuhours.estimate.fragmentation import replay_micro_batches
+
+    notes = r["notes"]
+    mix, samples = _SWIFT_MIX.search(notes), _SWIFT_SAMPLES.search(notes)
+    epochs = _SWIFT_EPOCHS.search(notes)
+    if (r["model"] != "qwen-7b-chat" or "packing=True" in notes or mix is None
+            or samples is None or epochs is None):
+        return {}, None, ""
+    mean, std = swift_mix_tokens(float(mix.group(1)))
+    run = int(samples.group(1)) * int(epochs.group(1)) // batch
+    layers = resolve_model("qwen-7b")[0].num_layers  # the row model's catalog name
+    replayed = replay_micro_batches(layers, run)
+    note = (f"ms-agent + {float(mix.group(1)):g}x ms-bench samples, {mean:.0f} +- {std:.0f} "
+            f"tokens (ms-swift's dataset table, moments combined; one log-normal), longer than "
+            f"{seq} dropped: reserved from an allocator replay of {replayed} of the run's "
+            f"{run} micro-batches (the estimate's bound on replay time; the whole run's would "
+            f"reserve more); live tensors at a full-length micro-batch")
+    return ({"seq_len_mean": round(mean, 1), "seq_len_std": round(std, 1),
+             "long_samples": "drop"}, replayed, note)
 
 
 #: sources whose QLoRA does not run peft's prepare_model_for_kbit_training (the unquantised
