@@ -18,6 +18,7 @@ from typer.testing import CliRunner, Result
 from gpuhours.cli import app
 from gpuhours.errors import InputError
 from gpuhours.importers import detect_format, read_setup, settings_to_use
+from gpuhours.setup import Training
 
 CATALOG_MODELS = Path(__file__).resolve().parents[1] / "src/gpuhours/catalog/data/models"
 
@@ -263,7 +264,7 @@ def test_llama_factory_lora_sft(tmp_path: Path) -> None:
                                     "not in the catalog")
     assert "give --model" in got.unused[0]
     offload = [u for u in got.unused if u.startswith("deepspeed")]
-    assert len(offload) == 1 and "CPU offload is not modelled" in offload[0]
+    assert len(offload) == 1 and "give --offload optimizer" in offload[0]
     assert "LLaMA-Factory per_device_train_batch_size=1 -> micro_batch 1" in got.used
     assert any("keys that change neither" in u for u in got.unused)
 
@@ -318,12 +319,54 @@ def test_training_arguments_json_with_deepspeed_and_config_beside(tmp_path: Path
     assert got.format == "hf-training-args"
     assert got.fields == {
         "model": str(tmp_path / "config.json"),
-        "precision": "bf16-amp",  # the Trainer's autocast over fp32 weights
+        # bf16 under DeepSpeed's engine (its bf16.enabled "auto" = the Trainer's bf16): half
+        # weights, fp32 master weights and moments, no autocast
+        "precision": "bf16-mixed",
         "micro_batch": 8, "grad_accum": 2, "checkpointing": True, "optimizer": "adamw",
-        "optimizer_impl": "fused", "zero_stage": 3, "epochs": 3.0}
-    assert any("deepspeed offload_optimizer.device=cpu" in u for u in got.unused)
-    assert not any(u.startswith("deepspeed offload_param") for u in got.unused)
+        "optimizer_impl": "fused", "zero_stage": 3, "epochs": 3.0,
+        # DeepSpeed runs ZeRO-3 and offloads the optimizer; pin_memory unstated: the setup's
+        # default, pinned (DeepSpeed's since PR #8207), said among the unused keys
+        "zero3_engine": "deepspeed", "offload": "optimizer"}
+    assert any("pin_memory: not stated" in u for u in got.unused)
+    assert any("offload_optimizer.device=cpu -> offload optimizer" in u for u in got.used)
+    assert not any(u.startswith("deepspeed offload") and "pin_memory" not in u
+                   for u in got.unused)
     assert not any(u.startswith("fsdp") for u in got.unused)
+
+
+@pytest.mark.parametrize(("zero", "expected", "skipped"), [
+    # ZeRO-2 as DeepSpeed runs it unstated: one 5e8-element bucket (contiguous_gradients)
+    ({"stage": 2}, {"zero_stage": 2, "deepspeed_reduce_bucket": 500_000_000}, None),
+    # stated: Qwen's ds_config_zero2.json's buckets and overlap_comm, pinned offload copies
+    ({"stage": 2, "overlap_comm": True, "reduce_bucket_size": 2e8,
+      "offload_optimizer": {"device": "cpu", "pin_memory": True}},
+     {"zero_stage": 2, "deepspeed_overlap_comm": True, "deepspeed_reduce_bucket": 200_000_000,
+      "offload": "optimizer", "offload_copies": "pinned"}, None),
+    # no contiguous gradients: no bucket buffer; transformers' "auto" is not a number
+    ({"stage": 1, "contiguous_gradients": False}, {"zero_stage": 1}, None),
+    ({"stage": 2, "reduce_bucket_size": "auto"}, {"zero_stage": 2}, "hidden_size^2"),
+    # parameters offloaded at ZeRO-3 only; NVMe is not modelled
+    ({"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+      "offload_param": {"device": "cpu"}},
+     {"zero_stage": 3, "zero3_engine": "deepspeed", "offload": "optimizer+params",
+      "offload_copies": "pinned"}, None),
+    ({"stage": 3, "offload_param": {"device": "nvme"}},
+     {"zero_stage": 3, "zero3_engine": "deepspeed"}, "NVMe offload is not modelled"),
+])
+def test_deepspeed_config_read(tmp_path: Path, zero: dict, expected: dict,
+                               skipped: str | None) -> None:
+    """What a DeepSpeed config's zero_optimization says, read into the setup's fields, with
+    DeepSpeed's own defaults where it leaves a key out (zero/config.py)."""
+    shutil.copy(CATALOG_MODELS / "qwen2.5-0.5b.json", tmp_path / "config.json")
+    write(tmp_path, "ds.json", {"zero_optimization": zero})
+    got = read_setup(write(tmp_path, "training_args.json", TRAINING_ARGS))
+    ds = {k: v for k, v in got.fields.items()
+          if k.startswith(("zero", "deepspeed", "offload"))}
+    assert ds == expected
+    if skipped:
+        assert any(skipped in u for u in got.unused)
+    # what was read is a setup the estimator takes
+    Training.model_validate({"model": "qwen2.5-0.5b", **expected})
 
 
 def test_trl_sft_config(tmp_path: Path) -> None:
@@ -338,10 +381,11 @@ def test_trl_sft_config(tmp_path: Path) -> None:
     assert got.fields["flash_attention"] is True
     assert got.fields["seq_len"] == 1024 and got.fields["packed"] is True
     assert got.fields["zero_stage"] == 3
+    # FSDP's CPUOffload with full sharding: parameters, gradients and state on the host
+    assert got.fields["offload"] == "optimizer+params"
     assert "optimizer" not in got.fields
     keys = unused_keys(got.unused)
-    assert "optim" in keys and any(u.startswith("fsdp") and "offload" in u
-                                   for u in got.unused)
+    assert "optim" in keys
 
 
 def test_trl_grpo_config(tmp_path: Path) -> None:
@@ -534,3 +578,15 @@ def test_real_training_arguments_dump(tmp_path: Path) -> None:
     assert {k: got.fields[k] for k in ("precision", "micro_batch", "grad_accum", "steps")} == {
         "precision": "bf16-amp", "micro_batch": 4, "grad_accum": 8, "steps": 200}
     assert not [u for u in got.unused if "not read by gpuhours" in u]
+
+
+def test_llama_factory_lora_on_an_8bit_base(tmp_path: Path) -> None:
+    """quantization_bit 8 under LoRA, bitsandbytes by LLaMA-Factory's default quantization
+    method: LoRA on an LLM.int8 base (estimate/bnb_int8.py); another method is said unused."""
+    text = ("model_name_or_path: meta-llama/Meta-Llama-3-8B\nstage: sft\n"
+            "finetuning_type: lora\nquantization_bit: 8\ncutoff_len: 1024\n")
+    got = read_setup(write(tmp_path, "llama3_lora_sft.yaml", text))
+    assert got.fields["method"] == "qlora" and got.fields["base_quant"] == "int8-bnb"
+    assert not any(u.startswith("quantization_bit") for u in got.unused)
+    hqq = read_setup(write(tmp_path, "hqq.yaml", text + "quantization_method: hqq\n"))
+    assert any(u.startswith("quantization_method=hqq") for u in hqq.unused)

@@ -112,11 +112,9 @@ def _set_deepspeed(r: Reader, key: str, folder: Path) -> None:
             r.set("zero_stage", stage, f"{key}={name}", how)
         else:
             r.skip(f"{key}={name}", f"no zero_optimization.stage of 0-3 in it ({stage!r})")
-        for part in ("offload_optimizer", "offload_param"):
-            device = (zero.get(part) or {}).get("device") if isinstance(zero, dict) else None
-            if device not in (None, "none"):
-                r.skip(f"{key} {part}.device={device}", "CPU/NVMe offload is not modelled: "
-                       "the estimate keeps that state on the GPU (more memory, less time)")
+        if isinstance(zero, dict) and stage in (1, 2, 3):
+            _set_deepspeed_zero(r, key, zero, stage)
+        _set_deepspeed_precision(r, key, config)
         return
     match = _ZERO_IN_NAME.search(Path(name).name.lower())
     if match is None:
@@ -126,8 +124,73 @@ def _set_deepspeed(r: Reader, key: str, folder: Path) -> None:
     r.set("zero_stage", int(match.group(1)), f"{key}={name}",
           "from the file name; the file was not found beside the setup file")
     if "offload" in name.lower():
-        r.skip(f"{key}={name}", "CPU offload is not modelled: the estimate keeps that state "
-                                "on the GPU (more memory, less time)")
+        r.skip(f"{key}={name}", "its name says CPU offload, but the file was not found to say "
+                                "what is offloaded: give --offload optimizer (or "
+                                "optimizer+params at ZeRO-3)")
+
+
+#: DeepSpeed's zero_optimization defaults where a config leaves a key out (deepspeed/runtime/
+#: zero/config.py, v0.10-v0.16): reduce_bucket_size 5e8 elements, contiguous_gradients on
+_DS_REDUCE_BUCKET_DEFAULT = 500_000_000
+
+
+def _set_deepspeed_precision(r: Reader, key: str, config: dict[str, Any]) -> None:
+    """Half precision under DeepSpeed's engine: it casts the model to bf16/fp16 and keeps fp32
+    master weights and moments in its optimizer, and accelerate runs no autocast beside it
+    (native AMP is off on DeepSpeed): the Trainer's bf16=true becomes bf16-mixed, not
+    bf16-amp. `enabled: "auto"` takes the Trainer's flag, already read."""
+    half = {"bf16": "bf16", "bf16-amp": "bf16", "fp16": "fp16",
+            "fp16-amp": "fp16"}.get(str(r.fields.get("precision")))
+    if half is None:
+        return
+    section = config.get("bf16" if half == "bf16" else "fp16")
+    enabled = section.get("enabled") if isinstance(section, dict) else None
+    if enabled in (True, "auto"):
+        r.set("precision", f"{half}-mixed", f"{key} {half}.enabled={str(enabled).lower()}",
+              "DeepSpeed's engine: half-precision weights, fp32 master weights and moments "
+              "in its optimizer, no autocast")
+
+
+def _set_deepspeed_zero(r: Reader, key: str, zero: dict[str, Any], stage: int) -> None:
+    """What a DeepSpeed config's zero_optimization says beyond the stage: who runs ZeRO-3, CPU
+    offload and its copies, overlap_comm, and ZeRO-1/2's gradient buckets (setup.Training)."""
+    if stage == 3:
+        r.set("zero3_engine", "deepspeed", f"{key} zero_optimization.stage=3",
+              "DeepSpeed's stage-3 engine and its per-module hooks")
+    devices = {part: (zero.get(part) or {}).get("device") if isinstance(zero.get(part), dict)
+               else None for part in ("offload_optimizer", "offload_param")}
+    if "nvme" in devices.values():
+        r.skip(f"{key} offload device=nvme", "NVMe offload is not modelled; give --offload "
+               "for CPU offload, the nearest")
+    if devices["offload_optimizer"] == "cpu":
+        params = devices["offload_param"] == "cpu"
+        if params and stage != 3:
+            r.skip(f"{key} offload_param.device=cpu", "DeepSpeed offloads parameters at "
+                   "ZeRO-3 only; the optimizer's offload is read")
+        what = "optimizer+params" if params and stage == 3 else "optimizer"
+        r.set("offload", what, f"{key} offload_optimizer.device=cpu"
+              + (", offload_param.device=cpu" if what == "optimizer+params" else ""))
+        pin = zero["offload_optimizer"].get("pin_memory")
+        if isinstance(pin, bool):
+            r.set("offload_copies", "pinned" if pin else "pageable",
+                  f"{key} offload_optimizer.pin_memory={str(pin).lower()}")
+        else:  # DeepSpeed's default: on since PR #8207 (2026), off before (estimate/offload.py)
+            r.skip(f"{key} offload_optimizer.pin_memory", "not stated: pinned copies taken "
+                   "(DeepSpeed's default since PR #8207); before it, off: give "
+                   "--offload-copies pageable")
+    overlap = zero.get("overlap_comm")
+    if isinstance(overlap, bool):
+        r.set("deepspeed_overlap_comm", overlap, f"{key} zero_optimization.overlap_comm")
+    if stage in (1, 2) and zero.get("contiguous_gradients", True) is True:
+        bucket = zero.get("reduce_bucket_size", _DS_REDUCE_BUCKET_DEFAULT)
+        if isinstance(bucket, (int, float)) and not isinstance(bucket, bool) and bucket > 0:
+            r.set("deepspeed_reduce_bucket", int(bucket),
+                  f"{key} zero_optimization.reduce_bucket_size={bucket:g}",
+                  "" if "reduce_bucket_size" in zero else "not stated: DeepSpeed's default")
+        else:
+            r.skip(f"{key} zero_optimization.reduce_bucket_size={bucket}",
+                   "not a number (transformers fills 'auto' with hidden_size^2 at launch): "
+                   "give --deepspeed-reduce-bucket")
 
 
 def _set_fsdp(r: Reader, key: str, config_key: str) -> None:
@@ -156,8 +219,13 @@ def _set_fsdp(r: Reader, key: str, config_key: str) -> None:
     elif value:
         r.skip(source, "no sharding strategy in it: give --zero")
     if "offload" in words or config.get("offload_params") or config.get("fsdp_offload_params"):
-        r.skip(source + " offload", "CPU offload is not modelled: the estimate keeps that "
-                                    "state on the GPU (more memory, less time)")
+        if r.fields.get("zero_stage") == 3:  # FSDP's CPUOffload: parameters, gradients, state
+            r.set("offload", "optimizer+params", source + " offload",
+                  "FSDP CPUOffload(offload_params=True): the shards live on the host")
+        else:
+            r.skip(source + " offload", "FSDP's CPU offload is modelled with full sharding "
+                                        "(ZeRO-3) only: give --zero 3 --offload "
+                                        "optimizer+params")
 
 
 def _set_amounts(r: Reader, epochs_key: str, steps_key: str) -> None:
@@ -347,14 +415,25 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
         r.skip(f"stage={stage}", "only supervised (sft) and pre-training (pt) steps are "
                                  "modelled: reward, PPO, DPO and KTO run more models")
     kind, bits = r.take("finetuning_type"), r.take("quantization_bit")
+    method_q = r.take("quantization_method")  # LLaMA-Factory's default: bitsandbytes
     if kind == "lora" and bits == 4:
         r.set("method", "qlora", "finetuning_type=lora, quantization_bit=4")
+    elif kind == "lora" and bits == 8 and method_q in (None, "bitsandbytes", "bnb"):
+        # LoRA on bitsandbytes' LLM.int8 base (estimate/bnb_int8.py)
+        r.set("method", "qlora", "finetuning_type=lora, quantization_bit=8",
+              "adapters on an 8-bit base")
+        r.set("base_quant", "int8-bnb", "quantization_bit=8", "bitsandbytes Linear8bitLt")
     elif kind in ("lora", "full"):
         r.set("method", kind, f"finetuning_type={kind}")
     elif kind is not None:
         r.skip(f"finetuning_type={kind}", "only full and lora fine-tuning are modelled")
-    if bits not in (None, 4):
-        r.skip(f"quantization_bit={bits}", "only a 4-bit (NF4) base is modelled")
+    if bits not in (None, 4) and r.fields.get("base_quant") != "int8-bnb":
+        r.skip(f"quantization_bit={bits}", "a 4-bit (NF4) or bitsandbytes 8-bit base under "
+                                           "LoRA is modelled")
+    if method_q not in (None, "bitsandbytes", "bnb"):
+        r.skip(f"quantization_method={method_q}", "bitsandbytes quantisation on the fly is "
+                                                  "modelled (a pre-quantised base: give "
+                                                  "--base-quant)")
     _set_int(r, "lora_rank", "lora_rank")
     if _adapters(r, "lora_dropout", "additional_target"):
         set_lora_dropout(r, "lora_dropout", r.take("lora_dropout"))
@@ -510,7 +589,8 @@ def _torchtune(r: Reader) -> Imported:
     elif in_bwd not in (None, False):
         r.bad("optimizer_in_bwd", in_bwd, "true or false")
     if r.take("fsdp_cpu_offload") is True:
-        r.skip("fsdp_cpu_offload=true", "CPU offload is not modelled")
+        r.skip("fsdp_cpu_offload=true", "the recipe's sharding is not read from this file: "
+               "give --zero 3 --offload optimizer+params")
     return r.finish("torchtune")
 
 
