@@ -27,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
@@ -247,6 +249,66 @@ _PEFT_EXPERIMENTS: dict[str, tuple[dict[str, Any], str]] = {
     "loha/llama-3.2-3B-rank32": ({}, "LoHa"),
     "vera/llama-3.2-3B-default": ({}, "VeRA (its A and B shared, frozen)"),
 }
+#: PEFT's MetaMathQA runs (method_comparison/MetaMathQA @ 5d602fdb): the training samples'
+#: tokens (input_ids per sample: the template "Question: {query} Think step by step.\nAnswer:"
+#: and the response, Llama-3.2's tokenizer, cut at max_seq_length). Mean: the row's "train total
+#: tokens" (4,198,051) over its samples (20,000), less the EOS run.py adds to each (run.py
+#: `total_tokens.append(sum(tokens_per_sample) + len(tokens_per_sample))`). Standard
+#: deviation: the spread of the 20 logged 250-step windows' means (train_info.metrics
+#: "tokens / sec" x "train time" of results/lora--llama-3.2-3B-rank32.json; 2.99 tokens)
+#: times sqrt(1000 samples), so assuming the dataset's order mixes lengths evenly (90%
+#: chi-square interval 72-130). A data-set statistic, not a memory figure: nothing is fitted
+PEFT_SAMPLE_TOKENS_STD = 94.7
+_PEFT_TOKENS = re.compile(r"train total tokens=(\d+) over (\d+) samples")
+#: run.py / utils.py @ 5d602fdb: BucketIterator takes batch_size x BUCKET_FACTOR (20) samples
+#: in dataset order, sorts them longest first and yields batches padded to their longest
+#: (tokenizer.pad); empty_cache() every ACCELERATOR_EMPTY_CACHE_SCHEDULE (10) steps
+PEFT_BUCKET_BATCHES = 20
+PEFT_EMPTY_CACHE_STEPS = 10
+
+
+def peft_percentile_batch_tokens(mean: float, std: float, batch: int, cap: int,
+                                 percentile: float = 99.0) -> tuple[int, float]:
+    """(Padded tokens of the batch behind the benchmark's percentile reading, the sample-length
+    quantile that batch's length sits at) for PEFT's MetaMathQA runs.
+
+    The reading per step is memory_reserved() after the optimizer step (run.py @ 5d602fdb):
+    the caching allocator keeps what a step reserved until empty_cache() every 10 steps. Each
+    bucket of 20 batches starts right after an empty_cache() (20 is a multiple of 10) with its
+    longest batch, padded to the longest of the bucket's 80 samples, so the 10 readings of the
+    bucket's first half hold at least that batch's reserve and the second half's are of
+    batches padded to the bucket's 41st longest. The top (100 - percentile)% of readings are
+    thus the first halves of the top (100 - percentile) x 20 / 10 % of buckets: the bucket
+    maximum at that quantile, which for independent samples is the sample quantile
+    q_bucket^(1 / 80). Lengths: a log-normal of the mean and spread (estimate/lengths.py's
+    shape), cut at `cap` (tokenize_with_answer truncates at model_max_length)."""
+    q_bucket = 1 - (100 - percentile) / 100 * PEFT_BUCKET_BATCHES / PEFT_EMPTY_CACHE_STEPS
+    q_sample = q_bucket ** (1 / (PEFT_BUCKET_BATCHES * batch))
+    sigma2 = math.log1p((std / mean) ** 2)
+    mu = math.log(mean) - sigma2 / 2
+    tokens = math.exp(mu + math.sqrt(sigma2) * NormalDist().inv_cdf(q_sample))
+    return min(cap, round(tokens)), q_sample
+
+
+def _peft_batch_tokens(r: dict[str, str], seq: int, batch: int) -> tuple[int, str]:
+    """(Sequence length to estimate at, note) of a PEFT MetaMathQA row: the padded batch behind
+    its 99th-percentile reading (peft_percentile_batch_tokens); the row's cap where the row
+    does not state its tokens."""
+    m = _PEFT_TOKENS.search(r["notes"])
+    if m is None or "padded to longest in batch" not in r["notes"]:
+        return seq, ""
+    mean = (int(m.group(1)) - int(m.group(2))) / int(m.group(2))
+    tokens, q = peft_percentile_batch_tokens(mean, PEFT_SAMPLE_TOKENS_STD, batch, seq)
+    where = (f"beyond it, so at the {seq}-token cap (truncation's bound)" if tokens == seq
+             else f"{tokens} tokens")
+    return tokens, (f"99th-percentile reading: memory_reserved() after a bucket's longest "
+                    f"batch, kept until the next empty_cache() (run.py: 20-batch buckets "
+                    f"sorted longest first, empty_cache every 10 steps), that batch padded "
+                    f"to the {q:.4%} quantile of samples of {mean:.1f} +- "
+                    f"{PEFT_SAMPLE_TOKENS_STD:g} tokens (log-normal, the spread from the "
+                    f"logged 250-step windows): {where}")
+
+
 _PEFT_EXPERIMENT = re.compile(r"experiment (\S+);")
 _PEFT_SIZE = re.compile(r'method-specific size params \{"r": (\d+)\}')
 
@@ -831,6 +893,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     lengths, replay, length_note = _swift_lengths(r, source, int(r["seq_len"]),
                                                   int(r["per_device_batch"]))
     notes.append(length_note)
+    seq = int(r["seq_len"])
+    if source == "PEFT":
+        seq, seq_note = _peft_batch_tokens(r, seq, int(r["per_device_batch"]))
+        notes.append(seq_note)
     swift_fp32 = source == "ms-swift" and "Tuners-style table" in r["notes"]
     if swift_fp32:
         notes.append("ms-swift's tuners table (added 2024-04-11): its lora_dtype default was "
@@ -924,7 +990,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
-            micro_batch=int(r["per_device_batch"]), seq_len=int(r["seq_len"]),
+            micro_batch=int(r["per_device_batch"]), seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
