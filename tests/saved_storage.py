@@ -3,6 +3,7 @@ activation formulas (estimate/memory.py, estimate/vit.py, estimate/vision.py) ar
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -77,3 +78,40 @@ def tracked_head(tokens: int, hidden: int, vocab: int) -> Iterator[tuple[Any, An
         for x in (h, w, y):
             tracker.track(x, preexisting=True)
         yield h, w, y, tracker
+
+
+def alive_saved_bytes(model: Any, ids: Any, context: Any = None) -> int:
+    """Bytes of the distinct storages autograd saved in one forward of `model` on `ids` (with
+    labels: the loss too) that are still alive when it returns, the parameters' and buffers'
+    own left out. Liveness, not first sight: a storage freed inside the forward (DoRA's and
+    LoHa's transient weights) can have its address reused, so an address seen again after
+    every tensor on it died counts as a new storage. `context`: e.g. torch.autocast."""
+    import torch
+
+    skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    skip |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    current: dict[int, list[Any]] = {}
+    ended: list[list[Any]] = []
+
+    def alive(entry: list[Any]) -> bool:
+        return any(ref() is not None for ref in entry[1:])
+
+    def pack(t: Any) -> Any:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in skip:
+            entry = current.get(ptr)
+            if entry is not None and not alive(entry):
+                ended.append(entry)
+                entry = None
+            if entry is None:
+                entry = current[ptr] = [storage.nbytes()]
+            entry.append(weakref.ref(t))
+        return t
+
+    with context or contextlib.nullcontext(), \
+            torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(input_ids=ids, labels=ids)
+    total = sum(e[0] for e in [*current.values(), *ended] if alive(e))
+    del out
+    return total

@@ -13,8 +13,6 @@ the first layer's recomputed base matmul has nothing to differentiate and keeps 
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.dora import dora_saved_bytes_per_layer, dora_saved_bytes_per_token_layer
 from gpuhours.estimate.memory import ACTIVATION_BYTES, training_memory
 from gpuhours.setup import Training
-from saved_storage import TINY_LLAMA_CONFIG
+from saved_storage import TINY_LLAMA_CONFIG, alive_saved_bytes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -46,37 +44,11 @@ def _model(dora: bool, dropout: float, targets: str, half_adapters: bool) -> Any
     return wrapped
 
 
-def alive_saved_bytes(model: Any, autocast: bool) -> int:
-    """Bytes of the distinct storages autograd saved in one forward that are still alive when
-    it returns (module docstring), the parameters' own left out."""
-    skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    current: dict[int, list[Any]] = {}
-    ended: list[list[Any]] = []
-
-    def alive(entry: list[Any]) -> bool:
-        return any(ref() is not None for ref in entry[1:])
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr not in skip:
-            entry = current.get(ptr)
-            if entry is not None and not alive(entry):
-                ended.append(entry)
-                entry = None
-            if entry is None:
-                entry = current[ptr] = [storage.nbytes()]
-            entry.append(weakref.ref(t))
-        return t
-
+def _saved(model: Any, autocast: bool) -> int:
+    """saved_storage.alive_saved_bytes of one forward on the test's tokens."""
     ids = torch.randint(0, 1000, (BATCH, SEQ), generator=torch.Generator().manual_seed(0))
-    cast = (torch.autocast("cpu", dtype=torch.bfloat16) if autocast
-            else contextlib.nullcontext())
-    with cast, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(input_ids=ids, labels=ids)
-    total = sum(e[0] for e in [*current.values(), *ended] if alive(e))
-    del out
-    return total
+    return alive_saved_bytes(model, ids, torch.autocast("cpu", dtype=torch.bfloat16)
+                             if autocast else None)
 
 
 CASES = [  # (precision, lora_dropout, targets, half adapters)
@@ -94,8 +66,8 @@ CASES = [  # (precision, lora_dropout, targets, half adapters)
 def test_dora_saved_storage_beyond_lora(precision: str, dropout: float, targets: str,
                                         half: bool) -> None:
     autocast = precision.endswith("-mixed")
-    lora = alive_saved_bytes(_model(False, dropout, targets, half), autocast)
-    dora = alive_saved_bytes(_model(True, dropout, targets, half), autocast)
+    lora = _saved(_model(False, dropout, targets, half), autocast)
+    dora = _saved(_model(True, dropout, targets, half), autocast)
     t = Training(arch=from_hf_config(CONFIG, "tiny"), method="lora", precision=precision,
                  micro_batch=BATCH, seq_len=SEQ, lora_rank=RANK, lora_targets=targets,
                  lora_dropout=dropout, dora=True,

@@ -8,7 +8,6 @@ file stands alone).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from gpuhours.estimate.peft_methods import (
     peft_method_saved_bytes_per_token_layer,
 )
 from gpuhours.setup import Training
+from saved_storage import alive_saved_bytes
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -67,36 +67,10 @@ def _model(method: str | None, targets: str = "qv") -> Any:
     return model
 
 
-def alive_saved_bytes(model: Any, seq: int = SEQ) -> int:
-    """Bytes of the distinct storages autograd saved in one forward that are alive when it
-    returns, the parameters' and buffers' own left out."""
-    skip = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    skip |= {b.untyped_storage().data_ptr() for b in model.buffers()}
-    current: dict[int, list[Any]] = {}
-    ended: list[list[Any]] = []
-
-    def alive(entry: list[Any]) -> bool:
-        return any(ref() is not None for ref in entry[1:])
-
-    def pack(t: Any) -> Any:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr not in skip:
-            entry = current.get(ptr)
-            if entry is not None and not alive(entry):
-                ended.append(entry)
-                entry = None
-            if entry is None:
-                entry = current[ptr] = [storage.nbytes()]
-            entry.append(weakref.ref(t))
-        return t
-
+def _saved(model: Any, seq: int = SEQ) -> int:
+    """saved_storage.alive_saved_bytes of one forward on the test's tokens."""
     ids = torch.randint(0, 1000, (BATCH, seq), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(input_ids=ids, labels=ids)
-    total = sum(e[0] for e in [*current.values(), *ended] if alive(e))
-    del out
-    return total
+    return alive_saved_bytes(model, ids)
 
 
 def _training(method: str, targets: str = "qv") -> Training:
@@ -114,8 +88,8 @@ CASES = [("ia3", "qv"), ("ia3", "all-linear"), ("loha", "qv"), ("loha", "all-lin
 @pytest.mark.filterwarnings(DEPRECATED)
 @pytest.mark.parametrize(("method", "targets"), CASES)
 def test_saved_storage_beyond_the_frozen_model(method: str, targets: str) -> None:
-    frozen = alive_saved_bytes(_model(None))
-    real = alive_saved_bytes(_model(method, targets))
+    frozen = _saved(_model(None))
+    real = _saved(_model(method, targets))
     t = _training(method, targets)
     layers = CONFIG["num_hidden_layers"]
     predicted = layers * (BATCH * SEQ * peft_method_saved_bytes_per_token_layer(t.arch, t, 2)
@@ -129,11 +103,11 @@ def test_prompt_tuning_keeps_what_a_longer_sequence_keeps() -> None:
     setup's llm_seq_len, which every activation and logits term then uses): the same layers,
     norms and logits at P more positions; only the virtual tokens' indices (int64) and the
     longer labels differ, a few hundred bytes."""
-    longer = alive_saved_bytes(_model(None), seq=SEQ + VIRTUAL)
-    real = alive_saved_bytes(_model("prompt_tuning"))
+    longer = _saved(_model(None), seq=SEQ + VIRTUAL)
+    real = _saved(_model("prompt_tuning"))
     assert _training("prompt_tuning").llm_seq_len == SEQ + VIRTUAL
     assert real == pytest.approx(longer, abs=BATCH * VIRTUAL * 8 + VIRTUAL * 8)
-    assert real > alive_saved_bytes(_model(None)) * 1.1  # the P positions are seen: not 0
+    assert real > _saved(_model(None)) * 1.1  # the P positions are seen: not 0
 
 
 @pytest.mark.filterwarnings(DEPRECATED)
