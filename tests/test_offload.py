@@ -257,3 +257,15 @@ def test_answer_ai_fsdp_cpu_offload_throughput(line: int, model: str, method: st
     e = estimate_training(t, Hardware(gpu="rtx-4090", num_gpus=2))
     measured = float(r["tokens_per_s_total"])
     assert e.tokens_per_s.value == pytest.approx(measured, rel=0.20)
+
+
+def test_the_estimate_header_says_what_is_offloaded() -> None:
+    """A user reading the first line sees the offload, beside the ZeRO stage it rides on."""
+    out = CliRunner().invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                                   "--gpus", "8", "--zero", "2", "--offload", "optimizer"])
+    assert out.exit_code == 0, out.output
+    assert "ZeRO 2, offload optimizer, adamw" in " ".join(out.output.split())
+    plain = CliRunner().invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                                     "--gpus", "8", "--zero", "2", "--ignore-memory"])
+    header = " ".join(plain.output.splitlines()[:2])  # the first line, wrapped at 80 columns
+    assert "ZeRO 2, adamw" in " ".join(header.split()) and "offload" not in header

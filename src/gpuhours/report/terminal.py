@@ -71,8 +71,9 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
         f"[bold]{esc(e.model)}[/bold] on {e.num_gpus} x [bold]{esc(e.gpu)}[/bold] - "
         + esc(f"{s['method']}, {s['precision']}, micro-batch {s['micro_batch']} x seq "
               f"{s['seq_len']} x accumulation {s['grad_accum']}, checkpointing "
-              f"{'on' if s['checkpointing'] else 'off'}, ZeRO {s['zero_stage']}, "
-              f"{s['optimizer']}{layout_text(s, e.num_gpus)}"))
+              f"{'on' if s['checkpointing'] else 'off'}, ZeRO {s['zero_stage']}"
+              + (f", offload {s['offload']}" if s.get("offload") not in (None, "none") else "")
+              + f", {s['optimizer']}{layout_text(s, e.num_gpus)}"))
     console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
     m = e.memory
