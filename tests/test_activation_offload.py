@@ -7,12 +7,12 @@ then by hand on Llama 3.2 3B."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from cli_json import LLAMA_3B_FULL, estimate_json
 from gpuhours.cli import app
 from gpuhours.errors import FieldError
 from gpuhours.estimate.activation_offload import (
@@ -105,11 +105,7 @@ def test_refused_without_checkpointing() -> None:
 
 
 def _estimate(*args: str) -> dict:
-    result = runner.invoke(app, ["estimate", "--model", "llama-3.2-3b", "--gpu", "a100-80gb",
-                                 "--method", "full", "--precision", "bf16", "--batch", "2",
-                                 "--seq", "4096", "--json", *args])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return estimate_json(*LLAMA_3B_FULL, *args)
 
 
 def test_cli_flag_host_ram_and_hidden_copies() -> None:

@@ -18,6 +18,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from cli_json import LLAMA_3B_FULL, estimate_json
 from gpuhours.cli import app
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.compiled import (
@@ -187,11 +188,7 @@ runner = CliRunner()
 
 
 def _estimate(*args: str) -> dict:
-    result = runner.invoke(app, ["estimate", "--model", "llama-3.2-3b", "--gpu", "a100-80gb",
-                                 "--method", "full", "--precision", "bf16", "--batch", "2",
-                                 "--seq", "4096", "--json", *args])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return estimate_json(*LLAMA_3B_FULL, *args)
 
 
 def test_compile_reaches_memory_time_and_basis():
