@@ -551,9 +551,12 @@ CASES = [
     Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
-          "checkpointing": False},
+          "checkpointing": False, "moe_dispatch": "allgather-unfused"},
          _nemo_assumed(5, False) + "; Megatron TP1 PP1 EP8 as the recipe sets them; 16 "
-         "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks)"),
+         "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks); MoE "
+         "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
+         "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
+         "and its combine reduce-scattered in fp64)"),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
