@@ -251,7 +251,9 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
                  else "no recompute (grpo_math_1B.yaml's megatron_cfg.activation_checkpointing: "
                  "false; the recipe leaves it)")
     nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
-             "stated)" if rows()[row]["gpu"].startswith("GB200") else "")
+             "stated); the Grace host 2.75x the H100 host's time an operator (88 us: torch "
+             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053)"
+             if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
             f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
@@ -285,6 +287,16 @@ def _nemo_pp_padding(row: int, sequences_per_micro_batch: int) -> str:
 # other through its NVLink switches at the catalog's 1,800 GB/s (NVIDIA GB200 NVL72 page, the
 # catalog's source), so a job of up to 72 GPUs has no inter-node network in its collectives
 _NVLINK_DOMAIN_GPUS = {"gb200": 72}
+# The host of a GB200 tray is a Grace (Arm) CPU, which issues PyTorch's operators slower than the
+# DGX-H100's x86 host: NVIDIA/TransformerEngine issue #2053 ("High CPU overhead on Grace
+# systems", 2025-08-11) times one BF16 Linear forward (hidden 2,048, 8,192 tokens) on each with
+# the same script: torch.nn.Linear's CPU time 37.08 us on GB200, 33.17 on GH200, 13.48 on an
+# H100 DGX (Xeon Platinum 8480C); TE's Linear 99.66 us on GB200, 90.53 on GH200. Here the H100
+# rows' host is assumptions.HOST_S_PER_OP's 32 us an operator (fitted on one H100 VM host, not
+# a DGX: taken as alike, an assumption), and a GB200 row's host the same times 37.08 / 13.48 =
+# 2.75: a source-stated ratio, not set from any row. (The TE row of the H100 DGX is not read
+# here, so the TE-over-torch ratio, 2.7 on both Grace hosts, is not applied to any host.)
+GRACE_HOST_US_PER_OP = {"gb200": 32.0 * 37.08 / 13.48}
 # verl's fully-async README rows on H20 (FSDP2 or Megatron + vLLM): the scripts' settings
 _VERL_PROMPT = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
                 "stated)")
@@ -767,9 +779,11 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
     # a GB200 job's GPUs share one NVLink domain (`_NVLINK_DOMAIN_GPUS`); DGX/HGX nodes of 8
     per_node = (min(_NVLINK_DOMAIN_GPUS[case.gpu], case.settings["gpus"])
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
-    plan = {"project": f"rl-row-{case.row}",
-            "hardware": {"gpu": case.gpu, "gpus_per_node": per_node,
-                         "nodes": max(1, -(-case.settings["gpus"] // per_node))},
+    hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
+                "nodes": max(1, -(-case.settings["gpus"] // per_node))}
+    if case.gpu in GRACE_HOST_US_PER_OP:
+        hardware["host_us_per_op"] = round(GRACE_HOST_US_PER_OP[case.gpu], 1)
+    plan = {"project": f"rl-row-{case.row}", "hardware": hardware,
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "plan.yaml"
