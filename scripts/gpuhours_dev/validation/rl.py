@@ -146,21 +146,35 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 # 17.8, 8 24.2 -> 14.3, 9 49.2 -> 29.6, 10 111.5 -> 70.7, 11 111.6 -> 70.9; verl 18 71.5 ->
 # 63.6, 19 244.0 -> 212.1. Step errors: -17/-11/-11/-7/+14/-30/-34/-7/-27/-28% ->
 # -22/-15/-16/-20/-11/-35/-47/-41/-39/-50%; verl -23/+10% -> -25/-2%.
-# Read and not modelled, the likely gap:
-# - the host cost of a Transformer Engine module's kernel: assumptions.HOST_S_PER_OP (32 us) was
-#   fitted on eager ATen operators; a TE module's Python (its autograd Function, fp8 and
-#   workspace checks, tex calls) per kernel is not measured here (no GPU), so the megatron
-#   path's fewer kernels are costed at the eager rate;
-# - the MoE layer on the megatron path is counted as a dense layer (estimate/host.py): the
-#   router (gating GEMM in moe_router_dtype fp64, softmax, top-k), the allgather dispatcher's
-#   masks, permute and unpermute (moe_permute_fusion false in grpo_math_1B.yaml) and a blocking
-#   `.cpu()` of the tokens per expert every MoE layer (MoEAllGatherTokenDispatcher
-#   dispatch_postprocess, Megatron-LM@d98e8a64 token_dispatcher.py; NeMo-RL pins b73ae5cd, not
-#   in the mirror) that stops the host running ahead of the GPU;
-# - that dispatcher's traffic: all-gathers every EP rank's tokens (the same bytes as the
-#   costed all-to-all at top-k 8 of EP 8) but reduce-scatters the combine in the probs' dtype
-#   (`hidden_states.to(self.local_probs.dtype)`: fp32 or wider), at least half again the costed
-#   EP bytes on CSV line 7.
+# Then (issue 13, the same day), two readings, no constant set from these rows:
+# - the 30B-A3B row's MoE routing as grpo_math_1B.yaml sets it (moe_dispatch allgather-unfused):
+#   Megatron-Core's router in fp64 and its allgather dispatcher with the unfused permute, counted
+#   from Megatron-LM@4bbcd72d (its main of 2026-01-15; NeMo-RL pins b73ae5cd of a fork, not in
+#   the mirror): +39 forward and +26 backward operators a MoE layer (estimate/host.py
+#   MEGATRON_MOE_ALLGATHER_OPS, each named), and its traffic: every token all-gathered once with
+#   its fp64 probs and the combine reduce-scattered in the probs' dtype, fp64
+#   (`hidden_states.to(self.local_probs.dtype)`; the probs are `.type_as(logits)` of the fp64
+#   gating): 2.63x the costed all-to-all's bytes at top-8 of EP 8 (estimate/parallel.py
+#   expert_allgather_bytes_per_layer). Update 17.8 -> 27.7 s (host +4.2 s, traffic +5.6 s),
+#   log-prob passes 2.45 -> 2.97 s each; step -35% -> -30%. The three blocking copies to the
+#   host each MoE forward (the `.cpu()` of the tokens per expert, the two masked_select) are
+#   counted as operators, not as lost run-ahead; the unfused permute's extra memory traffic is
+#   not counted (moe_gemm.ROUTING_ELEMENTS keeps the fused one's);
+# - a GB200 row's host: the Grace CPU issues operators 2.75x slower than the DGX-H100's Xeon
+#   (NVIDIA/TransformerEngine issue #2053: torch.nn.Linear forward's CPU time 37.08 us on GB200,
+#   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
+#   the 32 us of assumptions.HOST_S_PER_OP (GRACE_HOST_US_PER_OP below; the H100 VM host of that
+#   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
+#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
+#   work on Grace is not modelled (the rollouts run CUDA graphs).
+# Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
+# operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
+# torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
+# TE PR #1191 (2024-09) timed Megatron-Core's TEColumnParallelLinear at 140 -> 115 us a forward
+# against ColumnParallelLinear's 74 us (BF16, TP 1, host not stated). Applied as 2.7 operators
+# for each of a layer's four TE linears forward and backward it would move the NeMo rows by 1-3
+# points (the 32B one-step-off -11% -> -9%, GB200 lines 8-11 by 1-3 points, read before the
+# Grace host above): not the gap.
 # The kernel path (issue 13): NeMo-RL's Megatron worker builds the policy through Megatron-Bridge
 # (NVIDIA-NeMo/RL@108bffda nemo_rl/models/policy/workers/megatron_policy_worker.py: the HF
 # checkpoint converted, model_cfg from its provider), whose GPTModelProvider defaults to
