@@ -48,3 +48,33 @@ def test_the_setting_reaches_the_expert_traffic() -> None:
 
     fused = t.model_copy(update={"moe_dispatch": "fused"})
     assert expert_s(t) / expert_s(fused) == pytest.approx(43_136 / 16_384)
+
+
+def test_a_scoring_forward_sends_the_expert_traffic_by_hand() -> None:
+    # Qwen3-30B-A3B (48 MoE layers, hidden 2,048, top-8 of 128), bf16, EP 8 on one H100 node:
+    # NVLink 900 GB/s both ways, 450 one way, at the collective efficiency 0.75. 10,000 tokens
+    # a data-parallel rank, TP 1: the all-to-all's forward, dispatch and combine of the 8 copies,
+    # 7/8 of them leaving the GPU: 2 x 10,000 x 8 x 2,048 x 2 x 7/8 = 573.44 MB a layer
+    from gpuhours import catalog
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.plan.rl_scoring import expert_scoring_s
+    from gpuhours.resolve import resolve_model
+    from gpuhours.setup import Hardware, Training
+
+    arch, _ = resolve_model("qwen3-30b-a3b")
+    gpu = catalog.gpu("h100-sxm")
+    assert gpu.interconnect_gb_per_s_two_way == 900
+    hw = Hardware(gpu=gpu, num_gpus=8)
+    t = Training.model_validate(dict(arch=arch, model="qwen3-30b-a3b", precision="bf16", ep=8,
+                                     kernels="megatron"))
+    link = 450e9 * 0.75
+    assert A.COLLECTIVE_EFFICIENCY.value == 0.75 and A.MODEL_PARALLEL_COMM_OVERLAP.value == 0.0
+    assert expert_scoring_s(t, arch, hw, 10_000) == pytest.approx(48 * 573.44e6 / link)
+    # NeMo-RL's allgather dispatch: 21,632 bytes a token and layer to each of 7 ranks
+    nemo = t.model_copy(update={"moe_dispatch": "allgather-unfused"})
+    assert expert_scoring_s(nemo, arch, hw, 10_000) == pytest.approx(
+        48 * 21_632 * 7 * 10_000 / link)
+    # two pipeline stages: each GPU's 24 layers; without EP nothing
+    assert expert_scoring_s(t, arch, hw, 10_000, stages=2) == pytest.approx(
+        24 * 573.44e6 / link)
+    assert expert_scoring_s(t.model_copy(update={"ep": 1}), arch, hw, 10_000) == 0.0
