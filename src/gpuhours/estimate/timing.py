@@ -379,7 +379,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                           arch, t, a))
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
-        arch, t.kernels, a, t.checkpointing)
+        arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)
