@@ -158,8 +158,17 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   expert_allgather_bytes_per_layer). Update 17.8 -> 27.7 s (host +4.2 s, traffic +5.6 s),
 #   log-prob passes 2.45 -> 2.97 s each; step -35% -> -30%. The three blocking copies to the
 #   host each MoE forward (the `.cpu()` of the tokens per expert, the two masked_select) are
-#   counted as operators, not as lost run-ahead; the unfused permute's extra memory traffic is
-#   not counted (moe_gemm.ROUTING_ELEMENTS keeps the fused one's);
+#   counted as operators, not as lost run-ahead. Then the unfused permute's and the fp64
+#   combine casts' memory traffic (moe_gemm.allgather_routing_bytes_per_token: index_select,
+#   torch.zeros and scatter_add_ over all EP ranks' gathered rows, the casts to and from fp64;
+#   3.6x the fused path's bytes at k 8, EP 8): update 27.7 -> 29.4 s;
+# - every MoE policy's scoring forwards now send their expert-parallel traffic (before: none;
+#   plan/rl_scoring.py expert_scoring_s: the all-to-all's forward, or the allgather dispatch's
+#   gathers and fp64 combine, on the critical path as the update's): the NeMo 30B-A3B log-prob
+#   passes 2.97 -> 7.52 s each (step -30% -> -25%, -24% with the traffic above); verl's 30B-A3B
+#   colocated old-log-prob 21.0 -> 22.2 s (measured 28.7), reference 20.1 -> 21.3 s (20.9),
+#   step -25.1% -> -24.6%; its streamed twin's reference 51.8 -> 56.6 s (50.1). verl's
+#   inferred 30B mean (the diagnostic) 3,440 -> 3,152 tokens;
 # - a GB200 row's host: the Grace CPU issues operators 2.75x slower than the DGX-H100's Xeon
 #   (NVIDIA/TransformerEngine issue #2053: torch.nn.Linear forward's CPU time 37.08 us on GB200,
 #   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
