@@ -359,3 +359,39 @@ def test_interleaved_stages_that_do_not_divide_the_layers() -> None:
     t = _training("llama-3.1-405b", tp=8, pp=8, cp=2, virtual_stages=8, grad_accum=64)
     assert t.virtual_stages == 8
     assert stage_layers(t.arch, 8) == (15, 16, 16, 16, 16, 16, 16, 15)
+
+
+def test_megatron_moe_allgather_router_and_dispatcher_by_hand() -> None:
+    # Qwen3-30B-A3B (48 layers, all MoE, q and k norms), full, bf16, no recompute, as NeMo-RL's
+    # grpo_math_1B.yaml routes it (allgather dispatcher, unfused permute, fp64 router): per
+    # layer forward 12 + 2 (q/k norms) + 39 (router 15, dispatch 19, combine 5) = 53, backward
+    # 19 + 4 + 26 = 49; 48 x 102 = 4896, + 32 + 24 outside = 4952
+    from gpuhours.estimate.host import host_forward_ops_per_micro_batch
+
+    t = _training("qwen3-30b-a3b", precision="bf16", kernels="megatron",
+                  moe_dispatch="allgather-unfused")
+    assert t.arch.moe_layers == t.arch.num_layers == 48
+    assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(4952.0)
+    # a scoring forward: 48 x 53 + 32 = 2576
+    assert host_forward_ops_per_micro_batch(t.arch, t) == pytest.approx(2576.0)
+    # the default, fused (Megatron-Bridge's all-to-all with fused permute): the MoE layer's
+    # host work counted as a dense layer's, 48 x (14 + 23) + 56 = 1832
+    fused = t.model_copy(update={"moe_dispatch": "fused"})
+    assert host_ops_per_micro_batch(fused.arch, fused) == pytest.approx(1832.0)
+    # a dense model has no router: the setting adds nothing
+    dense = _training("qwen3-8b", precision="bf16", kernels="megatron",
+                      moe_dispatch="allgather-unfused")
+    assert host_ops_per_micro_batch(dense.arch, dense) == pytest.approx(
+        host_ops_per_micro_batch(dense.arch, dense.model_copy(
+            update={"moe_dispatch": "fused"})))
+
+
+def test_moe_dispatch_needs_the_megatron_path() -> None:
+    with pytest.raises(FieldError) as err:
+        _training("qwen3-30b-a3b", moe_dispatch="allgather-unfused")
+    assert set(err.value.fields) == {"moe_dispatch", "kernels"}
+    out = CliRunner().invoke(app, ["estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm",
+                                   "--moe-dispatch", "allgather-unfused"])
+    assert out.exit_code == 2, out.output
+    assert "--moe-dispatch" in out.output and "--kernels" in out.output
+    assert "Traceback" not in out.output

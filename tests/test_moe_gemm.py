@@ -134,3 +134,18 @@ def test_deepgemm_rows_tuned_and_held_out() -> None:
     assert len(grouped) == 10 and not set(map(id, grouped)) & set(map(id, tuning_rows(data)))
     for r in grouped:
         assert predicted_tflops(r) == pytest.approx(float(r["tflops"]), rel=0.105), r
+
+
+def test_allgather_unfused_routing_bytes_by_hand() -> None:
+    # NeMo-RL's allgather dispatcher, unfused permute, fp64 router; bf16, k 8, d 2048, EP 8:
+    # per direction 2,048 x (5 x 8 x 2 + 8 x (2 x 2 + 8) + 2 + 8) = 2,048 x 186 = 380,928
+    # (index_select 32, zeros over the 8 gathered rows 16, scatter_add_ 48, the fp64 casts
+    # 8 x 10 + 10), + the router's 4 passes over 128 fp64 logits, 4,096: 385,024 each way
+    one = 2048 * 186 + 4 * 128 * 8
+    assert routing_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False,
+                                         "allgather-unfused", 8) == 2 * one
+    assert routing_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, True,
+                                         "allgather-unfused", 8) == 3 * one
+    # 3.6x the fused path's 212,992 (test_routing_bytes_one_layer_by_hand)
+    fused = routing_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False)
+    assert fused == 212_992 and 2 * one / fused == pytest.approx(3.615, abs=0.001)

@@ -55,7 +55,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "activation_offload": "--activation-offload",
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
-    "loss_kernel": "--loss-kernel", "kernels": "--kernels", "offload": "--offload",
+    "loss_kernel": "--loss-kernel", "kernels": "--kernels",
+    "moe_dispatch": "--moe-dispatch", "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
     "lora_branch": "--lora-branch", "dora": "--dora", "dora_base_matmul": "--dora-base-matmul",
@@ -249,6 +250,11 @@ KernelsOpt = Annotated[str, typer.Option(
          "with Transformer Engine's fused layers: Megatron-LM, Megatron-Bridge, NeMo; its "
          "vocab-parallel cross-entropy unless --loss-kernel says) or unsloth (Unsloth's "
          "LoRA/QLoRA layer: its fused LoRA Functions, Triton norms and cross-entropy).")]
+MoeDispatchOpt = Annotated[str, typer.Option(
+    help="On --kernels megatron, how a MoE layer routes its tokens: fused (the all-to-all "
+         "dispatcher with fused permute: Megatron-Bridge; router and dispatcher operators "
+         "not counted) or allgather-unfused (NeMo-RL's: allgather dispatcher, unfused "
+         "permute, fp64 router: counted, and its combine's fp64 traffic).")]
 HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "

@@ -100,6 +100,14 @@ OffloadCopies = Literal["pinned", "pageable-step", "pageable"]
 #: q/k/v and gate/up/down groups, Triton RMSNorm, RoPE and cross-entropy (estimate/unsloth.py).
 #: Sets the operators the host issues per micro-batch (unsloth: counted as eager's)
 Kernels = Literal["eager", "flash-attn", "megatron", "unsloth"]
+#: how a Megatron-Core MoE layer routes its tokens on the megatron path (estimate/host.py
+#: MEGATRON_MOE_ALLGATHER_OPS, estimate/parallel.py expert_allgather_bytes_per_layer):
+#: fused = the all-to-all dispatcher with Transformer Engine's fused permute (Megatron-Bridge's
+#: MoE providers' moe_permute_fusion True), whose router and dispatcher operators are not counted
+#: (the MoE layer's host work counted as a dense layer's); allgather-unfused = NeMo-RL's
+#: grpo_math_1B.yaml megatron_cfg: moe_token_dispatcher_type allgather, moe_permute_fusion false,
+#: moe_router_dtype fp64, the router frozen (Megatron-Core's MoEAllGatherTokenDispatcher)
+MoeDispatch = Literal["fused", "allgather-unfused"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
 Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
@@ -198,6 +206,9 @@ class Training(_ReadsModel):
     loss_kernel: LossKernel | None = None
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
+    #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
+    #: dispatcher's host operators and the expert-parallel traffic
+    moe_dispatch: MoeDispatch = "fused"
     #: under checkpointing, each block's input moved to host memory in forward and back in
     #: backward (Unsloth's use_gradient_checkpointing="unsloth": estimate/unsloth.py); the GPU
     #: keeps one block's input. False: every block's input stays on the GPU
@@ -598,6 +609,10 @@ class Training(_ReadsModel):
             _check_load_path(self)
         if self.kernels == "megatron":
             _check_megatron(self)
+        elif self.moe_dispatch != "fused":
+            raise FieldError(("moe_dispatch", "kernels"), "moe_dispatch says how Megatron-Core's "
+                             "MoE layer routes its tokens; the kernel path is not megatron.",
+                             "Give --kernels megatron, or leave --moe-dispatch out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
         if self.checkpoint_offload and not self.checkpointing:

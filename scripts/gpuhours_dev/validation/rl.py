@@ -146,21 +146,44 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 # 17.8, 8 24.2 -> 14.3, 9 49.2 -> 29.6, 10 111.5 -> 70.7, 11 111.6 -> 70.9; verl 18 71.5 ->
 # 63.6, 19 244.0 -> 212.1. Step errors: -17/-11/-11/-7/+14/-30/-34/-7/-27/-28% ->
 # -22/-15/-16/-20/-11/-35/-47/-41/-39/-50%; verl -23/+10% -> -25/-2%.
-# Read and not modelled, the likely gap:
-# - the host cost of a Transformer Engine module's kernel: assumptions.HOST_S_PER_OP (32 us) was
-#   fitted on eager ATen operators; a TE module's Python (its autograd Function, fp8 and
-#   workspace checks, tex calls) per kernel is not measured here (no GPU), so the megatron
-#   path's fewer kernels are costed at the eager rate;
-# - the MoE layer on the megatron path is counted as a dense layer (estimate/host.py): the
-#   router (gating GEMM in moe_router_dtype fp64, softmax, top-k), the allgather dispatcher's
-#   masks, permute and unpermute (moe_permute_fusion false in grpo_math_1B.yaml) and a blocking
-#   `.cpu()` of the tokens per expert every MoE layer (MoEAllGatherTokenDispatcher
-#   dispatch_postprocess, Megatron-LM@d98e8a64 token_dispatcher.py; NeMo-RL pins b73ae5cd, not
-#   in the mirror) that stops the host running ahead of the GPU;
-# - that dispatcher's traffic: all-gathers every EP rank's tokens (the same bytes as the
-#   costed all-to-all at top-k 8 of EP 8) but reduce-scatters the combine in the probs' dtype
-#   (`hidden_states.to(self.local_probs.dtype)`: fp32 or wider), at least half again the costed
-#   EP bytes on CSV line 7.
+# Then (issue 13, the same day), two readings, no constant set from these rows:
+# - the 30B-A3B row's MoE routing as grpo_math_1B.yaml sets it (moe_dispatch allgather-unfused):
+#   Megatron-Core's router in fp64 and its allgather dispatcher with the unfused permute, counted
+#   from Megatron-LM@4bbcd72d (its main of 2026-01-15; NeMo-RL pins b73ae5cd of a fork, not in
+#   the mirror): +39 forward and +26 backward operators a MoE layer (estimate/host.py
+#   MEGATRON_MOE_ALLGATHER_OPS, each named), and its traffic: every token all-gathered once with
+#   its fp64 probs and the combine reduce-scattered in the probs' dtype, fp64
+#   (`hidden_states.to(self.local_probs.dtype)`; the probs are `.type_as(logits)` of the fp64
+#   gating): 2.63x the costed all-to-all's bytes at top-8 of EP 8 (estimate/parallel.py
+#   expert_allgather_bytes_per_layer). Update 17.8 -> 27.7 s (host +4.2 s, traffic +5.6 s),
+#   log-prob passes 2.45 -> 2.97 s each; step -35% -> -30%. The three blocking copies to the
+#   host each MoE forward (the `.cpu()` of the tokens per expert, the two masked_select) are
+#   counted as operators, not as lost run-ahead. Then the unfused permute's and the fp64
+#   combine casts' memory traffic (moe_gemm.allgather_routing_bytes_per_token: index_select,
+#   torch.zeros and scatter_add_ over all EP ranks' gathered rows, the casts to and from fp64;
+#   3.6x the fused path's bytes at k 8, EP 8): update 27.7 -> 29.4 s;
+# - every MoE policy's scoring forwards now send their expert-parallel traffic (before: none;
+#   plan/rl_scoring.py expert_scoring_s: the all-to-all's forward, or the allgather dispatch's
+#   gathers and fp64 combine, on the critical path as the update's): the NeMo 30B-A3B log-prob
+#   passes 2.97 -> 7.52 s each (step -30% -> -25%, -24% with the traffic above); verl's 30B-A3B
+#   colocated old-log-prob 21.0 -> 22.2 s (measured 28.7), reference 20.1 -> 21.3 s (20.9),
+#   step -25.1% -> -24.6%; its streamed twin's reference 51.8 -> 56.6 s (50.1). verl's
+#   inferred 30B mean (the diagnostic) 3,440 -> 3,152 tokens;
+# - a GB200 row's host: the Grace CPU issues operators 2.75x slower than the DGX-H100's Xeon
+#   (NVIDIA/TransformerEngine issue #2053: torch.nn.Linear forward's CPU time 37.08 us on GB200,
+#   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
+#   the 32 us of assumptions.HOST_S_PER_OP (GRACE_HOST_US_PER_OP below; the H100 VM host of that
+#   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
+#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
+#   work on Grace is not modelled (the rollouts run CUDA graphs).
+# Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
+# operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
+# torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
+# TE PR #1191 (2024-09) timed Megatron-Core's TEColumnParallelLinear at 140 -> 115 us a forward
+# against ColumnParallelLinear's 74 us (BF16, TP 1, host not stated). Applied as 2.7 operators
+# for each of a layer's four TE linears forward and backward it would move the NeMo rows by 1-3
+# points (the 32B one-step-off -11% -> -9%, GB200 lines 8-11 by 1-3 points, read before the
+# Grace host above): not the gap.
 # The kernel path (issue 13): NeMo-RL's Megatron worker builds the policy through Megatron-Bridge
 # (NVIDIA-NeMo/RL@108bffda nemo_rl/models/policy/workers/megatron_policy_worker.py: the HF
 # checkpoint converted, model_cfg from its provider), whose GPTModelProvider defaults to
@@ -251,7 +274,9 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
                  else "no recompute (grpo_math_1B.yaml's megatron_cfg.activation_checkpointing: "
                  "false; the recipe leaves it)")
     nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
-             "stated)" if rows()[row]["gpu"].startswith("GB200") else "")
+             "stated); the Grace host 2.75x the H100 host's time an operator (88 us: torch "
+             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053)"
+             if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
             f"response; longest = 4096 - prompt = {4096 - prompt:,}; Megatron's distributed "
@@ -285,6 +310,16 @@ def _nemo_pp_padding(row: int, sequences_per_micro_batch: int) -> str:
 # other through its NVLink switches at the catalog's 1,800 GB/s (NVIDIA GB200 NVL72 page, the
 # catalog's source), so a job of up to 72 GPUs has no inter-node network in its collectives
 _NVLINK_DOMAIN_GPUS = {"gb200": 72}
+# The host of a GB200 tray is a Grace (Arm) CPU, which issues PyTorch's operators slower than the
+# DGX-H100's x86 host: NVIDIA/TransformerEngine issue #2053 ("High CPU overhead on Grace
+# systems", 2025-08-11) times one BF16 Linear forward (hidden 2,048, 8,192 tokens) on each with
+# the same script: torch.nn.Linear's CPU time 37.08 us on GB200, 33.17 on GH200, 13.48 on an
+# H100 DGX (Xeon Platinum 8480C); TE's Linear 99.66 us on GB200, 90.53 on GH200. Here the H100
+# rows' host is assumptions.HOST_S_PER_OP's 32 us an operator (fitted on one H100 VM host, not
+# a DGX: taken as alike, an assumption), and a GB200 row's host the same times 37.08 / 13.48 =
+# 2.75: a source-stated ratio, not set from any row. (The TE row of the H100 DGX is not read
+# here, so the TE-over-torch ratio, 2.7 on both Grace hosts, is not applied to any host.)
+GRACE_HOST_US_PER_OP = {"gb200": 32.0 * 37.08 / 13.48}
 # verl's fully-async README rows on H20 (FSDP2 or Megatron + vLLM): the scripts' settings
 _VERL_PROMPT = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
                 "stated)")
@@ -551,9 +586,12 @@ CASES = [
     Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
-          "checkpointing": False},
+          "checkpointing": False, "moe_dispatch": "allgather-unfused"},
          _nemo_assumed(5, False) + "; Megatron TP1 PP1 EP8 as the recipe sets them; 16 "
-         "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks)"),
+         "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks); MoE "
+         "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
+         "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
+         "and its combine reduce-scattered in fp64)"),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
@@ -764,9 +802,11 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
     # a GB200 job's GPUs share one NVLink domain (`_NVLINK_DOMAIN_GPUS`); DGX/HGX nodes of 8
     per_node = (min(_NVLINK_DOMAIN_GPUS[case.gpu], case.settings["gpus"])
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
-    plan = {"project": f"rl-row-{case.row}",
-            "hardware": {"gpu": case.gpu, "gpus_per_node": per_node,
-                         "nodes": max(1, -(-case.settings["gpus"] // per_node))},
+    hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
+                "nodes": max(1, -(-case.settings["gpus"] // per_node))}
+    if case.gpu in GRACE_HOST_US_PER_OP:
+        hardware["host_us_per_op"] = round(GRACE_HOST_US_PER_OP[case.gpu], 1)
+    plan = {"project": f"rl-row-{case.row}", "hardware": hardware,
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "plan.yaml"

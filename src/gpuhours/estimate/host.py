@@ -202,6 +202,7 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
                                        else 0.0)
         fwd += (2.0 if arch.qk_norm else 0.0) * MEGATRON_NORM_OPS[0]
+        fwd += megatron_moe_ops_per_layer(arch, t)[0]
         if t.method != "full":
             fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
     else:
@@ -251,8 +252,10 @@ def zero3_hook_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
 # main gradient: no separate add); their weights are bf16 (Float16Module), so no autocast casts.
 # Tensor-parallel collectives are costed by estimate/parallel.py, not here. A MoE layer counts
 # as a dense one (its pre_mlp_layernorm is a separate TE norm where the dense layer fuses it into
-# linear_fc1: the same kernels); the router, the token permutation and TE's grouped GEMMs (one
-# cuBLAS call per local expert, issued from C++ in one Python call) are not counted.
+# linear_fc1: the same kernels; TE's grouped GEMMs, one cuBLAS call per local expert issued from
+# C++ in one Python call, as one operator each), plus, with Training.moe_dispatch
+# allgather-unfused, its router's and dispatcher's operators (MEGATRON_MOE_ALLGATHER_OPS); with
+# the default, fused, those are not counted.
 
 #: megatron path, device kernels per decoder layer, (forward, backward), bf16 matmuls:
 #: forward 12 = linear_qkv (TE's fused RMSNorm kernel, the GEMM: 2) + fused rotary on q and on k
@@ -286,11 +289,59 @@ MEGATRON_LORA_ADAPTER_OPS = (4.0, 5.0)
 #: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v,
 #: mlp linear_fc1 and linear_fc2.
 MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2, "mlp": 2}
+#: megatron path, a MoE layer's router and allgather dispatcher beyond the dense layer's kernels,
+#: (forward, backward), as NeMo-RL runs them (grpo_math_1B.yaml @108bffda: moe_token_dispatcher_type
+#: allgather, moe_permute_fusion false, moe_router_dtype fp64, freeze_moe_router, no load-balancing
+#: loss; Megatron-Bridge's Qwen3 MoE provider sets moe_grouped_gemm) in Megatron-Core's code
+#: (NVIDIA/Megatron-LM@4bbcd72d, its main of 2026-01-15, the week of NeMo-RL v0.5; NeMo-RL pins
+#: b73ae5cd of a fork, not in the mirror): megatron/core/transformer/moe/router.py TopKRouter,
+#: moe_utils.py router_gating_linear, topk_routing_with_score_function, permute, unpermute,
+#: token_dispatcher.py MoEAllGatherTokenDispatcher, experts.py TEGroupedMLP. Counted as
+#: count_ops counts (device operators; views, slices and CPU-side tensors excluded):
+#: forward 39 = the router 15: the fp64 gating (RouterGatingLinearFunction without TE's GEMM in
+#:   fp64: the input's and the weight's casts, torch.mm: 3), top-k on the logits, softmax with
+#:   dtype fp32 (its cast, the kernel) and .type_as back to fp64 (4), routing_probs (zeros_like,
+#:   scatter's copy and scatter: 3), routing_map (zeros_like, .int(), scatter's copy and scatter,
+#:   .bool(): 5);
+#:   + the dispatch 19: all-gathers of the routing map, the probs and the hidden states over the
+#:   EP ranks (3); dispatch_postprocess: the local map's and probs' column slices made contiguous
+#:   (2), tokens per expert (sum, .long(), the blocking .cpu(): 3); permute unfused: the map's
+#:   transposed copy, arange, masked_select (ATen's CUDA masked_select runs nonzero: the count,
+#:   its blocking copy to the host, the gather: 3), index_select (6 in all); the local probs:
+#:   both transposed copies and a masked_select (5);
+#:   + the combine 5: unpermute unfused without probs (torch.zeros, scatter_add_: 2),
+#:   token_combine's cast to the probs' dtype (fp64), the reduce-scatter, the cast back (3).
+#:   The weighted SwiGLU (weighted_bias_swiglu_impl, one fused kernel) stands for the dense
+#:   SwiGLU: 0.
+#: backward 26 = the combine's casts and the reduce-scatter's all-gather (3) + scatter_add_'s
+#:   gather (1) + the weighted SwiGLU's extra reduction for the probs' gradient
+#:   (weighted_swiglu_back: 1) + index_select's zeros and index_add_ (2) + masked_select's
+#:   zeros and masked_scatter_ (2) + the probs slice's backward (zeros, copy: 2) + the
+#:   reduce-scatters of the gathered hidden states' and probs' gradients (2) + the router: the
+#:   probs scatter's gather, the casts of type_as and softmax, softmax's backward, top-k's zeros
+#:   and scatter (6) + RouterGatingLinearFunction.backward in fp64, which forms the weight's
+#:   gradient though the router is frozen (the weight's and the input's casts, two mm, two casts
+#:   back: 6) + the gradient sum where the normed input feeds the router and the dispatch (1).
+#: The three blocking copies to the host each forward (.cpu(), the two masked_select) stop the
+#: host running ahead of the GPU; that is not modelled beyond their operators.
+MEGATRON_MOE_ALLGATHER_OPS = (39.0, 26.0)
+
+
+def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
+    average over the decoder layers (arch.moe_layers of arch.num_layers): the router's and the
+    dispatcher's, MEGATRON_MOE_ALLGATHER_OPS with Training.moe_dispatch allgather-unfused; none
+    with fused (not counted) or for a dense model."""
+    if not arch.is_moe or t.moe_dispatch != "allgather-unfused":
+        return 0.0, 0.0
+    share = arch.moe_layers / arch.num_layers
+    return MEGATRON_MOE_ALLGATHER_OPS[0] * share, MEGATRON_MOE_ALLGATHER_OPS[1] * share
 
 
 def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     """Device operators of one micro-batch on the megatron path: MEGATRON_LAYER_OPS per layer,
-    fp8 casts, q and k norms, LoRA adapters (the frozen base's wgrad dropped), the forward again under
+    fp8 casts, q and k norms, a MoE layer's router and dispatcher (megatron_moe_ops_per_layer),
+    LoRA adapters (the frozen base's wgrad dropped), the forward again under
     checkpointing, and the embedding, head and loss outside the layers, taken at the eager
     count (assumptions.OPS_PER_MICRO_BATCH; not counted for Megatron)."""
     fwd, bwd = MEGATRON_LAYER_OPS
@@ -298,6 +349,8 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         fwd, bwd = fwd + MEGATRON_FP8_EXTRA_OPS[0], bwd + MEGATRON_FP8_EXTRA_OPS[1]
     norms = 2.0 if arch.qk_norm else 0.0
     fwd, bwd = fwd + norms * MEGATRON_NORM_OPS[0], bwd + norms * MEGATRON_NORM_OPS[1]
+    moe_fwd, moe_bwd = megatron_moe_ops_per_layer(arch, t)
+    fwd, bwd = fwd + moe_fwd, bwd + moe_bwd
     outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
     if t.method != "full":
         adapters = MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets]

@@ -147,16 +147,49 @@ ROUTING_ELEMENTS = {
 ROUTER_FP32_PASSES = 4
 
 
+#: bytes of the fp64 router's logits and probs (Training.moe_dispatch allgather-unfused:
+#: moe_router_dtype fp64), per element
+ROUTER_FP64_ELEMENT_BYTES = 8.0
+
+
+def allgather_routing_bytes_per_token(arch: ModelArch, activation_bytes: float, ep: int
+                                      ) -> float:
+    """Bytes of memory traffic per token of a GPU and MoE layer, one direction (forward; the
+    backward moves the same), of Megatron-Core's allgather dispatcher with the unfused permute
+    and an fp64 router (NeMo-RL's grpo_math_1B.yaml; NVIDIA/Megatron-LM@4bbcd72d
+    token_dispatcher.py MoEAllGatherTokenDispatcher, moe_utils.py permute / unpermute), with
+    a = activation bytes, d the width, k routed copies per token (on average k of a GPU's
+    gathered rows per own token land on its local experts), ep the EP ranks whose tokens it
+    gathers: forward, index_select of the local copies (read k, write k rows: 2 k a), the
+    unpermute's torch.zeros over all ep gathered rows (ep a) and scatter_add_ of the copies into
+    it (read k, read and write k: 3 k a), the combine's cast of the ep rows to fp64 (ep (a + 8))
+    and, after the reduce-scatter, of the GPU's own rows back (8 + a); backward, the casts'
+    gradients (the same bytes), scatter_add_'s gather (2 k a), index_select's zeros and
+    index_add_ (ep a + 3 k a). Per direction d (5 k a + ep (2 a + 8) + a + 8); the router's
+    logits ROUTER_FP32_PASSES times each way in fp64. The collectives' own writes are
+    estimate/parallel.py's."""
+    k, d, e8 = arch.experts_per_token, arch.hidden_size, ROUTER_FP64_ELEMENT_BYTES
+    a = activation_bytes
+    rows = 5 * k * a + ep * (2 * a + e8) + a + e8
+    return d * rows + ROUTER_FP32_PASSES * arch.num_experts * e8
+
+
 def routing_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
-                                  recompute: bool) -> float:
+                                  recompute: bool, dispatch: str = "fused",
+                                  ep: int = 1) -> float:
     """Bytes of memory traffic per token and MoE layer of the routing around the experts:
     the permutation, weighting and combine of the top-k copies of the hidden state
     (ROUTING_ELEMENTS; the megatron kernel path's fused kernels, otherwise the eager loop), and
     the router's fp32 logits (ROUTER_FP32_PASSES per expert each way), forward and backward,
-    the forward twice under full recomputation. The router's GEMM is with the matmuls
-    (estimate/blocks.py); the all-to-all is estimate/parallel.py's."""
+    the forward twice under full recomputation. With the megatron path's allgather-unfused
+    `dispatch` over `ep` ranks, allgather_routing_bytes_per_token each way instead. The
+    router's GEMM is with the matmuls (estimate/blocks.py); the all-to-all is
+    estimate/parallel.py's."""
     if not arch.is_moe:
         return 0.0
+    forwards = 2 if recompute else 1
+    if kernels == "megatron" and dispatch == "allgather-unfused":
+        return (forwards + 1) * allgather_routing_bytes_per_token(arch, activation_bytes, ep)
     k, d = arch.experts_per_token, arch.hidden_size
     table = ROUTING_ELEMENTS["megatron" if kernels == "megatron" else "eager"]
 
@@ -165,7 +198,6 @@ def routing_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_byte
         return ((per_copy * k + per_token) * d * activation_bytes
                 + ROUTER_FP32_PASSES * arch.num_experts * 4.0)
 
-    forwards = 2 if recompute else 1
     return forwards * pass_bytes("forward") + pass_bytes("backward")
 
 

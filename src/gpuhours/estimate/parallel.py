@@ -356,15 +356,45 @@ def context_parallel_bytes_per_layer(tokens: float, kv_dim: int, activation_byte
 
 def expert_all_to_all_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
                                       activation_bytes: float, experts_per_token: int, ep: int,
-                                      recompute: bool = False) -> float:
+                                      recompute: bool = False, backward: bool = True) -> float:
     """Bytes one GPU sends per MoE layer and micro-batch: dispatch and combine all-to-alls of its
     tokens' hidden states to the k routed experts, (ep - 1)/ep of them to other ranks, forward and
-    backward (4 all-to-alls; 6 with full recomputation)."""
+    backward (4 all-to-alls; 6 with full recomputation); a forward alone (`backward` False: a
+    scoring pass) 2."""
     if ep == 1:
         return 0.0
-    passes = 6 if recompute else 4
+    passes = (6 if recompute else 4) if backward else 2
     return passes * tokens_per_gpu * experts_per_token * hidden_size * activation_bytes \
         * (ep - 1) / ep
+
+
+#: bytes of an element of the router's probabilities with moe_router_dtype fp64 (NeMo-RL's
+#: grpo_math_1B.yaml): the gathered probs, and the combine cast to the probs' dtype
+ROUTER_FP64_BYTES = 8.0
+
+
+def expert_allgather_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
+                                     activation_bytes: float, num_experts: int, ep: int,
+                                     recompute: bool = False, backward: bool = True) -> float:
+    """Bytes one GPU sends per MoE layer and micro-batch with Megatron-Core's allgather
+    dispatcher and an fp64 router (NVIDIA/Megatron-LM@4bbcd72d token_dispatcher.py
+    MoEAllGatherTokenDispatcher: token_dispatch all-gathers the routing map (1 byte a token and
+    expert), the probs (fp64) and the hidden states over the EP ranks; token_combine
+    reduce-scatters the expert outputs cast to the probs' dtype, fp64 here). A ring all-gather
+    or reduce-scatter has each rank send (ep - 1) of its shards, so one GPU sends
+    (ep - 1) x tokens x width x bytes for each. Forward: the map, the probs, the hidden states
+    (activation bytes), the combine (8 bytes); backward: the gradients of the gathered hidden
+    states and probs reduce-scattered, the combine's all-gathered (fp64); full recomputation
+    adds the forward; a forward alone (`backward` False: a scoring pass) the forward's. Where an
+    all-to-all dispatcher sends each token's k routed copies, this moves every token once each
+    way, the combine at four times bf16's bytes."""
+    if ep == 1:
+        return 0.0
+    e8 = ROUTER_FP64_BYTES
+    forward = (num_experts * (1.0 + e8) + hidden_size * (activation_bytes + e8))
+    back = num_experts * e8 + hidden_size * (activation_bytes + e8)
+    passes = forward * (2 if recompute else 1) + back if backward else forward
+    return passes * tokens_per_gpu * (ep - 1)
 
 
 def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,

@@ -379,7 +379,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                           arch, t, a))
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
-        arch, t.kernels, a, t.checkpointing)
+        arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)
@@ -646,8 +646,14 @@ def layout_collectives(arch: ModelArch, t: Training, hw: Hardware, lay: P.Layout
             t.tokens_per_micro_batch, arch.kv_dim, a, lay.cp, lay.tp, t.checkpointing),
             lay.tp * lay.cp, hideable_s=attention_s)
     if lay.ep > 1:
-        volume = m * layers * P.expert_all_to_all_bytes_per_layer(
-            tokens / lay.tp, d, a, arch.experts_per_token, lay.ep, t.checkpointing)
+        if t.kernels == "megatron" and t.moe_dispatch == "allgather-unfused":
+            # Megatron-Core's allgather dispatcher, fp64 router (NeMo-RL's): every token once
+            # each way, the combine in fp64 (parallel.expert_allgather_bytes_per_layer)
+            volume = m * layers * P.expert_allgather_bytes_per_layer(
+                tokens / lay.tp, d, a, arch.num_experts, lay.ep, t.checkpointing)
+        else:
+            volume = m * layers * P.expert_all_to_all_bytes_per_layer(
+                tokens / lay.tp, d, a, arch.experts_per_token, lay.ep, t.checkpointing)
         per_node = min(hw.gpus_per_node, lay.ep)
         if lay.ep > per_node:
             # an all-to-all sends (ep - g)/(ep - 1) of its bytes to ranks in other nodes, each GPU

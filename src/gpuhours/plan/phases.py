@@ -39,7 +39,7 @@ from gpuhours.plan.rl_padding import (
 )
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
-from gpuhours.plan.rl_scoring import ref_offload_s, vision_scoring_s
+from gpuhours.plan.rl_scoring import expert_scoring_s, ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_scoring_host import scoring_pass_s
 from gpuhours.plan.rl_train import critic_added_s, role_split_text, role_updates_s
 from gpuhours.plan.rl_validation import validation_per_step_s, validation_rollout_s
@@ -744,8 +744,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # t.llm_seq_len: a vision-language model's image tokens are scored too (issue 15);
         # the host issuing each micro-batch's forward beside the GPU (plan/rl_scoring_host.py)
         gpu_s = scoring_time_s(arch, sequences, t.llm_seq_len, ctx.gpu, matmul) / train_gpus
+        # the policy's expert-parallel traffic (a scoring model's own layout is not modelled)
+        ep_s = (expert_scoring_s(t, arch, hw, sequences * t.llm_seq_len / score_ranks, stages)
+                if arch is t.arch else 0.0)
         return scoring_pass_s(t, arch, hw, gpu_s, tower_gpu_s, sequences, score_ranks,
-                              score_budget, stages)
+                              score_budget, stages) + ep_s
 
     # a vision-language policy's scoring forwards run its vision tower too (plan/rl_scoring.py)
     tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus

@@ -13,7 +13,12 @@ beyond the decoder's forward over every sequence (estimate/generation.py scoring
   (torch FullyShardedDataParallel, flat_param.py `pre_unshard` / `_use_sharded_flat_param`), so
   every micro-batch of the pass moves the rank's whole shard up over PCIe. The copy runs on
   FSDP's pre-unshard stream ahead of the compute that needs it: only what exceeds the pass's
-  compute is added.
+  compute is added;
+- a MoE model trained with expert parallelism (Training.ep above 1): each scoring forward sends
+  every MoE layer's tokens to their experts' ranks and back, as the update's forward does
+  (estimate/parallel.py: the all-to-all's two passes, or Megatron-Core's allgather dispatcher's
+  gathers and fp64 combine), on the EP group's link and, as the training step's model-parallel
+  traffic, on the critical path (assumptions.MODEL_PARALLEL_COMM_OVERLAP).
 
 Pure functions; seconds per GPU.
 """
@@ -23,7 +28,12 @@ from __future__ import annotations
 import math
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.setup import Training
+from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import parallel as P
+from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.memory import ACTIVATION_BYTES
+from gpuhours.estimate.timing import group_link_bytes_per_s
+from gpuhours.setup import Hardware, Training
 
 #: bytes per reference-model weight as it sits on the host: the frozen copy is loaded in bf16
 #: (EasyR1 @8460e817 verl/workers/fsdp_workers.py `_build_model_optimizer`: torch_dtype float32
@@ -80,3 +90,27 @@ def ref_offload_s(*, params: float, shards: int, sequences_per_gpu: float,
     copy_s, added_s = ref_stream_s(ref_shard_bytes(params, shards), micro, link_bytes_per_s,
                                    compute_s)
     return copy_s, added_s, micro
+
+
+def expert_scoring_s(t: Training, arch: ModelArch, hw: Hardware, tokens_per_rank: float,
+                     stages: int = 1) -> float:
+    """Seconds of one scoring pass's expert-parallel traffic on one GPU: `tokens_per_rank`
+    tokens of its data-parallel group (split over t.tp and t.cp, as the training step splits
+    them) through arch.moe_layers / `stages` MoE layers, each sending the forward's bytes
+    (parallel.expert_all_to_all_bytes_per_layer with backward False; with the megatron path's
+    allgather-unfused dispatch, parallel.expert_allgather_bytes_per_layer) over the EP group's
+    link (timing.group_link_bytes_per_s) at assumptions.COLLECTIVE_EFFICIENCY, the share
+    assumptions.MODEL_PARALLEL_COMM_OVERLAP hidden. 0 without expert parallelism."""
+    if not arch.is_moe or t.ep <= 1:
+        return 0.0
+    tokens = tokens_per_rank / (t.tp * t.cp)
+    a = ACTIVATION_BYTES[t.precision]
+    if t.kernels == "megatron" and t.moe_dispatch == "allgather-unfused":
+        per_layer = P.expert_allgather_bytes_per_layer(
+            tokens, arch.hidden_size, a, arch.num_experts, t.ep, backward=False)
+    else:
+        per_layer = P.expert_all_to_all_bytes_per_layer(
+            tokens, arch.hidden_size, a, arch.experts_per_token, t.ep, backward=False)
+    bw, _ = group_link_bytes_per_s(hw, t.ep)
+    seconds = arch.moe_layers / max(1, stages) * per_layer / (bw * A.COLLECTIVE_EFFICIENCY.value)
+    return seconds * (1.0 - A.MODEL_PARALLEL_COMM_OVERLAP.value)

@@ -28,6 +28,7 @@ from gpuhours.setup import (
     LoraTargets,
     LossKernel,
     Method,
+    MoeDispatch,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -201,6 +202,11 @@ class TrainingSettings(_Strict):
         "its fused rotary and RMSNorm: Qwen-1's with flash-attn installed), megatron "
         "(Megatron-Core with Transformer Engine's fused layers) or unsloth (Unsloth's "
         "LoRA/QLoRA layer: fused LoRA Functions, Triton norms and cross-entropy)")
+    moe_dispatch: MoeDispatch | None = Field(
+        default=None, description="on kernels megatron, how a MoE layer routes its tokens: "
+        "fused (default: the all-to-all dispatcher with fused permute, Megatron-Bridge's; its "
+        "router and dispatcher operators not counted) or allgather-unfused (NeMo-RL's "
+        "grpo_math_1B.yaml: allgather dispatcher, unfused permute, fp64 router)")
     zero_stage: ZeroStage | None = None
     offload: Offload | None = Field(
         default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "
