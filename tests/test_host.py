@@ -395,3 +395,33 @@ def test_moe_dispatch_needs_the_megatron_path() -> None:
     assert out.exit_code == 2, out.output
     assert "--moe-dispatch" in out.output and "--kernels" in out.output
     assert "Traceback" not in out.output
+
+
+def test_grace_superchips_issue_operators_at_their_measured_ratio() -> None:
+    """TransformerEngine issue #2053: a torch Linear forward's CPU time is 37.08 us on a GB200's
+    Grace and 13.48 us on an H100 DGX's Xeon: 37.08 / 13.48 = 2.751 -> 2.75, so a GB200 (and a
+    GB300, the same CPU assumed) issues an operator in 2.75 x 32 us = 88 us; a B200 (an x86
+    DGX host) keeps 32 us, and a machine's own measured figure wins over both."""
+    from gpuhours import catalog
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.estimate.timing import host_s_per_op
+    from gpuhours.setup import Hardware
+
+    assert 37.08 / 13.48 == pytest.approx(2.75, abs=0.005)
+    assert A.HOST_S_PER_OP.value == pytest.approx(32e-6)
+    assert host_s_per_op(Hardware(gpu="gb200")) == pytest.approx(88e-6)
+    assert host_s_per_op(Hardware(gpu="gb300")) == pytest.approx(88e-6)
+    assert host_s_per_op(Hardware(gpu="b200")) == pytest.approx(32e-6)
+    assert host_s_per_op(Hardware(gpu="gb200", host_us_per_op=40.0)) == pytest.approx(40e-6)
+    assert "2053" in catalog.gpu("gb200").host_op_time_source
+
+
+def test_a_host_ratio_needs_its_source() -> None:
+    from pydantic import ValidationError
+
+    from gpuhours import catalog
+
+    spec = catalog.gpu("b200").model_dump()
+    spec["host_op_time_ratio"] = 2.0
+    with pytest.raises(ValidationError, match="host_op_time_source"):
+        type(catalog.gpu("b200")).model_validate(spec)

@@ -136,7 +136,7 @@ def test_published_rl_steps_floor():
     # cache used at the tokens each holds where 4 waves of 40 reserved the longest; -39% on the
     # megatron kernel path (update 111.5 -> 70.7 s: host-bound at the eager count, issue 13);
     # -32% with the Grace host's time an operator, 2.75x the H100 host's (rl.py
-    # GRACE_HOST_US_PER_OP, TransformerEngine issue #2053's torch Linear CPU times)
+    # the catalog gb200 host_op_time_ratio, TransformerEngine issue #2053's torch Linear CPU times)
     assert -0.36 < results[8] < -0.28
     # the other GB200 rows as their recipes set them (issue 13: prompt from the page's
     # throughput, the 8B's Megatron TP1 PP1 as ZeRO-1 with 4,096-token packed micro-batches,
@@ -149,7 +149,7 @@ def test_published_rl_steps_floor():
     # where the eager count was 144 + 55; these updates were host-bound at the eager count) the
     # 8B colocated -34% -> -47% (update 24.2 -> 14.3 s), one-step-off -7% -> -41% (49.2 ->
     # 29.6 s, now rollout-led), the 32B one-step-off -28% -> -50% (111.6 -> 70.9 s). With the
-    # Grace host 2.75x the H100 host's time an operator (rl.py GRACE_HOST_US_PER_OP): the 8B
+    # Grace host 2.75x the H100 host's time an operator (catalog gb200 host_op_time_ratio): the 8B
     # colocated -47% -> -41% (update 14.3 -> 18.8 s), one-step-off -41% -> -26%, the 32B
     # one-step-off -50% -> -37% (update 70.9 -> 94.5 s, update-led again)
     assert -0.46 < results[6] < -0.36 and -0.31 < results[7] < -0.21

@@ -172,7 +172,7 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 # - a GB200 row's host: the Grace CPU issues operators 2.75x slower than the DGX-H100's Xeon
 #   (NVIDIA/TransformerEngine issue #2053: torch.nn.Linear forward's CPU time 37.08 us on GB200,
 #   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
-#   the 32 us of assumptions.HOST_S_PER_OP (GRACE_HOST_US_PER_OP below; the H100 VM host of that
+#   the 32 us of assumptions.HOST_S_PER_OP (the catalog's gb200 host_op_time_ratio; the H100 VM host of that
 #   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
 #   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
 #   work on Grace is not modelled (the rollouts run CUDA graphs).
@@ -310,16 +310,12 @@ def _nemo_pp_padding(row: int, sequences_per_micro_batch: int) -> str:
 # other through its NVLink switches at the catalog's 1,800 GB/s (NVIDIA GB200 NVL72 page, the
 # catalog's source), so a job of up to 72 GPUs has no inter-node network in its collectives
 _NVLINK_DOMAIN_GPUS = {"gb200": 72}
-# The host of a GB200 tray is a Grace (Arm) CPU, which issues PyTorch's operators slower than the
-# DGX-H100's x86 host: NVIDIA/TransformerEngine issue #2053 ("High CPU overhead on Grace
-# systems", 2025-08-11) times one BF16 Linear forward (hidden 2,048, 8,192 tokens) on each with
-# the same script: torch.nn.Linear's CPU time 37.08 us on GB200, 33.17 on GH200, 13.48 on an
-# H100 DGX (Xeon Platinum 8480C); TE's Linear 99.66 us on GB200, 90.53 on GH200. Here the H100
-# rows' host is assumptions.HOST_S_PER_OP's 32 us an operator (fitted on one H100 VM host, not
-# a DGX: taken as alike, an assumption), and a GB200 row's host the same times 37.08 / 13.48 =
-# 2.75: a source-stated ratio, not set from any row. (The TE row of the H100 DGX is not read
-# here, so the TE-over-torch ratio, 2.7 on both Grace hosts, is not applied to any host.)
-GRACE_HOST_US_PER_OP = {"gb200": 32.0 * 37.08 / 13.48}
+# The host of a GB200 tray is a Grace (Arm) CPU: the catalog's gb200 carries its operator-issue
+# ratio (host_op_time_ratio 2.75, NVIDIA/TransformerEngine issue #2053: torch.nn.Linear's CPU
+# time 37.08 us on GB200 against 13.48 on an H100 DGX; 33.17 on GH200; TE's Linear 99.66 us on
+# GB200, 90.53 on GH200), so every estimate on it, these rows' included, takes 2.75 x the 32 us
+# of assumptions.HOST_S_PER_OP: a source-stated ratio, not set from any row. (The TE row of the
+# H100 DGX is not read here, so the TE-over-torch ratio, 2.7 on both Grace hosts, is not applied.)
 # verl's fully-async README rows on H20 (FSDP2 or Megatron + vLLM): the scripts' settings
 _VERL_PROMPT = ("prompt 256 tokens (script: max 2048; DAPO-Math prompts are short, not "
                 "stated)")
@@ -804,8 +800,6 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
     hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
                 "nodes": max(1, -(-case.settings["gpus"] // per_node))}
-    if case.gpu in GRACE_HOST_US_PER_OP:
-        hardware["host_us_per_op"] = round(GRACE_HOST_US_PER_OP[case.gpu], 1)
     plan = {"project": f"rl-row-{case.row}", "hardware": hardware,
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:

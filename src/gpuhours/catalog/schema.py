@@ -112,6 +112,14 @@ class GpuSpec(_Strict):
         description="CUDA compute capability, major.minor; None: not recorded")
     #: where compute_capability comes from
     compute_capability_source: str = ""
+    #: the time the part's own host CPU takes to issue one PyTorch operator, as a multiple of
+    #: the x86 host that assumptions.HOST_S_PER_OP was measured on: a superchip's Arm CPU
+    #: (Grace) issues them slower. None: an x86 host like that one (1x).
+    host_op_time_ratio: float | None = Field(
+        default=None, gt=0, le=10, description="host time an operator vs the x86 host of "
+        "HOST_S_PER_OP; None: 1")
+    #: where host_op_time_ratio comes from
+    host_op_time_source: str = ""
     source: str
     as_of: AsOf
     notes: str = ""
@@ -129,6 +137,13 @@ class GpuSpec(_Strict):
         if (self.l2_cache_mib is None) != (not self.l2_cache_source):
             raise ValueError(f"{self.name}: l2_cache_mib and l2_cache_source go together (the "
                              f"size and the document it was read from)")
+        return self
+
+    @model_validator(mode="after")
+    def _host_op_time_sourced(self) -> GpuSpec:
+        if (self.host_op_time_ratio is None) != (not self.host_op_time_source):
+            raise ValueError(f"{self.name}: host_op_time_ratio and host_op_time_source go "
+                             f"together (the ratio and the measurement it was read from)")
         return self
 
     @model_validator(mode="after")

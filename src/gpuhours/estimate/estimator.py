@@ -569,7 +569,9 @@ def estimate_training(
         if hw.gpu.stack == "xla" else formula(st.host_s, "s", f"{step_src}: operators counted for the "
             f"{t.kernels} path (estimate/host.py{tower_ops}) x " + (
             f"{hw.host_us_per_op:g} us (given: host_us_per_op)" if hw.host_us_per_op is not None
-            else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)")),
+            else f"{A.HOST_S_PER_OP.value * 1e6:g} us ({A.HOST_S_PER_OP.name}, assumed)"
+            + (f" x {hw.gpu.host_op_time_ratio:g} for {hw.gpu.name}'s host CPU (catalog "
+               "host_op_time_ratio)" if hw.gpu.host_op_time_ratio else ""))),
         "host_exposed_s": formula(st.host_exposed_s, "s",
                                   f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
                                   f"p = {A.HOST_GPU_OVERLAP_P.value:g}"

@@ -760,9 +760,11 @@ def eager_host_dispatch(gpu: GpuSpec) -> bool:
 
 
 def host_s_per_op(hw: Hardware) -> float:
-    """Host seconds per eager operator: the machine's own figure when given, else assumed."""
-    return (hw.host_us_per_op * 1e-6 if hw.host_us_per_op is not None
-            else A.HOST_S_PER_OP.value)
+    """Host seconds per eager operator: the machine's own figure when given, else the assumed
+    x86 figure times the part's host ratio (a Grace superchip's: catalog host_op_time_ratio)."""
+    if hw.host_us_per_op is not None:
+        return hw.host_us_per_op * 1e-6
+    return A.HOST_S_PER_OP.value * (hw.gpu.host_op_time_ratio or 1.0)
 
 
 def optimizer_ops(arch: ModelArch, t: Training) -> float:
