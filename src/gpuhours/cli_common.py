@@ -241,7 +241,9 @@ LossKernelOpt = Annotated[str | None, typer.Option(
          "loss by 128 positions on half-precision logits: litgpt), verl-logprobs (verl's actor: "
          "flash-attn's cross-entropy with in-place backward on half-precision logits), "
          "megatron (Megatron-Core's vocab-parallel CE: one fp32 copy, softmax and gradient in "
-         "place), te (Transformer Engine's Triton CE: gradient written into the logits). "
+         "place), te (Transformer Engine's Triton CE: gradient written into the logits), "
+         "half-amp (the model's own loss on half-precision logits under the Trainer's "
+         "autocast: Qwen-1; half log-softmax, fp32 nll input, accelerate's fp32 logits copy). "
          "Default: megatron on --kernels megatron, unsloth-ce on --kernels unsloth, else hf.")]
 KernelsOpt = Annotated[str, typer.Option(
     help="The code path, for the host's operators per micro-batch: eager (transformers' "

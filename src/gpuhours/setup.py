@@ -80,9 +80,13 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the gradient is written into
 #: the half-precision logits in the forward, no fp32 copy; unsloth-ce: Unsloth's Triton
 #: fast_cross_entropy_loss on the half-precision logits, its gradient written into them in
-#: backward (estimate/unsloth.py)
+#: backward (estimate/unsloth.py); half-amp: a model whose own loss takes its half-precision
+#: logits (no `.float()`: Qwen-1's modeling_qwen.py) inside accelerate's autocast-wrapped
+#: forward (transformers' Trainer under bf16/fp16): log-softmax stays in half precision, nll_loss
+#: casts it to fp32, and accelerate's convert_outputs_to_fp32 copies the returned logits to fp32
+#: (estimate/memory.py, `logits_bytes`)
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
-                     "verl-logprobs", "megatron", "te", "unsloth-ce"]
+                     "verl-logprobs", "megatron", "te", "unsloth-ce", "half-amp"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
@@ -515,6 +519,11 @@ class Training(_ReadsModel):
             raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "
                              f"half-precision logits without autocast; under {self.precision} "
                              "the log-softmax runs in fp32.", "Use loss kernel hf.")
+        if loss_kernel_of(self) == "half-amp" and self.precision in ("fp32", "fp8-mixed"):
+            raise FieldError(("loss_kernel", "precision"), f"the half-amp loss is a model's "
+                             f"loss on half-precision logits under autocast; under "
+                             f"{self.precision} the logits are not bf16 or fp16.",
+                             "Use loss kernel hf.")
         if self.base_quant != "nf4" and self.method != "qlora":
             raise FieldError(("base_quant", "method"), f"a {self.base_quant} base is a quantised "
                              f"base for qlora; {self.method} trains on an unquantised one.")

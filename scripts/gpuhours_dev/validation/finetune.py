@@ -876,6 +876,23 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         # loss is CrossEntropyLoss on the half-precision logits (no .float())
         loss_kernel = "half"
         notes.append("Qwen-1's loss on half-precision logits under DeepSpeed (no autocast)")
+    elif source == "ms-swift" and "Tuners-style table" in r["notes"]:
+        # tuner.json's use_loss_scale: swift's compute_loss pops the labels (Qwen-1 computes no
+        # loss) and compute_scaled_loss runs CrossEntropyLoss(reduction='none') outside
+        # autocast on accelerate's fp32 copy of the logits (swift/trainers/trainers.py @
+        # 254122ca1): the half logits, their fp32 copy, an fp32 log-softmax: hf's tensors
+        notes.append("use_loss_scale: swift's compute_scaled_loss on accelerate's fp32 copy of "
+                     "the logits, outside autocast (hf's tensors; its boolean-mask copy of "
+                     "the labelled positions left out)")
+    elif (resolve_model(model)[0].model_type == "qwen" and precision in ("bf16", "fp16")
+          and loss_kernel == "hf"):
+        # transformers' Trainer with its bf16/fp16 flag: accelerate wraps the forward in
+        # autocast and convert_outputs_to_fp32, and Qwen-1's own loss takes the half-precision
+        # logits (modeling_qwen.py: no .float()): setup.LossKernel half-amp
+        loss_kernel = "half-amp"
+        notes.append("Qwen-1's loss on its half-precision logits inside accelerate's autocast "
+                     "(log-softmax in half, nll_loss's fp32 cast) and accelerate's fp32 copy "
+                     "of the returned logits (loss kernel half-amp)")
     buckets, bucket_note = _deepspeed_buckets(r, source)
     notes.append(bucket_note)
     kernels = "eager"

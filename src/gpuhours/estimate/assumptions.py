@@ -351,6 +351,12 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                "count: logits write, log-softmax read and write; backward: the loss gradient "
                "write, log-softmax backward two reads and a write, the slice's zero-fill and "
                "copy (2 bytes each)"),
+    "half-amp": _a("logits_traffic_bytes_per_element.half-amp", 40.0, "bytes per logit",
+                   "count: logits write (2), half log-softmax read and write (2 + 2), nll_loss's "
+                   "fp32 cast (2 + 4), accelerate's fp32 copy of the logits (2 + 4); backward: "
+                   "the fp32 loss gradient write (4), its cast to half (4 + 2), log-softmax "
+                   "backward two reads and a write (2 + 2 + 2), the slice's zero-fill and copy "
+                   "(2 + 2 + 2)"),
     "chunked-half": _a("logits_traffic_bytes_per_element.chunked-half", 14.0, "bytes per logit",
                        "count: logits write, log-softmax read and write; backward: the loss "
                        "gradient write, log-softmax backward two reads and a write (2 bytes "

@@ -74,7 +74,7 @@ from gpuhours.estimate.memory import (
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.unsloth import outside_bytes_per_token
 from gpuhours.setup import Training, loss_kernel_of
-from gpuhours.trace.allocator import Allocator, OutOfMemory
+from gpuhours.trace.allocator import Allocator, Block, OutOfMemory
 
 #: micro-batches replayed when the run's length is not given (`estimate` without --steps,
 #: --tokens, --examples or --epochs): the assumption A.REPLAY_MICRO_BATCHES; the replay's
@@ -163,6 +163,11 @@ class ReplaySizes:
     head: int  # the logits' gradient in the logits dtype
     held: int
     grad: int  # the gradient flowing from layer to layer
+    #: the loss's allocations and frees in program order, where the forward/backward lists
+    #: above cannot say it (half-amp): a positive entry allocates that many bytes, -k frees
+    #: the k-th block the program allocated (1-based); the blocks left at its end are freed
+    #: with `head`. Empty: the lists above
+    loss_program: tuple[int, ...] = ()
 
 
 def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
@@ -178,7 +183,11 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
     fwd: tuple[int, ...]
     bwd: tuple[int, ...]
     kernel = loss_kernel_of(t)
-    if kernel == "hf" and a < 4:
+    program: tuple[int, ...] = ()
+    if kernel == "half-amp":
+        fwd, freed_first, bwd = (), 0, ()
+        program = half_amp_loss_program(n, t.micro_batch, v, a)
+    elif kernel == "hf" and a < 4:
         # logits (a), the fp32 upcast (4), log-softmax's fp32 output (4); backward frees the
         # first two and makes the fp32 gradient of the output and of its input (4 + 4)
         fwd, freed_first, bwd = (n * v * a, n * v * 4, n * v * 4), 2, (n * v * 4, n * v * 4)
@@ -202,7 +211,54 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         head=n * v * a if kernel in ("hf", "half", "verl-logprobs", "megatron", "te") else 0,
         held=n * v * a if kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
+        loss_program=program,
     )
+
+
+def half_amp_loss_program(tokens: int, micro_batch: int, vocab: int, a: int
+                          ) -> tuple[int, ...]:
+    """The half-amp loss's allocations and frees in program order (ReplaySizes.loss_program;
+    memory.py `logits_bytes` says where each comes from). N = `tokens`, N' = N less one
+    position per sequence (the shifted logits), V = `vocab`, a = the half dtype's bytes:
+    forward: the head's logits A (N V a); at micro-batch > 1 the contiguous copy of the
+    shifted logits B (N' V a; at 1 the slice is already contiguous); log-softmax's half output
+    C (N' V a, saved); nll_loss's fp32 cast D (N' V 4, saved); B freed as the model's forward
+    returns; accelerate's fp32 copy E (N V 4), then A dropped; E dropped when compute_loss
+    returns. Backward: nll_loss's fp32 input gradient F (N' V 4), D freed; its cast to half G
+    (N' V a), F freed; log-softmax's input gradient H (N' V a), G and C freed; the slice's
+    zero-filled gradient I (N V a), H freed; I is the LM head's incoming gradient (freed with
+    `head`)."""
+    full, shifted = tokens * vocab, (tokens - micro_batch) * vocab
+    ops: list[int] = []
+    made: list[str] = []
+
+    def malloc(name: str, size: int) -> None:
+        ops.append(size)
+        made.append(name)
+
+    def free(name: str) -> None:
+        ops.append(-(made.index(name) + 1))
+
+    malloc("A", full * a)
+    if micro_batch > 1:
+        malloc("B", shifted * a)
+    malloc("C", shifted * a)
+    malloc("D", shifted * 4)
+    if micro_batch > 1:
+        free("B")
+    malloc("E", full * 4)
+    free("A")
+    free("E")
+    malloc("F", shifted * 4)
+    free("D")
+    malloc("G", shifted * a)
+    free("F")
+    malloc("H", shifted * a)
+    free("G")
+    free("C")
+    malloc("I", full * a)
+    free("H")
+    return tuple(ops)
 
 
 def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
@@ -232,17 +288,29 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
             kept.append([al.malloc(x) for x in s.layer])
     outside = al.malloc(s.outside)
     held = [al.malloc(s.held)] if s.held else []
-    fwd = [al.malloc(x) for x in s.loss_fwd if x]
-    for b in fwd[:s.loss_freed_first]:
-        al.free(b)
-    bwd = [al.malloc(x) for x in s.loss_bwd if x]
-    # the forward's rest and all but the last backward tensor go; the last (the logits'
-    # input gradient) stays until its cast to the logits dtype, for the LM head, is made
-    for b in fwd[s.loss_freed_first:] + bwd[:-1]:
-        al.free(b)
-    head = [al.malloc(s.head)] if s.head else []
-    for b in bwd[-1:]:
-        al.free(b)
+    if s.loss_program:
+        blocks: list[Block | None] = []
+        for op in s.loss_program:
+            if op > 0:
+                blocks.append(al.malloc(op))
+            else:
+                block = blocks[-op - 1]
+                if block is not None:
+                    al.free(block)
+                blocks[-op - 1] = None
+        head = [b for b in blocks if b is not None]
+    else:
+        fwd = [al.malloc(x) for x in s.loss_fwd if x]
+        for b in fwd[:s.loss_freed_first]:
+            al.free(b)
+        bwd = [al.malloc(x) for x in s.loss_bwd if x]
+        # the forward's rest and all but the last backward tensor go; the last (the logits'
+        # input gradient) stays until its cast to the logits dtype, for the LM head, is made
+        for b in fwd[s.loss_freed_first:] + bwd[:-1]:
+            al.free(b)
+        head = [al.malloc(s.head)] if s.head else []
+        for b in bwd[-1:]:
+            al.free(b)
     grad = al.malloc(s.grad)
     made(layers)
     for b in head + held:

@@ -462,6 +462,20 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
       cross_entropy.py and triton/cross_entropy.py at NVIDIA/TransformerEngine@1bd45b97): the
       kernel writes the gradient into the half-precision logits, which it saves (a), beside an
       fp32 loss and three fp32 softmax statistics per token (16): N V a + 16 N.
+    - half-amp (a model's own loss on its half-precision logits, run inside accelerate's
+      autocast-wrapped forward: Qwen-1's modeling_qwen.py, `CrossEntropyLoss` on
+      `lm_logits[..., :-1, :].contiguous()` with no `.float()`, under transformers' Trainer with
+      bf16/fp16). torch's cross_entropy calls `log_softmax(self, class_dim, self.scalar_type())`
+      (aten/src/ATen/native/LossNLL.cpp) and CUDA autocast's fp32_set_opt_dtype respects an
+      explicit dtype ("If the user has explicitly specified a dtype, respect it",
+      aten/src/ATen/autocast_mode.h), so the log-softmax runs and is saved in half precision
+      (a); nll_loss is on autocast's fp32 list and casts that output to fp32 (4), which
+      nll_loss_forward saves. accelerate's prepare_model wraps the forward in
+      `convert_outputs_to_fp32` (accelerate/accelerator.py, utils/operations.py): the returned
+      half-precision logits are copied to fp32 (4) while they are still held (a), then dropped;
+      the copy lives until the Trainer's compute_loss returns. At that copy: N V (2a + 8). The
+      contiguous copy of the shifted logits (micro-batch > 1 only; at 1 the slice is
+      contiguous) is gone by then (a local of the model's forward).
     The first step of backward can hold more: see `loss_backward_bytes`.
     """
     if arch.encoder:
@@ -490,6 +504,8 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
         return tokens * v * a + TE_CE_FORWARD_BYTES_PER_TOKEN * tokens
     if kernel == "unsloth-ce":  # Unsloth's Triton cross-entropy (estimate/unsloth.py)
         return unsloth_ce_forward_bytes(tokens, v, a)
+    if kernel == "half-amp":  # held logits, half log-softmax, its fp32 cast, the fp32 copy
+        return tokens * v * (2 * a + 8)
     if kernel == "half":
         # the logits and log-softmax's output (a each); the shifted labels' slice of the
         # logits is contiguous at micro-batch 1 and copied (a) above it
@@ -549,6 +565,10 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
       one): N V (4 + a) (fp32: N V 4). The forward's half-precision logits are gone (no module saves the
       head's output). Counted on real CPU tensors (tests/test_megatron_loss.py).
     - te: the backward scales the gradient already in the logits in place: N V a.
+    - half-amp: nll_loss's backward writes the fp32 gradient of its input (4) beside that
+      saved fp32 input (4) and log-softmax's saved half-precision output (a): N V (a + 8); the
+      later steps (the cast back to half, log-softmax's backward, the slice's zero-filled
+      gradient) hold less.
     """
     if arch.encoder:
         return 0.0
@@ -569,6 +589,8 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
         return (tokens + chunk) * arch.vocab_size * 2 * a
     if kernel == "verl-logprobs":
         return tokens * arch.vocab_size * 2 * a + 8 * tokens
+    if kernel == "half-amp":  # saved half output, nll's saved fp32 input and its gradient
+        return tokens * arch.vocab_size * (a + 8)
     if kernel == "half":  # saved output, its gradient, the input gradient: all a
         return tokens * arch.vocab_size * 3 * a
     if kernel == "megatron":  # the fp32 softmax turned gradient, and its cast
@@ -804,7 +826,8 @@ def held_previous_logits_bytes(arch: ModelArch, t: Training) -> float:
     forward returns and `logits` is reassigned: N V a bytes beside the new forward's head, for
     the losses that return whole logits (0 for the fused kernels, or another loop)."""
     if (t.bnb_saved_input not in HELD_GRAPH_LOOPS or arch.encoder
-            or loss_kernel_of(t) not in ("hf", "half", "chunked", "chunked-half")):
+            or loss_kernel_of(t) not in ("hf", "half", "half-amp", "chunked",
+                                         "chunked-half")):
         return 0.0
     return t.tokens_per_micro_batch * arch.vocab_size * ACTIVATION_BYTES[t.precision]
 
