@@ -989,7 +989,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     micro_batch, mb_note = run_micro_batch(r, source)
     notes.append(mb_note)
     per_node = QWEN_MULTINODE_GPUS_PER_NODE if qwen_multinode(r, source) else 8
-    if per_node < n:
+    if qwen_multinode(r, source):
         notes.append(f"{n // per_node} servers x {per_node} GPUs (the README); the network "
                      "between them not stated: Hardware's default")
     try:
