@@ -47,3 +47,45 @@ def test_zero2_traffic_on_two_nodes_by_hand():
                                                rel=1e-6)
     # ZeRO-2 over the same 4 micro-batches moves (4 + 1)/2 = 2.5 times ZeRO-1's bytes
     assert _step(zero=2, accum=4).communication_s == pytest.approx(2.5 * st.communication_s)
+
+
+def test_deepspeed_last_bucket_is_exposed_by_hand():
+    # DeepSpeed ZeRO-1/2 reduces a bucket when the next gradient would overflow it, and what
+    # is left when the backward ends after it (stage_1_and_2.py @ v0.12.3): 143M adapter
+    # elements in a 2e8-element bucket never fill it, so all of the reduction waits
+    assert P.deepspeed_reduce_exposed_share(143e6, 200_000_000, True, 0.8) == 1.0
+    # 5e8 elements in 2e8 buckets: two full buckets hidden up to 80%, the last 1e8 exposed:
+    # 1/5 + 4/5 x 0.2 = 0.36
+    assert P.deepspeed_reduce_exposed_share(5e8, 200_000_000, True, 0.8) == pytest.approx(0.36)
+    # an exact multiple: the last full bucket is reduced by the epilogue (4e8: 1/2 + 1/2 x 0.2)
+    assert P.deepspeed_reduce_exposed_share(4e8, 200_000_000, True, 0.8) == pytest.approx(0.6)
+    # overlap_comm off: every bucket on the compute stream, nothing hidden
+    assert P.deepspeed_reduce_exposed_share(5e8, 200_000_000, False, 0.8) == 1.0
+
+
+def _lora_zero2(bucket: int, gpus_per_node: int = 2):
+    t = Training(model="llama-2-7b", method="lora", lora_rank=64, lora_targets="all-linear",
+                 precision="bf16", seq_len=1024, micro_batch=1, grad_accum=8,
+                 checkpointing=True, zero_stage=2, deepspeed_reduce_bucket=bucket,
+                 deepspeed_overlap_comm=True if bucket else None)
+    hw = Hardware(gpu="a100-80gb", num_gpus=4, gpus_per_node=gpus_per_node)
+    mem = training_memory(t.arch, t, 4)
+    return training_step_time(t.arch, t, hw, training_flops(t), mem.trainable_params), mem
+
+
+def test_deepspeed_zero2_lora_reduction_waits_for_the_backward_by_hand():
+    # Llama-2-7B LoRA r64 on all linears: 64 x (4096 + 4096) x 4 + 64 x (4096 + 11008) x 3 per
+    # layer, x 32 = 159,907,840 adapter elements, under one 2e8 bucket. DeepSpeed reduces them
+    # in bf16 (communication_data_type) on 4 GPUs in 2 nodes, each on its 25 GB/s NIC x 0.75:
+    # 8 reduce-scatters + 1 all-gather of 3/4 x 2 bytes each, all exposed
+    st, mem = _lora_zero2(200_000_000)
+    adapters = 32 * (64 * 8192 * 4 + 64 * (4096 + 11008) * 3)
+    assert mem.trainable_params == adapters
+    expected = 9 * 0.75 * adapters * 2 / 18.75e9
+    assert st.communication_s == pytest.approx(expected, rel=1e-6)
+    assert st.communication_exposed_s == pytest.approx(expected, rel=1e-6)
+    # without DeepSpeed's bucket (torch-side ZeRO-2 as before): the same rings in fp32
+    # adapters' gradients, 80% hidden behind compute
+    plain, _ = _lora_zero2(0)
+    assert plain.communication_s == pytest.approx(2 * expected)
+    assert plain.communication_exposed_s == pytest.approx(0.2 * plain.communication_s)

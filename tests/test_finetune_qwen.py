@@ -186,3 +186,23 @@ def test_swift_tuner_rows_replay_their_lengths_unless_packed(rows) -> None:
         m = map_row(i, rows[i - 1])
         assert m.training is not None and m.training.seq_len_mean is None
         assert m.replay_micro_batches is None
+
+
+def test_multinode_rows_run_the_scripts_batch_on_two_servers(rows) -> None:
+    """Rows 146-151: Qwen-7B 'LoRA (multinode)', two servers of two A100s (README @35023b6),
+    finetune_lora_ds.sh (--per_device_train_batch_size 2, ds_config_zero2.json). Row 148:
+    1024 tokens, 5.17 s/it, tabulated as 8 x 4 x 1024 / 5.17 = 6,338 tokens/s; run at 2
+    sequences a micro-batch the step computed twice that: 2 x 6,338.1 / 4 GPUs per GPU."""
+    from gpuhours_dev.validation.finetune import QWEN_MULTINODE_MICRO_BATCH, throughput_figure
+    m = map_row(148, rows[147])
+    t = m.training
+    assert m.skipped is None and t is not None
+    assert (m.num_gpus, m.gpus_per_node, t.zero_stage) == (4, 2, 2)
+    assert t.deepspeed_reduce_bucket == 200_000_000 and t.deepspeed_overlap_comm
+    assert (t.micro_batch, t.seq_len, t.grad_accum) == (QWEN_MULTINODE_MICRO_BATCH, 1024, 8)
+    measured, why = throughput_figure(rows[147], "Qwen")
+    assert why == "" and measured == pytest.approx(QWEN_MULTINODE_MICRO_BATCH * 6338.1 / 4)
+    # the single-GPU Qwen-7B LoRA row at the same length keeps the README's batch 1
+    single = map_row(127, rows[126])
+    assert single.training is not None and single.training.micro_batch == 1
+    assert throughput_figure(rows[126], "Qwen")[0] == pytest.approx(8 * 1024 / 2.8, rel=1e-4)

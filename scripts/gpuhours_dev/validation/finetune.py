@@ -1003,11 +1003,17 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     kernels = stack.pop("kernels", kernels)
     ckpt = stack.pop("checkpointing", ckpt)
     loss_kernel = stack.pop("loss_kernel", loss_kernel)
+    micro_batch, mb_note = run_micro_batch(r, source)
+    notes.append(mb_note)
+    per_node = QWEN_MULTINODE_GPUS_PER_NODE if qwen_multinode(r, source) else 8
+    if qwen_multinode(r, source):
+        notes.append(f"{n // per_node} servers x {per_node} GPUs (the README); the network "
+                     "between them not stated: Hardware's default")
     try:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
-            micro_batch=int(r["per_device_batch"]), seq_len=seq,
+            micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
             offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
@@ -1020,7 +1026,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         return skip(f"the estimator refuses the setup: {e}", method)
     setup = _describe(t, n, gpu, gpu_size_only) + "".join(f"; {x}" for x in notes if x)
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=gpu_size_only,
-                  setup=setup, skipped=None, replay_micro_batches=replay, pcie_lanes=lanes)
+                  setup=setup, skipped=None, replay_micro_batches=replay, pcie_lanes=lanes,
+                  gpus_per_node=per_node)
 
 
 #: the systems of the Megatron-Core rows: (GPUs of one NVLink domain, catalog node whose network
@@ -1390,6 +1397,42 @@ def _catalog_entry(name: str) -> str | None:
     return entry.name if entry is not None else None
 
 
+#: The per-GPU micro-batch of the Qwen README's "LoRA (multinode)" rows (#146-#151; Qwen-7B,
+#: 2 servers x 2 A100-SXM4-80G, added by 35023b6, 2023-12-27). The README states no batch for
+#: them beyond "the rest of configurations are the same as other Qwen-7B experiments" (batch 1
+#: 'uniformly'), and names finetune/finetune_lora_ds.sh, which at that commit passes
+#: --per_device_train_batch_size 2 (so do finetune_lora_single_gpu.sh and the others since
+#: b5fad3d; only finetune_ds.sh passes 1). Read as 2, the script's value, on the rows' own
+#: memory, a figure the throughput comparison does not use: the README's memory summed over
+#: the 4 GPUs, divided by 4, grows by 20.2 GB from 256 to 8192 tokens, where the estimate's
+#: device reading at batch 2 grows by 20.6 GB and at batch 1 by 12.7 (the single-GPU Qwen-7B
+#: LoRA rows, batch 1 as stated: 16.5 measured, 19.6 estimated). At 1 the step, 1.74-2.1 times
+#: the single-GPU step at each length, has no mechanism in the estimate: the ZeRO-2 traffic of
+#: the adapters' gradients is fixed per micro-batch, and the measured gap grows with the tokens
+#: (0.9 s a step at 256 tokens, 16.1 s at 8192). `python -m gpuhours_dev.validation.qwen_multinode`
+#: prints the check. Set to 1 to compare the rows as the README's text states them.
+QWEN_MULTINODE_MICRO_BATCH = 2
+#: GPUs per server of those rows: "two servers, each containing two A100-SXM4-80G GPUs"
+#: (README @ 35023b6); the network between them is not stated (Hardware's default assumed)
+QWEN_MULTINODE_GPUS_PER_NODE = 2
+
+
+def qwen_multinode(r: dict[str, str], source: str) -> bool:
+    """Whether the row is one of the Qwen README's "LoRA (multinode)" rows."""
+    return source == "Qwen" and r["parallelism"].startswith("multi-node: 2 nodes x 2 GPUs")
+
+
+def run_micro_batch(r: dict[str, str], source: str) -> tuple[int, str]:
+    """(sequences per micro-batch per GPU as run, note): the row's, but for the Qwen multinode
+    rows (QWEN_MULTINODE_MICRO_BATCH, the script's)."""
+    if qwen_multinode(r, source) and QWEN_MULTINODE_MICRO_BATCH != int(r["per_device_batch"]):
+        return QWEN_MULTINODE_MICRO_BATCH, (
+            f"micro-batch {QWEN_MULTINODE_MICRO_BATCH} per GPU: finetune_lora_ds.sh's "
+            "--per_device_train_batch_size (@35023b6), read on the rows' summed memory (the "
+            "README: 'the same as other Qwen-7B experiments', batch 1)")
+    return int(r["per_device_batch"]), ""
+
+
 def _deepspeed_buckets(r: dict[str, str], source: str) -> tuple[int, str]:
     """(DeepSpeed ZeRO-1/2 reduce_bucket_size in elements, note): the rows that run Qwen's
     ds_config_zero2.json; 0 for the rest (their ZeRO-1/2 configuration is not stated, or they
@@ -1614,7 +1657,10 @@ def throughput_figure(r: dict[str, str], source: str) -> tuple[float | None, str
         return None, "tokens/s basis not known"  # pragma: no cover
     if "packed=False" in r["notes"]:
         return None, "unpacked dataset: padding per batch not stated"
-    return float(r["tokens_per_s_total"]) / (_int(r["n_gpus"]) or 1), ""
+    # the source's figure counts its stated batch; a row read as running another
+    # (run_micro_batch) computed that many more tokens in the same step
+    ran_batch = run_micro_batch(r, source)[0] / int(r["per_device_batch"] or 1)
+    return ran_batch * float(r["tokens_per_s_total"]) / (_int(r["n_gpus"]) or 1), ""
 
 
 def ran(r: dict[str, str]) -> bool:
@@ -1657,6 +1703,12 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
         outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
         return m.tensors_bytes + reserve + outside
     return m.tensors_bytes + reserve
+
+
+def device_reading_bytes(t: Training, n: int, gpu: GpuSpec | None) -> float:
+    """The estimate's device-level reading per GPU for a Qwen README setup (reserved + the
+    README's stack's overhead outside the allocator), as the Qwen memory rows are compared."""
+    return _predicted_memory("device", t, n, gpu, None, qwen_stack(t))
 
 
 #: The replays' results (bytes of allocator reserve), written by `python scripts/validate.py`:
@@ -1828,6 +1880,9 @@ def _row_comparisons(m: Mapped, r: dict[str, str]) -> list[Comparison]:
     else:
         e = estimate
         what = _TOKENS_COMPUTED[m.source]
+        if run_micro_batch(r, m.source)[0] != int(r["per_device_batch"] or 1):
+            what += (f", x {run_micro_batch(r, m.source)[0]} sequences per micro-batch "
+                     "as run (the source's figure counts 1)")
         setup = m.setup
         setup += f"; {host_note}" if host_note else ""
         setup += "; this row tuned the host figure" if m.row in HOST_FIT_ROWS else ""

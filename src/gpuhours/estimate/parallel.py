@@ -417,6 +417,33 @@ def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
     return 2 * ring * params * grad_bytes
 
 
+def deepspeed_reduce_exposed_share(trained: float, bucket_elements: int, overlap_comm: bool,
+                                   overlap_share: float) -> float:
+    """Share of one backward's gradient reduction that DeepSpeed ZeRO-1/2 leaves exposed after
+    the backward, with `bucket_elements` its reduce_bucket_size and `trained` the elements
+    reduced. Each gradient is copied into the bucket as backward produces it, and the bucket is
+    reduced when the next gradient would not fit: beside the rest of the backward, on the
+    reduction stream, with overlap_comm; on the compute stream without it. What is left in the
+    bucket when the backward ends is reduced by the epilogue, followed by a device
+    synchronize, with no compute left to run beside (DeepSpeed v0.12.3 @6ea44d02
+    deepspeed/runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads:
+    `if self.elements_in_ipg_bucket + param.numel() > self.reduce_bucket_size:
+    self.reduce_ipg_grads()`; independent_gradient_partition_epilogue: reduce_ipg_grads, then
+    `get_accelerator().synchronize()` with overlap_comm). So the last, partly filled bucket is
+    exposed in full (all of it where the trained elements fit one bucket: LoRA's adapters,
+    143M elements for Qwen-7B r64, under Qwen's 2e8), the full buckets before it hidden up to
+    `overlap_share` (assumptions.COMM_OVERLAP), and nothing is hidden without overlap_comm.
+    Buckets are counted as if gradients filled them exactly (parameter boundaries ignored)."""
+    if not overlap_comm or trained <= 0:
+        return 1.0
+    if bucket_elements <= 0 or trained <= bucket_elements:
+        return 1.0
+    full = math.ceil(trained / bucket_elements) - 1
+    tail = trained - full * bucket_elements
+    tail_share = tail / trained
+    return tail_share + (1 - tail_share) * (1 - overlap_share)
+
+
 #: NCCL's latency model of a ring collective (Simple protocol, the one large buffers take),
 #: NVIDIA/nccl@5067397c src/graph/tuning.cc ncclTopoTuneModel: a base latency, then per ring
 #: step the hardware latency of the hop, the network's for the steps that cross a node boundary

@@ -833,6 +833,29 @@ def _zero3_exposed_s(gather_s: float, scatter_s: float, micro_batches: int, comp
                                 windows)
 
 
+def _deepspeed_zero12_s(t: Training, trainable: int, ranks: int, bw: float,
+                        compute_s: float) -> tuple[float, float]:
+    """(seconds, exposed seconds) of DeepSpeed ZeRO-1/2's gradient traffic per step, on
+    `bw` bytes/s per GPU. Volume as parallel.data_parallel_grad_bytes: ZeRO-2 reduces every
+    micro-batch's gradients, ZeRO-1 only the boundary's, and the updated partitions are
+    all-gathered once per step. The gradients move in DeepSpeed's communication dtype, the
+    engine's half precision when bf16 or fp16 is on, adapters included (the engine casts the
+    whole model; DeepSpeed v0.12.3 engine.py communication_data_type: torch.bfloat16 with bf16
+    enabled). Each reduction's last bucket waits for the end of the backward
+    (parallel.deepspeed_reduce_exposed_share); the all-gather runs in the optimizer step, after
+    the backward, with no compute beside it."""
+    ring = (ranks - 1) / ranks
+    grad_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
+    pass_s = ring * trainable * grad_bytes / bw
+    passes = t.grad_accum if t.zero_stage == 2 else 1
+    share = P.deepspeed_reduce_exposed_share(trainable, t.deepspeed_reduce_bucket,
+                                             deepspeed_overlap_comm_of(t),
+                                             A.COMM_OVERLAP.value)
+    reduce_s = passes * pass_s
+    hidden = min(reduce_s * (1 - share), compute_s)
+    return reduce_s + pass_s, reduce_s + pass_s - hidden
+
+
 def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
                      compute_s: float, fwd_share: float = 1 / 3) -> tuple[float, float, str]:
     """Collective time per step and the part of it not hidden behind compute.
@@ -854,6 +877,8 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     grad_bytes = 4.0 if (t.precision == "fp32" or t.precision.endswith("-amp")) else 2.0
     if t.method != "full":
         grad_bytes = 4.0  # peft adapters in fp32
+    if t.zero_stage in (1, 2) and t.deepspeed_reduce_bucket > 0:
+        return _deepspeed_zero12_s(t, trainable, n, bw, compute_s) + (link,)
     if t.zero_stage < 3:
         volume = P.data_parallel_grad_bytes(trainable, grad_bytes, n, t.zero_stage, t.grad_accum)
     else:
