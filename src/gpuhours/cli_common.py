@@ -191,7 +191,8 @@ PrecOpt = Annotated[str, typer.Option(
          "layers: Transformer Engine, torchao float8; Hopper, Ada, Blackwell).")]
 OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
 OptimImplOpt = Annotated[str, typer.Option(
-    help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]
+    help="foreach (torch's default), foreach-2.0 (torch 2.0's: two sets of temporaries), "
+         "fused (fused=True, bitsandbytes), per-parameter.")]
 BatchOpt = Annotated[int, typer.Option(help="Micro-batch per GPU, in sequences.")]
 SeqOpt = Annotated[int, typer.Option(help="Sequence length in tokens.")]
 AccumOpt = Annotated[int, typer.Option(help="Gradient accumulation steps.")]

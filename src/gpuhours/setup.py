@@ -42,8 +42,10 @@ Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-am
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
 #: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
-#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only
-OptimizerImpl = Literal["foreach", "fused", "per-parameter"]
+#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only;
+#: foreach-2.0: torch 2.0's foreach AdamW, two state-sized sets of temporaries at once (torch
+#: 2.1 cut them to one: pytorch#104898; estimate/adamw_temporaries.py)
+OptimizerImpl = Literal["foreach", "foreach-2.0", "fused", "per-parameter"]
 #: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
 #: qv: q and v only (peft's default for llama); mlp: the dense MLP's gate, up and down
 #: projections only (peft target_modules gate_proj, up_proj, down_proj; estimate/lora_mlp.py)
@@ -620,6 +622,10 @@ class Training(_ReadsModel):
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")
+        if self.optimizer_impl == "foreach-2.0" and self.optimizer != "adamw":
+            raise FieldError(("optimizer_impl", "optimizer"), "foreach-2.0 is torch 2.0's "
+                             f"foreach AdamW; the optimizer is {self.optimizer}.",
+                             "Give optimizer adamw, or optimizer_impl foreach.")
         if self.arch.position_embeddings and self.seq_len > self.arch.position_embeddings:
             raise FieldError("seq_len", f"{self.arch.name} has learned position embeddings for "
                              f"{self.arch.position_embeddings} positions; a sequence of "
