@@ -291,7 +291,7 @@ LoadPathOpt = Annotated[str, typer.Option(
 LoraBranchOpt = Annotated[str | None, typer.Option(
     "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
     "adapters: each casts its input), peft-half (the same in the model's half precision: "
-    "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
+    "peft 0.7-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
     "Default: fused on --kernels megatron, peft-half for half adapters or under DeepSpeed "
     "or --zero 3, else peft-fp32. Only peft-fp32 in a pure bf16/fp16 step keeps an fp32 copy "
     "of each adapter's "

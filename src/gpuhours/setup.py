@@ -236,10 +236,10 @@ class Training(_ReadsModel):
     #: The adapters' storage (lora_adapter_dtype: their weights, gradients and optimizer state)
     #: and their compute (lora_branch: the operators that run and the copies they make) are two
     #: facts: under DeepSpeed the engine casts fp32 adapters to half for compute and keeps fp32
-    #: master copies in its optimizer; peft up to 0.11 keeps them half in both.
+    #: master copies in its optimizer; peft 0.7-0.11 keeps them half in both.
     #: the dtype LoRA/QLoRA's adapter weights are kept in: "fp32" (peft from 0.12, whose
     #: get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters: PR #1706) or
-    #: "half", the half-precision base's dtype (peft up to 0.11 moved each adapter to its base
+    #: "half", the half-precision base's dtype (peft 0.7-0.11 moved each adapter to its base
     #: layer's dtype when that is a float, tuners/lora/layer.py update_layer `self.to(
     #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
     #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
@@ -247,9 +247,9 @@ class Training(_ReadsModel):
     #: and torch AdamW moments, and compute in half (lora_branch's default: peft-half)
     lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
     #: how the LoRA branch runs (its memory traffic: estimate/lora_traffic.py): "peft-fp32"
-    #: (peft's eager operators with fp32 adapters, peft 0.5 and 0.12+: each adapter casts its
+    #: (peft's eager operators with fp32 adapters, peft 0.5-0.6 and 0.12+: each adapter casts its
     #: half-precision input to fp32), "peft-half" (the same operators in the model's half
-    #: precision: peft 0.6-0.11, which cast the adapters to the base weight's dtype, a model
+    #: precision: peft 0.7-0.11, which cast the adapters to the base weight's dtype, a model
     #: cast by DeepSpeed or FSDP, torchtune's eager LoRALinear), "fused" (the branch's
     #: elementwise work fused away: Triton LoRA kernels, torch.compile, Megatron's adapters).
     #: None: fused on the megatron kernel path, else peft-half for half adapters or where

@@ -866,7 +866,7 @@ def deepspeed_bucket_bytes(t: Training) -> float:
 def adapter_state_bytes(t: Training) -> StateBytesPerParam:
     """Bytes per LoRA/QLoRA adapter parameter (and lm_head adapter): weights, gradients and
     optimizer state. peft from 0.12 keeps adapters in fp32 under any precision (4, 4 and fp32
-    moments); half-precision adapters (`t.lora_adapter_dtype` "half": peft up to 0.11 put each
+    moments); half-precision adapters (`t.lora_adapter_dtype` "half": peft 0.7-0.11 put each
     adapter in its base layer's dtype, torchtune's and litgpt's LoRA layers are built in the
     model's) have 2-byte weights and gradients, and torch's AdamW keeps its moments in the
     parameter's dtype (2 x 2; bitsandbytes' 8-bit state is the same either way)."""
