@@ -27,7 +27,7 @@ every other Qwen row with it, held out (scripts/gpuhours_dev/validation/finetune
 HOST_US_PER_OP takes the value).
 
 `zero3` fits DeepSpeed ZeRO-3's host cost per module fetched and released
-(assumptions.ZERO3_OPS_PER_MODULE_FETCH, in operators at the row's host figure: 21 us for the
+(assumptions.ZERO3_OPS_PER_MODULE_FETCH, in operators at the row's host figure: 20.5 us for the
 Qwen README host) to the host-bound Qwen-1.8B full fine-tuning rows (#119-121, one A100,
 finetune_ds.sh's ds_config_zero3.json), and prints every other ZeRO-3 row, held out.
 

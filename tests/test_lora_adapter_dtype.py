@@ -150,7 +150,9 @@ phases:
 
 
 @pytest.mark.parametrize(("row", "dtype"), [
-    (101, "half"),  # Qwen LoRA, peft of late 2023, no DeepSpeed
+    (101, "fp32"),  # Qwen-1.8B LoRA, figures of 2023-11-30: peft 0.6.2 (before 0.7.0)
+    (125, "fp32"),  # Qwen-7B LoRA, figures of 2023-10-11: peft 0.5.0
+    (158, "fp32"),  # Qwen-14B LoRA (emb), the same table
     (113, "fp32"),  # Qwen Int4 under DeepSpeed (fp32 masters) on a GPTQ (int32) base
     (194, "half"),  # ms-swift LoRA, peft 0.6-0.7 (Dec 2023-Jan 2024)
     (298, "fp32"),  # ms-swift's tuners table (2024-04): its lora_dtype default was fp32

@@ -299,3 +299,24 @@ def test_steps_that_repeat_the_step_before_end_where_every_step_would(checkpoint
     assert (short.peak_reserved, short.peak_allocated, short.segments) == (
         every.peak_reserved, every.peak_allocated, every.segments)
     assert short.requests < every.requests
+
+
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_lora_embedding_copies_are_tensors_of_their_own() -> None:
+    """LoRA with peft's modules_to_save=["embed_tokens", "lm_head"]: the replay's trainable
+    tensors are the peft model's, counted by torch: each adapter factor, and the token
+    embedding's and the untied head's copies as tensors of their own (vocabulary x hidden)."""
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**CONFIG))
+    names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = peft.get_peft_model(model, peft.LoraConfig(
+        r=8, target_modules=names, modules_to_save=["embed_tokens", "lm_head"]))
+    real = sorted(p.numel() for p in model.parameters() if p.requires_grad)
+    t = Training(arch=from_hf_config(CONFIG, "tiny"), method="lora", precision="fp32",
+                 micro_batch=BATCH, seq_len=SEQ, lora_rank=8, lora_targets="all-linear",
+                 lora_trainable_embeddings=True)
+    root, layers = trainable_numels(t)
+    assert sorted(root + [n for layer in layers for n in layer]) == real
+    table = CONFIG["vocab_size"] * CONFIG["hidden_size"]
+    assert root[0] == root[-1] == table  # the embedding's first in order, the head's last

@@ -192,7 +192,8 @@ PrecOpt = Annotated[str, typer.Option(
          "layers: Transformer Engine, torchao float8; Hopper, Ada, Blackwell).")]
 OptimOpt = Annotated[str, typer.Option(help="adamw, adamw-8bit, sgd, sgd-momentum.")]
 OptimImplOpt = Annotated[str, typer.Option(
-    help="foreach (torch's default), fused (fused=True, bitsandbytes), per-parameter.")]
+    help="foreach (torch's default), foreach-2.0 (torch 2.0's: two sets of temporaries), "
+         "fused (fused=True, bitsandbytes), per-parameter.")]
 BatchOpt = Annotated[int, typer.Option(help="Micro-batch per GPU, in sequences.")]
 SeqOpt = Annotated[int, typer.Option(help="Sequence length in tokens.")]
 AccumOpt = Annotated[int, typer.Option(help="Gradient accumulation steps.")]
@@ -298,7 +299,7 @@ LoadPathOpt = Annotated[str, typer.Option(
 LoraBranchOpt = Annotated[str | None, typer.Option(
     "--lora-branch", help="How the LoRA branch runs: peft-fp32 (peft's eager operators, fp32 "
     "adapters: each casts its input), peft-half (the same in the model's half precision: "
-    "peft 0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
+    "peft 0.7-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron). "
     "Default: fused on --kernels megatron, peft-half for half adapters or under DeepSpeed "
     "or --zero 3, else peft-fp32. Only peft-fp32 in a pure bf16/fp16 step keeps an fp32 copy "
     "of each adapter's "

@@ -42,8 +42,10 @@ Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-am
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
 #: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
-#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only
-OptimizerImpl = Literal["foreach", "fused", "per-parameter"]
+#: (transformers' own AdamW, the Trainer's default before 2023): temporaries of one tensor only;
+#: foreach-2.0: torch 2.0's foreach AdamW, two state-sized sets of temporaries at once (torch
+#: 2.1 cut them to one: pytorch#104898; estimate/adamw_temporaries.py)
+OptimizerImpl = Literal["foreach", "foreach-2.0", "fused", "per-parameter"]
 #: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
 #: qv: q and v only (peft's default for llama); mlp: the dense MLP's gate, up and down
 #: projections only (peft target_modules gate_proj, up_proj, down_proj; estimate/lora_mlp.py)
@@ -249,10 +251,10 @@ class Training(_ReadsModel):
     #: The adapters' storage (lora_adapter_dtype: their weights, gradients and optimizer state)
     #: and their compute (lora_branch: the operators that run and the copies they make) are two
     #: facts: under DeepSpeed the engine casts fp32 adapters to half for compute and keeps fp32
-    #: master copies in its optimizer; peft up to 0.11 keeps them half in both.
+    #: master copies in its optimizer; peft 0.7-0.11 keeps them half in both.
     #: the dtype LoRA/QLoRA's adapter weights are kept in: "fp32" (peft from 0.12, whose
     #: get_peft_model(autocast_adapter_dtype=True) upcasts bf16/fp16 adapters: PR #1706) or
-    #: "half", the half-precision base's dtype (peft up to 0.11 moved each adapter to its base
+    #: "half", the half-precision base's dtype (peft 0.7-0.11 moved each adapter to its base
     #: layer's dtype when that is a float, tuners/lora/layer.py update_layer `self.to(
     #: weight.device, dtype=weight.dtype)`: not for a bitsandbytes 4-bit layer stored as uint8,
     #: whose adapters stayed fp32; peft's autocast_adapter_dtype=False; torchtune's and litgpt's
@@ -260,9 +262,9 @@ class Training(_ReadsModel):
     #: and torch AdamW moments, and compute in half (lora_branch's default: peft-half)
     lora_adapter_dtype: Literal["fp32", "half"] = "fp32"
     #: how the LoRA branch runs (its memory traffic: estimate/lora_traffic.py): "peft-fp32"
-    #: (peft's eager operators with fp32 adapters, peft 0.5 and 0.12+: each adapter casts its
+    #: (peft's eager operators with fp32 adapters, peft 0.5-0.6 and 0.12+: each adapter casts its
     #: half-precision input to fp32), "peft-half" (the same operators in the model's half
-    #: precision: peft 0.6-0.11, which cast the adapters to the base weight's dtype, a model
+    #: precision: peft 0.7-0.11, which cast the adapters to the base weight's dtype, a model
     #: cast by DeepSpeed or FSDP, torchtune's eager LoRALinear), "fused" (the branch's
     #: elementwise work fused away: Triton LoRA kernels, torch.compile, Megatron's adapters).
     #: None: fused on the megatron kernel path, else peft-half for half adapters or where
@@ -644,6 +646,10 @@ class Training(_ReadsModel):
         if self.optimizer_impl == "fused" and self.optimizer not in ("adamw", "adamw-8bit"):
             raise FieldError("optimizer_impl", f"fused is an AdamW implementation; "
                              f"{self.optimizer} has none.")
+        if self.optimizer_impl == "foreach-2.0" and self.optimizer != "adamw":
+            raise FieldError(("optimizer_impl", "optimizer"), "foreach-2.0 is torch 2.0's "
+                             f"foreach AdamW; the optimizer is {self.optimizer}.",
+                             "Give optimizer adamw, or optimizer_impl foreach.")
         if self.arch.position_embeddings and self.seq_len > self.arch.position_embeddings:
             raise FieldError("seq_len", f"{self.arch.name} has learned position embeddings for "
                              f"{self.arch.position_embeddings} positions; a sequence of "

@@ -919,11 +919,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("ms-swift's tuners table (added 2024-04-11): its lora_dtype default was "
                      "'fp32' from 2024-01-04 (e848ec062) to 2024-04-29 (2accb9bbe): fp32 "
                      "adapters")
+    peft_fp32 = _peft_before_0_7(r, source) if method == "lora" else None
+    notes.append(peft_fp32 or "")
     if (method != "full" and source in _HALF_ADAPTERS and precision in ("bf16", "fp16")
-            and not deepspeed and not swift_fp32
+            and not deepspeed and not swift_fp32 and not peft_fp32
             and (method == "lora" or source in _HALF_QLORA_ADAPTERS)):
         lora["lora_adapter_dtype"] = "half"
         notes.append(_HALF_ADAPTERS[source])
+    if source in _TORCH_2_0 and not deepspeed and opt == {"optimizer": "adamw"}:
+        opt = {**opt, "optimizer_impl": "foreach-2.0"}
+        notes.append(_TORCH_2_0[source])
     held = "fp32" if source == "Answer.AI" else "none"
     if held != "none":
         notes.append("train.py holds the model's output, its fp32 logits (transformers of "
@@ -1319,8 +1324,6 @@ _LIGHTNING_BNB = {
 #: fp32: its engine casts the module to half and keeps fp32 master weights and moments, the
 #: fp32 adapters' byte count
 _HALF_ADAPTERS = {
-    "Qwen": "peft<0.8.0 (Qwen's README: pip install \"peft<0.8.0\" deepspeed): each adapter "
-            "in its base layer's bf16 (tuners/lora/layer.py update_layer, v0.6.0-v0.11.1)",
     "Answer.AI": "peft of March 2024 (before v0.12): update_layer put the adapters in the "
                  "base's dtype, bf16 with the 4-bit weights stored in bf16 (train.py)",
     "torchtune": "torchtune's LoRALinear is built in the model's bf16 (training."
@@ -1333,6 +1336,50 @@ _HALF_ADAPTERS = {
                          "(fabric.init_module)",
     "litgpt resource tables": "lit-gpt's LoRA parameters are made in bf16-true's dtype "
                               "(fabric.init_module)",
+}
+
+#: Qwen's README table, by model: the commit that published the figures the rows read, and its
+#: date (git log -S of each figure in QwenLM/Qwen README.md): 7B and 14B on 2023-10-11
+#: (e6f2a7a, remeasured with flash-attn 2 and split into LoRA / LoRA (emb) after b5fad3d's
+#: first table of 2023-10-07), 1.8B and 72B on 2023-11-30 (e8e1596)
+_QWEN_FIGURES_PUBLISHED = {"Qwen-7B": ("e6f2a7a", "2023-10-11"),
+                           "Qwen-14B": ("e6f2a7a", "2023-10-11"),
+                           "Qwen-1.8B": ("e8e1596", "2023-11-30"),
+                           "Qwen-72B": ("e8e1596", "2023-11-30")}
+
+#: peft v0.7.0's release (the v0.7.0 tag in huggingface/peft): before it, a LoRA layer was
+#: built as a new module whose adapters were fp32 nn.Linear modules moved to the base weight's
+#: device only. v0.5.0 (src/peft/tuners/lora.py: update_layer `self.to(self.weight.device)`,
+#: _replace_module `module.to(child.weight.device)`); v0.6.x (tuners/lora/layer.py: Linear
+#: runs nn.Module's __init__, so update_layer finds no `weight` to take the dtype of, and
+#: model.py _replace_module moves by device). v0.7.0 wraps the base layer (`base_layer`), whose
+#: weight's dtype update_layer then takes: half adapters on a half base
+PEFT_0_7_RELEASED = "2023-12-06"
+
+
+def _peft_before_0_7(r: dict[str, str], source: str) -> str | None:
+    """Why the row's LoRA adapters are fp32 (peft before 0.7), or None. Qwen's README of
+    October-November 2023 installs peft unpinned (`pip install peft deepspeed` @ b5fad3d and
+    e8e1596; "peft<0.8.0" only from d40742b, 2024-02-01), so the peft of the figures' date is
+    taken: an assumption, the README names no version."""
+    if source != "Qwen":
+        return None
+    size = re.match(r"Qwen-[0-9.]+B", r["model"])
+    commit, date = _QWEN_FIGURES_PUBLISHED.get(size.group(0) if size else "", ("", ""))
+    if not date or date >= PEFT_0_7_RELEASED:
+        return None
+    return (f"figures published {date} ({commit}), before peft 0.7.0 ({PEFT_0_7_RELEASED}; the "
+            "README installs peft unpinned): fp32 adapters (peft 0.5-0.6 build each adapter "
+            "fp32 and move it by device only)")
+
+
+#: sources whose stated stack runs torch 2.0's foreach AdamW where no DeepSpeed engine steps
+#: (setup optimizer_impl foreach-2.0: two state-sized sets of temporaries, estimate/
+#: adamw_temporaries.py), with why
+_TORCH_2_0 = {
+    "Qwen": "PyTorch 2.0 (the README: \"we use CUDA 11.8 and Pytorch 2.0\"): the Trainer's "
+            "adamw_torch is torch 2.0's foreach AdamW, two state-sized temporaries at once "
+            "(foreach-2.0; pytorch#104898 made it one in 2.1)",
 }
 
 #: of those, the sources whose QLoRA adapters are half too: peft up to 0.11 cast an adapter to
@@ -1610,7 +1657,7 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
 #: default, assumptions.HOST_S_PER_OP): (us per operator, basis). Fitted by
 #: `python scripts/host_overhead.py qwen` (docs/bench.md, "The host floor")
 HOST_US_PER_OP = {
-    "Qwen": (21.0, "host 21 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
+    "Qwen": (20.5, "host 20.5 us per operator (fitted: the Qwen-1.8B LoRA rows #101-103, "
                    "#107-109)"),
 }
 #: the rows those figures were fitted to (tuned, not held out)

@@ -234,6 +234,10 @@ def make_optimizer(params: Any, name: str, impl: str, lr: float) -> Any:
     import torch
 
     kw: dict[str, Any] = {"lr": lr}
+    if impl == "foreach-2.0":
+        raise FieldError("optimizer_impl", "foreach-2.0 is torch 2.0's foreach AdamW; a bench "
+                         f"runs this machine's torch ({torch.__version__}).",
+                         "Give optimizer_impl foreach (the estimate models foreach-2.0).")
     if impl == "fused":
         kw["fused"] = True
     else:

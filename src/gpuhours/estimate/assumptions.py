@@ -267,16 +267,18 @@ ATTENTION_TABLE_BY_COMPUTE_CAPABILITY: dict[str, str] = {"10.3": "blackwell-ultr
 #: ATTENTION_EFFICIENCY_RATIO's 0.35 x the GEMM efficiency (0.26 on an A100), which was set on
 #: llm-foundry's Triton kernel; Dao 2023 (arXiv:2307.08691, abstract) puts FlashAttention-2's
 #: forward at 50-73% of the A100's peak, its backward lower: the fit, in the step's context
-#: (recompute, the backward's 2x FLOPs), is below that. With the rows' adapters costed in fp32
-#: (peft 0.5's casts) the same fit gave 0.35; the Qwen rows' adapters are bf16 (peft of late
-#: 2023, the validation's mapping), so their branch moves less and the kernels take the rest.
+#: (recompute, the backward's 2x FLOPs), is a little below that. The rows' adapters are fp32
+#: with their casts (peft-fp32 branch: the peft of the figures' date, 0.6.2, built adapters
+#: fp32; the validation's mapping); costed as bf16 adapters (peft-half, as once mapped) the
+#: same fit gave 0.27, the branch's traffic then too small and the kernels taking the rest.
 #: Other generations: the tables above.
 FLASH_ATTN2_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
-    "ampere": _a("flash_attn2_efficiency.ampere", 0.27, "fraction of dense bf16 peak",
+    "ampere": _a("flash_attn2_efficiency.ampere", 0.47, "fraction of dense bf16 peak",
                  "fitted to Qwen-1.8B LoRA on one A100 at 8192 tokens (finetune_runs.csv "
-                 "#106, #112; scripts/host_overhead.py flash), with their adapters in bf16 "
-                 "(peft 0.6-0.11: the rows' peft-half branch); held out: the other flash-attn "
-                 "rows, 61 of 70 within 20% and 44 within 10%, as at the 0.26 it replaces"),
+                 "#106, #112; scripts/host_overhead.py flash), with their adapters in fp32 "
+                 "(peft 0.6.2 of the figures' date: the rows' peft-fp32 branch); held out: the "
+                 "other flash-attn rows, 62 of 70 within 20% and 44 within 10% (at the 0.26 "
+                 "it replaces: 61 and 40)"),
 }
 
 #: Achievable fraction of peak memory bandwidth for streaming kernels (elementwise, norms,
@@ -310,9 +312,10 @@ ONE_BYTE_ELEMENTWISE_COST = _a(
 #: fetch is no copy (partition_parameters.py all_gather_coalesced with one partition).
 #: FITTED: Qwen-1.8B full fine-tuning on one A100 through finetune_ds.sh (ds_config_zero3.json),
 #: rows #119-121 of finetune_runs.csv (256-1024 tokens, host-bound), with the Qwen README host's
-#: 22 us per operator; `python scripts/host_overhead.py zero3`. Held out: every other ZeRO-3 row.
+#: 20.5 us per operator; `python scripts/host_overhead.py zero3`. Held out: every other ZeRO-3
+#: row (12 of 15 within 20%).
 ZERO3_OPS_PER_MODULE_FETCH = _a(
-    "zero3_ops_per_module_fetch", 11.5, "host operators per module per fetch and release",
+    "zero3_ops_per_module_fetch", 12.0, "host operators per module per fetch and release",
     "fitted to Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3 (finetune_runs.csv #119-121); "
     "held out: the other ZeRO-3 rows (docs/validation.md)")
 
@@ -424,7 +427,10 @@ OPS_PER_MICRO_BATCH = (32.0, 24.0)
 OPS_PER_BIAS_GRAD = 2.0
 #: Optimizer-step operators: torch's foreach AdamW issues 11 multi-tensor operators, fused
 #: AdamW 4; a per-parameter loop 9 per parameter tensor (+2).
-OPS_OPTIMIZER = {"foreach": 11.0, "fused": 4.0, "per-parameter-per-tensor": 9.0}
+OPS_OPTIMIZER = {"foreach": 11.0, "fused": 4.0, "per-parameter-per-tensor": 9.0,
+                 # torch 2.0's foreach AdamW: the first moment by mul_ and add_ where later
+                 # releases run one lerp_ (torch/optim/adamw.py of 2.0.0 and 2.1.0)
+                 "foreach-2.0": 12.0}
 
 #: How host and GPU time of a micro-batch combine: (host^p + gpu^p)^(1/p). p -> infinity
 #: would be perfect overlap (the larger alone), p = 1 none (their sum). Between: the host runs
@@ -444,6 +450,9 @@ HOST_GPU_OVERLAP_P = _a(
 #: once = 2p + g + 4s. Measured on the H100: 14.9 ms and 96.1 ms for Qwen2.5-0.5B and
 #: Llama-3.2-3B full fine-tuning (fp32 states, 80 B/param) against 14.7 and 95.9 counted.
 ADAMW_TRAFFIC_FOREACH = (13.0, 3.0, 4.0)  # (s, g, p) multipliers
+#: torch 2.0's foreach path: the first moment's mul_ (2s) and add_ (2s + g) in place of one
+#: lerp_ (2s + g), 2s more; its out-of-place `denom` moves what the in-place add_ does
+ADAMW_TRAFFIC_FOREACH_2_0 = (15.0, 3.0, 4.0)
 ADAMW_TRAFFIC_FUSED = (4.0, 1.0, 2.0)
 
 #: torch.compile's speed-up of a training step, as a range: from 1.0 (no gain: graph breaks, a

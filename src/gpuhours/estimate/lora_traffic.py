@@ -32,14 +32,15 @@ clones the base result (a full-width copy more) and under autocast runs dropout 
 Checkpointing runs the forward twice. The rank-r intermediates (r elements per token) are
 left out (r is 8-64 against fan-ins of 10^3-10^4).
 
-How the branch runs is Training.lora_branch. peft's adapters are fp32 in peft 0.5 (nn.Linear of
-the default dtype, only moved to the weight's device) and 0.12+ (autocast_adapter_dtype=True),
-in the base weight's dtype in 0.6-0.11 (LoraLayer.update_layer: `self.to(weight.device,
-dtype=weight.dtype)`); DeepSpeed's engine casts the whole module to its fp16/bf16 dtype and
-FSDP's flat parameters hold one dtype (peft-half: no cast). torchtune's eager LoRALinear runs
-the same operators in bf16. Where the branch is fused (Triton LoRA kernels such as NeMo
-Automodel's, torch.compile, Megatron's adapters inside Transformer Engine layers) only timing's
-generic passes over the saved tensors are charged.
+How the branch runs is Training.lora_branch. peft's adapters are fp32 in peft 0.5-0.6
+(nn.Linear of the default dtype, only moved to the weight's device: in 0.6 update_layer runs
+before the layer has a weight to take a dtype from) and 0.12+ (autocast_adapter_dtype=True),
+in the base weight's dtype in 0.7-0.11 (the base layer wrapped: LoraLayer.update_layer
+`self.to(weight.device, dtype=weight.dtype)`); DeepSpeed's engine casts the whole module to
+its fp16/bf16 dtype and FSDP's flat parameters hold one dtype (peft-half: no cast).
+torchtune's eager LoRALinear runs the same operators in bf16. Where the branch is fused
+(Triton LoRA kernels such as NeMo Automodel's, torch.compile, Megatron's adapters inside
+Transformer Engine layers) only timing's generic passes over the saved tensors are charged.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.activation_offload import layer_inputs_kept, offloaded_bytes
+from gpuhours.estimate.adamw_temporaries import adamw_temporary_bytes, adamw_temporary_sets
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.compiled import (
     compile_terms,
@@ -888,7 +889,7 @@ def deepspeed_bucket_bytes(t: Training) -> float:
 def adapter_state_bytes(t: Training) -> StateBytesPerParam:
     """Bytes per LoRA/QLoRA adapter parameter (and lm_head adapter): weights, gradients and
     optimizer state. peft from 0.12 keeps adapters in fp32 under any precision (4, 4 and fp32
-    moments); half-precision adapters (`t.lora_adapter_dtype` "half": peft up to 0.11 put each
+    moments); half-precision adapters (`t.lora_adapter_dtype` "half": peft 0.7-0.11 put each
     adapter in its base layer's dtype, torchtune's and litgpt's LoRA layers are built in the
     model's) have 2-byte weights and gradients, and torch's AdamW keeps its moments in the
     parameter's dtype (2 x 2; bitsandbytes' 8-bit state is the same either way)."""
@@ -993,8 +994,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     largest of the logits working set at the loss, the LM head's gradient with the logits'
     gradient beside it, and (checkpointing) the one layer recomputed after them; (b) the
     optimizer step: all gradients plus the temporaries of torch's default foreach AdamW (one
-    state-sized set). Checked against traces of the real models on
-    fake tensors: docs/trace_accuracy.md.
+    state-sized set; two in torch 2.0: estimate/adamw_temporaries.py). Checked against traces
+    of the real models on fake tensors: docs/trace_accuracy.md.
     """
     counts = count_params(arch)
     total = counts.total
@@ -1021,6 +1022,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         head_grad = counts.lm_head_matmul * s.grads / lay.tp
         temp_per_param = 4.0 if (s.master or s.weights == 4.0) else 2.0
         temp_bytes = held * temp_per_param
+        temp_groups = [temp_bytes]
         if counts.vision and not t.train_vision:
             # a frozen vision tower (the default) keeps its weights only (setup.train_vision)
             trainable -= counts.vision
@@ -1053,6 +1055,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         opt = local_trainable * adapter.optimizer / shard_opt
         head_grad = 0.0
         temp_bytes = local_trainable * adapter.weights
+        temp_groups = [temp_bytes]
         # trainable embeddings (modules_to_save): a copy beside the frozen original, its
         # gradient and optimizer state, sharded like the base under ZeRO-3
         copies = embedding_copy_params(counts, t)
@@ -1063,6 +1066,10 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             opt += copies * c.optimizer / shard_opt
             head_grad = counts.lm_head_matmul * c.grads
             temp_bytes += copies * c.weights
+            # torch's AdamW steps each dtype apart: the copies (the token embedding's first
+            # in parameter order) are a group of their own beside adapters of another dtype
+            temp_groups = ([copies * c.weights] + temp_groups if c.weights != adapter.weights
+                           else [temp_bytes])
             trainable += copies
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
@@ -1142,6 +1149,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                                   weights_bytes=weights,
                                   accumulation_bytes=per_param * trainable / shard_opt)
         master = opt = temp_bytes = 0.0
+        temp_groups = []
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
         grads = persisting_grads = min(grads, bucket)
@@ -1150,15 +1158,15 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # Unsloth's offloaded checkpoints: the block inputs in pinned host memory (estimate/unsloth.py)
     host += offloaded_checkpoint_host_bytes(
         arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
-    # torch's foreach AdamW makes one state-sized set of temporaries (sqrt of the second
-    # moment); fused kernels (torch fused=True, bitsandbytes' 8-bit) and per-parameter loops
-    # do not hold more than one tensor's worth
-    foreach = t.optimizer == "adamw" and t.optimizer_impl == "foreach"
-    opt_temps = temp_bytes / shard_opt if foreach else 0.0
+    # torch's foreach AdamW makes state-sized sets of temporaries (sqrt of the second moment;
+    # torch 2.0 also `denom`: estimate/adamw_temporaries.py); fused kernels (torch fused=True,
+    # bitsandbytes' 8-bit) and per-parameter loops do not hold more than one tensor's worth
+    temp_sets = adamw_temporary_sets(t.optimizer, t.optimizer_impl)
+    opt_temps = adamw_temporary_bytes(t.optimizer, t.optimizer_impl, temp_groups) / shard_opt
     step_peak = grads + opt_temps
     if t.optimizer_in_backward:  # each parameter stepped at its hook (optim_in_backward.py)
         step_peak, opt_temps, head_phase, grads = _in_backward_step(
-            arch, t, counts, trainable, grads_full, temp_bytes, foreach, head_phase)
+            arch, t, counts, trainable, grads_full, temp_bytes, temp_sets, head_phase)
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
     forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
@@ -1233,14 +1241,14 @@ def offloaded_activation_bytes(arch: ModelArch, t: Training) -> float:
 
 
 def _in_backward_step(arch: ModelArch, t: Training, counts: ParamCounts, trainable: float,
-                      grads_full: float, temp_bytes: float, foreach: bool, head_phase: float
+                      grads_full: float, temp_bytes: float, temp_sets: int, head_phase: float
                       ) -> tuple[float, float, float, float]:
     """(step peak, optimizer temporaries, head phase, gradients) when the optimizer steps
     inside backward (estimate/optim_in_backward.py): no step phase of all gradients, only the
     largest tensor's gradient and temporaries at its hook; the LM head's temporaries join its
     gradient's phase; the gradients alive at once are one tensor's."""
     per = max(trainable, 1)
-    temps_per_param = temp_bytes / per if foreach else 0.0
+    temps_per_param = temp_sets * temp_bytes / per
     largest = largest_trainable_tensor_params(arch, counts, t.method, t.lora_rank,
                                               embedding_copy_params(counts, t))
     step = in_backward_step_bytes(largest, grads_full / per, temps_per_param)

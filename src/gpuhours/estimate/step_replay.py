@@ -29,8 +29,9 @@ fragmentation.py's per-micro-batch tensors), in program order:
 - the optimizer step: in the first step torch's AdamW makes its state then (lazy
   `_init_group`, torch/optim/adamw.py: exp_avg and exp_avg_sq per parameter, in parameter
   order), so the moments land in blocks the step's activations freed; then the foreach
-  temporaries (`torch._foreach_sqrt` over the second moments: one state-sized set, made and
-  freed) where memory.py counts them;
+  temporaries (`torch._foreach_sqrt` over the second moments: one state-sized set, two in
+  torch 2.0, each a list of parameter-shaped tensors, made and freed: estimate/
+  adamw_temporaries.py) where memory.py counts them;
 - `zero_grad(set_to_none=True)` (the Trainer's and train.py's) frees the gradients, which the
   next step's backward makes again.
 
@@ -61,6 +62,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuhours.estimate.adamw_temporaries import adamw_temporary_sets
 from gpuhours.estimate.fragmentation import (
     ReplaySizes,
     replay_micro_batch,
@@ -199,8 +201,13 @@ def trainable_numels(t: Training) -> tuple[list[int], list[list[int]]]:
     rest = lora_trainable_params(arch, t.lora_rank, t.lora_targets) - sum(layer) * arch.num_layers
     if t.lora_lm_head:
         rest += lm_head_adapter_params(arch, t.lora_rank)
-    rest += embedding_copy_params(c, t)
-    return ([rest] if rest > 0 else []), [layer] * arch.num_layers
+    # peft's modules_to_save copies are modules of their own: the token embedding's first in
+    # parameter order, the untied LM head's last
+    copies = embedding_copy_params(c, t)
+    token = min(arch.vocab_size * arch.hidden_size, c.embedding) if copies else 0
+    head = c.lm_head if copies else 0
+    rest += copies - token - head
+    return [p for p in (token, rest, head) if p > 0], [layer] * arch.num_layers
 
 
 def _bytes_of(numels: list[int], total_numel: int, total_bytes: float) -> list[int]:
@@ -232,7 +239,10 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
     root_grads, layer_grads = sized(m.gradients_bytes)
     # torch's AdamW: two moments per parameter, each half the optimizer state
     root_moments, layer_moments = sized(m.optimizer_bytes / 2)
-    root_temps, layer_temps = sized(m.optimizer_temporaries_bytes)
+    # torch's foreach AdamW: each set of temporaries is a list of parameter-shaped tensors,
+    # made set after set (estimate/adamw_temporaries.py)
+    temp_sets = max(adamw_temporary_sets(t.optimizer, t.optimizer_impl), 1)
+    root_temps, layer_temps = sized(m.optimizer_temporaries_bytes / temp_sets)
     # in parameter order: the embedding, the layers, then the final norm and the head
     moments = root_moments[:1] + [b for x in layer_moments for b in x] + root_moments[1:]
     temps = root_temps[:1] + [b for x in layer_temps for b in x] + root_temps[1:]
@@ -270,7 +280,7 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
             for size in moments:
                 al.malloc(size)
                 al.malloc(size)
-        for block in [al.malloc(x) for x in temps]:
+        for block in [al.malloc(x) for _ in range(temp_sets) for x in temps]:
             al.free(block)
         begin(step, "zero_grad")
         for block in made:  # zero_grad(set_to_none=True)

@@ -793,8 +793,9 @@ def optimizer_bytes_per_param(t: Training) -> float:
         g = p = s_bytes = 4.0
         half_copy = 0.0
     if t.optimizer == "adamw":
-        ks, kg, kp = (A.ADAMW_TRAFFIC_FUSED if t.optimizer_impl == "fused"
-                      else A.ADAMW_TRAFFIC_FOREACH)
+        ks, kg, kp = {"fused": A.ADAMW_TRAFFIC_FUSED,
+                      "foreach-2.0": A.ADAMW_TRAFFIC_FOREACH_2_0}.get(
+            t.optimizer_impl, A.ADAMW_TRAFFIC_FOREACH)
         return ks * s_bytes + kg * g + kp * p + half_copy
     if t.optimizer == "adamw-8bit":
         # bitsandbytes' fused 8-bit kernel: read p, g and both 1-byte moments, write p and them

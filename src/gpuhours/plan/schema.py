@@ -281,7 +281,7 @@ class TrainingSettings(_Strict):
     lora_branch: Literal["peft-fp32", "peft-half", "fused"] | None = Field(
         default=None, description="lora/qlora: how the LoRA branch runs: peft-fp32 (peft's "
         "eager operators, fp32 adapters), peft-half (the same in half precision: peft "
-        "0.6-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron); "
+        "0.7-0.11, DeepSpeed, FSDP), fused (Triton LoRA kernels, torch.compile, Megatron); "
         "default fused on the megatron path, peft-half for half adapters or under DeepSpeed or "
         "zero_stage 3, else peft-fp32")
     dora: bool | None = Field(

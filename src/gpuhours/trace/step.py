@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.setup import torch_precision
 from gpuhours.torchkit.flops import flop_registry
 from gpuhours.trace.accounting import StorageLog
@@ -49,6 +49,10 @@ class StepTrace:
 
 
 def make_optimizer(params: list[torch.nn.Parameter], setup: TraceSetup) -> torch.optim.Optimizer:
+    if setup.training.optimizer_impl == "foreach-2.0":
+        raise FieldError("optimizer_impl", "foreach-2.0 is torch 2.0's foreach AdamW; a trace "
+                         f"runs this machine's torch ({torch.__version__}).",
+                         "Give optimizer_impl foreach (the estimate models foreach-2.0).")
     foreach = setup.training.optimizer_impl == "foreach"
     fused = True if setup.training.optimizer_impl == "fused" else None
     if setup.training.optimizer == "adamw":
