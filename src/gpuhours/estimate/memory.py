@@ -68,7 +68,12 @@ from gpuhours.estimate.peft_methods import (
     peft_method_trainable_params,
     peft_method_transient_bytes,
 )
-from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
+from gpuhours.estimate.quant import (
+    GPTQ_KERNEL_SWITCH_ROWS,
+    block_linears,
+    bnb_quant_state_bytes,
+    quantised_linears_bytes,
+)
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.unsloth import (
     checkpointed_inputs_on_gpu,
@@ -1011,6 +1016,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     shard_opt = n if t.zero_stage >= 1 else 1
     shard_grad = n if t.zero_stage >= 2 else 1
     shard_w = n if t.zero_stage >= 3 else 1
+    quant_state = 0.0  # bitsandbytes' NF4 state (qlora below)
 
     if t.method == "full":
         trainable = total
@@ -1044,12 +1050,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         if t.method == "qlora":
             q = quantised_params(arch) + (counts.lm_head if t.lm_head_4bit else 0)
             base = quantised_linears_bytes(arch, q, t.base_quant) + (total - q) * kbit_bytes(t)
+            # bitsandbytes' quantisation state is no parameter: ZeRO-3/FSDP leaves it whole
+            # on every rank (quant.bnb_quant_state_bytes)
+            quant_state = bnb_quant_state_bytes(q, t.base_quant)
+            base -= quant_state
         else:
             base = held * frozen_bytes
         # under a layout the GPU holds its share of the adapters (parallel.local_trainable_params)
         local_trainable = trainable * held / total
         adapter = adapter_state_bytes(t)
-        weights = base / shard_w + local_trainable * adapter.weights
+        # ZeRO-3/FSDP shards the adapters as it shards the base (parameters all)
+        weights = base / shard_w + quant_state + local_trainable * adapter.weights / shard_w
         grads_full = local_trainable * adapter.grads
         master = 0.0
         opt = local_trainable * adapter.optimizer / shard_opt
@@ -1153,8 +1164,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
         grads = persisting_grads = min(grads, bucket)
-        if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
-            weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
+        if t.offload == "optimizer+params":  # the gathered working set, and what is no
+            # parameter: bitsandbytes' quantisation state stays on the GPU
+            weights, gathered = quant_state, gathered_working_bytes(counts, t, math.inf)
     # Unsloth's offloaded checkpoints: the block inputs in pinned host memory (estimate/unsloth.py)
     host += offloaded_checkpoint_host_bytes(
         arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
