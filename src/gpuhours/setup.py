@@ -355,6 +355,13 @@ class Training(_ReadsModel):
     #: no layer's all-gather is hidden behind compute (estimate/parallel.py, the note above
     #: fsdp_adapter_unit_collectives); their own small collectives are counted too
     fsdp_adapter_units: bool = False
+    #: which PyTorch FSDP runs zero_stage 3 (zero3_engine fsdp): "fsdp1" (FullyShardedDataParallel
+    #: with flat parameters: HF Accelerate/Trainer, Lightning, Answer.AI's train.py) or "fsdp2"
+    #: (fully_shard with per-parameter DTensor shards: torchtune, torchtitan). Used where their
+    #: memory differs in a way that is modelled: the step replay of FSDP1's CPU offload, whose
+    #: host-to-GPU shard copies take their own stream's segments (estimate/step_replay.py);
+    #: FSDP2's CPU offload keeps the flat reserve
+    fsdp_api: Literal["fsdp1", "fsdp2"] = "fsdp1"
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16), a GPTQ base

@@ -962,6 +962,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     # lora_B Linear its own FSDP unit inside its layer's, with limit_all_gathers=True
     # (estimate/parallel.py, the note above fsdp_adapter_unit_collectives)
     adapter_units = source == "Answer.AI" and stage == 3 and method != "full"
+    # torchtune's recipes shard with FSDP2 (torchtune/training/_distributed.py shard_model @
+    # 30b8519e8: fully_shard per layer and on the root, CPUOffloadPolicy for fsdp_cpu_offload);
+    # the others run FSDP1 (Answer.AI's FullyShardedDataParallel, Lightning's FSDPStrategy)
+    fsdp_api = "fsdp2" if source == "torchtune" else "fsdp1"
     if adapter_units:
         notes.append("train.py wraps each lora_A and lora_B as an FSDP unit of its own "
                      "(lambda_auto_wrap_policy on trainable leaves) under limit_all_gathers: "
@@ -1025,7 +1029,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
-            fsdp_adapter_units=adapter_units, **lengths, **opt,
+            fsdp_adapter_units=adapter_units, fsdp_api=fsdp_api, **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)

@@ -84,6 +84,9 @@ _PEAK_ONLY_SOURCES = {
                               "backward (checkpointing), after the loss",
     "dora_norm_bytes": "estimate/dora.py dora_norm_transient_bytes: DoRA's B A product, weight "
                        "copy and their sum inside one adapted linear's forward (peft 0.21)",
+    "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
+                         "half-precision copy of one 4-bit weight at its matmul "
+                         "(MatMul4Bit, 0.42-0.43)",
 }
 
 

@@ -71,6 +71,7 @@ from gpuhours.estimate.peft_methods import (
 from gpuhours.estimate.quant import (
     GPTQ_KERNEL_SWITCH_ROWS,
     block_linears,
+    bnb_dequant_transient_bytes,
     bnb_quant_state_bytes,
     quantised_linears_bytes,
 )
@@ -1144,6 +1145,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         recomputed += gptq_layer + dora_layer
     # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
     # freed when the layer returns; taken on top of the activations at the end of forward
+    # bitsandbytes' dequantised copy of one 4-bit weight at its matmul (quant.py
+    # bnb_dequant_transient_bytes): inside a layer's forward and the recomputed layer's
+    # backward, not at the loss (the head is not 4-bit here: head_dequant_bytes is). Unsloth's
+    # own kernels count theirs in the activations (unsloth.py)
+    bnb_dequant = (bnb_dequant_transient_bytes(arch, t.base_quant, a_bytes) / lay.tp
+                   if t.method == "qlora" and t.kernels != "unsloth" else 0.0)
     dora_transient = (dora_norm_transient_bytes(arch, t, a_bytes)
                       # LoHa/LoKr forming the dense delta (estimate/peft_methods.py)
                       + peft_method_transient_bytes(arch, t)) / lay.tp
@@ -1182,8 +1189,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
     forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first + dora_transient,
-        act_last - recomputed + max(logits, head_phase, recomputed)))
+        act_first + dora_transient + bnb_dequant,
+        act_last - recomputed + max(logits, head_phase, recomputed + bnb_dequant)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
@@ -1191,12 +1198,16 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                 ("optimizer_bytes", opt)]
     if forward_peak >= step_peak:
         # the same terms as forward_peak, named: which stage and which loss-side term is larger
-        at_loss = max(logits, head_phase, recomputed)
+        at_loss = max(logits, head_phase, recomputed + bnb_dequant)
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
-        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient)]
-                if act_first + dora_transient >= act_last - recomputed + at_loss
-                else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
+        in_layer = [("bnb_dequant_bytes", bnb_dequant)]
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer]
+                if act_first + dora_transient + bnb_dequant >= act_last - recomputed + at_loss
+                else [("activations_kept_bytes", act_last - recomputed),
+                      *(in_layer if loss_part == "recomputed_layer_bytes" else []),
+                      (loss_part, at_loss - (bnb_dequant if loss_part == "recomputed_layer_bytes"
+                                             else 0.0))])
         grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
         live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
                  autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",

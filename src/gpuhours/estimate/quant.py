@@ -133,6 +133,23 @@ def bnb_quant_state_bytes(quantised_params: int, base_quant: BaseQuant) -> float
     return 0.0
 
 
+def bnb_dequant_transient_bytes(arch: ModelArch, base_quant: BaseQuant,
+                                activation_bytes: float) -> float:
+    """Bytes of the half-precision copy bitsandbytes makes of one 4-bit weight at its matmul:
+    MatMul4Bit (bitsandbytes 0.42-0.43 autograd/_functions.py) runs
+    `F.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())` in forward and
+    `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype).t())`
+    for the input's gradient in backward; dequantize_4bit allocates the whole weight
+    (`torch.empty(quant_state.shape, dtype=quant_state.dtype)`), freed after the matmul, so
+    one is alive at a time: the largest linear of a layer, the MLP's f x d (or the q
+    projection's where wider), at `activation_bytes` each. Its fp32 absmax (4/64 bytes a
+    weight, freed when dequantize_4bit returns) is left out. 0 for other bases."""
+    if base_quant not in ("nf4", "nf4-nodq"):
+        return 0.0
+    d = arch.hidden_size
+    return float(activation_bytes * max(arch.intermediate_size * d, arch.q_dim * d))
+
+
 def nf4_dequant_bytes_per_weight(activation_bytes: float = 2.0) -> float:
     """DRAM bytes per weight of one bitsandbytes NF4 dequantisation before a matmul, with the
     GEMM's read of the copy it makes (bitsandbytes-foundation/bitsandbytes@95f9af30):

@@ -112,13 +112,15 @@ def replay_applies(t: Training, num_gpus: int, stack: str = "torch-cuda") -> str
     if not layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus, t.arch).trivial:
         return "a model-parallel layout is not replayed"
     if t.offload != "none" and not fsdp_params_offload(t):
-        return "CPU offload other than FSDP's CPUOffload(offload_params=True) is not replayed"
+        return "CPU offload other than FSDP1's CPUOffload(offload_params=True) is not replayed"
     return None
 
 
 def fsdp_params_offload(t: Training) -> bool:
-    """FSDP's CPUOffload(offload_params=True): offload optimizer+params run by FSDP."""
-    return t.offload == "optimizer+params" and t.zero_stage == 3 and t.zero3_engine == "fsdp"
+    """FSDP1's CPUOffload(offload_params=True): offload optimizer+params run by FSDP1 (FSDP2's
+    offload, fully_shard's CPUOffloadPolicy, stages its copies differently: not replayed)."""
+    return (t.offload == "optimizer+params" and t.zero_stage == 3 and t.zero3_engine == "fsdp"
+            and t.fsdp_api == "fsdp1")
 
 
 @dataclass(frozen=True)
