@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuhours.errors import FieldError
 from gpuhours.estimate.memory import gathered_working_bytes, training_memory
 from gpuhours.estimate.params import count_params
 from gpuhours.setup import Training
@@ -103,3 +104,18 @@ def test_peft_kbit_preparation_keeps_the_unquantised_weights_in_fp32():
     assert prepared - training_memory(t.arch, plain).weights_bytes == pytest.approx(
         2 * (c.total - q), rel=1e-9)
     assert c.total - q > 2 * 128256 * 4096
+
+
+def test_fsdp_embedding_units_leave_the_embedding_out_of_the_gathered_root():
+    # torchtune's custom_sharded_layers ['tok_embeddings', 'output'] (llama3_1/70B_full.yaml
+    # @ 30b8519e8): the embedding's unit is resharded after its forward, so at the loss only
+    # the head's unit (gathered for its backward) and the final norm stay of the root's. By
+    # hand: the embedding, 128,256 x 8,192 bf16 weights, of which 7/8 come from the other
+    # ranks over 8 GPUs
+    t = Training(model="llama-3.1-70b", zero_stage=3, checkpointing=True)
+    units = t.model_copy(update={"fsdp_embedding_units": True})
+    root, own = training_memory(t.arch, t, 8), training_memory(units.arch, units, 8)
+    assert root.gathered_bytes - own.gathered_bytes == pytest.approx(
+        128_256 * 8_192 * 2 * 7 / 8)
+    with pytest.raises(FieldError, match="embedding units"):
+        Training(model="llama-3.1-70b", zero_stage=2, fsdp_embedding_units=True)

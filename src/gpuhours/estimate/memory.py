@@ -939,6 +939,8 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
     ones, the current unit's unsharded gradient and the previous unit's gradient still being
     reduce-scattered are alive together (PyTorch FSDP docs, BackwardPrefetch). DeepSpeed ZeRO-3's
     prefetch bucket and live-parameter limit are of the same order for one or two layers.
+    With `t.fsdp_embedding_units` the embedding and the head are units of their own: of the
+    root's, only the head (gathered for its backward) and the final norm are counted.
     """
     if t.zero_stage < 3 or num_gpus <= 1:
         return 0.0
@@ -953,6 +955,13 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
     w_layer = QLORA_BYTES_PER_PARAM if t.method == "qlora" else w
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
     root = counts.embedding + counts.lm_head + counts.final_norm
+    if t.fsdp_embedding_units:
+        # the embedding and the head are units of their own, each resharded after its forward
+        # (torchtune's custom_sharded_layers under fully_shard, reshard_after_forward True):
+        # at the loss the head's unit is gathered again for its backward, the embedding's is
+        # not, and the root holds the final norm alone (torchtune/training/_distributed.py
+        # shard_model @ 30b8519e8: fully_shard on each matching module, then on the model)
+        root = (counts.lm_head or counts.embedding) + counts.final_norm
     params = root * w * shard_left + 2 * layer * w_layer
     # the gradients of two units; a LoRA unit's gradients are its adapters' (counted apart)
     grads = 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads if full else 0.0
