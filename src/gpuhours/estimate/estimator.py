@@ -84,6 +84,8 @@ _PEAK_ONLY_SOURCES = {
                               "backward (checkpointing), after the loss",
     "dora_norm_bytes": "estimate/dora.py dora_norm_transient_bytes: DoRA's B A product, weight "
                        "copy and their sum inside one adapted linear's forward (peft 0.21)",
+    "gathered_gradients_bytes": "estimate/memory.py gathered_unit_grad_bytes: two ZeRO-3/FSDP "
+                                "units' unsharded gradients beside a layer's backward",
     "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
                          "half-precision copy of one 4-bit weight at its matmul "
                          "(MatMul4Bit, 0.42-0.43)",

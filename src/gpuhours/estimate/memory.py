@@ -953,6 +953,10 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
     # and shard the packed 4-bit weights: the Answer.AI / HF FSDP-QLoRA recipe) gathers the
     # layers' 4-bit storage; embeddings and head stay in half precision
     w_layer = QLORA_BYTES_PER_PARAM if t.method == "qlora" else w
+    if t.method == "qlora" and t.base_quant in ("nf4", "nf4-nodq"):
+        # bitsandbytes' absmax is whole on every rank already (quant.bnb_quant_state_bytes):
+        # the gather moves the 4-bit data
+        w_layer = NF4_DATA_BYTES_PER_WEIGHT
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
     root = counts.embedding + counts.lm_head + counts.final_norm
     if t.fsdp_embedding_units:
@@ -963,9 +967,20 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
         # shard_model @ 30b8519e8: fully_shard on each matching module, then on the model)
         root = (counts.lm_head or counts.embedding) + counts.final_norm
     params = root * w * shard_left + 2 * layer * w_layer
-    # the gradients of two units; a LoRA unit's gradients are its adapters' (counted apart)
-    grads = 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads if full else 0.0
-    return params + grads
+    return params + gathered_unit_grad_bytes(counts, t, num_gpus)
+
+
+def gathered_unit_grad_bytes(counts: ParamCounts, t: Training, num_gpus: float) -> float:
+    """The unsharded gradients of two units in `gathered_working_bytes` (full fine-tuning under
+    ZeRO-3/FSDP: the layer in backward and the one before it being reduce-scattered), bytes; a
+    LoRA unit's gradients are its adapters' (counted apart): 0. They exist only from the first
+    layer's backward on, so training_memory counts them beside a layer's backward (the
+    recomputed layer's under checkpointing), not at the loss, where no layer's gradient has
+    been made yet."""
+    if t.zero_stage < 3 or num_gpus <= 1 or t.method != "full":
+        return 0.0
+    layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
+    return 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads
 
 
 #: the name of the setup term that carries the load path's reserve
@@ -1164,6 +1179,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                       # LoHa/LoKr forming the dense delta (estimate/peft_methods.py)
                       + peft_method_transient_bytes(arch, t)) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
+    unit_grads = gathered_unit_grad_bytes(counts, t, n) * (held / total)
     host = 0.0
     # activation offloading: pinned host copies of the saved tensors (activation_offload.py)
     host += offloaded_activation_bytes(arch, t) / split
@@ -1183,6 +1199,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         if t.offload == "optimizer+params":  # the gathered working set, and what is no
             # parameter: bitsandbytes' quantisation state stays on the GPU
             weights, gathered = quant_state, gathered_working_bytes(counts, t, math.inf)
+            unit_grads = gathered_unit_grad_bytes(counts, t, math.inf)
     # Unsloth's offloaded checkpoints: the block inputs in pinned host memory (estimate/unsloth.py)
     host += offloaded_checkpoint_host_bytes(
         arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
@@ -1197,9 +1214,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             arch, t, counts, trainable, grads_full, temp_bytes, temp_sets, head_phase)
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
-    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
+    # a layer's backward: its activations (recomputed under checkpointing), a dequantised
+    # 4-bit weight, and (full fine-tuning under ZeRO-3/FSDP) two units' unsharded gradients,
+    # which do not exist yet at the loss (gathered_unit_grad_bytes)
+    layer_backward = recomputed + bnb_dequant + unit_grads
+    forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
         act_first + dora_transient + bnb_dequant,
-        act_last - recomputed + max(logits, head_phase, recomputed + bnb_dequant)))
+        act_last - recomputed + max(logits, head_phase, layer_backward)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
@@ -1207,20 +1228,21 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                 ("optimizer_bytes", opt)]
     if forward_peak >= step_peak:
         # the same terms as forward_peak, named: which stage and which loss-side term is larger
-        at_loss = max(logits, head_phase, recomputed + bnb_dequant)
+        at_loss = max(logits, head_phase, layer_backward)
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         in_layer = [("bnb_dequant_bytes", bnb_dequant)]
+        in_backward = [*in_layer, ("gathered_gradients_bytes", unit_grads)]
         acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer]
                 if act_first + dora_transient + bnb_dequant >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed),
-                      *(in_layer if loss_part == "recomputed_layer_bytes" else []),
-                      (loss_part, at_loss - (bnb_dequant if loss_part == "recomputed_layer_bytes"
-                                             else 0.0))])
+                      *(in_backward if loss_part == "recomputed_layer_bytes" else []),
+                      (loss_part, recomputed if loss_part == "recomputed_layer_bytes"
+                       else at_loss)])
         grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
         live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
-                 autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
-                 buckets), *acts]
+                 autocast_cache), ("gathered_bytes", gathered - unit_grads),
+                ("deepspeed_buckets_bytes", buckets), *acts]
     else:
         live = [("gradients_bytes", grads), ("optimizer_temporaries_bytes", opt_temps)]
     peak_parts = tuple((k, v) for k, v in resident + live if v)
