@@ -227,8 +227,9 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
         optimizer_temporaries_bytes=formula(m.optimizer_temporaries_bytes, "bytes",
                                             "foreach AdamW: one state-sized temporary"),
         gathered_bytes=formula(m.gathered_bytes, "bytes",
-                               f"{src}: ZeRO-3/FSDP root unit + 2 gathered layers and their "
-                               "gradients (gathered_working_bytes)"),
+                               f"{src}: ZeRO-3/FSDP root unit + 2 gathered layers (full "
+                               "fine-tuning: and their gradients, beside a layer's backward; "
+                               "gathered_working_bytes)"),
         tensors_bytes=formula(m.tensors_bytes, "bytes", f"{src}: peak of live tensors"),
         allocator_reserve_bytes=reserve,
         cuda_context_bytes=context,
