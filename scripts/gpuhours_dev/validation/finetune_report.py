@@ -384,7 +384,7 @@ REMAINS: dict[str, str] = {
         "larger micro-batches now read 3-13% low where they read 7-17% low: the loss's "
         "vocabulary-wide tensors and the recomputed layer take segments of their own that "
         "the next step's smaller tensors split. No constant was set from these rows. What "
-        "remains at small micro-batches (#408: 13% low, 12% before the adapters were counted "
+        "remains at small micro-batches (#408: 14% low, 12% before the adapters were counted "
         "sharded) is not found; candidates, not replayed: the loading threads' interleaving, "
         "bitsandbytes' dequantised weight per matmul (now in the live tensors, not in the "
         "replay), the per-layer gathers and frees, NCCL's buffers. The CPU-offload rows keep "
