@@ -416,7 +416,11 @@ REMAINS: dict[str, str] = {
         "counted inside a layer (quant.py bnb_dequant_transient_bytes). With them the offload "
         "rows read from 11% low to 4% high (#420: -30% to -7%; #419: -21% to 0%; #426: -11% to "
         "+4%; #430/#431: -12% to +1%), LoRA at 10 x 2048 (#423) 11% low, and Answer.AI's "
-        "rows are 20 of 24 within 10% where 13 were. Their speed is within 11% (#420 on the "
+        "rows are 20 of 24 within 10% where 13 were. Where both rigs ran a setup, the 4090 "
+        "rows' memory figures repeat the 3090 rows' to the hundredth of a GiB (22.04, 21.35, "
+        "20.94, 20.97, 23.05, 22.98, 14.92), and both Mistral rows (12 x 2048 and 1 x 24576) "
+        "read 22.54: the table may give one measurement for both rigs; kept as stated. Their "
+        "speed is within 11% (#420 on the "
         "3090s, 28% fast, is power-limited to 280 W)."),
     "LLaMA-Factory (via Unsloth)": (
         "The LoRA rows are within 2% (#451, Unsloth + FA2, now as Unsloth's stack: 6% "
