@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuhours.errors import FieldError
 from gpuhours.estimate.memory import gathered_working_bytes, training_memory
 from gpuhours.estimate.params import count_params
 from gpuhours.setup import Training
@@ -75,10 +76,16 @@ def test_fsdp_qlora_shards_the_4bit_base():
     adapters = one.trainable_params * 4.0
     base = q * QLORA_BYTES_PER_PARAM + (c.total - q) * 2.0
     assert one.weights_bytes == pytest.approx(base + adapters)
-    assert two.weights_bytes == pytest.approx(base / 2 + adapters)
+    # the 4-bit data and the 16-bit rest are sharded; bitsandbytes' absmax (an 8-bit byte per
+    # block of 64 weights and an fp32 constant per 256 blocks: 1/64 + 1/4096 bytes a weight)
+    # is an attribute of each Params4bit, not a parameter, and stays whole on every rank
+    state = q * (1 / 64 + 4 / (64 * 256))
+    # the adapters are parameters, sharded like the base
+    assert two.weights_bytes == pytest.approx((base - state) / 2 + state + adapters / 2)
     layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
     root = c.embedding + c.lm_head + c.final_norm
-    assert two.gathered_bytes == pytest.approx(root * 2.0 * 0.5 + 2 * layer * QLORA_BYTES_PER_PARAM)
+    # two layers gathered: their 4-bit data (0.5 bytes a weight; the absmax is there already)
+    assert two.gathered_bytes == pytest.approx(root * 2.0 * 0.5 + 2 * layer * 0.5)
 
 
 def test_peft_kbit_preparation_keeps_the_unquantised_weights_in_fp32():
@@ -98,3 +105,38 @@ def test_peft_kbit_preparation_keeps_the_unquantised_weights_in_fp32():
     assert prepared - training_memory(t.arch, plain).weights_bytes == pytest.approx(
         2 * (c.total - q), rel=1e-9)
     assert c.total - q > 2 * 128256 * 4096
+
+
+def test_fsdp_embedding_units_leave_the_embedding_out_of_the_gathered_root():
+    # torchtune's custom_sharded_layers ['tok_embeddings', 'output'] (llama3_1/70B_full.yaml
+    # @ 30b8519e8): the embedding's unit is resharded after its forward, so at the loss only
+    # the head's unit (gathered for its backward) and the final norm stay of the root's. By
+    # hand: the embedding, 128,256 x 8,192 bf16 weights, of which 7/8 come from the other
+    # ranks over 8 GPUs
+    t = Training(model="llama-3.1-70b", zero_stage=3, checkpointing=True)
+    units = t.model_copy(update={"fsdp_embedding_units": True})
+    root, own = training_memory(t.arch, t, 8), training_memory(units.arch, units, 8)
+    assert root.gathered_bytes - own.gathered_bytes == pytest.approx(
+        128_256 * 8_192 * 2 * 7 / 8)
+    with pytest.raises(FieldError, match="embedding units"):
+        Training(model="llama-3.1-70b", zero_stage=2, fsdp_embedding_units=True)
+
+
+def test_unit_gradients_are_counted_beside_a_layer_backward_not_at_the_loss():
+    # full fine-tuning under FSDP: two layers' unsharded gradients (the layer in backward and
+    # the one being reduce-scattered) exist from the first layer's backward on. By hand for
+    # Llama-3.1-8B in bf16 (2-byte gradients): 2 x 218,112,000 parameters a layer x 2 bytes
+    from gpuhours.estimate.memory import gathered_unit_grad_bytes
+
+    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16")
+    c = count_params(t.arch)
+    layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
+    assert layer == 218_112_000
+    assert gathered_unit_grad_bytes(c, t, 8) == 2 * layer * 2
+    m = training_memory(t.arch, t, 8)
+    parts = dict(m.peak_parts)
+    # at 1 x 2048 the loss's working set (128,256-entry vocabulary) is larger than a layer's
+    # backward: the peak is at the loss, without the layers' gradients
+    assert "logits_bytes" in parts or "lm_head_backward_bytes" in parts
+    assert "gathered_gradients_bytes" not in parts
+    assert sum(parts.values()) == pytest.approx(m.tensors_bytes)

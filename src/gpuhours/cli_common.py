@@ -69,6 +69,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "offload_copies": "--offload-copies",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
     "fsdp_grad_accum": "--fsdp-grad-accum", "fsdp_adapter_units": "--fsdp-adapter-units",
+    "fsdp_api": "--fsdp-api", "fsdp_embedding_units": "--fsdp-embedding-units",
     "lm_head_4bit": "--lm-head-4bit", "fp8_params": "--fp8-params",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
@@ -356,6 +357,14 @@ FsdpAdapterUnitsOpt = Annotated[bool, typer.Option(
     "--fsdp-adapter-units", help="FSDP (--zero 3) with each LoRA adapter a unit of its own "
     "inside its layer's (Answer.AI's fsdp_qlora train.py): FSDP's rate limiter then hides "
     "none of the layers' gathers (estimate/parallel.py).")]
+FsdpApiOpt = Annotated[str, typer.Option(
+    "--fsdp-api", help="Which PyTorch FSDP runs --zero 3: fsdp1 (FullyShardedDataParallel: "
+    "Accelerate, Lightning) or fsdp2 (fully_shard: torchtune, torchtitan). With --offload "
+    "optimizer+params, fsdp1's shard copies to the GPU are replayed on their own stream.")]
+FsdpEmbeddingUnitsOpt = Annotated[bool, typer.Option(
+    "--fsdp-embedding-units", help="FSDP (--zero 3) with the token embedding and the LM head "
+    "units of their own (torchtune's custom_sharded_layers): neither stays gathered with the "
+    "root from forward into backward.")]
 KbitUpcastOpt = Annotated[bool | None, typer.Option(
     "--kbit-upcast/--no-kbit-upcast", help="qlora: peft's prepare_model_for_kbit_training "
     "casts the weights that are not 4-bit to fp32 (default: yes, unless ZeRO-3/FSDP, a "

@@ -355,6 +355,19 @@ class Training(_ReadsModel):
     #: no layer's all-gather is hidden behind compute (estimate/parallel.py, the note above
     #: fsdp_adapter_unit_collectives); their own small collectives are counted too
     fsdp_adapter_units: bool = False
+    #: which PyTorch FSDP runs zero_stage 3 (zero3_engine fsdp): "fsdp1" (FullyShardedDataParallel
+    #: with flat parameters: HF Accelerate/Trainer, Lightning, Answer.AI's train.py) or "fsdp2"
+    #: (fully_shard with per-parameter DTensor shards: torchtune, torchtitan). Used where their
+    #: memory differs in a way that is modelled: the step replay of FSDP1's CPU offload, whose
+    #: host-to-GPU shard copies take their own stream's segments (estimate/step_replay.py);
+    #: FSDP2's CPU offload keeps the flat reserve
+    fsdp_api: Literal["fsdp1", "fsdp2"] = "fsdp1"
+    #: FSDP (zero_stage 3, zero3_engine fsdp) with the token embedding and the LM head units of
+    #: their own (torchtune's `custom_sharded_layers: ['tok_embeddings', 'output']`), each
+    #: resharded after its forward, so the root unit holds only the final norm: at the loss the
+    #: head's unit is gathered for its backward, the embedding's is not (estimate/memory.py
+    #: gathered_working_bytes). False: they are the root's, gathered from forward into backward
+    fsdp_embedding_units: bool = False
     #: qlora: peft's prepare_model_for_kbit_training casts every weight that is not 4-bit
     #: (embeddings, LM head, norms) to fp32, as TRL, axolotl and the PEFT recipes run it;
     #: None = yes, unless ZeRO-3/FSDP (the FSDP-QLoRA recipe keeps them in bf16), a GPTQ base
@@ -639,6 +652,13 @@ class Training(_ReadsModel):
             _check_fsdp_no_sync(self)
         if self.fsdp_adapter_units:
             _check_fsdp_adapter_units(self)
+        if self.fsdp_embedding_units and (self.zero_stage != 3 or self.zero3_engine != "fsdp"):
+            raise FieldError(("fsdp_embedding_units", "zero_stage"), "embedding units are "
+                             "PyTorch FSDP's units: they need zero_stage 3 run by FSDP "
+                             f"(zero3_engine fsdp); this is zero_stage {self.zero_stage}, "
+                             f"{self.zero3_engine}.",
+                             "Use --zero 3 --zero3-engine fsdp, or leave --fsdp-embedding-units "
+                             "out.")
         if self.zero3_engine == "deepspeed" and self.zero_stage != 3:
             raise FieldError(("zero3_engine", "zero_stage"), "the DeepSpeed ZeRO-3 engine runs "
                              f"ZeRO stage 3; zero_stage is {self.zero_stage}.",

@@ -615,6 +615,11 @@ TORCHTUNE_CONFIG_LOSS: dict[tuple[str, str], str] = {
     ("llama3_1/70B_lora.yaml", "30b8519e8"): "chunked",
     ("llama3_1/405B_qlora.yaml", "30b8519e8"): "hf",
 }
+#: the torchtune configs of the rows (at the commit they name) that shard the token embedding
+#: and the LM head as FSDP units of their own: `custom_sharded_layers: ['tok_embeddings',
+#: 'output']` (read in each config at 30b8519e8; 70B_lora.yaml and the single-device configs
+#: set none, 405B_qlora.yaml neither)
+TORCHTUNE_EMBEDDING_UNITS = frozenset({("llama3_1/70B_full.yaml", "30b8519e8")})
 _TORCHTUNE_CONFIG = re.compile(r"recipes/configs/(\S+\.yaml) (?:at|@) (\w+)")
 
 
@@ -962,6 +967,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
     # lora_B Linear its own FSDP unit inside its layer's, with limit_all_gathers=True
     # (estimate/parallel.py, the note above fsdp_adapter_unit_collectives)
     adapter_units = source == "Answer.AI" and stage == 3 and method != "full"
+    # torchtune's recipes shard with FSDP2 (torchtune/training/_distributed.py shard_model @
+    # 30b8519e8: fully_shard per layer and on the root, CPUOffloadPolicy for fsdp_cpu_offload);
+    # the others run FSDP1 (Answer.AI's FullyShardedDataParallel, Lightning's FSDPStrategy)
+    fsdp_api = "fsdp2" if source == "torchtune" else "fsdp1"
+    config = _TORCHTUNE_CONFIG.search(r["notes"])
+    embedding_units = (source == "torchtune" and stage == 3 and config is not None
+                       and (config.group(1), config.group(2)) in TORCHTUNE_EMBEDDING_UNITS)
+    if embedding_units:
+        notes.append("the config's custom_sharded_layers ['tok_embeddings', 'output']: the "
+                     "embedding and the head FSDP units of their own (fsdp_embedding_units)")
     if adapter_units:
         notes.append("train.py wraps each lora_A and lora_B as an FSDP unit of its own "
                      "(lambda_auto_wrap_policy on trainable leaves) under limit_all_gathers: "
@@ -1025,7 +1040,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
-            fsdp_adapter_units=adapter_units, **lengths, **opt,
+            fsdp_adapter_units=adapter_units, fsdp_api=fsdp_api,
+            fsdp_embedding_units=embedding_units, **lengths, **opt,
             **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}", method)

@@ -84,6 +84,11 @@ _PEAK_ONLY_SOURCES = {
                               "backward (checkpointing), after the loss",
     "dora_norm_bytes": "estimate/dora.py dora_norm_transient_bytes: DoRA's B A product, weight "
                        "copy and their sum inside one adapted linear's forward (peft 0.21)",
+    "gathered_gradients_bytes": "estimate/memory.py gathered_unit_grad_bytes: two ZeRO-3/FSDP "
+                                "units' unsharded gradients beside a layer's backward",
+    "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
+                         "half-precision copy of one 4-bit weight at its matmul "
+                         "(MatMul4Bit, 0.42-0.43)",
 }
 
 
@@ -222,8 +227,9 @@ def _memory_report(m: MemoryBreakdown, device_bytes: float, host_source: str = "
         optimizer_temporaries_bytes=formula(m.optimizer_temporaries_bytes, "bytes",
                                             "foreach AdamW: one state-sized temporary"),
         gathered_bytes=formula(m.gathered_bytes, "bytes",
-                               f"{src}: ZeRO-3/FSDP root unit + 2 gathered layers and their "
-                               "gradients (gathered_working_bytes)"),
+                               f"{src}: ZeRO-3/FSDP root unit + 2 gathered layers (full "
+                               "fine-tuning: and their gradients, beside a layer's backward; "
+                               "gathered_working_bytes)"),
         tensors_bytes=formula(m.tensors_bytes, "bytes", f"{src}: peak of live tensors"),
         allocator_reserve_bytes=reserve,
         cuda_context_bytes=context,

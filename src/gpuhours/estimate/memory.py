@@ -68,7 +68,13 @@ from gpuhours.estimate.peft_methods import (
     peft_method_trainable_params,
     peft_method_transient_bytes,
 )
-from gpuhours.estimate.quant import GPTQ_KERNEL_SWITCH_ROWS, block_linears, quantised_linears_bytes
+from gpuhours.estimate.quant import (
+    GPTQ_KERNEL_SWITCH_ROWS,
+    block_linears,
+    bnb_dequant_transient_bytes,
+    bnb_quant_state_bytes,
+    quantised_linears_bytes,
+)
 from gpuhours.estimate.ssm import hybrid_layer_bytes
 from gpuhours.estimate.unsloth import (
     checkpointed_inputs_on_gpu,
@@ -933,6 +939,8 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
     ones, the current unit's unsharded gradient and the previous unit's gradient still being
     reduce-scattered are alive together (PyTorch FSDP docs, BackwardPrefetch). DeepSpeed ZeRO-3's
     prefetch bucket and live-parameter limit are of the same order for one or two layers.
+    With `t.fsdp_embedding_units` the embedding and the head are units of their own: of the
+    root's, only the head (gathered for its backward) and the final norm are counted.
     """
     if t.zero_stage < 3 or num_gpus <= 1:
         return 0.0
@@ -945,12 +953,34 @@ def gathered_working_bytes(counts: ParamCounts, t: Training, num_gpus: float) ->
     # and shard the packed 4-bit weights: the Answer.AI / HF FSDP-QLoRA recipe) gathers the
     # layers' 4-bit storage; embeddings and head stay in half precision
     w_layer = QLORA_BYTES_PER_PARAM if t.method == "qlora" else w
+    if t.method == "qlora" and t.base_quant in ("nf4", "nf4-nodq"):
+        # bitsandbytes' absmax is whole on every rank already (quant.bnb_quant_state_bytes):
+        # the gather moves the 4-bit data
+        w_layer = NF4_DATA_BYTES_PER_WEIGHT
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
     root = counts.embedding + counts.lm_head + counts.final_norm
+    if t.fsdp_embedding_units:
+        # the embedding and the head are units of their own, each resharded after its forward
+        # (torchtune's custom_sharded_layers under fully_shard, reshard_after_forward True):
+        # at the loss the head's unit is gathered again for its backward, the embedding's is
+        # not, and the root holds the final norm alone (torchtune/training/_distributed.py
+        # shard_model @ 30b8519e8: fully_shard on each matching module, then on the model)
+        root = (counts.lm_head or counts.embedding) + counts.final_norm
     params = root * w * shard_left + 2 * layer * w_layer
-    # the gradients of two units; a LoRA unit's gradients are its adapters' (counted apart)
-    grads = 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads if full else 0.0
-    return params + grads
+    return params + gathered_unit_grad_bytes(counts, t, num_gpus)
+
+
+def gathered_unit_grad_bytes(counts: ParamCounts, t: Training, num_gpus: float) -> float:
+    """The unsharded gradients of two units in `gathered_working_bytes` (full fine-tuning under
+    ZeRO-3/FSDP: the layer in backward and the one before it being reduce-scattered), bytes; a
+    LoRA unit's gradients are its adapters' (counted apart): 0. They exist only from the first
+    layer's backward on, so training_memory counts them beside a layer's backward (the
+    recomputed layer's under checkpointing), not at the loss, where no layer's gradient has
+    been made yet."""
+    if t.zero_stage < 3 or num_gpus <= 1 or t.method != "full":
+        return 0.0
+    layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
+    return 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads
 
 
 #: the name of the setup term that carries the load path's reserve
@@ -1011,6 +1041,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     shard_opt = n if t.zero_stage >= 1 else 1
     shard_grad = n if t.zero_stage >= 2 else 1
     shard_w = n if t.zero_stage >= 3 else 1
+    quant_state = 0.0  # bitsandbytes' NF4 state (qlora below)
 
     if t.method == "full":
         trainable = total
@@ -1044,12 +1075,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         if t.method == "qlora":
             q = quantised_params(arch) + (counts.lm_head if t.lm_head_4bit else 0)
             base = quantised_linears_bytes(arch, q, t.base_quant) + (total - q) * kbit_bytes(t)
+            # bitsandbytes' quantisation state is no parameter: ZeRO-3/FSDP leaves it whole
+            # on every rank (quant.bnb_quant_state_bytes)
+            quant_state = bnb_quant_state_bytes(q, t.base_quant)
+            base -= quant_state
         else:
             base = held * frozen_bytes
         # under a layout the GPU holds its share of the adapters (parallel.local_trainable_params)
         local_trainable = trainable * held / total
         adapter = adapter_state_bytes(t)
-        weights = base / shard_w + local_trainable * adapter.weights
+        # ZeRO-3/FSDP shards the adapters as it shards the base (parameters all)
+        weights = base / shard_w + quant_state + local_trainable * adapter.weights / shard_w
         grads_full = local_trainable * adapter.grads
         master = 0.0
         opt = local_trainable * adapter.optimizer / shard_opt
@@ -1133,10 +1169,17 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         recomputed += gptq_layer + dora_layer
     # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
     # freed when the layer returns; taken on top of the activations at the end of forward
+    # bitsandbytes' dequantised copy of one 4-bit weight at its matmul (quant.py
+    # bnb_dequant_transient_bytes): inside a layer's forward and the recomputed layer's
+    # backward, not at the loss (the head is not 4-bit here: head_dequant_bytes is). Unsloth's
+    # own kernels count theirs in the activations (unsloth.py)
+    bnb_dequant = (bnb_dequant_transient_bytes(arch, t.base_quant, a_bytes) / lay.tp
+                   if t.method == "qlora" and t.kernels != "unsloth" else 0.0)
     dora_transient = (dora_norm_transient_bytes(arch, t, a_bytes)
                       # LoHa/LoKr forming the dense delta (estimate/peft_methods.py)
                       + peft_method_transient_bytes(arch, t)) / lay.tp
     gathered = gathered_working_bytes(counts, t, n) * (held / total)
+    unit_grads = gathered_unit_grad_bytes(counts, t, n) * (held / total)
     host = 0.0
     # activation offloading: pinned host copies of the saved tensors (activation_offload.py)
     host += offloaded_activation_bytes(arch, t) / split
@@ -1153,8 +1196,10 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
         grads = persisting_grads = min(grads, bucket)
-        if t.offload == "optimizer+params":  # nothing resident: the gathered working set only
-            weights, gathered = 0.0, gathered_working_bytes(counts, t, math.inf)
+        if t.offload == "optimizer+params":  # the gathered working set, and what is no
+            # parameter: bitsandbytes' quantisation state stays on the GPU
+            weights, gathered = quant_state, gathered_working_bytes(counts, t, math.inf)
+            unit_grads = gathered_unit_grad_bytes(counts, t, math.inf)
     # Unsloth's offloaded checkpoints: the block inputs in pinned host memory (estimate/unsloth.py)
     host += offloaded_checkpoint_host_bytes(
         arch, t, 4 if kbit_upcast_active(t) else residual_bytes(t.precision))
@@ -1169,9 +1214,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             arch, t, counts, trainable, grads_full, temp_bytes, temp_sets, head_phase)
     buckets = deepspeed_bucket_bytes(t)
     # the first pipeline stage's activations, or the last's with the loss (one stage: the same)
-    forward_peak = (persisting_grads + autocast_cache + gathered + buckets + max(
-        act_first + dora_transient,
-        act_last - recomputed + max(logits, head_phase, recomputed)))
+    # a layer's backward: its activations (recomputed under checkpointing), a dequantised
+    # 4-bit weight, and (full fine-tuning under ZeRO-3/FSDP) two units' unsharded gradients,
+    # which do not exist yet at the loss (gathered_unit_grad_bytes)
+    layer_backward = recomputed + bnb_dequant + unit_grads
+    forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
+        act_first + dora_transient + bnb_dequant,
+        act_last - recomputed + max(logits, head_phase, layer_backward)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
     tensors = weights + master + opt + max(forward_peak, step_peak)
@@ -1179,16 +1228,21 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                 ("optimizer_bytes", opt)]
     if forward_peak >= step_peak:
         # the same terms as forward_peak, named: which stage and which loss-side term is larger
-        at_loss = max(logits, head_phase, recomputed)
+        at_loss = max(logits, head_phase, layer_backward)
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
-        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient)]
-                if act_first + dora_transient >= act_last - recomputed + at_loss
-                else [("activations_kept_bytes", act_last - recomputed), (loss_part, at_loss)])
+        in_layer = [("bnb_dequant_bytes", bnb_dequant)]
+        in_backward = [*in_layer, ("gathered_gradients_bytes", unit_grads)]
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer]
+                if act_first + dora_transient + bnb_dequant >= act_last - recomputed + at_loss
+                else [("activations_kept_bytes", act_last - recomputed),
+                      *(in_backward if loss_part == "recomputed_layer_bytes" else []),
+                      (loss_part, recomputed if loss_part == "recomputed_layer_bytes"
+                       else at_loss)])
         grads_key = "no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes"
         live = [(grads_key, persisting_grads), ("autocast_weight_copies_bytes",
-                 autocast_cache), ("gathered_bytes", gathered), ("deepspeed_buckets_bytes",
-                 buckets), *acts]
+                 autocast_cache), ("gathered_bytes", gathered - unit_grads),
+                ("deepspeed_buckets_bytes", buckets), *acts]
     else:
         live = [("gradients_bytes", grads), ("optimizer_temporaries_bytes", opt_temps)]
     peak_parts = tuple((k, v) for k, v in resident + live if v)

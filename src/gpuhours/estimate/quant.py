@@ -114,6 +114,42 @@ def quantised_linears_bytes(arch: ModelArch, quantised_params: int,
     return arch.num_layers * per_block + rest * per_param
 
 
+def bnb_quant_state_bytes(quantised_params: int, base_quant: BaseQuant) -> float:
+    """Bytes of bitsandbytes' quantisation state of `quantised_params` NF4 weights: the absmax
+    per block of 64 (8-bit with its fp32 constants per 256 blocks under double quantisation,
+    fp32 without), the part of NF4_BYTES_PER_PARAM that is not the 4-bit data. It lives in
+    each Params4bit's `quant_state` (bitsandbytes 0.43 nn/modules.py Params4bit._quantize:
+    `functional.quantize_4bit` returns it beside the packed data), an attribute, not a
+    parameter or buffer: FSDP flattens and shards only parameters (FlatParamHandle), so under
+    ZeRO-3/FSDP every rank keeps the whole state, and CPUOffload(offload_params=True) moves
+    only the flat parameters to the host, so it stays on the GPU. Answer.AI's train.py
+    (AnswerDotAI/fsdp_qlora@05ed9f2, load_and_quantize) quantises on every rank's GPU for
+    this reason ("FSDP only syncs parameters and buffers, so the quant_state isn't copied").
+    0 for other bases (torchao's NF4Tensor holds its scales inside the tensor FSDP shards)."""
+    if base_quant == "nf4":
+        return quantised_params * (8 / 64 + 32 / (64 * 256)) / 8
+    if base_quant == "nf4-nodq":
+        return quantised_params * (32 / 64) / 8
+    return 0.0
+
+
+def bnb_dequant_transient_bytes(arch: ModelArch, base_quant: BaseQuant,
+                                activation_bytes: float) -> float:
+    """Bytes of the half-precision copy bitsandbytes makes of one 4-bit weight at its matmul:
+    MatMul4Bit (bitsandbytes 0.42-0.43 autograd/_functions.py) runs
+    `F.linear(A, F.dequantize_4bit(B, quant_state).to(A.dtype).t())` in forward and
+    `torch.matmul(grad_output, F.dequantize_4bit(B, ctx.state).to(grad_output.dtype).t())`
+    for the input's gradient in backward; dequantize_4bit allocates the whole weight
+    (`torch.empty(quant_state.shape, dtype=quant_state.dtype)`), freed after the matmul, so
+    one is alive at a time: the largest linear of a layer, the MLP's f x d (or the q
+    projection's where wider), at `activation_bytes` each. Its fp32 absmax (4/64 bytes a
+    weight, freed when dequantize_4bit returns) is left out. 0 for other bases."""
+    if base_quant not in ("nf4", "nf4-nodq"):
+        return 0.0
+    d = arch.hidden_size
+    return float(activation_bytes * max(arch.intermediate_size * d, arch.q_dim * d))
+
+
 def nf4_dequant_bytes_per_weight(activation_bytes: float = 2.0) -> float:
     """DRAM bytes per weight of one bitsandbytes NF4 dequantisation before a matmul, with the
     GEMM's read of the copy it makes (bitsandbytes-foundation/bitsandbytes@95f9af30):

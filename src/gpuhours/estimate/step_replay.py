@@ -111,9 +111,16 @@ def replay_applies(t: Training, num_gpus: int, stack: str = "torch-cuda") -> str
         return "not a dense decoder: the replay's layer is a dense decoder's"
     if not layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, num_gpus, t.arch).trivial:
         return "a model-parallel layout is not replayed"
-    if t.offload != "none":
-        return "CPU offload is not replayed"
+    if t.offload != "none" and not fsdp_params_offload(t):
+        return "CPU offload other than FSDP1's CPUOffload(offload_params=True) is not replayed"
     return None
+
+
+def fsdp_params_offload(t: Training) -> bool:
+    """FSDP1's CPUOffload(offload_params=True): offload optimizer+params run by FSDP1 (FSDP2's
+    offload, fully_shard's CPUOffloadPolicy, stages its copies differently: not replayed)."""
+    return (t.offload == "optimizer+params" and t.zero_stage == 3 and t.zero3_engine == "fsdp"
+            and t.fsdp_api == "fsdp1")
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,9 @@ class StepReplay:
     out_of_memory: bool = False
     #: the segment that request needed (0 when none failed)
     failed_segment_bytes: int = 0
+    #: reserved on FSDP's pre-unshard stream (CPU offload's host-to-GPU shard copies, freed
+    #: before the peak), in `reserved_bytes` only: no live tensor
+    pre_unshard_stream_bytes: int = 0
 
     @property
     def reserve_bytes(self) -> int:
@@ -161,6 +171,43 @@ def _fsdp_load(al: Allocator, t: Training, num_gpus: int) -> int:
     for size in (root, layer, layer):
         stream.malloc(size)
     return stream.reserved
+
+
+def _fsdp_offload_load(al: Allocator, t: Training, num_gpus: int) -> tuple[int, int]:
+    """FSDP1 with CPUOffload(offload_params=True): the GPU's resident state and the two side
+    streams of a step. Returns (the unshard stream's reserve, the pre-unshard stream's).
+
+    - resident: bitsandbytes' quantisation state of each 4-bit linear (QLoRA), which is no
+      parameter and stays on the GPU (quant.bnb_quant_state_bytes); the flat parameters, the
+      sharded gradients and AdamW's state are on the host;
+    - the unshard stream: the gathered root unit and two gathered layers, as for the GPU-resident
+      path (`_fsdp_load`);
+    - the pre-unshard stream: FlatParamHandle.pre_unshard copies each unit's host shard to
+      the GPU (`flat_param_to(self.device, non_blocking=True)`) under
+      `stream(pre_unshard_stream)` (torch/distributed/fsdp/_runtime_utils.py `_unshard`;
+      `_init_streams`: "Stream for pre-unshard logic, namely allocations and writes for CPU
+      offloading (H2D copy)"), and the copy is freed once its all-gather has read it
+      (`_all_gather_flat_param` records it on the unshard stream). Its blocks belong to that
+      stream's segments, which no other stream reuses: the segments that two copies in flight
+      take (the root's shard and a layer's: the rate limiter lets two gathers run ahead) stay
+      reserved and hold no live tensor at the step's peak. Read in torch 2.13's FSDP1
+      (_flat_param.py pre_unshard, _all_gather_flat_param; _init_utils.py moves each shard to
+      the host after `shard()`), assumed the same in the torch 2.2 of the benchmarks.
+    The wrap's own transients (each unit copied to the GPU, flattened, sharded, then moved to
+    the host) are not replayed here: the from-pretrained path."""
+    for s in quant_state_bytes(t):
+        al.malloc(s)
+    world = num_gpus if t.zero_stage == 3 else 1
+    units = fsdp_units(t)
+    root = next(sum(u.tensor_bytes) for u in units if u.name == "root")
+    layer = next(sum(u.tensor_bytes) for u in units if u.name == "layer0")
+    unshard, pre = Allocator(), Allocator()
+    for size in (root, layer, layer):
+        unshard.malloc(size)
+    copies = [pre.malloc(-(-root // world)), pre.malloc(-(-layer // world))]
+    pre.free(copies[0])
+    pre.malloc(-(-layer // world))
+    return unshard.reserved, pre.reserved
 
 
 def micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
@@ -298,24 +345,28 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
     the card's memory reserves less than the same run on a larger card; a request that still
     does not fit is out of memory."""
     al = Allocator(capacity_bytes)
-    stream = 0
+    stream = pre = 0
     try:
         if t.load_path == "fsdp-flatten":
             stream = _fsdp_load(al, t, num_gpus)
             if capacity_bytes is not None:  # the unshard stream's segments are held too
                 al.capacity_bytes = capacity_bytes - stream
             al.peak_reserved, al.peak_allocated = al.reserved, al.allocated  # reset_peak_...
+        elif fsdp_params_offload(t):
+            stream, pre = _fsdp_offload_load(al, t, num_gpus)
+            if capacity_bytes is not None:  # both side streams' segments are held too
+                al.capacity_bytes = capacity_bytes - stream - pre
         else:
             _resident(al, t, m)
         run_steps(al, t, m, steps)
     except OutOfMemory as e:
-        return StepReplay(reserved_bytes=al.peak_reserved + stream,
+        return StepReplay(reserved_bytes=al.peak_reserved + stream + pre,
                           allocated_bytes=al.peak_allocated + stream,
                           unshard_stream_bytes=stream, steps=steps, out_of_memory=True,
-                          failed_segment_bytes=e.segment_bytes)
-    return StepReplay(reserved_bytes=al.peak_reserved + stream,
+                          failed_segment_bytes=e.segment_bytes, pre_unshard_stream_bytes=pre)
+    return StepReplay(reserved_bytes=al.peak_reserved + stream + pre,
                       allocated_bytes=al.peak_allocated + stream,
-                      unshard_stream_bytes=stream, steps=steps)
+                      unshard_stream_bytes=stream, steps=steps, pre_unshard_stream_bytes=pre)
 
 
 def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch-cuda",

@@ -268,6 +268,14 @@ class TrainingSettings(_Strict):
         "own inside its layer's, as Answer.AI's fsdp_qlora train.py wraps peft's model: the "
         "rate limiter then hides none of the layers' gathers (estimate/parallel.py); default "
         "no")
+    fsdp_api: Literal["fsdp1", "fsdp2"] | None = Field(
+        default=None, description="which PyTorch FSDP runs zero_stage 3: fsdp1 (default: "
+        "FullyShardedDataParallel, flat parameters) or fsdp2 (fully_shard: torchtune, "
+        "torchtitan); with offload optimizer+params only fsdp1's shard copies are replayed")
+    fsdp_embedding_units: bool | None = Field(
+        default=None, description="FSDP (zero_stage 3) with the token embedding and the LM "
+        "head units of their own (torchtune's custom_sharded_layers): neither stays gathered "
+        "with the root from forward into backward; default no")
     lora_adapter_dtype: Literal["fp32", "half"] | None = Field(
         default=None, description="lora/qlora: the adapters' dtype, fp32 (peft from 0.12; "
         "default) or half (the bf16/fp16 base's: peft up to 0.11, torchtune, litgpt)")

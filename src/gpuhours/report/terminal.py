@@ -39,6 +39,8 @@ _PEAK_PART_LABELS = {
     "activations_kept_bytes": "activations kept", "logits_bytes": "logits and loss",
     "lm_head_backward_bytes": "LM head backward", "recomputed_layer_bytes": "layer recomputed",
     "dora_norm_bytes": "DoRA weight norm (one linear)",
+    "bnb_dequant_bytes": "4-bit weight dequantised (one linear)",
+    "gathered_gradients_bytes": "unsharded gradients (two FSDP units)",
 }
 
 
