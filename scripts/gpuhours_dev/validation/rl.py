@@ -410,6 +410,28 @@ _VERL_COLOCATED_ASSUMED = ("; vLLM's memory share 0.5, the phase's colocated ass
 # MetricsAggregator "time_sum"). The scripts' settings at the same commit
 # (shell/dapo_7b_math_fsdp2_{16_16,32_32,64_64}.sh): rollout TP 4, gpu_memory_utilization 0.80,
 # use_rollout_log_probs (no old-log-prob pass), actor not offloaded, KL off
+# Note for docs/rl.md (issue 13, the FSDP2 update rows 15-17 and 42, 2026-11-24): each setting
+# that could make verl's update cheaper than the phase's was read again at df340d70 and is
+# already what the phase costs, so nothing was changed. use_remove_padding=True (the script):
+# dp_actor.py runs the real tokens only, and the phase costs sequences x (prompt + mean), not
+# the agent loop's padding to 28K. use_dynamic_bsz: update_policy splits each local update by
+# ppo_mini_batch_size (32 x 16 over the SP groups), then prepare_dynamic_batch packs each
+# split to ppo_max_token_len_per_gpu x ulysses_sequence_parallel_size (61,440 x 4): the
+# phase's update_tokens_per_gpu and cp 4 (micro-batches of 125 / 64 / 32 sequences; the step is
+# matmul-bound, 66.7 s of an optimizer step's 74.2 s in matmuls on 16 GPUs, so the count barely
+# matters). Recompute: enable_gradient_checkpointing True (model/hf_model.yaml), which
+# fsdp_workers.py applies to the actor. ppo_epochs 1, calculate_entropy false and
+# entropy_coeff 0 (actor.yaml), use_prefix_grouper false, actor offload False, no reference
+# model, compute_prox_log_prob False (old_log_probs = rollout_log_probs, ray_trainer.py
+# _process_batch_common). fsdp_size=8 (hybrid sharding inside a node) is not modelled; the
+# estimate hides all but 0.9 s of an optimizer step's FSDP traffic either way. A local update takes
+# ppo_mini_batch_size x require_batches = 128 samples (fully_async_trainer.py), each one prompt
+# repeated rollout.n = 16 times (detach_utils.py prepare_single_generation_data): 8,192
+# sequences a sync. At the twin's fitted mean, 8,192 x 1,952 tokens at 43.6 GFLOP a token (6N
+# + attention, no recompute) need 294 s on 16 H20s at 100% of 148 TFLOPS, above row 15's
+# measured 269.8 s (update_bound_sequence_tokens: at most 1,838 tokens a sequence, 1,379 with
+# the recompute): no cost of the update can be wrong enough; the run trained fewer tokens
+# than its synchronous twin, which only shorter responses can mean.
 _VERL_ASYNC = {"placement": "dedicated", "async_rollout": True, "partial_rollout": True,
                "old_logprob_pass": False}
 # the rollouter keeps 16 prompts in flight per rollout server (fully_async_rollouter.py
