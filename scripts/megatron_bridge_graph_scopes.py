@@ -28,14 +28,17 @@ OUT = (Path(__file__).resolve().parent / "gpuhours_dev" / "validation" / "data"
 
 
 def git(repo, *a):
+    """stdout of a git command in the mirror `repo`."""
     return subprocess.run(["git", "-C", repo, *a], capture_output=True, text=True,
                           check=True).stdout
 
 
+#: module name -> (file path, parsed module) of the recipes and the recipes they build on
 MODS: dict = {}
 
 
 def defs(mod):
+    """(functions defined in `mod`, names it imports -> (module, name))."""
     out, imports = {}, {}
     for node in MODS[mod][1].body:
         if isinstance(node, ast.FunctionDef):
@@ -46,10 +49,12 @@ def defs(mod):
     return out, imports
 
 
+#: module name -> defs(module)
 CACHE: dict = {}
 
 
 def resolve(mod, name, depth=0):
+    """(module, FunctionDef) that `name` means in `mod`, through its imports; None if outside."""
     d, imp = CACHE[mod]
     if name in d:
         return d[name]
@@ -61,6 +66,7 @@ def resolve(mod, name, depth=0):
 
 
 def const(node):
+    """The value of an assigned expression: a literal, an enum member's name, or "?"."""
     try:
         return ast.literal_eval(node)
     except Exception:
@@ -72,7 +78,7 @@ def const(node):
 
 
 def run(mod, fn, state, notes, depth=0):
-    """apply fn's body to state (dict impl, scope)."""
+    """The state (impl, scope, layout sizes) after `fn`'s statements run on it."""
     if depth > 12:
         return state
     for stmt in fn.body:
@@ -81,6 +87,7 @@ def run(mod, fn, state, notes, depth=0):
 
 
 def call_target(mod, call):
+    """(called name, resolve() of it) of a plain call `f(...)`."""
     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
         return call.func.id, resolve(mod, call.func.id)
     return None, None
@@ -93,6 +100,7 @@ LAYOUT = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
 
 
 def stmt_(mod, stmt, state, notes, depth, cond):
+    """The state after one statement; `cond`: inside an `if` (graph settings only noted)."""
     if isinstance(stmt, ast.Assign):
         tgt = stmt.targets[0]
         if isinstance(tgt, ast.Attribute) and tgt.attr in ("cuda_graph_impl", "cuda_graph_scope",
@@ -139,6 +147,7 @@ def stmt_(mod, stmt, state, notes, depth, cond):
 
 
 def effective(state):
+    """What Megatron-Core runs for the state's impl and scope (the module docstring's rules)."""
     impl, scope = state["impl"], state["scope"]
     if isinstance(scope, str):
         scope = [scope]

@@ -197,7 +197,9 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     values): the forward half of host_ops_per_micro_batch, per layer by the kernel path and how
     the precision runs, LoRA adapters, a quantised base's dequantisation, and the embedding and
     head outside the layers (assumptions.OPS_PER_MICRO_BATCH's forward). DeepSpeed ZeRO-3's
-    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's)."""
+    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's),
+    and so are Training.cuda_graph_scope's graphs (Megatron-Core captures them for the
+    training step's micro-batches; a scoring pass runs its forward eagerly)."""
     if t.kernels == "megatron":
         fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
                                        else 0.0)
