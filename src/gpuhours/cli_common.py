@@ -56,7 +56,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
-    "moe_dispatch": "--moe-dispatch", "offload": "--offload",
+    "moe_dispatch": "--moe-dispatch", "cuda_graph_scope": "--cuda-graph-scope",
+    "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
     "lora_branch": "--lora-branch", "dora": "--dora", "dora_base_matmul": "--dora-base-matmul",
@@ -141,7 +142,9 @@ def user_errors(func: F) -> F:
             cause = (first.get("ctx") or {}).get("error")
             if isinstance(cause, InputError):  # raised by a model validator, keyed by field
                 fail(where_of(cause), cause.message + (f" {cause.hint}" if cause.hint else ""))
-            field = str(first["loc"][-1]) if first["loc"] else "input"
+            # the innermost named field: an item of a list field (an int in loc) is its field's
+            names = [str(part) for part in first["loc"] if not isinstance(part, int)]
+            field = names[-1] if names else "input"
             fail(option_of(field), f"{first['msg']} (got {first.get('input')!r}).")
 
     return wrapper  # type: ignore[return-value]
@@ -259,6 +262,12 @@ MoeDispatchOpt = Annotated[str, typer.Option(
          "dispatcher with fused permute: Megatron-Bridge; router and dispatcher operators "
          "not counted) or allgather-unfused (NeMo-RL's: allgather dispatcher, unfused "
          "permute, fp64 router: counted, and its combine's fp64 traffic).")]
+CudaGraphScopeOpt = Annotated[str | None, typer.Option(
+    help="On --kernels megatron, the regions of the step replayed as CUDA graphs, comma-"
+         "separated as Megatron-Core names them: full_iteration (the whole forward-backward), "
+         "full (each whole layer), or attn, mlp, moe, moe_router, moe_preprocess (Megatron-"
+         "Bridge's cuda_graph_scope). Each graphed region costs the host one launch instead "
+         "of one dispatch a kernel. Default: no graphs.")]
 HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "

@@ -114,6 +114,17 @@ Kernels = Literal["eager", "flash-attn", "megatron", "unsloth"]
 #: grpo_math_1B.yaml megatron_cfg: moe_token_dispatcher_type allgather, moe_permute_fusion false,
 #: moe_router_dtype fp64, the router frozen (Megatron-Core's MoEAllGatherTokenDispatcher)
 MoeDispatch = Literal["fused", "allgather-unfused"]
+#: a region of the megatron path's training step replayed as a CUDA graph, as Megatron-Core
+#: names it (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py
+#: cuda_graph_impl and cuda_graph_scope / cuda_graph_modules; estimate/host.py
+#: megatron_graphed_ops_per_layer): full_iteration = one graph of the whole forward-backward of
+#: a step (cuda_graph_impl "full_iteration", or "local" with scope ["full_iteration"]); full =
+#: each decoder layer whole (Megatron's deprecated "full", now an empty module list with
+#: cuda_graph_impl local or transformer_engine); attn = TransformerLayer._forward_attention;
+#: mlp = _forward_mlp of a dense layer; moe = _forward_mlp of a MoE layer; moe_router = a MoE
+#: layer's _forward_mlp up to its router; moe_preprocess = MoELayer.preprocess (with moe_router)
+CudaGraphScope = Literal["full_iteration", "full", "attn", "mlp", "moe", "moe_router",
+                         "moe_preprocess"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
 Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
@@ -215,6 +226,11 @@ class Training(_ReadsModel):
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
+    #: the regions of the megatron path's step replayed as CUDA graphs (CudaGraphScope above;
+    #: Megatron-Bridge's recipes' cuda_graph_scope): each graphed region's kernels cost the
+    #: host one graph launch instead of one dispatch each (estimate/host.py). None: no graphs
+    #: (cuda_graph_impl "none"). A comma-separated string is read as the list
+    cuda_graph_scope: tuple[CudaGraphScope, ...] | None = None
     #: under checkpointing, each block's input moved to host memory in forward and back in
     #: backward (Unsloth's use_gradient_checkpointing="unsloth": estimate/unsloth.py); the GPU
     #: keeps one block's input. False: every block's input stays on the GPU
@@ -446,6 +462,14 @@ class Training(_ReadsModel):
     #: gradients, optimizer state or activations
     train_vision: bool = False
 
+    @field_validator("cuda_graph_scope", mode="before")
+    @classmethod
+    def _scope_list(cls, scope: Any) -> Any:
+        """"attn,moe_router" (the CLI's, a plan's string) as the list; none named: None."""
+        if isinstance(scope, str):
+            scope = [part.strip() for part in scope.split(",") if part.strip()]
+        return scope if scope is None or len(scope) else None
+
     @model_validator(mode="after")
     def _check_images(self) -> Training:
         if not self.images_per_example:
@@ -633,6 +657,12 @@ class Training(_ReadsModel):
             _check_load_path(self)
         if self.kernels == "megatron":
             _check_megatron(self)
+        elif self.cuda_graph_scope is not None:
+            raise FieldError(("cuda_graph_scope", "kernels"), "cuda_graph_scope names regions "
+                             "of Megatron-Core's training step replayed as CUDA graphs; the "
+                             "kernel path is not megatron (other paths' graphs are not "
+                             "modelled).", "Give --kernels megatron, or leave "
+                             "--cuda-graph-scope out.")
         elif self.moe_dispatch != "fused":
             raise FieldError(("moe_dispatch", "kernels"), "moe_dispatch says how Megatron-Core's "
                              "MoE layer routes its tokens; the kernel path is not megatron.",
@@ -876,6 +906,30 @@ def _check_fsdp_adapter_units(t: Training) -> None:
                          "--fsdp-adapter-units out.")
 
 
+def _check_cuda_graph_scope(scope: tuple[str, ...]) -> None:
+    """Combinations Megatron-Core refuses or that mean nothing (transformer_config.py
+    __post_init__ and cuda_graphs.py @d98e8a64): full_iteration and full each stand alone (one
+    graph of the step; the whole layer), moe_preprocess needs moe_router, and moe (the whole
+    MoE MLP) already holds moe_router's part."""
+    names = set(scope)
+    if len(names) != len(scope):
+        raise FieldError("cuda_graph_scope", f"a region named twice: {', '.join(scope)}.",
+                         "Name each region once.")
+    for alone in ("full_iteration", "full"):
+        if alone in names and len(names) > 1:
+            raise FieldError("cuda_graph_scope", f"{alone} graphs "
+                             f"{'the whole step' if alone == 'full_iteration' else 'each whole layer'}"
+                             f"; it cannot be listed with {', '.join(sorted(names - {alone}))}.",
+                             f"Give {alone} alone, or the regions without it.")
+    if "moe_preprocess" in names and "moe_router" not in names:
+        raise FieldError("cuda_graph_scope", "moe_preprocess must be used together with "
+                         "moe_router (Megatron-Core's rule).", "Add moe_router.")
+    if "moe" in names and "moe_router" in names:
+        raise FieldError("cuda_graph_scope", "moe graphs a MoE layer's whole MLP, router "
+                         "included; moe_router names a part of it.",
+                         "Give moe, or moe_router (with moe_preprocess).")
+
+
 def _check_megatron(t: Training) -> None:
     """The megatron kernel path counts Megatron-Core's own operators (estimate/host.py): it has
     no 4-bit base to dequantise, no DeepSpeed ZeRO-3 hooks and no LoRA dropout, so those
@@ -893,6 +947,8 @@ def _check_megatron(t: Training) -> None:
         raise FieldError(("kernels", "lora_dropout"), why + "LoRA dropout: its mask and "
                          "multiply operators would be left out.",
                          "Use kernels eager, or lora_dropout 0.")
+    if t.cuda_graph_scope is not None:
+        _check_cuda_graph_scope(t.cuda_graph_scope)
 
 
 def _check_unsloth(t: Training) -> None:

@@ -47,6 +47,7 @@ from gpuhours.estimate.memory import MemoryBreakdown, training_memory
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
+from gpuhours_dev.validation.recipe_graphs import recipe_graph_scope
 
 from . import Comparison, _rows
 
@@ -1127,6 +1128,11 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     notes.append("Megatron-Core's Adam: Transformer Engine's FusedAdam (fused, in place)")
     loss, loss_note = _megatron_loss_kernel(r["source"], method)
     notes.append(loss_note)
+    mb = int(r["per_device_batch"])
+    scope, graphs = _megatron_graphs(r, model, method, {
+        "tensor": tp, "pipeline": pp, "context": cp, "vp": vp, "micro": mb,
+        "global": mb * int(r["grad_accum"]) * dp})
+    notes.append(graphs)
     gpus_per_node, node, system = MEGATRON_SYSTEMS[r["gpu"]]
     net = None
     if node is not None:
@@ -1147,7 +1153,7 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
             zero_stage=1 if dp > 1 and distributed else 0, tp=tp, pp=pp, cp=cp,
             virtual_stages=vp, tp_comm_overlap=overlap, optimizer="adamw",
             optimizer_impl="fused", loss_kernel=loss, fp8_params=precision == "fp8-mixed",
-            **lora))
+            cuda_graph_scope=scope, **lora))
     except FieldError as e:
         return skip(f"the estimator refuses the setup: {e}")
     where = (f"{n} x {gpu.name if gpu else r['gpu']}, tp {tp} pp {pp} cp {cp} vp {vp} dp {dp}"
@@ -1161,6 +1167,21 @@ def _megatron_row(base: dict[str, Any], r: dict[str, str]) -> Mapped:
     return Mapped(**base, method=method, training=t, gpu=gpu, gpu_is_size_only=False,
                   setup=setup, skipped=None, gpus_per_node=gpus_per_node,
                   inter_node_gb_per_s_one_way=net)
+
+
+def _megatron_graphs(r: dict[str, str], model: str, method: str, layout: dict[str, int]
+                     ) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.cuda_graph_scope, the setup's note) of a Megatron-Core row: Megatron-Bridge's
+    from its recipe at 067f987d (recipe_graphs.recipe_graph_scope: llama3_70b_sft_32gpu_gb200_*
+    and llama3_70b_peft_8gpu_gb200_*, cuda_graph_impl transformer_engine with scope mlp; the
+    26.06 presets the rows name, LLAMA3_70B_{SFT,LORA}_CONFIG_GB200_* in scripts/performance/
+    configs/llama/llama3_workload_base_configs.py @ 63b08b397, set the same); dgxc-benchmarking's
+    NeMo 2 rows are not read from a recipe and stay ungraphed."""
+    if "Megatron-Bridge" not in r["source"]:
+        return None, "CUDA graphs not read (not a Megatron-Bridge recipe): left ungraphed"
+    precision = r["precision"].split(" (")[0]
+    return recipe_graph_scope(model, r["gpu"].split(" (")[0].lower(), int(r["n_gpus"]),
+                              precision, "peft" if method == "lora" else "sft", layout)
 
 
 def _megatron_loss_kernel(citation: str, method: str) -> tuple[str, str]:

@@ -1023,7 +1023,13 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "recipe's Transformer Engine cross-entropy (loss_kernel te: "
         "the gradient written into the bf16 logits) and the LoRA recipe's Megatron-Core "
         "vocab-parallel one (megatron: one fp32 copy, softmax and gradient in place). No "
-        "memory figure is published to check the totals against."),
+        "memory figure is published to check the totals against. CUDA graphs: both recipes "
+        "graph each layer's MLP (cuda_graph_impl transformer_engine, scope mlp: "
+        "llama3_70b_sft_32gpu_gb200_* and llama3_70b_peft_8gpu_gb200_* in perf_recipes at "
+        "067f987d; the 26.06 presets the rows name, LLAMA3_70B_{SFT,LORA}_CONFIG_GB200_* at "
+        "63b08b397, set the same), so 13 forward and backward kernels of a layer's 31 (with "
+        "fp8, 16 of 37) cost the Grace host 2 graph replays: #523 -6.2% -> -1.8%, #524 "
+        "+0.9% -> +5.6%, #525 -19.0% -> -11.9%, #526 -20.0% -> -13.5%."),
     "DGXC NeMo": (
         "Added rows (held out; the Hopper GEMM efficiencies were set from throughput_h100.csv's "
         "tuning half, which these runs are not in). NVIDIA dgxc-benchmarking v25.04: NeMo 2 "

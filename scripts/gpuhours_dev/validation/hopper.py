@@ -31,6 +31,7 @@ from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.parallel import reference_node
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
+from gpuhours_dev.validation.recipe_graphs import recipe_graph_scope
 
 #: the catalog model of each source's model name (Megatron-Bridge, NeMo, NeMo Automodel)
 H100_MODELS = {
@@ -238,11 +239,18 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
         basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
     else:
         arch, basis = resolve_model(models[r["model"]])
+    # the sizes the row states, to match its recipe's (an unstated VP or EP is not compared)
+    stated = {"tensor": tp, "pipeline": pp, "context": cp, "micro": mb,
+              **{name: nums[k] for k, name in (("EP", "expert"), ("VP", "vp")) if k in nums},
+              **({"global": int(r["global_batch"])} if r["global_batch"] else {})}
+    scope, graphs = (row_graph_scope(r, models, method, stated) if kernels == "megatron"
+                     else (None, ""))
     try:
         t = Training.model_validate(dict(
             arch=arch, model_basis=basis, method=method, precision=precision,
             micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
             lora_targets=targets, kernels=kernels, loss_kernel=loss, **branch,
+            cuda_graph_scope=scope,
             zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
             virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
     except FieldError as e:  # the stated layout is one the estimator does not express
@@ -254,10 +262,24 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
     setup = (f"{method}{' ' + lora_setup if method == 'lora' else ''}, {kernels} kernels, "
              f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
              f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
-             f"x {accum}")
+             f"x {accum}{'; ' + graphs if graphs else ''}")
     model = arch.name if r["model"] in NEMO_GPT3 else models[r["model"]]
     key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
     return HopperRow(label, r["source"], measured, t, hw, setup, None, key, r.get("split", ""))
+
+
+def row_graph_scope(r: dict[str, str], models: dict[str, str], method: str,
+                    layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.cuda_graph_scope, what the setup column says) of a megatron-path row: a
+    Megatron-Bridge row's recipe's (recipe_graphs.recipe_graph_scope: the row's model, system,
+    GPU count and precision; LoRA rows the peft recipe); NeMo's and Megatron-LM's rows are not
+    read from a recipe and stay ungraphed."""
+    if "Megatron-Bridge" not in r["source"]:
+        return None, "CUDA graphs not read (not a Megatron-Bridge recipe): left ungraphed"
+    gpu = "h100" if r["gpu"].startswith("H100") else r["gpu"].lower()
+    return recipe_graph_scope(models.get(r["model"], r["model"]), gpu, int(r["n_gpus"]),
+                              r["precision"], "peft" if method == "lora" else "pretrain",
+                              layout)
 
 
 # --- the split and the fit -------------------------------------------------------------------

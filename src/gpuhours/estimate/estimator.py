@@ -554,6 +554,8 @@ def estimate_training(
     # a vision tower's operators are counted too (estimate/vision_host.py)
     tower_ops = ("; the vision tower's: estimate/vision_host.py"
                  if vision_host_ops_per_micro_batch(t) else "")
+    if t.cuda_graph_scope is not None:  # the regions replayed as CUDA graphs, one launch each
+        tower_ops = f"; CUDA graphs {','.join(t.cuda_graph_scope)}{tower_ops}"
     breakdown = {
         "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"
                             + _expert_gemm_note(arch, st)),

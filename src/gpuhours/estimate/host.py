@@ -197,7 +197,9 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     values): the forward half of host_ops_per_micro_batch, per layer by the kernel path and how
     the precision runs, LoRA adapters, a quantised base's dequantisation, and the embedding and
     head outside the layers (assumptions.OPS_PER_MICRO_BATCH's forward). DeepSpeed ZeRO-3's
-    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's)."""
+    module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's),
+    and so are Training.cuda_graph_scope's graphs (Megatron-Core captures them for the
+    training step's micro-batches; a scoring pass runs its forward eagerly)."""
     if t.kernels == "megatron":
         fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
                                        else 0.0)
@@ -326,6 +328,54 @@ MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2, "mlp": 
 #: host running ahead of the GPU; that is not modelled beyond their operators.
 MEGATRON_MOE_ALLGATHER_OPS = (39.0, 26.0)
 
+# --- CUDA graphs on the megatron path --------------------------------------------------------
+#
+# Megatron-Core graphs a training step in one of two ways (NVIDIA/Megatron-LM@d98e8a64,
+# megatron/core/transformer/transformer_config.py cuda_graph_impl and cuda_graph_modules, the
+# field Megatron-Bridge's recipes still call cuda_graph_scope):
+# - per layer ("local": cuda_graphs.py CudaGraphManager; "transformer_engine": TE's
+#   make_graphed_callables): each decoder layer's graphed part is one callable, captured as a
+#   forward graph and a backward graph (cuda_graphs.py _CudaGraphRunner fwd_graph, bwd_graph)
+#   and replayed once each per micro-batch. transformer_layer.py _te_cuda_graph_capture puts
+#   _forward_attention in it for "attn" (or the whole layer), _forward_mlp for "mlp" on a
+#   dense layer, "moe" on a MoE layer, or a MoE layer's _forward_mlp up to its router for
+#   "moe_router" (MoELayer.preprocess too with "moe_preprocess"); what is left runs eagerly
+#   (_te_cuda_graph_replay). A layer with nothing graphed replays nothing.
+# - "full_iteration" (full_cuda_graph.py FullCudaGraphWrapper): forward_backward_func, every
+#   micro-batch of a step, is one graph replayed once a step; each micro-batch's input tensors
+#   are first copied into static buffers (StaticBufferLoader). The optimizer step is outside.
+#
+# MEGATRON_LAYER_OPS's 31 kernels by the part of TransformerLayer.forward that issues them
+# (its own comment names each kernel):
+#: _forward_attention, (forward, backward): forward linear_qkv (norm, GEMM: 2), rotary on q and
+#: on k (2), cuDNN attention (1), linear_proj's GEMM (1), the residual add (1): 7; backward
+#: linear_proj's dgrad and wgrad (2), linear_qkv's dgrad, wgrad, norm backward and dgamma (4),
+#: attention's backward (1), rotary's backwards (2), the q, k, v gradients' concatenation (1),
+#: the gradient sum at the attention residual's branch point (1): 11
+MEGATRON_ATTN_OPS = (7.0, 11.0)
+#: _forward_mlp of a dense layer (and, as MEGATRON_LAYER_OPS counts it, of a MoE layer):
+#: forward linear_fc1 (norm, GEMM: 2), SwiGLU (1), linear_fc2's GEMM (1), the residual add
+#: (1): 5; backward linear_fc2's dgrad and wgrad (2), linear_fc1's four (4), SwiGLU's backward
+#: (1), the gradient sum at the MLP residual's branch point (1): 8
+MEGATRON_MLP_OPS = (5.0, 8.0)
+#: MEGATRON_FP8_EXTRA_OPS by part: linear_proj's input cast and linear_qkv's and linear_proj's
+#: output-gradient casts are attention's (1, 2); linear_fc2's and linear_fc1's the MLP's (1, 2)
+MEGATRON_FP8_ATTN_OPS = (1.0, 2.0)
+MEGATRON_FP8_MLP_OPS = (1.0, 2.0)
+#: what "moe_router" graphs of a MoE layer's counted kernels: its pre_mlp_layernorm, a
+#: separate TE norm (MEGATRON_NORM_OPS: its kernel; backward and dgamma), and, with
+#: moe_dispatch allgather-unfused, the router's operators of MEGATRON_MOE_ALLGATHER_OPS
+#: (forward 15, backward the router's 6 and the gating GEMM's 6). With the fused dispatch the
+#: router's and the preprocess's own operators are not counted (the MoE layer is counted as a
+#: dense one), so moe_preprocess takes away nothing counted
+MEGATRON_ROUTER_ALLGATHER_OPS = (15.0, 12.0)
+#: graph replays per graphed layer per micro-batch: its forward graph and its backward graph
+MEGATRON_GRAPH_LAUNCHES_PER_LAYER = (1.0, 1.0)
+#: full_iteration: the input tensors of a GPT micro-batch copied into the static buffers
+#: (tokens, labels, loss_mask, attention_mask, position_ids: Megatron's get_batch keys; one
+#: copy each, clone_tensors_in_struct), per micro-batch; the step's one replay comes on top
+MEGATRON_FULL_ITERATION_COPIES = 5.0
+
 
 def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
     """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
@@ -338,12 +388,67 @@ def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, flo
     return MEGATRON_MOE_ALLGATHER_OPS[0] * share, MEGATRON_MOE_ALLGATHER_OPS[1] * share
 
 
+def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """(forward, backward) kernels of one decoder layer, on average over the layers, that
+    per-layer CUDA graphs (Training.cuda_graph_scope) take off the host, less the graphs' own
+    replays (MEGATRON_GRAPH_LAUNCHES_PER_LAYER on each layer with anything graphed). The
+    graphed parts are those of the layer-part counts above; LoRA adapters go with the linear
+    they wrap (Megatron-Bridge's adapters run inside the graphed module). (0, 0) without
+    per-layer graphs (none, or full_iteration: megatron_ops_per_micro_batch)."""
+    scope = set(t.cuda_graph_scope or ())
+    if not scope or "full_iteration" in scope:
+        return 0.0, 0.0
+    fp8 = t.precision == "fp8-mixed"
+    adapters = (MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] if t.method != "full" else 0)
+    mlp_adapters = {"all-linear": 2, "mlp": 2}.get(t.lora_targets, 0) if adapters else 0
+    a_fwd, a_bwd = MEGATRON_LORA_ADAPTER_OPS
+
+    def part(ops: tuple[float, float], fp8_ops: tuple[float, float], n_adapters: int
+             ) -> tuple[float, float]:
+        return (ops[0] + fp8 * fp8_ops[0] + a_fwd * n_adapters,
+                ops[1] + fp8 * fp8_ops[1] + a_bwd * n_adapters)
+
+    norms = 2.0 if arch.qk_norm else 0.0
+    attn = part(MEGATRON_ATTN_OPS, MEGATRON_FP8_ATTN_OPS, adapters - mlp_adapters)
+    attn = (attn[0] + norms * MEGATRON_NORM_OPS[0], attn[1] + norms * MEGATRON_NORM_OPS[1])
+    mlp = part(MEGATRON_MLP_OPS, MEGATRON_FP8_MLP_OPS, mlp_adapters)
+    whole = "full" in scope
+    moe_layers = arch.moe_layers if arch.is_moe else 0
+    # a dense layer: attention and its MLP
+    dense = [attn if whole or "attn" in scope else (0.0, 0.0),
+             mlp if whole or "mlp" in scope else (0.0, 0.0)]
+    # a MoE layer: attention, and its MLP whole (moe, full) or to the router (moe_router)
+    moe_mlp: tuple[float, float] = (0.0, 0.0)
+    if whole or "moe" in scope:
+        router = (MEGATRON_MOE_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
+                  else (0.0, 0.0))
+        moe_mlp = (mlp[0] + router[0], mlp[1] + router[1])
+    elif "moe_router" in scope:
+        router = (MEGATRON_ROUTER_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
+                  else (0.0, 0.0))
+        moe_mlp = (MEGATRON_NORM_OPS[0] + router[0], MEGATRON_NORM_OPS[1] + router[1])
+    moe = [attn if whole or "attn" in scope else (0.0, 0.0), moe_mlp]
+    fwd = bwd = 0.0
+    for parts, layers in ((dense, arch.num_layers - moe_layers), (moe, moe_layers)):
+        p_fwd, p_bwd = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        if p_fwd or p_bwd:
+            l_fwd, l_bwd = MEGATRON_GRAPH_LAUNCHES_PER_LAYER
+            fwd += layers * (p_fwd - l_fwd)
+            bwd += layers * (p_bwd - l_bwd)
+    return fwd / arch.num_layers, bwd / arch.num_layers
+
+
 def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     """Device operators of one micro-batch on the megatron path: MEGATRON_LAYER_OPS per layer,
     fp8 casts, q and k norms, a MoE layer's router and dispatcher (megatron_moe_ops_per_layer),
     LoRA adapters (the frozen base's wgrad dropped), the forward again under
     checkpointing, and the embedding, head and loss outside the layers, taken at the eager
-    count (assumptions.OPS_PER_MICRO_BATCH; not counted for Megatron)."""
+    count (assumptions.OPS_PER_MICRO_BATCH; not counted for Megatron). CUDA graphs
+    (Training.cuda_graph_scope): per-layer graphs take their parts' kernels off
+    (megatron_graphed_ops_per_layer); full_iteration leaves the static-buffer copies and the
+    step's one replay shared over its micro-batches."""
+    if t.cuda_graph_scope is not None and "full_iteration" in t.cuda_graph_scope:
+        return MEGATRON_FULL_ITERATION_COPIES + 1.0 / t.grad_accum
     fwd, bwd = MEGATRON_LAYER_OPS
     if t.precision == "fp8-mixed":
         fwd, bwd = fwd + MEGATRON_FP8_EXTRA_OPS[0], bwd + MEGATRON_FP8_EXTRA_OPS[1]
@@ -357,6 +462,8 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         a_fwd, a_bwd = MEGATRON_LORA_ADAPTER_OPS
         fwd, bwd = fwd + a_fwd * adapters, bwd + a_bwd * adapters
         outside_bwd = 0.0
+    g_fwd, g_bwd = megatron_graphed_ops_per_layer(arch, t)
+    fwd, bwd = fwd - g_fwd, bwd - g_bwd
     if t.checkpointing:
         bwd += fwd
     return arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd

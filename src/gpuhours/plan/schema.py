@@ -23,6 +23,7 @@ from gpuhours.counts import parse_count
 from gpuhours.errors import FieldError
 from gpuhours.setup import (
     BaseQuant,
+    CudaGraphScope,
     Engine,
     Kernels,
     LoraTargets,
@@ -207,6 +208,12 @@ class TrainingSettings(_Strict):
         "fused (default: the all-to-all dispatcher with fused permute, Megatron-Bridge's; its "
         "router and dispatcher operators not counted) or allgather-unfused (NeMo-RL's "
         "grpo_math_1B.yaml: allgather dispatcher, unfused permute, fp64 router)")
+    # strict=False: YAML gives a list, read as Training's tuple
+    cuda_graph_scope: tuple[CudaGraphScope, ...] | None = Field(
+        default=None, strict=False, description="on kernels megatron, the regions of the step replayed as "
+        "CUDA graphs, as Megatron-Core names them (a list): "
+        "full_iteration, full (each whole layer), attn, mlp, moe, moe_router, moe_preprocess; "
+        "default: none")
     zero_stage: ZeroStage | None = None
     offload: Offload | None = Field(
         default=None, description="CPU offload: none, optimizer (DeepSpeed offload_optimizer; "

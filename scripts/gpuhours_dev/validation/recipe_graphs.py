@@ -1,0 +1,82 @@
+"""The CUDA graph scope of the Megatron-Bridge performance recipe behind a published row
+(Training.cuda_graph_scope), read from data/megatron_bridge_cuda_graphs.csv: every recipe of
+src/megatron/bridge/perf_recipes/ at NVIDIA-NeMo/Megatron-Bridge@067f987d, the commit the
+performance tables (data/throughput_blackwell.csv, the Megatron-Bridge rows of
+throughput_h100.csv and finetune_runs_added.csv) were read at, with its effective
+cuda_graph_impl / cuda_graph_scope (scripts/megatron_bridge_graph_scopes.py says how).
+
+A row names its model, system, GPU count and precision; the recipe is
+`{model}_{task}_{n}gpu_{gpu}_{precision}_config`. A row whose precision is plain "FP8" (the
+older tables) takes the recipes of every fp8 scaling there is for it, and their scope only if
+they agree. No recipe, or recipes that disagree: the row stays ungraphed and its setup says so.
+The recipes are those of the commit, not necessarily of the container release a row was
+measured with (the archive's older releases may have graphed differently). No row's error
+chose anything here.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+from pathlib import Path
+
+#: the data file and the commit its recipes were read at
+GRAPHS_CSV = Path(__file__).resolve().parent / "data" / "megatron_bridge_cuda_graphs.csv"
+RECIPE_COMMIT = "067f987d"
+
+#: the recipes' name of each catalog model
+RECIPE_MODEL = {"llama-3-8b": "llama3_8b", "llama-3-70b": "llama3_70b",
+                "llama-3.1-405b": "llama31_405b", "qwen3-30b-a3b": "qwen3_30b_a3b",
+                "qwen3-235b-a22b": "qwen3_235b_a22b", "gpt-oss-120b": "gpt_oss_120b",
+                "gpt-oss-20b": "gpt_oss_20b", "deepseek-v3": "deepseek_v3"}
+#: the recipes' precision names of a table's Precision column (FP8-CS: per-tensor current
+#: scaling; FP8-MX / MXFP8: block-scaled; plain FP8: any of the fp8 recipes, ds = delayed)
+RECIPE_PRECISIONS = {"BF16": ("bf16",), "FP8-CS": ("fp8cs",), "FP8-MX": ("fp8mx",),
+                     "MXFP8": ("fp8mx",), "FP8": ("fp8cs", "fp8mx", "fp8ds", "fp8sc")}
+
+
+@cache
+def recipe_scopes() -> dict[str, tuple[str, str, dict[str, int]]]:
+    """Recipe function -> (effective scope as gpuhours names it, its file, the layout it sets:
+    tensor, pipeline, context, expert, vp, micro, global; a size it leaves to its base recipe
+    is absent)."""
+    with GRAPHS_CSV.open() as f:
+        return {r["function"]: (r["cuda_graph_scope"], r["recipe"].split("perf_recipes/")[1],
+                                {k: int(v) for k, v in (kv.split("=") for kv in
+                                                        r["layout"].split()) if v})
+                for r in csv.DictReader(f)}
+
+
+def recipe_graph_scope(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+                       layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.cuda_graph_scope, how the setup column says it) for a Megatron-Bridge row of
+    `model` (catalog name) on n_gpus `gpu`s (the recipes' name: h100, b200, gb200, b300,
+    gb300) at the table's `precision`, `task` pretrain, sft or peft, with the row's stated
+    `layout` (the recipe's keys; vp 1 for none): a recipe that sets another layout is another
+    configuration than the row's (an older release's), whose graphs are not read here."""
+    prefix = RECIPE_MODEL.get(model)
+    precisions = RECIPE_PRECISIONS.get(precision.upper(), ())
+    scopes = recipe_scopes()
+    named = {} if prefix is None else {
+        name: scopes[name] for p in precisions
+        if (name := f"{prefix}_{task}_{n_gpus}gpu_{gpu}_{p}_config") in scopes}
+    wanted = f"{prefix or model}_{task}_{n_gpus}gpu_{gpu}_{'/'.join(precisions) or '?'}"
+    if not named:
+        return None, (f"CUDA graphs: no Megatron-Bridge recipe {wanted} at {RECIPE_COMMIT}, "
+                      "left ungraphed")
+    found = {name: (scope, path) for name, (scope, path, sets) in named.items()
+             if all(layout.get(k) == (v or 1) for k, v in sets.items() if k in layout)}
+    if not found:
+        name, (_, path, sets) = sorted(named.items())[0]
+        return None, (f"CUDA graphs: the recipe {path} {name} @ {RECIPE_COMMIT} sets another "
+                      f"layout ({' '.join(f'{k} {v}' for k, v in sets.items())}): the row's "
+                      "release's graphs not read, left ungraphed")
+    kinds = {scope for scope, _ in found.values()}
+    where = "; ".join(f"{path} {name}" for name, (_, path) in sorted(found.items()))
+    if len(kinds) > 1:
+        return None, (f"CUDA graphs: the recipes of {wanted} disagree ({where} @ "
+                      f"{RECIPE_COMMIT}), left ungraphed")
+    (scope,) = kinds
+    if scope == "none":
+        return None, f"no CUDA graphs ({where} @ {RECIPE_COMMIT})"
+    return tuple(scope.split(",")), f"CUDA graphs {scope} ({where} @ {RECIPE_COMMIT})"
