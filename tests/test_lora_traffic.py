@@ -165,8 +165,9 @@ def test_the_flash_attn_rate_is_the_fit_of_its_rows() -> None:
     held = [m.row for m in rows if m.row not in TUNED_THROUGHPUT_ROWS]
     assert len(held) == 70
     # with the Qwen rows' adapters in fp32 (peft 0.6.2 of the figures' date: peft-fp32) the fit
-    # lands at 0.47, within Dao 2023's 50-73% forward figure less a slower backward; costed as
-    # bf16 adapters it was 0.27. Held out, the other rows do at least as well as at 0.26
+    # lands at 0.49 (0.47 before the half-amp loss's traffic), within Dao 2023's 50-73% forward
+    # figure less a slower backward; costed as bf16 adapters it was 0.27. Held out, the other
+    # rows do at least as well as at 0.26
     assert sum(abs(after[r]) <= 0.1 for r in held) >= sum(abs(before[r]) <= 0.1 for r in held)
     assert sum(abs(after[r]) <= 0.2 for r in held) >= sum(abs(before[r]) <= 0.2 for r in held)
 
