@@ -1329,7 +1329,8 @@ _NO_KBIT_UPCAST = {
     "torchtune": "torchtune (no peft): unquantised weights in bf16",
     "ms-swift": "ms-swift of Jan 2024 (97e4d198b, ec63f250: swift/llm/sft.py loads the 4-bit "
                 "model and calls its own prepare_model, never peft's "
-                "prepare_model_for_kbit_training): unquantised weights in bf16",
+                "prepare_model_for_kbit_training): unquantised weights in half "
+                "precision",
 }
 
 _LIGHTNING_HEAD = ("Lightning's BitsandbytesPrecision makes the LM head 4-bit too (quantised "
