@@ -71,6 +71,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
     "fsdp_grad_accum": "--fsdp-grad-accum", "fsdp_adapter_units": "--fsdp-adapter-units",
     "fsdp_api": "--fsdp-api", "fsdp_embedding_units": "--fsdp-embedding-units",
+    "head_weight_cast": "--head-weight-cast",
     "lm_head_4bit": "--lm-head-4bit", "fp8_params": "--fp8-params",
     "num_gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "node": "--node",
     "inter_node_gb_per_s_one_way": "--inter-node-gb-per-s", "config_overrides": "--set",
@@ -389,6 +390,11 @@ Fp8ParamsOpt = Annotated[bool, typer.Option(
     "--fp8-params", help="fp8-mixed: the layers' weights are Transformer Engine fp8 tensors, no "
     "half-precision copy (Megatron-Core --fp8-param-gather; NeMo's and Megatron-Bridge's fp8 "
     "recipes).")]
+HeadWeightCastOpt = Annotated[bool, typer.Option(
+    "--head-weight-cast", help="The LM head's half-precision weight is in the other half dtype "
+    "than autocast computes in (fp16 weights under bf16 autocast: transformers' bitsandbytes "
+    "loading with no torch_dtype): autocast's copy of it kept from the head's forward to its "
+    "backward.")]
 LmHead4bitOpt = Annotated[bool, typer.Option(
     "--lm-head-4bit", help="qlora on bitsandbytes: the LM head is 4-bit too (Lightning's "
     "BitsandbytesPrecision, litgpt): 4-bit head weights, and a dequantised copy of the head "

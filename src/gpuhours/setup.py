@@ -39,6 +39,9 @@ Method = Literal["full", "lora", "qlora"]
 #: bf16-mixed. Needs fp8 tensor cores (Hopper, Ada, Blackwell, MI300).
 Precision = Literal["fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp", "fp16-amp",
                     "fp8-mixed"]
+#: the precisions that compute in a half dtype (autocast or a half-precision model)
+AUTOCAST_PRECISIONS = frozenset({"bf16", "fp16", "bf16-mixed", "fp16-mixed", "bf16-amp",
+                                 "fp16-amp"})
 Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: foreach: torch's default on GPU (one state-sized set of temporaries per step); fused:
 #: torch's fused=True or bitsandbytes' kernels; per-parameter: a Python loop over parameters
@@ -414,6 +417,14 @@ class Training(_ReadsModel):
     #: quantises from fp16, so each matmul of the head dequantises an fp16 copy and casts it to
     #: the compute dtype (estimate/memory.py head_dequant_bytes)
     lm_head_4bit: bool = False
+    #: the LM head's weight stored in the other half dtype than autocast computes in (fp16
+    #: weights under bf16 autocast): autocast casts it at every forward, and F.linear keeps
+    #: that copy for the input's gradient until the head's backward (estimate/memory.py
+    #: head_weight_cast_bytes). Not cached: autocast caches casts of fp32 leaves that require
+    #: grad only (aten/src/ATen/autocast_mode.cpp cached_cast). As transformers of late 2023
+    #: loads a bitsandbytes model given no torch_dtype (the fp16 it forces) while the Trainer
+    #: runs bf16 autocast: ms-swift's Qwen bitsandbytes rows of Jan 2024
+    head_weight_cast: bool = False
     #: LoRA/QLoRA also train the token embedding and the LM head, as peft's
     #: modules_to_save=["wte", "lm_head"] does: a whole trainable copy of each (copy.deepcopy,
     #: in the frozen weights' dtype) beside the frozen original, with its gradient and the
@@ -682,6 +693,14 @@ class Training(_ReadsModel):
             _check_fsdp_no_sync(self)
         if self.fsdp_adapter_units:
             _check_fsdp_adapter_units(self)
+        if self.head_weight_cast and (self.precision not in AUTOCAST_PRECISIONS
+                                      or self.lm_head_4bit):
+            raise FieldError(("head_weight_cast", "precision"), "head_weight_cast is autocast's "
+                             "copy of a half-precision LM head in the other half dtype; this "
+                             f"setup has precision {self.precision}"
+                             + (" and a 4-bit head" if self.lm_head_4bit else "") + ".",
+                             "Use a bf16 or fp16 precision with a half-precision head, or leave "
+                             "--head-weight-cast out.")
         if self.fsdp_embedding_units and (self.zero_stage != 3 or self.zero3_engine != "fsdp"):
             raise FieldError(("fsdp_embedding_units", "zero_stage"), "embedding units are "
                              "PyTorch FSDP's units: they need zero_stage 3 run by FSDP "

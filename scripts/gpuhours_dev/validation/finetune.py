@@ -748,6 +748,19 @@ def _int(text: str) -> int | None:
     return int(text) if text.strip() else None
 
 
+#: ms-swift's bitsandbytes rows of the cls-fudan-news tables (run at 97e4d198b, 2024-01-02):
+#: get_model_tokenizer_qwen sets the config's bf16 flag but passes torch_dtype=None to
+#: from_pretrained (swift/llm/utils/model.py, from 232a22b32 of 2023-12-23 until f52dfd35c
+#: "fix bnb qwen bug" of 2024-01-06 passed it for bitsandbytes); transformers of the time
+#: replaces None with float16 for a bitsandbytes model, casts each unquantised tensor to it and
+#: puts it on the GPU as it is (integrations/bitsandbytes.py set_module_quantized_tensor_to_device:
+#: `value.to(device)`, no cast back to the module's bf16), while the Trainer runs bf16 autocast
+_SWIFT_FP16_HEAD = (
+    "ms-swift at 97e4d198b loads the bitsandbytes model with torch_dtype None, so transformers "
+    "loads the unquantised weights in the fp16 it forces, under the Trainer's bf16 autocast: "
+    "autocast's bf16 copy of the LM head kept for its backward (head_weight_cast)")
+
+
 def map_row(i: int, r: dict[str, str]) -> Mapped:
     """The setup of data row `i` (1-based), or the reason it cannot be expressed."""
     source = source_name(r["source"])
@@ -855,6 +868,10 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             if no_upcast:
                 lora["kbit_upcast"] = False
                 notes.append(no_upcast)
+            if (source == "ms-swift" and lora["base_quant"] == "nf4"
+                    and "Tuners-style table" not in r["notes"]):
+                lora["head_weight_cast"] = True
+                notes.append(_SWIFT_FP16_HEAD)
             lightning = _LIGHTNING_BNB.get(source)
             if lightning and lora["base_quant"] in ("nf4", "nf4-nodq"):
                 lora["bnb_saved_input"], why = lightning
@@ -1333,7 +1350,8 @@ _NO_KBIT_UPCAST = {
     "torchtune": "torchtune (no peft): unquantised weights in bf16",
     "ms-swift": "ms-swift of Jan 2024 (97e4d198b, ec63f250: swift/llm/sft.py loads the 4-bit "
                 "model and calls its own prepare_model, never peft's "
-                "prepare_model_for_kbit_training): unquantised weights in bf16",
+                "prepare_model_for_kbit_training): unquantised weights in half "
+                "precision",
 }
 
 _LIGHTNING_HEAD = ("Lightning's BitsandbytesPrecision makes the LM head 4-bit too (quantised "

@@ -20,7 +20,9 @@ and replayed through `trace.allocator.Allocator` with the card's memory as its c
   freed; without it the layer's tensors are kept;
 - the loss working set (for transformers' loss, the tensors of `memory.logits_bytes` and
   `memory.loss_backward_bytes` one by one: the logits, their fp32 upcast, log-softmax's output;
-  its gradient and the input gradient; the gradient cast back to the logits' dtype);
+  its gradient and the input gradient; the gradient cast back to the logits' dtype), and
+  autocast's copy of a head stored in the other half dtype from the head's forward to its
+  backward (head_weight_cast);
 - backward, last layer first: the recomputed layer (checkpointing), the gradient of the
   layer's input (tokens x hidden x activation bytes) replacing the one before, the layer's
   tensors and input freed;
@@ -65,6 +67,7 @@ from gpuhours.estimate.memory import (
     MemoryBreakdown,
     activation_bytes,
     deepspeed_bucket_bytes,
+    head_weight_cast_bytes,
     held_logits_bytes,
     kbit_upcast_active,
     logits_bytes,
@@ -168,6 +171,9 @@ class ReplaySizes:
     #: the k-th block the program allocated (1-based); the blocks left at its end are freed
     #: with `head`. Empty: the lists above
     loss_program: tuple[int, ...] = ()
+    #: autocast's copy of an LM head stored in the other half dtype (head_weight_cast), made
+    #: at the head's forward and freed after its backward; 0: none
+    head_cast: int = 0
 
 
 def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
@@ -212,6 +218,7 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         held=n * v * a if kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
         loss_program=program,
+        head_cast=int(head_weight_cast_bytes(arch, t)),
     )
 
 
@@ -288,6 +295,7 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
             kept.append([al.malloc(x) for x in s.layer])
     outside = al.malloc(s.outside)
     held = [al.malloc(s.held)] if s.held else []
+    cast = [al.malloc(s.head_cast)] if s.head_cast else []
     if s.loss_program:
         blocks: list[Block | None] = []
         for op in s.loss_program:
@@ -313,7 +321,7 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
             al.free(b)
     grad = al.malloc(s.grad)
     made(layers)
-    for b in head + held:
+    for b in head + held + cast:
         al.free(b)
     for i in reversed(range(layers)):
         layer = [al.malloc(x) for x in s.layer] if checkpointing else kept[i]

@@ -810,6 +810,19 @@ def bnb_held_input_bytes(arch: ModelArch, t: Training) -> float:
     return tokens * arch.num_layers * bnb_linear_input_bytes_per_token_layer(arch, t) + head
 
 
+def head_weight_cast_bytes(arch: ModelArch, t: Training) -> float:
+    """Bytes of autocast's copy of a half-precision LM head stored in the other half dtype
+    (`t.head_weight_cast`: fp16 weights under bf16 autocast), alive from the head's forward to
+    its backward: 2 bytes per vocabulary entry and hidden unit. Autocast casts the weight at
+    every forward and does not cache it (aten/src/ATen/autocast_mode.cpp cached_cast caches
+    fp32 leaves that require grad only); F.linear's backward needs the weight it was given for
+    the input's gradient, so autograd keeps that copy (tests/test_head_weight_cast.py checks
+    both on real CPU tensors). 0 otherwise."""
+    if not t.head_weight_cast or arch.encoder:
+        return 0.0
+    return float(arch.vocab_size * arch.hidden_size * 2)
+
+
 def head_dequant_bytes(arch: ModelArch, t: Training) -> float:
     """Bytes of the dequantised LM head alive at its matmul, for a 4-bit head (`t.lm_head_4bit`,
     Lightning's BitsandbytesPrecision; 0 otherwise): MatMul4Bit runs
@@ -1130,10 +1143,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
                    if head_copy or prev_logits else 0.0)
     at_head = held_prev + prev_logits + head_logits + head_copy
     at_loss = (held_prev if t.bnb_saved_input == "held" else 0.0) + logits_bytes(arch, t)
-    logits = max(at_head, at_loss,
-                 loss_backward_bytes(arch, t) + kept_logits + head_copy) / split
+    # autocast's copy of a head stored in the other half dtype: from the head's forward
+    # through its backward (head_weight_cast_bytes)
+    head_cast = head_weight_cast_bytes(arch, t)
+    logits = (max(at_head, at_loss, loss_backward_bytes(arch, t) + kept_logits + head_copy)
+              + head_cast) / split
     head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
-                  + kept_logits) / split
+                  + kept_logits + head_cast) / split
     persisting_grads = grads if t.grad_accum > 1 else 0.0
     # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place
     # of the shards (estimate/fsdp_no_sync.py); only when accumulating
@@ -1364,6 +1380,12 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"micro-batch's inputs are alive until {until}, with its logits "
                    f"({prev / 2**30:.2f} GiB) until the next forward returns "
                    f"(estimate/memory.py bnb_held_input_bytes, held_previous_logits_bytes)")
+    head_cast = head_weight_cast_bytes(arch, t)
+    if head_cast:
+        out.append(f"head_weight_cast_bytes = {head_cast / 2**30:.2f} GiB in the logits and "
+                   f"loss part: the LM head's half-precision weight in the other half dtype "
+                   f"than autocast's, cast at each forward and kept by F.linear for its "
+                   f"backward (head_weight_cast; estimate/memory.py head_weight_cast_bytes)")
     head_copy = head_dequant_bytes(arch, t)
     if head_copy:
         out.append(f"head_dequant_bytes = {head_copy / 2**30:.2f} GiB in the logits and loss "

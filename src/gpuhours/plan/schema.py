@@ -248,6 +248,10 @@ class TrainingSettings(_Strict):
     fp8_params: bool | None = Field(
         default=None, description="fp8-mixed: the layers' weights are Transformer Engine fp8 "
         "tensors with no half-precision copy (Megatron-Core --fp8-param-gather)")
+    head_weight_cast: bool | None = Field(
+        default=None, description="the LM head's half-precision weight in the other half "
+        "dtype than autocast's (fp16 weights under bf16 autocast): autocast's copy kept from "
+        "the head's forward to its backward; default no")
     lm_head_4bit: bool | None = Field(
         default=None, description="qlora on bitsandbytes: the LM head is 4-bit too (Lightning's "
         "BitsandbytesPrecision, litgpt), with a dequantised copy at its matmuls")
