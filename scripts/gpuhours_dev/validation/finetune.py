@@ -949,6 +949,13 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             and (method == "lora" or source in _HALF_QLORA_ADAPTERS)):
         lora["lora_adapter_dtype"] = "half"
         notes.append(_HALF_ADAPTERS[source])
+    if source == "Qwen" and engine == "deepspeed" and opt == {"optimizer": "adamw"}:
+        # ds_config_zero3.json's "optimizer": {"type": "AdamW"} block: the engine builds
+        # DeepSpeed's FusedAdam (engine.py _configure_basic_optimizer @ v0.12.3), no foreach
+        opt = {**opt, "optimizer_impl": "fused"}
+        notes.append("ds_config_zero3.json's optimizer block: DeepSpeed's FusedAdam "
+                     "(engine._configure_basic_optimizer), stepping one 1e9-element sub "
+                     "group at a time (sub_group_size; estimate/deepspeed_step.py)")
     if source in _TORCH_2_0 and not deepspeed and opt == {"optimizer": "adamw"}:
         opt = {**opt, "optimizer_impl": "foreach-2.0"}
         notes.append(_TORCH_2_0[source])

@@ -315,9 +315,10 @@ ONE_BYTE_ELEMENTWISE_COST = _a(
 #: FITTED: Qwen-1.8B full fine-tuning on one A100 through finetune_ds.sh (ds_config_zero3.json),
 #: rows #119-121 of finetune_runs.csv (256-1024 tokens, host-bound), with the Qwen README host's
 #: 20.5 us per operator; `python scripts/host_overhead.py zero3`. Held out: every other ZeRO-3
-#: row (12 of 15 within 20%).
+#: row (12 of 15 within 20%). 12.5 since the rows' step runs DeepSpeed's FusedAdam (its traffic,
+#: assumptions.ADAMW_TRAFFIC_FUSED, in place of torch's foreach: issue 14; the fit was 12).
 ZERO3_OPS_PER_MODULE_FETCH = _a(
-    "zero3_ops_per_module_fetch", 12.0, "host operators per module per fetch and release",
+    "zero3_ops_per_module_fetch", 12.5, "host operators per module per fetch and release",
     "fitted to Qwen-1.8B full fine-tuning under DeepSpeed ZeRO-3 (finetune_runs.csv #119-121); "
     "held out: the other ZeRO-3 rows (docs/validation.md)")
 

@@ -22,6 +22,10 @@ from gpuhours.estimate.compiled import (
     compiled_loss_backward_bytes,
     layer_saved_bytes_per_token,
 )
+from gpuhours.estimate.deepspeed_step import (
+    DEEPSPEED_SUB_GROUP_ELEMENTS,
+    deepspeed_zero3_step_bytes,
+)
 from gpuhours.estimate.device_overhead import device_level_bytes
 from gpuhours.estimate.dora import (
     dora_base_matmul_of,
@@ -1224,6 +1228,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # bitsandbytes' 8-bit) and per-parameter loops do not hold more than one tensor's worth
     temp_sets = adamw_temporary_sets(t.optimizer, t.optimizer_impl)
     opt_temps = adamw_temporary_bytes(t.optimizer, t.optimizer_impl, temp_groups) / shard_opt
+    if t.zero_stage == 3 and t.zero3_engine == "deepspeed" and t.offload == "none":
+        # DeepSpeed steps the partition one sub group at a time: a flat fp32 gradient and the
+        # optimizer's temporaries of that sub group only (estimate/deepspeed_step.py)
+        ds_local_params = trainable * (held / total)
+        opt_temps = deepspeed_zero3_step_bytes(ds_local_params / shard_opt,
+                                               grads_full / max(ds_local_params, 1.0),
+                                               temp_sets)
     step_peak = grads + opt_temps
     if t.optimizer_in_backward:  # each parameter stepped at its hook (optim_in_backward.py)
         step_peak, opt_temps, head_phase, grads = _in_backward_step(
@@ -1331,6 +1342,11 @@ def _in_backward_step(arch: ModelArch, t: Training, counts: ParamCounts, trainab
 def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...]:
     """The lines naming the setup-dependent terms in this setup's memory, with their basis."""
     out = []
+    if t.zero_stage == 3 and t.zero3_engine == "deepspeed" and t.offload == "none":
+        out.append("optimizer_temporaries (DeepSpeed ZeRO-3): one sub group's flat gradient "
+                   "copy, its fp32 cast and the optimizer's temporaries, at most "
+                   f"{DEEPSPEED_SUB_GROUP_ELEMENTS:.0e} elements (sub_group_size; "
+                   "estimate/deepspeed_step.py, stage3.py @ v0.12.3)")
     if t.kernels == "megatron" and megatron_path_covers(arch):
         out.append("megatron kernels: each layer keeps what Megatron-Core's Transformer Engine "
                    "modules save (estimate/megatron_saved.py: norm inputs, attention tensors, "
