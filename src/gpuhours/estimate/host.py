@@ -259,6 +259,24 @@ def zero3_hook_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
 # allgather-unfused, its router's and dispatcher's operators (MEGATRON_MOE_ALLGATHER_OPS); with
 # the default, fused, those are not counted.
 
+# MEGATRON_LAYER_OPS's 31 kernels by the part of TransformerLayer.forward that issues them
+# (the whole layer's comment below names each kernel); a CUDA graph scope takes off its parts:
+#: _forward_attention, (forward, backward): forward linear_qkv (norm, GEMM: 2), rotary on q and
+#: on k (2), cuDNN attention (1), linear_proj's GEMM (1), the residual add (1): 7; backward
+#: linear_proj's dgrad and wgrad (2), linear_qkv's dgrad, wgrad, norm backward and dgamma (4),
+#: attention's backward (1), rotary's backwards (2), the q, k, v gradients' concatenation (1),
+#: the gradient sum at the attention residual's branch point (1): 11
+MEGATRON_ATTN_OPS = (7.0, 11.0)
+#: _forward_mlp of a dense layer (and, as MEGATRON_LAYER_OPS counts it, of a MoE layer):
+#: forward linear_fc1 (norm, GEMM: 2), SwiGLU (1), linear_fc2's GEMM (1), the residual add
+#: (1): 5; backward linear_fc2's dgrad and wgrad (2), linear_fc1's four (4), SwiGLU's backward
+#: (1), the gradient sum at the MLP residual's branch point (1): 8
+MEGATRON_MLP_OPS = (5.0, 8.0)
+#: Transformer Engine fp8's extra casts (MEGATRON_FP8_EXTRA_OPS below) by part: linear_proj's
+#: input cast and linear_qkv's and linear_proj's output-gradient casts are attention's (1, 2);
+#: linear_fc2's and linear_fc1's the MLP's (1, 2)
+MEGATRON_FP8_ATTN_OPS = (1.0, 2.0)
+MEGATRON_FP8_MLP_OPS = (1.0, 2.0)
 #: megatron path, device kernels per decoder layer, (forward, backward), bf16 matmuls:
 #: forward 12 = linear_qkv (TE's fused RMSNorm kernel, the GEMM: 2) + fused rotary on q and on k
 #:   (2; the split of the fused qkv output is views) + cuDNN fused attention (1) + linear_proj's
@@ -270,7 +288,8 @@ def zero3_hook_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
 #:   + SwiGLU's backward (1) + cuDNN attention's backward (1) + rotary's backward on q and on k
 #:   (2) + the concatenation of q, k, v gradients into the fused qkv's (1) + the gradient sums
 #:   at the two residual branch points (2).
-MEGATRON_LAYER_OPS = (12.0, 19.0)
+MEGATRON_LAYER_OPS = (MEGATRON_ATTN_OPS[0] + MEGATRON_MLP_OPS[0],
+                      MEGATRON_ATTN_OPS[1] + MEGATRON_MLP_OPS[1])
 #: a separate TE norm (qk_layernorm's q and k norms: Qwen3), kernels
 #: (forward, backward): the norm; its backward and the dgamma reduction
 MEGATRON_NORM_OPS = (1.0, 2.0)
@@ -278,7 +297,8 @@ MEGATRON_NORM_OPS = (1.0, 2.0)
 #: input no fused norm writes in fp8 (linear_proj, linear_fc2: 2); backward, a cast (with its
 #: transpose) of each linear's output gradient (4). The weights' fp8 copies are cast on the first
 #: micro-batch of a step only (TE's is_first_microbatch) and are not counted per micro-batch.
-MEGATRON_FP8_EXTRA_OPS = (2.0, 4.0)
+MEGATRON_FP8_EXTRA_OPS = (MEGATRON_FP8_ATTN_OPS[0] + MEGATRON_FP8_MLP_OPS[0],
+                          MEGATRON_FP8_ATTN_OPS[1] + MEGATRON_FP8_MLP_OPS[1])
 #: a LoRA adapter of Megatron-Bridge (src/megatron/bridge/peft/lora.py@0191fc5: LoRALinear around
 #: the base linear, ParallelLinearAdapter with activation identity, no norm, dropout 0), kernels
 #: (forward, backward): forward linear_in's GEMM, linear_out's GEMM, the alpha/dim scale, the add
@@ -344,24 +364,7 @@ MEGATRON_MOE_ALLGATHER_OPS = (39.0, 26.0)
 # - "full_iteration" (full_cuda_graph.py FullCudaGraphWrapper): forward_backward_func, every
 #   micro-batch of a step, is one graph replayed once a step; each micro-batch's input tensors
 #   are first copied into static buffers (StaticBufferLoader). The optimizer step is outside.
-#
-# MEGATRON_LAYER_OPS's 31 kernels by the part of TransformerLayer.forward that issues them
-# (its own comment names each kernel):
-#: _forward_attention, (forward, backward): forward linear_qkv (norm, GEMM: 2), rotary on q and
-#: on k (2), cuDNN attention (1), linear_proj's GEMM (1), the residual add (1): 7; backward
-#: linear_proj's dgrad and wgrad (2), linear_qkv's dgrad, wgrad, norm backward and dgamma (4),
-#: attention's backward (1), rotary's backwards (2), the q, k, v gradients' concatenation (1),
-#: the gradient sum at the attention residual's branch point (1): 11
-MEGATRON_ATTN_OPS = (7.0, 11.0)
-#: _forward_mlp of a dense layer (and, as MEGATRON_LAYER_OPS counts it, of a MoE layer):
-#: forward linear_fc1 (norm, GEMM: 2), SwiGLU (1), linear_fc2's GEMM (1), the residual add
-#: (1): 5; backward linear_fc2's dgrad and wgrad (2), linear_fc1's four (4), SwiGLU's backward
-#: (1), the gradient sum at the MLP residual's branch point (1): 8
-MEGATRON_MLP_OPS = (5.0, 8.0)
-#: MEGATRON_FP8_EXTRA_OPS by part: linear_proj's input cast and linear_qkv's and linear_proj's
-#: output-gradient casts are attention's (1, 2); linear_fc2's and linear_fc1's the MLP's (1, 2)
-MEGATRON_FP8_ATTN_OPS = (1.0, 2.0)
-MEGATRON_FP8_MLP_OPS = (1.0, 2.0)
+# The layer's parts are MEGATRON_ATTN_OPS and MEGATRON_MLP_OPS above.
 #: what "moe_router" graphs of a MoE layer's counted kernels: its pre_mlp_layernorm, a
 #: separate TE norm (MEGATRON_NORM_OPS: its kernel; backward and dgamma), and, with
 #: moe_dispatch allgather-unfused, the router's operators of MEGATRON_MOE_ALLGATHER_OPS

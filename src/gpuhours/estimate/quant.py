@@ -126,11 +126,10 @@ def bnb_quant_state_bytes(quantised_params: int, base_quant: BaseQuant) -> float
     (AnswerDotAI/fsdp_qlora@05ed9f2, load_and_quantize) quantises on every rank's GPU for
     this reason ("FSDP only syncs parameters and buffers, so the quant_state isn't copied").
     0 for other bases (torchao's NF4Tensor holds its scales inside the tensor FSDP shards)."""
-    if base_quant == "nf4":
-        return quantised_params * (8 / 64 + 32 / (64 * 256)) / 8
-    if base_quant == "nf4-nodq":
-        return quantised_params * (32 / 64) / 8
-    return 0.0
+    per_weight = {"nf4": NF4_BYTES_PER_PARAM, "nf4-nodq": NF4_NODQ_BYTES_PER_PARAM}
+    if base_quant not in per_weight:
+        return 0.0
+    return quantised_params * (per_weight[base_quant] - 4 / 8)  # less the 4-bit data
 
 
 def bnb_dequant_transient_bytes(arch: ModelArch, base_quant: BaseQuant,
