@@ -4,6 +4,8 @@ grouped GEMMs, which no constant was fitted on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpuhours import catalog
@@ -15,6 +17,7 @@ from gpuhours.estimate.moe_gemm import (
     expert_shapes,
     gemm_time_s,
     routing_bytes_per_token_layer,
+    unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
@@ -149,3 +152,135 @@ def test_allgather_unfused_routing_bytes_by_hand() -> None:
     # 3.6x the fused path's 212,992 (test_routing_bytes_one_layer_by_hand)
     fused = routing_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False)
     assert fused == 212_992 and 2 * one / fused == pytest.approx(3.615, abs=0.001)
+
+
+GPT_OSS_120B, _ = resolve_model("gpt-oss-120b")  # d 2880, f 2880, 128 experts top-4, clamp 7
+
+
+def test_gpt_oss_reads_its_clamp() -> None:
+    assert GPT_OSS_120B.glu_clamp == 7.0 and GPT_OSS_120B.expert_bias
+    assert QWEN3_30B.glu_clamp is None and not QWEN3_30B.expert_bias
+
+
+def test_unfused_expert_bytes_by_hand() -> None:
+    # gpt-oss-120b, bf16, per routed copy: the clamp over f = 2880, forward 8 x 2 = 16 bytes,
+    # backward 11 x 2 + 8 masks = 30; the fc2 bias over d = 2880, forward 6 x 2 = 12, backward
+    # 8 x 2 = 16: (46 + 28) x 2880 = 213,120 bytes a copy, x 4 copies = 852,480 a token
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, False) == 852_480
+    # full recomputation runs the forwards twice: (62 + 40) x 2880 x 4 = 1,175,040
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, True) == \
+        1_175_040
+    # the op fuser's fused ops, another kernel path, or a model without clamp or expert bias
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, False,
+                                                fused_mlp=True) == 0.0
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "eager", 2.0, False) == 0.0
+    assert unfused_expert_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False) == 0.0
+
+
+class _Bytes:
+    """A dispatch mode recording each non-view operator's bytes: its tensor operands' (as
+    viewed: a half of a chunk is half) read and its outputs written."""
+
+    VIEWS = {"aten.t.default", "aten.view.default", "aten._unsafe_view.default",
+             "aten.alias.default", "aten.detach.default", "aten.expand.default",
+             "aten.split.Tensor", "aten.split_with_sizes.default", "aten.slice.Tensor",
+             "aten.chunk.default", "aten.unsqueeze.default", "aten.as_strided.default"}
+
+    @classmethod
+    def mode(cls, torch):  # type: ignore[no-untyped-def]
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        views = cls.VIEWS
+
+        class Mode(TorchDispatchMode):
+            def __init__(self) -> None:
+                super().__init__()
+                self.total = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                out = func(*args, **(kwargs or {}))
+                if str(func) in views:
+                    return out
+                flat: list = []
+
+                def walk(x):  # type: ignore[no-untyped-def]
+                    if isinstance(x, torch.Tensor):
+                        flat.append(x)
+                    elif isinstance(x, (list, tuple)):
+                        for y in x:
+                            walk(y)
+
+                walk(list(args) + list((kwargs or {}).values()))
+                walk(out)
+                self.total += sum(t.numel() * t.element_size() for t in flat)
+                return out
+
+        return Mode()
+
+
+def test_unfused_expert_passes_counted_on_real_tensors() -> None:
+    """Megatron-LM@2a75ac12's two eager pieces restated on CPU bf16 tensors, forward and
+    backward under a dispatch mode counting each operator's bytes: the clamp of
+    weighted_bias_quick_geglu_impl (chunk, clamp max on the gate half, clamp both ways on the
+    linear half, cat) and _apply_bias (per local expert `t + b * p` on the split output, cat,
+    `.to` its own dtype). Less the incoming gradient's creation and the per-expert biases and
+    probabilities (d and 1 wide), the bytes per element are CLAMP_PASSES' and
+    FC2_BIAS_PASSES' (the function's per-copy bytes: 46 per f, 28 per d)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    n, f, d, experts = 512, 96, 80, 4
+    y = torch.randn(n, 2 * f, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(n, 2 * f, dtype=torch.bfloat16)
+    counter = _Bytes.mode(torch)
+    with counter:
+        gate, linear = y.chunk(2, -1)
+        z = torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
+        torch.autograd.grad(z, y, grad)  # y is the fc1 output: no .grad accumulated
+    clamp = (counter.total - 2 * 2) / (n * f)  # two 0-d zeros of the where()s
+    t = torch.randn(n, d, dtype=torch.bfloat16, requires_grad=True)
+    biases = [torch.randn(d, dtype=torch.bfloat16, requires_grad=True) for _ in range(experts)]
+    probs = torch.rand(n, 1, dtype=torch.bfloat16, requires_grad=True)
+    splits = [n // experts] * experts
+    grad_out = torch.randn(n, d, dtype=torch.bfloat16)
+    counter = _Bytes.mode(torch)
+    with counter:
+        out = torch.cat([ti + b * pi for ti, b, pi in zip(
+            torch.split(t.view(-1, d), splits), biases, torch.split(probs, splits),
+            strict=True)])
+        torch.autograd.grad(out.view(n, d).to(t.dtype), [t, *biases, probs], grad_out)
+    # the small operands: each product reads b (d) and p (its rows), its gradients read them
+    # again and write b's (d, summed) and p's (rows, summed; then a cat of the rows)
+    small = experts * 2 * (3 * d + 1) + 2 * 3 * n * 2
+    bias = (counter.total - small) / (n * d)
+    per_copy = unfused_expert_bytes_per_token_layer(
+        replace(GPT_OSS_120B, moe_intermediate_size=f, hidden_size=d), "megatron", 2.0,
+        False) / GPT_OSS_120B.experts_per_token
+    assert clamp == pytest.approx(46.0, abs=0.05)
+    assert bias == pytest.approx(28.0, abs=0.05)
+    assert per_copy == 46 * f + 28 * d
+
+
+def test_gpt_oss_step_grows_by_the_unfused_passes() -> None:
+    # 8 B200s, ep 8, micro-batch 4 x 4096 x 5, bf16: the unfused passes' bytes over the GPU's
+    # bandwidth, the op fuser's step without them
+    b200 = catalog.gpu("b200")
+    common = dict(arch=GPT_OSS_120B, precision="bf16-mixed", micro_batch=4, seq_len=4096,
+                  grad_accum=5, kernels="megatron", ep=8, zero_stage=1)
+    hw = Hardware(gpu=b200, num_gpus=8)
+    unfused = estimate_training(Training(**common), hw)
+    fused = estimate_training(Training(**common, moe_fused_mlp=True), hw)
+    extra = 4 * 4096 * 5 * 36 * 852_480 / (b200.memory_bw_gb_per_s * 1e9
+                                           * A.BANDWIDTH_EFFICIENCY.value)
+    key = "memory_bound_s"
+    assert (unfused.step_time_breakdown_s[key].value - fused.step_time_breakdown_s[key].value
+            == pytest.approx(extra, rel=1e-9))
+
+
+def test_the_op_fuser_is_refused_where_it_does_not_run() -> None:
+    from gpuhours.errors import FieldError
+
+    llama, _ = resolve_model("llama-3-8b")
+    with pytest.raises(FieldError, match="kernel path is not megatron"):
+        Training(arch=GPT_OSS_120B, moe_fused_mlp=True)
+    with pytest.raises(FieldError, match="has no experts"):
+        Training(arch=llama, kernels="megatron", moe_fused_mlp=True)

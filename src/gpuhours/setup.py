@@ -229,6 +229,13 @@ class Training(_ReadsModel):
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
+    #: a MoE model's routed experts on the megatron path run through Transformer Engine's op
+    #: fuser (Megatron-Core use_transformer_engine_op_fuser: grouped fc1, the scaled, clamped
+    #: activation and grouped fc2 with its bias as fused ops; Megatron-Bridge's gpt-oss GB200/
+    #: GB300 MXFP8 full-iteration recipes). False: TEGroupedMLP's unfused path, whose eager
+    #: clamp and per-expert fc2 bias cost passes (estimate/moe_gemm.py
+    #: unfused_expert_bytes_per_token_layer)
+    moe_fused_mlp: bool = False
     #: the regions of the megatron path's step replayed as CUDA graphs (CudaGraphScope above;
     #: Megatron-Bridge's recipes' cuda_graph_scope): each graphed region's kernels cost the
     #: host one graph launch instead of one dispatch each (estimate/host.py). None: no graphs
@@ -678,6 +685,11 @@ class Training(_ReadsModel):
             raise FieldError(("moe_dispatch", "kernels"), "moe_dispatch says how Megatron-Core's "
                              "MoE layer routes its tokens; the kernel path is not megatron.",
                              "Give --kernels megatron, or leave --moe-dispatch out.")
+        elif self.moe_fused_mlp:
+            raise FieldError(("moe_fused_mlp", "kernels"), "moe_fused_mlp says Megatron-Core "
+                             "runs the routed experts through Transformer Engine's op fuser; "
+                             "the kernel path is not megatron.",
+                             "Give --kernels megatron, or leave --moe-fused-mlp out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
         if self.checkpoint_offload and not self.checkpointing:
@@ -1082,6 +1094,9 @@ def _check_layout(t: Training) -> None:
     if t.cp > 1 and t.seq_len % t.cp:
         raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
                                f"the sequence length {t.seq_len}.")
+    if t.moe_fused_mlp and not arch.is_moe:
+        raise FieldError("moe_fused_mlp", f"the op fuser's expert MLP is a MoE layer's; "
+                                          f"{arch.name} has no experts.")
     if t.ep > 1 and not arch.is_moe:
         raise FieldError("ep", f"expert parallelism splits the experts of an MoE; {arch.name} "
                                f"has none.")

@@ -240,6 +240,10 @@ class ModelArch:
     #: gpt-oss: the experts' linears have biases, and the router has one
     expert_bias: bool = False
     router_bias: bool = False
+    #: gpt-oss: the experts' gate half clamped above and linear half on both sides at this
+    #: value before the gated activation (config `swiglu_limit`, 7.0: transformers'
+    #: GptOssExperts; Megatron-Core's activation_func_clamp_value). None: no clamp
+    glu_clamp: float | None = None
     #: counted by estimate/blocks.py whatever the other fields (the families of MOE_MODEL_TYPES)
     counted_by_blocks: bool = False
     #: state-space (Mamba-2) mixers and the layers that have one; the layers with attention
@@ -745,7 +749,8 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
       are MoE with a shared expert (a gated MLP of intermediate_size, no gate of its own), the
       others a dense gated MLP of intermediate_size_mlp; its q/k L2 norm has no weights;
     - gpt_oss: biased experts (2 f + d per expert) and router (E), one attention-sink logit per
-      head and layer; attention_bias on q, k, v and o;
+      head and layer; attention_bias on q, k, v and o; the experts' activation clamped at
+      `swiglu_limit` (glu_clamp);
     - glm4_moe: the first `first_k_dense_replace` layers dense (intermediate_size), the others
       routed experts of moe_intermediate_size and n_shared_experts shared ones fused into one
       gated MLP without gate; q/k/v biased (attention_bias), o not; per-head q/k RMSNorms with
@@ -783,7 +788,12 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
                        shared_expert_intermediate_size=base.moe_intermediate_size,
                        shared_expert_gate=False, **_chunked(cfg, where, layers))
     if model_type == "gpt_oss":
-        return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True)
+        limit = cfg.get("swiglu_limit", 7.0)  # GptOssConfig's default
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+            raise InputError(where, f"field 'swiglu_limit' must be a positive number, got "
+                                    f"{limit!r}.")
+        return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True,
+                       glu_clamp=float(limit))
     if model_type == "glm4_moe":
         dense_first = cfg.get("first_k_dense_replace") or 0
         if isinstance(dense_first, bool) or not isinstance(dense_first, int) or dense_first < 0:

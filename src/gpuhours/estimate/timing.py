@@ -62,6 +62,7 @@ from gpuhours.estimate.moe_gemm import (
     expert_matmul_flops_per_token,
     expert_shapes,
     routing_bytes_per_token_layer,
+    unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
@@ -380,6 +381,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep)
+    # Megatron-Core's unfused expert MLP: an eager clamp and the per-expert fc2 bias (gpt-oss)
+    layer_traffic += tokens * arch.moe_layers * unfused_expert_bytes_per_token_layer(
+        arch, t.kernels, a, t.checkpointing, t.moe_fused_mlp)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)
