@@ -27,6 +27,7 @@ from gpuhours_dev.validation.grouped_gemm import (
     rows,
     tuning_rows,
 )
+from op_bytes import byte_counter
 
 QWEN3_30B, _ = resolve_model("qwen3-30b-a3b")  # d 2048, 48 MoE layers, 128 experts top-8, f 768
 NO_MEMORY = 1e30  # bytes/s: the weight-read term vanishes
@@ -177,47 +178,6 @@ def test_unfused_expert_bytes_by_hand() -> None:
     assert unfused_expert_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False) == 0.0
 
 
-class _Bytes:
-    """A dispatch mode recording each non-view operator's bytes: its tensor operands' (as
-    viewed: a half of a chunk is half) read and its outputs written."""
-
-    VIEWS = {"aten.t.default", "aten.view.default", "aten._unsafe_view.default",
-             "aten.alias.default", "aten.detach.default", "aten.expand.default",
-             "aten.split.Tensor", "aten.split_with_sizes.default", "aten.slice.Tensor",
-             "aten.chunk.default", "aten.unsqueeze.default", "aten.as_strided.default"}
-
-    @classmethod
-    def mode(cls, torch):  # type: ignore[no-untyped-def]
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        views = cls.VIEWS
-
-        class Mode(TorchDispatchMode):
-            def __init__(self) -> None:
-                super().__init__()
-                self.total = 0
-
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                out = func(*args, **(kwargs or {}))
-                if str(func) in views:
-                    return out
-                flat: list = []
-
-                def walk(x):  # type: ignore[no-untyped-def]
-                    if isinstance(x, torch.Tensor):
-                        flat.append(x)
-                    elif isinstance(x, (list, tuple)):
-                        for y in x:
-                            walk(y)
-
-                walk(list(args) + list((kwargs or {}).values()))
-                walk(out)
-                self.total += sum(t.numel() * t.element_size() for t in flat)
-                return out
-
-        return Mode()
-
-
 def test_unfused_expert_passes_counted_on_real_tensors() -> None:
     """Megatron-LM@2a75ac12's two eager pieces restated on CPU bf16 tensors, forward and
     backward under a dispatch mode counting each operator's bytes: the clamp of
@@ -231,7 +191,7 @@ def test_unfused_expert_passes_counted_on_real_tensors() -> None:
     n, f, d, experts = 512, 96, 80, 4
     y = torch.randn(n, 2 * f, dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(n, 2 * f, dtype=torch.bfloat16)
-    counter = _Bytes.mode(torch)
+    counter = byte_counter(torch)
     with counter:
         gate, linear = y.chunk(2, -1)
         z = torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
@@ -242,7 +202,7 @@ def test_unfused_expert_passes_counted_on_real_tensors() -> None:
     probs = torch.rand(n, 1, dtype=torch.bfloat16, requires_grad=True)
     splits = [n // experts] * experts
     grad_out = torch.randn(n, d, dtype=torch.bfloat16)
-    counter = _Bytes.mode(torch)
+    counter = byte_counter(torch)
     with counter:
         out = torch.cat([ti + b * pi for ti, b, pi in zip(
             torch.split(t.view(-1, d), splits), biases, torch.split(probs, splits),

@@ -240,6 +240,11 @@ class ModelArch:
     #: gpt-oss: the experts' linears have biases, and the router has one
     expert_bias: bool = False
     router_bias: bool = False
+    #: YaRN's attention factor (transformers' and Megatron-Core's concentration factor, the
+    #: "mscale" q and k are scaled by through cos and sin): 0.1 ln(factor) + 1 for a yarn
+    #: rope_scaling without mscale / mscale_all_dim (gpt-oss: factor 32, 1.3466), their
+    #: ratio with both; 1.0 without YaRN
+    rope_attention_factor: float = 1.0
     #: gpt-oss: the experts' gate half clamped above and linear half on both sides at this
     #: value before the gated activation (config `swiglu_limit`, 7.0: transformers'
     #: GptOssExperts; Megatron-Core's activation_func_clamp_value). None: no clamp
@@ -687,8 +692,34 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         moe_intermediate_size=moe_ffn,
         shared_expert_intermediate_size=shared_ffn,
         max_positions=_count(cfg, where, "max_position_embeddings") or None,
+        rope_attention_factor=yarn_attention_factor(cfg, where),
         **_sliding(cfg, where, model_type, layers),
     )
+
+
+def yarn_attention_factor(cfg: dict[str, Any], where: str) -> float:
+    """YaRN's attention factor of a config's `rope_scaling` (ModelArch.rope_attention_factor):
+    with rope_type (or type) "yarn" and factor s > 1, mscale(s, m) = 0.1 m ln(s) + 1, and the
+    factor mscale(s, mscale) / mscale(s, mscale_all_dim) where both are given, else
+    mscale(s, 1) (transformers' _compute_yarn_parameters; NVIDIA/Megatron-LM@2a75ac12
+    yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). 1.0 otherwise."""
+    rs = cfg.get("rope_scaling")
+    if not isinstance(rs, dict) or (rs.get("rope_type") or rs.get("type")) != "yarn":
+        return 1.0
+    factor = rs.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise InputError(where, f"field 'rope_scaling.factor' must be a positive number, got "
+                                f"{factor!r}.")
+    if factor <= 1:
+        return 1.0
+
+    def mscale(m: float) -> float:
+        return 0.1 * m * math.log(factor) + 1.0
+
+    m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+    if m is None or m_all is None:
+        return mscale(1.0)
+    return mscale(float(m)) / mscale(float(m_all))
 
 
 def _deepseek(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
