@@ -231,6 +231,12 @@ CLAMP_PASSES = {"forward": (8, 0), "backward": (11, 8)}
 FC2_BIAS_PASSES = {"forward": (6, 0), "backward": (8, 0)}
 
 
+def unfused_expert_mlp_runs(arch: ModelArch, kernels: str, fused_mlp: bool) -> bool:
+    """Megatron-Core's TEGroupedMLP runs its unfused path: the megatron kernel path, a MoE
+    model, Transformer Engine's op fuser not set (Training.moe_fused_mlp)."""
+    return kernels == "megatron" and not fused_mlp and arch.is_moe
+
+
 def unfused_expert_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
                                          recompute: bool, fused_mlp: bool = False) -> float:
     """Bytes of memory traffic per token and MoE layer that Megatron-Core's unfused expert MLP
@@ -239,7 +245,7 @@ def unfused_expert_bytes_per_token_layer(arch: ModelArch, kernels: str, activati
     output with biased experts (arch.expert_bias); forward and backward, the forward twice under
     full recomputation. 0 off the megatron path, with the op fuser (`fused_mlp`), or for a
     model with neither."""
-    if kernels != "megatron" or fused_mlp or not arch.is_moe:
+    if not unfused_expert_mlp_runs(arch, kernels, fused_mlp):
         return 0.0
     forwards = 2 if recompute else 1
 

@@ -32,6 +32,12 @@ EAGER_ROPE_ELEMENTS = (12, 14)
 FUSED_ROPE_ELEMENTS = (2, 2)
 
 
+def eager_rope_runs(arch: ModelArch, kernels: str) -> bool:
+    """Megatron-Core takes the eager rotary over TE's fused one: the megatron path, attention
+    without latent compression, a YaRN attention factor other than 1 (module docstring)."""
+    return kernels == "megatron" and arch.mla is None and arch.rope_attention_factor != 1.0
+
+
 def unfused_rope_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
                                        recompute: bool) -> float:
     """Bytes of memory traffic per token and attention layer the eager rotary adds over the
@@ -39,7 +45,7 @@ def unfused_rope_bytes_per_token_layer(arch: ModelArch, kernels: str, activation
     FUSED_ROPE_ELEMENTS, the forward twice under full recomputation. 0 off the megatron path,
     for latent attention, or without a YaRN attention factor other than 1. A partial rotary's
     pass-through part is counted as turned (an upper bound; gpt-oss turns all)."""
-    if kernels != "megatron" or arch.mla is not None or arch.rope_attention_factor == 1.0:
+    if not eager_rope_runs(arch, kernels):
         return 0.0
     forwards = 2 if recompute else 1
     fwd = EAGER_ROPE_ELEMENTS[0] - FUSED_ROPE_ELEMENTS[0]
