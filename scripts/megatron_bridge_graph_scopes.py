@@ -1,6 +1,7 @@
 """Read the CUDA graph setting of every Megatron-Bridge performance recipe at a commit, as
-gpuhours names it (setup.CudaGraphScope), and whether it runs the experts through Transformer
-Engine's op fuser (use_transformer_engine_op_fuser: Training.moe_fused_mlp), into
+gpuhours names it (setup.CudaGraphScope), whether it runs the experts through Transformer
+Engine's op fuser (use_transformer_engine_op_fuser: Training.moe_fused_mlp) and the modules it
+recomputes selectively (Training.recompute_modules), into
 scripts/gpuhours_dev/validation/data/megatron_bridge_cuda_graphs.csv.
 
     python scripts/megatron_bridge_graph_scopes.py PATH_TO_MEGATRON_BRIDGE_GIT [COMMIT]
@@ -102,6 +103,20 @@ LAYOUT = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
 #: Megatron-Core's Transformer Engine op fuser for the grouped expert MLP (recorded beside the
 #: graphs: Training.moe_fused_mlp); unset is Megatron-Core's default, False
 OP_FUSER = "use_transformer_engine_op_fuser"
+#: Megatron-Core's recomputation settings (recorded beside the graphs: with granularity
+#: "selective", the modules are Training.recompute_modules)
+RECOMPUTE = ("recompute_granularity", "recompute_modules")
+
+
+def selective_modules(state):
+    """The modules a recipe recomputes selectively, comma-joined; "" for none (no
+    recomputation, full recomputation, or an empty list)."""
+    if state.get("recompute_granularity") != "selective":
+        return ""
+    modules = state.get("recompute_modules")
+    if not isinstance(modules, list):
+        return ""
+    return ",".join(str(m) for m in modules)
 
 
 def stmt_(mod, stmt, state, notes, depth, cond):
@@ -118,6 +133,8 @@ def stmt_(mod, stmt, state, notes, depth, cond):
                 state = {**state, key: v}
             return state
         if isinstance(tgt, ast.Attribute) and tgt.attr in LAYOUT and not cond:
+            return {**state, tgt.attr: const(stmt.value)}
+        if isinstance(tgt, ast.Attribute) and tgt.attr in RECOMPUTE and not cond:
             return {**state, tgt.attr: const(stmt.value)}
         if isinstance(tgt, ast.Attribute) and tgt.attr == OP_FUSER:
             v = const(stmt.value)
@@ -205,6 +222,7 @@ def main() -> None:
                              "cuda_graph_scope": effective(state),
                              "cuda_graph_impl": state["impl"] or "",
                              "te_op_fuser": str(bool(state.get("op_fuser"))).lower(),
+                             "recompute_modules": selective_modules(state),
                              "layout": " ".join(f"{k}={'' if v in (None, '?') else v}"
                                                 for k, v in layout.items()),
                              "commit": rev})

@@ -16,6 +16,7 @@ from gpuhours.estimate.moe_gemm import (
     expert_matmul_flops_per_token,
     expert_shapes,
     gemm_time_s,
+    recompute_bytes_per_token_layer,
     routing_bytes_per_token_layer,
     unfused_expert_bytes_per_token_layer,
 )
@@ -244,3 +245,37 @@ def test_the_op_fuser_is_refused_where_it_does_not_run() -> None:
         Training(arch=GPT_OSS_120B, moe_fused_mlp=True)
     with pytest.raises(FieldError, match="has no experts"):
         Training(arch=llama, kernels="megatron", moe_fused_mlp=True)
+
+
+def test_selective_recompute_bytes_by_hand() -> None:
+    # gpt-oss-120b, bf16, moe_act on the unfused MLP: per routed copy the fused activation's
+    # forward (read 2 f, write f: 3 x 2 = 6 bytes per f) and the clamp's (8 x 2 = 16):
+    # 22 x 2880 x 4 copies = 253,440; layernorm: the pre-MLP norm, read and write d: 2 x 2880
+    # x 2 = 11,520
+    def recompute(modules: tuple[str, ...] | None, fused: bool = False) -> float:
+        return recompute_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, modules, fused)
+
+    assert recompute(("moe_act",)) == 253_440
+    assert recompute(("layernorm",)) == 11_520
+    assert recompute(("layernorm", "moe_act")) == 264_960
+    # the op fuser's activation recomputes inside its fused kernel; none named; eager path
+    assert recompute(("layernorm", "moe_act"), fused=True) == 11_520
+    assert recompute(None) == 0.0 and recompute(()) == 0.0
+    assert recompute_bytes_per_token_layer(GPT_OSS_120B, "eager", 2.0, ("moe_act",)) == 0.0
+    # Qwen3-30B-A3B (no clamp): the activation's 3 elements of f = 768 over 8 copies
+    assert recompute_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, ("moe_act",)) == \
+        3 * 2 * 768 * 8
+
+
+def test_selective_recompute_choices_checked() -> None:
+    from gpuhours.errors import FieldError
+
+    with pytest.raises(FieldError, match="kernel path is not megatron"):
+        Training(arch=GPT_OSS_120B, recompute_modules=("moe_act",))
+    with pytest.raises(FieldError, match="not both"):
+        Training(arch=GPT_OSS_120B, kernels="megatron", checkpointing=True,
+                 recompute_modules=("moe_act",))
+    with pytest.raises(FieldError, match="named twice"):
+        Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="moe_act,moe_act")
+    t = Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="layernorm, moe_act")
+    assert t.recompute_modules == ("layernorm", "moe_act")

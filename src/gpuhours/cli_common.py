@@ -57,6 +57,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
     "moe_dispatch": "--moe-dispatch", "moe_fused_mlp": "--moe-fused-mlp",
+    "recompute_modules": "--recompute-modules",
     "cuda_graph_scope": "--cuda-graph-scope",
     "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
@@ -269,6 +270,11 @@ MoeFusedMlpOpt = Annotated[bool, typer.Option(
     help="On --kernels megatron, a MoE's routed experts run through Transformer Engine's op "
          "fuser (Megatron-Core use_transformer_engine_op_fuser). Default: the unfused grouped "
          "MLP, whose eager clamp (gpt-oss) and per-expert output bias cost passes.")]
+RecomputeModulesOpt = Annotated[str | None, typer.Option(
+    help="On --kernels megatron, the modules recomputed in backward under selective "
+         "recomputation, comma-separated as Megatron-Core names them: layernorm (a MoE "
+         "layer's pre-MLP norm), moe_act (the experts' activation). Default: none; full "
+         "recomputation is --checkpointing.")]
 CudaGraphScopeOpt = Annotated[str | None, typer.Option(
     help="On --kernels megatron, the regions of the step replayed as CUDA graphs, comma-"
          "separated as Megatron-Core names them: full_iteration (the whole forward-backward), "

@@ -1,6 +1,7 @@
 """The CUDA graph scope of the Megatron-Bridge performance recipe behind a published row
 (Training.cuda_graph_scope), and whether it sets Transformer Engine's op fuser for the experts
-(Training.moe_fused_mlp), read from data/megatron_bridge_cuda_graphs.csv: every recipe of
+(Training.moe_fused_mlp) and which modules it recomputes selectively (Training.
+recompute_modules), read from data/megatron_bridge_cuda_graphs.csv: every recipe of
 src/megatron/bridge/perf_recipes/ at NVIDIA-NeMo/Megatron-Bridge@067f987d, the commit the
 performance tables (data/throughput_blackwell.csv, the Megatron-Bridge rows of
 throughput_h100.csv and finetune_runs_added.csv) were read at, with its effective
@@ -82,6 +83,38 @@ def recipe_op_fuser(model: str, gpu: str, n_gpus: int, precision: str, task: str
     _, found, _ = _matched(model, gpu, n_gpus, precision, task, layout)
     fusers = recipe_op_fusers()
     return bool(found) and all(fusers[name] for name in found)
+
+
+#: the selectively recomputed modules the estimator models (setup.RecomputeModule)
+MODELLED_RECOMPUTE = {"layernorm", "moe_act"}
+
+
+@cache
+def recipe_recomputes() -> dict[str, tuple[str, ...]]:
+    """Recipe function -> the modules it recomputes selectively (the CSV's recompute_modules,
+    scripts/megatron_bridge_graph_scopes.py; empty: none)."""
+    with GRAPHS_CSV.open() as f:
+        return {r["function"]: tuple(m for m in r["recompute_modules"].split(",") if m)
+                for r in csv.DictReader(f)}
+
+
+def recipe_recompute(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+                     layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.recompute_modules, what the setup column says) of a Megatron-Bridge row
+    (recipe_graph_scope's arguments): the modules its recipe recomputes selectively where every
+    recipe of its configuration agrees and the estimator models them all (MODELLED_RECOMPUTE);
+    other modules are left out and the setup says so; no recipe of the row's layout: none."""
+    _, found, _ = _matched(model, gpu, n_gpus, precision, task, layout)
+    kinds = {recipe_recomputes()[name] for name in found}
+    if len(kinds) != 1:
+        return None, ""
+    (modules,) = kinds
+    if not modules:
+        return None, ""
+    if set(modules) <= MODELLED_RECOMPUTE:
+        return modules, f"selective recomputation {','.join(modules)} (the recipe's)"
+    return None, (f"the recipe recomputes {','.join(modules)} selectively: not modelled, left "
+                  "out")
 
 
 def recipe_graph_scope(model: str, gpu: str, n_gpus: int, precision: str, task: str,

@@ -413,13 +413,36 @@ def megatron_eager_attn_ops(arch: ModelArch, t: Training) -> tuple[float, float]
     return MEGATRON_EAGER_ROPE_OPS[0] * share, MEGATRON_EAGER_ROPE_OPS[1] * share
 
 
+#: selective recomputation's operators in backward (moe_gemm.recompute_bytes_per_token_layer):
+#: moe_act the fused activation (1) and, with a clamp, MEGATRON_CLAMP_OPS' forward; layernorm
+#: the MoE layer's pre-MLP norm (MEGATRON_NORM_OPS' forward)
+MEGATRON_RECOMPUTE_ACT_OPS = 1.0
+
+
+def megatron_recompute_ops(arch: ModelArch, t: Training) -> float:
+    """Backward operators a MoE layer's selective recomputation (Training.recompute_modules)
+    adds, on average over the decoder layers; 0 without it."""
+    modules = t.recompute_modules or ()
+    if not modules or t.kernels != "megatron" or not arch.is_moe:
+        return 0.0
+    ops = 0.0
+    if "moe_act" in modules and unfused_expert_mlp_runs(arch, t.kernels, t.moe_fused_mlp):
+        ops += MEGATRON_RECOMPUTE_ACT_OPS
+        if arch.glu_clamp is not None and arch.gated_mlp:
+            ops += MEGATRON_CLAMP_OPS[0]
+    if "layernorm" in modules:
+        ops += MEGATRON_NORM_OPS[0]
+    return ops * arch.moe_layers / arch.num_layers
+
+
 def megatron_eager_moe_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
     """(forward, backward) operators Megatron-Core's unfused expert MLP adds to a MoE layer
     (moe_gemm.unfused_expert_mlp_runs): MEGATRON_CLAMP_OPS with a clamped activation, the fc2
     bias's per local expert (arch.num_experts / ep of them) and per layer with biased experts;
-    on average over the decoder layers (arch.moe_layers of arch.num_layers)."""
+    on average over the decoder layers (arch.moe_layers of arch.num_layers); and, backward,
+    the selective recomputation's (megatron_recompute_ops)."""
     if not unfused_expert_mlp_runs(arch, t.kernels, t.moe_fused_mlp):
-        return 0.0, 0.0
+        return 0.0, megatron_recompute_ops(arch, t)
     fwd = bwd = 0.0
     if arch.glu_clamp is not None and arch.gated_mlp:
         fwd, bwd = MEGATRON_CLAMP_OPS
@@ -428,7 +451,7 @@ def megatron_eager_moe_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
         fwd += local * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[0] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[0]
         bwd += local * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[1] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[1]
     share = arch.moe_layers / arch.num_layers
-    return fwd * share, bwd * share
+    return fwd * share, bwd * share + megatron_recompute_ops(arch, t)
 
 
 def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:

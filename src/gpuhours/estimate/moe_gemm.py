@@ -261,6 +261,39 @@ def unfused_expert_bytes_per_token_layer(arch: ModelArch, kernels: str, activati
     return arch.experts_per_token * per_copy
 
 
+#: selective recomputation (Training.recompute_modules; NVIDIA/Megatron-LM@2a75ac12): "moe_act"
+#: runs TEGroupedMLP's bias_act_func again in backward (experts.py lines 266-271, 904-913:
+#: CheckpointWithoutOutput): the fused activation's forward, reading the 2 f-wide fc1 output
+#: and writing the f-wide result (3 elements per f), and with a clamp CLAMP_PASSES' forward;
+#: "layernorm" runs the norms that are modules of their own again (transformer_layer.py lines
+#: 448-505): on the megatron path's Transformer Engine layers only a MoE layer's pre-MLP norm
+#: (the attention's input norm and a dense MLP's are fused into their linears), read d and
+#: write d
+ACTIVATION_FORWARD_ELEMENTS = 3
+NORM_FORWARD_ELEMENTS = 2
+
+
+def recompute_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
+                                    modules: tuple[str, ...] | None,
+                                    fused_mlp: bool = False) -> float:
+    """Bytes of memory traffic per token and MoE layer of the megatron path's selective
+    recomputation (`modules`, Training.recompute_modules): moe_act's activation forward over
+    each routed copy on the unfused expert MLP (the op fuser's fused activation recomputes
+    inside its own kernel: not counted), layernorm's pre-MLP norm. 0 without modules, off the
+    megatron path, or for a dense model."""
+    if not modules or kernels != "megatron" or not arch.is_moe:
+        return 0.0
+    total = 0.0
+    if "moe_act" in modules and unfused_expert_mlp_runs(arch, kernels, fused_mlp):
+        per_f = ACTIVATION_FORWARD_ELEMENTS * activation_bytes
+        if arch.glu_clamp is not None and arch.gated_mlp:
+            per_f += CLAMP_PASSES["forward"][0] * activation_bytes + CLAMP_PASSES["forward"][1]
+        total += arch.experts_per_token * arch.moe_intermediate_size * per_f
+    if "layernorm" in modules:
+        total += NORM_FORWARD_ELEMENTS * arch.hidden_size * activation_bytes
+    return total
+
+
 def expert_matmul_flops_per_token(arch: ModelArch, trains_weights: bool, recompute: bool) -> float:
     """The routed experts' matmul FLOPs per token over the layers (2 per multiply-add): the
     top-k experts' linears forward, their backward (input and weight gradient, or the input

@@ -61,6 +61,7 @@ from gpuhours.estimate.moe_gemm import (
     expert_gemm_slowdown,
     expert_matmul_flops_per_token,
     expert_shapes,
+    recompute_bytes_per_token_layer,
     routing_bytes_per_token_layer,
     unfused_expert_bytes_per_token_layer,
 )
@@ -388,6 +389,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     # Megatron-Core's unfused expert MLP: an eager clamp and the per-expert fc2 bias (gpt-oss)
     layer_traffic += tokens * arch.moe_layers * unfused_expert_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing, t.moe_fused_mlp)
+    # selective recomputation: the experts' activation, a MoE layer's pre-MLP norm
+    layer_traffic += tokens * arch.moe_layers * recompute_bytes_per_token_layer(
+        arch, t.kernels, a, t.recompute_modules, t.moe_fused_mlp)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)
