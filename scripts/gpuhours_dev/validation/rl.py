@@ -540,7 +540,7 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         response_tokens=response, max_response_tokens=2048, reference_model=True,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
         single_controller=True, offload_between_phases=True, ref_offload=True,
-        scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
+        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -553,7 +553,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         + ("AMP as bf16-amp (fp32 weights and moments); " if precision == "bf16-amp"
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
-        f"x 4,096 tokens; the actor's log-probs by flash-attn's Triton cross-entropy with "
+        f"x 4,096 tokens; vLLM's level-1 sleep around each rollout and validation pass "
+        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "
         f"validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
