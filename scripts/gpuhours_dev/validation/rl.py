@@ -554,7 +554,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
         f"x 4,096 tokens; vLLM's level-1 sleep around each rollout and validation pass "
-        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; the actor's log-probs by flash-attn's Triton cross-entropy with "
+        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; "
+        f"the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "
         f"validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
