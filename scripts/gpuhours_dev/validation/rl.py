@@ -528,8 +528,8 @@ _EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
 #   how far the host runs ahead but, under the host/GPU p-norm, adds nothing that a counted
 #   figure could set; FSDP1's own kernels (scripts/fsdp1_unit_ops.py, counted on CPU with
 #   gloo, 2 ranks, MixedPrecision, checkpointing, accumulation: 9 a unit a micro-batch, two
-#   all-gathers, one reduce-scatter, the casts, and 28 record_function markers, while one
-#   flat gradient add replaces a per-parameter add each) are about 5% of a layer's operators;
+#   all-gathers, one reduce-scatter, the casts, and 28 record_function markers, and the
+#   plain model's per-parameter gradient adds not issued) are about 5% of a layer's operators;
 #   forward_prefetch=False leaves each forward all-gather beside one layer's compute, under a
 #   millisecond on NVLink; the update's 4 mini-batches of 80 sequences are balanced only over
 #   the whole 320 a rank (ray_trainer.py _balance_batch), so each micro-batch waits for the
