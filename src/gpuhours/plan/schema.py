@@ -518,6 +518,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "host memory between the step's phases and come back for each (EasyR1's "
         "actor.offload, verl's FSDP param_offload/optimizer_offload): host<->GPU copies every "
         "step over the GPU's PCIe link")
+    rollout_sleep_offload: bool = Field(
+        default=False, description="the colocated engine sleeps between rollouts with its "
+        "weights backed up in host memory (vLLM `sleep(level=1)` / `wake_up`; EasyR1's "
+        "sharding manager around every rollout and validation pass): each GPU's share of the "
+        "engine's weights down and up over PCIe every rollout (plan/rl_engine_sleep.py)")
     ref_offload: bool = Field(
         default=False, description="the reference model's weights live in host memory and are "
         "copied up to the GPU for every forward micro-batch of its pass (FSDP "
@@ -628,6 +633,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError(f"updates_per_sync ({self.updates_per_sync}) must divide "
                              f"mini_batches ({self.mini_batches}): each local update takes "
                              "whole mini-batches (verl: require_batches of them)")
+        if self.rollout_sleep_offload and (self.placement != "colocated"
+                                           or not self.engine.startswith("vllm")):
+            raise ValueError("rollout_sleep_offload is a colocated vLLM engine sleeping between "
+                             "rollouts: it needs `placement: colocated` and a vLLM engine")
         if self.ref_offload and not self.reference_model:
             raise ValueError("ref_offload streams the reference model's weights: it needs "
                              "`reference_model: true`")
