@@ -53,6 +53,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
     "activation_offload": "--activation-offload",
+    "liger_kernels": "--liger-kernels",
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
@@ -234,6 +235,12 @@ ActivationOffloadOpt = Annotated[bool, typer.Option(
     "--activation-offload/--no-activation-offload",
     help="The checkpointed layer inputs copied to pinned host memory on a side stream and "
          "back in backward (torchtune enable_activation_offloading). Needs checkpointing. "
+         "Default: off.")]
+LigerKernelsOpt = Annotated[bool, typer.Option(
+    "--liger-kernels/--no-liger-kernels",
+    help="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into the layers "
+         "(apply_liger_kernel_to_*, TRL use_liger_kernel, LLaMA-Factory enable_liger_kernel): "
+         "less saved and moved, fewer operators. Its loss is --loss-kernel fused-linear. "
          "Default: off.")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(

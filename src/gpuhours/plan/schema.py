@@ -184,6 +184,10 @@ class TrainingSettings(_Strict):
         default=None, description="the checkpointed layer inputs copied to pinned host memory "
         "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
         "default: off")
+    liger_kernels: bool | None = Field(
+        default=None, description="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into "
+        "transformers' layers (apply_liger_kernel_to_*; TRL use_liger_kernel, LLaMA-Factory "
+        "enable_liger_kernel); its loss is loss_kernel fused-linear; default: off")
     kv_repeated: bool | None = Field(
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
