@@ -91,7 +91,7 @@ def test_where_liger_does_not_apply_the_eager_count_stays() -> None:
                                vocab_size=1000), "tiny-gpt2")
     t = Training(arch=gpt2, method="full", precision="bf16", seq_len=512, liger_kernels=True)
     assert liger_layer_applies(gpt2, t) is not None
-    assert activation_bytes(gpt2, t).total == activation_bytes(gpt2, 
+    assert activation_bytes(gpt2, t).total == activation_bytes(gpt2,
         t.model_copy(update={"liger_kernels": False})).total
 
 
@@ -186,3 +186,23 @@ def test_the_eager_operators_liger_replaces_are_counted(kind: str) -> None:
     r_fwd, r_bwd = _fwd_bwd_ops(lambda: apply_rotary_pos_emb(q, k, cos, sin), [q, k], amp)
     m_fwd, m_bwd = _fwd_bwd_ops(lambda: torch.nn.functional.silu(gate) * up, [gate, up], amp)
     assert (2 * n_fwd + r_fwd + m_fwd, 2 * n_bwd + r_bwd + m_bwd) == LIGER_REPLACED_EAGER_OPS[kind]
+
+
+# --- importers ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, set_", [
+    ("liger_rope: true\nliger_rms_norm: true\nliger_glu_activation: true\n", True),
+    ("liger_rms_norm: true\n", False),
+])
+def test_axolotl_liger_flags(tmp_path, flags: str, set_: bool) -> None:
+    from gpuhours.importers import read_setup
+
+    path = tmp_path / "liger.yaml"
+    path.write_text("base_model: Qwen/Qwen2.5-7B\nmicro_batch_size: 2\nsequence_len: 2048\n"
+                    "bf16: true\nplugins:\n  - axolotl.integrations.liger.LigerPlugin\n"
+                    + flags + "liger_layer_norm: true\n")
+    got = read_setup(path)
+    assert got.fields.get("liger_kernels") is (True if set_ else None)
+    assert any(u.startswith("liger_layer_norm=true") for u in got.unused)
+    if not set_:  # only some of the three: said, not set
+        assert any(u.startswith("liger_rms_norm=true: only some") for u in got.unused)
