@@ -174,10 +174,16 @@ def liger_terms(arch: ModelArch, t: Training, a: float, r: float) -> tuple[str, 
     eager = eager_replaced_saved_bytes_per_token_layer(arch, a, r, full)
     liger = liger_saved_bytes_per_token_layer(arch, a, r)
     moved = liger_moved_bytes_per_token_layer(arch, t, a, r)
+    # how the precision runs in torch, as host.precision_kind has it (host imports this module)
+    kind = ("fp32" if t.precision == "fp32" else
+            "autocast" if t.precision.endswith(("-amp", "-mixed")) else "half")
+    d_fwd, d_bwd = liger_ops_delta_per_layer(kind)
     return (f"liger: RMSNorm, RoPE and SwiGLU as Liger's Triton kernels save {liger:,.0f} "
             f"bytes per token and layer where transformers' eager ones save {eager:,.0f} "
-            f"(their save_for_backward, {LIGER_COMMIT}: estimate/liger.py)",
+            f"(their save_for_backward at Liger-Kernel 0a62700, v0.6.4: estimate/liger.py)"
+            + ("; the MoE experts' activation keeps the eager count" if arch.is_moe else ""),
             f"liger: those kernels move {moved:,.0f} bytes per token and layer (one read and "
             f"one write of each kernel's tensors: a count), in place of eager's "
-            f"elementwise_passes x the saved bytes; host operators per layer fewer by the "
-            f"eager ones counted on CPU less Liger's kernels")
+            f"elementwise_passes x the saved bytes; host operators per layer "
+            f"{-d_fwd:.0f} fewer in forward and {-d_bwd:.0f} in backward (the eager ones "
+            f"counted on CPU, less one kernel each)")
