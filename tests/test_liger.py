@@ -10,6 +10,8 @@ operators they issue (count_ops).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuhours.errors import FieldError
@@ -43,6 +45,22 @@ def test_liger_saves_what_its_functions_pass_to_save_for_backward() -> None:
     assert liger_saved_bytes_per_token_layer(qwen3, 2, 2) == 1032 + 2752 + 768 + 24
 
 
+def test_patched_on_a_built_model_the_per_head_norms_stay_eager() -> None:
+    # apply_liger_kernel_to_qwen3(model=...) (the instance path: HF Trainer's use_liger_kernel)
+    # patches base_model.norm, each layer's two norms and MLP, not self_attn.q_norm / k_norm
+    arch = from_hf_config(QWEN3, "tiny-qwen3")
+    classes = Training(arch=arch, method="full", precision="bf16", micro_batch=1, seq_len=64,
+                       liger_kernels="classes")
+    instance = classes.model_copy(update={"liger_kernels": "instance"})
+    per_layer = activation_bytes(arch, instance).per_token_per_layer
+    # the eager q/k norms keep fp32 copies and normed outputs: (4 + 2) x (256 + 128) = 2,304;
+    # Liger's keep q and k and a 1/rms per head row: 768 + 24 = 792
+    assert per_layer - activation_bytes(arch, classes).per_token_per_layer == 2304 - 792
+    # the per-head norms' kernels (forward 2 x 2 x 384, backward 3 x 2 x 384) not counted
+    assert (liger_moved_bytes_per_token_layer(arch, classes, 2, 2)
+            - liger_moved_bytes_per_token_layer(arch, instance, 2, 2)) == 1536 + 2304
+
+
 def test_the_eager_parts_replaced_by_hand() -> None:
     llama = from_hf_config(LLAMA, "tiny-llama")
     # full bf16: each RMSNorm an fp32 copy (4 x 256) and the normed input (2 x 256): 1,536,
@@ -56,7 +74,7 @@ def test_the_eager_parts_replaced_by_hand() -> None:
 def test_the_layer_saves_eager_less_the_replaced_plus_liger(precision: str) -> None:
     arch = from_hf_config(QWEN3, "tiny-qwen3")
     base = Training(arch=arch, method="full", precision=precision, micro_batch=1, seq_len=64)
-    liger = base.model_copy(update={"liger_kernels": True})
+    liger = base.model_copy(update={"liger_kernels": "classes"})
     a = {"bf16": 2, "fp32": 4, "bf16-amp": 2}[precision]
     r = {"bf16": 2, "fp32": 4, "bf16-amp": 4}[precision]
     eager_layer, _ = activation_bytes_per_token_layer(arch, precision, True, 64, "full")
@@ -68,7 +86,7 @@ def test_the_layer_saves_eager_less_the_replaced_plus_liger(precision: str) -> N
 
 def test_liger_kernels_move_by_hand() -> None:
     llama = from_hf_config(LLAMA, "tiny-llama")
-    t = Training(arch=llama, method="full", precision="bf16", liger_kernels=True)
+    t = Training(arch=llama, method="full", precision="bf16", liger_kernels="classes")
     # forward: 2 norms x 2 x 2 x 256 (2,048) + RoPE 2 x 2 x (256 + 128) (1,536) + SwiGLU
     # 3 x 2 x 688 (4,128) = 7,712; backward: 2 x 3 x 2 x 256 (3,072) + 1,536 + 5 x 2 x 688
     # (6,880) = 11,488
@@ -80,7 +98,7 @@ def test_liger_kernels_move_by_hand() -> None:
 def test_liger_takes_operators_off_the_host() -> None:
     llama = from_hf_config(LLAMA, "tiny-llama")
     t = Training(arch=llama, method="full", precision="bf16", micro_batch=1, seq_len=64)
-    liger = t.model_copy(update={"liger_kernels": True})
+    liger = t.model_copy(update={"liger_kernels": "classes"})
     # per layer: eager 28 forward + 49 backward of those parts; Liger 4 + 8
     assert host_ops_per_micro_batch(arch=llama, t=t) - host_ops_per_micro_batch(
         arch=llama, t=liger) == 2 * ((28 - 4) + (49 - 8))
@@ -89,10 +107,11 @@ def test_liger_takes_operators_off_the_host() -> None:
 def test_where_liger_does_not_apply_the_eager_count_stays() -> None:
     gpt2 = from_hf_config(dict(model_type="gpt2", n_embd=256, n_layer=2, n_head=4,
                                vocab_size=1000), "tiny-gpt2")
-    t = Training(arch=gpt2, method="full", precision="bf16", seq_len=512, liger_kernels=True)
+    t = Training(arch=gpt2, method="full", precision="bf16", seq_len=512,
+                 liger_kernels="classes")
     assert liger_layer_applies(gpt2, t) is not None
     assert activation_bytes(gpt2, t).total == activation_bytes(gpt2,
-        t.model_copy(update={"liger_kernels": False})).total
+        t.model_copy(update={"liger_kernels": "none"})).total
 
 
 @pytest.mark.parametrize("update, field", [({"compile": True}, "compile"),
@@ -100,7 +119,7 @@ def test_where_liger_does_not_apply_the_eager_count_stays() -> None:
 def test_liger_with_another_kernel_path_is_refused(update: dict, field: str) -> None:
     arch = from_hf_config(LLAMA, "tiny-llama")
     with pytest.raises(FieldError, match="Liger's kernels are modelled") as e:
-        Training(arch=arch, method="full", precision="bf16", liger_kernels=True, **update)
+        Training(arch=arch, method="full", precision="bf16", liger_kernels="classes", **update)
     assert e.value.fields == ("liger_kernels", field)
 
 
@@ -202,7 +221,24 @@ def test_axolotl_liger_flags(tmp_path, flags: str, set_: bool) -> None:
                     "bf16: true\nplugins:\n  - axolotl.integrations.liger.LigerPlugin\n"
                     + flags + "liger_layer_norm: true\n")
     got = read_setup(path)
-    assert got.fields.get("liger_kernels") is (True if set_ else None)
+    # LigerPlugin patches before the model is built (axolotl 067b021c plugin.py pre_model_load)
+    assert got.fields.get("liger_kernels") == ("classes" if set_ else None)
     assert any(u.startswith("liger_layer_norm=true") for u in got.unused)
     if not set_:  # only some of the three: said, not set
         assert any(u.startswith("liger_rms_norm=true: only some") for u in got.unused)
+
+
+def test_verl_use_liger_patches_the_built_actor(tmp_path) -> None:
+    import yaml
+
+    from gpuhours.importers import read_setup
+
+    # verl's fsdp_workers: _apply_liger_kernel_to_instance(model=actor_module)
+    fixture = Path(__file__).parent / "data" / "importers" / "verl_grpo_qwen2_5_3b_lora.yaml"
+    cfg = yaml.safe_load(fixture.read_text())
+    cfg["actor_rollout_ref"]["model"]["use_liger"] = True
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    got = read_setup(path)
+    assert got.fields["liger_kernels"] == "instance"
+    assert "loss_kernel" not in got.fields or got.fields["loss_kernel"] != "fused-linear"

@@ -235,8 +235,9 @@ def _model(r: Reader) -> None:
     if r.take(A + "model.use_liger") is True:
         # verl's _apply_liger_kernel_to_instance with the defaults (rope, rms_norm, swiglu);
         # verl calls the model without labels, so the fused linear cross-entropy never runs
-        r.set("liger_kernels", True, "model.use_liger=true", "Liger's RMSNorm, RoPE and "
-              "SwiGLU; its fused linear cross-entropy does not run (no labels)")
+        r.set("liger_kernels", "instance", "model.use_liger=true", "Liger's RMSNorm, RoPE "
+              "and SwiGLU on the built model; its fused linear cross-entropy does not run "
+              "(no labels)")
     _log_probs(r)
     if r.take(A + "actor.use_torch_compile") is True:
         r.skip("actor.use_torch_compile=true", "torch.compile of the log-prob and entropy "

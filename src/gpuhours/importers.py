@@ -294,7 +294,8 @@ def _hf_common(r: Reader, folder: Path) -> None:
             # defaults: rope, rms_norm, swiglu and fused_linear_cross_entropy True
             r.set("loss_kernel", "fused-linear", f"{key}=true",
                   "Liger's fused linear cross-entropy")
-            r.set("liger_kernels", True, f"{key}=true", "Liger's RMSNorm, RoPE and SwiGLU")
+            r.set("liger_kernels", "instance", f"{key}=true", "Liger's RMSNorm, RoPE and "
+                  "SwiGLU on the built model: per-head q/k norms stay eager")
     if r.take("torch_compile") is True:
         r.set("compile", True, "torch_compile=true", "the Trainer compiles the model")
     if r.take("auto_find_batch_size") is True:
@@ -407,7 +408,9 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
     layer_keys = ("liger_rope", "liger_rms_norm", "liger_glu_activation")
     on = [key for key in layer_keys if r.take(key) is True]
     if len(on) == len(layer_keys):
-        r.set("liger_kernels", True, "=true, ".join(on) + "=true",
+        # LigerPlugin.pre_model_load calls apply_liger_kernel_to_<model>(**kwargs) before the
+        # model is built (axolotl 067b021c src/axolotl/integrations/liger/plugin.py): classes
+        r.set("liger_kernels", "classes", "=true, ".join(on) + "=true",
               "Liger's RMSNorm, RoPE and SwiGLU")
     elif on:
         r.skip(", ".join(f"{key}=true" for key in on), "only some of Liger's layer kernels: "
@@ -478,8 +481,8 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
         # model_utils/liger_kernel.py: apply_liger_kernel_to_<model_type>() with its defaults
         r.set("loss_kernel", "fused-linear", "enable_liger_kernel=true",
               "Liger's fused linear cross-entropy")
-        r.set("liger_kernels", True, "enable_liger_kernel=true",
-              "Liger's RMSNorm, RoPE and SwiGLU")
+        r.set("liger_kernels", "classes", "enable_liger_kernel=true",
+              "Liger's RMSNorm, RoPE and SwiGLU, patched before the model is built")
     unsloth = r.take("use_unsloth") is True
     if unsloth and r.fields.get("method") in ("lora", "qlora"):
         # model_utils/unsloth.py (@ ff6d4d12e): FastLanguageModel.get_peft_model with

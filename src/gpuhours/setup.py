@@ -227,12 +227,16 @@ class Training(_ReadsModel):
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
     #: Liger-Kernel's fused RMSNorm, RoPE and SwiGLU/GeGLU patched into transformers' decoder
-    #: layers (apply_liger_kernel_to_*: TRL's use_liger_kernel, LLaMA-Factory's
-    #: enable_liger_kernel, axolotl's liger_rms_norm / liger_rope / liger_glu_activation;
-    #: estimate/liger.py): what the layer saves for backward, its elementwise traffic and its
-    #: host operators. Its fused linear cross-entropy is loss_kernel "fused-linear", apart.
-    #: The eager kernel path only, not compiled
-    liger_kernels: bool = False
+    #: layers (estimate/liger.py): what the layer saves for backward, its elementwise traffic
+    #: and its host operators. "classes": apply_liger_kernel_to_<model>() before the model is
+    #: built, replacing the classes, so every RMSNorm, Qwen3's per-head q/k norms too
+    #: (LLaMA-Factory's enable_liger_kernel, axolotl's LigerPlugin, scripts); "instance":
+    #: applied to a built model (_apply_liger_kernel_to_instance: HF Trainer's and TRL's
+    #: use_liger_kernel, verl's use_liger), which patches the block norms, the MLP and the
+    #: rotary function but leaves per-head q/k norms eager; "none": not patched. Its fused
+    #: linear cross-entropy is loss_kernel "fused-linear", apart. The eager kernel path only,
+    #: not compiled
+    liger_kernels: Literal["none", "classes", "instance"] = "none"
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
@@ -687,7 +691,7 @@ class Training(_ReadsModel):
                              "Give --kernels megatron, or leave --moe-dispatch out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
-        if self.liger_kernels and (self.kernels != "eager" or self.compile):
+        if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
             raise FieldError(("liger_kernels", "kernels" if self.kernels != "eager"
                               else "compile"),
                              "Liger's kernels are modelled patched into transformers' eager "
@@ -785,8 +789,8 @@ class Training(_ReadsModel):
             parts.append("optim-in-bwd")
         if self.activation_offload:
             parts.append("act-offload")
-        if self.liger_kernels:
-            parts.append("liger")
+        if self.liger_kernels != "none":
+            parts.append(f"liger-{self.liger_kernels}")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":

@@ -697,8 +697,9 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
         notes.append("the script's loss is Liger's fused linear cross-entropy: the logits never "
                      "materialise")
     if _LIGER_PATCH in r["notes"]:
-        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels patched in (liger_kernels: "
-                     "what they save, move and issue, estimate/liger.py)")
+        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels patched in before the model "
+                     "is built (liger_kernels classes: what they save, move and issue, "
+                     "estimate/liger.py)")
     if _VARLEN in r["notes"]:
         notes.append("packed rows, attention within each document (varlen): attention counted over "
                      "the whole row (an upper bound on its work)")
@@ -1062,7 +1063,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
-            liger_kernels=_LIGER_PATCH in r["notes"],
+            liger_kernels="classes" if _LIGER_PATCH in r["notes"] else "none",
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
@@ -1603,8 +1604,8 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
                  + (" (offloaded to the host)" if t.checkpoint_offload else ""))
     if t.kernels == "unsloth":
         parts.append("Unsloth's kernels")
-    if t.liger_kernels:
-        parts.append("Liger's RMSNorm, RoPE and SwiGLU kernels")
+    if t.liger_kernels != "none":
+        parts.append(f"Liger's RMSNorm, RoPE and SwiGLU kernels ({t.liger_kernels})")
     opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
     parts.append(opt)
     if loss_kernel_of(t) != "hf":

@@ -4,7 +4,13 @@ Liger-Kernel (Hsu et al. 2024, arXiv:2410.10989) patches transformers' decoder l
 Triton kernels: `apply_liger_kernel_to_<model>(rope=True, rms_norm=True, swiglu=True)`, which
 TRL's `use_liger_kernel`, LLaMA-Factory's `enable_liger_kernel` and axolotl's `liger_rope`,
 `liger_rms_norm`, `liger_glu_activation` turn on together. Its fused linear cross-entropy is a
-separate choice (Training.loss_kernel "fused-linear"). Read at linkedin/Liger-Kernel
+separate choice (Training.loss_kernel "fused-linear"). Called before the model is built
+(LLaMA-Factory, axolotl's LigerPlugin, scripts) it replaces the classes, so every RMSNorm of
+the model, Qwen3's per-head q/k norms too (Training.liger_kernels "classes"); called on a built
+model (`_apply_liger_kernel_to_instance`: HF Trainer, TRL, verl) it swaps the block norms and
+the MLP module by module and leaves the per-head norms eager ("instance"); the rotary function
+is replaced in the modelling module either way (monkey_patch.py apply_liger_kernel_to_qwen3).
+Read at linkedin/Liger-Kernel
 @0a62700752e8592c0bf16916d1e4dbf598cee8c1 (v0.6.4, 2025-11-21), src/liger_kernel/ops/:
 
 - rms_norm.py LigerRMSNormFunction: one kernel forward writes Y and a per-row 1/rms (fp32 in
@@ -69,7 +75,7 @@ LIGER_OPS: dict[str, tuple[float, float]] = {
 def liger_layer_applies(arch: ModelArch, t: Training) -> str | None:
     """None where the Liger count below covers the setup's decoder layers, else why it does
     not (the eager count is then kept)."""
-    if not t.liger_kernels:
+    if t.liger_kernels == "none":
         return "Liger's layer kernels not patched in"
     if arch.encoder or arch.mla is not None or arch.ssm is not None:
         return "an encoder, latent-attention or Mamba layer (Liger's patches not counted)"
@@ -80,39 +86,42 @@ def liger_layer_applies(arch: ModelArch, t: Training) -> str | None:
 
 
 def eager_replaced_saved_bytes_per_token_layer(arch: ModelArch, a: float, r: float,
-                                               full: bool) -> float:
+                                               full: bool, qk_norms: bool = True) -> float:
     """Bytes per token and layer that transformers' eager RMSNorms and gated activation save
     for backward (a = activation bytes, r = residual-stream bytes; d hidden, q = heads x
     head_dim, kv = kv heads x head_dim, f = MLP width), the part of
     memory.activation_bytes_per_token_layer that Liger replaces:
     - each RMSNorm of the block: the fp32 copy of its input (4 d; kept by pow and the multiply
       by 1/rms) and, when its weight trains (full), the normalised input before the weight
-      multiply (r d). Qwen3's per-head q and k norms the same over q + kv.
+      multiply (r d). Qwen3's per-head q and k norms the same over q + kv, where Liger
+      replaces them (`qk_norms`: Training.liger_kernels "classes").
     - the gated activation: the gate projection's output (kept by SiLU), SiLU's output and the
       up projection's output (kept by the product): 3 a f. (A MoE layer's experts: not counted.)
     - the rotary embedding keeps only cos and sin, shared by the layers: 0 per token.
     """
     d, q, kv, f = arch.hidden_size, arch.q_dim, arch.kv_dim, arch.intermediate_size
     norms = arch.norms_per_block * (4 * d + (r * d if full else 0.0))
-    if arch.qk_norm:
+    if arch.qk_norm and qk_norms:
         norms += 4 * (q + kv) + (a * (q + kv) if full else 0.0)
     mlp = 0.0 if arch.is_moe else 3 * a * f
     return norms + mlp
 
 
-def liger_saved_bytes_per_token_layer(arch: ModelArch, a: float, r: float) -> float:
+def liger_saved_bytes_per_token_layer(arch: ModelArch, a: float, r: float,
+                                      qk_norms: bool = True) -> float:
     """Bytes per token and layer that Liger's Functions save in place of
     eager_replaced_saved_bytes_per_token_layer's (LIGER_COMMIT, each save_for_backward):
     - LigerRMSNormFunction: X (r d, the residual stream as it comes) and an fp32 1/rms per row
       (4 per token); W is the parameter. Whether the weight trains or not. Qwen3's per-head q
-      and k norms (Qwen3RMSNorm patched class-wide): q and k before them (a (q + kv)) and a
-      1/rms per head (4 (heads + kv heads)).
+      and k norms where the class is patched before the model is built (`qk_norms`;
+      apply_liger_kernel_to_qwen3 with a built model patches only the block norms and the
+      MLP): q and k before them (a (q + kv)) and a 1/rms per head (4 (heads + kv heads)).
     - LigerSiLUMulFunction: a and b, the gate and up outputs (2 a f).
     - LigerRopeFunction: cos and sin (no per-token tensor).
     """
     d, q, kv, f = arch.hidden_size, arch.q_dim, arch.kv_dim, arch.intermediate_size
     norms = arch.norms_per_block * (r * d + 4)
-    if arch.qk_norm:
+    if arch.qk_norm and qk_norms:
         norms += a * (q + kv) + 4 * (arch.num_heads + arch.num_kv_heads)
     mlp = 0.0 if arch.is_moe else 2 * a * f
     return norms + mlp
@@ -124,9 +133,9 @@ def liger_saved_delta_bytes_per_token_layer(arch: ModelArch, t: Training, a: flo
     (negative: it keeps less); 0 where liger_layer_applies says it does not apply."""
     if liger_layer_applies(arch, t) is not None:
         return 0.0
-    full = t.method == "full"
-    return (liger_saved_bytes_per_token_layer(arch, a, r)
-            - eager_replaced_saved_bytes_per_token_layer(arch, a, r, full))
+    full, qk = t.method == "full", t.liger_kernels == "classes"
+    return (liger_saved_bytes_per_token_layer(arch, a, r, qk)
+            - eager_replaced_saved_bytes_per_token_layer(arch, a, r, full, qk))
 
 
 def liger_moved_bytes_per_token_layer(arch: ModelArch, t: Training, a: float,
@@ -135,7 +144,8 @@ def liger_moved_bytes_per_token_layer(arch: ModelArch, t: Training, a: float,
     its inputs and writes its outputs once (a count from the kernels' loads and stores at
     LIGER_COMMIT, not a measurement):
     - RMSNorm forward reads X and writes Y (2 r d; 1/rms 4 per row, W negligible); backward
-      reads dY and X and writes dX (3 r d). Per-head q and k norms the same over q + kv in a.
+      reads dY and X and writes dX (3 r d). Per-head q and k norms the same over q + kv in a,
+      where Liger replaces them (Training.liger_kernels "classes").
     - RoPE forward reads and writes q and k (2 a (q + kv)); backward dq and dk the same.
     - SwiGLU forward reads a and b and writes c (3 a f); backward reads dc, a and b and writes
       da and db (5 a f). (A MoE layer's experts: not counted.)
@@ -143,7 +153,7 @@ def liger_moved_bytes_per_token_layer(arch: ModelArch, t: Training, a: float,
     d, q, kv, f = arch.hidden_size, arch.q_dim, arch.kv_dim, arch.intermediate_size
     forward = arch.norms_per_block * 2 * r * d + 2 * a * (q + kv)
     backward = arch.norms_per_block * 3 * r * d + 2 * a * (q + kv)
-    if arch.qk_norm:
+    if arch.qk_norm and t.liger_kernels == "classes":
         forward += 2 * a * (q + kv)
         backward += 3 * a * (q + kv)
     if not arch.is_moe:
@@ -165,14 +175,14 @@ def liger_ops_delta_per_layer(kind: str) -> tuple[float, float]:
 def liger_terms(arch: ModelArch, t: Training, a: float, r: float) -> tuple[str, ...]:
     """The basis lines of a setup with Liger's layer kernels: what they changed and where the
     figures come from."""
-    if not t.liger_kernels:
+    if t.liger_kernels == "none":
         return ()
     why = liger_layer_applies(arch, t)
     if why is not None:
         return (f"liger: the layers keep the eager count: {why}",)
-    full = t.method == "full"
-    eager = eager_replaced_saved_bytes_per_token_layer(arch, a, r, full)
-    liger = liger_saved_bytes_per_token_layer(arch, a, r)
+    full, qk = t.method == "full", t.liger_kernels == "classes"
+    eager = eager_replaced_saved_bytes_per_token_layer(arch, a, r, full, qk)
+    liger = liger_saved_bytes_per_token_layer(arch, a, r, qk)
     moved = liger_moved_bytes_per_token_layer(arch, t, a, r)
     # how the precision runs in torch, as host.precision_kind has it (host imports this module)
     kind = ("fp32" if t.precision == "fp32" else
@@ -181,7 +191,9 @@ def liger_terms(arch: ModelArch, t: Training, a: float, r: float) -> tuple[str, 
     return (f"liger: RMSNorm, RoPE and SwiGLU as Liger's Triton kernels save {liger:,.0f} "
             f"bytes per token and layer where transformers' eager ones save {eager:,.0f} "
             f"(their save_for_backward at Liger-Kernel 0a62700, v0.6.4: estimate/liger.py)"
-            + ("; the MoE experts' activation keeps the eager count" if arch.is_moe else ""),
+            + ("; the MoE experts' activation keeps the eager count" if arch.is_moe else "")
+            + ("; the per-head q/k norms stay eager (patched on a built model)"
+               if arch.qk_norm and not qk else ""),
             f"liger: those kernels move {moved:,.0f} bytes per token and layer (one read and "
             f"one write of each kernel's tensors: a count), in place of eager's "
             f"elementwise_passes x the saved bytes; host operators per layer "

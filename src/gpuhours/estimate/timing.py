@@ -349,7 +349,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         r = residual_bytes(t.precision)
         elementwise += (liger_moved_bytes_per_token_layer(arch, t, a, r)
                         - eager_replaced_saved_bytes_per_token_layer(
-                            arch, a, r, t.method == "full") * passes)
+                            arch, a, r, t.method == "full", t.liger_kernels == "classes")
+                        * passes)
     if compiled_layer_applies(arch, t) is None:
         # torch.compile: Inductor's fused kernels, each one read and one write of its tensors
         # (estimate/compiled.py), in place of eager's passes over the saved tensors
