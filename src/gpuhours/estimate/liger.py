@@ -147,6 +147,7 @@ def liger_moved_bytes_per_token_layer(arch: ModelArch, t: Training, a: float,
       reads dY and X and writes dX (3 r d). Per-head q and k norms the same over q + kv in a,
       where Liger replaces them (Training.liger_kernels "classes").
     - RoPE forward reads and writes q and k (2 a (q + kv)); backward dq and dk the same.
+      (cos and sin, head_dim wide, read per token: left out.)
     - SwiGLU forward reads a and b and writes c (3 a f); backward reads dc, a and b and writes
       da and db (5 a f). (A MoE layer's experts: not counted.)
     Under checkpointing the forward kernels run again in backward."""
