@@ -242,3 +242,24 @@ def test_verl_use_liger_patches_the_built_actor(tmp_path) -> None:
     got = read_setup(path)
     assert got.fields["liger_kernels"] == "instance"
     assert "loss_kernel" not in got.fields or got.fields["loss_kernel"] != "fused-linear"
+
+
+@pytest.mark.parametrize("ckpt", [False, True])
+def test_the_estimate_moves_liger_bytes_in_place_of_the_eager_passes(ckpt: bool) -> None:
+    from cli_json import LLAMA_3B_FULL, estimate_json
+    from gpuhours import catalog
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.resolve import resolve_model
+
+    args = (*LLAMA_3B_FULL, "--checkpointing" if ckpt else "--no-checkpointing")
+    eager = estimate_json(*args)["step_time_breakdown_s"]["memory_bound_s"]["value"]
+    liger = estimate_json(*args, "--liger-kernels", "classes")[
+        "step_time_breakdown_s"]["memory_bound_s"]["value"]
+    arch = resolve_model("llama-3.2-3b")[0]
+    t = Training(arch=arch, method="full", precision="bf16", micro_batch=2, seq_len=4096,
+                 checkpointing=ckpt, liger_kernels="classes")
+    passes = A.ELEMENTWISE_PASSES.value + (1.0 if ckpt else 0.0)
+    per_token_layer = (eager_replaced_saved_bytes_per_token_layer(arch, 2, 2, True) * passes
+                       - liger_moved_bytes_per_token_layer(arch, t, 2, 2))
+    bw = catalog.gpu("a100-80gb").memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
+    assert eager - liger == pytest.approx(2 * 4096 * arch.num_layers * per_token_layer / bw)
