@@ -53,6 +53,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
     "activation_offload": "--activation-offload",
+    "liger_kernels": "--liger-kernels",
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
@@ -235,6 +236,11 @@ ActivationOffloadOpt = Annotated[bool, typer.Option(
     help="The checkpointed layer inputs copied to pinned host memory on a side stream and "
          "back in backward (torchtune enable_activation_offloading). Needs checkpointing. "
          "Default: off.")]
+LigerKernelsOpt = Annotated[str, typer.Option(
+    help="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into the layers: classes "
+         "(apply_liger_kernel_to_* before the model is built: LLaMA-Factory, axolotl; every "
+         "norm), instance (on a built model: HF Trainer/TRL use_liger_kernel, verl; per-head "
+         "q/k norms stay eager), none. Its loss is --loss-kernel fused-linear.")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "

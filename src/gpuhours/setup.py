@@ -226,6 +226,17 @@ class Training(_ReadsModel):
     loss_kernel: LossKernel | None = None
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
+    #: Liger-Kernel's fused RMSNorm, RoPE and SwiGLU/GeGLU patched into transformers' decoder
+    #: layers (estimate/liger.py): what the layer saves for backward, its elementwise traffic
+    #: and its host operators. "classes": apply_liger_kernel_to_<model>() before the model is
+    #: built, replacing the classes, so every RMSNorm, Qwen3's per-head q/k norms too
+    #: (LLaMA-Factory's enable_liger_kernel, axolotl's LigerPlugin, scripts); "instance":
+    #: applied to a built model (_apply_liger_kernel_to_instance: HF Trainer's and TRL's
+    #: use_liger_kernel, verl's use_liger), which patches the block norms, the MLP and the
+    #: rotary function but leaves per-head q/k norms eager; "none": not patched. Its fused
+    #: linear cross-entropy is loss_kernel "fused-linear", apart. The eager kernel path only,
+    #: not compiled
+    liger_kernels: Literal["none", "classes", "instance"] = "none"
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
@@ -680,6 +691,15 @@ class Training(_ReadsModel):
                              "Give --kernels megatron, or leave --moe-dispatch out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
+        if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
+            raise FieldError(("liger_kernels", "kernels" if self.kernels != "eager"
+                              else "compile"),
+                             "Liger's kernels are modelled patched into transformers' eager "
+                             "layers; this setup runs "
+                             + (f"kernels {self.kernels} (its own fused kernels)"
+                                if self.kernels != "eager" else "under torch.compile")
+                             + ": not modelled together.", "Leave --liger-kernels out, or use "
+                             "--kernels eager without --compile.")
         if self.checkpoint_offload and not self.checkpointing:
             raise FieldError(("checkpoint_offload", "checkpointing"), "checkpoint_offload moves "
                              "the checkpointed block inputs to the host; checkpointing is off.",
@@ -769,6 +789,8 @@ class Training(_ReadsModel):
             parts.append("optim-in-bwd")
         if self.activation_offload:
             parts.append("act-offload")
+        if self.liger_kernels != "none":
+            parts.append(f"liger-{self.liger_kernels}")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":

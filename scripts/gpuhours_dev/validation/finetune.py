@@ -670,8 +670,11 @@ _CCE_CALL = "cut_cross_entropy.linear_cross_entropy"
 #: ... or with Liger's fused linear cross-entropy (Scicom small-ablation train.py @ 9d56463: its
 #: model's forward calls LigerFusedLinearCrossEntropyLoss on the last hidden state)
 _FLCE_CALL = "LigerFusedLinearCrossEntropyLoss"
-#: Liger's RoPE, SwiGLU and RMSNorm kernels patched in (apply_liger_kernel_to_*): fewer, fused
-#: operators than transformers' eager modelling the estimate counts (not modelled)
+#: Liger's RoPE, SwiGLU and RMSNorm kernels patched in (apply_liger_kernel_to_*, all three set
+#: True, as the rows' notes read the script: Scicom small-ablation train.py @ 9d56463 calls
+#: apply_liger_kernel_to_qwen3(rope=True, swiglu=True, rms_norm=True, ...) at import, before
+#: the model is built, so the class-wide patch reaches the per-head q/k norms too):
+#: Training.liger_kernels (estimate/liger.py)
 _LIGER_PATCH = "apply_liger_kernel_to_"
 #: packed rows whose documents attend only within themselves (flash-attn varlen over cu_seq_lens)
 _VARLEN = "cu_seq_lens"
@@ -680,8 +683,9 @@ _VARLEN = "cu_seq_lens"
 def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
     """(loss kernel, note) of a row whose notes state what its training script runs: cut-ce where
     the script calls Cut Cross-Entropy, fused-linear where it calls Liger's fused linear
-    cross-entropy; the note says what the estimate does not model (Liger's
-    fused RoPE, SwiGLU and RMSNorm; attention within packed documents)."""
+    cross-entropy; the note says what the estimate does not model (attention within packed
+    documents) and where Liger's fused RoPE, SwiGLU and RMSNorm are patched in (map_row sets
+    liger_kernels where _LIGER_PATCH is in the notes)."""
     notes = []
     kernel = None
     if _CCE_CALL in r["notes"]:
@@ -693,8 +697,9 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
         notes.append("the script's loss is Liger's fused linear cross-entropy: the logits never "
                      "materialise")
     if _LIGER_PATCH in r["notes"]:
-        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels not modelled (transformers' eager "
-                      "operators counted)")
+        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels patched in before the model "
+                     "is built (liger_kernels classes: what they save, move and issue, "
+                     "estimate/liger.py)")
     if _VARLEN in r["notes"]:
         notes.append("packed rows, attention within each document (varlen): attention counted over "
                      "the whole row (an upper bound on its work)")
@@ -1058,6 +1063,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
+            liger_kernels="classes" if _LIGER_PATCH in r["notes"] else "none",
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
@@ -1598,6 +1604,8 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
                  + (" (offloaded to the host)" if t.checkpoint_offload else ""))
     if t.kernels == "unsloth":
         parts.append("Unsloth's kernels")
+    if t.liger_kernels != "none":
+        parts.append(f"Liger's RMSNorm, RoPE and SwiGLU kernels ({t.liger_kernels})")
     opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
     parts.append(opt)
     if loss_kernel_of(t) != "hf":

@@ -39,6 +39,7 @@ from gpuhours.estimate.kv_repeat import (
     kv_repeat_terms,
     repeated_kv_extra_bytes_per_token_layer,
 )
+from gpuhours.estimate.liger import liger_saved_delta_bytes_per_token_layer, liger_terms
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_mlp import unreached_attention_bytes_per_token
 from gpuhours.estimate.lora_traffic import lora_branch_of
@@ -357,6 +358,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
                                                        adapted)
     # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
     tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    # Liger's RMSNorm, RoPE and SwiGLU Functions in place of transformers' eager ones
+    # (estimate/liger.py)
+    tensors += liger_saved_delta_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision],
+                                                       residual_bytes(t.precision))
     unsloth = t.kernels == "unsloth"
     if unsloth:  # Unsloth's patched layer and LoRA Functions (estimate/unsloth.py)
         tensors = unsloth_layer_saved_bytes_per_token(
@@ -1422,6 +1427,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
             t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
             lora_dropout=t.lora_dropout)
         out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
+    out.extend(liger_terms(arch, t, ACTIVATION_BYTES[t.precision], residual_bytes(t.precision)))
     out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:

@@ -184,6 +184,12 @@ class TrainingSettings(_Strict):
         default=None, description="the checkpointed layer inputs copied to pinned host memory "
         "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
         "default: off")
+    liger_kernels: Literal["none", "classes", "instance"] | None = Field(
+        default=None, description="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into "
+        "transformers' layers: classes (apply_liger_kernel_to_* before the model is built: "
+        "LLaMA-Factory, axolotl; every norm), instance (on a built model: HF Trainer/TRL "
+        "use_liger_kernel, verl use_liger; per-head q/k norms stay eager); its loss is "
+        "loss_kernel fused-linear; default: none")
     kv_repeated: bool | None = Field(
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
