@@ -44,6 +44,7 @@ from gpuhours.estimate.device_overhead import (
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
+from gpuhours.estimate.paged_optimizer import paged_resident_bytes
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
@@ -482,6 +483,17 @@ def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
 
 
 def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+    """(Training fields, assumption, why not expressible); a bitsandbytes paged AdamW (the
+    row's optimizer names it paged) with optimizer_paged (estimate/paged_optimizer.py)."""
+    fields, note, why = _optimizer_fields(r)
+    if "paged" in r["optimizer"].lower() and fields.get("optimizer") in ("adamw", "adamw-8bit"):
+        fields = {**fields, "optimizer_paged": True}
+        note = "; ".join(x for x in (note, "bitsandbytes' paged moments in CUDA managed memory, "
+                                     "outside torch's allocator (optimizer_paged)") if x)
+    return fields, note, why
+
+
+def _optimizer_fields(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     """(Training fields, assumption, why not expressible)."""
     o = r["optimizer"]
     low = o.lower()
@@ -491,12 +503,10 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
         # read from the rest of the text
         rest = re.sub(r"\s*(with optimizer_in_bwd=true \(config\)|fused into backward "
                       r"\(optimizer_in_bwd\))", "", o, flags=re.IGNORECASE)
-        fields, note, why = _optimizer({**r, "optimizer": rest})
-        paged = ("; bitsandbytes' paged state is allocated by cudaMallocManaged, outside "
-                 "torch's allocator, but counted on the GPU here" if "paged" in low else "")
+        fields, note, why = _optimizer_fields({**r, "optimizer": rest})
         return ({**fields, "optimizer_in_backward": True},
-                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)"
-                                      + paged) if x), why)
+                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)")
+                          if x), why)
     if "lora-fa" in low:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
@@ -1810,7 +1820,10 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
         outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
-        return m.tensors_bytes + reserve + outside
+        device = m.tensors_bytes + reserve + outside
+        # a paged optimizer's managed memory is on the device as far as the GPU has room
+        return device + (m.paged_optimizer_bytes if gpu is None else paged_resident_bytes(
+            m.paged_optimizer_bytes, gpu.memory_bytes, device))
     return m.tensors_bytes + reserve
 
 
