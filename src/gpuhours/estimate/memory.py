@@ -58,13 +58,13 @@ from gpuhours.estimate.optim_in_backward import (
     in_backward_step_bytes,
     largest_trainable_tensor_params,
 )
+from gpuhours.estimate.paged_optimizer import paged_moment_bytes_per_param, paged_state_params
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
     local_params,
     zero_shards,
 )
-from gpuhours.estimate.paged_optimizer import paged_moment_bytes_per_param, paged_state_params
 from gpuhours.estimate.params import ParamCounts, count_params, norm_params
 from gpuhours.estimate.peft_methods import (
     peft_method_saved_bytes_per_layer,
