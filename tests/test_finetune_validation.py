@@ -326,6 +326,16 @@ def test_paged_optimizers_as_the_rows_name_them(rows, row, paged):
     assert m.training is not None and m.training.optimizer_paged is paged
 
 
+@pytest.mark.parametrize(("row", "impl"), [(324, "fused"), (329, "fused"), (338, "fused"),
+                                           (339, "fused"), (334, "foreach"), (322, "foreach")])
+def test_torchtune_adamw_as_its_config_sets_it(rows, row, impl):
+    """torchtune's LoRA and QLoRA configs (llama3_1 at 30b8519e8, llama3_2 3B at 1814feb17)
+    set torch.optim.AdamW with fused: True; the flags table's full rows override the full
+    config's PagedAdamW8bit with torch.optim.AdamW, no fused key: foreach."""
+    m = map_row(row, rows[row - 1])
+    assert m.training is not None and m.training.optimizer_impl == impl
+
+
 def test_axolotl_cut_cross_entropy_plugin_is_the_loss(rows):
     """axolotl's gpt-oss-20b LoRA example loads CutCrossEntropyPlugin (its notes list the
     config's plugins) and offloads activations (said, not modelled); #516 loads no plugin."""

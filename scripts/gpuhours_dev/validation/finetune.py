@@ -634,6 +634,40 @@ TORCHTUNE_EMBEDDING_UNITS = frozenset({("llama3_1/70B_full.yaml", "30b8519e8")})
 _TORCHTUNE_CONFIG = re.compile(r"recipes/configs/(\S+\.yaml) (?:at|@) (\w+)")
 
 
+#: the torchtune configs (at the commit each row names) whose optimizer is torch.optim.AdamW
+#: with `fused: True`, read in each config: the llama3_1 LoRA, QLoRA, 70B and 405B configs at
+#: 30b8519e8 (the full single-device config runs bitsandbytes' PagedAdamW8bit instead), and
+#: llama3_2/3B_lora_single_device.yaml and 3B_qlora_single_device.yaml at 1814feb17, which the
+#: flags table's LoRA and QLoRA rows run (its command to reproduce the QLoRA row overrides
+#: `optimizer._component_=torch.optim.AdamW` only: `fused: True` stays). The flags table's
+#: full rows override the same key on 3B_full_single_device.yaml, which sets no `fused`:
+#: torch's default, foreach
+TORCHTUNE_FUSED_ADAMW = frozenset({
+    ("llama3_1/8B_lora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/8B_qlora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/70B_full.yaml", "30b8519e8"),
+    ("llama3_1/70B_lora.yaml", "30b8519e8"),
+    ("llama3_1/405B_qlora.yaml", "30b8519e8"),
+    ("llama3_2/3B_lora_single_device.yaml", "1814feb17"),
+    ("llama3_2/3B_qlora_single_device.yaml", "1814feb17"),
+})
+_TORCHTUNE_FLAGS_LORA = re.compile(r"(llama3_2/3B_)\(q\)(lora_single_device\.yaml) at (\w+)")
+
+
+def torchtune_fused_adamw(r: dict[str, str], method: str) -> bool:
+    """The row's torchtune config sets torch.optim.AdamW with fused: True
+    (TORCHTUNE_FUSED_ADAMW): the config its notes name, or for the flags table's LoRA and
+    QLoRA rows the one its targets name ("llama3_2/3B_(q)lora_single_device.yaml")."""
+    m = _TORCHTUNE_CONFIG.search(r["notes"])
+    if m:
+        return (m.group(1), m.group(2)) in TORCHTUNE_FUSED_ADAMW
+    flags = _TORCHTUNE_FLAGS_LORA.search(r["target_modules"])
+    if not flags or method not in ("lora", "qlora"):
+        return False
+    config = f"{flags.group(1)}{'q' if method == 'qlora' else ''}{flags.group(2)}"
+    return (config, flags.group(3)) in TORCHTUNE_FUSED_ADAMW
+
+
 def _torchtune_loss(r: dict[str, str]) -> tuple[str | None, str]:
     """(loss kernel, note) of a torchtune row whose config is in TORCHTUNE_CONFIG_LOSS, else
     (None, "")."""
@@ -966,6 +1000,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("ds_config_zero3.json's optimizer block: DeepSpeed's FusedAdam "
                      "(engine._configure_basic_optimizer), stepping one 1e9-element sub "
                      "group at a time (sub_group_size; estimate/deepspeed_step.py)")
+    if (source == "torchtune" and opt == {"optimizer": "adamw"} and not _offload(r)
+            and torchtune_fused_adamw(r, method)):
+        opt = {**opt, "optimizer_impl": "fused"}
+        notes.append("the config's torch.optim.AdamW sets fused: True (one kernel, no "
+                     "foreach temporaries)")
     if source in _TORCH_2_0 and not deepspeed and opt == {"optimizer": "adamw"}:
         opt = {**opt, "optimizer_impl": "foreach-2.0"}
         notes.append(_TORCH_2_0[source])
