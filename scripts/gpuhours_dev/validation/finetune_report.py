@@ -309,7 +309,10 @@ REMAINS: dict[str, str] = {
         "traffic is not timed: on the 4090 10.8 GiB of the moments cross PCIe each step "
         "(paged_overflow_bytes); #322's speed still reads +4%, and the torchtune LoRA and "
         "QLoRA rows on the same card read -27% and -19%, so the card's GEMM rate (Ada's "
-        "0.78 of peak, assumptions.GEMM_EFFICIENCY_BY_GENERATION) looks low for it."),
+        "0.78 of peak, assumptions.GEMM_EFFICIENCY_BY_GENERATION) looks low for it. The "
+        "LoRA, QLoRA, 70B and 405B configs set torch.optim.AdamW with fused: True, now mapped "
+        "so (optimizer_impl fused; the flags table's full rows override the full config's "
+        "optimizer without it: foreach); no figure moved by more than 0.6%."),
     "PEFT": (
         "Full fine-tuning reads +4.2%; LoRA on q,v +9.5% to +10.2%. The figure is the 99th "
         "percentile of memory_reserved() read after each step (run.py @ 5d602fdb), and "
