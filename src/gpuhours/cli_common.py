@@ -52,6 +52,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
+    "optimizer_paged": "--paged-optimizer",
     "activation_offload": "--activation-offload",
     "liger_kernels": "--liger-kernels",
     "checkpoint_offload": "--checkpoint-offload",
@@ -231,6 +232,11 @@ OptimInBackwardOpt = Annotated[bool, typer.Option(
     help="Each parameter's optimizer step run in backward as soon as its gradient is made, "
          "then the gradient freed (torchtune optimizer_in_bwd): no whole-model gradient. "
          "Needs --grad-accum 1. Default: after backward.")]
+OptimizerPagedOpt = Annotated[bool, typer.Option(
+    "--paged-optimizer/--no-paged-optimizer",
+    help="bitsandbytes' paged AdamW (32-bit or 8-bit): the moments of tensors of 1e5 "
+         "elements or more in CUDA managed memory, outside torch's allocator, paged to the "
+         "host when the GPU is full (full fine-tuning). Default: not paged.")]
 ActivationOffloadOpt = Annotated[bool, typer.Option(
     "--activation-offload/--no-activation-offload",
     help="The checkpointed layer inputs copied to pinned host memory on a side stream and "

@@ -215,6 +215,12 @@ class Training(_ReadsModel):
     #: estimate/optim_in_backward.py): no whole-model gradient buffer and no separate step
     #: phase. Needs grad_accum 1 (torchtune refuses accumulation with it)
     optimizer_in_backward: bool = False
+    #: bitsandbytes' paged optimizer (PagedAdamW, PagedAdamW8bit): the moments of every
+    #: parameter of 1e5 elements or more in CUDA managed memory (cudaMallocManaged), outside
+    #: torch's caching allocator, which the driver pages to host memory when the GPU is full
+    #: (estimate/paged_optimizer.py). Counted apart from the allocator's figures; never a
+    #: reason not to fit. Modelled for full fine-tuning (adapters: counted on the GPU)
+    optimizer_paged: bool = False
     #: the tensors autograd saves in the model's forward copied to pinned host memory on a side
     #: stream and brought back in backward (torchtune's enable_activation_offloading,
     #: OffloadActivations; estimate/activation_offload.py): under checkpointing each layer's
@@ -787,6 +793,8 @@ class Training(_ReadsModel):
             parts.append("no-sync")
         if self.optimizer_in_backward:
             parts.append("optim-in-bwd")
+        if self.optimizer_paged:
+            parts.append("paged")
         if self.activation_offload:
             parts.append("act-offload")
         if self.liger_kernels != "none":
@@ -1134,6 +1142,14 @@ def _check_torchtune_memory(t: Training) -> None:
         raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
                          "backward runs on the GPU; CPU offload steps on the host.",
                          "Use one or the other.")
+    if t.optimizer_paged and (t.optimizer not in ("adamw", "adamw-8bit")
+                              or t.offload != "none"):
+        raise FieldError(("optimizer_paged", "optimizer"), "a paged optimizer is "
+                         "bitsandbytes' AdamW (32-bit or 8-bit) on the GPU; this setup has "
+                         f"{t.optimizer}" + (f" with offload {t.offload}"
+                                             if t.offload != "none" else "") + ".",
+                         "Give optimizer adamw or adamw-8bit without offload, or drop "
+                         "optimizer_paged.")
     if t.activation_offload and not t.checkpointing:
         raise FieldError(("activation_offload", "checkpointing"), "activation offloading is "
                          "modelled as torchtune runs it, under activation checkpointing "

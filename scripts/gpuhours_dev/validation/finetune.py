@@ -44,6 +44,7 @@ from gpuhours.estimate.device_overhead import (
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
+from gpuhours.estimate.paged_optimizer import paged_resident_bytes
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
@@ -482,6 +483,17 @@ def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
 
 
 def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+    """(Training fields, assumption, why not expressible); a bitsandbytes paged AdamW (the
+    row's optimizer names it paged) with optimizer_paged (estimate/paged_optimizer.py)."""
+    fields, note, why = _optimizer_fields(r)
+    if "paged" in r["optimizer"].lower() and fields.get("optimizer") in ("adamw", "adamw-8bit"):
+        fields = {**fields, "optimizer_paged": True}
+        note = "; ".join(x for x in (note, "bitsandbytes' paged moments in CUDA managed memory, "
+                                     "outside torch's allocator (optimizer_paged)") if x)
+    return fields, note, why
+
+
+def _optimizer_fields(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     """(Training fields, assumption, why not expressible)."""
     o = r["optimizer"]
     low = o.lower()
@@ -491,12 +503,10 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
         # read from the rest of the text
         rest = re.sub(r"\s*(with optimizer_in_bwd=true \(config\)|fused into backward "
                       r"\(optimizer_in_bwd\))", "", o, flags=re.IGNORECASE)
-        fields, note, why = _optimizer({**r, "optimizer": rest})
-        paged = ("; bitsandbytes' paged state is allocated by cudaMallocManaged, outside "
-                 "torch's allocator, but counted on the GPU here" if "paged" in low else "")
+        fields, note, why = _optimizer_fields({**r, "optimizer": rest})
         return ({**fields, "optimizer_in_backward": True},
-                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)"
-                                      + paged) if x), why)
+                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)")
+                          if x), why)
     if "lora-fa" in low:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
@@ -622,6 +632,40 @@ TORCHTUNE_CONFIG_LOSS: dict[tuple[str, str], str] = {
 #: set none, 405B_qlora.yaml neither)
 TORCHTUNE_EMBEDDING_UNITS = frozenset({("llama3_1/70B_full.yaml", "30b8519e8")})
 _TORCHTUNE_CONFIG = re.compile(r"recipes/configs/(\S+\.yaml) (?:at|@) (\w+)")
+
+
+#: the torchtune configs (at the commit each row names) whose optimizer is torch.optim.AdamW
+#: with `fused: True`, read in each config: the llama3_1 LoRA, QLoRA, 70B and 405B configs at
+#: 30b8519e8 (the full single-device config runs bitsandbytes' PagedAdamW8bit instead), and
+#: llama3_2/3B_lora_single_device.yaml and 3B_qlora_single_device.yaml at 1814feb17, which the
+#: flags table's LoRA and QLoRA rows run (its command to reproduce the QLoRA row overrides
+#: `optimizer._component_=torch.optim.AdamW` only: `fused: True` stays). The flags table's
+#: full rows override the same key on 3B_full_single_device.yaml, which sets no `fused`:
+#: torch's default, foreach
+TORCHTUNE_FUSED_ADAMW = frozenset({
+    ("llama3_1/8B_lora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/8B_qlora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/70B_full.yaml", "30b8519e8"),
+    ("llama3_1/70B_lora.yaml", "30b8519e8"),
+    ("llama3_1/405B_qlora.yaml", "30b8519e8"),
+    ("llama3_2/3B_lora_single_device.yaml", "1814feb17"),
+    ("llama3_2/3B_qlora_single_device.yaml", "1814feb17"),
+})
+_TORCHTUNE_FLAGS_LORA = re.compile(r"(llama3_2/3B_)\(q\)(lora_single_device\.yaml) at (\w+)")
+
+
+def torchtune_fused_adamw(r: dict[str, str], method: str) -> bool:
+    """The row's torchtune config sets torch.optim.AdamW with fused: True
+    (TORCHTUNE_FUSED_ADAMW): the config its notes name, or for the flags table's LoRA and
+    QLoRA rows the one its targets name ("llama3_2/3B_(q)lora_single_device.yaml")."""
+    m = _TORCHTUNE_CONFIG.search(r["notes"])
+    if m:
+        return (m.group(1), m.group(2)) in TORCHTUNE_FUSED_ADAMW
+    flags = _TORCHTUNE_FLAGS_LORA.search(r["target_modules"])
+    if not flags or method not in ("lora", "qlora"):
+        return False
+    config = f"{flags.group(1)}{'q' if method == 'qlora' else ''}{flags.group(2)}"
+    return (config, flags.group(3)) in TORCHTUNE_FUSED_ADAMW
 
 
 def _torchtune_loss(r: dict[str, str]) -> tuple[str | None, str]:
@@ -961,6 +1005,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("ds_config_zero3.json's optimizer block: DeepSpeed's FusedAdam "
                      "(engine._configure_basic_optimizer), stepping one 1e9-element sub "
                      "group at a time (sub_group_size; estimate/deepspeed_step.py)")
+    if (source == "torchtune" and opt == {"optimizer": "adamw"} and not _offload(r)
+            and torchtune_fused_adamw(r, method)):
+        opt = {**opt, "optimizer_impl": "fused"}
+        notes.append("the config's torch.optim.AdamW sets fused: True (one kernel, no "
+                     "foreach temporaries)")
     if source in _TORCH_2_0 and not deepspeed and opt == {"optimizer": "adamw"}:
         opt = {**opt, "optimizer_impl": "foreach-2.0"}
         notes.append(_TORCH_2_0[source])
@@ -1818,7 +1867,10 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
         outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
-        return m.tensors_bytes + reserve + outside
+        device = m.tensors_bytes + reserve + outside
+        # a paged optimizer's managed memory is on the device as far as the GPU has room
+        return device + (m.paged_optimizer_bytes if gpu is None else paged_resident_bytes(
+            m.paged_optimizer_bytes, gpu.memory_bytes, device))
     return m.tensors_bytes + reserve
 
 

@@ -19,6 +19,7 @@ from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
+from gpuhours.estimate.paged_optimizer import paged_overflow_bytes
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
 from gpuhours.estimate.step_replay import (
     STEP_REPLAY_TERM,
@@ -753,6 +754,13 @@ def estimate_training(
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
     elif mem.total_bytes > hw.gpu.memory_bytes * (1 - A.FIT_HEADROOM_FRACTION.value):
         warnings.append(headroom_warning(mem.total_bytes, hw.gpu.memory_bytes))
+    overflow = paged_overflow_bytes(mem.paged_optimizer_bytes, hw.gpu.memory_bytes,
+                                    mem.total_bytes)
+    if overflow > 0:
+        warnings.append(f"paged optimizer: {overflow / 2**30:.1f} of its "
+                        f"{mem.paged_optimizer_bytes / 2**30:.1f} GiB of moments do not fit "
+                        f"beside the rest on {hw.gpu.name}; the driver pages them over PCIe "
+                        "every step, which the step time does not count.")
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,

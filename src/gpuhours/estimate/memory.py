@@ -59,13 +59,14 @@ from gpuhours.estimate.optim_in_backward import (
     in_backward_step_bytes,
     largest_trainable_tensor_params,
 )
+from gpuhours.estimate.paged_optimizer import paged_moment_bytes_per_param, paged_state_params
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
     local_params,
     zero_shards,
 )
-from gpuhours.estimate.params import ParamCounts, count_params
+from gpuhours.estimate.params import ParamCounts, count_params, norm_params
 from gpuhours.estimate.peft_methods import (
     peft_method_saved_bytes_per_layer,
     peft_method_saved_bytes_per_token_layer,
@@ -677,6 +678,10 @@ class MemoryBreakdown:
     #: `tensors_bytes` (the parts above are each a part's own peak, not all alive at once);
     #: keys are the fields above or PEAK_PART_LABELS' extra names
     peak_parts: tuple[tuple[str, float], ...] = ()
+    #: a paged optimizer's moments (setup.optimizer_paged): CUDA managed memory, outside
+    #: torch's allocator and so in none of the figures above; resident on the GPU while there
+    #: is room, paged to the host beyond it (estimate/paged_optimizer.py)
+    paged_optimizer_bytes: float = 0.0
 
     @property
     def reserved_bytes(self) -> float:
@@ -1064,6 +1069,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     shard_grad = n if t.zero_stage >= 2 else 1
     shard_w = n if t.zero_stage >= 3 else 1
     quant_state = 0.0  # bitsandbytes' NF4 state (qlora below)
+    paged = 0.0  # a paged optimizer's moments, outside torch's allocator (full below)
 
     if t.method == "full":
         trainable = total
@@ -1082,6 +1088,10 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             grads_full -= counts.vision * s.grads
             master -= counts.vision * s.master / shard_opt
             opt -= counts.vision * s.optimizer / shard_opt
+        if t.optimizer_paged:  # bitsandbytes' managed-memory moments (paged_optimizer.py)
+            paged = (paged_state_params(counts, trainable, norm_params(arch)) * (held / total)
+                     * paged_moment_bytes_per_param(t.optimizer, s.optimizer) / shard_opt)
+            opt -= paged
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.peft_method != "lora":  # estimate/peft_methods.py
@@ -1305,9 +1315,20 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         trainable_params=trainable,
         total_params=total,
         host_bytes=host,
-        setup_terms=_setup_terms(arch, t, buckets) + load_terms,
+        setup_terms=_setup_terms(arch, t, buckets) + load_terms + _paged_terms(paged),
         peak_parts=peak_parts,
+        paged_optimizer_bytes=paged,
     )
+
+
+def _paged_terms(paged_bytes: float) -> tuple[str, ...]:
+    """The setup term that says where a paged optimizer's moments are (none without)."""
+    if not paged_bytes:
+        return ()
+    return (f"paged_optimizer = {paged_bytes / 2**30:.2f} GiB: bitsandbytes' paged moments in "
+            "CUDA managed memory (cudaMallocManaged), outside torch's allocator: in neither "
+            "the allocated nor the reserved figure; on the GPU while it has room, paged to the "
+            "host beyond it (its PCIe traffic not timed; estimate/paged_optimizer.py)",)
 
 
 def offloaded_activation_bytes(arch: ModelArch, t: Training) -> float:

@@ -180,6 +180,10 @@ class TrainingSettings(_Strict):
         default=None, description="each parameter's optimizer step run in backward at its "
         "gradient, which is then freed (torchtune optimizer_in_bwd): no whole-model gradient; "
         "needs grad_accum 1; default: after backward")
+    optimizer_paged: bool | None = Field(
+        default=None, description="bitsandbytes' paged AdamW (32-bit or 8-bit): the moments "
+        "of tensors of 1e5 elements or more in CUDA managed memory, outside torch's "
+        "allocator, paged to the host when the GPU is full; default: not paged")
     activation_offload: bool | None = Field(
         default=None, description="the checkpointed layer inputs copied to pinned host memory "
         "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
