@@ -90,6 +90,9 @@ _PEAK_ONLY_SOURCES = {
     "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
                          "half-precision copy of one 4-bit weight at its matmul "
                          "(MatMul4Bit, 0.42-0.43)",
+    "gptq_dequant_bytes": "estimate/quant.py gptq_dequant_transient_bytes: auto-gptq's torch "
+                          "path unpacking one 4-bit linear (an int32 and an int8 copy, "
+                          "qlinear_cuda_old.py) beside the fp16 weights kept",
 }
 
 

@@ -79,6 +79,7 @@ from gpuhours.estimate.quant import (
     block_linears,
     bnb_dequant_transient_bytes,
     bnb_quant_state_bytes,
+    gptq_dequant_transient_bytes,
     quantised_linears_bytes,
 )
 from gpuhours.estimate.ssm import hybrid_layer_bytes
@@ -885,6 +886,23 @@ def gptq_saved_weight_bytes_per_layer(arch: ModelArch, t: Training) -> float:
     return 2.0 * sum(n * i * o for i, o, n in block_linears(arch))
 
 
+def gptq_layer_weights_in_order(arch: ModelArch) -> list[int]:
+    """The weights (in x out) of one decoder layer's linears in the order its forward runs
+    them (quant.block_linears: q, k, v, o, then the MLP's gate, up and down, each expert's in
+    turn for an MoE). A checkpoint that fuses q, k and v (Qwen-1's c_attn) runs them as one
+    matrix; listed apart here, which changes only the no-grad pass's largest linear."""
+    return [i * o for i, o, n in block_linears(arch) for _ in range(n)]
+
+
+def gptq_dequant_bytes(arch: ModelArch, t: Training, keeps_weights: bool) -> float:
+    """auto-gptq's torch path's unpacking transient at a layer's worst linear, beyond the fp16
+    weights the layer keeps (quant.gptq_dequant_transient_bytes), for a GPTQ base on that path
+    (the setups `gptq_saved_weight_bytes_per_layer` counts); 0 otherwise."""
+    if not gptq_saved_weight_bytes_per_layer(arch, t):
+        return 0.0
+    return gptq_dequant_transient_bytes(gptq_layer_weights_in_order(arch), keeps_weights)
+
+
 def lora_dropout_mask_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     """Bytes per token and layer of LoRA's dropout masks: with `t.lora_dropout` above 0 each
     adapter runs `lora_A(dropout(x))` (peft's Linear.forward, its own nn.Dropout per adapted
@@ -1192,14 +1210,21 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # checkpointing, every layer's (on this GPU) without it
     gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t) / lay.tp
     gptq_kept = gptq_layer if t.checkpointing else gptq_layer * arch.num_layers * (held / total)
+    # and the unpacking transient of its worst linear (quant.gptq_dequant_transient_bytes): in
+    # a forward that records (the recomputed layer, or every layer without checkpointing)
+    # beyond the weights kept; in checkpointing's no-grad first pass, where none are kept,
+    # in their place at the end of forward
+    gptq_dequant = gptq_dequant_bytes(arch, t, keeps_weights=True) / lay.tp
+    gptq_first = (gptq_dequant_bytes(arch, t, keeps_weights=False) / lay.tp
+                  if t.checkpointing else gptq_kept)
     # DoRA's per-feature vectors and its recomputed base matmul's weight copies, the same way
     # (estimate/dora.py)
     a_bytes = ACTIVATION_BYTES[t.precision]
     dora_layer = (dora_saved_bytes_per_layer(arch, t, a_bytes)
                   # LoHa/LoKr's dense deltas, prefix tuning's keys and values, IA3's vectors
                   + peft_method_saved_bytes_per_layer(arch, t, a_bytes)) / lay.tp
-    gptq_kept += dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
-    act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
+    dora_kept = dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
+    act_first, act_last = act_first + gptq_first + dora_kept, act_last + gptq_kept + dora_kept
     if t.checkpointing:  # (with the recomputed layer, after the loss)
         recomputed += gptq_layer + dora_layer
     # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
@@ -1259,9 +1284,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # a layer's backward: its activations (recomputed under checkpointing), a dequantised
     # 4-bit weight, and (full fine-tuning under ZeRO-3/FSDP) two units' unsharded gradients,
     # which do not exist yet at the loss (gathered_unit_grad_bytes)
-    layer_backward = recomputed + bnb_dequant + unit_grads
+    # (and under checkpointing auto-gptq's unpacking in the recomputed layer; without it, at
+    # the forward's last linear)
+    layer_backward = recomputed + bnb_dequant + unit_grads + (
+        gptq_dequant if t.checkpointing else 0.0)
+    forward_dequant = bnb_dequant + (0.0 if t.checkpointing else gptq_dequant)
     forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
-        act_first + dora_transient + bnb_dequant,
+        act_first + dora_transient + forward_dequant,
         act_last - recomputed + max(logits, head_phase, layer_backward)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
@@ -1274,9 +1303,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         in_layer = [("bnb_dequant_bytes", bnb_dequant)]
-        in_backward = [*in_layer, ("gathered_gradients_bytes", unit_grads)]
-        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer]
-                if act_first + dora_transient + bnb_dequant >= act_last - recomputed + at_loss
+        gptq_part = [("gptq_dequant_bytes", gptq_dequant)]
+        in_backward = [*in_layer, *(gptq_part if t.checkpointing else []),
+                       ("gathered_gradients_bytes", unit_grads)]
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer,
+                 *([] if t.checkpointing else gptq_part)]
+                if act_first + dora_transient + forward_dequant >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed),
                       *(in_backward if loss_part == "recomputed_layer_bytes" else []),
                       (loss_part, recomputed if loss_part == "recomputed_layer_bytes"
@@ -1480,6 +1512,15 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"PyTorch path dequantises each weight to fp16 and matmul keeps it for "
                    f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
+        recording = gptq_dequant_bytes(arch, t, keeps_weights=True)
+        first = gptq_dequant_bytes(arch, t, keeps_weights=False)
+        out.append(f"gptq_dequant_bytes = {recording / 2**30:.2f} GiB at the "
+                   + ("recomputed layer's" if t.checkpointing else "last layer's")
+                   + " worst linear beyond the kept weights: unpacking holds an int32 and an "
+                   "int8 copy of it, 5 bytes per weight"
+                   + (f"; {first / 2**30:.2f} GiB in the no-grad first pass"
+                      if t.checkpointing else "")
+                   + " (qlinear_cuda_old.py; estimate/quant.py gptq_dequant_transient_bytes)")
     if t.dora and t.method != "full":
         out.extend(_dora_terms(arch, t))
     out.extend(peft_method_terms(arch, t, ACTIVATION_BYTES[t.precision]))
