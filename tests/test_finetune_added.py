@@ -55,6 +55,8 @@ def test_h200_row_maps_to_the_scripts_setup(rows):
     assert (t.model, t.method, t.precision) == ("qwen3-0.6b", "full", "bf16")
     assert (t.micro_batch, t.seq_len, t.grad_accum, t.checkpointing) == (32, 4096, 1, True)
     assert (t.optimizer, t.optimizer_impl, t.loss_kernel) == ("adamw", "fused", "fused-linear")
+    # train.py calls apply_liger_kernel_to_qwen3(rope=True, swiglu=True, rms_norm=True, ...)
+    assert (t.liger_kernels, t.kernels) == ("classes", "eager")
     assert (m.num_gpus, t.zero_stage, m.gpu and m.gpu.name) == (4, 0, "h200")
     # README: "H200 throughput average 300k tokens per second", over the 4 GPUs
     measured, why = F.throughput_figure(rows[521 - 1], m.source)

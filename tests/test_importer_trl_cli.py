@@ -40,7 +40,8 @@ def test_open_r1_sft_recipe() -> None:
     assert got.fields == {"model": "qwen2.5-1.5b", "precision": "bf16",
                           "flash_attention": True, "micro_batch": 2,
                           "grad_accum": 1, "checkpointing": True, "epochs": 15,
-                          "loss_kernel": "fused-linear", "seq_len": 32768, "packed": True}
+                          "loss_kernel": "fused-linear", "liger_kernels": "instance",
+                          "seq_len": 32768, "packed": True}
     assert not [u for u in got.unused if "not read by gpuhours" in u]
 
 

@@ -278,7 +278,7 @@ def test_llama_factory_full_pure_bf16_qlora(tmp_path: Path) -> None:
     assert got.fields == {"model": "qwen3-8b", "method": "full", "seq_len": 1024,
                           "precision": "bf16", "checkpointing": False,
                           "flash_attention": False, "loss_kernel": "fused-linear",
-                          "micro_batch": 2}
+                          "liger_kernels": "classes", "micro_batch": 2}
     got = read_setup(write(tmp_path, "q.yaml", text.replace("full", "lora") +
                            "quantization_bit: 4\nlora_target: q_proj,k_proj,v_proj,o_proj\n"))
     assert got.fields["method"] == "qlora" and got.fields["lora_targets"] == "attention"

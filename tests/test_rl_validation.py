@@ -537,3 +537,22 @@ def test_nemo_8b_update_packs_its_micro_batches_to_the_recipe_budget():
     for row in (0, 1, 2, 6, 7):
         details, _ = rl._details(cases[row])
         assert details is not None and details["update_micro_batch"] == 3
+
+
+def test_the_easyr1_micro_batch_split_solves_the_pair_by_hand():
+    """The two Qwen2.5-VL-7B H100 rows differ only in their micro-batches (1 / 2 and 4 / 8):
+    4 mini-batches of 80 sequences a GPU, packed 5 and 21 sequences a micro-batch (4,096 and
+    16,384 tokens at 725 and 750 a sequence): 4 x ceil(80 / 5) = 64 and 4 x ceil(80 / 21) = 16
+    micro-batches. The split (a s a micro-batch, b ms a token) gives back each row's update."""
+    c21, c22 = (next(c for c in rl.CASES if c.row == r) for r in (19, 20))
+    n21, k21 = rl.easyr1_update_micro_batches(c21, 5)
+    n22, k22 = rl.easyr1_update_micro_batches(c22, 21)
+    assert (n21, n22) == (64, 16)
+    assert k21 == pytest.approx(320 * 1600 * 145 * 8 / 2560)
+    split = rl.easyr1_micro_batch_split()
+    a, b = split["measured"]
+    for c, n, k in ((c21, n21, k21), (c22, n22, k22)):
+        assert n * a + k * b / 1e3 == pytest.approx(rl.easyr1_update_from_mfu_s(c), rel=1e-9)
+    # both the cost per micro-batch and per token exceed what the estimate costs (issue 13)
+    pa, pb = split["predicted"]
+    assert a > pa and b > pb

@@ -52,7 +52,9 @@ OPTION_OF_FIELD: dict[str, str] = {
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
+    "optimizer_paged": "--paged-optimizer",
     "activation_offload": "--activation-offload",
+    "liger_kernels": "--liger-kernels",
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
@@ -232,11 +234,21 @@ OptimInBackwardOpt = Annotated[bool, typer.Option(
     help="Each parameter's optimizer step run in backward as soon as its gradient is made, "
          "then the gradient freed (torchtune optimizer_in_bwd): no whole-model gradient. "
          "Needs --grad-accum 1. Default: after backward.")]
+OptimizerPagedOpt = Annotated[bool, typer.Option(
+    "--paged-optimizer/--no-paged-optimizer",
+    help="bitsandbytes' paged AdamW (32-bit or 8-bit): the moments of tensors of 1e5 "
+         "elements or more in CUDA managed memory, outside torch's allocator, paged to the "
+         "host when the GPU is full (full fine-tuning). Default: not paged.")]
 ActivationOffloadOpt = Annotated[bool, typer.Option(
     "--activation-offload/--no-activation-offload",
     help="The checkpointed layer inputs copied to pinned host memory on a side stream and "
          "back in backward (torchtune enable_activation_offloading). Needs checkpointing. "
          "Default: off.")]
+LigerKernelsOpt = Annotated[str, typer.Option(
+    help="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into the layers: classes "
+         "(apply_liger_kernel_to_* before the model is built: LLaMA-Factory, axolotl; every "
+         "norm), instance (on a built model: HF Trainer/TRL use_liger_kernel, verl; per-head "
+         "q/k norms stay eager), none. Its loss is --loss-kernel fused-linear.")]
 ZeroOpt = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP full shard).")]
 OffloadOpt = Annotated[str, typer.Option(
     help="CPU offload: none, optimizer (DeepSpeed offload_optimizer: master weights and Adam "

@@ -233,9 +233,11 @@ def _model(r: Reader) -> None:
         r.skip("model.use_remove_padding=true", "padding removal: the estimate counts each "
                "sequence at max_prompt_length + max_response_length (an upper bound)")
     if r.take(A + "model.use_liger") is True:
-        r.skip("model.use_liger=true", "Liger's kernels patched into the model: verl calls the "
-               "model without labels, so its fused linear cross-entropy does not run; its other "
-               "kernels (RMSNorm, SwiGLU) are not modelled")
+        # verl's _apply_liger_kernel_to_instance with the defaults (rope, rms_norm, swiglu);
+        # verl calls the model without labels, so the fused linear cross-entropy never runs
+        r.set("liger_kernels", "instance", "model.use_liger=true", "Liger's RMSNorm, RoPE "
+              "and SwiGLU on the built model; its fused linear cross-entropy does not run "
+              "(no labels)")
     _log_probs(r)
     if r.take(A + "actor.use_torch_compile") is True:
         r.skip("actor.use_torch_compile=true", "torch.compile of the log-prob and entropy "

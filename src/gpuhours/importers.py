@@ -290,8 +290,12 @@ def _hf_common(r: Reader, folder: Path) -> None:
     _set_amounts(r, "num_train_epochs", "max_steps")
     for key in ("use_liger_kernel", "use_liger"):  # use_liger: TRL's name before 0.16
         if r.take(key) is True:
+            # the Trainer's _apply_liger_kernel_to_instance with apply_liger_kernel_to_*'s
+            # defaults: rope, rms_norm, swiglu and fused_linear_cross_entropy True
             r.set("loss_kernel", "fused-linear", f"{key}=true",
                   "Liger's fused linear cross-entropy")
+            r.set("liger_kernels", "instance", f"{key}=true", "Liger's RMSNorm, RoPE and "
+                  "SwiGLU on the built model: per-head q/k norms stay eager")
     if r.take("torch_compile") is True:
         r.set("compile", True, "torch_compile=true", "the Trainer compiles the model")
     if r.take("auto_find_batch_size") is True:
@@ -401,10 +405,20 @@ def _axolotl(r: Reader, folder: Path) -> Imported:
     elif r.take("liger_fused_linear_cross_entropy") is True:
         r.set("loss_kernel", "fused-linear", "liger_fused_linear_cross_entropy=true")
     r.take("plugins")
-    for key in ("liger_rope", "liger_rms_norm", "liger_glu_activation", "liger_layer_norm"):
-        if r.take(key) is True:
-            r.skip(f"{key}=true", "Liger's fused kernels other than the loss are not "
-                                  "modelled (they save some activation memory)")
+    layer_keys = ("liger_rope", "liger_rms_norm", "liger_glu_activation")
+    on = [key for key in layer_keys if r.take(key) is True]
+    if len(on) == len(layer_keys):
+        # LigerPlugin.pre_model_load calls apply_liger_kernel_to_<model>(**kwargs) before the
+        # model is built (axolotl 067b021c src/axolotl/integrations/liger/plugin.py): classes
+        r.set("liger_kernels", "classes", "=true, ".join(on) + "=true",
+              "Liger's RMSNorm, RoPE and SwiGLU")
+    elif on:
+        r.skip(", ".join(f"{key}=true" for key in on), "only some of Liger's layer kernels: "
+               "modelled together (liger_rope, liger_rms_norm, liger_glu_activation all true), "
+               "not apart")
+    if r.take("liger_layer_norm") is True:
+        r.skip("liger_layer_norm=true", "Liger's LayerNorm saves what torch's one-kernel "
+               "layer_norm saves: nothing changes")
     return r.finish("axolotl")
 
 
@@ -464,8 +478,11 @@ def _llama_factory(r: Reader, folder: Path) -> Imported:
     elif attn == "disabled":
         r.set("flash_attention", False, "flash_attn=disabled", "eager attention")
     if r.take("enable_liger_kernel") is True:
+        # model_utils/liger_kernel.py: apply_liger_kernel_to_<model_type>() with its defaults
         r.set("loss_kernel", "fused-linear", "enable_liger_kernel=true",
               "Liger's fused linear cross-entropy")
+        r.set("liger_kernels", "classes", "enable_liger_kernel=true",
+              "Liger's RMSNorm, RoPE and SwiGLU, patched before the model is built")
     unsloth = r.take("use_unsloth") is True
     if unsloth and r.fields.get("method") in ("lora", "qlora"):
         # model_utils/unsloth.py (@ ff6d4d12e): FastLanguageModel.get_peft_model with

@@ -222,6 +222,12 @@ class Training(_ReadsModel):
     #: estimate/optim_in_backward.py): no whole-model gradient buffer and no separate step
     #: phase. Needs grad_accum 1 (torchtune refuses accumulation with it)
     optimizer_in_backward: bool = False
+    #: bitsandbytes' paged optimizer (PagedAdamW, PagedAdamW8bit): the moments of every
+    #: parameter of 1e5 elements or more in CUDA managed memory (cudaMallocManaged), outside
+    #: torch's caching allocator, which the driver pages to host memory when the GPU is full
+    #: (estimate/paged_optimizer.py). Counted apart from the allocator's figures; never a
+    #: reason not to fit. Modelled for full fine-tuning (adapters: counted on the GPU)
+    optimizer_paged: bool = False
     #: the tensors autograd saves in the model's forward copied to pinned host memory on a side
     #: stream and brought back in backward (torchtune's enable_activation_offloading,
     #: OffloadActivations; estimate/activation_offload.py): under checkpointing each layer's
@@ -233,6 +239,17 @@ class Training(_ReadsModel):
     loss_kernel: LossKernel | None = None
     #: the kernel path (Kernels above): the host's operators per micro-batch
     kernels: Kernels = "eager"
+    #: Liger-Kernel's fused RMSNorm, RoPE and SwiGLU/GeGLU patched into transformers' decoder
+    #: layers (estimate/liger.py): what the layer saves for backward, its elementwise traffic
+    #: and its host operators. "classes": apply_liger_kernel_to_<model>() before the model is
+    #: built, replacing the classes, so every RMSNorm, Qwen3's per-head q/k norms too
+    #: (LLaMA-Factory's enable_liger_kernel, axolotl's LigerPlugin, scripts); "instance":
+    #: applied to a built model (_apply_liger_kernel_to_instance: HF Trainer's and TRL's
+    #: use_liger_kernel, verl's use_liger), which patches the block norms, the MLP and the
+    #: rotary function but leaves per-head q/k norms eager; "none": not patched. Its fused
+    #: linear cross-entropy is loss_kernel "fused-linear", apart. The eager kernel path only,
+    #: not compiled
+    liger_kernels: Literal["none", "classes", "instance"] = "none"
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
@@ -710,6 +727,15 @@ class Training(_ReadsModel):
                              "Give --kernels megatron, or leave --moe-fused-mlp out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
+        if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
+            raise FieldError(("liger_kernels", "kernels" if self.kernels != "eager"
+                              else "compile"),
+                             "Liger's kernels are modelled patched into transformers' eager "
+                             "layers; this setup runs "
+                             + (f"kernels {self.kernels} (its own fused kernels)"
+                                if self.kernels != "eager" else "under torch.compile")
+                             + ": not modelled together.", "Leave --liger-kernels out, or use "
+                             "--kernels eager without --compile.")
         if self.checkpoint_offload and not self.checkpointing:
             raise FieldError(("checkpoint_offload", "checkpointing"), "checkpoint_offload moves "
                              "the checkpointed block inputs to the host; checkpointing is off.",
@@ -797,8 +823,12 @@ class Training(_ReadsModel):
             parts.append("no-sync")
         if self.optimizer_in_backward:
             parts.append("optim-in-bwd")
+        if self.optimizer_paged:
+            parts.append("paged")
         if self.activation_offload:
             parts.append("act-offload")
+        if self.liger_kernels != "none":
+            parts.append(f"liger-{self.liger_kernels}")
         if self.offload != "none":
             parts.append(f"offload:{self.offload}")
             if self.offload_copies != "pinned":
@@ -1154,6 +1184,14 @@ def _check_torchtune_memory(t: Training) -> None:
         raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
                          "backward runs on the GPU; CPU offload steps on the host.",
                          "Use one or the other.")
+    if t.optimizer_paged and (t.optimizer not in ("adamw", "adamw-8bit")
+                              or t.offload != "none"):
+        raise FieldError(("optimizer_paged", "optimizer"), "a paged optimizer is "
+                         "bitsandbytes' AdamW (32-bit or 8-bit) on the GPU; this setup has "
+                         f"{t.optimizer}" + (f" with offload {t.offload}"
+                                             if t.offload != "none" else "") + ".",
+                         "Give optimizer adamw or adamw-8bit without offload, or drop "
+                         "optimizer_paged.")
     if t.activation_offload and not t.checkpointing:
         raise FieldError(("activation_offload", "checkpointing"), "activation offloading is "
                          "modelled as torchtune runs it, under activation checkpointing "

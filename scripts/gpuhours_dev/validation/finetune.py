@@ -44,6 +44,7 @@ from gpuhours.estimate.device_overhead import (
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.load_cache import load_path_reserve_bytes
 from gpuhours.estimate.memory import MemoryBreakdown, training_memory
+from gpuhours.estimate.paged_optimizer import paged_resident_bytes
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
@@ -482,6 +483,17 @@ def _litgpt_fused_qv(source: str, model: str, targets: str) -> tuple[str, str]:
 
 
 def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
+    """(Training fields, assumption, why not expressible); a bitsandbytes paged AdamW (the
+    row's optimizer names it paged) with optimizer_paged (estimate/paged_optimizer.py)."""
+    fields, note, why = _optimizer_fields(r)
+    if "paged" in r["optimizer"].lower() and fields.get("optimizer") in ("adamw", "adamw-8bit"):
+        fields = {**fields, "optimizer_paged": True}
+        note = "; ".join(x for x in (note, "bitsandbytes' paged moments in CUDA managed memory, "
+                                     "outside torch's allocator (optimizer_paged)") if x)
+    return fields, note, why
+
+
+def _optimizer_fields(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
     """(Training fields, assumption, why not expressible)."""
     o = r["optimizer"]
     low = o.lower()
@@ -491,12 +503,10 @@ def _optimizer(r: dict[str, str]) -> tuple[dict[str, Any], str, str | None]:
         # read from the rest of the text
         rest = re.sub(r"\s*(with optimizer_in_bwd=true \(config\)|fused into backward "
                       r"\(optimizer_in_bwd\))", "", o, flags=re.IGNORECASE)
-        fields, note, why = _optimizer({**r, "optimizer": rest})
-        paged = ("; bitsandbytes' paged state is allocated by cudaMallocManaged, outside "
-                 "torch's allocator, but counted on the GPU here" if "paged" in low else "")
+        fields, note, why = _optimizer_fields({**r, "optimizer": rest})
         return ({**fields, "optimizer_in_backward": True},
-                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)"
-                                      + paged) if x), why)
+                "; ".join(x for x in (note, "optimizer step in backward (optimizer_in_bwd)")
+                          if x), why)
     if "lora-fa" in low:
         return {}, "", "LoRA-FA optimizer not modelled"
     if "4bit" in low:
@@ -624,6 +634,40 @@ TORCHTUNE_EMBEDDING_UNITS = frozenset({("llama3_1/70B_full.yaml", "30b8519e8")})
 _TORCHTUNE_CONFIG = re.compile(r"recipes/configs/(\S+\.yaml) (?:at|@) (\w+)")
 
 
+#: the torchtune configs (at the commit each row names) whose optimizer is torch.optim.AdamW
+#: with `fused: True`, read in each config: the llama3_1 LoRA, QLoRA, 70B and 405B configs at
+#: 30b8519e8 (the full single-device config runs bitsandbytes' PagedAdamW8bit instead), and
+#: llama3_2/3B_lora_single_device.yaml and 3B_qlora_single_device.yaml at 1814feb17, which the
+#: flags table's LoRA and QLoRA rows run (its command to reproduce the QLoRA row overrides
+#: `optimizer._component_=torch.optim.AdamW` only: `fused: True` stays). The flags table's
+#: full rows override the same key on 3B_full_single_device.yaml, which sets no `fused`:
+#: torch's default, foreach
+TORCHTUNE_FUSED_ADAMW = frozenset({
+    ("llama3_1/8B_lora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/8B_qlora_single_device.yaml", "30b8519e8"),
+    ("llama3_1/70B_full.yaml", "30b8519e8"),
+    ("llama3_1/70B_lora.yaml", "30b8519e8"),
+    ("llama3_1/405B_qlora.yaml", "30b8519e8"),
+    ("llama3_2/3B_lora_single_device.yaml", "1814feb17"),
+    ("llama3_2/3B_qlora_single_device.yaml", "1814feb17"),
+})
+_TORCHTUNE_FLAGS_LORA = re.compile(r"(llama3_2/3B_)\(q\)(lora_single_device\.yaml) at (\w+)")
+
+
+def torchtune_fused_adamw(r: dict[str, str], method: str) -> bool:
+    """The row's torchtune config sets torch.optim.AdamW with fused: True
+    (TORCHTUNE_FUSED_ADAMW): the config its notes name, or for the flags table's LoRA and
+    QLoRA rows the one its targets name ("llama3_2/3B_(q)lora_single_device.yaml")."""
+    m = _TORCHTUNE_CONFIG.search(r["notes"])
+    if m:
+        return (m.group(1), m.group(2)) in TORCHTUNE_FUSED_ADAMW
+    flags = _TORCHTUNE_FLAGS_LORA.search(r["target_modules"])
+    if not flags or method not in ("lora", "qlora"):
+        return False
+    config = f"{flags.group(1)}{'q' if method == 'qlora' else ''}{flags.group(2)}"
+    return (config, flags.group(3)) in TORCHTUNE_FUSED_ADAMW
+
+
 def _torchtune_loss(r: dict[str, str]) -> tuple[str | None, str]:
     """(loss kernel, note) of a torchtune row whose config is in TORCHTUNE_CONFIG_LOSS, else
     (None, "")."""
@@ -670,8 +714,11 @@ _CCE_CALL = "cut_cross_entropy.linear_cross_entropy"
 #: ... or with Liger's fused linear cross-entropy (Scicom small-ablation train.py @ 9d56463: its
 #: model's forward calls LigerFusedLinearCrossEntropyLoss on the last hidden state)
 _FLCE_CALL = "LigerFusedLinearCrossEntropyLoss"
-#: Liger's RoPE, SwiGLU and RMSNorm kernels patched in (apply_liger_kernel_to_*): fewer, fused
-#: operators than transformers' eager modelling the estimate counts (not modelled)
+#: Liger's RoPE, SwiGLU and RMSNorm kernels patched in (apply_liger_kernel_to_*, all three set
+#: True, as the rows' notes read the script: Scicom small-ablation train.py @ 9d56463 calls
+#: apply_liger_kernel_to_qwen3(rope=True, swiglu=True, rms_norm=True, ...) at import, before
+#: the model is built, so the class-wide patch reaches the per-head q/k norms too):
+#: Training.liger_kernels (estimate/liger.py)
 _LIGER_PATCH = "apply_liger_kernel_to_"
 #: packed rows whose documents attend only within themselves (flash-attn varlen over cu_seq_lens)
 _VARLEN = "cu_seq_lens"
@@ -680,8 +727,9 @@ _VARLEN = "cu_seq_lens"
 def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
     """(loss kernel, note) of a row whose notes state what its training script runs: cut-ce where
     the script calls Cut Cross-Entropy, fused-linear where it calls Liger's fused linear
-    cross-entropy; the note says what the estimate does not model (Liger's
-    fused RoPE, SwiGLU and RMSNorm; attention within packed documents)."""
+    cross-entropy; the note says what the estimate does not model (attention within packed
+    documents) and where Liger's fused RoPE, SwiGLU and RMSNorm are patched in (map_row sets
+    liger_kernels where _LIGER_PATCH is in the notes)."""
     notes = []
     kernel = None
     if _CCE_CALL in r["notes"]:
@@ -693,8 +741,9 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
         notes.append("the script's loss is Liger's fused linear cross-entropy: the logits never "
                      "materialise")
     if _LIGER_PATCH in r["notes"]:
-        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels not modelled (transformers' eager "
-                      "operators counted)")
+        notes.append("Liger's RoPE, SwiGLU and RMSNorm kernels patched in before the model "
+                     "is built (liger_kernels classes: what they save, move and issue, "
+                     "estimate/liger.py)")
     if _VARLEN in r["notes"]:
         notes.append("packed rows, attention within each document (varlen): attention counted over "
                      "the whole row (an upper bound on its work)")
@@ -956,6 +1005,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         notes.append("ds_config_zero3.json's optimizer block: DeepSpeed's FusedAdam "
                      "(engine._configure_basic_optimizer), stepping one 1e9-element sub "
                      "group at a time (sub_group_size; estimate/deepspeed_step.py)")
+    if (source == "torchtune" and opt == {"optimizer": "adamw"} and not _offload(r)
+            and torchtune_fused_adamw(r, method)):
+        opt = {**opt, "optimizer_impl": "fused"}
+        notes.append("the config's torch.optim.AdamW sets fused: True (one kernel, no "
+                     "foreach temporaries)")
     if source in _TORCH_2_0 and not deepspeed and opt == {"optimizer": "adamw"}:
         opt = {**opt, "optimizer_impl": "foreach-2.0"}
         notes.append(_TORCH_2_0[source])
@@ -1058,6 +1112,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
+            liger_kernels="classes" if _LIGER_PATCH in r["notes"] else "none",
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
@@ -1598,6 +1653,8 @@ def _describe(t: Training, n: int, gpu: GpuSpec | None, size_only: bool) -> str:
                  + (" (offloaded to the host)" if t.checkpoint_offload else ""))
     if t.kernels == "unsloth":
         parts.append("Unsloth's kernels")
+    if t.liger_kernels != "none":
+        parts.append(f"Liger's RMSNorm, RoPE and SwiGLU kernels ({t.liger_kernels})")
     opt = t.optimizer + ("" if t.optimizer_impl == "foreach" else f" ({t.optimizer_impl})")
     parts.append(opt)
     if loss_kernel_of(t) != "hf":
@@ -1810,7 +1867,10 @@ def _predicted_memory(kind: str, t: Training, n: int, gpu: GpuSpec | None = None
         reserve = _replayed_reserve(t, n, gpu, replay_micro_batches)
     if kind == "device":
         outside = m.cuda_context_bytes if stack is None else device_level_bytes(stack)
-        return m.tensors_bytes + reserve + outside
+        device = m.tensors_bytes + reserve + outside
+        # a paged optimizer's managed memory is on the device as far as the GPU has room
+        return device + (m.paged_optimizer_bytes if gpu is None else paged_resident_bytes(
+            m.paged_optimizer_bytes, gpu.memory_bytes, device))
     return m.tensors_bytes + reserve
 
 

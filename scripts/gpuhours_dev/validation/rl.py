@@ -509,6 +509,36 @@ _EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
 #   step timer (the disk is not stated), FSDP1's per-unit hook time (no measured figure), and
 #   whatever makes the GPU-bound rows' update (7B at 4 x 4,096 tokens, 32B, L20) 30-38% slower
 #   than the GEMM-efficiency roofline plus these (NCCL kernels beside the GEMMs are not costed).
+# Note for docs/rl.md (EasyR1 rows, issue 13, second pass, 2026-11-24): read again at 8460e817.
+# - Counted now: vLLM's level-1 sleep. The sharding manager wakes the engine's weights before
+#   each rollout and validation pass and sleeps it after (fsdp_vllm.py load_vllm_and_sync_weights
+#   / offload_vllm; vllm_rollout_spmd.py enable_sleep_mode, sleep(level=1)); vLLM's
+#   CuMemAllocator copies the "weights" buffers to pinned host memory and back with plain
+#   cudaMemcpy (device_allocator/cumem.py): each GPU's bf16 engine shard down and up, 0.15 /
+#   0.33 / 0.33 / 0.66 / 0.33 s a step (rollout_sleep_offload, plan/rl_engine_sleep.py).
+# - Where the update's miss lies (easyr1_micro_batch_split, exact from rows 21 and 22, which
+#   differ only in their micro-batches): the MFU's update is 0.436 s a micro-batch + 0.174 ms
+#   a token; the estimate's 0.302 s + 0.106 ms. Per token the 7B's update runs at about 40% of
+#   989 TFLOPS over its counted FLOPs (6N + recompute + the tower's 1,296 patches an image),
+#   where the estimate takes the GEMM efficiency 0.69: that, not the micro-batch count, is
+#   most of the gap (16 s of row 21's 24.4 s and of row 22's 18.5 s).
+# - Read and not the gap, or not expressible: EasyR1's patched flash attention syncs the
+#   host three times a decoder layer (flash_attention_utils.py: `(diff(position_ids) >=
+#   0).all()` as a bool, `nonzero`, and max_length handed to flash-attn as an int), which caps
+#   how far the host runs ahead but, under the host/GPU p-norm, adds nothing that a counted
+#   figure could set; FSDP1's own kernels (scripts/fsdp1_unit_ops.py, counted on CPU with
+#   gloo, 2 ranks, MixedPrecision, checkpointing, accumulation: 9 a unit a micro-batch, two
+#   all-gathers, one reduce-scatter, the casts, and 28 record_function markers, and the
+#   plain model's per-parameter gradient adds not issued) are about 5% of a layer's operators;
+#   forward_prefetch=False leaves each forward all-gather beside one layer's compute, under a
+#   millisecond on NVLink; the update's 4 mini-batches of 80 sequences are balanced only over
+#   the whole 320 a rank (ray_trainer.py _balance_batch), so each micro-batch waits for the
+#   rank with the most tokens (a few per cent: the response lengths' spread is not stated);
+#   the rule reward (mathruler grade_answer, sympy) runs in a Ray actor beside the log-prob
+#   passes, its time not stated; checkpoint saves every 5 steps inside the step timer, sharded
+#   fp32 weights and AdamW moments (12 bytes a parameter: 45 / 99 / 99 / 99 GB a save for
+#   3B / 7B, 201 GB for the 32B's bf16 weights and moments), 9-40 GB a step: the disk's rate
+#   is not stated (at 2 GB/s, 4.5-20 s a step).
 
 
 def easyr1_mean_sequence(row: int) -> float:
@@ -540,7 +570,7 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         response_tokens=response, max_response_tokens=2048, reference_model=True,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
         single_controller=True, offload_between_phases=True, ref_offload=True,
-        scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
+        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -553,7 +583,9 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         + ("AMP as bf16-amp (fp32 weights and moments); " if precision == "bf16-amp"
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
-        f"x 4,096 tokens; the actor's log-probs by flash-attn's Triton cross-entropy with "
+        f"x 4,096 tokens; vLLM's level-1 sleep around each rollout and validation pass "
+        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; "
+        f"the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "
         f"validation every 5 steps over 601 prompts (hiyouga/geometry3k's test "
@@ -1163,6 +1195,48 @@ def easyr1_update_report() -> str:
                      f"({predicted / update - 1:+.0%}) | {step - update:,.1f} s | "
                      f"{rest:,.1f} s ({rest / (step - update) - 1:+.0%}) |")
     return "\n".join(lines)
+
+
+#: the EasyR1 pair that differs only in its micro-batches (0-based rows): Qwen2.5-VL-7B on 8
+#: H100s, micro_batch_size_per_device_for_update / _for_experience 1 / 2 and 4 / 8
+_EASYR1_MICRO_PAIR = (19, 20)
+
+
+def easyr1_update_micro_batches(c: Case, per_micro: int) -> tuple[int, float]:
+    """(update micro-batches, tokens) one GPU runs in an EasyR1 row's update: 4 mini-batches
+    (global_batch_size 128 prompts x 5 of the 512 x 5) of 80 sequences a GPU, each packed into
+    ceil(80 / `per_micro`) dynamic micro-batches (seqlen_balancing.py rearrange_micro_batches
+    @8460e817: ceil(tokens / max_token_len), the maximum over the ranks), and the GPU's 320
+    sequences at the row's mean sequence."""
+    sequences = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"] // 8
+    mini = sequences // 4
+    return 4 * -(-mini // per_micro), sequences * easyr1_mean_sequence(c.row)
+
+
+def easyr1_micro_batch_split() -> dict[str, tuple[float, float]]:
+    """A diagnostic, counted nowhere: the two 7B H100 rows that differ only in their
+    micro-batches (`_EASYR1_MICRO_PAIR`) solved for a cost per update micro-batch (s) and per
+    token (ms), update = micro-batches x a + tokens x b, from the update their Actor MFU says
+    it took ("measured") and from the predicted update's GPU work ("predicted", less the
+    driver's transfer as in easyr1_update_report). Two equations, two unknowns: exact, no
+    fit."""
+    out = {}
+    for key in ("measured", "predicted"):
+        eqs = []
+        for row in _EASYR1_MICRO_PAIR:
+            c = next(x for x in CASES if x.row == row)
+            d, _ = _details(c)
+            assert d is not None, row
+            n, tokens = easyr1_update_micro_batches(c, int(d["update_micro_batch"]))
+            t = (easyr1_update_from_mfu_s(c) if key == "measured"
+                 else d["policy_update_s"] - d.get("driver_policy_update_s", 0.0))
+            eqs.append((n, tokens, t))
+        (n1, k1, t1), (n2, k2, t2) = eqs
+        det = n1 * k2 - n2 * k1
+        a = (t1 * k2 - t2 * k1) / det
+        b = (n1 * t2 - n2 * t1) / det
+        out[key] = (a, b * 1e3)
+    return out
 
 
 #: the OpenRLHF benchmark table (rl_steps_README.md source 4): its rows split each step into

@@ -23,6 +23,7 @@ from gpuhours.estimate.moe_gemm import (
     recompute_bytes_per_token_layer,
     unfused_expert_bytes_per_token_layer,
 )
+from gpuhours.estimate.paged_optimizer import paged_overflow_bytes
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
 from gpuhours.estimate.rope import unfused_rope_bytes_per_token_layer
 from gpuhours.estimate.step_replay import (
@@ -94,6 +95,9 @@ _PEAK_ONLY_SOURCES = {
     "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
                          "half-precision copy of one 4-bit weight at its matmul "
                          "(MatMul4Bit, 0.42-0.43)",
+    "gptq_dequant_bytes": "estimate/quant.py gptq_dequant_transient_bytes: auto-gptq's torch "
+                          "path unpacking one 4-bit linear (an int32 and an int8 copy, "
+                          "qlinear_cuda_old.py) beside the fp16 weights kept",
 }
 
 
@@ -759,6 +763,13 @@ def estimate_training(
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
     elif mem.total_bytes > hw.gpu.memory_bytes * (1 - A.FIT_HEADROOM_FRACTION.value):
         warnings.append(headroom_warning(mem.total_bytes, hw.gpu.memory_bytes))
+    overflow = paged_overflow_bytes(mem.paged_optimizer_bytes, hw.gpu.memory_bytes,
+                                    mem.total_bytes)
+    if overflow > 0:
+        warnings.append(f"paged optimizer: {overflow / 2**30:.1f} of its "
+                        f"{mem.paged_optimizer_bytes / 2**30:.1f} GiB of moments do not fit "
+                        f"beside the rest on {hw.gpu.name}; the driver pages them over PCIe "
+                        "every step, which the step time does not count.")
     used = [
         A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
         A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,

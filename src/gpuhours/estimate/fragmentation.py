@@ -23,6 +23,9 @@ and replayed through `trace.allocator.Allocator` with the card's memory as its c
   its gradient and the input gradient; the gradient cast back to the logits' dtype), and
   autocast's copy of a head stored in the other half dtype from the head's forward to its
   backward (head_weight_cast);
+- a GPTQ base on auto-gptq's torch path: each linear unpacked at its matmul (`dequant_linear`:
+  int32 and int8 copies, then the fp16 weight), the fp16 weights freed after their matmuls in
+  checkpointing's no-grad pass and kept with the layer's tensors where the forward records;
 - backward, last layer first: the recomputed layer (checkpointing), the gradient of the
   layer's input (tokens x hidden x activation bytes) replacing the one before, the layer's
   tensors and input freed;
@@ -67,6 +70,8 @@ from gpuhours.estimate.memory import (
     MemoryBreakdown,
     activation_bytes,
     deepspeed_bucket_bytes,
+    gptq_layer_weights_in_order,
+    gptq_saved_weight_bytes_per_layer,
     head_weight_cast_bytes,
     held_logits_bytes,
     kbit_upcast_active,
@@ -174,6 +179,10 @@ class ReplaySizes:
     #: autocast's copy of an LM head stored in the other half dtype (head_weight_cast), made
     #: at the head's forward and freed after its backward; 0: none
     head_cast: int = 0
+    #: a GPTQ base on auto-gptq's torch path: the weights (in x out) of the layer's linears in
+    #: program order (memory.gptq_layer_weights_in_order), each unpacked at its matmul
+    #: (`dequant_linear`); empty: none
+    gptq_weights: tuple[int, ...] = ()
 
 
 def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
@@ -219,7 +228,25 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         grad=n * arch.hidden_size * a,
         loss_program=program,
         head_cast=int(head_weight_cast_bytes(arch, t)),
+        gptq_weights=(tuple(gptq_layer_weights_in_order(arch))
+                      if gptq_saved_weight_bytes_per_layer(arch, tl) else ()),
     )
+
+
+def dequant_linear(al: Allocator, weights: int) -> Block:
+    """auto-gptq's torch path unpacking one 4-bit linear of `weights` (in x out) in its order
+    (qlinear_cuda_old.py, AutoGPTQ v0.4.2; quant.GPTQ_DEQUANT_STEPS): the int32 shift result
+    (4 bytes a weight) and its int8 cast (1), the int32 freed; `weight - zeros` (int8, 1) and
+    the fp16 product (2), then the difference and the int8 weight freed. Returns the fp16
+    weight's block, which the matmul keeps for backward under grad (the caller frees it)."""
+    wide = al.malloc(4 * weights)
+    narrow = al.malloc(weights)
+    al.free(wide)
+    diff = al.malloc(weights)
+    half = al.malloc(2 * weights)
+    al.free(diff)
+    al.free(narrow)
+    return half
 
 
 def half_amp_loss_program(tokens: int, micro_batch: int, vocab: int, a: int
@@ -285,6 +312,8 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
     for _ in range(layers):
         if checkpointing:
             inputs.append(al.malloc(s.layer_input))
+            for w in s.gptq_weights:  # no grad: each fp16 weight freed after its matmul
+                al.free(dequant_linear(al, w))
             if no_grad_forward:
                 for x in s.layer:
                     al.malloc_and_free(x)
@@ -292,7 +321,8 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
                 for b in [al.malloc(x) for x in s.layer]:
                     al.free(b)
         else:
-            kept.append([al.malloc(x) for x in s.layer])
+            weights = [dequant_linear(al, w) for w in s.gptq_weights]
+            kept.append(weights + [al.malloc(x) for x in s.layer])
     outside = al.malloc(s.outside)
     held = [al.malloc(s.held)] if s.held else []
     cast = [al.malloc(s.head_cast)] if s.head_cast else []
@@ -324,7 +354,8 @@ def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing
     for b in head + held + cast:
         al.free(b)
     for i in reversed(range(layers)):
-        layer = [al.malloc(x) for x in s.layer] if checkpointing else kept[i]
+        layer = ([dequant_linear(al, w) for w in s.gptq_weights] + [al.malloc(x) for x in s.layer]
+                 if checkpointing else kept[i])
         g = al.malloc(s.grad)
         al.free(grad)
         grad = g

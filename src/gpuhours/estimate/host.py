@@ -18,7 +18,9 @@ floor"); how many there are depends on the code that runs, not on the model's sh
 
 Operators are dispatcher-level calls that launch device work (views and allocations excluded),
 the unit count_ops counts. A quantised base adds its dequantisation's operators per quantised
-linear (QUANT_LINEAR_EXTRA_OPS). torch.compile and Liger are not modelled here (docs/bench.md
+linear (QUANT_LINEAR_EXTRA_OPS). Liger's layer kernels (Training.liger_kernels) take the eager
+RMSNorms', rotary embedding's and gated activation's operators off, leaving one kernel each
+(estimate/liger.py liger_ops_delta_per_layer). torch.compile is not modelled here (docs/bench.md
 says why).
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.dora import dora_base_matmul_of
+from gpuhours.estimate.liger import liger_layer_applies, liger_ops_delta_per_layer
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
 from gpuhours.estimate.moe_gemm import unfused_expert_mlp_runs
 from gpuhours.estimate.peft_methods import peft_linears
@@ -148,6 +151,9 @@ def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, f
         qkv_biases = 1 if arch.model_type in FUSED_QKV_TYPES else 3
     else:
         fwd, bwd = A.OPS_PER_LAYER[kind]
+        if liger_layer_applies(arch, t) is None:  # Liger's kernels (estimate/liger.py)
+            d_fwd, d_bwd = liger_ops_delta_per_layer(kind)
+            fwd, bwd = fwd + d_fwd, bwd + d_bwd
         lf = lb = 0.0
         n = 0
         qkv_biases = 3

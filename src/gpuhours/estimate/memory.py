@@ -39,6 +39,7 @@ from gpuhours.estimate.kv_repeat import (
     kv_repeat_terms,
     repeated_kv_extra_bytes_per_token_layer,
 )
+from gpuhours.estimate.liger import liger_saved_delta_bytes_per_token_layer, liger_terms
 from gpuhours.estimate.lora import fused_adapter_names, lm_head_adapter_params, lora_params
 from gpuhours.estimate.lora_mlp import unreached_attention_bytes_per_token
 from gpuhours.estimate.lora_traffic import lora_branch_of
@@ -58,13 +59,14 @@ from gpuhours.estimate.optim_in_backward import (
     in_backward_step_bytes,
     largest_trainable_tensor_params,
 )
+from gpuhours.estimate.paged_optimizer import paged_moment_bytes_per_param, paged_state_params
 from gpuhours.estimate.parallel import (
     activation_micro_batches_in_flight,
     layout_of,
     local_params,
     zero_shards,
 )
-from gpuhours.estimate.params import ParamCounts, count_params
+from gpuhours.estimate.params import ParamCounts, count_params, norm_params
 from gpuhours.estimate.peft_methods import (
     peft_method_saved_bytes_per_layer,
     peft_method_saved_bytes_per_token_layer,
@@ -77,6 +79,7 @@ from gpuhours.estimate.quant import (
     block_linears,
     bnb_dequant_transient_bytes,
     bnb_quant_state_bytes,
+    gptq_dequant_transient_bytes,
     quantised_linears_bytes,
 )
 from gpuhours.estimate.ssm import hybrid_layer_bytes
@@ -357,6 +360,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
                                                        adapted)
     # torch.compile: the partitioner's saved set, where measured (estimate/compiled.py)
     tensors = layer_saved_bytes_per_token(arch, t, tensors, ACTIVATION_BYTES[t.precision])
+    # Liger's RMSNorm, RoPE and SwiGLU Functions in place of transformers' eager ones
+    # (estimate/liger.py)
+    tensors += liger_saved_delta_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision],
+                                                       residual_bytes(t.precision))
     unsloth = t.kernels == "unsloth"
     if unsloth:  # Unsloth's patched layer and LoRA Functions (estimate/unsloth.py)
         tensors = unsloth_layer_saved_bytes_per_token(
@@ -672,6 +679,10 @@ class MemoryBreakdown:
     #: `tensors_bytes` (the parts above are each a part's own peak, not all alive at once);
     #: keys are the fields above or PEAK_PART_LABELS' extra names
     peak_parts: tuple[tuple[str, float], ...] = ()
+    #: a paged optimizer's moments (setup.optimizer_paged): CUDA managed memory, outside
+    #: torch's allocator and so in none of the figures above; resident on the GPU while there
+    #: is room, paged to the host beyond it (estimate/paged_optimizer.py)
+    paged_optimizer_bytes: float = 0.0
 
     @property
     def reserved_bytes(self) -> float:
@@ -875,6 +886,23 @@ def gptq_saved_weight_bytes_per_layer(arch: ModelArch, t: Training) -> float:
     return 2.0 * sum(n * i * o for i, o, n in block_linears(arch))
 
 
+def gptq_layer_weights_in_order(arch: ModelArch) -> list[int]:
+    """The weights (in x out) of one decoder layer's linears in the order its forward runs
+    them (quant.block_linears: q, k, v, o, then the MLP's gate, up and down, each expert's in
+    turn for an MoE). A checkpoint that fuses q, k and v (Qwen-1's c_attn) runs them as one
+    matrix; listed apart here, which changes only the no-grad pass's largest linear."""
+    return [i * o for i, o, n in block_linears(arch) for _ in range(n)]
+
+
+def gptq_dequant_bytes(arch: ModelArch, t: Training, keeps_weights: bool) -> float:
+    """auto-gptq's torch path's unpacking transient at a layer's worst linear, beyond the fp16
+    weights the layer keeps (quant.gptq_dequant_transient_bytes), for a GPTQ base on that path
+    (the setups `gptq_saved_weight_bytes_per_layer` counts); 0 otherwise."""
+    if not gptq_saved_weight_bytes_per_layer(arch, t):
+        return 0.0
+    return gptq_dequant_transient_bytes(gptq_layer_weights_in_order(arch), keeps_weights)
+
+
 def lora_dropout_mask_bytes_per_token_layer(arch: ModelArch, t: Training) -> float:
     """Bytes per token and layer of LoRA's dropout masks: with `t.lora_dropout` above 0 each
     adapter runs `lora_A(dropout(x))` (peft's Linear.forward, its own nn.Dropout per adapted
@@ -1059,6 +1087,7 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     shard_grad = n if t.zero_stage >= 2 else 1
     shard_w = n if t.zero_stage >= 3 else 1
     quant_state = 0.0  # bitsandbytes' NF4 state (qlora below)
+    paged = 0.0  # a paged optimizer's moments, outside torch's allocator (full below)
 
     if t.method == "full":
         trainable = total
@@ -1077,6 +1106,10 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             grads_full -= counts.vision * s.grads
             master -= counts.vision * s.master / shard_opt
             opt -= counts.vision * s.optimizer / shard_opt
+        if t.optimizer_paged:  # bitsandbytes' managed-memory moments (paged_optimizer.py)
+            paged = (paged_state_params(counts, trainable, norm_params(arch)) * (held / total)
+                     * paged_moment_bytes_per_param(t.optimizer, s.optimizer) / shard_opt)
+            opt -= paged
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.peft_method != "lora":  # estimate/peft_methods.py
@@ -1177,14 +1210,21 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # checkpointing, every layer's (on this GPU) without it
     gptq_layer = gptq_saved_weight_bytes_per_layer(arch, t) / lay.tp
     gptq_kept = gptq_layer if t.checkpointing else gptq_layer * arch.num_layers * (held / total)
+    # and the unpacking transient of its worst linear (quant.gptq_dequant_transient_bytes): in
+    # a forward that records (the recomputed layer, or every layer without checkpointing)
+    # beyond the weights kept; in checkpointing's no-grad first pass, where none are kept,
+    # in their place at the end of forward
+    gptq_dequant = gptq_dequant_bytes(arch, t, keeps_weights=True) / lay.tp
+    gptq_first = (gptq_dequant_bytes(arch, t, keeps_weights=False) / lay.tp
+                  if t.checkpointing else gptq_kept)
     # DoRA's per-feature vectors and its recomputed base matmul's weight copies, the same way
     # (estimate/dora.py)
     a_bytes = ACTIVATION_BYTES[t.precision]
     dora_layer = (dora_saved_bytes_per_layer(arch, t, a_bytes)
                   # LoHa/LoKr's dense deltas, prefix tuning's keys and values, IA3's vectors
                   + peft_method_saved_bytes_per_layer(arch, t, a_bytes)) / lay.tp
-    gptq_kept += dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
-    act_first, act_last = act_first + gptq_kept, act_last + gptq_kept
+    dora_kept = dora_layer if t.checkpointing else dora_layer * arch.num_layers * (held / total)
+    act_first, act_last = act_first + gptq_first + dora_kept, act_last + gptq_kept + dora_kept
     if t.checkpointing:  # (with the recomputed layer, after the loss)
         recomputed += gptq_layer + dora_layer
     # DoRA's norm inside one adapted linear's forward: B A, the weight's copy and their sum,
@@ -1244,9 +1284,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # a layer's backward: its activations (recomputed under checkpointing), a dequantised
     # 4-bit weight, and (full fine-tuning under ZeRO-3/FSDP) two units' unsharded gradients,
     # which do not exist yet at the loss (gathered_unit_grad_bytes)
-    layer_backward = recomputed + bnb_dequant + unit_grads
+    # (and under checkpointing auto-gptq's unpacking in the recomputed layer; without it, at
+    # the forward's last linear)
+    layer_backward = recomputed + bnb_dequant + unit_grads + (
+        gptq_dequant if t.checkpointing else 0.0)
+    forward_dequant = bnb_dequant + (0.0 if t.checkpointing else gptq_dequant)
     forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
-        act_first + dora_transient + bnb_dequant,
+        act_first + dora_transient + forward_dequant,
         act_last - recomputed + max(logits, head_phase, layer_backward)))
     phase = ("start of backward (activations + logits at the loss)"
              if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
@@ -1259,9 +1303,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         loss_part = ("logits_bytes" if at_loss == logits else
                      "lm_head_backward_bytes" if at_loss == head_phase else "recomputed_layer_bytes")
         in_layer = [("bnb_dequant_bytes", bnb_dequant)]
-        in_backward = [*in_layer, ("gathered_gradients_bytes", unit_grads)]
-        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer]
-                if act_first + dora_transient + bnb_dequant >= act_last - recomputed + at_loss
+        gptq_part = [("gptq_dequant_bytes", gptq_dequant)]
+        in_backward = [*in_layer, *(gptq_part if t.checkpointing else []),
+                       ("gathered_gradients_bytes", unit_grads)]
+        acts = ([("activations_bytes", act_first), ("dora_norm_bytes", dora_transient), *in_layer,
+                 *([] if t.checkpointing else gptq_part)]
+                if act_first + dora_transient + forward_dequant >= act_last - recomputed + at_loss
                 else [("activations_kept_bytes", act_last - recomputed),
                       *(in_backward if loss_part == "recomputed_layer_bytes" else []),
                       (loss_part, recomputed if loss_part == "recomputed_layer_bytes"
@@ -1300,9 +1347,20 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         trainable_params=trainable,
         total_params=total,
         host_bytes=host,
-        setup_terms=_setup_terms(arch, t, buckets) + load_terms,
+        setup_terms=_setup_terms(arch, t, buckets) + load_terms + _paged_terms(paged),
         peak_parts=peak_parts,
+        paged_optimizer_bytes=paged,
     )
+
+
+def _paged_terms(paged_bytes: float) -> tuple[str, ...]:
+    """The setup term that says where a paged optimizer's moments are (none without)."""
+    if not paged_bytes:
+        return ()
+    return (f"paged_optimizer = {paged_bytes / 2**30:.2f} GiB: bitsandbytes' paged moments in "
+            "CUDA managed memory (cudaMallocManaged), outside torch's allocator: in neither "
+            "the allocated nor the reserved figure; on the GPU while it has room, paged to the "
+            "host beyond it (its PCIe traffic not timed; estimate/paged_optimizer.py)",)
 
 
 def offloaded_activation_bytes(arch: ModelArch, t: Training) -> float:
@@ -1422,6 +1480,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
             t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
             lora_dropout=t.lora_dropout)
         out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
+    out.extend(liger_terms(arch, t, ACTIVATION_BYTES[t.precision], residual_bytes(t.precision)))
     out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:
@@ -1453,6 +1512,15 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
                    f"PyTorch path dequantises each weight to fp16 and matmul keeps it for "
                    f"backward, {layers} layer(s) x {gptq_layer / 2**30:.2f} GiB "
                    f"(qlinear_cuda_old.py; estimate/memory.py gptq_saved_weight_bytes_per_layer)")
+        recording = gptq_dequant_bytes(arch, t, keeps_weights=True)
+        first = gptq_dequant_bytes(arch, t, keeps_weights=False)
+        out.append(f"gptq_dequant_bytes = {recording / 2**30:.2f} GiB at the "
+                   + ("recomputed layer's" if t.checkpointing else "last layer's")
+                   + " worst linear beyond the kept weights: unpacking holds an int32 and an "
+                   "int8 copy of it, 5 bytes per weight"
+                   + (f"; {first / 2**30:.2f} GiB in the no-grad first pass"
+                      if t.checkpointing else "")
+                   + " (qlinear_cuda_old.py; estimate/quant.py gptq_dequant_transient_bytes)")
     if t.dora and t.method != "full":
         out.extend(_dora_terms(arch, t))
     out.extend(peft_method_terms(arch, t, ACTIVATION_BYTES[t.precision]))

@@ -19,8 +19,10 @@ What each kernel stores per linear layer of `in` x `out` weights (group size g =
 - awq-int4 (AutoAWQ's WQLinear_GEMM): the same packed weights, scales and zero points, no g_idx.
 All three keep their 4-bit data as buffers or frozen parameters and dequantise one layer's weight
 to fp16/bf16 for its matmul, a transient not counted here (the largest linear's weight in 16 bits,
-0.4 GB for a 72B model's MLP; on auto-gptq's torch path an int32 and an int8 copy of it at once
-before that, 5 bytes per weight: 1.0 GB; memory.py counts the fp16 weights autograd keeps).
+0.4 GB for a 72B model's MLP). On auto-gptq's torch path an int32 and an int8 copy of it are
+alive at once before that, 5 bytes per weight (1.0 GB for a 72B model's 8192 x 24576 linears):
+`gptq_dequant_transient_bytes`, which memory.py adds to the fp16 weights autograd keeps
+(memory.gptq_saved_weight_bytes_per_layer).
 
 What else differs is outside the linears: peft's prepare_model_for_kbit_training casts every
 16-bit parameter (embeddings, norms, LM head, biases) to fp32 for bitsandbytes and AWQ bases but
@@ -194,6 +196,45 @@ GPTQ_DEQUANT_STEPS: tuple[tuple[str, tuple[float, int], tuple[float, int]], ...]
     # fp16 scales (per group and column) times the int8 difference: the fp16 weight
     ("scales * (weight - zeros)", (1.0, 1), (2.0, 2)),
 )
+
+
+#: bytes per weight alive at once while auto-gptq's torch path unpacks one 4-bit weight: the
+#: int32 result of `bitwise_right_shift` over the expanded qweight (4) and its `.to(torch.int8)`
+#: copy (1), both live until the statement ends and frees the int32 temporary
+#: (qlinear_cuda_old.py, AutoGPTQ v0.4.2 62187bf8 line 240; v0.5.1 ddbfb04c the same). The later
+#: steps hold less: the int8 weight, `weight - zeros` (int8) and the fp16 product, 4 bytes. The
+#: first two outputs of GPTQ_DEQUANT_STEPS.
+GPTQ_UNPACK_PEAK_BYTES = GPTQ_DEQUANT_STEPS[0][2][0] + GPTQ_DEQUANT_STEPS[1][2][0]
+#: bytes per weight of the fp16 weight each dequantisation leaves (`scales * (weight - zeros)`),
+#: which matmul keeps for the input's gradient when the forward records for backward
+GPTQ_DEQUANT_WEIGHT_BYTES = GPTQ_DEQUANT_STEPS[-1][2][0]
+
+
+def gptq_dequant_transient_bytes(weights_in_order: list[int], keeps_weights: bool) -> float:
+    """Bytes auto-gptq's torch path holds at a layer's worst linear beyond the fp16 weights the
+    layer keeps for backward, the linears run in program order (`weights_in_order`: in x out of
+    each, w_k). Unpacking linear k holds GPTQ_UNPACK_PEAK_BYTES (5) x w_k
+    (qlinear_cuda_old.py's shift and int8 cast):
+
+    - `keeps_weights` (a forward that records for backward: the recomputed layer under
+      checkpointing, every layer without it): the fp16 weights of the linears before k are
+      kept then (2 w_j, j < k) and linear k's own will be, so above the layer's kept total
+      2 sum(w) the excess is max_k (5 w_k - 2 sum_{j >= k} w_j), at least 0: 3 w of the last
+      linear (a decoder layer's MLP down projection) where it is not far smaller than the rest.
+    - otherwise (checkpointing's no-grad first pass: torch.no_grad keeps nothing, and each
+      fp16 weight is freed after its matmul): 5 w of the largest linear, all of it.
+
+    The int32 zero points unpacked beside them (4 bytes per group of 128 rows and column) are
+    left out (1/128 of the weights')."""
+    if not weights_in_order:
+        return 0.0
+    if not keeps_weights:
+        return GPTQ_UNPACK_PEAK_BYTES * max(weights_in_order)
+    excess, later = 0.0, 0.0
+    for w in reversed(weights_in_order):  # later = sum of w_j for j >= k
+        later += w
+        excess = max(excess, GPTQ_UNPACK_PEAK_BYTES * w - GPTQ_DEQUANT_WEIGHT_BYTES * later)
+    return excess
 
 
 def _bandwidth_bytes(nbytes: float, element_bytes: int) -> float:

@@ -42,6 +42,11 @@ from gpuhours.estimate.kv_repeat import (
     repeated_kv_copy_bytes_per_token_layer,
     repeated_kv_extra_bytes_per_token_layer,
 )
+from gpuhours.estimate.liger import (
+    eager_replaced_saved_bytes_per_token_layer,
+    liger_layer_applies,
+    liger_moved_bytes_per_token_layer,
+)
 from gpuhours.estimate.lora_traffic import (
     generic_lora_saved_bytes_per_token_layer,
     lora_branch_bytes_per_token_layer,
@@ -341,6 +346,14 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     a = ACTIVATION_BYTES[t.precision]
     # k and v repeated to the query heads: saved wider (estimate/kv_repeat.py)
     elementwise = (tensors + repeated_kv_extra_bytes_per_token_layer(arch, t, a)) * passes
+    if liger_layer_applies(arch, t) is None:
+        # Liger's RMSNorm, RoPE and SwiGLU kernels, each one read and one write of its tensors
+        # (estimate/liger.py), in place of eager's passes over what those parts save
+        r = residual_bytes(t.precision)
+        elementwise += (liger_moved_bytes_per_token_layer(arch, t, a, r)
+                        - eager_replaced_saved_bytes_per_token_layer(
+                            arch, a, r, t.method == "full", t.liger_kernels == "classes")
+                        * passes)
     if compiled_layer_applies(arch, t) is None:
         # torch.compile: Inductor's fused kernels, each one read and one write of its tensors
         # (estimate/compiled.py), in place of eager's passes over the saved tensors

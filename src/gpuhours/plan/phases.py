@@ -841,6 +841,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
     critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
     sync_s = weight_sync_s(t.arch, hw, dedicated)
+    sleep_s = 0.0
+    if phase.rollout_sleep_offload:  # the engine's weights down and up around each rollout
+        sleep_s = _engine_sleep_s(ctx, phase, t, hw, tp)
+        sync_s += sleep_s
     try:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
                      if phase.offload_between_phases else 0.0)
@@ -975,6 +979,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # rollout_sleep_offload: the engine's weights down and up (in weight_sync_s)
+               "engine_sleep_wake_s": sleep_s,
                # PPO's critic: its values forward (a scoring pass) and its whole update (with
                # critic_gpus, only what outlasts the actor's update is in critic_s)
                "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
@@ -1118,6 +1124,25 @@ def host_offload_s(e: TrainingEstimate, hw: Hardware, old_logprob_pass: bool,
     if critic:  # its values pass and its update: the weights twice, its moments once
         moved += 2 * (2 * weights + optimizer)
     return moved / host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes)
+
+
+def _engine_sleep_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware, tp: int) -> float:
+    """Seconds of one sleep/wake cycle of a level-1 sleeping engine (plan/rl_engine_sleep.py):
+    each GPU's share of the engine's weights (the policy's parameters at the rollout's bytes
+    per weight over the engine's tensor parallelism) down and up over the host link."""
+    from gpuhours.estimate.offload import host_link_bytes_per_s
+    from gpuhours.estimate.params import count_params
+    from gpuhours.plan.rl_engine_sleep import engine_weight_bytes_per_gpu, sleep_wake_s
+
+    per_weight = 1.0 if phase.rollout_precision == "fp8" else 2.0
+    weights = engine_weight_bytes_per_gpu(count_params(t.arch).total, per_weight, tp)
+    try:
+        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes,
+                                     field="rollout_sleep_offload")
+    except InputError as err:  # a GPU without a PCIe host link figure
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_sleep_offload'", err.message
+                         ) from None
+    return sleep_wake_s(weights, link)
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:

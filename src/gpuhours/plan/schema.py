@@ -181,10 +181,20 @@ class TrainingSettings(_Strict):
         default=None, description="each parameter's optimizer step run in backward at its "
         "gradient, which is then freed (torchtune optimizer_in_bwd): no whole-model gradient; "
         "needs grad_accum 1; default: after backward")
+    optimizer_paged: bool | None = Field(
+        default=None, description="bitsandbytes' paged AdamW (32-bit or 8-bit): the moments "
+        "of tensors of 1e5 elements or more in CUDA managed memory, outside torch's "
+        "allocator, paged to the host when the GPU is full; default: not paged")
     activation_offload: bool | None = Field(
         default=None, description="the checkpointed layer inputs copied to pinned host memory "
         "and back in backward (torchtune enable_activation_offloading); needs checkpointing; "
         "default: off")
+    liger_kernels: Literal["none", "classes", "instance"] | None = Field(
+        default=None, description="Liger-Kernel's fused RMSNorm, RoPE and SwiGLU patched into "
+        "transformers' layers: classes (apply_liger_kernel_to_* before the model is built: "
+        "LLaMA-Factory, axolotl; every norm), instance (on a built model: HF Trainer/TRL "
+        "use_liger_kernel, verl use_liger; per-head q/k norms stay eager); its loss is "
+        "loss_kernel fused-linear; default: none")
     kv_repeated: bool | None = Field(
         default=None, description="k and v repeated to the query heads before the attention "
         "kernel (torchtune; transformers' repeat_kv without enable_gqa): saved at the query "
@@ -530,6 +540,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "host memory between the step's phases and come back for each (EasyR1's "
         "actor.offload, verl's FSDP param_offload/optimizer_offload): host<->GPU copies every "
         "step over the GPU's PCIe link")
+    rollout_sleep_offload: bool = Field(
+        default=False, description="the colocated engine sleeps between rollouts with its "
+        "weights backed up in host memory (vLLM `sleep(level=1)` / `wake_up`; EasyR1's "
+        "sharding manager around every rollout and validation pass): each GPU's share of the "
+        "engine's weights down and up over PCIe every rollout (plan/rl_engine_sleep.py)")
     ref_offload: bool = Field(
         default=False, description="the reference model's weights live in host memory and are "
         "copied up to the GPU for every forward micro-batch of its pass (FSDP "
@@ -640,6 +655,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError(f"updates_per_sync ({self.updates_per_sync}) must divide "
                              f"mini_batches ({self.mini_batches}): each local update takes "
                              "whole mini-batches (verl: require_batches of them)")
+        if self.rollout_sleep_offload and (self.placement != "colocated"
+                                           or not self.engine.startswith("vllm")):
+            raise ValueError("rollout_sleep_offload is a colocated vLLM engine sleeping between "
+                             "rollouts: it needs `placement: colocated` and a vLLM engine")
         if self.ref_offload and not self.reference_model:
             raise ValueError("ref_offload streams the reference model's weights: it needs "
                              "`reference_model: true`")

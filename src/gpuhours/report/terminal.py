@@ -40,6 +40,7 @@ _PEAK_PART_LABELS = {
     "lm_head_backward_bytes": "LM head backward", "recomputed_layer_bytes": "layer recomputed",
     "dora_norm_bytes": "DoRA weight norm (one linear)",
     "bnb_dequant_bytes": "4-bit weight dequantised (one linear)",
+    "gptq_dequant_bytes": "GPTQ weight unpacked (one linear)",
     "gathered_gradients_bytes": "unsharded gradients (two FSDP units)",
 }
 
