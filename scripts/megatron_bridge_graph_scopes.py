@@ -1,5 +1,7 @@
 """Read the CUDA graph setting of every Megatron-Bridge performance recipe at a commit, as
-gpuhours names it (setup.CudaGraphScope), into
+gpuhours names it (setup.CudaGraphScope), whether it runs the experts through Transformer
+Engine's op fuser (use_transformer_engine_op_fuser: Training.moe_fused_mlp) and the modules it
+recomputes selectively (Training.recompute_modules), into
 scripts/gpuhours_dev/validation/data/megatron_bridge_cuda_graphs.csv.
 
     python scripts/megatron_bridge_graph_scopes.py PATH_TO_MEGATRON_BRIDGE_GIT [COMMIT]
@@ -98,6 +100,24 @@ LAYOUT = ("tensor_model_parallel_size", "pipeline_model_parallel_size",
           "context_parallel_size", "expert_model_parallel_size",
           "virtual_pipeline_model_parallel_size", "micro_batch_size", "global_batch_size")
 
+#: Megatron-Core's Transformer Engine op fuser for the grouped expert MLP (recorded beside the
+#: graphs: Training.moe_fused_mlp); unset is Megatron-Core's default, False
+OP_FUSER = "use_transformer_engine_op_fuser"
+#: Megatron-Core's recomputation settings (recorded beside the graphs: with granularity
+#: "selective", the modules are Training.recompute_modules)
+RECOMPUTE = ("recompute_granularity", "recompute_modules")
+
+
+def selective_modules(state):
+    """The modules a recipe recomputes selectively, comma-joined; "" for none (no
+    recomputation, full recomputation, or an empty list)."""
+    if state.get("recompute_granularity") != "selective":
+        return ""
+    modules = state.get("recompute_modules")
+    if not isinstance(modules, list):
+        return ""
+    return ",".join(str(m) for m in modules)
+
 
 def stmt_(mod, stmt, state, notes, depth, cond):
     """The state after one statement; `cond`: inside an `if` (graph settings only noted)."""
@@ -114,6 +134,16 @@ def stmt_(mod, stmt, state, notes, depth, cond):
             return state
         if isinstance(tgt, ast.Attribute) and tgt.attr in LAYOUT and not cond:
             return {**state, tgt.attr: const(stmt.value)}
+        if isinstance(tgt, ast.Attribute) and tgt.attr in RECOMPUTE and not cond:
+            return {**state, tgt.attr: const(stmt.value)}
+        if isinstance(tgt, ast.Attribute) and tgt.attr == OP_FUSER:
+            v = const(stmt.value)
+            # `if cfg.model.use_transformer_engine_op_fuser: ... = False` (_benchmark_common)
+            # is `= False` whichever way the test goes; another conditional value is noted
+            if cond and v is not False:
+                notes.append(f"conditional {OP_FUSER}={v}")
+                return state
+            return {**state, "op_fuser": v is True}
         if isinstance(tgt, ast.Name) and isinstance(stmt.value, ast.Call):
             name, target = call_target(mod, stmt.value)
             gbs = None
@@ -124,7 +154,8 @@ def stmt_(mod, stmt, state, notes, depth, cond):
                 name, target = call_target(mod, stmt.value.args[0])
             if target is not None:
                 # a base config: its result replaces the state
-                state = run(target[0], target[1], {"impl": None, "scope": None}, notes, depth + 1)
+                state = run(target[0], target[1], {"impl": None, "scope": None}, notes,
+                            depth + 1)
             if gbs is not None:
                 state = {**state, "global_batch_size": gbs}
         return state
@@ -190,6 +221,8 @@ def main() -> None:
                 rows.append({"recipe": f, "function": node.name,
                              "cuda_graph_scope": effective(state),
                              "cuda_graph_impl": state["impl"] or "",
+                             "te_op_fuser": str(bool(state.get("op_fuser"))).lower(),
+                             "recompute_modules": selective_modules(state),
                              "layout": " ".join(f"{k}={'' if v in (None, '?') else v}"
                                                 for k, v in layout.items()),
                              "commit": rev})

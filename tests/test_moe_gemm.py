@@ -4,6 +4,8 @@ grouped GEMMs, which no constant was fitted on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpuhours import catalog
@@ -14,7 +16,9 @@ from gpuhours.estimate.moe_gemm import (
     expert_matmul_flops_per_token,
     expert_shapes,
     gemm_time_s,
+    recompute_bytes_per_token_layer,
     routing_bytes_per_token_layer,
+    unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
@@ -24,6 +28,7 @@ from gpuhours_dev.validation.grouped_gemm import (
     rows,
     tuning_rows,
 )
+from op_bytes import byte_counter
 
 QWEN3_30B, _ = resolve_model("qwen3-30b-a3b")  # d 2048, 48 MoE layers, 128 experts top-8, f 768
 NO_MEMORY = 1e30  # bytes/s: the weight-read term vanishes
@@ -149,3 +154,128 @@ def test_allgather_unfused_routing_bytes_by_hand() -> None:
     # 3.6x the fused path's 212,992 (test_routing_bytes_one_layer_by_hand)
     fused = routing_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False)
     assert fused == 212_992 and 2 * one / fused == pytest.approx(3.615, abs=0.001)
+
+
+GPT_OSS_120B, _ = resolve_model("gpt-oss-120b")  # d 2880, f 2880, 128 experts top-4, clamp 7
+
+
+def test_gpt_oss_reads_its_clamp() -> None:
+    assert GPT_OSS_120B.glu_clamp == 7.0 and GPT_OSS_120B.expert_bias
+    assert QWEN3_30B.glu_clamp is None and not QWEN3_30B.expert_bias
+
+
+def test_unfused_expert_bytes_by_hand() -> None:
+    # gpt-oss-120b, bf16, per routed copy: the clamp over f = 2880, forward 8 x 2 = 16 bytes,
+    # backward 11 x 2 + 8 masks = 30; the fc2 bias over d = 2880, forward 6 x 2 = 12, backward
+    # 8 x 2 = 16: (46 + 28) x 2880 = 213,120 bytes a copy, x 4 copies = 852,480 a token
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, False) == 852_480
+    # full recomputation runs the forwards twice: (62 + 40) x 2880 x 4 = 1,175,040
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, True) == \
+        1_175_040
+    # the op fuser's fused ops, another kernel path, or a model without clamp or expert bias
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, False,
+                                                fused_mlp=True) == 0.0
+    assert unfused_expert_bytes_per_token_layer(GPT_OSS_120B, "eager", 2.0, False) == 0.0
+    assert unfused_expert_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, False) == 0.0
+
+
+def test_unfused_expert_passes_counted_on_real_tensors() -> None:
+    """Megatron-LM@2a75ac12's two eager pieces restated on CPU bf16 tensors, forward and
+    backward under a dispatch mode counting each operator's bytes: the clamp of
+    weighted_bias_quick_geglu_impl (chunk, clamp max on the gate half, clamp both ways on the
+    linear half, cat) and _apply_bias (per local expert `t + b * p` on the split output, cat,
+    `.to` its own dtype). Less the incoming gradient's creation and the per-expert biases and
+    probabilities (d and 1 wide), the bytes per element are CLAMP_PASSES' and
+    FC2_BIAS_PASSES' (the function's per-copy bytes: 46 per f, 28 per d)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    n, f, d, experts = 512, 96, 80, 4
+    y = torch.randn(n, 2 * f, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(n, 2 * f, dtype=torch.bfloat16)
+    counter = byte_counter(torch)
+    with counter:
+        gate, linear = y.chunk(2, -1)
+        z = torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
+        torch.autograd.grad(z, y, grad)  # y is the fc1 output: no .grad accumulated
+    clamp = (counter.total - 2 * 2) / (n * f)  # two 0-d zeros of the where()s
+    t = torch.randn(n, d, dtype=torch.bfloat16, requires_grad=True)
+    biases = [torch.randn(d, dtype=torch.bfloat16, requires_grad=True) for _ in range(experts)]
+    probs = torch.rand(n, 1, dtype=torch.bfloat16, requires_grad=True)
+    splits = [n // experts] * experts
+    grad_out = torch.randn(n, d, dtype=torch.bfloat16)
+    counter = byte_counter(torch)
+    with counter:
+        out = torch.cat([ti + b * pi for ti, b, pi in zip(
+            torch.split(t.view(-1, d), splits), biases, torch.split(probs, splits),
+            strict=True)])
+        torch.autograd.grad(out.view(n, d).to(t.dtype), [t, *biases, probs], grad_out)
+    # the small operands: each product reads b (d) and p (its rows), its gradients read them
+    # again and write b's (d, summed) and p's (rows, summed; then a cat of the rows)
+    small = experts * 2 * (3 * d + 1) + 2 * 3 * n * 2
+    bias = (counter.total - small) / (n * d)
+    per_copy = unfused_expert_bytes_per_token_layer(
+        replace(GPT_OSS_120B, moe_intermediate_size=f, hidden_size=d), "megatron", 2.0,
+        False) / GPT_OSS_120B.experts_per_token
+    assert clamp == pytest.approx(46.0, abs=0.05)
+    assert bias == pytest.approx(28.0, abs=0.05)
+    assert per_copy == 46 * f + 28 * d
+
+
+def test_gpt_oss_step_grows_by_the_unfused_passes() -> None:
+    # 8 B200s, ep 8, micro-batch 4 x 4096 x 5, bf16: the unfused passes' bytes over the GPU's
+    # bandwidth, the op fuser's step without them
+    b200 = catalog.gpu("b200")
+    common = dict(arch=GPT_OSS_120B, precision="bf16-mixed", micro_batch=4, seq_len=4096,
+                  grad_accum=5, kernels="megatron", ep=8, zero_stage=1)
+    hw = Hardware(gpu=b200, num_gpus=8)
+    unfused = estimate_training(Training(**common), hw)
+    fused = estimate_training(Training(**common, moe_fused_mlp=True), hw)
+    extra = 4 * 4096 * 5 * 36 * 852_480 / (b200.memory_bw_gb_per_s * 1e9
+                                           * A.BANDWIDTH_EFFICIENCY.value)
+    key = "memory_bound_s"
+    assert (unfused.step_time_breakdown_s[key].value - fused.step_time_breakdown_s[key].value
+            == pytest.approx(extra, rel=1e-9))
+
+
+def test_the_op_fuser_is_refused_where_it_does_not_run() -> None:
+    from gpuhours.errors import FieldError
+
+    llama, _ = resolve_model("llama-3-8b")
+    with pytest.raises(FieldError, match="kernel path is not megatron"):
+        Training(arch=GPT_OSS_120B, moe_fused_mlp=True)
+    with pytest.raises(FieldError, match="has no experts"):
+        Training(arch=llama, kernels="megatron", moe_fused_mlp=True)
+
+
+def test_selective_recompute_bytes_by_hand() -> None:
+    # gpt-oss-120b, bf16, moe_act on the unfused MLP: per routed copy the fused activation's
+    # forward (read 2 f, write f: 3 x 2 = 6 bytes per f) and the clamp's (8 x 2 = 16):
+    # 22 x 2880 x 4 copies = 253,440; layernorm: the pre-MLP norm, read and write d: 2 x 2880
+    # x 2 = 11,520
+    def recompute(modules: tuple[str, ...] | None, fused: bool = False) -> float:
+        return recompute_bytes_per_token_layer(GPT_OSS_120B, "megatron", 2.0, modules, fused)
+
+    assert recompute(("moe_act",)) == 253_440
+    assert recompute(("layernorm",)) == 11_520
+    assert recompute(("layernorm", "moe_act")) == 264_960
+    # the op fuser's activation recomputes inside its fused kernel; none named; eager path
+    assert recompute(("layernorm", "moe_act"), fused=True) == 11_520
+    assert recompute(None) == 0.0 and recompute(()) == 0.0
+    assert recompute_bytes_per_token_layer(GPT_OSS_120B, "eager", 2.0, ("moe_act",)) == 0.0
+    # Qwen3-30B-A3B (no clamp): the activation's 3 elements of f = 768 over 8 copies
+    assert recompute_bytes_per_token_layer(QWEN3_30B, "megatron", 2.0, ("moe_act",)) == \
+        3 * 2 * 768 * 8
+
+
+def test_selective_recompute_choices_checked() -> None:
+    from gpuhours.errors import FieldError
+
+    with pytest.raises(FieldError, match="kernel path is not megatron"):
+        Training(arch=GPT_OSS_120B, recompute_modules=("moe_act",))
+    with pytest.raises(FieldError, match="not both"):
+        Training(arch=GPT_OSS_120B, kernels="megatron", checkpointing=True,
+                 recompute_modules=("moe_act",))
+    with pytest.raises(FieldError, match="named twice"):
+        Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="moe_act,moe_act")
+    t = Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="layernorm, moe_act")
+    assert t.recompute_modules == ("layernorm", "moe_act")

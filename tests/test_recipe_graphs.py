@@ -4,7 +4,14 @@ recipes, and the matching of a row to its recipe."""
 
 from __future__ import annotations
 
-from gpuhours_dev.validation.recipe_graphs import recipe_graph_scope, recipe_scopes
+from gpuhours_dev.validation.recipe_graphs import (
+    recipe_graph_scope,
+    recipe_op_fuser,
+    recipe_op_fusers,
+    recipe_recompute,
+    recipe_recomputes,
+    recipe_scopes,
+)
 
 
 def test_the_recipes_read_as_their_files_say() -> None:
@@ -53,3 +60,40 @@ def test_a_row_takes_the_scope_of_the_recipe_with_its_layout() -> None:
     scope, note = recipe_graph_scope("llama-3-70b", "gb200", 64, "BF16", "pretrain",
                                      {"tensor": 1, "micro": 1, "global": 256})
     assert scope is None and note.startswith("no CUDA graphs (llama/gb200/llama3.py")
+
+
+def test_the_op_fuser_reads_as_the_recipes_say() -> None:
+    # read by hand at Megatron-Bridge@067f987d: perf_recipes/_common.py _benchmark_common turns
+    # use_transformer_engine_op_fuser off; gpt_oss/common.py
+    # _apply_gpt_oss_120b_full_iter_fp8mx_configs, called after it by the GB200 and GB300
+    # MXFP8 recipes, turns it on; the BF16 recipes and the B300 MXFP8 one never do
+    fusers = recipe_op_fusers()
+    assert fusers["gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config"]
+    assert fusers["gpt_oss_120b_pretrain_64gpu_gb200_fp8mx_config"]
+    assert not fusers["gpt_oss_120b_pretrain_64gpu_gb300_bf16_config"]
+    assert not fusers["gpt_oss_120b_pretrain_64gpu_b300_fp8mx_config"]
+    assert not fusers["gpt_oss_120b_pretrain_64gpu_h100_bf16_config"]
+    # qwen/common.py _enable_hybridep_full_iteration_mxfp8 (after _benchmark_common) sets it
+    assert fusers["qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"]
+    # a row takes it only from the recipe of its own layout
+    layout = {"tensor": 1, "pipeline": 1, "context": 1, "expert": 16, "micro": 4,
+              "global": 1280}
+    assert recipe_op_fuser("gpt-oss-120b", "gb300", 64, "MXFP8", "pretrain", layout)
+    assert not recipe_op_fuser("gpt-oss-120b", "gb300", 64, "MXFP8", "pretrain",
+                               {**layout, "expert": 64})
+    assert not recipe_op_fuser("gpt-oss-120b", "gb300", 64, "BF16", "pretrain",
+                               {**layout, "expert": 64})
+
+
+def test_the_selective_recomputation_reads_as_the_recipes_say() -> None:
+    # gpt_oss/b200/gpt_oss.py, gb200 bf16 and h100: recompute_modules ["layernorm", "moe_act"]
+    # with recompute_granularity "selective"; gb300 bf16 sets none
+    layout = {"tensor": 1, "pipeline": 1, "context": 1, "expert": 8, "micro": 4,
+              "global": 1280}
+    modules, note = recipe_recompute("gpt-oss-120b", "b200", 64, "BF16", "pretrain", layout)
+    assert modules == ("layernorm", "moe_act") and "selective" in note
+    assert recipe_recompute("gpt-oss-120b", "gb300", 64, "BF16", "pretrain",
+                            {**layout, "expert": 64}) == (None, "")
+    # a module the estimator does not model (DeepSeek's mla_up_proj) is left out, said so
+    found = {name: mods for name, mods in recipe_recomputes().items() if "mla_up_proj" in mods}
+    assert found

@@ -58,7 +58,9 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
-    "moe_dispatch": "--moe-dispatch", "cuda_graph_scope": "--cuda-graph-scope",
+    "moe_dispatch": "--moe-dispatch", "moe_fused_mlp": "--moe-fused-mlp",
+    "recompute_modules": "--recompute-modules",
+    "cuda_graph_scope": "--cuda-graph-scope",
     "offload": "--offload",
     "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
@@ -275,6 +277,16 @@ MoeDispatchOpt = Annotated[str, typer.Option(
          "dispatcher with fused permute: Megatron-Bridge; router and dispatcher operators "
          "not counted) or allgather-unfused (NeMo-RL's: allgather dispatcher, unfused "
          "permute, fp64 router: counted, and its combine's fp64 traffic).")]
+MoeFusedMlpOpt = Annotated[bool, typer.Option(
+    "--moe-fused-mlp/--no-moe-fused-mlp",
+    help="On --kernels megatron, a MoE's routed experts run through Transformer Engine's op "
+         "fuser (Megatron-Core use_transformer_engine_op_fuser). Default: the unfused grouped "
+         "MLP, whose eager clamp (gpt-oss) and per-expert output bias cost passes.")]
+RecomputeModulesOpt = Annotated[str | None, typer.Option(
+    help="On --kernels megatron, the modules recomputed in backward under selective "
+         "recomputation, comma-separated as Megatron-Core names them: layernorm (a MoE "
+         "layer's pre-MLP norm), moe_act (the experts' activation). Default: none; full "
+         "recomputation is --checkpointing.")]
 CudaGraphScopeOpt = Annotated[str | None, typer.Option(
     help="On --kernels megatron, the regions of the step replayed as CUDA graphs, comma-"
          "separated as Megatron-Core names them: full_iteration (the whole forward-backward), "

@@ -128,6 +128,13 @@ MoeDispatch = Literal["fused", "allgather-unfused"]
 #: layer's _forward_mlp up to its router; moe_preprocess = MoELayer.preprocess (with moe_router)
 CudaGraphScope = Literal["full_iteration", "full", "attn", "mlp", "moe", "moe_router",
                          "moe_preprocess"]
+#: a module Megatron-Core recomputes in backward under selective recomputation
+#: (recompute_granularity "selective", recompute_modules; NVIDIA/Megatron-LM@2a75ac12
+#: transformer_layer.py and moe/experts.py): layernorm = the norms that are modules of their
+#: own (a MoE layer's pre-MLP norm; the attention's input norm is fused into linear_qkv),
+#: moe_act = the routed experts' activation (TEGroupedMLP's bias_act_func). The other modules
+#: Megatron names are not modelled
+RecomputeModule = Literal["layernorm", "moe_act"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
 Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
@@ -246,6 +253,19 @@ class Training(_ReadsModel):
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
+    #: a MoE model's routed experts on the megatron path run through Transformer Engine's op
+    #: fuser (Megatron-Core use_transformer_engine_op_fuser: grouped fc1, the scaled, clamped
+    #: activation and grouped fc2 with its bias as fused ops; Megatron-Bridge's gpt-oss GB200/
+    #: GB300 MXFP8 full-iteration recipes). False: TEGroupedMLP's unfused path, whose eager
+    #: clamp and per-expert fc2 bias cost passes (estimate/moe_gemm.py
+    #: unfused_expert_bytes_per_token_layer)
+    moe_fused_mlp: bool = False
+    #: the megatron path's selective recomputation (RecomputeModule above; Megatron-Bridge's
+    #: recipes' recompute_modules with recompute_granularity "selective"): each module's
+    #: forward runs again in backward (estimate/moe_gemm.py recompute_bytes_per_token_layer).
+    #: None: none. A comma-separated string is read as the list. Full recomputation is
+    #: `checkpointing`
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     #: the regions of the megatron path's step replayed as CUDA graphs (CudaGraphScope above;
     #: Megatron-Bridge's recipes' cuda_graph_scope): each graphed region's kernels cost the
     #: host one graph launch instead of one dispatch each (estimate/host.py). None: no graphs
@@ -490,7 +510,7 @@ class Training(_ReadsModel):
     #: gradients, optimizer state or activations
     train_vision: bool = False
 
-    @field_validator("cuda_graph_scope", mode="before")
+    @field_validator("cuda_graph_scope", "recompute_modules", mode="before")
     @classmethod
     def _scope_list(cls, scope: Any) -> Any:
         """"attn,moe_router" (the CLI's, a plan's string) as the list; none named: None."""
@@ -695,6 +715,16 @@ class Training(_ReadsModel):
             raise FieldError(("moe_dispatch", "kernels"), "moe_dispatch says how Megatron-Core's "
                              "MoE layer routes its tokens; the kernel path is not megatron.",
                              "Give --kernels megatron, or leave --moe-dispatch out.")
+        elif self.recompute_modules is not None:
+            raise FieldError(("recompute_modules", "kernels"), "recompute_modules names "
+                             "Megatron-Core's selectively recomputed modules; the kernel path "
+                             "is not megatron.", "Give --kernels megatron, or leave "
+                             "--recompute-modules out.")
+        elif self.moe_fused_mlp:
+            raise FieldError(("moe_fused_mlp", "kernels"), "moe_fused_mlp says Megatron-Core "
+                             "runs the routed experts through Transformer Engine's op fuser; "
+                             "the kernel path is not megatron.",
+                             "Give --kernels megatron, or leave --moe-fused-mlp out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
         if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
@@ -998,6 +1028,15 @@ def _check_megatron(t: Training) -> None:
                          "Use kernels eager, or lora_dropout 0.")
     if t.cuda_graph_scope is not None:
         _check_cuda_graph_scope(t.cuda_graph_scope)
+    if t.recompute_modules is not None:
+        if len(set(t.recompute_modules)) != len(t.recompute_modules):
+            raise FieldError("recompute_modules", "a module named twice: "
+                             f"{', '.join(t.recompute_modules)}.", "Name each module once.")
+        if t.checkpointing:
+            raise FieldError(("recompute_modules", "checkpointing"), "Megatron-Core "
+                             "recomputes selectively or fully (recompute_granularity), not "
+                             "both.", "Give checkpointing (full) or recompute_modules "
+                             "(selective).")
 
 
 def _check_unsloth(t: Training) -> None:
@@ -1112,6 +1151,9 @@ def _check_layout(t: Training) -> None:
     if t.cp > 1 and t.seq_len % t.cp:
         raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
                                f"the sequence length {t.seq_len}.")
+    if t.moe_fused_mlp and not arch.is_moe:
+        raise FieldError("moe_fused_mlp", f"the op fuser's expert MLP is a MoE layer's; "
+                                          f"{arch.name} has no experts.")
     if t.ep > 1 and not arch.is_moe:
         raise FieldError("ep", f"expert parallelism splits the experts of an MoE; {arch.name} "
                                f"has none.")

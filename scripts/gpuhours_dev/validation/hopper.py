@@ -31,7 +31,11 @@ from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.parallel import reference_node
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
-from gpuhours_dev.validation.recipe_graphs import recipe_graph_scope
+from gpuhours_dev.validation.recipe_graphs import (
+    recipe_graph_scope,
+    recipe_op_fuser,
+    recipe_recompute,
+)
 
 #: the catalog model of each source's model name (Megatron-Bridge, NeMo, NeMo Automodel)
 H100_MODELS = {
@@ -245,12 +249,16 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
               **({"global": int(r["global_batch"])} if r["global_batch"] else {})}
     scope, graphs = (row_graph_scope(r, models, method, stated) if kernels == "megatron"
                      else (None, ""))
+    fuser = (kernels == "megatron" and arch.is_moe
+             and row_op_fuser(r, models, method, stated))
+    recompute, recompute_note = (row_recompute(r, models, method, stated)
+                                 if kernels == "megatron" else (None, ""))
     try:
         t = Training.model_validate(dict(
             arch=arch, model_basis=basis, method=method, precision=precision,
             micro_batch=mb, seq_len=seq, grad_accum=accum, lora_rank=rank,
             lora_targets=targets, kernels=kernels, loss_kernel=loss, **branch,
-            cuda_graph_scope=scope,
+            cuda_graph_scope=scope, moe_fused_mlp=fuser, recompute_modules=recompute,
             zero_stage=3 if fsdp else (1 if dp > 1 else 0), tp=tp, pp=pp, cp=cp, ep=ep,
             virtual_stages=vp, fused_attention=fused_attention(r["source"], notes)))
     except FieldError as e:  # the stated layout is one the estimator does not express
@@ -262,7 +270,9 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
     setup = (f"{method}{' ' + lora_setup if method == 'lora' else ''}, {kernels} kernels, "
              f"{precision}, {layout + ', ' if layout else ''}dp {dp}"
              f"{' FSDP' if fsdp else ' ZeRO-1' if dp > 1 else ''}, micro-batch {mb} x {seq} "
-             f"x {accum}{'; ' + graphs if graphs else ''}")
+             f"x {accum}{'; ' + graphs if graphs else ''}"
+             f"{'; experts through the op fuser (the recipe sets it)' if fuser else ''}"
+             f"{'; ' + recompute_note if recompute_note else ''}")
     model = arch.name if r["model"] in NEMO_GPT3 else models[r["model"]]
     key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
     return HopperRow(label, r["source"], measured, t, hw, setup, None, key, r.get("split", ""))
@@ -280,6 +290,30 @@ def row_graph_scope(r: dict[str, str], models: dict[str, str], method: str,
     return recipe_graph_scope(models.get(r["model"], r["model"]), gpu, int(r["n_gpus"]),
                               r["precision"], "peft" if method == "lora" else "pretrain",
                               layout)
+
+
+def row_op_fuser(r: dict[str, str], models: dict[str, str], method: str,
+                 layout: dict[str, int]) -> bool:
+    """Training.moe_fused_mlp of a megatron-path MoE row: its Megatron-Bridge recipe's op
+    fuser (recipe_graphs.recipe_op_fuser, matched as row_graph_scope matches); other sources'
+    rows run Megatron-Core's default, the unfused grouped MLP."""
+    if "Megatron-Bridge" not in r["source"]:
+        return False
+    gpu = "h100" if r["gpu"].startswith("H100") else r["gpu"].lower()
+    return recipe_op_fuser(models.get(r["model"], r["model"]), gpu, int(r["n_gpus"]),
+                           r["precision"], "peft" if method == "lora" else "pretrain", layout)
+
+
+def row_recompute(r: dict[str, str], models: dict[str, str], method: str,
+                  layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.recompute_modules, what the setup column says) of a megatron-path row: its
+    Megatron-Bridge recipe's selective recomputation (recipe_graphs.recipe_recompute, matched
+    as row_graph_scope matches); other sources' rows: none."""
+    if "Megatron-Bridge" not in r["source"]:
+        return None, ""
+    gpu = "h100" if r["gpu"].startswith("H100") else r["gpu"].lower()
+    return recipe_recompute(models.get(r["model"], r["model"]), gpu, int(r["n_gpus"]),
+                            r["precision"], "peft" if method == "lora" else "pretrain", layout)
 
 
 # --- the split and the fit -------------------------------------------------------------------

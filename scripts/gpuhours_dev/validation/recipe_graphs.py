@@ -1,5 +1,7 @@
 """The CUDA graph scope of the Megatron-Bridge performance recipe behind a published row
-(Training.cuda_graph_scope), read from data/megatron_bridge_cuda_graphs.csv: every recipe of
+(Training.cuda_graph_scope), and whether it sets Transformer Engine's op fuser for the experts
+(Training.moe_fused_mlp) and which modules it recomputes selectively (Training.
+recompute_modules), read from data/megatron_bridge_cuda_graphs.csv: every recipe of
 src/megatron/bridge/perf_recipes/ at NVIDIA-NeMo/Megatron-Bridge@067f987d, the commit the
 performance tables (data/throughput_blackwell.csv, the Megatron-Bridge rows of
 throughput_h100.csv and finetune_runs_added.csv) were read at, with its effective
@@ -47,13 +49,20 @@ def recipe_scopes() -> dict[str, tuple[str, str, dict[str, int]]]:
                 for r in csv.DictReader(f)}
 
 
-def recipe_graph_scope(model: str, gpu: str, n_gpus: int, precision: str, task: str,
-                       layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
-    """(Training.cuda_graph_scope, how the setup column says it) for a Megatron-Bridge row of
-    `model` (catalog name) on n_gpus `gpu`s (the recipes' name: h100, b200, gb200, b300,
-    gb300) at the table's `precision`, `task` pretrain, sft or peft, with the row's stated
-    `layout` (the recipe's keys; vp 1 for none): a recipe that sets another layout is another
-    configuration than the row's (an older release's), whose graphs are not read here."""
+@cache
+def recipe_op_fusers() -> dict[str, bool]:
+    """Recipe function -> whether it runs the experts through Transformer Engine's op fuser
+    (the CSV's te_op_fuser: Megatron-Core use_transformer_engine_op_fuser as the recipe leaves
+    it, scripts/megatron_bridge_graph_scopes.py)."""
+    with GRAPHS_CSV.open() as f:
+        return {r["function"]: r["te_op_fuser"] == "true" for r in csv.DictReader(f)}
+
+
+def _matched(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+             layout: dict[str, int]) -> tuple[dict[str, tuple[str, str, dict[str, int]]],
+                                              dict[str, tuple[str, str]], str]:
+    """(the recipes named for the row, those of them whose layout is the row's: name ->
+    (scope, file), the name wanted) (recipe_graph_scope's arguments)."""
     prefix = RECIPE_MODEL.get(model)
     precisions = RECIPE_PRECISIONS.get(precision.upper(), ())
     scopes = recipe_scopes()
@@ -61,11 +70,64 @@ def recipe_graph_scope(model: str, gpu: str, n_gpus: int, precision: str, task: 
         name: scopes[name] for p in precisions
         if (name := f"{prefix}_{task}_{n_gpus}gpu_{gpu}_{p}_config") in scopes}
     wanted = f"{prefix or model}_{task}_{n_gpus}gpu_{gpu}_{'/'.join(precisions) or '?'}"
+    found = {name: (scope, path) for name, (scope, path, sets) in named.items()
+             if all(layout.get(k) == (v or 1) for k, v in sets.items() if k in layout)}
+    return named, found, wanted
+
+
+def recipe_op_fuser(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+                    layout: dict[str, int]) -> bool:
+    """Training.moe_fused_mlp of a Megatron-Bridge row (recipe_graph_scope's arguments): True
+    where every recipe of the row's configuration sets the op fuser; a row with no such recipe
+    (or another layout's) runs Megatron-Core's default, the unfused grouped MLP."""
+    _, found, _ = _matched(model, gpu, n_gpus, precision, task, layout)
+    fusers = recipe_op_fusers()
+    return bool(found) and all(fusers[name] for name in found)
+
+
+#: the selectively recomputed modules the estimator models (setup.RecomputeModule)
+MODELLED_RECOMPUTE = {"layernorm", "moe_act"}
+
+
+@cache
+def recipe_recomputes() -> dict[str, tuple[str, ...]]:
+    """Recipe function -> the modules it recomputes selectively (the CSV's recompute_modules,
+    scripts/megatron_bridge_graph_scopes.py; empty: none)."""
+    with GRAPHS_CSV.open() as f:
+        return {r["function"]: tuple(m for m in r["recompute_modules"].split(",") if m)
+                for r in csv.DictReader(f)}
+
+
+def recipe_recompute(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+                     layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.recompute_modules, what the setup column says) of a Megatron-Bridge row
+    (recipe_graph_scope's arguments): the modules its recipe recomputes selectively where every
+    recipe of its configuration agrees and the estimator models them all (MODELLED_RECOMPUTE);
+    other modules are left out and the setup says so; no recipe of the row's layout: none."""
+    _, found, _ = _matched(model, gpu, n_gpus, precision, task, layout)
+    kinds = {recipe_recomputes()[name] for name in found}
+    if len(kinds) != 1:
+        return None, ""
+    (modules,) = kinds
+    if not modules:
+        return None, ""
+    if set(modules) <= MODELLED_RECOMPUTE:
+        return modules, f"selective recomputation {','.join(modules)} (the recipe's)"
+    return None, (f"the recipe recomputes {','.join(modules)} selectively: not modelled, left "
+                  "out")
+
+
+def recipe_graph_scope(model: str, gpu: str, n_gpus: int, precision: str, task: str,
+                       layout: dict[str, int]) -> tuple[tuple[str, ...] | None, str]:
+    """(Training.cuda_graph_scope, how the setup column says it) for a Megatron-Bridge row of
+    `model` (catalog name) on n_gpus `gpu`s (the recipes' name: h100, b200, gb200, b300,
+    gb300) at the table's `precision`, `task` pretrain, sft or peft, with the row's stated
+    `layout` (the recipe's keys; vp 1 for none): a recipe that sets another layout is another
+    configuration than the row's (an older release's), whose graphs are not read here."""
+    named, found, wanted = _matched(model, gpu, n_gpus, precision, task, layout)
     if not named:
         return None, (f"CUDA graphs: no Megatron-Bridge recipe {wanted} at {RECIPE_COMMIT}, "
                       "left ungraphed")
-    found = {name: (scope, path) for name, (scope, path, sets) in named.items()
-             if all(layout.get(k) == (v or 1) for k, v in sets.items() if k in layout)}
     if not found:
         name, (_, path, sets) = sorted(named.items())[0]
         return None, (f"CUDA graphs: the recipe {path} {name} @ {RECIPE_COMMIT} sets another "

@@ -240,6 +240,15 @@ class ModelArch:
     #: gpt-oss: the experts' linears have biases, and the router has one
     expert_bias: bool = False
     router_bias: bool = False
+    #: YaRN's attention factor (transformers' and Megatron-Core's concentration factor, the
+    #: "mscale" q and k are scaled by through cos and sin): 0.1 ln(factor) + 1 for a yarn
+    #: rope_scaling without mscale / mscale_all_dim (gpt-oss: factor 32, 1.3466), their
+    #: ratio with both; 1.0 without YaRN
+    rope_attention_factor: float = 1.0
+    #: gpt-oss: the experts' gate half clamped above and linear half on both sides at this
+    #: value before the gated activation (config `swiglu_limit`, 7.0: transformers'
+    #: GptOssExperts; Megatron-Core's activation_func_clamp_value). None: no clamp
+    glu_clamp: float | None = None
     #: counted by estimate/blocks.py whatever the other fields (the families of MOE_MODEL_TYPES)
     counted_by_blocks: bool = False
     #: state-space (Mamba-2) mixers and the layers that have one; the layers with attention
@@ -683,8 +692,34 @@ def _llama_like(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         moe_intermediate_size=moe_ffn,
         shared_expert_intermediate_size=shared_ffn,
         max_positions=_count(cfg, where, "max_position_embeddings") or None,
+        rope_attention_factor=yarn_attention_factor(cfg, where),
         **_sliding(cfg, where, model_type, layers),
     )
+
+
+def yarn_attention_factor(cfg: dict[str, Any], where: str) -> float:
+    """YaRN's attention factor of a config's `rope_scaling` (ModelArch.rope_attention_factor):
+    with rope_type (or type) "yarn" and factor s > 1, mscale(s, m) = 0.1 m ln(s) + 1, and the
+    factor mscale(s, mscale) / mscale(s, mscale_all_dim) where both are given, else
+    mscale(s, 1) (transformers' _compute_yarn_parameters; NVIDIA/Megatron-LM@2a75ac12
+    yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). 1.0 otherwise."""
+    rs = cfg.get("rope_scaling")
+    if not isinstance(rs, dict) or (rs.get("rope_type") or rs.get("type")) != "yarn":
+        return 1.0
+    factor = rs.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise InputError(where, f"field 'rope_scaling.factor' must be a positive number, got "
+                                f"{factor!r}.")
+    if factor <= 1:
+        return 1.0
+
+    def mscale(m: float) -> float:
+        return 0.1 * m * math.log(factor) + 1.0
+
+    m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+    if m is None or m_all is None:
+        return mscale(1.0)
+    return mscale(float(m)) / mscale(float(m_all))
 
 
 def _deepseek(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
@@ -745,7 +780,8 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
       are MoE with a shared expert (a gated MLP of intermediate_size, no gate of its own), the
       others a dense gated MLP of intermediate_size_mlp; its q/k L2 norm has no weights;
     - gpt_oss: biased experts (2 f + d per expert) and router (E), one attention-sink logit per
-      head and layer; attention_bias on q, k, v and o;
+      head and layer; attention_bias on q, k, v and o; the experts' activation clamped at
+      `swiglu_limit` (glu_clamp);
     - glm4_moe: the first `first_k_dense_replace` layers dense (intermediate_size), the others
       routed experts of moe_intermediate_size and n_shared_experts shared ones fused into one
       gated MLP without gate; q/k/v biased (attention_bias), o not; per-head q/k RMSNorms with
@@ -783,7 +819,12 @@ def _moe_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
                        shared_expert_intermediate_size=base.moe_intermediate_size,
                        shared_expert_gate=False, **_chunked(cfg, where, layers))
     if model_type == "gpt_oss":
-        return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True)
+        limit = cfg.get("swiglu_limit", 7.0)  # GptOssConfig's default
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+            raise InputError(where, f"field 'swiglu_limit' must be a positive number, got "
+                                    f"{limit!r}.")
+        return replace(arch, attention_sinks=True, expert_bias=True, router_bias=True,
+                       glu_clamp=float(limit))
     if model_type == "glm4_moe":
         dense_first = cfg.get("first_k_dense_replace") or 0
         if isinstance(dense_first, bool) or not isinstance(dense_first, int) or dense_first < 0:

@@ -19,8 +19,13 @@ from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
+from gpuhours.estimate.moe_gemm import (
+    recompute_bytes_per_token_layer,
+    unfused_expert_bytes_per_token_layer,
+)
 from gpuhours.estimate.paged_optimizer import paged_overflow_bytes
 from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
+from gpuhours.estimate.rope import unfused_rope_bytes_per_token_layer
 from gpuhours.estimate.step_replay import (
     STEP_REPLAY_TERM,
     STEPS_REPLAYED,
@@ -571,7 +576,8 @@ def estimate_training(
                                      "logits (estimate/moe_gemm.py routing_bytes_per_token_layer)"
                                      if arch.is_moe else "") + (
                                       f"; LoRA branch {lora_branch_of(t)} (estimate/"
-                                      "lora_traffic.py)" if t.method != "full" else "")),
+                                      "lora_traffic.py)" if t.method != "full" else "")
+                                  + _eager_pieces_note(arch, t)),
         "host_s": Figure(value=st.host_s, unit="s", basis="measured", source=(
             f"{step_src}: operators counted for the {t.kernels} path (estimate/host.py"
             f"{tower_ops}) x {hw.host_us_per_op:.3g} us ({host_basis})"))
@@ -841,6 +847,20 @@ def estimate_training(
         + list(mem.setup_terms)
         + ([images] if images else []),
     )
+
+
+def _eager_pieces_note(arch: ModelArch, t: Training) -> str:
+    """The memory-bound source's note on the megatron path's eager pieces that run for this
+    setup (estimate/rope.py, estimate/moe_gemm.py), or ""."""
+    parts = []
+    if unfused_rope_bytes_per_token_layer(arch, t.kernels, 2.0, False):
+        parts.append("the eager rotary TE's fused one refuses for YaRN (estimate/rope.py)")
+    if unfused_expert_bytes_per_token_layer(arch, t.kernels, 2.0, False, t.moe_fused_mlp):
+        parts.append("the unfused expert MLP's clamp and fc2 bias (estimate/moe_gemm.py)")
+    if recompute_bytes_per_token_layer(arch, t.kernels, 2.0, t.recompute_modules,
+                                       t.moe_fused_mlp):
+        parts.append(f"selective recomputation {','.join(t.recompute_modules or ())}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _expert_gemm_note(arch: ModelArch, st: StepTime) -> str:

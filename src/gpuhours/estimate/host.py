@@ -31,7 +31,9 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.dora import dora_base_matmul_of
 from gpuhours.estimate.liger import liger_layer_applies, liger_ops_delta_per_layer
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
+from gpuhours.estimate.moe_gemm import unfused_expert_mlp_runs
 from gpuhours.estimate.peft_methods import peft_linears
+from gpuhours.estimate.rope import eager_rope_runs
 from gpuhours.setup import Training
 
 #: flash-attn path, operators per decoder layer besides its linears, (forward, backward), in
@@ -211,6 +213,7 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
                                        else 0.0)
         fwd += (2.0 if arch.qk_norm else 0.0) * MEGATRON_NORM_OPS[0]
         fwd += megatron_moe_ops_per_layer(arch, t)[0]
+        fwd += megatron_eager_attn_ops(arch, t)[0] + megatron_eager_moe_ops(arch, t)[0]
         if t.method != "full":
             fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
     else:
@@ -386,6 +389,77 @@ MEGATRON_GRAPH_LAUNCHES_PER_LAYER = (1.0, 1.0)
 MEGATRON_FULL_ITERATION_COPIES = 5.0
 
 
+#: megatron path, operators the eager pieces of estimate/rope.py and estimate/moe_gemm.py add
+#: to a layer, (forward, backward), as count_ops counts them on the code tests/test_rope.py and
+#: tests/test_moe_gemm.py run (device operators; views excluded):
+#: - the eager rotary on q and on k (rope.eager_rope_runs): per tensor, cos, its scale and
+#:   cast, sin, its scale and cast, _rotate_half's neg and cat, the two products, their sum, the
+#:   closing cat (12); backward, the products' gradients (2), the neg's and the chunk's cat (2),
+#:   the two paths' sum (1), the empty pass-through's zeros and their sum (2) (7); each less the
+#:   fused kernel MEGATRON_ATTN_OPS counts (1, 1). Part of the attention ("attn" graphs it)
+MEGATRON_EAGER_ROPE_OPS = (2 * (12.0 - 1.0), 2 * (7.0 - 1.0))
+#: - the unfused expert MLP's clamp (moe_gemm.CLAMP_PASSES): the two clamps and the cat (3);
+#:   backward, the where()s' two 0-d zeros, ge, le, logical_and_, le, the two where()s and the
+#:   chunk's cat (9)
+MEGATRON_CLAMP_OPS = (3.0, 9.0)
+#: - its fc2 bias (moe_gemm.FC2_BIAS_PASSES), per local expert: b * p and the add (2);
+#:   backward, the two products and their sums (4); and per layer the cat (1) and, backward,
+#:   the cats of t's and p's split gradients (2)
+MEGATRON_FC2_BIAS_OPS_PER_EXPERT = (2.0, 4.0)
+MEGATRON_FC2_BIAS_OPS_PER_LAYER = (1.0, 2.0)
+
+
+def megatron_eager_attn_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """(forward, backward) operators the eager rotary adds to an attention layer on the
+    megatron path (MEGATRON_EAGER_ROPE_OPS where rope.eager_rope_runs), on average over the
+    decoder layers (arch.attention_layer_count of arch.num_layers)."""
+    if not eager_rope_runs(arch, t.kernels):
+        return 0.0, 0.0
+    share = arch.attention_layer_count / arch.num_layers
+    return MEGATRON_EAGER_ROPE_OPS[0] * share, MEGATRON_EAGER_ROPE_OPS[1] * share
+
+
+#: selective recomputation's operators in backward (moe_gemm.recompute_bytes_per_token_layer):
+#: moe_act the fused activation (1) and, with a clamp, MEGATRON_CLAMP_OPS' forward; layernorm
+#: the MoE layer's pre-MLP norm (MEGATRON_NORM_OPS' forward)
+MEGATRON_RECOMPUTE_ACT_OPS = 1.0
+
+
+def megatron_recompute_ops(arch: ModelArch, t: Training) -> float:
+    """Backward operators a MoE layer's selective recomputation (Training.recompute_modules)
+    adds, on average over the decoder layers; 0 without it."""
+    modules = t.recompute_modules or ()
+    if not modules or t.kernels != "megatron" or not arch.is_moe:
+        return 0.0
+    ops = 0.0
+    if "moe_act" in modules and unfused_expert_mlp_runs(arch, t.kernels, t.moe_fused_mlp):
+        ops += MEGATRON_RECOMPUTE_ACT_OPS
+        if arch.glu_clamp is not None and arch.gated_mlp:
+            ops += MEGATRON_CLAMP_OPS[0]
+    if "layernorm" in modules:
+        ops += MEGATRON_NORM_OPS[0]
+    return ops * arch.moe_layers / arch.num_layers
+
+
+def megatron_eager_moe_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """(forward, backward) operators Megatron-Core's unfused expert MLP adds to a MoE layer
+    (moe_gemm.unfused_expert_mlp_runs): MEGATRON_CLAMP_OPS with a clamped activation, the fc2
+    bias's per local expert (arch.num_experts / ep of them) and per layer with biased experts;
+    on average over the decoder layers (arch.moe_layers of arch.num_layers); and, backward,
+    the selective recomputation's (megatron_recompute_ops)."""
+    if not unfused_expert_mlp_runs(arch, t.kernels, t.moe_fused_mlp):
+        return 0.0, megatron_recompute_ops(arch, t)
+    fwd = bwd = 0.0
+    if arch.glu_clamp is not None and arch.gated_mlp:
+        fwd, bwd = MEGATRON_CLAMP_OPS
+    if arch.expert_bias:
+        local = arch.num_experts / t.ep
+        fwd += local * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[0] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[0]
+        bwd += local * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[1] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[1]
+    share = arch.moe_layers / arch.num_layers
+    return fwd * share, bwd * share + megatron_recompute_ops(arch, t)
+
+
 def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
     """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
     average over the decoder layers (arch.moe_layers of arch.num_layers): the router's and the
@@ -420,6 +494,9 @@ def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float,
     norms = 2.0 if arch.qk_norm else 0.0
     attn = part(MEGATRON_ATTN_OPS, MEGATRON_FP8_ATTN_OPS, adapters - mlp_adapters)
     attn = (attn[0] + norms * MEGATRON_NORM_OPS[0], attn[1] + norms * MEGATRON_NORM_OPS[1])
+    # the eager rotary runs inside _forward_attention (per attention layer, not averaged)
+    if eager_rope_runs(arch, t.kernels):
+        attn = (attn[0] + MEGATRON_EAGER_ROPE_OPS[0], attn[1] + MEGATRON_EAGER_ROPE_OPS[1])
     mlp = part(MEGATRON_MLP_OPS, MEGATRON_FP8_MLP_OPS, mlp_adapters)
     whole = "full" in scope
     moe_layers = arch.moe_layers if arch.is_moe else 0
@@ -432,6 +509,10 @@ def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float,
         router = (MEGATRON_MOE_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
                   else (0.0, 0.0))
         moe_mlp = (mlp[0] + router[0], mlp[1] + router[1])
+        # the unfused expert MLP's eager pieces, per MoE layer (undo the layer average)
+        e_fwd, e_bwd = megatron_eager_moe_ops(arch, t)
+        per_moe = arch.num_layers / moe_layers if moe_layers else 0.0
+        moe_mlp = (moe_mlp[0] + e_fwd * per_moe, moe_mlp[1] + e_bwd * per_moe)
     elif "moe_router" in scope:
         router = (MEGATRON_ROUTER_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
                   else (0.0, 0.0))
@@ -465,6 +546,8 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     fwd, bwd = fwd + norms * MEGATRON_NORM_OPS[0], bwd + norms * MEGATRON_NORM_OPS[1]
     moe_fwd, moe_bwd = megatron_moe_ops_per_layer(arch, t)
     fwd, bwd = fwd + moe_fwd, bwd + moe_bwd
+    for extra in (megatron_eager_attn_ops(arch, t), megatron_eager_moe_ops(arch, t)):
+        fwd, bwd = fwd + extra[0], bwd + extra[1]
     outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
     if t.method != "full":
         adapters = MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets]

@@ -25,6 +25,8 @@ rank's routed tokens (what the dense fit already covers): `expert_gemm_slowdown`
 Token routing (`routing_bytes_per_token_layer`) counts the passes over the routed copies of the
 hidden states that Megatron-Core's dispatcher and HF's expert loop make, forward and backward.
 The all-to-all itself is estimate/parallel.py's (expert_all_to_all_bytes_per_layer): not here.
+Megatron-Core's unfused expert MLP adds eager passes for a clamped activation and the experts'
+output bias (`unfused_expert_bytes_per_token_layer`: gpt-oss's).
 """
 
 from __future__ import annotations
@@ -199,6 +201,97 @@ def routing_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_byte
                 + ROUTER_FP32_PASSES * arch.num_experts * 4.0)
 
     return forwards * pass_bytes("forward") + pass_bytes("backward")
+
+
+#: Megatron-Core's unfused expert MLP (TEGroupedMLP without Transformer Engine's op fuser,
+#: NVIDIA/Megatron-LM@2a75ac12, the commit Megatron-Bridge@067f987d pins): its eager passes
+#: beyond the fused activation, per element of the routed copy's width, as (elements of the
+#: activation dtype read + written, bytes of bool masks read + written), forward and backward:
+#: - the clamp of the quick-GeGLU (weighted_bias_quick_geglu_impl, fused_bias_geglu.py lines
+#:   424-431: eager, outside the fused function, where SwiGLU's takes the clamp inside), per
+#:   element of the f-wide halves: forward, chunk (views), clamp of each half (read 1, write 1,
+#:   twice) and a cat (read 2, write 2): 8; backward, autograd's clamp gradients
+#:   (FunctionsManual clamp_backward): the gate's `where(self <= max, grad, 0)` (le: read 1,
+#:   mask 1; where: mask 1, read 1, write 1), the linear half's `where((self >= min)
+#:   .logical_and_(self <= max), grad, 0)` (ge and le: read 1, mask 1 each; logical_and_:
+#:   masks 3; where: mask 1, read 1, write 1), and the chunk's gradient a cat (read 2, write
+#:   2): 11 and 8 mask bytes (the cat's own gradient is views);
+#: - the fc2 bias (linear_fc2 skip_bias_add=True, then _apply_bias, experts.py lines 313-330),
+#:   per element of the d-wide output: per local expert `t + b * p`, then a cat: forward,
+#:   b * p written (1), the add (read 2, write 1), the cat (read 1, write 1): 6; backward, the
+#:   product's two gradients (grad * p and grad * b: read 1, write 1 each) each summed to its
+#:   operand's shape (read 1 each), and the split of t a cat of its pieces' gradients (read 1,
+#:   write 1): 8. The router's probabilities are in its logits' dtype (moe_utils.py line 936
+#:   `probs.type_as(logits)`: bf16 without moe_router_dtype, which Megatron-Bridge's gpt-oss
+#:   leaves unset), so no fp32 copies, and the closing `.to(dtype)` is a no-op.
+#: tests/test_moe_gemm.py counts both on real tensors. With the op fuser
+#: (use_transformer_engine_op_fuser: GroupedLinear, ScaledClampedQGeGLU and GroupedLinear with
+#: scale_bias, experts.py lines 488-531) none of these passes run.
+CLAMP_PASSES = {"forward": (8, 0), "backward": (11, 8)}
+FC2_BIAS_PASSES = {"forward": (6, 0), "backward": (8, 0)}
+
+
+def unfused_expert_mlp_runs(arch: ModelArch, kernels: str, fused_mlp: bool) -> bool:
+    """Megatron-Core's TEGroupedMLP runs its unfused path: the megatron kernel path, a MoE
+    model, Transformer Engine's op fuser not set (Training.moe_fused_mlp)."""
+    return kernels == "megatron" and not fused_mlp and arch.is_moe
+
+
+def unfused_expert_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
+                                         recompute: bool, fused_mlp: bool = False) -> float:
+    """Bytes of memory traffic per token and MoE layer that Megatron-Core's unfused expert MLP
+    adds to the fused activation's, over each of the top-k routed copies: CLAMP_PASSES over the
+    f-wide halves with a clamped activation (arch.glu_clamp), FC2_BIAS_PASSES over the d-wide
+    output with biased experts (arch.expert_bias); forward and backward, the forward twice under
+    full recomputation. 0 off the megatron path, with the op fuser (`fused_mlp`), or for a
+    model with neither."""
+    if not unfused_expert_mlp_runs(arch, kernels, fused_mlp):
+        return 0.0
+    forwards = 2 if recompute else 1
+
+    def bytes_of(passes: dict[str, tuple[int, int]]) -> float:
+        (fe, fm), (be, bm) = passes["forward"], passes["backward"]
+        return forwards * (fe * activation_bytes + fm) + be * activation_bytes + bm
+
+    per_copy = 0.0
+    if arch.glu_clamp is not None and arch.gated_mlp:
+        per_copy += bytes_of(CLAMP_PASSES) * arch.moe_intermediate_size
+    if arch.expert_bias:
+        per_copy += bytes_of(FC2_BIAS_PASSES) * arch.hidden_size
+    return arch.experts_per_token * per_copy
+
+
+#: selective recomputation (Training.recompute_modules; NVIDIA/Megatron-LM@2a75ac12): "moe_act"
+#: runs TEGroupedMLP's bias_act_func again in backward (experts.py lines 266-271, 904-913:
+#: CheckpointWithoutOutput): the fused activation's forward, reading the 2 f-wide fc1 output
+#: and writing the f-wide result (3 elements per f), and with a clamp CLAMP_PASSES' forward;
+#: "layernorm" runs the norms that are modules of their own again (transformer_layer.py lines
+#: 448-505): on the megatron path's Transformer Engine layers only a MoE layer's pre-MLP norm
+#: (the attention's input norm and a dense MLP's are fused into their linears), read d and
+#: write d
+ACTIVATION_FORWARD_ELEMENTS = 3
+NORM_FORWARD_ELEMENTS = 2
+
+
+def recompute_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
+                                    modules: tuple[str, ...] | None,
+                                    fused_mlp: bool = False) -> float:
+    """Bytes of memory traffic per token and MoE layer of the megatron path's selective
+    recomputation (`modules`, Training.recompute_modules): moe_act's activation forward over
+    each routed copy on the unfused expert MLP (the op fuser's fused activation recomputes
+    inside its own kernel: not counted), layernorm's pre-MLP norm. 0 without modules, off the
+    megatron path, or for a dense model."""
+    if not modules or kernels != "megatron" or not arch.is_moe:
+        return 0.0
+    total = 0.0
+    if "moe_act" in modules and unfused_expert_mlp_runs(arch, kernels, fused_mlp):
+        per_f = ACTIVATION_FORWARD_ELEMENTS * activation_bytes
+        if arch.glu_clamp is not None and arch.gated_mlp:
+            per_f += CLAMP_PASSES["forward"][0] * activation_bytes + CLAMP_PASSES["forward"][1]
+        total += arch.experts_per_token * arch.moe_intermediate_size * per_f
+    if "layernorm" in modules:
+        total += NORM_FORWARD_ELEMENTS * arch.hidden_size * activation_bytes
+    return total
 
 
 def expert_matmul_flops_per_token(arch: ModelArch, trains_weights: bool, recompute: bool) -> float:

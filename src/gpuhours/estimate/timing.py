@@ -66,7 +66,9 @@ from gpuhours.estimate.moe_gemm import (
     expert_gemm_slowdown,
     expert_matmul_flops_per_token,
     expert_shapes,
+    recompute_bytes_per_token_layer,
     routing_bytes_per_token_layer,
+    unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
@@ -75,6 +77,7 @@ from gpuhours.estimate.quant import (
     dequants_per_micro_batch,
     weight_read_bytes_per_micro_batch,
 )
+from gpuhours.estimate.rope import unfused_rope_bytes_per_token_layer
 from gpuhours.estimate.unsloth import offloaded_checkpoint_copy_s
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, deepspeed_overlap_comm_of, loss_kernel_of
@@ -393,6 +396,15 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep)
+    # Megatron-Core's eager rotary where TE's fused one cannot run (a YaRN factor: gpt-oss)
+    layer_traffic += tokens * arch.attention_layer_count * unfused_rope_bytes_per_token_layer(
+        arch, t.kernels, a, t.checkpointing)
+    # Megatron-Core's unfused expert MLP: an eager clamp and the per-expert fc2 bias (gpt-oss)
+    layer_traffic += tokens * arch.moe_layers * unfused_expert_bytes_per_token_layer(
+        arch, t.kernels, a, t.checkpointing, t.moe_fused_mlp)
+    # selective recomputation: the experts' activation, a MoE layer's pre-MLP norm
+    layer_traffic += tokens * arch.moe_layers * recompute_bytes_per_token_layer(
+        arch, t.kernels, a, t.recompute_modules, t.moe_fused_mlp)
     memory_bound_s = (layer_traffic + logit_traffic + dequant_traffic) / bw
     lay = P.layout_of(t.tp, t.pp, t.cp, t.ep, t.virtual_stages, hw.num_gpus, arch,
                       a2a_overlap=t.moe_a2a_overlap)

@@ -34,6 +34,7 @@ from gpuhours.setup import (
     Optimizer,
     OptimizerImpl,
     Precision,
+    RecomputeModule,
     ZeroStage,
     hf_release,
 )
@@ -218,6 +219,17 @@ class TrainingSettings(_Strict):
         "fused (default: the all-to-all dispatcher with fused permute, Megatron-Bridge's; its "
         "router and dispatcher operators not counted) or allgather-unfused (NeMo-RL's "
         "grpo_math_1B.yaml: allgather dispatcher, unfused permute, fp64 router)")
+    moe_fused_mlp: bool | None = Field(
+        default=None, description="on kernels megatron, a MoE's routed experts run through "
+        "Transformer Engine's op fuser (Megatron-Core use_transformer_engine_op_fuser); "
+        "default false: the unfused grouped MLP, whose eager clamp and per-expert output "
+        "bias cost passes")
+    # strict=False: YAML gives a list, read as Training's tuple
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None, strict=False, description="on kernels megatron, the modules "
+        "recomputed in backward under selective recomputation, as Megatron-Core names them "
+        "(a list): layernorm (a MoE layer's pre-MLP norm), moe_act (the experts' "
+        "activation); full recomputation is checkpointing")
     # strict=False: YAML gives a list, read as Training's tuple
     cuda_graph_scope: tuple[CudaGraphScope, ...] | None = Field(
         default=None, strict=False, description="on kernels megatron, the regions of the step replayed as "
