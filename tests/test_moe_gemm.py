@@ -279,3 +279,22 @@ def test_selective_recompute_choices_checked() -> None:
         Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="moe_act,moe_act")
     t = Training(arch=GPT_OSS_120B, kernels="megatron", recompute_modules="layernorm, moe_act")
     assert t.recompute_modules == ("layernorm", "moe_act")
+
+
+def test_selective_recompute_says_its_memory_is_an_upper_bound() -> None:
+    # the recomputation is timed but what it frees is not taken off the activations: the
+    # memory must be the same as without it, and the estimate must say so
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.setup import Hardware
+    from gpuhours import catalog
+
+    hw = Hardware(gpu=catalog.gpu("h100-sxm"), num_gpus=64)
+    base = Training(arch=GPT_OSS_120B, kernels="megatron", seq_len=4096, ep=8, pp=4,
+                    zero_stage=1)
+    plain = estimate_training(base, hw)
+    selective = estimate_training(base.model_copy(update={"recompute_modules":
+                                                          ("layernorm", "moe_act")}), hw)
+    assert selective.memory.total_bytes == plain.memory.total_bytes
+    assert any("memory is an upper bound" in w for w in selective.warnings)
+    assert not any("memory is an upper bound" in w for w in plain.warnings)
+    assert selective.step_time_s.value > plain.step_time_s.value

@@ -758,6 +758,12 @@ def estimate_training(
                             "micro-batch found no cached block and no room for a new segment "
                             "even with the cache emptied (fragmentation; expandable_segments "
                             "avoids it).")
+    if t.recompute_modules:
+        # the time side is modelled (estimate/moe_gemm.py); what the recomputed modules no
+        # longer keep is not taken off the saved activations, so memory reads high
+        warnings.append(f"selective recomputation ({', '.join(t.recompute_modules)}): its "
+                        "recomputation is timed, but the activations it frees are still "
+                        "counted, so memory is an upper bound.")
     if not mem.total_bytes <= hw.gpu.memory_bytes:
         warnings.append(f"does not fit: {mem.total_bytes / 2**30:.1f} GiB per GPU needed, "
                         f"{hw.gpu.memory_bytes / 2**30:.1f} GiB on {hw.gpu.name}.")
