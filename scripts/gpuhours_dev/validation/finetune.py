@@ -310,6 +310,29 @@ def _peft_batch_tokens(r: dict[str, str], seq: int, batch: int) -> tuple[int, st
                     f"logged 250-step windows): {where}")
 
 
+def _peft_held_output(r: dict[str, str], arch: Any) -> tuple[dict[str, Any], list[str]]:
+    """(setup fields, notes) of what PEFT's MetaMathQA loop keeps beyond the step's own
+    tensors (run.py @ 5d602fdb, transformers 5.13.1 as the results record): `outputs =
+    model(**batch)` is held through `loss.backward()` and the optimizer step, with the LM
+    head's bf16 logits and, with no checkpointing (use_gc False), the DynamicCache that a
+    training forward returns (use_cache=True); batches are padded to their longest
+    (tokenizer.pad) and the attention mask passed, so transformers 5's SDPA on CUDA gets a
+    mask, no enable_gqa (integrations/sdpa_attention.py use_gqa_in_sdpa): k and v repeated,
+    and each layer's kernel keeps the mask as an additive bias (estimate/kv_repeat.py).
+    Checked held out by the runs' allocated memory after the step (train_info.metrics
+    "mem allocated avg", no row's figure): tests/test_peft_held_output.py."""
+    gc = "use_gc=True" in r["notes"]
+    fields: dict[str, Any] = {"held_logits": "half", "held_kv_cache": not gc,
+                              "padding_mask": True,
+                              "kv_repeated": arch.num_kv_heads < arch.num_heads}
+    notes = ["run.py holds the model's output through backward and the step: its bf16 logits"
+             + ("" if gc else " and the KV cache a training forward returns (use_cache)")
+             + "; batches padded to their longest, mask passed: transformers 5's SDPA keeps "
+             "a bias copy per layer" + (" and repeats k and v (no enable_gqa with a mask on "
+                                        "CUDA)" if fields["kv_repeated"] else "")]
+    return fields, notes
+
+
 _PEFT_EXPERIMENT = re.compile(r"experiment (\S+);")
 _PEFT_SIZE = re.compile(r'method-specific size params \{"r": (\d+)\}')
 
@@ -1044,6 +1067,11 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         kv_repeated = True
         notes.append("litgpt's attention expands k and v to the query heads and reshapes "
                      "them (copies) before SDPA (kv_repeated)")
+    held_output: dict[str, Any] = {}
+    if source == "PEFT" and "padded to longest in batch" in r["notes"]:
+        held_output, held_notes = _peft_held_output(r, arch)
+        kv_repeated = kv_repeated or held_output.pop("kv_repeated")
+        notes.extend(held_notes)
     # Unsloth's stack sets its own kernels, checkpointing and loss (unsloth_stack)
     kernels = stack.pop("kernels", kernels)
     ckpt = stack.pop("checkpointing", ckpt)
@@ -1061,7 +1089,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
             **stack,
-            offload=offload or "none", deepspeed_reduce_bucket=buckets, held_logits=held,
+            offload=offload or "none", deepspeed_reduce_bucket=buckets,
+            held_logits=held_output.pop("held_logits", held), **held_output,
             deepspeed_overlap_comm=True if buckets else None,
             kernels=kernels, zero3_engine=engine, load_path=load_path,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
