@@ -62,7 +62,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "recompute_modules": "--recompute-modules",
     "cuda_graph_scope": "--cuda-graph-scope",
     "offload": "--offload",
-    "held_logits": "--held-logits", "lora_dropout": "--lora-dropout",
+    "held_logits": "--held-logits", "held_kv_cache": "--held-kv-cache",
+    "padding_mask": "--padding-mask", "lora_dropout": "--lora-dropout",
     "lora_adapter_dtype": "--lora-adapter-dtype", "load_path": "--load-path",
     "lora_branch": "--lora-branch", "dora": "--dora", "dora_base_matmul": "--dora-base-matmul",
     "peft_method": "--peft-method", "peft_virtual_tokens": "--peft-virtual-tokens",
@@ -297,6 +298,16 @@ HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "
          "before 4.45), half.")]
+HeldKvCacheOpt = Annotated[bool, typer.Option(
+    "--held-kv-cache/--no-held-kv-cache",
+    help="The held model output carries a KV cache of every layer (transformers' "
+         "use_cache=True in a training forward without checkpointing), kept through backward "
+         "beside k and v repeated to the query heads. Default: none held.")]
+PaddingMaskOpt = Annotated[bool, typer.Option(
+    "--padding-mask/--no-padding-mask",
+    help="Batches padded to their longest with an attention mask: each layer's SDPA keeps an "
+         "additive copy of it (transformers 5 on CUDA then repeats k and v: add "
+         "--kv-repeated). Default: no mask.")]
 SeqMeanOpt = Annotated[float | None, typer.Option(
     "--seq-mean", help="Samples of variable length: the dataset's mean tokens per sample "
     "(--seq is then the cap). The reserved memory comes from a replay of the caching "

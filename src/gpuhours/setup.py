@@ -281,6 +281,19 @@ class Training(_ReadsModel):
     #: `logits = logits.float()` in the model's forward), "half" where it returns the LM head's
     #: output; "none": freed before backward. With the hf and half loss kernels
     held_logits: Literal["none", "fp32", "half"] = "none"
+    #: the model's output, held by the loop through backward, carries a KV cache of every
+    #: layer's k and v (transformers' use_cache=True in a training forward without
+    #: checkpointing: DynamicCache.update stores torch.cat copies). Where k and v are repeated
+    #: before the kernel (kv_repeated) the kernel saves the repeated copies and the cache's
+    #: are kept beside them; else the cache holds the tensors the kernel saves
+    #: (estimate/kv_repeat.py). False: no cache, or none held
+    held_kv_cache: bool = False
+    #: batches padded to their longest sample, with an attention mask that transformers passes
+    #: to SDPA as a 4D boolean mask: torch makes it an additive bias in the query's dtype in
+    #: every call, which each layer's kernel saves (estimate/kv_repeat.py). On CUDA
+    #: transformers 5 then repeats k and v (set kv_repeated too). False: no mask (packed, or
+    #: padded to a fixed length with no pad tokens)
+    padding_mask: bool = False
     #: samples of variable length (estimate/fragmentation.py): the dataset's mean tokens per
     #: sample before the cap; seq_len is then the cap (the longest micro-batch). None: every
     #: sample is seq_len tokens (packed or padded to it). Sets the reserved memory: the caching

@@ -36,7 +36,10 @@ from gpuhours.estimate.dora import (
 )
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
 from gpuhours.estimate.kv_repeat import (
+    held_cache_extra_bytes_per_token_layer,
+    held_output_terms,
     kv_repeat_terms,
+    padding_mask_bytes_per_token_layer,
     repeated_kv_extra_bytes_per_token_layer,
 )
 from gpuhours.estimate.liger import liger_saved_delta_bytes_per_token_layer, liger_terms
@@ -372,6 +375,10 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
             bnb_input_saved=(t.method == "qlora" and t.bnb_saved_input != "none"))
     # k and v repeated to the query heads before the kernel (estimate/kv_repeat.py)
     tensors += repeated_kv_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
+    # a held output's KV cache beside the repeated copies, and the padding mask's additive
+    # copies the kernels save (estimate/kv_repeat.py)
+    tensors += (held_cache_extra_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision])
+                + padding_mask_bytes_per_token_layer(arch, t, ACTIVATION_BYTES[t.precision]))
     # a bitsandbytes 4-bit base keeps more per layer than a frozen half-precision one
     # (and LoRA's dropout masks)
     per_layer = (tensors + scores + (0.0 if unsloth else quantised_base_bytes_per_token_layer(
@@ -1482,6 +1489,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
         out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
     out.extend(liger_terms(arch, t, ACTIVATION_BYTES[t.precision], residual_bytes(t.precision)))
     out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))
+    out.extend(held_output_terms(arch, t, ACTIVATION_BYTES[t.precision]))
     held = held_logits_bytes(arch, t)
     if held:
         out.append(f"held_logits_bytes = {held / 2**30:.2f} GiB at the start of backward: the "

@@ -188,13 +188,17 @@ def peft_method_saved_bytes_per_layer(arch: ModelArch, t: Training, a: float) ->
     """Bytes per decoder layer (mean) kept for backward that do not grow with the micro-batch's
     tokens: LoHa's and LoKr's dense delta weights (e o i each; LoKr also w2 when factored),
     IA3's fp32 scaling vectors, and prefix tuning's keys and values at the prefix positions
-    (2 q a per position and sequence: micro_batch sequences) and its attention mask (a S (S +
-    P) per sequence, S = seq_len)."""
+    (2 q a per position and sequence: micro_batch sequences; with a held KV cache also its
+    2 kv a at kv width) and its attention mask (a S (S + P) per sequence, S = seq_len)."""
     m = t.peft_method
     e = ADAPTER_BYTES
     if m == "prefix_tuning":
         prefix = t.peft_virtual_tokens or 0
-        return t.micro_batch * a * (prefix * 2 * arch.q_dim + t.seq_len * (t.seq_len + prefix))
+        # a held output's KV cache starts with the prefix's k and v at kv width, kept beside
+        # the repeated copies the kernel saves (estimate/kv_repeat.py)
+        cache = prefix * 2 * arch.kv_dim if t.held_kv_cache else 0
+        return t.micro_batch * a * (prefix * 2 * arch.q_dim + cache
+                                    + t.seq_len * (t.seq_len + prefix))
     if m not in ("ia3", "loha", "lokr"):
         return 0.0
     total = 0.0

@@ -360,6 +360,14 @@ class TrainingSettings(_Strict):
     held_logits: Literal["none", "fp32", "half"] | None = Field(
         default=None, description="logits the training loop holds through backward (its "
         "model output): fp32 (transformers before 4.45), half, or none (HF Trainer)")
+    held_kv_cache: bool | None = Field(
+        default=None, description="the held model output carries a KV cache of every layer "
+        "(transformers' use_cache=True in a training forward without checkpointing), kept "
+        "through backward beside repeated k and v; default: none")
+    padding_mask: bool | None = Field(
+        default=None, description="batches padded to their longest with an attention mask: "
+        "each layer's SDPA keeps an additive copy of it (transformers 5 on CUDA then repeats "
+        "k and v: set kv_repeated); default: no mask")
     lora_trainable_embeddings: bool | None = Field(
         default=None, description="lora/qlora: the embeddings and LM head train too (peft "
         "modules_to_save: a trainable copy with gradients and optimizer state)")
