@@ -284,9 +284,9 @@ def test_selective_recompute_choices_checked() -> None:
 def test_selective_recompute_says_its_memory_is_an_upper_bound() -> None:
     # the recomputation is timed but what it frees is not taken off the activations: the
     # memory must be the same as without it, and the estimate must say so
+    from gpuhours import catalog
     from gpuhours.estimate.estimator import estimate_training
     from gpuhours.setup import Hardware
-    from gpuhours import catalog
 
     hw = Hardware(gpu=catalog.gpu("h100-sxm"), num_gpus=64)
     base = Training(arch=GPT_OSS_120B, kernels="megatron", seq_len=4096, ep=8, pp=4,
