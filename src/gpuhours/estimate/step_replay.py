@@ -35,6 +35,10 @@ fragmentation.py's per-micro-batch tensors), in program order:
 - `zero_grad(set_to_none=True)` (the Trainer's and train.py's) frees the gradients, which the
   next step's backward makes again.
 
+Full fine-tuning under DeepSpeed's ZeRO-3 engine makes its state its own way instead
+(estimate/deepspeed_replay.py: the optimizer's set-up before the first step, each gradient a
+transient copied into a flat buffer that stays, its step one sub group at a time).
+
 STEPS_REPLAYED steps are replayed: the first lays the state out in the activations' freed
 blocks, the second and third run on that layout (reserved memory only grows, so later steps
 of a fixed-length run add nothing once a step repeats the one before; a step that begins with
@@ -63,6 +67,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuhours.estimate.adamw_temporaries import adamw_temporary_sets
+from gpuhours.estimate.deepspeed_replay import (
+    Zero3Layout,
+    zero3_gradients,
+    zero3_layout,
+    zero3_replayed,
+    zero3_setup,
+    zero3_step,
+)
 from gpuhours.estimate.fragmentation import (
     ReplaySizes,
     replay_micro_batch,
@@ -262,16 +274,21 @@ def _bytes_of(numels: list[int], total_numel: int, total_bytes: float) -> list[i
 
 
 def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS_REPLAYED,
-              on_phase: Callable[[int, str], None] | None = None) -> None:
+              on_phase: Callable[[int, str], None] | None = None,
+              zero3: Zero3Layout | None = None) -> None:
     """`steps` training steps through `al` after the resident state (module docstring).
     `on_phase(step, phase)`, when given, is told where each phase begins ("forward": the
-    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is."""
+    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is.
+    `zero3`: DeepSpeed ZeRO-3's layout, whose steps are its own (estimate/deepspeed_replay.py)."""
 
     def begin(step: int, phase: str) -> None:
         if on_phase is not None:
             on_phase(step, phase)
 
     layers = t.arch.num_layers
+    if zero3 is not None:
+        _run_zero3_steps(al, t, zero3, steps, begin, every_step=on_phase is not None)
+        return
     root, per_layer = trainable_numels(t)
     total = sum(root) + sum(sum(x) for x in per_layer)
     if total <= 0:
@@ -335,6 +352,27 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
         made.clear()
 
 
+def _run_zero3_steps(al: Allocator, t: Training, z: Zero3Layout, steps: int,
+                     begin: Callable[[int, str], None], every_step: bool) -> None:
+    """DeepSpeed ZeRO-3's steps (estimate/deepspeed_replay.py): the micro-batches with each
+    gradient a transient copied into the flat partition, then its sub-group step; its state
+    was made at set-up and the gradients stay in their flat buffer (no zero_grad frees)."""
+    sizes = replay_sizes(t, t.seq_len)
+    layout_before: tuple[object, ...] | None = None
+    for step in range(steps):
+        if step >= 1 and not every_step:  # a step that begins as the one before repeats it
+            layout = al.free_layout()
+            if layout == layout_before:
+                break
+            layout_before = layout
+        begin(step, "forward")
+        for _ in range(min(t.grad_accum, 2)):
+            micro_batch(al, sizes, t.arch.num_layers, t.checkpointing,
+                        lambda i: zero3_gradients(al, z, i))
+        begin(step, "optimizer")
+        zero3_step(al, z)
+
+
 def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
                 steps: int = STEPS_REPLAYED, capacity_bytes: float | None = None) -> StepReplay:
     """The resident state (or the FSDP load path), then `steps` steps: the peaks over what
@@ -346,6 +384,7 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
     does not fit is out of memory."""
     al = Allocator(capacity_bytes)
     stream = pre = 0
+    zero3: Zero3Layout | None = None
     try:
         if t.load_path == "fsdp-flatten":
             stream = _fsdp_load(al, t, num_gpus)
@@ -356,9 +395,12 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
             stream, pre = _fsdp_offload_load(al, t, num_gpus)
             if capacity_bytes is not None:  # both side streams' segments are held too
                 al.capacity_bytes = capacity_bytes - stream - pre
+        elif zero3_replayed(t):
+            zero3 = zero3_layout(t, m, num_gpus)
+            zero3_setup(al, zero3)
         else:
             _resident(al, t, m)
-        run_steps(al, t, m, steps)
+        run_steps(al, t, m, steps, zero3=zero3)
     except OutOfMemory as e:
         return StepReplay(reserved_bytes=al.peak_reserved + stream + pre,
                           allocated_bytes=al.peak_allocated + stream,
