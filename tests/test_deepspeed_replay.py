@@ -111,3 +111,15 @@ def test_replay_takes_deepspeed_path() -> None:
     # the set-up's idle blocks and the step's new segments (the embedding's float64 norm copy,
     # the first sub group's fp32 gradient) are reserve beyond the live tensors
     assert m.allocator_reserve_bytes > 1.5 * 2**30
+
+
+def test_partitions_over_gpus() -> None:
+    """On two GPUs each parameter's partition is half of it, rounded up (_partition_param), so
+    are the sub groups; autograd's gradient is still the whole parameter's (`gpus`)."""
+    t = _qwen18()
+    m1 = training_memory(t.arch, t, 1)
+    one = zero3_layout(t, m1, 1)
+    two = zero3_layout(t, training_memory(t.arch, t, 2), 2)
+    assert two.gpus == 2 and one.gpus == 1
+    assert two.params == [-(-n // 2) for n in one.params]
+    assert sum(two.sub_groups) == sum(two.params)

@@ -20,10 +20,11 @@ set-up (DeepSpeedZeroOptimizer_Stage3.__init__), after `defragment` emptied the 
    `grad_partitions_flat_buffer` (every parameter's gradient partition, the model's dtype),
    each a new request on the cache that the steps before left.
 
-each micro-batch's backward: autograd makes each parameter's gradient; the hook copies it
-into the bucket (or reduces it alone when larger than the bucket) and into its partition of
-`grad_partitions_flat_buffer` (`partition_grads`), then drops it (`param.grad = None`): a
-transient, freed here as soon as it is made.
+each micro-batch's backward: autograd makes each parameter's gradient whole (on more than one
+GPU the gathered parameter's); the hook copies it into the bucket (or reduces it alone when
+larger than the bucket) and its partition into `grad_partitions_flat_buffer`
+(`partition_grads`), then drops it (`param.grad = None`): a transient, freed here as soon as
+it is made.
 
 the step (`step`): `_get_norm_groups` (get_grad_norm_direct: `g.double().norm(2)` per
 parameter, an 8-byte copy of each gradient partition, made and freed one at a time); then per
@@ -86,6 +87,9 @@ class Zero3Layout:
     moment_bytes_per_element: float
     temporary_sets: int
     bucket_elements: int
+    #: GPUs the parameters are partitioned over: autograd makes each gradient whole (the
+    #: gathered parameter's), gpus x its partition
+    gpus: int = 1
 
     @property
     def params(self) -> list[int]:
@@ -123,7 +127,7 @@ def zero3_layout(t: Training, m: MemoryBreakdown, num_gpus: int,
         master_bytes_per_element=m.master_weights_bytes / total,
         moment_bytes_per_element=m.optimizer_bytes / 2 / total,
         temporary_sets=adamw_temporary_sets(t.optimizer, t.optimizer_impl),
-        bucket_elements=hf_auto_reduce_bucket_elements(arch.hidden_size))
+        bucket_elements=hf_auto_reduce_bucket_elements(arch.hidden_size), gpus=n)
 
 
 def _optimizer_temporaries(al: Allocator, z: Zero3Layout, elements: int) -> None:
@@ -154,11 +158,11 @@ def zero3_setup(al: Allocator, z: Zero3Layout) -> None:
 def zero3_gradients(al: Allocator, z: Zero3Layout, i: int) -> None:
     """Where autograd makes gradients (fragmentation.replay_micro_batch's
     after_layer_backward: i = layers for the LM head and final norm, a layer's index, -1 for
-    the embedding): each made, copied into the flat partition and dropped."""
+    the embedding): each made whole, its partition copied into the flat buffer, dropped."""
     layers = len(z.layers)
     sizes = z.root_last if i == layers else z.layers[i] if i >= 0 else z.root_first
     for n in sizes:
-        al.malloc_and_free(round(z.grad_bytes_per_element * n))
+        al.malloc_and_free(round(z.grad_bytes_per_element * n * z.gpus))
 
 
 def zero3_step(al: Allocator, z: Zero3Layout) -> None:
