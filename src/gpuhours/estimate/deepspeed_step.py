@@ -45,3 +45,34 @@ def deepspeed_zero3_step_bytes(partition_elements: float, grad_bytes_per_element
     per_element = max(grad_bytes_per_element + _FP32_BYTES,
                       _FP32_BYTES * (1 + optimizer_temporary_sets))
     return elements * per_element
+
+
+def deepspeed_zero3_sub_groups(partition_elements: list[int],
+                               sub_group_elements: float = DEEPSPEED_SUB_GROUP_ELEMENTS
+                               ) -> list[int]:
+    """The sub groups' sizes, elements, of one parameter group whose parameters' partitions
+    are `partition_elements` in parameter order: stage3.py @ v0.12.3
+    `_create_fp16_sub_groups` adds whole parameters until the running count reaches
+    `sub_group_elements` (>=) or the group ends; one sub group when the group is no larger."""
+    total = sum(partition_elements)
+    if not partition_elements or sub_group_elements >= total:
+        return [total] if partition_elements else []
+    groups: list[int] = []
+    running = 0
+    for n in partition_elements:
+        running += n
+        if running >= sub_group_elements:
+            groups.append(running)
+            running = 0
+    if running:
+        groups.append(running)
+    return groups
+
+
+def hf_auto_reduce_bucket_elements(hidden_size: int) -> int:
+    """`zero_optimization.reduce_bucket_size` as transformers fills "auto" (Qwen's
+    ds_config_zero3.json sets it so): hidden_size x hidden_size elements
+    (transformers/deepspeed.py @ v4.32.0, HfTrainerDeepSpeedConfig.trainer_config_finalize;
+    integrations/deepspeed.py later). ZeRO-3 allocates it once, in the model's dtype
+    (stage3.py `__ipg_bucket_flat_buffer`, with contiguous_gradients, its default)."""
+    return hidden_size * hidden_size

@@ -35,6 +35,10 @@ fragmentation.py's per-micro-batch tensors), in program order:
 - `zero_grad(set_to_none=True)` (the Trainer's and train.py's) frees the gradients, which the
   next step's backward makes again.
 
+Full fine-tuning under DeepSpeed's ZeRO-3 engine makes its state its own way instead
+(estimate/deepspeed_replay.py: the optimizer's set-up before the first step, each gradient a
+transient copied into a flat buffer that stays, its step one sub group at a time).
+
 STEPS_REPLAYED steps are replayed: the first lays the state out in the activations' freed
 blocks, the second and third run on that layout (reserved memory only grows, so later steps
 of a fixed-length run add nothing once a step repeats the one before; a step that begins with
@@ -61,8 +65,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuhours.estimate.adamw_temporaries import adamw_temporary_sets
+from gpuhours.estimate.deepspeed_replay import (
+    Zero3Layout,
+    zero3_gradients,
+    zero3_layout,
+    zero3_replayed,
+    zero3_setup,
+    zero3_step,
+)
 from gpuhours.estimate.fragmentation import (
     ReplaySizes,
     replay_micro_batch,
@@ -81,8 +94,10 @@ from gpuhours.estimate.memory import (
     LOAD_PATH_TERM,
     LORA_ADAPTED,
     MemoryBreakdown,
+    adapter_state_bytes,
     deepspeed_bucket_bytes,
     embedding_copy_params,
+    embedding_copy_state_bytes,
     lora_trainable_params,
     training_memory,
 )
@@ -242,8 +257,17 @@ def trainable_numels(t: Training) -> tuple[list[int], list[list[int]]]:
         root = [p for p in (token_table, c.lm_head, c.final_norm) if p > 0]
         layer = [a * b for _, a, b in lin] + [arch.hidden_size] * arch.norms_per_block
         return root, [layer] * arch.num_layers
+    tensors, adapters = _lora_tensors(t)
+    return [n for n, _ in tensors], [adapters] * arch.num_layers
+
+
+def _lora_tensors(t: Training) -> tuple[list[tuple[int, bool]], list[int]]:
+    """LoRA's trainable tensors outside the layers as (elements, is an embedding copy), and
+    one layer's adapters' elements (`trainable_numels`)."""
+    arch = t.arch
+    c = count_params(arch)
     r = t.lora_rank
-    layer = [n for name, a, b in lin if name in LORA_ADAPTED[t.lora_targets]
+    layer = [n for name, a, b in layer_linears(arch) if name in LORA_ADAPTED[t.lora_targets]
              for n in (r * a, r * b)]
     rest = lora_trainable_params(arch, t.lora_rank, t.lora_targets) - sum(layer) * arch.num_layers
     if t.lora_lm_head:
@@ -254,42 +278,71 @@ def trainable_numels(t: Training) -> tuple[list[int], list[list[int]]]:
     token = min(arch.vocab_size * arch.hidden_size, c.embedding) if copies else 0
     head = c.lm_head if copies else 0
     rest += copies - token - head
-    return [p for p in (token, rest, head) if p > 0], [layer] * arch.num_layers
+    return [(n, copy) for n, copy in ((token, True), (rest, False), (head, True)) if n > 0], layer
 
 
-def _bytes_of(numels: list[int], total_numel: int, total_bytes: float) -> list[int]:
-    return [round(total_bytes * n / total_numel) for n in numels]
+StatePart = Literal["weights", "grads", "optimizer"]
+
+
+def trainable_shares(t: Training, part: StatePart) -> tuple[list[float], list[list[float]]]:
+    """Each trainable tensor's share of a state part (its gradient, its AdamW moments, its
+    optimizer temporaries, which have the parameter's dtype: `weights`), in `trainable_numels`'
+    order: its elements times that part's bytes per element for the tensor's kind. One dtype
+    throughout (full fine-tuning; LoRA without embedding copies, or copies of the adapters'
+    dtype): the elements. LoRA's embedding copies have the frozen weights' dtype
+    (memory.embedding_copy_state_bytes: 2 bytes in bf16) and its adapters their own
+    (memory.adapter_state_bytes: 4 for peft's fp32 adapters), so a gradient of the 151,936 x
+    2,048 copy is 622 MB, not the all-parameter average per element."""
+    root, per_layer = trainable_numels(t)
+    copies = t.method != "full" and embedding_copy_params(count_params(t.arch), t) > 0
+    if not copies:
+        return [float(n) for n in root], [[float(n) for n in x] for x in per_layer]
+    adapter = getattr(adapter_state_bytes(t), part)
+    copy = getattr(embedding_copy_state_bytes(t), part)
+    tensors, layer = _lora_tensors(t)
+    return ([n * (copy if is_copy else adapter) for n, is_copy in tensors],
+            [[n * adapter for n in layer]] * t.arch.num_layers)
+
+
+def _bytes_of(shares: list[float], total_share: float, total_bytes: float) -> list[int]:
+    return [round(total_bytes * n / total_share) for n in shares]
 
 
 def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS_REPLAYED,
-              on_phase: Callable[[int, str], None] | None = None) -> None:
+              on_phase: Callable[[int, str], None] | None = None,
+              zero3: Zero3Layout | None = None) -> None:
     """`steps` training steps through `al` after the resident state (module docstring).
     `on_phase(step, phase)`, when given, is told where each phase begins ("forward": the
-    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is."""
+    micro-batches, forward and backward; "optimizer"; "zero_grad"), as a traced step's log is.
+    `zero3`: DeepSpeed ZeRO-3's layout, whose steps are its own (estimate/deepspeed_replay.py)."""
 
     def begin(step: int, phase: str) -> None:
         if on_phase is not None:
             on_phase(step, phase)
 
     layers = t.arch.num_layers
+    if zero3 is not None:
+        _run_zero3_steps(al, t, zero3, steps, begin, every_step=on_phase is not None)
+        return
     root, per_layer = trainable_numels(t)
-    total = sum(root) + sum(sum(x) for x in per_layer)
-    if total <= 0:
+    if sum(root) + sum(sum(x) for x in per_layer) <= 0:
         return
 
-    def sized(total_bytes: float) -> tuple[list[int], list[list[int]]]:
+    def sized(total_bytes: float, part: StatePart) -> tuple[list[int], list[list[int]]]:
         if total_bytes <= 0:
             return [], [[] for _ in range(layers)]
-        return (_bytes_of(root, total, total_bytes),
-                [_bytes_of(x, total, total_bytes) for x in per_layer])
+        shares, layer_shares = trainable_shares(t, part)
+        total = sum(shares) + sum(sum(x) for x in layer_shares)
+        return (_bytes_of(shares, total, total_bytes),
+                [_bytes_of(x, total, total_bytes) for x in layer_shares])
 
-    root_grads, layer_grads = sized(m.gradients_bytes)
+    root_grads, layer_grads = sized(m.gradients_bytes, "grads")
     # torch's AdamW: two moments per parameter, each half the optimizer state
-    root_moments, layer_moments = sized(m.optimizer_bytes / 2)
+    root_moments, layer_moments = sized(m.optimizer_bytes / 2, "optimizer")
     # torch's foreach AdamW: each set of temporaries is a list of parameter-shaped tensors,
     # made set after set (estimate/adamw_temporaries.py)
     temp_sets = max(adamw_temporary_sets(t.optimizer, t.optimizer_impl), 1)
-    root_temps, layer_temps = sized(m.optimizer_temporaries_bytes / temp_sets)
+    root_temps, layer_temps = sized(m.optimizer_temporaries_bytes / temp_sets, "weights")
     # in parameter order: the embedding, the layers, then the final norm and the head
     moments = root_moments[:1] + [b for x in layer_moments for b in x] + root_moments[1:]
     temps = root_temps[:1] + [b for x in layer_temps for b in x] + root_temps[1:]
@@ -335,6 +388,27 @@ def run_steps(al: Allocator, t: Training, m: MemoryBreakdown, steps: int = STEPS
         made.clear()
 
 
+def _run_zero3_steps(al: Allocator, t: Training, z: Zero3Layout, steps: int,
+                     begin: Callable[[int, str], None], every_step: bool) -> None:
+    """DeepSpeed ZeRO-3's steps (estimate/deepspeed_replay.py): the micro-batches with each
+    gradient a transient copied into the flat partition, then its sub-group step; its state
+    was made at set-up and the gradients stay in their flat buffer (no zero_grad frees)."""
+    sizes = replay_sizes(t, t.seq_len)
+    layout_before: tuple[object, ...] | None = None
+    for step in range(steps):
+        if step >= 1 and not every_step:  # a step that begins as the one before repeats it
+            layout = al.free_layout()
+            if layout == layout_before:
+                break
+            layout_before = layout
+        begin(step, "forward")
+        for _ in range(min(t.grad_accum, 2)):
+            micro_batch(al, sizes, t.arch.num_layers, t.checkpointing,
+                        lambda i: zero3_gradients(al, z, i))
+        begin(step, "optimizer")
+        zero3_step(al, z)
+
+
 def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
                 steps: int = STEPS_REPLAYED, capacity_bytes: float | None = None) -> StepReplay:
     """The resident state (or the FSDP load path), then `steps` steps: the peaks over what
@@ -346,6 +420,7 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
     does not fit is out of memory."""
     al = Allocator(capacity_bytes)
     stream = pre = 0
+    zero3: Zero3Layout | None = None
     try:
         if t.load_path == "fsdp-flatten":
             stream = _fsdp_load(al, t, num_gpus)
@@ -356,9 +431,12 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
             stream, pre = _fsdp_offload_load(al, t, num_gpus)
             if capacity_bytes is not None:  # both side streams' segments are held too
                 al.capacity_bytes = capacity_bytes - stream - pre
+        elif zero3_replayed(t):
+            zero3 = zero3_layout(t, m, num_gpus)
+            zero3_setup(al, zero3)
         else:
             _resident(al, t, m)
-        run_steps(al, t, m, steps)
+        run_steps(al, t, m, steps, zero3=zero3)
     except OutOfMemory as e:
         return StepReplay(reserved_bytes=al.peak_reserved + stream + pre,
                           allocated_bytes=al.peak_allocated + stream,
