@@ -172,7 +172,7 @@ class ReplaySizes:
     held: int
     grad: int  # the gradient flowing from layer to layer
     #: the loss's allocations and frees in program order, where the forward/backward lists
-    #: above cannot say it (half-amp): a positive entry allocates that many bytes, -k frees
+    #: above cannot say it (half-amp, half): a positive entry allocates that many bytes, -k frees
     #: the k-th block the program allocated (1-based); the blocks left at its end are freed
     #: with `head`. Empty: the lists above
     loss_program: tuple[int, ...] = ()
@@ -202,6 +202,9 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
     if kernel == "half-amp":
         fwd, freed_first, bwd = (), 0, ()
         program = half_amp_loss_program(n, t.micro_batch, v, a)
+    elif kernel == "half":
+        fwd, freed_first, bwd = (), 0, ()
+        program = half_loss_program(n, t.micro_batch, v, a)
     elif kernel == "hf" and a < 4:
         # logits (a), the fp32 upcast (4), log-softmax's fp32 output (4); backward frees the
         # first two and makes the fp32 gradient of the output and of its input (4 + 4)
@@ -223,7 +226,7 @@ def replay_sizes(t: Training, tokens_per_seq: int) -> ReplaySizes:
         loss_fwd=tuple(int(x) for x in fwd),
         loss_freed_first=freed_first,
         loss_bwd=tuple(int(x) for x in bwd),
-        head=n * v * a if kernel in ("hf", "half", "verl-logprobs", "megatron", "te") else 0,
+        head=n * v * a if kernel in ("hf", "verl-logprobs", "megatron", "te") else 0,
         held=n * v * a if kernel == "verl-logprobs" else int(held_logits_bytes(arch, tl)),
         grad=n * arch.hidden_size * a,
         loss_program=program,
@@ -249,6 +252,54 @@ def dequant_linear(al: Allocator, weights: int) -> Block:
     return half
 
 
+class _Program:
+    """A loss program being written: allocations by name, frees by name (ReplaySizes.
+    loss_program's encoding)."""
+
+    def __init__(self) -> None:
+        self.ops: list[int] = []
+        self._made: list[str] = []
+
+    def malloc(self, name: str, size: int) -> None:
+        self.ops.append(size)
+        self._made.append(name)
+
+    def free(self, name: str) -> None:
+        self.ops.append(-(self._made.index(name) + 1))
+
+
+def half_loss_program(tokens: int, micro_batch: int, vocab: int, a: int) -> tuple[int, ...]:
+    """The half loss's allocations and frees in program order (ReplaySizes.loss_program): a
+    model's own CrossEntropyLoss on its half-precision logits with no autocast (Qwen-1's
+    modeling_qwen.py under DeepSpeed's bf16/fp16 engine). N = `tokens`, N' = N less one
+    position per sequence, V = `vocab`, a = the half dtype's bytes. Forward: the head's logits
+    A (N V a); at micro-batch > 1 the contiguous copy of the shifted logits B (N' V a; at 1 the
+    slice is contiguous already and `.contiguous()` returns it); log-softmax's output C (N' V a,
+    saved; log_softmax saves its output, not its input); B freed as the model's forward returns,
+    A when compute_loss returns the loss alone. Backward: nll_loss's zero-filled input gradient
+    D (N' V a); log-softmax's input gradient E (N' V a), then D and C freed (the node's saved
+    output goes once it has run); the slice's zero-filled gradient F (N V a), E freed; F is
+    the LM head's incoming gradient (freed with `head`). Its peaks are memory.py's
+    `logits_bytes` and `loss_backward_bytes` (C + D + E), checked on real CPU tensors in
+    tests/test_half_loss.py."""
+    full, shifted = tokens * vocab, (tokens - micro_batch) * vocab
+    p = _Program()
+    p.malloc("A", full * a)
+    if micro_batch > 1:
+        p.malloc("B", shifted * a)
+    p.malloc("C", shifted * a)
+    if micro_batch > 1:
+        p.free("B")
+    p.free("A")
+    p.malloc("D", shifted * a)
+    p.malloc("E", shifted * a)
+    p.free("D")
+    p.free("C")
+    p.malloc("F", full * a)
+    p.free("E")
+    return tuple(p.ops)
+
+
 def half_amp_loss_program(tokens: int, micro_batch: int, vocab: int, a: int
                           ) -> tuple[int, ...]:
     """The half-amp loss's allocations and frees in program order (ReplaySizes.loss_program;
@@ -263,36 +314,27 @@ def half_amp_loss_program(tokens: int, micro_batch: int, vocab: int, a: int
     zero-filled gradient I (N V a), H freed; I is the LM head's incoming gradient (freed with
     `head`)."""
     full, shifted = tokens * vocab, (tokens - micro_batch) * vocab
-    ops: list[int] = []
-    made: list[str] = []
-
-    def malloc(name: str, size: int) -> None:
-        ops.append(size)
-        made.append(name)
-
-    def free(name: str) -> None:
-        ops.append(-(made.index(name) + 1))
-
-    malloc("A", full * a)
+    p = _Program()
+    p.malloc("A", full * a)
     if micro_batch > 1:
-        malloc("B", shifted * a)
-    malloc("C", shifted * a)
-    malloc("D", shifted * 4)
+        p.malloc("B", shifted * a)
+    p.malloc("C", shifted * a)
+    p.malloc("D", shifted * 4)
     if micro_batch > 1:
-        free("B")
-    malloc("E", full * 4)
-    free("A")
-    free("E")
-    malloc("F", shifted * 4)
-    free("D")
-    malloc("G", shifted * a)
-    free("F")
-    malloc("H", shifted * a)
-    free("G")
-    free("C")
-    malloc("I", full * a)
-    free("H")
-    return tuple(ops)
+        p.free("B")
+    p.malloc("E", full * 4)
+    p.free("A")
+    p.free("E")
+    p.malloc("F", shifted * 4)
+    p.free("D")
+    p.malloc("G", shifted * a)
+    p.free("F")
+    p.malloc("H", shifted * a)
+    p.free("G")
+    p.free("C")
+    p.malloc("I", full * a)
+    p.free("H")
+    return tuple(p.ops)
 
 
 def replay_micro_batch(al: Allocator, s: ReplaySizes, layers: int, checkpointing: bool,
