@@ -11,6 +11,7 @@ import pytest
 from gpuhours.errors import FieldError
 from gpuhours.estimate.memory import logits_bytes, loss_backward_bytes
 from gpuhours.setup import Training
+from loss_replay import replay_loss_program
 
 TOKENS, VOCAB = 1024, 4096
 
@@ -142,7 +143,6 @@ def test_half_replay_at_a_fixed_length_reserves_the_loss_peak(tiny) -> None:
     replayed loss is memory.py's backward working set (C + D + E), not one N V a above it. A
     vocabulary of 16384 makes every block its own segment (trace/allocator.py)."""
     from gpuhours.estimate.fragmentation import half_loss_program, replay_sizes
-    from gpuhours.trace.allocator import Allocator
 
     vocab = 16384
     t = Training.model_validate({"arch": dataclasses.replace(tiny, vocab_size=vocab),
@@ -150,15 +150,7 @@ def test_half_replay_at_a_fixed_length_reserves_the_loss_peak(tiny) -> None:
                                  "loss_kernel": "half"})
     s = replay_sizes(t, TOKENS)
     assert s.loss_program == half_loss_program(TOKENS, 1, vocab, 2)
-    al = Allocator(None)
-    for _ in range(3):
-        blocks = []
-        for op in s.loss_program:
-            if op > 0:
-                blocks.append(al.malloc(op))
-            else:
-                al.free(blocks[-op - 1])
-        al.free(blocks[-1])
+    al = replay_loss_program(s.loss_program)
     # (N - 1) V 2 x 3 (each rounded up to the allocator's 2 MiB): log-softmax's saved output,
     # nll_loss's gradient, log-softmax's input gradient
     assert al.peak_allocated == 3 * 32 * 2**20
