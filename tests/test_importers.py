@@ -590,3 +590,17 @@ def test_llama_factory_lora_on_an_8bit_base(tmp_path: Path) -> None:
     assert not any(u.startswith("quantization_bit") for u in got.unused)
     hqq = read_setup(write(tmp_path, "hqq.yaml", text + "quantization_method: hqq\n"))
     assert any(u.startswith("quantization_method=hqq") for u in hqq.unused)
+
+
+def test_a_paged_optimizer_is_read_as_paged(tmp_path: Path) -> None:
+    # bitsandbytes' paged_adamw_8bit keeps its moments in CUDA managed memory
+    # (estimate/paged_optimizer.py): the importer says so, and the setup is one the estimator
+    # takes, with the moments outside the allocator's figures
+    text = ("base_model: meta-llama/Llama-3.1-8B\nsequence_len: 2048\nmicro_batch_size: 1\n"
+            "bf16: true\ngradient_checkpointing: true\noptimizer: paged_adamw_8bit\n")
+    got = read_setup(write(tmp_path, "full.yml", text))
+    assert got.fields["optimizer"] == "adamw-8bit"
+    assert got.fields["optimizer_paged"] is True
+    assert "optimizer" not in unused_keys(got.unused)
+    t = Training.model_validate({"model": "llama-3.1-8b", **got.fields})
+    assert t.optimizer_paged

@@ -65,8 +65,9 @@ _HF_OPTIM = {
     "adamw_hf": ("adamw", "per-parameter", "transformers' own AdamW"),
     "adamw_bnb_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
     "adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
-    "paged_adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes; paging to CPU under memory "
-                                                "pressure is not modelled"),
+    "paged_adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes' paged moments (cudaMallocManaged): "
+                                                "outside torch's allocator, paged to the host "
+                                                "when the card is full"),
     "sgd": ("sgd", "foreach", ""),
 }
 
@@ -81,6 +82,8 @@ def _set_optim(r: Reader, key: str) -> None:
         return
     r.set("optimizer", found[0], f"{key}={name}", found[2])
     r.set("optimizer_impl", found[1], f"{key}={name}")
+    if str(name).startswith("paged_"):
+        r.set("optimizer_paged", True, f"{key}={name}")
 
 
 _ZERO_IN_NAME = re.compile(r"(?:zero|_z|^z|ds_z|stage)[_-]?([0-3])(?![0-9])")
