@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from gpuhours.cli import app
-from gpuhours.errors import InputError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.importers import detect_format, read_setup, settings_to_use
 from gpuhours.setup import Training
 
@@ -383,9 +383,12 @@ def test_trl_sft_config(tmp_path: Path) -> None:
     assert got.fields["zero_stage"] == 3
     # FSDP's CPUOffload with full sharding: parameters, gradients and state on the host
     assert got.fields["offload"] == "optimizer+params"
-    assert "optimizer" not in got.fields
-    keys = unused_keys(got.unused)
-    assert "optim" in keys
+    # paged_adamw_32bit: bitsandbytes' paged fp32 AdamW, read as such; beside FSDP's CPU
+    # offload the setup says what cannot run together (a paged optimizer steps on the GPU)
+    assert got.fields["optimizer"] == "adamw" and got.fields["optimizer_paged"] is True
+    setup = {k: v for k, v in got.fields.items() if k not in ("epochs", "packed")}
+    with pytest.raises(FieldError, match="paged optimizer"):
+        Training.model_validate({"model": "qwen2.5-0.5b", **setup})
 
 
 def test_trl_grpo_config(tmp_path: Path) -> None:
@@ -604,3 +607,17 @@ def test_a_paged_optimizer_is_read_as_paged(tmp_path: Path) -> None:
     assert "optimizer" not in unused_keys(got.unused)
     t = Training.model_validate({"model": "llama-3.1-8b", **got.fields})
     assert t.optimizer_paged
+
+
+def test_torchtune_paged_adamw_is_read_as_paged(tmp_path: Path) -> None:
+    # torchtune's full single-device configs name bitsandbytes' PagedAdamW8bit; PagedAdamW is
+    # its 32-bit twin: both keep their moments in CUDA managed memory
+    for component, optimizer in (("bitsandbytes.optim.PagedAdamW8bit", "adamw-8bit"),
+                                 ("bitsandbytes.optim.PagedAdamW", "adamw")):
+        text = TORCHTUNE.replace("_component_: torch.optim.AdamW",
+                                 f"_component_: {component}")
+        assert component in text
+        got = read_setup(write(tmp_path, "tt.yaml", text))
+        assert got.fields["optimizer"] == optimizer
+        assert got.fields["optimizer_paged"] is True
+        assert got.fields["optimizer_impl"] == "fused"

@@ -120,3 +120,20 @@ def test_the_cli_flag_reaches_the_estimate() -> None:
     for key in ("optimizer_bytes", "tensors_bytes"):
         assert mem[0][key]["value"] - mem[1][key]["value"] == pytest.approx(2 * 8_029_995_008)
     assert any("paged optimizer" in w for w in json.loads(paged.stdout)["warnings"])
+
+
+def test_paged_32bit_moments_are_fp32_and_make_no_foreach_temporaries() -> None:
+    # bitsandbytes' PagedAdamW (32-bit) keeps two fp32 moments per paged parameter whatever
+    # the weights' dtype (Optimizer2State.init_state: dtype=torch.float32), 8 bytes; torch's
+    # allocator loses the moments the estimate counted for a bf16 model (2 x 2 bytes), and
+    # bitsandbytes' kernel makes no foreach temporaries, whatever optimizer_impl says
+    def setup(paged: bool) -> Training:
+        return Training(arch=_arch(), method="full", precision="bf16", optimizer="adamw",
+                        optimizer_impl="foreach", optimizer_paged=paged, checkpointing=True,
+                        micro_batch=1, seq_len=2048)
+
+    on, off = training_memory(_arch(), setup(True)), training_memory(_arch(), setup(False))
+    assert on.paged_optimizer_bytes == 8 * 8_029_995_008
+    assert off.optimizer_bytes - on.optimizer_bytes == pytest.approx(4 * 8_029_995_008)
+    assert on.optimizer_temporaries_bytes == 0.0
+    assert off.optimizer_temporaries_bytes > 1 * GIB

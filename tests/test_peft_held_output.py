@@ -97,3 +97,18 @@ def test_the_held_output_grows_with_prompt_tunings_virtual_tokens() -> None:
     per_position = t.arch.vocab_size * 2 + t.arch.kv_cache_elements_per_token * 2
     assert per_position == 371_200
     assert extra[1] - extra[0] == pytest.approx(4 * 200 * per_position, rel=0.03)
+
+
+def test_held_cache_and_padding_mask_refused_where_they_cannot_apply() -> None:
+    # transformers turns use_cache off under gradient checkpointing; both options are how
+    # transformers' eager layers run, not other kernel paths
+    from gpuhours.errors import FieldError
+    from gpuhours.setup import Training
+
+    with pytest.raises(FieldError, match="use_cache"):
+        Training(model="llama-3.2-1b", held_kv_cache=True, checkpointing=True)
+    with pytest.raises(FieldError, match="eager layers"):
+        Training(model="llama-3.2-1b", padding_mask=True, kernels="megatron")
+    with pytest.raises(FieldError, match="eager layers"):
+        Training(model="llama-3.2-1b", held_kv_cache=True, kernels="flash-attn")
+    assert Training(model="llama-3.2-1b", held_kv_cache=True, padding_mask=True).padding_mask

@@ -35,6 +35,13 @@ def test_yarn_attention_factor_from_the_config() -> None:
                                  "x") == 1.0
     with pytest.raises(InputError, match="rope_scaling.factor"):
         yarn_attention_factor({"rope_scaling": {"rope_type": "yarn", "factor": "x"}}, "x")
+    # an explicit attention_factor is taken first (transformers' _compute_yarn_parameters):
+    # 1.0 keeps TE's fused rotary although the factor of 4 alone would give 1.1386
+    assert yarn_attention_factor({"rope_scaling": {"rope_type": "yarn", "factor": 4,
+                                                   "attention_factor": 1.0}}, "x") == 1.0
+    with pytest.raises(InputError, match="rope_scaling.attention_factor"):
+        yarn_attention_factor({"rope_scaling": {"rope_type": "yarn", "factor": 4,
+                                                "attention_factor": 0}}, "x")
 
 
 def test_unfused_rope_bytes_by_hand() -> None:

@@ -65,6 +65,9 @@ _HF_OPTIM = {
     "adamw_hf": ("adamw", "per-parameter", "transformers' own AdamW"),
     "adamw_bnb_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
     "adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes"),
+    "paged_adamw_32bit": ("adamw", "fused", "bitsandbytes' paged fp32 moments "
+                                             "(cudaMallocManaged): outside torch's allocator, "
+                                             "paged to the host when the card is full"),
     "paged_adamw_8bit": ("adamw-8bit", "fused", "bitsandbytes' paged moments (cudaMallocManaged): "
                                                 "outside torch's allocator, paged to the host "
                                                 "when the card is full"),
@@ -586,12 +589,16 @@ def _torchtune(r: Reader) -> Imported:
         r.set("optimizer", "adamw", f"optimizer._component_={name}")
         r.set("optimizer_impl", "fused" if fused else "foreach",
               f"optimizer.fused={str(fused).lower()}")
-    elif name in ("bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.AdamW8bit"):
-        r.set("optimizer", "adamw-8bit", f"optimizer._component_={name}", "bitsandbytes")
+    elif name in ("bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.AdamW8bit",
+                  "bitsandbytes.optim.PagedAdamW"):
+        r.set("optimizer", "adamw" if name.endswith("PagedAdamW") else "adamw-8bit",
+              f"optimizer._component_={name}", "bitsandbytes")
         r.set("optimizer_impl", "fused", f"optimizer._component_={name}")
+        if ".Paged" in name:  # moments in CUDA managed memory (estimate/paged_optimizer.py)
+            r.set("optimizer_paged", True, f"optimizer._component_={name}")
     elif name:
         r.skip(f"optimizer._component_={name}", "optimizer not modelled (torch AdamW and "
-                                                "bitsandbytes 8-bit AdamW are)")
+                                                "bitsandbytes' AdamW, 8-bit and paged, are)")
     loss = _component(r.take("loss"))
     if loss.endswith("CEWithChunkedOutputLoss"):
         r.set("loss_kernel", "chunked", f"loss._component_={loss}")

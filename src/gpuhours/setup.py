@@ -1197,6 +1197,15 @@ def _check_torchtune_memory(t: Training) -> None:
         raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
                          "backward runs on the GPU; CPU offload steps on the host.",
                          "Use one or the other.")
+    if t.held_kv_cache and t.checkpointing:
+        raise FieldError(("held_kv_cache", "checkpointing"), "transformers turns use_cache "
+                         "off under gradient checkpointing, so no KV cache is held.",
+                         "Drop held_kv_cache, or checkpointing.")
+    for field, on in (("held_kv_cache", t.held_kv_cache), ("padding_mask", t.padding_mask)):
+        if on and t.kernels != "eager":
+            raise FieldError((field, "kernels"), f"{field} is how transformers' eager layers "
+                             f"run (their SDPA call and DynamicCache); this setup runs "
+                             f"{t.kernels} kernels.", f"Drop {field}, or use kernels eager.")
     if t.optimizer_paged and (t.optimizer not in ("adamw", "adamw-8bit")
                               or t.offload != "none"):
         raise FieldError(("optimizer_paged", "optimizer"), "a paged optimizer is "

@@ -702,7 +702,8 @@ def yarn_attention_factor(cfg: dict[str, Any], where: str) -> float:
     with rope_type (or type) "yarn" and factor s > 1, mscale(s, m) = 0.1 m ln(s) + 1, and the
     factor mscale(s, mscale) / mscale(s, mscale_all_dim) where both are given, else
     mscale(s, 1) (transformers' _compute_yarn_parameters; NVIDIA/Megatron-LM@2a75ac12
-    yarn_rotary_pos_embedding.py _yarn_get_concentration_factor). 1.0 otherwise."""
+    yarn_rotary_pos_embedding.py _yarn_get_concentration_factor); an explicit
+    `attention_factor` is taken as given, as transformers does. 1.0 otherwise."""
     rs = cfg.get("rope_scaling")
     if not isinstance(rs, dict) or (rs.get("rope_type") or rs.get("type")) != "yarn":
         return 1.0
@@ -710,6 +711,12 @@ def yarn_attention_factor(cfg: dict[str, Any], where: str) -> float:
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
         raise InputError(where, f"field 'rope_scaling.factor' must be a positive number, got "
                                 f"{factor!r}.")
+    given = rs.get("attention_factor")  # transformers takes an explicit one first
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, (int, float)) or given <= 0:
+            raise InputError(where, f"field 'rope_scaling.attention_factor' must be a positive "
+                                    f"number, got {given!r}.")
+        return float(given)
     if factor <= 1:
         return 1.0
 

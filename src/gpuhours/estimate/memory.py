@@ -1114,9 +1114,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             master -= counts.vision * s.master / shard_opt
             opt -= counts.vision * s.optimizer / shard_opt
         if t.optimizer_paged:  # bitsandbytes' managed-memory moments (paged_optimizer.py)
-            paged = (paged_state_params(counts, trainable, norm_params(arch)) * (held / total)
-                     * paged_moment_bytes_per_param(t.optimizer, s.optimizer) / shard_opt)
-            opt -= paged
+            # what leaves torch's allocator is the moments as counted here; what sits in
+            # managed memory is bitsandbytes' own size (fp32 for 32-bit AdamW)
+            paged_local = (paged_state_params(counts, trainable, norm_params(arch))
+                           * (held / total) / shard_opt)
+            # (8-bit: the absmax vectors, 4 bytes a 2048-value block, stay in torch's allocator)
+            opt -= paged_local * (2.0 if t.optimizer == "adamw-8bit" else s.optimizer)
+            paged = paged_local * paged_moment_bytes_per_param(t.optimizer)
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.peft_method != "lora":  # estimate/peft_methods.py
@@ -1273,8 +1277,10 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # torch's foreach AdamW makes state-sized sets of temporaries (sqrt of the second moment;
     # torch 2.0 also `denom`: estimate/adamw_temporaries.py); fused kernels (torch fused=True,
     # bitsandbytes' 8-bit) and per-parameter loops do not hold more than one tensor's worth
-    temp_sets = adamw_temporary_sets(t.optimizer, t.optimizer_impl)
-    opt_temps = adamw_temporary_bytes(t.optimizer, t.optimizer_impl, temp_groups) / shard_opt
+    # a paged optimizer is bitsandbytes' own kernel whatever optimizer_impl says: no foreach sets
+    impl = "fused" if t.optimizer_paged else t.optimizer_impl
+    temp_sets = adamw_temporary_sets(t.optimizer, impl)
+    opt_temps = adamw_temporary_bytes(t.optimizer, impl, temp_groups) / shard_opt
     if t.zero_stage == 3 and t.zero3_engine == "deepspeed" and t.offload == "none":
         # DeepSpeed steps the partition one sub group at a time: a flat fp32 gradient and the
         # optimizer's temporaries of that sub group only (estimate/deepspeed_step.py)

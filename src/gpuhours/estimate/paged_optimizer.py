@@ -53,14 +53,12 @@ def paged_state_params(counts: ParamCounts, trainable: int, norm_elements: int) 
     return max(trainable - norms, 0)
 
 
-def paged_moment_bytes_per_param(optimizer: str, moment_bytes_per_param: float) -> float:
-    """Bytes per paged parameter that leave torch's allocator: for 8-bit AdamW its two 1-byte
-    moments (the absmax vectors stay in torch's allocator); for 32-bit AdamW both moments as
-    the estimate counts them (`moment_bytes_per_param`: in the parameter dtype, where
-    bitsandbytes keeps fp32, so a bf16 model's paged 32-bit state is undercounted by half)."""
-    if optimizer == "adamw-8bit":
-        return 2.0
-    return moment_bytes_per_param
+def paged_moment_bytes_per_param(optimizer: str) -> float:
+    """Bytes per paged parameter in CUDA managed memory: for 8-bit AdamW its two 1-byte
+    moments (the absmax vectors stay in torch's allocator); for 32-bit AdamW its two fp32
+    moments, whatever the parameter's dtype (bitsandbytes 0.44.0 Optimizer2State.init_state:
+    `get_state_buffer(p, dtype=torch.float32)` for state1 and state2)."""
+    return 2.0 if optimizer == "adamw-8bit" else 8.0
 
 
 def paged_resident_bytes(paged_bytes: float, capacity_bytes: float,
