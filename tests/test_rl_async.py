@@ -13,16 +13,9 @@ from typer.testing import CliRunner
 from gpuhours.cli import app
 from gpuhours.errors import InputError
 from gpuhours.plan.rl_async import hidden_training_s, pipelined_step_s
-from rl_plan import run_rl_phase
+from rl_plan import grpo_plan, run_rl_phase
 
-BASE: dict[str, Any] = {
-    "project": "rl-async-test",
-    "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 1},
-    "defaults": {"model": "qwen2.5-7b", "method": "lora", "checkpointing": True},
-    "phases": [{"name": "grpo", "kind": "rl", "steps": 100, "prompts_per_step": 32,
-                "generations_per_prompt": 8, "prompt_tokens": 512, "response_tokens": 1024,
-                "reward": {"kind": "rule"}}],
-}
+BASE: dict[str, Any] = grpo_plan("rl-async-test")
 
 def run(tmp_path: Path, **phase: Any) -> Any:
     return run_rl_phase(tmp_path, BASE, **phase)

@@ -11,16 +11,9 @@ import pytest
 
 from gpuhours.errors import InputError
 from gpuhours.plan.rl_engine_sleep import engine_weight_bytes_per_gpu, sleep_wake_s
-from rl_plan import run_rl_phase
+from rl_plan import grpo_plan, run_rl_phase
 
-BASE: dict[str, Any] = {
-    "project": "rl-sleep",
-    "hardware": {"gpu": "a100-80gb", "gpus_per_node": 8, "nodes": 1},
-    "defaults": {"model": "qwen2.5-7b", "method": "lora", "checkpointing": True},
-    "phases": [{"name": "grpo", "kind": "rl", "steps": 100, "prompts_per_step": 32,
-                "generations_per_prompt": 8, "prompt_tokens": 512, "response_tokens": 1024,
-                "reward": {"kind": "rule"}}],
-}
+BASE: dict[str, Any] = grpo_plan("rl-sleep")
 
 
 def run(tmp_path: Path, **phase: Any) -> Any:

@@ -1119,8 +1119,9 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             paged_local = (paged_state_params(counts, trainable, norm_params(arch))
                            * (held / total) / shard_opt)
             # (8-bit: the absmax vectors, 4 bytes a 2048-value block, stay in torch's allocator)
-            opt -= paged_local * (2.0 if t.optimizer == "adamw-8bit" else s.optimizer)
-            paged = paged_local * paged_moment_bytes_per_param(t.optimizer)
+            managed = paged_moment_bytes_per_param(t.optimizer)
+            opt -= paged_local * (managed if t.optimizer == "adamw-8bit" else s.optimizer)
+            paged = paged_local * managed
     else:
         trainable = lora_trainable_params(arch, t.lora_rank, t.lora_targets)
         if t.peft_method != "lora":  # estimate/peft_methods.py
