@@ -117,8 +117,7 @@ def test_eager_pieces_host_operators_by_hand() -> None:
 def test_eager_pieces_host_operators_counted() -> None:
     """count_ops (gpuhours.torchkit.ops: operators that launch device work, backward included)
     on the same restated code as the byte counts, forward and backward apart: the rotary on one
-    tensor 12 + 7, the clamp
-    3 + 9, the fc2 bias over 4 local experts 4 x 2 + 1 and 4 x 4 + 2."""
+    tensor 12 + 7, the clamp 3 + 9, the fc2 bias over 4 local experts 4 x 2 + 1 and 4 x 4 + 2."""
     torch = pytest.importorskip("torch")
     from gpuhours.estimate.host import (
         MEGATRON_CLAMP_OPS,
