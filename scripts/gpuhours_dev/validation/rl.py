@@ -174,8 +174,22 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
 #   the 32 us of assumptions.HOST_S_PER_OP (the catalog's gb200 host_op_time_ratio; the H100 VM host of that
 #   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
-#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
-#   work on Grace is not modelled (the rollouts run CUDA graphs).
+#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s);
+# - vLLM's engine step on the same Grace host (issue 13, 2026-11-25; estimate/generation.py
+#   host_cpu_ratio): the rollouts' CUDA graphs remove the launches, not the engine's own host
+#   work per decode step, DECODE_HOST_STEP_S["vllm"] 2.3 ms (fitted on x86 A100 rows), serial
+#   with the GPU: vLLM 0.11.2 (NeMo-RL v0.5's pin, pyproject.toml @108bffda) runs V1's
+#   scheduler, input preparation, sampler and the sampled tokens' .tolist() between steps
+#   unless async_scheduling is set (off by default until vLLM 0.14.0, whose release notes list
+#   "Async scheduling is now enabled by default", vllm#27614; 0.11.1's said it was expected
+#   "in the next release"), and neither grpo_math_1B.yaml nor vllm_worker.py sets it
+#   (git grep async_scheduling @108bffda: none). That work is Python and PyTorch dispatch on
+#   one core, the kind TE #2053 timed, so it takes the catalog's 2.75: 6.3 ms a step on GB200,
+#   an assumption (no vLLM step timed on a Grace host read). GB200 rows (CSV lines 8-11)
+#   -41/-26/-32/-37% -> -23/-13/-25/-37% (rollouts 28.0/41.6/126.7/87.2 ->
+#   43.9/61.5/152.8/103.3 s; line 11 stays update-led). No other row moves (no other RL row
+#   is on a Grace host; no generation row is on GB200/GB300). Held out 18 -> 20 of 31 within
+#   25%; the stated-mean rows 6 -> 8 of 10.
 # Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
 # operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
 # torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
@@ -275,7 +289,8 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
                  "false; the recipe leaves it)")
     nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
              "stated); the Grace host 2.75x the H100 host's time an operator (88 us: torch "
-             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053)"
+             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053), "
+             "vLLM's engine step too (2.3 -> 6.3 ms a decode step)"
              if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
