@@ -190,6 +190,30 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   43.9/61.5/152.8/103.3 s; line 11 stays update-led). No other row moves (no other RL row
 #   is on a Grace host; no generation row is on GB200/GB300). Held out 18 -> 20 of 31 within
 #   25%; the stated-mean rows 6 -> 8 of 10.
+# Checked for the GB200 rows and not the gap (issue 13, 2026-11-25):
+# - the catalog's gb200 figures: 2,500 dense bf16 TFLOPS, 8 TB/s, 186 GB a GPU are the GB200
+#   NVL72 page's rack figures over 72 GPUs (360 PFLOPS sparse bf16, 576 TB/s, 13.4 TB);
+# - the Blackwell bf16 GEMM rate (gemm_efficiency.blackwell 0.70, an assumption): TE #2053
+#   also gives the GPU time of its Linear, 41.79 us on GB200 for 68.7 GFLOP = 1,644 TFLOPS,
+#   where the estimate takes 2,500 x 0.70 x 2,048 / 2,176 = 1,647 (H100: 687 measured, 661
+#   estimated; tests/test_gemm_rate_grace.py). GB200 over H100 per GEMM: 2.39x measured,
+#   2.49x estimated. Megatron-Bridge's Blackwell rows are all fp8/MXFP8 among the dense
+#   ones (median +1%), so no bf16 training row checks it end to end;
+# - vLLM on sm100: 0.11's cuda.py picks FlashInfer with the HND KV layout for compute
+#   capability 10.0, with full decode CUDA graphs (enforce_eager False in every NeMo-RL
+#   recipe): the decode is costed as bandwidth-bound graph replays either way;
+# - what is left: the 32B one-step-off (CSV line 11) -37%, update-led at 132 s (update 94.5 s,
+#   two log-prob passes 18.9 s each) for 210 measured, where its H100 twin (line 6) is -11%;
+#   per training GPU the page's steps give GB200 1.9x an H100 (210 s x 16 against 200 s x
+#   32), the estimate 2.6x. The colocated 32B (line 10) -25%. Not found: the refit's
+#   per-tensor host work (Megatron-Bridge's export and vLLM's load_weights, Python on the
+#   Grace host; the estimate moves the bytes only), and vLLM's host work per running sequence
+#   (decode_host_per_sequence_s.vllm is 0; NeMo-RL asks for each token's logprob,
+#   vllm_worker.py logprobs=0, which V1 turns into Python objects per sequence a step).
+#   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
+#   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
+#   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
+#   0.11.2 source was not read here, so the phase's 256 stands.
 # Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
 # operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
 # torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
