@@ -191,8 +191,9 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   is on a Grace host; no generation row is on GB200/GB300). Held out 18 -> 20 of 31 within
 #   25%; the stated-mean rows 6 -> 8 of 10.
 # Checked for the GB200 rows and not the gap (issue 13, 2026-11-25):
-# - the catalog's gb200 figures: 2,500 dense bf16 TFLOPS, 8 TB/s, 186 GB a GPU are the GB200
-#   NVL72 page's rack figures over 72 GPUs (360 PFLOPS sparse bf16, 576 TB/s, 13.4 TB);
+# - the catalog's gb200 figures: 2,500 dense bf16 TFLOPS, 8 TB/s, 186 GB a GPU, as NVIDIA's
+#   GB200 NVL72 page gives them per GPU (bf16 5 PFLOPS with sparsity, 186 GB HBM3e, 8 TB/s;
+#   shared/reference/gpu_specs.yaml) and ml-engineering's table agrees;
 # - the Blackwell bf16 GEMM rate (gemm_efficiency.blackwell 0.70, an assumption): TE #2053
 #   also gives the GPU time of its Linear, 41.79 us on GB200 for 68.7 GFLOP = 1,644 TFLOPS,
 #   where the estimate takes 2,500 x 0.70 x 2,048 / 2,176 = 1,647 (H100: 687 measured, 661
