@@ -180,6 +180,7 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   work per decode step, DECODE_HOST_STEP_S["vllm"] 2.3 ms (fitted on x86 A100 rows), serial
 #   with the GPU: vLLM 0.11.2 (NeMo-RL v0.5's pin, pyproject.toml @108bffda) runs V1's
 #   scheduler, input preparation, sampler and the sampled tokens' .tolist() between steps
+#   (in the worker's own process: VLLM_ENABLE_V1_MULTIPROCESSING=0, vllm_worker.py)
 #   unless async_scheduling is set (off by default until vLLM 0.14.0, whose release notes list
 #   "Async scheduling is now enabled by default", vllm#27614; 0.11.1's said it was expected
 #   "in the next release"), and neither grpo_math_1B.yaml nor vllm_worker.py sets it
@@ -210,7 +211,12 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   per-tensor host work (Megatron-Bridge's export and vLLM's load_weights, Python on the
 #   Grace host; the estimate moves the bytes only), and vLLM's host work per running sequence
 #   (decode_host_per_sequence_s.vllm is 0; NeMo-RL asks for each token's logprob,
-#   vllm_worker.py logprobs=0, which V1 turns into Python objects per sequence a step).
+#   vllm_worker.py logprobs=0, which V1 turns into Python objects per sequence a step, and
+#   runs the engine core in its own process's thread, VLLM_ENABLE_V1_MULTIPROCESSING=0 in
+#   vllm_worker.py @108bffda, so the output processor's per-sequence work, incremental
+#   detokenisation and logprobs, runs between the steps too): the likeliest remaining cost,
+#   larger on Grace and at the GB200 rows' 256 sequences an engine, but no V1 figure per
+#   sequence was found to set it from.
 #   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
 #   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
 #   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
