@@ -174,8 +174,53 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
 #   the 32 us of assumptions.HOST_S_PER_OP (the catalog's gb200 host_op_time_ratio; the H100 VM host of that
 #   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
-#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
-#   work on Grace is not modelled (the rollouts run CUDA graphs).
+#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s);
+# - vLLM's engine step on the same Grace host (issue 13, 2026-11-25; estimate/generation.py
+#   host_cpu_ratio): the rollouts' CUDA graphs remove the launches, not the engine's own host
+#   work per decode step, DECODE_HOST_STEP_S["vllm"] 2.3 ms (fitted on x86 A100 rows), serial
+#   with the GPU: vLLM 0.11.2 (NeMo-RL v0.5's pin, pyproject.toml @108bffda) runs V1's
+#   scheduler, input preparation, sampler and the sampled tokens' .tolist() between steps
+#   (in the worker's own process: VLLM_ENABLE_V1_MULTIPROCESSING=0, vllm_worker.py)
+#   unless async_scheduling is set (off by default until vLLM 0.14.0, whose release notes list
+#   "Async scheduling is now enabled by default", vllm#27614; 0.11.1's said it was expected
+#   "in the next release"), and neither grpo_math_1B.yaml nor vllm_worker.py sets it
+#   (git grep async_scheduling @108bffda: none). That work is Python and PyTorch dispatch on
+#   one core, the kind TE #2053 timed, so it takes the catalog's 2.75: 6.3 ms a step on GB200,
+#   an assumption (no vLLM step timed on a Grace host read). GB200 rows (CSV lines 8-11)
+#   -41/-26/-32/-37% -> -23/-13/-25/-37% (rollouts 28.0/41.6/126.7/87.2 ->
+#   43.9/61.5/152.8/103.3 s; line 11 stays update-led). No other row moves (no other RL row
+#   is on a Grace host; no generation row is on GB200/GB300). Held out 18 -> 20 of 31 within
+#   25%; the stated-mean rows 6 -> 8 of 10.
+# Checked for the GB200 rows and not the gap (issue 13, 2026-11-25):
+# - the catalog's gb200 figures: 2,500 dense bf16 TFLOPS, 8 TB/s, 186 GB a GPU, as NVIDIA's
+#   GB200 NVL72 page gives them per GPU (bf16 5 PFLOPS with sparsity, 186 GB HBM3e, 8 TB/s;
+#   shared/reference/gpu_specs.yaml) and ml-engineering's table agrees;
+# - the Blackwell bf16 GEMM rate (gemm_efficiency.blackwell 0.70, an assumption): TE #2053
+#   also gives the GPU time of its Linear, 41.79 us on GB200 for 68.7 GFLOP = 1,644 TFLOPS,
+#   where the estimate takes 2,500 x 0.70 x 2,048 / 2,176 = 1,647 (H100: 687 measured, 661
+#   estimated; tests/test_gemm_rate_grace.py). GB200 over H100 per GEMM: 2.39x measured,
+#   2.49x estimated. Megatron-Bridge's Blackwell rows are all fp8/MXFP8 among the dense
+#   ones (median +1%), so no bf16 training row checks it end to end;
+# - vLLM on sm100: 0.11's cuda.py picks FlashInfer with the HND KV layout for compute
+#   capability 10.0, with full decode CUDA graphs (enforce_eager False in every NeMo-RL
+#   recipe): the decode is costed as bandwidth-bound graph replays either way;
+# - what is left: the 32B one-step-off (CSV line 11) -37%, update-led at 132 s (update 94.5 s,
+#   two log-prob passes 18.9 s each) for 210 measured, where its H100 twin (line 6) is -11%;
+#   per training GPU the page's steps give GB200 1.9x an H100 (210 s x 16 against 200 s x
+#   32), the estimate 2.6x. The colocated 32B (line 10) -25%. Not found: the refit's
+#   per-tensor host work (Megatron-Bridge's export and vLLM's load_weights, Python on the
+#   Grace host; the estimate moves the bytes only), and vLLM's host work per running sequence
+#   (decode_host_per_sequence_s.vllm is 0; NeMo-RL asks for each token's logprob,
+#   vllm_worker.py logprobs=0, which V1 turns into Python objects per sequence a step, and
+#   runs the engine core in its own process's thread, VLLM_ENABLE_V1_MULTIPROCESSING=0 in
+#   vllm_worker.py @108bffda, so the output processor's per-sequence work, incremental
+#   detokenisation and logprobs, runs between the steps too): the likeliest remaining cost,
+#   larger on Grace and at the GB200 rows' 256 sequences an engine, but no V1 figure per
+#   sequence was found to set it from.
+#   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
+#   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
+#   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
+#   0.11.2 source was not read here, so the phase's 256 stands.
 # Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
 # operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
 # torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
@@ -275,7 +320,8 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
                  "false; the recipe leaves it)")
     nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
              "stated); the Grace host 2.75x the H100 host's time an operator (88 us: torch "
-             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053)"
+             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053), "
+             "vLLM's engine step too (2.3 -> 6.3 ms a decode step)"
              if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
