@@ -403,8 +403,41 @@ _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FI
 # synchronous mean, row 15's update would need more than the H20's whole peak
 # (`update_bound_sequence_tokens`). The three streamed updates lie on one line a + b/GPUs
 # (`streamed_update_line`: rows 15 and 17 give a = 61 s, the estimate's driver transfer being
-# 45 s of it, and row 16 lies within 5% of the line), so what differs from the synchronous runs
+# 45 s of it, and row 16 lies within 6% of the line), so what differs from the synchronous runs
 # is the work per GPU, the tokens, not a fixed cost.
+# Note for docs/rl.md (issue 13, the fully-async 7B rows, 2026-11-25; replaces the claims that
+# rows 15 and 16 stay 2x off and that a mean fitted on an async row would test nothing):
+# - What a README step is, read at the code the table was published with (b25bb7d4, the
+#   recipe's first commit; 85d5b2ee and 6f0b21c5 add the rows and change none of the files
+#   read): the trainer's "step" and "update_actor" are each summed over the 4 local updates of
+#   one parameter sync (MetricsAggregator "time_sum" for every timing_s/ key, logged at the
+#   sync, the x-axis the parameter version), each local update 128 prompts x 16; the totals
+#   agree (row 15: 1d 9h 26m / 400 = 301 s for its 294.8 s step; per local update it would
+#   be 4 x 294.8 x 400 s, 5.5 days). Not a mini-batch, not one local update.
+# - Partial rollout: the streamed rows' rollouts are hidden behind the trainer in the
+#   estimate at either mean (190 / 95 / 48 s of production at 1,696 tokens; 74 / 37 / 19 s at
+#   560), so the tail it cuts enters no prediction; row 42 (staleness 0, the README's mode b)
+#   runs without it, and its step is still set by the longest response at the 28,672-token cap
+#   (192 s alone of its 256 s of rollouts).
+# - Length statistics: none published. The README (EN and ZH at df340d70 and at the table's
+#   first versions), docs/advance/fully_async.md and the recipe's history give none; the
+#   README links W&B projects, which are not stored here.
+# - The figures: at the synchronous mean (1,696 tokens) rows 15 / 16 / 17 / 42 were +132 /
+#   +103 / +55 / +62%; at the streamed mean (560, fitted on row 17's update) +10 / +8 / -4
+#   (tuned) / +23%: the held-out updates 293.1 / 173.1 s for 269.8 / 157.0 measured, row 42's
+#   113.3 s for 98.8. Held out 20 of 31 -> 23 of 30 within 25%, 2 -> 0 off by more than 2x;
+#   no other row moves. What the held-out rows test: the update's scaling with the trainer's
+#   GPUs (16 / 32 / 64) and its fixed part (the driver's transfer), the intake, and the
+#   staleness-0 pipeline's composition; not the lengths themselves, which are one fitted input
+#   for the four streamed runs, as 1,696 is for the three synchronous ones. The runs' own
+#   updates imply 480 / 456 / 560 / 368 tokens (update_implied_mean_report): one figure
+#   holds them within 25% of their steps.
+# - Still off: row 13 (the 64-GPU synchronous run, +64%: its rollouts 323 s for 151 measured,
+#   the 28,672-token longest response alone 192 s; its update 203 s for 133; its old-log-prob
+#   pass on its siblings' line, 71.8 s for 70.3), and the tuned row 14 (+27%), both with the
+#   synchronous mean; the longest response's decode step (6.7 ms at TP 4 on the H20: the
+#   SGLang-fitted bandwidth and vLLM V0's host step) is the part a measured vLLM V1 decode on
+#   an H20 would settle.
 VERL_7B_STREAMED_MEAN = 560
 _VERL_STREAMED_MEAN_FITTED = (
     _VERL_PROMPT + f"; mean response {VERL_7B_STREAMED_MEAN:,} tokens FITTED on row 17's update "
