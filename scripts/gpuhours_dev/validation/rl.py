@@ -387,10 +387,11 @@ _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FI
 # 64 + 64 run takes its measured 113.16 s. Rows 15, 16 and 42 (the 16 + 16 and 32 + 32 runs and
 # the staleness-0 pipeline) are held out. Why the streamed runs get their own mean, read from
 # volcengine/verl at b25bb7d4 (2025-10-17, the recipe's first commit, recipe/fully_async_policy/;
-# the table's rows were published at 85d5b2ee and 6f0b21c5 with the code unchanged in what
-# follows): their trainer trains what the synchronous step trains, 512 prompts x n 16 a README
-# step (fully_async_trainer.py: `required_samples` = ppo_mini_batch_size 32 x require_batches 4
-# prompts a local update, `trigger_parameter_sync_step` 4 local updates a parameter sync, the
+# the table's rows were published at 85d5b2ee and 6f0b21c5, whose code diffs leave the lines
+# read here as they were): their trainer trains what the synchronous step trains, 512
+# prompts x n 16 a README step (fully_async_trainer.py: `required_samples` =
+# ppo_mini_batch_size 32 x require_batches 4 prompts a local update,
+# `trigger_parameter_sync_step` 4 local updates a parameter sync, the
 # timers summed over them, detach_utils.py MetricsAggregator "time_sum"; rollouter
 # `total_train_steps` = 512 x 400 / (128 x 4) = 400), with no group filtering
 # (ray_trainer.py `_process_batch_common` has none), nothing dropped (message_queue.py drops only
@@ -408,8 +409,8 @@ _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FI
 # Note for docs/rl.md (issue 13, the fully-async 7B rows, 2026-11-25; replaces the claims that
 # rows 15 and 16 stay 2x off and that a mean fitted on an async row would test nothing):
 # - What a README step is, read at the code the table was published with (b25bb7d4, the
-#   recipe's first commit; 85d5b2ee and 6f0b21c5 add the rows and change none of the files
-#   read): the trainer's "step" and "update_actor" are each summed over the 4 local updates of
+#   recipe's first commit; 85d5b2ee and 6f0b21c5 add the rows and change none of the code
+#   read here): the trainer's "step" and "update_actor" are each summed over the 4 local updates of
 #   one parameter sync (MetricsAggregator "time_sum" for every timing_s/ key, logged at the
 #   sync, the x-axis the parameter version), each local update 128 prompts x 16; the totals
 #   agree (row 15: 1d 9h 26m / 400 = 301 s for its 294.8 s step; per local update it would
