@@ -580,7 +580,7 @@ REMAINS: dict[str, str] = {
         "not grow with the model: the same README's 7B and 14B LoRA rows, same stack, leave at "
         "most 0.25 GB at 256-2048 tokens, and its 72B Int4 rows (published with the 1.8B ones) "
         "read 2.2-3.0 GB low like the 14B Int4 rows of October. Checked in Qwen-1's and "
-        "flash-attn's code as the 1.8B rows ran them (issue 14) and too small: the rotary "
+        "flash-attn's code as the 1.8B rows ran them (issue 14), each far too small: the rotary "
         "table, fp32, cached once at twice the length (2 x 2 x tokens x 128 x 4 bytes: 0.5 "
         "MiB at 256 tokens); logn_tensor, 32,767 entries a layer (64 KiB in bf16); the causal "
         "mask, registered once and only without flash-attn in that code (the first Qwen-7B "
