@@ -1003,7 +1003,15 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "explain them. The measured speed of #440 is 34% of the H100's dense bf16 peak in "
         "hardware FLOPs, where the A100 rows reach 44-57%: the "
         "H100 row's missing time is in its matmul rate or in a setting the source does not "
-        "state (gradient accumulation, the node); not resolved."),
+        "state (gradient accumulation, the node); not resolved. Checked (issue 14, "
+        "2026-11-25): the time is the training loop's alone (CUDA events recorded before the "
+        "first batch and after the last, train.py @ 05ed9f2), so loading is not in it; the "
+        "table has CPU offload off; and the source calls this run compute-bound: 'Changing "
+        "the batch size from 8 to 12 made little difference, as did switching from QLoRA to "
+        "LoRA' (benchmarks_03_2024.md), so neither the gathers nor bitsandbytes' "
+        "dequantisation is the gap. The A100 rows of the table (+2..+12%) and this one share "
+        "the script, the wrap and the kernels; no part of the step that the code runs on the "
+        "H100 alone was found."),
     "Qwen": (
         "Tokens padded to the maximum length, 8 micro-batches of 1 per step on one A100, run by "
         "Qwen-1's own modelling code with flash-attn (estimate/host.py's flash-attn path: "
