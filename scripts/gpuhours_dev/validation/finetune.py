@@ -792,6 +792,12 @@ _FLCE_CALL = "LigerFusedLinearCrossEntropyLoss"
 _LIGER_PATCH = "apply_liger_kernel_to_"
 #: packed rows whose documents attend only within themselves (flash-attn varlen over cu_seq_lens)
 _VARLEN = "cu_seq_lens"
+#: a script run with transformers' attn_implementation "flash_attention_3" (Scicom small-ablation
+#: simple-throughput-multigpus h100.sh and h200.sh @ 9d56463 pass --attn_implementation
+#: flash_attention_3; install.sh installs the flash_attn_3 wheel): FlashAttention-3's Hopper
+#: kernels (warp-specialised, softmax overlapped with the matmuls), Training.fused_attention,
+#: where the same script's l40s.sh (no flag: train.py's default flash_attention_2) runs FA2
+_FA3 = "attention flash_attention_3"
 
 
 def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
@@ -817,6 +823,9 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
     if _VARLEN in r["notes"]:
         notes.append("packed rows, attention within each document (varlen): attention counted over "
                      "the whole row (an upper bound on its work)")
+    if _FA3 in r["notes"]:
+        notes.append("attn_implementation flash_attention_3: FlashAttention-3's kernels "
+                     "(fused_attention)")
     return kernel, "; ".join(notes)
 
 
@@ -1187,6 +1196,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
+            fused_attention=_FA3 in r["notes"],
             liger_kernels="classes" if _LIGER_PATCH in r["notes"] else "none",
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,

@@ -551,10 +551,10 @@ def estimate_training(
     peak = peak_flops(hw.gpu, t.precision)
     mfu = tps_gpu * flops.model_flops_per_token / peak
     hfu = tps_gpu * flops.hardware_flops_per_token / peak
+    gemm = A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability)
     eff_source = efficiency_basis or (
-        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].name} "
-        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].value} x width factor "
-        f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].basis})")
+        f"{gemm.name} {gemm.value} x width factor "
+        f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({gemm.basis})")
     if t.precision == "fp8-mixed":
         fp8 = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation]
         eff_source += (f"; the layers' fp8 GEMMs: {fp8.name} {fp8.value} x the width factor "
@@ -777,8 +777,8 @@ def estimate_training(
                         f"beside the rest on {hw.gpu.name}; the driver pages them over PCIe "
                         "every step, which the step time does not count.")
     used = [
-        A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
-        A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
+        A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability),
+        A.GEMM_HALF_WIDTH, A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
         A.LOSS_KERNEL_LOGITS_TRAFFIC[loss_kernel_of(t)],
     ]
     if hw.gpu.stack != "xla":  # a TPU has no eager dispatch, CUDA context or caching allocator

@@ -1068,7 +1068,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
-            A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
+            A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability),
+            A.GEMM_HALF_WIDTH]
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
             and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts

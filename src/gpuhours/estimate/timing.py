@@ -174,8 +174,9 @@ def fp8_cast_bytes_per_token(arch: ModelArch) -> float:
 
 
 def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
-    """Achieved fraction of dense peak for the model's GEMMs: generation x width factor."""
-    base = A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation].value
+    """Achieved fraction of dense peak for the model's GEMMs: the part's generation (or
+    generation and compute-capability major: assumptions.gemm_efficiency_entry) x width factor."""
+    base = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability).value
     width = hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
     return base * width
 
