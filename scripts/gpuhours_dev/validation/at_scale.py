@@ -30,7 +30,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.fit import chosen_setup, fit
-from gpuhours.estimate.timing import peak_flops
+from gpuhours.estimate.timing import host_s_per_op, peak_flops
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Precision, Training
 from gpuhours_dev.validation import Comparison
@@ -515,38 +515,72 @@ MISS_REASONS = {
 
 #: the Pythia suite's own setup (EleutherAI/pythia@a19eecb8 models/<size>/pythia-<size>.yml:
 #: "model-parallel-size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps";
-#: every size "checkpoint-activations": true, ZeRO stage 1, fp16): tensor parallelism,
+#: every size "checkpoint-activations": true, ZeRO stage 1, fp16, "pipe-parallel-size": 1, so
+#: DeepSpeed's PipelineEngine runs the step: estimate/pipe_engine.py): tensor parallelism,
 #: micro-batch, accumulation
 PYTHIA_AS_RUN = {"70M": (1, 32, 1), "160M": (1, 32, 1), "410M": (1, 32, 1), "1B": (1, 16, 1),
                  "1.4B": (1, 16, 1), "2.8B": (1, 16, 1), "6.9B": (2, 8, 2), "12B": (4, 8, 2)}
 
 
+def _pythia_setup(run: PlainRun, engine: bool = True) -> tuple[Training, Hardware]:
+    """The suite's own setup of a Pythia run (PYTHIA_AS_RUN), run by DeepSpeed's
+    PipelineEngine (`engine`) or, for comparison, with the gradient reduction beside the
+    backward as the plain question assumes."""
+    tp, mb, accum = PYTHIA_AS_RUN[run.label.split()[1]]
+    hw = Hardware(gpu=run.gpu, num_gpus=run.num_gpus, gpus_per_node=8,
+                  inter_node_gb_per_s_one_way=run.network_gb_per_s)
+    t = Training(arch=run.arch, seq_len=run.seq_len, precision=run.precision,
+                 model_basis=run.model_basis, checkpointing=True, zero_stage=1, tp=tp,
+                 micro_batch=mb, grad_accum=accum, deepspeed_pipe_engine=engine)
+    return t, hw
+
+
 @lru_cache(maxsize=1)
-def pythia_as_run() -> dict[str, tuple[float, bool]]:
+def pythia_as_run() -> dict[str, tuple[float, bool, float]]:
     """Error of the estimate of each Pythia run asked with the suite's own setup
-    (PYTHIA_AS_RUN) instead of the chooser's, against the published hours (downtime included,
-    as the plain rows), and whether the memory model fits that setup in the GPU."""
+    (PYTHIA_AS_RUN) and engine instead of the chooser's, against the published hours (downtime
+    included, as the plain rows); whether the memory model fits that setup in the GPU; and
+    the error of the same setup with the gradient reduction beside the backward (no engine)."""
     out = {}
     for run in plain_runs():
         if not run.label.startswith("Pythia "):
             continue
-        tp, mb, accum = PYTHIA_AS_RUN[run.label.split()[1]]
-        hw = Hardware(gpu=run.gpu, num_gpus=run.num_gpus, gpus_per_node=8,
-                      inter_node_gb_per_s_one_way=run.network_gb_per_s)
-        t = Training(arch=run.arch, seq_len=run.seq_len, precision=run.precision,
-                     model_basis=run.model_basis, checkpointing=True, zero_stage=1, tp=tp,
-                     micro_batch=mb, grad_accum=accum)
-        e = estimate_training(t, hw, run.model_basis, tokens=run.tokens)
-        assert e.totals is not None and e.totals.gpu_hours_with_downtime is not None
-        out[run.label] = (e.totals.gpu_hours_with_downtime.value / run.published_gpu_hours - 1,
-                          e.memory.fits)
+        errors = []
+        for engine in (True, False):
+            t, hw = _pythia_setup(run, engine)
+            e = estimate_training(t, hw, run.model_basis, tokens=run.tokens)
+            assert e.totals is not None and e.totals.gpu_hours_with_downtime is not None
+            errors.append(e.totals.gpu_hours_with_downtime.value / run.published_gpu_hours - 1)
+        out[run.label] = (errors[0], e.memory.fits, errors[1])
     return out
+
+
+def pythia_sync_share() -> float:
+    """The largest share of a Pythia step (the suite's own setup, PYTHIA_AS_RUN) that the
+    configs' "synchronize-each-layer" can cost: DeepSpeed's activation checkpointing then
+    calls torch.cuda.synchronize() at the start and end of each checkpointed layer's forward
+    and of its backward (EleutherAI/DeeperSpeed@eb7f5cff
+    deepspeed/runtime/activation_checkpointing/checkpointing.py, `if SYNCHRONIZE`; GPT-NeoX
+    v1.0 megatron/initialize.py passes synchronize=neox_args.synchronize_each_layer), 4 per
+    layer and micro-batch, after each of which the GPU waits for the host to issue the next
+    operator: one host operator (timing.host_s_per_op) per synchronisation, an upper bound
+    (the host's time on the layer's other operators is no more exposed than without them)."""
+    worst = 0.0
+    for run in plain_runs():
+        if not run.label.startswith("Pythia "):
+            continue
+        t, hw = _pythia_setup(run)
+        e = estimate_training(t, hw, run.model_basis)
+        sync_s = 4 * run.arch.num_layers * t.grad_accum * host_s_per_op(hw)
+        worst = max(worst, sync_s / e.step_time_s.value)
+    return worst
 
 
 def _pythia_reason() -> str:
     own = pythia_as_run()
-    sizes = ", ".join(f"{k.split()[1]} {100 * v:+.0f}%" for k, (v, _) in own.items())
-    over = [k.split()[1] for k, (_, fits) in own.items() if not fits]
+    sizes = ", ".join(f"{k.split()[1]} {100 * v:+.0f}%" for k, (v, _, _) in own.items())
+    before = ", ".join(f"{100 * w:+.0f}%" for _, _, w in own.values())
+    over = [k.split()[1] for k, (_, fits, _) in own.items() if not fits]
     over_text = (f" ({' and '.join(over)} exceed the 40 GB in the memory model at that "
                  "micro-batch, which the runs did not)" if over else "")
     return ("The published hours imply 16-33% MFU across the suite, the estimate more at every "
@@ -554,13 +588,24 @@ def _pythia_reason() -> str:
             "16 hours (70M) to 12 days (12B) of wall clock, so the expected downtime is under "
             "1%. Asked with the suite's own setup (EleutherAI/pythia@a19eecb8 models/: "
             "recomputation at every size, tensor parallelism 2 at 6.9B and 4 at 12B, "
-            f"micro-batches of 32, 16 and 8 x 2) the estimate is {sizes}{over_text}: "
-            "recomputation and "
-            "the layout explain part of the gap, not the rest. Not modelled: the configs' "
-            "\"synchronize-each-layer\" (a device synchronisation per layer, so the host "
-            "cannot run ahead) and \"partition-activations\"; fp16 loss scaling costs one "
-            "pass over the gradients a step, under 1% here. The GPU-hour values themselves "
-            "are unverified (the paper's appendix D was not readable here).")
+            f"micro-batches of 32, 16 and 8 x 2) and its engine, the estimate is "
+            f"{sizes}{over_text} (without the engine: {before}). The configs' "
+            "\"pipe-parallel-size\": 1 runs every size "
+            "through DeepSpeed's PipelineEngine (GPT-NeoX v1.0, 71df4d50, the commit the "
+            "Pythia README links: is_pipe_parallel = pipe_parallel_size >= 1), which turns "
+            "the backward's gradient reduction off and all-reduces every gradient after the "
+            "last backward, then all-gathers ZeRO-1's updated weights in the optimizer step, "
+            "none of it beside compute (EleutherAI/DeeperSpeed@eb7f5cff pipe/engine.py "
+            "_exec_reduce_grads; estimate/pipe_engine.py, --deepspeed-pipe-engine; the "
+            "figures above include it). The configs' \"synchronize-each-layer\" (a device "
+            "synchronisation at each end of each checkpointed layer's forward and backward, "
+            "so the host cannot run ahead) costs at most "
+            f"{100 * pythia_sync_share():.1f}% of a step (one host operator per "
+            "synchronisation) and is left out; \"partition-activations\" splits saved "
+            "activations over tensor-parallel ranks (12B, 6.9B) and is not modelled; fp16 "
+            "loss scaling costs one pass over the gradients a step, under 1% here. The "
+            "GPU-hour values themselves are unverified (the paper's appendix D was not "
+            "readable here).")
 
 
 #: which published runs are in the table, declared before their errors were seen

@@ -72,6 +72,7 @@ from gpuhours.estimate.moe_gemm import (
 )
 from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.pipe_engine import pipe_engine_grad_sync_bytes
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
@@ -457,6 +458,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     if lay.trivial:
         comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s,
                                                    forward_share(flops))
+        if t.deepspeed_pipe_engine and hw.num_gpus > 1:
+            sync = pipe_engine_collective(t, hw, trainable_params, hw.num_gpus, hw.num_gpus)
+            comm_s, exposed_s, link = sync.seconds, sync.exposed_s, sync.link
     else:
         collectives = layout_collectives(arch, t, hw, lay, attention_s,
                                          stage_share * arch.num_layers,
@@ -475,6 +479,9 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
         dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
                                    forward_share(flops), stage_share * arch.num_layers)
+        if t.deepspeed_pipe_engine:
+            dp = pipe_engine_collective(t, hw, trained, round(shards),
+                                        lay.tp * lay.cp * lay.dp)
         comm_s, exposed_s, link = dp.seconds, dp.exposed_s, dp.link
         collectives = (*collectives, dp)
     off = None
@@ -734,6 +741,22 @@ def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params
                                     max(int(layers), 1)) if shards > 1 else 0.0)
     return P.Collective(name="data-parallel gradients", seconds=seconds,
                         exposed_s=exposed, link=link)
+
+
+def pipe_engine_collective(t: Training, hw: Hardware, params: float, ranks: int,
+                           span_gpus: int) -> P.Collective:
+    """DeepSpeed's PipelineEngine's data-parallel synchronisation of one GPU's `params` over
+    `ranks` ranks spanning `span_gpus` GPUs (estimate/pipe_engine.py): the gradients'
+    all-reduce after the last backward and, with ZeRO-1, the updated weights' all-gather, in the
+    engine's half precision (fp32 where the step is), on the link those ranks span at
+    assumptions.COLLECTIVE_EFFICIENCY; all of it exposed (no compute runs beside it)."""
+    half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
+    elem = 2.0 if half else 4.0
+    bw, link = group_link_bytes_per_s(hw, span_gpus)
+    bw *= A.COLLECTIVE_EFFICIENCY.value
+    seconds = pipe_engine_grad_sync_bytes(params, elem, elem, ranks, t.zero_stage) / bw
+    return P.Collective(name="data-parallel gradients", seconds=seconds, exposed_s=seconds,
+                        link=link)
 
 
 def _ring_step_s(hw: Hardware) -> float:
