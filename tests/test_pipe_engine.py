@@ -34,9 +34,10 @@ def test_the_engine_refuses_zero_2_and_3():
         Training(model="llama-2-7b", zero_stage=2, deepspeed_pipe_engine=True)
 
 
-def _step(engine: bool, tp: int = 1):
+def _step(engine: bool, tp: int = 1, precision: str = "fp16-mixed", blocking: bool = False):
     t = Training(model="llama-2-7b", seq_len=2048, micro_batch=1, grad_accum=4,
-                 checkpointing=True, zero_stage=1, tp=tp, deepspeed_pipe_engine=engine)
+                 checkpointing=True, zero_stage=1, tp=tp, deepspeed_pipe_engine=engine,
+                 precision=precision, cuda_launch_blocking=blocking)
     hw = Hardware(gpu="a100-80gb", num_gpus=16)  # 2 nodes, 25 GB/s per GPU between them
     mem = training_memory(t.arch, t, 16)
     return training_step_time(t.arch, t, hw, training_flops(t), mem.trainable_params), mem
@@ -56,6 +57,14 @@ def test_all_of_the_engines_traffic_is_exposed_by_hand():
     assert st.step_time_s - plain.step_time_s == pytest.approx(
         st.communication_exposed_s - plain.communication_exposed_s)
     assert st.matmul_s == plain.matmul_s and st.optimizer_s == plain.optimizer_s
+
+
+def test_with_bf16_the_engine_reduces_fp32_gradients():
+    # DeepSpeed's BF16_Optimizer: its fp32 gradients all-reduced (2 x 15/16 x 4 bytes), the
+    # updated bf16 weights all-gathered (15/16 x 2 bytes): 10 x 15/16 bytes per parameter
+    st, mem = _step(True, precision="bf16-mixed")
+    assert st.communication_s == pytest.approx(
+        10 * 15 / 16 * mem.trainable_params / (25e9 * A.COLLECTIVE_EFFICIENCY.value))
 
 
 def test_with_tensor_parallelism_the_data_parallel_ranks_sync_in_full():

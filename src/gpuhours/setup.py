@@ -410,8 +410,14 @@ class Training(_ReadsModel):
     #: off and all-reduces every gradient after the last micro-batch's backward (its ReduceGrads
     #: instruction), so none of it runs beside compute; with ZeRO-1 the updated weights are
     #: all-gathered in the optimizer step (estimate/pipe_engine.py). ZeRO-2 and 3 are refused by
-    #: the engine.
+    #: the engine; with bf16 it reduces BF16_Optimizer's fp32 gradients (give zero_stage 1:
+    #: that optimizer shards its state as ZeRO-1 does).
     deepspeed_pipe_engine: bool = False
+    #: CUDA_LAUNCH_BLOCKING=1 in the run's environment (BigScience's BLOOM script sets it: "do
+    #: not remove or the training will hang"): each kernel launch returns only when the kernel
+    #: has run, so the host's issuing of each operator and the GPU's running of it add up, and
+    #: no collective runs beside compute (estimate/timing.py)
+    cuda_launch_blocking: bool = False
     #: who runs ZeRO stage 3: "fsdp" (PyTorch FSDP: hooks per wrapped unit, their host cost not
     #: counted) or "deepspeed" (DeepSpeed's stage 3 engine, which hooks every submodule and
     #: fetches and releases its parameters around each forward and backward of it: a host cost

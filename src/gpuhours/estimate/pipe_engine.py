@@ -20,6 +20,13 @@ deepspeed/runtime/pipe/engine.py):
   rank updates its partition and all-gathers the updated half-precision weights in the
   optimizer step, (n - 1)/n of them per GPU, after the all-reduce, with no compute beside it.
 
+With bf16 the engine reduces the fp32 gradients of DeepSpeed's BF16_Optimizer, its ZeRO-1
+equivalent (the one bf16 runs under pipelining: microsoft/DeepSpeed@5fe9d610, v0.7.0,
+deepspeed/runtime/pipe/engine.py _exec_reduce_grads -> _bf16_reduce_grads, "Make our own list
+of gradients from the optimizer's FP32 grads": bf16_optimizer.py get_grads_for_reduction
+returns fp32_groups_gradients_flat; its step's update_lp_params all-gathers the updated bf16
+partitions, all_gather_dp_groups): 4-byte gradients, 2-byte weights gathered.
+
 So the step pays all of this traffic in series with its compute. Pure functions; no torch.
 """
 
