@@ -89,3 +89,16 @@ def test_the_cli_refuses_the_engine_with_zero_3():
                                       "--gpus", "8", "--zero", "3", "--deepspeed-pipe-engine"])
     assert result.exit_code == 2
     assert "deepspeed" in result.output.lower() and "Traceback" not in result.output
+
+
+def test_the_estimate_says_where_the_exposed_traffic_comes_from():
+    from gpuhours.estimate.estimator import estimate_training
+
+    t = Training(model="llama-2-7b", seq_len=2048, micro_batch=1, grad_accum=4,
+                 checkpointing=True, zero_stage=1, deepspeed_pipe_engine=True)
+    e = estimate_training(t, Hardware(gpu="a100-80gb", num_gpus=16))
+    exposed = e.step_time_breakdown_s["communication_exposed_s"]
+    assert "PipelineEngine" in exposed.source and "comm_overlap" not in exposed.source
+    blocking = estimate_training(t.model_copy(update={"cuda_launch_blocking": True}),
+                                 Hardware(gpu="a100-80gb", num_gpus=16))
+    assert "CUDA_LAUNCH_BLOCKING" in blocking.step_time_breakdown_s["host_exposed_s"].source

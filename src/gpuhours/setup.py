@@ -873,7 +873,9 @@ class Training(_ReadsModel):
         if self.virtual_stages > 1:
             parts.append(f"v{self.virtual_stages}")
         parts += [name for name, on in (("tp-overlap", self.tp_comm_overlap),
-                                        ("a2a-overlap", self.moe_a2a_overlap)) if on]
+                                        ("a2a-overlap", self.moe_a2a_overlap),
+                                        ("ds-pipe-engine", self.deepspeed_pipe_engine),
+                                        ("launch-blocking", self.cuda_launch_blocking)) if on]
         return " ".join(parts)
 
 
