@@ -529,9 +529,14 @@ def _pythia_setup(run: PlainRun, engine: bool = True) -> tuple[Training, Hardwar
     tp, mb, accum = PYTHIA_AS_RUN[run.label.split()[1]]
     hw = Hardware(gpu=run.gpu, num_gpus=run.num_gpus, gpus_per_node=8,
                   inter_node_gb_per_s_one_way=run.network_gb_per_s)
+    # GPT-NeoX v1.0's loss is Megatron's vocab-parallel cross-entropy on the fp32 copy of the
+    # logits (EleutherAI/gpt-neox@71df4d50 megatron/model/gpt2_model.py cross_entropy:
+    # mpu.vocab_parallel_cross_entropy(output.float()...) unless fp16_lm_cross_entropy, which
+    # the Pythia configs leave off; megatron/mpu/cross_entropy.py is Megatron-LM's)
     t = Training(arch=run.arch, seq_len=run.seq_len, precision=run.precision,
                  model_basis=run.model_basis, checkpointing=True, zero_stage=1, tp=tp,
-                 micro_batch=mb, grad_accum=accum, deepspeed_pipe_engine=engine)
+                 micro_batch=mb, grad_accum=accum, deepspeed_pipe_engine=engine,
+                 loss_kernel="megatron")
     return t, hw
 
 
@@ -588,7 +593,9 @@ def _pythia_reason() -> str:
             "16 hours (70M) to 12 days (12B) of wall clock, so the expected downtime is under "
             "1%. Asked with the suite's own setup (EleutherAI/pythia@a19eecb8 models/: "
             "recomputation at every size, tensor parallelism 2 at 6.9B and 4 at 12B, "
-            f"micro-batches of 32, 16 and 8 x 2) and its engine, the estimate is "
+            "micro-batches of 32, 16 and 8 x 2; GPT-NeoX's loss, Megatron's vocab-parallel "
+            "cross-entropy on fp32 logits, gpt-neox@71df4d50 megatron/model/gpt2_model.py) "
+            f"and its engine, the estimate is "
             f"{sizes}{over_text} (without the engine: {before}). The configs' "
             "\"pipe-parallel-size\": 1 runs every size "
             "through DeepSpeed's PipelineEngine (GPT-NeoX v1.0, 71df4d50, the commit the "
