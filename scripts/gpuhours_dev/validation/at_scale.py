@@ -642,7 +642,9 @@ INCLUSION_RULE = (
 #: --checkpoint-activations, --bf16 with DeepSpeed ZeRO stage 0 ("bf16 must use z0! it
 #: implements its own zero stage 1 equivalent": BF16_Optimizer, zero_stage 1 here), run by
 #: DeepSpeed's PipelineEngine, and `export CUDA_LAUNCH_BLOCKING=1` ("do not remove or the
-#: training will hang")
+#: training will hang"); the loss Megatron's vocab-parallel cross-entropy on fp32 logits
+#: (bigscience-workshop/Megatron-DeepSpeed@f194f321 megatron/model/gpt_model.py GPTModelPipe:
+#: get_cross_entropy, `mpu.vocab_parallel_cross_entropy(output.contiguous().float(), labels)`)
 BLOOM_AS_RUN = {"tp": 4, "pp": 12, "micro_batch": 2, "global_batch": 2048}
 
 
@@ -663,7 +665,8 @@ def bloom_as_run() -> tuple[float, float, float]:
                      model_basis=run.model_basis, checkpointing=True, zero_stage=1,
                      tp=b["tp"], pp=b["pp"], micro_batch=b["micro_batch"],
                      grad_accum=b["global_batch"] // (b["micro_batch"] * dp),
-                     deepspeed_pipe_engine=engine, cuda_launch_blocking=blocking)
+                     deepspeed_pipe_engine=engine, cuda_launch_blocking=blocking,
+                     loss_kernel="megatron")
         e = estimate_training(t, hw, run.model_basis, tokens=run.tokens)
         assert e.totals is not None and e.totals.gpu_hours_with_downtime is not None
         errors.append(e.totals.gpu_hours_with_downtime.value / run.published_gpu_hours - 1)
@@ -675,7 +678,9 @@ def _bloom_reason() -> str:
     return (MISS_REASONS["BLOOM 176B"] + " Asked with the run's own setup "
             "(bigscience-workshop/bigscience@e726b159 train/tr11-176B-ml/tr11-176B-ml.slurm: "
             "TP 4 x PP 12 x DP 8, micro-batches of 2 to 2,048 sequences, recomputation, bf16 "
-            f"with DeepSpeed's BF16_Optimizer) the estimate is {100 * alone:+.0f}%; with "
+            "with DeepSpeed's BF16_Optimizer, Megatron's vocab-parallel cross-entropy on fp32 "
+            "logits: bigscience-workshop/Megatron-DeepSpeed@f194f321 megatron/model/"
+            f"gpt_model.py) the estimate is {100 * alone:+.0f}%; with "
             "DeepSpeed's PipelineEngine, which all-reduces the optimizer's fp32 gradients "
             "after the last backward and all-gathers the bf16 weights, none beside compute "
             f"(estimate/pipe_engine.py), {100 * engine:+.0f}%; and with the script's "
