@@ -1186,7 +1186,21 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "compiled (README note), and compile is modelled on them. The flags table's recipes "
         "(1814feb17) add labels != ignore_index, leaving each pack's padding out: those "
         "figures are a few percent below the tokens computed (alpaca's lengths not at hand; "
-        "not modelled), which would make the compiled rows' -12% a little smaller."),
+        "not modelled), which would make the compiled rows' -12% a little smaller. A mechanism "
+        "the estimate leaves out, bounded here: packed rows attend within each sample, not "
+        "over the whole row. torchtune's PackedDataset passes each pack's seq_lens and "
+        "attention_utils.packed_block_causal_mask makes a block-causal document mask, run by "
+        "flex attention where _SUPPORTS_FLEX_ATTENTION holds (utils/_import_guard.py: torch "
+        ">= 2.5 and SM 7.5+ at 30b8519e8; the torch check is gone at 1814feb17), else SDPA "
+        "with the dense mask (every S x S block computed, no causal skipping). The estimate "
+        "costs causal attention over the whole 2048- or 4096-token row; alpaca's samples are "
+        "a few hundred tokens, so under flex most of that work is masked out. Dropping the "
+        "attention time altogether (an upper bound on the effect): the compiled flags rows "
+        "-12..-15% -> +8..+10%, the eager #331 +8.3% -> +34%, #337 -5.8% -> +20.8%, the 4090 "
+        "LoRA #324 -26.9% -> -17.8%, QLoRA #326 -18.6% -> -9.9%, full #322 +4.3% -> +13.9%. "
+        "Not modelled: alpaca's length distribution (and so flex's work over 128-token "
+        "blocks) is not at hand, nor which torch ran the Llama 3.1 table (before torch "
+        "2.5's release, 2024-10-17, it would be SDPA with the dense mask)."),
     "xtuner": (
         "Llama-2-7B at 8k tokens (sequence parallel 1) is within 7%; at 32k the estimate "
         "is 31% slow: xtuner reports more TFLOPs per GPU at 32k than at 8k (193.0 vs "
