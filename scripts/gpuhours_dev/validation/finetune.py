@@ -1768,7 +1768,7 @@ _QWEN = "QwenLM/Qwen README.md"
 #: memory_stats()["active_bytes.all.peak"], peak_memory_alloc and peak_memory_reserved; all
 #: three in GiB). Read as the active peak, torch's allocated bytes plus blocks freed but still
 #: awaiting a stream (estimate: allocated), for two reasons from the source, none fitted:
-#: (1) the same maintainers' next table in the same README (1814feb17, "Optimization flags")
+#: (1) the project's next table in the same README (1814feb17, "Optimization flags")
 #: heads the same kind of column "Peak Memory Active (GiB)"; (2) two of its rows sit at or below
 #: the tensors their stated setup must hold at the loss, so no allocator reserve can be on top:
 #: #326 (QLoRA, 7.4 GiB) against the NF4 base (5.35), the 32 checkpointed layer inputs (32 x
