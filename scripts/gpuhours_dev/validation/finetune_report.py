@@ -1198,9 +1198,12 @@ THROUGHPUT_REMAINS: dict[str, str] = {
         "attention time altogether (an upper bound on the effect): the compiled flags rows "
         "-12..-15% -> +8..+10%, the eager #331 +8.3% -> +34%, #337 -5.8% -> +20.8%, the 4090 "
         "LoRA #324 -26.9% -> -17.8%, QLoRA #326 -18.6% -> -9.9%, full #322 +4.3% -> +13.9%. "
-        "Not modelled: alpaca's length distribution (and so flex's work over 128-token "
-        "blocks) is not at hand, nor which torch ran the Llama 3.1 table (before torch "
-        "2.5's release, 2024-10-17, it would be SDPA with the dense mask)."),
+        "Not mapped: the estimate has the mechanism (Training.document_tokens), but alpaca's "
+        "mean tokens per sample under Llama 3's tokenizer and torchtune's template (and flex's "
+        "work over 128-token blocks) are not at hand, nor which torch ran the Llama 3.1 table "
+        "(before torch 2.5's release, 2024-10-17, it would be SDPA with the dense mask); and "
+        "with it the eager #331 would read about +34%, so the compiled rows' -12% is not "
+        "explained by attention alone (the compile gain above)."),
     "xtuner": (
         "Llama-2-7B at 8k tokens (sequence parallel 1) is within 7%; at 32k the estimate "
         "is 31% slow: xtuner reports more TFLOPs per GPU at 32k than at 8k (193.0 vs "
