@@ -141,3 +141,24 @@ def test_per_gpu_summary_by_hand():
     # GB200: -50%, +10% (f not expressed): 1 within, median -20%, worst d -50%
     assert lines[2] == "| B200 | 3 | 2 (67%) | +5.0% | b x8 B200 +30.0% |"
     assert lines[3] == "| GB200 | 2 | 1 (50%) | -20.0% | d x8 GB200 -50.0% |"
+
+
+def test_a_table_vp_of_n_a_is_no_virtual_stages_for_the_recipe_match():
+    # Megatron-Bridge's archive at 067f987d, 26.04.01 Qwen3_235B_a22B: DGX-B200 256 GPUs MXFP8
+    # GBS 8192 MBS 1 TP 1 PP 8 CP 1 VP "n/a" EP 8 (3776 tokens/s); DGX-GB200 the same but VP 3
+    # EP 32. The 067f987d recipe qwen3_235b_a22b_pretrain_256gpu_b200_fp8mx_config sets VP 3
+    # with full-iteration graphs and the op fuser: not the B200 row's run (no virtual stages),
+    # so that row stays ungraphed; the GB200 row, VP 3 as its recipe, takes its graphs
+    data = [r for r in _rows("throughput_blackwell.csv")
+            if r["model"] == "Qwen3_235B_a22B" and "26.04.01" in r["notes"]
+            and r["precision"] == "MXFP8"]
+    by_gpu = {r.label.rsplit(" ", 1)[1]: r for r in blackwell_rows(data)}
+    b200, gb200 = by_gpu["B200"], by_gpu["GB200"]
+    assert b200.training is not None and gb200.training is not None
+    assert "VP=" not in data[[r["gpu"] for r in data].index("B200")]["notes"]
+    assert b200.training.virtual_stages == 1
+    assert b200.training.cuda_graph_scope is None and not b200.training.moe_fused_mlp
+    assert "sets another layout" in b200.setup and "vp 3" in b200.setup
+    assert gb200.training.virtual_stages == 3
+    assert gb200.training.cuda_graph_scope == ("full_iteration",)
+    assert gb200.training.moe_fused_mlp

@@ -243,9 +243,16 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
         basis = "NeMo-Framework-Launcher conf/training/gpt3 (validation/hopper.py)"
     else:
         arch, basis = resolve_model(models[r["model"]])
-    # the sizes the row states, to match its recipe's (an unstated VP or EP is not compared)
+    # the sizes the row states, to match its recipe's (an unstated VP or EP is not compared).
+    # Every Megatron-Bridge table (performance-summary.md and -archive.md at 067f987d, 25.09
+    # to 26.08) has a VP and an EP column, "n/a" where the run had none (the data leaves n/a
+    # out): there an absent VP or EP states 1, so that a row run without virtual stages does
+    # not take the graphs of a later recipe that interleaves (Qwen3-235B-A22B on 256 B200:
+    # VP n/a in 26.02-26.04.01, VP 3 with full-iteration graphs in the 067f987d recipe)
+    states_all = megatron_bridge_table(r["source"])
     stated = {"tensor": tp, "pipeline": pp, "context": cp, "micro": mb,
-              **{name: nums[k] for k, name in (("EP", "expert"), ("VP", "vp")) if k in nums},
+              **{name: nums.get(k, 1) for k, name in (("EP", "expert"), ("VP", "vp"))
+                 if k in nums or states_all},
               **({"global": int(r["global_batch"])} if r["global_batch"] else {})}
     scope, graphs = (row_graph_scope(r, models, method, stated) if kernels == "megatron"
                      else (None, ""))
@@ -276,6 +283,12 @@ def stated_layout_row(r: dict[str, str], label: str, skipped: str | None,
     model = arch.name if r["model"] in NEMO_GPT3 else models[r["model"]]
     key = (model, precision, method, seq, n, tp, pp, cp, ep, vp, mb, accum, fsdp)
     return HopperRow(label, r["source"], measured, t, hw, setup, None, key, r.get("split", ""))
+
+
+def megatron_bridge_table(source: str) -> bool:
+    """Whether a row comes from Megatron-Bridge's performance summaries, whose tables state
+    every layout size (VP and EP "n/a" where not used)."""
+    return "Megatron-Bridge" in source and "performance-summary" in source
 
 
 def row_graph_scope(r: dict[str, str], models: dict[str, str], method: str,

@@ -12,7 +12,9 @@ A row names its model, system, GPU count and precision; the recipe is
 older tables) takes the recipes of every fp8 scaling there is for it, and their scope only if
 they agree. No recipe, or recipes that disagree: the row stays ungraphed and its setup says so.
 The recipes are those of the commit, not necessarily of the container release a row was
-measured with (the archive's older releases may have graphed differently). No row's error
+measured with (the archive's older releases may have graphed differently). A Megatron-Bridge
+table's VP or EP of "n/a" (left out of the data) states 1 (hopper.stated_layout_row), so a row
+run without virtual stages does not match a later recipe that interleaves. No row's error
 chose anything here.
 """
 
