@@ -161,3 +161,15 @@ def test_fsdp2_cpu_offload_keeps_one_units_reduced_shard_on_the_gpu():
     kw["fsdp_embedding_units"] = False
     t = Training(**kw, fsdp_api="fsdp2")
     assert training_memory(t.arch, t, 8).gradients_bytes == pytest.approx(root * 2 / 8)
+
+
+def test_fsdp2_offloaded_shard_of_lora_is_the_copies_root_unit():
+    """LoRA with trainable embeddings (modules_to_save): the copies sit in the root unit, the
+    largest: Llama 2 7B's embedding and head copies, 2 x 32,000 x 4,096 parameters at the
+    copies' 2 gradient bytes (bf16) over 8 ranks, not the adapters and copies spread over the
+    32 layers. (CPU offload with a pipeline is refused, so a unit's shard is never a stage's.)"""
+    lora = Training(model="llama-2-7b", method="lora", precision="bf16", zero_stage=3,
+                    offload="optimizer+params", checkpointing=True, fsdp_api="fsdp2",
+                    lora_trainable_embeddings=True)
+    m = training_memory(lora.arch, lora, 8)
+    assert m.gradients_bytes == pytest.approx(2 * 32000 * 4096 * 2 / 8)

@@ -42,3 +42,15 @@ def test_with_tensor_parallelism_every_collective_is_exposed():
     assert st.collectives, "a tensor-parallel layout has collectives"
     for c in st.collectives:
         assert c.exposed_s == c.seconds, c.name
+
+
+def test_the_optimizer_step_and_its_host_time_add_by_hand():
+    # Llama 2 7B (6,738,415,616 parameters) under ZeRO-1 over 16 ranks, bf16-mixed foreach
+    # AdamW: 13 x 4 (fp32 states) + 3 x 2 (bf16 gradients) + 4 x 4 (fp32 master) + 2 (the bf16
+    # copy written) = 76 bytes a parameter at 2,039 GB/s x 0.8; its 11 host operators
+    # (assumptions.OPS_OPTIMIZER foreach) x 32 us: the longer of the two without blocking,
+    # their sum with it
+    device_s = 6_738_415_616 / 16 * 76 / (2039e9 * 0.8)
+    host_s = 11 * 32e-6
+    assert _step(False).optimizer_s == pytest.approx(max(device_s, host_s))
+    assert _step(True).optimizer_s == pytest.approx(device_s + host_s)

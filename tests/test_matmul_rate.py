@@ -102,6 +102,9 @@ def test_geforce_blackwells_efficiency_is_the_one_derived_from_the_microbenchmar
     width = 4096 / (4096 + 128)
     assert T.gemm_efficiency(catalog.gpu("rtx-5090"), 4096) == pytest.approx(1.04 * width)
     assert T.gemm_efficiency(catalog.gpu("b200"), 4096) == pytest.approx(0.70 * width)
+    # fp8: the data-centre share 0.55 x the 12.x clock headroom 1.04 / 0.70 = 0.817 -> 0.82
+    assert T.fp8_gemm_efficiency(catalog.gpu("rtx-5090"), 4096) == pytest.approx(0.82 * width)
+    assert T.fp8_gemm_efficiency(catalog.gpu("b200"), 4096) == pytest.approx(0.55 * width)
 
 
 def test_the_rule_is_a_what_if_that_leaves_the_estimate_as_it_was():

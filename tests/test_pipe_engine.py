@@ -78,10 +78,24 @@ def test_with_tensor_parallelism_the_data_parallel_ranks_sync_in_full():
 
 
 def test_fit_keeps_the_engine_below_zero_2():
-    t = Training(model="llama-2-7b", seq_len=2048, deepspeed_pipe_engine=True)
+    t = Training(model="llama-2-7b", seq_len=2048, deepspeed_pipe_engine=True,
+                 precision="fp16-mixed")
     r = fit(t, Hardware(gpu="a100-80gb", num_gpus=16), effective_batch=64)
     assert r.fastest is not None
     assert {c.zero_stage for c in [r.fastest, *r.alternatives]} <= {0, 1}
+    # with bf16, BF16_Optimizer: ZeRO-1's sharding only
+    bf16 = Training(model="llama-2-7b", seq_len=2048, deepspeed_pipe_engine=True, zero_stage=1)
+    r = fit(bf16, Hardware(gpu="a100-80gb", num_gpus=16), effective_batch=64)
+    assert {c.zero_stage for c in [r.fastest, *r.alternatives]} == {1}
+
+
+def test_fit_over_layouts_keeps_the_engine_on_plain_1f1b():
+    t = Training(model="llama-2-70b", seq_len=4096, deepspeed_pipe_engine=True, zero_stage=1)
+    r = fit(t, Hardware(gpu="h100-sxm", num_gpus=64), search_layouts=True)
+    assert r.fastest is not None
+    for c in [r.fastest, *r.alternatives]:
+        assert c.zero_stage == 1 and c.virtual_stages == 1
+        assert not c.tp_comm_overlap and not c.moe_a2a_overlap
 
 
 def test_the_cli_refuses_the_engine_with_zero_3():
@@ -102,3 +116,40 @@ def test_the_estimate_says_where_the_exposed_traffic_comes_from():
     blocking = estimate_training(t.model_copy(update={"cuda_launch_blocking": True}),
                                  Hardware(gpu="a100-80gb", num_gpus=16))
     assert "CUDA_LAUNCH_BLOCKING" in blocking.step_time_breakdown_s["host_exposed_s"].source
+
+
+def test_bf16_under_the_engine_needs_zero_1():
+    # DeepSpeed runs bf16 under BF16_Optimizer whenever the engine pipelines (ZeRO-1-like)
+    with pytest.raises(FieldError, match="BF16_Optimizer"):
+        Training(model="llama-2-7b", precision="bf16-mixed", zero_stage=0,
+                 deepspeed_pipe_engine=True)
+    Training(model="llama-2-7b", precision="fp16-mixed", zero_stage=0, deepspeed_pipe_engine=True)
+
+
+@pytest.mark.parametrize("update", [{"pp": 4, "virtual_stages": 2, "grad_accum": 8},
+                                    {"tp": 2, "tp_comm_overlap": True}])
+def test_the_engine_runs_plain_1f1b_without_megatron_overlaps(update: dict):
+    with pytest.raises(FieldError, match="TrainSchedule"):
+        Training(model="llama-2-7b", zero_stage=1, deepspeed_pipe_engine=True, **update)
+
+
+def test_bf16_under_the_engine_holds_a_full_fp32_gradient_buffer():
+    # BF16_Optimizer's fp32_groups_gradients_flat: 4 bytes for every trainable parameter on
+    # every rank, beside the bf16 .grad (2 bytes): 6 bytes a parameter in all, not 2
+    t = Training(model="llama-2-7b", seq_len=2048, micro_batch=1, zero_stage=1,
+                 precision="bf16-mixed")
+    plain = training_memory(t.arch, t, 16)
+    engine = training_memory(t.arch, t.model_copy(update={"deepspeed_pipe_engine": True}), 16)
+    assert engine.gradients_bytes - plain.gradients_bytes == pytest.approx(6_738_415_616 * 4)
+    fp16 = t.model_copy(update={"precision": "fp16-mixed"})
+    assert (training_memory(t.arch, fp16.model_copy(update={"deepspeed_pipe_engine": True}), 16)
+            .gradients_bytes == training_memory(t.arch, fp16, 16).gradients_bytes)
+
+
+@pytest.mark.parametrize("gpu", ["tpu-v4"])
+def test_the_cuda_runtime_flags_are_refused_off_cuda(gpu: str):
+    for field in ("deepspeed_pipe_engine", "cuda_launch_blocking"):
+        t = Training(model="llama-2-7b", seq_len=512, zero_stage=1, **{field: True})
+        hw = Hardware(gpu=gpu, num_gpus=1)
+        with pytest.raises(FieldError, match=field):
+            training_step_time(t.arch, t, hw, training_flops(t), 6_738_415_616)

@@ -790,6 +790,25 @@ class Training(_ReadsModel):
                              f"{self.zero3_engine}.",
                              "Use --zero 3 --zero3-engine fsdp, or leave --fsdp-embedding-units "
                              "out.")
+        if self.deepspeed_pipe_engine and self.zero_stage == 0 and self.precision in (
+                "bf16-mixed", "bf16"):
+            raise FieldError(("deepspeed_pipe_engine", "zero_stage"), "with bf16 DeepSpeed's "
+                             "PipelineEngine runs BF16_Optimizer whatever the ZeRO config "
+                             "(engine.py _do_optimizer_sanity_check: pipeline parallelism "
+                             "returns BFLOAT16), which shards its fp32 master weights and "
+                             "moments over the data-parallel ranks and all-gathers the bf16 "
+                             "weights, as ZeRO-1 does; zero_stage is 0.",
+                             "Give zero_stage 1 with deepspeed_pipe_engine and bf16.")
+        if self.deepspeed_pipe_engine and (self.virtual_stages > 1 or self.tp_comm_overlap
+                                           or self.moe_a2a_overlap):
+            raise FieldError(("deepspeed_pipe_engine", "virtual_stages"), "DeepSpeed's "
+                             "PipelineEngine runs its TrainSchedule (plain 1F1B: "
+                             "pipe/schedule.py), without interleaved stages or Megatron-Core's "
+                             "tensor-parallel and all-to-all overlaps; this setup asks for "
+                             f"virtual_stages {self.virtual_stages}, tp_comm_overlap "
+                             f"{self.tp_comm_overlap}, moe_a2a_overlap {self.moe_a2a_overlap}.",
+                             "Leave virtual_stages at 1 and the overlaps off, or "
+                             "deepspeed_pipe_engine off.")
         if self.deepspeed_pipe_engine and self.zero_stage > 1:
             raise FieldError(("deepspeed_pipe_engine", "zero_stage"), "DeepSpeed's "
                              "PipelineEngine runs ZeRO stage 0 or 1 only (it asserts "

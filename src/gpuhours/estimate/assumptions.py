@@ -137,6 +137,30 @@ FP8_GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                 "assumption: MI300X hipBLASLt fp8 GEMMs reach a smaller share than bf16"),
 }
 
+#: fp8 GEMM efficiency of the parts whose compute-capability major differs from the ones their
+#: generation's entry is about (as GEMM_EFFICIENCY_BY_SM_MAJOR for bf16). The GeForce RTX 50
+#: parts (12.x) run above their rated boost clock, which lifts fp8 as it lifts bf16: the
+#: data-centre fp8 assumption (0.55) x the 12.x bf16 entry over the data-centre bf16 one (1.04 /
+#: 0.70) = 0.82. An assumption built on assumptions: no fp8 matmul on a 5090 measured here.
+FP8_GEMM_EFFICIENCY_BY_SM_MAJOR: dict[tuple[str, int], Assumption] = {
+    ("blackwell", 12): _a(
+        "fp8_gemm_efficiency.blackwell_12", 0.82, "fraction of dense fp8 peak",
+        "assumption: the data-centre fp8 share (0.55) x the RTX 5090's clock headroom in bf16 "
+        "(gemm_efficiency.blackwell_12 1.04 over gemm_efficiency.blackwell 0.70); no fp8 "
+        "measurement"),
+}
+
+
+def fp8_gemm_efficiency_entry(generation: str, compute_capability: str | None) -> Assumption:
+    """The fp8 GEMM efficiency assumption for a part: its (generation, compute-capability major)
+    entry of FP8_GEMM_EFFICIENCY_BY_SM_MAJOR where there is one, else its generation's."""
+    if compute_capability:
+        own = FP8_GEMM_EFFICIENCY_BY_SM_MAJOR.get(
+            (generation, int(compute_capability.split(".")[0])))
+        if own is not None:
+            return own
+    return FP8_GEMM_EFFICIENCY_BY_GENERATION[generation]
+
 #: Bytes a fp8-mixed step moves per element of each quantised activation (the input of every
 #: decoder-layer linear) and output gradient: read the bf16 tensor (2), write its fp8 copy for
 #: the forward or input-gradient GEMM (1) and the transposed fp8 copy the weight-gradient GEMM
@@ -830,6 +854,7 @@ def all_assumptions() -> list[Assumption]:
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(GEMM_EFFICIENCY_BY_SM_MAJOR.values())
     out += list(FP8_GEMM_EFFICIENCY_BY_GENERATION.values())
+    out += list(FP8_GEMM_EFFICIENCY_BY_SM_MAJOR.values())
     out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += list(SDPA_ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += [v for k, v in LOSS_KERNEL_LOGITS_TRAFFIC.items() if k != "hf"]  # hf is a global

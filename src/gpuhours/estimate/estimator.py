@@ -556,7 +556,7 @@ def estimate_training(
         f"{gemm.name} {gemm.value} x width factor "
         f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({gemm.basis})")
     if t.precision == "fp8-mixed":
-        fp8 = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation]
+        fp8 = A.fp8_gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability)
         eff_source += (f"; the layers' fp8 GEMMs: {fp8.name} {fp8.value} x the width factor "
                        f"of the fp8 peak ({fp8.basis}); MFU against the fp8 peak")
     step_src = "estimate/timing.py roofline"
@@ -815,7 +815,8 @@ def estimate_training(
     if attention is not None:
         used.append(attention)
     if t.precision == "fp8-mixed":
-        used += [A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation],
+        used += [A.fp8_gemm_efficiency_entry(hw.gpu.generation,
+                                             hw.gpu.compute_capability),
                  A.FP8_CAST_BYTES_PER_ELEMENT, A.FP8_WEIGHT_COPY_BYTES]
     if t.offload != "none":
         used += [OF.HOST_LINK_GB_PER_S_ONE_WAY_BY_GENERATION[hw.gpu.generation],

@@ -273,8 +273,13 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                       if layout == given else max(1, t.grad_accum * mp // given_mp))
         # QLoRA too: its 4-bit layers shard under FSDP or ZeRO-3 with bnb_4bit_quant_storage in
         # the compute dtype (the Answer.AI / HF FSDP-QLoRA recipe; memory.gathered_working_bytes)
-        # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3 (estimate/pipe_engine.py)
-        stages = ([0, 1] if t.deepspeed_pipe_engine else [0, 1, 2, 3]) if replicas > 1 else [0]
+        # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3 (estimate/pipe_engine.py), and with
+        # bf16 runs BF16_Optimizer, ZeRO-1's sharding whatever the config (setup.py refuses 0)
+        engine_bf16 = t.deepspeed_pipe_engine and t.precision in ("bf16", "bf16-mixed")
+        stages = ([1] if engine_bf16 else [0, 1] if t.deepspeed_pipe_engine
+                  else [0, 1, 2, 3] if replicas > 1 else [0])
+        if t.deepspeed_pipe_engine and replicas == 1 and not engine_bf16:
+            stages = [0]
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given
@@ -329,7 +334,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                     continue
                 if layout_best is None or c.tokens_per_s_per_gpu > layout_best.tokens_per_s_per_gpu:
                     layout_best = c
-        if sampled and layout_best is not None:
+        # the PipelineEngine runs plain 1F1B only (pipe/schedule.py TrainSchedule)
+        if sampled and layout_best is not None and not t.deepspeed_pipe_engine:
             more = _interleaved(t, hw, headroom, layout, layout_best, fixed_overlaps)
             evaluated += len(more)  # every trial, as the sweep above counts its own
             layout_best = max([layout_best, *(c for c in more if c.fits)],
@@ -449,6 +455,9 @@ def _overlap_options(t: Training, hw: Hardware, layout: dict[str, int], ckpt: bo
     """The overlap settings a sweep tries for a layout: as given without a search; with one,
     those overlaps_allowed permits (the all-to-all overlap on and off), an overlap named in
     `fixed` kept as t has it (none for a layout that cannot run an overlap asked for)."""
+    if t.deepspeed_pipe_engine:
+        # DeepSpeed's engine runs neither Megatron-Core overlap (setup.py refuses them with it)
+        return [{"tp_comm_overlap": False, "moe_a2a_overlap": False}]
     if not search:
         keep = {"tp_comm_overlap": t.tp_comm_overlap, "moe_a2a_overlap": t.moe_a2a_overlap}
         if keep["moe_a2a_overlap"] and ckpt:

@@ -1035,29 +1035,34 @@ def gathered_unit_grad_bytes(counts: ParamCounts, t: Training, num_gpus: float) 
     return 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads
 
 
-def fsdp2_offload_grad_in_flight_bytes(counts: ParamCounts, t: Training, trainable: float,
-                                       grads_full_bytes: float, num_gpus: float) -> float:
+def fsdp2_offload_grad_in_flight_bytes(counts: ParamCounts, t: Training,
+                                       grad_bytes_per_param: float, num_gpus: float,
+                                       adapter_params: float = 0.0, copy_params: float = 0.0,
+                                       copy_grad_bytes: float = 0.0) -> float:
     """Bytes of reduced gradient FSDP2 keeps on the GPU under CPU offload: one unit's
     reduce-scattered shard, the largest unit's (a decoder layer's, or the root's embedding and
     head, or with `t.fsdp_embedding_units` the larger of those alone) trainable parameters /
-    `num_gpus` at the gradient's bytes per parameter. FSDP2 copies each unit's shard to the host
-    as its reduce-scatter ends and drops the GPU copy at once (torch/distributed/_composable/
-    fsdp/_fsdp_collectives.py foreach_reduce: `new_sharded_grad.to(torch.device("cpu"),
-    non_blocking=...)`, "we can free it here by not keeping a ref"). Not FSDP1: its
+    `num_gpus` at `grad_bytes_per_param`. A unit does not shrink with pipelining: it is a
+    layer's, whatever share of the layers a stage holds. FSDP2 copies each unit's shard to the
+    host as its reduce-scatter ends and drops the GPU copy at once (torch/distributed/
+    _composable/fsdp/_fsdp_collectives.py foreach_reduce: `new_sharded_grad.to(torch.device(
+    "cpu"), non_blocking=...)`, "we can free it here by not keeping a ref"). Not FSDP1: its
     `_offload_grad` copies `flat_param._saved_grad_shard` to `_cpu_grad` but the GPU shard stays
     referenced until the end of backward, when `_finalize_params` (fsdp/_runtime_utils.py)
     has `prepare_gradient_for_optim` (fsdp/_flat_param.py) swap in the host copy and drop it,
     so all its shards are alive, as DeepSpeed's reduce bucket (GRAD_BUCKET_ELEMENTS) bounds
-    them. LoRA: the adapters of one layer."""
-    per_param = grads_full_bytes / max(trainable, 1)
+    them. LoRA: one layer's `adapter_params` (all layers' / layers) at `grad_bytes_per_param`,
+    or the trainable embedding copies' unit (`copy_params` at `copy_grad_bytes`,
+    modules_to_save: in the root unit) if larger."""
     layers = max(counts.num_layers, 1)
     if t.method != "full":
-        return trainable / layers * per_param / num_gpus
+        return max(adapter_params / layers * grad_bytes_per_param,
+                   copy_params * copy_grad_bytes) / num_gpus
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
     root = counts.embedding + counts.lm_head + counts.final_norm
     if t.fsdp_embedding_units:
         root = max(counts.embedding, counts.lm_head)
-    return max(layer, root) * per_param / num_gpus
+    return max(layer, root) * grad_bytes_per_param / num_gpus
 
 
 #: the name of the setup term that carries the load path's reserve
@@ -1194,6 +1199,13 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             temp_groups = ([copies * c.weights] + temp_groups if c.weights != adapter.weights
                            else [temp_bytes])
             trainable += copies
+    if t.deepspeed_pipe_engine and t.precision in ("bf16", "bf16-mixed"):
+        # DeepSpeed's PipelineEngine runs bf16 under BF16_Optimizer, which accumulates every
+        # micro-batch's bf16 .grad into an fp32 buffer of all this rank's trainable parameters
+        # (microsoft/DeepSpeed@5fe9d610, v0.7.0, bf16_optimizer.py: fp32_groups_gradients_flat
+        # = zeros_like(bf16_groups_flat, dtype=float32), update_hp_grads; made at start-up,
+        # never sharded: only its master weights and moments are partitioned), 4 bytes each
+        grads_full += trainable * (held / total) * 4.0
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
     # tensor (sequence) parallelism divides every activation and the vocabulary-parallel
@@ -1293,7 +1305,15 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
         if t.zero_stage >= 3 and t.zero3_engine == "fsdp" and t.fsdp_api == "fsdp2":
-            bucket = fsdp2_offload_grad_in_flight_bytes(counts, t, trainable, grads_full, n)
+            if t.method == "full":
+                bucket = fsdp2_offload_grad_in_flight_bytes(
+                    counts, t, state_bytes_per_param(t.precision, t.optimizer, True).grads, n)
+            else:
+                copies_n = embedding_copy_params(counts, t)
+                bucket = fsdp2_offload_grad_in_flight_bytes(
+                    counts, t, adapter_state_bytes(t).grads, n,
+                    adapter_params=trainable - copies_n, copy_params=copies_n,
+                    copy_grad_bytes=embedding_copy_state_bytes(t).grads if copies_n else 0.0)
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # the gathered working set, and what is no
             # parameter: bitsandbytes' quantisation state stays on the GPU

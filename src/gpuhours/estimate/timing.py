@@ -131,6 +131,18 @@ def check_fp8(gpu: GpuSpec) -> None:
 QLORA_VENDORS = ("NVIDIA", "AMD")
 
 
+def check_cuda_runtime_flags(t: Training, gpu: GpuSpec) -> None:
+    """Refuse the options that describe a CUDA (or ROCm) PyTorch step on another stack: a TPU's
+    XLA program or a measured CPU has no kernel launches to block (`cuda_launch_blocking`)
+    and runs no DeepSpeed PipelineEngine (`deepspeed_pipe_engine`)."""
+    for field, on in (("cuda_launch_blocking", t.cuda_launch_blocking),
+                      ("deepspeed_pipe_engine", t.deepspeed_pipe_engine)):
+        if on and gpu.stack != "torch-cuda":
+            raise FieldError((field, "gpu"), f"{field} describes a PyTorch step on CUDA or ROCm "
+                             f"(kernel launches, DeepSpeed's engine); {gpu.name} runs the "
+                             f"{gpu.stack} stack.", f"Leave {field} off on {gpu.name}.")
+
+
 def check_qlora(gpu: GpuSpec) -> None:
     """Refuse QLoRA on a device without the 4-bit bases' kernels (a TPU): the same rule by
     which fit never offers QLoRA there (remedies.py). A CPU the ledger measured is left to its
@@ -146,7 +158,7 @@ def check_qlora(gpu: GpuSpec) -> None:
 def fp8_gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     """Achieved fraction of the dense fp8 peak for fp8-mixed's GEMMs: generation x width."""
     check_fp8(gpu)
-    base = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[gpu.generation].value
+    base = A.fp8_gemm_efficiency_entry(gpu.generation, gpu.compute_capability).value
     return base * hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
 
 
@@ -306,6 +318,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     `efficiency_scale` multiplies the compute efficiencies (calibration from measurements).
     """
     gpu = hw.gpu
+    check_cuda_runtime_flags(t, gpu)
     if t.method == "qlora":
         check_qlora(gpu)
     fp8 = t.precision == "fp8-mixed"
