@@ -1043,6 +1043,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         # (modeling_qwen.py; estimate/host.py counts that path's operators)
         kernels = "flash-attn"
         notes.append("Qwen-1's code with flash-attn: fused rotary and RMSNorm")
+    attention, attention_note = _swift_no_flash(r, source, model)
+    notes.append(attention_note)
     accum = _int(r["grad_accum"])
     if accum is None:
         accum = 1
@@ -1194,7 +1196,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             offload=offload or "none", deepspeed_reduce_bucket=buckets,
             held_logits=held_output.pop("held_logits", held), **held_output,
             deepspeed_overlap_comm=True if buckets else None,
-            kernels=kernels, zero3_engine=engine, load_path=load_path,
+            kernels=kernels, zero3_engine=engine, load_path=load_path, **attention,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
             fsdp_adapter_units=adapter_units, fsdp_api=fsdp_api,
             fsdp_embedding_units=embedding_units, **lengths, **opt,
@@ -1382,6 +1384,28 @@ def _compiled(r: dict[str, str]) -> bool:
     notes = r["notes"]
     return ("compile=True" in notes or "torch.compile enabled" in notes
             or "torch_compile=True" in notes)
+
+
+def _swift_no_flash(r: dict[str, str], source: str, model: str
+                    ) -> tuple[dict[str, Any], str]:
+    """(Training fields, note) of an ms-swift row run with flash_attn=False (the Batch Size
+    table's "Use Flash Attn & Gradient Checkpointing" section): swift passes use_flash_attn to
+    Qwen-1's config (swift/llm/utils/model.py @ ec63f250 get_model_tokenizer_qwen:
+    model_config.use_flash_attn = use_flash_attn), and Qwen-1's attention then calls torch's
+    scaled_dot_product_attention with its additive mask expanded to S x S (modeling_qwen.py of
+    Dec 2023, as ms-swift @ cb89d9191 carries it: QWenAttention.forward, `not
+    self.use_cache_quantization and SUPPORT_TORCH2`). The rows ran torch 2.1.1, whose flash
+    kernel takes no mask: the math fallback keeps softmax's output in bf16, the
+    memory-efficient kernel the mask expanded to every head and padded to 16 columns
+    (attention.cpp preprocess_mask / pad_bias): 2 bytes per score either way
+    (Training.eager_attention sdpa-mask)."""
+    if (source != "ms-swift" or "flash_attn=False" not in r["notes"]
+            or resolve_model(model)[0].model_type != "qwen"):
+        return {}, ""
+    return ({"flash_attention": False, "eager_attention": "sdpa-mask"},
+            "flash_attn=False: Qwen-1's SDPA call with its additive mask on torch 2.1.1 "
+            "(no flash kernel takes a mask): the scores kept once in bf16 per layer "
+            "(eager_attention sdpa-mask)")
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):
