@@ -194,8 +194,8 @@ GpuOpt = Annotated[str | None, typer.Option(
 MethodOpt = Annotated[str, typer.Option(help="full, lora or qlora.")]
 RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
 TargetsOpt = Annotated[str, typer.Option(
-    help="LoRA targets: all-linear, attention, qv (peft's default for llama), or mlp "
-         "(gate, up and down projections).")]
+    help="LoRA targets: all-linear, attention, qkv (q, k and v, no o), qv (peft's default "
+         "for llama), or mlp (gate, up and down projections).")]
 PrecOpt = Annotated[str, typer.Option(
     help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
          "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "

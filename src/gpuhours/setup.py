@@ -50,9 +50,11 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: 2.1 cut them to one: pytorch#104898; estimate/adamw_temporaries.py)
 OptimizerImpl = Literal["foreach", "foreach-2.0", "fused", "per-parameter"]
 #: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
-#: qv: q and v only (peft's default for llama); mlp: the dense MLP's gate, up and down
-#: projections only (peft target_modules gate_proj, up_proj, down_proj; estimate/lora_mlp.py)
-LoraTargets = Literal["all-linear", "attention", "qv", "mlp"]
+#: qkv: q, k and v without o (ms-swift's defaults: Qwen-1's fused c_attn, LoRATM.llama2's
+#: q_proj, k_proj, v_proj); qv: q and v only (peft's default for llama); mlp: the dense MLP's
+#: gate, up and down projections only (peft target_modules gate_proj, up_proj, down_proj;
+#: estimate/lora_mlp.py)
+LoraTargets = Literal["all-linear", "attention", "qkv", "qv", "mlp"]
 #: ZeRO stage over the data-parallel GPUs: 0 = plain DDP; 3 = ZeRO-3 / FSDP full shard
 ZeroStage = Literal[0, 1, 2, 3]
 #: how the loss is computed from the last hidden states (estimate/memory.py logits_bytes):
@@ -1580,6 +1582,8 @@ def lora_target_modules(targets: str) -> str | list[str]:
         return "all-linear"
     if targets == "attention":
         return ["q_proj", "k_proj", "v_proj", "o_proj"]
+    if targets == "qkv":
+        return ["q_proj", "k_proj", "v_proj"]
     if targets == "mlp":
         return ["gate_proj", "up_proj", "down_proj"]
     return ["q_proj", "v_proj"]

@@ -516,7 +516,7 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
         extra = f"targets lack {missing.pop()}_proj: modelled as all-linear (one adapter more)"
         return "all-linear", "; ".join(x for x in (note, extra) if x), None
     if names == {"q", "k", "v"}:
-        return "attention", "targets q,k,v: modelled as q,k,v,o (one adapter more)", None
+        return "qkv", note, None
     return None, "", f"LoRA targets not expressible ({head})"
 
 

@@ -197,6 +197,7 @@ class ActivationBytes:
 LORA_ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
+    "qkv": frozenset({"q", "k", "v"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
     "mlp": frozenset({"gate", "up", "down"}),
 }
