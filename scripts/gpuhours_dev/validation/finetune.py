@@ -834,7 +834,14 @@ UNSLOTH_STACKS: dict[str, str] = {
         "lora_dropout_p default 0.05, so Unsloth (4a885399) patches no LoRA group (fast "
         "patching needs dropout 0): peft's adapters in Unsloth's layer; tuner_params '' are "
         "ms-swift's defaults, rank 8 on DEFAULT targets, q/k/v for llama (4.7186M trainable "
-        "parameters = 32 x 8 x 18,432)"),
+        "parameters = 32 x 8 x 18,432); tuner.json's use_loss_scale (issue 14): swift's "
+        "compute_loss pops the labels, so Unsloth's CausalLM_fast_forward (llama.py @ "
+        "4a885399) returns the bf16 logits and computes no fused loss, and swift's "
+        "compute_scaled_loss takes accelerate's fp32 copy (swift/trainers/trainers.py @ "
+        "c23b853c7): the tuners rows' hf tensors, not Unsloth's cross-entropy. Lengths vary "
+        "but are not replayed: ms-swift's token counts are Qwen's tokenizer's, and Llama 3's "
+        "run dropped 13.8% of 89,100 samples above 2048 tokens (76,839 kept) where Qwen's "
+        "dropped 1.7%"),
     "LLaMA-Factory (via Unsloth)": (
         "LLaMA-Factory 6faf9c35a (2023-12-23) requires unsloth==2023.12 and calls its "
         "get_peft_model (ef70177a): checkpointing on (use_gradient_checkpointing=True), "
@@ -856,6 +863,8 @@ def unsloth_stack(r: dict[str, str], source: str) -> tuple[dict[str, Any], str]:
                    "loss_kernel": "cut-ce" if tokens > 1024 else "unsloth-ce"}
     elif source == "ms-swift":
         fields["lora_dropout"] = 0.05
+        if "Tuners-style table" in r["notes"]:  # use_loss_scale: labels popped (see the note)
+            fields["loss_kernel"] = "hf"
         if "tuner_params ''" in r["notes"] and not r["lora_r"]:
             fields |= {"lora_rank": 8, "target_modules": "q,k,v"}
     elif source == "LLaMA-Factory (via Unsloth)":
