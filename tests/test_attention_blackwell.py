@@ -108,23 +108,26 @@ def test_blackwell_ultra_estimate_lists_its_own_assumption() -> None:
 
 def test_blackwell_ultra_entry_keeps_the_major_check() -> None:
     """The 10.3 key is the exact compute capability, and the major check comes first: a GB300
-    recorded at 12.0 keeps the GEMM share, as the RTX 5090 does."""
+    recorded at 12.0 keeps the GEMM share (of 12.x's GEMM figure, 1.04), as the RTX 5090
+    does."""
     assert A.ATTENTION_TABLE_BY_COMPUTE_CAPABILITY == {"10.3": "blackwell-ultra"}
     gpu = catalog.gpu("gb300").model_copy(update={"compute_capability": "12.0"})
     width = 1024 / (1024 + A.GEMM_HALF_WIDTH.value)
-    assert attention_efficiency(gpu, 1024, fused=True) == pytest.approx(0.70 * width * 0.35,
+    assert attention_efficiency(gpu, 1024, fused=True) == pytest.approx(1.04 * width * 0.35,
                                                                         rel=1e-12)
 
 
 @pytest.mark.parametrize("fused", [True, False])
 def test_geforce_blackwell_keeps_the_gemm_share(fused: bool) -> None:
     """The RTX 5090 (compute capability 12.0) runs neither cuDNN's sm100 kernels nor
-    FlashAttention-4: 0.35 x its GEMM efficiency, 0.70 x 1024 / (1024 + half width)."""
+    FlashAttention-4: 0.35 x its GEMM efficiency, GeForce Blackwell's 1.04 (derived from its
+    matmul microbenchmarks, assumptions.GEMM_EFFICIENCY_BY_SM_MAJOR) x 1024 / (1024 + half
+    width)."""
     gpu = catalog.gpu("rtx-5090")
     assert gpu.generation == "blackwell" and gpu.compute_capability == "12.0"
     width = 1024 / (1024 + A.GEMM_HALF_WIDTH.value)
-    expected = 0.70 * width * 0.35
-    assert gemm_efficiency(gpu, 1024) == pytest.approx(0.70 * width, rel=1e-12)
+    expected = 1.04 * width * 0.35
+    assert gemm_efficiency(gpu, 1024) == pytest.approx(1.04 * width, rel=1e-12)
     assert attention_efficiency(gpu, 1024, fused=fused) == pytest.approx(expected, rel=1e-12)
 
 

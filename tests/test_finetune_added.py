@@ -63,6 +63,22 @@ def test_h200_row_maps_to_the_scripts_setup(rows):
     assert why == "" and measured == pytest.approx(300_000 / 4)
 
 
+def test_flash_attention_3_runs_the_fused_kernels_where_the_script_asks_for_it(rows):
+    # h100.sh and h200.sh @ 9d56463 pass --attn_implementation flash_attention_3 (FA3's Hopper
+    # kernels: fused_attention); l40s.sh passes none (train.py's default flash_attention_2), nor
+    # does how-fast-5090's train.py (attn_implementation='flash_attention_2')
+    fused = {n: F.map_row(n, rows[n - 1]).training.fused_attention  # type: ignore[union-attr]
+             for n in (518, 519, 520, 521, 522)}
+    assert fused == {518: False, 519: False, 520: True, 521: True, 522: False}
+    assert "flash_attention_3" in F.map_row(520, rows[520 - 1]).setup
+    # on Hopper the fused entry (0.43 of peak) replaces SDPA's FlashAttention-2 (0.25)
+    from gpuhours.estimate.timing import attention_efficiency
+
+    h100 = catalog.gpu("h100-sxm")
+    assert attention_efficiency(h100, 1024, fused=True) == pytest.approx(0.43)
+    assert attention_efficiency(h100, 1024, fused=False) == pytest.approx(0.25)
+
+
 def test_h100_sxm_row_is_one_epoch_over_its_minutes(rows):
     # how-fast-5090 (@ 0c7398b): 13,298 rows x 4,096 tokens = 54,468,608 tokens in one epoch,
     # 47 min on the H100 SXM: 54,468,608 / 2,820 s = 19,315.1 tokens/s; h100.sh: batch 20,

@@ -106,7 +106,7 @@ def test_no_gathers_is_said_of_one_gpu_only() -> None:
 def test_qwens_unstated_figure_is_the_estimates_device_total(rows) -> None:
     """Qwen's 'memory (GB)' is compared with what `estimate` calls the device total (tensors,
     the allocator reserve and the CUDA context assumption), with no part set from Qwen's rows;
-    torchtune's unstated figure keeps the reserved comparison."""
+    torchtune's unstated figure is read as its recipes' active peak (allocated)."""
     from gpuhours_dev.validation.finetune import _predicted_memory
 
     m = map_row(101, rows[100])  # Qwen-1.8B LoRA at 256 tokens
@@ -124,8 +124,8 @@ def test_qwens_unstated_figure_is_the_estimates_device_total(rows) -> None:
     assert stack is not None and stack.distributed == "none"
     assert _predicted_memory(fig.kind, m.training, 1, m.gpu, stack=stack) == pytest.approx(
         mem.tensors_bytes + mem.allocator_reserve_bytes + 0.5 * 2**30)
-    other = memory_figure(rows[323])  # torchtune's README table (#324)
-    assert other is not None and other.kind == "unstated"
+    other = memory_figure(rows[323])  # torchtune's README table (#324): its recipes' active peak
+    assert other is not None and other.kind == "allocated"
 
 
 def test_qwen_deepspeed_rows_run_a_one_rank_nccl_group(rows) -> None:

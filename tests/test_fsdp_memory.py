@@ -140,3 +140,24 @@ def test_unit_gradients_are_counted_beside_a_layer_backward_not_at_the_loss():
     assert "logits_bytes" in parts or "lm_head_backward_bytes" in parts
     assert "gathered_gradients_bytes" not in parts
     assert sum(parts.values()) == pytest.approx(m.tensors_bytes)
+
+
+def test_fsdp2_cpu_offload_keeps_one_units_reduced_shard_on_the_gpu():
+    """FSDP2 drops each unit's reduce-scattered shard once its copy to the host is issued
+    (_fsdp_collectives.py foreach_reduce); FSDP1 keeps every unit's `_saved_grad_shard` until
+    the end of backward, bounded here as DeepSpeed's reduce bucket (5e8 elements). Llama 3 70B,
+    full, pure bf16, 8 GPUs, the embedding and head units of their own (torchtune's
+    70B_full.yaml): the largest unit is the head, 128,256 x 8,192 parameters."""
+    kw = dict(model="llama-3-70b", precision="bf16", zero_stage=3, offload="optimizer+params",
+              checkpointing=True, fsdp_embedding_units=True)
+    two = training_memory(Training(**kw, fsdp_api="fsdp2").arch,
+                          Training(**kw, fsdp_api="fsdp2"), 8)
+    head = 128256 * 8192
+    assert two.gradients_bytes == pytest.approx(head * 2 / 8)       # 262,668,288 bytes
+    one = training_memory(Training(**kw).arch, Training(**kw), 8)   # fsdp1, the default
+    assert one.gradients_bytes == pytest.approx(5e8 * 2)
+    # without its own units the root (embedding + head + final norm) is the largest unit
+    root = 2 * head + 8192
+    kw["fsdp_embedding_units"] = False
+    t = Training(**kw, fsdp_api="fsdp2")
+    assert training_memory(t.arch, t, 8).gradients_bytes == pytest.approx(root * 2 / 8)

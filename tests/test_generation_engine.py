@@ -105,6 +105,26 @@ def test_host_step_does_not_scale_with_the_model() -> None:
     assert large.host_step_s < large.decode_step_s_first / 4
 
 
+def test_grace_host_takes_its_ratio_of_the_engine_step() -> None:
+    """A GB200's host is a Grace CPU: the catalog's host_op_time_ratio 2.75 (TransformerEngine
+    issue #2053: a torch Linear forward's CPU time 37.08 us on GB200, 13.48 us on an H100
+    DGX's Xeon) multiplies vLLM's host step, 2.3 ms -> 6.325 ms, and nothing of the GPU's own
+    time; an x86-hosted part (h100-sxm, no ratio) keeps the fitted 2.3 ms."""
+    grace = catalog.gpu("gb200")
+    assert grace.host_op_time_ratio == 2.75
+    x86 = grace.model_copy(update={"host_op_time_ratio": None, "host_op_time_source": ""})
+    g = gen(model="llama-3.1-8b", prompt_tokens=128, output_tokens=1024, batch=64)
+    on_grace, on_x86 = estimate_generation(g, grace), estimate_generation(g, x86)
+    assert on_x86.host_step_s == pytest.approx(2.3e-3)
+    assert on_grace.host_step_s == pytest.approx(2.3e-3 * 2.75)
+    # the decode step differs by the host's extra 1.75 x 2.3 ms only (CUDA graphs: no launches)
+    assert on_grace.decode_step_s_first - on_x86.decode_step_s_first == pytest.approx(
+        1.75 * 2.3e-3)
+    assert "x 2.75 for gb200's host CPU" in on_grace.figures()["host_step_s"].source
+    h100 = estimate_generation(g, catalog.gpu("h100-sxm"))
+    assert h100.host_step_s == pytest.approx(2.3e-3)
+
+
 def test_decode_step_at_batch_one_by_hand() -> None:
     arch, _ = resolve_model("qwen2.5-7b")
     gpu = catalog.gpu("a100-80gb")

@@ -15,6 +15,7 @@ from gpuhours.estimate import timing as T
 from gpuhours_dev.validation.matmul_rate import (
     DATA,
     derived_ada_efficiency,
+    derived_geforce_blackwell_efficiency,
     product_rule,
     rate_shares,
     scale,
@@ -86,6 +87,21 @@ def test_adas_efficiency_is_the_one_derived_from_the_microbenchmarks():
     # refitted 0.70 -> 0.71 on 2026-11-24 with its attention rates corrected: Ada 0.77 -> 0.78)
     assert derived_ada_efficiency(shares) == pytest.approx(0.7787, abs=5e-4)
     assert A.GEMM_EFFICIENCY_BY_GENERATION["ada"].value == round(derived_ada_efficiency(shares), 2)
+
+
+def test_geforce_blackwells_efficiency_is_the_one_derived_from_the_microbenchmarks():
+    shares = rate_shares()
+    # by hand from the data file: six RTX 5090 entries, 178.86, 221.65, 236.03, 236.99, 240.05,
+    # 242.18 TFLOPS: median (236.03 + 236.99) / 2 = 236.51 of the catalog's 209.5 = 1.1289; the
+    # B200 (10.0) is not a 12.x product and does not count; x the training share 0.9168 = 1.0350
+    assert shares["rtx-5090"].r == pytest.approx(236.51 / 209.5)
+    assert derived_geforce_blackwell_efficiency(shares) == pytest.approx(1.0350, abs=5e-4)
+    entry = A.GEMM_EFFICIENCY_BY_SM_MAJOR[("blackwell", 12)]
+    assert entry.value == round(derived_geforce_blackwell_efficiency(shares), 2)
+    # the RTX 5090 takes it; the data-centre parts keep the generation's assumption
+    width = 4096 / (4096 + 128)
+    assert T.gemm_efficiency(catalog.gpu("rtx-5090"), 4096) == pytest.approx(1.04 * width)
+    assert T.gemm_efficiency(catalog.gpu("b200"), 4096) == pytest.approx(0.70 * width)
 
 
 def test_the_rule_is_a_what_if_that_leaves_the_estimate_as_it_was():

@@ -116,8 +116,8 @@ def test_eager_pieces_host_operators_by_hand() -> None:
 
 def test_eager_pieces_host_operators_counted() -> None:
     """count_ops (gpuhours.torchkit.ops: operators that launch device work, backward included)
-    on the same restated code as the byte counts: the rotary on one tensor 12 + 7, the clamp
-    3 + 9, the fc2 bias over 4 local experts 4 x 2 + 1 and 4 x 4 + 2."""
+    on the same restated code as the byte counts, forward and backward apart: the rotary on one
+    tensor 12 + 7, the clamp 3 + 9, the fc2 bias over 4 local experts 4 x 2 + 1 and 4 x 4 + 2."""
     torch = pytest.importorskip("torch")
     from gpuhours.estimate.host import (
         MEGATRON_CLAMP_OPS,
@@ -131,33 +131,44 @@ def test_eager_pieces_host_operators_counted() -> None:
     freqs = torch.randn(s, 1, 1, d)
     q = torch.randn(s, 1, 2, d, dtype=torch.bfloat16, requires_grad=True)
 
-    def rope() -> None:
+    def rope() -> object:
         t, t_pass = q[..., :d], q[..., d:]
         cos_ = (torch.cos(freqs) * 1.3466).to(t.dtype)
         sin_ = (torch.sin(freqs) * 1.3466).to(t.dtype)
         x1, x2 = torch.chunk(t, 2, dim=-1)
-        out = torch.cat(((t * cos_) + (torch.cat((-x2, x1), dim=-1) * sin_), t_pass), dim=-1)
-        torch.autograd.grad(out, q, torch.ones_like(out))
+        return torch.cat(((t * cos_) + (torch.cat((-x2, x1), dim=-1) * sin_), t_pass), dim=-1)
 
     y = torch.randn(s, 2 * d, dtype=torch.bfloat16, requires_grad=True)
 
-    def clamp() -> None:
+    def clamp() -> object:
         gate, linear = y.chunk(2, -1)
-        z = torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
-        torch.autograd.grad(z, y, torch.ones_like(z))
+        return torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
 
     t = torch.randn(s, d, dtype=torch.bfloat16, requires_grad=True)
     biases = [torch.randn(d, dtype=torch.bfloat16, requires_grad=True) for _ in range(experts)]
     probs = torch.rand(s, 1, dtype=torch.bfloat16, requires_grad=True)
     splits = [s // experts] * experts
 
-    def bias() -> None:
+    def bias() -> object:
         out = torch.cat([ti + b * pi for ti, b, pi in zip(
             torch.split(t, splits), biases, torch.split(probs, splits), strict=True)])
-        torch.autograd.grad(out.to(t.dtype), [t, *biases, probs], torch.ones_like(out))
+        return out.to(t.dtype)
 
-    # each step's own ones_like for the incoming gradient is one operator more
-    assert sum(count_ops(rope).values()) - 1 == sum(MEGATRON_EAGER_ROPE_OPS) / 2 + 2
-    assert sum(count_ops(clamp).values()) - 1 == sum(MEGATRON_CLAMP_OPS)
-    assert sum(count_ops(bias).values()) - 1 == (
-        experts * sum(MEGATRON_FC2_BIAS_OPS_PER_EXPERT) + sum(MEGATRON_FC2_BIAS_OPS_PER_LAYER))
+    def forward_backward(forward, inputs) -> tuple[int, int]:
+        held: list = []
+        n_forward = sum(count_ops(lambda: held.append(forward())).values())
+        out = held[0]
+        n_backward = sum(count_ops(lambda: torch.autograd.grad(
+            out, inputs, torch.ones_like(out))).values())
+        # the backward's own ones_like for the incoming gradient is one operator more
+        return n_forward, n_backward - 1
+
+    # the rotary on one tensor: 12 forward, 7 backward (the constant counts q and k, less the
+    # one fused kernel each direction that TE would have launched)
+    fwd, bwd = forward_backward(rope, [q])
+    assert (2 * (fwd - 1), 2 * (bwd - 1)) == MEGATRON_EAGER_ROPE_OPS
+    assert forward_backward(clamp, [y]) == MEGATRON_CLAMP_OPS
+    fwd, bwd = forward_backward(bias, [t, *biases, probs])
+    assert (fwd, bwd) == (
+        experts * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[0] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[0],
+        experts * MEGATRON_FC2_BIAS_OPS_PER_EXPERT[1] + MEGATRON_FC2_BIAS_OPS_PER_LAYER[1])

@@ -72,7 +72,9 @@ OPTION_OF_FIELD: dict[str, str] = {
     "seq_len_mean": "--seq-mean", "seq_len_std": "--seq-std", "long_samples": "--long-samples",
     "document_tokens": "--document-tokens",
     "deepspeed_reduce_bucket": "--deepspeed-reduce-bucket",
-    "deepspeed_overlap_comm": "--deepspeed-overlap-comm", "kbit_upcast": "--kbit-upcast",
+    "deepspeed_overlap_comm": "--deepspeed-overlap-comm",
+    "deepspeed_pipe_engine": "--deepspeed-pipe-engine",
+    "cuda_launch_blocking": "--cuda-launch-blocking", "kbit_upcast": "--kbit-upcast",
     "offload_copies": "--offload-copies",
     "zero3_engine": "--zero3-engine", "bnb_saved_input": "--bnb-saved-input",
     "fsdp_grad_accum": "--fsdp-grad-accum", "fsdp_adapter_units": "--fsdp-adapter-units",
@@ -390,6 +392,14 @@ DsOverlapOpt = Annotated[bool | None, typer.Option(
     help="DeepSpeed overlap_comm: a second bucket buffer; with --offload below ZeRO-3 the "
     "gradients' copies to the host run beside backward (off, they add to the step). "
     "Default: DeepSpeed's, on for ZeRO-3 only.", show_default=False)]
+DsPipeEngineOpt = Annotated[bool, typer.Option(
+    "--deepspeed-pipe-engine/--no-deepspeed-pipe-engine",
+    help="DeepSpeed's PipelineEngine runs the step (GPT-NeoX, Megatron-DeepSpeed): gradients "
+    "all-reduced after the last backward, none beside compute; ZeRO 0 or 1 only.")]
+LaunchBlockingOpt = Annotated[bool, typer.Option(
+    "--cuda-launch-blocking/--no-cuda-launch-blocking",
+    help="CUDA_LAUNCH_BLOCKING=1 in the run's environment: each operator's host and GPU time "
+    "add up; no collective beside compute.")]
 OffloadCopiesOpt = Annotated[str, typer.Option(
     "--offload-copies", help="With --offload: pinned host memory; pageable-step (DeepSpeed "
     "before 0.14.1: the step's weights go up through a CPU cast in pageable memory); pageable "

@@ -417,6 +417,19 @@ class Training(_ReadsModel):
     #: (estimate/offload.py). None: DeepSpeed's own default, on for ZeRO-3 only
     #: (deepspeed_overlap_comm_of)
     deepspeed_overlap_comm: bool | None = None
+    #: DeepSpeed's PipelineEngine runs the step (GPT-NeoX at any pipe-parallel-size of 1 or more,
+    #: Megatron-DeepSpeed with pipelining): the engine turns the backward's gradient reduction
+    #: off and all-reduces every gradient after the last micro-batch's backward (its ReduceGrads
+    #: instruction), so none of it runs beside compute; with ZeRO-1 the updated weights are
+    #: all-gathered in the optimizer step (estimate/pipe_engine.py). ZeRO-2 and 3 are refused by
+    #: the engine; with bf16 it reduces BF16_Optimizer's fp32 gradients (give zero_stage 1:
+    #: that optimizer shards its state as ZeRO-1 does).
+    deepspeed_pipe_engine: bool = False
+    #: CUDA_LAUNCH_BLOCKING=1 in the run's environment (BigScience's BLOOM script sets it: "do
+    #: not remove or the training will hang"): each kernel launch returns only when the kernel
+    #: has run, so the host's issuing of each operator and the GPU's running of it add up, and
+    #: no collective runs beside compute (estimate/timing.py)
+    cuda_launch_blocking: bool = False
     #: who runs ZeRO stage 3: "fsdp" (PyTorch FSDP: hooks per wrapped unit, their host cost not
     #: counted) or "deepspeed" (DeepSpeed's stage 3 engine, which hooks every submodule and
     #: fetches and releases its parameters around each forward and backward of it: a host cost
@@ -789,6 +802,11 @@ class Training(_ReadsModel):
                              f"{self.zero3_engine}.",
                              "Use --zero 3 --zero3-engine fsdp, or leave --fsdp-embedding-units "
                              "out.")
+        if self.deepspeed_pipe_engine and self.zero_stage > 1:
+            raise FieldError(("deepspeed_pipe_engine", "zero_stage"), "DeepSpeed's "
+                             "PipelineEngine runs ZeRO stage 0 or 1 only (it asserts "
+                             f"stage < 2); zero_stage is {self.zero_stage}.",
+                             "Give zero_stage 0 or 1, or leave deepspeed_pipe_engine off.")
         if self.zero3_engine == "deepspeed" and self.zero_stage != 3:
             raise FieldError(("zero3_engine", "zero_stage"), "the DeepSpeed ZeRO-3 engine runs "
                              f"ZeRO stage 3; zero_stage is {self.zero_stage}.",
@@ -867,7 +885,9 @@ class Training(_ReadsModel):
         if self.virtual_stages > 1:
             parts.append(f"v{self.virtual_stages}")
         parts += [name for name, on in (("tp-overlap", self.tp_comm_overlap),
-                                        ("a2a-overlap", self.moe_a2a_overlap)) if on]
+                                        ("a2a-overlap", self.moe_a2a_overlap),
+                                        ("ds-pipe-engine", self.deepspeed_pipe_engine),
+                                        ("launch-blocking", self.cuda_launch_blocking)) if on]
         return " ".join(parts)
 
 

@@ -792,6 +792,12 @@ _FLCE_CALL = "LigerFusedLinearCrossEntropyLoss"
 _LIGER_PATCH = "apply_liger_kernel_to_"
 #: packed rows whose documents attend only within themselves (flash-attn varlen over cu_seq_lens)
 _VARLEN = "cu_seq_lens"
+#: a script run with transformers' attn_implementation "flash_attention_3" (Scicom small-ablation
+#: simple-throughput-multigpus h100.sh and h200.sh @ 9d56463 pass --attn_implementation
+#: flash_attention_3; install.sh installs the flash_attn_3 wheel): FlashAttention-3's Hopper
+#: kernels (warp-specialised, softmax overlapped with the matmuls), Training.fused_attention,
+#: where the same script's l40s.sh (no flag: train.py's default flash_attention_2) runs FA2
+_FA3 = "attention flash_attention_3"
 
 
 def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
@@ -817,6 +823,9 @@ def _script_notes(r: dict[str, str]) -> tuple[str | None, str]:
     if _VARLEN in r["notes"]:
         notes.append("packed rows, attention within each document (varlen): attention counted over "
                      "the whole row (an upper bound on its work)")
+    if _FA3 in r["notes"]:
+        notes.append("attn_implementation flash_attention_3: FlashAttention-3's kernels "
+                     "(fused_attention)")
     return kernel, "; ".join(notes)
 
 
@@ -1198,6 +1207,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         t = Training.model_validate(dict(
             arch=arch, model=model, method=method, precision=precision, compile=_compiled(r),
             kv_repeated=kv_repeated, activation_offload=act_offload,
+            fused_attention=_FA3 in r["notes"],
             liger_kernels="classes" if _LIGER_PATCH in r["notes"] else "none",
             micro_batch=micro_batch, seq_len=seq,
             grad_accum=accum, checkpointing=ckpt, zero_stage=stage, loss_kernel=loss_kernel,
@@ -1795,6 +1805,22 @@ class MemoryFigure:
 #: offset would make the comparison come out, not the estimate users get
 _QWEN = "QwenLM/Qwen README.md"
 
+#: torchtune's README table "Memory and training speed" (added 30b8519e8, 2024-09-24) heads its
+#: column "Peak Memory per GPU" without saying which of the three figures its recipes log
+#: (training/memory.py get_memory_stats at 30b8519e8: peak_memory_active, from
+#: memory_stats()["active_bytes.all.peak"], peak_memory_alloc and peak_memory_reserved; all
+#: three in GiB). Read as the active peak, torch's allocated bytes plus blocks freed but still
+#: awaiting a stream (estimate: allocated), for two reasons from the source, none fitted:
+#: (1) the project's next table in the same README (1814feb17, "Optimization flags")
+#: heads the same kind of column "Peak Memory Active (GiB)"; (2) two of its rows sit at or below
+#: the tensors their stated setup must hold at the loss, so no allocator reserve can be on top:
+#: #326 (QLoRA, 7.4 GiB) against the NF4 base (5.35), the 32 checkpointed layer inputs (32 x
+#: 4096 tokens x 4096 x 2 bytes = 1.0) and the chunks' bf16 logits (4096 x 128,256 x 2 bytes =
+#: 0.98), 7.33 GiB; #324 (LoRA, 16.2) against 14.96 + 1.0 + 0.98 = 16.94, below even that (so
+#: that row departs from its stated setup whichever figure it is). The earlier table of Feb 2024
+#: (e802c057d) said "GPU peak memory reserved"; it is another table, by others, of other runs
+_TORCHTUNE_SPEED_TABLE = "pytorch/torchtune README.md 'Memory and training speed'"
+
 
 def qwen_stack(t: Training) -> SoftwareStack:
     """The software Qwen's README profiled on: "we use CUDA 11.8 and Pytorch 2.0. Flash
@@ -1866,6 +1892,10 @@ def memory_figure(r: dict[str, str]) -> MemoryFigure | None:
                             f"type not stated; compared as a device-level reading (reserved + "
                             f"the stack's overhead outside the allocator, estimate/"
                             f"device_overhead.py), {unit_name}")
+    if r["source"].startswith(_TORCHTUNE_SPEED_TABLE) and "README does not say which" in note:
+        return MemoryFigure(value_bytes, "allocated",
+                            f"not stated; read as torchtune's peak_memory_active (the active "
+                            f"peak, compared with allocated: _TORCHTUNE_SPEED_TABLE), {unit_name}")
     value = r["peak_mem_alloc_gb"] or r["peak_mem_reserved_gb"]
     unit = GIB if unit_name == "GiB" else GB
     if r["peak_mem_alloc_gb"]:

@@ -104,6 +104,21 @@ def derived_ada_efficiency(shares: dict[str, RateShare]) -> float:
     return ada_median_r(shares) * training_share_of_microbench(shares)
 
 
+def geforce_blackwell_median_r(shares: dict[str, RateShare]) -> float:
+    """Median over the Blackwell products of compute capability 12.x (GeForce RTX 50) of their
+    r; the RTX 5090 is the one measured."""
+    return statistics.median(
+        s.r for s in shares.values() if s.generation == "blackwell"
+        and (catalog.gpu(s.gpu).compute_capability or "").split(".")[0] == "12")
+
+
+def derived_geforce_blackwell_efficiency(shares: dict[str, RateShare]) -> float:
+    """GeForce Blackwell's (12.x) GEMM efficiency from the microbenchmarks, as Ada's is derived:
+    its median product's r x the anchored generations' training share (what
+    assumptions.GEMM_EFFICIENCY_BY_SM_MAJOR[("blackwell", 12)] holds, rounded to 0.01)."""
+    return geforce_blackwell_median_r(shares) * training_share_of_microbench(shares)
+
+
 def scale(gpu: GpuSpec, shares: dict[str, RateShare]) -> float:
     """The rule's factor on the generation's efficiency: r(product) / r(reference), where Ada's
     reference is its median product; 1 where the product or its reference has no measurement."""
@@ -144,7 +159,11 @@ SECTION_INTRO = (
     "training row used: the median Ada product's r (0.849) x the share of the measured rate the "
     "two anchored generations' training GEMMs reach (the mean of 0.80 / r(A100 SXM4 80GB) and "
     "0.71 / r(H100 SXM): 0.917), `derived_ada_efficiency` (it was 0.70, an assumption resting "
-    "on no product and no row); Volta, Turing, Blackwell, CDNA and TPU figures are assumptions. "
+    "on no product and no row); **GeForce Blackwell (compute capability 12.x) 1.04** is derived "
+    "the same way from the RTX 5090's entries (r 1.129 x 0.917: above 1 because the catalog's "
+    "peak is at the rated boost clock, below what the card sustains), "
+    "`derived_geforce_blackwell_efficiency`; Volta, Turing, data-centre Blackwell (10.x), CDNA "
+    "and TPU figures are assumptions. "
     "The question (issue 14): should the figure depend on the product's own matmul rate? The "
     "evidence is every entry for a catalog GPU in a public set of user microbenchmarks (torch's "
     "square matmul, zzc0721/torch-performance-test-data; data/matmul_microbench.csv, each entry "

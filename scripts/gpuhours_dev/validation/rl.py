@@ -174,8 +174,53 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   13.48 us on an H100 DGX, the same script), so its host time an operator is taken as 2.75 x
 #   the 32 us of assumptions.HOST_S_PER_OP (the catalog's gb200 host_op_time_ratio; the H100 VM host of that
 #   fit taken as alike to a DGX's, an assumption). GB200 rows (CSV lines 8-11) -47/-41/-39/-50%
-#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s). vLLM's own host
-#   work on Grace is not modelled (the rollouts run CUDA graphs).
+#   -> -41/-26/-32/-37% (updates 14.3/29.6/70.7/70.9 -> 18.8/38.5/94.4/94.5 s);
+# - vLLM's engine step on the same Grace host (issue 13, 2026-11-25; estimate/generation.py
+#   host_cpu_ratio): the rollouts' CUDA graphs remove the launches, not the engine's own host
+#   work per decode step, DECODE_HOST_STEP_S["vllm"] 2.3 ms (fitted on x86 A100 rows), serial
+#   with the GPU: vLLM 0.11.2 (NeMo-RL v0.5's pin, pyproject.toml @108bffda) runs V1's
+#   scheduler, input preparation, sampler and the sampled tokens' .tolist() between steps
+#   (in the worker's own process: VLLM_ENABLE_V1_MULTIPROCESSING=0, vllm_worker.py)
+#   unless async_scheduling is set (off by default until vLLM 0.14.0, whose release notes list
+#   "Async scheduling is now enabled by default", vllm#27614; 0.11.1's said it was expected
+#   "in the next release"), and neither grpo_math_1B.yaml nor vllm_worker.py sets it
+#   (git grep async_scheduling @108bffda: none). That work is Python and PyTorch dispatch on
+#   one core, the kind TE #2053 timed, so it takes the catalog's 2.75: 6.3 ms a step on GB200,
+#   an assumption (no vLLM step timed on a Grace host read). GB200 rows (CSV lines 8-11)
+#   -41/-26/-32/-37% -> -23/-13/-25/-37% (rollouts 28.0/41.6/126.7/87.2 ->
+#   43.9/61.5/152.8/103.3 s; line 11 stays update-led). No other row moves (no other RL row
+#   is on a Grace host; no generation row is on GB200/GB300). Held out 18 -> 20 of 31 within
+#   25%; the stated-mean rows 6 -> 8 of 10.
+# Checked for the GB200 rows and not the gap (issue 13, 2026-11-25):
+# - the catalog's gb200 figures: 2,500 dense bf16 TFLOPS, 8 TB/s, 186 GB a GPU, as NVIDIA's
+#   GB200 NVL72 page gives them per GPU (bf16 5 PFLOPS with sparsity, 186 GB HBM3e, 8 TB/s;
+#   shared/reference/gpu_specs.yaml) and ml-engineering's table agrees;
+# - the Blackwell bf16 GEMM rate (gemm_efficiency.blackwell 0.70, an assumption): TE #2053
+#   also gives the GPU time of its Linear, 41.79 us on GB200 for 68.7 GFLOP = 1,644 TFLOPS,
+#   where the estimate takes 2,500 x 0.70 x 2,048 / 2,176 = 1,647 (H100: 687 measured, 661
+#   estimated; tests/test_gemm_rate_grace.py). GB200 over H100 per GEMM: 2.39x measured,
+#   2.49x estimated. Megatron-Bridge's Blackwell rows are all fp8/MXFP8 among the dense
+#   ones (median +1%), so no bf16 training row checks it end to end;
+# - vLLM on sm100: 0.11's cuda.py picks FlashInfer with the HND KV layout for compute
+#   capability 10.0, with full decode CUDA graphs (enforce_eager False in every NeMo-RL
+#   recipe): the decode is costed as bandwidth-bound graph replays either way;
+# - what is left: the 32B one-step-off (CSV line 11) -37%, update-led at 132 s (update 94.5 s,
+#   two log-prob passes 18.9 s each) for 210 measured, where its H100 twin (line 6) is -11%;
+#   per training GPU the page's steps give GB200 1.9x an H100 (210 s x 16 against 200 s x
+#   32), the estimate 2.6x. The colocated 32B (line 10) -25%. Not found: the refit's
+#   per-tensor host work (Megatron-Bridge's export and vLLM's load_weights, Python on the
+#   Grace host; the estimate moves the bytes only), and vLLM's host work per running sequence
+#   (decode_host_per_sequence_s.vllm is 0; NeMo-RL asks for each token's logprob,
+#   vllm_worker.py logprobs=0, which V1 turns into Python objects per sequence a step, and
+#   runs the engine core in its own process's thread, VLLM_ENABLE_V1_MULTIPROCESSING=0 in
+#   vllm_worker.py @108bffda, so the output processor's per-sequence work, incremental
+#   detokenisation and logprobs, runs between the steps too): the likeliest remaining cost,
+#   larger on Grace and at the GB200 rows' 256 sequences an engine, but no V1 figure per
+#   sequence was found to set it from.
+#   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
+#   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
+#   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
+#   0.11.2 source was not read here, so the phase's 256 stands.
 # Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
 # operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
 # torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
@@ -275,7 +320,8 @@ def _nemo_assumed(row: int, checkpointing: bool) -> str:
                  "false; the recipe leaves it)")
     nvl72 = ("; the job's GPUs in one NVLink domain (GB200-NVL72; which trays of which rack not "
              "stated); the Grace host 2.75x the H100 host's time an operator (88 us: torch "
-             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053)"
+             "Linear's CPU time on GB200 over an H100 DGX's, TransformerEngine issue #2053), "
+             "vLLM's engine step too (2.3 -> 6.3 ms a decode step)"
              if rows()[row]["gpu"].startswith("GB200") else "")
     return (f"prompt {prompt} tokens (the page's tokens/s/GPU x step x GPUs / 2,048 sequences, "
             f"less the mean response); the table's 'G-Average Seq len' taken as the mean "
@@ -336,6 +382,69 @@ VERL_7B_MEAN = 1_696
 _VERL_MEAN_FITTED = (_VERL_PROMPT + f"; mean response {VERL_7B_MEAN:,} tokens FITTED on rows 12 "
                      "and 14 (the mean at which their old-log-prob pass takes its measured "
                      "time; the README states none)")
+# The fully-async (streamed) runs' mean response, FITTED apart (`verl_7b_streamed_mean_fit`,
+# tuned row 17, CSV line; issue 13): the mean at which the estimate's policy update of the
+# 64 + 64 run takes its measured 113.16 s. Rows 15, 16 and 42 (the 16 + 16 and 32 + 32 runs and
+# the staleness-0 pipeline) are held out. Why the streamed runs get their own mean, read from
+# volcengine/verl at b25bb7d4 (2025-10-17, the recipe's first commit, recipe/fully_async_policy/;
+# the table's rows were published at 85d5b2ee and 6f0b21c5, whose code diffs leave the lines
+# read here as they were): their trainer trains what the synchronous step trains, 512
+# prompts x n 16 a README step (fully_async_trainer.py: `required_samples` =
+# ppo_mini_batch_size 32 x require_batches 4 prompts a local update,
+# `trigger_parameter_sync_step` 4 local updates a parameter sync, the
+# timers summed over them, detach_utils.py MetricsAggregator "time_sum"; rollouter
+# `total_train_steps` = 512 x 400 / (128 x 4) = 400), with no group filtering
+# (ray_trainer.py `_process_batch_common` has none), nothing dropped (message_queue.py drops only
+# when its queue is full, counted as dropped_samples), rollout log-probs as the old ones, and
+# the actor's update (dp_actor.py `update_policy`: recompute, use_remove_padding, dynamic
+# batches) the same code as the synchronous worker's. So only the tokens a sequence can differ,
+# and the README says they do: "the number of samples issued each time in streaming affects the
+# response length during training, which in turn affects training time" (its require_batches
+# ablation on these 64 trainer GPUs: update 181.1 / 128.1 / 95.1 s for 1 / 2 / 4). At the
+# synchronous mean, row 15's update would need more than the H20's whole peak
+# (`update_bound_sequence_tokens`). The three streamed updates lie on one line a + b/GPUs
+# (`streamed_update_line`: rows 15 and 17 give a = 61 s, the estimate's driver transfer being
+# 45 s of it, and row 16 lies within 6% of the line), so what differs from the synchronous runs
+# is the work per GPU, the tokens, not a fixed cost.
+# Note for docs/rl.md (issue 13, the fully-async 7B rows, 2026-11-25; replaces the claims that
+# rows 15 and 16 stay 2x off and that a mean fitted on an async row would test nothing):
+# - What a README step is, read at the code the table was published with (b25bb7d4, the
+#   recipe's first commit; 85d5b2ee and 6f0b21c5 add the rows and change none of the code
+#   read here): the trainer's "step" and "update_actor" are each summed over the 4 local updates of
+#   one parameter sync (MetricsAggregator "time_sum" for every timing_s/ key, logged at the
+#   sync, the x-axis the parameter version), each local update 128 prompts x 16; the totals
+#   agree (row 15: 1d 9h 26m / 400 = 301 s for its 294.8 s step; per local update it would
+#   be 4 x 294.8 x 400 s, 5.5 days). Not a mini-batch, not one local update.
+# - Partial rollout: the streamed rows' rollouts are hidden behind the trainer in the
+#   estimate at either mean (190 / 95 / 48 s of production at 1,696 tokens; 74 / 37 / 19 s at
+#   560), so the tail it cuts enters no prediction; row 42 (staleness 0, the README's mode b)
+#   runs without it, and its step is still set by the longest response at the 28,672-token cap
+#   (192 s alone of its 256 s of rollouts).
+# - Length statistics: none published. The README (EN and ZH at df340d70 and at the table's
+#   first versions), docs/advance/fully_async.md and the recipe's history give none; the
+#   README links W&B projects, which are not stored here.
+# - The figures: at the synchronous mean (1,696 tokens) rows 15 / 16 / 17 / 42 were +132 /
+#   +103 / +55 / +62%; at the streamed mean (560, fitted on row 17's update) +10 / +8 / -4
+#   (tuned) / +23%: the held-out updates 293.1 / 173.1 s for 269.8 / 157.0 measured, row 42's
+#   113.3 s for 98.8. Held out 20 of 31 -> 23 of 30 within 25%, 2 -> 0 off by more than 2x;
+#   no other row moves. What the held-out rows test: the update's scaling with the trainer's
+#   GPUs (16 / 32 / 64) and its fixed part (the driver's transfer), the intake, and the
+#   staleness-0 pipeline's composition; not the lengths themselves, which are one fitted input
+#   for the four streamed runs, as 1,696 is for the three synchronous ones. The runs' own
+#   updates imply 480 / 456 / 560 / 368 tokens (update_implied_mean_report): one figure
+#   holds them within 25% of their steps.
+# - Still off: row 13 (the 64-GPU synchronous run, +64%: its rollouts 323 s for 151 measured,
+#   the 28,672-token longest response alone 192 s; its update 203 s for 133; its old-log-prob
+#   pass on its siblings' line, 71.8 s for 70.3), and the tuned row 14 (+27%), both with the
+#   synchronous mean; the longest response's decode step (6.7 ms at TP 4 on the H20: the
+#   SGLang-fitted bandwidth and vLLM V0's host step) is the part a measured vLLM V1 decode on
+#   an H20 would settle.
+VERL_7B_STREAMED_MEAN = 560
+_VERL_STREAMED_MEAN_FITTED = (
+    _VERL_PROMPT + f"; mean response {VERL_7B_STREAMED_MEAN:,} tokens FITTED on row 17's update "
+    "(the fully-async runs' mean: the README states none and says the streaming changes the "
+    "response length; the synchronous runs' fitted 1,696 cannot fit row 15's update at the "
+    "H20's peak)")
 # the scripts' actor_ppo_max_token_len: 2 x (max prompt + max response) = 61,440 tokens per GPU;
 # train_prompt_mini_bsz 32 of the 512 prompts: 16 mini-batches (optimizer steps) a step, each
 # packed apart (verl@df340d70 fsdp_workers.py normalises ppo_mini_batch_size x rollout.n over
@@ -366,10 +475,13 @@ _VERL_LOGPROBS_ASSUMED = ("; the actor's log-probs as verl's dp_actor takes them
                           "installed, not stated)")
 _VERL_7B_SETTINGS = {"model": "qwen2.5-7b", "method": "full", "checkpointing": True,
                      "zero_stage": 3, "cp": 4, **_VERL_LOGPROBS}
-_VERL_7B_ASSUMED = (_VERL_MEAN_FITTED + "; Qwen2.5-Math-7B as qwen2.5-7b (the same shape; "
-                    "Math-7B's own config has 4,096 positions, the run's 28K responses a longer "
-                    "window, how it was set not stated); Ulysses SP 4 as cp 4 (its all-to-alls "
-                    "costed as cp's KV ring); FSDP2 as ZeRO-3" + _VERL_LOGPROBS_ASSUMED)
+_VERL_7B_SHAPE_ASSUMED = ("; Qwen2.5-Math-7B as qwen2.5-7b (the same shape; "
+                          "Math-7B's own config has 4,096 positions, the run's 28K responses a "
+                          "longer window, how it was set not stated); Ulysses SP 4 as cp 4 (its "
+                          "all-to-alls costed as cp's KV ring); FSDP2 as ZeRO-3"
+                          + _VERL_LOGPROBS_ASSUMED)
+_VERL_7B_ASSUMED = _VERL_MEAN_FITTED + _VERL_7B_SHAPE_ASSUMED
+_VERL_7B_STREAMED_ASSUMED = _VERL_STREAMED_MEAN_FITTED + _VERL_7B_SHAPE_ASSUMED
 # the 30B script's actor_ppo_max_token_len: max prompt + max response = 10,240 tokens per GPU;
 # its vLLM runs without CUDA graphs: actor_rollout_ref.rollout.enforce_eager=True
 # (verl/experimental/fully_async_policy/shell/grpo_30b_a3b_base_math_megatron_96_32.sh
@@ -438,7 +550,8 @@ _VERL_ASYNC = {"placement": "dedicated", "async_rollout": True, "partial_rollout
 # set_max_required_samples: max_concurrent_samples = servers x 16, capped by max_required_samples,
 # which is larger in every row here), each with its n = 16 responses: 256 sequences an engine
 _VERL_IN_FLIGHT = {"rollout_batch": 16 * 16}
-_VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_utilisation": 0.8}
+_VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_utilisation": 0.8,
+                  "response_tokens": VERL_7B_STREAMED_MEAN}
 # staleness 0 (the README's "stream off policy pipeline", its 128-card mode table): no stream
 # across syncs (the rollouter issues one sync's 512 prompts per parameter version and waits for
 # the sync), so each sync waits for its longest response; the trainer's 4 local updates of 128
@@ -449,7 +562,7 @@ _VERL_7B_ASYNC = {**_VERL_7B, **_VERL_ASYNC, **_VERL_IN_FLIGHT, "rollout_memory_
 # as blocking calls)
 _VERL_7B_PIPELINE = {**_VERL_7B, "rollout_max_num_seqs": 16 * 16, "placement": "dedicated",
                      "old_logprob_pass": False, "rollout_memory_utilisation": 0.8,
-                     "updates_per_sync": 4}
+                     "updates_per_sync": 4, "response_tokens": VERL_7B_STREAMED_MEAN}
 _VERL_ASYNC_ASSUMED = ("; the README's staleness 0.5 (its 7B scripts at df340d70 say 0.1): any "
                        "value above 0 lets the engines run on while the trainer trains; the KV "
                        "cache of a stream taken at prompt + mean response a sequence")
@@ -671,13 +784,13 @@ CASES = [
     Case(16, "h20", _VERL_30B, {**_VERL_30B_SETTINGS, "gpus": 128},
          _VERL_30B_ASSUMED + _VERL_COLOCATED_ASSUMED),
     Case(13, "h20", {**_VERL_7B_ASYNC, "rollout_gpus": 16}, {**_VERL_7B_SETTINGS, "gpus": 32},
-         _VERL_7B_ASSUMED + _VERL_ASYNC_ASSUMED),
+         _VERL_7B_STREAMED_ASSUMED + _VERL_ASYNC_ASSUMED),
     Case(14, "h20", {**_VERL_7B_ASYNC, "rollout_gpus": 32}, {**_VERL_7B_SETTINGS, "gpus": 64},
-         _VERL_7B_ASSUMED + _VERL_ASYNC_ASSUMED),
+         _VERL_7B_STREAMED_ASSUMED + _VERL_ASYNC_ASSUMED),
     Case(15, "h20", {**_VERL_7B_ASYNC, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
-         _VERL_7B_ASSUMED + _VERL_ASYNC_ASSUMED),
+         _VERL_7B_STREAMED_ASSUMED + _VERL_ASYNC_ASSUMED),
     Case(40, "h20", {**_VERL_7B_PIPELINE, "rollout_gpus": 64}, {**_VERL_7B_SETTINGS, "gpus": 128},
-         _VERL_7B_ASSUMED + "; 64 rollout + 64 trainer GPUs (the same table's partial-rollout "
+         _VERL_7B_STREAMED_ASSUMED + "; 64 rollout + 64 trainer GPUs (the same table's partial-rollout "
          "run's split; not stated for this row); the rollouter's 16 prompts in flight per "
          "server, refilled as each finishes, as the engine's max_num_seqs (256); the first "
          "local update's prompts done after a quarter "
@@ -877,6 +990,12 @@ def _measured_old_logprob_s(r: dict[str, str]) -> float | None:
 #: the rows the driver's rate and the verl 7B mean are set from (0-based): verl's colocated 7B
 #: step on 32 and 128 H20s
 DRIVER_TUNED = (10, 12)
+#: the row the fully-async 7B runs' mean response is set from (0-based): the 64 + 64 run
+#: (CSV line 17), the fully-async run the README reuses in its mode, staleness and
+#: require_batches tables
+STREAMED_TUNED = (15,)
+#: every row a figure was set from; the rest are held out
+TUNED = DRIVER_TUNED + STREAMED_TUNED
 
 
 def driver_rate_fit() -> tuple[float, float, float]:
@@ -931,6 +1050,54 @@ def verl_7b_mean_fit() -> int:
     means = [_inferred_mean(c, _measured_old_logprob_s(data[c.row]) or 0.0)[0]
              for c in CASES if c.row in DRIVER_TUNED]
     return 8 * math.floor(sum(means) / len(means) / 8 + 0.5)  # half up, not Python's to-even
+
+
+def _update_implied_mean(c: Case, target: float) -> int:
+    """The mean response (a multiple of 8 tokens) at which the case's policy update (with the
+    driver's transfer) takes `target` seconds: bisection, then the bracket's end nearer."""
+
+    def update_s(mean: int) -> float:
+        d = _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": mean}, c.settings,
+                          c.assumed))[0]
+        assert d is not None
+        return float(d["policy_update_s"])
+
+    lo, hi = 16, int(c.phase["max_response_tokens"]) // 8 * 8
+    while hi - lo > 8:
+        mid = (lo + hi) // 16 * 8
+        lo, hi = (mid, hi) if update_s(mid) < target else (lo, mid)
+    return min((lo, hi), key=lambda m: abs(update_s(m) - target))
+
+
+def verl_7b_streamed_mean_fit() -> int:
+    """The fully-async verl 7B runs' mean response (tokens, a multiple of 8), FITTED on the
+    STREAMED_TUNED row: the mean at which its policy update takes its measured time. The
+    streamed runs measured no old-log-prob pass (they take the rollout's log-probs), so their
+    update is the one phase that weighs their tokens; the 16 + 16 and 32 + 32 runs and the
+    staleness-0 pipeline are held out. It rests on the driver's rate (fitted on DRIVER_TUNED)."""
+    data = rows()
+    (c,) = [c for c in CASES if c.row in STREAMED_TUNED]
+    return _update_implied_mean(c, float(data[c.row]["update_time_s"]))
+
+
+def streamed_update_line() -> tuple[float, float, float, float]:
+    """(a s, b GPU-s, predicted s, measured s): the fully-async 7B runs' measured updates as
+    a + b/trainer GPUs through the 16 + 16 and 64 + 64 runs (CSV lines 15 and 17), and the
+    32 + 32 run's (line 16) on that line beside its measured update. A diagnostic, counted
+    nowhere, set from measurements alone: a is what no trainer GPU count removes (the driver's
+    transfers are of that kind), b the work that the GPUs share."""
+    data = rows()
+    ends = []
+    for row in (13, 15):
+        c = next(c for c in CASES if c.row == row)
+        ends.append((c.settings["gpus"] - c.phase["rollout_gpus"],
+                     float(data[row]["update_time_s"])))
+    (g1, t1), (g2, t2) = ends
+    b = (t1 - t2) / (1 / g1 - 1 / g2)
+    a = t1 - b / g1
+    mid = next(c for c in CASES if c.row == 14)
+    g = mid.settings["gpus"] - mid.phase["rollout_gpus"]
+    return a, b, a + b / g, float(data[14]["update_time_s"])
 
 
 def inferred_mean_report() -> str:
@@ -1005,23 +1172,15 @@ def update_implied_mean_report() -> str:
         if c.settings.get("model") != "qwen2.5-7b" or not r["update_time_s"]:
             continue
         target = float(r["update_time_s"])
-
-        def update_s(mean: int, c: Case = c) -> float:
-            d = _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": mean}, c.settings,
-                              c.assumed))[0]
-            assert d is not None
-            return float(d["policy_update_s"])
-
-        lo, hi = 16, int(c.phase["max_response_tokens"]) // 8 * 8
-        while hi - lo > 8:
-            mid = (lo + hi) // 16 * 8
-            lo, hi = (mid, hi) if update_s(mid) < target else (lo, mid)
-        mean = min((lo, hi), key=lambda m: abs(update_s(m) - target))
+        mean = _update_implied_mean(c, target)
         train = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
-        fitted = int(c.phase["response_tokens"])
+        # against the synchronous recipe's mean, whichever mean the row runs at
+        at_sync = _details(Case(c.row, c.gpu, {**c.phase, "response_tokens": VERL_7B_MEAN},
+                                c.settings, c.assumed))[0]
+        assert at_sync is not None
         lines.append(f"| {c.row + 2} | {train} | {r['placement'][:28]} | {target:,.1f} s | "
-                     f"{target * train:,.0f} | {update_s(fitted):,.1f} s | {mean:,} | "
-                     f"{mean / fitted:.2f} |")
+                     f"{target * train:,.0f} | {at_sync['policy_update_s']:,.1f} s | {mean:,} | "
+                     f"{mean / VERL_7B_MEAN:.2f} |")
     return "\n".join(lines)
 
 
@@ -1311,16 +1470,16 @@ def report() -> str:
     if errors:
         # held-out rows first: the rows the driver's rate and the 7B mean were set from are
         # residuals of a fit, not predictions
-        tuned = {c.row: e for c, e in zip(expressed, errors, strict=True) if c.row in DRIVER_TUNED}
-        held = [e for c, e in zip(expressed, errors, strict=True) if c.row not in DRIVER_TUNED]
+        tuned = {c.row: e for c, e in zip(expressed, errors, strict=True) if c.row in TUNED}
+        held = [e for c, e in zip(expressed, errors, strict=True) if c.row not in TUNED]
         lines.append(f"\nHeld out (set nothing): {sum(abs(e) <= 0.25 for e in held)} of "
                      f"{len(held)} within 25%, {sum(e < -0.5 or e > 1.0 for e in held)} off by "
-                     "more than 2x. Tuned (the driver's rate and the verl 7B mean were set from "
-                     "them): " + ", ".join(f"row {row + 2} {e:+.0%}"
+                     "more than 2x. Tuned (the driver's rate and the verl 7B means were set "
+                     "from them): " + ", ".join(f"row {row + 2} {e:+.0%}"
                                           for row, e in sorted(tuned.items())) + ".")
         # the held-out rows whose source states the mean response length (the rest assume it)
         stated = [e for c, e in zip(expressed, errors, strict=True)
-                  if data[c.row]["response_tokens_mean"] and c.row not in DRIVER_TUNED]
+                  if data[c.row]["response_tokens_mean"] and c.row not in TUNED]
         lines.append(f"Of the {len(stated)} held-out rows whose source states the mean response: "
                      f"{sum(abs(e) <= 0.25 for e in stated)} within 25%, "
                      f"{sum(e < -0.5 or e > 1.0 for e in stated)} off by more than 2x. "

@@ -68,7 +68,8 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
                  "0.01 grid, scripts/gpuhours_dev/validation/hopper.py); the datasheet-based "
                  "value it replaces was 0.72 (~700 of 989 TFLOPS)"),
     "blackwell": _a("gemm_efficiency.blackwell", 0.70, "fraction of dense peak",
-                    "assumption: no public training-shape GEMM sweep read; Hopper-like"),
+                    "assumption: no public training-shape GEMM sweep read; Hopper-like (the "
+                    "data-centre parts, 10.x; GeForce 12.x: GEMM_EFFICIENCY_BY_SM_MAJOR)"),
     "cdna2": _a("gemm_efficiency.cdna2", 0.50, "fraction of dense peak",
                 "assumption: MI250X rocBLAS GEMMs reach about half of peak"),
     "cdna3": _a("gemm_efficiency.cdna3", 0.50, "fraction of dense peak",
@@ -78,6 +79,39 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "cpu": _a("gemm_efficiency.cpu", 1.0, "fraction of measured peak",
               "the CPU peak is itself measured by a matmul probe"),
 }
+
+#: The GEMM efficiency of a generation's parts whose compute-capability major differs from the
+#: parts its GEMM_EFFICIENCY_BY_GENERATION entry is about, keyed (generation, major); looked up
+#: by `gemm_efficiency_entry`. Blackwell's 0.70 is about the data-centre parts (10.x: B200,
+#: GB200, B300, GB300: tcgen05 tensor cores and tensor memory). The GeForce RTX 50 parts (12.x)
+#: have neither: their tensor cores are issued as Ada's are (warp-level mma), at half rate with
+#: FP32 accumulation, the rate the catalog holds for them (rtx-5090 notes), and, like the other
+#: GeForce cards, they run above their rated boost clock: user microbenchmarks of torch's bf16
+#: matmul (scripts/gpuhours_dev/validation/data/matmul_microbench.csv, six RTX 5090 entries,
+#: 179-242 TFLOPS, median 236.5) put the 5090 at r = 1.129 of its 209.5 TFLOPS rated peak, where
+#: the B200 measures 0.754. The entry is derived as Ada's is (validation/matmul_rate.py
+#: derived_geforce_blackwell_efficiency): that r x the share of the measured rate the anchored
+#: generations' training GEMMs reach (0.917) = 1.035, rounded to 0.01: above 1 because the
+#: catalog's peak is at the rated boost clock (2.41 GHz), below the clock the cards sustain.
+#: No training row set it; the held-out Scicom RTX 5090 row (#519) checks it.
+GEMM_EFFICIENCY_BY_SM_MAJOR: dict[tuple[str, int], Assumption] = {
+    ("blackwell", 12): _a(
+        "gemm_efficiency.blackwell_12", 1.04, "fraction of dense peak",
+        "derived from user matmul microbenchmarks (matmul_microbench.csv): the RTX 5090's "
+        "measured bf16 rate, 1.129 of its rated (boost-clock) peak, x the 0.917 of that rate the "
+        "A100 and H100 rows' training GEMMs reach; no training row used"),
+}
+
+
+def gemm_efficiency_entry(generation: str, compute_capability: str | None) -> Assumption:
+    """The GEMM efficiency assumption for a part: its (generation, compute-capability major)
+    entry of GEMM_EFFICIENCY_BY_SM_MAJOR where there is one, else its generation's."""
+    if compute_capability:
+        own = GEMM_EFFICIENCY_BY_SM_MAJOR.get((generation, int(compute_capability.split(".")[0])))
+        if own is not None:
+            return own
+    return GEMM_EFFICIENCY_BY_GENERATION[generation]
+
 
 #: Fraction of the dense fp8 peak that the fp8 GEMMs of fp8-mixed training reach (Transformer
 #: Engine or torchao float8 linears: e4m3 inputs and weights, e5m2 or e4m3 gradients, per-tensor
@@ -794,6 +828,7 @@ def all_assumptions() -> list[Assumption]:
     """Every assumption, for reports."""
     out = [v for v in globals().values() if isinstance(v, Assumption)]
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
+    out += list(GEMM_EFFICIENCY_BY_SM_MAJOR.values())
     out += list(FP8_GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())
     out += list(SDPA_ATTENTION_EFFICIENCY_BY_GENERATION.values())

@@ -551,10 +551,10 @@ def estimate_training(
     peak = peak_flops(hw.gpu, t.precision)
     mfu = tps_gpu * flops.model_flops_per_token / peak
     hfu = tps_gpu * flops.hardware_flops_per_token / peak
+    gemm = A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability)
     eff_source = efficiency_basis or (
-        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].name} "
-        f"{A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].value} x width factor "
-        f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation].basis})")
+        f"{gemm.name} {gemm.value} x width factor "
+        f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({gemm.basis})")
     if t.precision == "fp8-mixed":
         fp8 = A.FP8_GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation]
         eff_source += (f"; the layers' fp8 GEMMs: {fp8.name} {fp8.value} x the width factor "
@@ -591,28 +591,43 @@ def estimate_training(
             + (f" x {hw.gpu.host_op_time_ratio:g} for {hw.gpu.name}'s host CPU (catalog "
                "host_op_time_ratio)" if hw.gpu.host_op_time_ratio else ""))),
         "host_exposed_s": formula(st.host_exposed_s, "s",
+                                  f"{step_src}: all of it: CUDA_LAUNCH_BLOCKING, each launch "
+                                  "waits for its kernel (cuda_launch_blocking)"
+                                  if t.cuda_launch_blocking else
                                   f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
                                   f"p = {A.HOST_GPU_OVERLAP_P.value:g}"
                                   + ("; the vision tower's apart (estimate/timing.py "
                                      "host_gpu_combined_s)" if tower_ops else "")),
         "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: {t.optimizer} "
-                               f"({t.optimizer_impl}) counted bytes per parameter / bandwidth"),
+                               f"({t.optimizer_impl}) counted bytes per parameter / bandwidth"
+                               + ("; + its host operators: CUDA_LAUNCH_BLOCKING"
+                                  if t.cuda_launch_blocking else "")),
         "communication_s": formula(st.communication_s, "s",
                                    f"{step_src}: ring collective volume / {st.link} bandwidth"
+                                   + ("; DeepSpeed's PipelineEngine: all-reduce of the "
+                                      "gradients + ZeRO-1's all-gather (estimate/"
+                                      "pipe_engine.py)" if t.deepspeed_pipe_engine else "")
                                    + (f" ({hw.gpu.host_staged_gb_per_s_two_way:g} GB/s both ways "
                                       f"in the catalog: {hw.gpu.name} peer_to_peer_source)"
                                       if "staged" in st.link else "")),
         "communication_exposed_s": formula(st.communication_exposed_s, "s", (
-            "communication not hidden: each layer's ZeRO-3 traffic behind at most one layer's "
-            "compute (estimate/parallel.py fsdp_exposed_s"
-            + ("; adapter units: behind down_proj's forward and k and q's input gradients "
-               "only, fsdp_adapter_unit_windows" if t.fsdp_adapter_units else "")
-            + ("; with tp/pp/cp/ep: the data-parallel ranks' traffic of the GPU's share of its "
-               "stage's layers, timing.py _layout_data_parallel" if st.collectives else "")
-            + ") and " if t.zero_stage >= 3 else "communication not hidden: ")
-            # the overlap's source is in the assumptions list; a shorter basis keeps the
-            # table whole on a wide terminal
-            + f"at most {A.COMM_OVERLAP.value:g} of it hidden ({A.COMM_OVERLAP.name}, assumed)"),
+            "communication not hidden: all of it, " + (
+                "CUDA_LAUNCH_BLOCKING (each launch waits for its kernel)"
+                if t.cuda_launch_blocking else "DeepSpeed's PipelineEngine reduces after the "
+                "last backward (estimate/pipe_engine.py)"))
+            if t.cuda_launch_blocking or t.deepspeed_pipe_engine else ((
+                "communication not hidden: each layer's ZeRO-3 traffic behind at most one "
+                "layer's compute (estimate/parallel.py fsdp_exposed_s"
+                + ("; adapter units: behind down_proj's forward and k and q's input gradients "
+                   "only, fsdp_adapter_unit_windows" if t.fsdp_adapter_units else "")
+                + ("; with tp/pp/cp/ep: the data-parallel ranks' traffic of the GPU's share of "
+                   "its stage's layers, timing.py _layout_data_parallel"
+                   if st.collectives else "")
+                + ") and " if t.zero_stage >= 3 else "communication not hidden: ")
+                # the overlap's source is in the assumptions list; a shorter basis keeps the
+                # table whole on a wide terminal
+                + f"at most {A.COMM_OVERLAP.value:g} of it hidden ({A.COMM_OVERLAP.name}, "
+                "assumed)")),
     }
     off = st.offload
     if off is not None:
@@ -644,6 +659,8 @@ def estimate_training(
             how = OVERLAP_BASIS.get(c.name, "") if (
                 (c.name == "expert all-to-all" and t.moe_a2a_overlap)
                 or (c.name == "tensor-parallel collectives" and t.tp_comm_overlap)) else ""
+            if t.cuda_launch_blocking:
+                how = ": CUDA_LAUNCH_BLOCKING, each launch waits for its kernel"
             breakdown[f"{key}_exposed_s"] = formula(c.exposed_s, "s", f"{c.name} not hidden "
                                                     f"behind compute{how}")
     totals = None
@@ -777,8 +794,8 @@ def estimate_training(
                         f"beside the rest on {hw.gpu.name}; the driver pages them over PCIe "
                         "every step, which the step time does not count.")
     used = [
-        A.GEMM_EFFICIENCY_BY_GENERATION[hw.gpu.generation], A.GEMM_HALF_WIDTH,
-        A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
+        A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability),
+        A.GEMM_HALF_WIDTH, A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
         A.LOSS_KERNEL_LOGITS_TRAFFIC[loss_kernel_of(t)],
     ]
     if hw.gpu.stack != "xla":  # a TPU has no eager dispatch, CUDA context or caching allocator

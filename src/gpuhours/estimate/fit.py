@@ -273,7 +273,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                       if layout == given else max(1, t.grad_accum * mp // given_mp))
         # QLoRA too: its 4-bit layers shard under FSDP or ZeRO-3 with bnb_4bit_quant_storage in
         # the compute dtype (the Answer.AI / HF FSDP-QLoRA recipe; memory.gathered_working_bytes)
-        stages = [0, 1, 2, 3] if replicas > 1 else [0]
+        # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3 (estimate/pipe_engine.py)
+        stages = ([0, 1] if t.deepspeed_pipe_engine else [0, 1, 2, 3]) if replicas > 1 else [0]
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given

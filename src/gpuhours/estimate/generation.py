@@ -240,6 +240,11 @@ class GenerationEstimate:
     tail_s: float = 0.0
     #: where the host costs came from when a measurement set them (None: assumed)
     calibration: str | None = None
+    #: the host CPU's time for the engine's host work over the x86 hosts DECODE_HOST_* were
+    #: fitted on (`host_cpu_ratio`: the catalog's host_op_time_ratio; 1 for an x86 host)
+    host_cpu_ratio: float = 1.0
+    #: the GPU whose machine's host CPU that ratio is of
+    gpu_name: str = ""
     #: where the decode bandwidth comes from when it is not the datasheet's (the catalog's
     #: decode_bw_source; None: the datasheet's)
     bandwidth_source: str | None = None
@@ -331,7 +336,10 @@ class GenerationEstimate:
                 "2 x layers x (tp_allreduce_latency_s + 2(tp-1)/tp x running x d x 2 bytes / "
                 "link bandwidth); 0 without tensor parallelism"),
             "host_step_s": assumed(self.host_step_s, "s per engine step",
-                                   f"assumptions.DECODE_HOST_STEP_S[{eng}]")
+                                   f"assumptions.DECODE_HOST_STEP_S[{eng}]" + (
+                                       f" x {self.host_cpu_ratio:g} for {self.gpu_name}'s "
+                                       "host CPU (catalog host_op_time_ratio)"
+                                       if self.host_cpu_ratio != 1.0 else ""))
             if self.calibration is None else Figure(
                 value=self.host_step_s, unit="s per engine step", basis="measured",
                 source=self.calibration),
@@ -822,8 +830,22 @@ def _wave_s(step: _Step, running: int, g: Generation) -> tuple[float, float]:
     return prefill, decode
 
 
+def host_cpu_ratio(gpu: GpuSpec) -> float:
+    """How much longer the host CPU of `gpu`'s machine takes for the engine's host work than
+    the x86 hosts the DECODE_HOST_* figures were fitted on: the catalog's host_op_time_ratio
+    (a Grace superchip's Arm CPU: 2.75 on GB200, NVIDIA/TransformerEngine issue #2053's torch
+    Linear CPU time against an H100 DGX's Xeon), 1 for an x86 host. The engine step's host
+    work is the same kind as a training step's operator issue: Python and PyTorch's dispatch
+    on one core (vLLM V1's scheduler, input preparation, sampler launches and the sampled
+    tokens' trip back, serial with the GPU unless async scheduling is on: off by default
+    before vLLM 0.14.0, vllm#27614), so it takes the same ratio: an assumption, no engine step
+    timed on a Grace host."""
+    return gpu.host_op_time_ratio or 1.0
+
+
 def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float) -> _Step:
-    """The step cost of this setup's engine on `gpu` (see the module docstring)."""
+    """The step cost of this setup's engine on `gpu` (see the module docstring); the host's
+    costs x the host CPU's ratio (`host_cpu_ratio`)."""
     arch = g.arch
     max_seqs = engine_max_num_seqs(g)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
@@ -838,7 +860,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   weights_read_bytes=weight_bytes_read_per_step(
                       arch, g.weight_bytes_per_param, g.released_format) / tp,
                   kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
-                  host_scale=host_scale, state_bytes_per_sequence=state,
+                  host_scale=host_scale * host_cpu_ratio(gpu), state_bytes_per_sequence=state,
                   routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
                   weight_only_quantised=_weight_only_quantised(g),
                   hf_transformers_version=g.hf_transformers_version,
@@ -958,6 +980,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         decode_bandwidth_efficiency=e_bw,
         bandwidth_gb_per_s=bandwidth_gb_per_s,
         host_step_s=step.host_s,
+        host_cpu_ratio=host_cpu_ratio(gpu),
+        gpu_name=gpu.name,
         allreduce_s_per_decode_step=step.allreduce_s(running),
         prefill_s=prefill_s,
         decode_s=decode_s,
@@ -1044,7 +1068,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
-            A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH]
+            A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability),
+            A.GEMM_HALF_WIDTH]
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
             and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts

@@ -1042,6 +1042,31 @@ def gathered_unit_grad_bytes(counts: ParamCounts, t: Training, num_gpus: float) 
     return 2 * layer * state_bytes_per_param(t.precision, t.optimizer, True).grads
 
 
+def fsdp2_offload_grad_in_flight_bytes(counts: ParamCounts, t: Training, trainable: float,
+                                       grads_full_bytes: float, num_gpus: float) -> float:
+    """Bytes of reduced gradient FSDP2 keeps on the GPU under CPU offload: one unit's
+    reduce-scattered shard, the largest unit's (a decoder layer's, or the root's embedding and
+    head, or with `t.fsdp_embedding_units` the larger of those alone) trainable parameters /
+    `num_gpus` at the gradient's bytes per parameter. FSDP2 copies each unit's shard to the host
+    as its reduce-scatter ends and drops the GPU copy at once (torch/distributed/_composable/
+    fsdp/_fsdp_collectives.py foreach_reduce: `new_sharded_grad.to(torch.device("cpu"),
+    non_blocking=...)`, "we can free it here by not keeping a ref"). Not FSDP1: its
+    `_offload_grad` copies `flat_param._saved_grad_shard` to `_cpu_grad` but the GPU shard stays
+    referenced until the end of backward, when `_finalize_params` (fsdp/_runtime_utils.py)
+    has `prepare_gradient_for_optim` (fsdp/_flat_param.py) swap in the host copy and drop it,
+    so all its shards are alive, as DeepSpeed's reduce bucket (GRAD_BUCKET_ELEMENTS) bounds
+    them. LoRA: the adapters of one layer."""
+    per_param = grads_full_bytes / max(trainable, 1)
+    layers = max(counts.num_layers, 1)
+    if t.method != "full":
+        return trainable / layers * per_param / num_gpus
+    layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
+    root = counts.embedding + counts.lm_head + counts.final_norm
+    if t.fsdp_embedding_units:
+        root = max(counts.embedding, counts.lm_head)
+    return max(layer, root) * per_param / num_gpus
+
+
 #: the name of the setup term that carries the load path's reserve
 LOAD_PATH_TERM = "load path (fsdp-flatten) reserve"
 
@@ -1274,6 +1299,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
         temp_groups = []
         # the reduced gradients flow to the host bucket by bucket: one bucket stays
         bucket = GRAD_BUCKET_ELEMENTS.value * grads_full / max(trainable, 1)
+        if t.zero_stage >= 3 and t.zero3_engine == "fsdp" and t.fsdp_api == "fsdp2":
+            bucket = fsdp2_offload_grad_in_flight_bytes(counts, t, trainable, grads_full, n)
         grads = persisting_grads = min(grads, bucket)
         if t.offload == "optimizer+params":  # the gathered working set, and what is no
             # parameter: bitsandbytes' quantisation state stays on the GPU

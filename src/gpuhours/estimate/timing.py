@@ -11,7 +11,7 @@ of the compute by tp x pp x cp, adds the pipeline bubble and each collective on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
@@ -72,6 +72,7 @@ from gpuhours.estimate.moe_gemm import (
 )
 from gpuhours.estimate.offload import OffloadTime, host_link_bytes_per_s
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.pipe_engine import pipe_engine_grad_sync_bytes
 from gpuhours.estimate.quant import (
     dequant_bytes_per_weight,
     dequants_per_micro_batch,
@@ -174,8 +175,9 @@ def fp8_cast_bytes_per_token(arch: ModelArch) -> float:
 
 
 def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
-    """Achieved fraction of dense peak for the model's GEMMs: generation x width factor."""
-    base = A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation].value
+    """Achieved fraction of dense peak for the model's GEMMs: the part's generation (or
+    generation and compute-capability major: assumptions.gemm_efficiency_entry) x width factor."""
+    base = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability).value
     width = hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
     return base * width
 
@@ -444,6 +446,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                                        tower_gpu_s, lay.trivial)
         host_s += tower_host_s
         host_exposed_s = combined - gpu_compute_s
+        if t.cuda_launch_blocking:
+            # each launch returns only when its kernel has run: no operator is issued while
+            # the GPU runs the one before, so the host's time adds to the GPU's in full
+            host_exposed_s = host_s
     compute_s = gpu_compute_s + host_exposed_s
     # activation offloading's copies on their side stream (estimate/activation_offload.py)
     act_offload_s = (_activation_offload_exposed_s(arch, t, hw, gpu_compute_s)
@@ -452,16 +458,24 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
 
     optimizer_s = _optimizer_time_s(t, trainable_params, hw, bw)
     if eager_host_dispatch(gpu):
-        optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
+        optimizer_s = _with_optimizer_host_s(t, optimizer_s,
+                                             optimizer_ops(arch, t) * host_s_per_op(hw))
     collectives: tuple[P.Collective, ...] = ()
     bubble_s = 0.0
     if lay.trivial:
         comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s,
                                                    forward_share(flops))
+        if t.deepspeed_pipe_engine and hw.num_gpus > 1:
+            sync = pipe_engine_collective(t, hw, trainable_params, hw.num_gpus, hw.num_gpus)
+            comm_s, exposed_s, link = sync.seconds, sync.exposed_s, sync.link
+        if t.cuda_launch_blocking:
+            exposed_s = comm_s  # each collective's launch returns when it has run
     else:
         collectives = layout_collectives(arch, t, hw, lay, attention_s,
                                          stage_share * arch.num_layers,
                                          gemm_s=matmul_s, compute_s=gpu_compute_s)
+        if t.cuda_launch_blocking:
+            collectives = tuple(replace(c, exposed_s=c.seconds) for c in collectives)
         # tensor, context, expert and stage-to-stage traffic are inside each stage's time: the
         # bubble idles in proportion to all of it, (p - 1)/(v m) of the ideal step
         stage_s = compute_s + sum(c.exposed_s for c in collectives)
@@ -473,9 +487,15 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         optimizer_s = trained / (shards if t.zero_stage >= 1 else 1) \
             * optimizer_bytes_per_param(t) / bw
         if eager_host_dispatch(gpu):
-            optimizer_s = max(optimizer_s, optimizer_ops(arch, t) * host_s_per_op(hw))
+            optimizer_s = _with_optimizer_host_s(t, optimizer_s,
+                                                 optimizer_ops(arch, t) * host_s_per_op(hw))
         dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
                                    forward_share(flops), stage_share * arch.num_layers)
+        if t.deepspeed_pipe_engine:
+            dp = pipe_engine_collective(t, hw, trained, round(shards),
+                                        lay.tp * lay.cp * lay.dp)
+        if t.cuda_launch_blocking:
+            dp = replace(dp, exposed_s=dp.seconds)
         comm_s, exposed_s, link = dp.seconds, dp.exposed_s, dp.link
         collectives = (*collectives, dp)
     off = None
@@ -735,6 +755,33 @@ def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params
                                     max(int(layers), 1)) if shards > 1 else 0.0)
     return P.Collective(name="data-parallel gradients", seconds=seconds,
                         exposed_s=exposed, link=link)
+
+
+def _with_optimizer_host_s(t: Training, optimizer_s: float, host_s: float) -> float:
+    """The optimizer step's time beside the host's issuing of its operators (`host_s`): the
+    longer of the two, or their sum under CUDA_LAUNCH_BLOCKING (each launch returns only when
+    its kernel has run)."""
+    return optimizer_s + host_s if t.cuda_launch_blocking else max(optimizer_s, host_s)
+
+
+def pipe_engine_collective(t: Training, hw: Hardware, params: float, ranks: int,
+                           span_gpus: int) -> P.Collective:
+    """DeepSpeed's PipelineEngine's data-parallel synchronisation of one GPU's `params` over
+    `ranks` ranks spanning `span_gpus` GPUs (estimate/pipe_engine.py): the gradients'
+    all-reduce after the last backward and, with ZeRO-1, the updated weights' all-gather, in the
+    engine's half precision (fp32 where the step is), on the link those ranks span at
+    assumptions.COLLECTIVE_EFFICIENCY; all of it exposed (no compute runs beside it). The
+    gradients in fp32 with bf16 (DeepSpeed's BF16_Optimizer) or fp32 training, in fp16 with
+    fp16; the updated weights in the half precision trained."""
+    half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
+    weight_bytes = 2.0 if half else 4.0
+    grad_bytes = 2.0 if t.precision in ("fp16", "fp16-mixed") else 4.0
+    bw, link = group_link_bytes_per_s(hw, span_gpus)
+    bw *= A.COLLECTIVE_EFFICIENCY.value
+    seconds = pipe_engine_grad_sync_bytes(params, grad_bytes, weight_bytes, ranks,
+                                          t.zero_stage) / bw
+    return P.Collective(name="data-parallel gradients", seconds=seconds, exposed_s=seconds,
+                        link=link)
 
 
 def _ring_step_s(hw: Hardware) -> float:

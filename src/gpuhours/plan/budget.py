@@ -131,7 +131,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         electricity_basis=elec_basis,
         grids=grids, storage_total=storage_total, warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
-            A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation], A.GEMM_HALF_WIDTH,
+            A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability), A.GEMM_HALF_WIDTH,
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
             A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.CUDA_CONTEXT_BYTES)],

@@ -288,6 +288,13 @@ class TrainingSettings(_Strict):
         default=None, description="DeepSpeed overlap_comm (a second bucket buffer; with offload "
         "below ZeRO-3, the gradients' host copies beside backward); default DeepSpeed's: on for "
         "ZeRO-3 only")
+    deepspeed_pipe_engine: bool | None = Field(
+        default=None, description="DeepSpeed's PipelineEngine runs the step (GPT-NeoX, "
+        "Megatron-DeepSpeed): every gradient all-reduced after the last backward, none beside "
+        "compute; ZeRO 0 or 1 only")
+    cuda_launch_blocking: bool | None = Field(
+        default=None, description="CUDA_LAUNCH_BLOCKING=1 in the run's environment: each "
+        "operator's host time and GPU time add up, no collective beside compute")
     offload_copies: Literal["pinned", "pageable-step", "pageable"] | None = Field(
         default=None, description="with offload: pinned host memory (default); pageable-step "
         "(DeepSpeed before 0.14.1: the step's weights up through a CPU cast); pageable "

@@ -76,7 +76,9 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
               f"{s['seq_len']} x accumulation {s['grad_accum']}, checkpointing "
               f"{'on' if s['checkpointing'] else 'off'}, ZeRO {s['zero_stage']}"
               + (f", offload {s['offload']}" if s.get("offload") not in (None, "none") else "")
-              + f", {s['optimizer']}{layout_text(s, e.num_gpus)}"))
+              + f", {s['optimizer']}{layout_text(s, e.num_gpus)}"
+              + (", DeepSpeed PipelineEngine" if s.get("deepspeed_pipe_engine") else "")
+              + (", CUDA_LAUNCH_BLOCKING" if s.get("cuda_launch_blocking") else "")))
     console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
     m = e.memory

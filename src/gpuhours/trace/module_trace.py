@@ -92,7 +92,7 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
                     optimizer_row: str, outside_row: str) -> ModuleRoofline:
     """Roofline time of each top-level module's operators on `gpu` at the named efficiencies,
     and torch.compile's range over the step."""
-    gen = A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation]
+    gen = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability)
     half = A.GEMM_HALF_WIDTH
     bw = A.BANDWIDTH_EFFICIENCY
     attn = A.ATTENTION_EFFICIENCY_RATIO
