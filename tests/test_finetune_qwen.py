@@ -67,7 +67,8 @@ def test_full_row_runs_deepspeeds_mixed_precision(rows) -> None:
 
 
 def test_ms_swift_c_attn_row(rows) -> None:
-    """Row 182: ms-swift qwen-7b-chat LoRA r8 on c_attn (q, k, v fused) at max length 2048;
+    """Row 182: ms-swift qwen-7b-chat LoRA r8 on c_attn (q, k, v fused; lora_targets qkv, no o)
+    at max length 2048;
     torch.cuda.max_memory_reserved 27.74 GiB; variable-length samples (live tensors at full
     length; the reserve replayed over the run: ms-swift's run_single.py takes the whole 4000-sample
     dataset at max_length <= 2048, and the log-normal of 3234.4 +- 2547.5 tokens keeps 37.8% at
@@ -77,8 +78,8 @@ def test_ms_swift_c_attn_row(rows) -> None:
     t = m.training
     assert m.skipped is None and t is not None
     assert (t.model, t.method, t.lora_rank, t.lora_targets, t.seq_len) == (
-        "qwen-7b", "lora", 8, "attention", 2048)
-    assert "full-length micro-batch" in m.setup and "targets q,k,v" in m.setup
+        "qwen-7b", "lora", 8, "qkv", 2048)
+    assert "full-length micro-batch" in m.setup and "r8 qkv" in m.setup
     assert (t.seq_len_mean, t.seq_len_std, t.long_samples) == (3234.4, 2547.5, "drop")
     assert m.replay_micro_batches == 1512
     fig = memory_figure(rows[181])

@@ -271,7 +271,9 @@ def test_unsloth_rows_run_unsloths_stack_as_their_callers_chose_it(rows):
     """LLaMA-Factory's Unsloth rows (unsloth 2023.12): checkpoints on the GPU, dropout 0,
     Unsloth's Triton cross-entropy; the docs' capacity rows (Dec 2024): offloaded checkpoints
     and Cut Cross-Entropy above 1,024 tokens; ms-swift's (Apr 2024): its dropout default 0.05
-    and its default rank and targets (4.7186M trainable = 32 x 8 x 18,432: q, k, v)."""
+    and its default rank and targets (4.7186M trainable = 32 x 8 x 18,432: q, k, v, no o),
+    and tuner.json's use_loss_scale: swift pops the labels, so Unsloth computes no loss and
+    swift's compute_scaled_loss runs on the fp32 copy of the logits (hf's tensors)."""
     for i in (451, 453):
         t = map_row(i, rows[i - 1]).training
         assert t is not None and t.kernels == "unsloth", i
@@ -283,7 +285,7 @@ def test_unsloth_rows_run_unsloths_stack_as_their_callers_chose_it(rows):
         assert t.loss_kernel == "cut-ce" and t.lora_targets == "all-linear"
     t = map_row(305, rows[304]).training
     assert t is not None and t.kernels == "unsloth" and t.lora_dropout == 0.05
-    assert t.lora_rank == 8 and t.lora_targets == "attention"
+    assert t.lora_rank == 8 and t.lora_targets == "qkv" and t.loss_kernel == "hf"
     # the HF + FA2 rows beside them stay on transformers' path
     t = map_row(467, rows[466]).training
     assert t is not None and t.kernels == "eager" and not t.checkpoint_offload

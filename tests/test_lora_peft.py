@@ -79,6 +79,16 @@ ATTENTION: dict[str, Any] = {
     "falcon": ["query_key_value", "dense"],
 }
 QV = ["q_proj", "v_proj"]
+#: "qkv": the attention's input projections without the output one (ms-swift's defaults)
+QKV: dict[str, Any] = {
+    "phi3": ["qkv_proj"],
+    "gpt2": r".*\.attn\.c_attn",
+    "mpt": ["Wqkv"],
+    "deepseek_v2": ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj"],
+    "deepseek_v3": ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"],
+    "gpt_neox": ["query_key_value"],
+    "falcon": ["query_key_value"],
+}
 
 
 def _peft_count(config: dict[str, Any], targets: Any) -> int | None:
@@ -86,7 +96,7 @@ def _peft_count(config: dict[str, Any], targets: Any) -> int | None:
     return peft_trainable_params(config, targets)
 
 
-@pytest.mark.parametrize("targets", ["all-linear", "attention", "qv"])
+@pytest.mark.parametrize("targets", ["all-linear", "attention", "qkv", "qv"])
 @pytest.mark.parametrize(("model_type", "variant"), CASES,
                          ids=[f"{t}-{i}" for i, (t, _) in enumerate(CASES)])
 def test_adapter_count_equals_peft(model_type: str, variant: dict[str, Any],
@@ -97,7 +107,8 @@ def test_adapter_count_equals_peft(model_type: str, variant: dict[str, Any],
     config = {"model_type": model_type, **base, **IDS, **variant}
     peft_targets = {"all-linear": "all-linear", "qv": QV,
                     "attention": ATTENTION.get(model_type, ["q_proj", "k_proj", "v_proj",
-                                                            "o_proj"])}[targets]
+                                                            "o_proj"]),
+                    "qkv": QKV.get(model_type, ["q_proj", "k_proj", "v_proj"])}[targets]
     arch = from_hf_config(config, model_type)
     real = _peft_count(config, peft_targets)
     if targets == "qv" and arch.mla is not None:

@@ -49,6 +49,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "lora_rank": "--lora-rank", "lora_targets": "--lora-targets", "method": "--method",
     "precision": "--precision", "optimizer": "--optimizer", "optimizer_impl": "--optimizer-impl",
     "checkpointing": "--checkpointing", "flash_attention": "--flash",
+    "eager_attention": "--eager-attention",
     "fused_attention": "--fused-attention", "zero_stage": "--zero", "compile": "--compile",
     "kv_repeated": "--kv-repeated",
     "optimizer_in_backward": "--optimizer-in-backward",
@@ -195,8 +196,8 @@ GpuOpt = Annotated[str | None, typer.Option(
 MethodOpt = Annotated[str, typer.Option(help="full, lora or qlora.")]
 RankOpt = Annotated[int, typer.Option(help="LoRA rank.")]
 TargetsOpt = Annotated[str, typer.Option(
-    help="LoRA targets: all-linear, attention, qv (peft's default for llama), or mlp "
-         "(gate, up and down projections).")]
+    help="LoRA targets: all-linear, attention, qkv (q, k and v, no o), qv (peft's default "
+         "for llama), or mlp (gate, up and down projections).")]
 PrecOpt = Annotated[str, typer.Option(
     help="bf16-mixed (bf16 weights, fp32 master + moments: DeepSpeed/FSDP), bf16-amp "
          "(torch.autocast over fp32 weights: HF Trainer bf16=True), bf16 (all bf16), "
@@ -296,6 +297,11 @@ CudaGraphScopeOpt = Annotated[str | None, typer.Option(
          "full (each whole layer), or attn, mlp, moe, moe_router, moe_preprocess (Megatron-"
          "Bridge's cuda_graph_scope). Each graphed region costs the host one launch instead "
          "of one dispatch a kernel. Default: no graphs.")]
+EagerAttentionOpt = Annotated[str, typer.Option(
+    help="With --no-flash, what attention keeps per score: fp32-softmax (transformers' eager "
+         "attention: fp32 softmax and its half copy) or sdpa-mask (torch 2.0-2.1's SDPA "
+         "given an additive mask, as Qwen-1's own code without flash-attn: one copy in the "
+         "activation dtype).")]
 HeldLogitsOpt = Annotated[str, typer.Option(
     help="Logits the training loop keeps alive through backward: none (HF Trainer), fp32 (a "
          "loop that holds the model's output when the model upcasts its logits: transformers "

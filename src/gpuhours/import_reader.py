@@ -169,6 +169,8 @@ def targets_of(modules: set[str]) -> str | None:
         return "qv"
     if modules == ATTN:
         return "attention"
+    if modules == ATTN - {"o_proj"}:
+        return "qkv"
     if modules == ATTN | MLP:
         return "all-linear"
     if modules == MLP:

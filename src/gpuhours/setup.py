@@ -50,9 +50,11 @@ Optimizer = Literal["adamw", "adamw-8bit", "sgd", "sgd-momentum"]
 #: 2.1 cut them to one: pytorch#104898; estimate/adamw_temporaries.py)
 OptimizerImpl = Literal["foreach", "foreach-2.0", "fused", "per-parameter"]
 #: all-linear: every linear layer but the LM head (peft's "all-linear"); attention: q, k, v, o;
-#: qv: q and v only (peft's default for llama); mlp: the dense MLP's gate, up and down
-#: projections only (peft target_modules gate_proj, up_proj, down_proj; estimate/lora_mlp.py)
-LoraTargets = Literal["all-linear", "attention", "qv", "mlp"]
+#: qkv: q, k and v without o (ms-swift's defaults: Qwen-1's fused c_attn, LoRATM.llama2's
+#: q_proj, k_proj, v_proj); qv: q and v only (peft's default for llama); mlp: the dense MLP's
+#: gate, up and down projections only (peft target_modules gate_proj, up_proj, down_proj;
+#: estimate/lora_mlp.py)
+LoraTargets = Literal["all-linear", "attention", "qkv", "qv", "mlp"]
 #: ZeRO stage over the data-parallel GPUs: 0 = plain DDP; 3 = ZeRO-3 / FSDP full shard
 ZeroStage = Literal[0, 1, 2, 3]
 #: how the loss is computed from the last hidden states (estimate/memory.py logits_bytes):
@@ -201,6 +203,16 @@ class Training(_ReadsModel):
     checkpointing: bool = False
     #: attention by a flash kernel (no S x S scores kept); False: eager attention keeps them
     flash_attention: bool = True
+    #: what attention without a flash kernel keeps per score (one head, one key position, per
+    #: token), when flash_attention is False. fp32-softmax: transformers' eager attention
+    #: (softmax in fp32, kept, and its cast to the activation dtype, kept by the AV matmul: 4 +
+    #: the activation bytes). sdpa-mask: torch 2.0-2.1's scaled_dot_product_attention given an
+    #: additive attention mask (Qwen-1's modeling_qwen.py without flash-attn): no flash kernel
+    #: takes a mask, so either the math fallback (_scaled_dot_product_attention_math: softmax in
+    #: the input's dtype, whose output softmax's and AV's backward both keep) or the
+    #: memory-efficient kernel, which keeps the mask expanded to every head and padded to 16
+    #: columns (attention.cpp preprocess_mask / pad_bias): the activation bytes per score
+    eager_attention: Literal["fp32-softmax", "sdpa-mask"] = "fp32-softmax"
     #: the flash kernel is a fused one that overlaps softmax with the matmuls: cuDNN's fused
     #: attention (Transformer Engine: Megatron-LM, NeMo) or FlashAttention-3; False: PyTorch
     #: SDPA's FlashAttention-2 kernels (transformers' default). Its rate differs on Hopper only;
@@ -1236,6 +1248,11 @@ def _check_torchtune_memory(t: Training) -> None:
         raise FieldError(("optimizer_in_backward", "offload"), "the optimizer step inside "
                          "backward runs on the GPU; CPU offload steps on the host.",
                          "Use one or the other.")
+    if t.eager_attention != "fp32-softmax" and t.flash_attention:
+        raise FieldError(("eager_attention", "flash_attention"), "eager_attention is what "
+                         "attention keeps without a flash kernel; this setup runs flash "
+                         "attention, which keeps no scores.",
+                         "Drop eager_attention, or turn flash_attention off.")
     if t.held_kv_cache and t.checkpointing:
         raise FieldError(("held_kv_cache", "checkpointing"), "transformers turns use_cache "
                          "off under gradient checkpointing, so no KV cache is held.",
@@ -1604,6 +1621,8 @@ def lora_target_modules(targets: str) -> str | list[str]:
         return "all-linear"
     if targets == "attention":
         return ["q_proj", "k_proj", "v_proj", "o_proj"]
+    if targets == "qkv":
+        return ["q_proj", "k_proj", "v_proj"]
     if targets == "mlp":
         return ["gate_proj", "up_proj", "down_proj"]
     return ["q_proj", "v_proj"]

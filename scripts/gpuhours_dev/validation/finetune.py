@@ -516,7 +516,7 @@ def _targets(r: dict[str, str], source: str) -> tuple[str | None, str, str | Non
         extra = f"targets lack {missing.pop()}_proj: modelled as all-linear (one adapter more)"
         return "all-linear", "; ".join(x for x in (note, extra) if x), None
     if names == {"q", "k", "v"}:
-        return "attention", "targets q,k,v: modelled as q,k,v,o (one adapter more)", None
+        return "qkv", note, None
     return None, "", f"LoRA targets not expressible ({head})"
 
 
@@ -843,7 +843,14 @@ UNSLOTH_STACKS: dict[str, str] = {
         "lora_dropout_p default 0.05, so Unsloth (4a885399) patches no LoRA group (fast "
         "patching needs dropout 0): peft's adapters in Unsloth's layer; tuner_params '' are "
         "ms-swift's defaults, rank 8 on DEFAULT targets, q/k/v for llama (4.7186M trainable "
-        "parameters = 32 x 8 x 18,432)"),
+        "parameters = 32 x 8 x 18,432); tuner.json's use_loss_scale (issue 14): swift's "
+        "compute_loss pops the labels, so Unsloth's CausalLM_fast_forward (llama.py @ "
+        "4a885399) returns the bf16 logits and computes no fused loss, and swift's "
+        "compute_scaled_loss takes accelerate's fp32 copy (swift/trainers/trainers.py @ "
+        "c23b853c7): the tuners rows' hf tensors, not Unsloth's cross-entropy. Lengths vary "
+        "but are not replayed: ms-swift's token counts are Qwen's tokenizer's, and Llama 3's "
+        "run dropped 13.8% of 89,100 samples above 2048 tokens (76,839 kept) where Qwen's "
+        "dropped 1.7%"),
     "LLaMA-Factory (via Unsloth)": (
         "LLaMA-Factory 6faf9c35a (2023-12-23) requires unsloth==2023.12 and calls its "
         "get_peft_model (ef70177a): checkpointing on (use_gradient_checkpointing=True), "
@@ -865,6 +872,8 @@ def unsloth_stack(r: dict[str, str], source: str) -> tuple[dict[str, Any], str]:
                    "loss_kernel": "cut-ce" if tokens > 1024 else "unsloth-ce"}
     elif source == "ms-swift":
         fields["lora_dropout"] = 0.05
+        if "Tuners-style table" in r["notes"]:  # use_loss_scale: labels popped (see the note)
+            fields["loss_kernel"] = "hf"
         if "tuner_params ''" in r["notes"] and not r["lora_r"]:
             fields |= {"lora_rank": 8, "target_modules": "q,k,v"}
     elif source == "LLaMA-Factory (via Unsloth)":
@@ -1052,6 +1061,8 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
         # (modeling_qwen.py; estimate/host.py counts that path's operators)
         kernels = "flash-attn"
         notes.append("Qwen-1's code with flash-attn: fused rotary and RMSNorm")
+    attention, attention_note = _swift_no_flash(r, source, model)
+    notes.append(attention_note)
     accum = _int(r["grad_accum"])
     if accum is None:
         accum = 1
@@ -1204,7 +1215,7 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
             offload=offload or "none", deepspeed_reduce_bucket=buckets,
             held_logits=held_output.pop("held_logits", held), **held_output,
             deepspeed_overlap_comm=True if buckets else None,
-            kernels=kernels, zero3_engine=engine, load_path=load_path,
+            kernels=kernels, zero3_engine=engine, load_path=load_path, **attention,
             fsdp_grad_accum="no-sync" if no_sync else "reduce-scatter",
             fsdp_adapter_units=adapter_units, fsdp_api=fsdp_api,
             fsdp_embedding_units=embedding_units, **lengths, **opt,
@@ -1392,6 +1403,28 @@ def _compiled(r: dict[str, str]) -> bool:
     notes = r["notes"]
     return ("compile=True" in notes or "torch.compile enabled" in notes
             or "torch_compile=True" in notes)
+
+
+def _swift_no_flash(r: dict[str, str], source: str, model: str
+                    ) -> tuple[dict[str, Any], str]:
+    """(Training fields, note) of an ms-swift row run with flash_attn=False (the Batch Size
+    table's "Use Flash Attn & Gradient Checkpointing" section): swift passes use_flash_attn to
+    Qwen-1's config (swift/llm/utils/model.py @ ec63f250 get_model_tokenizer_qwen:
+    model_config.use_flash_attn = use_flash_attn), and Qwen-1's attention then calls torch's
+    scaled_dot_product_attention with its additive mask expanded to S x S (modeling_qwen.py of
+    Dec 2023, as ms-swift @ cb89d9191 carries it: QWenAttention.forward, `not
+    self.use_cache_quantization and SUPPORT_TORCH2`). The rows ran torch 2.1.1, whose flash
+    kernel takes no mask: the math fallback keeps softmax's output in bf16, the
+    memory-efficient kernel the mask expanded to every head and padded to 16 columns
+    (attention.cpp preprocess_mask / pad_bias): 2 bytes per score either way
+    (Training.eager_attention sdpa-mask)."""
+    if (source != "ms-swift" or "flash_attn=False" not in r["notes"]
+            or resolve_model(model)[0].model_type != "qwen"):
+        return {}, ""
+    return ({"flash_attention": False, "eager_attention": "sdpa-mask"},
+            "flash_attn=False: Qwen-1's SDPA call with its additive mask on torch 2.1.1 "
+            "(no flash kernel takes a mask): the scores kept once in bf16 per layer "
+            "(eager_attention sdpa-mask)")
 
 
 #: ms-swift's benchmark (scripts/benchmark/test_memory_time/run_single.py @ ec63f250):

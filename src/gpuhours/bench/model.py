@@ -22,7 +22,8 @@ from gpuhours.setup import torch_precision
 NOT_ARCHITECTURE = ("model_type", "architectures", "transformers_version", "torch_dtype", "dtype",
                      "_name_or_path", "auto_map")
 #: module names of peft targets other than all-linear, for llama-style attention
-_LORA_MODULES = {"attention": ["q_proj", "k_proj", "v_proj", "o_proj"], "qv": ["q_proj", "v_proj"],
+_LORA_MODULES = {"attention": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                 "qkv": ["q_proj", "k_proj", "v_proj"], "qv": ["q_proj", "v_proj"],
                  "mlp": ["gate_proj", "up_proj", "down_proj"]}
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 _ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
+    "qkv": frozenset({"q", "k", "v"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
     "mlp": frozenset({"gate", "up", "down"}),
 }

@@ -153,7 +153,8 @@ def lora_params_per_layer(arch: ModelArch, rank: int, targets: str) -> int:
     """LoRA A and B matrices of one layer, the mean over the layers rounded down (the whole
     model's count, exact, is estimate/lora.py lora_params: which linears peft adapts per family).
 
-    targets: "all-linear" (peft's `all-linear`), "attention" (q, k, v, o), "qv" (q and v).
+    targets: "all-linear" (peft's `all-linear`), "attention" (q, k, v, o), "qkv" (q, k, v),
+    "qv" (q and v).
     """
     return lora_params(arch, rank, targets) // arch.num_layers
 

@@ -317,9 +317,9 @@ MEGATRON_FP8_EXTRA_OPS = (MEGATRON_FP8_ATTN_OPS[0] + MEGATRON_FP8_MLP_OPS[0],
 MEGATRON_LORA_ADAPTER_OPS = (4.0, 5.0)
 #: Megatron-Bridge's LoRA targets per decoder layer by gpuhours' lora_targets: all-linear is its
 #: default target list (linear_qkv, linear_proj, linear_fc1, linear_fc2: q, k, v fused and
-#: gate, up fused), attention linear_qkv and linear_proj, qv CanonicalLoRA's linear_q, linear_v,
-#: mlp linear_fc1 and linear_fc2.
-MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qv": 2, "mlp": 2}
+#: gate, up fused), attention linear_qkv and linear_proj, qkv linear_qkv, qv CanonicalLoRA's
+#: linear_q, linear_v, mlp linear_fc1 and linear_fc2.
+MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qkv": 1, "qv": 2, "mlp": 2}
 #: megatron path, a MoE layer's router and allgather dispatcher beyond the dense layer's kernels,
 #: (forward, backward), as NeMo-RL runs them (grpo_math_1B.yaml @108bffda: moe_token_dispatcher_type
 #: allgather, moe_permute_fusion false, moe_router_dtype fp64, freeze_moe_router, no load-balancing

@@ -2,7 +2,9 @@
 
 gpuhours' `lora_targets` name peft target lists: "all-linear" is peft's own shorthand (every
 nn.Linear / Conv1D module but the LM head); "attention" is the attention block's projections
-(q, k, v, o; a fused qkv and o; multi-head latent attention's five); "qv" is q_proj and v_proj.
+(q, k, v, o; a fused qkv and o; multi-head latent attention's five); "qkv" the same without o
+(ms-swift's defaults for Qwen-1, c_attn, and for llama-type models, q_proj, k_proj, v_proj);
+"qv" is q_proj and v_proj.
 One adapted linear of fan-in a and fan-out b holds r (a + b) parameters (A is r x a, B is b x r).
 
 What "all-linear" finds depends on how transformers builds each family; facts checked with
@@ -82,18 +84,20 @@ def _attention(arch: ModelArch, targets: str) -> list[tuple[str, int]]:
         h = arch.num_heads
         qs = ([("q_a_proj", d + m.q_lora_rank), ("q_b_proj", m.q_lora_rank + h * m.qk_head_dim)]
               if m.q_lora_rank else [("q_proj", d + h * m.qk_head_dim)])
-        return qs + [("kv_a_proj_with_mqa", d + m.kv_lora_rank + m.qk_rope_head_dim),
-                     ("kv_b_proj", m.kv_lora_rank + h * (m.qk_nope_head_dim + m.v_head_dim)),
-                     ("o_proj", h * m.v_head_dim + d)]
+        mla = qs + [("kv_a_proj_with_mqa", d + m.kv_lora_rank + m.qk_rope_head_dim),
+                    ("kv_b_proj", m.kv_lora_rank + h * (m.qk_nope_head_dim + m.v_head_dim))]
+        # qkv: the q and kv projections without o_proj
+        return mla if targets == "qkv" else mla + [("o_proj", h * m.v_head_dim + d)]
     if _text_type(arch) in FUSED_QKV_TYPES:
         if targets == "qv":
             raise FieldError("lora_targets", f"{arch.name} ({arch.model_type}) fuses q, k and v "
                              "into one matrix: there is no q_proj and v_proj to adapt alone.",
                              "Use lora_targets 'attention' or 'all-linear'.")
-        return [("qkv", d + q + 2 * kv), ("o", q + d)]
+        return [("qkv", d + q + 2 * kv)] + ([] if targets == "qkv" else [("o", q + d)])
     if targets == "qv":
         return [("q_proj", d + q), ("v_proj", d + kv)]
-    return [("q_proj", d + q), ("k_proj", d + kv), ("v_proj", d + kv), ("o_proj", q + d)]
+    qkv = [("q_proj", d + q), ("k_proj", d + kv), ("v_proj", d + kv)]
+    return qkv if targets == "qkv" else qkv + [("o_proj", q + d)]
 
 
 def _mlp(d: int, f: int, gated: bool, fused: bool) -> list[tuple[str, int]]:

@@ -197,6 +197,7 @@ class ActivationBytes:
 LORA_ADAPTED = {
     "qv": frozenset({"q", "v"}),
     "attention": frozenset({"q", "k", "v", "o"}),
+    "qkv": frozenset({"q", "k", "v"}),
     "all-linear": frozenset({"q", "k", "v", "o", "gate", "up", "down"}),
     "mlp": frozenset({"gate", "up", "down"}),
 }
@@ -205,7 +206,8 @@ LORA_ADAPTED = {
 def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: bool, seq_len: int,
                                      method: str = "full", lora_targets: str = "all-linear",
                                      lora_rank: int = 16, half_adapters: bool = False,
-                                     lora_dropout: float = 0.0, lora_adapters: bool = True
+                                     lora_dropout: float = 0.0, lora_adapters: bool = True,
+                                     eager_attention: str = "fp32-softmax"
                                      ) -> tuple[float, float]:
     """Bytes saved for backward per token and layer: (tensors, attention-score matrix).
 
@@ -240,7 +242,9 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
       probabilities (transformers' grouped_mm experts; checked by trace, docs/trace_accuracy.md).
     `lora_adapters` False: a non-LoRA PEFT method (its own terms: estimate/peft_methods.py).
     Without flash attention the score matrix is materialised: heads x S per token, kept in fp32
-    by the softmax and again in the activation dtype for the AV matmul.
+    by the softmax and again in the activation dtype for the AV matmul (transformers' eager
+    attention); `eager_attention` "sdpa-mask" (torch 2.0-2.1's SDPA given an additive mask:
+    setup.Training.eager_attention) keeps it once, in the activation dtype.
     Checked against the storage autograd saves for a real model: tests/test_activations_real.py.
     """
     if arch.encoder:
@@ -311,7 +315,9 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
             shared += q if "o" in adapted else 0
             lora -= kept * shared
     scores = 0.0
-    if not flash:
+    if not flash and eager_attention == "sdpa-mask":
+        scores = arch.num_heads * seq_len * a
+    elif not flash:
         scores = arch.num_heads * seq_len * (4 + (a if a < 4 else 0))
     # fp8-mixed: Transformer Engine and torchao keep each linear's input for its weight gradient
     # as the fp8 copy (1 byte, not a): the q/k/v and o_proj inputs, the MLP and down_proj inputs
@@ -354,7 +360,8 @@ def activation_bytes(arch: ModelArch, t: Training) -> ActivationBytes:
     tensors, scores = activation_bytes_per_token_layer(
         arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
         t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
-        lora_dropout=t.lora_dropout, lora_adapters=t.peft_method == "lora")
+        lora_dropout=t.lora_dropout, lora_adapters=t.peft_method == "lora",
+        eager_attention=t.eager_attention)
     megatron = t.kernels == "megatron" and megatron_path_covers(arch)
     if megatron:  # Megatron-Core's layer of Transformer Engine modules (estimate/megatron_saved.py)
         adapted = (megatron_adapted_linears(LORA_ADAPTED[t.lora_targets]) if t.method != "full"
@@ -1539,7 +1546,7 @@ def _setup_terms(arch: ModelArch, t: Training, buckets: float) -> tuple[str, ...
         eager, _ = activation_bytes_per_token_layer(
             arch, t.precision, t.flash_attention, t.llm_seq_len, t.method, t.lora_targets,
             t.lora_rank, half_adapters=lora_branch_of(t) != "peft-fp32",
-            lora_dropout=t.lora_dropout)
+            lora_dropout=t.lora_dropout, eager_attention=t.eager_attention)
         out.extend(compile_terms(arch, t, eager, ACTIVATION_BYTES[t.precision]))
     out.extend(liger_terms(arch, t, ACTIVATION_BYTES[t.precision], residual_bytes(t.precision)))
     out.extend(kv_repeat_terms(arch, t, ACTIVATION_BYTES[t.precision]))

@@ -176,7 +176,7 @@ def peft_method_saved_bytes_per_token_layer(arch: ModelArch, t: Training, a: flo
 def _shared_input_elements(arch: ModelArch, t: Training) -> float:
     """Elements per token over the model counted twice where adapted linears share an input
     (q, k and v; gate and up) and it is kept once (fp32)."""
-    names = {"qv": ("q", "v"), "attention": ("q", "k", "v"),
+    names = {"qv": ("q", "v"), "attention": ("q", "k", "v"), "qkv": ("q", "k", "v"),
              "all-linear": ("q", "k", "v", "gate", "up"), "mlp": ("gate", "up")}
     shared = names[t.lora_targets]
     attn = sum(1 for n in shared if n in ("q", "k", "v"))

@@ -37,7 +37,8 @@ MORE_GPU_COUNTS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 Variants = list[tuple[Training, Hardware]]
 
 _TARGETS_TEXT = {"all-linear": "all linear layers", "attention": "attention projections",
-                 "qv": "q and v projections", "mlp": "MLP projections"}
+                 "qkv": "q, k and v projections", "qv": "q and v projections",
+                 "mlp": "MLP projections"}
 
 
 def method_text(t: Training) -> str:

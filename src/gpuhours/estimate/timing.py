@@ -356,7 +356,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         score_traffic = 0.0
     tensors, scores = activation_bytes_per_token_layer(arch, t.precision, t.flash_attention,
                                                        t.seq_len, t.method, t.lora_targets,
-                                                       t.lora_rank)
+                                                       t.lora_rank,
+                                                       eager_attention=t.eager_attention)
     passes = A.ELEMENTWISE_PASSES.value + (1.0 if t.checkpointing else 0.0)
     a = ACTIVATION_BYTES[t.precision]
     # k and v repeated to the query heads: saved wider (estimate/kv_repeat.py)

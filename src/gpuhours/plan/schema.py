@@ -170,6 +170,10 @@ class TrainingSettings(_Strict):
         default=None, validation_alias=AliasChoices("checkpointing", "gradient_checkpointing"),
         description="activation checkpointing (Hugging Face: gradient_checkpointing)")
     flash_attention: bool | None = None
+    eager_attention: Literal["fp32-softmax", "sdpa-mask"] | None = Field(
+        default=None, description="without a flash kernel, what attention keeps per score: "
+        "fp32-softmax (transformers' eager attention) or sdpa-mask (torch 2.0-2.1's SDPA "
+        "given an additive mask: one copy in the activation dtype)")
     fused_attention: bool | None = Field(
         default=None, description="cuDNN fused attention or FlashAttention-3 (Megatron-LM, "
         "NeMo); default: PyTorch SDPA's FlashAttention-2 kernels (transformers)")
