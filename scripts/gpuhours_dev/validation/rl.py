@@ -683,7 +683,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         response_tokens=response, max_response_tokens=2048, reference_model=True,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
         single_controller=True, offload_between_phases=True, ref_offload=True,
-        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
+        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED,
+        image_prep_by_workers=True, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -697,7 +698,10 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
         f"x 4,096 tokens; vLLM's level-1 sleep around each rollout and validation pass "
-        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; "
+        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; each image decoded, scaled and "
+        f"processed on the workers' hosts inside the step (fsdp_workers.py "
+        f"_process_multi_modal_inputs, vllm_rollout_spmd.py) as image_prep_by_workers, at the "
+        f"cost measured on this project's CPU (scripts/bench_image_processing.py); "
         f"the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "

@@ -629,6 +629,21 @@ RL_IMAGE_BYTES_PER_PIXEL = _a(
     "rl_image_bytes_per_pixel", 3.0, "bytes per pixel",
     "assumption: RGB images, one byte a channel (PIL pickles the decoded pixels, not the file)")
 
+#: Host seconds per megapixel to prepare one image of a vision-language RL batch inside the step,
+#: as EasyR1's workers do (plan/rl_images.py `image_prep_by_workers`): decode the dataset's PNG,
+#: scale it up to data.min_pixels (EasyR1 @8460e817 verl/utils/dataset.py process_image), then
+#: Qwen2.5-VL's image processor (resize to multiples of 28, rescale, normalise, patchify).
+#: MEASURED here, not fitted: scripts/bench_image_processing.py on this project's CPU machine
+#: (AMD EPYC, shared, one thread, torch 2.13 CPU), best of 5 rounds, a 400 x 300 line drawing
+#: scaled to 262,144 pixels: 5.0 ms process_image + 11-16 ms the torchvision processor's
+#: operations (transformers 4.54-4.56, EasyR1's pin, forces the fast processor for
+#: Qwen2VLImageProcessor) = 16-21 ms an image, 0.061-0.080 s a megapixel; the PIL/numpy
+#: processor 30 ms. The lower end taken: a training node's host core is likely no slower.
+RL_IMAGE_PREP_S_PER_MEGAPIXEL = _a(
+    "rl_image_prep_s_per_megapixel", 0.061, "s per megapixel",
+    "measured: scripts/bench_image_processing.py (EasyR1's process_image + Qwen2.5-VL's fast "
+    "image processor, one CPU thread, 16 ms for a 262,144-pixel image)")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

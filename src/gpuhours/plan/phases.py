@@ -31,6 +31,7 @@ from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_images import actor_image_prep_s, engine_images_s
 from gpuhours.plan.rl_padding import (
     padded_micro_batch_tokens,
     padding_factor,
@@ -733,6 +734,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         (waves - 1) * work.batch_time_s + tail.batch_time_s)
         tail_led = tail.batch_time_s > work.batch_time_s
 
+    # a vision-language rollout: the engine's tower at prefill, once a prompt, and the images
+    # prepared on each GPU's host first when the workers do it (plan/rl_images.py)
+    if phase.image_prep_by_workers and t.image_grid is None:
+        raise InputError(f"{_where(ctx, phase)}, field 'image_prep_by_workers'",
+                         "image_prep_by_workers prepares each prompt's images, and this setup "
+                         "has none.", "Set images_per_example (and image_pixels) on a "
+                         "vision-language model, or drop image_prep_by_workers.")
+    engine_prompts = math.ceil(phase.prompts_per_step / engines)
+    rollout_tower_s, rollout_prep_s = engine_images_s(t, ctx.gpu, matmul, engine_prompts, tp,
+                                                      phase.image_prep_by_workers)
+    rollout_s += rollout_tower_s + rollout_prep_s
+
     # scoring passes over whole sequences, on the training GPUs, in micro-batches of
     # score_budget tokens a data-parallel group
     score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
@@ -754,6 +767,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus
     old_logprob_s = score(t.arch, tower_s) if phase.old_logprob_pass else 0.0
     ref_s = score(t.arch, tower_s) if phase.reference_model else 0.0
+    # each actor worker prepares its share's images before its first pass (plan/rl_images.py)
+    actor_prep_s = (actor_image_prep_s(t, phase.prompts_per_step, phase.generations_per_prompt,
+                                       score_ranks) if phase.image_prep_by_workers else 0.0)
     reward_s = 0.0
     if phase.reward.kind == "model":
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
@@ -855,9 +871,19 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     ref_s += ref_added_s
     validation_s = 0.0
     if phase.validation_every_steps and phase.validation_prompts:
+        val_prompts = math.ceil(phase.validation_prompts / engines)
         validation_s = validation_per_step_s(validation_rollout_s(
-            probe, cap, math.ceil(phase.validation_prompts / engines), longest, ctx.gpu,
-            gen_matmul, share), sync_s, phase.validation_every_steps)
+            probe, cap, val_prompts, longest, ctx.gpu, gen_matmul, share)
+            + sum(engine_images_s(t, ctx.gpu, matmul, val_prompts, tp,
+                                  phase.image_prep_by_workers)),
+            sync_s, phase.validation_every_steps)
+    # before the first of the scoring passes (the update when there is none)
+    if phase.old_logprob_pass:
+        old_logprob_s += actor_prep_s
+    elif phase.reference_model:
+        ref_s += actor_prep_s
+    else:
+        update_s += actor_prep_s
     driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
               else {})
     if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
@@ -977,6 +1003,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),
+               # a vision-language rollout's tower at prefill and the hosts' image preparation
+               # (plan/rl_images.py), within the rollout and the first scoring pass
+               "rollout_vision_tower_s": rollout_tower_s, "rollout_image_prep_s": rollout_prep_s,
+               "actor_image_prep_s": actor_prep_s,
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
                # rollout_sleep_offload: the engine's weights down and up (in weight_sync_s)

@@ -570,6 +570,12 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "(verl's log_prob_max_token_len_per_gpu; EasyR1: micro_batch_size_per_device_for_"
         "experience x the padded input width); sets how often `ref_offload` copies the "
         "reference weights up; default update_tokens_per_gpu, else 16,384")
+    image_prep_by_workers: bool = Field(
+        default=False, description="the workers prepare each image inside the step (EasyR1: "
+        "the batch carries the dataset's image bytes; each rollout worker decodes and scales "
+        "its engine's images and vLLM runs the image processor, each actor worker does both "
+        "for the distinct prompts of its share before its first scoring pass): host seconds "
+        "at assumptions rl_image_prep_s_per_megapixel (plan/rl_images.py); needs images")
     validation_every_steps: PositiveInt | None = Field(
         default=None, description="a validation pass every this many steps, inside the step "
         "(verl's trainer.test_freq, EasyR1's trainer.val_freq): `validation_prompts` prompts, "
