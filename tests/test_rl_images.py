@@ -33,7 +33,7 @@ def test_distinct_prompts_per_rank_by_enumeration():
     """2 prompts x 2 responses over 2 ranks, every one of the 16 placements alike: count the
     prompts rank 0 holds in each and average (each prompt misses rank 0 with chance 1/4:
     2 x 3/4 = 1.5). Then EasyR1's 512 x 5 over 8 ranks by hand: 512 x (1 - (7/8)^5)."""
-    counts = [len({p for p, r in zip((0, 0, 1, 1), placement) if r == 0})
+    counts = [len({p for p, r in zip((0, 0, 1, 1), placement, strict=True) if r == 0})
               for placement in itertools.product((0, 1), repeat=4)]
     assert I.distinct_prompts_per_rank(2, 2, 2) == pytest.approx(sum(counts) / len(counts))
     assert sum(counts) / len(counts) == 1.5
@@ -92,3 +92,18 @@ def test_a_text_model_has_no_images(tmp_path):
     with pytest.raises(InputError, match="has none") as caught:
         run(tmp_path, image_prep_by_workers=True)
     assert "image_prep_by_workers" in caught.value.where
+
+
+def test_a_validation_pass_waits_for_its_dataset_images(tmp_path):
+    """256 validation prompts, one response each: the same rollout shape as the step's 32 x 8
+    (tests/test_rl_scoring.py test_a_validation_pass_inside_the_step), but each engine's
+    tower runs over 32 prompts' images, not 4, and one dataloader worker prepares all 256
+    images first. Every 4 steps: (rollout - tower(4) + tower(32) + 256 images + sync) / 4."""
+    per_image = 0.262144 * A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value
+    off = run(tmp_path, **VLM, max_response_tokens=1024)
+    on = run(tmp_path, **VLM, max_response_tokens=1024, validation_every_steps=4,
+             validation_prompts=256)
+    tower_4 = off["rollout_vision_tower_s"]
+    expected = (off["rollout_generation_s"] - tower_4 + 8 * tower_4 + 256 * per_image
+                + off["weight_sync_s"]) / 4
+    assert on["validation_s"] == pytest.approx(expected, rel=1e-9)

@@ -59,7 +59,7 @@ def test_published_rl_steps_floor():
     # +103 / +62% -> +10 / +8 / +23% (issue 13)
     # 23 -> 25 when the engine's vision tower at prefill and EasyR1's workers preparing each
     # image inside the step were counted (plan/rl_images.py, issue 13): EasyR1's 7B rows on 8
-    # H100s -29 / -26% -> -24 / -21%
+    # H100s -29 / -26% -> -24 / -21% (row 21, CSV line 21, within by 1.2 points)
     assert sum(abs(e) <= 0.25 for e in held) >= 25
     # 3 with the replay: the staleness-0 pipeline (CSV line 42) +41% -> +116%, its engines
     # handed two calls of 256 each waiting for its own longest response (rollout_batch, the
@@ -94,7 +94,7 @@ def test_published_rl_steps_floor():
     # the 3B -45% -> -39%, the 7B -37/-29% -> -31/-27%) when the vision tower's host operators
     # were counted, apart from the decoder's (estimate/vision_host.py, issue 13)
     # -21% -> -19% with the images prepared on the workers' hosts (plan/rl_images.py): its TP-8
-    # engine's every GPU prepares all 512 prompts' images, 8.2 s a step
+    # engine's every GPU prepares all 512 prompts' images, 6.4 s a step
     assert -0.23 < results[22] < -0.15
     assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but

@@ -31,7 +31,11 @@ from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
-from gpuhours.plan.rl_images import actor_image_prep_s, engine_images_s
+from gpuhours.plan.rl_images import (
+    actor_image_prep_s,
+    engine_images_s,
+    validation_dataset_prep_s,
+)
 from gpuhours.plan.rl_padding import (
     padded_micro_batch_tokens,
     padding_factor,
@@ -875,7 +879,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         validation_s = validation_per_step_s(validation_rollout_s(
             probe, cap, val_prompts, longest, ctx.gpu, gen_matmul, share)
             + sum(engine_images_s(t, ctx.gpu, matmul, val_prompts, tp,
-                                  phase.image_prep_by_workers)),
+                                  phase.image_prep_by_workers))
+            + validation_dataset_prep_s(t, phase.validation_prompts),
             sync_s, phase.validation_every_steps)
     # before the first of the scoring passes (the update when there is none)
     if phase.old_logprob_pass:

@@ -113,3 +113,17 @@ def actor_image_prep_s(t: Training, prompts: float, generations: int, ranks: int
     return image_prep_s(distinct_prompts_per_rank(prompts, generations, ranks)
                         * t.images_per_example, image_pixels(t),
                         A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value)
+
+
+def validation_dataset_prep_s(t: Training, prompts: int) -> float:
+    """Seconds a validation pass waits for its dataset's images (0 without images): the
+    trainer iterates the validation dataloader inside the step (EasyR1 @8460e817
+    ray_trainer.py `_validate`: `for batch_dict in self.val_dataloader`), a fresh iterator each
+    pass, and one DataLoader worker builds each batch, calling the dataset's __getitem__ (the
+    image's decode, scaling and processor) for every example of it in turn; EasyR1's
+    val_batch_size (1,024, examples/config.yaml) holds Geometry3k's 601 test prompts in one
+    batch, so all `prompts` prompts' images are prepared one after another."""
+    if t.image_grid is None or t.arch.vision is None:
+        return 0.0
+    return image_prep_s(prompts * t.images_per_example, image_pixels(t),
+                        A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value)
