@@ -674,15 +674,27 @@ _EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
 #   11.2-25 ms; 20-30 ms with the PIL processor): rollout 1.6 s (6.4 s for the 32B's TP-8
 #   engine, every GPU preparing all 512), actor 3.1 s, validation 7.6 s a pass / 5 steps.
 #   The training dataloader's own preparation (8 prefetching workers) is ahead of the step.
-# - Rows 20-24 -35.4 / -28.5 / -26.4 / -23.9 / -21.5% -> -29.7 / -23.8 / -20.7 / -22.5 /
-#   -19.1%; the rest of the step (step less the update's GPU work) -26 / -22 / -19 / -14 /
-#   -14% -> -15 / -13 / -9 / -11 / -9% of the measured rest; the update unchanged (-46 / -36 /
-#   -38 / -30 / -30% against the Actor MFU's). Row 21 is within 25% by 1.2 points: at the
-#   PIL processor's 20 ms an image it would be -21.0%, at the quietest 11.2 ms -24.3%.
+# - The batch through the driver as EasyR1 pads it: each prompt left-padded to
+#   data.max_prompt_length 2,048 (dataset.py `VF.postprocess_data`), not the ~100-token text
+#   prompt the driver's bytes took, and Qwen2-VL's M-RoPE position_ids as (batch, 4, seq)
+#   (dataset.py, vllm_rollout_spmd.py), not one row: 245.8 KB a sequence in place of 85.1 KB
+#   (`padded_prompt_tokens`, rl_driver.MROPE_POSITION_ROWS), at the driver's fitted rate:
+#   driver 20.9 -> 26.1 s a step. The fit's verl rows are text models with no padded width
+#   set: unchanged.
+# - Rows 20-24 -35.4 / -28.5 / -26.4 / -23.9 / -21.5% -> -25.4 / -20.2 / -16.4 / -21.6 /
+#   -18.1% (the images alone: -29.7 / -23.8 / -20.7 / -22.5 / -19.1%); the rest of the step
+#   (step less the update's GPU work) -26 / -22 / -19 / -14 / -14% -> -7 / -6 / -2 / -8 / -7%
+#   of the measured rest; the update unchanged (-46 / -36 / -38 / -30 / -30% against the Actor
+#   MFU's). At the PIL processor's 20 ms an image the images alone would give -26.3 / -21.0 /
+#   -17.3 / -21.8 / -17.6%, at the quietest 11.2 ms -30.3 / -24.3 / -21.3 / -22.6 / -19.3%.
 # - Read and small, not counted: each pass concatenates every sequence's fp32 pixel values on
 #   the host (`batch_collate` + `torch.cat`, 6.1 MB an image, 320 a rank) and FSDP's root
 #   forward copies them up, pageable: about 2 GB a pass a rank, a second or so a step at host
-#   memcpy rates (no figure for this host). The tower is trained (freeze_vision_tower false) and
+#   memcpy rates (no figure for this host); the prompts' own tensors out to the engines (512 x
+#   6 rows x 2,048 int64, 50 MB, 0.16 s at the driver's rate); the whole batch handed to the
+#   rule reward's Ray actor (`compute_reward.remote(batch)`: Ray serialises it in the driver
+#   before the old-log-prob call, ~0.7 GB; the fitted rate covers both ends of a transfer, so
+#   it would overstate this one-sided put). The tower is trained (freeze_vision_tower false) and
 #   counted in the update since the first pass; what makes the update 1.3-1.9x slower than its
 #   estimate is still not found.
 
@@ -717,7 +729,7 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
         single_controller=True, offload_between_phases=True, ref_offload=True,
         rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED,
-        image_prep_by_workers=True, **_EASYR1_VALIDATION),
+        image_prep_by_workers=True, padded_prompt_tokens=2048, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -735,7 +747,9 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         f"processed on the workers' hosts inside the step (fsdp_workers.py "
         f"_process_multi_modal_inputs, vllm_rollout_spmd.py) as image_prep_by_workers, at the "
         f"cost measured on this project's CPU (scripts/bench_image_processing.py), and the "
-        f"validation set's images by its one dataloader worker; "
+        f"validation set's images by its one dataloader worker; the batch through the "
+        f"driver with each prompt left-padded to data.max_prompt_length 2,048 "
+        f"(padded_prompt_tokens) and M-RoPE's 4 rows of positions; "
         f"the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "

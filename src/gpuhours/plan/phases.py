@@ -889,8 +889,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         ref_s += actor_prep_s
     else:
         update_s += actor_prep_s
-    driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
-              else {})
+    # Qwen2-VL's M-RoPE positions travel as 4 rows a sequence (plan/rl_driver.py)
+    position_rows = _position_rows(t)
+    driver = (_driver_transfers_s(phase, sequences, longest, position_rows)
+              if phase.single_controller else {})
     if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
         driver = _with_images_s(driver, phase, t, train_gpus)
     # each phase's time as the framework's timer counts it: its transfer through the driver too;
@@ -1098,28 +1100,43 @@ def _with_images_s(driver: dict[str, float], phase: RLPhase, t: Training,
     return {part: s + images[part] / rate for part, s in driver.items()}
 
 
-def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:
+def _position_rows(t: Training) -> int:
+    """Rows of position_ids a sequence of setup `t` carries: 4 for a Qwen2-VL / Qwen2.5-VL
+    tower's M-RoPE (rl_driver.MROPE_POSITION_ROWS), else 1."""
+    from gpuhours.estimate.vision import VisionTower
+    from gpuhours.plan.rl_driver import MROPE_POSITION_ROWS
+
+    return MROPE_POSITION_ROWS if isinstance(t.arch.vision, VisionTower) else 1
+
+
+def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int,
+                        position_rows: int = 1) -> dict[str, float]:
     """Seconds each part of a single-controller step spends moving the padded batch through
     the driver (src/gpuhours/plan/rl_driver.py: the bytes; assumptions.RL_DRIVER_BYTES_PER_S:
-    the rate, fitted to verl's H20 rows). Every sequence travels padded to the prompt plus the
-    longest response: verl pads to `response_length`, whatever a response holds."""
+    the rate, fitted to verl's H20 rows). Every sequence travels padded to the prompt
+    (`padded_prompt_tokens`, else the mean prompt) plus the longest response: verl pads to
+    `response_length`, whatever a response holds; `position_rows` rows of position_ids a
+    sequence (4 for Qwen2-VL's M-RoPE: rl_driver.MROPE_POSITION_ROWS)."""
     from gpuhours.plan import rl_driver as d
 
     rate = A.RL_DRIVER_BYTES_PER_S.value
-    p = phase.prompt_tokens
-    out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest) / rate,
+    p = phase.padded_prompt_tokens or phase.prompt_tokens
+    r = position_rows
+    out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest, r) / rate,
            # once a step whatever policy_epochs: the epochs loop inside the workers over the
            # batch they hold (verl dp_actor.update_policy: `for _ in range(ppo_epochs)`)
-           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model) / rate}
+           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model,
+                                           r) / rate}
     if phase.old_logprob_pass:
-        out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2) / rate
+        out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2, r) / rate
     if phase.reference_model:
-        out["reference model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+        out["reference model"] = d.scoring_pass_bytes(sequences, p, longest, 1, r) / rate
     if phase.reward.kind == "model":
-        out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+        out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1, r) / rate
     if phase.critic:  # the values back from its forward, then the batch to its update
-        out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1)
-                         + d.update_bytes(sequences, p, longest, phase.reference_model)) / rate
+        out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1, r)
+                         + d.update_bytes(sequences, p, longest, phase.reference_model, r)
+                         ) / rate
     return out
 
 
