@@ -4,11 +4,13 @@ engine's vision tower at prefill, and the host's preparation of each image insid
 The engine's tower. A vLLM engine runs the policy's vision tower on each prompt's images when
 it prefills the prompt (vLLM's qwen2_5_vl.py: the image's patches through the ViT and its
 merger, the output placed at the image tokens); the tower's linear layers are split over the
-engine's tensor-parallel GPUs like the decoder's. With `n` responses a prompt (EasyR1 passes
-`n` in SamplingParams: verl/workers/rollout/vllm_rollout_spmd.py @8460e817), vLLM V1 (0.10.0,
-EasyR1's Dockerfile) processes the prompt once and fans it out to `n` child requests that share
-its inputs and their image hashes (the hashes are taken whenever prefix caching is on: V1
-processor.py `use_hash = not disable_mm_preprocessor_cache or enable_prefix_caching`); the
+engine's tensor-parallel GPUs like the decoder's (its Qwen2_5_VisionAttention and MLP build
+QKV/Column/RowParallelLinear layers). With `n` responses a prompt (EasyR1 passes `n` in
+SamplingParams: verl/workers/rollout/vllm_rollout_spmd.py @8460e817), vLLM V1 processes the
+prompt once and fans it out to `n` child requests that share its inputs and their image hashes
+(the hashes are taken whenever prefix caching is on: V1 processor.py `use_hash = not
+disable_mm_preprocessor_cache or enable_prefix_caching`; read in V1 code of the 0.8-0.10
+releases, not line by line in 0.10.0, the release EasyR1's Dockerfile installs); the
 scheduler caches each full KV block as it allocates it (kv_cache_manager.py `allocate_slots`
 -> `cache_blocks`), so the siblings find the prompt's blocks, image tokens included, already
 computed and schedule no encoder input for them. The tower therefore runs once a prompt, not
