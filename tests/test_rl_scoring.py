@@ -163,7 +163,8 @@ def test_images_through_the_single_controller_by_hand(tmp_path):
     batch is balanced, a prompt's 8 generations land on 8 x (1 - (7/8)^8) = 5.2511 of the 8
     chunks on average, and each chunk pickles the image once: 32 x 786,432 x 5.2511 bytes for
     the old-log-prob pass, the reference pass and the update each. The token tensors are
-    rl_driver's (unchanged); everything at the driver's rate."""
+    rl_driver's, with Qwen2.5-VL's M-RoPE position_ids as 4 rows a sequence; everything at the
+    driver's rate."""
     from gpuhours.estimate import assumptions as A
     from gpuhours.plan import rl_driver as d
 
@@ -175,17 +176,41 @@ def test_images_through_the_single_controller_by_hand(tmp_path):
     image = 262_144 * 3
     spread = 32 * image * 5.251128673553467
     assert got["driver_rollout_generation_s"] == pytest.approx(
-        (d.rollout_return_bytes(256, 128, 256) + 2 * 32 * image) / rate, rel=1e-9)
+        (d.rollout_return_bytes(256, 128, 256, 4) + 2 * 32 * image) / rate, rel=1e-9)
     assert got["driver_old_policy_log_probs_s"] == pytest.approx(
-        (d.scoring_pass_bytes(256, 128, 256, 2) + spread) / rate, rel=1e-9)
+        (d.scoring_pass_bytes(256, 128, 256, 2, 4) + spread) / rate, rel=1e-9)
     assert got["driver_reference_model_s"] == pytest.approx(
-        (d.scoring_pass_bytes(256, 128, 256, 1) + spread) / rate, rel=1e-9)
+        (d.scoring_pass_bytes(256, 128, 256, 1, 4) + spread) / rate, rel=1e-9)
     assert got["driver_policy_update_s"] == pytest.approx(
-        (d.update_bytes(256, 128, 256, True) + spread) / rate, rel=1e-9)
+        (d.update_bytes(256, 128, 256, True, 4) + spread) / rate, rel=1e-9)
     # a text model's batch carries no images
     text = run(tmp_path, single_controller=True)
     assert text["driver_old_policy_log_probs_s"] == pytest.approx(
         d.scoring_pass_bytes(256, 128, 256, 2) / rate, rel=1e-9)
+
+
+def test_padded_prompts_and_mrope_positions_through_the_driver_by_hand(tmp_path):
+    """EasyR1 left-pads every prompt to data.max_prompt_length and carries Qwen2-VL's M-RoPE
+    positions as 4 rows (verl/utils/dataset.py, vllm_rollout_spmd.py @8460e817). One sequence
+    of a 2,048-token padded prompt and a 256-token response: int64 prompts 2,048, responses and
+    response_mask 2 x 256, input_ids and attention_mask 2 x 2,304, position_ids 4 x 2,304:
+    8 x (2,048 + 512 + 4,608 + 9,216) = 131,072 bytes (a text model's 1 row: 75,776)."""
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.plan import rl_driver as d
+
+    assert d.batch_bytes_per_sequence(2048, 256, 4) == 131_072
+    assert d.batch_bytes_per_sequence(2048, 256) == 8 * (2048 + 512 + 3 * 2304) == 75_776
+    rate = A.RL_DRIVER_BYTES_PER_S.value
+    text = run(tmp_path, single_controller=True, padded_prompt_tokens=2048)
+    assert text["driver_rollout_generation_s"] == pytest.approx(
+        256 * d.batch_bytes_per_sequence(2048, 256) / rate, rel=1e-9)
+    plain = run(tmp_path, single_controller=True)
+    assert plain["driver_rollout_generation_s"] == pytest.approx(
+        256 * d.batch_bytes_per_sequence(128, 256) / rate, rel=1e-9)
+    f = _write(tmp_path, single_controller=True, padded_prompt_tokens=64)
+    result = CliRunner().invoke(app, ["plan", str(f)])
+    assert result.exit_code == 2 and "padded_prompt_tokens" in result.output
+    assert "Traceback" not in result.output
 
 
 def test_what_pickling_a_batch_of_images_moves():

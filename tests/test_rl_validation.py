@@ -57,7 +57,11 @@ def test_published_rl_steps_floor():
     # 20 of 31 -> 23 of 30 when the fully-async 7B runs took their own mean response, fitted on
     # row 17's update (CSV line; now tuned, +55% -> -4%): held-out rows 15, 16 and 42 +132 /
     # +103 / +62% -> +10 / +8 / +23% (issue 13)
-    assert sum(abs(e) <= 0.25 for e in held) >= 23
+    # 23 -> 25 when the engine's vision tower at prefill and EasyR1's workers preparing each
+    # image inside the step were counted (plan/rl_images.py, issue 13), and its batch through
+    # the driver at its padded prompt width with M-RoPE's 4 position rows: EasyR1's 7B rows on
+    # 8 H100s -29 / -26% -> -20 / -16% (the 3B -35% -> -25.4%, just outside)
+    assert sum(abs(e) <= 0.25 for e in held) >= 25
     # 3 with the replay: the staleness-0 pipeline (CSV line 42) +41% -> +116%, its engines
     # handed two calls of 256 each waiting for its own longest response (rollout_batch, the
     # rollouter's in-flight cap)
@@ -90,7 +94,10 @@ def test_published_rl_steps_floor():
     # same side and size as the 3B and 7B on H100s; -26% -> -23% (and the L20 row -25% -> -24%,
     # the 3B -45% -> -39%, the 7B -37/-29% -> -31/-27%) when the vision tower's host operators
     # were counted, apart from the decoder's (estimate/vision_host.py, issue 13)
-    assert -0.26 < results[22] < -0.20
+    # -21% -> -18% with the images prepared on the workers' hosts (plan/rl_images.py: its TP-8
+    # engine's every GPU prepares all 512 prompts' images, 6.4 s a step) and the padded batch
+    # through the driver
+    assert -0.23 < results[22] < -0.15
     assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
     # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is

@@ -652,6 +652,51 @@ _EASYR1_VALIDATION = {"validation_every_steps": 5, "validation_prompts": 601}
 #   fp32 weights and AdamW moments (12 bytes a parameter: 45 / 99 / 99 / 99 GB a save for
 #   3B / 7B, 201 GB for the 32B's bf16 weights and moments), 9-40 GB a step: the disk's rate
 #   is not stated (at 2 GB/s, 4.5-20 s a step).
+# Note for docs/rl.md (EasyR1 rows, issue 13, third pass, 2026-11-25): the images outside the
+# trainer's passes, read at 8460e817 (vLLM 0.10.0 and transformers 4.54-4.56 as its Dockerfile
+# and requirements pin them), now counted (plan/rl_images.py), no constant set from these rows.
+# - The engine's vision tower at prefill: vLLM runs Qwen2.5-VL's ViT (32 blocks of 1,280, 4 of
+#   them full attention, the rest 112-pixel windows: 1.71 TFLOP for a 504 x 504 image's 1,296
+#   patches) on each prompt's image, once a prompt: n = 5 rides in SamplingParams, V1 processes
+#   the prompt once and its 4 siblings find its KV blocks (image tokens included) cached at
+#   allocation, so no encoder input is scheduled for them. 0.17 s a step on 8 H100s (64 or 128
+#   prompts an engine, TP 1/2/8), 1.3 s on the L20s. Counted for every vision-language rollout.
+# - The workers' image preparation (`image_prep_by_workers`): the batch carries the dataset's
+#   PNG bytes, and inside the step's timer each rollout worker decodes and scales its engine's
+#   images (`process_image`) and vLLM runs the HF image processor once a prompt, on every GPU of
+#   a TP engine (SPMD); each actor worker prepares the distinct prompts of its share before the
+#   old-log-prob pass (`_process_multi_modal_inputs`, cached for the ref pass and the update
+#   while the uids match): 512 x (1 - (7/8)^5) = 249 prompts a rank after `_balance_batch`. The
+#   validation pass iterates its dataloader inside the timer (`_validate`), a fresh iterator
+#   whose one worker builds the single batch of 601 (val_batch_size 1,024). At 12.5 ms an
+#   image (0.048 s a megapixel, measured on this project's CPU: scripts/bench_image_processing.py,
+#   process_image + the fast processor's torch operations, the median of the 3 quietest runs of
+#   11.2-25 ms; 20-30 ms with the PIL processor): rollout 1.6 s (6.4 s for the 32B's TP-8
+#   engine, every GPU preparing all 512), actor 3.1 s, validation 7.6 s a pass / 5 steps.
+#   The training dataloader's own preparation (8 prefetching workers) is ahead of the step.
+# - The batch through the driver as EasyR1 pads it: each prompt left-padded to
+#   data.max_prompt_length 2,048 (dataset.py `VF.postprocess_data`), not the ~100-token text
+#   prompt the driver's bytes took, and Qwen2-VL's M-RoPE position_ids as (batch, 4, seq)
+#   (dataset.py, vllm_rollout_spmd.py), not one row: 245.8 KB a sequence in place of 85.1 KB
+#   (`padded_prompt_tokens`, rl_driver.MROPE_POSITION_ROWS), at the driver's fitted rate:
+#   driver 20.9 -> 26.1 s a step. The fit's verl rows are text models with no padded width
+#   set: unchanged.
+# - Rows 20-24 -35.4 / -28.5 / -26.4 / -23.9 / -21.5% -> -25.4 / -20.2 / -16.4 / -21.6 /
+#   -18.1% (the images alone: -29.7 / -23.8 / -20.7 / -22.5 / -19.1%); the rest of the step
+#   (step less the update's GPU work) -26 / -22 / -19 / -14 / -14% -> -7 / -6 / -2 / -8 / -7%
+#   of the measured rest; the update unchanged (-46 / -36 / -38 / -30 / -30% against the Actor
+#   MFU's). At the PIL processor's 20 ms an image the images alone would give -26.3 / -21.0 /
+#   -17.3 / -21.8 / -17.6%, at the quietest 11.2 ms -30.3 / -24.3 / -21.3 / -22.6 / -19.3%.
+# - Read and small, not counted: each pass concatenates every sequence's fp32 pixel values on
+#   the host (`batch_collate` + `torch.cat`, 6.1 MB an image, 320 a rank) and FSDP's root
+#   forward copies them up, pageable: about 2 GB a pass a rank, a second or so a step at host
+#   memcpy rates (no figure for this host); the prompts' own tensors out to the engines (512 x
+#   6 rows x 2,048 int64, 50 MB, 0.16 s at the driver's rate); the whole batch handed to the
+#   rule reward's Ray actor (`compute_reward.remote(batch)`: Ray serialises it in the driver
+#   before the old-log-prob call, ~0.7 GB; the fitted rate covers both ends of a transfer, so
+#   it would overstate this one-sided put). The tower is trained (freeze_vision_tower false) and
+#   counted in the update since the first pass; what makes the update 1.3-1.9x slower than its
+#   estimate is still not found.
 
 
 def easyr1_mean_sequence(row: int) -> float:
@@ -683,7 +728,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
         response_tokens=response, max_response_tokens=2048, reference_model=True,
         reward={"kind": "rule"}, rollout_tensor_parallel=tp, rollout_memory_utilisation=0.6,
         single_controller=True, offload_between_phases=True, ref_offload=True,
-        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED, **_EASYR1_VALIDATION),
+        rollout_sleep_offload=True, scoring_tokens_per_gpu=experience * _EASYR1_PADDED,
+        image_prep_by_workers=True, padded_prompt_tokens=2048, **_EASYR1_VALIDATION),
         {"model": model, "method": "full", "gpus": 8, "checkpointing": True, "zero_stage": 3,
          "precision": precision, "images_per_example": 1, "image_pixels": _EASYR1_IMAGE_PIXELS,
          "train_vision": True, "micro_batch": per_micro,
@@ -697,7 +743,13 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
            else "BF16 as pure bf16 (adamw_bf16); ") +
         f"the reference model's FSDP CPU offload as ref_offload, its micro-batches {experience} "
         f"x 4,096 tokens; vLLM's level-1 sleep around each rollout and validation pass "
-        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; "
+        f"(fsdp_vllm.py @8460e817) as rollout_sleep_offload; each image decoded, scaled and "
+        f"processed on the workers' hosts inside the step (fsdp_workers.py "
+        f"_process_multi_modal_inputs, vllm_rollout_spmd.py) as image_prep_by_workers, at the "
+        f"cost measured on this project's CPU (scripts/bench_image_processing.py), and the "
+        f"validation set's images by its one dataloader worker; the batch through the "
+        f"driver with each prompt left-padded to data.max_prompt_length 2,048 "
+        f"(padded_prompt_tokens) and M-RoPE's 4 rows of positions; "
         f"the actor's log-probs by flash-attn's Triton cross-entropy with "
         f"inplace_backward (loss kernel verl-logprobs: EasyR1's dp_actor, flash-attn in its "
         f"requirements; its torch.compile of the call taken as changing no buffer); "

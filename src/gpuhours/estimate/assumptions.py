@@ -653,6 +653,23 @@ RL_IMAGE_BYTES_PER_PIXEL = _a(
     "rl_image_bytes_per_pixel", 3.0, "bytes per pixel",
     "assumption: RGB images, one byte a channel (PIL pickles the decoded pixels, not the file)")
 
+#: Host seconds per megapixel to prepare one image of a vision-language RL batch inside the step,
+#: as EasyR1's workers do (plan/rl_images.py `image_prep_by_workers`): decode the dataset's PNG,
+#: scale it up to data.min_pixels (EasyR1 @8460e817 verl/utils/dataset.py process_image), then
+#: Qwen2.5-VL's image processor (resize to multiples of 28, rescale, normalise, patchify).
+#: MEASURED here, not fitted: scripts/bench_image_processing.py on this project's CPU machine
+#: (AMD EPYC, 2 cores shared with other jobs, one thread, torch 2.13 CPU), a 400 x 300 line
+#: drawing scaled to 262,144 pixels, process_image + the torchvision ("fast") processor's
+#: operations (transformers 4.54-4.56, EasyR1's pin, forces the fast processor for
+#: Qwen2VLImageProcessor): 11.2 / 12.5 / 14.3 ms an image in the three runs at the lowest load
+#: (load average 1.5-1.9), 16-25 ms at 2.6-3.5; the median of the three quiet runs taken,
+#: 12.5 ms = 0.048 s a megapixel. The library's own call overhead (argument checks, vLLM's
+#: image hash and prompt update) is not in it; the PIL/numpy processor takes 20-30 ms.
+RL_IMAGE_PREP_S_PER_MEGAPIXEL = _a(
+    "rl_image_prep_s_per_megapixel", 0.048, "s per megapixel",
+    "measured: scripts/bench_image_processing.py (EasyR1's process_image + Qwen2.5-VL's fast "
+    "image processor's operations, one CPU thread, 12.5 ms for a 262,144-pixel image)")
+
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
 # scripts/gpuhours_dev/validation/data/generation.csv (Qwen2.5 speed benchmark, A100-80GB,

@@ -31,6 +31,11 @@ from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_images import (
+    actor_image_prep_s,
+    engine_images_s,
+    validation_dataset_prep_s,
+)
 from gpuhours.plan.rl_padding import (
     padded_micro_batch_tokens,
     padding_factor,
@@ -733,6 +738,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         (waves - 1) * work.batch_time_s + tail.batch_time_s)
         tail_led = tail.batch_time_s > work.batch_time_s
 
+    # a vision-language rollout: the engine's tower at prefill, once a prompt, and the images
+    # prepared on each GPU's host first when the workers do it (plan/rl_images.py)
+    if phase.image_prep_by_workers and t.image_grid is None:
+        raise InputError(f"{_where(ctx, phase)}, field 'image_prep_by_workers'",
+                         "image_prep_by_workers prepares each prompt's images, and this setup "
+                         "has none.", "Set images_per_example (and image_pixels) on a "
+                         "vision-language model, or drop image_prep_by_workers.")
+    engine_prompts = math.ceil(phase.prompts_per_step / engines)
+    rollout_tower_s, rollout_prep_s = engine_images_s(t, ctx.gpu, matmul, engine_prompts, tp,
+                                                      phase.image_prep_by_workers)
+    rollout_s += rollout_tower_s + rollout_prep_s
+
     # scoring passes over whole sequences, on the training GPUs, in micro-batches of
     # score_budget tokens a data-parallel group
     score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
@@ -754,6 +771,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     tower_s = vision_scoring_s(t, sequences, ctx.gpu, matmul) / train_gpus
     old_logprob_s = score(t.arch, tower_s) if phase.old_logprob_pass else 0.0
     ref_s = score(t.arch, tower_s) if phase.reference_model else 0.0
+    # each actor worker prepares its share's images before its first pass (plan/rl_images.py)
+    actor_prep_s = (actor_image_prep_s(t, phase.prompts_per_step, phase.generations_per_prompt,
+                                       score_ranks) if phase.image_prep_by_workers else 0.0)
     reward_s = 0.0
     if phase.reward.kind == "model":
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
@@ -855,11 +875,24 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     ref_s += ref_added_s
     validation_s = 0.0
     if phase.validation_every_steps and phase.validation_prompts:
+        val_prompts = math.ceil(phase.validation_prompts / engines)
         validation_s = validation_per_step_s(validation_rollout_s(
-            probe, cap, math.ceil(phase.validation_prompts / engines), longest, ctx.gpu,
-            gen_matmul, share), sync_s, phase.validation_every_steps)
-    driver = (_driver_transfers_s(phase, sequences, longest) if phase.single_controller
-              else {})
+            probe, cap, val_prompts, longest, ctx.gpu, gen_matmul, share)
+            + sum(engine_images_s(t, ctx.gpu, matmul, val_prompts, tp,
+                                  phase.image_prep_by_workers))
+            + validation_dataset_prep_s(t, phase.validation_prompts),
+            sync_s, phase.validation_every_steps)
+    # before the first of the scoring passes (the update when there is none)
+    if phase.old_logprob_pass:
+        old_logprob_s += actor_prep_s
+    elif phase.reference_model:
+        ref_s += actor_prep_s
+    else:
+        update_s += actor_prep_s
+    # Qwen2-VL's M-RoPE positions travel as 4 rows a sequence (plan/rl_driver.py)
+    position_rows = _position_rows(t)
+    driver = (_driver_transfers_s(phase, sequences, longest, position_rows)
+              if phase.single_controller else {})
     if driver and t.image_grid is not None:  # the batch's images travel with it (rl_driver.py)
         driver = _with_images_s(driver, phase, t, train_gpus)
     # each phase's time as the framework's timer counts it: its transfer through the driver too;
@@ -977,6 +1010,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),
+               # a vision-language rollout's tower at prefill and the hosts' image preparation
+               # (plan/rl_images.py), within the rollout and the first scoring pass
+               "rollout_vision_tower_s": rollout_tower_s, "rollout_image_prep_s": rollout_prep_s,
+               "actor_image_prep_s": actor_prep_s,
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
                # rollout_sleep_offload: the engine's weights down and up (in weight_sync_s)
@@ -1063,28 +1100,43 @@ def _with_images_s(driver: dict[str, float], phase: RLPhase, t: Training,
     return {part: s + images[part] / rate for part, s in driver.items()}
 
 
-def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int) -> dict[str, float]:
+def _position_rows(t: Training) -> int:
+    """Rows of position_ids a sequence of setup `t` carries: 4 for a Qwen2-VL / Qwen2.5-VL
+    tower's M-RoPE (rl_driver.MROPE_POSITION_ROWS), else 1."""
+    from gpuhours.estimate.vision import VisionTower
+    from gpuhours.plan.rl_driver import MROPE_POSITION_ROWS
+
+    return MROPE_POSITION_ROWS if isinstance(t.arch.vision, VisionTower) else 1
+
+
+def _driver_transfers_s(phase: RLPhase, sequences: int, longest: int,
+                        position_rows: int = 1) -> dict[str, float]:
     """Seconds each part of a single-controller step spends moving the padded batch through
     the driver (src/gpuhours/plan/rl_driver.py: the bytes; assumptions.RL_DRIVER_BYTES_PER_S:
-    the rate, fitted to verl's H20 rows). Every sequence travels padded to the prompt plus the
-    longest response: verl pads to `response_length`, whatever a response holds."""
+    the rate, fitted to verl's H20 rows). Every sequence travels padded to the prompt
+    (`padded_prompt_tokens`, else the mean prompt) plus the longest response: verl pads to
+    `response_length`, whatever a response holds; `position_rows` rows of position_ids a
+    sequence (4 for Qwen2-VL's M-RoPE: rl_driver.MROPE_POSITION_ROWS)."""
     from gpuhours.plan import rl_driver as d
 
     rate = A.RL_DRIVER_BYTES_PER_S.value
-    p = phase.prompt_tokens
-    out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest) / rate,
+    p = phase.padded_prompt_tokens or phase.prompt_tokens
+    r = position_rows
+    out = {"rollout generation": d.rollout_return_bytes(sequences, p, longest, r) / rate,
            # once a step whatever policy_epochs: the epochs loop inside the workers over the
            # batch they hold (verl dp_actor.update_policy: `for _ in range(ppo_epochs)`)
-           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model) / rate}
+           "policy update": d.update_bytes(sequences, p, longest, phase.reference_model,
+                                           r) / rate}
     if phase.old_logprob_pass:
-        out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2) / rate
+        out["old-policy log-probs"] = d.scoring_pass_bytes(sequences, p, longest, 2, r) / rate
     if phase.reference_model:
-        out["reference model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+        out["reference model"] = d.scoring_pass_bytes(sequences, p, longest, 1, r) / rate
     if phase.reward.kind == "model":
-        out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1) / rate
+        out["reward model"] = d.scoring_pass_bytes(sequences, p, longest, 1, r) / rate
     if phase.critic:  # the values back from its forward, then the batch to its update
-        out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1)
-                         + d.update_bytes(sequences, p, longest, phase.reference_model)) / rate
+        out["critic"] = (d.scoring_pass_bytes(sequences, p, longest, 1, r)
+                         + d.update_bytes(sequences, p, longest, phase.reference_model, r)
+                         ) / rate
     return out
 
 

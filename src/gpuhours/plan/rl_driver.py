@@ -31,20 +31,29 @@ INT64_BYTES = 8
 FLOAT32_BYTES = 4
 
 
-def batch_bytes_per_sequence(prompt_tokens: int, response_tokens: int) -> float:
+#: rows of position_ids per sequence for Qwen2-VL / Qwen2.5-VL's multimodal rotary positions
+#: (M-RoPE): one text row and three vision rows (EasyR1 @8460e817 verl/utils/dataset.py:
+#: `torch.cat((text_position_ids, vision_position_ids), dim=0)  # (4, seq_length)`, carried as
+#: (batch, 4, seq) through the rollout: vllm_rollout_spmd.py); a text model's is one row
+MROPE_POSITION_ROWS = 4
+
+
+def batch_bytes_per_sequence(prompt_tokens: int, response_tokens: int,
+                             position_rows: int = 1) -> float:
     """The rollout batch's bytes per sequence as the engine returns it to the driver: int64
-    prompts (prompt), responses and response_mask (response), input_ids, attention_mask and
-    position_ids (prompt + response); lengths are the padded ones, tokens."""
+    prompts (prompt), responses and response_mask (response), input_ids and attention_mask
+    (prompt + response) and `position_rows` rows of position_ids (prompt + response); lengths
+    are the padded ones, tokens."""
     seq = prompt_tokens + response_tokens
-    return INT64_BYTES * (prompt_tokens + 2 * response_tokens + 3 * seq)
+    return INT64_BYTES * (prompt_tokens + 2 * response_tokens + (2 + position_rows) * seq)
 
 
 def scoring_pass_bytes(sequences: int, prompt_tokens: int, response_tokens: int,
-                       results_per_token: int) -> float:
+                       results_per_token: int, position_rows: int = 1) -> float:
     """Bytes through the driver for one scoring pass: the batch out, `results_per_token`
     float32 values per response token back (2 for the old-policy pass, which returns the
     entropy too: `calculate_entropy=True`; 1 for a reference or reward model's log-probs)."""
-    return sequences * (batch_bytes_per_sequence(prompt_tokens, response_tokens)
+    return sequences * (batch_bytes_per_sequence(prompt_tokens, response_tokens, position_rows)
                         + results_per_token * FLOAT32_BYTES * response_tokens)
 
 
@@ -54,18 +63,19 @@ UPDATE_EXTRA_TENSORS = 5
 
 
 def update_bytes(sequences: int, prompt_tokens: int, response_tokens: int,
-                 reference_model: bool) -> float:
+                 reference_model: bool, position_rows: int = 1) -> float:
     """Bytes through the driver to hand the batch to the update (the update returns metrics
     only): the rollout batch, the five per-token float32 tensors the step added, and the
     reference log-probs when a reference model scored it."""
     extra = UPDATE_EXTRA_TENSORS + (1 if reference_model else 0)
-    return sequences * (batch_bytes_per_sequence(prompt_tokens, response_tokens)
+    return sequences * (batch_bytes_per_sequence(prompt_tokens, response_tokens, position_rows)
                         + extra * FLOAT32_BYTES * response_tokens)
 
 
-def rollout_return_bytes(sequences: int, prompt_tokens: int, response_tokens: int) -> float:
+def rollout_return_bytes(sequences: int, prompt_tokens: int, response_tokens: int,
+                         position_rows: int = 1) -> float:
     """Bytes the engine's workers return to the driver with the rollouts."""
-    return sequences * batch_bytes_per_sequence(prompt_tokens, response_tokens)
+    return sequences * batch_bytes_per_sequence(prompt_tokens, response_tokens, position_rows)
 
 
 # A vision-language batch carries its images too: verl and EasyR1 keep each prompt's decoded

@@ -574,6 +574,17 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "(verl's log_prob_max_token_len_per_gpu; EasyR1: micro_batch_size_per_device_for_"
         "experience x the padded input width); sets how often `ref_offload` copies the "
         "reference weights up; default update_tokens_per_gpu, else 16,384")
+    padded_prompt_tokens: PositiveInt | None = Field(
+        default=None, description="the width every prompt is padded to in a single "
+        "controller's batch (EasyR1's and verl's data.max_prompt_length: the dataset left-pads "
+        "each prompt to it), which the driver's transfers carry; unset = prompt_tokens; at "
+        "least prompt_tokens")
+    image_prep_by_workers: bool = Field(
+        default=False, description="the workers prepare each image inside the step (EasyR1: "
+        "the batch carries the dataset's image bytes; each rollout worker decodes and scales "
+        "its engine's images and vLLM runs the image processor, each actor worker does both "
+        "for the distinct prompts of its share before its first scoring pass): host seconds "
+        "at assumptions rl_image_prep_s_per_megapixel (plan/rl_images.py); needs images")
     validation_every_steps: PositiveInt | None = Field(
         default=None, description="a validation pass every this many steps, inside the step "
         "(verl's trainer.test_freq, EasyR1's trainer.val_freq): `validation_prompts` prompts, "
@@ -678,6 +689,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
                                            or not self.engine.startswith("vllm")):
             raise ValueError("rollout_sleep_offload is a colocated vLLM engine sleeping between "
                              "rollouts: it needs `placement: colocated` and a vLLM engine")
+        if self.padded_prompt_tokens is not None and self.padded_prompt_tokens < self.prompt_tokens:
+            raise ValueError(f"padded_prompt_tokens ({self.padded_prompt_tokens}) is the width "
+                             f"prompts are padded to: it cannot be below prompt_tokens "
+                             f"({self.prompt_tokens})")
         if self.ref_offload and not self.reference_model:
             raise ValueError("ref_offload streams the reference model's weights: it needs "
                              "`reference_model: true`")
