@@ -667,8 +667,9 @@ RL_IMAGE_BYTES_PER_PIXEL = _a(
 #: image hash and prompt update) is not in it; the PIL/numpy processor takes 20-30 ms.
 RL_IMAGE_PREP_S_PER_MEGAPIXEL = _a(
     "rl_image_prep_s_per_megapixel", 0.048, "s per megapixel",
-    "measured: scripts/bench_image_processing.py (EasyR1's process_image + Qwen2.5-VL's fast "
-    "image processor's operations, one CPU thread, 12.5 ms for a 262,144-pixel image)")
+    "measured on this project's 2-core AMD EPYC VM, one thread (scripts/bench_image_processing.py: "
+    "EasyR1's process_image + Qwen2.5-VL's fast image processor's operations, 12.5 ms for a "
+    "262,144-pixel image) and taken for a run's host CPU: an assumption there")
 
 # --- generation engines (issue 13): the cost of a decode step that is not weight traffic ------
 # Set from the rows marked `tune` (odd row numbers, rows 1-13) of
