@@ -347,14 +347,15 @@ def test_axolotl_cut_cross_entropy_plugin_is_the_loss(rows):
 
 
 def test_litgpt_rows_run_litgpts_loss_on_an_untied_head(rows):
-    """litgpt's finetune scripts: head and cross-entropy by 128 positions on bf16 logits
-    (chunked-half); litgpt @ 00af8b0d ties no weights, so Llama 3.2 1B (#28) runs untied."""
+    """litgpt's finetune scripts under Lightning Fabric: the head's output cast to fp32 by
+    Fabric, cross-entropy by 128 positions on it (chunked-fabric); litgpt @ 00af8b0d ties no
+    weights, so Llama 3.2 1B (#28) runs untied."""
     m = map_row(28, rows[27])
-    assert m.training is not None and m.training.loss_kernel == "chunked-half"
+    assert m.training is not None and m.training.loss_kernel == "chunked-fabric"
     assert m.training.arch.tie_embeddings is False and "untied" not in m.setup.split(";")[0]
     assert "no tied embeddings" in m.setup
     other = map_row(64, rows[63])  # lit-gpt's resource tables, Llama-2-7B (untied already)
-    assert other.training is not None and other.training.loss_kernel == "chunked-half"
+    assert other.training is not None and other.training.loss_kernel == "chunked-fabric"
     assert "no tied embeddings" not in other.setup
 
 

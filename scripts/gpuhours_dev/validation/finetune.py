@@ -1005,11 +1005,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                      "host memory (activation_offload)")
     loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
     if source in ("litgpt config_hub", "litgpt resource tables"):
-        # litgpt's finetune scripts (finetune/lora.py @ 00af8b0d; lit-gpt @ 8641822): the LM
-        # head and F.cross_entropy by 128 positions on the bf16 logits, held through backward
-        loss_kernel = "chunked-half"
-        notes.append("litgpt's loss: head and cross-entropy by 128 positions on bf16 logits "
-                     "(lm_head_chunk_size=128, chunked_cross_entropy)")
+        # litgpt's finetune scripts (finetune/lora.py and full.py @ 00af8b0d; lit-gpt @
+        # 8641822): the model runs wrapped by Lightning Fabric, whose precision plugin casts
+        # its output to fp32 (wrappers.py _FabricModule.forward -> convert_output, Lightning
+        # @ 71aed751 and 2.4.0), and utils.chunked_cross_entropy runs F.cross_entropy by 128
+        # positions on those fp32 logits, held by the loop through backward
+        loss_kernel = "chunked-fabric"
+        notes.append("litgpt's loss under Lightning Fabric: the head's bf16 output cast to "
+                     "fp32 by Fabric's convert_output, cross-entropy by 128 positions on it "
+                     "(lm_head_chunk_size=128 in the LoRA scripts, the whole head in full.py; "
+                     "chunked_cross_entropy)")
     for config_loss, loss_note in (_torchtune_loss(r), _axolotl_notes(r, source), _script_notes(r)):
         loss_kernel = config_loss or loss_kernel
         notes.append(loss_note)
