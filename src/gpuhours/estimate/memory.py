@@ -41,6 +41,7 @@ from gpuhours.estimate.fabric_loss import (
     fabric_loss_forward_bytes,
 )
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
+from gpuhours.estimate.fsdp_root_grad import fsdp1_root_backward_grad_bytes, root_params
 from gpuhours.estimate.kv_repeat import (
     held_cache_extra_bytes_per_token_layer,
     held_output_terms,
@@ -1333,12 +1334,28 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
         act_first + dora_transient + forward_dequant,
         act_last - recomputed + max(logits, head_phase, layer_backward)))
+    # FSDP1's root unit at the end of backward: its parameters still gathered, its gradient
+    # from the views beside the flat gradient made of them (estimate/fsdp_root_grad.py), on
+    # top of the gradients that persist (no_sync's unsharded ones, else the shards)
+    root_grads = (fsdp1_root_backward_grad_bytes(counts, t, num_gpus)
+                  if lay.trivial and t.offload == "none" else 0.0)
+    # FSDP1 gathers a unit into a padded buffer of its own beside the rank's shard
+    # (_flat_param.py `_full_param_padded`): the whole root, in the weights' dtype
+    root_gathered = (root_params(counts) * weights / max(total, 1) * shard_w
+                     if root_grads else 0.0)
+    root_peak = ((no_sync_grads or grads) + root_gathered + root_grads) if root_grads else 0.0
     phase = ("start of backward (activations + logits at the loss)"
-             if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
-    tensors = weights + master + opt + max(forward_peak, step_peak)
+             if forward_peak >= max(step_peak, root_peak) else
+             "end of backward (FSDP1's root unit gradient assembled)"
+             if root_peak > step_peak else "optimizer step (gradients + temporaries)")
+    tensors = weights + master + opt + max(forward_peak, step_peak, root_peak)
     resident = [("weights_bytes", weights), ("master_weights_bytes", master),
                 ("optimizer_bytes", opt)]
-    if forward_peak >= step_peak:
+    if root_peak > max(forward_peak, step_peak):
+        live = [("no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes",
+                 no_sync_grads or grads), ("gathered_bytes", root_gathered),
+                ("root_unit_gradients_bytes", root_grads)]
+    elif forward_peak >= step_peak:
         # the same terms as forward_peak, named: which stage and which loss-side term is larger
         at_loss = max(logits, head_phase, layer_backward)
         loss_part = ("logits_bytes" if at_loss == logits else
