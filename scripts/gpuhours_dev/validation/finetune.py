@@ -1510,10 +1510,16 @@ _LIGHTNING_BNB = {
         "4-bit linear's input as a ctx attribute, and finetune/lora.py keeps `logits` into the "
         "next micro-batch (its `loss` becomes a float at log_interval 1): the previous "
         "micro-batch's inputs and logits are alive through the next forward; " + _LIGHTNING_HEAD),
+    # lit-gpt @ 8641822 finetune/lora.py: get_batch(..., longest_seq_ix if iter_num == 0)
+    # puts the longest sample in the first micro-batch, which sets the peak; no earlier
+    # micro-batch is held then
     "litgpt resource tables": (
-        "held", "bitsandbytes of 2023 keeps each 4-bit linear's input as a ctx attribute, and "
+        "step", "bitsandbytes of 2023 keeps each 4-bit linear's input as a ctx attribute, and "
         "lit-gpt's finetune/lora.py (@ 8641822) keeps `logits` and `loss` tensors into the next "
-        "micro-batch: the previous micro-batch's inputs are alive up to the next loss; "
+        "micro-batch, but the micro-batch that sets the peak is the first (get_batch forces "
+        "the longest sample into iteration 0), when no earlier one is held: the inputs "
+        "counted for its own backward only (bnb_saved_input step; a later micro-batch holds "
+        "the previous one's inputs beside a shorter random batch, not modelled); "
         + _LIGHTNING_HEAD),
 }
 
