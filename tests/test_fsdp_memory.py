@@ -133,10 +133,16 @@ def test_unit_gradients_are_counted_beside_a_layer_backward_not_at_the_loss():
     layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
     assert layer == 218_112_000
     assert gathered_unit_grad_bytes(c, t, 8) == 2 * layer * 2
-    m = training_memory(t.arch, t, 8)
+    # FSDP2: at 1 x 2048 the loss's working set (128,256-entry vocabulary) is larger than a
+    # layer's backward: the peak is at the loss, without the layers' gradients
+    fsdp2 = t.model_copy(update={"fsdp_api": "fsdp2"})
+    m = training_memory(fsdp2.arch, fsdp2, 8)
     parts = dict(m.peak_parts)
-    # at 1 x 2048 the loss's working set (128,256-entry vocabulary) is larger than a layer's
-    # backward: the peak is at the loss, without the layers' gradients
     assert "logits_bytes" in parts or "lm_head_backward_bytes" in parts
     assert "gathered_gradients_bytes" not in parts
     assert sum(parts.values()) == pytest.approx(m.tensors_bytes)
+    # FSDP1 (the default): the root unit's gradient assembled at the end of backward (two
+    # 1.05B-parameter root gradients, estimate/fsdp_root_grad.py) is larger still, and no
+    # layer's gradient is alive then either
+    parts1 = dict(training_memory(t.arch, t, 8).peak_parts)
+    assert "root_unit_gradients_bytes" in parts1 and "gathered_gradients_bytes" not in parts1
