@@ -128,21 +128,18 @@ def test_unit_gradients_are_counted_beside_a_layer_backward_not_at_the_loss():
     # Llama-3.1-8B in bf16 (2-byte gradients): 2 x 218,112,000 parameters a layer x 2 bytes
     from gpuhours.estimate.memory import gathered_unit_grad_bytes
 
-    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16")
+    # (FSDP2: under FSDP1 the root unit's gradient at the end of backward is larger still,
+    # tests/test_fsdp_root_grad.py)
+    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16",
+                 fsdp_api="fsdp2")
     c = count_params(t.arch)
     layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
     assert layer == 218_112_000
     assert gathered_unit_grad_bytes(c, t, 8) == 2 * layer * 2
-    # FSDP2: at 1 x 2048 the loss's working set (128,256-entry vocabulary) is larger than a
-    # layer's backward: the peak is at the loss, without the layers' gradients
-    fsdp2 = t.model_copy(update={"fsdp_api": "fsdp2"})
-    m = training_memory(fsdp2.arch, fsdp2, 8)
+    m = training_memory(t.arch, t, 8)
     parts = dict(m.peak_parts)
+    # at 1 x 2048 the loss's working set (128,256-entry vocabulary) is larger than a layer's
+    # backward: the peak is at the loss, without the layers' gradients
     assert "logits_bytes" in parts or "lm_head_backward_bytes" in parts
     assert "gathered_gradients_bytes" not in parts
     assert sum(parts.values()) == pytest.approx(m.tensors_bytes)
-    # FSDP1 (the default): the root unit's gradient assembled at the end of backward (two
-    # 1.05B-parameter root gradients, estimate/fsdp_root_grad.py) is larger still, and no
-    # layer's gradient is alive then either
-    parts1 = dict(training_memory(t.arch, t, 8).peak_parts)
-    assert "root_unit_gradients_bytes" in parts1 and "gathered_gradients_bytes" not in parts1

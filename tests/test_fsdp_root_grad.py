@@ -125,3 +125,15 @@ def test_the_root_phase_is_the_peak_for_a_large_vocabulary(tiny) -> None:
     assert parts["root_unit_gradients_bytes"] == 2 * root * 2
     assert parts["gathered_bytes"] == pytest.approx(root * 2)
     assert parts["no_sync_gradients_bytes"] == pytest.approx(counts.total * 2)
+
+
+def test_under_fsdp1_the_root_unit_outgrows_the_loss_for_llama_3_1_8b() -> None:
+    # full, bf16, 1 x 2048 on 8 GPUs: two 1.05B-parameter root gradients (2 x 128,256 x 4,096
+    # + 4,096) at 2 bytes outweigh the loss's working set; no layer's gradient is alive then
+    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16")
+    m = training_memory(t.arch, t, 8)
+    parts = dict(m.peak_parts)
+    assert m.peak_phase.startswith("end of backward")
+    assert parts["root_unit_gradients_bytes"] == 2 * (2 * 128_256 * 4_096 + 4_096) * 2
+    assert "gathered_gradients_bytes" not in parts and "logits_bytes" not in parts
+    assert sum(parts.values()) == pytest.approx(m.tensors_bytes)
