@@ -228,13 +228,14 @@ def test_qlora_without_peft_keeps_bf16(rows, row):
 
 
 @pytest.mark.parametrize(("row", "loop"), [(19, "held-output"), (45, "held-output"),
-                                           (65, "held"), (66, "held")])
+                                           (65, "step"), (66, "step")])
 def test_litgpt_qlora_rows_hold_inputs_and_a_4bit_head(rows, row, loop):
     """litgpt and lit-gpt run QLoRA on Lightning's BitsandbytesPrecision (the LM head 4-bit
     too) with bitsandbytes before 0.43.2 under a loop that holds the previous graph: litgpt of
-    2024 (config_hub) through its output, lit-gpt of 2023 (resource tables) through its loss;
-    HF Trainer stacks (axolotl #516) and Answer.AI's train.py (#409, its own Linear4bit model,
-    head in bf16) keep the defaults."""
+    2024 (config_hub) through its output; lit-gpt of 2023 (resource tables) through its loss,
+    but its peak is the first micro-batch (the longest sample forced into it), when nothing
+    earlier is held; HF Trainer stacks (axolotl #516) and Answer.AI's train.py (#409, its own
+    Linear4bit model, head in bf16) keep the defaults."""
     m = map_row(row, rows[row - 1])
     assert m.training is not None and m.training.bnb_saved_input == loop
     assert m.training.lm_head_4bit and "bitsandbytes" in m.setup
@@ -349,14 +350,15 @@ def test_axolotl_cut_cross_entropy_plugin_is_the_loss(rows):
 
 
 def test_litgpt_rows_run_litgpts_loss_on_an_untied_head(rows):
-    """litgpt's finetune scripts: head and cross-entropy by 128 positions on bf16 logits
-    (chunked-half); litgpt @ 00af8b0d ties no weights, so Llama 3.2 1B (#28) runs untied."""
+    """litgpt's finetune scripts under Lightning Fabric: the head's output cast to fp32 by
+    Fabric, cross-entropy by 128 positions on it (chunked-fabric); litgpt @ 00af8b0d ties no
+    weights, so Llama 3.2 1B (#28) runs untied."""
     m = map_row(28, rows[27])
-    assert m.training is not None and m.training.loss_kernel == "chunked-half"
+    assert m.training is not None and m.training.loss_kernel == "chunked-fabric"
     assert m.training.arch.tie_embeddings is False and "untied" not in m.setup.split(";")[0]
     assert "no tied embeddings" in m.setup
     other = map_row(64, rows[63])  # lit-gpt's resource tables, Llama-2-7B (untied already)
-    assert other.training is not None and other.training.loss_kernel == "chunked-half"
+    assert other.training is not None and other.training.loss_kernel == "chunked-fabric"
     assert "no tied embeddings" not in other.setup
 
 

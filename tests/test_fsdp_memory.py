@@ -128,7 +128,10 @@ def test_unit_gradients_are_counted_beside_a_layer_backward_not_at_the_loss():
     # Llama-3.1-8B in bf16 (2-byte gradients): 2 x 218,112,000 parameters a layer x 2 bytes
     from gpuhours.estimate.memory import gathered_unit_grad_bytes
 
-    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16")
+    # (FSDP2: under FSDP1 the root unit's gradient at the end of backward is larger still,
+    # tests/test_fsdp_root_grad.py)
+    t = Training(model="llama-3.1-8b", zero_stage=3, checkpointing=True, precision="bf16",
+                 fsdp_api="fsdp2")
     c = count_params(t.arch)
     layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer
     assert layer == 218_112_000

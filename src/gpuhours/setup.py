@@ -71,7 +71,14 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: logits and log-softmax stay in the activation dtype; chunked-half: the LM head and
 #: cross-entropy run by chunks of 128 positions on the half-precision logits, no upcast, and the
 #: loop keeps the logits through backward (litgpt's finetune scripts: `model(input_ids,
-#: lm_head_chunk_size=128)` and utils.chunked_cross_entropy); verl-logprobs: verl's actor takes
+#: lm_head_chunk_size=128)` and utils.chunked_cross_entropy); chunked-fabric: litgpt's loss as
+#: its scripts run it, under Lightning Fabric, whose precision plugins cast every floating
+#: output of the wrapped model to the default dtype, fp32 (lightning/fabric/wrappers.py
+#: _FabricModule.forward -> precision.convert_output, the same in HalfPrecision, FSDPPrecision
+#: and BitsandbytesPrecision, Lightning @ 71aed751 and 2.4.0): the half-precision head
+#: output becomes fp32 logits, which litgpt's chunked cross-entropy takes (the LoRA scripts'
+#: head by chunks of 128 positions; full.py's whole head, its logits split by 128 rows);
+#: verl-logprobs: verl's actor takes
 #: its log-probs itself, not through transformers' loss (volcengine/verl@df340d70
 #: dp_actor.py _forward_micro_batch: `logits.div_(temperature)` in place, then
 #: torch_functional.logprobs_from_logits: flash-attn's Triton cross_entropy_loss with
@@ -93,7 +100,7 @@ ZeroStage = Literal[0, 1, 2, 3]
 #: casts it to fp32, and accelerate's convert_outputs_to_fp32 copies the returned logits to fp32
 #: (estimate/memory.py, `logits_bytes`)
 LossKernel = Literal["hf", "chunked", "fused-linear", "cut-ce", "half", "chunked-half",
-                     "verl-logprobs", "megatron", "te", "unsloth-ce", "half-amp"]
+                     "chunked-fabric", "verl-logprobs", "megatron", "te", "unsloth-ce", "half-amp"]
 #: CPU offload of training state (estimate/offload.py): none; optimizer: each rank's fp32
 #: master weights, moments and gradient partition on the host, stepped there by CPU Adam
 #: (DeepSpeed offload_optimizer, OpenRLHF --adam_offload; ZeRO 1-3); optimizer+params: the
@@ -639,11 +646,12 @@ class Training(_ReadsModel):
             raise FieldError(("fp8_params", "precision"), "fp8 weights (fp8_params) are "
                              "Transformer Engine's fp8-mixed training: use precision fp8-mixed.",
                              "Drop fp8_params, or set precision fp8-mixed.")
-        if loss_kernel_of(self) in ("half", "chunked-half") and (self.precision == "fp32"
-                                           or self.precision.endswith("-amp")):
-            raise FieldError(("loss_kernel", "precision"), f"a half-precision loss needs "
-                             f"half-precision logits without autocast; under {self.precision} "
-                             "the log-softmax runs in fp32.", "Use loss kernel hf.")
+        if loss_kernel_of(self) in ("half", "chunked-half", "chunked-fabric") and (
+                self.precision == "fp32" or self.precision.endswith("-amp")):
+            raise FieldError(("loss_kernel", "precision"), f"the {loss_kernel_of(self)} "
+                             f"kernel is a half-precision loss: it needs a half-precision "
+                             f"head without autocast; under {self.precision} the head or the "
+                             "log-softmax runs in fp32.", "Use loss kernel hf.")
         if loss_kernel_of(self) == "half-amp" and self.precision in ("fp32", "fp8-mixed"):
             raise FieldError(("loss_kernel", "precision"), f"the half-amp loss is a model's "
                              f"loss on half-precision logits under autocast; under "

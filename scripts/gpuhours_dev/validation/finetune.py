@@ -1023,11 +1023,16 @@ def map_row(i: int, r: dict[str, str]) -> Mapped:
                      "host memory (activation_offload)")
     loss_kernel = "chunked" if state and state.group(3) == "True" else "hf"
     if source in ("litgpt config_hub", "litgpt resource tables"):
-        # litgpt's finetune scripts (finetune/lora.py @ 00af8b0d; lit-gpt @ 8641822): the LM
-        # head and F.cross_entropy by 128 positions on the bf16 logits, held through backward
-        loss_kernel = "chunked-half"
-        notes.append("litgpt's loss: head and cross-entropy by 128 positions on bf16 logits "
-                     "(lm_head_chunk_size=128, chunked_cross_entropy)")
+        # litgpt's finetune scripts (finetune/lora.py and full.py @ 00af8b0d; lit-gpt @
+        # 8641822): the model runs wrapped by Lightning Fabric, whose precision plugin casts
+        # its output to fp32 (wrappers.py _FabricModule.forward -> convert_output, Lightning
+        # @ 71aed751 and 2.4.0), and utils.chunked_cross_entropy runs F.cross_entropy by 128
+        # positions on those fp32 logits, held by the loop through backward
+        loss_kernel = "chunked-fabric"
+        notes.append("litgpt's loss under Lightning Fabric: the head's bf16 output cast to "
+                     "fp32 by Fabric's convert_output, cross-entropy by 128 positions on it "
+                     "(lm_head_chunk_size=128 in the LoRA scripts, the whole head in full.py; "
+                     "chunked_cross_entropy)")
     for config_loss, loss_note in (_torchtune_loss(r), _axolotl_notes(r, source), _script_notes(r)):
         loss_kernel = config_loss or loss_kernel
         notes.append(loss_note)
@@ -1548,10 +1553,16 @@ _LIGHTNING_BNB = {
         "4-bit linear's input as a ctx attribute, and finetune/lora.py keeps `logits` into the "
         "next micro-batch (its `loss` becomes a float at log_interval 1): the previous "
         "micro-batch's inputs and logits are alive through the next forward; " + _LIGHTNING_HEAD),
+    # lit-gpt @ 8641822 finetune/lora.py: get_batch(..., longest_seq_ix if iter_num == 0)
+    # puts the longest sample in the first micro-batch, which sets the peak; no earlier
+    # micro-batch is held then
     "litgpt resource tables": (
-        "held", "bitsandbytes of 2023 keeps each 4-bit linear's input as a ctx attribute, and "
+        "step", "bitsandbytes of 2023 keeps each 4-bit linear's input as a ctx attribute, and "
         "lit-gpt's finetune/lora.py (@ 8641822) keeps `logits` and `loss` tensors into the next "
-        "micro-batch: the previous micro-batch's inputs are alive up to the next loss; "
+        "micro-batch, but the micro-batch that sets the peak is the first (get_batch forces "
+        "the longest sample into iteration 0), when no earlier one is held: the inputs "
+        "counted for its own backward only (bnb_saved_input step; a later micro-batch holds "
+        "the previous one's inputs beside a shorter random batch, not modelled); "
         + _LIGHTNING_HEAD),
 }
 

@@ -425,6 +425,14 @@ LOSS_KERNEL_LOGITS_TRAFFIC: dict[str, Assumption] = {
                        "count: logits write, log-softmax read and write; backward: the loss "
                        "gradient write, log-softmax backward two reads and a write (2 bytes "
                        "each; each chunk has its own head matmul, so no slice copy)"),
+    "chunked-fabric": _a("logits_traffic_bytes_per_element.chunked-fabric", 38.0,
+                         "bytes per logit",
+                         "count: the head's write (2), Fabric's fp32 cast read and write (2 + "
+                         "4), log-softmax read and write (4 + 4); backward: the loss gradient "
+                         "write (4), log-softmax backward two reads and a write (4 each), the "
+                         "cast's backward read and write (4 + 2); full.py's reshape copy and "
+                         "the split's concatenation above one sequence not counted "
+                         "(estimate/fabric_loss.py)"),
     "verl-logprobs": _a("logits_traffic_bytes_per_element.verl-logprobs", 16.0,
                         "bytes per logit", "count: LM head write, the in-place temperature "
                         "division's read and write, the kernel's forward read, its backward "

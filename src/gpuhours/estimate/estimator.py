@@ -92,6 +92,9 @@ _PEAK_ONLY_SOURCES = {
                        "copy and their sum inside one adapted linear's forward (peft 0.21)",
     "gathered_gradients_bytes": "estimate/memory.py gathered_unit_grad_bytes: two ZeRO-3/FSDP "
                                 "units' unsharded gradients beside a layer's backward",
+    "root_unit_gradients_bytes": "estimate/fsdp_root_grad.py fsdp1_root_backward_grad_bytes: "
+                                 "FSDP1's root unit (embedding, head) gradient from its views "
+                                 "beside the flat gradient made of them, at the end of backward",
     "bnb_dequant_bytes": "estimate/quant.py bnb_dequant_transient_bytes: bitsandbytes' "
                          "half-precision copy of one 4-bit weight at its matmul "
                          "(MatMul4Bit, 0.42-0.43)",

@@ -34,7 +34,14 @@ from gpuhours.estimate.dora import (
     dora_saved_bytes_per_layer,
     dora_saved_bytes_per_token_layer,
 )
+from gpuhours.estimate.fabric_loss import (
+    FP32_BYTES,
+    fabric_cast_bytes,
+    fabric_loss_backward_bytes,
+    fabric_loss_forward_bytes,
+)
 from gpuhours.estimate.fsdp_no_sync import no_sync_unsharded_grad_bytes
+from gpuhours.estimate.fsdp_root_grad import fsdp1_root_backward_grad_bytes, root_params
 from gpuhours.estimate.kv_repeat import (
     held_cache_extra_bytes_per_token_layer,
     held_output_terms,
@@ -478,6 +485,10 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
       every chunk's log-softmax output (a each), and the copy that reshaping the last chunk
       (its final position dropped: not contiguous) makes, one chunk of c = 128 x micro-batch
       positions: (2N + c) V a.
+    - chunked-fabric (litgpt under Lightning Fabric, whose precision plugin casts the head's
+      output to fp32): the held fp32 logits and every chunk's fp32 log-softmax output, N V 8,
+      and a reshape copy: the last head chunk's (LoRA scripts) or, above one sequence, all
+      the shifted logits (full.py's whole head); estimate/fabric_loss.py.
     - verl-logprobs (verl's actor, volcengine/verl@df340d70 dp_actor.py; flash-attn's
       flash_attn/ops/triton/cross_entropy.py CrossEntropyLoss): the LM head's half-precision
       logits (a), divided by the temperature in place and saved by the kernel, and its fp32
@@ -528,6 +539,9 @@ def logits_bytes(arch: ModelArch, t: Training) -> float:
     if kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (2 * tokens + chunk) * v * a
+    if kernel == "chunked-fabric":  # full.py runs the head whole (estimate/fabric_loss.py)
+        return fabric_loss_forward_bytes(tokens, v, t.micro_batch, t.llm_seq_len,
+                                         whole_head=t.method == "full")
     if kernel == "verl-logprobs":
         return tokens * v * a + VERL_LOGPROBS_FORWARD_BYTES_PER_TOKEN * tokens
     if kernel == "megatron":  # fp32 logits: `.float()` returns them, no copy
@@ -586,6 +600,9 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
       chunks' saved log-softmax outputs are freed one chunk at a time), with one chunk's
       gradient of that output and its input gradient (2a per element of c = 128 x micro-batch
       tokens). Counted on real CPU bf16 tensors (tests/test_chunked_half_loss.py).
+    - chunked-fabric: the held fp32 logits, the saved fp32 log-softmax outputs and one
+      chunk's two fp32 gradients; full.py's split then concatenates the chunks' gradients
+      beside the held logits, N V 12 (estimate/fabric_loss.py, on real CPU tensors).
     - verl-logprobs: the kernel writes the logits' gradient into the logits (inplace_backward)
       beside the fp32 log-sum-exp and incoming gradient per token (8 N); the in-place
       temperature division's backward then makes a new gradient (a) while that one is alive:
@@ -619,6 +636,9 @@ def loss_backward_bytes(arch: ModelArch, t: Training) -> float:
     if kernel == "chunked-half":
         chunk = min(tokens, CHUNKED_HALF_POSITIONS * t.micro_batch)
         return (tokens + chunk) * arch.vocab_size * 2 * a
+    if kernel == "chunked-fabric":
+        return fabric_loss_backward_bytes(tokens, arch.vocab_size, t.micro_batch,
+                                          whole_head=t.method == "full")
     if kernel == "verl-logprobs":
         return tokens * arch.vocab_size * 2 * a + 8 * tokens
     if kernel == "half-amp":  # saved half output, nll's saved fp32 input and its gradient
@@ -876,9 +896,12 @@ def held_previous_logits_bytes(arch: ModelArch, t: Training) -> float:
     the losses that return whole logits (0 for the fused kernels, or another loop)."""
     if (t.bnb_saved_input not in HELD_GRAPH_LOOPS or arch.encoder
             or loss_kernel_of(t) not in ("hf", "half", "half-amp", "chunked",
-                                         "chunked-half")):
+                                         "chunked-half", "chunked-fabric")):
         return 0.0
-    return t.tokens_per_micro_batch * arch.vocab_size * ACTIVATION_BYTES[t.precision]
+    # under Fabric the loop holds the plugin's fp32 cast of them (estimate/fabric_loss.py)
+    per_logit = (FP32_BYTES if loss_kernel_of(t) == "chunked-fabric"
+                 else ACTIVATION_BYTES[t.precision])
+    return t.tokens_per_micro_batch * arch.vocab_size * per_logit
 
 
 #: auto-gptq's QuantLinear's switch between its CUDA kernel and PyTorch's dequantise-and-matmul
@@ -1234,7 +1257,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     prev_logits = held_previous_logits_bytes(arch, t)
     head_logits = (t.tokens_per_micro_batch * arch.vocab_size * ACTIVATION_BYTES[t.precision]
                    if head_copy or prev_logits else 0.0)
-    at_head = held_prev + prev_logits + head_logits + head_copy
+    # Fabric's fp32 cast of the head's output, both alive as the last chunk is cast (after
+    # the head's matmuls and their dequantised copies: estimate/fabric_loss.py)
+    cast = (fabric_cast_bytes(t.tokens_per_micro_batch, arch.vocab_size,
+                              ACTIVATION_BYTES[t.precision])
+            if loss_kernel_of(t) == "chunked-fabric" else 0.0)
+    at_head = held_prev + prev_logits + max(head_logits + head_copy, cast)
     at_loss = (held_prev if t.bnb_saved_input == "held" else 0.0) + logits_bytes(arch, t)
     # autocast's copy of a head stored in the other half dtype: from the head's forward
     # through its backward (head_weight_cast_bytes)
@@ -1360,12 +1388,28 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     forward_peak = (persisting_grads + autocast_cache + gathered - unit_grads + buckets + max(
         act_first + dora_transient + forward_dequant,
         act_last - recomputed + max(logits, head_phase, layer_backward)))
+    # FSDP1's root unit at the end of backward: its parameters still gathered, its gradient
+    # from the views beside the flat gradient made of them (estimate/fsdp_root_grad.py), on
+    # top of the gradients that persist (no_sync's unsharded ones, else the shards)
+    root_grads = (fsdp1_root_backward_grad_bytes(counts, t, num_gpus)
+                  if lay.trivial and t.offload == "none" else 0.0)
+    # FSDP1 gathers a unit into a padded buffer of its own beside the rank's shard
+    # (_flat_param.py `_full_param_padded`): the whole root, in the weights' dtype
+    root_gathered = (root_params(counts) * weights / max(total, 1) * shard_w
+                     if root_grads else 0.0)
+    root_peak = ((no_sync_grads or grads) + root_gathered + root_grads) if root_grads else 0.0
     phase = ("start of backward (activations + logits at the loss)"
-             if forward_peak >= step_peak else "optimizer step (gradients + temporaries)")
-    tensors = weights + master + opt + max(forward_peak, step_peak)
+             if forward_peak >= max(step_peak, root_peak) else
+             "end of backward (FSDP1's root unit gradient assembled)"
+             if root_peak > step_peak else "optimizer step (gradients + temporaries)")
+    tensors = weights + master + opt + max(forward_peak, step_peak, root_peak)
     resident = [("weights_bytes", weights), ("master_weights_bytes", master),
                 ("optimizer_bytes", opt)]
-    if forward_peak >= step_peak:
+    if root_peak > max(forward_peak, step_peak):
+        live = [("no_sync_gradients_bytes" if no_sync_grads else "gradients_bytes",
+                 no_sync_grads or grads), ("gathered_bytes", root_gathered),
+                ("root_unit_gradients_bytes", root_grads)]
+    elif forward_peak >= step_peak:
         # the same terms as forward_peak, named: which stage and which loss-side term is larger
         at_loss = max(logits, head_phase, layer_backward)
         loss_part = ("logits_bytes" if at_loss == logits else

@@ -209,7 +209,8 @@ class TrainingSettings(_Strict):
         "GPU keeps one; default: off")
     loss_kernel: LossKernel | None = Field(
         default=None, description="the cross-entropy's kernel (hf, chunked, fused-linear, "
-        "cut-ce, half, chunked-half, verl-logprobs, megatron, te, unsloth-ce); default: "
+        "cut-ce, half, chunked-half, chunked-fabric, verl-logprobs, megatron, te, "
+        "unsloth-ce, half-amp); default: "
         "megatron on kernels megatron (Megatron-Core's vocab-parallel cross-entropy), "
         "unsloth-ce on kernels unsloth, else hf (transformers' loss)")
     kernels: Kernels | None = Field(

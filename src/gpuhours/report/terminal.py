@@ -42,6 +42,7 @@ _PEAK_PART_LABELS = {
     "bnb_dequant_bytes": "4-bit weight dequantised (one linear)",
     "gptq_dequant_bytes": "GPTQ weight unpacked (one linear)",
     "gathered_gradients_bytes": "unsharded gradients (two FSDP units)",
+    "root_unit_gradients_bytes": "FSDP1 root unit's gradient, views and flat",
 }
 
 
