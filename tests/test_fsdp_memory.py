@@ -176,3 +176,7 @@ def test_fsdp2_offloaded_shard_of_lora_is_the_copies_root_unit():
                     lora_trainable_embeddings=True)
     m = training_memory(lora.arch, lora, 8)
     assert m.gradients_bytes == pytest.approx(2 * 32000 * 4096 * 2 / 8)
+    # with the embedding and head units of their own, the larger copy alone: 32,000 x 4,096
+    own = lora.model_copy(update={"fsdp_embedding_units": True})
+    assert training_memory(own.arch, own, 8).gradients_bytes == pytest.approx(
+        32000 * 4096 * 2 / 8)

@@ -129,8 +129,10 @@ def test_bf16_under_the_engine_needs_zero_1():
 @pytest.mark.parametrize("update", [{"pp": 4, "virtual_stages": 2, "grad_accum": 8},
                                     {"tp": 2, "tp_comm_overlap": True}])
 def test_the_engine_runs_plain_1f1b_without_megatron_overlaps(update: dict):
-    with pytest.raises(FieldError, match="TrainSchedule"):
+    with pytest.raises(FieldError, match="TrainSchedule") as caught:
         Training(model="llama-2-7b", zero_stage=1, deepspeed_pipe_engine=True, **update)
+    # the field named is the one set, not always virtual_stages
+    assert set(update) - {"pp", "tp", "grad_accum"} <= set(caught.value.fields)
 
 
 def test_bf16_under_the_engine_holds_a_full_fp32_gradient_buffer():
@@ -153,3 +155,37 @@ def test_the_cuda_runtime_flags_are_refused_off_cuda(gpu: str):
         hw = Hardware(gpu=gpu, num_gpus=1)
         with pytest.raises(FieldError, match=field):
             training_step_time(t.arch, t, hw, training_flops(t), 6_738_415_616)
+
+
+
+def test_pure_bf16_under_the_engine_is_refused():
+    with pytest.raises(FieldError, match="bf16-mixed"):
+        Training(model="llama-2-7b", precision="bf16", zero_stage=1, deepspeed_pipe_engine=True)
+
+
+def test_the_fp32_gradient_buffer_is_in_the_peak_without_accumulation():
+    # BF16_Optimizer makes its buffer at start-up: at grad_accum 1 (GPT-NeoX's pp 1 runs) it is
+    # still there through the forward and backward, 4 bytes a parameter
+    t = Training(model="llama-2-7b", seq_len=2048, micro_batch=1, grad_accum=1, zero_stage=1,
+                 precision="bf16-mixed")
+    plain = training_memory(t.arch, t, 8)
+    engine = training_memory(t.arch, t.model_copy(update={"deepspeed_pipe_engine": True}), 8)
+    assert engine.tensors_bytes - plain.tensors_bytes >= 6_738_415_616 * 4 * 0.999
+
+
+def test_remedies_keep_zero_1_for_bf16_under_the_engine():
+    from gpuhours.estimate.pipe_engine import runnable_zero_stages
+
+    bf16 = Training(model="llama-2-7b", deepspeed_pipe_engine=True, zero_stage=1)
+    assert runnable_zero_stages(bf16, 1) == [1] and runnable_zero_stages(bf16, 8) == [1]
+    fp16 = bf16.model_copy(update={"precision": "fp16-mixed"})
+    assert runnable_zero_stages(fp16, 1) == [0] and runnable_zero_stages(fp16, 8) == [0, 1]
+    plain = bf16.model_copy(update={"deepspeed_pipe_engine": False})
+    assert runnable_zero_stages(plain, 8) == [0, 1, 2, 3]
+    # llama-2-70b in 4 stages on 4 A100-40GB does not fit in full: the LoRA remedy stays on
+    # offer with bf16 as with fp16 (it was lost to a ZeRO-0 variant the setup refuses)
+    hw = Hardware(gpu="a100-40gb", num_gpus=4)
+    big = Training(model="llama-2-70b", pp=4, grad_accum=4, zero_stage=1,
+                   deepspeed_pipe_engine=True)
+    for t in (big, big.model_copy(update={"precision": "fp16-mixed"})):
+        assert any(r.method == "lora" for r in fit(t, hw).alternatives), t.precision

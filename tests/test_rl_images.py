@@ -97,13 +97,32 @@ def test_a_text_model_has_no_images(tmp_path):
 def test_a_validation_pass_waits_for_its_dataset_images(tmp_path):
     """256 validation prompts, one response each: the same rollout shape as the step's 32 x 8
     (tests/test_rl_scoring.py test_a_validation_pass_inside_the_step), but each engine's
-    tower runs over 32 prompts' images, not 4, and one dataloader worker prepares all 256
-    images first. Every 4 steps: (rollout - tower(4) + tower(32) + 256 images + sync) / 4."""
+    tower runs over 32 prompts' images, not 4, its host prepares those 32, and one dataloader
+    worker prepares all 256 images first. Every 4 steps:
+    (rollout - tower(4) - prep(4) + tower(32) + prep(32) + 256 images + sync) / 4.
+    Without image_prep_by_workers neither preparation is counted."""
     per_image = 0.262144 * A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value
-    off = run(tmp_path, **VLM, max_response_tokens=1024)
-    on = run(tmp_path, **VLM, max_response_tokens=1024, validation_every_steps=4,
-             validation_prompts=256)
+    kw = dict(**VLM, max_response_tokens=1024)
+    val = dict(validation_every_steps=4, validation_prompts=256)
+    off = run(tmp_path, **kw, image_prep_by_workers=True)
+    on = run(tmp_path, **kw, image_prep_by_workers=True, **val)
     tower_4 = off["rollout_vision_tower_s"]
-    expected = (off["rollout_generation_s"] - tower_4 + 8 * tower_4 + 256 * per_image
-                + off["weight_sync_s"]) / 4
+    expected = (off["rollout_generation_s"] - tower_4 - 4 * per_image + 8 * tower_4
+                + 32 * per_image + 256 * per_image + off["weight_sync_s"]) / 4
     assert on["validation_s"] == pytest.approx(expected, rel=1e-9)
+    bare_off = run(tmp_path, **kw)
+    bare = run(tmp_path, **kw, **val)
+    assert bare["validation_s"] == pytest.approx(
+        (bare_off["rollout_generation_s"] + 7 * tower_4 + bare_off["weight_sync_s"]) / 4,
+        rel=1e-9)
+
+
+def test_hf_generate_runs_the_tower_for_every_sequence(tmp_path):
+    """transformers' generate expands pixel_values with num_return_sequences: each engine's 4
+    prompts x 8 responses through the tower (32 forwards), where vLLM runs 4; the images are
+    still prepared once a prompt."""
+    vllm = run(tmp_path, **VLM, image_prep_by_workers=True)
+    hf = run(tmp_path, **VLM, image_prep_by_workers=True, engine="hf-generate")
+    assert hf["rollout_vision_tower_s"] == pytest.approx(8 * vllm["rollout_vision_tower_s"],
+                                                         rel=1e-9)
+    assert hf["rollout_image_prep_s"] == pytest.approx(vllm["rollout_image_prep_s"], rel=1e-9)

@@ -62,3 +62,10 @@ def test_the_math_fallback_saves_the_softmax_output_once():
 def test_sdpa_mask_under_flash_attention_is_refused(tiny):
     with pytest.raises(FieldError, match="eager_attention"):
         Training(arch=tiny, eager_attention="sdpa-mask")
+
+
+@pytest.mark.parametrize("kernels", ["flash-attn", "megatron"])
+def test_sdpa_mask_off_the_eager_layers_is_refused(tiny, kernels):
+    # Qwen-1's own SDPA call with its additive mask: not flash-attn's path nor TE's attention
+    with pytest.raises(FieldError, match="eager_attention"):
+        Training(arch=tiny, eager_attention="sdpa-mask", flash_attention=False, kernels=kernels)

@@ -181,9 +181,9 @@ def targets_of(modules: set[str]) -> str | None:
 def set_targets(r: Reader, source: str, modules: set[str]) -> None:
     found = targets_of(modules)
     if found is None:
-        r.skip(source, "gpuhours models adapters on q,v (qv), q,k,v,o (attention), gate,up,down "
-                       "(mlp) or every linear layer but the LM head (all-linear); this set is "
-                       "none of them")
+        r.skip(source, "gpuhours models adapters on q,v (qv), q,k,v (qkv), q,k,v,o "
+                       "(attention), gate,up,down (mlp) or every linear layer but the LM head "
+                       "(all-linear); this set is none of them")
     else:
         r.set("lora_targets", found, source)
 

@@ -810,8 +810,12 @@ class Training(_ReadsModel):
                              f"{self.zero3_engine}.",
                              "Use --zero 3 --zero3-engine fsdp, or leave --fsdp-embedding-units "
                              "out.")
-        if self.deepspeed_pipe_engine and self.zero_stage == 0 and self.precision in (
-                "bf16-mixed", "bf16"):
+        if self.deepspeed_pipe_engine and self.precision == "bf16":
+            raise FieldError(("deepspeed_pipe_engine", "precision"), "DeepSpeed's bf16 runs "
+                             "BF16_Optimizer, with fp32 master weights and moments beside the "
+                             "bf16 weights: bf16-mixed, not pure bf16.",
+                             "Give precision bf16-mixed with deepspeed_pipe_engine.")
+        if self.deepspeed_pipe_engine and self.zero_stage == 0 and self.precision == "bf16-mixed":
             raise FieldError(("deepspeed_pipe_engine", "zero_stage"), "with bf16 DeepSpeed's "
                              "PipelineEngine runs BF16_Optimizer whatever the ZeRO config "
                              "(engine.py _do_optimizer_sanity_check: pipeline parallelism "
@@ -821,7 +825,9 @@ class Training(_ReadsModel):
                              "Give zero_stage 1 with deepspeed_pipe_engine and bf16.")
         if self.deepspeed_pipe_engine and (self.virtual_stages > 1 or self.tp_comm_overlap
                                            or self.moe_a2a_overlap):
-            raise FieldError(("deepspeed_pipe_engine", "virtual_stages"), "DeepSpeed's "
+            offender = ("virtual_stages" if self.virtual_stages > 1 else "tp_comm_overlap"
+                        if self.tp_comm_overlap else "moe_a2a_overlap")
+            raise FieldError(("deepspeed_pipe_engine", offender), "DeepSpeed's "
                              "PipelineEngine runs its TrainSchedule (plain 1F1B: "
                              "pipe/schedule.py), without interleaved stages or Megatron-Core's "
                              "tensor-parallel and all-to-all overlaps; this setup asks for "
@@ -1265,7 +1271,8 @@ def _check_torchtune_memory(t: Training) -> None:
         raise FieldError(("held_kv_cache", "checkpointing"), "transformers turns use_cache "
                          "off under gradient checkpointing, so no KV cache is held.",
                          "Drop held_kv_cache, or checkpointing.")
-    for field, on in (("held_kv_cache", t.held_kv_cache), ("padding_mask", t.padding_mask)):
+    for field, on in (("held_kv_cache", t.held_kv_cache), ("padding_mask", t.padding_mask),
+                      ("eager_attention", t.eager_attention != "fp32-softmax")):
         if on and t.kernels != "eager":
             raise FieldError((field, "kernels"), f"{field} is how transformers' eager layers "
                              f"run (their SDPA call and DynamicCache); this setup runs "

@@ -17,6 +17,7 @@ from gpuhours_dev.validation.finetune_report import (
     SUMMARY_TITLES,
     fits_summary,
     host_fit_row,
+    memory_fit_row,
     render_finetune,
 )
 
@@ -302,6 +303,11 @@ def summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
                 and not host_fit_row(c)]  # the rows that set the Qwen host figure left out
     out["ft_throughput"] = (sum(abs(c.error) <= FT_TOLERANCE["ft_throughput"]
                                 for c in held_out if c.error is not None), len(held_out))
+    # the memory rows whose run set a figure (PEFT's length spread) left out, as for throughput
+    held_mem = [c for c in comparisons if c.kind == "ft_memory" and c.error is not None
+                and not memory_fit_row(c)]
+    out["ft_memory"] = (sum(abs(c.error) <= FT_TOLERANCE["ft_memory"]
+                            for c in held_mem if c.error is not None), len(held_mem))
     for half in HOPPER_HALVES:
         rows = [c for c in comparisons if c.kind == "throughput_hopper" and c.group == half
                 and c.error is not None]

@@ -15,6 +15,7 @@ from gpuhours.estimate.candidate import Candidate, evaluate, figure_json
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.parallel import stages_text, tp_split_problem
 from gpuhours.estimate.params import count_params
+from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
@@ -273,13 +274,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                       if layout == given else max(1, t.grad_accum * mp // given_mp))
         # QLoRA too: its 4-bit layers shard under FSDP or ZeRO-3 with bnb_4bit_quant_storage in
         # the compute dtype (the Answer.AI / HF FSDP-QLoRA recipe; memory.gathered_working_bytes)
-        # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3 (estimate/pipe_engine.py), and with
-        # bf16 runs BF16_Optimizer, ZeRO-1's sharding whatever the config (setup.py refuses 0)
-        engine_bf16 = t.deepspeed_pipe_engine and t.precision in ("bf16", "bf16-mixed")
-        stages = ([1] if engine_bf16 else [0, 1] if t.deepspeed_pipe_engine
-                  else [0, 1, 2, 3] if replicas > 1 else [0])
-        if t.deepspeed_pipe_engine and replicas == 1 and not engine_bf16:
-            stages = [0]
+        # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3, and with bf16 runs BF16_Optimizer,
+        # ZeRO-1's sharding whatever the config (estimate/pipe_engine.py)
+        stages = runnable_zero_stages(t, replicas)
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given

@@ -1086,6 +1086,10 @@ def fsdp2_offload_grad_in_flight_bytes(counts: ParamCounts, t: Training,
     modules_to_save: in the root unit) if larger."""
     layers = max(counts.num_layers, 1)
     if t.method != "full":
+        # the copies (embedding and head) in the root unit, or each its own unit
+        if t.fsdp_embedding_units and copy_params:
+            copy_params = copy_params * max(counts.embedding, counts.lm_head) / max(
+                counts.embedding + counts.lm_head, 1)
         return max(adapter_params / layers * grad_bytes_per_param,
                    copy_params * copy_grad_bytes) / num_gpus
     layer = counts.attention_per_layer + counts.mlp_per_layer + counts.norms_per_layer
@@ -1229,13 +1233,15 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
             temp_groups = ([copies * c.weights] + temp_groups if c.weights != adapter.weights
                            else [temp_bytes])
             trainable += copies
-    if t.deepspeed_pipe_engine and t.precision in ("bf16", "bf16-mixed"):
+    engine_fp32_grads = 0.0
+    if t.deepspeed_pipe_engine and t.precision == "bf16-mixed":
         # DeepSpeed's PipelineEngine runs bf16 under BF16_Optimizer, which accumulates every
         # micro-batch's bf16 .grad into an fp32 buffer of all this rank's trainable parameters
         # (microsoft/DeepSpeed@5fe9d610, v0.7.0, bf16_optimizer.py: fp32_groups_gradients_flat
         # = zeros_like(bf16_groups_flat, dtype=float32), update_hp_grads; made at start-up,
         # never sharded: only its master weights and moments are partitioned), 4 bytes each
-        grads_full += trainable * (held / total) * 4.0
+        engine_fp32_grads = trainable * (held / total) * 4.0
+        grads_full += engine_fp32_grads
     grads = grads_full / shard_grad
     act = activation_bytes(arch, t)
     # tensor (sequence) parallelism divides every activation and the vocabulary-parallel
@@ -1271,7 +1277,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
               + head_cast) / split
     head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
                   + kept_logits + head_cast) / split
-    persisting_grads = grads if t.grad_accum > 1 else 0.0
+    # (BF16_Optimizer's fp32 buffer persists whatever the accumulation: made at start-up)
+    persisting_grads = grads if t.grad_accum > 1 else engine_fp32_grads
     # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place
     # of the shards (estimate/fsdp_no_sync.py); only when accumulating
     no_sync_grads = no_sync_unsharded_grad_bytes(counts, t, num_gpus, trainable) * (held / total)

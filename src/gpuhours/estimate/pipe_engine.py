@@ -32,6 +32,11 @@ So the step pays all of this traffic in series with its compute. Pure functions;
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuhours.setup import Training
+
 
 def pipe_engine_grad_sync_bytes(params: float, grad_bytes: float, weight_bytes: float,
                                 ranks: int, zero_stage: int) -> float:
@@ -48,3 +53,15 @@ def pipe_engine_grad_sync_bytes(params: float, grad_bytes: float, weight_bytes: 
     ring = (ranks - 1) / ranks
     gather = ring * params * weight_bytes if zero_stage == 1 else 0.0
     return 2 * ring * params * grad_bytes + gather
+
+
+def runnable_zero_stages(t: Training, replicas: int) -> list[int]:
+    """ZeRO stages a setup can run on `replicas` data-parallel replicas: any with more than
+    one, stage 0 alone with one. DeepSpeed's PipelineEngine: stage 0 or 1 only, and with
+    bf16-mixed stage 1 alone (it runs BF16_Optimizer, ZeRO-1's sharding, whatever the config;
+    setup.py refuses stage 0 with it)."""
+    if t.deepspeed_pipe_engine:
+        if t.precision == "bf16-mixed":
+            return [1]
+        return [0, 1] if replicas > 1 else [0]
+    return [0, 1, 2, 3] if replicas > 1 else [0]

@@ -27,6 +27,7 @@ from gpuhours.errors import InputError
 from gpuhours.estimate.candidate import Candidate, evaluate, tokens_per_s_per_gpu
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import training_memory
+from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.timing import QLORA_VENDORS
 from gpuhours.setup import Hardware, Training
 
@@ -103,8 +104,9 @@ def _setup(t: Training, **update: object) -> Training | None:
 
 
 def _stages(t: Training, num_gpus: int) -> list[int]:
-    """ZeRO stages a data-parallel group of this size can run: any with more than one rank."""
-    return [0, 1, 2, 3] if num_gpus // (t.tp * t.pp * t.cp) > 1 else [0]
+    """ZeRO stages a data-parallel group of this size can run (pipe_engine.runnable_zero_stages:
+    any with more than one rank; DeepSpeed's PipelineEngine's own rule)."""
+    return runnable_zero_stages(t, num_gpus // (t.tp * t.pp * t.cp))
 
 
 def _combined(t: Training, hw: Hardware, stages: Iterable[int], **update: object) -> Variants:

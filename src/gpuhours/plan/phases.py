@@ -660,7 +660,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     engines = rollout_gpus // tp
     per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
     try:
-        # the engine prefills the image tokens too (issue 15; the tower's forward is left out)
+        # the engine prefills the image tokens too (issue 15; the tower's forward is added
+        # below: plan/rl_images.py)
         probe = Generation(arch=t.arch, prompt_tokens=phase.prompt_tokens + t.llm_seq_len - seq,
                            output_tokens=phase.response_tokens, engine=phase.engine,
                            hf_transformers_version=phase.rollout_transformers_version,
@@ -746,8 +747,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          "has none.", "Set images_per_example (and image_pixels) on a "
                          "vision-language model, or drop image_prep_by_workers.")
     engine_prompts = math.ceil(phase.prompts_per_step / engines)
-    rollout_tower_s, rollout_prep_s = engine_images_s(t, ctx.gpu, matmul, engine_prompts, tp,
+    # vLLM and SGLang run the tower once a prompt (its responses share the prompt's cached
+    # blocks); HF generate expands pixel_values with num_return_sequences and runs it for each
+    # sequence (generation/utils.py _expand_inputs_for_generation)
+    tower_inputs = engine_prompts * (phase.generations_per_prompt
+                                     if phase.engine == "hf-generate" else 1)
+    rollout_tower_s, rollout_prep_s = engine_images_s(t, ctx.gpu, matmul, tower_inputs, tp,
                                                       phase.image_prep_by_workers)
+    if phase.engine == "hf-generate" and rollout_prep_s:
+        # the images are prepared once a prompt whatever the engine
+        rollout_prep_s /= phase.generations_per_prompt
     rollout_s += rollout_tower_s + rollout_prep_s
 
     # scoring passes over whole sequences, on the training GPUs, in micro-batches of
@@ -850,8 +859,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     grpo = _grpo_calibration(ctx, hw, t)
     if grpo is not None:  # a GRPO step measured on this device: each part as measured / physics
         scale = grpo.scales.get
-        if phase.engine == grpo.engine:
-            rollout_s *= scale("rollout generation", 1.0)
+        if phase.engine == grpo.engine:  # the host's image preparation is no GPU work
+            rollout_s = ((rollout_s - rollout_prep_s) * scale("rollout generation", 1.0)
+                         + rollout_prep_s)
         old_logprob_s *= scale("old-policy log-probs", 1.0)
         # a reward model scores like the reference: one forward over every sequence
         ref_s, reward_s = (x * scale("reference model", 1.0) for x in (ref_s, reward_s))
@@ -880,7 +890,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             probe, cap, val_prompts, longest, ctx.gpu, gen_matmul, share)
             + sum(engine_images_s(t, ctx.gpu, matmul, val_prompts, tp,
                                   phase.image_prep_by_workers))
-            + validation_dataset_prep_s(t, phase.validation_prompts),
+            + (validation_dataset_prep_s(t, phase.validation_prompts)
+               if phase.image_prep_by_workers else 0.0),
             sync_s, phase.validation_every_steps)
     # before the first of the scoring passes (the update when there is none)
     if phase.old_logprob_pass:
@@ -951,12 +962,21 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                     f"{gpus_total - rollout_gpus} wait: {idle_gpu_s:.3g} idle GPU-s a step")
     if driver:
         formula += (f"; the batch through one driver (single controller, padded to "
-                    f"{phase.prompt_tokens} + {longest} tokens): {sum(driver.values()):.3g} s "
+                    f"{phase.padded_prompt_tokens or phase.prompt_tokens} + {longest} tokens): "
+                    f"{sum(driver.values()):.3g} s "
                     f"at {A.RL_DRIVER_BYTES_PER_S.value / 1e9:g} GB/s ({A.RL_DRIVER_BYTES_PER_S.name}, "
                     f"fitted to verl's H20 steps), within the parts")
         if t.image_grid is not None:
             formula += (f", the batch's images with it ({A.RL_IMAGE_BYTES_PER_PIXEL.value:g} bytes "
                         f"a pixel, {A.RL_IMAGE_BYTES_PER_PIXEL.name}: decoded, assumed RGB)")
+    if rollout_tower_s:
+        formula += (f"; the engines' vision tower at prefill, {rollout_tower_s:.3g} s a step "
+                    f"(plan/rl_images.py)")
+    if phase.image_prep_by_workers:
+        formula += (f"; the workers' image preparation inside the step at "
+                    f"{A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value:g} s a megapixel "
+                    f"({A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.name}: measured on one CPU, "
+                    f"an assumption for this host)")
     basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
              f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{_paged_text(paged) if paged is not None else ''}"

@@ -124,7 +124,9 @@ def validation_dataset_prep_s(t: Training, prompts: int) -> float:
     pass, and one DataLoader worker builds each batch, calling the dataset's __getitem__ (the
     image's decode, scaling and processor) for every example of it in turn; EasyR1's
     val_batch_size (1,024, examples/config.yaml) holds Geometry3k's 601 test prompts in one
-    batch, so all `prompts` prompts' images are prepared one after another."""
+    batch, so all `prompts` prompts' images are prepared one after another: a validation set
+    larger than one batch would have several workers preparing batches at once (an upper end
+    there). Counted where the phase's workers prepare the images (`image_prep_by_workers`)."""
     if t.image_grid is None or t.arch.vision is None:
         return 0.0
     return image_prep_s(prompts * t.images_per_example, image_pixels(t),

@@ -694,6 +694,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError(f"padded_prompt_tokens ({self.padded_prompt_tokens}) is the width "
                              f"prompts are padded to: it cannot be below prompt_tokens "
                              f"({self.prompt_tokens})")
+        if self.padded_prompt_tokens is not None and not self.single_controller:
+            raise ValueError("padded_prompt_tokens is the width a single controller's driver "
+                             "sends each prompt at: it needs `single_controller: true`")
         if self.ref_offload and not self.reference_model:
             raise ValueError("ref_offload streams the reference model's weights: it needs "
                              "`reference_model: true`")
