@@ -117,7 +117,7 @@ BAD_INPUT = [
     ("optimizer-typo", [*BASE, "--optimizer", "adam"], "--optimizer",
      r"'adamw', 'adamw-8bit', 'sgd' or 'sgd-momentum' \(got 'adam'\)"),
     ("lora-targets-typo", [*BASE, "--lora-targets", "ffn"], "--lora-targets",
-     r"'all-linear', 'attention', 'qv' or 'mlp' \(got 'ffn'\)"),
+     r"'all-linear', 'attention', 'qkv', 'qv' or 'mlp' \(got 'ffn'\)"),
     # hardware that cannot do what was asked
     ("bf16-on-v100", ["estimate", "--model", "qwen2-0.5b", "--gpu", "v100-16gb",
                       "--precision", "bf16-mixed"], "--precision",

@@ -78,10 +78,10 @@ def test_litgpt_row_takes_the_checkpoint_its_config_names(rows, row, model):
 
 def test_ms_swift_default_targets_for_yi(rows):
     """ms-swift registers yi-6b-chat with LoRATM.llama2 (q_proj, k_proj, v_proj): modelled as
-    q, k, v, o with the one-adapter-more note."""
+    exactly those (lora_targets qkv), no o_proj adapter."""
     m = map_row(219, rows[218])
     assert m.training is not None and m.training.model == "yi-6b"
-    assert m.training.lora_targets == "attention" and "one adapter more" in m.setup
+    assert m.training.lora_targets == "qkv" and "one adapter more" not in m.setup
 
 
 @pytest.mark.parametrize(("row", "repeated"), [(36, True), (5, True), (1, True), (59, False),
