@@ -103,14 +103,23 @@ GEMM_EFFICIENCY_BY_SM_MAJOR: dict[tuple[str, int], Assumption] = {
 }
 
 
+def _by_part(by_major: dict[tuple[str, int], Assumption],
+             by_generation: dict[str, Assumption], generation: str,
+             compute_capability: str | None) -> Assumption:
+    """A part's entry: its (generation, compute-capability major) one in `by_major` where there
+    is one, else its generation's."""
+    if compute_capability:
+        own = by_major.get((generation, int(compute_capability.split(".")[0])))
+        if own is not None:
+            return own
+    return by_generation[generation]
+
+
 def gemm_efficiency_entry(generation: str, compute_capability: str | None) -> Assumption:
     """The GEMM efficiency assumption for a part: its (generation, compute-capability major)
     entry of GEMM_EFFICIENCY_BY_SM_MAJOR where there is one, else its generation's."""
-    if compute_capability:
-        own = GEMM_EFFICIENCY_BY_SM_MAJOR.get((generation, int(compute_capability.split(".")[0])))
-        if own is not None:
-            return own
-    return GEMM_EFFICIENCY_BY_GENERATION[generation]
+    return _by_part(GEMM_EFFICIENCY_BY_SM_MAJOR, GEMM_EFFICIENCY_BY_GENERATION, generation,
+                    compute_capability)
 
 
 #: Fraction of the dense fp8 peak that the fp8 GEMMs of fp8-mixed training reach (Transformer
@@ -154,12 +163,9 @@ FP8_GEMM_EFFICIENCY_BY_SM_MAJOR: dict[tuple[str, int], Assumption] = {
 def fp8_gemm_efficiency_entry(generation: str, compute_capability: str | None) -> Assumption:
     """The fp8 GEMM efficiency assumption for a part: its (generation, compute-capability major)
     entry of FP8_GEMM_EFFICIENCY_BY_SM_MAJOR where there is one, else its generation's."""
-    if compute_capability:
-        own = FP8_GEMM_EFFICIENCY_BY_SM_MAJOR.get(
-            (generation, int(compute_capability.split(".")[0])))
-        if own is not None:
-            return own
-    return FP8_GEMM_EFFICIENCY_BY_GENERATION[generation]
+    return _by_part(FP8_GEMM_EFFICIENCY_BY_SM_MAJOR, FP8_GEMM_EFFICIENCY_BY_GENERATION,
+                    generation, compute_capability)
+
 
 #: Bytes a fp8-mixed step moves per element of each quantised activation (the input of every
 #: decoder-layer linear) and output gradient: read the bf16 tensor (2), write its fp8 copy for

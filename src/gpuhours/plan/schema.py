@@ -579,7 +579,7 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=None, description="the width every prompt is padded to in a single "
         "controller's batch (EasyR1's and verl's data.max_prompt_length: the dataset left-pads "
         "each prompt to it), which the driver's transfers carry; unset = prompt_tokens; at "
-        "least prompt_tokens")
+        "least prompt_tokens; needs single_controller")
     image_prep_by_workers: bool = Field(
         default=False, description="the workers prepare each image inside the step (EasyR1: "
         "the batch carries the dataset's image bytes; each rollout worker decodes and scales "
