@@ -134,15 +134,10 @@ def scale(gpu: GpuSpec, shares: dict[str, RateShare]) -> float:
 
 
 @contextmanager
-def product_rule() -> Iterator[None]:
-    """Estimates inside this block run each product's GEMMs at the rule's efficiency."""
-    shares = rate_shares()
-    gemm = T.gemm_efficiency
-
-    def by_product(gpu: GpuSpec, hidden_size: int) -> float:
-        return gemm(gpu, hidden_size) * scale(gpu, shares)
-
-    with mock.patch.object(T, "gemm_efficiency", by_product):
+def generation_only() -> Iterator[None]:
+    """Estimates inside this block run every product at its generation's GEMM efficiency (the
+    rule before the per-product factor, estimate/timing.py product_matmul_factor, was adopted)."""
+    with mock.patch.object(T, "product_matmul_factor", lambda gpu: 1.0):
         yield
 
 
@@ -276,41 +271,41 @@ def main() -> None:
               f"{scale(spec, shares):.2f} |")
     print(f"\nAda's derived efficiency: median r {ada_median_r(shares):.3f} x training share "
           f"{training_share_of_microbench(shares):.3f} = {derived_ada_efficiency(shares):.3f}")
-    runs = {"now": False, "rule": True}
+    runs = {"generation": True, "product (now)": False}
     ft, tr, h100 = {}, {}, {}
     for name, on in runs.items():
         if on:
-            with product_rule():
+            with generation_only():
                 ft[name], tr[name], h100[name] = (_finetune_errors(), _training_errors(),
                                                   h100_run_errors())
         else:
             ft[name], tr[name], h100[name] = _finetune_errors(), _training_errors(), \
                 h100_run_errors()
     print("\n| fine-tuning throughput, within 20% | " + " | ".join(runs) + " |")
-    gens = sorted({g for g, _, _ in ft["now"].values()})
+    gens = sorted({g for g, _, _ in ft["generation"].values()})
     for tuned in (False, True):
         for g in gens:
             cells = [_within([e for gg, t, e in ft[n].values() if gg == g and t == tuned])
                      for n in runs]
             if cells[0] != "-":
                 print(f"| {g} {'tuned' if tuned else 'held out'} | " + " | ".join(cells) + " |")
-    tables = sorted({t for t, _ in tr["now"].values()})
+    tables = sorted({t for t, _ in tr["generation"].values()})
     for table in tables:
         cells = [_within([e for t, e in tr[n].values() if t == table]) for n in runs]
         print(f"| {table} | " + " | ".join(cells) + " |")
     print("| H100 run (step time) | "
           + " | ".join(_within(list(h100[n].values())) for n in runs) + " |")
     print("\n| row that moved by 1 point or more | generation | " + " | ".join(runs) + " |")
-    for label, (g, tuned, e) in ft["now"].items():
+    for label, (g, tuned, e) in ft["generation"].items():
         moved = [ft[n][label][2] for n in runs]
         if max(abs(m - e) for m in moved) >= 0.01:
             print(f"| {label}{' (tuned)' if tuned else ''} | {g} | "
                   + " | ".join(f"{m:+.1%}" for m in moved) + " |")
-    for label, (_, e) in tr["now"].items():
+    for label, (_, e) in tr["generation"].items():
         moved = [tr[n][label][1] for n in runs]
         if max(abs(m - e) for m in moved) >= 0.01:
             print(f"| {label} | | " + " | ".join(f"{m:+.1%}" for m in moved) + " |")
-    for key, e in h100["now"].items():
+    for key, e in h100["generation"].items():
         moved = [h100[n][key] for n in runs]
         if max(abs(m - e) for m in moved) >= 0.01:
             print(f"| H100 run {key} | hopper | " + " | ".join(f"{m:+.1%}" for m in moved) + " |")
