@@ -45,14 +45,15 @@ def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
 #:   out: 6 of 11 within 20% at 0.70, 9 of 11 at 0.77; docs/validation.md).
 #: - volta, turing, blackwell, cdna2, cdna3, tpu: datasheet-based assumptions, no published
 #:   training row expressed on them.
-#: Each figure is about the generation's reference product (GEMM_REFERENCE_MATMUL_SHARE); a part
-#: whose own matmul rate was measured (catalog matmul_measured_tflops) runs at the figure x its
-#: share of its peak / the reference's (estimate/timing.py product_matmul_factor): user
-#: microbenchmarks of torch's bf16 matmul (scripts/gpuhours_dev/validation/data/
-#: matmul_microbench.csv) put the GeForce cards at about their rated peak (RTX 3090 1.08, 4090
-#: 1.00), the A100/H100 SXM at 0.85/0.80 of it, the L4 at 0.49 (issue 14; adopted 2026-11-25,
-#: once the RTX 3090 FSDP rows' traffic that had kept them fast was counted: docs/validation.md,
-#: "GEMM efficiency per product"; validation/matmul_rate.py).
+#: Each figure is about the generation's reference product (GEMM_REFERENCE_MATMUL_SHARE); a
+#: GeForce card whose own matmul rate was measured (catalog matmul_measured_tflops) runs at the
+#: figure x its share of its peak / the reference's (estimate/timing.py product_matmul_factor):
+#: user microbenchmarks of torch's bf16 matmul (scripts/gpuhours_dev/validation/data/
+#: matmul_microbench.csv) put the GeForce cards at about their rated (boost-clock) peak (RTX
+#: 3090 1.08, 4090 1.00), the A100/H100 SXM at 0.85/0.80 of it (issue 14; adopted 2026-11-25,
+#: once the RTX 3090 FSDP rows' traffic that had kept them fast was counted; applied to every
+#: measured part it moved the L40S, RTX A6000 and H20 rows away: docs/validation.md, "GEMM
+#: efficiency per product"; validation/matmul_rate.py).
 GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "volta": _a("gemm_efficiency.volta", 0.80, "fraction of dense peak",
                 "assumption: V100 fp16 tensor-core GEMMs reach ~100 of 125 TFLOPS"),

@@ -187,14 +187,19 @@ def fp8_cast_bytes_per_token(arch: ModelArch) -> float:
 
 
 def product_matmul_factor(gpu: GpuSpec) -> float:
-    """The part's measured square-matmul share of its bf16 dense peak (catalog
+    """For a GeForce card: its measured square-matmul share of its bf16 dense peak (catalog
     matmul_measured_tflops / dense_tflops.bf16) over the share of the product its generation's
-    GEMM efficiency is about (assumptions.GEMM_REFERENCE_MATMUL_SHARE), dimensionless; 1 where
-    either is missing or the part's compute-capability major has its own efficiency entry
-    (GeForce Blackwell, itself derived from its own rate)."""
+    GEMM efficiency is about (assumptions.GEMM_REFERENCE_MATMUL_SHARE), dimensionless. GeForce
+    peaks are rated at the boost clock, which the cards run above (RTX 3090 1.08, 4090 1.00 of
+    the rated peak, where the A100 SXM reaches 0.85: matmul_microbench.csv), as GeForce
+    Blackwell's own entry (assumptions.GEMM_EFFICIENCY_BY_SM_MAJOR) already takes. 1 for other
+    parts (the data-centre and professional parts' measured shares, recorded in the catalog, are
+    not applied: docs/validation.md 'GEMM efficiency per product'), where a figure is missing,
+    or where the part's compute-capability major has an entry of its own."""
     ref = A.GEMM_REFERENCE_MATMUL_SHARE.get(gpu.generation)
     peak = gpu.dense_tflops.bf16
-    if ref is None or gpu.matmul_measured_tflops is None or not peak:
+    if ref is None or gpu.matmul_measured_tflops is None or not peak \
+            or "GeForce" not in gpu.full_name:
         return 1.0
     if A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability) \
             is not A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation]:
