@@ -14,9 +14,9 @@ from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import timing as T
 from gpuhours_dev.validation.matmul_rate import (
     DATA,
+    ada_median_r,
     derived_ada_efficiency,
     derived_geforce_blackwell_efficiency,
-    product_rule,
     rate_shares,
     scale,
 )
@@ -107,13 +107,41 @@ def test_geforce_blackwells_efficiency_is_the_one_derived_from_the_microbenchmar
     assert T.fp8_gemm_efficiency(catalog.gpu("b200"), 4096) == pytest.approx(0.55 * width)
 
 
-def test_the_rule_is_a_what_if_that_leaves_the_estimate_as_it_was():
-    gpu = catalog.gpu("rtx-3090")
-    before = T.gemm_efficiency(gpu, 4096)
-    with product_rule():
-        inside = T.gemm_efficiency(gpu, 4096)
-    # the published data (3 entries, median 76.58 TFLOPS) against the A100 SXM4 80GB's 264.53
-    assert inside == pytest.approx(before * (76.58 / 71.2) / (264.53 / 312))
-    assert T.gemm_efficiency(gpu, 4096) == before
-    # 0.80 x 4096 / (4096 + 128), the generation's figure, untouched by the data
-    assert before == pytest.approx(0.80 * 4096 / 4224)
+def test_each_product_runs_at_its_generation_figure_x_its_measured_rate_over_the_reference():
+    width = 4096 / (4096 + 128)
+    # RTX 3090: 3 entries, median 76.58 of its 71.2 TFLOPS peak = 1.0756; Ampere's figure is
+    # about the A100 SXM4 80GB, 264.53 of 312 = 0.848: 0.80 x 1.0756 / 0.848 = 1.0147
+    assert T.gemm_efficiency(catalog.gpu("rtx-3090"), 4096) == pytest.approx(
+        0.80 * (76.58 / 71.2) / 0.848 * width)
+    assert 0.80 * (76.58 / 71.2) / 0.848 == pytest.approx(1.0147, abs=1e-4)
+    # RTX 4090: 6 entries 160.17 .. 173.31, median (163.09 + 165.71) / 2 = 164.40 of 165.15;
+    # Ada's 0.78 is about the median Ada product, 0.849: 0.78 x 0.9955 / 0.849 = 0.9146
+    assert T.gemm_efficiency(catalog.gpu("rtx-4090"), 4096) == pytest.approx(
+        0.9146 * width, abs=1e-4)
+    # a measured part that is not a GeForce card keeps its generation's figure: the L40S (one
+    # entry, 0.743 of its peak), the H20 (0.96), the A100 SXM (the reference itself)
+    assert T.gemm_efficiency(catalog.gpu("l40s"), 4096) == pytest.approx(0.78 * width)
+    assert T.gemm_efficiency(catalog.gpu("h20"), 4096) == pytest.approx(0.71 * width)
+    assert T.gemm_efficiency(catalog.gpu("a100-80gb"), 4096) == pytest.approx(0.80 * width)
+    # no measurement (the A100 80GB PCIe), no reference (data-centre Blackwell), or an entry of
+    # its own (GeForce Blackwell, derived from its own rate): factor 1
+    assert T.product_matmul_factor(catalog.gpu("a100-80gb-pcie")) == 1.0
+    assert T.product_matmul_factor(catalog.gpu("b200")) == 1.0
+    assert T.product_matmul_factor(catalog.gpu("rtx-5090")) == 1.0
+
+
+def test_the_catalog_rates_and_references_are_the_data_files_medians():
+    shares = rate_shares()
+    for name, share in shares.items():
+        spec = catalog.gpu(name)
+        if spec.generation in A.GEMM_REFERENCE_MATMUL_SHARE:
+            assert spec.matmul_measured_tflops == pytest.approx(share.median_tflops, abs=0.01)
+            if "GeForce" in spec.full_name:
+                assert T.product_matmul_factor(spec) == pytest.approx(scale(spec, shares),
+                                                                      rel=2e-3)
+    assert A.GEMM_REFERENCE_MATMUL_SHARE["ampere"].value == pytest.approx(
+        shares["a100-80gb"].r, abs=5e-4)
+    assert A.GEMM_REFERENCE_MATMUL_SHARE["hopper"].value == pytest.approx(
+        shares["h100-sxm"].r, abs=5e-4)
+    assert A.GEMM_REFERENCE_MATMUL_SHARE["ada"].value == pytest.approx(
+        ada_median_r(shares), abs=5e-4)

@@ -120,6 +120,16 @@ class GpuSpec(_Strict):
         "HOST_S_PER_OP; None: 1")
     #: where host_op_time_ratio comes from
     host_op_time_source: str = ""
+    #: the median rate of torch's square bf16 matmul (fp16 on Volta and Turing) that users
+    #: measured on this part, TFLOPS (zzc0721/torch-performance-test-data; every used entry in
+    #: scripts/gpuhours_dev/validation/data/matmul_microbench.csv). estimate/timing.py scales the
+    #: generation's GEMM efficiency by this / the dense peak over the generation's reference
+    #: product's share (assumptions.GEMM_REFERENCE_MATMUL_SHARE). None: not measured (factor 1).
+    matmul_measured_tflops: float | None = Field(
+        default=None, gt=0, description="median measured square-matmul rate, TFLOPS; None: "
+        "not measured")
+    #: where matmul_measured_tflops comes from (the entries and their issues)
+    matmul_measured_source: str = ""
     source: str
     as_of: AsOf
     notes: str = ""
@@ -130,6 +140,13 @@ class GpuSpec(_Strict):
                 and not self.peer_to_peer_source:
             raise ValueError(f"{self.name}: peer_to_peer / host_staged_gb_per_s_two_way need a "
                              f"peer_to_peer_source (where the figure was read)")
+        return self
+
+    @model_validator(mode="after")
+    def _matmul_sourced(self) -> GpuSpec:
+        if (self.matmul_measured_tflops is None) != (not self.matmul_measured_source):
+            raise ValueError(f"{self.name}: matmul_measured_tflops and matmul_measured_source "
+                             f"go together (the rate and where it was measured)")
         return self
 
     @model_validator(mode="after")

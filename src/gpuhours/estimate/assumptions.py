@@ -45,12 +45,15 @@ def _a(name: str, value: float, unit: str, basis: str) -> Assumption:
 #:   out: 6 of 11 within 20% at 0.70, 9 of 11 at 0.77; docs/validation.md).
 #: - volta, turing, blackwell, cdna2, cdna3, tpu: datasheet-based assumptions, no published
 #:   training row expressed on them.
-#: One figure per generation, not per product: user microbenchmarks of torch's bf16 matmul
-#: (scripts/gpuhours_dev/validation/data/matmul_microbench.csv) put the GeForce cards at about
-#: their rated peak (RTX 3090 1.08, 4090 1.00) and the A100/H100 SXM at 0.85/0.80 of it. A rule
-#: scaling each product by its measured rate was checked and not adopted: it makes the held-out
-#: Ampere throughput rows worse (RTX 3090 FSDP rows) (docs/validation.md, "GEMM efficiency per
-#: product"; validation/matmul_rate.py).
+#: Each figure is about the generation's reference product (GEMM_REFERENCE_MATMUL_SHARE); a
+#: GeForce card whose own matmul rate was measured (catalog matmul_measured_tflops) runs at the
+#: figure x its share of its peak / the reference's (estimate/timing.py product_matmul_factor):
+#: user microbenchmarks of torch's bf16 matmul (scripts/gpuhours_dev/validation/data/
+#: matmul_microbench.csv) put the GeForce cards at about their rated (boost-clock) peak (RTX
+#: 3090 1.08, 4090 1.00), the A100/H100 SXM at 0.85/0.80 of it (issue 14; adopted 2026-11-25,
+#: once the RTX 3090 FSDP rows' traffic that had kept them fast was counted; applied to every
+#: measured part it moved the L40S, RTX A6000 and H20 rows away: docs/validation.md, "GEMM
+#: efficiency per product"; validation/matmul_rate.py).
 GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "volta": _a("gemm_efficiency.volta", 0.80, "fraction of dense peak",
                 "assumption: V100 fp16 tensor-core GEMMs reach ~100 of 125 TFLOPS"),
@@ -79,6 +82,23 @@ GEMM_EFFICIENCY_BY_GENERATION: dict[str, Assumption] = {
     "cpu": _a("gemm_efficiency.cpu", 1.0, "fraction of measured peak",
               "the CPU peak is itself measured by a matmul probe"),
 }
+
+#: The measured square-matmul share of its dense peak (median measured TFLOPS / catalog peak)
+#: of the product each generation's GEMM efficiency is about: the per-product rule's reference
+#: (estimate/timing.py product_matmul_factor). Generations without an entry take no factor.
+GEMM_REFERENCE_MATMUL_SHARE: dict[str, Assumption] = {
+    "ampere": _a("gemm_reference_share.ampere", 0.848, "fraction of dense peak",
+                 "A100 SXM4 80GB, the product gemm_efficiency.ampere is about: 264.53 of 312 "
+                 "TFLOPS (matmul_microbench.csv, one entry)"),
+    "hopper": _a("gemm_reference_share.hopper", 0.798, "fraction of dense peak",
+                 "H100 SXM, the product gemm_efficiency.hopper was fitted on: median 789.24 of "
+                 "989.5 TFLOPS (matmul_microbench.csv, three entries)"),
+    "ada": _a("gemm_reference_share.ada", 0.849, "fraction of dense peak",
+              "the median Ada product's share, the one gemm_efficiency.ada is derived from: "
+              "the median of L4 0.491, L40S 0.743, L20 0.955, RTX 4090 0.995 "
+              "(matmul_microbench.csv; validation/matmul_rate.py ada_median_r)"),
+}
+
 
 #: The GEMM efficiency of a generation's parts whose compute-capability major differs from the
 #: parts its GEMM_EFFICIENCY_BY_GENERATION entry is about, keyed (generation, major); looked up
@@ -885,6 +905,7 @@ def all_assumptions() -> list[Assumption]:
     out = [v for v in globals().values() if isinstance(v, Assumption)]
     out += list(GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(GEMM_EFFICIENCY_BY_SM_MAJOR.values())
+    out += list(GEMM_REFERENCE_MATMUL_SHARE.values())
     out += list(FP8_GEMM_EFFICIENCY_BY_GENERATION.values())
     out += list(FP8_GEMM_EFFICIENCY_BY_SM_MAJOR.values())
     out += list(ATTENTION_EFFICIENCY_BY_GENERATION.values())

@@ -186,12 +186,35 @@ def fp8_cast_bytes_per_token(arch: ModelArch) -> float:
     return arch.num_layers * elements * A.FP8_CAST_BYTES_PER_ELEMENT.value
 
 
+def product_matmul_factor(gpu: GpuSpec) -> float:
+    """For a GeForce card: its measured square-matmul share of its bf16 dense peak (catalog
+    matmul_measured_tflops / dense_tflops.bf16) over the share of the product its generation's
+    GEMM efficiency is about (assumptions.GEMM_REFERENCE_MATMUL_SHARE), dimensionless. GeForce
+    peaks are rated at the boost clock, which the cards run above (RTX 3090 1.08, 4090 1.00 of
+    the rated peak, where the A100 SXM reaches 0.85: matmul_microbench.csv), as GeForce
+    Blackwell's own entry (assumptions.GEMM_EFFICIENCY_BY_SM_MAJOR) already takes. 1 for other
+    parts (the data-centre and professional parts' measured shares, recorded in the catalog, are
+    not applied: docs/validation.md 'GEMM efficiency per product'), where a figure is missing,
+    or where the part's compute-capability major has an entry of its own."""
+    ref = A.GEMM_REFERENCE_MATMUL_SHARE.get(gpu.generation)
+    peak = gpu.dense_tflops.bf16
+    if ref is None or gpu.matmul_measured_tflops is None or not peak \
+            or "GeForce" not in gpu.full_name:
+        return 1.0
+    if A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability) \
+            is not A.GEMM_EFFICIENCY_BY_GENERATION[gpu.generation]:
+        return 1.0
+    return gpu.matmul_measured_tflops / peak / ref.value
+
+
 def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     """Achieved fraction of dense peak for the model's GEMMs: the part's generation (or
-    generation and compute-capability major: assumptions.gemm_efficiency_entry) x width factor."""
+    generation and compute-capability major: assumptions.gemm_efficiency_entry) x the product's
+    measured matmul rate over its generation's reference product's (product_matmul_factor) x
+    width factor."""
     base = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability).value
     width = hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
-    return base * width
+    return base * product_matmul_factor(gpu) * width
 
 
 def attention_assumption(gpu: GpuSpec, fused: bool) -> A.Assumption | None:
