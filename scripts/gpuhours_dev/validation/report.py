@@ -29,7 +29,14 @@ NOTES = {
                   "rows still run faster than estimated: the measured gain of compile (27% on "
                   "the Llama 3.2 3B A100 rows) is mostly not explained by those mechanisms "
                   "(3.7% in the estimate). The long-sequence MPT rows set the attention-kernel "
-                  "efficiency (one global constant, see assumptions.py).",
+                  "efficiency (one global constant, see assumptions.py). The torchtune RTX "
+                  "4090 rows run at the 4090's measured matmul share since issue 14 (GeForce "
+                  "cards above their rated boost clock: section 'GEMM efficiency per product'): "
+                  "the QLoRA row went +17.9% -> +32.9%, the LoRA row -1.1% -> +12.6%. These are "
+                  "the fine-tuning table's #326 and #324 measured again, mapped here with "
+                  "checkpointing off (throughput.csv does not state it) and adapters on every "
+                  "linear layer, where the fine-tuning harness reads the configs' checkpointing "
+                  "on (#326 -8.2%, #324 -15.8%); not remapped here.",
     "throughput_hopper": "Every H100 row of shared/reference/validation/throughput.csv, each "
                          "with the layout its source states (tensor, pipeline, context, expert "
                          "parallelism: estimate/parallel.py) and its matmul precision (bf16, or "
