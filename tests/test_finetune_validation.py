@@ -22,7 +22,7 @@ from gpuhours_dev.validation.finetune import (
     mapped_rows,
     memory_figure,
 )
-from gpuhours_dev.validation.finetune_report import fits_summary
+from gpuhours_dev.validation.finetune_report import fits_summary, host_fit_row, memory_fit_row
 
 KINDS = ("ft_memory", "ft_fits", "ft_throughput")
 
@@ -203,6 +203,27 @@ def test_headline_numbers_regression_floor(comparisons):
     # refused at 40.4). Both are within 3% of the card: the fits check's edge, not a margin
     oom = [c for c in comparisons if c.kind == "ft_oom" and c.error is not None]
     assert sum(c.error > 0 for c in oom if c.error is not None) >= 7
+
+
+def test_issue_14_goals_hold_on_the_held_out_rows(comparisons):
+    """Issue 14's goals, on the rows no figure was set from (the tuned ones apart: PEFT's
+    spread row, the 11 host / hook / attention rows): memory within 10% for 80% of the
+    expressible runs, under 2% of the runs that ran refused, throughput within 20% for 90% on
+    every GPU generation. Met on 2026-11-25: 227 of 283, 3 of 349, Ada 15/15, Ampere 93/99,
+    Hopper 22/24, Blackwell 5/5."""
+    mem = [c for c in comparisons if c.kind == "ft_memory" and c.error is not None
+           and not memory_fit_row(c)]
+    assert sum(abs(c.error) <= 0.10 for c in mem if c.error is not None) >= 0.80 * len(mem)
+    ok, n = fits_summary(comparisons)
+    assert n - ok < 0.02 * n
+    tp = [c for c in comparisons if c.kind == "ft_throughput" and c.error is not None
+          and not host_fit_row(c)]
+    generations = {c.generation for c in tp}
+    assert {"ampere", "ada", "hopper", "blackwell"} <= generations
+    for generation in generations:
+        rows = [c for c in tp if c.generation == generation]
+        within = sum(abs(c.error) <= 0.20 for c in rows if c.error is not None)
+        assert within >= 0.90 * len(rows), (generation, within, len(rows))
 
 
 @pytest.mark.parametrize(("row", "no_sync"), [(16, True), (95, True), (98, True), (99, True),
