@@ -16,9 +16,9 @@ CONFIG = dict(model_type="qwen2", hidden_size=64, num_hidden_layers=2, num_atten
               tie_word_embeddings=False, max_position_embeddings=128)
 
 
-# peft calls transformers' deprecated is_gradient_checkpointing (peft 0.21 / transformers 5.23)
-@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
-def test_modules_to_save_state_equals_the_estimate() -> None:
+def _one_step():
+    """A tiny bf16 Qwen2 with peft LoRA on every linear layer and trainable embedding and head
+    copies (modules_to_save), after one backward and AdamW step: (torch, model, optimizer)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
@@ -32,6 +32,13 @@ def test_modules_to_save_state_equals_the_estimate() -> None:
     ids = torch.randint(0, 1000, (1, 16))
     model(input_ids=ids, labels=ids).loss.backward()
     optimizer.step()
+    return torch, model, optimizer
+
+
+# peft calls transformers' deprecated is_gradient_checkpointing (peft 0.21 / transformers 5.23)
+@pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+def test_modules_to_save_state_equals_the_estimate() -> None:
+    torch, model, optimizer = _one_step()
     storages: dict[int, int] = {}
     for p in model.parameters():  # the frozen originals and their trainable copies
         storages[p.untyped_storage().data_ptr()] = p.nbytes
@@ -62,21 +69,9 @@ def test_replay_sizes_each_tensor_in_its_own_dtype() -> None:
     are bf16 (2 bytes a gradient element, 2 x 2 for the moments) beside fp32 adapters (peft
     0.21 keeps them fp32), not the all-parameter average (issue 14: that average made the
     copies of Qwen-1.8B's 151,936 x 2,048 embedding 7% larger than the loss's blocks)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    peft = pytest.importorskip("peft")
     from gpuhours.estimate.step_replay import trainable_shares
 
-    torch.manual_seed(0)
-    hf_config = transformers.AutoConfig.for_model(**CONFIG)
-    model = transformers.AutoModelForCausalLM.from_config(hf_config).to(torch.bfloat16)
-    lora = peft.LoraConfig(r=8, target_modules="all-linear",
-                           modules_to_save=["embed_tokens", "lm_head"])
-    model = peft.get_peft_model(model, lora)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
-    ids = torch.randint(0, 1000, (1, 16))
-    model(input_ids=ids, labels=ids).loss.backward()
-    optimizer.step()
+    torch, model, optimizer = _one_step()
     named = {n: p for n, p in model.named_parameters() if p.requires_grad}
     token = next(p for n, p in named.items() if "embed_tokens.modules_to_save" in n)
     head = next(p for n, p in named.items() if "lm_head.modules_to_save" in n)

@@ -34,6 +34,8 @@ from gpuhours.estimate.step_replay import (
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
+    gemm_efficiency_assumptions,
+    gemm_efficiency_basis,
     peak_flops,
     training_step_time,
 )
@@ -556,7 +558,7 @@ def estimate_training(
     hfu = tps_gpu * flops.hardware_flops_per_token / peak
     gemm = A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability)
     eff_source = efficiency_basis or (
-        f"{gemm.name} {gemm.value} x width factor "
+        f"{gemm_efficiency_basis(hw.gpu)} x width factor "
         f"d/(d+{A.GEMM_HALF_WIDTH.value:g}) ({gemm.basis})")
     if t.precision == "fp8-mixed":
         fp8 = A.fp8_gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability)
@@ -797,7 +799,7 @@ def estimate_training(
                         f"beside the rest on {hw.gpu.name}; the driver pages them over PCIe "
                         "every step, which the step time does not count.")
     used = [
-        A.gemm_efficiency_entry(hw.gpu.generation, hw.gpu.compute_capability),
+        *gemm_efficiency_assumptions(hw.gpu),
         A.GEMM_HALF_WIDTH, A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.ELEMENTWISE_PASSES,
         A.LOSS_KERNEL_LOGITS_TRAFFIC[loss_kernel_of(t)],
     ]

@@ -64,7 +64,12 @@ from gpuhours.estimate.hf_generate_memory import (
 )
 from gpuhours.estimate.paged_rollout import PagedRollout
 from gpuhours.estimate.params import count_params
-from gpuhours.estimate.timing import gemm_efficiency, link_bandwidth_bytes_per_s, peak_flops
+from gpuhours.estimate.timing import (
+    gemm_efficiency,
+    gemm_efficiency_assumptions,
+    link_bandwidth_bytes_per_s,
+    peak_flops,
+)
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
 
@@ -1068,8 +1073,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             A.DECODE_HOST_PER_LAYER_S[g.engine],
             A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
-            A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability),
-            A.GEMM_HALF_WIDTH]
+            *gemm_efficiency_assumptions(gpu), A.GEMM_HALF_WIDTH]
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
             and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts

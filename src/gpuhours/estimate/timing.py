@@ -207,6 +207,30 @@ def product_matmul_factor(gpu: GpuSpec) -> float:
     return gpu.matmul_measured_tflops / peak / ref.value
 
 
+def gemm_efficiency_assumptions(gpu: GpuSpec) -> list[A.Assumption]:
+    """The assumptions `gemm_efficiency` rests on for `gpu`, for the figure's basis: its
+    entry (assumptions.gemm_efficiency_entry) and, where product_matmul_factor applies, the
+    reference product's share that factor divides by."""
+    entry = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability)
+    if product_matmul_factor(gpu) == 1.0:
+        return [entry]
+    return [entry, A.GEMM_REFERENCE_MATMUL_SHARE[gpu.generation]]
+
+
+def gemm_efficiency_basis(gpu: GpuSpec) -> str:
+    """`gemm_efficiency`'s basis in words: the entry and, on a GeForce card with a measured
+    matmul rate, the product factor with its measured rate and reference share."""
+    entry = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability)
+    text = f"{entry.name} {entry.value}"
+    factor = product_matmul_factor(gpu)
+    if factor != 1.0:
+        ref = A.GEMM_REFERENCE_MATMUL_SHARE[gpu.generation]
+        text += (f" x {factor:.3f} ({gpu.name}'s measured matmul "
+                 f"{gpu.matmul_measured_tflops:g} of {gpu.dense_tflops.bf16:g} TFLOPS over "
+                 f"{ref.name} {ref.value})")
+    return text
+
+
 def gemm_efficiency(gpu: GpuSpec, hidden_size: int) -> float:
     """Achieved fraction of dense peak for the model's GEMMs: the part's generation (or
     generation and compute-capability major: assumptions.gemm_efficiency_entry) x the product's
@@ -499,11 +523,12 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     collectives: tuple[P.Collective, ...] = ()
     bubble_s = 0.0
     if lay.trivial:
-        comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch, compute_s,
-                                                   forward_share(flops))
         if t.deepspeed_pipe_engine and hw.num_gpus > 1:
             sync = pipe_engine_collective(t, hw, trainable_params, hw.num_gpus, hw.num_gpus)
             comm_s, exposed_s, link = sync.seconds, sync.exposed_s, sync.link
+        else:
+            comm_s, exposed_s, link = _communication_s(t, hw, trainable_params, arch,
+                                                       compute_s, forward_share(flops))
         if t.cuda_launch_blocking:
             exposed_s = comm_s  # each collective's launch returns when it has run
     else:
@@ -525,11 +550,10 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         if eager_host_dispatch(gpu):
             optimizer_s = _with_optimizer_host_s(t, optimizer_s,
                                                  optimizer_ops(arch, t) * host_s_per_op(hw))
-        dp = _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
-                                   forward_share(flops), stage_share * arch.num_layers)
-        if t.deepspeed_pipe_engine:
-            dp = pipe_engine_collective(t, hw, trained, round(shards),
-                                        lay.tp * lay.cp * lay.dp)
+        dp = (pipe_engine_collective(t, hw, trained, round(shards), lay.tp * lay.cp * lay.dp)
+              if t.deepspeed_pipe_engine else
+              _layout_data_parallel(t, hw, lay, local.total, shards, stage_s, trained,
+                                    forward_share(flops), stage_share * arch.num_layers))
         if t.cuda_launch_blocking:
             dp = replace(dp, exposed_s=dp.seconds)
         comm_s, exposed_s, link = dp.seconds, dp.exposed_s, dp.link

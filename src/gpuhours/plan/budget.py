@@ -12,6 +12,7 @@ from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError, InputError, UnknownNameError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import Figure
+from gpuhours.estimate.timing import gemm_efficiency_assumptions
 from gpuhours.plan.grid import grid_phase
 from gpuhours.plan.load import LoadedPlan
 from gpuhours.plan.measured import micro_benchmarks, uses_by_id
@@ -131,7 +132,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         electricity_basis=elec_basis,
         grids=grids, storage_total=storage_total, warnings=warnings,
         assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
-            A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability), A.GEMM_HALF_WIDTH,
+            *gemm_efficiency_assumptions(gpu), A.GEMM_HALF_WIDTH,
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
             A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.CUDA_CONTEXT_BYTES)],

@@ -747,16 +747,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          "has none.", "Set images_per_example (and image_pixels) on a "
                          "vision-language model, or drop image_prep_by_workers.")
     engine_prompts = math.ceil(phase.prompts_per_step / engines)
-    # vLLM and SGLang run the tower once a prompt (its responses share the prompt's cached
-    # blocks); HF generate expands pixel_values with num_return_sequences and runs it for each
+    # HF generate expands pixel_values with num_return_sequences and runs the tower for each
     # sequence (generation/utils.py _expand_inputs_for_generation)
-    tower_inputs = engine_prompts * (phase.generations_per_prompt
-                                     if phase.engine == "hf-generate" else 1)
-    rollout_tower_s, rollout_prep_s = engine_images_s(t, ctx.gpu, matmul, tower_inputs, tp,
-                                                      phase.image_prep_by_workers)
-    if phase.engine == "hf-generate" and rollout_prep_s:
-        # the images are prepared once a prompt whatever the engine
-        rollout_prep_s /= phase.generations_per_prompt
+    rollout_tower_s, rollout_prep_s = engine_images_s(
+        t, ctx.gpu, matmul, engine_prompts, tp, phase.image_prep_by_workers,
+        tower_runs_per_prompt=(phase.generations_per_prompt if phase.engine == "hf-generate"
+                               else 1))
     rollout_s += rollout_tower_s + rollout_prep_s
 
     # scoring passes over whole sequences, on the training GPUs, in micro-batches of

@@ -82,11 +82,15 @@ def engine_tower_s(prompts_per_engine: float, images_per_prompt: int,
 
 
 def engine_images_s(t: Training, gpu: GpuSpec, precision: str, prompts_per_engine: float,
-                    tensor_parallel: int, prep: bool) -> tuple[float, float]:
+                    tensor_parallel: int, prep: bool, tower_runs_per_prompt: int = 1
+                    ) -> tuple[float, float]:
     """(tower seconds, host preparation seconds) per GPU of an engine's rollout of
     `prompts_per_engine` prompts of setup `t` (0, 0 without images): `engine_tower_s` at the
-    GEMM efficiency of the tower's width, and with `prep` (`image_prep_by_workers`) every image
-    of the engine's prompts prepared on each of its GPUs' hosts (`image_prep_s`)."""
+    GEMM efficiency of the tower's width, `tower_runs_per_prompt` times a prompt (1 for vLLM
+    and SGLang, whose responses share the prompt's cached blocks; G for HF generate, which
+    expands pixel_values with num_return_sequences), and with `prep` (`image_prep_by_workers`)
+    every image of the engine's prompts prepared once on each of its GPUs' hosts
+    (`image_prep_s`)."""
     grid, v = t.image_grid, t.arch.vision
     if grid is None or v is None:
         return 0.0, 0.0
@@ -94,7 +98,7 @@ def engine_images_s(t: Training, gpu: GpuSpec, precision: str, prompts_per_engin
     from gpuhours.estimate.vision import vision_forward_flops
 
     rate = peak_flops(gpu, precision) * gemm_efficiency(gpu, v.hidden_size)
-    tower_s = engine_tower_s(prompts_per_engine, t.images_per_example,
+    tower_s = engine_tower_s(prompts_per_engine * tower_runs_per_prompt, t.images_per_example,
                              vision_forward_flops(v, grid).total, tensor_parallel, rate)
     prep_s = (image_prep_s(prompts_per_engine * t.images_per_example, image_pixels(t),
                            A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value) if prep else 0.0)
