@@ -25,6 +25,7 @@ from typing import Any
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate.timing import gemm_efficiency_basis, product_matmul_factor
 from gpuhours.trace import accounting, allocator
 from gpuhours.trace.module_result import (
     PART_OF_ROLE,
@@ -91,8 +92,11 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
                     children: Sequence[tuple[str, int, int]], precision: str,
                     optimizer_row: str, outside_row: str) -> ModuleRoofline:
     """Roofline time of each top-level module's operators on `gpu` at the named efficiencies,
-    and torch.compile's range over the step."""
+    and torch.compile's range over the step. The GEMM efficiency is estimate's
+    (timing.gemm_efficiency's entry x the product's measured matmul factor on a GeForce card)
+    before the reduction-length factor, so a trace and an estimate of one card agree."""
     gen = A.gemm_efficiency_entry(gpu.generation, gpu.compute_capability)
+    gemm = gen.value * product_matmul_factor(gpu)
     half = A.GEMM_HALF_WIDTH
     bw = A.BANDWIDTH_EFFICIENCY
     attn = A.ATTENTION_EFFICIENCY_RATIO
@@ -101,12 +105,10 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
     compute_total = memory_total = 0.0
     for (top, op, phase, dtype, flops, nbytes, k), n in calls.items():
         peak = peak_flops_of_dtype(gpu, dtype)
-        if "attention" in op:
-            # the trace counts attention over the full S x S (torch's convention); the
-            # assumption's ratio is per causal FLOP, i.e. twice that per full-S x S FLOP
-            eff = gen.value * 2 * attn.value
-        else:
-            eff = gen.value * (k / (k + half.value) if k else 1.0)
+        # the trace counts attention over the full S x S (torch's convention); the
+        # assumption's ratio is per causal FLOP, i.e. twice that per full-S x S FLOP
+        shape = 2 * attn.value if "attention" in op else (k / (k + half.value) if k else 1.0)
+        eff = gemm * shape
         t_compute = flops / (peak * eff) if flops else 0.0
         t_memory = nbytes / bandwidth
         t = max(t_compute, t_memory) * n
@@ -151,6 +153,8 @@ def module_roofline(calls: ModuleCalls, gpu: GpuSpec, batch: int,
             "operator's reduction length (FLOPs / 2 / output elements)",
             f"{attn.name} = {attn.value:g} x 2 for attention counted over the full S x S",
             f"{bw.name} = {bw.value:g} ({bw.basis})"]
+    if gemm != gen.value:
+        used.insert(1, f"GEMM efficiency {gemm:.3g} = {gemm_efficiency_basis(gpu)}")
     note = ("a roofline model over traced FLOPs and tensor bytes: no kernel launch gaps, host "
             "overhead, fusion or overlap; data loading is not part of it")
     if amp and precision.startswith("bf16") and not gpu.dense_tflops.bf16:
