@@ -96,7 +96,7 @@ def test_unknown_gpu_error_has_close_matches_and_the_fix(name: str, suggested: s
 
 def test_unknown_model_error_says_how_to_pass_a_config() -> None:
     with pytest.raises(UnknownNameError, match=r"llama-2-7b.*path to a config\.json"):
-        catalog.model("llama-7b")
+        catalog.model("llama-2-8b")
 
 
 def _index(rows: list[tuple[str, list[str]]]) -> NameIndex[str]:

@@ -52,6 +52,20 @@ def test_the_plain_pretraining_question_is_answered(model, published_gpu_hours):
     assert d["totals"]["gpu_hours"]["value"] == pytest.approx(published_gpu_hours, rel=0.25)
 
 
+def test_the_issues_own_question_is_answered_for_llama_65b_from_the_catalog():
+    """Issue 16's words: "a 65B model, 1.4T tokens, 2,048 A100-80GB, sequence 2048: how many GPU
+    hours?", asked with the catalog's LLaMA 65B (its config from the LLaMA paper's table 2).
+    LLaMA's table 15 gives 1,022,362 GPU hours for that run; nothing was set from it."""
+    result = runner.invoke(app, ["estimate", "--model", "llama-65b", "--gpu", "a100-80gb",
+                                 "--gpus", "2048", "--seq", "2048", "--tokens", "1.4T", "--json",
+                                 "--no-calibrate"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    assert d["memory"]["fits"] and d["model_basis"].startswith("catalog")
+    assert d["warnings"][0].startswith("setup chosen by gpuhours")
+    assert d["totals"]["gpu_hours"]["value"] == pytest.approx(1_022_362, rel=0.25)
+
+
 def test_a_setup_the_user_chose_is_kept_and_refused_when_it_does_not_fit():
     result = runner.invoke(app, [*PLAIN, "--model", "llama-2-70b", "--batch", "1"])
     assert result.exit_code == DOES_NOT_FIT_EXIT_CODE

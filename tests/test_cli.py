@@ -187,7 +187,7 @@ def test_unknown_gpu_lists_close_matches_and_the_way_out() -> None:
 
 def test_unknown_model_lists_close_matches_and_the_way_out() -> None:
     result = run("estimate", "--model", "llama-7", "--gpu", "rtx-4090")
-    assert_user_error(result, "'llama-7'", r"unknown model 'llama-7'\. Did you mean: llama-2-7b")
+    assert_user_error(result, "'llama-7'", r"unknown model 'llama-7'\. Did you mean: llama-7b")
     assert "config.json" in result.stderr  # how to supply one's own model
 
 
