@@ -1359,16 +1359,17 @@ def run_drift_report() -> str:
 #   colocate sync) gives its gen, 321 s, and a generate_sequences column, 247 s (which timer,
 #   not said): 74 s outside it (in verl's colocated path the gen timer also holds the engines'
 #   wake-up with the weight load, their sleep, the batch's post-processing); a 28K run
-#   spending as much there would leave under 3 ms. Whether the cap was reached is not published (verl logs
-#   response_length/max and clip_ratio to the README's W&B projects, not stored here).
+#   spending as much there would leave under 3 ms. Whether the cap was reached is not
+#   published (verl logs response_length/max and clip_ratio to the README's W&B projects, not
+#   stored here).
 # - Tried, not adopted: (1) vLLM V1's host step from generation_published row 308 (its one V1
 #   batch-1 row: GPT-2 on an H200, 41.8 ms for prefill + 32 tokens, 1.31 ms a token; the
 #   estimate 2.49 ms, -47%) at 1.2 ms: rows 12 / 13 / 14 +13 / +64 / +27% -> +9 / +55 / +19%,
 #   row 42 +23 -> +10%, but the NeMo-RL rows (vLLM V1 on H100 and GB200, already -11 to -37%)
 #   fall further, row 8 -23 -> -36%, row 9 -13 -> -26%, rows 2-4 by 5-8 points, the other
 #   NeMo rows by 0-5 and EasyR1's by 0-3: a change that helps these rows and moves others the
-#   wrong way. (2) with it, the H20 at
-#   3.1 TB/s (bytedance-iaas/sglang#753: SGLang of 2026 on a 27B; an SGLang figure, not vLLM):
+#   wrong way. (2) With it, the H20 at 3.1 TB/s (bytedance-iaas/sglang#753: SGLang of 2026 on
+#   a 27B; an SGLang figure, not vLLM):
 #   rows 12 / 13 / 14 -6 / +34 / +2%, row 42 -14%; the catalog's 1,900 GB/s is the fit of the
 #   six SGLang 0.4.6 H20 rows, and no vLLM decode on an H20 is stored to replace it. The
 #   measured vLLM V1 decode step on an H20 at TP 4 is what would settle this part.
@@ -1400,8 +1401,10 @@ def run_drift_report() -> str:
 #       count: 64 / 32 / 16 sequences of 1,952 tokens under 61,440 x 4), so what differs is
 #       the run's sequences, not its GPUs.
 # - Row 18 (the 30B run, -25%): its miss is in gen (348 s measured, 268 predicted), the update
-#   (86 / 64 s) and the old-log-prob pass (28.7 / 22.2 s), the other way from the 7B rows; its
-#   vLLM runs eager (enforce_eager), a different step; not worked further here.
+#   (86 / 64 s) and the old-log-prob pass (28.7 / 22.2 s), the other way from the 7B rows, at
+#   its assumed mean (2,048 tokens, a quarter of the cap; its old-log-prob pass implies 3,152,
+#   at which the step is -12%: `inferred_mean_report`); its vLLM runs eager (enforce_eager), a
+#   different decode step; not worked further here.
 
 #: verl's synchronous colocated rows whose source splits the step into its timers (0-based):
 #: the 7B DAPO runs on 32, 64 and 128 H20s (CSV lines 12-14) and the 30B GRPO run (line 18)
@@ -1498,8 +1501,8 @@ def verl_sync_parts_report() -> str:
     fixed = line["at64_predicted"] / line["at64_measured"]
     run = line["at64_measured"] / line["row13_measured"]
     lines.append(
-        f"\nCells: measured / predicted. The 7B step's 400-step means as a + b/GPUs through rows 12 "
-        f"and 14: measured a = {line['a_measured']:,.0f} s, b = {line['b_measured']:,.0f} GPU-s; "
+        f"\nCells: measured / predicted. The 7B step's 400-step means as a + b/GPUs through "
+        f"rows 12 and 14: measured a = {line['a_measured']:,.0f} s, b = {line['b_measured']:,.0f} GPU-s; "
         f"predicted a = {line['a_predicted']:,.0f} s, b = {line['b_predicted']:,.0f} GPU-s. At "
         f"64 GPUs the measured line gives {line['at64_measured']:,.0f} s and the estimate's "
         f"{line['at64_predicted']:,.0f} s; row 13 measured {line['row13_measured']:,.1f} s: its "
