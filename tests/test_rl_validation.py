@@ -631,3 +631,78 @@ def test_the_easyr1_micro_batch_split_solves_the_pair_by_hand():
     # both the cost per micro-batch and per token exceed what the estimate costs (issue 13)
     pa, pb = split["predicted"]
     assert a > pa and b > pb
+
+
+def test_the_tuned_verl_rows_miss_by_a_part_no_gpu_count_shrinks():
+    """docs/rl.md (issue 13, the synchronous verl rows): the 400-step means of rows 12 and 14
+    as a + b/GPUs, by hand: b = (790.10 - 356.30) / (1/32 - 1/128) = 433.8 x 128 / 3 =
+    18,508.8 GPU-s, a = 356.30 - 18,508.8 / 128 = 211.7 s, at 64 GPUs 211.7 + 289.2 = 500.9 s.
+    The estimate's own line through the same rows shares that b within 1% (its GPU-shared work
+    is right on the tuned pair) and misses by its a alone, about 97 s more than the measured
+    one; row 13's miss is that part times the run's own 27% below its siblings' line."""
+    line = rl.verl_sync_line()
+    assert line["b_measured"] == pytest.approx(18_508.8)
+    assert line["a_measured"] == pytest.approx(211.7)
+    assert line["at64_measured"] == pytest.approx(500.9)
+    assert line["b_predicted"] == pytest.approx(line["b_measured"], rel=0.01)
+    assert line["a_predicted"] - line["a_measured"] == pytest.approx(97, abs=5)
+    # the run below its siblings' line: 500.9 / 365.28 = 1.371 (1 - 365.28 / 500.9 = 27%)
+    assert line["at64_measured"] / line["row13_measured"] == pytest.approx(1.371, abs=0.001)
+    # the estimate is a + b/GPUs in all but 1 s, so the two factors make its whole miss
+    fixed = line["at64_predicted"] / line["at64_measured"]
+    whole = line["row13_predicted"] / line["row13_measured"]
+    assert fixed * line["at64_measured"] / line["row13_measured"] == pytest.approx(whole,
+                                                                                  rel=0.002)
+    assert fixed == pytest.approx(1.20, abs=0.01) and whole == pytest.approx(1.64, abs=0.01)
+
+
+def test_the_verl_sync_timers_sum_to_their_step_and_the_miss_lies_in_gen():
+    """Each synchronous verl row's parts (`verl_sync_parts`) sum to its step, measured and
+    predicted; the old-log-prob pass of rows 12 and 14 is the fit (within 0.2 s), so the
+    tuned rows' excess (+99.5 and +97.5 s) is in gen and the update, gen's the larger on the
+    128-GPU run (+93.8 s of +97.5) where the update's share of the work is smallest."""
+    for row in rl.VERL_SYNC_SPLIT:
+        parts = rl.verl_sync_parts(row)
+        for i in (0, 1):
+            assert sum(parts[k][i] for k in parts if k != "step") == pytest.approx(
+                parts["step"][i])
+    p12, p14 = rl.verl_sync_parts(10), rl.verl_sync_parts(12)
+    for p in (p12, p14):
+        assert p["old_log_prob"][1] == pytest.approx(p["old_log_prob"][0], abs=0.2)
+    excess = {k: p14[k][1] - p14[k][0] for k in p14}
+    assert excess["step"] == pytest.approx(97.5, abs=0.5)
+    assert excess["gen"] == pytest.approx(93.8, abs=1.0)
+    # the measured rest (reward, advantages, validation) is 10.7 s; the estimate has none
+    assert excess["rest"] == pytest.approx(-10.72, abs=0.01)
+    table = rl.verl_sync_parts_report()
+    assert table.count("\n| ") == len(rl.VERL_SYNC_SPLIT)
+
+
+def test_the_measured_gen_leaves_less_room_than_the_estimates_tail_step():
+    """If the 64- and 128-GPU runs' longest response reached the 28,672-token cap, their gen
+    (150.72 and 177.85 s) less the estimate's driver transfer of the rollouts (30.04 s) and
+    weight sync (0.81 s) leaves (150.72 - 30.04 - 0.81) / 28,672 = 4.18 ms and
+    (177.85 - 30.04 - 0.82) / 28,672 = 5.13 ms a decode step, where the estimate takes
+    192.1 / 28,672 = 6.70 ms for that response alone (the V0-fitted host step and the
+    SGLang-fitted H20 bandwidth, docs/rl.md)."""
+    bound13, tail = rl.tail_step_bound_ms(11)
+    bound14, _ = rl.tail_step_bound_ms(12)
+    assert bound13 == pytest.approx(4.18, abs=0.01)
+    assert bound14 == pytest.approx(5.13, abs=0.01)
+    assert tail == pytest.approx(6.70, abs=0.01)
+
+
+def test_no_length_spread_makes_the_32_gpu_engines_preempt_at_the_fitted_mean():
+    """At 32 GPUs each TP-4 engine holds 8,192 / 8 = 1,024 sequences, all running at once
+    (verl's max_num_seqs 1024); at the fitted mean they need 1,024 x (256 + 1,696) =
+    1,998,848 tokens of cache if every one were held at its full length at once, less than the
+    engine's cache in the colocated 0.5 share: no spread of lengths can preempt, and the replay
+    preempts nothing. The cache would run out only above a mean of cache / 1,024 - 256 tokens
+    (2,407), which no published figure says the run reached."""
+    case = next(c for c in rl.CASES if c.row == 10)
+    d, _ = rl._details(case)
+    assert d is not None
+    assert d["rollout_peak_running_sequences"] == 1024
+    assert 1024 * (256 + rl.VERL_7B_MEAN) == 1_998_848 < d["rollout_kv_cache_tokens"]
+    assert d["rollout_preemptions"] == 0 and d["rollout_admissions"] == 1
+    assert d["rollout_kv_cache_tokens"] / 1024 - 256 == pytest.approx(2407, abs=1)

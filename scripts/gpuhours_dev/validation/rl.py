@@ -1336,6 +1336,186 @@ def run_drift_report() -> str:
     return "\n".join(lines)
 
 
+# Note for docs/rl.md (issue 13, the synchronous verl rows 12-14 and 18, 2026-11-25; adds to
+# "Why the 64-GPU synchronous run is 2.2x faster"; no figure set, no row moves):
+# - The parts (`verl_sync_parts_report`, measured / predicted): gen 357 / 429, 151 / 324,
+#   178 / 272 s; old_log_prob 107.7 / 107.6, 70.3 / 71.8, 53.9 / 53.9 s (the fit); update
+#   313.8 / 352.7, 133.4 / 203.0, 113.8 / 128.2 s; the rest (reward, advantages, validation)
+#   11.2 / 10.9 / 10.7 s measured, none in the estimate.
+# - The tuned pair misses by a part no GPU count shrinks: rows 12 and 14 are +99.5 and +97.5 s.
+#   As a + b/GPUs through them, the estimate's b is the measured one within 0.5% (18,594
+#   against 18,509 GPU-s) and its a is 97 s above (309 against 212 s). Row 13's +64% is that
+#   a (x1.20: 599 s on the estimate's line at 64 GPUs against 501 s on the measured one) times
+#   the run's own 27% below its siblings' line (x1.37: 501 s against 365 s), the run whose
+#   first 100 steps sit on the siblings' first-quarter line within 1% (`run_drift_report`).
+# - Where the 97 s lies: in gen (+72 s at 32 GPUs, +94 s at 128), whose fixed part in the
+#   estimate is the longest response alone at the 28,672-token cap, 6.7 ms a step (vLLM's host
+#   step 2.3 ms, fitted on vLLM 0.6.3 V0 rows; 3.9 ms of weights at the H20's 1,900 GB/s, fitted
+#   on SGLang 0.4.6 rows, x the TP-4 width efficiency 0.51; 0.56 ms of all-reduces): 192 s.
+#   If the cap was reached in a typical step, the 64- and 128-GPU runs' measured gen less the
+#   estimate's driver transfer and weight sync leaves at most 4.2 and 5.1 ms a step
+#   (`tail_step_bound_ms`). The same team's one-step-off README (volcengine/verl@15a9b0f5
+#   recipe/one_step_off_policy/README.md: Qwen2.5-Math-7B DAPO, 32 H20, FSDP2, 20K cap,
+#   colocate sync) gives its gen, 321 s, and a generate_sequences column, 247 s (which timer,
+#   not said): 74 s outside it (in verl's colocated path the gen timer also holds the engines'
+#   wake-up with the weight load, their sleep, the batch's post-processing); a 28K run
+#   spending as much there would leave under 3 ms. Whether the cap was reached is not
+#   published (verl logs response_length/max and clip_ratio to the README's W&B projects, not
+#   stored here).
+# - Tried, not adopted: (1) vLLM V1's host step from generation_published row 308 (its one V1
+#   batch-1 row: GPT-2 on an H200, 41.8 ms for prefill + 32 tokens, 1.31 ms a token; the
+#   estimate 2.49 ms, -47%) at 1.2 ms: rows 12 / 13 / 14 +13 / +64 / +27% -> +9 / +55 / +19%,
+#   row 42 +23 -> +10%, but the NeMo-RL rows (vLLM V1 on H100 and GB200, already -11 to -37%)
+#   fall further, row 8 -23 -> -36%, row 9 -13 -> -26%, rows 2-4 by 5-8 points, the other
+#   NeMo rows by 0-5 and EasyR1's by 0-3: a change that helps these rows and moves others the
+#   wrong way. (2) With it, the H20 at 3.1 TB/s (bytedance-iaas/sglang#753: SGLang of 2026 on
+#   a 27B; an SGLang figure, not vLLM):
+#   rows 12 / 13 / 14 -6 / +34 / +2%, row 42 -14%; the catalog's 1,900 GB/s is the fit of the
+#   six SGLang 0.4.6 H20 rows, and no vLLM decode on an H20 is stored to replace it. The
+#   measured vLLM V1 decode step on an H20 at TP 4 is what would settle this part.
+# - Ruled out, with what was read:
+#   (a) A setting that differs with the GPU count: the colocated baseline's script was never
+#       shipped (the history of recipe/fully_async_policy/shell and
+#       verl/experimental/fully_async_policy/shell on every ref holds none); the shipped 7B
+#       scripts (df340d70 shell/dapo_7b_math_fsdp2_{16_16,32_32,64_64}.sh) differ only in
+#       NNODES and staleness (0.1 / 0.1 / 0.5): rollout TP 4, gpu_memory_utilization 0.80,
+#       max_num_batched_tokens 30,720 with chunked prefill, ppo_max_token_len_per_gpu 61,440,
+#       log-prob 92,160, Ulysses SP 4, fsdp_size 8, dynamic batches, 32-prompt mini-batches,
+#       n 16 at every size. The same team's colocated 7B script for one-step-off
+#       (recipe/one_step_off_policy/shell/dapo_7b_math_fsdp2_colocate.sh before 2bb42bae: 8K
+#       cap, n 12) runs vLLM at 0.80 with the actor offloaded; at 0.80 in place of the assumed
+#       0.5 rows 12-14 do not move (no waves, no preemption either way).
+#   (b) KV preemption at 32 GPUs: 1,024 sequences an engine x (256 + 1,696) tokens = 2.0M,
+#       below the 2.73M-token cache at 0.5 (4.74M at 0.80), so no spread of lengths can
+#       preempt at the fitted mean; the replay preempts nothing up to a mean of 4,800 tokens
+#       on all three GPU counts. Only a 32-GPU mean above 2,407 tokens (at 0.5) could, in the
+#       run's slow second half (4,369 at 0.80); its lengths are not published (verl's
+#       agent_loop/num_preempted goes to W&B).
+#   (c) A fixed cost the estimate under-counts: the opposite. Its fixed part is 97 s too
+#       large; the one it lacks, the 10.7-11.2 s rest, is the same on all three counts and
+#       shapes no scaling.
+#   (d) A GPU-count effect in the update: the 64-GPU run's update (133.4 s) is 26% below its
+#       siblings' line (313.8 and 113.8 s as a + b/GPUs: 180.5 s at 64) while its
+#       old-log-prob pass is on theirs (70.3 s for 71.9). The same GPUs and layout run both
+#       (one dynamic micro-batch a mini-batch and data-parallel group at this mean on every
+#       count: 64 / 32 / 16 sequences of 1,952 tokens under 61,440 x 4), so what differs is
+#       the run's sequences, not its GPUs.
+# - Row 18 (the 30B run, -25%): its miss is in gen (348 s measured, 268 predicted), the update
+#   (86 / 64 s) and the old-log-prob pass (28.7 / 22.2 s), the other way from the 7B rows, at
+#   its assumed mean (2,048 tokens, a quarter of the cap; its old-log-prob pass implies 3,152,
+#   at which the step is -12%: `inferred_mean_report`); its vLLM runs eager (enforce_eager), a
+#   different decode step; not worked further here.
+
+#: verl's synchronous colocated rows whose source splits the step into its timers (0-based):
+#: the 7B DAPO runs on 32, 64 and 128 H20s (CSV lines 12-14) and the 30B GRPO run (line 18)
+VERL_SYNC_SPLIT = (10, 11, 12, 16)
+
+
+def _measured_part_s(r: dict[str, str], name: str) -> float:
+    """A phase from a row's `other_times` ("old_log_prob 107.71; ref 20.86"), 0 if absent."""
+    for part in r["other_times"].split(";"):
+        words = part.split()
+        if len(words) == 2 and words[0] == name:
+            return float(words[1])
+    return 0.0
+
+
+def verl_sync_parts(row: int) -> dict[str, tuple[float, float]]:
+    """A synchronous verl row's timers, (measured s, predicted s) each, as verl times them
+    (volcengine/verl@df340d70 ray_trainer.py `fit`: gen, old_log_prob, ref and update_actor
+    nest in step). The estimate's gen is its rollouts plus the weight sync: in the hybrid
+    (colocated) mode the agent loop's generate_sequences wakes the engines, which loads the
+    actor's weights into vLLM, inside the gen timer (agent_loop.py `generate_sequences` calls
+    `wake_up`; vllm_async_server.py `wake_up`, RolloutMode.HYBRID). `rest` is what the step
+    does besides the four (reward, advantages, the validation every test_freq steps); the
+    estimate has nothing there."""
+    r = rows()[row]
+    case = next(c for c in CASES if c.row == row)
+    d, why = _details(case)
+    assert d is not None, why
+    measured = {"gen": float(r["gen_time_s"]), "old_log_prob": _measured_part_s(r, "old_log_prob"),
+                "ref": _measured_part_s(r, "ref"), "update_actor": float(r["update_time_s"])}
+    predicted = {"gen": d["rollout_generation_s"] + d["weight_sync_s"],
+                 "old_log_prob": d["old_policy_log_probs_s"], "ref": d["reference_model_s"],
+                 "update_actor": d["policy_update_s"]}
+    step_m, step_p = float(r["step_time_s"]), float(d["step_time_s"])
+    out = {k: (measured[k], float(predicted[k])) for k in measured}
+    out["rest"] = (step_m - sum(measured.values()), step_p - sum(predicted.values()))
+    out["step"] = (step_m, step_p)
+    return out
+
+
+def verl_sync_line() -> dict[str, float]:
+    """The synchronous 7B recipe's 400-step means as a + b/GPUs through its 32- and 128-GPU
+    runs (rows 12 and 14, CSV lines, the tuned pair), measured and as the estimate predicts
+    them, each carried to 64 GPUs beside row 13's measured step. A diagnostic, counted
+    nowhere: b is the work the GPUs share, a what no GPU count removes. Keys: a_measured,
+    b_measured, a_predicted, b_predicted, at64_measured (the measured line at 64 GPUs),
+    at64_predicted (the estimate's line there), row13_measured, row13_predicted."""
+    out: dict[str, float] = {}
+    for key in ("measured", "predicted"):
+        s32, s128 = (verl_sync_parts(row)["step"][key == "predicted"] for row in (10, 12))
+        b = (s32 - s128) / (1 / 32 - 1 / 128)
+        out[f"a_{key}"] = s128 - b / 128
+        out[f"b_{key}"] = b
+        out[f"at64_{key}"] = out[f"a_{key}"] + b / 64
+    out["row13_measured"], out["row13_predicted"] = verl_sync_parts(11)["step"]
+    return out
+
+
+def tail_step_bound_ms(row: int) -> tuple[float, float]:
+    """(bound, estimate) in ms: the longest decode step a synchronous verl 7B run's measured
+    gen timer leaves room for, if its longest response reached the max_response_tokens cap in
+    a typical step: (gen - the estimate's driver transfer of the rollouts - its weight sync) /
+    the cap's decode steps, an upper bound (the rest of the batch's work, the prefill, the
+    engines' wake-up and sleep are left in the gen); beside it the estimate's step for that
+    response alone (rollout_tail_s / the cap). Whether the cap was reached is not stated
+    (verl logs response_length/max and clip_ratio to W&B, not stored here)."""
+    r = rows()[row]
+    case = next(c for c in CASES if c.row == row)
+    d, why = _details(case)
+    assert d is not None, why
+    cap = int(case.phase["max_response_tokens"])
+    room = float(r["gen_time_s"]) - d["driver_rollout_generation_s"] - d["weight_sync_s"]
+    return room / cap * 1e3, d["rollout_tail_s"] / cap * 1e3
+
+
+def verl_sync_parts_report() -> str:
+    """A diagnostic, counted nowhere (issue 13): each synchronous verl row's timers, measured
+    and predicted (`verl_sync_parts`), where the estimate's misses lie; then the 7B recipe's
+    line through its tuned rows (`verl_sync_line`), which splits row 13's miss into the
+    estimate's part and the run's own, and the decode step the 64- and 128-GPU runs' gen
+    leaves room for (`tail_step_bound_ms`)."""
+    data = rows()
+    names = ("gen", "old_log_prob", "ref", "update_actor", "rest", "step")
+    lines = ["| row | GPUs | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
+    for row in VERL_SYNC_SPLIT:
+        parts = verl_sync_parts(row)
+        cells = []
+        for n in names:
+            m, p = parts[n]
+            cells.append("-" if m == 0 and p == 0 else f"{m:,.1f} / {p:,.1f} s")
+        lines.append(f"| {row + 2} | {data[row]['n_gpus']} | " + " | ".join(cells) + " |")
+    line = verl_sync_line()
+    fixed = line["at64_predicted"] / line["at64_measured"]
+    run = line["at64_measured"] / line["row13_measured"]
+    lines.append(
+        f"\nCells: measured / predicted. The 7B step's 400-step means as a + b/GPUs through "
+        f"rows 12 and 14: measured a = {line['a_measured']:,.0f} s, b = {line['b_measured']:,.0f} GPU-s; "
+        f"predicted a = {line['a_predicted']:,.0f} s, b = {line['b_predicted']:,.0f} GPU-s. At "
+        f"64 GPUs the measured line gives {line['at64_measured']:,.0f} s and the estimate's "
+        f"{line['at64_predicted']:,.0f} s; row 13 measured {line['row13_measured']:,.1f} s: its "
+        f"{line['row13_predicted'] / line['row13_measured'] - 1:+.0%} is {fixed:.2f}x (the "
+        f"estimate's a) times {run:.2f}x (the run below its siblings' line).")
+    bounds = [(row, *tail_step_bound_ms(row)) for row in (11, 12)]
+    lines.append("Room for the longest response's decode step in the measured gen, if it "
+                 "reached the 28,672-token cap: " + ", ".join(
+                     f"row {row + 2} {bound:.1f} ms" for row, bound, _ in bounds)
+                 + f"; the estimate's {bounds[0][2]:.1f} ms.")
+    return "\n".join(lines)
+
+
 #: the peaks EasyR1's Actor MFU divides by (verl/utils/flops_counter.py get_device_flops
 #: @8460e817: "H100" 989e12, "L20" 119.5e12 FLOP/s), keyed by the cases' catalog GPU
 _EASYR1_MFU_PEAK = {"h100-sxm": 989e12, "l20": 119.5e12}
