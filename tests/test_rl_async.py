@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from gpuhours.cli import app
 from gpuhours.errors import InputError
-from gpuhours.plan.rl_async import hidden_training_s, pipelined_step_s
+from gpuhours.plan.rl_async import hidden_training_s, overlapped_bottleneck, pipelined_step_s
 from rl_plan import grpo_plan, run_rl_phase
 
 BASE: dict[str, Any] = grpo_plan("rl-async-test")
@@ -93,3 +93,16 @@ def test_the_plan_file_field_reaches_the_step(tmp_path: Path):
     result = CliRunner().invoke(app, ["plan", str(f), "--json"])
     assert result.exit_code == 0, result.output
     assert "4 local updates a sync" in result.output
+
+
+def test_the_side_that_sets_an_overlapped_step_names_its_bound():
+    """max(rollout, training side): 103 s of rollouts against 19 + 19 + 95 = 133 s of training
+    leave the update the bound, though the rollouts are the longest single part; 140 s of
+    rollouts set the step themselves; a tie goes to the rollouts (the trainer waits)."""
+    train = {"old-policy log-probs": 19.0, "reference model": 19.0, "policy update": 95.0}
+    assert overlapped_bottleneck(103.0, train) == "policy update"
+    assert overlapped_bottleneck(140.0, train) == "rollout generation"
+    assert overlapped_bottleneck(133.0, train) == "rollout generation"
+    assert overlapped_bottleneck(50.0, {"reference model": 30.0, "critic": 40.0}) == "critic"
+    with pytest.raises(ValueError, match="at least one part"):
+        overlapped_bottleneck(1.0, {})

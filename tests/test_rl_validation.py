@@ -706,3 +706,41 @@ def test_no_length_spread_makes_the_32_gpu_engines_preempt_at_the_fitted_mean():
     assert 1024 * (256 + rl.VERL_7B_MEAN) == 1_998_848 < d["rollout_kv_cache_tokens"]
     assert d["rollout_preemptions"] == 0 and d["rollout_admissions"] == 1
     assert d["rollout_kv_cache_tokens"] / 1024 - 256 == pytest.approx(2407, abs=1)
+
+
+def test_the_7b_vllm_row_is_faster_than_its_floor_at_the_assumed_lengths():
+    """OpenRLHF's Llama-2-7B Ray + vLLM row (CSV line 29, issue 13): at the case's 1,024-token
+    prompts and responses its generation timer could not read less than 486 s, even with every
+    decode step at the A800's datasheet 2,039 GB/s and every prefill and log-prob forward at
+    its 312 TFLOPS; it read 481.86 s. Worked by hand from Llama-2-7B's config (hidden 4,096,
+    32 layers of 32 KV heads, MLP 11,008, vocabulary 32,000): matmul parameters
+    32 x (4 x 4,096^2 + 3 x 4,096 x 11,008) + 32,000 x 4,096 = 6,607,077,376 (the model's
+    6,738,415,616 less its embedding table and norms), 13,214,154,752 bytes read a step;
+    524,288 KV bytes a token. Each of the 2 engines makes 1,024 / (2 x 16) = 32 calls; a call
+    reads 1,024 x 13,214,154,752 + 16 x 524,288 x (1,024 x 1,024 + 1,024 x 1,023 / 2) =
+    26,721,139,032,064 bytes (13.105 s), prefills 16 x 1,024 tokens (0.694 s) and the actor
+    takes the log-probs of 16 x 2,048 (1.388 s): 32 x 15.187 = 486.0 s. The 13B and 70B rows
+    stay above their floors (90% and 71% of the measured generation)."""
+    cases = {c.row + 2: c for c in rl.CASES}
+    by_hand = 32 * (26_721_139_032_064 / 2.039e12 + 13_214_154_752 * 16 * (1024 + 2048) / 312e12)
+    assert by_hand == pytest.approx(486.0, abs=0.05)
+    assert rl.vllm_rollout_floor_s(cases[29]) == pytest.approx(by_hand, rel=1e-9)
+    data = rl.rows()
+    share = {row: rl.vllm_rollout_floor_s(cases[row]) / float(data[row - 2]["gen_time_s"])
+             for row in (29, 32, 34)}
+    assert share[29] > 1.0
+    assert 0.85 < share[32] < 0.95 and 0.65 < share[34] < 0.75
+    assert rl.rollout_floor_report().count("\n") == 4
+
+
+def test_the_gb200_one_step_off_row_is_bounded_by_its_training_side():
+    """NeMo-RL's GB200 Qwen3-32B one-step-off row (CSV line 11): its step is max(rollouts,
+    training side) + sync, and the training side (two log-prob passes and the update) outlasts
+    the rollouts, which are still its longest single part: the bound is the update."""
+    case = next(c for c in rl.CASES if c.row == 9)
+    d, why = rl._details(case)
+    assert d is not None
+    train = d["old_policy_log_probs_s"] + d["reference_model_s"] + d["policy_update_s"]
+    assert d["policy_update_s"] < d["rollout_generation_s"] < train
+    assert d["step_time_s"] == pytest.approx(train + d["weight_sync_s"])
+    assert why == "policy update"

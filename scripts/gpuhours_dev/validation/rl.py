@@ -1681,6 +1681,77 @@ def phase_split_report() -> str:
     return "\n".join(lines)
 
 
+def vllm_rollout_floor_s(c: Case) -> float:
+    """The least time, in s, an OpenRLHF benchmark row's generation timer can hold at the
+    lengths the case assumes (every prompt `prompt_tokens`, every response `response_tokens`):
+    each engine's generate calls one after another, each call decoding its batch one token a
+    step, every step reading the engine GPU's share of the weights and of the batch's KV cache
+    at the datasheet bandwidth (100%), plus the call's prefill and the actor rank's own
+    log-prob forward over the call's sequences, each at the datasheet bf16 peak (100%).
+
+    Read from OpenRLHF @dbdd43b0 (openrlhf/trainer/ppo_utils/experience_maker.py
+    RemoteExperienceMaker.make_experience: `_generate_vllm` on micro_rollout_batch_size
+    prompts, `llm = self.vllm_engines[rank % len(self.vllm_engines)]`, `ray.get` of the call,
+    then `self.actor(sequences, ...)` on the rank's GPU before the next call; an engine is one
+    Ray actor, so the calls of the ranks it serves run one after another): calls per engine =
+    prompts / (engines x the call's batch). Counted from the model's config.json, not the
+    estimator: weights read a step = 2 bytes x (layers x (q, k, v, o, gate, up, down) + the
+    output head); the forward's FLOPs = 2 x those parameters a token; KV = 2 (K, V) x layers x
+    KV heads x head_dim x 2 bytes a token, split over the engine's tensor-parallel GPUs. Left
+    out, so the real time is longer: attention FLOPs, host time, the bandwidth and compute the
+    kernels do not reach, the reference, reward and critic forwards the rank waits for. A
+    diagnostic, counted nowhere, set from nothing (issue 13): where it exceeds the measured
+    generation, the run's lengths cannot have been the case's."""
+    import json
+
+    import gpuhours
+    from gpuhours import catalog
+
+    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
+                / f"{c.settings['model']}.json")
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
+    q = cfg["num_attention_heads"] * head_dim
+    kv = cfg["num_key_value_heads"] * head_dim
+    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
+        + cfg["vocab_size"] * d
+    kv_bytes_per_token = 2 * layers * kv * 2
+    tp = int(c.phase.get("rollout_tensor_parallel", 1))
+    engines = c.phase["rollout_gpus"] // tp
+    batch = c.phase["rollout_batch"]
+    calls = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"] / (engines * batch)
+    prompt, response = c.phase["prompt_tokens"], c.phase["response_tokens"]
+    gpu = catalog.gpu(c.gpu)
+    bandwidth = gpu.memory_bw_gb_per_s * 1e9
+    peak = gpu.dense_tflops.bf16
+    assert peak is not None, c.gpu
+    # step t (0-based) of a call holds prompt + t tokens a sequence
+    kv_read = batch * kv_bytes_per_token * (response * prompt + response * (response - 1) / 2)
+    decode_s = (response * 2 * matmul + kv_read) / tp / bandwidth
+    prefill_s = 2 * matmul * batch * prompt / tp / (peak * 1e12)
+    logprob_s = 2 * matmul * batch * (prompt + response) / (peak * 1e12)
+    return calls * (decode_s + prefill_s + logprob_s)
+
+
+def rollout_floor_report() -> str:
+    """The OpenRLHF benchmark's vLLM rows: `vllm_rollout_floor_s` at the assumed 1,024-token
+    prompts and responses against the measured generation (issue 13)."""
+    data = rows()
+    lines = ["| row | model | engines x TP | sequences a call | floor at the caps | "
+             "measured generation | floor / measured |", "|---|---|---|---|---|---|---|"]
+    for c in CASES:
+        r = data[c.row]
+        if _BENCHMARK_SOURCE not in r["source"] or c.phase.get("engine") != "vllm-v0":
+            continue
+        floor, gen = vllm_rollout_floor_s(c), float(r["gen_time_s"])
+        tp = int(c.phase.get("rollout_tensor_parallel", 1))
+        lines.append(f"| {c.row + 2} | {r['model']} | {c.phase['rollout_gpus'] // tp} x {tp} | "
+                     f"{c.phase['rollout_batch']} | {floor:,.0f} s | {gen:,.1f} s | "
+                     f"{floor / gen:.0%} |")
+    return "\n".join(lines)
+
+
 def report() -> str:
     data = rows()
     lines = ["| row | framework | model | GPUs | placement | measured step | predicted | error "

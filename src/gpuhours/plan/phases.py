@@ -30,7 +30,7 @@ from gpuhours.estimate.lengths import check_generation_context
 from gpuhours.estimate.timing import check_fp8, peak_flops
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
-from gpuhours.plan.rl_async import pipelined_step_s
+from gpuhours.plan.rl_async import overlapped_bottleneck, pipelined_step_s
 from gpuhours.plan.rl_images import (
     actor_image_prep_s,
     engine_images_s,
@@ -929,6 +929,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
              "critic": critic_s, "host offload": offload_s, "weight sync": sync_s,
              "validation": validation_s}
     bottleneck = max(parts, key=lambda k: parts[k])
+    if dedicated and phase.async_rollout:
+        # the side that sets max(rollout, training side) names the bound, not the longest
+        # single part (a one-step-off step whose log-prob passes and update outlast its
+        # rollouts read "rollout generation": plan/rl_async.py overlapped_bottleneck)
+        bottleneck = overlapped_bottleneck(rollout_s, {
+            k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
+                                  "reward model", "policy update", "critic", "host offload")})
     if bottleneck == "rollout generation" and tail_led:
         bottleneck = "rollout generation (waiting for the longest response)"
     base = steps * step_s * gpus_total / 3600
