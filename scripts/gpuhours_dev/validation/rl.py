@@ -59,6 +59,45 @@ _ORLHF_ASSUMED = ("prompts and responses all 1,024 tokens (the benchmark's max; 
                   "an upper end); reward model = the actor's size; vLLM on 2 of the GPUs (the "
                   "table's role ratio); "
                   "the table's generation micro batch as the sequences per generate call")
+# Note for docs/rl.md (issue 13, OpenRLHF Ray + vLLM rows, CSV lines 29, 32, 34, 2026-11-25):
+# line 29 (Llama-2-7B) reads +35%, its generation timer +70% (817 s: rollouts 737 s + four
+# scoring forwards 80 s, against 481.86), its training -5%; line 32 +16% (generation +39%),
+# line 34 -7% (+4%). Read at @dbdd43b0 and not the gap:
+# - engines and calls: the 1:1:2:2:2 split's 2 engines of TP 1 (create_vllm_engines gives a
+#   TP-1 engine one GPU; the branch's only vLLM script, train_ppo_llama_ray_70b.sh, sets
+#   --vllm_num_engines 2 --vllm_tensor_parallel_size 2 for 2:2:4:4:4); each actor rank sends
+#   micro_rollout_batch_size (16) prompts a call to engine rank % 2 and waits for it
+#   (experience_maker.py _generate_vllm, ray.get), and an engine is one synchronous Ray actor
+#   (vllm_engine.py LLMRayActor), so 32 calls of 16 one after another an engine: the phase's
+#   rollout_batch 16, 32 admissions, 32 x 1,024 decode steps;
+# - overlap: none between a rank's generate call and its scoring; the reference, reward and
+#   critic forwards run on their own GPUs beside the actor's own log-prob pass (remote calls,
+#   then ray.get), so a cycle's critical path is about one forward of the call's 16 sequences
+#   on one GPU (1.9 s at the estimate's scoring rate, 230 TFLOPS; 32 cycles ~62 s with the
+#   second rank's first wait at the shared reference and reward GPUs) where the phase spreads
+#   four passes over the 6 training GPUs in turn (80 s): 18 s of the 335 s, not the gap (for
+#   the Ray rows without vLLM, lines 28 and 31, -13 / -17%, the parallel roles would shorten
+#   their scoring and worsen them);
+# - the engine's host: 2.3 ms + 16 x 84 us of the 22.5 ms mean decode step (vLLM V0's
+#   constants); without any host time the generation would still read +45% (617.5 s of
+#   rollouts);
+# - the lengths are the gap: at the case's 1,024-token prompts and responses the generation
+#   cannot take less than 486 s even at the A800's datasheet 2,039 GB/s and 312 TFLOPS with no
+#   host time, no scoring but the actor's own pass (`vllm_rollout_floor_s`, worked by hand in
+#   tests/test_rl_validation.py), more than the 481.86 s measured; at the generation fits'
+#   decode bandwidth efficiency (0.71) the decode alone is 588 s. The 13B's floor is 90% of its
+#   measured generation (barely possible), the 70B's 71% (its 4-sequence calls are weight-bound:
+#   the KV cache, which shorter sequences shrink, is 1.4% of a step's bytes). OpenRLHF hands
+#   vLLM the prompts unpadded and samples to EOS (SamplingParams(max_tokens=...)), and vLLM
+#   drops a finished sequence from the batch, so the engine's work follows the mean lengths
+#   while each call still lasts as long as its longest response; the table states neither
+#   mean. Read as a diagnostic, not applied (nothing states them): one pair of means, a
+#   256-token prompt and a 512-token response with the 1,024 cap, puts the generation timer of
+#   lines 29 / 32 / 34 at -1 / -3 / -16% (its scoring forwards then at the mean too, where
+#   OpenRLHF scores each call's sequences padded to the call's longest prompt and response,
+#   _generate_vllm); its training would need padded lengths as well (replay_buffer.py pads
+#   each training micro-batch to its longest sequence), which the phase, costing the update
+#   and the scoring at the mean sequence, does not model. Line 29 stays +35%, an upper end.
 # OpenRLHF's Ray roles (plan/rl_train.py): the actor and the critic each train on GPUs of
 # their own, at the same time
 _ORLHF_ROLES_ASSUMED = ("; the table's GPU ratio 1:1:2:2:2 read as reference:reward:actor:"
@@ -221,6 +260,40 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
 #   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
 #   0.11.2 source was not read here, so the phase's 256 stands.
+# Read again for lines 10 and 11 (issue 13, 2026-11-25, second pass); not the gap either:
+# - the page: no table splits a step into parts: v0.5 (108bffda), v0.6 (7ea279ab, whose GB200
+#   table drops Qwen3-32B) and v0.4 (cff17f83, no GB200); the recipes' test scripts
+#   (tests/test_suites/llm/performance/grpo-qwen3-32b-*.sh) check token_mult_prob_error only;
+# - the layouts (@108bffda): 4n4g Megatron TP 2 PP 1 with sequence parallelism, vLLM TP 1 at
+#   0.6, colocated; 8n4g-async-1off the same training on 16 GPUs beside 16 vLLM engines of TP 1
+#   at 0.8 (async_engine, in_flight_weight_updates); the H100 twins TP 4 PP 4, vLLM TP 4;
+# - the one-step-off step's form (nemo_rl/algorithms/async_utils.py, grpo.py
+#   async_grpo_train): the collector generates only for the next weight version
+#   (max_trajectory_age_steps 1, _should_pause_for_generation_limits), at most 64 prompt
+#   groups in flight, resuming after the refit; total_step_time holds the trainer's wait for
+#   its batch (exposed_generation), the log-probs, the training and weight_sync: max(rollouts,
+#   training side) + refit, the phase's form. Line 11's bound now reads "policy update" (its
+#   training side, 132 s, sets the step; the rollouts, 103 s, are its longest single part:
+#   plan/rl_async.py overlapped_bottleneck); no figure moves;
+# - the worker's moves each step (megatron_policy_worker.py): gradients freed, not copied
+#   (Megatron-Core's offload_to_cpu resizes their storage to 0); colocated only, the bf16
+#   weights to pinned host memory and back (offload_after_refit, prepare_for_training) and the
+#   optimizer's moments by .to("cpu") (move_optimizer, pageable): at TP 2 about 33 GB of
+#   weights and 16 GB of moments each way a GB200 GPU a step, seconds over the Grace C2C link
+#   (the catalog has no host-link figure for it, so not costed), not line 10's 96 s, none in 11;
+# - TE's module host cost: the estimate's operator on the Grace host is 2.75 x 32 us = 88 us,
+#   and TE #2053 times a whole TE Linear forward at 99.66 us of CPU on GB200: a TE linear
+#   costed as its GEMM's one operator is within 12% of its measured host time, so the "2.7
+#   operators a TE linear" reading above would count its module overhead twice;
+# - which side leads line 11 the page cannot say. Read training-led (training side = 210 s
+#   less 0.1 s of refit), line 10's rollouts are 381 - 210 = 171 s (estimate 153, -11%) and the
+#   training side 210 s (132, -37%); the H100 pair (lines 5, 6) read alike gives rollouts 176 s
+#   (122.5, -30%) and training 196.5 s (173.7, -12%). Read rollout-led, line 11's rollouts
+#   would be 2x the estimate's 103 s, where the rollout-led GB200 8B one-step-off (line 9) is
+#   -13%. So the GB200 32B miss sits in the Megatron passes at TP 2 (64 one-sequence
+#   micro-batches an optimizer step a rank; the estimate issues 13.7 s of host operators an
+#   optimizer step at 88 us against 15.0 s of GPU work, 7.8 s not hidden): near host-bound, so
+#   a host cost it misses there would show whole. Which one is not found.
 # Read and not modelled: the host cost of a Transformer Engine module beside a plain torch
 # operator. TE #2053 gives TE's Linear forward at 99.66 us (GB200) and 90.53 us (GH200) against
 # torch's 37.08 and 33.17: 2.7x on both Grace hosts; its H100 DGX TE figure is not read here, and
