@@ -16,7 +16,6 @@ from gpuhours.cli import app
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import from_hf_config
 from gpuhours.estimate.generation import (
-    decode_bandwidth_efficiency,
     estimate_generation,
     hf_generate_kv_cache_passes,
     hf_generate_mask_bytes_per_sequence,
@@ -62,7 +61,7 @@ def test_4_38_mask_bytes_by_hand() -> None:
 
 def test_the_4_38_mask_adds_its_bytes_to_a_decode_step_by_hand() -> None:
     """Llama-2-7B, batch 8 at 2,047 tokens on an A100, device-bound: 4.38's step is 4.46's plus
-    8 masks x the fitted time per pass, through the same bandwidth."""
+    8 masks at the copies' rate on the A100's SMs (108 x 1,410 MHz x the fitted bytes a cycle)."""
     arch, _ = resolve_model("llama-2-7b")
     gpu = catalog.gpu("a100-80gb")
     steps = {}
@@ -73,9 +72,8 @@ def test_the_4_38_mask_adds_its_bytes_to_a_decode_step_by_hand() -> None:
         assert e.decode_bound == "memory bandwidth"
         steps[release] = e.decode_step_s_first
     mask = (18 + 14 * 2047 / 4096) * 4096 ** 2
-    bw = 2039e9 * decode_bandwidth_efficiency(arch)
-    extra = A.DECODE_KV_PASSES["hf-generate"].value * 8 * mask / bw
-    assert steps["4.38"] - steps["4.46"] == pytest.approx(extra, rel=1e-9)
+    rate = 108 * 1410e6 * A.HF_KV_COPY_BYTES_PER_SM_CYCLE.value
+    assert steps["4.38"] - steps["4.46"] == pytest.approx(8 * mask / rate, rel=1e-9)
 
 
 def test_a_real_5x_sdpa_decode_step_reads_the_grouped_cache_once() -> None:

@@ -873,6 +873,19 @@ DECODE_KV_PASSES: dict[str, Assumption] = {
                       "copies and q_len=1 attention run at ~53% of the streaming rate"),
 }
 
+#: Bytes of KV cache transformers' generate copies (or reads) per SM per clock cycle, for each
+#: pass hf_generate_kv_cache_passes counts (DynamicCache's torch.cat, repeat_kv's copy,
+#: attention's read): eager 2-byte elementwise copies through torch's strided path, bound by
+#: their index arithmetic on the SMs, so the rate is SMs x clock x this
+#: (generation.hf_kv_copy_bytes_per_s), not a share of DRAM bandwidth. GPUs without an SM count
+#: and clock in the catalog keep DECODE_KV_PASSES["hf-generate"]'s bandwidth form.
+HF_KV_COPY_BYTES_PER_SM_CYCLE = _a(
+    "hf_kv_copy_bytes_per_sm_cycle", 4.96, "bytes per SM per clock cycle per counted pass",
+    "fitted with decode_host_per_layer_s.hf-generate to generation.csv tune rows 11 and 13 "
+    "(Qwen2.5-7B, transformers 4.46, A100 80GB, 6K and 30K prompts; least squares on log "
+    "error, gpuhours_dev.validation.hf_kv_rate.fit_hf_generate); held out: every other "
+    "transformers row, the Qwen3 benchmark's H20 rows included (docs/generation.md)")
+
 #: Decode reads each layer's weights with skinny GEMMs whose bandwidth falls for narrow models
 #: (few thread blocks per kernel, ramp and tail of each of ~10 kernels per layer): achieved
 #: bandwidth = bandwidth_efficiency x d / (d + this).

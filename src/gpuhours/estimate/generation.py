@@ -181,6 +181,25 @@ def decode_bandwidth_efficiency(arch: ModelArch, tensor_parallel: int = 1) -> fl
     return A.BANDWIDTH_EFFICIENCY.value * d / (d + A.DECODE_BANDWIDTH_HALF_WIDTH.value)
 
 
+def hf_kv_copy_bytes_per_s(gpu: GpuSpec) -> float | None:
+    """Bytes per second transformers' generate moves its KV cache at in a decode step (each
+    counted pass of hf_generate_kv_cache_passes: DynamicCache's torch.cat, repeat_kv's copy,
+    attention's read) on `gpu`: sm_count x boost clock x HF_KV_COPY_BYTES_PER_SM_CYCLE; None
+    where the catalog records no SM count and clock (then DECODE_KV_PASSES["hf-generate"]
+    times the bandwidth-time of the bytes, the form fitted before). The copies are eager
+    elementwise kernels on 2-byte elements through torch's generic strided path (repeat_kv's
+    `expand(...).reshape(...)` of a broadcast view; torch.cat's batched copy along the
+    sequence dimension), whose per-element index arithmetic runs on the SMs' integer units:
+    their rate follows SMs x clock, not DRAM bandwidth. Checked on held-out rows: the time
+    per counted pass between each model's 14K- and 30K-prompt rows is 851-871 GB/s on an A100
+    (Qwen2.5-7B/14B/32B, 2.0 TB/s, 108 SMs x 1.41 GHz) and 858-884 GB/s on an H20 (Qwen3-1.7B
+    to 32B, 4.0 TB/s, 78 x ~1.98 GHz): equal where the SMs x clock are (152 and 154 G/s) and
+    the bandwidths are 2x apart (gpuhours_dev.validation.hf_kv_rate, docs/generation.md)."""
+    if gpu.sm_count is None or gpu.boost_clock_mhz is None:
+        return None
+    return gpu.sm_count * gpu.boost_clock_mhz * 1e6 * A.HF_KV_COPY_BYTES_PER_SM_CYCLE.value
+
+
 def decode_bandwidth_gb_per_s(gpu: GpuSpec) -> tuple[float, str | None]:
     """The bandwidth (GB/s) generation is costed at, before decode_bandwidth_efficiency, and
     where it comes from when it is not the datasheet's (None): the catalog's
@@ -528,6 +547,9 @@ class _Step:
     capture: CaptureRule = CaptureRule("vllm", "auto", None, None)
     #: kernels an eager forward launches (cuda_graphs.eager_kernels_per_forward)
     eager_kernels: int = 0
+    #: bytes/s an engine that copies its KV cache every step (hf-generate) moves it at on
+    #: this GPU (hf_kv_copy_bytes_per_s; 0: not known, the bandwidth form instead)
+    kv_copy_bytes_per_s: float = 0.0
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -581,12 +603,12 @@ class _Step:
                 * self.host_scale)
 
     def seconds(self, tokens: float, kv_bytes: float, flops: float,
-                eager: bool = False) -> tuple[float, str]:
-        """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache and
-        does `flops` on each GPU of the group, eagerly or as a replayed CUDA graph; and what
-        bounds it."""
+                eager: bool = False, kv_copy_s: float = 0.0) -> tuple[float, str]:
+        """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache (and
+        spends `kv_copy_s` copying it, hf-generate) and does `flops` on each GPU of the group,
+        eagerly or as a replayed CUDA graph; and what bounds it."""
         t_weights, dequant = self.weights_s(tokens)
-        t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s
+        t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
         t_launch = self.launch_s(eager)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
@@ -675,22 +697,24 @@ class _Step:
                 * A.HF_GENERATE_HOST_PER_EXPERT_S.value * self.host_scale)
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
-        passes = A.DECODE_KV_PASSES[self.engine].value
+        held = running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
+        kv, copy_s = A.DECODE_KV_PASSES[self.engine].value * held, 0.0
         if self.engine in _COPIES_KV:
             # transformers' generate copies the cache each step (DynamicCache's torch.cat, then
-            # repeat_kv for a group): the counted cache traffic, at the fitted rate per pass
-            passes *= hf_generate_kv_cache_passes(self.arch, self.hf_transformers_version)
-        kv = passes * running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
-        if self.engine in _COPIES_KV:
-            # 4.38's mask rebuild: eager elementwise copies like the cache's, at the same fitted
-            # time per byte (DECODE_KV_PASSES per pass)
-            kv += (A.DECODE_KV_PASSES[self.engine].value * running
-                   * hf_generate_mask_bytes_per_sequence(self.arch, self.hf_transformers_version,
-                                                         context))
+            # repeat_kv for a group) and 4.38 rebuilds its mask: the counted traffic, at the
+            # copies' rate on this GPU's SMs (hf_kv_copy_bytes_per_s), or where the catalog has
+            # no SM count and clock, DECODE_KV_PASSES times its bandwidth-time
+            copied = (hf_generate_kv_cache_passes(self.arch, self.hf_transformers_version) * held
+                      + running * hf_generate_mask_bytes_per_sequence(
+                          self.arch, self.hf_transformers_version, context))
+            if self.kv_copy_bytes_per_s:
+                kv, copy_s = 0.0, copied / self.kv_copy_bytes_per_s
+            else:
+                kv = A.DECODE_KV_PASSES[self.engine].value * copied
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
         s, bound = self.seconds(running, kv, flops / self.tensor_parallel,
-                                not self.capture.graphs(running, context))
+                                not self.capture.graphs(running, context), copy_s)
         # the engine's Python work for each running sequence, serial with the GPU; the host
         # leads when it and the engine's step outlast the rest (walk F4: it was added after
         # seconds() chose the bound, so a step 88% host read "compute")
@@ -879,7 +903,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   capture=capture_rule(g.engine, g.cuda_graphs, max_seqs, gpu.memory_bytes, tp),
                   eager_kernels=eager_kernels_per_forward(
                       arch, tp, FUSED_MOE_ROUTING_KERNELS,
-                      FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0))
+                      FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0),
+                  kv_copy_bytes_per_s=((hf_kv_copy_bytes_per_s(gpu) or 0.0)
+                                       if g.engine in _COPIES_KV else 0.0))
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1011,7 +1037,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
 
 
 def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
-                routing: bool = False, quant: bool = False, qgemm: bool = False) -> str:
+                routing: bool = False, quant: bool = False, qgemm: bool = False,
+                kv_copy_sm: bool = False) -> str:
     """The formula of an engine step as this setup's terms make it up."""
     device = ("max(max(quantised weight bytes / bandwidth, their count / (SMs x clock x "
               "weights per SM cycle)) + 16-bit head and KV bytes / bandwidth, FLOPs / peak)"
@@ -1034,8 +1061,10 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
         ops = "attention" if passes == 3 else "repeat_kv, attention"
         if hf_generate_mask_bytes_per_sequence(g.arch, hf, g.prompt_tokens):
             ops += ", and the causal mask rebuilt every forward"
+        rate = ("at SMs x clock x the fitted bytes per SM cycle" if kv_copy_sm
+                else "x the fitted time per pass")
         text += (f"; KV bytes x {passes:g} passes counted from transformers {hf}'s decode step "
-                 f"(DynamicCache's torch.cat, {ops}) x the fitted time per pass")
+                 f"(DynamicCache's torch.cat, {ops}) {rate}")
     return text + ")"
 
 
@@ -1069,9 +1098,12 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     # as the training side counts them), not by a share of the device
     memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
               else [A.GENERATION_MEMORY_UTILISATION])
+    # hf-generate's cache copies at the SMs' rate where the catalog has SMs and a clock
+    kv_copy_sm = g.engine in _COPIES_KV and hf_kv_copy_bytes_per_s(gpu) is not None
     used = [A.DECODE_HOST_STEP_S[g.engine], A.DECODE_HOST_PER_SEQUENCE_S[g.engine],
             A.DECODE_HOST_PER_LAYER_S[g.engine],
-            A.DECODE_KV_PASSES[g.engine], A.DECODE_BANDWIDTH_HALF_WIDTH,
+            A.HF_KV_COPY_BYTES_PER_SM_CYCLE if kv_copy_sm else A.DECODE_KV_PASSES[g.engine],
+            A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.BANDWIDTH_EFFICIENCY, *memory,
             *gemm_efficiency_assumptions(gpu), A.GEMM_HALF_WIDTH]
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
@@ -1089,6 +1121,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.QUANTISED_GEMM_FIXED_S)
     if dequant:
         used.append(A.DEQUANT_WEIGHTS_PER_SM_CYCLE)
+    if dequant or kv_copy_sm:
         used.append(A.Assumption(f"{gpu.name}.sm_count_x_boost_clock",
                                  float(gpu.sm_count or 0) * float(gpu.boost_clock_mhz or 0),
                                  "SM x MHz", f"GPU catalog (gpus.yaml): {gpu.sm_source}"))
@@ -1125,7 +1158,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
         "basis": (_step_basis(g, launches=launches, dequant=dequant, routing=routing,
-                              quant=quant, qgemm=qgemm)
+                              quant=quant, qgemm=qgemm, kv_copy_sm=kv_copy_sm)
                   + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
                   + released_note(g.released_format, g.weight_bytes_per_param)

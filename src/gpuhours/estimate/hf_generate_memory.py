@@ -51,11 +51,15 @@ def hf_generate_kv_cache_passes(arch: ModelArch, release: str = "4.46") -> float
       count changes at 5.0, and a 4.5x release after it is counted as 4.46 (slower than it is).
 
     Not counted: 4.48+'s flash-attention path (`attn_implementation="flash_attention_2"`,
-    `integrations/flash_attention.py` hands the grouped cache to flash-attn without repeat_kv: 3).
-    The Qwen3 benchmark rows (4.51.3, flash-attn 2.7.4 installed, the attention implementation
-    not stated) come out +22%..+244% at 14K-30K prompts with 3 passes, against -19%..-10% with
-    SDPA's count (Qwen3-0.6B's +81%/+83% either way; docs/generation.md), so SDPA,
-    transformers' default, is what is counted.
+    `integrations/flash_attention.py` hands the grouped cache to flash-attn without repeat_kv: 3;
+    v4.51.3's `integrations/sdpa_attention.py` still repeats it unconditionally, lines 29-31).
+    4.46's Qwen2 flash-attention class repeats it before flash-attn (v4.46.3 modeling_qwen2.py
+    Qwen2FlashAttention2), so the Qwen2.5 benchmark's flash-attention rows count as SDPA's. The
+    Qwen3 benchmark rows (4.51.3, flash-attn 2.7.4 installed, the script not published) show
+    which path ran: between each model's 14K- and 30K-prompt rows a counted pass takes 858-884
+    GB/s under this count for Qwen3-1.7B to 32B (n = 2-8) and 136-379 GB/s, falling with n,
+    under flash-attention's 3 (gpuhours_dev.validation.hf_kv_rate; docs/generation.md): the
+    cache was repeated, and SDPA, transformers' default, is what is counted.
     The release's major.minor is checked by setup.hf_release."""
     n = arch.num_heads / max(1, arch.num_kv_heads)
     if hf_release(release) >= (5, 0) or n <= 1:
