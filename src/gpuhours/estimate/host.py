@@ -463,7 +463,10 @@ def megatron_eager_moe_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
 #: Transformer Engine's grouped GEMM (TEGroupedMLP's linear_fc1 and linear_fc2, TE GroupedLinear)
 #: issues one cuBLASLt GEMM per local expert from C++ (transformer_engine/pytorch/csrc/extensions/
 #: gemm.cpp te_general_grouped_gemm -> common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm
-#: @d0067d0d; the CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM):
+#: @d0067d0d; the CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM, and
+#: the one-launch cuBLASLt grouped-tensor path only with GroupedLinear(use_grouped_tensor=True)
+#: or NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1 and cuBLASLt 13.3+, which neither
+#: Megatron-LM@2a75ac12 nor Megatron-Bridge@067f987d's recipes set):
 #: per linear, the forward's GEMM, and in backward the input gradient's and, when the experts
 #: train, the weight gradient's (grouped_linear.py _GroupedLinear.forward/backward: one
 #: general_grouped_gemm each). MEGATRON_MLP_OPS counts each grouped call as one operator (its
