@@ -425,3 +425,49 @@ def test_a_host_ratio_needs_its_source() -> None:
     spec["host_op_time_ratio"] = 2.0
     with pytest.raises(ValidationError, match="host_op_time_source"):
         type(catalog.gpu("b200")).model_validate(spec)
+
+
+def test_te_grouped_gemm_calls_per_local_expert_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 16: TE's grouped GEMM issues one cuBLASLt call per local expert from C++
+    # (cublaslt_gemm.cu multi_stream_cublas_gemm). Qwen3-30B-A3B, 48 MoE layers, 128 experts
+    # at EP 8: 16 local experts; fc1 and fc2 each forward, input gradient and weight gradient:
+    # 48 x 16 x 2 x 3 = 4608 calls a micro-batch
+    from gpuhours import catalog
+    from gpuhours.estimate import assumptions as A
+    from gpuhours.estimate.assumptions import Assumption
+    from gpuhours.estimate.estimator import estimate_training
+    from gpuhours.estimate.host import megatron_expert_gemm_calls_per_micro_batch as calls
+    from gpuhours.setup import Hardware
+
+    t = _training("qwen3-30b-a3b", precision="bf16", kernels="megatron", ep=8, micro_batch=1,
+                  seq_len=4096, grad_accum=2, zero_stage=1)
+    assert calls(t.arch, t) == pytest.approx(4608.0)
+    # full recomputation runs the forward's two again: 48 x 16 x 2 x 4 = 6144
+    assert calls(t.arch, t.model_copy(update={"checkpointing": True})) == pytest.approx(6144.0)
+    # frozen experts (LoRA) issue no weight-gradient GEMM: 48 x 16 x 2 x 2 = 3072
+    assert calls(t.arch, t.model_copy(update={"method": "lora"})) == pytest.approx(3072.0)
+    # EP 32: 4 local experts, a quarter
+    assert calls(t.arch, t.model_copy(update={"ep": 32})) == pytest.approx(1152.0)
+    # graphs that leave the experts eager keep them; graphs that capture them, the op fuser's
+    # fused grouped MLP, the eager path and a dense model issue none
+    partial = t.model_copy(update={"cuda_graph_scope": ("attn", "moe_router")})
+    assert calls(partial.arch, partial) == pytest.approx(4608.0)
+    for update in ({"cuda_graph_scope": ("full_iteration",)}, {"cuda_graph_scope": ("moe",)},
+                   {"moe_fused_mlp": True}, {"kernels": "eager"}):
+        other = t.model_copy(update=update)
+        assert calls(other.arch, other) == 0.0
+    dense = _training("qwen3-8b", precision="bf16", kernels="megatron")
+    assert calls(dense.arch, dense) == 0.0
+    # in the step: on a B200 (x86 host, ratio 1) 2 micro-batches x 4608 x 10 us = 92.16 ms of
+    # host time more than with the per-call figure at 0
+    hw = Hardware(gpu=catalog.gpu("b200"), num_gpus=8)
+
+    def host_s() -> float:
+        e = estimate_training(t, hw, "catalog")
+        return e.step_time_breakdown_s["host_s"].value
+
+    with_calls = host_s()
+    old = A.CUBLASLT_GEMM_HOST_S
+    monkeypatch.setattr(A, "CUBLASLT_GEMM_HOST_S",
+                        Assumption(old.name, 0.0, old.unit, old.basis))
+    assert with_calls - host_s() == pytest.approx(2 * 4608 * 10e-6, rel=1e-9)

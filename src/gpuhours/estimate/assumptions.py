@@ -220,6 +220,23 @@ GROUPED_GEMM_K_HALF_DEPTH = _a(
     "grouped_gemm_k_half_depth", 375.0, "elements",
     "fitted to the six M = 4096 normal GEMMs of deepseek-ai/DeepGEMM@55ab91f README (H800, "
     "fp8; rms 4%); its ten grouped GEMMs held out: within 10%")
+#: Host seconds of one cuBLASLt GEMM call issued from C++ (issue 16): Transformer Engine's grouped
+#: GEMM on Blackwell and Hopper without NVTE_USE_CUTLASS_GROUPED_GEMM loops over the local
+#: experts in C++ (transformer_engine/common/gemm/cublaslt_gemm.cu @d0067d0d
+#: multi_stream_cublas_gemm -> cublas_gemm): each GEMM creates its matrix layouts, matmul
+#: descriptor and preference (47 cuBLASLt calls), asks cublasLtMatmulAlgoGetHeuristic, launches
+#: and destroys them, with nothing memoised. NVIDIA/raft#1736 measured its GEMM call at about
+#: 10 us from entering the wrapper to the kernel's launch (NVTX) through cuBLAS, which chooses
+#: its kernel afresh each call, and 5 us through cuBLASLt with the descriptors and the
+#: heuristic's answer memoised; pytorch/pytorch#191700 puts cuBLASLt's internally cached
+#: heuristic query near 1 us. TE's call memoises neither, so the first figure is taken: a
+#: published measurement (host CPU not stated there), not fitted to any training row.
+CUBLASLT_GEMM_HOST_S = _a(
+    "cublaslt_gemm_host_s", 10e-6, "s per GEMM call",
+    "published: NVIDIA/raft#1736 (a GEMM call ~10 us host to launch when its kernel is "
+    "chosen each call, ~5 us with cuBLASLt descriptors and heuristic memoised); TE's grouped "
+    "GEMM memoises neither (cublaslt_gemm.cu @d0067d0d); x86 host assumed, scaled by the "
+    "part's host ratio")
 #: The p of the p-norm combining a small GEMM's compute time and its operands' read time
 #: (neither hides the other entirely): 2 is an assumption, checked on DeepGEMM's masked grouped
 #: GEMMs of M = 256-1024 per group (held out, within 10%).

@@ -17,6 +17,7 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
+from gpuhours.estimate.host import megatron_expert_gemm_calls_per_micro_batch
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.moe_gemm import (
@@ -816,6 +817,8 @@ def estimate_training(
         used.append(A.CHUNKED_CE_CHUNKS)
     if arch.is_moe:
         used += [A.GROUPED_GEMM_K_HALF_DEPTH, A.GEMM_ROOFLINE_P]
+        if megatron_expert_gemm_calls_per_micro_batch(arch, t):
+            used.append(A.CUBLASLT_GEMM_HOST_S)
     attention = attention_assumption(hw.gpu, t.fused_attention)
     if attention is not None:
         used.append(attention)

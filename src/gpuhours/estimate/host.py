@@ -460,6 +460,38 @@ def megatron_eager_moe_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
     return fwd * share, bwd * share + megatron_recompute_ops(arch, t)
 
 
+#: Transformer Engine's grouped GEMM (TEGroupedMLP's linear_fc1 and linear_fc2, TE GroupedLinear)
+#: issues one cuBLASLt GEMM per local expert from C++ (transformer_engine/pytorch/csrc/extensions/
+#: gemm.cpp te_general_grouped_gemm -> common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm
+#: @d0067d0d; the CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM, and
+#: the one-launch cuBLASLt grouped-tensor path only with GroupedLinear(use_grouped_tensor=True)
+#: or NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1 and cuBLASLt 13.3+, which neither
+#: Megatron-LM@2a75ac12 nor Megatron-Bridge@067f987d's recipes set):
+#: per linear, the forward's GEMM, and in backward the input gradient's and, when the experts
+#: train, the weight gradient's (grouped_linear.py _GroupedLinear.forward/backward: one
+#: general_grouped_gemm each). MEGATRON_MLP_OPS counts each grouped call as one operator (its
+#: Python side); the per-expert calls' host time is assumptions.CUBLASLT_GEMM_HOST_S each.
+EXPERT_LINEARS = 2
+
+
+def megatron_expert_gemm_calls_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """cuBLASLt GEMM calls TE's grouped GEMM issues from C++ for one micro-batch of a rank
+    (all its layers; the caller takes the pipeline stage's share): per MoE layer, each local
+    expert (arch.num_experts / ep) gets EXPERT_LINEARS GEMMs forward, as many input-gradient
+    GEMMs backward and, when the experts train (full training), as many weight-gradient GEMMs;
+    the forward's again under full recomputation. 0 off the megatron path, for a dense model,
+    with Transformer Engine's op fuser (Training.moe_fused_mlp: its grouped MLP is one fused
+    kernel per pass) or where CUDA graphs capture the experts (full_iteration, full, moe)."""
+    if t.kernels != "megatron" or not arch.is_moe or t.moe_fused_mlp:
+        return 0.0
+    scope = set(t.cuda_graph_scope or ())
+    if scope & {"full_iteration", "full", "moe"}:
+        return 0.0
+    local = max(arch.num_experts // t.ep, 1)
+    passes = 1 + 1 + (1 if t.method == "full" else 0) + (1 if t.checkpointing else 0)
+    return arch.moe_layers * local * EXPERT_LINEARS * passes
+
+
 def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
     """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
     average over the decoder layers (arch.moe_layers of arch.num_layers): the router's and the

@@ -37,7 +37,10 @@ from gpuhours.estimate.dora import (
     dora_norm_bytes_per_micro_batch,
 )
 from gpuhours.estimate.flops import TrainingFlops
-from gpuhours.estimate.host import host_ops_per_micro_batch
+from gpuhours.estimate.host import (
+    host_ops_per_micro_batch,
+    megatron_expert_gemm_calls_per_micro_batch,
+)
 from gpuhours.estimate.kv_repeat import (
     repeated_kv_copy_bytes_per_token_layer,
     repeated_kv_extra_bytes_per_token_layer,
@@ -497,6 +500,11 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
     else:
         host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
             * stage_share
+        # TE's grouped GEMM: one cuBLASLt call per local expert from C++ (host.py), at the
+        # published per-call figure scaled by this host's ratio to the x86 operator figure
+        host_s += (t.grad_accum * megatron_expert_gemm_calls_per_micro_batch(arch, t)
+                   * A.CUBLASLT_GEMM_HOST_S.value * host_s_per_op(hw) / A.HOST_S_PER_OP.value
+                   * stage_share)
         # a vision tower's operators, combined with its own GPU work (host_gpu_combined_s)
         tower_host_s = t.grad_accum * vision_host_ops_per_micro_batch(t) * host_s_per_op(hw)
         tower_gpu_s = (tokens * (flops.vision_matmul_flops_per_token / (peak * e_mm)
