@@ -85,18 +85,20 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
               if x.predicted is not None and x.row["row"] not in gp.TUNED
               and x.row["row"] not in gp.DEPENDENT]
     # rows 128-130 share tuned row 127's expert loop, rows 276-284 (even) tuned row 274's
-    # empty-expert launches, rows 25, 26 and 61 tuned rows 22, 23 and 55's Marlin terms:
-    # expressed, counted apart, not held out
+    # empty-expert launches, rows 25, 26 and 61 tuned rows 22, 23 and 55's Marlin terms,
+    # rows 171-175 (odd) tuned row 169's FP8Linear host time, rows 285-288 rows 127's and
+    # 169's: expressed, counted apart, not held out
     dependent = [err(x.predicted, x.row) for x in results
                  if x.predicted is not None and x.row["row"] in gp.DEPENDENT]
-    assert len(dependent) == 11
+    assert len(dependent) == 18
     proxy = [err(x.proxy_predicted, x.row) for x in results if x.proxy_predicted is not None]
     s = gp.summary(results)
     # the tuned rows (SGLang's host step with the H20's bandwidth: 6; vLLM V0's and SGLang's
     # host time per running sequence; transformers' host time per expert; SGLang's Marlin MoE
     # launch per empty expert; the dequantisation rate and a quantised GEMM's fixed time: 4;
-    # the eager host time per kernel: one eager/graph pair, 2) are expressed but counted apart
-    assert s["tuned"] == len(gp.TUNED) == 16
+    # the eager host time per kernel: one eager/graph pair, 2; transformers' FP8Linear host
+    # time, 1) are expressed but counted apart
+    assert s["tuned"] == len(gp.TUNED) == 17
     assert s["rows"] == len(gp.rows()) == (len(native) + s["tuned"] + len(dependent)
                                            + len(proxy) + s["not_expressed"])
     assert s["dependent"]["n"] == len(dependent)
@@ -234,3 +236,13 @@ def test_the_quantised_gemm_constants_are_their_rows_fit_and_hold_on_the_h20s_aw
     assert len(awq) == 24 and all(e is not None for e in awq)
     assert all(e is not None and abs(e) <= 0.25 for e in awq)
     assert max(e for e in awq if e is not None) < 0.22
+
+
+def test_the_fp8_linear_host_time_is_the_fit_on_its_row() -> None:
+    """assumptions.HF_FP8_LINEAR_HOST_S is the bisection on row 169 (Qwen3-0.6B-FP8 under
+    transformers 4.51.3), to the microsecond: a constant moved off its fit fails here."""
+    from gpuhours.estimate import assumptions as A
+
+    assert gp.HF_FP8_FIT_ROW in gp.TUNED
+    assert gp.fit_hf_fp8_linear_host() == pytest.approx(A.HF_FP8_LINEAR_HOST_S.value,
+                                                        abs=1e-6)

@@ -170,6 +170,12 @@ DEQUANT_FIT_ROWS = ("22", "23", "55", "56")
 EAGER_FIT_ROWS = ("307", "308")
 
 
+#: The row that sets assumptions.HF_FP8_LINEAR_HOST_S (`fit_hf_fp8_linear_host`): transformers
+#: 4.51.3 with Qwen3-0.6B-FP8 on an H20, batch 1, 1-token prompt, whose block-fp8 GEMMs take a
+#: few microseconds each, so its time per linear is the FP8Linear's host work and sync.
+HF_FP8_FIT_ROW = "169"
+
+
 #: rows that set a constant (tuned): their error is a residual, not a prediction, and they are
 #: counted apart. H20_FIT_ROWS set decode_host_step_s.sglang and the H20's bandwidth; rows
 #: 154 (SGLang 0.3.0) and 160 (vLLM V0, 256 running) the host time per running sequence;
@@ -177,6 +183,7 @@ EAGER_FIT_ROWS = ("307", "308")
 TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
             for row in H20_FIT_ROWS},
          "127": "sets hf_generate_host_per_expert_s",
+         HF_FP8_FIT_ROW: "sets hf_fp8_linear_host_s",
          "154": "sets decode_host_per_sequence_s.sglang",
          "160": "sets decode_host_per_sequence_s.vllm-v0",
          "274": "sets sglang_marlin_moe_empty_launch_s",
@@ -190,6 +197,14 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
 #: tokens, over its whole predicted run). Counted apart from the held-out tally.
 DEPENDENT = {row: "shares tuned row 127's fitted expert loop (82-92% of its predicted time)"
              for row in ("128", "129", "130")}
+#: rows 171, 173 and 175 are tuned row 169's model (Qwen3-0.6B-FP8), host, engine and batch 1
+#: with longer prompts; rows 285-288, Qwen3-30B-A3B-FP8 under transformers 4.51, loop over
+#: every expert, so row 127's fitted expert loop and row 169's FP8Linear host time (3 linears
+#: an expert) make most of their time. Counted apart.
+DEPENDENT.update({row: "shares tuned row 169's fitted FP8Linear host time"
+                  for row in ("171", "173", "175")})
+DEPENDENT.update({row: "shares tuned rows 127's expert loop and 169's FP8Linear host time"
+                  for row in ("285", "286", "287", "288")})
 #: rows 276, 278, 280, 282 and 284 are tuned row 274's model (Qwen3-30B-A3B GPTQ-Int4), host,
 #: engine and batch 1 with longer prompts: the empty-expert launch cost fitted on row 274 is
 #: 36-88% of each one's predicted time. Counted apart, like 128-130 (a reviewer's read).
@@ -387,10 +402,11 @@ def _not_expressed(r: dict[str, str]) -> str:
     if r["engine"] == "hf-generate" and int(r["gpu_count"]) > 1:
         return ("transformers over several GPUs by device_map (layers in sequence), not "
                 "tensor parallelism")
-    if r["engine"] == "hf-generate" and r["precision"] != "bf16":
-        return ("transformers with quantised weights is not modelled: its fp8 (a Triton block "
-                "GEMM that quantises activations per call), GPTQModel and AutoAWQ linears each "
-                "add host work per layer that hf-generate's constants (bf16) do not hold")
+    if r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)"):
+        return ("transformers with GPTQ/AWQ weights is not modelled: GPTQModel's and AutoAWQ's "
+                "linears (and AutoAWQ's fused modules) each have their own host work and "
+                "kernels, which hf-generate's constants (bf16) and FP8Linear's "
+                "(estimate/hf_fp8.py) do not hold")
     return ""
 
 
@@ -450,6 +466,28 @@ def fit_sglang_h20(host_step_s: list[float],
         generation.decode_bandwidth_gb_per_s = saved_bw  # type: ignore[assignment]
     assert best is not None
     return best[1], best[2]
+
+
+def fit_hf_fp8_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
+    """assumptions.HF_FP8_LINEAR_HOST_S from HF_FP8_FIT_ROW: the host time per FP8Linear at
+    which `predict` meets the row's measured rate, by bisection to 0.1 us (the predicted rate
+    falls as it grows), rounded to the microsecond."""
+    import dataclasses
+
+    from gpuhours.estimate import assumptions as A
+
+    row = {r["row"]: r for r in rows()}[HF_FP8_FIT_ROW]
+    saved = A.HF_FP8_LINEAR_HOST_S
+    try:
+        while high_s - low_s > 1e-7:
+            mid = (low_s + high_s) / 2
+            A.HF_FP8_LINEAR_HOST_S = dataclasses.replace(saved, value=mid)
+            err = predict(row).error
+            assert err is not None
+            low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
+    finally:
+        A.HF_FP8_LINEAR_HOST_S = saved
+    return round((low_s + high_s) / 2, 6)
 
 
 def fit_eager_per_kernel() -> float:

@@ -817,6 +817,18 @@ HF_GENERATE_HOST_PER_EXPERT_S = _a(
     "H20, batch 1, 1-token prompt: 529 ms a token, 48 layers x 128 experts); rows 128-130 "
     "(same model and host, longer prompts) are held out (docs/generation.md)")
 
+#: Host time of one transformers FP8Linear forward beyond a bf16 linear's, in generate: Python,
+#: two Triton launches (act_quant, _w8a8_block_fp8_matmul) and the torch.cuda.synchronize() it
+#: ends with (integrations/finegrained_fp8.py, removed by transformers#43349 in January 2026).
+#: The sync makes the host and GPU serial (estimate/hf_fp8.py). Fitted to ONE row, the smallest
+#: model, whose GPU time per linear is a few microseconds.
+HF_FP8_LINEAR_HOST_S = _a(
+    "hf_fp8_linear_host_s", 55e-6, "s per FP8Linear per forward, beyond a bf16 linear's",
+    "fitted to ONE row: generation_published.csv row 169 (transformers 4.51.3, Qwen3-0.6B-FP8, "
+    "H20, batch 1, 1-token prompt: 40.7 ms a token, 196 linears; "
+    "generation_published.fit_hf_fp8_linear_host); the other block-fp8 transformers rows "
+    "are held out (docs/generation.md)")
+
 #: GPU time of one Marlin MoE GEMM launch for an expert no token of the step routes to. SGLang
 #: 0.4.6 runs a weight-only quantised (GPTQ/AWQ, 4- or 8-bit) MoE layer through vLLM 0.7.2's
 #: fused_marlin_moe, whose marlin_gemm_moe launches one kernel per expert, ALL num_experts of

@@ -44,6 +44,7 @@ from typing import Any
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
 from gpuhours.errors import FieldDoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import hf_fp8
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.cuda_graphs import (
@@ -550,6 +551,11 @@ class _Step:
     #: bytes/s an engine that copies its KV cache every step (hf-generate) moves it at on
     #: this GPU (hf_kv_copy_bytes_per_s; 0: not known, the bandwidth form instead)
     kv_copy_bytes_per_s: float = 0.0
+    #: transformers' FP8Linear (hf-generate with fp8 weights): a device sync after every
+    #: linear, so the host and the GPU are serial (estimate/hf_fp8.py)
+    fp8_synced: bool = False
+    #: the GPU's SMs, for the block-fp8 GEMM's grid share (0: not in the catalog, share 1)
+    sm_count: int = 0
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -607,6 +613,8 @@ class _Step:
         """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache (and
         spends `kv_copy_s` copying it, hf-generate) and does `flops` on each GPU of the group,
         eagerly or as a replayed CUDA graph; and what bounds it."""
+        if self.fp8_synced:
+            return self.synced_seconds(tokens, kv_bytes, flops, eager, kv_copy_s)
         t_weights, dequant = self.weights_s(tokens)
         t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
@@ -636,6 +644,31 @@ class _Step:
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
         return self.host_s + device + experts, bound
+
+    def synced_seconds(self, tokens: float, kv_bytes: float, flops: float,
+                       eager: bool, kv_copy_s: float = 0.0) -> tuple[float, str]:
+        """A step under transformers' FP8Linear, whose device sync after every linear makes
+        host and GPU serial (estimate/hf_fp8.py): the engine's host step + the bf16 forward's
+        launches (DECODE_HOST_PER_LAYER_S) + HF_FP8_LINEAR_HOST_S a linear + the GPU's work (the
+        block-fp8 linears at their grid's share of the SMs, then the rest: LM head, KV cache,
+        attention) + the expert loop, with its experts' linears (expert_loop_s)."""
+        shapes = hf_fp8.layer_linear_shapes(self.arch)
+        rate = self.peak_flops * self.gemm_efficiency
+        bw = self.bandwidth_bytes_per_s
+        linears = hf_fp8.linears_s(shapes, tokens, bw, rate, self.sm_count)
+        routed_read = self.routed_bytes - (self.weights_read_bytes - self.weights_read(tokens))
+        rest_bytes = max(0.0, self.weights_read(tokens) - hf_fp8.weight_bytes(shapes)
+                         - routed_read)
+        expert_flops = (2.0 * tokens * self.arch.experts_per_token * self.arch.moe_layers
+                        * hf_fp8.weight_bytes(hf_fp8.expert_linear_shapes(self.arch)))
+        rest_flops = max(0.0, flops - hf_fp8.flops(shapes, tokens) - expert_flops)
+        device = linears + max((rest_bytes + kv_bytes) / bw + kv_copy_s, rest_flops / rate)
+        host = (self.launch_s(eager) + hf_fp8.count(shapes) * A.HF_FP8_LINEAR_HOST_S.value
+                * self.host_scale)
+        experts = self.expert_loop_s(tokens)
+        bound = ("host and GPU in series (transformers' FP8Linear synchronises after every "
+                 "linear)")
+        return self.host_s + host + device + experts, bound
 
     def empty_expert_launches_s(self, tokens: float) -> float:
         """GPU time of the MoE GEMM launches for experts no token of the step routes to, in
@@ -693,8 +726,19 @@ class _Step:
         if self.engine not in _LOOPS_EXPERTS or not self.arch.is_moe:
             return 0.0
         looped = hf_generate_experts_looped(self.arch, self.hf_transformers_version, tokens)
-        return (self.arch.moe_layers * looped
-                * A.HF_GENERATE_HOST_PER_EXPERT_S.value * self.host_scale)
+        loop = looped * A.HF_GENERATE_HOST_PER_EXPERT_S.value * self.host_scale
+        if self.fp8_synced:
+            # each looped expert's FP8Linears, host work and sync included, and the GPU work of
+            # the experts with tokens (at decode a few rows each), serial with the loop
+            shapes = hf_fp8.expert_linear_shapes(self.arch)
+            touched = experts_touched(self.arch, tokens)
+            rows = tokens * self.arch.experts_per_token / touched
+            loop += (looped * hf_fp8.count(shapes) * A.HF_FP8_LINEAR_HOST_S.value
+                     * self.host_scale
+                     + touched * hf_fp8.linears_s(shapes, rows, self.bandwidth_bytes_per_s,
+                                                  self.peak_flops * self.gemm_efficiency,
+                                                  self.sm_count))
+        return self.arch.moe_layers * loop
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
         held = running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
@@ -872,6 +916,12 @@ def host_cpu_ratio(gpu: GpuSpec) -> float:
     return gpu.host_op_time_ratio or 1.0
 
 
+def fp8_linears_synced(g: Generation) -> bool:
+    """transformers' generate with fp8 (W8A8 block) weights runs its linears as FP8Linear,
+    which synchronises the device after each one (estimate/hf_fp8.py)."""
+    return g.engine in _COPIES_KV and g.matmul_precision == "fp8"
+
+
 def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float) -> _Step:
     """The step cost of this setup's engine on `gpu` (see the module docstring); the host's
     costs x the host CPU's ratio (`host_cpu_ratio`)."""
@@ -883,6 +933,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
+    synced = fp8_linears_synced(g)
+    if synced:
+        hf_fp8.check_covered(arch)
     return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
                   gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
                   bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
@@ -905,7 +958,8 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                       arch, tp, FUSED_MOE_ROUTING_KERNELS,
                       FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0),
                   kv_copy_bytes_per_s=((hf_kv_copy_bytes_per_s(gpu) or 0.0)
-                                       if g.engine in _COPIES_KV else 0.0))
+                                       if g.engine in _COPIES_KV else 0.0),
+                  fp8_synced=synced, sm_count=gpu.sm_count or 0)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1040,6 +1094,16 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
                 routing: bool = False, quant: bool = False, qgemm: bool = False,
                 kv_copy_sm: bool = False) -> str:
     """The formula of an engine step as this setup's terms make it up."""
+    if fp8_linears_synced(g):
+        return ("formula: engine step = host step + layers x DECODE_HOST_PER_LAYER_S + FP8Linears "
+                "x HF_FP8_LINEAR_HOST_S + the GPU's work, in series, not overlapped: "
+                "transformers' FP8Linear synchronises the device after every linear "
+                "(integrations/finegrained_fp8.py until transformers#43349); its block-fp8 "
+                "GEMMs read their 1-byte weights through the SMs their grid of ceil(N / 128) "
+                "programs occupies (estimate/hf_fp8.py), then the LM head, KV cache and "
+                "attention at bandwidth or the fp8 rate" + (
+                    "; the expert loop's experts each 3 FP8Linears more"
+                    if g.arch.is_moe else ""))
     device = ("max(max(quantised weight bytes / bandwidth, their count / (SMs x clock x "
               "weights per SM cycle)) + 16-bit head and KV bytes / bandwidth, FLOPs / peak)"
               if dequant else "max(weight and KV bytes / bandwidth, FLOPs / peak)")
@@ -1109,6 +1173,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
             and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
+    if fp8_linears_synced(g):
+        used.append(A.HF_FP8_LINEAR_HOST_S)
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
     routing = _pays_routing_kernels(g.engine, g.arch)
     # the fp8 input-quantisation kernels: the step's activation_quant_launches_s is non-zero
