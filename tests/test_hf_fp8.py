@@ -75,18 +75,19 @@ def test_host_and_gpu_add_up_under_the_sync() -> None:
     host_per_layer = A.DECODE_HOST_PER_LAYER_S["hf-generate"].value
     host = A.DECODE_HOST_STEP_S["hf-generate"].value + 36 * host_per_layer
     assert bf16["decode_step_s_first"]["value"] == pytest.approx(host, rel=1e-6)
-    # per layer, at the H20's 1.9 TB/s x the decode reads' efficiency (0.8 x d / (d + 500):
-    # assumptions BANDWIDTH_EFFICIENCY, DECODE_BANDWIDTH_HALF_WIDTH) and 78 SMs: q and o
+    # per layer, at the H20's 1.9 TB/s x the bandwidth efficiency 0.8 (the grid share, not the
+    # decode reads' width term, accounts for narrow GEMMs here) and 78 SMs: q and o
     # 4096 x 4096 at 32/78 of it, k and v 4096 x 1024 at 8/78, gate and up 4096 x 12288 at all
     # of it, down 12288 x 4096 at 32/78
-    bw = 1.9e12 * 0.8 * 4096 / (4096 + 500)
+    bw = 1.9e12 * 0.8
     layer = (2 * 4096 * 4096 / (bw * 32 / 78) + 2 * 4096 * 1024 / (bw * 8 / 78)
              + 2 * 4096 * 12288 / bw + 12288 * 4096 / (bw * 32 / 78))
     floor = host + 252 * A.HF_FP8_LINEAR_HOST_S.value + 36 * layer
     step = fp8["decode_step_s_first"]["value"]
     # and the rest of the GPU's work: the bf16 LM head (151,936 x 4096 x 2 bytes, 1.2 GB; not
-    # tied), the norms and the cache of one token, a few megabytes
-    head = 151936 * 4096 * 2 / bw
+    # tied) at the decode reads' bandwidth (x d / (d + 500)), the norms and the cache of one
+    # token, a few megabytes
+    head = 151936 * 4096 * 2 / (bw * 4096 / 4596)
     assert step == pytest.approx(floor + head, rel=1e-3)
     assert any(a["name"] == "hf_fp8_linear_host_s" for a in fp8["assumptions"])
     assert not any(a["name"] == "hf_fp8_linear_host_s" for a in bf16["assumptions"])
@@ -103,7 +104,65 @@ def test_each_looped_expert_pays_its_three_fp8_linears() -> None:
 def test_a_vision_tower_is_refused_with_the_field() -> None:
     r = runner.invoke(app, ["generation", "--model", "qwen2.5-vl-3b", "--gpu", "h100",
                             "--engine", "hf-generate", "--matmul-precision", "fp8",
-                            "--batch", "1"])
+                            "--batch", "1", "--hf-transformers-version", "4.51"])
     assert r.exit_code == 2, r.output
     assert "matmul-precision" in r.stderr or "matmul_precision" in r.stderr
     assert "FP8Linear" in r.stderr and "Traceback" not in r.output
+
+
+def _fp8(*extra: str, model: str = "qwen3-8b") -> object:
+    return runner.invoke(app, ["generation", "--model", model, "--gpu", "h20", "--engine",
+                               "hf-generate", "--matmul-precision", "fp8", "--batch", "1",
+                               "--prompt-tokens", "1", "--output-tokens", "16", *extra])
+
+
+@pytest.mark.parametrize(("extra", "model", "flag"), [
+    ([], "qwen3-8b", "--hf-transformers-version"),      # the default 4.46: no FP8Linear yet
+    (["--hf-transformers-version", "4.51", "--tensor-parallel", "2"], "qwen3-8b",
+     "--tensor-parallel"),
+    (["--hf-transformers-version", "4.51", "--weight-bytes-per-param", "0.5"], "qwen3-8b",
+     "--weight-bytes-per-param"),
+    (["--hf-transformers-version", "4.51"], "pythia-1b", "--matmul-precision"),  # fused qkv
+    (["--hf-transformers-version", "5.0"], "qwen3-30b-a3b", "--hf-transformers-version"),
+])
+def test_what_the_count_does_not_describe_is_refused_with_its_field(extra, model, flag) -> None:
+    r = _fp8(*extra, model=model)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"error {flag}:"), r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_from_5_4_the_linears_no_longer_synchronise() -> None:
+    """transformers#43349 (5.4) removed the sync: the same host work then overlaps the GPU's,
+    the step the longer of the two, so shorter than 5.3's sum by the smaller."""
+    def step(version: str) -> tuple[float, str]:
+        r = _fp8("--hf-transformers-version", version, "--json")
+        assert r.exit_code == 0, r.output
+        d = json.loads(r.stdout)
+        return d["decode_step_s_first"]["value"], d["decode_bound"]
+
+    serial, bound_serial = step("5.3")
+    overlapped, bound_overlapped = step("5.4")
+    assert bound_serial.startswith("host and GPU in series")
+    assert not bound_overlapped.startswith("host and GPU in series")
+    assert overlapped < serial
+    assert step("4.51")[0] == pytest.approx(serial, rel=0.02)  # the same sync a linear
+
+
+def test_phi3_fused_projections_are_four_linears_a_layer() -> None:
+    """phi3's qkv_proj and gate_up_proj: 4 FP8Linears a layer, as transformers builds them."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from gpuhours import catalog
+
+    arch, _ = resolve_model("phi-3-mini")
+    shapes = hf_fp8.layer_linear_shapes(arch)
+    assert hf_fp8.count(shapes) == 4 * 32
+    _, config = catalog.model("phi-3-mini")
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**config))
+    linears = [m for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear) and ".layers." in name]
+    assert len(linears) == 4 * 32
+    assert hf_fp8.weight_bytes(shapes) == sum(m.weight.numel() for m in linears)

@@ -104,5 +104,9 @@ def test_the_side_that_sets_an_overlapped_step_names_its_bound():
     assert overlapped_bottleneck(140.0, train) == "rollout generation"
     assert overlapped_bottleneck(133.0, train) == "rollout generation"
     assert overlapped_bottleneck(50.0, {"reference model": 30.0, "critic": 40.0}) == "critic"
+    # a serial part (the weight sync) longer than the overlapped max names the step; shorter
+    # ones do not
+    assert overlapped_bottleneck(103.0, train, {"weight sync": 140.0}) == "weight sync"
+    assert overlapped_bottleneck(103.0, train, {"weight sync": 9.0}) == "policy update"
     with pytest.raises(ValueError, match="at least one part"):
         overlapped_bottleneck(1.0, {})

@@ -127,6 +127,10 @@ def test_fp8_rollouts_read_half_the_weights(tmp_path):
     with pytest.raises(InputError, match="fp8") as caught:
         run(tmp_path, rollout_precision="fp8")
     assert "rollout_precision" in str(caught.value)
+    # transformers' generate runs the synced policy as trained: no fp8 rollouts there
+    with pytest.raises(InputError, match="quantis") as caught:
+        phase(engine="hf-generate", rollout_precision="fp8")
+    assert "rollout_precision" in str(caught.value)
 
 
 @pytest.mark.parametrize(("phase", "field", "pattern"), [

@@ -84,7 +84,8 @@ _ORLHF_ASSUMED = ("prompts and responses all 1,024 tokens (the benchmark's max; 
 # - the lengths are the gap: at the case's 1,024-token prompts and responses the generation
 #   cannot take less than 486 s even at the A800's datasheet 2,039 GB/s and 312 TFLOPS with no
 #   host time, no scoring but the actor's own pass (`vllm_rollout_floor_s`, worked by hand in
-#   tests/test_rl_validation.py), more than the 481.86 s measured; at the generation fits'
+#   tests/test_rl_validation.py), more than the 481.86 s measured if the table's timer holds
+#   that pass (44 s of the 486; not stated: without it 441.6 s, 92% of it); at the generation fits'
 #   decode bandwidth efficiency (0.71) the decode alone is 588 s. The 13B's floor is 90% of its
 #   measured generation (barely possible), the 70B's 71% (its 4-sequence calls are weight-bound:
 #   the KV cache, which shorter sequences shrink, is 1.4% of a step's bytes). OpenRLHF hands

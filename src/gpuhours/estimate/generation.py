@@ -551,9 +551,12 @@ class _Step:
     #: bytes/s an engine that copies its KV cache every step (hf-generate) moves it at on
     #: this GPU (hf_kv_copy_bytes_per_s; 0: not known, the bandwidth form instead)
     kv_copy_bytes_per_s: float = 0.0
-    #: transformers' FP8Linear (hf-generate with fp8 weights): a device sync after every
-    #: linear, so the host and the GPU are serial (estimate/hf_fp8.py)
-    fp8_synced: bool = False
+    #: transformers' FP8Linear (hf-generate with fp8 weights, estimate/hf_fp8.py): its device
+    #: syncs a linear by release (None: not this path); with any, host and GPU are serial
+    fp8_syncs: int | None = None
+    #: bytes/s the block-fp8 GEMMs stream at before their grid share (bandwidth x
+    #: BANDWIDTH_EFFICIENCY, without the decode reads' width term)
+    fp8_gemm_bandwidth_bytes_per_s: float = 0.0
     #: the GPU's SMs, for the block-fp8 GEMM's grid share (0: not in the catalog, share 1)
     sm_count: int = 0
 
@@ -613,8 +616,8 @@ class _Step:
         """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache (and
         spends `kv_copy_s` copying it, hf-generate) and does `flops` on each GPU of the group,
         eagerly or as a replayed CUDA graph; and what bounds it."""
-        if self.fp8_synced:
-            return self.synced_seconds(tokens, kv_bytes, flops, eager, kv_copy_s)
+        if self.fp8_syncs is not None:
+            return self.fp8_linear_seconds(tokens, kv_bytes, flops, eager, kv_copy_s)
         t_weights, dequant = self.weights_s(tokens)
         t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
@@ -622,6 +625,8 @@ class _Step:
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         if dequant and t_mem >= t_cmp:
             bound = "dequantisation (weights per SM cycle)"
+        elif kv_copy_s > t_mem - kv_copy_s and t_mem >= t_cmp:
+            bound = "KV-cache copies (SMs x clock)"
         allreduce = self.allreduce_s(tokens)
         if allreduce > device:  # the group's all-reduces outlast its reads and GEMMs (walk F4b)
             bound = "tensor-parallel all-reduces"
@@ -645,17 +650,19 @@ class _Step:
             bound = "host (Python loop over experts)"
         return self.host_s + device + experts, bound
 
-    def synced_seconds(self, tokens: float, kv_bytes: float, flops: float,
-                       eager: bool, kv_copy_s: float = 0.0) -> tuple[float, str]:
-        """A step under transformers' FP8Linear, whose device sync after every linear makes
-        host and GPU serial (estimate/hf_fp8.py): the engine's host step + the bf16 forward's
-        launches (DECODE_HOST_PER_LAYER_S) + HF_FP8_LINEAR_HOST_S a linear + the GPU's work (the
-        block-fp8 linears at their grid's share of the SMs, then the rest: LM head, KV cache,
-        attention) + the expert loop, with its experts' linears (expert_loop_s)."""
+    def fp8_linear_seconds(self, tokens: float, kv_bytes: float, flops: float,
+                           eager: bool, kv_copy_s: float = 0.0) -> tuple[float, str]:
+        """A step under transformers' FP8Linear (estimate/hf_fp8.py): the host's work (the
+        bf16 forward's launches, DECODE_HOST_PER_LAYER_S, + HF_FP8_LINEAR_HOST_S a linear) and
+        the GPU's (the block-fp8 linears at their grid's share of the SMs, then the rest: LM
+        head, KV cache and its copies, attention) in series where the release synchronises
+        after each linear, overlapped (the longer) where it does not; + the engine's host step
+        and the expert loop, with its experts' linears (expert_loop_s)."""
         shapes = hf_fp8.layer_linear_shapes(self.arch)
         rate = self.peak_flops * self.gemm_efficiency
         bw = self.bandwidth_bytes_per_s
-        linears = hf_fp8.linears_s(shapes, tokens, bw, rate, self.sm_count)
+        linears = hf_fp8.linears_s(shapes, tokens, self.fp8_gemm_bandwidth_bytes_per_s, rate,
+                                   self.sm_count)
         routed_read = self.routed_bytes - (self.weights_read_bytes - self.weights_read(tokens))
         rest_bytes = max(0.0, self.weights_read(tokens) - hf_fp8.weight_bytes(shapes)
                          - routed_read)
@@ -666,9 +673,12 @@ class _Step:
         host = (self.launch_s(eager) + hf_fp8.count(shapes) * A.HF_FP8_LINEAR_HOST_S.value
                 * self.host_scale)
         experts = self.expert_loop_s(tokens)
-        bound = ("host and GPU in series (transformers' FP8Linear synchronises after every "
-                 "linear)")
-        return self.host_s + host + device + experts, bound
+        if self.fp8_syncs:
+            return (self.host_s + host + device + experts,
+                    "host and GPU in series (transformers' FP8Linear synchronises after every "
+                    "linear)")
+        bound = "host (kernel launches)" if host > device else "memory bandwidth"
+        return self.host_s + max(host, device) + experts, bound
 
     def empty_expert_launches_s(self, tokens: float) -> float:
         """GPU time of the MoE GEMM launches for experts no token of the step routes to, in
@@ -727,7 +737,7 @@ class _Step:
             return 0.0
         looped = hf_generate_experts_looped(self.arch, self.hf_transformers_version, tokens)
         loop = looped * A.HF_GENERATE_HOST_PER_EXPERT_S.value * self.host_scale
-        if self.fp8_synced:
+        if self.fp8_syncs is not None:
             # each looped expert's FP8Linears, host work and sync included, and the GPU work of
             # the experts with tokens (at decode a few rows each), serial with the loop
             shapes = hf_fp8.expert_linear_shapes(self.arch)
@@ -735,7 +745,8 @@ class _Step:
             rows = tokens * self.arch.experts_per_token / touched
             loop += (looped * hf_fp8.count(shapes) * A.HF_FP8_LINEAR_HOST_S.value
                      * self.host_scale
-                     + touched * hf_fp8.linears_s(shapes, rows, self.bandwidth_bytes_per_s,
+                     + touched * hf_fp8.linears_s(shapes, rows,
+                                                  self.fp8_gemm_bandwidth_bytes_per_s,
                                                   self.peak_flops * self.gemm_efficiency,
                                                   self.sm_count))
         return self.arch.moe_layers * loop
@@ -916,10 +927,13 @@ def host_cpu_ratio(gpu: GpuSpec) -> float:
     return gpu.host_op_time_ratio or 1.0
 
 
-def fp8_linears_synced(g: Generation) -> bool:
-    """transformers' generate with fp8 (W8A8 block) weights runs its linears as FP8Linear,
-    which synchronises the device after each one (estimate/hf_fp8.py)."""
-    return g.engine in _COPIES_KV and g.matmul_precision == "fp8"
+def fp8_linear_syncs(g: Generation) -> int | None:
+    """transformers' generate with fp8 (W8A8 block) weights runs its linears as FP8Linear:
+    the device syncs one takes in this setup's release (estimate/hf_fp8.py); None for the
+    other engines and precisions, and before 4.49 (no FP8Linear: refused by check_covered)."""
+    if g.engine not in _COPIES_KV or g.matmul_precision != "fp8":
+        return None
+    return hf_fp8.syncs_per_linear(hf_release(g.hf_transformers_version))
 
 
 def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float) -> _Step:
@@ -933,9 +947,10 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
-    synced = fp8_linears_synced(g)
-    if synced:
-        hf_fp8.check_covered(arch)
+    fp8_linear = g.engine in _COPIES_KV and g.matmul_precision == "fp8"
+    if fp8_linear:
+        hf_fp8.check_covered(arch, hf_release(g.hf_transformers_version), tp,
+                             g.weight_bytes_per_param)
     return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
                   gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
                   bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
@@ -959,7 +974,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                       FP8_ACTIVATION_QUANT_KERNELS if g.matmul_precision == "fp8" else 0),
                   kv_copy_bytes_per_s=((hf_kv_copy_bytes_per_s(gpu) or 0.0)
                                        if g.engine in _COPIES_KV else 0.0),
-                  fp8_synced=synced, sm_count=gpu.sm_count or 0)
+                  fp8_syncs=fp8_linear_syncs(g), sm_count=gpu.sm_count or 0,
+                  fp8_gemm_bandwidth_bytes_per_s=(bandwidth_gb_per_s * 1e9
+                                                  * A.BANDWIDTH_EFFICIENCY.value))
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1094,19 +1111,30 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
                 routing: bool = False, quant: bool = False, qgemm: bool = False,
                 kv_copy_sm: bool = False) -> str:
     """The formula of an engine step as this setup's terms make it up."""
-    if fp8_linears_synced(g):
-        return ("formula: engine step = host step + layers x DECODE_HOST_PER_LAYER_S + FP8Linears "
-                "x HF_FP8_LINEAR_HOST_S + the GPU's work, in series, not overlapped: "
-                "transformers' FP8Linear synchronises the device after every linear "
-                "(integrations/finegrained_fp8.py until transformers#43349); its block-fp8 "
-                "GEMMs read their 1-byte weights through the SMs their grid of ceil(N / 128) "
-                "programs occupies (estimate/hf_fp8.py), then the LM head, KV cache and "
-                "attention at bandwidth or the fp8 rate" + (
-                    "; the expert loop's experts each 3 FP8Linears more"
-                    if g.arch.is_moe else ""))
+    syncs = fp8_linear_syncs(g)
+    if syncs is not None:
+        kv = ("the KV cache's copies at SMs x clock x the fitted bytes per SM cycle"
+              if kv_copy_sm else "the KV cache's copies x the fitted time per pass")
+        combine = ("+ the GPU's work, in series, not overlapped: this release's FP8Linear "
+                   "synchronises the device after every linear (integrations/"
+                   "finegrained_fp8.py, 4.49 to 5.3)" if syncs else
+                   "and the GPU's work, overlapped (the longer): this release's FP8Linear "
+                   "does not synchronise (transformers#43349, 5.4)")
+        experts = ""
+        if g.arch.is_moe:
+            n = hf_fp8.count(hf_fp8.expert_linear_shapes(g.arch))
+            experts = f"; + the expert loop, each looped expert's {n} FP8Linears more"
+        return ("formula: engine step = host step + (layers x DECODE_HOST_PER_LAYER_S + "
+                f"FP8Linears x HF_FP8_LINEAR_HOST_S) {combine}; the GPU's work: the block-fp8 "
+                "GEMMs' 1-byte weights read at bandwidth x bandwidth_efficiency through the "
+                "SMs their grid of ceil(N / 128) programs occupies (estimate/hf_fp8.py), then "
+                f"the LM head and KV bytes at the decode bandwidth + {kv}, or the FLOPs at the "
+                f"fp8 rate where they take longer{experts}")
     device = ("max(max(quantised weight bytes / bandwidth, their count / (SMs x clock x "
               "weights per SM cycle)) + 16-bit head and KV bytes / bandwidth, FLOPs / peak)"
-              if dequant else "max(weight and KV bytes / bandwidth, FLOPs / peak)")
+              if dequant else
+              "max(weight bytes / bandwidth + the KV cache's copies (below), FLOPs / peak)"
+              if kv_copy_sm else "max(weight and KV bytes / bandwidth, FLOPs / peak)")
     if g.tensor_parallel > 1:
         device += " + the TP all-reduces"
     if launches:
@@ -1173,7 +1201,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     if (g.engine in _LOOPS_EXPERTS and g.arch.is_moe
             and hf_generate_experts_looped(g.arch, g.hf_transformers_version, 1) > 0):
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
-    if fp8_linears_synced(g):
+    if fp8_linear_syncs(g) is not None:
         used.append(A.HF_FP8_LINEAR_HOST_S)
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
     routing = _pays_routing_kernels(g.engine, g.arch)

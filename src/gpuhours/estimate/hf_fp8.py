@@ -17,7 +17,14 @@ smaller), so its grid is ceil(M / BLOCK_SIZE_M) x ceil(N / 128) programs. At dec
 running sequences, one row block) a linear of N outputs has ceil(N / 128) programs: when they
 are fewer than the SMs, its weights stream through that share of the SMs only. Taken here as
 bytes / (bandwidth x min(1, programs / SMs)): an assumption that a program reads at its SM's
-share of the bandwidth, not measured.
+share of the bandwidth, not measured. The GEMMs read at the bandwidth efficiency alone
+(assumptions.BANDWIDTH_EFFICIENCY): the grid share is this kernel's own account of the narrow
+GEMMs that the decode reads' width term (DECODE_BANDWIDTH_HALF_WIDTH) stands for elsewhere.
+
+By release (each release's integrations/finegrained_fp8.py, read in its PyPI wheel): no
+FP8Linear before 4.49; 4.49 and 4.50 synchronise twice a linear (after act_quant and after
+the GEMM), costed as one (the second finds the GPU idle: an assumption); 4.51 to 5.3 once; 5.4
+on none (transformers#43349), where the same host work overlaps the GPU's as a bf16 step's does.
 """
 
 from __future__ import annotations
@@ -34,15 +41,60 @@ BLOCK_M_MAX = 128
 BLOCK_M_MIN = 16
 
 
-def check_covered(arch: ModelArch) -> None:
-    """Refuse what this count does not describe: latent attention (its down/up projections),
-    state-space mixers and vision towers are linears too, not counted here."""
-    if arch.mla is not None or arch.ssm is not None or arch.vision is not None or arch.encoder:
+#: (first release, device syncs an FP8Linear forward), newest last
+SYNCS_FROM_RELEASE: tuple[tuple[tuple[int, int], int], ...] = (
+    ((4, 49), 2), ((4, 51), 1), ((5, 4), 0))
+
+#: model types whose attention and MLP projections transformers builds as separate nn.Linear
+#: modules (q, k, v, o; gate, up, down), each an FP8Linear; phi3 fuses qkv_proj and
+#: gate_up_proj (FUSED_TYPES). Others (GPT-2's Conv1D, GPT-NeoX's, Falcon's and MPT's fused
+#: projections, gpt-oss's fused expert tensors) are not counted here and are refused.
+SEPARATE_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                            "gemma3_text", "granite", "mixtral", "qwen2_moe", "qwen3_moe"})
+FUSED_TYPES = frozenset({"phi3"})
+
+
+def syncs_per_linear(release: tuple[int, int]) -> int | None:
+    """Device syncs in one FP8Linear forward of transformers `release` (major, minor); None
+    before 4.49, which has no FP8Linear."""
+    syncs = None
+    for first, n in SYNCS_FROM_RELEASE:
+        if release >= first:
+            syncs = n
+    return syncs
+
+
+def check_covered(arch: ModelArch, release: tuple[int, int], tensor_parallel: int,
+                  weight_bytes_per_param: float) -> None:
+    """Refuse what this model does not describe, naming the field: a release without
+    FP8Linear; linears not counted here (latent attention, state-space mixers, vision towers,
+    fused or Conv1D projections); 5.x's grouped FP8 experts; tensor parallelism; weights that
+    are not FP8Linear's 1 byte (1.125 with scales)."""
+    if syncs_per_linear(release) is None:
+        raise FieldError("hf_transformers_version",
+                         "transformers before 4.49 has no fine-grained FP8Linear "
+                         "(integrations/finegrained_fp8.py came in 4.49): give 4.49 or later, "
+                         "or bf16 weights.")
+    if (arch.mla is not None or arch.ssm is not None or arch.vision is not None or arch.encoder
+            or arch.model_type not in SEPARATE_TYPES | FUSED_TYPES):
         raise FieldError("matmul_precision",
-                         f"transformers' FP8Linear in generate is modelled for attention + MLP "
-                         f"(and MoE) decoders; {arch.name} has latent attention, state-space "
-                         "mixers, a vision tower or is an encoder, whose linears are not "
-                         "counted here.")
+                         f"transformers' FP8Linear in generate is modelled for decoders whose "
+                         f"projections are separate or phi3-fused nn.Linear modules "
+                         f"({', '.join(sorted(SEPARATE_TYPES | FUSED_TYPES))}), without latent "
+                         f"attention, state-space mixers or a vision tower; {arch.name} "
+                         f"({arch.model_type}) is not.")
+    if arch.is_moe and release >= (5, 0):
+        raise FieldError("hf_transformers_version",
+                         "transformers 5.x runs an fp8 MoE's experts as its grouped FP8Expert, "
+                         "not modelled: give a 4.x release or bf16 weights.")
+    if tensor_parallel != 1:
+        raise FieldError("tensor_parallel",
+                         "transformers' generate with FP8Linear is modelled on one GPU; got "
+                         f"tensor parallelism {tensor_parallel}.")
+    if not 1.0 <= weight_bytes_per_param <= 1.125:
+        raise FieldError("weight_bytes_per_param",
+                         "FP8Linear reads 1-byte weights (1.125 with their block scales); got "
+                         f"{weight_bytes_per_param:g}.")
 
 
 def layer_linear_shapes(arch: ModelArch) -> list[tuple[int, int, int]]:
@@ -51,9 +103,14 @@ def layer_linear_shapes(arch: ModelArch) -> list[tuple[int, int, int]]:
     the shared expert's on every MoE layer. The LM head stays 16-bit (modules_to_not_convert)."""
     d, q, kv = arch.hidden_size, arch.q_dim, arch.kv_dim
     att = arch.attention_layer_count
-    shapes = [(d, q, att), (d, kv, att), (d, kv, att), (q, d, att)]
     dense = arch.num_layers - arch.moe_layers - arch.mlp_free_layers
     f = arch.intermediate_size
+    if arch.model_type in FUSED_TYPES:  # phi3: qkv_proj and gate_up_proj
+        shapes = [(d, q + 2 * kv, att), (q, d, att)]
+        if dense > 0:
+            shapes += [(d, 2 * f, dense), (f, d, dense)]
+        return [s for s in shapes if s[2] > 0]
+    shapes = [(d, q, att), (d, kv, att), (d, kv, att), (q, d, att)]
     if dense > 0:
         shapes += [(d, f, dense * (2 if arch.gated_mlp else 1)), (f, d, dense)]
     shared = arch.shared_expert_intermediate_size

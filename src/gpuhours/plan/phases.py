@@ -659,6 +659,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs do not split into engines of {tp}.")
     engines = rollout_gpus // tp
     per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
+    if phase.engine == "hf-generate" and phase.rollout_precision == "fp8":
+        # vLLM's and SGLang's quantization='fp8' quantises the synced bf16 policy on load;
+        # transformers runs fp8 only as FP8Linear over a block-fp8 checkpoint (estimate/hf_fp8.py)
+        raise InputError(f"{_where(ctx, phase)}, field 'rollout_precision'",
+                         "fp8 rollouts are an engine quantising the synced bf16 policy (vLLM, "
+                         "SGLang: quantization='fp8'); transformers' generate runs the policy "
+                         "as trained (its FP8Linear needs a block-fp8 checkpoint).",
+                         "use engine: vllm or sglang, or rollout_precision: bf16")
     try:
         # the engine prefills the image tokens too (issue 15; the tower's forward is added
         # below: plan/rl_images.py)
@@ -935,7 +943,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # rollouts read "rollout generation": plan/rl_async.py overlapped_bottleneck)
         bottleneck = overlapped_bottleneck(rollout_s, {
             k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
-                                  "reward model", "policy update", "critic", "host offload")})
+                                  "reward model", "policy update", "critic", "host offload")},
+            {k: parts[k] for k in ("weight sync", "validation")})
     if bottleneck == "rollout generation" and tail_led:
         bottleneck = "rollout generation (waiting for the longest response)"
     base = steps * step_s * gpus_total / 3600

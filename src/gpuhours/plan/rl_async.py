@@ -45,16 +45,22 @@ def hidden_training_s(rollout_s: float, train_s: float, sync_s: float,
             - pipelined_step_s(rollout_s, train_s, sync_s, updates_per_sync))
 
 
-def overlapped_bottleneck(rollout_s: float, training_parts_s: dict[str, float]) -> str:
+def overlapped_bottleneck(rollout_s: float, training_parts_s: dict[str, float],
+                          serial_parts_s: dict[str, float] | None = None) -> str:
     """What bounds an RL step whose rollouts overlap its training side, step = max(rollout,
-    training side) + sync (NeMo-RL's one-step-off GRPO, verl's fully-async trainer): the
-    rollouts ("rollout generation") when they last at least as long as the training side
-    (the sum of `training_parts_s`, each part's seconds by name), else the training side's
-    longest part. A part longer than any other does not bound such a step unless its side
-    sets the step: 103 s of rollouts beside 19 + 19 + 95 s of log-prob passes and update is
-    bounded by the update (the 132 s side), not the rollouts."""
+    training side) + the serial parts (the weight sync, validation: `serial_parts_s`)
+    (NeMo-RL's one-step-off GRPO, verl's fully-async trainer): a serial part when it outlasts
+    the overlapped max; else the rollouts ("rollout generation") when they last at least as
+    long as the training side (the sum of `training_parts_s`, each part's seconds by name),
+    else the training side's longest part. A part longer than any other does not bound such a
+    step unless its side sets the step: 103 s of rollouts beside 19 + 19 + 95 s of log-prob
+    passes and update is bounded by the update (the 132 s side), not the rollouts."""
     if not training_parts_s:
         raise ValueError("the training side needs at least one part")
-    if rollout_s >= sum(training_parts_s.values()):
+    training = sum(training_parts_s.values())
+    serial = {k: v for k, v in (serial_parts_s or {}).items() if v > max(rollout_s, training)}
+    if serial:
+        return max(serial, key=lambda k: serial[k])
+    if rollout_s >= training:
         return "rollout generation"
     return max(training_parts_s, key=lambda k: training_parts_s[k])
