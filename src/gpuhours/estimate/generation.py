@@ -23,6 +23,10 @@ sequence) costs
   A batch of unequal lengths replayed through a paged engine's admission and preemption
   (estimate/paged_rollout.py) is timed stretch by stretch by `paged_rollout_time_s`, in the
   cache `paged_cache_tokens` gives.
+- TensorRT-LLM 0.5-0.6 (`tensorrt-llm`, estimate/trtllm.py): a static batch whose contiguous
+  KV cache is sized to it (the batch fits beside the weights, the context step's activations
+  and the CUDA context: `_static_cap`), eager steps enqueued from C++ unless cuda_graphs is on,
+  and a decode step that reads a grouped KV cache once per query head.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
@@ -419,7 +423,9 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
     kv_bytes_per_token_per_gpu) and SSM state (state_bytes_per_sequence_per_gpu) fit beside the
     weights and, for vLLM, the peak of its startup profile (engine_profile_reserve) in the
     engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
-    assumptions.GENERATION_MEMORY_UTILISATION). hf-generate: the largest batch whose peak
+    assumptions.GENERATION_MEMORY_UTILISATION). tensorrt-llm: the static batch whose contiguous
+    KV cache (prompt + output tokens) and context-step activations fit beside the weights and
+    the CUDA context in all of the device (estimate/trtllm.py). hf-generate: the largest batch whose peak
     (estimate/hf_generate_memory.py: the prefill's or a decode step's largest transient beside
     the KV cache and weights, the allocator reserve and CUDA context) fits in
     `memory_utilisation` of the device (default: all of it; transformers reserves no share)."""
@@ -499,7 +505,8 @@ def engine_memory_share(g: Generation, memory_utilisation: float | None = None) 
     """The share of the device the engine may fill: `memory_utilisation` when given; else
     vLLM's/SGLang's default gpu_memory_utilization (GENERATION_MEMORY_UTILISATION), or the
     whole device for hf-generate, whose peak counts the allocator reserve and CUDA context
-    itself (hf_generate_peak)."""
+    itself (hf_generate_peak), and for TensorRT-LLM, whose static batch allocates its buffers
+    outright (estimate/trtllm.py)."""
     if memory_utilisation is not None:
         return memory_utilisation
     return (1.0 if g.engine in _COPIES_KV or g.engine == trtllm.ENGINE
@@ -509,7 +516,7 @@ def engine_memory_share(g: Generation, memory_utilisation: float | None = None) 
 def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
                memory_utilisation: float | None = None) -> tuple[int, HfGeneratePeak | None]:
     """max_batch_by_memory and, for hf-generate, the peak of that batch (what set the cap;
-    None for vLLM and SGLang, whose KV cache sets it)."""
+    None for vLLM, SGLang and TensorRT-LLM, whose KV cache sets it)."""
     share = engine_memory_share(g, memory_utilisation)
     if g.engine == trtllm.ENGINE:
         return _static_cap(arch, g, gpu, share), None

@@ -1,7 +1,10 @@
 """TensorRT-LLM 0.5-0.6's C++ GptSession as a generation engine (`tensorrt-llm`, issue 13).
 
-What its runtime does, read from NVIDIA/TensorRT-LLM (the 2023 tree at 027cd518, the runtime
-the v0.5 and v0.6.1 benchmark tables of docs/source/performance.md@138f96d4 ran):
+What its runtime does, read from NVIDIA/TensorRT-LLM's 2023 C++ runtime (gptSession.cpp and
+benchmarks/cpp/gptSessionBenchmark.cpp at 027cd518, a pre-0.5 tree; the stored 2023
+runtimeBuffers.cpp and decoderMaskedMultiheadAttentionTemplate.h), the runtime the v0.5 and
+v0.6.1 benchmark tables of docs/source/performance.md@138f96d4 ran; the 0.6 releases' exact
+files were not read:
 
 - **A static batch.** `gptSessionBenchmark` (benchmarks/cpp/gptSessionBenchmark.cpp) calls
   `session.setup(batchSize, beamWidth, maxInputLength + maxNewTokens, ...)` and then
@@ -9,7 +12,7 @@ the v0.5 and v0.6.1 benchmark tables of docs/source/performance.md@138f96d4 ran)
   phase) and decodes together until the last token; no continuous batching.
 - **Its KV cache is sized to that batch, not to a share of memory.** The page's LLaMA engines
   are built without `--paged_kv_cache`, so `RuntimeBuffers::reshape`
-  (cpp/tensorrt_llm/runtime/runtimeBuffers.cpp of that tree) shapes each layer's
+  (cpp/tensorrt_llm/runtime/runtimeBuffers.cpp, 2023) shapes each layer's
   `present_key_value` buffer as [batch, 2, KV heads, maxSeqLength, head size]: batch x (prompt +
   output) tokens, allocated outright. `kv_cache_free_gpu_mem_fraction` (0.9 of the memory free
   after loading, `KvCacheConfig::kDefaultGpuMemFraction` of later trees) belongs to the paged
