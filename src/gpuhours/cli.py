@@ -769,7 +769,8 @@ def generation(
         parser=count_option, metavar="COUNT",
         help="Sequences to generate in all, for GPU hours and cost (1e5 or 100k).")] = None,
     engine: Annotated[str, typer.Option(
-        help="vllm (V1), vllm-v0 (0.5-0.7), sglang or hf-generate.")
+        help="vllm (V1), vllm-v0 (0.5-0.7), sglang, hf-generate, or tensorrt-llm "
+             "(0.5-0.6's static batch).")
                       ] = GENERATION.engine,
     max_num_seqs: Annotated[int | None, typer.Option(
         help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "

@@ -145,8 +145,10 @@ CudaGraphScope = Literal["full_iteration", "full", "attn", "mlp", "moe", "moe_ro
 #: Megatron names are not modelled
 RecomputeModule = Literal["layernorm", "moe_act"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
-#: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch
-Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang"]
+#: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch;
+#: tensorrt-llm: TensorRT-LLM 0.5-0.6's C++ GptSession, a static batch with a KV cache sized to
+#: it (estimate/trtllm.py)
+Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang", "tensorrt-llm"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
 ConfigValue = int | float | str | bool
 

@@ -744,6 +744,12 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
                  "Qwen3-0.6B to -32B, H20, batch 1; least squares on log error, "
                  "generation_published.fit_sglang_h20); every other row held out "
                  "(docs/generation.md)"),
+    "tensorrt-llm": _a("decode_host_step_s.tensorrt-llm", 50e-6, "s per step",
+                       "assumption: TensorRT-LLM 0.5-0.6's C++ GptSession ends each step in "
+                       "shouldStopSync (a host synchronisation on the decoder's finished "
+                       "count) before enqueuing the next: a wake-up and the first launches, "
+                       "tens of microseconds, no Python (estimate/trtllm.py); no published "
+                       "row isolates it"),
 }
 
 #: Host time per running sequence per decode step that does not overlap the GPU: the
@@ -770,6 +776,10 @@ DECODE_HOST_PER_SEQUENCE_S: dict[str, Assumption] = {
                       "s per running sequence per step",
                       "transformers' generate handles the batch as one tensor: no per-sequence "
                       "host work"),
+    "tensorrt-llm": _a("decode_host_per_sequence_s.tensorrt-llm", 0.0,
+                       "s per running sequence per step",
+                       "TensorRT-LLM's GptSession runs a static batch as tensors (C++ "
+                       "RuntimeBuffers::prepareNextStep): no per-sequence objects"),
 }
 
 #: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
@@ -785,7 +795,22 @@ DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
     "hf-generate": _a("decode_host_per_layer_s.hf-generate", 0.88e-3, "s per layer",
                       "fitted to generation.csv tune rows 11 and 13 (transformers 4.46 "
                       "eager, FA2): ~100 operator dispatches of ~8 us per decoder layer"),
+    "tensorrt-llm": _a("decode_host_per_layer_s.tensorrt-llm", 0.0, "s per layer",
+                       "its launches are counted per kernel instead "
+                       "(tensorrt_llm_enqueue_s_per_kernel)"),
 }
+
+#: Host time TensorRT-LLM's C++ runtime takes to enqueue one kernel of its TensorRT engine
+#: (IExecutionContext::enqueue issuing each layer's plugins and fused kernels), overlapping the
+#: GPU's work: a step without a CUDA graph takes max(kernels x this, device time), the kernels
+#: counted as vLLM's layers (estimate/cuda_graphs.py, 10 a dense layer). No Python dispatch
+#: (vLLM's eager_host_s_per_kernel is 30 us): a cudaLaunchKernel-class call. Assumption, not
+#: fitted: no published row is launch-bound (the TensorRT-LLM rows run batches of 48-1,280 or
+#: prefill whole prompts).
+TRTLLM_ENQUEUE_S_PER_KERNEL = _a(
+    "tensorrt_llm_enqueue_s_per_kernel", 4e-6, "s per kernel launched",
+    "assumption: a C++ kernel launch through TensorRT's enqueue, a few microseconds; not "
+    "fitted (no launch-bound TensorRT-LLM row)")
 
 #: Host time to issue one kernel of an eager decode forward in vLLM or SGLang (Python module
 #: calls, the dispatcher, cudaLaunchKernel), overlapping the GPU's work: a step without a CUDA
@@ -900,6 +925,11 @@ DECODE_KV_PASSES: dict[str, Assumption] = {
                       "hf_generate_kv_cache_passes: DynamicCache's torch.cat, repeat_kv, "
                       "attention; 17 for Qwen2.5-7B) takes 1.9x a weight read's time: eager "
                       "copies and q_len=1 attention run at ~53% of the streaming rate"),
+    "tensorrt-llm": _a("decode_kv_passes.tensorrt-llm", 1.0, "reads of the KV cache per query "
+                       "head group per step",
+                       "each query head's thread block of the masked multi-head attention "
+                       "kernel reads its KV head's cache once; x (query heads / KV heads) per "
+                       "step (estimate/trtllm.py kv_reads_per_decode_step)"),
 }
 
 #: Bytes of KV cache transformers' generate copies (or reads) per SM per clock cycle, for each

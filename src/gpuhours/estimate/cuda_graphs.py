@@ -24,6 +24,10 @@ and run everything else eagerly. Their rules, read from each engine's code:
   memory.total, utils.get_nvgpu_memory_capacity); larger batches run
   without (`CudaGraphRunner.can_run`). SGLang 0.3.0 stopped at 160 on every GPU.
 
+- TensorRT-LLM 0.5-0.6 (`tensorrt-llm`, C++ GptSession): no graph unless asked
+  (`setCudaGraphMode`, gptSessionBenchmark's `--enable_cuda_graph`, off by default): `auto`
+  is eager, `on` replays every generation step (estimate/trtllm.py).
+
 `enforce_eager=True` (vLLM) and `--disable-cuda-graph` (SGLang) make every step eager:
 Generation.cuda_graphs "off". Prefill runs eagerly in every engine; its launches hide under
 a prompt's compute and are counted only with graphs off (as the published eager rows ran).
@@ -96,6 +100,8 @@ class CaptureRule:
             return False
         if self.mode == "on":
             return True
+        if self.engine in _GRAPHS_OPT_IN:
+            return False
         if self.max_batch is not None and running > self.max_batch:
             return False
         return self.max_context is None or context <= self.max_context
@@ -110,6 +116,9 @@ class CaptureRule:
                     "--disable-cuda-graph)")
         if self.mode == "on":
             return "CUDA graph: cuda_graphs on (every batch and length captured)"
+        if self.engine in _GRAPHS_OPT_IN:
+            return (f"eager: {name} replays CUDA graphs only when asked (GptSession "
+                    "cudaGraphMode, --enable_cuda_graph: off by default)")
         if self.max_batch is not None and running > self.max_batch:
             return (f"eager: batch {running} > {name}'s largest captured batch "
                     f"{self.max_batch}")
@@ -124,9 +133,11 @@ class CaptureRule:
 
 
 #: engines that capture decode graphs at all (hf-generate runs eagerly: DECODE_HOST_PER_LAYER_S)
-_GRAPH_ENGINES = frozenset({"vllm", "vllm-v0", "sglang"})
+_GRAPH_ENGINES = frozenset({"vllm", "vllm-v0", "sglang", "tensorrt-llm"})
+#: engines whose graphs are off unless cuda_graphs is "on" (TensorRT-LLM's GptSession)
+_GRAPHS_OPT_IN = frozenset({"tensorrt-llm"})
 _ENGINE_NAMES = {"vllm": "vLLM V1", "vllm-v0": "vLLM V0", "sglang": "SGLang 0.4.6",
-                 "hf-generate": "transformers' generate"}
+                 "hf-generate": "transformers' generate", "tensorrt-llm": "TensorRT-LLM 0.5-0.6"}
 
 
 def capture_rule(engine: str, mode: str, max_num_seqs: int | None, gpu_memory_bytes: float,

@@ -23,6 +23,10 @@ sequence) costs
   A batch of unequal lengths replayed through a paged engine's admission and preemption
   (estimate/paged_rollout.py) is timed stretch by stretch by `paged_rollout_time_s`, in the
   cache `paged_cache_tokens` gives.
+- TensorRT-LLM 0.5-0.6 (`tensorrt-llm`, estimate/trtllm.py): a static batch whose contiguous
+  KV cache is sized to it (the batch fits beside the weights, the context step's activations
+  and the CUDA context: `_static_cap`), eager steps enqueued from C++ unless cuda_graphs is on,
+  and a decode step that reads a grouped KV cache once per query head.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
@@ -44,7 +48,7 @@ from typing import Any
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
 from gpuhours.errors import FieldDoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate import hf_fp8
+from gpuhours.estimate import hf_fp8, trtllm
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.cuda_graphs import (
@@ -310,6 +314,10 @@ class GenerationEstimate:
                              "the setup's batch, else min(max_batch_by_memory, max_num_seqs)"),
             "max_batch_by_memory": formula(
                 self.max_batch_by_memory, "sequences",
+                "TensorRT-LLM's static batch: (memory - cuda_context_bytes - weights) / (the "
+                "sequence's contiguous KV cache of prompt + output tokens + its context step's "
+                "activations, prompt x the layer's transient elements x 2 bytes), per GPU "
+                "(estimate/trtllm.py)" if eng == trtllm.ENGINE else
                 f"(memory x generation_memory_utilisation - weights - profile_reserve_bytes) / "
                 f"KV bytes per sequence ({src})" if self.peak_memory_bytes is None else
                 "the largest batch whose peak (weights + KV cache + the largest transient of "
@@ -383,9 +391,9 @@ class GenerationEstimate:
             "eager_launch_s_first": formula(
                 self.eager_launch_s_first, "s per decode step",
                 f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
-                "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (hf-generate: "
-                "layers x DECODE_HOST_PER_LAYER_S), overlapping the GPU's work; 0 on a "
-                "replayed CUDA graph"),
+                "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (tensorrt-llm: "
+                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S), "
+                "overlapping the GPU's work; 0 on a replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
                                            "first decode step (context = prompt)"),
             "decode_step_s_last": formula(self.decode_step_s_last, "s",
@@ -415,7 +423,9 @@ def max_batch_by_memory(arch: ModelArch, g: Generation, gpu: GpuSpec,
     kv_bytes_per_token_per_gpu) and SSM state (state_bytes_per_sequence_per_gpu) fit beside the
     weights and, for vLLM, the peak of its startup profile (engine_profile_reserve) in the
     engine's share, `memory_utilisation` (vLLM gpu_memory_utilization; default
-    assumptions.GENERATION_MEMORY_UTILISATION). hf-generate: the largest batch whose peak
+    assumptions.GENERATION_MEMORY_UTILISATION). tensorrt-llm: the static batch whose contiguous
+    KV cache (prompt + output tokens) and context-step activations fit beside the weights and
+    the CUDA context in all of the device (estimate/trtllm.py). hf-generate: the largest batch whose peak
     (estimate/hf_generate_memory.py: the prefill's or a decode step's largest transient beside
     the KV cache and weights, the allocator reserve and CUDA context) fits in
     `memory_utilisation` of the device (default: all of it; transformers reserves no share)."""
@@ -442,6 +452,23 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             "Use a larger GPU, a quantised model, or more tensor parallelism.",
         )
     return int(usable // per_seq)
+
+
+def _static_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
+    """TensorRT-LLM's static batch (estimate/trtllm.py): the sequences whose contiguous KV
+    cache of prompt + output tokens (every layer holds the whole length: the buffer is
+    [batch, 2, KV heads, maxSeqLength, head size]) and the context step's activations fit
+    beside the weights and the CUDA context in `share` of each GPU."""
+    tp = g.tensor_parallel
+    per_seq = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
+               * (g.prompt_tokens + g.output_tokens))
+    where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
+             f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
+    return trtllm.static_batch_cap(
+        gpu.memory_bytes * share,
+        stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format) / tp, per_seq,
+        trtllm.workspace_bytes_per_sequence(arch, g.prompt_tokens, tp), where, arch.name,
+        "gpu" if tp == 1 else ("gpu", "tensor_parallel"))
 
 
 def _kv_room(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -478,17 +505,21 @@ def engine_memory_share(g: Generation, memory_utilisation: float | None = None) 
     """The share of the device the engine may fill: `memory_utilisation` when given; else
     vLLM's/SGLang's default gpu_memory_utilization (GENERATION_MEMORY_UTILISATION), or the
     whole device for hf-generate, whose peak counts the allocator reserve and CUDA context
-    itself (hf_generate_peak)."""
+    itself (hf_generate_peak), and for TensorRT-LLM, whose static batch allocates its buffers
+    outright (estimate/trtllm.py)."""
     if memory_utilisation is not None:
         return memory_utilisation
-    return 1.0 if g.engine in _COPIES_KV else A.GENERATION_MEMORY_UTILISATION.value
+    return (1.0 if g.engine in _COPIES_KV or g.engine == trtllm.ENGINE
+            else A.GENERATION_MEMORY_UTILISATION.value)
 
 
 def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
                memory_utilisation: float | None = None) -> tuple[int, HfGeneratePeak | None]:
     """max_batch_by_memory and, for hf-generate, the peak of that batch (what set the cap;
-    None for vLLM and SGLang, whose KV cache sets it)."""
+    None for vLLM, SGLang and TensorRT-LLM, whose KV cache sets it)."""
     share = engine_memory_share(g, memory_utilisation)
+    if g.engine == trtllm.ENGINE:
+        return _static_cap(arch, g, gpu, share), None
     if g.engine not in _COPIES_KV:
         return _kv_cap(arch, g, gpu, share), None
     budget = gpu.memory_bytes * share
@@ -559,6 +590,9 @@ class _Step:
     fp8_gemm_bandwidth_bytes_per_s: float = 0.0
     #: the GPU's SMs, for the block-fp8 GEMM's grid share (0: not in the catalog, share 1)
     sm_count: int = 0
+    #: times a decode step reads the KV cache per DECODE_KV_PASSES pass: TensorRT-LLM's
+    #: masked attention reads it once per query head of a group (trtllm.kv_reads_per_decode_step)
+    kv_reads: float = 1.0
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -608,6 +642,9 @@ class _Step:
         eager, layers x DECODE_HOST_PER_LAYER_S."""
         if self.engine in _SMALL_KERNEL_ENGINES:
             return eager_launch_s(self.eager_kernels, self.host_scale) if eager else 0.0
+        if self.engine == trtllm.ENGINE:
+            return (self.eager_kernels * A.TRTLLM_ENQUEUE_S_PER_KERNEL.value * self.host_scale
+                    if eager else 0.0)
         return (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
                 * self.host_scale)
 
@@ -753,7 +790,7 @@ class _Step:
 
     def decode(self, running: int, context: float) -> tuple[float, str]:
         held = running * kv_tokens_held(self.arch, context) * self.kv_bytes_per_token
-        kv, copy_s = A.DECODE_KV_PASSES[self.engine].value * held, 0.0
+        kv, copy_s = A.DECODE_KV_PASSES[self.engine].value * self.kv_reads * held, 0.0
         if self.engine in _COPIES_KV:
             # transformers' generate copies the cache each step (DynamicCache's torch.cat, then
             # repeat_kv for a group) and 4.38 rebuilds its mask: the counted traffic, at the
@@ -781,9 +818,10 @@ class _Step:
     def prefill(self, running: int, prompt_tokens: int) -> float:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
         # prefill runs eagerly in every engine; its launches are counted with graphs off only
-        # (they hide under any real prompt's compute; estimate/cuda_graphs.py)
+        # (they hide under any real prompt's compute; estimate/cuda_graphs.py), and always for
+        # TensorRT-LLM, whose context step is never a graph (GptSession step 0)
         return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel,
-                            self.capture.mode == "off")[0]
+                            self.capture.mode == "off" or self.engine == trtllm.ENGINE)[0]
 
 
 #: Engines that run an MoE layer as a Python loop over experts (transformers' generate:
@@ -892,6 +930,9 @@ def _quantised_weights_note(g: Generation, gpu: GpuSpec) -> str:
     """What the step leaves out for 8/4-bit weights, '' when nothing."""
     if not _weight_only_quantised(g):
         return ""
+    if g.engine == trtllm.ENGINE:
+        return (f"; 8/4-bit weights on {g.engine}: its weight-only GEMM kernels are not "
+                "modelled, the weights take their bytes' time alone")
     if g.engine not in _SMALL_KERNEL_ENGINES:
         return (f"; 8/4-bit weights on {g.engine}: its kernels (bitsandbytes, AutoAWQ, "
                 "GPTQModel) are not modelled, the weights take their bytes' time alone")
@@ -976,7 +1017,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                                        if g.engine in _COPIES_KV else 0.0),
                   fp8_syncs=fp8_linear_syncs(g), sm_count=gpu.sm_count or 0,
                   fp8_gemm_bandwidth_bytes_per_s=(bandwidth_gb_per_s * 1e9
-                                                  * A.BANDWIDTH_EFFICIENCY.value))
+                                                  * A.BANDWIDTH_EFFICIENCY.value),
+                  kv_reads=(trtllm.kv_reads_per_decode_step(arch, tp)
+                            if g.engine == trtllm.ENGINE else 1.0))
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1019,6 +1062,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     arch = g.arch
     if arch.encoder:
         raise FieldError("model", f"{arch.name} is an encoder: it does not generate tokens.")
+    if g.engine == trtllm.ENGINE:
+        trtllm.check_supported(arch)
     if g.matmul_precision == "fp8":
         # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
         try:
@@ -1147,6 +1192,12 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
     if qgemm:
         device += " + a fixed time per quantised GEMM"
     text = f"formula: engine step = host step + max(eager launches, {device}"
+    if g.engine == trtllm.ENGINE:
+        reads = trtllm.kv_reads_per_decode_step(g.arch, g.tensor_parallel)
+        text += ("; a static batch (TensorRT-LLM 0.5-0.6's GptSession), its launches enqueued "
+                 "from C++" + (f"; KV bytes x {reads:g} reads a decode step (query heads per "
+                               "KV head: its masked attention kernel reads the cache once per "
+                               "query head)" if reads > 1 else ""))
     if g.engine in _COPIES_KV:
         hf = g.hf_transformers_version
         passes = hf_generate_kv_cache_passes(g.arch, hf)
@@ -1189,6 +1240,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     # hf-generate's batch is capped by its peak (with the allocator reserve and CUDA context,
     # as the training side counts them), not by a share of the device
     memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
+              else [A.CUDA_CONTEXT_BYTES] if g.engine == trtllm.ENGINE
               else [A.GENERATION_MEMORY_UTILISATION])
     # hf-generate's cache copies at the SMs' rate where the catalog has SMs and a clock
     kv_copy_sm = g.engine in _COPIES_KV and hf_kv_copy_bytes_per_s(gpu) is not None
@@ -1224,6 +1276,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                                  f"GPU catalog (gpus.yaml): {e.bandwidth_source}"))
     if g.engine in _SMALL_KERNEL_ENGINES and not e.cuda_graphs.startswith("CUDA graph:"):
         used.append(A.EAGER_HOST_S_PER_KERNEL)
+    if g.engine == trtllm.ENGINE:  # its context step's launches are counted in any mode
+        used.append(A.TRTLLM_ENQUEUE_S_PER_KERNEL)
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
