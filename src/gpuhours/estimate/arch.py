@@ -1013,10 +1013,9 @@ def _qwen3_next(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
     elif model_type == "qwen3_5_moe_text":  # no dense MLP: its width is the experts'
         fields["intermediate_size"] = cfg.get("moe_intermediate_size")
     base = _llama_like({**fields, "model_type": "qwen3_moe"}, name, where, "qwen3_moe")
-    if model_type == "qwen3_next" and base.is_moe:  # mlp_only_layers, decoder_sparse_step
-        dense = _qwen_moe_dense_layers(cfg, where, layers)
-    else:
-        dense = 0
+    # qwen3_next's dense layers: mlp_only_layers, decoder_sparse_step
+    next_moe = model_type == "qwen3_next" and base.is_moe
+    dense = _qwen_moe_dense_layers(cfg, where, layers) if next_moe else 0
     mixer = GatedDeltaNet(
         key_heads=_positive_int(cfg["linear_num_key_heads"], where, "linear_num_key_heads"),
         value_heads=_positive_int(cfg["linear_num_value_heads"], where,

@@ -405,8 +405,8 @@ def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activati
         # patch the rotary cos and sin (fp32, head_dim each); the merger's LayerNorm on its 4
         # patches, then its linear's input and GELU's input and output (3 a 4d)
         # Qwen3.5's block is the same but for its MLP's activation: torch's native tanh GELU
-        # keeps only its input, so fc1's output and fc2's input (2 a f; assumed by that
-        # difference in the code, not listed from a run)
+        # keeps only its input, so fc1's output and fc2's input (2 a f; a small real tower
+        # within 5%: tests/test_qwen3_next.py)
         heads, head_dim = v.num_heads, d // v.num_heads
         mlp_f = 2 * a * f if v.qwen3_5 else 3 * a * f
         per_patch_block = (2 * (a * d + 8) + a * d + 3 * a * d + 2 * a * d + 4 * heads
