@@ -208,3 +208,26 @@ def test_image_tokens_are_32_pixels_a_token() -> None:
     assert arch.vision is not None
     grid = image_grid(arch.vision, 480_000)
     assert (grid.grid_h, grid.patches, grid.tokens) == (44, 1936, 484)
+
+
+@pytest.mark.parametrize("args", [
+    ("estimate", "--model", "qwen3.5-9b", "--gpu", "h100", "--gpus", "8", "--zero", "3",
+     "--seq", "4096", "--checkpointing", "--json"),
+    ("estimate", "--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--gpus", "64", "--zero",
+     "3", "--seq", "2048", "--checkpointing", "--json"),
+    ("generation", "--model", "qwen3.5-9b", "--gpu", "h100", "--json"),
+    ("generation", "--model", "qwen3-next-80b-a3b", "--gpu", "h100", "--tensor-parallel", "4",
+     "--engine", "sglang", "--json"),
+])
+def test_cli_estimates_and_generates_the_hybrids(args: tuple[str, ...]) -> None:
+    """`estimate` and `generation` answer for both catalog hybrids (exit 0, JSON out); a
+    generation's cache holds KV for the attention layers and the mixers' state."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)
