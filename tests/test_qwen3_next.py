@@ -231,3 +231,16 @@ def test_cli_estimates_and_generates_the_hybrids(args: tuple[str, ...]) -> None:
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)
+
+
+def test_qwen35_processor_bounds_are_its_own() -> None:
+    """Qwen3.5's processor keeps images between 65,536 and 16,777,216 pixels (its
+    preprocessor_config), not Qwen2-VL's 3,136 and 1,003,520: a 200 x 200 image is scaled up to
+    256 x 256 (64 tokens of 32 px), a 2,000 x 2,000 one only rounded to 1,984 x 1,984 (3,844
+    tokens; Qwen2-VL's bound would cap it near a megapixel)."""
+    arch, _ = resolve_model("qwen3.5-9b")
+    assert arch.vision is not None
+    assert image_grid(arch.vision, 200 * 200).tokens == 64
+    assert image_grid(arch.vision, 2000 * 2000).tokens == 62 * 62
+    capped = image_grid(arch.vision, 2000 * 2000, max_pixels=28 * 28 * 1280)
+    assert capped.patches * 16 * 16 <= 28 * 28 * 1280

@@ -608,10 +608,8 @@ class Training(_ReadsModel):
         if self.image_tokens is not None:
             return grid_for_tokens(self.arch.vision, self.image_tokens)
         assert self.image_pixels is not None
-        from gpuhours.estimate.vision import DEFAULT_MAX_PIXELS
-
-        return image_grid(self.arch.vision, self.image_pixels,
-                          max_pixels=self.image_max_pixels or DEFAULT_MAX_PIXELS)
+        # unset: the tower's own processor bounds (Qwen2-VL's defaults, Qwen3.5's own)
+        return image_grid(self.arch.vision, self.image_pixels, max_pixels=self.image_max_pixels)
 
     @property
     def attention_span(self) -> int:

@@ -43,6 +43,11 @@ VISION_MODEL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "llava", "llava_next",
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
 DEFAULT_MAX_PIXELS = 28 * 28 * 1280
+#: Qwen3.5's processor bounds: its checkpoints' preprocessor_config.json sets size
+#: {"shortest_edge": 65536, "longest_edge": 16777216} (Qwen/Qwen3.5-2B-Base's as a public agent
+#: log prints it, and Qwen3.6's alike; the 9B's not read)
+QWEN3_5_MIN_PIXELS = 65_536
+QWEN3_5_MAX_PIXELS = 16_777_216
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,11 @@ class VisionTower:
     #: image's grid)
     qwen3_5: bool = False
     position_embeddings: int = 0
+    #: the processor's pixel bounds (its preprocessor_config size shortest_edge / longest_edge):
+    #: Qwen2VLImageProcessor's defaults for Qwen2-VL and Qwen2.5-VL; Qwen3.5's checkpoints ship
+    #: 65,536 and 16,777,216 (QWEN3_5_MIN_PIXELS)
+    min_pixels: int = DEFAULT_MIN_PIXELS
+    max_pixels: int = DEFAULT_MAX_PIXELS
 
     @property
     def layer_norm(self) -> bool:
@@ -136,7 +146,8 @@ def vision_tower_from_config(vc: Any, where: str, model_type: str = "qwen2_5_vl"
             spatial_merge_size=_int(vc, where, "spatial_merge_size", default=2),
             out_hidden_size=_int(vc, where, "out_hidden_size", default=3584),
             window_size=0, fullatt_block_indexes=tuple(range(depth)), qwen3_5=True,
-            position_embeddings=_int(vc, where, "num_position_embeddings", default=2304))
+            position_embeddings=_int(vc, where, "num_position_embeddings", default=2304),
+            min_pixels=QWEN3_5_MIN_PIXELS, max_pixels=QWEN3_5_MAX_PIXELS)
     if model_type == "qwen2_vl":
         depth = _int(vc, where, "depth", default=32)
         width = _int(vc, where, "embed_dim", default=1280)
@@ -272,8 +283,8 @@ class ImageGrid:
         return self.patches // self.merge ** 2 + self.extra_tokens
 
 
-def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT_MIN_PIXELS,
-               max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageGrid:
+def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int | None = None,
+               max_pixels: int | None = None) -> ImageGrid:
     """The patch grid of a square image of `pixels` pixels after the processor's smart resize.
     A LLaVA or Gemma 3 processor resizes every image to image_size x image_size (Gemma 3's
     optional pan-and-scan crops are not modelled), so the grid is fixed whatever `pixels`;
@@ -289,7 +300,9 @@ def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT
             return replace(grid, extra_tokens=tokens - grid.tokens)
         return _vit_grid(v)
     side = square_side_px(pixels)
-    h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
+    h, w = smart_resize(side, side, v.pixels_per_token_side,
+                        v.min_pixels if min_pixels is None else min_pixels,
+                        v.max_pixels if max_pixels is None else max_pixels)
     return ImageGrid(h // v.patch_size, w // v.patch_size, v.spatial_merge_size)
 
 
