@@ -224,8 +224,10 @@ def test_the_doc_holds_the_current_table():
 def test_the_doc_holds_the_inferred_mean_diagnostic():
     table = "\n".join("  " + line for line in rl.inferred_mean_report().split("\n"))
     assert table in DOC.read_text(encoding="utf-8")
-    # it covers the rows that state no mean but measured the old-log-prob pass
-    assert table.count("\n") == 5
+    # it covers the rows that state no mean but measured the old-log-prob pass (verl's
+    # Qwen3.5-9B row, CSV line 41, since it was expressed: its pass short of the measured even
+    # at the 2,048-token cap)
+    assert table.count("\n") == 6
 
 
 def test_the_driver_rate_is_the_fit_of_the_tuned_rows():
