@@ -244,3 +244,34 @@ def test_qwen35_processor_bounds_are_its_own() -> None:
     assert image_grid(arch.vision, 2000 * 2000).tokens == 62 * 62
     capped = image_grid(arch.vision, 2000 * 2000, max_pixels=28 * 28 * 1280)
     assert capped.patches * 16 * 16 <= 28 * 28 * 1280
+
+
+def test_delta_rule_flops_equal_torchs_count_of_the_chunked_reference() -> None:
+    """A small real Qwen3.5 mixer on transformers' torch path (torch_chunk_gated_delta_rule,
+    chunks of 64) under FlopCounterMode, 128 tokens: the projections, the conv (which
+    transformers runs over T + kernel - 1 positions and then slices) and the chunked matmuls
+    (beta K K^T, Q K^T, the two reads of the state, the intra-chunk product, the state update:
+    4 C dk + 6 dk dv + 2 C dv a value head and token) are counted exactly; the unit-triangular
+    solves that make w and u (torch.linalg.solve_triangular, which FlopCounterMode does not
+    count) are the rest of scan_flops_per_token: 2 C (dk + dv) + 2 C^2 / 3."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
+
+    text = dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, intermediate_size=96, vocab_size=500,
+                linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                linear_value_head_dim=32, linear_conv_kernel_dim=4,
+                layer_types=["linear_attention"])
+    mixer = Qwen3_5GatedDeltaNet(transformers.Qwen3_5TextConfig(**text), 0).eval()
+    tokens, c, dk, dv, heads = 128, 64, 16, 32, 4
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        mixer(torch.randn(1, tokens, 64))
+    s = from_hf_config({"model_type": "qwen3_5_text", **text}, "small").ssm
+    assert s is not None
+    solves = heads * (2 * c * (dk + dv) + 2 * c * c / 3) * tokens
+    conv_padding = 2 * s.conv_dim * s.conv_kernel * (s.conv_kernel - 1)
+    assert counter.get_total_flops() == pytest.approx(
+        2 * s.params(64, weights_only=True) * tokens + s.scan_flops_per_token * tokens
+        - solves + conv_padding)
