@@ -63,6 +63,9 @@ SMALL: list[dict[str, Any]] = [
                                            "shared_expert_intermediate_size": 48}),
     dict(model_type="qwen3_5", text_config=SMALL_TEXT, vision_config=SMALL_VISION,
          tie_word_embeddings=True),
+    # the outer config's tie_word_embeddings decides (absent: False), not text_config's
+    dict(model_type="qwen3_5", text_config={**SMALL_TEXT, "tie_word_embeddings": True},
+         vision_config=SMALL_VISION),
     dict(model_type="qwen3_5_moe", vision_config=SMALL_VISION,
          text_config={**SMALL_TEXT, "num_experts": 4, "num_experts_per_tok": 2,
                       "moe_intermediate_size": 32, "shared_expert_intermediate_size": 48}),

@@ -1039,14 +1039,15 @@ def _qwen3_next(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
 def _qwen3_5_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
     """A qwen3_5 / qwen3_5_moe config (Qwen3_5ForConditionalGeneration): the language model of
     its text_config (qwen3_5_text / qwen3_5_moe_text, _qwen3_next) and the vision tower of its
-    vision_config (estimate/vision.py, Qwen3.5's); the LM head untied unless the config ties
-    it (Qwen3_5Config's default False)."""
+    vision_config (estimate/vision.py, Qwen3.5's); the LM head tied as the outer config's
+    tie_word_embeddings says (Qwen3_5Config's default False when absent), whatever text_config
+    says: transformers 5.23 ties by the outer config (checked by building it)."""
     outer = str(cfg["model_type"])
     text = cfg.get("text_config") or {}
     if not isinstance(text, dict):
         raise InputError(where, "field 'text_config' must be an object (the language model's "
                                 f"config), got {text!r}.")
-    tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+    tie = cfg.get("tie_word_embeddings", False)
     text_type = f"{outer}_text"
     arch = _qwen3_next({**text, "tie_word_embeddings": bool(tie)}, name, where, text_type)
     vision = vision_tower_from_config(cfg.get("vision_config") or {}, where, outer)
