@@ -119,9 +119,10 @@ def test_delta_rule_flops_state_and_kv_by_hand() -> None:
     the triangular inverse 2 C^2 / 3 (2,730.67), w and u 2 C (dk + dv) (32,768), the state pass
     4 dk dv (65,536), the output 2 dk dv + 2 C dk + 2 C dv (65,536): 182,954.67; x 32 heads
     plus the conv 2 x 8192 x 4 = 5,920,085.33 FLOPs a layer. A decode step 7 dk dv x 32 + the
-    conv: 3,735,552. The state per sequence: 24 x (32 x 128 x 128 + 8192 x 3) elements =
-    26,345,472 B in bf16 whatever the length; KV only on the 8 attention layers: 2 x 4 x 256 x 8
-    x 2 = 32,768 B a token."""
+    conv: 3,735,552. The state per sequence: 24 x (32 x 128 x 128 + 8192 x 3) elements, the
+    recurrent part in fp32 as the config's mamba_ssm_dtype says (24 x 524,288 x 4 B) and the
+    conv windows in bf16 (24 x 24,576 x 2 B): 51,511,296 B whatever the length; KV only on the
+    8 attention layers: 2 x 4 x 256 x 8 x 2 = 32,768 B a token."""
     arch, _ = resolve_model("qwen3.5-9b")
     s = arch.ssm
     assert s is not None
@@ -129,7 +130,12 @@ def test_delta_rule_flops_state_and_kv_by_hand() -> None:
                                                          + 65536) + 65536)
     assert s.scan_flops_per_token == pytest.approx(5_920_085.33, abs=0.01)
     assert s.decode_flops_per_token == 3_735_552
-    assert state_bytes_per_sequence_per_gpu(arch, 2.0, 1) == 26_345_472
+    assert arch.ssm_state_elements == 24 * (32 * 128 * 128 + 8192 * 3)
+    assert state_bytes_per_sequence_per_gpu(arch, 2.0, 1) == 51_511_296
+    # without mamba_ssm_dtype (Qwen3-Next's config) the state takes the KV dtype
+    nxt, _ = resolve_model("qwen3-next-80b-a3b")
+    assert nxt.ssm_state_bytes is None
+    assert state_bytes_per_sequence_per_gpu(nxt, 2.0, 1) == 36 * (32 * 128 * 128 + 8192 * 3) * 2
     assert kv_cache_bytes_per_token(arch, 2.0) == 32_768
     # attention scores on the 8 attention layers only (16 heads x 256 = 4096 wide queries),
     # the scans on the 24 others whatever the length

@@ -68,7 +68,7 @@ def test_published_rl_steps_floor():
     # handed two calls of 256 each waiting for its own longest response (rollout_batch, the
     # rollouter's in-flight cap)
     # 0 since the fully-async 7B runs' own mean (above); 1 with verl's Qwen3.5-9B row (CSV
-    # line 41, -85%): its rollout within 10% of the measured gen, its Megatron passes at the
+    # line 41, -84%): its rollout within 15% of the measured gen, its Megatron passes at the
     # reporter's own actor MFU of 2.3-2.7% (docs/rl.md), where the estimate runs them at the
     # GEMM efficiency of its other rows
     assert sum(e < -0.5 or e > 1.0 for e in held) == 1

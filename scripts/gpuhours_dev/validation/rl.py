@@ -846,7 +846,8 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
 # Note for docs/rl.md (row 41, issue 13, 2026-11-25): expressed once Qwen3.5 was covered
 # (estimate/delta_net.py: Gated DeltaNet mixers on 24 of its 32 layers, gated attention on 8;
 # the catalog's qwen3.5-9b equals transformers' count), held out, nothing set from it.
-# Estimate 43.7 s against ~290 s (-85%): rollout 31.7 s against the issue's ~29 s gen (+9%);
+# Estimate 45.0 s against ~290 s (-84%): rollout 33.0 s against the issue's ~29 s gen (+14%;
+# its GDN state in fp32 as the config's mamba_ssm_dtype and SGLang keep it, 31.7 s in bf16);
 # old log-prob 3.2 s (~84), ref 3.2 s (~82), update 5.4 s (~91), weight sync 0.1 s (~3.5). The
 # miss is the Megatron passes, and the issue says so itself: its actor MFU is 2.3-2.7%; by 6N
 # the update's 160 x 2,074 tokens at 47.6 GFLOP a token are 1.58e16 FLOPs, 2.2% of 8 H800s'

@@ -278,6 +278,12 @@ class ModelArch:
     #: gated attention (Qwen3-Next, Qwen3.5): q_proj also makes a per-head output gate (heads x
     #: head_dim more outputs), and the attention output is multiplied by its sigmoid before o_proj
     attention_output_gate: bool = False
+    #: bytes per element of the mixers' recurrent (temporal) state in an inference engine's
+    #: cache, from the config's mamba_ssm_dtype (Qwen3.5: float32, 4); None: the KV cache's
+    #: dtype. SGLang reads it from the config (text_config for a VL model) before its own
+    #: float32 default (sgl-project/sglang@02e208de python/sglang/srt/configs/mamba_utils.py
+    #: mamba2_state_dtype); the conv window stays in the model dtype
+    ssm_state_bytes: int | None = None
 
     @property
     def attention_layer_count(self) -> int:
@@ -328,6 +334,13 @@ class ModelArch:
     def ssm_state_elements(self) -> int:
         """Recurrent state of one sequence over the SSM layers, constant in its length."""
         return self.ssm.state_elements * self.ssm_layers if self.ssm else 0
+
+    @property
+    def ssm_conv_state_elements(self) -> int:
+        """The conv windows' part of ssm_state_elements (conv_dim x (kernel - 1) a layer)."""
+        if self.ssm is None:
+            return 0
+        return self.ssm.conv_dim * (self.ssm.conv_kernel - 1) * self.ssm_layers
 
     @property
     def plain_dense_decoder(self) -> bool:
@@ -1030,7 +1043,13 @@ def _qwen3_next(cfg: dict[str, Any], name: str, where: str, model_type: str) -> 
         raise InputError(where, f"linear_num_value_heads ({mixer.value_heads}) is not a multiple "
                                 f"of linear_num_key_heads ({mixer.key_heads}).")
     bias = bool(cfg.get("attention_bias", False))
+    state_dtype = cfg.get("mamba_ssm_dtype")
+    state_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(str(state_dtype))
+    if state_dtype is not None and state_bytes is None:
+        raise InputError(where, f"field 'mamba_ssm_dtype' must be float32, bfloat16 or "
+                                f"float16, got {state_dtype!r}.")
     return replace(base, model_type=model_type, counted_by_blocks=True, ssm=mixer,
+                   ssm_state_bytes=state_bytes,
                    ssm_layers=linear, attention_layers=layers - linear, qkv_bias=bias,
                    out_bias=bias, qk_norm=True, attention_output_gate=True,
                    dense_mlp_layers=dense, rotary_fraction=_rotary_fraction(cfg, where, 0.25))
