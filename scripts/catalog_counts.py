@@ -25,7 +25,7 @@ from gpuhours.estimate.params import count_params
 
 #: model types outside the analytic model, at their transformers default configs
 UNCOVERED = ("olmo", "olmo2", "cohere", "gemma3_text",
-             "bamba", "nemotron_h", "zamba2", "qwen3_next", "granitemoeshared", "phimoe",
+             "bamba", "nemotron_h", "zamba2", "granitemoeshared", "phimoe",
              "deepseek_v32")
 #: covered types whose transformers default config leaves out a field the estimate needs
 DEFAULT_FIXES: dict[str, dict[str, Any]] = {"deepseek_v2": {"num_experts_per_tok": 6}}
@@ -37,7 +37,7 @@ def built_count(config: dict[str, Any]) -> int:
             fields = {k: v for k, v in config.items() if k != "model_type"}
             model = transformers.BertModel(transformers.BertConfig(**fields))
         elif config["model_type"] in ("qwen2_vl", "qwen2_5_vl", "llava", "llava_next", "gemma3",
-                                      "llama4"):  # vision-language: tower and language model
+                                      "llama4", "qwen3_5", "qwen3_5_moe"):  # tower and LM
             hf_config = transformers.AutoConfig.for_model(**config)
             model = transformers.AutoModelForImageTextToText.from_config(hf_config)
         else:
@@ -51,8 +51,13 @@ def catalog_table() -> list[str]:
             "analytic vs published |", "|---|---|---:|---:|:-:|---:|---:|"]
     for entry in catalog.models():
         _, config = catalog.model(entry.name)
-        analytic = count_params(from_hf_config(config, entry.name)).total
-        gap = (analytic - entry.published_params) / entry.published_params
+        counts = count_params(from_hf_config(config, entry.name))
+        analytic = counts.total
+        # a card that sizes the language model alone (published_params_scope): compared without
+        # the vision tower
+        lm_only = entry.published_params_scope == "language_model"
+        gap = (analytic - (counts.vision if lm_only else 0) - entry.published_params
+               ) / entry.published_params
         if config["model_type"] in REMOTE_CODE_MODEL_TYPES:  # no transformers class to build
             rows.append(f"| {entry.name} | {config['model_type']} | {analytic:,} | remote code "
                         f"| hand count (tests/test_qwen1.py) | {entry.published_params:,.0f} | "
@@ -60,8 +65,8 @@ def catalog_table() -> list[str]:
             continue
         real = built_count(config)
         rows.append(f"| {entry.name} | {config['model_type']} | {analytic:,} | {real:,} | "
-                    f"{'yes' if analytic == real else 'NO'} | {entry.published_params:,.0f} | "
-                    f"{gap:+.2%} |")
+                    f"{'yes' if analytic == real else 'NO'} | {entry.published_params:,.0f}"
+                    f"{' (language model)' if lm_only else ''} | {gap:+.2%} |")
     return rows
 
 

@@ -33,10 +33,12 @@ def test_published_rl_steps_floor():
     errors = [e for e in results.values() if e is not None]
     # 30 -> 33 (issue 13): EasyR1's Qwen2.5-VL-32B row (its catalog row added) and OpenRLHF's
     # Ray rows without vLLM (placement actor), all three held out
-    assert len(errors) == 33
+    # 33 -> 34 (issue 13): verl's Qwen3.5-9B row (CSV line 41), held out, when Qwen3.5's
+    # Gated DeltaNet hybrid was covered (estimate/delta_net.py)
+    assert len(errors) == 34
     # held out: the rows no figure was set from (rows 12, 14 and 17, CSV lines, are tuned)
     held = [e for row, e in results.items() if e is not None and row not in rl.TUNED]
-    assert len(held) == 30
+    assert len(held) == 31
     # 14: the EasyR1 row on L20s left the band when Ada's GEMM efficiency was derived from
     # matmul microbenchmarks (0.70 -> 0.77; docs/rl.md, row 23); the 30B-A3B colocated row came
     # in with its eager decode steps. 16 -> 15 when the verl and EasyR1 rows took the loss kernel
@@ -65,16 +67,22 @@ def test_published_rl_steps_floor():
     # 3 with the replay: the staleness-0 pipeline (CSV line 42) +41% -> +116%, its engines
     # handed two calls of 256 each waiting for its own longest response (rollout_batch, the
     # rollouter's in-flight cap)
-    # 0 since the fully-async 7B runs' own mean (above)
-    assert sum(e < -0.5 or e > 1.0 for e in held) == 0
+    # 0 since the fully-async 7B runs' own mean (above); 1 with verl's Qwen3.5-9B row (CSV
+    # line 41, -84%): its rollout within 15% of the measured gen, its Megatron passes at the
+    # reporter's own actor MFU of 2.3-2.7% (docs/rl.md), where the estimate runs them at the
+    # GEMM efficiency of its other rows
+    assert sum(e < -0.5 or e > 1.0 for e in held) == 1
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean
     # (+130%, +101%: at it the update alone would need more than the H20's peak; docs/rl.md;
     # +133% with the hf loss, whose logits halved the 16-GPU update's micro-batch);
     # (EasyR1's Qwen2.5-VL-3B row was the third, -66%, until its validation, scoring tower and
     # images through the driver were counted: -48%; docs/rl.md)
     # (+116% for CSV line 42 with the paged replay, above); none since the fully-async runs'
-    # own mean
-    assert sum(e < -0.5 or e > 1.0 for e in errors) == 0
+    # own mean; verl's Qwen3.5-9B row since it was expressed (above)
+    assert sum(e < -0.5 or e > 1.0 for e in errors) == 1
+    # that row's rollout is the part the estimate gets: within 15% of the issue's ~29 s gen
+    d, _ = rl._details(next(c for c in rl.CASES if c.row == 39))
+    assert d is not None and abs(d["rollout_generation_s"] / 29 - 1) < 0.15
     # the 30B-A3B colocated row: its script runs vLLM with enforce_eager=True, and its eager
     # decode steps (issue 13) took it from -50% to within 25% (-23%); -25.1% when its actor took
     # the megatron kernel path verl's Megatron worker runs (TE layer spec, the script's fusions;
@@ -216,8 +224,10 @@ def test_the_doc_holds_the_current_table():
 def test_the_doc_holds_the_inferred_mean_diagnostic():
     table = "\n".join("  " + line for line in rl.inferred_mean_report().split("\n"))
     assert table in DOC.read_text(encoding="utf-8")
-    # it covers the rows that state no mean but measured the old-log-prob pass
-    assert table.count("\n") == 5
+    # it covers the rows that state no mean but measured the old-log-prob pass (verl's
+    # Qwen3.5-9B row, CSV line 41, since it was expressed: its pass short of the measured even
+    # at the 2,048-token cap)
+    assert table.count("\n") == 6
 
 
 def test_the_driver_rate_is_the_fit_of_the_tuned_rows():
@@ -531,7 +541,7 @@ def test_verl_rows_run_the_loss_kernel_their_actor_runs():
         if framework.startswith("verl (FSDP2") or framework.startswith("EasyR1"):
             assert c.settings["loss_kernel"] == "verl-logprobs", c.row
             assert "verl-logprobs" in c.assumed
-        elif framework.startswith(("verl (Megatron", "NeMo-RL")):
+        elif framework.startswith(("verl (Megatron", "NeMo-RL")) or "Megatron-Core" in framework:
             assert "loss_kernel" not in c.settings and c.settings["kernels"] == "megatron"
             t = Training(model=c.settings["model"], kernels="megatron")
             assert loss_kernel_of(t) == "megatron", c.row

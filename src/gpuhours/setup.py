@@ -584,7 +584,8 @@ class Training(_ReadsModel):
             raise FieldError(("image_pixels", "image_tokens"), "give the size of each image: "
                              "its pixels (e.g. 480000) or its tokens, one of the two.")
         if (self.image_max_pixels is not None
-                and self.arch.model_type not in ("qwen2_vl", "qwen2_5_vl")):
+                and self.arch.model_type not in ("qwen2_vl", "qwen2_5_vl", "qwen3_5",
+                                                 "qwen3_5_moe")):
             raise FieldError("image_max_pixels", f"{self.arch.name}'s processor resizes images "
                              "to its own fixed size or tiles (estimate/vit.py); max_pixels is "
                              "Qwen2-VL's and Qwen2.5-VL's.")
@@ -609,10 +610,8 @@ class Training(_ReadsModel):
         if self.image_tokens is not None:
             return grid_for_tokens(self.arch.vision, self.image_tokens)
         assert self.image_pixels is not None
-        from gpuhours.estimate.vision import DEFAULT_MAX_PIXELS
-
-        return image_grid(self.arch.vision, self.image_pixels,
-                          max_pixels=self.image_max_pixels or DEFAULT_MAX_PIXELS)
+        # unset: the tower's own processor bounds (Qwen2-VL's defaults, Qwen3.5's own)
+        return image_grid(self.arch.vision, self.image_pixels, max_pixels=self.image_max_pixels)
 
     @property
     def attention_span(self) -> int:

@@ -267,6 +267,9 @@ class ModelEntry(_Strict):
     config_file: str = Field(description="file under catalog/data/models/")
     published_params: float = Field(gt=0, description="parameter count as published")
     published_params_source: str
+    #: what the published figure counts: the whole model, or only its language model (a
+    #: vision-language model whose card gives the language model's size, as Qwen3.5's do)
+    published_params_scope: Literal["model", "language_model"] = "model"
     as_of: AsOf
     #: the released checkpoint's weight format, when not 16-bit (None: bf16/fp16 as released)
     released_weights: ReleasedWeights | None = None

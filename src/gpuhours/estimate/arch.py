@@ -34,6 +34,7 @@ from typing import Any
 
 from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.arch_remote import REMOTE_CODE_MODEL_TYPES, remote_code_fields
+from gpuhours.estimate.delta_net import GatedDeltaNet
 from gpuhours.estimate.vision import VISION_MODEL_TYPES, VisionTower, vision_tower_from_config
 from gpuhours.estimate.vit import ViTTower, vit_tower_from_config
 
@@ -130,6 +131,11 @@ class MambaMixer:
         if self.version == 1:
             return 4 * self.inner + self.dt_rank + 2 * self.state_size
         return self.inner + self.conv_dim + self.heads
+
+    @property
+    def saved_fp32_width(self) -> int:
+        """fp32 elements per token kept besides saved_width: none assumed for Mamba."""
+        return 0
 
     def _mamba1_params(self, d: int, weights_only: bool) -> int:
         i, n, r = self.inner, self.state_size, self.dt_rank
@@ -251,9 +257,10 @@ class ModelArch:
     glu_clamp: float | None = None
     #: counted by estimate/blocks.py whatever the other fields (the families of MOE_MODEL_TYPES)
     counted_by_blocks: bool = False
-    #: state-space (Mamba-2) mixers and the layers that have one; the layers with attention
-    #: (None: all) and those without an MLP (Mamba-2 LMs have none)
-    ssm: MambaMixer | None = None
+    #: state-space (Mamba-2) mixers, or Gated DeltaNet linear attention (Qwen3-Next, Qwen3.5:
+    #: estimate/delta_net.py), and the layers that have one; the layers with attention (None:
+    #: all) and those without an MLP (Mamba-2 LMs have none)
+    ssm: MambaMixer | GatedDeltaNet | None = None
     ssm_layers: int = 0
     attention_layers: int | None = None
     mlp_free_layers: int = 0
@@ -268,6 +275,15 @@ class ModelArch:
     #: (gelu_new 3, gelu_fast 6, quick_gelu 1: measured with saved_tensors_hooks on tiny
     #: models, tests/test_arch_classic.py)
     activation_extra_saved: int = 0
+    #: gated attention (Qwen3-Next, Qwen3.5): q_proj also makes a per-head output gate (heads x
+    #: head_dim more outputs), and the attention output is multiplied by its sigmoid before o_proj
+    attention_output_gate: bool = False
+    #: bytes per element of the mixers' recurrent (temporal) state in an inference engine's
+    #: cache, from the config's mamba_ssm_dtype (Qwen3.5: float32, 4); None: the KV cache's
+    #: dtype. SGLang reads it from the config (text_config for a VL model) before its own
+    #: float32 default (sgl-project/sglang@02e208de python/sglang/srt/configs/mamba_utils.py
+    #: mamba2_state_dtype); the conv window stays in the model dtype
+    ssm_state_bytes: int | None = None
 
     @property
     def attention_layer_count(self) -> int:
@@ -318,6 +334,13 @@ class ModelArch:
     def ssm_state_elements(self) -> int:
         """Recurrent state of one sequence over the SSM layers, constant in its length."""
         return self.ssm.state_elements * self.ssm_layers if self.ssm else 0
+
+    @property
+    def ssm_conv_state_elements(self) -> int:
+        """The conv windows' part of ssm_state_elements (conv_dim x (kernel - 1) a layer)."""
+        if self.ssm is None:
+            return 0
+        return self.ssm.conv_dim * (self.ssm.conv_kernel - 1) * self.ssm_layers
 
     @property
     def plain_dense_decoder(self) -> bool:
@@ -408,10 +431,16 @@ SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba",
 #: biased head, q/k LayerNorms), StarCoder2 (GQA), GPT-NeoX (fused qkv, parallel residual),
 #: Falcon (fused multi-query or grouped qkv, parallel attention)
 CLASSIC_MODEL_TYPES = frozenset({"phi", "starcoder2", "gpt_neox", "falcon"})
+#: Gated DeltaNet linear attention mixed with gated full attention (_qwen3_next): Qwen3-Next
+#: (MoE with a gated shared expert), Qwen3.5's language models (dense; MoE), and the Qwen3.5
+#: vision-language models that hold them (with their vision tower, estimate/vision.py)
+LINEAR_ATTENTION_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+QWEN3_5_VL_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_moe"})
 #: every model_type the analytic model counts exactly
 COVERED_MODEL_TYPES = (LLAMA_LIKE_MODEL_TYPES | {"gpt2", "mpt", "bert"} | VISION_MODEL_TYPES
                        | MLA_MODEL_TYPES | MOE_MODEL_TYPES | SSM_MODEL_TYPES
-                       | CLASSIC_MODEL_TYPES)
+                       | CLASSIC_MODEL_TYPES | LINEAR_ATTENTION_MODEL_TYPES
+                       | QWEN3_5_VL_MODEL_TYPES)
 #: types whose config class ties the LM head to the embedding when the config.json omits
 #: tie_word_embeddings (Gemma's hub configs do omit it); the others default to untied
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3_text", "starcoder2", "falcon", "mamba",
@@ -470,6 +499,8 @@ def from_hf_config(cfg: dict[str, Any], name: str, where: str | None = None) -> 
     vision = None
     if str(cfg.get("model_type", "")) in ("llava", "llava_next", "gemma3", "llama4"):
         return _vit_vlm(cfg, name, where)
+    if str(cfg.get("model_type", "")) in QWEN3_5_VL_MODEL_TYPES:
+        return _qwen3_5_vlm(cfg, name, where)
     if str(cfg.get("model_type", "")) in VISION_MODEL_TYPES:
         vision = vision_tower_from_config(cfg.get("vision_config"), where,
                                           str(cfg["model_type"]))
@@ -559,6 +590,8 @@ def _read_text_model(cfg: dict[str, Any], name: str, where: str, model_type: str
         return _mamba_family(cfg, name, where, model_type)
     if model_type in CLASSIC_MODEL_TYPES:
         return _classic(cfg, name, where, model_type)
+    if model_type in LINEAR_ATTENTION_MODEL_TYPES:
+        return _qwen3_next(cfg, name, where, model_type)
     return _llama_like(cfg, name, where, model_type)
 
 
@@ -932,6 +965,112 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
         return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba)
     return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba,
                    shared_expert_intermediate_size=shared, shared_expert_gate=False)
+
+
+#: the language model's fields a qwen3_next / qwen3_5_text / qwen3_5_moe_text config takes from
+#: its config class when it leaves them out (transformers 5.23's Qwen3NextConfig,
+#: Qwen3_5TextConfig, Qwen3_5MoeTextConfig; the shared ones are equal in all three)
+_LINEAR_ATTENTION_DEFAULTS: dict[str, dict[str, Any]] = {
+    "qwen3_next": dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                       num_hidden_layers=48, num_attention_heads=16, num_key_value_heads=2,
+                       num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512,
+                       shared_expert_intermediate_size=512),
+    "qwen3_5_text": dict(vocab_size=248320, hidden_size=4096, intermediate_size=12288,
+                         num_hidden_layers=32, num_attention_heads=16, num_key_value_heads=4),
+    "qwen3_5_moe_text": dict(vocab_size=248320, hidden_size=2048, num_hidden_layers=40,
+                             num_attention_heads=16, num_key_value_heads=2, num_experts=256,
+                             num_experts_per_tok=8, moe_intermediate_size=512,
+                             shared_expert_intermediate_size=512),
+}
+_LINEAR_ATTENTION_SHARED_DEFAULTS: dict[str, Any] = dict(
+    head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+    linear_num_key_heads=16, linear_num_value_heads=32, tie_word_embeddings=False)
+
+
+def _qwen3_next(cfg: dict[str, Any], name: str, where: str, model_type: str) -> ModelArch:
+    """Qwen3-Next and Qwen3.5's language models (transformers 5.23 modeling_qwen3_next.py,
+    modeling_qwen3_5.py, modeling_qwen3_5_moe.py): each layer a token mixer, Gated DeltaNet
+    ("linear_attention" in layer_types; estimate/delta_net.py) or gated attention
+    ("full_attention"), then an MLP; two RMSNorms a layer (Qwen3.5's are zero-centred, 1 + w:
+    the same d parameters). layer_types defaults to every full_attention_interval-th (4) layer
+    full attention, the others linear, as the config classes' __post_init__ set it.
+    Gated attention (Qwen3NextAttention): q_proj hidden -> heads x head_dim x 2 (the query and
+    a per-head output gate), k and v, o_proj, biased with attention_bias (q's bias 2 q_dim),
+    per-head q/k RMSNorms (head_dim each); the output times sigmoid(gate) before o_proj; partial
+    rotary (0.25 of head_dim by default).
+    MLP: qwen3_5_text a dense gated MLP of intermediate_size; qwen3_5_moe_text routed experts of
+    moe_intermediate_size in every layer; qwen3_next the experts except the layers of
+    mlp_only_layers or those whose (i + 1) is not a multiple of decoder_sparse_step (a dense
+    MLP of intermediate_size there); the MoE's shared expert (shared_expert_intermediate_size)
+    has a d -> 1 sigmoid gate, as Qwen2-MoE's; the router is d x E without bias. Multi-token
+    prediction layers (mtp_num_hidden_layers) are not built by transformers and not counted."""
+    cfg = {**_LINEAR_ATTENTION_SHARED_DEFAULTS, **_LINEAR_ATTENTION_DEFAULTS[model_type],
+           **{k: v for k, v in cfg.items() if v is not None}}
+    layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
+    types = cfg.get("layer_types")
+    if types is None:
+        interval = _positive_int(cfg.get("full_attention_interval", 4), where,
+                                 "full_attention_interval")
+        types = ["linear_attention" if (i + 1) % interval else "full_attention"
+                 for i in range(layers)]
+    if (not isinstance(types, list) or len(types) != layers
+            or not all(x in ("linear_attention", "full_attention") for x in types)):
+        raise InputError(where, f"layer_types must list {layers} entries, each "
+                                f"'linear_attention' or 'full_attention', got {types!r}.")
+    linear = sum(1 for x in types if x == "linear_attention")
+    fields: dict[str, Any] = {**cfg, "sliding_window": None, "num_local_experts": None}
+    # Qwen3-Next with num_experts 0 builds a dense MLP in every layer (Qwen3NextDecoderLayer)
+    if model_type == "qwen3_5_text" or cfg.get("num_experts") == 0:
+        fields.update(num_experts=None, num_experts_per_tok=None,
+                      shared_expert_intermediate_size=None)
+    elif model_type == "qwen3_5_moe_text":  # no dense MLP: its width is the experts'
+        fields["intermediate_size"] = cfg.get("moe_intermediate_size")
+    base = _llama_like({**fields, "model_type": "qwen3_moe"}, name, where, "qwen3_moe")
+    # qwen3_next's dense layers: mlp_only_layers, decoder_sparse_step
+    next_moe = model_type == "qwen3_next" and base.is_moe
+    dense = _qwen_moe_dense_layers(cfg, where, layers) if next_moe else 0
+    mixer = GatedDeltaNet(
+        key_heads=_positive_int(cfg["linear_num_key_heads"], where, "linear_num_key_heads"),
+        value_heads=_positive_int(cfg["linear_num_value_heads"], where,
+                                  "linear_num_value_heads"),
+        key_head_dim=_positive_int(cfg["linear_key_head_dim"], where, "linear_key_head_dim"),
+        value_head_dim=_positive_int(cfg["linear_value_head_dim"], where,
+                                     "linear_value_head_dim"),
+        conv_kernel=_positive_int(cfg["linear_conv_kernel_dim"], where,
+                                  "linear_conv_kernel_dim"),
+        fused_in_proj=model_type == "qwen3_next")
+    if mixer.value_heads % mixer.key_heads:
+        raise InputError(where, f"linear_num_value_heads ({mixer.value_heads}) is not a multiple "
+                                f"of linear_num_key_heads ({mixer.key_heads}).")
+    bias = bool(cfg.get("attention_bias", False))
+    state_dtype = cfg.get("mamba_ssm_dtype")
+    state_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(str(state_dtype))
+    if state_dtype is not None and state_bytes is None:
+        raise InputError(where, f"field 'mamba_ssm_dtype' must be float32, bfloat16 or "
+                                f"float16, got {state_dtype!r}.")
+    return replace(base, model_type=model_type, counted_by_blocks=True, ssm=mixer,
+                   ssm_state_bytes=state_bytes,
+                   ssm_layers=linear, attention_layers=layers - linear, qkv_bias=bias,
+                   out_bias=bias, qk_norm=True, attention_output_gate=True,
+                   dense_mlp_layers=dense, rotary_fraction=_rotary_fraction(cfg, where, 0.25))
+
+
+def _qwen3_5_vlm(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    """A qwen3_5 / qwen3_5_moe config (Qwen3_5ForConditionalGeneration): the language model of
+    its text_config (qwen3_5_text / qwen3_5_moe_text, _qwen3_next) and the vision tower of its
+    vision_config (estimate/vision.py, Qwen3.5's); the LM head tied as the outer config's
+    tie_word_embeddings says (Qwen3_5Config's default False when absent), whatever text_config
+    says: transformers 5.23 ties by the outer config (checked by building it)."""
+    outer = str(cfg["model_type"])
+    text = cfg.get("text_config") or {}
+    if not isinstance(text, dict):
+        raise InputError(where, "field 'text_config' must be an object (the language model's "
+                                f"config), got {text!r}.")
+    tie = cfg.get("tie_word_embeddings", False)
+    text_type = f"{outer}_text"
+    arch = _qwen3_next({**text, "tie_word_embeddings": bool(tie)}, name, where, text_type)
+    vision = vision_tower_from_config(cfg.get("vision_config") or {}, where, outer)
+    return replace(arch, model_type=outer, vision=vision)
 
 
 def _jamba(cfg: dict[str, Any], name: str, where: str, layers: int, d: int) -> ModelArch:

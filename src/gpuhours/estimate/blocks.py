@@ -43,12 +43,16 @@ def _norm(arch: ModelArch) -> int:
 
 
 def _grouped_query_attention(arch: ModelArch, weights_only: bool) -> int:
-    """q, k, v, o (+ biases, + per-head q/k RMSNorms), as estimate/params.attention_params."""
+    """q, k, v, o (+ biases, + per-head q/k RMSNorms), as estimate/params.attention_params;
+    gated attention (Qwen3-Next, Qwen3.5) makes q_proj twice as wide (the query and its output
+    gate, biased with the query)."""
     d = arch.hidden_size
-    weights = 2 * d * arch.q_dim + 2 * d * arch.kv_dim
+    gate = arch.q_dim if arch.attention_output_gate else 0
+    weights = 2 * d * arch.q_dim + 2 * d * arch.kv_dim + d * gate
     if weights_only:
         return weights
-    biases = (arch.q_dim + 2 * arch.kv_dim if arch.qkv_bias else 0) + (d if arch.out_bias else 0)
+    biases = ((arch.q_dim + gate + 2 * arch.kv_dim if arch.qkv_bias else 0)
+              + (d if arch.out_bias else 0))
     qk_norm = 0
     if arch.qk_norm:  # per head (Qwen3, GLM-4-MoE), or over the whole projections (OLMoE)
         qk_norm = arch.q_dim + arch.kv_dim if arch.qk_norm_full else 2 * arch.head_dim
@@ -121,7 +125,8 @@ def layer_sums(arch: ModelArch) -> LayerSums:
     """The blocks' parameters summed over the layers: `moe_layers` with experts, the others
     (`dense_mlp_layers`, or all of a dense model) a dense MLP of intermediate_size, but
     `mlp_free_layers` with none; attention on `attention_layer_count` layers and a Mamba-2
-    mixer on `ssm_layers` (counted with the attention: the token mixers)."""
+    mixer or a Gated DeltaNet on `ssm_layers` (counted with the attention: the token
+    mixers)."""
     d = arch.hidden_size
     layers, moe = arch.num_layers, arch.moe_layers
     dense = layers - moe - arch.mlp_free_layers

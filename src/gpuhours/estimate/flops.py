@@ -48,7 +48,12 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import lm_head_adapter_params, lora_active_params, lora_params
 from gpuhours.estimate.params import count_params
 from gpuhours.estimate.peft_methods import peft_method_flops_per_token
-from gpuhours.estimate.vision import image_size_note, vision_forward_flops
+from gpuhours.estimate.vision import (
+    DEFAULT_MAX_PIXELS,
+    VisionTower,
+    image_size_note,
+    vision_forward_flops,
+)
 from gpuhours.setup import loss_kernel_of
 
 if TYPE_CHECKING:  # setup imports arch; flops is imported by memory, which setup does not
@@ -277,7 +282,11 @@ def images_note(t: Training) -> str | None:
         size = f"{t.image_tokens} tokens each (given)"
     else:
         assert t.image_pixels is not None
-        size = image_size_note(v, grid, t.image_pixels, t.image_max_pixels or 28 * 28 * 1280)
+        # the processor's own bound unless the setup gives one (a ViT tower resizes to its
+        # fixed size and takes none)
+        max_pixels = t.image_max_pixels or (v.max_pixels if isinstance(v, VisionTower)
+                                            else DEFAULT_MAX_PIXELS)
+        size = image_size_note(v, grid, t.image_pixels, max_pixels)
     fwd = vision_forward_flops(v, grid)
     tower = ("trained (full): forward, backward and its state" if t.train_vision else
              "frozen (the default, as LLaMA-Factory's freeze_vision_tower and Qwen's "

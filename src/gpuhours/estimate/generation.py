@@ -108,8 +108,13 @@ def state_bytes_per_sequence_per_gpu(arch: ModelArch, bytes_per_element: float,
     tensor-parallel group: (heads x head_dim x state + conv_dim x (conv_kernel - 1)) x layers x
     bytes / tp, the same whatever the sequence's length (it replaces a KV cache in those
     layers). Assumed: kept in the KV-cache dtype (vLLM's mamba_ssm_cache_dtype "auto") and
-    split with the heads over the group, as vLLM's Mamba-2 layers shard them."""
-    return arch.ssm_state_elements * bytes_per_element / tensor_parallel
+    split with the heads over the group, as vLLM's Mamba-2 layers shard them. A config that
+    names the recurrent state's dtype (mamba_ssm_dtype: Qwen3.5's float32,
+    ModelArch.ssm_state_bytes) keeps that part in it, the conv windows in the KV dtype."""
+    conv = arch.ssm_conv_state_elements
+    recurrent = arch.ssm_state_elements - conv
+    state_bytes = arch.ssm_state_bytes or bytes_per_element
+    return (recurrent * state_bytes + conv * bytes_per_element) / tensor_parallel
 
 
 def kv_tokens_held(arch: ModelArch, context_tokens: float) -> float:

@@ -94,9 +94,11 @@ def _attention(arch: ModelArch, targets: str) -> list[tuple[str, int]]:
                              "into one matrix: there is no q_proj and v_proj to adapt alone.",
                              "Use lora_targets 'attention' or 'all-linear'.")
         return [("qkv", d + q + 2 * kv)] + ([] if targets == "qkv" else [("o", q + d)])
+    # gated attention (Qwen3-Next, Qwen3.5): q_proj also makes the output gate (2 q wide)
+    q_out = 2 * q if arch.attention_output_gate else q
     if targets == "qv":
-        return [("q_proj", d + q), ("v_proj", d + kv)]
-    qkv = [("q_proj", d + q), ("k_proj", d + kv), ("v_proj", d + kv)]
+        return [("q_proj", d + q_out), ("v_proj", d + kv)]
+    qkv = [("q_proj", d + q_out), ("k_proj", d + kv), ("v_proj", d + kv)]
     return qkv if targets == "qkv" else qkv + [("o_proj", q + d)]
 
 

@@ -272,6 +272,8 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
             attention += 2 * a * d
     if arch.qk_norm:  # Qwen3's per-head RMSNorms on q and k, kept like the block's norms
         attention += 4 * (q + kv) + (a * (q + kv) if full else 0)
+    if arch.attention_output_gate:  # Qwen3-Next / Qwen3.5: output x sigmoid(gate) keeps the
+        attention += a * q  # sigmoid's output (the attention output is kept already)
     if arch.mla is not None:  # multi-head latent attention: its own tensors (estimate/mla.py)
         attention = mla_attention_activation_bytes(arch, a, residual_bytes(precision), full, amp)
 

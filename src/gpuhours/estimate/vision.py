@@ -43,6 +43,11 @@ VISION_MODEL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "llava", "llava_next",
 #: Qwen2.5-VL uses: size = {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280})
 DEFAULT_MIN_PIXELS = 56 * 56
 DEFAULT_MAX_PIXELS = 28 * 28 * 1280
+#: Qwen3.5's processor bounds: its checkpoints' preprocessor_config.json sets size
+#: {"shortest_edge": 65536, "longest_edge": 16777216} (Qwen/Qwen3.5-2B-Base's as a public agent
+#: log prints it, and Qwen3.6's alike; the 9B's not read)
+QWEN3_5_MIN_PIXELS = 65_536
+QWEN3_5_MAX_PIXELS = 16_777_216
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,24 @@ class VisionTower:
     fullatt_block_indexes: tuple[int, ...]
     #: Qwen2-VL's tower (LayerNorm, non-gated QuickGELU MLP, full attention everywhere)
     qwen2_vl: bool = False
+    #: Qwen3.5's tower (transformers' Qwen3_5VisionModel, Qwen3-VL's without DeepStack): as
+    #: Qwen2-VL's (LayerNorms with bias, a non-gated biased MLP, full attention in every block,
+    #: the same merger) but a tanh-GELU MLP of intermediate_size, a biased patch Conv3d and a
+    #: learned position table of num_position_embeddings rows (bilinearly resampled to each
+    #: image's grid)
+    qwen3_5: bool = False
+    position_embeddings: int = 0
+    #: the processor's pixel bounds (its preprocessor_config size shortest_edge / longest_edge):
+    #: Qwen2VLImageProcessor's defaults for Qwen2-VL and Qwen2.5-VL; Qwen3.5's checkpoints ship
+    #: 65,536 and 16,777,216 (QWEN3_5_MIN_PIXELS)
+    min_pixels: int = DEFAULT_MIN_PIXELS
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    @property
+    def layer_norm(self) -> bool:
+        """LayerNorms with bias and a two-matrix MLP (Qwen2-VL, Qwen3.5) rather than Qwen2.5-VL's
+        RMSNorms and gated MLP."""
+        return self.qwen2_vl or self.qwen3_5
 
     @property
     def pixels_per_token_side(self) -> int:
@@ -111,6 +134,20 @@ def vision_tower_from_config(vc: Any, where: str, model_type: str = "qwen2_5_vl"
     mlp_ratio 4, hidden_size 3584: the merger's output)."""
     if not isinstance(vc, dict):
         raise InputError(where, f"field 'vision_config' must be an object, got {vc!r}.")
+    if model_type in ("qwen3_5", "qwen3_5_moe"):
+        depth = _int(vc, where, "depth", default=27)
+        return VisionTower(  # Qwen3_5VisionConfig's (and Qwen3_5MoeVisionConfig's) defaults
+            depth=depth, hidden_size=_int(vc, where, "hidden_size", default=1152),
+            intermediate_size=_int(vc, where, "intermediate_size", default=4304),
+            num_heads=_int(vc, where, "num_heads", default=16),
+            patch_size=_int(vc, where, "patch_size", default=16),
+            temporal_patch_size=_int(vc, where, "temporal_patch_size", default=2),
+            in_channels=_int(vc, where, "in_channels", default=3),
+            spatial_merge_size=_int(vc, where, "spatial_merge_size", default=2),
+            out_hidden_size=_int(vc, where, "out_hidden_size", default=3584),
+            window_size=0, fullatt_block_indexes=tuple(range(depth)), qwen3_5=True,
+            position_embeddings=_int(vc, where, "num_position_embeddings", default=2304),
+            min_pixels=QWEN3_5_MIN_PIXELS, max_pixels=QWEN3_5_MAX_PIXELS)
     if model_type == "qwen2_vl":
         depth = _int(vc, where, "depth", default=32)
         width = _int(vc, where, "embed_dim", default=1280)
@@ -150,11 +187,11 @@ def vision_tower_from_config(vc: Any, where: str, model_type: str = "qwen2_5_vl"
 # Parameters ---------------------------------------------------------------------------------
 def block_params(v: VisionTower) -> int:
     """One vision block: two RMSNorms (2d), qkv (d x 3d + 3d), proj (d x d + d), gate and up
-    (d x f + f each), down (f x d + d). Qwen2-VL: two LayerNorms (4d), qkv, proj, fc1
-    (d x f + f) and fc2 (f x d + d)."""
+    (d x f + f each), down (f x d + d). Qwen2-VL and Qwen3.5: two LayerNorms (4d), qkv, proj,
+    fc1 (d x f + f) and fc2 (f x d + d)."""
     d, f = v.hidden_size, v.intermediate_size
     attention = (3 * d * d + 3 * d) + (d * d + d)
-    if v.qwen2_vl:
+    if v.layer_norm:
         return 4 * d + attention + (d * f + f) + (f * d + d)
     return 2 * d + attention + 2 * (d * f + f) + (f * d + d)
 
@@ -163,7 +200,7 @@ def merger_params(v: VisionTower) -> int:
     """The patch merger: RMSNorm (d; Qwen2-VL's LayerNorm 2d), Linear(4d, 4d) and
     Linear(4d, out), with biases."""
     m = v.merger_width
-    norm = 2 * v.hidden_size if v.qwen2_vl else v.hidden_size
+    norm = 2 * v.hidden_size if v.layer_norm else v.hidden_size
     return norm + (m * m + m) + (m * v.out_hidden_size + v.out_hidden_size)
 
 
@@ -173,7 +210,10 @@ def vision_params(v: VisionTower | ViTTower) -> int:
     tower with its projector: estimate/vit.py."""
     if isinstance(v, ViTTower):
         return vit_params(v)
-    return v.patch_values * v.hidden_size + v.depth * block_params(v) + merger_params(v)
+    # Qwen3.5: the patch Conv3d's bias (d) and the learned position table (rows x d)
+    extra = (1 + v.position_embeddings) * v.hidden_size if v.qwen3_5 else 0
+    return (v.patch_values * v.hidden_size + v.depth * block_params(v) + merger_params(v)
+            + extra)
 
 
 def vision_linear_params(v: VisionTower | ViTTower) -> int:
@@ -185,8 +225,8 @@ def vision_linear_params(v: VisionTower | ViTTower) -> int:
 
 
 def _mlp_mats(v: VisionTower) -> int:
-    """The block MLP's matrices: gate, up, down (Qwen2.5-VL) or fc1, fc2 (Qwen2-VL)."""
-    return 2 if v.qwen2_vl else 3
+    """The block MLP's matrices: gate, up, down (Qwen2.5-VL) or fc1, fc2 (Qwen2-VL, Qwen3.5)."""
+    return 2 if v.layer_norm else 3
 
 
 # Image tokens -------------------------------------------------------------------------------
@@ -243,8 +283,8 @@ class ImageGrid:
         return self.patches // self.merge ** 2 + self.extra_tokens
 
 
-def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT_MIN_PIXELS,
-               max_pixels: int = DEFAULT_MAX_PIXELS) -> ImageGrid:
+def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int | None = None,
+               max_pixels: int | None = None) -> ImageGrid:
     """The patch grid of a square image of `pixels` pixels after the processor's smart resize.
     A LLaVA or Gemma 3 processor resizes every image to image_size x image_size (Gemma 3's
     optional pan-and-scan crops are not modelled), so the grid is fixed whatever `pixels`;
@@ -260,7 +300,9 @@ def image_grid(v: VisionTower | ViTTower, pixels: int, min_pixels: int = DEFAULT
             return replace(grid, extra_tokens=tokens - grid.tokens)
         return _vit_grid(v)
     side = square_side_px(pixels)
-    h, w = smart_resize(side, side, v.pixels_per_token_side, min_pixels, max_pixels)
+    h, w = smart_resize(side, side, v.pixels_per_token_side,
+                        v.min_pixels if min_pixels is None else min_pixels,
+                        v.max_pixels if max_pixels is None else max_pixels)
     return ImageGrid(h // v.patch_size, w // v.patch_size, v.spatial_merge_size)
 
 
@@ -367,7 +409,7 @@ def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activati
     a = activation_bytes
     d, f = v.hidden_size, v.intermediate_size
     m = v.merger_width
-    if v.qwen2_vl:
+    if v.layer_norm:
         # as autograd keeps them in transformers' Qwen2VLVisionBlock (listed with
         # saved_tensors_hooks): two LayerNorms' inputs and fp32 mean and rstd (8 B a row), qkv's
         # input and output (a d + 3 a d; v is a view of it), q and k after the rotary embedding
@@ -375,9 +417,13 @@ def vision_activation_bytes(v: VisionTower | ViTTower, grid: ImageGrid, activati
         # fc1's input (a d), its output, the QuickGELU sigmoid and fc2's input (3 a f); once per
         # patch the rotary cos and sin (fp32, head_dim each); the merger's LayerNorm on its 4
         # patches, then its linear's input and GELU's input and output (3 a 4d)
+        # Qwen3.5's block is the same but for its MLP's activation: torch's native tanh GELU
+        # keeps only its input, so fc1's output and fc2's input (2 a f; a small real tower
+        # within 5%: tests/test_qwen3_next.py)
         heads, head_dim = v.num_heads, d // v.num_heads
+        mlp_f = 2 * a * f if v.qwen3_5 else 3 * a * f
         per_patch_block = (2 * (a * d + 8) + a * d + 3 * a * d + 2 * a * d + 4 * heads
-                           + 2 * a * d + a * d + 3 * a * f)
+                           + 2 * a * d + a * d + mlp_f)
         per_token_merger = (a * m + 4 * 8) + a * m + 2 * a * m
         rotary = grid.patches * 2 * head_dim * 4
         return (grid.patches * v.depth * per_patch_block + grid.tokens * per_token_merger
