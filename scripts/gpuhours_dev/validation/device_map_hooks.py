@@ -27,7 +27,6 @@ the step's own time per aten operator on this host.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -164,4 +163,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -360,7 +360,9 @@ class GenerationEstimate:
                                       "running sequences x ((prompt + output) x 2 x "
                                       "attention layers x KV heads per GPU x head_dim (MLA: "
                                       "layers x (kv_lora_rank + qk_rope_head_dim)) + SSM "
-                                      "state) x kv_bytes_per_element, per GPU"),
+                                      "state) x kv_bytes_per_element, per GPU" + (
+                                          "; device_map: the GPU with the most layers, its "
+                                          "layers' share" if self.device_map else "")),
             "decode_bandwidth_efficiency": assumed(
                 self.decode_bandwidth_efficiency, "fraction of bandwidth_gb_per_s",
                 "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), d = hidden_size "
@@ -474,7 +476,9 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             + (f" and {reserve.describe()} ({reserve.bytes / 1e9:.1f} GB a GPU)"
                if reserve.bytes else "")
             + f" leave no room for one sequence's KV cache on {where}.",
-            "Use a larger GPU, a quantised model, or more tensor parallelism.",
+            "Use a larger GPU, a quantised model, or more tensor parallelism"
+            + (" (hf-generate: split the layers over GPUs by device_map)."
+               if g.engine in _COPIES_KV else "."),
         )
     return int(usable // per_seq)
 
@@ -1196,6 +1200,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     graphs_first = step.capture.graphs(running, g.prompt_tokens)
     total = prefill_s + decode_s + tail_s
     mapped = g.device_map_gpus > 1
+    shares = device_map_shares(arch, g, gpu) if mapped else []
     return GenerationEstimate(
         engine=g.engine,
         gpus=g.device_map_gpus if mapped else tp,
@@ -1207,7 +1212,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         weights_bytes=stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format),
         weights_read_bytes_per_step=step.weights_read(running),
         kv_cache_bytes=running * (kv_token * kv_tokens_held(arch, g.prompt_tokens
-                                                            + g.output_tokens) + state),
+                                                            + g.output_tokens) + state)
+        * (max(s.layers for s in shares) / arch.num_layers if shares else 1.0),
         decode_bandwidth_efficiency=e_bw,
         bandwidth_gb_per_s=bandwidth_gb_per_s,
         host_step_s=step.host_s,
@@ -1233,7 +1239,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         peak_memory="" if run_peak is None else run_peak.describe(g.prompt_tokens),
         profile_reserve_bytes=reserve.bytes,
         profile_reserve=reserve.describe(),
-        device_map=_describe_shares(arch, device_map_shares(arch, g, gpu)) if mapped else "",
+        device_map=_describe_shares(arch, shares) if mapped else "",
         hooks_s=step.hooks_s,
         hook_calls=device_map_hook_calls(arch) if mapped else 0,
     )
@@ -1278,9 +1284,9 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
                    "small kernel's time")
     if qgemm:
         device += " + a fixed time per quantised GEMM"
-    launches = ("eager launches + accelerate's hook calls (device_map: the GPUs' work in "
-                "sequence, one GPU's)" if g.device_map_gpus > 1 else "eager launches")
-    text = f"formula: engine step = host step + max({launches}, {device}"
+    issued = ("eager launches + accelerate's hook calls (device_map: the GPUs' work in "
+              "sequence, one GPU's)" if g.device_map_gpus > 1 else "eager launches")
+    text = f"formula: engine step = host step + max({issued}, {device}"
     if g.engine == trtllm.ENGINE:
         reads = trtllm.kv_reads_per_decode_step(g.arch, g.tensor_parallel)
         text += ("; a static batch (TensorRT-LLM 0.5-0.6's GptSession), its launches enqueued "
