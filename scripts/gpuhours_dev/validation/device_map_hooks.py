@@ -111,27 +111,34 @@ def count(layers: int) -> dict[str, int]:
             "ops_hooked": hooked_ops, "ops_plain": ops(_model(layers, hooked=False))}
 
 
-def step_s(layers: int, hooked: bool, steps: int = 400, rounds: int = 7) -> list[float]:
-    """Median host time of one decode step (a fresh cache each round, so the context stays
-    short), per round."""
+def _round_s(model: Any, steps: int) -> float:
+    """Median host time of `steps` decode steps (the cache cropped back after each, so the
+    context stays short), after a warm-up."""
     import torch
 
-    model = _model(layers, hooked)
-    out = []
+    cache, ids = _step_inputs(model)
+    times = []
+    with torch.no_grad():
+        for _ in range(20):
+            model(ids, past_key_values=cache, use_cache=True)
+            cache.crop(5)
+        for _ in range(steps):
+            t = time.perf_counter()
+            model(ids, past_key_values=cache, use_cache=True)
+            times.append(time.perf_counter() - t)
+            cache.crop(5)
+    return statistics.median(times)
+
+
+def step_s(layers: int, steps: int = 400, rounds: int = 7) -> tuple[list[float], list[float]]:
+    """Per round, the median step of the plain model and of the hooked one, the rounds
+    interleaved so that a load on the machine falls on both alike."""
+    plain_model, hooked_model = _model(layers, hooked=False), _model(layers, hooked=True)
+    plain, hooked = [], []
     for _ in range(rounds):
-        cache, ids = _step_inputs(model)
-        times = []
-        with torch.no_grad():
-            for _ in range(20):
-                model(ids, past_key_values=cache, use_cache=True)
-                cache.crop(5)
-            for _ in range(steps):
-                t = time.perf_counter()
-                model(ids, past_key_values=cache, use_cache=True)
-                times.append(time.perf_counter() - t)
-                cache.crop(5)
-        out.append(statistics.median(times))
-    return out
+        plain.append(_round_s(plain_model, steps))
+        hooked.append(_round_s(hooked_model, steps))
+    return plain, hooked
 
 
 def main() -> None:
@@ -148,18 +155,19 @@ def main() -> None:
         print(f"  {name}: {two[name]} (2 layers), {four[name]} (4 layers): {per_layer:g} per "
               f"decoder layer, {two[name] - 2 * per_layer:g} outside the layers")
     layers = 8
-    plain = step_s(layers, hooked=False)
-    hooked = step_s(layers, hooked=True)
+    plain, hooked = step_s(layers)
     c = count(layers)
-    extra = statistics.median(hooked) - statistics.median(plain)
-    per_op = statistics.median(plain) / c["ops_plain"]
-    print(f"  {layers} layers: step {statistics.median(plain) * 1e6:.0f} us plain "
-          f"(rounds {min(plain) * 1e6:.0f}-{max(plain) * 1e6:.0f}), "
+    print(f"  {layers} layers, {len(plain)} interleaved rounds: step {statistics.median(plain) * 1e6:.0f} "
+          f"us plain (rounds {min(plain) * 1e6:.0f}-{max(plain) * 1e6:.0f}), "
           f"{statistics.median(hooked) * 1e6:.0f} us hooked "
           f"(rounds {min(hooked) * 1e6:.0f}-{max(hooked) * 1e6:.0f})")
-    print(f"  {c['ops_plain']} aten operators plain: {per_op * 1e6:.2f} us per operator; "
-          f"hooks: {extra / c['hook_calls'] * 1e6:.2f} us per hook call = "
-          f"{extra / c['hook_calls'] / per_op:.2f} operators' time ({c['hook_calls']} calls)")
+    for name, pick in (("medians", statistics.median), ("minima", min)):
+        extra = pick(hooked) - pick(plain)
+        per_op = pick(plain) / c["ops_plain"]
+        print(f"  by the rounds' {name}: {per_op * 1e6:.2f} us per aten operator "
+              f"({c['ops_plain']} a step plain); {extra / c['hook_calls'] * 1e6:.2f} us per "
+              f"hook call ({c['hook_calls']} calls) = {extra / c['hook_calls'] / per_op:.2f} "
+              "operators' time")
 
 
 if __name__ == "__main__":

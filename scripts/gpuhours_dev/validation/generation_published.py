@@ -22,6 +22,8 @@ v0.6.1 gptSessionBenchmark tables) as `tensorrt-llm` (its static batch, KV cache
 batch, no CUDA graphs, C++ host step; estimate/trtllm.py), with no constant set from them.
 Rows of an engine the estimate does not model would be shown costed as vLLM V1 (a proxy,
 counted apart); none is left.
+transformers rows on several GPUs ran the model split by `device_map` (layers in sequence,
+estimate/device_map.py), not tensor parallelism: expressed as `device_map_gpus`.
 """
 
 from __future__ import annotations
