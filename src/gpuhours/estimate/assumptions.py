@@ -824,7 +824,8 @@ ACCELERATE_HOOK_OPERATOR_TIMES = _a(
     "transformers 4.46.0, accelerate 1.0.1, torch 2.13 CPU, a tiny Qwen2 of 8 layers "
     "dispatched on a device map of 'cpu' entries with force_hooks, one decode step: "
     "10.7 us a hook call against 3.53 us per aten operator of the step without hooks, medians "
-    "of 7 x 400 steps); a ratio, so that the host's speed cancels (assumed to carry over to "
+    "of 7 x 400 steps; 2.9-3.4 over three runs by medians and minima); a ratio, so that the "
+    "host's speed cancels (assumed to carry over to "
     "the GPU host: the hooks are Python and `.to` calls, as the operators' dispatch is)")
 ACCELERATE_HOOK_HOST_S = _a(
     "accelerate_hook_host_s",
