@@ -782,6 +782,10 @@ def generation(
                                        ] = GENERATION.hf_transformers_version,
     tensor_parallel: Annotated[int, typer.Option(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
+    device_map_gpus: Annotated[int, typer.Option(
+        help="hf-generate only: GPUs the model is split over by device_map=\"auto\" (its "
+             "layers in sequence, one GPU busy at a time; GPU hours count them all). Not "
+             "with --tensor-parallel.")] = GENERATION.device_map_gpus,
     cuda_graphs: Annotated[str, typer.Option(
         help="Decode steps as CUDA graphs: auto (the engine's capture limits by batch and "
              "length), on, or off (vLLM enforce_eager=True, SGLang --disable-cuda-graph: every "
@@ -835,6 +839,7 @@ def generation(
                                        max_num_seqs=max_num_seqs,
                                        hf_transformers_version=hf_transformers_version,
                                        tensor_parallel=tensor_parallel,
+                                       device_map_gpus=device_map_gpus,
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,
                                        matmul_precision=matmul_precision,
@@ -866,8 +871,7 @@ def generation(
     if usd_per_gpu_hour is not None:
         from gpuhours.api import price_rows_for
 
-        prices = price_rows_for(hw.model_copy(update={"num_gpus": tensor_parallel}),
-                                usd_per_gpu_hour)
+        prices = price_rows_for(hw.model_copy(update={"num_gpus": e.gpus}), usd_per_gpu_hour)
     data = {"kind": "generation", **generation_summary(e, g, hw.gpu, sequences, prices),
             "fits": True}
     if as_json:

@@ -1528,6 +1528,10 @@ class Generation(_ReadsModel):
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8] = 1
+    #: GPUs transformers' generate (hf-generate only) splits the model over by
+    #: `device_map="auto"`: its layers in sequence, one GPU busy at a time, accelerate's hooks
+    #: moving the activations (estimate/device_map.py); 1 = one GPU. Not with tensor_parallel
+    device_map_gpus: int = Field(default=1, ge=1, le=64)
     #: the transformers release hf-generate runs ("4.38", "4.46.0", "5.17"; 4.36 or later):
     #: what a decode step copies and rebuilds differs by release
     #: (estimate/hf_generate_memory.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
@@ -1573,6 +1577,14 @@ class Generation(_ReadsModel):
                              f"attention heads; tensor parallelism must divide them "
                              f"({self.tensor_parallel} does not).")
         hf_release(self.hf_transformers_version)
+        if self.device_map_gpus > 1 and self.engine != "hf-generate":
+            raise FieldError(("device_map_gpus", "engine"), f"{self.engine} does not split a "
+                             f"model by device_map: that is transformers' generate "
+                             f"(hf-generate).", "Use tensor_parallel for vLLM and SGLang.")
+        if self.device_map_gpus > 1 and self.tensor_parallel > 1:
+            raise FieldError(("device_map_gpus", "tensor_parallel"), "a model split by "
+                             "device_map runs its layers in sequence; tensor parallelism "
+                             "splits every layer: give one of them.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

@@ -22,6 +22,8 @@ v0.6.1 gptSessionBenchmark tables) as `tensorrt-llm` (its static batch, KV cache
 batch, no CUDA graphs, C++ host step; estimate/trtllm.py), with no constant set from them.
 Rows of an engine the estimate does not model would be shown costed as vLLM V1 (a proxy,
 counted apart); none is left.
+transformers rows on several GPUs ran the model split by `device_map` (layers in sequence,
+estimate/device_map.py), not tensor parallelism: expressed as `device_map_gpus`.
 """
 
 from __future__ import annotations
@@ -288,6 +290,14 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     if why:
         assumed.append(why)
     tp = int(r["gpu_count"])
+    # transformers over several GPUs splits the model by device_map (layers in sequence), not
+    # by tensor parallelism (estimate/device_map.py)
+    mapped = engine == "hf-generate" and tp > 1
+    if mapped:
+        assumed.append("device_map=\"auto\" over the GPUs (the benchmark's 'by device_map'): "
+                       "accelerate's balanced split, layers in sequence, its hooks on the host "
+                       "(estimate/device_map.py); GPU memory as torch reports it free: the "
+                       "device less the CUDA context")
     prompt = round(float(r["input_tokens"])) if r["input_tokens"] else SHAREGPT_PROMPT_TOKENS
     if not r["input_tokens"]:
         assumed.append(f"prompt {SHAREGPT_PROMPT_TOKENS} tokens (ShareGPT mean in "
@@ -303,7 +313,9 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     hf = release[1] if engine == "hf-generate" and release else Generation.model_fields[
         "hf_transformers_version"].default
     g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
-                   engine=engine, tensor_parallel=tp,  # type: ignore[arg-type]
+                   engine=engine,  # type: ignore[arg-type]
+                   tensor_parallel=1 if mapped else tp,  # type: ignore[arg-type]
+                   device_map_gpus=tp if mapped else 1,
                    hf_transformers_version=hf,
                    cuda_graphs=cuda_graphs_of(r, assumed)  # type: ignore[arg-type]
                    if engine != "hf-generate" else "auto",
@@ -403,9 +415,6 @@ def _not_expressed(r: dict[str, str]) -> str:
     """Why a row cannot be expressed with its own engine ("" when it can)."""
     if r["engine"] not in MODELLED:
         return f"{r['engine']} is not modelled (no host cost of its own)"
-    if r["engine"] == "hf-generate" and int(r["gpu_count"]) > 1:
-        return ("transformers over several GPUs by device_map (layers in sequence), not "
-                "tensor parallelism")
     if r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)"):
         return ("transformers with GPTQ/AWQ weights is not modelled: GPTQModel's and AutoAWQ's "
                 "linears (and AutoAWQ's fused modules) each have their own host work and "

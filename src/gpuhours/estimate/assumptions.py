@@ -812,6 +812,28 @@ TRTLLM_ENQUEUE_S_PER_KERNEL = _a(
     "assumption: a C++ kernel launch through TensorRT's enqueue, a few microseconds; not "
     "fitted (no launch-bound TensorRT-LLM row)")
 
+#: Host time of one accelerate hook call (AlignDevicesHook.pre_forward's send_to_device of the
+#: module's arguments, the wrapped forward, post_forward) in transformers' generate over several
+#: GPUs by device_map (estimate/device_map.py counts the calls: 12 a Qwen2/Llama layer). Its
+#: ratio to the step's time per aten operator is measured; the time per operator is the
+#: hf-generate fit's host's: DECODE_HOST_PER_LAYER_S over the 79 aten operators transformers
+#: 4.46.0 dispatches per Qwen2 layer (gpuhours_dev.validation.hf_op_count, docs/generation.md).
+ACCELERATE_HOOK_OPERATOR_TIMES = _a(
+    "accelerate_hook_operator_times", 3.04, "aten operators' host time per hook call",
+    "measured on this repository's 2-core VM (gpuhours_dev.validation.device_map_hooks: "
+    "transformers 4.46.0, accelerate 1.0.1, torch 2.13 CPU, a tiny Qwen2 of 8 layers "
+    "dispatched on a device map of 'cpu' entries with force_hooks, one decode step: "
+    "10.7 us a hook call against 3.53 us per aten operator of the step without hooks, medians "
+    "of 7 x 400 steps; 2.9-3.4 over three runs by medians and minima); a ratio, so that the "
+    "host's speed cancels (assumed to carry over to "
+    "the GPU host: the hooks are Python and `.to` calls, as the operators' dispatch is)")
+ACCELERATE_HOOK_HOST_S = _a(
+    "accelerate_hook_host_s",
+    ACCELERATE_HOOK_OPERATOR_TIMES.value * DECODE_HOST_PER_LAYER_S["hf-generate"].value / 79,
+    "s per hook call",
+    "accelerate_hook_operator_times x decode_host_per_layer_s.hf-generate / 79 aten operators "
+    "a transformers 4.46.0 Qwen2 layer dispatches (counted, hf_op_count): no row fitted")
+
 #: Host time to issue one kernel of an eager decode forward in vLLM or SGLang (Python module
 #: calls, the dispatcher, cudaLaunchKernel), overlapping the GPU's work: a step without a CUDA
 #: graph takes max(kernels x this, device time) (estimate/cuda_graphs.py counts the kernels:

@@ -29,6 +29,9 @@ sequence) costs
   and a decode step that reads a grouped KV cache once per query head.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
+- hf-generate over several GPUs by device_map (estimate/device_map.py): the layers split in
+  sequence, so the GPUs' work is one GPU's; the host adds accelerate's hook calls to its
+  launches; memory is each GPU's share; the GPU hours count every GPU.
 - Engine kernels that cost more than their bytes, where the engine's code shows why: SGLang
   0.4.6's quantised MoE GEMM launches one kernel per expert, empty ones included
   (`empty_expert_launches_s`); a fused MoE layer launches routing kernels a dense MLP does not
@@ -57,11 +60,18 @@ from gpuhours.estimate.cuda_graphs import (
     eager_kernels_per_forward,
     eager_launch_s,
 )
+from gpuhours.estimate.device_map import (
+    DeviceShare,
+    device_map_hook_calls,
+    device_map_hooks_s,
+    device_map_split,
+)
 from gpuhours.estimate.engine_reserve import ProfileReserve, profile_reserve
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.figures import catalog as from_catalog
 from gpuhours.estimate.flops import generation_flops_per_token, prefill_flops_per_token
 from gpuhours.estimate.hf_generate_memory import (
+    DeviceParts,
     HfGeneratePeak,
     hf_generate_kv_cache_passes,
     hf_generate_mask_bytes_per_sequence,
@@ -302,6 +312,13 @@ class GenerationEstimate:
     profile_reserve_bytes: float = 0.0
     #: what that reserve is (ProfileReserve.describe)
     profile_reserve: str = ""
+    #: hf-generate over several GPUs by device_map: each GPU's blocks and weights ("" on one
+    #: GPU or under tensor parallelism)
+    device_map: str = ""
+    #: host seconds accelerate's hooks add to each forward (device_map; 0 without)
+    hooks_s: float = 0.0
+    #: hook calls of one forward (device_map; 0 without)
+    hook_calls: int = 0
 
     @property
     def batch_time_s(self) -> float:
@@ -348,7 +365,9 @@ class GenerationEstimate:
                                       "running sequences x ((prompt + output) x 2 x "
                                       "attention layers x KV heads per GPU x head_dim (MLA: "
                                       "layers x (kv_lora_rank + qk_rope_head_dim)) + SSM "
-                                      "state) x kv_bytes_per_element, per GPU"),
+                                      "state) x kv_bytes_per_element, per GPU" + (
+                                          "; device_map: the GPU with the most layers, its "
+                                          "layers' share" if self.device_map else "")),
             "decode_bandwidth_efficiency": assumed(
                 self.decode_bandwidth_efficiency, "fraction of bandwidth_gb_per_s",
                 "bandwidth_efficiency x d / (d + decode_bandwidth_half_width), d = hidden_size "
@@ -368,7 +387,9 @@ class GenerationEstimate:
                 "top-k/top-p tensors), kept out of the KV cache as vLLM's startup profile "
                 "keeps it (estimate/engine_reserve.py); memory outside torch (CUDA context, "
                 "NCCL) and CUDA graphs (captured after the cache is sized) not counted"),
-            "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"),
+            "gpus": formula(self.gpus, "GPUs", "tensor_parallel: GPUs of one replica"
+                            if not self.device_map else "device_map_gpus: GPUs the layers "
+                            "are split over, in sequence"),
             "allreduce_s_per_decode_step": formula(
                 self.allreduce_s_per_decode_step, "s",
                 "2 x layers x (tp_allreduce_latency_s + 2(tp-1)/tp x running x d x 2 bytes / "
@@ -407,6 +428,12 @@ class GenerationEstimate:
                               "max(0, one sequence's prefill + decode of max_output_tokens "
                               "alone - the last wave at the mean): the run waits for its "
                               "longest output; 0 without max_output_tokens"),
+            **({} if not self.device_map else {"hooks_s": formula(
+                self.hooks_s, "s per forward",
+                f"{self.hook_calls} accelerate hook calls (layers x hooks a layer + 5, counted "
+                "from accelerate 1.0.1's hooks.py; estimate/device_map.py) x "
+                "assumptions.ACCELERATE_HOOK_HOST_S, host time beside the launches; split: "
+                f"{self.device_map}")}),
             **({} if self.peak_memory_bytes is None else {"peak_memory_bytes": formula(
                 self.peak_memory_bytes, "bytes (GB = 1e9)",
                 "transformers' generate at this batch, per GPU: weights + KV cache + the "
@@ -454,7 +481,9 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             + (f" and {reserve.describe()} ({reserve.bytes / 1e9:.1f} GB a GPU)"
                if reserve.bytes else "")
             + f" leave no room for one sequence's KV cache on {where}.",
-            "Use a larger GPU, a quantised model, or more tensor parallelism.",
+            "Use a larger GPU, a quantised model, or more tensor parallelism"
+            + (" (hf-generate: split the layers over GPUs by device_map)."
+               if g.engine in _COPIES_KV else "."),
         )
     return int(usable // per_seq)
 
@@ -493,8 +522,49 @@ def engine_profile_reserve(arch: ModelArch, g: Generation, gpu: GpuSpec) -> Prof
                            g.tensor_parallel, gpu.name)
 
 
-def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int) -> HfGeneratePeak:
-    """hf_generate_peak for `batch` sequences of this setup, per GPU."""
+def device_map_shares(arch: ModelArch, g: Generation, gpu: GpuSpec) -> list[DeviceShare]:
+    """The setup's split over device_map_gpus GPUs (estimate/device_map.py), each with what
+    torch reports free before the model loads: the device's memory less the CUDA context."""
+    return device_map_split(arch, g.weight_bytes_per_param, g.device_map_gpus,
+                            gpu.memory_bytes - A.CUDA_CONTEXT_BYTES.value)
+
+
+def _describe_shares(arch: ModelArch, shares: list[DeviceShare]) -> str:
+    parts = []
+    for s in shares:
+        what = (["embedding"] if s.embedding else []) + (
+            [f"layers {s.first_layer}-{s.first_layer + s.layers - 1}"] if s.layers else []) + (
+            ["LM head"] if s.head else [])
+        parts.append(f"GPU {s.gpu}: {' + '.join(what)} ({s.weights_bytes / 1e9:.1f} GB)")
+    return "; ".join(parts)
+
+
+def _device_map_peak(arch: ModelArch, g: Generation, batch: int,
+                     gpu: GpuSpec) -> HfGeneratePeak:
+    """The largest of the device_map GPUs' peaks (each: its weights, its layers' KV cache, the
+    transients of the parts it holds: hf_generate_memory.DeviceParts)."""
+    kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, 1)
+    held = {"prefill": kv_tokens_held(arch, g.prompt_tokens),
+            "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}
+    peaks = []
+    for s in device_map_shares(arch, g, gpu):
+        share = s.layers / arch.num_layers
+        peaks.append(hf_generate_peak(
+            arch, g.hf_transformers_version, batch, g.prompt_tokens, g.output_tokens,
+            s.weights_bytes, kv_token * share, held, 1,
+            parts=DeviceParts(layers=s.layers > 0, head=s.head, sampler=s.gpu == 0),
+            kv_layers=max(1, s.layers)))
+    return max(peaks, key=lambda p: p.reserved_bytes)
+
+
+def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int,
+                        gpu: GpuSpec | None = None) -> HfGeneratePeak:
+    """hf_generate_peak for `batch` sequences of this setup, per GPU (with device_map_gpus,
+    the GPU whose peak is the largest, which needs the `gpu`)."""
+    if g.device_map_gpus > 1:
+        if gpu is None:
+            raise ValueError("a device_map split needs the GPU")
+        return _device_map_peak(arch, g, batch, gpu)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
@@ -529,22 +599,35 @@ def memory_cap(arch: ModelArch, g: Generation, gpu: GpuSpec,
         return _kv_cap(arch, g, gpu, share), None
     budget = gpu.memory_bytes * share
     # the KV cache alone bounds the batch from above; the peak grows with the batch: bisect
-    hi = _kv_cap(arch, g, gpu, share)
+    hi = (_kv_cap(arch, g, gpu, share) if g.device_map_gpus == 1
+          else _device_map_kv_cap(arch, g, gpu, budget))
     lo = 0
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if hf_generate_peak_of(arch, g, mid).reserved_bytes <= budget:
+        if hf_generate_peak_of(arch, g, mid, gpu).reserved_bytes <= budget:
             lo = mid
         else:
             hi = mid - 1
     if lo == 0:
-        one = hf_generate_peak_of(arch, g, 1)
+        one = hf_generate_peak_of(arch, g, 1, gpu)
         raise FieldDoesNotFit(
-            "gpu" if g.tensor_parallel == 1 else ("gpu", "tensor_parallel"),
+            "gpu" if g.tensor_parallel == 1 and g.device_map_gpus == 1 else
+            ("gpu", "tensor_parallel") if g.tensor_parallel > 1 else ("gpu", "device_map_gpus"),
             f"transformers' generate cannot run one sequence of {arch.name} on {gpu.name} "
             f"({budget / 1e9:.1f} GB for it): {one.describe(g.prompt_tokens)}.",
             "Use a larger GPU, shorter prompts, a quantised model, or vLLM/SGLang.")
-    return lo, hf_generate_peak_of(arch, g, lo)
+    return lo, hf_generate_peak_of(arch, g, lo, gpu)
+
+
+def _device_map_kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, budget: float) -> int:
+    """Sequences whose KV cache fits beside each device_map GPU's weights in `budget`: an upper
+    bound on the batch (the peak adds transients, the allocator reserve and the context)."""
+    per_layer_seq = (kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, 1)
+                     * kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)
+                     / arch.num_layers)
+    caps = [int(max(0.0, budget - s.weights_bytes) // (per_layer_seq * s.layers))
+            for s in device_map_shares(arch, g, gpu) if s.layers]
+    return min(caps)
 
 
 @dataclass(frozen=True)
@@ -598,6 +681,8 @@ class _Step:
     #: times a decode step reads the KV cache per DECODE_KV_PASSES pass: TensorRT-LLM's
     #: masked attention reads it once per query head of a group (trtllm.kv_reads_per_decode_step)
     kv_reads: float = 1.0
+    #: host seconds of accelerate's hooks a forward (hf-generate by device_map; 0 without)
+    hooks_s: float = 0.0
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -650,8 +735,9 @@ class _Step:
         if self.engine == trtllm.ENGINE:
             return (self.eager_kernels * A.TRTLLM_ENQUEUE_S_PER_KERNEL.value * self.host_scale
                     if eager else 0.0)
-        return (self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
-                * self.host_scale)
+        # under device_map, accelerate's hooks are host work beside the launches
+        return ((self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
+                 + self.hooks_s) * self.host_scale)
 
     def seconds(self, tokens: float, kv_bytes: float, flops: float,
                 eager: bool = False, kv_copy_s: float = 0.0) -> tuple[float, str]:
@@ -1024,7 +1110,8 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   fp8_gemm_bandwidth_bytes_per_s=(bandwidth_gb_per_s * 1e9
                                                   * A.BANDWIDTH_EFFICIENCY.value),
                   kv_reads=(trtllm.kv_reads_per_decode_step(arch, tp)
-                            if g.engine == trtllm.ENGINE else 1.0))
+                            if g.engine == trtllm.ENGINE else 1.0),
+                  hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1085,14 +1172,14 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         if cap_peak is None:
             raise FieldDoesNotFit("batch", f"a batch of {batch} sequences needs more KV cache "
                                            f"than fits on {gpu.name}; at most {cap} fit.")
-        over = hf_generate_peak_of(arch, g, batch)
+        over = hf_generate_peak_of(arch, g, batch, gpu)
         raise FieldDoesNotFit("batch", f"transformers' generate with a batch of {batch:,} "
                                        f"sequences needs {over.reserved_bytes / 1e9:.1f} GB on "
                                        f"{gpu.name} ({gpu.memory_bytes / 1e9:.1f} GB): "
                                        f"{over.describe(g.prompt_tokens)}; at most {cap:,} fit.")
     running = batch if max_seqs is None else min(batch, max_seqs)
     run_peak = (None if cap_peak is None else cap_peak if running == cap_peak.batch
-                else hf_generate_peak_of(arch, g, running))
+                else hf_generate_peak_of(arch, g, running, gpu))
     full_waves, rest = divmod(batch, running)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
     bandwidth_gb_per_s, bandwidth_source = decode_bandwidth_gb_per_s(gpu)
@@ -1117,9 +1204,11 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     last, _ = step.decode(running, g.prompt_tokens + g.output_tokens)
     graphs_first = step.capture.graphs(running, g.prompt_tokens)
     total = prefill_s + decode_s + tail_s
+    mapped = g.device_map_gpus > 1
+    shares = device_map_shares(arch, g, gpu) if mapped else []
     return GenerationEstimate(
         engine=g.engine,
-        gpus=tp,
+        gpus=g.device_map_gpus if mapped else tp,
         batch=batch,
         max_batch_by_memory=cap,
         running_sequences=running,
@@ -1128,7 +1217,8 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         weights_bytes=stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format),
         weights_read_bytes_per_step=step.weights_read(running),
         kv_cache_bytes=running * (kv_token * kv_tokens_held(arch, g.prompt_tokens
-                                                            + g.output_tokens) + state),
+                                                            + g.output_tokens) + state)
+        * (max(s.layers for s in shares) / arch.num_layers if shares else 1.0),
         decode_bandwidth_efficiency=e_bw,
         bandwidth_gb_per_s=bandwidth_gb_per_s,
         host_step_s=step.host_s,
@@ -1154,6 +1244,9 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         peak_memory="" if run_peak is None else run_peak.describe(g.prompt_tokens),
         profile_reserve_bytes=reserve.bytes,
         profile_reserve=reserve.describe(),
+        device_map=_describe_shares(arch, shares) if mapped else "",
+        hooks_s=step.hooks_s,
+        hook_calls=device_map_hook_calls(arch) if mapped else 0,
     )
 
 
@@ -1196,7 +1289,9 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
                    "small kernel's time")
     if qgemm:
         device += " + a fixed time per quantised GEMM"
-    text = f"formula: engine step = host step + max(eager launches, {device}"
+    issued = ("eager launches + accelerate's hook calls (device_map: the GPUs' work in "
+              "sequence, one GPU's)" if g.device_map_gpus > 1 else "eager launches")
+    text = f"formula: engine step = host step + max({issued}, {device}"
     if g.engine == trtllm.ENGINE:
         reads = trtllm.kv_reads_per_decode_step(g.arch, g.tensor_parallel)
         text += ("; a static batch (TensorRT-LLM 0.5-0.6's GptSession), its launches enqueued "
@@ -1237,7 +1332,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         tail = (f" + tail_s {e.tail_s:.3g} s once" if e.tail_s else "")
         gpu_hours = formula((steady_s + e.tail_s) / 3600 * e.gpus, "GPU hours",
                             f"({sequences:g} sequences x (prefill_s + decode_s) / batch{tail}) "
-                            f"/ 3600 x {e.gpus} GPUs per replica")
+                            f"/ 3600 x {e.gpus} GPUs per replica"
+                            + (" (device_map: every GPU held for the run)"
+                               if g.device_map_gpus > 1 else ""))
         known = gpu.name in {c.name for c in catalog.gpus()}
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
@@ -1285,6 +1382,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.TRTLLM_ENQUEUE_S_PER_KERNEL)
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
+    if g.device_map_gpus > 1:
+        used += [A.ACCELERATE_HOOK_HOST_S, A.ACCELERATE_HOOK_OPERATOR_TIMES]
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
         used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
     figures = e.figures()
@@ -1296,6 +1395,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "setup": g.model_dump(mode="json", include={"prompt_tokens", "output_tokens", "batch",
                                                     "max_num_seqs", "engine",
                                                     "tensor_parallel",
+                                                    *(("device_map_gpus",)
+                                                      if g.device_map_gpus > 1 else ()),
                                                     "weight_bytes_per_param",
                                                     "released_format",
                                                     "kv_bytes_per_element", "cuda_graphs",

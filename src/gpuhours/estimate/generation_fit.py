@@ -12,6 +12,7 @@ from gpuhours.errors import InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.figures import assumed, catalog, formula, given
 from gpuhours.estimate.generation import (
+    device_map_shares,
     engine_memory_share,
     engine_profile_reserve,
     kv_bytes_per_token_per_gpu,
@@ -29,6 +30,16 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
     tp = g.tensor_parallel
     arch = g.arch
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format) / tp
+    weights_basis = "parameters x weight_bytes_per_param / tensor_parallel"
+    if g.device_map_gpus > 1:
+        try:  # the largest GPU's share of a device_map split
+            weights = max(s.weights_bytes for s in device_map_shares(arch, g, gpu))
+            weights_basis = ("the largest GPU's share of accelerate's device_map split "
+                             "(estimate/device_map.py)")
+        except InputError:  # the split itself does not fit: an even share
+            weights = weights / g.device_map_gpus
+            weights_basis = ("parameters x weight_bytes_per_param / device_map_gpus (the "
+                             "split does not fit)")
     share = engine_memory_share(g)
     engine_bytes = gpu.memory_bytes * share
     hf = g.engine == "hf-generate"
@@ -43,8 +54,8 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
     default = A.GENERATION_MEMORY_UTILISATION
     figures = {
         "weights_bytes_per_gpu": formula(weights, "bytes (GB = 1e9)",
-                                         "parameters x weight_bytes_per_param / tensor_parallel "
-                                         "(estimate/generation.py stored_weight_bytes)"),
+                                         f"{weights_basis} (estimate/generation.py "
+                                         "stored_weight_bytes)"),
         "device_bytes": catalog(gpu.memory_bytes, "bytes (GB = 1e9)",
                                 "accelerator catalog memory_gb"),
         "engine_memory_bytes": (
@@ -76,6 +87,7 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
         "gpu": gpu.name, "engine": g.engine, "fits": False, "reason": reason,
         "setup": g.model_dump(mode="json", include={"prompt_tokens", "output_tokens", "batch",
                                                     "engine", "tensor_parallel",
+                                                    "device_map_gpus",
                                                     "weight_bytes_per_param",
                                                     "kv_bytes_per_element"}),
         **{k: f.model_dump(mode="json") for k, f in figures.items()},

@@ -115,6 +115,27 @@ class Transient:
     what: str
 
 
+@dataclass(frozen=True)
+class DeviceParts:
+    """What of `generate`'s work one GPU holds. One GPU holds all of it (ALL_PARTS); a model
+    split over GPUs by `device_map` (estimate/device_map.py) holds decoder layers on every GPU,
+    the LM head on the GPU it was placed on, and the sampler on the first: accelerate's hook on
+    the whole model sends its outputs back to the device of its inputs (accelerate 1.0.1
+    hooks.py AlignDevicesHook io_same_device, post_forward), so the logits are copied to the
+    first GPU, where generate's sampling and its token ids live."""
+
+    #: decoder layers (their MLP and attention transients)
+    layers: bool = True
+    #: the LM head (its logits, and at the prefill the final hidden states it reads)
+    head: bool = True
+    #: generate's sampling (the fp32 logits, probabilities and draws; the token ids)
+    sampler: bool = True
+
+
+#: one GPU holding the whole model
+ALL_PARTS = DeviceParts()
+
+
 def mlp_transient_elements_per_token(arch: ModelArch, release: str = "5.0") -> tuple[float, str]:
     """Elements (16-bit units) per token alive during one decoder layer's MLP beyond its input and
     the residual, and its name. A gated MLP's `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
@@ -262,7 +283,7 @@ def _with_mask(largest: Transient, arch: ModelArch, release: str, batch: int) ->
 
 
 def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
-                      tensor_parallel: int = 1) -> Transient:
+                      tensor_parallel: int = 1, parts: DeviceParts = ALL_PARTS) -> Transient:
     """The largest transient of generate's prefill (one forward over batch x prompt tokens):
     the larger of a decoder layer's (MLP or attention) and the LM head's logits with the
     sampling tensors; plus 4.38's Llama/Gemma mask. Beside a layer's own transient the residual
@@ -271,25 +292,34 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
     the residual after attention and the normed input (LlamaDecoderLayer.forward, v4.38.2 and
     5.23 alike), and rotary's cos and sin (2 x head_dim): all seen at the peak of a real prefill
     on this CPU (tests/test_hf_generate_memory.py). Split over `tensor_parallel` GPUs like the
-    weights (assumed)."""
+    weights (assumed). On a GPU holding only some `parts` (device_map), only theirs: the
+    layer's on a GPU with layers, the logits and final hidden states on the LM head's, the
+    logits (copied) and the sampling tensors on the sampler's."""
     tokens = float(batch) * prompt_tokens
     mlp, mlp_name = mlp_transient_elements_per_token(arch, release)
     attn = attention_transient_elements_per_token(arch, release)
     residual = 4.0 * arch.hidden_size + 2.0 * arch.head_dim
-    if mlp >= attn:
-        layer = Transient(tokens * (mlp + residual) * _ACT_BYTES / tensor_parallel, mlp_name)
-    else:
-        layer = Transient(tokens * (attn + residual) * _ACT_BYTES / tensor_parallel,
-                          "attention's q, rotary, repeated K/V and output, and residual stream")
-    logits = logits_bytes(arch, release, batch, prompt_tokens)
-    head = Transient((logits.bytes + sampling_bytes(arch, batch)
-                      + tokens * arch.hidden_size * _ACT_BYTES) / tensor_parallel,
-                     f"{logits.what} and sampling")
-    return _with_mask(max(layer, head, key=lambda t: t.bytes), arch, release, batch)
+    found = [Transient(0.0, "none")]
+    if parts.layers and mlp >= attn:
+        found.append(Transient(tokens * (mlp + residual) * _ACT_BYTES / tensor_parallel,
+                               mlp_name))
+    elif parts.layers:
+        found.append(Transient(tokens * (attn + residual) * _ACT_BYTES / tensor_parallel,
+                               "attention's q, rotary, repeated K/V and output, and residual "
+                               "stream"))
+    if parts.head or parts.sampler:
+        logits = logits_bytes(arch, release, batch, prompt_tokens)
+        found.append(Transient(
+            (logits.bytes + (sampling_bytes(arch, batch) if parts.sampler else 0.0)
+             + (tokens * arch.hidden_size * _ACT_BYTES if parts.head else 0.0))
+            / tensor_parallel,
+            f"{logits.what}" + (" and sampling" if parts.sampler else "")))
+    return _with_mask(max(found, key=lambda t: t.bytes), arch, release, batch)
 
 
 def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: float,
-                     kv_bytes_per_token_layer: float, tensor_parallel: int = 1) -> Transient:
+                     kv_bytes_per_token_layer: float, tensor_parallel: int = 1,
+                     parts: DeviceParts = ALL_PARTS) -> Transient:
     """The largest transient of a decode step at `context_tokens`, beside the whole cache:
     - attention: DynamicCache.update's `torch.cat` keeps a layer's old K (or V) beside the new
       one (v4.38.2 cache_utils.py lines 131-132; 5.23 DynamicLayer.update, lines 136-137):
@@ -298,23 +328,29 @@ def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: 
       beside either, the previous step's fp32 logits and probabilities (2 x batch x V x 4);
     - the LM head and sampling: logits_bytes of one position + sampling_bytes.
     `kv_bytes_per_token_layer`: K and V of one token in one attention layer, bytes per GPU.
-    4.38's Llama/Gemma mask is added as in prefill_transient."""
+    4.38's Llama/Gemma mask is added as in prefill_transient. On a GPU holding only some
+    `parts` (device_map): the attention's on a GPU with layers, the previous step's fp32
+    tensors and the sampling on the sampler's, the logits on the LM head's and the sampler's."""
     layer_kv = batch * context_tokens * kv_bytes_per_token_layer
     # the previous step's fp32 logits and probabilities stay referenced by _sample's loop
     # variables (next_token_logits, probs: 5.23 generation/utils.py lines 3247 and 3274) until
     # this step's sampling replaces them: alive through the forward
-    previous = 2.0 * batch * arch.vocab_size * _FP32_BYTES / tensor_parallel
-    if repeats_kv(arch, release):
+    previous = (2.0 * batch * arch.vocab_size * _FP32_BYTES / tensor_parallel
+                if parts.sampler else 0.0)
+    found = [Transient(previous, "the previous step's fp32 logits and probabilities")]
+    if parts.layers and repeats_kv(arch, release):
         n = arch.num_heads / arch.num_kv_heads
-        attn = Transient(n * layer_kv + previous,
-                         f"repeat_kv's {n:g} copies of one layer's K and V")
-    else:
-        attn = Transient(layer_kv / 2.0 + previous,
-                         "DynamicCache torch.cat: one layer's old K beside the new")
-    logits = logits_bytes(arch, release, batch, 1)
-    head = Transient((logits.bytes + sampling_bytes(arch, batch)) / tensor_parallel,
-                     f"{logits.what} and sampling")
-    return _with_mask(max(attn, head, key=lambda t: t.bytes), arch, release, batch)
+        found.append(Transient(n * layer_kv + previous,
+                               f"repeat_kv's {n:g} copies of one layer's K and V"))
+    elif parts.layers:
+        found.append(Transient(layer_kv / 2.0 + previous,
+                               "DynamicCache torch.cat: one layer's old K beside the new"))
+    if parts.head or parts.sampler:
+        logits = logits_bytes(arch, release, batch, 1)
+        found.append(Transient(
+            (logits.bytes + (sampling_bytes(arch, batch) if parts.sampler else 0.0))
+            / tensor_parallel, f"{logits.what}" + (" and sampling" if parts.sampler else "")))
+    return _with_mask(max(found, key=lambda t: t.bytes), arch, release, batch)
 
 
 def stale_prefill_logits_bytes(arch: ModelArch, release: str, batch: int,
@@ -357,28 +393,33 @@ class HfGeneratePeak:
 def hf_generate_peak(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
                      output_tokens: int, weights_bytes: float, kv_bytes_per_token: float,
                      kv_tokens_at: dict[str, float], tensor_parallel: int = 1,
-                     state_bytes_per_sequence: float = 0.0) -> HfGeneratePeak:
+                     state_bytes_per_sequence: float = 0.0, parts: DeviceParts = ALL_PARTS,
+                     kv_layers: int | None = None) -> HfGeneratePeak:
     """The peak of generating `batch` sequences with transformers `release`, per GPU.
     `weights_bytes` per GPU; `kv_bytes_per_token` per GPU over all layers; `kv_tokens_at`:
     the tokens of cache a sequence holds after the prefill ("prefill") and at the end
     ("decode") (generation.kv_tokens_held: sliding windows kept to their window);
-    `state_bytes_per_sequence`: an SSM's recurrent state (0 for attention-only models)."""
-    layers = max(1, arch.attention_layer_count)
+    `state_bytes_per_sequence`: an SSM's recurrent state (0 for attention-only models).
+    A GPU of a `device_map` split holds `parts` and `kv_layers` attention layers' cache
+    (`kv_bytes_per_token` is theirs); generate's token ids sit with the sampler."""
+    layers = max(1, arch.attention_layer_count if kv_layers is None else kv_layers)
+    ids = IDS_BYTES_PER_TOKEN if parts.sampler else 0.0
     # the cache (and SSM state), and generate's input_ids and attention_mask beside it
     kv_prefill = batch * (kv_bytes_per_token * kv_tokens_at["prefill"]
-                          + state_bytes_per_sequence + IDS_BYTES_PER_TOKEN * prompt_tokens)
+                          + state_bytes_per_sequence + ids * prompt_tokens)
     kv_end = batch * (kv_bytes_per_token * kv_tokens_at["decode"] + state_bytes_per_sequence
-                      + IDS_BYTES_PER_TOKEN * (prompt_tokens + output_tokens))
-    pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel)
+                      + ids * (prompt_tokens + output_tokens))
+    pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel, parts)
     candidates = [("prefill", kv_prefill, pre)]
     if output_tokens > 0:
         dec = decode_transient(arch, release, batch, prompt_tokens + output_tokens,
-                               kv_bytes_per_token / layers, tensor_parallel)
+                               kv_bytes_per_token / layers, tensor_parallel, parts)
         candidates.append(("decode", kv_end, dec))
-        stale = stale_prefill_logits_bytes(arch, release, batch, prompt_tokens) / tensor_parallel
+        stale = (stale_prefill_logits_bytes(arch, release, batch, prompt_tokens)
+                 / tensor_parallel if parts.sampler else 0.0)
         if stale:
             first = decode_transient(arch, release, batch, prompt_tokens + 1,
-                                     kv_bytes_per_token / layers, tensor_parallel)
+                                     kv_bytes_per_token / layers, tensor_parallel, parts)
             candidates.append(("first decode", kv_prefill, Transient(
                 stale + first.bytes, f"the prefill's fp32 logits (no `del outputs` before "
                                      f"4.42) held through the first decode step, with "

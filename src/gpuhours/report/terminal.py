@@ -295,7 +295,7 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     notes = Notes()
     s = data["setup"]
     console.print(f"[bold]{esc(data['model'])}[/bold] generating on "
-                  f"{s['tensor_parallel']} x [bold]{esc(data['gpu'])}[/bold] "
+                  f"{data['gpus']['value']:,.0f} x [bold]{esc(data['gpu'])}[/bold] "
                   f"({esc(data['engine'])}), prompt "
                   f"{s['prompt_tokens']:,} + output {s['output_tokens']:,} tokens")
     console.print(f"[dim]model: {esc(data['model_basis'])}[/dim]")
@@ -322,7 +322,11 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
         # vLLM: its startup profile's peak, kept out of the KV cache
         row("profiling reserve per GPU", "profile_reserve_bytes",
             gib(fig["profile_reserve_bytes"]))
-    if fig["gpus"] > 1:
+    if "hooks_s" in fig:
+        # hf-generate split by device_map: the layers in sequence, accelerate's hooks
+        row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (device_map, in sequence)")
+        row("accelerate hooks a forward", "hooks_s", seconds(fig["hooks_s"]))
+    elif fig["gpus"] > 1:
         row("GPUs per replica", "gpus", f"{fig['gpus']:,.0f} (tensor parallel)")
         row("all-reduces per step", "allreduce_s_per_decode_step",
             seconds(fig["allreduce_s_per_decode_step"]))
