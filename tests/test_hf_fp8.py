@@ -71,7 +71,7 @@ def test_host_and_gpu_add_up_under_the_sync() -> None:
     each + the GPU's linears at their grid's share (by hand below), in series."""
     bf16, fp8 = _step("qwen3-8b", "bf16"), _step("qwen3-8b", "fp8")
     assert bf16["decode_bound"] == "host (kernel launches)"
-    assert fp8["decode_bound"].startswith("host and GPU in series")
+    assert fp8["decode_bound"].startswith("FP8Linear syncs")
     host_per_layer = A.DECODE_HOST_PER_LAYER_S["hf-generate"].value
     host = A.DECODE_HOST_STEP_S["hf-generate"].value + 36 * host_per_layer
     assert bf16["decode_step_s_first"]["value"] == pytest.approx(host, rel=1e-6)
@@ -143,8 +143,8 @@ def test_from_5_4_the_linears_no_longer_synchronise() -> None:
 
     serial, bound_serial = step("5.3")
     overlapped, bound_overlapped = step("5.4")
-    assert bound_serial.startswith("host and GPU in series")
-    assert not bound_overlapped.startswith("host and GPU in series")
+    assert bound_serial.startswith("FP8Linear syncs")
+    assert not bound_overlapped.startswith("FP8Linear syncs")
     assert overlapped < serial
     assert step("4.51")[0] == pytest.approx(serial, rel=0.02)  # the same sync a linear
 

@@ -131,6 +131,10 @@ def test_fp8_rollouts_read_half_the_weights(tmp_path):
     with pytest.raises(InputError, match="quantis") as caught:
         phase(engine="hf-generate", rollout_precision="fp8")
     assert "rollout_precision" in str(caught.value)
+    # a built TensorRT-LLM 0.5-0.6 engine holds its weights: no rollouts of a changing policy
+    with pytest.raises(InputError, match="GptSession") as caught:
+        phase(engine="tensorrt-llm")
+    assert "'engine'" in str(caught.value)
 
 
 @pytest.mark.parametrize(("phase", "field", "pattern"), [

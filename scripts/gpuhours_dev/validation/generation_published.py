@@ -208,6 +208,13 @@ DEPENDENT.update({row: "shares tuned row 169's fitted FP8Linear host time"
                   for row in ("171", "173", "175")})
 DEPENDENT.update({row: "shares tuned rows 127's expert loop and 169's FP8Linear host time"
                   for row in ("285", "286", "287", "288")})
+#: TensorRT-LLM's fp8 rows: FP8_MATMULS (their GEMMs at the bf16 rate) was chosen looking at
+#: them while they were vLLM proxies, so they are not independent checks; counted apart (a
+#: reviewer's read).
+DEPENDENT.update({str(row): "FP8_MATMULS (bf16-rate GEMMs for its fp8) chosen looking at "
+                            "these rows" for row in range(131, 139)})
+DEPENDENT.update({str(row): "FP8_MATMULS (bf16-rate GEMMs for its fp8) chosen looking at "
+                            "these rows" for row in range(146, 150)})
 #: rows 276, 278, 280, 282 and 284 are tuned row 274's model (Qwen3-30B-A3B GPTQ-Int4), host,
 #: engine and batch 1 with longer prompts: the empty-expert launch cost fitted on row 274 is
 #: 36-88% of each one's predicted time. Counted apart, like 128-130 (a reviewer's read).

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from gpuhours.errors import FieldDoesNotFit, FieldError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
+from gpuhours.estimate.hf_fp8 import SEPARATE_TYPES
 from gpuhours.estimate.params import count_params
 
 #: bytes of the embedding table and LM head under 8/4-bit weights (generation._UNQUANTISED_BYTES:
@@ -101,6 +102,14 @@ def device_map_split(arch: ModelArch, bytes_per_param: float, gpus: int,
         raise FieldError("device_map_gpus", f"{arch.name}'s layers are not all alike (MoE, "
                          "hybrid or mixed layers): the split by device_map and its hooks are "
                          "modelled for dense decoder layers only.")
+    if (arch.vision is not None or arch.mla is not None or arch.encoder
+            or arch.model_type not in SEPARATE_TYPES):
+        # the split places the embedding, layers, norm and head only, and the hooks count
+        # separate q, k, v, o and gate, up, down linears (leaf_modules_per_layer)
+        raise FieldError("device_map_gpus", f"the split by device_map is modelled for text "
+                         f"decoders with separate projections ({', '.join(sorted(SEPARATE_TYPES))}); "
+                         f"{arch.name} ({arch.model_type}) has a vision tower, latent attention "
+                         "or fused projections, whose placement and hooks are not counted.")
     embed, layer, norm, head = _block_bytes(arch, bytes_per_param)
     limits = balanced_max_memory(arch, bytes_per_param, gpus, free_bytes)
     # (name, bytes) in the model's order; the tied head rides with the embedding

@@ -483,7 +483,9 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             + f" leave no room for one sequence's KV cache on {where}.",
             "Use a larger GPU, a quantised model, or more tensor parallelism"
             + (" (hf-generate: split the layers over GPUs by device_map)."
-               if g.engine in _COPIES_KV else "."),
+               if g.engine in _COPIES_KV and arch.model_type in hf_fp8.SEPARATE_TYPES
+               and not (arch.is_moe or arch.ssm is not None or arch.vision is not None
+                        or arch.mla is not None) else "."),
         )
     return int(usable // per_seq)
 
@@ -803,8 +805,7 @@ class _Step:
         experts = self.expert_loop_s(tokens)
         if self.fp8_syncs:
             return (self.host_s + host + device + experts,
-                    "host and GPU in series (transformers' FP8Linear synchronises after every "
-                    "linear)")
+                    "FP8Linear syncs (serial)")
         bound = "host (kernel launches)" if host > device else "memory bandwidth"
         return self.host_s + max(host, device) + experts, bound
 

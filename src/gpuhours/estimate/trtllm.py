@@ -52,13 +52,25 @@ ENGINE = "tensorrt-llm"
 ACTIVATION_BYTES = 2.0
 
 
+#: the largest query heads per KV head the rows test (Llama-2-70B, 8): beyond it the cache's
+#: re-reads per decode step (kv_reads_per_decode_step) are not checked, and the rows already
+#: show part of them served from L2 at 8 (docs/generation.md)
+MAX_HEADS_PER_KV_HEAD = 8
+
+
 def check_supported(arch: ModelArch) -> None:
-    """Refuse what this engine's model does not cover: it is TensorRT-LLM 0.5-0.6's dense
-    decoders (multi-head or grouped-query attention); MoE layers, multi-head latent attention
-    and SSM layers are not modelled for it."""
-    kinds = [k for k, has in (("MoE layers", arch.is_moe), ("multi-head latent attention",
-                                                          arch.mla is not None),
-                              ("SSM layers", bool(arch.ssm_state_elements))) if has]
+    """Refuse what this engine's model does not cover: it is TensorRT-LLM 0.5-0.6's dense text
+    decoders (multi-head or grouped-query attention up to MAX_HEADS_PER_KV_HEAD query heads a
+    KV head, full attention on every layer); MoE layers, latent attention, recurrent mixers
+    (SSM, Gated DeltaNet), sliding windows and vision towers are not modelled for it."""
+    kinds = [k for k, has in (
+        ("MoE layers", arch.is_moe), ("multi-head latent attention", arch.mla is not None),
+        ("recurrent mixers (SSM, Gated DeltaNet)", bool(arch.ssm_state_elements)),
+        ("sliding-window layers", bool(arch.sliding_window and arch.sliding_layers)),
+        ("a vision tower", arch.vision is not None),
+        (f"{arch.num_heads // max(1, arch.num_kv_heads)} query heads a KV head (above "
+         f"{MAX_HEADS_PER_KV_HEAD}, the most the rows test)",
+         arch.num_heads > MAX_HEADS_PER_KV_HEAD * arch.num_kv_heads)) if has]
     if kinds:
         raise FieldError("engine", f"{arch.name} has {' and '.join(kinds)}: the tensorrt-llm "
                                    f"engine is modelled as TensorRT-LLM 0.5-0.6's GptSession "
