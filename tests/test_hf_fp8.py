@@ -35,24 +35,29 @@ def test_a_decode_gemm_reads_its_weights_through_its_programs_share_of_the_sms()
         2 * 6144 * 4096 * 4096 / 100e12)
 
 
-def test_the_linears_are_the_ones_transformers_converts() -> None:
-    """Qwen3-0.6B: 28 layers x (q, k, v, o, gate, up, down) = 196 FP8Linears; their weights
-    equal the nn.Linear weights transformers builds inside the layers (the LM head is not
-    converted: modules_to_not_convert)."""
+@pytest.mark.parametrize(("model", "per_layer", "layers"), [
+    ("qwen3-0.6b", 7, 28),   # q, k, v, o, gate, up, down
+    ("phi-3-mini", 4, 32),   # phi3's fused qkv_proj and gate_up_proj, o_proj, down_proj
+])
+def test_the_linears_are_the_ones_transformers_converts(model: str, per_layer: int,
+                                                        layers: int) -> None:
+    """The FP8Linears of a forward are the nn.Linear modules transformers builds inside the
+    layers (meta device): their count and their weights (the LM head is not converted:
+    modules_to_not_convert)."""
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
     from gpuhours import catalog
 
-    arch, _ = resolve_model("qwen3-0.6b")
+    arch, _ = resolve_model(model)
     shapes = hf_fp8.layer_linear_shapes(arch)
-    assert hf_fp8.count(shapes) == 28 * 7
-    _, config = catalog.model("qwen3-0.6b")
+    assert hf_fp8.count(shapes) == per_layer * layers
+    _, config = catalog.model(model)
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
+        built = transformers.AutoModelForCausalLM.from_config(
             transformers.AutoConfig.for_model(**config))
-    linears = [m for name, m in model.named_modules()
+    linears = [m for name, m in built.named_modules()
                if isinstance(m, torch.nn.Linear) and ".layers." in name]
-    assert len(linears) == 196
+    assert len(linears) == per_layer * layers
     assert hf_fp8.weight_bytes(shapes) == sum(m.weight.numel() for m in linears)
 
 
@@ -147,22 +152,3 @@ def test_from_5_4_the_linears_no_longer_synchronise() -> None:
     assert not bound_overlapped.startswith("FP8Linear syncs")
     assert overlapped < serial
     assert step("4.51")[0] == pytest.approx(serial, rel=0.02)  # the same sync a linear
-
-
-def test_phi3_fused_projections_are_four_linears_a_layer() -> None:
-    """phi3's qkv_proj and gate_up_proj: 4 FP8Linears a layer, as transformers builds them."""
-    transformers = pytest.importorskip("transformers")
-    torch = pytest.importorskip("torch")
-    from gpuhours import catalog
-
-    arch, _ = resolve_model("phi-3-mini")
-    shapes = hf_fp8.layer_linear_shapes(arch)
-    assert hf_fp8.count(shapes) == 4 * 32
-    _, config = catalog.model("phi-3-mini")
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(
-            transformers.AutoConfig.for_model(**config))
-    linears = [m for name, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and ".layers." in name]
-    assert len(linears) == 4 * 32
-    assert hf_fp8.weight_bytes(shapes) == sum(m.weight.numel() for m in linears)

@@ -1380,6 +1380,25 @@ def update_implied_mean_report() -> str:
     return "\n".join(lines)
 
 
+def _config_matmul_weights(model: str) -> tuple[int, int, int]:
+    """From a catalog model's config.json, not the estimator: its matmul weights (q, k, v, o;
+    gate, up, down, per layer; the output head), its layers and its KV width (KV heads x
+    head_dim), for the diagnostics below."""
+    import json
+
+    import gpuhours
+
+    cfg_path = Path(gpuhours.__file__).parent / "catalog" / "data" / "models" / f"{model}.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
+    q = cfg["num_attention_heads"] * head_dim
+    kv = cfg["num_key_value_heads"] * head_dim
+    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
+        + cfg["vocab_size"] * d
+    return matmul, layers, kv
+
+
 def update_bound_sequence_tokens(c: Case, recompute: bool = True) -> float:
     """The longest mean sequence (prompt + response, tokens) a verl row's measured update could
     have trained, at 100% of the GPU's dense bf16 peak on its trainer GPUs: measured update s x
@@ -1391,22 +1410,11 @@ def update_bound_sequence_tokens(c: Case, recompute: bool = True) -> float:
     diagnostic, counted nowhere, set from nothing fitted (issue 13): it says which runs cannot
     have trained sequences as long as the mean fitted on rows 12 and 14, whatever the update's
     efficiency."""
-    import json
 
-    import gpuhours
     from gpuhours import catalog
 
     r = rows()[c.row]
-    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
-                / f"{c.settings['model']}.json")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
-    q = cfg["num_attention_heads"] * head_dim
-    kv = cfg["num_key_value_heads"] * head_dim
-    # q, k, v, o; gate, up, down; the output head
-    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
-        + cfg["vocab_size"] * d
+    matmul, _, _ = _config_matmul_weights(c.settings["model"])
     per_token = (8 if recompute else 6) * matmul
     train_gpus = c.settings["gpus"] - (c.phase.get("rollout_gpus") or 0)
     sequences = c.phase["prompts_per_step"] * c.phase["generations_per_prompt"]
@@ -1846,20 +1854,10 @@ def vllm_rollout_floor_s(c: Case) -> float:
     kernels do not reach, the reference, reward and critic forwards the rank waits for. A
     diagnostic, counted nowhere, set from nothing (issue 13): where it exceeds the measured
     generation, the run's lengths cannot have been the case's."""
-    import json
 
-    import gpuhours
     from gpuhours import catalog
 
-    cfg_path = (Path(gpuhours.__file__).parent / "catalog" / "data" / "models"
-                / f"{c.settings['model']}.json")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    head_dim = cfg.get("head_dim") or d // cfg["num_attention_heads"]
-    q = cfg["num_attention_heads"] * head_dim
-    kv = cfg["num_key_value_heads"] * head_dim
-    matmul = layers * (2 * d * q + 2 * d * kv + 3 * d * cfg["intermediate_size"]) \
-        + cfg["vocab_size"] * d
+    matmul, layers, kv = _config_matmul_weights(c.settings["model"])
     kv_bytes_per_token = 2 * layers * kv * 2
     tp = int(c.phase.get("rollout_tensor_parallel", 1))
     engines = c.phase["rollout_gpus"] // tp
