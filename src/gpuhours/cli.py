@@ -1064,12 +1064,16 @@ def catalog_models(as_json: JsonOpt = False, wide: WideOpt = False) -> None:
             Col("published", "number", "right"), Col("layers", "number", "right"),
             Col("d", "number", "right"), Col("heads kv", "number", "right"),
             Col("vocab", "number", "right"), Col("MoE k/n", "number", "right"))
-    table = [[esc(e.name), esc(e.hf_id), f"{n / 1e9:.3f} B", f"{e.published_params / 1e9:.3f} B",
+    # a source that sizes the language model alone (a vision-language card) is marked *
+    table = [[esc(e.name), esc(e.hf_id), f"{n / 1e9:.3f} B",
+              f"{e.published_params / 1e9:.3f} B"
+              + ("*" if e.published_params_scope == "language_model" else ""),
               str(a.num_layers), str(a.hidden_size), f"{a.num_heads}/{a.num_kv_heads}",
               str(a.vocab_size), f"{a.experts_per_token}/{a.num_experts}" if a.is_moe else "-"]
              for e, a, n in rows]
     print_split(console_for(wide), cols, table, details=(1,), wide=wide,
-                title="Model architectures (B = 10^9 parameters; MoE: experts per token/all)")
+                title="Model architectures (B = 10^9 parameters; *: published for the "
+                      "language model alone; MoE: experts per token/all)")
 
 
 @catalog_app.command("prices")
