@@ -88,6 +88,22 @@ def balanced_max_memory(arch: ModelArch, bytes_per_param: float, gpus: int,
     return [min(per_gpu, free_bytes)] * (gpus - 1) + [free_bytes]
 
 
+def unsplittable(arch: ModelArch) -> str:
+    """Why the split by device_map (and its hooks) does not describe `arch`, "" when it does:
+    the split places the embedding, alike decoder layers, the norm and the head only, and the
+    hooks count separate q, k, v, o and gate, up, down linears (leaf_modules_per_layer)."""
+    if arch.is_moe or arch.ssm is not None or count_params(arch).layers_remainder:
+        return (f"{arch.name}'s layers are not all alike (MoE, hybrid or mixed layers): the "
+                "split by device_map and its hooks are modelled for dense decoder layers only.")
+    if (arch.vision is not None or arch.mla is not None or arch.encoder
+            or arch.model_type not in SEPARATE_TYPES):
+        return (f"the split by device_map is modelled for text decoders with separate "
+                f"projections ({', '.join(sorted(SEPARATE_TYPES))}); {arch.name} "
+                f"({arch.model_type}) has a vision tower, latent attention or fused "
+                "projections, whose placement and hooks are not counted.")
+    return ""
+
+
 def device_map_split(arch: ModelArch, bytes_per_param: float, gpus: int,
                      free_bytes: float) -> list[DeviceShare]:
     """The layers of `arch` over `gpus` GPUs as accelerate 1.0.1's infer_auto_device_map places
@@ -98,18 +114,9 @@ def device_map_split(arch: ModelArch, bytes_per_param: float, gpus: int,
     others none. A tied LM head goes with the embedding (its weight is the table). What does not
     fit on the last GPU would be offloaded to the CPU: refused (not modelled).
     `free_bytes`: what torch.cuda.mem_get_info reports free on each GPU."""
-    if arch.is_moe or arch.ssm is not None or count_params(arch).layers_remainder:
-        raise FieldError("device_map_gpus", f"{arch.name}'s layers are not all alike (MoE, "
-                         "hybrid or mixed layers): the split by device_map and its hooks are "
-                         "modelled for dense decoder layers only.")
-    if (arch.vision is not None or arch.mla is not None or arch.encoder
-            or arch.model_type not in SEPARATE_TYPES):
-        # the split places the embedding, layers, norm and head only, and the hooks count
-        # separate q, k, v, o and gate, up, down linears (leaf_modules_per_layer)
-        raise FieldError("device_map_gpus", f"the split by device_map is modelled for text "
-                         f"decoders with separate projections ({', '.join(sorted(SEPARATE_TYPES))}); "
-                         f"{arch.name} ({arch.model_type}) has a vision tower, latent attention "
-                         "or fused projections, whose placement and hooks are not counted.")
+    why = unsplittable(arch)
+    if why:
+        raise FieldError("device_map_gpus", why)
     embed, layer, norm, head = _block_bytes(arch, bytes_per_param)
     limits = balanced_max_memory(arch, bytes_per_param, gpus, free_bytes)
     # (name, bytes) in the model's order; the tied head rides with the embedding

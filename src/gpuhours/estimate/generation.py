@@ -65,6 +65,7 @@ from gpuhours.estimate.device_map import (
     device_map_hook_calls,
     device_map_hooks_s,
     device_map_split,
+    unsplittable,
 )
 from gpuhours.estimate.engine_reserve import ProfileReserve, profile_reserve
 from gpuhours.estimate.figures import Figure, assumed, formula, given
@@ -483,9 +484,7 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
             + f" leave no room for one sequence's KV cache on {where}.",
             "Use a larger GPU, a quantised model, or more tensor parallelism"
             + (" (hf-generate: split the layers over GPUs by device_map)."
-               if g.engine in _COPIES_KV and arch.model_type in hf_fp8.SEPARATE_TYPES
-               and not (arch.is_moe or arch.ssm is not None or arch.vision is not None
-                        or arch.mla is not None) else "."),
+               if g.engine in _COPIES_KV and not unsplittable(arch) else "."),
         )
     return int(usable // per_seq)
 
@@ -1060,11 +1059,17 @@ def host_cpu_ratio(gpu: GpuSpec) -> float:
     return gpu.host_op_time_ratio or 1.0
 
 
+def _runs_fp8_linear(g: Generation) -> bool:
+    """transformers' generate with fp8 (W8A8 block) weights runs its linears as FP8Linear
+    (estimate/hf_fp8.py)."""
+    return g.engine in _COPIES_KV and g.matmul_precision == "fp8"
+
+
 def fp8_linear_syncs(g: Generation) -> int | None:
-    """transformers' generate with fp8 (W8A8 block) weights runs its linears as FP8Linear:
-    the device syncs one takes in this setup's release (estimate/hf_fp8.py); None for the
-    other engines and precisions, and before 4.49 (no FP8Linear: refused by check_covered)."""
-    if g.engine not in _COPIES_KV or g.matmul_precision != "fp8":
+    """The device syncs an FP8Linear takes in this setup's release (estimate/hf_fp8.py);
+    None where the setup runs no FP8Linear (_runs_fp8_linear), and before 4.49 (no FP8Linear:
+    refused by check_covered)."""
+    if not _runs_fp8_linear(g):
         return None
     return hf_fp8.syncs_per_linear(hf_release(g.hf_transformers_version))
 
@@ -1080,8 +1085,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
     link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
-    fp8_linear = g.engine in _COPIES_KV and g.matmul_precision == "fp8"
-    if fp8_linear:
+    if _runs_fp8_linear(g):
         hf_fp8.check_covered(arch, hf_release(g.hf_transformers_version), tp,
                              g.weight_bytes_per_param)
     return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
