@@ -31,6 +31,7 @@ from gpuhours.estimate.arch import ModelArch, from_hf_config, standard_shape
 from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.fit import chosen_setup, fit
 from gpuhours.estimate.timing import host_s_per_op, peak_flops
+from gpuhours.estimate.track_record import TrackRecord, summarise
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Precision, Training
 from gpuhours_dev.validation import Comparison
@@ -384,6 +385,17 @@ def plain_summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
         out[name] = (sum(abs(c.error) <= PLAIN_TOLERANCE for c in sel if c.error is not None),
                      len(sel))
     return out
+
+
+def plain_track_record(comparisons: list[Comparison], as_of: str) -> TrackRecord:
+    """The plain question's record for `estimate` to print (estimate/track_record.py): each
+    counted row's published GPU hours over its prediction, the rows plain_summary counts."""
+    rows = [c for c in comparisons if c.kind == PLAIN_KIND and c.predicted
+            and c.label not in NOT_A_CHECK]
+    return summarise([c.measured / c.predicted for c in rows if c.predicted],
+                     PLAIN_TOLERANCE, "full training on 16 or more GPUs; the published runs were "
+                     "asked with the setup gpuhours chose",
+                     "docs/validation.md, 'Pretraining GPU hours, the plain question'", as_of)
 
 
 def uniform_factor_counts(errors: list[float], factors: list[float] | None = None

@@ -40,6 +40,9 @@ from gpuhours.estimate.timing import (
     peak_flops,
     training_step_time,
 )
+from gpuhours.estimate.track_record import TrackRecord
+from gpuhours.estimate.track_record import applies as applies_track_record
+from gpuhours.estimate.track_record import load as load_track_record
 from gpuhours.estimate.vision_host import vision_host_ops_per_micro_batch
 from gpuhours.setup import Hardware, Training, loss_kernel_of
 
@@ -144,6 +147,9 @@ class Totals(_Out):
     #: cost_usd prices gpu_hours (the steps); this prices downtime_gpu_hours at the same rows
     #: (empty when there is no downtime or no price)
     downtime_cost_usd: list[CostRow] = []
+    #: how published runs of this kind landed against such a prediction (measured, from the
+    #: validation table; estimate/track_record.py): full training on 16 or more GPUs only
+    track_record: TrackRecord | None = None
 
 
 class TrainingEstimate(_Out):
@@ -693,6 +699,8 @@ def estimate_training(
                 f"wall clock of the steps + expected downtime / {hw.num_gpus} GPUs", down),
             downtime_cost_usd=cost_rows(down.value, price_rows or [], hw.num_gpus, hw.gpus_per_node)
             if down.value > 0 else [],
+            track_record=load_track_record() if applies_track_record(t.method, hw.num_gpus, True)
+            else None,
         )
         used_downtime = down_used
     warnings = []

@@ -190,6 +190,8 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
                                         for r in tot.cost_usd))
         else:
             console.print(f"[dim]No catalog price for {esc(e.gpu)}.[/dim]")
+        if tot.track_record is not None:
+            console.print(esc(tot.track_record.text()))
     for warning in e.warnings:
         console.print(f"[yellow]warning:[/yellow] {esc(warning)}")
     console.print("[dim]Assumptions used:[/dim]")

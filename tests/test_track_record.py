@@ -1,0 +1,74 @@
+"""The track record `estimate` prints beside a pretraining total (estimate/track_record.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuhours.api import estimate_training
+from gpuhours.catalog import gpu
+from gpuhours.estimate.track_record import applies, load, summarise
+from gpuhours.setup import Hardware, Training
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
+
+
+def test_summarise_by_hand():
+    # published / predicted for five runs; the table's test is |predicted/published - 1| <= 25%:
+    # 1/1.0 - 1 = 0, 1/1.1 - 1 = -9.1%, 1/1.5 - 1 = -33%, 1/0.7 - 1 = +43%, 1/2.0 - 1 = -50%
+    r = summarise([1.0, 1.1, 1.5, 0.7, 2.0], 0.25, "q", "t", "2026-11-25")
+    assert (r.runs, r.within, r.slower_than_predicted) == (5, 2, 3)
+    assert r.median_ratio == pytest.approx(1.1)
+    # inclusive deciles of 0.7, 1.0, 1.1, 1.5, 2.0: the 10th at position 0.4 (0.7 + 0.4 x 0.3),
+    # the 90th at 3.6 (1.5 + 0.6 x 0.5)
+    assert r.p10_ratio == pytest.approx(0.82)
+    assert r.p90_ratio == pytest.approx(1.8)
+    with pytest.raises(ValueError):
+        summarise([1.0], 0.25, "q", "t", "d")
+
+
+def _plain_table_ratios() -> tuple[list[float], tuple[int, int]]:
+    """Published / predicted of each counted row of docs/validation.md's plain-question table,
+    and its headline (within, runs), read from the document's text."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("### Pretraining GPU hours, the plain question")
+    section = text[start:text.index("#### What remains off", start)]
+    within, runs = map(int, re.search(r"\*\*(\d+) of (\d+) within 25%", section).groups())
+    ratios = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 7 or not re.fullmatch(r"[\d,]+", cells[2]) or "not counted" in cells[4]:
+            continue
+        ratios.append(float(cells[2].replace(",", "")) / float(cells[3].replace(",", "")))
+    return ratios, (within, runs)
+
+
+def test_the_shipped_record_is_the_documents_table():
+    """What estimate prints is docs/validation.md's table as generated with it (scripts/
+    validate.py writes both): counts, median and spread recomputed from the table's text."""
+    ratios, (within, runs) = _plain_table_ratios()
+    r = load()
+    assert (r.runs, r.within) == (runs, within) == (len(ratios), r.within)
+    assert r.slower_than_predicted == sum(x > 1 for x in ratios)
+    s = sorted(ratios)
+    mid = (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2 if len(s) % 2 == 0 else s[len(s) // 2]
+    # the table rounds its figures to whole GPU hours: the ratios agree to 0.1%
+    assert r.median_ratio == pytest.approx(mid, rel=1e-3)
+    assert s[0] <= r.p10_ratio <= r.median_ratio <= r.p90_ratio <= s[-1]
+
+
+def test_which_questions_carry_the_record():
+    assert applies("full", 16, True)
+    assert not applies("full", 8, True)       # fewer GPUs than any run of the table
+    assert not applies("lora", 64, True)      # adapters: not what the table asked
+    assert not applies("full", 64, False)     # no whole run
+
+    hw = Hardware(gpu=gpu("a100-80gb"), num_gpus=64)
+    full = estimate_training(Training(model="qwen2.5-0.5b", micro_batch=4, seq_len=2048), hw,
+                             tokens=1e10)
+    assert full.totals is not None and full.totals.track_record == load()
+    lora = estimate_training(Training(model="qwen2.5-0.5b", method="lora", micro_batch=4,
+                                      seq_len=2048), hw, tokens=1e10)
+    assert lora.totals is not None and lora.totals.track_record is None
