@@ -72,3 +72,20 @@ def test_which_questions_carry_the_record():
     lora = estimate_training(Training(model="qwen2.5-0.5b", method="lora", micro_batch=4,
                                       seq_len=2048), hw, tokens=1e10)
     assert lora.totals is not None and lora.totals.track_record is None
+
+
+def test_a_plans_pretraining_phase_carries_it(tmp_path):
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+
+    plan = ("project: record\nhardware:\n  gpu: a100-80gb\n  nodes: {nodes}\nseeds: 1\n"
+            "phases:\n  - name: pretrain\n    kind: pretrain\n    runs: once\n"
+            "    model: qwen2.5-0.5b\n    tokens: 1.0e+10\n    seq_len: 2048\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(plan.format(nodes=2))  # 16 GPUs
+    [phase] = evaluate(load_plan(path)).phases
+    assert phase.details["track_record"] == load().model_dump(mode="json")
+    assert load().text() in phase.warnings
+    path.write_text(plan.format(nodes=1))  # 8 GPUs: fewer than any run of the table
+    [phase] = evaluate(load_plan(path)).phases
+    assert "track_record" not in phase.details

@@ -536,6 +536,10 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
                                       if e.totals.downtime_gpu_hours is not None else 0.0),
                # each part with its basis, for the report's memory chart (gpuhours report)
                "memory": e.memory.model_dump(mode="json")}
+    record = e.totals.track_record
+    if record is not None:  # full training on 16+ GPUs: how published runs landed (measured)
+        details["track_record"] = record.model_dump(mode="json")
+        warnings = warnings + [record.text()]
     return phase_result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
                    formula, setup, warnings + e.warnings, details, e, storage, write_s,
                    steps=steps)
