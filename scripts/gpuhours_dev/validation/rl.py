@@ -852,14 +852,50 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
 # old log-prob 3.2 s (~84), ref 3.2 s (~82), update 5.4 s (~91), weight sync 0.1 s (~3.5). The
 # miss is the Megatron passes, and the issue says so itself: its actor MFU is 2.3-2.7%; by 6N
 # the update's 160 x 2,074 tokens at 47.6 GFLOP a token are 1.58e16 FLOPs, 2.2% of 8 H800s'
-# 989.5 TFLOPS over 91 s, where the estimate runs them at its usual GEMM efficiency. Read and
-# not the gap: use_remove_padding False runs every sequence at the batch's padded width (the
-# 1,024-token prompt width + the longest response, up to 3,072 against the 2,074 mean), at most
-# 1.5x on those passes, not expressed (each sequence costed at its own tokens); the forward-only
-# log-prob passes taking as long as the update (84 and 82 s against 91) point at a cost a
-# micro-batch that does not scale with FLOPs (dynamic batches of 4,096 real tokens: one or two
-# sequences each, some 40 a rank a pass), which the issue does not break down and which was not
-# found; the issue's thread holds no answer on it (closed, read 2026-11-25 in the issues index).
+# 989.5 TFLOPS over 91 s, where the estimate runs them at its usual GEMM efficiency. The
+# measured less the estimate is about the same on the three passes (old log-prob +80.8 s, ref
+# +78.8, update +85.6): a cost a pass, some 2 s a sequence (40 a data-parallel rank), that a
+# backward pass does not double. Second reading (2026-11-25, the code that ran; no mechanism
+# established, nothing fitted):
+# - The GDN layer is not a slow path. mbridge's Qwen3.5 (ISEEKYAN/mbridge @10cb17f5,
+#   mbridge/models/qwen3_5/base_bridge.py; its pyproject says 0.15.1 from 2025-09 to now, so
+#   the issue's "mbridge 0.15.1" is git main, as verl's Qwen3.5 scripts install it) builds
+#   Megatron-Core's experimental-attention-variant spec, i.e. core's GatedDeltaNet. At
+#   core_v0.16.0 (3bec9aa9) megatron/core/ssm/gated_delta_net.py runs fla's Triton
+#   chunk_gated_delta_rule on [b, s, h, d] (the torch chunk reference only under
+#   deterministic_mode; no token-by-token recurrence), ignores attention_mask ("TODO") and
+#   raises on packed_seq_params: hence use_remove_padding False (THD for GDN first ships in core
+#   0.18.0, verl PR #7336). fla v0.5.2's kernels (chunk_delta_h, chunk_o, wy_fast, solve_tril,
+#   chunk_scaled_dot_kkt, cumsum, l2norm) take T as do_not_specialize and no autotune key holds
+#   T (cumsum's holds B): no recompile or retune for a new length.
+# - Padding. verl's legacy Megatron actor was deleted (044bbba2, 2026-04-20) before 0.9.0.dev
+#   (8f5e1617, 2026-06-01 to 2026-08-14); the engine at 8446ee4b (2026-07-30) takes each
+#   sequence unpadded (a nested tensor) and pads it right to the micro-batch's longest, or with
+#   pad_bshd_to_minibatch_max (added 561a4b03, 2026-07-02, default True) to the rank's longest:
+#   some 2,404 tokens (356 prompt + the 2,048 cap) against the 2,074 mean, 1.16x, not 1.5x (the
+#   first reading took the legacy 1,024-token left-padded prompt). Not expressed. (The basis
+#   text below still says "the batch's padded width"; reword it with the docs' next
+#   regeneration, which test_the_doc_holds_the_current_table ties it to.)
+# - cuDNN fused-attention graph builds (verl PR #6901, 561a4b03: about 1 s of host work for
+#   each new padded (b, s) shape, cached per shape in Transformer Engine's thread_local map; its
+#   Qwen3.5-35B-A3B run lost 42.9 s on old log-probs and 93.1 s on the update to them, and none
+#   on the reference pass, 24.7 s both ways, whose shapes the old pass had cached). Row 41 has
+#   the other signature: ref ~ old ~ update. Without the flag, 21-40 micro-batches a rank a pass
+#   (82,960 tokens at 4,096 a micro-batch, one or two sequences each) would need 2-4 s a build
+#   in every pass to make +80 s; with it (the default if the run postdates 2026-07-02; the issue
+#   does not say), one or two builds a pass. Not the gap; not expressed.
+# - Offload and recompute. verl's Qwen3.5 Megatron example (run_qwen3_5_35b_megatron.sh @
+#   8446ee4b) sets ALL_OFFLOAD True, full recompute, the optimizer on the CPU and dynamic batch
+#   off; whether the run kept them is not known (the indexed copy of the issue cuts its config
+#   at the Megatron block). Parameter reload is 9.4 GB a GPU (4.7B bf16 at TP 2), 0.4 s a pass
+#   at 25 GB/s of PCIe; recompute and a CPU Adam touch only the update. Neither is an ~80 s
+#   cost that forward-only passes share.
+# - The vision tower (transformers', frozen) runs in each pass, on each TP rank: with at most
+#   ~900 image tokens a prompt (max_prompt_length 1,024) it is some 5 TFLOP an image, 40 images
+#   a rank: seconds at fp32 rates, not 80 s. M-RoPE's get_rope_index is a loop a sequence.
+# No maintainers' answer was found: the issues index holds the (closed) issue's description
+# only, cut at its Megatron block (read 2026-11-25). What would settle it: the run's full
+# config and an nsys or torch profile of one log-prob pass.
 _VERL_QWEN35_TEXT_TOKENS = 100        # assumed, as the EasyR1 Geo3K rows: template + question
 _VERL_QWEN35_IMAGE_PIXELS = 262_144   # assumed, as the EasyR1 rows: a Geo3K image at 512 x 512
 
