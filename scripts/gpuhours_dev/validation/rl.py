@@ -873,9 +873,7 @@ def _easyr1(row: int, gpu: str, model: str, micro: int, tp: int, precision: str,
 #   sequence unpadded (a nested tensor) and pads it right to the micro-batch's longest, or with
 #   pad_bshd_to_minibatch_max (added 561a4b03, 2026-07-02, default True) to the rank's longest:
 #   some 2,404 tokens (356 prompt + the 2,048 cap) against the 2,074 mean, 1.16x, not 1.5x (the
-#   first reading took the legacy 1,024-token left-padded prompt). Not expressed. (The basis
-#   text below still says "the batch's padded width"; reword it with the docs' next
-#   regeneration, which test_the_doc_holds_the_current_table ties it to.)
+#   first reading took the legacy 1,024-token left-padded prompt). Not expressed.
 # - cuDNN fused-attention graph builds (verl PR #6901, 561a4b03: about 1 s of host work for
 #   each new padded (b, s) shape, cached per shape in Transformer Engine's thread_local map; its
 #   Qwen3.5-35B-A3B run lost 42.9 s on old log-probs and 93.1 s on the update to them, and none
@@ -938,8 +936,9 @@ def _verl_qwen35(row: int) -> Case:
         "frozen (freeze_vision_tower); dynamic batches of 4,096 tokens for the update and the "
         "log-prob passes (log_prob_max_token_len_per_gpu taken as ppo_max_token_len_per_gpu, "
         "verl's default); SGLang at TP 8 and 0.35, its free_cache_engine not costed (no host "
-        "copy); use_remove_padding False (every sequence run at the batch's padded width) not "
-        "expressed: each sequence costed at its own tokens, a lower end")
+        "copy); use_remove_padding False (verl's engine pads each micro-batch to its longest, "
+        "or with pad_bshd_to_minibatch_max to the rank's longest: about 1.16x) not expressed: "
+        "each sequence costed at its own tokens, a lower end")
 
 
 CASES = [
