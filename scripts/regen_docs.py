@@ -1,5 +1,6 @@
 """Regenerate the generated blocks of docs/rl.md and docs/generation.md from the validation
-harnesses (the hand-written prose around them stays). Run after any change to the estimate,
+harnesses (the hand-written prose around them stays), and the RL track record a plan prints
+(src/gpuhours/catalog/data/track_record_rl.json). Run after any change to the estimate,
 the plan's RL model or the harnesses; the tests test_the_doc_holds_the_current_table
 (tests/test_rl_validation.py) and the generation report's check fail until it is run.
 
@@ -15,15 +16,19 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "scripts")]
 
+from gpuhours.estimate.track_record import file_name  # noqa: E402
 from gpuhours.files import atomic_write_text  # noqa: E402
 
 RL_DOC = ROOT / "docs" / "rl.md"
 GENERATION_DOC = ROOT / "docs" / "generation.md"
+#: what a plan's RL phase prints beside its step (estimate/track_record.py)
+RL_RECORD = ROOT / "src" / "gpuhours" / "catalog" / "data" / file_name("rl")
 #: the generation report runs from its first line ("N published rows (...") to this heading
 GENERATION_END = "\n### What remains off, and why"
 
@@ -79,6 +84,9 @@ def regen_rl() -> None:
         lines = replace_table_block(lines, _indent(block) if indented else block, name,
                                     "What the rows say:" if name == "report" else None)
     atomic_write_text(RL_DOC, "\n".join(lines))
+    record = rl.rl_track_record(date.today().isoformat())
+    atomic_write_text(RL_RECORD, record.model_dump_json(indent=2) + "\n")
+    print(f"{RL_RECORD.relative_to(ROOT)}: {record.within} of {record.runs} within 25%")
 
 
 def regen_generation() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from gpuhours.estimate.track_record import FILE as TRACK_RECORD_FILE
+from gpuhours.estimate.track_record import file_name
 from gpuhours.files import atomic_write_text
 from gpuhours_dev.validation import all_comparisons
 from gpuhours_dev.validation.at_scale import plain_track_record
@@ -15,7 +15,7 @@ from gpuhours_dev.validation.report import render_markdown, summary
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "validation.md"
 #: what `estimate` prints beside a pretraining total (estimate/track_record.py)
-TRACK_RECORD = ROOT / "src" / "gpuhours" / "catalog" / "data" / TRACK_RECORD_FILE
+TRACK_RECORD = ROOT / "src" / "gpuhours" / "catalog" / "data" / file_name("pretraining")
 
 
 def main() -> None:

@@ -5,8 +5,9 @@ total_gpu_hours, electricity_kwh), `fit --json` (requested.memory_total_bytes,
 tokens_per_s_per_gpu) and generation's assumptions without a source.
 
 The walk visits every leaf. The numbers allowed bare are counts and ids, the setup as given
-(`setup`: inputs and the model's shape), and price rows (`costs[]`, `cost_usd[]`,
-`downtime_cost_usd[]`: each row names its provider, instance and the price's date)."""
+(`setup`: inputs and the model's shape), price rows (`costs[]`, `cost_usd[]`,
+`downtime_cost_usd[]`: each row names its provider, instance and the price's date) and track
+records (`track_record`: a validation table's summary, naming the table and its date)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,11 @@ COUNTS = frozenset({
 NOT_FIGURES = frozenset({"setup", "costs", "cost_usd", "downtime_cost_usd", "amount",
                          "stale_after_days", "usd_per_gpu_hour",
                          # a catalog model's released weight format, its source beside it
-                         "released_weights"})
+                         "released_weights",
+                         # a validation table's summary (counts and dimensionless ratios of
+                         # published to predicted), its table and date beside it
+                         # (estimate/track_record.py)
+                         "track_record"})
 KINDS = set(get_args(BasisKind))
 
 

@@ -18,7 +18,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "validation.md"
 def test_summarise_by_hand():
     # published / predicted for five runs; the table's test is |predicted/published - 1| <= 25%:
     # 1/1.0 - 1 = 0, 1/1.1 - 1 = -9.1%, 1/1.5 - 1 = -33%, 1/0.7 - 1 = +43%, 1/2.0 - 1 = -50%
-    r = summarise([1.0, 1.1, 1.5, 0.7, 2.0], 0.25, "q", "t", "2026-11-25")
+    r = summarise([1.0, 1.1, 1.5, 0.7, 2.0], 0.25, "q", "m", "t", "2026-11-25")
     assert (r.runs, r.within, r.slower_than_predicted) == (5, 2, 3)
     assert r.median_ratio == pytest.approx(1.1)
     # inclusive deciles of 0.7, 1.0, 1.1, 1.5, 2.0: the 10th at position 0.4 (0.7 + 0.4 x 0.3),
@@ -26,7 +26,7 @@ def test_summarise_by_hand():
     assert r.p10_ratio == pytest.approx(0.82)
     assert r.p90_ratio == pytest.approx(1.8)
     with pytest.raises(ValueError):
-        summarise([1.0], 0.25, "q", "t", "d")
+        summarise([1.0], 0.25, "q", "m", "t", "d")
 
 
 def _plain_table_ratios() -> tuple[list[float], tuple[int, int]]:
@@ -85,7 +85,49 @@ def test_a_plans_pretraining_phase_carries_it(tmp_path):
     path.write_text(plan.format(nodes=2))  # 16 GPUs
     [phase] = evaluate(load_plan(path)).phases
     assert phase.details["track_record"] == load().model_dump(mode="json")
-    assert load().text() in phase.warnings
+    assert load().text() in phase.checks
     path.write_text(plan.format(nodes=1))  # 8 GPUs: fewer than any run of the table
     [phase] = evaluate(load_plan(path)).phases
     assert "track_record" not in phase.details
+
+
+def _rl_table_ratios() -> list[float]:
+    """Measured / predicted step of each held-out row of docs/rl.md's step table (the rows its
+    'Tuned (...)' line names left out), read from the document's text."""
+    text = (DOC.parent / "rl.md").read_text(encoding="utf-8")
+    start = text.index("| row | framework | model | GPUs | placement | measured step |")
+    block = text[start:text.index("\nNot expressed, with why:", start)]
+    tuned_line = next(line for line in block.splitlines() if "Tuned (" in line)
+    tuned = {int(n) for n in re.findall(r"row (\d+) [+-]\d+%", tuned_line)}
+    ratios = []
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) < 8 or not cells[0].isdigit() or int(cells[0]) in tuned:
+            continue
+        if cells[6] == "-":
+            continue
+        measured, predicted = (float(c.removesuffix(" s").replace(",", "")) for c in cells[5:7])
+        ratios.append(measured / predicted)
+    return ratios
+
+
+def test_the_rl_record_is_docs_rl_held_out_rows():
+    ratios = _rl_table_ratios()
+    r = load("rl")
+    assert r.runs == len(ratios) >= 20
+    assert r.within == sum(abs(1 / x - 1) <= 0.25 for x in ratios)
+    assert r.slower_than_predicted == sum(x > 1 for x in ratios)
+    assert r.median_ratio == pytest.approx(sorted(ratios)[len(ratios) // 2], rel=2e-3)
+
+
+def test_every_rl_phase_carries_the_rl_record():
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+
+    [phase] = [p for p in evaluate(load_plan(Path(__file__).resolve().parent.parent
+                                              / "examples" / "pixelis.yaml")).phases
+               if p.kind == "rl"]
+    assert phase.details["track_record"] == load("rl").model_dump(mode="json")
+    assert load("rl").text() in phase.checks
+    with pytest.raises(ValueError):
+        load("generation")

@@ -394,7 +394,7 @@ def plain_track_record(comparisons: list[Comparison], as_of: str) -> TrackRecord
             and c.label not in NOT_A_CHECK]
     return summarise([c.measured / c.predicted for c in rows if c.predicted],
                      PLAIN_TOLERANCE, "full training on 16 or more GPUs; the published runs were "
-                     "asked with the setup gpuhours chose",
+                     "asked with the setup gpuhours chose", "GPU hours",
                      "docs/validation.md, 'Pretraining GPU hours, the plain question'", as_of)
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from gpuhours.estimate.track_record import TrackRecord, summarise
+
 DATA = Path(__file__).parent / "data" / "rl_steps.csv"
 
 
@@ -1927,6 +1929,27 @@ def rollout_floor_report() -> str:
                      f"{c.phase['rollout_batch']} | {floor:,.0f} s | {gen:,.1f} s | "
                      f"{floor / gen:.0%} |")
     return "\n".join(lines)
+
+
+def held_out_errors() -> list[float]:
+    """predicted / measured - 1 of each expressed row outside TUNED (report's held-out tally)."""
+    data = rows()
+    out = []
+    for c in CASES:
+        if c.row in TUNED:
+            continue
+        predicted, _ = predict(c)
+        if predicted is not None:
+            out.append(predicted / float(data[c.row]["step_time_s"]) - 1)
+    return out
+
+
+def rl_track_record(as_of: str) -> TrackRecord:
+    """The record a plan's RL phase prints (estimate/track_record.py): the held-out rows'
+    measured step over the plan's, as report's tally counts them."""
+    return summarise([1 / (1 + e) for e in held_out_errors()], 0.25,
+                     "an RL step as the plan models it; published GRPO/PPO runs held out",
+                     "step time", "docs/rl.md, the held-out rows of the step table", as_of)
 
 
 def report() -> str:

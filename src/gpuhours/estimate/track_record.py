@@ -1,14 +1,16 @@
-"""How the whole-run question has fared against published runs: the track record `estimate`
-prints beside a pretraining total (issue 16).
+"""How a kind of prediction has fared against published runs: the track record `estimate` and
+`plan` print beside a pretraining total (issues 16) and a plan's RL phase (issue 13).
 
-The figures are not a model: they are the plain question's table in docs/validation.md
-("Pretraining GPU hours, the plain question"), each published run's GPU hours over the
-estimate of the setup gpuhours chose for it, summarised when that table was last generated
-(scripts/validate.py writes catalog/data/track_record.json beside docs/validation.md). Nothing
-in the estimate is scaled by them: they say how far published runs have landed from a
-prediction of this kind, so a planner can read the prediction as the physics of the steps and
-the spread as what real runs added (stacks, evaluations, restarts beyond the modelled rate,
-ramped batches; docs/validation.md 'What remains off').
+The figures are not a model: they summarise a validation table, each published figure over
+the prediction for it, when that table was last generated:
+- "pretraining": docs/validation.md's plain question (published GPU hours over the estimate of
+  the setup gpuhours chose), written by scripts/validate.py;
+- "rl": docs/rl.md's held-out rows (measured step time over the plan's), written by
+  scripts/regen_docs.py.
+Each lives in catalog/data/track_record_<kind>.json. Nothing in a prediction is scaled by them:
+they say how far published runs have landed from predictions of this kind, so a planner can
+read the prediction as the physics and the spread as what real runs added (docs/validation.md
+and docs/rl.md, 'What remains off').
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuhours.errors import InputError
 
-FILE = "track_record.json"
+KINDS = ("pretraining", "rl")
+
+
+def file_name(kind: str) -> str:
+    """The shipped file of a record kind (catalog/data/)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown track record {kind!r}: expected one of {KINDS}")
+    return f"track_record_{kind}.json"
+
 
 #: the question the record is of: full training of a model on this many GPUs or more with a
 #: whole-run amount; the published runs of the table use 16 to 16,384 GPUs
@@ -36,6 +46,8 @@ class TrackRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     question: str
+    #: what the published figure is: "GPU hours", "step time"
+    measure: str
     runs: int
     within: int
     tolerance: float
@@ -50,14 +62,14 @@ class TrackRecord(BaseModel):
         """One paragraph for the terminal."""
         return (f"Track record of this question ({self.question}): against {self.runs} "
                 f"published runs, {self.within} came within {self.tolerance:.0%} of the "
-                f"published GPU hours; {self.slower_than_predicted} took longer than "
+                f"published {self.measure}; {self.slower_than_predicted} took longer than "
                 f"predicted. Published / predicted: median {self.median_ratio:.2f}x, 10th-90th "
                 f"percentile {self.p10_ratio:.2f}x-{self.p90_ratio:.2f}x (measured: "
                 f"{self.table}, as of {self.as_of}). The prediction is not scaled by these.")
 
 
 def summarise(published_over_predicted: list[float], tolerance: float, question: str,
-              table: str, as_of: str) -> TrackRecord:
+              measure: str, table: str, as_of: str) -> TrackRecord:
     """The record of a table's rows from each row's published / predicted ratio: how many lie
     within `tolerance` of the prediction (|predicted / published - 1| <= tolerance, the
     table's own test), the median and the 10th and 90th percentiles (statistics.quantiles,
@@ -67,18 +79,19 @@ def summarise(published_over_predicted: list[float], tolerance: float, question:
         raise ValueError("need at least two positive ratios")
     deciles = statistics.quantiles(ratios, n=10, method="inclusive")
     return TrackRecord(
-        question=question, runs=len(ratios),
+        question=question, measure=measure, runs=len(ratios),
         within=sum(abs(1 / r - 1) <= tolerance + 1e-12 for r in ratios),
         tolerance=tolerance, median_ratio=round(statistics.median(ratios), 4),
         p10_ratio=round(deciles[0], 4), p90_ratio=round(deciles[8], 4),
         slower_than_predicted=sum(r > 1 for r in ratios), table=table, as_of=as_of)
 
 
-@lru_cache(maxsize=1)
-def load() -> TrackRecord:
-    """The record shipped with the package (catalog/data/track_record.json)."""
-    ref = resources.files("gpuhours.catalog").joinpath("data", FILE)
-    label = f"gpuhours/catalog/data/{FILE}"
+@lru_cache(maxsize=len(KINDS))
+def load(kind: str = "pretraining") -> TrackRecord:
+    """The record of `kind` shipped with the package (catalog/data/)."""
+    name = file_name(kind)
+    ref = resources.files("gpuhours.catalog").joinpath("data", name)
+    label = f"gpuhours/catalog/data/{name}"
     try:
         return TrackRecord.model_validate(json.loads(ref.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:

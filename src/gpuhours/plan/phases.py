@@ -28,6 +28,8 @@ from gpuhours.estimate.generation import (
 )
 from gpuhours.estimate.lengths import check_generation_context
 from gpuhours.estimate.timing import check_fp8, peak_flops
+from gpuhours.estimate.track_record import TrackRecord
+from gpuhours.estimate.track_record import load as load_track_record
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import overlapped_bottleneck, pipelined_step_s
@@ -403,6 +405,9 @@ def phase_result(ctx: Context, phase: Any, gpus: int, base_gpu_hours: float, bot
     wall = gpu_hours / gpus
     gpus_basis = default_gpus_basis(ctx, phase)
     disagreements, checks = check_expectations(phase, e, gpu_hours, wall, gpus, steps)
+    record = (details or {}).get("track_record")
+    if record is not None:  # how published runs landed against this kind of prediction
+        checks = [*checks, TrackRecord.model_validate(record).text()]
     warnings = ctx.imported.get(phase.name, []) + warnings + disagreements
     if chosen:
         formula += " x " + " x ".join(f"(1 + {v:g} {k})" for k, v in chosen.items())
@@ -539,7 +544,6 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
     record = e.totals.track_record
     if record is not None:  # full training on 16+ GPUs: how published runs landed (measured)
         details["track_record"] = record.model_dump(mode="json")
-        warnings = warnings + [record.text()]
     return phase_result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
                    formula, setup, warnings + e.warnings, details, e, storage, write_s,
                    steps=steps)
@@ -1068,6 +1072,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "critic_value_pass_s": critic_value_s, "critic_update_s": critic_update_s,
                **{"driver_" + k.replace(" ", "_").replace("-", "_") + "_s": v
                   for k, v in driver.items()}}
+    # how published RL steps landed against this model (measured; estimate/track_record.py)
+    details["track_record"] = load_track_record("rl").model_dump(mode="json")
     storage, write_s = phase_storage(
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
         base / gpus_total, rollouts=steps * sequences, rollout_tokens=seq,
