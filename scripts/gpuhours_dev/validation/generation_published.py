@@ -179,6 +179,26 @@ EAGER_FIT_ROWS = ("307", "308")
 HF_FP8_FIT_ROW = "169"
 
 
+#: The row that sets assumptions.HF_GPTQMODEL_LINEAR_HOST_S (`fit_hf_gptqmodel_linear_host`):
+#: transformers 4.51.3 with GPTQModel 2.2.0 and Qwen3-0.6B-GPTQ-Int8 on an H20, batch 1, 1-token
+#: prompt, whose Marlin GEMMs take a few microseconds, so its time per linear is the host's.
+HF_GPTQMODEL_FIT_ROW = "170"
+
+#: transformers rows that name the library their GPTQ/AWQ linears load into (engine_version)
+#: -> Generation.hf_quant_linear (estimate/hf_quant.py), with what the row leaves to assume
+HF_QUANT_STACKS: dict[str, tuple[str, str]] = {
+    "GPTQModel 2.2.0": (
+        "gptqmodel-2.2.0",
+        "GPTQModel's MarlinQuantLinear (its BACKEND.AUTO pick under device_map=\"auto\", as "
+        "the benchmark's script loads): the checkpoint taken as Qwen's GPTQ-Int8 hub config "
+        "(8-bit, group 128, sym, no act order) and the wheel's Marlin extension as built"),
+    "AutoAWQ 0.2.9": (
+        "autoawq-0.2.9",
+        "AutoAWQ's WQLinear_GEMM with AutoAWQ_kernels' awq_ext (the page lists 0.0.9): the "
+        "checkpoint taken as Qwen's AWQ hub config (version gemm, no modules_to_fuse: fused "
+        "modules off), fp16 activations"),
+}
+
 #: rows that set a constant (tuned): their error is a residual, not a prediction, and they are
 #: counted apart. H20_FIT_ROWS set decode_host_step_s.sglang and the H20's bandwidth; rows
 #: 154 (SGLang 0.3.0) and 160 (vLLM V0, 256 running) the host time per running sequence;
@@ -187,6 +207,7 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
             for row in H20_FIT_ROWS},
          "127": "sets hf_generate_host_per_expert_s",
          HF_FP8_FIT_ROW: "sets hf_fp8_linear_host_s",
+         HF_GPTQMODEL_FIT_ROW: "sets hf_gptqmodel_linear_host_s",
          "154": "sets decode_host_per_sequence_s.sglang",
          "160": "sets decode_host_per_sequence_s.vllm-v0",
          "274": "sets sglang_marlin_moe_empty_launch_s",
@@ -206,6 +227,10 @@ DEPENDENT = {row: "shares tuned row 127's fitted expert loop (82-92% of its pred
 #: an expert) make most of their time. Counted apart.
 DEPENDENT.update({row: "shares tuned row 169's fitted FP8Linear host time"
                   for row in ("171", "173", "175")})
+#: rows 172, 174 and 176 are tuned row 170's model (Qwen3-0.6B-GPTQ-Int8), host, engine and
+#: batch 1 with longer prompts: counted apart, as 171/173/175 are for row 169
+DEPENDENT.update({row: "shares tuned row 170's fitted GPTQModel linear host time"
+                  for row in ("172", "174", "176")})
 DEPENDENT.update({row: "shares tuned rows 127's expert loop and 169's FP8Linear host time"
                   for row in ("285", "286", "287", "288")})
 #: TensorRT-LLM's fp8 rows: FP8_MATMULS (their GEMMs at the bf16 rate) was chosen looking at
@@ -319,11 +344,15 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     release = re.search(r"transformers (\d+\.\d+(?:\.\d+)?)", r["engine_version"])
     hf = release[1] if engine == "hf-generate" and release else Generation.model_fields[
         "hf_transformers_version"].default
+    quant = _hf_quant_stack(r) if engine == "hf-generate" else None
+    if quant is not None:
+        assumed.append(quant[1])
     g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
                    engine=engine,  # type: ignore[arg-type]
                    tensor_parallel=1 if mapped else tp,  # type: ignore[arg-type]
                    device_map_gpus=tp if mapped else 1,
                    hf_transformers_version=hf,
+                   hf_quant_linear=None if quant is None else quant[0],  # type: ignore[arg-type]
                    cuda_graphs=cuda_graphs_of(r, assumed)  # type: ignore[arg-type]
                    if engine != "hf-generate" else "auto",
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
@@ -422,12 +451,20 @@ def _not_expressed(r: dict[str, str]) -> str:
     """Why a row cannot be expressed with its own engine ("" when it can)."""
     if r["engine"] not in MODELLED:
         return f"{r['engine']} is not modelled (no host cost of its own)"
-    if r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)"):
-        return ("transformers with GPTQ/AWQ weights is not modelled: GPTQModel's and AutoAWQ's "
-                "linears (and AutoAWQ's fused modules) each have their own host work and "
-                "kernels, which hf-generate's constants (bf16) and FP8Linear's "
-                "(estimate/hf_fp8.py) do not hold")
+    if (r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)")
+            and _hf_quant_stack(r) is None):
+        return ("transformers with GPTQ/AWQ weights of a library other than GPTQModel 2.2.0 "
+                "and AutoAWQ 0.2.9 is not modelled (estimate/hf_quant.py)")
     return ""
+
+
+def _hf_quant_stack(r: dict[str, str]) -> tuple[str, str] | None:
+    """(Generation.hf_quant_linear, what is assumed) for a transformers row that names its
+    GPTQ/AWQ library (HF_QUANT_STACKS); None for any other row."""
+    for name, stack in HF_QUANT_STACKS.items():
+        if name in r["engine_version"]:
+            return stack
+    return None
 
 
 def predict(r: dict[str, str]) -> Result:
@@ -507,6 +544,29 @@ def fit_hf_fp8_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
             low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
     finally:
         A.HF_FP8_LINEAR_HOST_S = saved
+    return round((low_s + high_s) / 2, 6)
+
+
+def fit_hf_gptqmodel_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
+    """assumptions.HF_GPTQMODEL_LINEAR_HOST_S from HF_GPTQMODEL_FIT_ROW: the host time per
+    GPTQModel linear (beyond a bf16 linear's) at which `predict` meets the row's measured
+    rate, by bisection to 0.1 us (the predicted rate falls as it grows), rounded to the
+    microsecond."""
+    import dataclasses
+
+    from gpuhours.estimate import assumptions as A
+
+    row = {r["row"]: r for r in rows()}[HF_GPTQMODEL_FIT_ROW]
+    saved = A.HF_GPTQMODEL_LINEAR_HOST_S
+    try:
+        while high_s - low_s > 1e-7:
+            mid = (low_s + high_s) / 2
+            A.HF_GPTQMODEL_LINEAR_HOST_S = dataclasses.replace(saved, value=mid)
+            err = predict(row).error
+            assert err is not None
+            low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
+    finally:
+        A.HF_GPTQMODEL_LINEAR_HOST_S = saved
     return round((low_s + high_s) / 2, 6)
 
 
