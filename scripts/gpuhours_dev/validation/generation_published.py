@@ -184,6 +184,60 @@ HF_FP8_FIT_ROW = "169"
 #: prompt, whose Marlin GEMMs take a few microseconds, so its time per linear is the host's.
 HF_GPTQMODEL_FIT_ROW = "170"
 
+#: The prose for docs/generation.md's section on transformers with GPTQ/AWQ weights (issue 13;
+#: estimate/hf_quant.py), with the figures this script gives; `print(HF_QUANT_NOTES)`.
+HF_QUANT_NOTES = """\
+## transformers with GPTQModel or AutoAWQ weights (issue 13; estimate/hf_quant.py)
+
+The Qwen3 speed benchmark's transformers rows of GPTQ-Int8 (Qwen3-0.6B, 1.7B: transformers 4.51.3,
+GPTQModel 2.2.0) and AWQ-Int4 (Qwen3-4B to 32B: AutoAWQ 0.2.9 with AutoAWQ_kernels 0.0.9) are
+costed with `generation --engine hf-generate --hf-quant-linear gptqmodel-2.2.0|autoawq-0.2.9`,
+which names the library the checkpoint's linears load into. Read in the releases' PyPI sdists
+and wheel (transformers 4.51.3, optimum 1.24/1.25, gptqmodel 2.2.0, autoawq 0.2.9) and in
+casper-hansen/AutoAWQ_kernels@16c5fe16 (the 0.0.9 wheel holds no source):
+
+- GPTQModel: quantizer_gptq.py -> optimum GPTQQuantizer.convert_model -> GPTQModel's
+  hf_select_quant_linear(pack=False) (optimum#2138). Under the benchmark's device_map="auto"
+  (its speed_benchmark_transformers.py) BACKEND.AUTO tries Marlin first: 8-bit, symmetric,
+  compute capability 8.0+, the compiled gptqmodel_marlin_kernels (a "+cu128torch2.6" wheel is
+  built with them). So MarlinQuantLinear: one gptq_marlin_gemm call a linear (vLLM's kernel,
+  ported), no dequantised copy in memory. GPU: the 1-byte weights at the Marlin dequantisation
+  rate and quantised_gemm_fixed_s a GEMM (7 a layer, none fused), as vLLM's Marlin is costed.
+  Host: `hf_gptqmodel_linear_host_s` a linear beyond a bf16 linear's, fitted to ONE row (170,
+  Qwen3-0.6B, 1-token prompt, `fit_hf_gptqmodel_linear_host`): 61 us. The code read does not
+  explain that much: one extension call with three allocations is a few microseconds. The
+  measured rows say the GPTQ-Int8 runs took 1,273-1,345 us a layer where the same benchmark's
+  bf16 runs took 605-615: about 100 us more a linear, what GPTQModel's TorchQuantLinear (about
+  11 torch operators a linear to dequantise the whole weight at every call) would cost, not
+  Marlin. Which kernel ran is not recorded; the fitted value stands for whatever did.
+- AutoAWQ: integrations/awq.py replace_with_awq_linear puts WQLinear_GEMM in place of each
+  linear (version "gemm"; fused modules only with do_fuse or modules_to_fuse, which Qwen's AWQ
+  configs do not set: assumed, fused modules not modelled). Below 1,024 tokens
+  awq_ext.gemm_forward_cuda writes 8 split-k partial outputs and sums them: one operator more
+  than F.linear (host: 0.88 ms / 79 operators = 11 us a linear, derived, not fitted) and
+  2 x 8 x tokens x N x 2 bytes more; at 1,024 tokens or more dequantize_weights_cuda writes the
+  weight in fp16 and torch.matmul reads it back (4 bytes a weight more). No constant is fitted
+  for it: on row 206 a fit would need a negative host time, below.
+
+Refused: either library under another engine, tensor parallelism or device_map; other bit
+widths; fp8; MoE models, latent attention, SSM mixers, vision towers, fused or Conv1D
+projections; transformers 5.x; GPTQModel before 4.49.
+
+Results (error = predicted / measured rate - 1). Before: the 24 rows not expressed. Now all 24
+are: tuned row 170 +0%; rows 172, 174, 176 (its model, longer prompts) counted apart, +13%, -4%,
++21%; held out, Qwen3-1.7B GPTQ-Int8 (186-192) -5%, -4%, -5%, +7%, all within 25%; held out, the
+16 AWQ rows, 4 within 25% (-11% to -22% at 6K-14K prompts), the rest -31% to -64%, all too slow.
+Why the AWQ rows read slow: (1) at a 1-token prompt the step is the host's, and hf-generate's
+host constant (0.88 ms a layer, fitted on an A100 host under transformers 4.46) is ~45% above
+this H20 host's bf16 rows (597-615 us a layer: their 1-token rows read -32% to -35%); (2) the
+AWQ runs took 539-560 us a layer for 4B-14B and 374 us for 32B, less than the same
+benchmark's bf16 runs (another software environment, no flash-attn listed), which no
+per-linear cost can give; (3) their time grows 6-21 s from a 14K to a 30K prompt where the same
+models' bf16 rows grow 66-211 s, so the cache-copy model (fitted on bf16 rows) makes their 30K
+prompts 52-64% slow. Held-out tally of the whole table: 245 -> 265 rows, 222 -> 230 within 25%;
+no other row moved.
+"""
+
 #: transformers rows that name the library their GPTQ/AWQ linears load into (engine_version)
 #: -> Generation.hf_quant_linear (estimate/hf_quant.py), with what the row leaves to assume
 HF_QUANT_STACKS: dict[str, tuple[str, str]] = {

@@ -85,7 +85,7 @@ def check_covered(kernel: str, arch: ModelArch, engine: str, release: tuple[int,
     if engine != "hf-generate":
         raise FieldError(("hf_quant_linear", "engine"),
                          f"{kernel} is a transformers integration: it runs under hf-generate "
-                         f"only, not {engine}.", "Leave hf_quant_linear out for vLLM, SGLang "
+                         f"only, not {engine}.", "Leave it out for vLLM, SGLang "
                          "and TensorRT-LLM (their GPTQ/AWQ path is costed as Marlin's).")
     low, high, bits = BYTES_RANGE[kernel]
     if not low <= weight_bytes_per_param <= high:
@@ -96,7 +96,7 @@ def check_covered(kernel: str, arch: ModelArch, engine: str, release: tuple[int,
     if matmul_precision != "bf16":
         raise FieldError(("matmul_precision", "hf_quant_linear"),
                          f"{kernel} runs 16-bit matmuls on dequantised weights; fp8 is "
-                         "transformers' FP8Linear (leave hf_quant_linear out).")
+                         "transformers' FP8Linear (leave the library out).")
     if tensor_parallel != 1 or device_map_gpus != 1:
         raise FieldError(("tensor_parallel", "device_map_gpus"),
                          f"{kernel} under transformers' generate is modelled on one GPU.")
