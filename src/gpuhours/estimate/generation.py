@@ -410,8 +410,9 @@ class GenerationEstimate:
             "decode_s": formula(self.decode_s, "s",
                                 "per wave: sum over output tokens of host step + max(eager "
                                 "launches, weight + KV bytes / bandwidth (8/4-bit weights "
-                                "on vLLM/SGLang: or their count / the SMs' dequantisation "
-                                "rate), FLOPs / peak) (+ small kernels where the step has "
+                                "on vLLM/SGLang or GPTQModel: or their count / the SMs' "
+                                "dequantisation rate; AutoAWQ: + its split-k partials or "
+                                "dequantised weights), FLOPs / peak) (+ small kernels where the step has "
                                 "them: MoE routing, fp8 "
                                 "input quantisation, quantised GEMMs' fixed time; + "
                                 "hf-generate's Python loop over an MoE's experts)"),
@@ -419,7 +420,8 @@ class GenerationEstimate:
                 self.eager_launch_s_first, "s per decode step",
                 f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
                 "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (tensorrt-llm: "
-                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S), "
+                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
+                "+ GPTQModel's or AutoAWQ's linears' own, estimate/hf_quant.py), "
                 "overlapping the GPU's work; 0 on a replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
                                            "first decode step (context = prompt)"),
@@ -728,11 +730,12 @@ class _Step:
         return (max(t_bytes, t_dequant) + self.unquantised_bytes / self.bandwidth_bytes_per_s,
                 t_dequant > t_bytes)
 
-    def launch_s(self, eager: bool, tokens: float = 1.0) -> float:
+    def launch_s(self, eager: bool) -> float:
         """Host time issuing one forward's kernels, which overlaps the GPU's work: for an
         engine that captures CUDA graphs, 0 on a replayed graph and the counted kernels x
         EAGER_HOST_S_PER_KERNEL when eager (estimate/cuda_graphs.py); for hf-generate, always
-        eager, layers x DECODE_HOST_PER_LAYER_S."""
+        eager, layers x DECODE_HOST_PER_LAYER_S (+ GPTQModel's or AutoAWQ's linears' own host
+        work, quant_linear_host_s)."""
         if self.engine in _SMALL_KERNEL_ENGINES:
             return eager_launch_s(self.eager_kernels, self.host_scale) if eager else 0.0
         if self.engine == trtllm.ENGINE:
@@ -763,7 +766,7 @@ class _Step:
         t_mem = (t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
                  + self.quant_extra_bytes(tokens) / self.bandwidth_bytes_per_s)
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
-        t_launch = self.launch_s(eager, tokens)
+        t_launch = self.launch_s(eager)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
         if dequant and t_mem >= t_cmp:
             bound = "dequantisation (weights per SM cycle)"
