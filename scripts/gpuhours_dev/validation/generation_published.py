@@ -282,7 +282,8 @@ DEPENDENT = {row: "shares tuned row 127's fitted expert loop (82-92% of its pred
 DEPENDENT.update({row: "shares tuned row 169's fitted FP8Linear host time"
                   for row in ("171", "173", "175")})
 #: rows 172, 174 and 176 are tuned row 170's model (Qwen3-0.6B-GPTQ-Int8), host, engine and
-#: batch 1 with longer prompts: counted apart, as 171/173/175 are for row 169
+#: batch 1 with longer prompts, the fitted host time 31-32% of each one's predicted time (2,048
+#: steps x 196 linears x 61 us = 24.5 s of ~78 s): counted apart, as 171/173/175 are for 169
 DEPENDENT.update({row: "shares tuned row 170's fitted GPTQModel linear host time"
                   for row in ("172", "174", "176")})
 DEPENDENT.update({row: "shares tuned rows 127's expert loop and 169's FP8Linear host time"
