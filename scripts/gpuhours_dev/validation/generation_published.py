@@ -9,12 +9,14 @@ the row (`Expressed.assumed`). Like is compared with like: a row's measured quan
 tokens/s of one request or of all, per GPU or per group, prompt + output tokens/s, or the
 time to the first token) is computed from the same estimate (`predicted_value`).
 
-Fourteen of these rows set constants (TUNED: SGLang's host step and the H20's bandwidth, from
+Eighteen of these rows set constants (TUNED: SGLang's host step and the H20's bandwidth, from
 the six SGLang 1-token rows, `fit_sglang_h20`; the host time per running sequence of vLLM V0
 and of SGLang, from one batched row each; transformers' host time per expert of its Python MoE
 loop, from its one batch-1 MoE row; SGLang's small-kernel launch time, from its one GPTQ-Int4
 MoE row; the dequantisation rate of GPTQ/AWQ weights per SM cycle and the fixed time of a
-quantised GEMM, from four A100 rows, `fit_quantised_gemm`), counted apart; the others were
+quantised GEMM, from four A100 rows, `fit_quantised_gemm`; the host time of GPTQModel's linear
+under transformers, from its Qwen3-0.6B 1-token row, `fit_hf_gptqmodel_linear_host`), counted
+apart; the others were
 collected after the constants were fitted on the `tune` rows of data/generation.csv, and rows
 that duplicate that file are not repeated here.
 vLLM rows before 0.8 are costed as `vllm-v0` (the V0 engine); TensorRT-LLM's rows (v0.5 and
