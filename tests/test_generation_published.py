@@ -87,18 +87,20 @@ def test_summary_counts_are_computed_from_the_rows(results: list[gp.Result]) -> 
     # rows 128-130 share tuned row 127's expert loop, rows 276-284 (even) tuned row 274's
     # empty-expert launches, rows 25, 26 and 61 tuned rows 22, 23 and 55's Marlin terms,
     # rows 171-175 (odd) tuned row 169's FP8Linear host time, rows 285-288 rows 127's and
-    # 169's: expressed, counted apart, not held out
+    # 169's, rows 172-176 (even) tuned row 170's GPTQModel linear host time: expressed,
+    # counted apart, not held out
     dependent = [err(x.predicted, x.row) for x in results
                  if x.predicted is not None and x.row["row"] in gp.DEPENDENT]
-    assert len(dependent) == 30  # + TensorRT-LLM's 12 fp8 rows (FP8_MATMULS chosen on them)
+    assert len(dependent) == 33  # + TensorRT-LLM's 12 fp8 rows (FP8_MATMULS chosen on them)
     proxy = [err(x.proxy_predicted, x.row) for x in results if x.proxy_predicted is not None]
     s = gp.summary(results)
     # the tuned rows (SGLang's host step with the H20's bandwidth: 6; vLLM V0's and SGLang's
     # host time per running sequence; transformers' host time per expert; SGLang's Marlin MoE
     # launch per empty expert; the dequantisation rate and a quantised GEMM's fixed time: 4;
     # the eager host time per kernel: one eager/graph pair, 2; transformers' FP8Linear host
-    # time, 1) are expressed but counted apart
-    assert s["tuned"] == len(gp.TUNED) == 17
+    # time, 1; GPTQModel's linear host time under transformers, 1) are expressed but counted
+    # apart
+    assert s["tuned"] == len(gp.TUNED) == 18
     assert s["rows"] == len(gp.rows()) == (len(native) + s["tuned"] + len(dependent)
                                            + len(proxy) + s["not_expressed"])
     assert s["dependent"]["n"] == len(dependent)
@@ -246,3 +248,27 @@ def test_the_fp8_linear_host_time_is_the_fit_on_its_row() -> None:
     assert gp.HF_FP8_FIT_ROW in gp.TUNED
     assert gp.fit_hf_fp8_linear_host() == pytest.approx(A.HF_FP8_LINEAR_HOST_S.value,
                                                         abs=1e-6)
+
+
+def test_the_gptqmodel_linear_host_time_is_the_fit_on_its_row() -> None:
+    """assumptions.HF_GPTQMODEL_LINEAR_HOST_S is the bisection on row 170 (Qwen3-0.6B
+    GPTQ-Int8 under transformers 4.51.3 and GPTQModel 2.2.0), to the microsecond: a constant
+    moved off its fit fails here."""
+    from gpuhours.estimate import assumptions as A
+
+    assert gp.HF_GPTQMODEL_FIT_ROW in gp.TUNED
+    assert gp.fit_hf_gptqmodel_linear_host() == pytest.approx(
+        A.HF_GPTQMODEL_LINEAR_HOST_S.value, abs=1e-6)
+
+
+def test_the_transformers_gptq_and_awq_rows_are_expressed_with_their_library(
+        results: list[gp.Result]) -> None:
+    """The 24 Qwen3 rows of transformers 4.51.3 with GPTQModel 2.2.0 (8-bit) or AutoAWQ 0.2.9
+    (4-bit) are costed with Generation.hf_quant_linear naming their library; none is left
+    unexpressed."""
+    quant = [x for x in results if x.row["engine"] == "hf-generate"
+             and x.row["precision"] in ("gptq-int8", "awq-int4")]
+    assert len(quant) == 24
+    assert all(x.predicted is not None for x in quant)
+    assert {gp._hf_quant_stack(x.row)[0] for x in quant  # type: ignore[index]
+            } == {"gptqmodel-2.2.0", "autoawq-0.2.9"}

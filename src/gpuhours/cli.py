@@ -780,6 +780,11 @@ def generation(
              "every step, 4.48+ and 5.x read a grouped cache without repeating it; default: "
              "the release the constants were fitted on).")
                                        ] = GENERATION.hf_transformers_version,
+    hf_quant_linear: Annotated[str | None, typer.Option(
+        help="hf-generate only: the library a GPTQ/AWQ checkpoint's linears load into: "
+             "gptqmodel-2.2.0 (8-bit GPTQ, its Marlin kernel; give --weight-bytes-per-param 1) "
+             "or autoawq-0.2.9 (4-bit AWQ, WQLinear_GEMM with awq_ext; give 0.5-0.625). "
+             "Default: none, the 8/4-bit weights take their bytes' time alone.")] = None,
     tensor_parallel: Annotated[int, typer.Option(
         help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
     device_map_gpus: Annotated[int, typer.Option(
@@ -797,7 +802,7 @@ def generation(
              f"fp8/int8 (the default with --matmul-precision fp8; 1-1.125 with scales), "
              f"0.5-0.625 4-bit with its scales (~0.56), 4 fp32; other values are refused. "
              f"8/4-bit weights are costed as GPTQ/AWQ on Marlin's kernel under vLLM and "
-             f"SGLang.")] = None,
+             f"SGLang; under hf-generate see --hf-quant-linear.")] = None,
     kv_bytes_per_element: Annotated[float, typer.Option(
         help="Bytes per KV-cache element: 2 bf16, 1 fp8 (1-1.125 with scales), 0.5-0.625 "
         "4-bit with scales, 4 fp32; other values are refused.")
@@ -838,6 +843,7 @@ def generation(
                                        batch=batch, engine=engine,
                                        max_num_seqs=max_num_seqs,
                                        hf_transformers_version=hf_transformers_version,
+                                       hf_quant_linear=hf_quant_linear,
                                        tensor_parallel=tensor_parallel,
                                        device_map_gpus=device_map_gpus,
                                        cuda_graphs=cuda_graphs,

@@ -1537,6 +1537,11 @@ class Generation(_ReadsModel):
     #: (estimate/hf_generate_memory.py hf_generate_kv_cache_passes, hf_generate_mask_bytes_per_sequence).
     #: The default is the release hf-generate's constants were fitted on; other engines ignore it
     hf_transformers_version: str = "4.46"
+    #: hf-generate only: the library a GPTQ/AWQ checkpoint's linears load into under
+    #: transformers (estimate/hf_quant.py): "gptqmodel-2.2.0" (8-bit GPTQ, its Marlin kernel)
+    #: or "autoawq-0.2.9" (4-bit AWQ, WQLinear_GEMM with awq_ext). None: 8/4-bit weights under
+    #: hf-generate take their bytes' time alone (the kernels not costed)
+    hf_quant_linear: Literal["gptqmodel-2.2.0", "autoawq-0.2.9"] | None = None
     #: whether decode steps replay CUDA graphs: auto = the engine's own capture rules (vLLM V0
     #: up to 256 sequences and 8,192 tokens, V1 up to 512 sequences, SGLang 0.4.6 up to 160 or
     #: 256 by GPU memory; estimate/cuda_graphs.py), on = every step (captured for any batch

@@ -9,12 +9,14 @@ the row (`Expressed.assumed`). Like is compared with like: a row's measured quan
 tokens/s of one request or of all, per GPU or per group, prompt + output tokens/s, or the
 time to the first token) is computed from the same estimate (`predicted_value`).
 
-Fourteen of these rows set constants (TUNED: SGLang's host step and the H20's bandwidth, from
+Eighteen of these rows set constants (TUNED: SGLang's host step and the H20's bandwidth, from
 the six SGLang 1-token rows, `fit_sglang_h20`; the host time per running sequence of vLLM V0
 and of SGLang, from one batched row each; transformers' host time per expert of its Python MoE
 loop, from its one batch-1 MoE row; SGLang's small-kernel launch time, from its one GPTQ-Int4
 MoE row; the dequantisation rate of GPTQ/AWQ weights per SM cycle and the fixed time of a
-quantised GEMM, from four A100 rows, `fit_quantised_gemm`), counted apart; the others were
+quantised GEMM, from four A100 rows, `fit_quantised_gemm`; the host time of GPTQModel's linear
+under transformers, from its Qwen3-0.6B 1-token row, `fit_hf_gptqmodel_linear_host`), counted
+apart; the others were
 collected after the constants were fitted on the `tune` rows of data/generation.csv, and rows
 that duplicate that file are not repeated here.
 vLLM rows before 0.8 are costed as `vllm-v0` (the V0 engine); TensorRT-LLM's rows (v0.5 and
@@ -179,6 +181,80 @@ EAGER_FIT_ROWS = ("307", "308")
 HF_FP8_FIT_ROW = "169"
 
 
+#: The row that sets assumptions.HF_GPTQMODEL_LINEAR_HOST_S (`fit_hf_gptqmodel_linear_host`):
+#: transformers 4.51.3 with GPTQModel 2.2.0 and Qwen3-0.6B-GPTQ-Int8 on an H20, batch 1, 1-token
+#: prompt, whose Marlin GEMMs take a few microseconds, so its time per linear is the host's.
+HF_GPTQMODEL_FIT_ROW = "170"
+
+#: The prose for docs/generation.md's section on transformers with GPTQ/AWQ weights (issue 13;
+#: estimate/hf_quant.py), with the figures this script gives; `print(HF_QUANT_NOTES)`.
+HF_QUANT_NOTES = """\
+## transformers with GPTQModel or AutoAWQ weights (issue 13; estimate/hf_quant.py)
+
+The Qwen3 speed benchmark's transformers rows of GPTQ-Int8 (Qwen3-0.6B, 1.7B: transformers 4.51.3,
+GPTQModel 2.2.0) and AWQ-Int4 (Qwen3-4B to 32B: AutoAWQ 0.2.9 with AutoAWQ_kernels 0.0.9) are
+costed with `generation --engine hf-generate --hf-quant-linear gptqmodel-2.2.0|autoawq-0.2.9`,
+which names the library the checkpoint's linears load into. Read in the releases' PyPI sdists
+and wheel (transformers 4.51.3, optimum 1.24/1.25, gptqmodel 2.2.0, autoawq 0.2.9) and in
+casper-hansen/AutoAWQ_kernels@16c5fe16 (the 0.0.9 wheel holds no source):
+
+- GPTQModel: quantizer_gptq.py -> optimum GPTQQuantizer.convert_model -> GPTQModel's
+  hf_select_quant_linear(pack=False) (optimum#2138). Under the benchmark's device_map="auto"
+  (its speed_benchmark_transformers.py) BACKEND.AUTO tries Marlin first: 8-bit, symmetric,
+  compute capability 8.0+, the compiled gptqmodel_marlin_kernels (a "+cu128torch2.6" wheel is
+  built with them). So MarlinQuantLinear: one gptq_marlin_gemm call a linear (vLLM's kernel,
+  ported), no dequantised copy in memory. GPU: the 1-byte weights at the Marlin dequantisation
+  rate and quantised_gemm_fixed_s a GEMM (7 a layer, none fused), as vLLM's Marlin is costed.
+  Host: `hf_gptqmodel_linear_host_s` a linear beyond a bf16 linear's, fitted to ONE row (170,
+  Qwen3-0.6B, 1-token prompt, `fit_hf_gptqmodel_linear_host`): 61 us. The code read does not
+  explain that much: one extension call with three allocations is a few microseconds. The
+  measured rows say the GPTQ-Int8 runs took 1,273-1,345 us a layer where the same benchmark's
+  bf16 runs took 605-615: about 100 us more a linear, what GPTQModel's TorchQuantLinear (about
+  11 torch operators a linear to dequantise the whole weight at every call) would cost, not
+  Marlin. Which kernel ran is not recorded; the fitted value stands for whatever did.
+- AutoAWQ: integrations/awq.py replace_with_awq_linear puts WQLinear_GEMM in place of each
+  linear (version "gemm"; fused modules only with do_fuse or modules_to_fuse, which Qwen's AWQ
+  configs do not set: assumed, fused modules not modelled). Below 1,024 tokens
+  awq_ext.gemm_forward_cuda writes 8 split-k partial outputs and sums them: one operator more
+  than F.linear (host: 0.88 ms / 79 operators = 11 us a linear, derived, not fitted) and
+  2 x 8 x tokens x N x 2 bytes more; at 1,024 tokens or more dequantize_weights_cuda writes the
+  weight in fp16 and torch.matmul reads it back (4 bytes a weight more). No constant is fitted
+  for it: on row 206 a fit would need a negative host time, below.
+
+Refused: either library under another engine, tensor parallelism or device_map; other bit
+widths; fp8; MoE models, latent attention, SSM mixers, vision towers, fused or Conv1D
+projections; transformers 5.x; GPTQModel before 4.49.
+
+Results (error = predicted / measured rate - 1). Before: the 24 rows not expressed. Now all 24
+are: tuned row 170 +0%; rows 172, 174, 176 (its model, longer prompts) counted apart, +13%, -4%,
++21%; held out, Qwen3-1.7B GPTQ-Int8 (186-192) -5%, -4%, -5%, +7%, all within 25%; held out, the
+16 AWQ rows, 4 within 25% (-11% to -22% at 6K-14K prompts), the rest -31% to -64%, all too slow.
+Why the AWQ rows read slow: (1) at a 1-token prompt the step is the host's, and hf-generate's
+host constant (0.88 ms a layer, fitted on an A100 host under transformers 4.46) is ~45% above
+this H20 host's bf16 rows (597-615 us a layer: their 1-token rows read -32% to -35%); (2) the
+AWQ runs took 539-560 us a layer for 4B-14B and 374 us for 32B, less than the same
+benchmark's bf16 runs (another software environment, no flash-attn listed), which no
+per-linear cost can give; (3) their time grows 6-21 s from a 14K to a 30K prompt where the same
+models' bf16 rows grow 66-211 s, so the cache-copy model (fitted on bf16 rows) makes their 30K
+prompts 52-64% slow. Held-out tally of the whole table: 245 -> 265 rows, 222 -> 230 within 25%;
+no other row moved.
+"""
+
+#: transformers rows that name the library their GPTQ/AWQ linears load into (engine_version)
+#: -> Generation.hf_quant_linear (estimate/hf_quant.py), with what the row leaves to assume
+HF_QUANT_STACKS: dict[str, tuple[str, str]] = {
+    "GPTQModel 2.2.0": (
+        "gptqmodel-2.2.0",
+        "GPTQModel's MarlinQuantLinear (its BACKEND.AUTO pick under device_map=\"auto\", as "
+        "the benchmark's script loads): the checkpoint taken as Qwen's GPTQ-Int8 hub config "
+        "(8-bit, group 128, sym, no act order) and the wheel's Marlin extension as built"),
+    "AutoAWQ 0.2.9": (
+        "autoawq-0.2.9",
+        "AutoAWQ's WQLinear_GEMM with AutoAWQ_kernels' awq_ext (the page lists 0.0.9): the "
+        "checkpoint taken as Qwen's AWQ hub config (version gemm, no modules_to_fuse: fused "
+        "modules off), fp16 activations"),
+}
+
 #: rows that set a constant (tuned): their error is a residual, not a prediction, and they are
 #: counted apart. H20_FIT_ROWS set decode_host_step_s.sglang and the H20's bandwidth; rows
 #: 154 (SGLang 0.3.0) and 160 (vLLM V0, 256 running) the host time per running sequence;
@@ -187,6 +263,7 @@ TUNED = {**{row: "sets decode_host_step_s.sglang and the H20's bandwidth"
             for row in H20_FIT_ROWS},
          "127": "sets hf_generate_host_per_expert_s",
          HF_FP8_FIT_ROW: "sets hf_fp8_linear_host_s",
+         HF_GPTQMODEL_FIT_ROW: "sets hf_gptqmodel_linear_host_s",
          "154": "sets decode_host_per_sequence_s.sglang",
          "160": "sets decode_host_per_sequence_s.vllm-v0",
          "274": "sets sglang_marlin_moe_empty_launch_s",
@@ -206,6 +283,11 @@ DEPENDENT = {row: "shares tuned row 127's fitted expert loop (82-92% of its pred
 #: an expert) make most of their time. Counted apart.
 DEPENDENT.update({row: "shares tuned row 169's fitted FP8Linear host time"
                   for row in ("171", "173", "175")})
+#: rows 172, 174 and 176 are tuned row 170's model (Qwen3-0.6B-GPTQ-Int8), host, engine and
+#: batch 1 with longer prompts, the fitted host time 31-32% of each one's predicted time (2,048
+#: steps x 196 linears x 61 us = 24.5 s of ~78 s): counted apart, as 171/173/175 are for 169
+DEPENDENT.update({row: "shares tuned row 170's fitted GPTQModel linear host time"
+                  for row in ("172", "174", "176")})
 DEPENDENT.update({row: "shares tuned rows 127's expert loop and 169's FP8Linear host time"
                   for row in ("285", "286", "287", "288")})
 #: TensorRT-LLM's fp8 rows: FP8_MATMULS (their GEMMs at the bf16 rate) was chosen looking at
@@ -319,11 +401,15 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     release = re.search(r"transformers (\d+\.\d+(?:\.\d+)?)", r["engine_version"])
     hf = release[1] if engine == "hf-generate" and release else Generation.model_fields[
         "hf_transformers_version"].default
+    quant = _hf_quant_stack(r) if engine == "hf-generate" else None
+    if quant is not None:
+        assumed.append(quant[1])
     g = Generation(arch=arch, model=name, prompt_tokens=prompt, output_tokens=output,
                    engine=engine,  # type: ignore[arg-type]
                    tensor_parallel=1 if mapped else tp,  # type: ignore[arg-type]
                    device_map_gpus=tp if mapped else 1,
                    hf_transformers_version=hf,
+                   hf_quant_linear=None if quant is None else quant[0],  # type: ignore[arg-type]
                    cuda_graphs=cuda_graphs_of(r, assumed)  # type: ignore[arg-type]
                    if engine != "hf-generate" else "auto",
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
@@ -422,12 +508,20 @@ def _not_expressed(r: dict[str, str]) -> str:
     """Why a row cannot be expressed with its own engine ("" when it can)."""
     if r["engine"] not in MODELLED:
         return f"{r['engine']} is not modelled (no host cost of its own)"
-    if r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)"):
-        return ("transformers with GPTQ/AWQ weights is not modelled: GPTQModel's and AutoAWQ's "
-                "linears (and AutoAWQ's fused modules) each have their own host work and "
-                "kernels, which hf-generate's constants (bf16) and FP8Linear's "
-                "(estimate/hf_fp8.py) do not hold")
+    if (r["engine"] == "hf-generate" and r["precision"] not in ("bf16", "fp8 (block W8A8)")
+            and _hf_quant_stack(r) is None):
+        return ("transformers with GPTQ/AWQ weights of a library other than GPTQModel 2.2.0 "
+                "and AutoAWQ 0.2.9 is not modelled (estimate/hf_quant.py)")
     return ""
+
+
+def _hf_quant_stack(r: dict[str, str]) -> tuple[str, str] | None:
+    """(Generation.hf_quant_linear, what is assumed) for a transformers row that names its
+    GPTQ/AWQ library (HF_QUANT_STACKS); None for any other row."""
+    for name, stack in HF_QUANT_STACKS.items():
+        if name in r["engine_version"]:
+            return stack
+    return None
 
 
 def predict(r: dict[str, str]) -> Result:
@@ -507,6 +601,29 @@ def fit_hf_fp8_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
             low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
     finally:
         A.HF_FP8_LINEAR_HOST_S = saved
+    return round((low_s + high_s) / 2, 6)
+
+
+def fit_hf_gptqmodel_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
+    """assumptions.HF_GPTQMODEL_LINEAR_HOST_S from HF_GPTQMODEL_FIT_ROW: the host time per
+    GPTQModel linear (beyond a bf16 linear's) at which `predict` meets the row's measured
+    rate, by bisection to 0.1 us (the predicted rate falls as it grows), rounded to the
+    microsecond."""
+    import dataclasses
+
+    from gpuhours.estimate import assumptions as A
+
+    row = {r["row"]: r for r in rows()}[HF_GPTQMODEL_FIT_ROW]
+    saved = A.HF_GPTQMODEL_LINEAR_HOST_S
+    try:
+        while high_s - low_s > 1e-7:
+            mid = (low_s + high_s) / 2
+            A.HF_GPTQMODEL_LINEAR_HOST_S = dataclasses.replace(saved, value=mid)
+            err = predict(row).error
+            assert err is not None
+            low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
+    finally:
+        A.HF_GPTQMODEL_LINEAR_HOST_S = saved
     return round((low_s + high_s) / 2, 6)
 
 

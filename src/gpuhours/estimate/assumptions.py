@@ -876,6 +876,20 @@ HF_FP8_LINEAR_HOST_S = _a(
     "generation_published.fit_hf_fp8_linear_host); the other block-fp8 transformers rows "
     "are held out (docs/generation.md)")
 
+#: Host time of one GPTQModel 2.2.0 MarlinQuantLinear forward beyond a bf16 linear's, in
+#: transformers' generate (estimate/hf_quant.py). The code read (one gptq_marlin_gemm extension
+#: call with three allocations, where F.linear makes one aten call) would put it at a few
+#: microseconds; it cannot be read as a time, so it is fitted to ONE row, the smallest model's,
+#: whose GEMMs take a few microseconds. The value found is far above what that code explains
+#: (docs: a fallback to GPTQModel's TorchQuantLinear, ~11 operators a linear, would match it).
+HF_GPTQMODEL_LINEAR_HOST_S = _a(
+    "hf_gptqmodel_linear_host_s", 61e-6, "s per GPTQModel linear per forward, beyond a bf16 "
+    "linear's",
+    "fitted to ONE row: generation_published.csv row 170 (transformers 4.51.3, GPTQModel "
+    "2.2.0, Qwen3-0.6B-GPTQ-Int8, H20, batch 1, 1-token prompt: 37.6 ms a token, 196 linears; "
+    "generation_published.fit_hf_gptqmodel_linear_host); the Qwen3-1.7B rows are held out, "
+    "rows 172-176 (row 170's model, longer prompts) counted apart")
+
 #: GPU time of one Marlin MoE GEMM launch for an expert no token of the step routes to. SGLang
 #: 0.4.6 runs a weight-only quantised (GPTQ/AWQ, 4- or 8-bit) MoE layer through vLLM 0.7.2's
 #: fused_marlin_moe, whose marlin_gemm_moe launches one kernel per expert, ALL num_experts of

@@ -51,7 +51,7 @@ from typing import Any
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
 from gpuhours.errors import FieldDoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate import hf_fp8, trtllm
+from gpuhours.estimate import hf_fp8, hf_quant, trtllm
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.cuda_graphs import (
@@ -410,8 +410,9 @@ class GenerationEstimate:
             "decode_s": formula(self.decode_s, "s",
                                 "per wave: sum over output tokens of host step + max(eager "
                                 "launches, weight + KV bytes / bandwidth (8/4-bit weights "
-                                "on vLLM/SGLang: or their count / the SMs' dequantisation "
-                                "rate), FLOPs / peak) (+ small kernels where the step has "
+                                "on vLLM/SGLang or GPTQModel: or their count / the SMs' "
+                                "dequantisation rate; AutoAWQ: + its split-k partials or "
+                                "dequantised weights), FLOPs / peak) (+ small kernels where the step has "
                                 "them: MoE routing, fp8 "
                                 "input quantisation, quantised GEMMs' fixed time; + "
                                 "hf-generate's Python loop over an MoE's experts)"),
@@ -419,7 +420,8 @@ class GenerationEstimate:
                 self.eager_launch_s_first, "s per decode step",
                 f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
                 "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (tensorrt-llm: "
-                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S), "
+                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
+                "+ GPTQModel's or AutoAWQ's linears' own, estimate/hf_quant.py), "
                 "overlapping the GPU's work; 0 on a replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
                                            "first decode step (context = prompt)"),
@@ -684,6 +686,8 @@ class _Step:
     kv_reads: float = 1.0
     #: host seconds of accelerate's hooks a forward (hf-generate by device_map; 0 without)
     hooks_s: float = 0.0
+    #: the library whose quantised linears hf-generate runs (estimate/hf_quant.py; None: none)
+    hf_quant_linear: str | None = None
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -730,15 +734,26 @@ class _Step:
         """Host time issuing one forward's kernels, which overlaps the GPU's work: for an
         engine that captures CUDA graphs, 0 on a replayed graph and the counted kernels x
         EAGER_HOST_S_PER_KERNEL when eager (estimate/cuda_graphs.py); for hf-generate, always
-        eager, layers x DECODE_HOST_PER_LAYER_S."""
+        eager, layers x DECODE_HOST_PER_LAYER_S (+ GPTQModel's or AutoAWQ's linears' own host
+        work, quant_linear_host_s)."""
         if self.engine in _SMALL_KERNEL_ENGINES:
             return eager_launch_s(self.eager_kernels, self.host_scale) if eager else 0.0
         if self.engine == trtllm.ENGINE:
             return (self.eager_kernels * A.TRTLLM_ENQUEUE_S_PER_KERNEL.value * self.host_scale
                     if eager else 0.0)
-        # under device_map, accelerate's hooks are host work beside the launches
+        # under device_map, accelerate's hooks are host work beside the launches; GPTQModel's
+        # and AutoAWQ's linears their own beyond a bf16 linear's (estimate/hf_quant.py)
         return ((self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
-                 + self.hooks_s) * self.host_scale)
+                 + self.hooks_s + self.quant_linear_host_s) * self.host_scale)
+
+    @property
+    def quant_linear_host_s(self) -> float:
+        """Host seconds a forward's GPTQModel or AutoAWQ linears take beyond bf16 linears'
+        (hf_quant.host_s_per_linear x the linears); 0 without them."""
+        if self.hf_quant_linear is None:
+            return 0.0
+        return (hf_quant.linear_count(self.arch)
+                * hf_quant.host_s_per_linear(self.hf_quant_linear))
 
     def seconds(self, tokens: float, kv_bytes: float, flops: float,
                 eager: bool = False, kv_copy_s: float = 0.0) -> tuple[float, str]:
@@ -748,7 +763,8 @@ class _Step:
         if self.fp8_syncs is not None:
             return self.fp8_linear_seconds(tokens, kv_bytes, flops, eager, kv_copy_s)
         t_weights, dequant = self.weights_s(tokens)
-        t_mem = t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
+        t_mem = (t_weights + kv_bytes / self.bandwidth_bytes_per_s + kv_copy_s
+                 + self.quant_extra_bytes(tokens) / self.bandwidth_bytes_per_s)
         t_cmp = flops / (self.peak_flops * self.gemm_efficiency)
         t_launch = self.launch_s(eager)
         device, bound = (t_mem, "memory bandwidth") if t_mem >= t_cmp else (t_cmp, "compute")
@@ -832,11 +848,23 @@ class _Step:
         return (self.arch.moe_layers * FUSED_MOE_ROUTING_KERNELS
                 * A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S.value)
 
+    def quant_extra_bytes(self, tokens: float) -> float:
+        """Bytes a forward's AutoAWQ linears move beyond their weights (split-k partials, or
+        the fp16 weights they dequantise at 1,024 tokens or more; hf_quant.extra_bytes); 0
+        otherwise."""
+        if self.hf_quant_linear is None:
+            return 0.0
+        return hf_quant.extra_bytes(self.hf_quant_linear, self.arch, tokens)
+
     @property
     def quantised_gemm_fixed_s(self) -> float:
         """The fixed GPU time of each weight-only quantised (Marlin) GEMM at decode, serial on
-        the stream: QUANTISED_GEMM_FIXED_S x (4 a dense layer + 2 an MoE layer); 0 for 16-bit
-        and fp8 weights and for hf-generate (its launches are host time)."""
+        the stream: QUANTISED_GEMM_FIXED_S x (4 a dense layer + 2 an MoE layer) under vLLM and
+        SGLang, x every linear (7 a layer, none fused) under hf-generate with GPTQModel's Marlin
+        (hf_quant.marlin_gemms); 0 for 16-bit and fp8 weights and otherwise."""
+        if self.hf_quant_linear is not None:
+            return (hf_quant.marlin_gemms(self.hf_quant_linear, self.arch)
+                    * A.QUANTISED_GEMM_FIXED_S.value)
         if not _marlin_engine(self.engine, self.weight_only_quantised):
             return 0.0
         moe = self.arch.moe_layers if self.arch.is_moe else 0
@@ -1024,9 +1052,12 @@ def _quantised_weights_note(g: Generation, gpu: GpuSpec) -> str:
     if g.engine == trtllm.ENGINE:
         return (f"; 8/4-bit weights on {g.engine}: its weight-only GEMM kernels are not "
                 "modelled, the weights take their bytes' time alone")
+    if g.hf_quant_linear is not None:
+        return hf_quant.note(g.hf_quant_linear)
     if g.engine not in _SMALL_KERNEL_ENGINES:
-        return (f"; 8/4-bit weights on {g.engine}: its kernels (bitsandbytes, AutoAWQ, "
-                "GPTQModel) are not modelled, the weights take their bytes' time alone")
+        return (f"; 8/4-bit weights on {g.engine}: its kernels are not modelled, the weights "
+                "take their bytes' time alone (hf_quant_linear names GPTQModel 2.2.0's or "
+                "AutoAWQ 0.2.9's)")
     if dequant_weights_per_s(gpu) is None:
         return (f"; the dequantisation is not costed: the GPU catalog has no SM count and clock "
                 f"for {gpu.name} (the fixed time per GEMM is)")
@@ -1088,6 +1119,10 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     if _runs_fp8_linear(g):
         hf_fp8.check_covered(arch, hf_release(g.hf_transformers_version), tp,
                              g.weight_bytes_per_param)
+    if g.hf_quant_linear is not None:
+        hf_quant.check_covered(g.hf_quant_linear, arch, g.engine,
+                               hf_release(g.hf_transformers_version), tp, g.device_map_gpus,
+                               g.weight_bytes_per_param, g.matmul_precision)
     return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
                   gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
                   bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
@@ -1102,7 +1137,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                                                             g.released_format) / tp,
                   weight_bytes_per_param=g.weight_bytes_per_param,
                   dequant_weights_per_s=((dequant_weights_per_s(gpu) or 0.0) if _runs_marlin(g)
-                                         else 0.0),
+                                         or g.hf_quant_linear == hf_quant.GPTQMODEL else 0.0),
                   activation_quant_kernels=(FP8_ACTIVATION_QUANT_KERNELS
                                             if g.matmul_precision == "fp8" else 0),
                   capture=capture_rule(g.engine, g.cuda_graphs, max_seqs, gpu.memory_bytes, tp),
@@ -1116,7 +1151,8 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                                                   * A.BANDWIDTH_EFFICIENCY.value),
                   kv_reads=(trtllm.kv_reads_per_decode_step(arch, tp)
                             if g.engine == trtllm.ENGINE else 1.0),
-                  hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0)
+                  hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0,
+                  hf_quant_linear=g.hf_quant_linear)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1362,14 +1398,18 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
     if fp8_linear_syncs(g) is not None:
         used.append(A.HF_FP8_LINEAR_HOST_S)
+    if g.hf_quant_linear == hf_quant.GPTQMODEL:
+        used.append(A.HF_GPTQMODEL_LINEAR_HOST_S)
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))
     routing = _pays_routing_kernels(g.engine, g.arch)
     # the fp8 input-quantisation kernels: the step's activation_quant_launches_s is non-zero
     quant = g.engine in _SMALL_KERNEL_ENGINES and g.matmul_precision == "fp8"
     if launches or routing or quant:
         used.append(A.SGLANG_MARLIN_MOE_EMPTY_LAUNCH_S)
-    dequant = _runs_marlin(g) and dequant_weights_per_s(gpu) is not None
-    qgemm = _runs_marlin(g)
+    # GPTQModel's Marlin under hf-generate: the same kernel's rate and fixed time
+    marlin = _runs_marlin(g) or g.hf_quant_linear == hf_quant.GPTQMODEL
+    dequant = marlin and dequant_weights_per_s(gpu) is not None
+    qgemm = marlin
     if qgemm:
         used.append(A.QUANTISED_GEMM_FIXED_S)
     if dequant:
