@@ -832,7 +832,11 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "source's wording per row). No constant "
              "was set from these rows. Implied MFU: our model FLOPs per token x tokens / "
              "(published GPU hours x the dense bf16 peak); estimated MFU: the same over the "
-             "predicted hours. " + INCLUSION_RULE
+             "predicted hours. `estimate` prints this table's record (how many within "
+             "25%, the median and spread of published / predicted) beside any whole-run total "
+             "of full training on 16 or more GPUs, and `plan` under such a pretraining phase "
+             "(estimate/track_record.py; validate.py writes it with this file). "
+             + INCLUSION_RULE
              + (f" {len(aside)} rows are shown and not counted (marked; why, below)."
                 if aside else ""), "",
              "| run | setup chosen (global batch: the default) | published GPU hours | "
