@@ -277,8 +277,10 @@ KernelsOpt = Annotated[str, typer.Option(
          "modelling, eager PyTorch), flash-attn (code calling flash-attn with its fused "
          "rotary and RMSNorm: Qwen-1's with flash-attn installed) or megatron (Megatron-Core "
          "with Transformer Engine's fused layers: Megatron-LM, Megatron-Bridge, NeMo; its "
-         "vocab-parallel cross-entropy unless --loss-kernel says) or unsloth (Unsloth's "
-         "LoRA/QLoRA layer: its fused LoRA Functions, Triton norms and cross-entropy).")]
+         "vocab-parallel cross-entropy unless --loss-kernel says), unsloth (Unsloth's "
+         "LoRA/QLoRA layer: its fused LoRA Functions, Triton norms and cross-entropy) or "
+         "megatron-2021 (Megatron-LM's 2021 layer: fused LayerNorm, bias-GeLU and "
+         "bias-dropout-add, unfused attention; with --no-flash).")]
 MoeDispatchOpt = Annotated[str, typer.Option(
     help="On --kernels megatron, how a MoE layer routes its tokens: fused (the all-to-all "
          "dispatcher with fused permute: Megatron-Bridge; router and dispatcher operators "

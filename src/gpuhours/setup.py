@@ -115,9 +115,13 @@ OffloadCopies = Literal["pinned", "pageable-step", "pageable"]
 #: and RMSNorm kernels (Qwen-1's remote code with flash-attn installed); megatron = Megatron-Core's
 #: TransformerLayer with Transformer Engine's fused modules (Megatron-LM, Megatron-Bridge, NeMo);
 #: unsloth = Unsloth's patched Llama-family layer: its LoRA autograd Functions on fully adapted
-#: q/k/v and gate/up/down groups, Triton RMSNorm, RoPE and cross-entropy (estimate/unsloth.py).
+#: q/k/v and gate/up/down groups, Triton RMSNorm, RoPE and cross-entropy (estimate/unsloth.py);
+#: megatron-2021 = Megatron-LM's own layer before Megatron-Core (NVIDIA/Megatron-LM@50a4b5fa, the
+#: PTD-P paper's code): fused LayerNorm, jit-fused bias-GeLU and bias-dropout-add, attention by
+#: baddbmm, the fused scaled masked softmax, dropout and bmm (no flash kernel: needs
+#: flash_attention False), GPT-shaped layers only (estimate/megatron_2021.py).
 #: Sets the operators the host issues per micro-batch (unsloth: counted as eager's)
-Kernels = Literal["eager", "flash-attn", "megatron", "unsloth"]
+Kernels = Literal["eager", "flash-attn", "megatron", "unsloth", "megatron-2021"]
 #: how a Megatron-Core MoE layer routes its tokens on the megatron path (estimate/host.py
 #: MEGATRON_MOE_ALLGATHER_OPS, estimate/parallel.py expert_allgather_bytes_per_layer):
 #: fused = the all-to-all dispatcher with Transformer Engine's fused permute (Megatron-Bridge's
@@ -774,6 +778,8 @@ class Training(_ReadsModel):
                              "Give --kernels megatron, or leave --moe-fused-mlp out.")
         if self.kernels == "unsloth":
             _check_unsloth(self)
+        if self.kernels == "megatron-2021":
+            _check_megatron_2021(self)
         if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
             raise FieldError(("liger_kernels", "kernels" if self.kernels != "eager"
                               else "compile"),
@@ -941,7 +947,9 @@ def loss_kernel_of(t: Training) -> LossKernel:
         return t.loss_kernel
     if t.kernels == "unsloth":  # Unsloth's models call its own fast_cross_entropy_loss
         return "unsloth-ce"
-    return "megatron" if t.kernels == "megatron" else "hf"
+    # Megatron-LM's 2021 code ran the same vocab-parallel cross-entropy (megatron/mpu/
+    # cross_entropy.py at NVIDIA/Megatron-LM@50a4b5fa)
+    return "megatron" if t.kernels in ("megatron", "megatron-2021") else "hf"
 
 
 def deepspeed_overlap_comm_of(t: Training) -> bool:
@@ -1116,6 +1124,27 @@ def _check_megatron(t: Training) -> None:
                              "recomputes selectively or fully (recompute_granularity), not "
                              "both.", "Give checkpointing (full) or recompute_modules "
                              "(selective).")
+
+
+def _check_megatron_2021(t: Training) -> None:
+    """The megatron-2021 path counts Megatron-LM's 2021 layer (estimate/megatron_2021.py): full
+    training of a GPT-shaped layer (LayerNorm, GeLU MLP, dense) with its unfused attention, in
+    half precision. Anything else would be costed with kernels that code does not issue."""
+    why = "the megatron-2021 kernel path (Megatron-LM's 2021 layer) does not model "
+    if t.flash_attention:
+        raise FieldError(("kernels", "flash_attention"), why + "a flash kernel: its attention "
+                         "is baddbmm, the fused masked softmax, dropout and bmm.",
+                         "Turn flash attention off (--no-flash), or use kernels megatron (Megatron-Core).")
+    if t.method != "full":
+        raise FieldError(("kernels", "method"), why + f"{t.method}: it trained full models.",
+                         "Use method full, or kernels megatron.")
+    if t.arch.gated_mlp or t.arch.is_moe or not t.arch.norm_bias:
+        raise FieldError(("kernels", "model"), why + f"{t.arch.name}: its layer has a "
+                         "LayerNorm and a dense GeLU MLP (GPT's shape).",
+                         "Use kernels megatron for gated, RMSNorm or MoE models.")
+    if t.precision not in ("fp16-mixed", "bf16-mixed"):
+        raise FieldError(("kernels", "precision"), why + f"{t.precision}: it ran fp16 or bf16 "
+                         "with fp32 master weights.", "Use fp16-mixed or bf16-mixed.")
 
 
 def _check_unsloth(t: Training) -> None:

@@ -15,6 +15,10 @@ floor"); how many there are depends on the code that runs, not on the model's sh
   (Megatron-LM, Megatron-Bridge, NeMo 1 and 2): layer norm fused into the qkv and fc1 linears,
   fused rotary, cuDNN attention, fused SwiGLU and bias-dropout-add, weight gradients accumulated
   in the wgrad GEMM. Counted by hand from that code (MEGATRON_* below, each kernel named).
+- ``megatron-2021``: Megatron-LM's own layer before Megatron-Core (the PTD-P paper's code, 2021):
+  fused LayerNorm, jit-fused bias-GeLU and bias-dropout-add, unfused attention with the fused
+  scaled masked softmax, a gradient add per parameter. Counted by hand from that code
+  (estimate/megatron_2021.py, each kernel named).
 
 Operators are dispatcher-level calls that launch device work (views and allocations excluded),
 the unit count_ops counts. A quantised base adds its dequantisation's operators per quantised
@@ -31,6 +35,7 @@ from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.dora import dora_base_matmul_of
 from gpuhours.estimate.liger import liger_layer_applies, liger_ops_delta_per_layer
 from gpuhours.estimate.lora import FUSED_GATE_UP_TYPES, FUSED_QKV_TYPES, adapted_linears
+from gpuhours.estimate.megatron_2021 import layer_ops as megatron_2021_layer_ops
 from gpuhours.estimate.moe_gemm import unfused_expert_mlp_runs
 from gpuhours.estimate.peft_methods import peft_linears
 from gpuhours.estimate.rope import eager_rope_runs
@@ -169,6 +174,11 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     and the embedding, head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH)."""
     if t.kernels == "megatron":
         return megatron_ops_per_micro_batch(arch, t)
+    if t.kernels == "megatron-2021":
+        fwd, bwd = megatron_2021_layer_ops(arch)
+        if t.checkpointing:
+            bwd += fwd  # CheckpointFunction runs the layer's forward again in backward
+        return arch.num_layers * (fwd + bwd) + sum(A.OPS_PER_MICRO_BATCH)
     kind = precision_kind(t.precision)
     fwd, bwd, biases = _layer_ops(arch, t, kind)
     outside_fwd, outside_bwd = A.OPS_PER_MICRO_BATCH
@@ -216,6 +226,8 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
         fwd += megatron_eager_attn_ops(arch, t)[0] + megatron_eager_moe_ops(arch, t)[0]
         if t.method != "full":
             fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
+    elif t.kernels == "megatron-2021":
+        fwd = megatron_2021_layer_ops(arch)[0]
     else:
         kind = precision_kind(t.precision)
         fwd = _layer_ops(arch, t, kind)[0]

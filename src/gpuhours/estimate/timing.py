@@ -54,6 +54,9 @@ from gpuhours.estimate.lora_traffic import (
     generic_lora_saved_bytes_per_token_layer,
     lora_branch_bytes_per_token_layer,
 )
+from gpuhours.estimate.megatron_2021 import (
+    score_bytes_per_token_layer as megatron_2021_score_bytes_per_token_layer,
+)
 from gpuhours.estimate.memory import (
     ACTIVATION_BYTES,
     LORA_ADAPTED,
@@ -425,7 +428,14 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # (estimate/compiled.py), in place of eager's passes over the saved tensors
         elementwise = (compiled_elementwise_bytes_per_token_layer(arch, t, a)
                        + repeated_kv_copy_bytes_per_token_layer(arch, t, a))
-    layer_traffic = tokens * arch.num_layers * (elementwise + scores * 3 + score_traffic)
+    if t.kernels == "megatron-2021":
+        # Megatron-LM's unfused attention: the score matrix through baddbmm, the fused softmax,
+        # dropout and bmm, and back, each pass counted (estimate/megatron_2021.py)
+        scores_moved = megatron_2021_score_bytes_per_token_layer(
+            arch, t.seq_len, t.checkpointing, ACTIVATION_BYTES[t.precision])
+    else:
+        scores_moved = scores * 3
+    layer_traffic = tokens * arch.num_layers * (elementwise + scores_moved + score_traffic)
     if t.method != "full" and not arch.encoder and compiled_layer_applies(arch, t) is not None:
         # peft's LoRA branch, counted operator by operator (estimate/lora_traffic.py), in
         # place of the generic passes over the adapters' saved inputs
