@@ -548,3 +548,26 @@ def test_a_command_that_needs_torch_says_how_to_install_it(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails as if absent
     result = run("bench", "--model", "gpt2", "--seq", "512")
     assert_user_error(result, "torch", r"pip install 'gpuhours\[bench\]'")
+
+
+@pytest.mark.parametrize(("args", "option"), [
+    # the micro-batch can shrink: it is named
+    (("--model", "qwen2.5-0.5b", "--gpu", "rtx-4090", "--batch", "64", "--seq", "4096"),
+     "--batch"),
+    # at micro-batch 1 with the model's state fitting (LoRA), the sequence is what is left
+    (("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--method", "lora", "--batch", "1",
+      "--seq", "1000000"), "--seq"),
+    # the state alone is larger than the GPU (full 70B on one): the method, not the batch
+    (("--model", "llama-2-70b", "--gpu", "a100-80gb", "--batch", "1", "--seq", "512"),
+     "--method"),
+])
+def test_does_not_fit_names_what_to_change(args: tuple[str, ...], option: str) -> None:
+    """A reviewer's find: a sequence of 1,000,000 tokens at micro-batch 1 was blamed on
+    --batch, and its beyond-the-context warning was not shown."""
+    result = run("estimate", *args)
+    assert_no_crash(result)
+    assert result.exit_code == 1, result.output
+    message = " ".join(result.stderr.split())
+    assert message.startswith(f"error {option}:"), message
+    if option == "--seq":
+        assert "beyond the 131072 positions" in message, message

@@ -115,8 +115,9 @@ def test_malformed_plans_fail_cleanly(tmp_path_factory, case):
 
 def test_a_setting_the_estimate_refuses_names_the_plan_line_phase_and_key(tmp_path):
     # the setup validates, but the estimate refuses it for this GPU (an A100 has neither fp8
-    # tensor cores nor the CUDA multicast Transformer Engine's userbuffers need)
-    for key, value, phase_line in (("precision", "fp8-mixed", 5), ("tp_comm_overlap", "true", 5)):
+    # tensor cores nor the CUDA multicast Transformer Engine's userbuffers need); the line is
+    # the key's own (11), not the phase's (5)
+    for key, value, key_line in (("precision", "fp8-mixed", 11), ("tp_comm_overlap", "true", 11)):
         path = tmp_path / f"{key}.yaml"
         path.write_text("project: t\nhardware:\n  gpu: a100-80gb\nphases:\n"
                         "  - name: sft\n    kind: finetune\n    model: llama-2-7b\n"
@@ -124,7 +125,7 @@ def test_a_setting_the_estimate_refuses_names_the_plan_line_phase_and_key(tmp_pa
         result = runner.invoke(app, ["plan", str(path), "--no-doc"],
                                env={"COLUMNS": "200", "NO_COLOR": "1"})
         assert result.exit_code == 2, result.output
-        assert (f"{path}, line {phase_line}, phase 'sft', field {key!r}"
+        assert (f"{path}, line {key_line}, phase 'sft', field {key!r}"
                 in " ".join(result.stderr.split())), result.stderr
 
 
@@ -146,3 +147,22 @@ def test_an_unquoted_transformers_release_is_told_to_be_quoted(tmp_path):
     path.write_text(plan.format(v="'4.46'"))
     ok = runner.invoke(app, ["plan", str(path), "--no-doc"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert ok.exit_code == 0, ok.output
+
+
+def test_an_rl_length_beyond_the_context_names_the_longer_length_and_its_line(tmp_path):
+    """A reviewer's find: a 130,000-token prompt on a 128K model was blamed on
+    max_response_tokens at the phase's line. Both lengths make the sum: the longer is named
+    first, at its own line."""
+    text = (Path(__file__).resolve().parent.parent / "examples" / "pixelis.yaml").read_text()
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("prompt_tokens:"))
+    lines[at] = lines[at].replace(lines[at].split(":")[1].split("#")[0].strip(), "130000", 1)
+    path = tmp_path / "long.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["plan", str(path), "--no-doc"],
+                           env={"COLUMNS": "200", "NO_COLOR": "1"})
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert (f"line {at + 1}, phase 'rft', field 'prompt_tokens', field 'max_response_tokens'"
+            in message), message
+    assert "130,000-token prompt" in message and "128,000-token context" in message

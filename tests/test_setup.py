@@ -224,3 +224,18 @@ def test_no_module_imports_a_private_name_of_another() -> None:
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} "
                                          f"{node.module}.{alias.name}")
     assert offenders == []
+
+
+@pytest.mark.parametrize(("make", "field", "pattern"), [
+    (lambda: Training(model="qwen2.5-7b", micro_batch=0), "micro_batch", "greater than or equal"),
+    (lambda: Hardware(gpu="a100-80gb", num_gpus=0), "num_gpus", "greater than or equal"),
+    (lambda: Training(model="qwen2.5-7b", method="lorax"), "method", "lora"),
+    (lambda: Training(), "model", "a model is required"),
+])
+def test_a_constraint_pydantic_checks_is_a_field_error_too(make, field: str, pattern: str) -> None:
+    """README: "Bad input raises gpuhours.InputError; a FieldError names the setup fields at
+    fault": a value pydantic's own constraints refuse (ge=1, a Literal) included, not a bare
+    pydantic ValidationError (a reviewer's find)."""
+    with pytest.raises(FieldError, match=pattern) as caught:
+        make()
+    assert caught.value.fields == (field,)

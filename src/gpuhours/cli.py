@@ -542,13 +542,26 @@ def estimate(
     if not e.memory.fits and not ignore_memory:
         from gpuhours.report.units import gib
 
+        # at micro-batch 1 the sequence is what is left to shorten, when the model's state
+        # alone fits; when it does not, the setup (method, sharding, GPUs) is at fault: name
+        # that, and say when the sequence is beyond the model's positions (the estimate's
+        # warning, else shown only with --ignore-memory)
+        m = e.memory
+        state = sum(x.value for x in (m.weights_bytes, m.gradients_bytes,
+                                      m.master_weights_bytes, m.optimizer_bytes,
+                                      m.cuda_context_bytes))
+        option, field = (("--batch", "micro_batch") if t.micro_batch > 1 else
+                         ("--seq", "seq_len") if state < m.device_bytes.value else
+                         ("--method", "method"))
+        beyond = [w for w in e.warnings if w.startswith(f"--seq {t.seq_len} is beyond")]
         too_big = DoesNotFit(
-            "--batch", f"micro-batch {batch} x seq {seq} needs "
-                       f"{gib(e.memory.total_bytes.value)} per GPU ({e.memory.peak_phase}); "
-                       f"{spec.name} has {gib(e.memory.device_bytes.value)}.",
+            option, f"micro-batch {batch} x seq {seq} needs "
+                    f"{gib(e.memory.total_bytes.value)} per GPU ({e.memory.peak_phase}); "
+                    f"{spec.name} has {gib(e.memory.device_bytes.value)}."
+                    + "".join(f" {w}" for w in beyond),
             "Run `gpuhours fit` with the same options for what fits, or pass --ignore-memory "
             "to see this estimate anyway.")
-        too_big.fields = ("micro_batch",)
+        too_big.fields = (field,)
         raise too_big
     if as_json:
         return

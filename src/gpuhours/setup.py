@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.errors import FieldError
@@ -161,6 +161,34 @@ class _Strict(BaseModel):
     # defer_build: the CLI reads the defaults at import; the schema is built on first use
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
                               defer_build=True)
+
+    def __init__(self, /, **data: Any) -> None:
+        # the library's promise (README): bad input raises gpuhours.InputError, a FieldError
+        # naming the field, whether a validator of ours or a pydantic constraint found it
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise field_error_of(exc) from None
+
+
+def field_error_of(exc: ValidationError) -> FieldError:
+    """The first error of a setup's validation as a FieldError keyed by its field (the
+    innermost named part of its location: an item of a list field is its field's)."""
+    first = exc.errors()[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        return cause
+    names = [str(part) for part in first["loc"] if not isinstance(part, int)]
+    if names == ["arch"] and first["type"] == "missing":  # neither model nor params given
+        return FieldError("model", "a model is required: a catalog name or a config.json path "
+                                   "(model=...), or a parameter count (params=...).")
+    # our own validators' messages (value_error) say what they got
+    got = ("" if first["type"] in ("missing", "value_error")
+           else f" (got {first.get('input')!r})")
+    more = (f" ({exc.error_count() - 1} more error(s) after fixing this one)"
+            if exc.error_count() > 1 else "")
+    return FieldError(names[-1] if names else "input",
+                      f"{first['msg'].removeprefix('Value error, ')}{got}.{more}")
 
 
 def _resolve_model_fields(data: Any) -> Any:

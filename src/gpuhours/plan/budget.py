@@ -33,7 +33,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
     line = f", line {loaded.gpu_line}" if loaded.gpu_line else ""
     gpu = _gpu(plan.hardware.gpu, ledger, f"{loaded.path}{line}, hardware.gpu")
     ctx = Context(plan=plan, gpu=gpu, lines=loaded.phase_lines, path=loaded.path,
-                  ledger=ledger if calibrate else None)
+                  ledger=ledger if calibrate else None, field_lines=loaded.field_lines)
     results: list[PhaseResult] = []
     grids: dict[str, GridSchedule] = {}
     gpus_by_name = {gpu.name: gpu}

@@ -98,6 +98,21 @@ class LoadedPlan:
     gpu_line: int | None = None
     #: the line of each key under `hardware:` (an error about a hardware setting names it)
     hardware_lines: dict[str, int] = dc_field(default_factory=dict)
+    #: the line of each key of each phase, by phase name (an error the estimate finds in a
+    #: phase's setting names that key's line, as the loader's own errors do)
+    field_lines: dict[str, dict[str, int]] = dc_field(default_factory=dict)
+
+
+def _phase_field_lines(node: yaml.Node | None) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    phases = _node_at(node, ("phases",))
+    if isinstance(phases, yaml.SequenceNode):
+        for item in phases.value:
+            name = _node_at(item, ("name",))
+            if isinstance(name, yaml.ScalarNode) and isinstance(item, yaml.MappingNode):
+                out[name.value] = {key.value: key.start_mark.line + 1 for key, _ in item.value
+                                   if isinstance(key, yaml.ScalarNode)}
+    return out
 
 
 def _phase_lines(node: yaml.Node | None) -> dict[str, int]:
@@ -202,7 +217,7 @@ def parse_plan(text: str, label: str) -> LoadedPlan:
         gpu = _node_at(node, ("hardware", "gpu"))
         return LoadedPlan(plan, label, _phase_lines(node),
                           gpu.start_mark.line + 1 if gpu is not None else None,
-                          _hardware_lines(node))
+                          _hardware_lines(node), _phase_field_lines(node))
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err["loc"])

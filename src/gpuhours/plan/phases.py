@@ -91,6 +91,8 @@ class Context:
     #: (ledger id, what it set) for every measurement that calibrated a figure, in order: the
     #: budget lists them as its micro-benchmarks, each with the phases it set
     used_measurements: list[tuple[int, str]] = field(default_factory=list)
+    #: the line of each key of each phase (plan/load.py), by phase name
+    field_lines: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def digest(obj: Any) -> str:
@@ -107,6 +109,18 @@ def _where(ctx: Context, phase: Any) -> str:
     return f"{ctx.path}" + (f", line {line}" if line else "") + f", phase {phase.name!r}"
 
 
+def _field_where(ctx: Context, phase: Any, *fields: str) -> str:
+    """Where a phase's setting is at fault: the plan, the line of the first field the phase
+    itself sets (else the phase's line: a field from `defaults:` or left to its default), the
+    phase, and each field named."""
+    own = ctx.field_lines.get(phase.name, {})
+    line = next((own[f.split(".")[0]] for f in fields if f.split(".")[0] in own),
+                ctx.lines.get(phase.name))
+    named = ", ".join(f"field {f!r}" for f in fields)
+    return (f"{ctx.path}" + (f", line {line}" if line else "") + f", phase {phase.name!r}"
+            + (f", {named}" if named else ""))
+
+
 def plan_error(ctx: Context, phase: Any, e: Exception) -> InputError:
     """A library error (keyed by setup field) as a plan error: the plan, line, phase, field."""
     if isinstance(e, ValidationError):
@@ -114,12 +128,13 @@ def plan_error(ctx: Context, phase: Any, e: Exception) -> InputError:
         cause = (first.get("ctx") or {}).get("error")
         if not isinstance(cause, InputError):
             field = str(first["loc"][-1]) if first["loc"] else "settings"
-            return InputError(f"{_where(ctx, phase)}, field {field!r}",
+            return InputError(_field_where(ctx, phase, field),
                               f"{first['msg']} (got {first.get('input')!r}).")
         e = cause
     assert isinstance(e, InputError)
-    fields = ", ".join(f"field {f!r}" for f in e.fields) if e.fields else e.where
-    return InputError(f"{_where(ctx, phase)}, {fields}", e.message, e.hint)
+    if e.fields:
+        return InputError(_field_where(ctx, phase, *e.fields), e.message, e.hint)
+    return InputError(f"{_where(ctx, phase)}, {e.where}", e.message, e.hint)
 
 
 def merged(ctx: Context, settings: TrainingSettings, *extra: TrainingSettings | None) -> dict:
@@ -151,7 +166,7 @@ def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
             got = ctx.setups[str(path)] = read_setup(path)
         except InputError as e:
             # the setup file's own place (its line and key) stays in the message
-            raise InputError(f"{_where(ctx, phase)}, field 'from'", f"{e.where}: {e.message}",
+            raise InputError(_field_where(ctx, phase, "from"), f"{e.where}: {e.message}",
                              e.hint) from None
     fields = {k: v for k, v in got.fields.items() if k in TrainingSettings.model_fields}
     if "num_gpus" in got.fields and "gpus" not in fields:
@@ -591,13 +606,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     assert rollout_gpus is not None
     train_gpus = gpus_total - rollout_gpus if dedicated else gpus_total
     if train_gpus < 1:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_gpus'",
+        raise InputError(_field_where(ctx, phase, "rollout_gpus"),
                          f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
     if not packed and phase.update_tokens_per_gpu is not None:
-        raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
+        raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
                          f"update_tokens_per_gpu ({phase.update_tokens_per_gpu}) packs the "
                          f"update's micro-batches by tokens, and the phase (or the plan's "
                          f"defaults) also sets micro_batch ({s['micro_batch']}).",
@@ -605,7 +620,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          "update_tokens_per_gpu (tokens, verl's dynamic batches).")
     pads = phase.pad_packed_to_longest  # NeMo-RL under PP (plan/rl_padding.py)
     if pads and (not packed or int(s.get("pp") or 1) < 2):
-        raise InputError(f"{_where(ctx, phase)}, field 'pad_packed_to_longest'",
+        raise InputError(_field_where(ctx, phase, "pad_packed_to_longest"),
                          "pad_packed_to_longest pads packed micro-batches to the batch's "
                          "longest, which NeMo-RL does only with pipeline parallelism; the phase "
                          + (f"sets micro_batch ({s['micro_batch']}), so its micro-batches are "
@@ -633,7 +648,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
                                                     math.ceil(seq_max / cp))
         if budget * cp < seq_max:
-            raise InputError(f"{_where(ctx, phase)}, field 'update_tokens_per_gpu'",
+            raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
                              f"a micro-batch of {budget * cp:,.0f} tokens (update_tokens_per_gpu"
                              f" {budget:,.0f} x cp {cp}) cannot hold the longest sequence, "
                              f"{seq_max:,} tokens (prompt + max_response_tokens); verl refuses "
@@ -648,11 +663,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
     if t.arch.max_positions and seq_max > t.arch.max_positions:
-        raise InputError(f"{_where(ctx, phase)}, field 'max_response_tokens'"
-                         if phase.max_response_tokens else
-                         f"{_where(ctx, phase)}, field 'response_tokens'",
-                         f"a {phase.prompt_tokens}-token prompt and a {longest}-token response "
-                         f"exceed {t.arch.name}'s {t.arch.max_positions}-token context.")
+        # both lengths make the sum; the longer is named first, and its line given
+        response = "max_response_tokens" if phase.max_response_tokens else "response_tokens"
+        fields = (("prompt_tokens", response) if phase.prompt_tokens >= longest
+                  else (response, "prompt_tokens"))
+        raise InputError(_field_where(ctx, phase, *fields),
+                         f"a {phase.prompt_tokens:,}-token prompt and a {longest:,}-token "
+                         f"response exceed {t.arch.name}'s {t.arch.max_positions:,}-token "
+                         "context (max_position_embeddings).",
+                         "Shorten one of them, or give a config.json whose "
+                         "max_position_embeddings states the context the run uses.")
     sequences = phase.prompts_per_step * phase.generations_per_prompt
     steps = phase.steps if phase.steps is not None else math.ceil(
         (phase.prompts or 0) * (phase.epochs or 0) / phase.prompts_per_step)
@@ -663,14 +683,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION.value)
     tp = phase.rollout_tensor_parallel
     if rollout_gpus % tp:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_tensor_parallel'",
+        raise InputError(_field_where(ctx, phase, "rollout_tensor_parallel"),
                          f"{rollout_gpus} rollout GPUs do not split into engines of {tp}.")
     engines = rollout_gpus // tp
     per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
     if phase.engine == "tensorrt-llm":
         # estimate/trtllm.py models TensorRT-LLM 0.5-0.6's GptSession: a built engine holds
         # its weights (no per-step weight sync) and runs static batches (no streamed refill)
-        raise InputError(f"{_where(ctx, phase)}, field 'engine'",
+        raise InputError(_field_where(ctx, phase, "engine"),
                          "the tensorrt-llm engine is modelled as TensorRT-LLM 0.5-0.6's "
                          "GptSession, whose built engine holds its weights: RL rollouts that "
                          "take the policy's new weights every step are not expressed with it.",
@@ -679,7 +699,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if phase.engine == "hf-generate" and phase.rollout_precision == "fp8":
         # vLLM's and SGLang's quantization='fp8' quantises the synced bf16 policy on load;
         # transformers runs fp8 only as FP8Linear over a block-fp8 checkpoint (estimate/hf_fp8.py)
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_precision'",
+        raise InputError(_field_where(ctx, phase, "rollout_precision"),
                          "fp8 rollouts are an engine quantising the synced bf16 policy (vLLM, "
                          "SGLang: quantization='fp8'); transformers' generate runs the policy "
                          "as trained (its FP8Linear needs a block-fp8 checkpoint).",
@@ -702,7 +722,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                  and "hf_transformers_version" in err.fields else "rollout_cuda_graphs"
                  if isinstance(err, FieldError) and "cuda_graphs" in err.fields
                  else "rollout_tensor_parallel")
-        raise InputError(f"{_where(ctx, phase)}, field '{field}'", err.message, err.hint
+        raise InputError(_field_where(ctx, phase, field), err.message, err.hint
                          ) from None
     streamed = phase.partial_rollout
     # one sequence of the longest response must fit (vLLM refuses to start when max_model_len
@@ -719,7 +739,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                         _runs_fp8(ctx.gpu))
         set_by = ("rollout_memory_utilisation" if phase.rollout_memory_utilisation else
                   f"the default for {phase.placement} rollouts")
-        raise DoesNotFit(f"{_where(ctx, phase)}, field '{field}'",
+        raise DoesNotFit(_field_where(ctx, phase, field),
                          f"{err.message.rstrip('.')} (the engine's share: {share:g} of the "
                          f"GPU, {set_by}).", hint) from None
     if phase.rollout_batch is not None:
@@ -734,7 +754,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}),
                                    ctx.gpu, gen_matmul)
     except InputError as err:
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_precision'", err.message
+        raise InputError(_field_where(ctx, phase, "rollout_precision"), err.message
                          ) from None
     tail = estimate_generation(probe.model_copy(update={"batch": 1, "output_tokens": longest}),
                                ctx.gpu, gen_matmul)
@@ -767,7 +787,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # a vision-language rollout: the engine's tower at prefill, once a prompt, and the images
     # prepared on each GPU's host first when the workers do it (plan/rl_images.py)
     if phase.image_prep_by_workers and t.image_grid is None:
-        raise InputError(f"{_where(ctx, phase)}, field 'image_prep_by_workers'",
+        raise InputError(_field_where(ctx, phase, "image_prep_by_workers"),
                          "image_prep_by_workers prepares each prompt's images, and this setup "
                          "has none.", "Set images_per_example (and image_pixels) on a "
                          "vision-language model, or drop image_prep_by_workers.")
@@ -809,7 +829,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
             reward_arch, _ = resolve_model(phase.reward.model)
         except InputError as err:
-            raise InputError(f"{_where(ctx, phase)}, field 'reward.model'", err.message,
+            raise InputError(_field_where(ctx, phase, "reward.model"), err.message,
                              err.hint) from None
         reward_s = score(reward_arch)
     def longest_batch(tt: Training) -> TrainingEstimate:
@@ -900,7 +920,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         offload_s = (host_offload_s(e, hw, phase.old_logprob_pass, phase.critic)
                      if phase.offload_between_phases else 0.0)
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
-        raise InputError(f"{_where(ctx, phase)}, field 'offload_between_phases'", err.message
+        raise InputError(_field_where(ctx, phase, "offload_between_phases"), err.message
                          ) from None
     ref_copy_s, ref_added_s = _ref_offload_s(ctx, phase, t, hw, sequences, train_gpus, ref_s)
     ref_s += ref_added_s
@@ -1104,7 +1124,7 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,
     left = (1 - share) * device
     if resident > left:
         raise InputError(
-            f"{_where(ctx, phase)}, field 'rollout_memory_utilisation'",
+            _field_where(ctx, phase, "rollout_memory_utilisation"),
             f"colocated, the engine's share ({share:g} of {device / 2**30:.1f} GiB) leaves "
             f"{left / 2**30:.1f} GiB per GPU, and the trainer's weights, master copy and "
             f"optimizer state that stay resident during rollouts need {resident / 2**30:.1f} GiB.",
@@ -1125,7 +1145,7 @@ def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
     try:
         link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes)
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
-        raise InputError(f"{_where(ctx, phase)}, field 'ref_offload'", err.message) from None
+        raise InputError(_field_where(ctx, phase, "ref_offload"), err.message) from None
     budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
               or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value)
     copy_s, added_s, _ = ref_offload_s(params=count_params(t.arch).total, shards=train_gpus,
@@ -1243,7 +1263,7 @@ def _engine_sleep_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware, tp:
         link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes,
                                      field="rollout_sleep_offload")
     except InputError as err:  # a GPU without a PCIe host link figure
-        raise InputError(f"{_where(ctx, phase)}, field 'rollout_sleep_offload'", err.message
+        raise InputError(_field_where(ctx, phase, "rollout_sleep_offload"), err.message
                          ) from None
     return sleep_wake_s(weights, link)
 
@@ -1301,7 +1321,7 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
                                output_tokens=b.answer_tokens, engine=phase.engine,
                                cuda_graphs=phase.cuda_graphs)
         except FieldError as err:
-            raise InputError(f"{_where(ctx, phase)}, field 'cuda_graphs'", err.message,
+            raise InputError(_field_where(ctx, phase, "cuda_graphs"), err.message,
                              err.hint) from None
         gen = estimate_generation(setup, ctx.gpu)
         seconds = b.samples * phase.samples_per_prompt / gen.sequences_per_s

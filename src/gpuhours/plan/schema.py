@@ -14,6 +14,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -655,15 +656,22 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError(err.message) from None
         return v.strip()
 
+    @field_validator("max_response_tokens")
+    @classmethod
+    def _longest_not_below_the_mean(cls, v: int | None, info: ValidationInfo) -> int | None:
+        # a field's own check, so a plan's error names this key and its line
+        mean = info.data.get("response_tokens")
+        if v is not None and mean is not None and v < mean:
+            raise ValueError(f"max_response_tokens ({v}) is below the mean response_tokens "
+                             f"({mean})")
+        return v
+
     @model_validator(mode="after")
     def _amount(self) -> RLPhase:
         if self.steps is None and (self.prompts is None or self.epochs is None):
             raise ValueError("give `steps`, or `prompts` and `epochs`")
         if self.steps is not None and self.epochs is not None:
             raise ValueError("give `steps` or `epochs`, not both")
-        if self.max_response_tokens is not None and self.max_response_tokens < self.response_tokens:
-            raise ValueError(f"max_response_tokens ({self.max_response_tokens}) is below the mean "
-                             f"response_tokens ({self.response_tokens})")
         if (self.placement == "dedicated") != (self.rollout_gpus is not None):
             raise ValueError("dedicated placement needs `rollout_gpus`, and `rollout_gpus` "
                              "needs `placement: dedicated`")
