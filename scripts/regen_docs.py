@@ -55,7 +55,21 @@ def replace_table_block(lines: list[str], new: str, name: str, until: str | None
     while j < len(lines) and lines[j].startswith(prefix):
         j += 1
     k = sum(line.startswith(prefix) for line in new_lines)
-    end = j + len(new_lines[k:])
+    trailing = new_lines[k:]
+    end = j + len(trailing)
+    if until is None and trailing:
+        # the block's lines after its table replace as many old ones: refuse when those are
+        # not the same kind of line (blank where blank, the same opening words), so prose
+        # after the block is neither overwritten nor left behind silently
+        old = lines[j:end]
+
+        def shape(block: list[str]) -> list[str]:
+            return [line.split(":")[0][:20] if line.strip() else "" for line in block]
+
+        if shape(old) != shape(trailing):
+            raise SystemExit(f"docs/rl.md, block {name}: the lines after its table changed "
+                             f"shape ({shape(old)} -> {shape(trailing)}); edit the document "
+                             "by hand around the block, then run this again")
     if until is not None:
         end = lines.index(until, j)
         while end > j and not lines[end - 1].strip():

@@ -557,9 +557,16 @@ def test_a_command_that_needs_torch_says_how_to_install_it(monkeypatch) -> None:
     # at micro-batch 1 with the model's state fitting (LoRA), the sequence is what is left
     (("--model", "qwen2.5-7b", "--gpu", "a100-80gb", "--method", "lora", "--batch", "1",
       "--seq", "1000000"), "--seq"),
-    # the state alone is larger than the GPU (full 70B on one): the method, not the batch
+    # the state alone is larger than the GPU (full 70B on one): the method, not the batch,
+    # whatever micro-batch was asked (a reviewer's find: --batch 8 named --batch)
     (("--model", "llama-2-70b", "--gpu", "a100-80gb", "--batch", "1", "--seq", "512"),
      "--method"),
+    (("--model", "llama-2-70b", "--gpu", "a100-80gb", "--batch", "8", "--seq", "512"),
+     "--method"),
+    # ZeRO-3 on 16 GPUs: the optimizer step's state and temporaries fill the GPU, not the
+    # activations: a shorter sequence cannot help
+    (("--model", "llama-2-70b", "--gpu", "a100-80gb", "--gpus", "16", "--zero", "3", "--batch",
+      "1", "--seq", "512"), "--method"),
 ])
 def test_does_not_fit_names_what_to_change(args: tuple[str, ...], option: str) -> None:
     """A reviewer's find: a sequence of 1,000,000 tokens at micro-batch 1 was blamed on

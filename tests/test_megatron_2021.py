@@ -91,3 +91,17 @@ def test_cli_names_the_flags():
     assert result.exit_code == 2, result.output
     assert "--kernels/--model" in result.output and "GeLU" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("model", "extra"), [
+    ("pythia-1b", {}),          # rotary positions, a parallel residual
+    ("falcon-7b", {}),          # multi-query attention, rotary, parallel residual
+    ("phi-2", {}),              # rotary, parallel residual
+    ("gpt2", {"compile": True}),  # the 2021 code predates torch.compile
+])
+def test_shapes_and_paths_the_2021_code_never_ran_are_refused(model: str, extra: dict) -> None:
+    """A reviewer's find: these were costed with GPT's 17/32 kernels a layer, no warning."""
+    with pytest.raises(FieldError) as caught:
+        Training(model=model, kernels="megatron-2021", flash_attention=False, **extra)
+    assert "kernels" in caught.value.fields
+    assert ("compile" if extra else "model") in caught.value.fields

@@ -221,6 +221,18 @@ def test_the_doc_holds_the_current_table():
     assert rl.report() in DOC.read_text(encoding="utf-8")
 
 
+def test_the_shipped_rl_track_record_is_current():
+    """What a plan's rl phase prints (estimate/track_record.py) is this harness's held-out
+    record as scripts/regen_docs.py writes it: stale when the RL model moved and the script
+    was not run (the date aside)."""
+    from gpuhours.estimate.track_record import load
+
+    shipped = load("rl")
+    assert shipped == rl.rl_track_record(shipped.as_of), (
+        "src/gpuhours/catalog/data/track_record_rl.json is stale: run "
+        "python scripts/regen_docs.py rl")
+
+
 def test_the_doc_holds_the_inferred_mean_diagnostic():
     table = "\n".join("  " + line for line in rl.inferred_mean_report().split("\n"))
     assert table in DOC.read_text(encoding="utf-8")

@@ -52,11 +52,23 @@ def test_the_shipped_record_is_the_documents_table():
     r = load()
     assert (r.runs, r.within) == (runs, within) == (len(ratios), r.within)
     assert r.slower_than_predicted == sum(x > 1 for x in ratios)
+    _same_spread(r, ratios)
+
+
+def _same_spread(r, ratios: list[float]) -> None:
+    """The record's median and deciles against the document's rows (its figures are rounded:
+    0.1 GPU h or 0.1 s, so the ratios agree to 0.2%): the median by hand, the 10th and 90th
+    percentiles by linear interpolation between order statistics (the inclusive method: the
+    p-th at position p (n - 1))."""
     s = sorted(ratios)
-    mid = (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2 if len(s) % 2 == 0 else s[len(s) // 2]
-    # the table rounds its figures to whole GPU hours: the ratios agree to 0.1%
-    assert r.median_ratio == pytest.approx(mid, rel=1e-3)
-    assert s[0] <= r.p10_ratio <= r.median_ratio <= r.p90_ratio <= s[-1]
+    n = len(s)
+    mid = (s[n // 2 - 1] + s[n // 2]) / 2 if n % 2 == 0 else s[n // 2]
+    assert r.median_ratio == pytest.approx(mid, rel=2e-3)
+    for p, got in ((0.1, r.p10_ratio), (0.9, r.p90_ratio)):
+        pos = p * (n - 1)
+        lo = int(pos)
+        expected = s[lo] + (pos - lo) * (s[min(lo + 1, n - 1)] - s[lo])
+        assert got == pytest.approx(expected, rel=2e-3), p
 
 
 def test_which_questions_carry_the_record():
@@ -117,7 +129,7 @@ def test_the_rl_record_is_docs_rl_held_out_rows():
     assert r.runs == len(ratios) >= 20
     assert r.within == sum(abs(1 / x - 1) <= 0.25 for x in ratios)
     assert r.slower_than_predicted == sum(x > 1 for x in ratios)
-    assert r.median_ratio == pytest.approx(sorted(ratios)[len(ratios) // 2], rel=2e-3)
+    _same_spread(r, ratios)
 
 
 def test_every_rl_phase_carries_the_rl_record():

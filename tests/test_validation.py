@@ -61,6 +61,19 @@ def test_docs_table_is_current(comparisons):
         "docs/validation.md is stale: run python scripts/validate.py")
 
 
+def test_the_shipped_track_record_is_current(comparisons):
+    """What estimate prints beside a pretraining total is this table's record as validate.py
+    writes it (estimate/track_record.py): stale when the estimate moved and validate.py was not
+    run (the date aside)."""
+    from gpuhours.estimate.track_record import load
+    from gpuhours_dev.validation.at_scale import plain_track_record
+
+    shipped = load()
+    assert shipped == plain_track_record(comparisons, shipped.as_of), (
+        "src/gpuhours/catalog/data/track_record_pretraining.json is stale: run "
+        "python scripts/validate.py")
+
+
 def test_a_throughput_rate_is_compared_with_the_steps_alone(comparisons):
     """DeepSeek's per-trillion-token figures (V3's 2,664K = 14.8T x 180K) and TinyLlama's table
     come from throughput: no downtime in them, so none is added to the estimate (issue 16)."""

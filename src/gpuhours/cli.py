@@ -540,19 +540,14 @@ def estimate(
         emit_json(e if moved is None else {**e.model_dump(mode="json"),
                                            "transferred": moved.as_json()})
     if not e.memory.fits and not ignore_memory:
+        from gpuhours.estimate.fit import setting_at_fault
         from gpuhours.report.units import gib
 
-        # at micro-batch 1 the sequence is what is left to shorten, when the model's state
-        # alone fits; when it does not, the setup (method, sharding, GPUs) is at fault: name
-        # that, and say when the sequence is beyond the model's positions (the estimate's
-        # warning, else shown only with --ignore-memory)
-        m = e.memory
-        state = sum(x.value for x in (m.weights_bytes, m.gradients_bytes,
-                                      m.master_weights_bytes, m.optimizer_bytes,
-                                      m.cuda_context_bytes))
-        option, field = (("--batch", "micro_batch") if t.micro_batch > 1 else
-                         ("--seq", "seq_len") if state < m.device_bytes.value else
-                         ("--method", "method"))
+        # name what to change (the micro-batch, the sequence, or the method when the model's
+        # state does not fit whatever the batch), and say when the sequence is beyond the
+        # model's positions (the estimate's warning, else shown only with --ignore-memory)
+        field = setting_at_fault(t, hw)
+        option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method"}[field]
         beyond = [w for w in e.warnings if w.startswith(f"--seq {t.seq_len} is beyond")]
         too_big = DoesNotFit(
             option, f"micro-batch {batch} x seq {seq} needs "

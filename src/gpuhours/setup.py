@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuhours.catalog.schema import GpuSpec
-from gpuhours.errors import FieldError
+from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.parallel import tp_sizes_that_split, tp_split_problem
 from gpuhours.estimate.quant import BaseQuant
@@ -171,12 +171,14 @@ class _Strict(BaseModel):
             raise field_error_of(exc) from None
 
 
-def field_error_of(exc: ValidationError) -> FieldError:
-    """The first error of a setup's validation as a FieldError keyed by its field (the
-    innermost named part of its location: an item of a list field is its field's)."""
+def field_error_of(exc: ValidationError) -> InputError:
+    """The first error of a setup's validation as a FieldError keyed by the setup's own field:
+    the outermost named part of its location (an item of a list field is its field's, a part
+    of a nested model, `gpu.memory_gb`, its field's: `gpu`); an InputError on the setup when
+    the location names none."""
     first = exc.errors()[0]
     cause = (first.get("ctx") or {}).get("error")
-    if isinstance(cause, FieldError):
+    if isinstance(cause, InputError):
         return cause
     names = [str(part) for part in first["loc"] if not isinstance(part, int)]
     if names == ["arch"] and first["type"] == "missing":  # neither model nor params given
@@ -187,8 +189,11 @@ def field_error_of(exc: ValidationError) -> FieldError:
            else f" (got {first.get('input')!r})")
     more = (f" ({exc.error_count() - 1} more error(s) after fixing this one)"
             if exc.error_count() > 1 else "")
-    return FieldError(names[-1] if names else "input",
-                      f"{first['msg'].removeprefix('Value error, ')}{got}.{more}")
+    message = f"{first['msg'].removeprefix('Value error, ')}{got}.{more}"
+    if not names:
+        return InputError("setup", message)
+    inner = ".".join(names[1:])
+    return FieldError(names[0], f"{inner}: {message}" if inner else message)
 
 
 def _resolve_model_fields(data: Any) -> Any:
@@ -1166,10 +1171,18 @@ def _check_megatron_2021(t: Training) -> None:
     if t.method != "full":
         raise FieldError(("kernels", "method"), why + f"{t.method}: it trained full models.",
                          "Use method full, or kernels megatron.")
-    if t.arch.gated_mlp or t.arch.is_moe or not t.arch.norm_bias:
-        raise FieldError(("kernels", "model"), why + f"{t.arch.name}: its layer has a "
-                         "LayerNorm and a dense GeLU MLP (GPT's shape).",
-                         "Use kernels megatron for gated, RMSNorm or MoE models.")
+    a = t.arch
+    if (a.gated_mlp or a.is_moe or not a.norm_bias or a.position_embeddings == 0
+            or a.parallel_residual or a.num_kv_heads != a.num_heads):
+        raise FieldError(("kernels", "model"), why + f"{a.name}: its layer is GPT's (learned "
+                         "positions, a LayerNorm, multi-head attention, a dense GeLU MLP, "
+                         "sequential residuals); rotary positions, a parallel residual and "
+                         "grouped-query attention came later.",
+                         "Use kernels megatron (Megatron-Core) or eager for this model.")
+    if t.compile:
+        raise FieldError(("kernels", "compile"), why + "torch.compile: the 2021 code "
+                         "predates it (its fused kernels are TorchScript and CUDA).",
+                         "Leave --compile out.")
     if t.precision not in ("fp16-mixed", "bf16-mixed"):
         raise FieldError(("kernels", "precision"), why + f"{t.precision}: it ran fp16 or bf16 "
                          "with fp32 master weights.", "Use fp16-mixed or bf16-mixed.")

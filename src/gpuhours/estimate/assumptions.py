@@ -887,8 +887,11 @@ HF_GPTQMODEL_LINEAR_HOST_S = _a(
     "linear's",
     "fitted to ONE row: generation_published.csv row 170 (transformers 4.51.3, GPTQModel "
     "2.2.0, Qwen3-0.6B-GPTQ-Int8, H20, batch 1, 1-token prompt: 37.6 ms a token, 196 linears; "
-    "generation_published.fit_hf_gptqmodel_linear_host); the Qwen3-1.7B rows are held out, "
-    "rows 172-176 (row 170's model, longer prompts) counted apart")
+    "generation_published.fit_hf_gptqmodel_linear_host) less hf-generate's bf16 host "
+    "(decode_host_per_layer_s 0.88 ms, fitted on an A100 host); that H20 host's own bf16 row "
+    "(69) takes 0.61 ms a layer, so against it the linears' extra is ~105 us: the 61 us holds "
+    "that host's difference too, and no row checks it on another host. The Qwen3-1.7B rows "
+    "(same host) are held out, rows 172-176 (row 170's model, longer prompts) counted apart")
 
 #: GPU time of one Marlin MoE GEMM launch for an expert no token of the step routes to. SGLang
 #: 0.4.6 runs a weight-only quantised (GPTQ/AWQ, 4- or 8-bit) MoE layer through vLLM 0.7.2's

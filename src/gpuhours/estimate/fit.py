@@ -142,6 +142,28 @@ def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[in
     return lo, evaluated
 
 
+#: the sequence the does-not-fit verdict tries at micro-batch 1 (tokens): its activations are
+#: small beside any model's state
+SHORT_SEQ_TOKENS = 128
+
+
+def setting_at_fault(t: Training, hw: Hardware) -> str:
+    """The setup field to change when `t` does not fit `hw`'s memory: `micro_batch` when
+    micro-batch 1 at this sequence fits; `seq_len` when micro-batch 1 fits only at a short
+    sequence (SHORT_SEQ_TOKENS); else `method`: the model's state (weights, gradients,
+    optimizer, their temporaries and gathers) does not fit whatever the batch, so the method,
+    sharding or GPU count must change. Memory only, the device's whole memory (estimate's
+    verdict, not fit's headroom)."""
+    one = t.model_copy(update={"micro_batch": 1})
+    if t.micro_batch > 1 and evaluate(one, hw, 0.0, "", speed_if_too_big=False).fits:
+        return "micro_batch"
+    short = one.model_copy(update={"seq_len": min(t.seq_len, SHORT_SEQ_TOKENS)})
+    if t.seq_len > SHORT_SEQ_TOKENS and evaluate(short, hw, 0.0, "",
+                                                 speed_if_too_big=False).fits:
+        return "seq_len"
+    return "method"
+
+
 def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     """The parallel layouts the chooser tries for full training on several GPUs: tensor
     parallelism in powers of two within a node (dividing the heads, KV heads and MLP width:

@@ -557,7 +557,9 @@ def _training_result(ctx: Context, phase: Any, e: TrainingEstimate, t: Training,
                # each part with its basis, for the report's memory chart (gpuhours report)
                "memory": e.memory.model_dump(mode="json")}
     record = e.totals.track_record
-    if record is not None:  # full training on 16+ GPUs: how published runs landed (measured)
+    # a pretraining phase on 16+ GPUs (the table's question; not a fine-tuning phase): how
+    # published runs landed (measured)
+    if record is not None and phase.kind == "pretrain":
         details["track_record"] = record.model_dump(mode="json")
     return phase_result(ctx, phase, hw.num_gpus, e.totals.gpu_hours.value, e.bottleneck, basis,
                    formula, setup, warnings + e.warnings, details, e, storage, write_s,
