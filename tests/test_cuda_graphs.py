@@ -206,7 +206,10 @@ def test_an_eval_phase_takes_cuda_graphs_and_refuses_on_for_hf_generate(tmp_path
     path = _plan_with_eval(tmp_path, cuda_graphs="on", engine="hf-generate")
     r = runner.invoke(app, ["plan", str(path), "--no-doc"])
     assert r.exit_code == 2, r.output
-    # the phase's line (a setup the phase builds is refused, not the key's value)
-    line = path.read_text().splitlines().index("- name: evaluation") + 1
+    # the key's own line within the phase (a review's find: errors gave the phase's line)
+    lines = path.read_text().splitlines()
+    start = lines.index("- name: evaluation")
+    line = next(i for i in range(start, len(lines))
+                if lines[i].strip().startswith("cuda_graphs:")) + 1
     assert f"line {line}, phase 'evaluation', field 'cuda_graphs'" in r.output
     assert "hf-generate runs every step eagerly" in r.output and "Traceback" not in r.output
