@@ -582,49 +582,39 @@ def fit_sglang_h20(host_step_s: list[float],
     return best[1], best[2]
 
 
-def fit_hf_fp8_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
-    """assumptions.HF_FP8_LINEAR_HOST_S from HF_FP8_FIT_ROW: the host time per FP8Linear at
-    which `predict` meets the row's measured rate, by bisection to 0.1 us (the predicted rate
-    falls as it grows), rounded to the microsecond."""
+def _fit_host_constant(name: str, fit_row: str, low_s: float, high_s: float) -> float:
+    """The value of assumptions.`name` (a host time, s) at which `predict` meets `fit_row`'s
+    measured rate, by bisection to 0.1 us (the predicted rate falls as it grows), rounded to
+    the microsecond; the constant is restored after."""
     import dataclasses
 
     from gpuhours.estimate import assumptions as A
 
-    row = {r["row"]: r for r in rows()}[HF_FP8_FIT_ROW]
-    saved = A.HF_FP8_LINEAR_HOST_S
+    row = {r["row"]: r for r in rows()}[fit_row]
+    saved = getattr(A, name)
     try:
         while high_s - low_s > 1e-7:
             mid = (low_s + high_s) / 2
-            A.HF_FP8_LINEAR_HOST_S = dataclasses.replace(saved, value=mid)
+            setattr(A, name, dataclasses.replace(saved, value=mid))
             err = predict(row).error
             assert err is not None
             low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
     finally:
-        A.HF_FP8_LINEAR_HOST_S = saved
+        setattr(A, name, saved)
     return round((low_s + high_s) / 2, 6)
+
+
+def fit_hf_fp8_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
+    """assumptions.HF_FP8_LINEAR_HOST_S from HF_FP8_FIT_ROW: the host time per FP8Linear at
+    which `predict` meets the row's measured rate (_fit_host_constant)."""
+    return _fit_host_constant("HF_FP8_LINEAR_HOST_S", HF_FP8_FIT_ROW, low_s, high_s)
 
 
 def fit_hf_gptqmodel_linear_host(low_s: float = 0.0, high_s: float = 500e-6) -> float:
     """assumptions.HF_GPTQMODEL_LINEAR_HOST_S from HF_GPTQMODEL_FIT_ROW: the host time per
     GPTQModel linear (beyond a bf16 linear's) at which `predict` meets the row's measured
-    rate, by bisection to 0.1 us (the predicted rate falls as it grows), rounded to the
-    microsecond."""
-    import dataclasses
-
-    from gpuhours.estimate import assumptions as A
-
-    row = {r["row"]: r for r in rows()}[HF_GPTQMODEL_FIT_ROW]
-    saved = A.HF_GPTQMODEL_LINEAR_HOST_S
-    try:
-        while high_s - low_s > 1e-7:
-            mid = (low_s + high_s) / 2
-            A.HF_GPTQMODEL_LINEAR_HOST_S = dataclasses.replace(saved, value=mid)
-            err = predict(row).error
-            assert err is not None
-            low_s, high_s = (mid, high_s) if err > 0 else (low_s, mid)
-    finally:
-        A.HF_GPTQMODEL_LINEAR_HOST_S = saved
-    return round((low_s + high_s) / 2, 6)
+    rate (_fit_host_constant)."""
+    return _fit_host_constant("HF_GPTQMODEL_LINEAR_HOST_S", HF_GPTQMODEL_FIT_ROW, low_s, high_s)
 
 
 def fit_eager_per_kernel() -> float:
