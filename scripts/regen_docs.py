@@ -1,7 +1,7 @@
 """Regenerate the generated blocks of docs/rl.md and docs/generation.md from the validation
-harnesses (the hand-written prose around them stays), and the RL track record a plan prints
-(src/gpuhours/catalog/data/track_record_rl.json). Run after any change to the estimate,
-the plan's RL model or the harnesses; the tests test_the_doc_holds_the_current_table
+harnesses (the hand-written prose around them stays), and the track records a plan's RL phase
+and `gpuhours generation` print (src/gpuhours/catalog/data/track_record_{rl,generation-*}.json).
+Run after any change to the estimate, the plan's RL model or the harnesses; the tests test_the_doc_holds_the_current_table
 (tests/test_rl_validation.py) and the generation report's check fail until it is run.
 
     python scripts/regen_docs.py            # both
@@ -22,13 +22,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT / "scripts")]
 
-from gpuhours.estimate.track_record import file_name  # noqa: E402
+from gpuhours.estimate.track_record import GENERATION_ENGINES, file_name  # noqa: E402
 from gpuhours.files import atomic_write_text  # noqa: E402
 
 RL_DOC = ROOT / "docs" / "rl.md"
 GENERATION_DOC = ROOT / "docs" / "generation.md"
+DATA = ROOT / "src" / "gpuhours" / "catalog" / "data"
 #: what a plan's RL phase prints beside its step (estimate/track_record.py)
-RL_RECORD = ROOT / "src" / "gpuhours" / "catalog" / "data" / file_name("rl")
+RL_RECORD = DATA / file_name("rl")
 #: the generation report runs from its first line ("N published rows (...") to this heading
 GENERATION_END = "\n### What remains off, and why"
 
@@ -115,6 +116,12 @@ def regen_generation() -> None:
     report = gp.report().rstrip("\n")
     atomic_write_text(GENERATION_DOC, text[: starts[0] + 1] + report + "\n" + text[end:])
     print(f"docs/generation.md: report replaced ({report.splitlines()[0][:60]}...)")
+    today = date.today().isoformat()
+    for engine in GENERATION_ENGINES:
+        record = gp.generation_track_record(engine, today)
+        path = DATA / file_name(f"generation-{engine}")
+        atomic_write_text(path, record.model_dump_json(indent=2) + "\n")
+        print(f"{path.relative_to(ROOT)}: {record.within} of {record.runs} within 25%")
 
 
 def main(argv: list[str]) -> None:

@@ -272,3 +272,19 @@ def test_the_transformers_gptq_and_awq_rows_are_expressed_with_their_library(
     assert all(x.predicted is not None for x in quant)
     assert {gp._hf_quant_stack(x.row)[0] for x in quant  # type: ignore[index]
             } == {"gptqmodel-2.2.0", "autoawq-0.2.9"}
+
+
+def test_the_shipped_generation_track_records_are_current():
+    """What `gpuhours generation` prints for each engine (estimate/track_record.py) is this
+    harness's held-out record of that engine as scripts/regen_docs.py writes it: stale when the
+    model moved and the script was not run (the date aside); the engines' rows add up to the
+    held-out tally."""
+    from gpuhours.estimate.track_record import GENERATION_ENGINES, load
+
+    total = 0
+    for engine in GENERATION_ENGINES:
+        shipped = load(f"generation-{engine}")
+        assert shipped == gp.generation_track_record(engine, shipped.as_of), (
+            f"track_record_generation-{engine}.json is stale: run python scripts/regen_docs.py")
+        total += shipped.runs
+    assert total == gp.summary(gp.results())["native"]["n"]

@@ -143,3 +143,32 @@ def test_every_rl_phase_carries_the_rl_record():
     assert load("rl").text() in phase.checks
     with pytest.raises(ValueError):
         load("generation")
+
+
+def test_a_rate_counts_slower_below_one():
+    # throughput published / predicted: 0.8 is a run slower than predicted (|1/0.8 - 1| = 25%:
+    # within), 1.5 faster (|1/1.5 - 1| = 33%: not)
+    r = summarise([0.8, 1.0, 1.5], 0.25, "q", "throughput", "t", "d", higher_is_faster=True)
+    assert (r.within, r.slower_than_predicted) == (2, 1)
+    assert summarise([0.8, 1.0, 1.5], 0.25, "q", "step time", "t", "d").slower_than_predicted == 1
+
+
+def test_generation_prints_its_engines_record():
+    from gpuhours.estimate.track_record import for_engine
+
+    assert for_engine("vllm-v0") == for_engine("vllm") == load("generation-vllm")
+    assert for_engine("no-such-engine") is None
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    args = ["generation", "--model", "qwen2.5-0.5b", "--gpu", "h100-sxm", "--engine", "sglang",
+            "--prompt-tokens", "128", "--output-tokens", "64"]
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    import json
+
+    assert json.loads(out.stdout)["track_record"] == load("generation-sglang").model_dump(
+        mode="json")
+    text = CliRunner().invoke(app, args, env={"COLUMNS": "80"}).stdout
+    assert "published rows of engine sglang" in " ".join(text.split())

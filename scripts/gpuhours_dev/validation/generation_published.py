@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuhours.estimate.track_record import TrackRecord, summarise
+
 DATA = Path(__file__).parent / "data" / "generation_published.csv"
 #: issue 13's goal
 TOLERANCE = 0.25
@@ -694,6 +696,19 @@ def _key(n: int) -> str:
     """[a], [b], ... [z], [aa], ...: the key of the n-th distinct assumption."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     return f"[{letters[n]}]" if n < 26 else f"[{letters[n // 26 - 1]}{letters[n % 26]}]"
+
+
+def generation_track_record(engine: str, as_of: str) -> TrackRecord:
+    """The record `gpuhours generation` prints for `engine` (estimate/track_record.py): the
+    held-out rows summary counts ("native": not TUNED, not DEPENDENT) of that engine, each as
+    measured rate / predicted rate (a TTFT row: predicted time / measured time)."""
+    errors = [x.error for x in results() if x.error is not None and x.row["engine"] == engine
+              and x.row["row"] not in TUNED and x.row["row"] not in DEPENDENT]
+    return summarise([1 / (1 + e) for e in errors], TOLERANCE,
+                     f"generation with {engine}; published rows held out (GPUs, batches, "
+                     "lengths and releases as the rows ran)", "throughput",
+                     f"docs/generation.md, the published rows of engine {engine}", as_of,
+                     higher_is_faster=True)
 
 
 def summary(res: list[Result]) -> dict[str, Any]:

@@ -86,6 +86,7 @@ from gpuhours.estimate.timing import (
     link_bandwidth_bytes_per_s,
     peak_flops,
 )
+from gpuhours.estimate.track_record import for_engine as track_record_for_engine
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
 
@@ -1465,6 +1466,10 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                   "rows of the generation validation data (docs/generation.md)"
                   + (f"; host costs {e.calibration}" if e.calibration else "")),
         "calibration": e.calibration,
+        # how this engine's published rows landed against the model (measured; the table of
+        # docs/generation.md, estimate/track_record.py): not applied to the figures above
+        "track_record": (None if (record := track_record_for_engine(g.engine)) is None
+                         else record.model_dump(mode="json")),
         # each a figure with its name: the SMs x clock product is the catalog's, the rest assumed
         "assumptions": [{"name": a.name, "value": a.value, "unit": a.unit,
                          "basis": "catalog" if a.name.endswith(".sm_count_x_boost_clock")

@@ -24,7 +24,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuhours.errors import InputError
 
-KINDS = ("pretraining", "rl")
+#: generation's records are per engine: its held-out rows mix GPUs, batches and releases, but an
+#: engine's host and kernels are what set most of its misses
+GENERATION_ENGINES = ("vllm", "sglang", "hf-generate", "tensorrt-llm")
+KINDS = ("pretraining", "rl", *(f"generation-{e}" for e in GENERATION_ENGINES))
 
 
 def file_name(kind: str) -> str:
@@ -46,8 +49,10 @@ class TrackRecord(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     question: str
-    #: what the published figure is: "GPU hours", "step time"
+    #: what the published figure is: "GPU hours", "step time", "throughput"
     measure: str
+    #: True for a rate (throughput): a ratio below 1 is a run slower than predicted
+    higher_is_faster: bool = False
     runs: int
     within: int
     tolerance: float
@@ -62,18 +67,20 @@ class TrackRecord(BaseModel):
         """One paragraph for the terminal."""
         return (f"Track record of this question ({self.question}): against {self.runs} "
                 f"published runs, {self.within} came within {self.tolerance:.0%} of the "
-                f"published {self.measure}; {self.slower_than_predicted} took longer than "
+                f"published {self.measure}; {self.slower_than_predicted} ran slower than "
                 f"predicted. Published / predicted: median {self.median_ratio:.2f}x, 10th-90th "
                 f"percentile {self.p10_ratio:.2f}x-{self.p90_ratio:.2f}x (measured: "
                 f"{self.table}, as of {self.as_of}). The prediction is not scaled by these.")
 
 
 def summarise(published_over_predicted: list[float], tolerance: float, question: str,
-              measure: str, table: str, as_of: str) -> TrackRecord:
+              measure: str, table: str, as_of: str, higher_is_faster: bool = False
+              ) -> TrackRecord:
     """The record of a table's rows from each row's published / predicted ratio: how many lie
     within `tolerance` of the prediction (|predicted / published - 1| <= tolerance, the
-    table's own test), the median and the 10th and 90th percentiles (statistics.quantiles,
-    inclusive method)."""
+    table's own test), how many ran slower (a ratio above 1 for a time, below 1 for a rate:
+    `higher_is_faster`), the median and the 10th and 90th percentiles
+    (statistics.quantiles, inclusive method)."""
     ratios = list(published_over_predicted)
     if len(ratios) < 2 or any(r <= 0 for r in ratios):
         raise ValueError("need at least two positive ratios")
@@ -83,7 +90,9 @@ def summarise(published_over_predicted: list[float], tolerance: float, question:
         within=sum(abs(1 / r - 1) <= tolerance + 1e-12 for r in ratios),
         tolerance=tolerance, median_ratio=round(statistics.median(ratios), 4),
         p10_ratio=round(deciles[0], 4), p90_ratio=round(deciles[8], 4),
-        slower_than_predicted=sum(r > 1 for r in ratios), table=table, as_of=as_of)
+        higher_is_faster=higher_is_faster,
+        slower_than_predicted=sum((r < 1) if higher_is_faster else (r > 1) for r in ratios),
+        table=table, as_of=as_of)
 
 
 @lru_cache(maxsize=len(KINDS))
@@ -97,6 +106,13 @@ def load(kind: str = "pretraining") -> TrackRecord:
     except (OSError, ValueError, ValidationError) as exc:
         raise InputError(label, f"the shipped track record could not be read ({exc}).",
                          "Reinstall gpuhours, or regenerate it with scripts/validate.py.") from None
+
+
+def for_engine(engine: str) -> TrackRecord | None:
+    """The generation record of `engine` (the published rows of vLLM's V0 releases are in
+    vLLM's record; None for an engine without one)."""
+    engine = "vllm" if engine == "vllm-v0" else engine
+    return load(f"generation-{engine}") if engine in GENERATION_ENGINES else None
 
 
 def applies(method: str, num_gpus: int, has_amount: bool) -> bool:

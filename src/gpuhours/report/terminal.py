@@ -370,6 +370,10 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     elif data.get("gpu_hours") is not None:
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
+    if data.get("track_record"):
+        from gpuhours.estimate.track_record import TrackRecord
+
+        console.print(esc(TrackRecord.model_validate(data["track_record"]).text()))
     console.print("[dim]assumptions: " + esc("; ".join(
         f"{a['name']} = {a['value']:g} {a['unit']}" for a in data["assumptions"])) + "[/dim]")
 
