@@ -1,8 +1,9 @@
 """Regenerate the generated blocks of docs/rl.md and docs/generation.md from the validation
 harnesses (the hand-written prose around them stays), and the track records a plan's RL phase
 and `gpuhours generation` print (src/gpuhours/catalog/data/track_record_{rl,generation-*}.json).
-Run after any change to the estimate, the plan's RL model or the harnesses; the tests test_the_doc_holds_the_current_table
-(tests/test_rl_validation.py) and the generation report's check fail until it is run.
+Run after any change to the estimate, the plan's RL model or the harnesses; the tests
+test_the_doc_holds_the_current_table (tests/test_rl_validation.py), the generation report's
+check and the records' currency tests fail until it is run.
 
     python scripts/regen_docs.py            # both
     python scripts/regen_docs.py rl         # docs/rl.md only
