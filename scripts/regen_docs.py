@@ -114,12 +114,13 @@ def regen_generation() -> None:
     if len(starts) != 1 or end < 0 or end < starts[0]:
         raise SystemExit(f"{GENERATION_DOC}: expected one line starting 'N published rows (' "
                          f"before {GENERATION_END.strip()!r}; found {len(starts)}")
-    report = gp.report().rstrip("\n")
+    res = gp.results()
+    report = gp.report(res).rstrip("\n")
     atomic_write_text(GENERATION_DOC, text[: starts[0] + 1] + report + "\n" + text[end:])
     print(f"docs/generation.md: report replaced ({report.splitlines()[0][:60]}...)")
     today = date.today().isoformat()
     for engine in GENERATION_ENGINES:
-        record = gp.generation_track_record(engine, today)
+        record = gp.generation_track_record(engine, today, res)
         path = DATA / file_name(f"generation-{engine}")
         atomic_write_text(path, record.model_dump_json(indent=2) + "\n")
         print(f"{path.relative_to(ROOT)}: {record.within} of {record.runs} within 25%")

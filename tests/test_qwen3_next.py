@@ -29,7 +29,7 @@ from gpuhours.estimate.vision import (
     vision_tower_from_config,
 )
 from gpuhours.resolve import resolve_model
-from saved_storage import saved_storages
+from vision_tower import GRID_H, GRID_W, forward_flops_and_params, saved_bytes
 
 NONE_IDS = dict(eos_token_id=None, bos_token_id=None, pad_token_id=None)
 SMALL_TEXT = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
@@ -181,15 +181,11 @@ def test_vision_flops_and_params_equal_a_real_small_tower() -> None:
     blocks' linears and attention (full in every block), the merger."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from torch.utils.flop_counter import FlopCounterMode
-
-    tower = _small_tower(torch, transformers).eval()
-    gh, gw = 8, 12
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        tower(torch.randn(gh * gw, 3 * 2 * 8 * 8), grid_thw=torch.tensor([[1, gh, gw]]))
+    flops, params = forward_flops_and_params(torch, _small_tower(torch, transformers),
+                                             3 * 2 * 8 * 8)
     v = vision_tower_from_config(SMALL_VISION, "small", "qwen3_5")
-    assert counter.get_total_flops() == vision_forward_flops(v, ImageGrid(gh, gw, 2)).total
-    assert vision_params(v) == sum(p.numel() for p in tower.parameters())
+    assert flops == vision_forward_flops(v, ImageGrid(GRID_H, GRID_W, 2)).total
+    assert vision_params(v) == params
 
 
 def test_trained_vision_tower_activations_match_what_autograd_keeps() -> None:
@@ -197,17 +193,10 @@ def test_trained_vision_tower_activations_match_what_autograd_keeps() -> None:
     (parameters and pixels excluded), within 5%."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    tower = _small_tower(torch, transformers)
-    tower.config._attn_implementation = "sdpa"
-    tower.train()
-    gh, gw = 8, 12
-    pixels = torch.randn(gh * gw, 3 * 2 * 8 * 8)
-    with saved_storages([*tower.parameters(), pixels]) as saved:
-        out = tower(pixels, grid_thw=torch.tensor([[1, gh, gw]]))
-    real = sum(s.nbytes for s in saved.values())
+    real = saved_bytes(torch, _small_tower(torch, transformers), 3 * 2 * 8 * 8)
     v = vision_tower_from_config(SMALL_VISION, "small", "qwen3_5")
-    assert vision_activation_bytes(v, ImageGrid(gh, gw, 2), 4) == pytest.approx(real, rel=0.05)
-    del out
+    assert vision_activation_bytes(v, ImageGrid(GRID_H, GRID_W, 2), 4) == pytest.approx(
+        real, rel=0.05)
 
 
 def test_image_tokens_are_32_pixels_a_token() -> None:

@@ -21,7 +21,7 @@ from gpuhours.estimate.vision import (
     vision_params,
     vision_tower_from_config,
 )
-from saved_storage import saved_storages
+from vision_tower import GRID_H, GRID_W, forward_flops_and_params, saved_bytes
 
 SMALL: dict[str, Any] = dict(depth=3, embed_dim=64, hidden_size=48, mlp_ratio=4, num_heads=4,
                              patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
@@ -83,15 +83,11 @@ def _small_tower(torch: Any, transformers: Any) -> Any:
 def test_forward_flops_equal_torchs_count_of_a_real_small_tower() -> None:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from torch.utils.flop_counter import FlopCounterMode
-
-    tower = _small_tower(torch, transformers).eval()
-    gh, gw = 8, 12
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        tower(torch.randn(gh * gw, 3 * 2 * 14 * 14), grid_thw=torch.tensor([[1, gh, gw]]))
+    flops, params = forward_flops_and_params(torch, _small_tower(torch, transformers),
+                                             3 * 2 * 14 * 14)
     v = vision_tower_from_config(SMALL, "small", "qwen2_vl")
-    assert counter.get_total_flops() == vision_forward_flops(v, ImageGrid(gh, gw, 2)).total
-    assert vision_params(v) == sum(p.numel() for p in tower.parameters())
+    assert flops == vision_forward_flops(v, ImageGrid(GRID_H, GRID_W, 2)).total
+    assert vision_params(v) == params
 
 
 def test_trained_tower_activations_match_what_autograd_keeps() -> None:
@@ -99,14 +95,7 @@ def test_trained_tower_activations_match_what_autograd_keeps() -> None:
     and the pixels excluded), within 5%."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    tower = _small_tower(torch, transformers)
-    tower.config._attn_implementation = "sdpa"
-    tower.train()
-    gh, gw = 8, 12
-    pixels = torch.randn(gh * gw, 3 * 2 * 14 * 14)
-    with saved_storages([*tower.parameters(), pixels]) as saved:
-        out = tower(pixels, grid_thw=torch.tensor([[1, gh, gw]]))
-    real = sum(s.nbytes for s in saved.values())
+    real = saved_bytes(torch, _small_tower(torch, transformers), 3 * 2 * 14 * 14)
     v = vision_tower_from_config(SMALL, "small", "qwen2_vl")
-    assert vision_activation_bytes(v, ImageGrid(gh, gw, 2), 4) == pytest.approx(real, rel=0.05)
-    del out
+    assert vision_activation_bytes(v, ImageGrid(GRID_H, GRID_W, 2), 4) == pytest.approx(
+        real, rel=0.05)

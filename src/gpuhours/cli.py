@@ -540,6 +540,7 @@ def estimate(
         emit_json(e if moved is None else {**e.model_dump(mode="json"),
                                            "transferred": moved.as_json()})
     if not e.memory.fits and not ignore_memory:
+        from gpuhours.estimate.estimator import beyond_positions_warning
         from gpuhours.estimate.fit import setting_at_fault
         from gpuhours.report.units import gib
 
@@ -548,12 +549,12 @@ def estimate(
         # model's positions (the estimate's warning, else shown only with --ignore-memory)
         field = setting_at_fault(t, hw)
         option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method"}[field]
-        beyond = [w for w in e.warnings if w.startswith(f"--seq {t.seq_len} is beyond")]
+        beyond = beyond_positions_warning(t)
         too_big = DoesNotFit(
             option, f"micro-batch {batch} x seq {seq} needs "
                     f"{gib(e.memory.total_bytes.value)} per GPU ({e.memory.peak_phase}); "
                     f"{spec.name} has {gib(e.memory.device_bytes.value)}."
-                    + "".join(f" {w}" for w in beyond),
+                    + (f" {beyond}" if beyond else ""),
             "Run `gpuhours fit` with the same options for what fits, or pass --ignore-memory "
             "to see this estimate anyway.")
         too_big.fields = (field,)

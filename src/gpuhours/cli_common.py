@@ -148,14 +148,12 @@ def user_errors(func: F) -> F:
                                     "Install it with: pip install 'gpuhours[bench]' (it pins "
                                     "torch==2.13.0).")
         except ValidationError as e:
-            first = e.errors()[0]
-            cause = (first.get("ctx") or {}).get("error")
-            if isinstance(cause, InputError):  # raised by a model validator, keyed by field
-                fail(where_of(cause), cause.message + (f" {cause.hint}" if cause.hint else ""))
-            # the innermost named field: an item of a list field (an int in loc) is its field's
-            names = [str(part) for part in first["loc"] if not isinstance(part, int)]
-            field = names[-1] if names else "input"
-            fail(option_of(field), f"{first['msg']} (got {first.get('input')!r}).")
+            # a model outside the setup's (whose own constructors raise FieldError already):
+            # keyed by its field the same way (gpuhours.setup.field_error_of)
+            from gpuhours.setup import field_error_of
+
+            err = field_error_of(e)
+            fail(where_of(err), err.message + (f" {err.hint}" if err.hint else ""))
 
     return wrapper  # type: ignore[return-value]
 

@@ -438,12 +438,17 @@ NOT_A_CHECK = {
     for label in ("Llama 3.2 1B", "Llama 3.2 3B")}
 
 
+def counted_plain(comparisons: list[Comparison]) -> list[Comparison]:
+    """The plain-question rows that count: predicted, and not in NOT_A_CHECK."""
+    return [c for c in comparisons if c.kind == PLAIN_KIND and c.error is not None
+            and c.label not in NOT_A_CHECK]
+
+
 def plain_summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
     """(rows within PLAIN_TOLERANCE, rows) of the plain-question rows: "all", "dense", "MoE",
     and "verified" (those whose published GPU hours were read in their source, not
     unverified_labels); the rows of NOT_A_CHECK are left out."""
-    rows = [c for c in comparisons if c.kind == PLAIN_KIND and c.error is not None
-            and c.label not in NOT_A_CHECK]
+    rows = counted_plain(comparisons)
     out = {}
     unverified = unverified_labels()
     for name, sel in (("all", rows), ("dense", [c for c in rows if c.group == "dense"]),
@@ -457,9 +462,8 @@ def plain_summary(comparisons: list[Comparison]) -> dict[str, tuple[int, int]]:
 def plain_track_record(comparisons: list[Comparison], as_of: str) -> TrackRecord:
     """The plain question's record for `estimate` to print (estimate/track_record.py): each
     counted row's published GPU hours over its prediction, the rows plain_summary counts."""
-    rows = [c for c in comparisons if c.kind == PLAIN_KIND and c.predicted
-            and c.label not in NOT_A_CHECK]
-    return summarise([c.measured / c.predicted for c in rows if c.predicted],
+    return summarise([c.measured / c.predicted for c in counted_plain(comparisons)
+                      if c.predicted],
                      PLAIN_TOLERANCE, "full training on 16 or more GPUs; the published runs were "
                      "asked with the setup gpuhours chose", "GPU hours",
                      "docs/validation.md, 'Pretraining GPU hours, the plain question'", as_of)

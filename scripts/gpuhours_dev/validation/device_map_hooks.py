@@ -66,7 +66,8 @@ def count(layers: int) -> dict[str, int]:
     """Hooked modules, hook calls, `.to` calls and aten operators of one decode step."""
     import accelerate.hooks
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpuhours.torchkit.ops import count_dispatched
 
     model = _model(layers, hooked=True)
     hooked = sum(hasattr(m, "_hf_hook") for m in model.modules())
@@ -82,20 +83,10 @@ def count(layers: int) -> dict[str, int]:
         calls["to"] += 1
         return to(self, *args, **kwargs)
 
-    class Count(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.calls += 1
-            return func(*args, **(kwargs or {}))
-
     def ops(m: Any) -> int:
         cache, ids = _step_inputs(m)
-        with torch.no_grad(), Count() as c:
-            m(ids, past_key_values=cache, use_cache=True)
-        return c.calls
+        with torch.no_grad():
+            return count_dispatched(lambda: m(ids, past_key_values=cache, use_cache=True))
 
     hooked_ops = ops(model)
     cache, ids = _step_inputs(model)

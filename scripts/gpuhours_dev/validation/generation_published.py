@@ -698,11 +698,14 @@ def _key(n: int) -> str:
     return f"[{letters[n]}]" if n < 26 else f"[{letters[n // 26 - 1]}{letters[n % 26]}]"
 
 
-def generation_track_record(engine: str, as_of: str) -> TrackRecord:
+def generation_track_record(engine: str, as_of: str, res: list[Result] | None = None
+                            ) -> TrackRecord:
     """The record `gpuhours generation` prints for `engine` (estimate/track_record.py): the
     held-out rows summary counts ("native": not TUNED, not DEPENDENT) of that engine, each as
-    measured rate / predicted rate (a TTFT row: predicted time / measured time)."""
-    errors = [x.error for x in results() if x.error is not None and x.row["engine"] == engine
+    measured rate / predicted rate (a TTFT row: predicted time / measured time); `res`: the
+    results already computed (else computed here)."""
+    res = results() if res is None else res
+    errors = [x.error for x in res if x.error is not None and x.row["engine"] == engine
               and x.row["row"] not in TUNED and x.row["row"] not in DEPENDENT]
     return summarise([1 / (1 + e) for e in errors], TOLERANCE,
                      f"generation with {engine}; published rows held out (GPUs, batches, "
@@ -749,8 +752,9 @@ def _group_lines(res: list[Result]) -> list[str]:
     return out
 
 
-def report() -> str:
-    res = results()
+def report(res: list[Result] | None = None) -> str:
+    """The published-rows report of docs/generation.md; `res`: the results already computed."""
+    res = results() if res is None else res
     s = summary(res)
     n, p, d = s["native"], s["proxy"], s["dependent"]
     headline = (

@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from gpuhours.torchkit.ops import count_dispatched
+
 #: a tiny config: 4 query heads on 2 KV heads of 16, as tests/cache_bytes.py's
 _COMMON: dict[str, Any] = dict(hidden_size=64, intermediate_size=96, num_attention_heads=4,
                                num_key_value_heads=2, vocab_size=80, max_position_embeddings=64)
@@ -28,7 +30,6 @@ def decode_step_operators(model_type: str, layers: int) -> int:
     """aten operators one decode step (1 new token after a 5-token prompt) dispatches."""
     import torch
     import transformers
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     classes = {"qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
                "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
@@ -39,24 +40,15 @@ def decode_step_operators(model_type: str, layers: int) -> int:
     torch.manual_seed(0)
     model = model_cls._from_config(cfg, attn_implementation="sdpa").eval()
 
-    class Count(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.calls += 1
-            return func(*args, **(kwargs or {}))
-
     with torch.no_grad():
         # a DynamicCache from the start, as generate() keeps it (4.46 would otherwise hand back
         # the legacy tuples and convert them again on the next call)
         cache = model(torch.randint(0, 80, (1, 5)), use_cache=True,
                       past_key_values=transformers.DynamicCache()).past_key_values
-        with Count() as count:
-            model(torch.randint(0, 80, (1, 1)), past_key_values=cache, use_cache=True,
-                  attention_mask=torch.ones(1, 6, dtype=torch.long))
-    return count.calls
+        step = torch.randint(0, 80, (1, 1))
+        mask = torch.ones(1, 6, dtype=torch.long)
+        return count_dispatched(lambda: model(step, past_key_values=cache, use_cache=True,
+                                              attention_mask=mask))
 
 
 def operators_per_layer(model_type: str) -> float:
@@ -69,7 +61,6 @@ def generate_operators(model_type: str, layers: int, batch: int, new_tokens: int
     no logits processor, `new_tokens` tokens. Releases from 4.38 (no DynamicCache argument)."""
     import torch
     import transformers
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     classes = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                "llama": ("LlamaConfig", "LlamaForCausalLM")}
@@ -81,20 +72,10 @@ def generate_operators(model_type: str, layers: int, batch: int, new_tokens: int
     mask = torch.ones_like(ids)
     mask[0, :2] = 0
 
-    class Count(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    with torch.no_grad(), Count() as count:
-        model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens,
-                       min_new_tokens=new_tokens, do_sample=True, top_k=0, top_p=1.0,
-                       pad_token_id=0, eos_token_id=79)
-    return count.calls
+    with torch.no_grad():
+        return count_dispatched(lambda: model.generate(
+            ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+            do_sample=True, top_k=0, top_p=1.0, pad_token_id=0, eos_token_id=79))
 
 
 def generate_step_operators(model_type: str, batch: int = 8) -> tuple[float, float]:

@@ -818,6 +818,11 @@ TRTLLM_ENQUEUE_S_PER_KERNEL = _a(
 #: ratio to the step's time per aten operator is measured; the time per operator is the
 #: hf-generate fit's host's: DECODE_HOST_PER_LAYER_S over the 79 aten operators transformers
 #: 4.46.0 dispatches per Qwen2 layer (gpuhours_dev.validation.hf_op_count, docs/generation.md).
+#: aten operators transformers 4.46.0 dispatches per Qwen2 decoder layer at decode, SDPA, batch 1
+#: (counted: gpuhours_dev.validation.hf_op_count): what DECODE_HOST_PER_LAYER_S["hf-generate"]
+#: is spread over where a per-operator host time is needed (accelerate's hooks, AutoAWQ's extra
+#: operator: estimate/hf_quant.py)
+HF_DECODE_OPS_PER_LAYER = 79
 ACCELERATE_HOOK_OPERATOR_TIMES = _a(
     "accelerate_hook_operator_times", 3.04, "aten operators' host time per hook call",
     "measured on this repository's 2-core VM (gpuhours_dev.validation.device_map_hooks: "
@@ -829,7 +834,8 @@ ACCELERATE_HOOK_OPERATOR_TIMES = _a(
     "the GPU host: the hooks are Python and `.to` calls, as the operators' dispatch is)")
 ACCELERATE_HOOK_HOST_S = _a(
     "accelerate_hook_host_s",
-    ACCELERATE_HOOK_OPERATOR_TIMES.value * DECODE_HOST_PER_LAYER_S["hf-generate"].value / 79,
+    ACCELERATE_HOOK_OPERATOR_TIMES.value * DECODE_HOST_PER_LAYER_S["hf-generate"].value
+    / HF_DECODE_OPS_PER_LAYER,
     "s per hook call",
     "accelerate_hook_operator_times x decode_host_per_layer_s.hf-generate / 79 aten operators "
     "a transformers 4.46.0 Qwen2 layer dispatches (counted, hf_op_count): no row fitted")

@@ -180,6 +180,19 @@ class TrainingEstimate(_Out):
     assumptions: list[str]
 
 
+def beyond_positions_warning(t: Training) -> str | None:
+    """The warning on a sequence beyond the positions a rotary model was configured for
+    (max_position_embeddings): it trains only with a context extension. None when within them
+    (a model of learned positions refuses it instead: setup.py)."""
+    arch = t.arch
+    if not (arch.max_positions and t.seq_len > arch.max_positions
+            and not arch.position_embeddings):
+        return None
+    return (f"--seq {t.seq_len} is beyond the {arch.max_positions} positions {arch.name} was "
+            f"configured for (max_position_embeddings); it needs a context extension (RoPE "
+            f"scaling) to train well.")
+
+
 def headroom_warning(total_bytes: float, device_bytes: float) -> str:
     """The warning on a setup that fits the device (the verdict of estimate, plan and fit) but
     with less free than fit's headroom (assumptions.FIT_HEADROOM_FRACTION), the margin fit
@@ -707,10 +720,9 @@ def estimate_training(
     from gpuhours.estimate.flops import images_note
 
     images = images_note(t)  # a vision-language setup's images and its tower (issue 15)
-    if arch.max_positions and t.seq_len > arch.max_positions and not arch.position_embeddings:
-        warnings.append(f"--seq {t.seq_len} is beyond the {arch.max_positions} positions "
-                        f"{arch.name} was configured for (max_position_embeddings); it needs "
-                        f"a context extension (RoPE scaling) to train well.")
+    beyond = beyond_positions_warning(t)
+    if beyond is not None:
+        warnings.append(beyond)
     if examples is not None and packed and tokens_per_example is None:
         warnings.append(f"packed examples without a mean length (--tokens-per-example, a "
                         f"plan's tokens_per_example): each is taken as a full {t.seq_len}-token "

@@ -68,10 +68,6 @@ AWQ_SPLIT_K = 8
 #: operators a WQLinear_GEMM forward dispatches beyond F.linear's one: the split-k sum
 #: (below 1,024 tokens) or the dequantisation kernel (1,024 tokens or more)
 AWQ_EXTRA_OPS = 1
-#: aten operators transformers dispatches per bf16 Qwen2 decoder layer at decode (counted by
-#: gpuhours_dev.validation.hf_op_count; the unit DECODE_HOST_PER_LAYER_S is spread over, as
-#: assumptions.ACCELERATE_HOOK_HOST_S spreads it)
-HF_OPS_PER_LAYER = 79
 
 #: bytes per weight each library's checkpoint holds with its group-128 scales (and zeros),
 #: (low, high, what): GPTQ int8 1 + 2/128; AWQ int4 0.5 + (2 + 0.5)/128
@@ -125,8 +121,9 @@ def linear_count(arch: ModelArch) -> int:
 
 def op_host_s() -> float:
     """Host seconds of one dispatched operator in hf-generate's eager step: the fitted time per
-    layer over the operators a layer dispatches (DECODE_HOST_PER_LAYER_S / HF_OPS_PER_LAYER)."""
-    return A.DECODE_HOST_PER_LAYER_S["hf-generate"].value / HF_OPS_PER_LAYER
+    layer over the operators a layer dispatches (DECODE_HOST_PER_LAYER_S /
+    assumptions.HF_DECODE_OPS_PER_LAYER, as accelerate's hooks are costed)."""
+    return A.DECODE_HOST_PER_LAYER_S["hf-generate"].value / A.HF_DECODE_OPS_PER_LAYER
 
 
 def host_s_per_linear(kernel: str) -> float:

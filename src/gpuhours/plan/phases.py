@@ -105,8 +105,8 @@ def digest(obj: Any) -> str:
 
 
 def _where(ctx: Context, phase: Any) -> str:
-    line = ctx.lines.get(phase.name)
-    return f"{ctx.path}" + (f", line {line}" if line else "") + f", phase {phase.name!r}"
+    """The plan, the phase's line and the phase."""
+    return _field_where(ctx, phase)
 
 
 def _field_where(ctx: Context, phase: Any, *fields: str) -> str:

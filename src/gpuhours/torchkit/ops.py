@@ -31,6 +31,26 @@ def counts_as_kernel(func: Any) -> bool:
     return str(func) not in _NO_KERNEL
 
 
+def count_dispatched(step: Callable[[], object]) -> int:
+    """Run `step` once and count every aten operator it dispatches, views and allocations
+    included: the host's dispatches (what a per-operator host time multiplies), not only the
+    kernels count_ops counts."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    calls = 0
+
+    class _Every(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            nonlocal calls
+            calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with _Every():
+        step()
+    return calls
+
+
 def count_ops(step: Callable[[], object]) -> Counter[str]:
     """Run `step` once and count, per operator name, the operators that launch device work
     (below autograd: what actually executes, backward included)."""
