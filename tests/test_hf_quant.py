@@ -119,3 +119,40 @@ def test_the_basis_names_the_library_and_the_fitted_constant_only_where_it_appli
             "dequant_weights_per_sm_cycle"} <= names
     assert "hf_gptqmodel_linear_host_s" not in {a["name"] for a in awq["assumptions"]}
     assert "MarlinQuantLinear" in str(gptq) and "WQLinear_GEMM" in str(awq)
+
+
+def test_the_awq_linears_transients_by_hand() -> None:
+    arch = from_hf_config(TINY, "tiny")
+    # 10 tokens, split-k: up_proj's 8 partials and their sum (9 x 10 x 128) beside act(gate)
+    # (10 x 128): 12,800; q_proj's 9 x 10 x 64 = 5,760 and down_proj's 10 x 128 + 9 x 10 x 64
+    # = 7,040 are smaller
+    elements, what = hf_quant.layer_transient_elements(hf_quant.AUTOAWQ, arch, 10)
+    assert elements == 12800 and "split-k" in what
+    # 2,048 tokens, dequantised: the weights are small beside the activations, so the gated
+    # MLP's act(gate), up and product (3 x 2,048 x 128) stay the largest
+    assert hf_quant.layer_transient_elements(hf_quant.AUTOAWQ, arch, 2048)[0] == 3 * 2048 * 128
+    # a wider layer at 1,024 tokens: up_proj's fp16 weight (2,048 x 4,096) and output beside
+    # act(gate): 2 x 1,024 x 4,096 + 2,048 x 4,096 = 16,777,216 > 3 x 1,024 x 4,096
+    wide = from_hf_config({**TINY, "hidden_size": 2048, "num_attention_heads": 16,
+                           "num_key_value_heads": 8, "head_dim": 128,
+                           "intermediate_size": 4096}, "wide")
+    elements, what = hf_quant.layer_transient_elements(hf_quant.AUTOAWQ, wide, 1024)
+    assert elements == 16777216 and "dequantised" in what
+    # Marlin dequantises in registers
+    assert hf_quant.layer_transient_elements(hf_quant.GPTQMODEL, wide, 1024) == (0.0, "")
+
+
+def test_the_awq_transient_sets_generates_prefill_peak() -> None:
+    from gpuhours.estimate.hf_generate_memory import prefill_transient
+
+    wide = from_hf_config({**TINY, "hidden_size": 2048, "num_attention_heads": 16,
+                           "num_key_value_heads": 8, "head_dim": 128,
+                           "intermediate_size": 4096}, "wide")
+    plain = prefill_transient(wide, "4.51.3", 1, 1024)
+    awq = prefill_transient(wide, "4.51.3", 1, 1024, quant_linear=hf_quant.AUTOAWQ)
+    # the residual stream (4 d + 2 head_dim a token) beside each; 2 bytes an element
+    residual = 1024 * (4 * 2048 + 2 * 128)
+    assert plain.bytes == (3 * 1024 * 4096 + residual) * 2
+    assert awq.bytes == (16777216 + residual) * 2 and "AutoAWQ" in awq.what
+    assert prefill_transient(wide, "4.51.3", 1, 1024,
+                             quant_linear=hf_quant.GPTQMODEL).bytes == plain.bytes

@@ -221,7 +221,13 @@ casper-hansen/AutoAWQ_kernels@16c5fe16 (the 0.0.9 wheel holds no source):
   than F.linear (host: 0.88 ms / 79 operators = 11 us a linear, derived, not fitted) and
   2 x 8 x tokens x N x 2 bytes more; at 1,024 tokens or more dequantize_weights_cuda writes the
   weight in fp16 and torch.matmul reads it back (4 bytes a weight more). No constant is fitted
-  for it: on row 206 a fit would need a negative host time, below.
+  for it: on row 206 a fit would need a negative host time, below. Memory: both paths hold a
+  transient a bf16 linear does not, counted in generate's peak (hf_quant
+  layer_transient_elements, each moment of the layer with what else is alive then): below
+  1,024 tokens the 8 partials and their sum, 9 x tokens x N (Qwen3-32B's up_proj beside
+  act(gate) at a 1,000-token prefill: 0.51 GB, where the bf16 MLP holds 0.15); at 1,024 or
+  more the fp16 weight and the matmul's output (up_proj's 262 MB weight: 0.37 GB at 1,024
+  tokens).
 
 Refused: either library under another engine, tensor parallelism or device_map; other bit
 widths; fp8; MoE models, latent attention, SSM mixers, vision towers, fused or Conv1D

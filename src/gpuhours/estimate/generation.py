@@ -577,7 +577,7 @@ def hf_generate_peak_of(arch: ModelArch, g: Generation, batch: int,
         stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format) / tp, kv_token,
         {"prefill": kv_tokens_held(arch, g.prompt_tokens),
          "decode": kv_tokens_held(arch, g.prompt_tokens + g.output_tokens)}, tp,
-        state_bytes_per_sequence=state)
+        state_bytes_per_sequence=state, quant_linear=g.hf_quant_linear)
 
 
 def engine_memory_share(g: Generation, memory_utilisation: float | None = None) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuhours.estimate import assumptions as A
+from gpuhours.estimate import hf_quant
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.setup import hf_release
 
@@ -282,8 +283,18 @@ def _with_mask(largest: Transient, arch: ModelArch, release: str, batch: int) ->
     return Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
 
 
+def _quant_linear_transient(kernel: str, arch: ModelArch, tokens: float, residual: float,
+                            tensor_parallel: int) -> Transient:
+    """A layer's quantised linears' transient (hf_quant.layer_transient_elements) beside the
+    residual stream's `residual` elements a token."""
+    elements, what = hf_quant.layer_transient_elements(kernel, arch, tokens)
+    return Transient((elements + tokens * residual) * _ACT_BYTES / tensor_parallel,
+                     f"{what} and residual stream")
+
+
 def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: int,
-                      tensor_parallel: int = 1, parts: DeviceParts = ALL_PARTS) -> Transient:
+                      tensor_parallel: int = 1, parts: DeviceParts = ALL_PARTS,
+                      quant_linear: str | None = None) -> Transient:
     """The largest transient of generate's prefill (one forward over batch x prompt tokens):
     the larger of a decoder layer's (MLP or attention) and the LM head's logits with the
     sampling tensors; plus 4.38's Llama/Gemma mask. Beside a layer's own transient the residual
@@ -294,7 +305,8 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
     on this CPU (tests/test_hf_generate_memory.py). Split over `tensor_parallel` GPUs like the
     weights (assumed). On a GPU holding only some `parts` (device_map), only theirs: the
     layer's on a GPU with layers, the logits and final hidden states on the LM head's, the
-    logits (copied) and the sampling tensors on the sampler's."""
+    logits (copied) and the sampling tensors on the sampler's. With `quant_linear`, the
+    quantised linears' own (hf_quant.layer_transient_elements) beside the residual stream."""
     tokens = float(batch) * prompt_tokens
     mlp, mlp_name = mlp_transient_elements_per_token(arch, release)
     attn = attention_transient_elements_per_token(arch, release)
@@ -307,6 +319,9 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
         found.append(Transient(tokens * (attn + residual) * _ACT_BYTES / tensor_parallel,
                                "attention's q, rotary, repeated K/V and output, and residual "
                                "stream"))
+    if parts.layers and quant_linear is not None:
+        found.append(_quant_linear_transient(quant_linear, arch, tokens, residual,
+                                             tensor_parallel))
     if parts.head or parts.sampler:
         logits = logits_bytes(arch, release, batch, prompt_tokens)
         found.append(Transient(
@@ -319,7 +334,8 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
 
 def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: float,
                      kv_bytes_per_token_layer: float, tensor_parallel: int = 1,
-                     parts: DeviceParts = ALL_PARTS) -> Transient:
+                     parts: DeviceParts = ALL_PARTS,
+                     quant_linear: str | None = None) -> Transient:
     """The largest transient of a decode step at `context_tokens`, beside the whole cache:
     - attention: DynamicCache.update's `torch.cat` keeps a layer's old K (or V) beside the new
       one (v4.38.2 cache_utils.py lines 131-132; 5.23 DynamicLayer.update, lines 136-137):
@@ -330,7 +346,9 @@ def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: 
     `kv_bytes_per_token_layer`: K and V of one token in one attention layer, bytes per GPU.
     4.38's Llama/Gemma mask is added as in prefill_transient. On a GPU holding only some
     `parts` (device_map): the attention's on a GPU with layers, the previous step's fp32
-    tensors and the sampling on the sampler's, the logits on the LM head's and the sampler's."""
+    tensors and the sampling on the sampler's, the logits on the LM head's and the sampler's.
+    With `quant_linear`, the quantised linears' own over the batch's one token each, beside the
+    residual stream and the previous step's fp32 tensors."""
     layer_kv = batch * context_tokens * kv_bytes_per_token_layer
     # the previous step's fp32 logits and probabilities stay referenced by _sample's loop
     # variables (next_token_logits, probs: 5.23 generation/utils.py lines 3247 and 3274) until
@@ -345,6 +363,11 @@ def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: 
     elif parts.layers:
         found.append(Transient(layer_kv / 2.0 + previous,
                                "DynamicCache torch.cat: one layer's old K beside the new"))
+    if parts.layers and quant_linear is not None:
+        linear = _quant_linear_transient(quant_linear, arch, float(batch),
+                                         4.0 * arch.hidden_size + 2.0 * arch.head_dim,
+                                         tensor_parallel)
+        found.append(Transient(linear.bytes + previous, linear.what))
     if parts.head or parts.sampler:
         logits = logits_bytes(arch, release, batch, 1)
         found.append(Transient(
@@ -394,14 +417,16 @@ def hf_generate_peak(arch: ModelArch, release: str, batch: int, prompt_tokens: i
                      output_tokens: int, weights_bytes: float, kv_bytes_per_token: float,
                      kv_tokens_at: dict[str, float], tensor_parallel: int = 1,
                      state_bytes_per_sequence: float = 0.0, parts: DeviceParts = ALL_PARTS,
-                     kv_layers: int | None = None) -> HfGeneratePeak:
+                     kv_layers: int | None = None,
+                     quant_linear: str | None = None) -> HfGeneratePeak:
     """The peak of generating `batch` sequences with transformers `release`, per GPU.
     `weights_bytes` per GPU; `kv_bytes_per_token` per GPU over all layers; `kv_tokens_at`:
     the tokens of cache a sequence holds after the prefill ("prefill") and at the end
     ("decode") (generation.kv_tokens_held: sliding windows kept to their window);
     `state_bytes_per_sequence`: an SSM's recurrent state (0 for attention-only models).
     A GPU of a `device_map` split holds `parts` and `kv_layers` attention layers' cache
-    (`kv_bytes_per_token` is theirs); generate's token ids sit with the sampler."""
+    (`kv_bytes_per_token` is theirs); generate's token ids sit with the sampler. `quant_linear`:
+    GPTQModel's or AutoAWQ's linears (estimate/hf_quant.py), whose own transients count."""
     layers = max(1, arch.attention_layer_count if kv_layers is None else kv_layers)
     ids = IDS_BYTES_PER_TOKEN if parts.sampler else 0.0
     # the cache (and SSM state), and generate's input_ids and attention_mask beside it
@@ -409,17 +434,20 @@ def hf_generate_peak(arch: ModelArch, release: str, batch: int, prompt_tokens: i
                           + state_bytes_per_sequence + ids * prompt_tokens)
     kv_end = batch * (kv_bytes_per_token * kv_tokens_at["decode"] + state_bytes_per_sequence
                       + ids * (prompt_tokens + output_tokens))
-    pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel, parts)
+    pre = prefill_transient(arch, release, batch, prompt_tokens, tensor_parallel, parts,
+                            quant_linear)
     candidates = [("prefill", kv_prefill, pre)]
     if output_tokens > 0:
         dec = decode_transient(arch, release, batch, prompt_tokens + output_tokens,
-                               kv_bytes_per_token / layers, tensor_parallel, parts)
+                               kv_bytes_per_token / layers, tensor_parallel, parts,
+                               quant_linear)
         candidates.append(("decode", kv_end, dec))
         stale = (stale_prefill_logits_bytes(arch, release, batch, prompt_tokens)
                  / tensor_parallel if parts.sampler else 0.0)
         if stale:
             first = decode_transient(arch, release, batch, prompt_tokens + 1,
-                                     kv_bytes_per_token / layers, tensor_parallel, parts)
+                                     kv_bytes_per_token / layers, tensor_parallel, parts,
+                                     quant_linear)
             candidates.append(("first decode", kv_prefill, Transient(
                 stale + first.bytes, f"the prefill's fp32 logits (no `del outputs` before "
                                      f"4.42) held through the first decode step, with "

@@ -37,6 +37,9 @@ module adds, read in the releases the published rows ran (PyPI sdists and wheel)
   operators a bf16 layer dispatches, gpuhours_dev.validation.hf_op_count), as accelerate's
   hooks are costed.
 
+Memory: AutoAWQ's partials and its dequantised weight are transients a bf16 linear does not
+hold, counted in generate's peak (layer_transient_elements, hf_generate_memory.py).
+
 Refused (the field named): either library under another engine, tensor parallelism or a
 device_map split; bit widths other than the rows' (GPTQModel 8-bit, AutoAWQ 4-bit); fp8
 matmuls; MoE models, latent attention, state-space mixers, vision towers and architectures
@@ -147,6 +150,39 @@ def extra_bytes(kernel: str, arch: ModelArch, tokens: float) -> float:
     if tokens >= AWQ_DEQUANT_MIN_TOKENS:
         return sum(4.0 * k * n * c for k, n, c in shapes)
     return sum(2.0 * AWQ_SPLIT_K * tokens * n * 2.0 * c for _, n, c in shapes)
+
+
+def layer_transient_elements(kernel: str, arch: ModelArch, tokens: float) -> tuple[float, str]:
+    """The most 16-bit elements a decoder layer's quantised linears hold at once in one forward
+    of `tokens` tokens (x.shape[0] * x.shape[1]), beyond the layer's input and the residual
+    stream, and what they are; (0, "") for GPTQModel (Marlin dequantises in registers; its
+    workspace is a few KB). AutoAWQ 0.2.9 (awq/modules/linear/gemm.py WQLinearMMFunction
+    .forward, the PyPI sdist): below AWQ_DEQUANT_MIN_TOKENS, awq_ext.gemm_forward_cuda writes
+    its 8 split-k partials (8 x tokens x N) and returns their sum (tokens x N), both alive
+    until the sum is done; at or above it, dequantize_weights_cuda writes the whole weight in
+    fp16 (K x N) and torch.matmul writes its output beside it. Each moment of the layer's
+    forward is counted with what else is alive then (a gated MLP,
+    `down_proj(act_fn(gate_proj(x)) * up_proj(x))`: act(gate) beside up_proj; the product
+    beside down_proj); the larger of those and the attention projections' (alone) is taken."""
+    if kernel != AUTOAWQ:
+        return 0.0, ""
+    t, d, f = float(tokens), float(arch.hidden_size), float(arch.intermediate_size)
+    dequant = tokens >= AWQ_DEQUANT_MIN_TOKENS
+
+    def linear(k: float, n: float) -> float:
+        """Alive during one WQLinear_GEMM forward: its output and the partials or the weight."""
+        return k * n + t * n if dequant else (AWQ_SPLIT_K + 1) * t * n
+
+    moments = [linear(float(k), float(n)) for k, n, _ in layer_linear_shapes(arch)[:4]]
+    if arch.gated_mlp:
+        moments += [t * f + linear(d, f),          # up_proj beside act(gate)
+                    3.0 * t * f,                   # act(gate), up and their product
+                    t * f + linear(f, d)]          # down_proj beside the product
+    else:
+        moments += [linear(d, f), 2.0 * t * f, t * f + linear(f, d)]
+    what = ("AutoAWQ's dequantised fp16 weight beside its matmul"
+            if dequant else "AutoAWQ's 8 split-k partial outputs beside their sum")
+    return max(moments), what
 
 
 def marlin_gemms(kernel: str, arch: ModelArch) -> int:
