@@ -318,3 +318,30 @@ def test_disk_full_when_opening_is_said_so(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(InputError, match="the disk is full") as info:
         Ledger.open(tmp_path / "full.sqlite")
     assert "not a readable" not in str(info.value)
+
+
+def test_pending_records_never_join_another_projects_run(tmp_path: Path) -> None:
+    """A run's pending file names its run id; if the ledger was moved aside and started afresh
+    at the same path, that id is another project's run: the records become a run of their own."""
+    from gpuhours.track.ledger import now_utc
+    from gpuhours.track.runs import StepRecord, insert_pending_run, start_run
+
+    old = {"project": "OLD", "phase": "sft", "name": "OLD/sft", "device_kind": "cpu",
+           "device_name": "cpu", "planned_steps": 10, "config": {}, "created_utc": now_utc()}
+    steps = [StepRecord(step=i, started_s=float(i), wall_s=1.0) for i in range(4, 11)]
+    finish = {"status": "finished", "summary": {"from": "OLD"}}
+    path = tmp_path / "l.sqlite"
+    with Ledger.open(path) as book:  # the same ledger: the records join their run
+        rid = start_run(book, **old)
+        assert insert_pending_run(book, rid, old, steps, finish) == 7
+        assert [s.step for s in run_steps(book, rid)] == list(range(4, 11))
+    path.rename(tmp_path / "aside.sqlite")
+    with Ledger.open(path) as book:  # a fresh ledger at the same path: run 1 is NEW's
+        new = start_run(book, project="NEW", phase="sft", name="NEW/sft", device_kind="cpu",
+                        device_name="cpu", planned_steps=5, config={})
+        assert new == rid
+        assert insert_pending_run(book, rid, old, steps, finish) == 7
+        runs = {r.project: r for r in list_runs(book)}
+        assert runs["NEW"].status == "running" and run_steps(book, new) == []
+        assert runs["OLD"].id != new and runs["OLD"].summary == {"from": "OLD"}
+        assert [s.step for s in run_steps(book, runs["OLD"].id)] == list(range(4, 11))

@@ -282,3 +282,55 @@ def test_writer_killed_inside_a_transaction_loses_only_that_record(tmp_path: Pat
         assert sorted(m.results["i"] for m in ledger.measurements()) == [0, 1, 2, 3, 4]
         _add(ledger)
         assert len(ledger.measurements()) == 6
+
+
+def test_export_replaces_only_an_earlier_export(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    with L.Ledger.open(path) as ledger:
+        _add(ledger)
+    runner = CliRunner()
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("project: x\n")
+    for target in (path, plan):  # the ledger itself, a user's file: refused, left as they were
+        before = target.read_bytes()
+        r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--output",
+                                str(target)])
+        assert r.exit_code == 2 and "is not a ledger export written by gpuhours" in r.output
+        assert target.read_bytes() == before
+    with L.Ledger.open(path) as ledger:  # the ledger still holds its measurement
+        assert len(ledger.measurements()) == 1
+    for fmt, name in (("json", "e.json"), ("csv", "e.csv")):
+        out = tmp_path / name
+        for _ in range(2):  # an earlier export of either format is replaced
+            r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--format", fmt,
+                                    "--output", str(out)])
+            assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "e.json").read_text())[0]["model"] == "tiny"
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--output", str(folder)])
+    assert r.exit_code == 2 and "is a directory" in r.output
+
+
+def test_another_programs_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    other = tmp_path / "app.sqlite"
+    with closing(sqlite3.connect(other)) as db:
+        db.execute("CREATE TABLE foo (x INTEGER)")
+        db.execute("INSERT INTO foo VALUES (1)")
+        db.commit()
+    before = other.read_bytes()
+    with pytest.raises(InputError, match="SQLite database of something else .tables foo"):
+        L.Ledger.open(other)
+    assert other.read_bytes() == before  # no WAL switch, no tables added
+    with closing(sqlite3.connect(other)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["foo"]
+    # an empty database is adopted as a new ledger; a ledger opens again as before
+    empty = tmp_path / "empty.sqlite"
+    with closing(sqlite3.connect(empty)) as db:
+        db.execute("PRAGMA user_version = 0")
+        db.commit()
+    with L.Ledger.open(empty) as ledger:
+        _add(ledger)
+    with L.Ledger.open(empty) as ledger:
+        assert len(ledger.measurements()) == 1

@@ -290,3 +290,19 @@ def test_without_matplotlib_the_document_says_how_to_get_charts(
     text = (tmp_path / "COMPUTE_BUDGET.md").read_text()
     assert "- Charts beside the tables need matplotlib: `pip install 'gpuhours[report]'`." in text
     assert ".png" not in text and not list(tmp_path.glob("*.png"))
+
+
+def test_the_page_replaces_only_an_earlier_page(tmp_path: Path) -> None:
+    plan = tmp_path / "q.yaml"
+    plan.write_bytes(QWEN.read_bytes())
+    before = plan.read_bytes()
+    r = runner.invoke(app, ["report", str(plan), "--html", str(plan), "--no-calibrate"])
+    assert r.exit_code == 2 and "is not a report page written by gpuhours" in r.output
+    assert plan.read_bytes() == before  # the plan is left as it was
+    other = tmp_path / "index.html"
+    other.write_text("<!DOCTYPE html><html><title>mine</title></html>")
+    r = runner.invoke(app, ["report", str(plan), "--html", str(other), "--no-calibrate"])
+    assert r.exit_code == 2 and other.read_text().endswith("mine</title></html>")
+    out = tmp_path / "r.html"
+    _report(plan, out, "--no-calibrate")
+    _report(plan, out, "--no-calibrate")  # its own earlier page is replaced

@@ -10,7 +10,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -218,3 +218,38 @@ def require_parent_folder(path: str | os.PathLike[str], where: str) -> None:
         raise InputError(where, f"the folder {str(parent)!r} of {str(path)!r} {what}; gpuhours "
                                 f"writes the file, not the folders above it.",
                          f"Create it first (mkdir -p {parent}), or correct the path.")
+
+
+#: how much of an existing output file is read to recognise it as an earlier output
+RECOGNISE_BYTES = 65536
+
+
+def refuse_foreign_overwrite(path: str | os.PathLike[str], where: str,
+                             ours: Callable[[bytes], bool], what: str) -> None:
+    """Refuse (InputError keyed by `where`) to write an output over an existing file that is
+    not an earlier output of the same command: `ours` is asked about the file's first
+    RECOGNISE_BYTES, so re-running a command replaces its own output while a plan, a ledger or
+    any other file given by mistake is left as it was. Something not a regular file at `path`
+    (a folder, a FIFO) is refused too."""
+    target = Path(path).expanduser()
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InputError(where, f"cannot check {str(path)!r} before writing it: {e.strerror}.") \
+            from None
+    if not stat.S_ISREG(mode):
+        raise InputError(where, f"{str(path)!r} is a {file_type(mode)}, not a file gpuhours can "
+                                f"write {what} to.", "Give the path of a new file.")
+    try:
+        with target.open("rb") as f:
+            head = f.read(RECOGNISE_BYTES)
+    except OSError as e:
+        raise InputError(where, f"cannot read {str(path)!r} before replacing it: {e.strerror}.") \
+            from None
+    if not ours(head):
+        raise InputError(where, f"{str(path)!r} exists and is not {what} written by gpuhours; "
+                                f"it is left as it was.",
+                         "Give the path of a new file, or remove that one first if it is no "
+                         "longer wanted.")

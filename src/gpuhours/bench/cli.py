@@ -309,14 +309,18 @@ def register(app: typer.Typer) -> None:
         ledger: LedgerOpt = None,
         format_: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
         output: Annotated[Path | None, typer.Option(
-            help="Write to this file (atomically) instead of standard output.")] = None,
+            help="Write to this file (atomically) instead of standard output; an existing file "
+                 "is replaced only if it is an earlier export.")] = None,
     ) -> None:
         """Every measurement, as JSON (full records) or CSV (one flat row each)."""
+        from gpuhours.files import refuse_foreign_overwrite
         from gpuhours.track.ledger import Ledger, ledger_path
-        from gpuhours.track.ledger_export import to_csv, to_json
+        from gpuhours.track.ledger_export import is_export, to_csv, to_json
 
         if format_ not in ("json", "csv"):
             raise InputError("--format", f"expected json or csv, got {format_!r}.")
+        if output is not None:
+            refuse_foreign_overwrite(output, "--output", is_export, "a ledger export")
         with Ledger.open(ledger_path(ledger), create=False) as book:
             rows = list(reversed(book.measurements()))
         text = to_json(rows) if format_ == "json" else to_csv(rows)

@@ -12,7 +12,9 @@ from gpuhours.cli_common import LedgerOpt
 
 HtmlOpt = Annotated[str, typer.Option(
     "--html", metavar="OUT.html", help="Where to write the page (one file: plotly embedded, no "
-                                       "network needed to view it); its folder must exist.")]
+                                       "network needed to view it); its folder must exist. An "
+                                       "existing file is replaced only if it is an earlier "
+                                       "report page.")]
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one "
@@ -48,9 +50,11 @@ def register(app: typer.Typer) -> None:
         except ModuleNotFoundError:
             raise InputError("--html", "the page embeds plotly.js, and plotly is not installed.",
                              "Install it with: pip install 'gpuhours[report]'.") from None
-        from gpuhours.files import require_parent_folder
+        from gpuhours.files import refuse_foreign_overwrite, require_parent_folder
+        from gpuhours.report.html import is_report_page
 
         require_parent_folder(html, "--html")
+        refuse_foreign_overwrite(html, "--html", is_report_page, "a report page")
         opened = open_ledger(ledger)
         budget = evaluate(load_plan(plan_file), ledger=opened if calibrate else None)
         note = ("no ledger" if opened is None else f"ledger {opened.path}")

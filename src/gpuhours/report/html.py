@@ -323,6 +323,7 @@ def render_page(b: dict[str, Any], sweeps: list[dict[str, Any]], plotly_js: str,
     title = f"Compute budget: {b['project']}"
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta name="generator" content="{GENERATOR}">',
         f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(title)}</title><style>{_STYLE}</style>",
@@ -334,6 +335,19 @@ def render_page(b: dict[str, Any], sweeps: list[dict[str, Any]], plotly_js: str,
         summary, *_sections(b, sweeps, figs, ledger_note),
         f'<script type="application/json" id="{DATA_ELEMENT_ID}">{script_json(data)}</script>',
         f"<script>{_SCRIPT}</script>", "</body></html>", ""])
+
+
+#: the page's <meta name="generator">, by which a later `report --html` knows its own output
+GENERATOR = "gpuhours report"
+
+
+def is_report_page(head: bytes) -> bool:
+    """Whether the start of a file is a page this command wrote: its generator meta, or, in
+    pages written before it had one, the title every page has after its style."""
+    if not head.lstrip().startswith(b"<!DOCTYPE html>"):
+        return False
+    return (f'<meta name="generator" content="{GENERATOR}">'.encode() in head
+            or b"<title>Compute budget: " in head)
 
 
 def write_report(budget: Any, path: Any, ledger: Any = None, ledger_note: str = "no ledger"

@@ -257,6 +257,14 @@ class Ledger:
             raise InputError(where, "is not an SQLite database (a gpuhours ledger); it was left "
                                     "unchanged.", f"Point --ledger or {ENV_VAR} at a ledger file, "
                                                   "or move this file away to start a new ledger.")
+        else:
+            foreign = _foreign_tables(path, busy_timeout_s)
+            if foreign:
+                raise InputError(where, f"is an SQLite database of something else (tables "
+                                        f"{', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''}"
+                                        f"; no gpuhours schema_version); it was left unchanged.",
+                                 f"Point --ledger or {ENV_VAR} at a ledger file, or a new path "
+                                 "to start a ledger there.")
         try:
             db = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None)
         except sqlite3.Error as e:
@@ -529,6 +537,29 @@ def _retry_while_locked(step: Callable[[], None], timeout_s: float) -> None:
             if not is_locked(e) or time.monotonic() >= deadline:
                 raise
         time.sleep(random.uniform(0.005, 0.05))
+
+
+def _foreign_tables(path: Path, busy_timeout_s: float) -> list[str]:
+    """The tables of an existing SQLite file that is not a ledger: none when it has
+    schema_version (a ledger, of any version) or no tables at all (an empty database is
+    adopted). Read through a read-only connection, so that another program's database is never
+    switched to WAL or given tables; if that connection cannot read it (a ledger whose WAL
+    index cannot be opened read-only), [] and the normal open decides."""
+    try:
+        ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                             timeout=busy_timeout_s)
+    except sqlite3.Error:
+        return []
+    try:
+        names = [str(r[0]) for r in ro.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    except sqlite3.Error:
+        return []
+    finally:
+        ro.close()
+    if not names or "schema_version" in names:
+        return []
+    return names
 
 
 def _has_sqlite_header(path: Path) -> bool:

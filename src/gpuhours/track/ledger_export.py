@@ -34,6 +34,20 @@ def flat_row(m: Measurement) -> dict[str, Any]:
     return row
 
 
+def is_export(head: bytes) -> bool:
+    """Whether the start of a file is an earlier export: CSV whose first line is CSV_COLUMNS,
+    or a JSON list that is empty or whose first record has a measurement's keys."""
+    text = head.decode("utf-8", errors="replace")
+    if text.split("\n", 1)[0].rstrip("\r") == ",".join(CSV_COLUMNS):
+        return True
+    body = text.lstrip()
+    if not body.startswith("["):
+        return False
+    rest = body[1:].lstrip()
+    return rest.startswith("]") or (rest.startswith("{") and '"created_utc"' in rest
+                                    and '"kind"' in rest)
+
+
 def to_json(rows: list[Measurement]) -> str:
     return json.dumps([m.as_dict() for m in rows], indent=2, sort_keys=True, default=str) + "\n"
 

@@ -132,13 +132,31 @@ def finish_run(ledger: Ledger, run_id: int, status: str, summary: dict[str, Any]
                    (status, now_utc(), dumps_json(summary), run_id))
 
 
+def _same_run(db: Any, run_id: int, run_fields: dict[str, Any]) -> bool:
+    """Whether the ledger's run `run_id` is the run `run_fields` describe (the fields a tracker
+    started it with; a start time only where they hold one)."""
+    row = db.execute("SELECT project, phase, name, created_utc FROM runs WHERE id = ?",
+                     (run_id,)).fetchone()
+    if row is None:
+        return False
+    keys = [k for k in ("project", "phase", "name", "created_utc") if k in run_fields]
+    return all(row[k] == run_fields[k] for k in keys)
+
+
 def insert_pending_run(ledger: Ledger, run_id: int | None, run_fields: dict[str, Any],
                        steps: list[StepRecord], finish: dict[str, Any] | None,
                        busy_timeout_s: float | None = None) -> int:
     """Records a tracker could not write while its run lasted (gpuhours.track.pending), added in
     one transaction: the run (when it has no id yet), its steps (a step already stored is left
-    as it is), its final status. Returns how many step records were added."""
+    as it is), its final status. Returns how many step records were added.
+
+    A run id is trusted only while the ledger's run of that id is the same run (project, phase,
+    name and start time as the records hold them): a ledger moved aside and started afresh at
+    the same path numbers other runs from 1, and the records must not join another project's
+    run. Then they are added as a run of their own."""
     with ledger.transaction(busy_timeout_s) as db:
+        if run_id is not None and not _same_run(db, run_id, run_fields):
+            run_id = None
         if run_id is None:
             fields = dict(run_fields)
             check_run_fields(fields["project"], fields["phase"], fields.get("planned_steps"))
