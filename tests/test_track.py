@@ -212,3 +212,91 @@ def test_runs_of_another_setup_are_not_projected(tmp_path: Path) -> None:
     assert "ran on a100-80gb (planned h100-sxm)" in reasons
     assert "method lora (planned full)" in reasons
     assert unfiltered.runs == 4  # without a plan to compare with, every run counts
+
+
+RANKS = textwrap.dedent("""
+    import sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+    from gpuhours.track import track_run
+
+    def work(rank, ledger, init):
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+        with track_run(project="p", phase="ddp", ledger=ledger,
+                       config={"num_gpus": 2}) as run:
+            for _ in range(3):
+                with run.compute():
+                    dist.all_reduce(torch.ones(4))
+                run.end_step()
+        print(rank, run.run_id, flush=True)
+        dist.destroy_process_group()
+
+    if __name__ == "__main__":
+        mp.spawn(work, args=(sys.argv[1], sys.argv[2]), nprocs=2)
+""")
+
+
+def test_a_distributed_job_is_one_run_from_rank_0(tmp_path: Path) -> None:
+    """Two gloo processes each call track_run: rank 0 registers the run, rank 1 times its
+    steps and writes nothing, so the job's GPU hours are counted once."""
+    pytest.importorskip("torch")
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS)
+    path = tmp_path / "l.sqlite"
+    done = subprocess.run([sys.executable, str(script), str(path),
+                           f"file://{tmp_path / 'init'}"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    ids = dict(line.split() for line in done.stdout.splitlines())
+    assert ids["0"] != "None" and ids["1"] == "None"
+    with Ledger.open(path) as book:
+        (r,) = list_runs(book)
+        assert [s.step for s in run_steps(book, r.id)] == [1, 2, 3]
+
+
+def test_hf_callback_records_nothing_on_other_processes(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from gpuhours.track import hf_callback
+
+    path = tmp_path / "l.sqlite"
+    Ledger.open(path).close()
+    cb = hf_callback(project="p", phase="hf", ledger=path)
+    state = SimpleNamespace(is_world_process_zero=False, max_steps=4, global_step=0)
+    args = SimpleNamespace(per_device_train_batch_size=1, gradient_accumulation_steps=1,
+                           dataloader_num_workers=0, save_strategy="no", save_steps=0,
+                           eval_steps=None, bf16=False, fp16=False, world_size=2,
+                           output_dir=str(tmp_path))
+    cb.on_train_begin(args, state, None)
+    cb.on_step_begin(args, state, None)
+    cb.on_step_end(args, state, None)
+    cb.on_train_end(args, state, None)
+    with Ledger.open(path) as book:
+        assert list_runs(book) == []
+
+
+@pytest.mark.parametrize("value", ["eight", -8, 0, 0.5, True])
+def test_a_run_with_a_bad_gpu_count_is_refused_before_training(tmp_path: Path,
+                                                                 value: object) -> None:
+    from gpuhours.errors import InputError
+
+    with pytest.raises(InputError, match="track config num_gpus: expected a whole number"), \
+            track_run(project="p", phase="sft", ledger=tmp_path / "l.sqlite",
+                      config={"num_gpus": value}):
+        pass
+
+
+def test_a_stored_bad_gpu_count_is_an_error_naming_the_run_and_one_not_stored_is_said(
+        tmp_path: Path) -> None:
+    from gpuhours.errors import InputError
+
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        a = start_run(book, project="p", phase="sft", name="a", device_kind="cuda",
+                      device_name="H100", planned_steps=10, config={})
+        add_steps(book, a, [StepRecord(step=1, started_s=0, wall_s=3600.0)])
+        assert "assumed: 1 GPU for run(s) #1" in actuals_by_phase(book, "p")["sft"].basis
+        # a ledger written before the check: the value is stored as it came
+        with book.transaction() as db:
+            db.execute("UPDATE runs SET config_json = ? WHERE id = ?",
+                       ('{"num_gpus": "eight"}', a))
+        with pytest.raises(InputError, match=r"run #1 config num_gpus: expected a whole"):
+            actuals_by_phase(book, "p")

@@ -18,7 +18,7 @@ from gpuhours.errors import FieldError, InputError
 from gpuhours.estimate.figures import Figure
 from gpuhours.files import SMALL_JSON_MAX_BYTES, read_user_text
 from gpuhours.track.ledger import Ledger
-from gpuhours.track.runs import get_run, run_steps
+from gpuhours.track.runs import get_run, run_gpus, run_steps
 
 
 class Diagnosis(BaseModel):
@@ -101,7 +101,7 @@ def view_from_ledger(ledger: Ledger, run_id: int, planned_steps: int | None,
     else:
         planned, basis = len(steps), "no plan given: the steps recorded"
     # a catalog GPU's price applies to the run's findings only when the run was on a GPU
-    num_gpus = int(run.config.get("num_gpus") or 1)
+    num_gpus = run_gpus(run.config, f"run #{run_id} config num_gpus")
     price, price_basis = price_per_gpu_hour(gpu if run.device_kind == "cuda" else None,
                                             usd_per_gpu_hour, run.config, num_gpus)
     view = RunView(source=f"run #{run_id}", steps=steps, planned_steps=max(1, planned),

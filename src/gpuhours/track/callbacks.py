@@ -46,6 +46,8 @@ def hf_callback(*, project: str, phase: str, name: str = "", ledger: Any = None,
 
         def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                            **kwargs: Any) -> None:
+            if not getattr(state, "is_world_process_zero", True):
+                return  # every process gets the callback: one run a job, from process 0
             config: dict[str, Any] = {
                 "micro_batch": args.per_device_train_batch_size,
                 "grad_accum": args.gradient_accumulation_steps,

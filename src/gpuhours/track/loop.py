@@ -40,7 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from gpuhours.track.ledger import Ledger, ledger_path, now_utc
-from gpuhours.track.pending import CLOSE_TIMEOUT_S, PendingWriter, import_pending, pending_files
+from gpuhours.track.pending import (
+    CLOSE_TIMEOUT_S,
+    PendingWriter,
+    UntrackedWriter,
+    import_pending,
+    pending_files,
+)
 from gpuhours.track.runs import StepRecord, check_run_fields
 
 #: phases a step's time is attributed to (the rest of the step is "other")
@@ -152,7 +158,7 @@ class TrackedRun:
     `sync_device()` before reading the clock, `add_save_bytes(path)` after a checkpoint, and
     `close()`. Ledger faults never raise from any of them (gpuhours.track.pending)."""
 
-    def __init__(self, writer: PendingWriter, device: Device, flush_every: int,
+    def __init__(self, writer: PendingWriter | UntrackedWriter, device: Device, flush_every: int,
                  owns_ledger: bool, flush_every_s: float = 10.0,
                  close_timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         self.ledger = writer.ledger
@@ -340,7 +346,7 @@ class TrackedRun:
             self._writer.add_steps(self._pending)
             self._pending = []
         done = self._writer.flush(force=True)
-        if self._owns_ledger:
+        if self._owns_ledger and self.ledger is not None:
             self.ledger.close()
         if not done:
             # not a daemon: the interpreter waits for it (at most close_timeout_s) at exit
@@ -367,9 +373,15 @@ def start_tracking(*, project: str, phase: str, name: str = "", planned_steps: i
 
     Bad arguments (an empty project, a ledger path that is not a ledger) raise here, before
     training starts. From then on the ledger can refuse writes without the training noticing:
-    the run is registered as soon as the ledger takes it (`run_id` is None until then)."""
-    check_run_fields(project, phase, planned_steps)
+    the run is registered as soon as the ledger takes it (`run_id` is None until then). In a
+    torch.distributed job only rank 0 writes; the other ranks get a run that times its steps
+    and writes nothing (`run_id` stays None)."""
+    check_run_fields(project, phase, planned_steps, config)
     device = Device(sync)
+    if distributed_rank() not in (None, 0):
+        # one run a job: rank 0 records it (its config's num_gpus counts the job's GPUs)
+        return TrackedRun(UntrackedWriter(), device, flush_every, False, flush_every_s,
+                          close_timeout_s)
     owns = not isinstance(ledger, Ledger)
     where = None if ledger is None or isinstance(ledger, Ledger) else Path(ledger)
     book = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger_path(where))
@@ -407,6 +419,16 @@ def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | 
         run.close(failed=True)
         raise
     run.close()
+
+
+def distributed_rank() -> int | None:
+    """This process's rank in an initialised torch.distributed job; None outside one (never
+    imports torch)."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return int(dist.get_rank())
 
 
 def torch_threads() -> int | None:

@@ -212,6 +212,32 @@ class PendingWriter:
                         "ledger adds them.", self._shown, len(self._steps), plain(target))
 
 
+class UntrackedWriter:
+    """Stands in for a PendingWriter on a process that must not write: a distributed job's
+    ranks other than 0, each of which would otherwise register the same run again (with the
+    job's GPU count each time). It takes every record and keeps none."""
+
+    ledger = None
+    run_id = None
+    done = True
+
+    def __init__(self) -> None:
+        self.faults: dict[str, Any] = {}
+
+    def add_steps(self, records: list[StepRecord]) -> None:
+        return None
+
+    def set_finish(self, status: str, summary: Callable[[], dict[str, Any]]) -> None:
+        return None
+
+    def flush(self, ledger: Ledger | None = None, force: bool = False,
+              busy_timeout_s: float = ATTEMPT_BUSY_TIMEOUT_S) -> bool:
+        return True
+
+    def drain(self, timeout_s: float) -> bool:
+        return True
+
+
 def pending_files(ledger_path: Path) -> list[Path]:
     """Pending files left beside a ledger by runs that ended while it refused writes."""
     return sorted(ledger_path.parent.glob(f".{ledger_path.name}.pending-*.json"))

@@ -70,8 +70,13 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def check_run_fields(project: str, phase: str, planned_steps: int | None) -> None:
-    """The checks of start_run, without writing: a tracker makes them before training starts."""
+def check_run_fields(project: str, phase: str, planned_steps: int | None,
+                     config: dict[str, Any] | None = None) -> None:
+    """The checks of start_run, without writing: a tracker makes them before training starts.
+    A config's num_gpus (the GPUs the run's step time is multiplied by) must be a whole
+    number of at least 1."""
+    if config is not None and "num_gpus" in config:
+        run_gpus(config, "track config num_gpus")
     for label, value in (("project", project), ("phase", phase)):
         if not str(value).strip():
             raise InputError(f"track {label}", "must not be empty: runs are totalled per "
@@ -79,6 +84,27 @@ def check_run_fields(project: str, phase: str, planned_steps: int | None) -> Non
     if planned_steps is not None and (isinstance(planned_steps, bool) or planned_steps < 1):
         raise InputError("track planned_steps", f"expected a positive step count, got "
                                                 f"{planned_steps!r}.")
+
+
+def run_gpus(config: dict[str, Any], where: str) -> int:
+    """The GPUs a run's config records (num_gpus), checked: a whole number of at least 1; 1
+    when it records none (a one-process run). InputError keyed by `where` otherwise (a ledger
+    written before this check may hold anything)."""
+    value = config.get("num_gpus", 1)
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(where, f"expected a whole number of GPUs, at least 1, got {value!r}.",
+                         "Pass config={'num_gpus': <GPUs the run used>} to the tracker.")
+    return value
+
+
+def _unstated_gpus(run_ids: list[int]) -> str:
+    """What a phase's basis says of its runs that recorded no num_gpus (counted as 1 GPU)."""
+    if not run_ids:
+        return ""
+    return (f"; assumed: 1 GPU for run(s) {', '.join(f'#{i}' for i in run_ids)}, whose config "
+            f"records no num_gpus")
 
 
 _INSERT_RUN = ("INSERT INTO runs (created_utc, status, project, phase, name, hostname, "
@@ -99,7 +125,7 @@ def start_run(ledger: Ledger, *, project: str, phase: str, name: str, device_kin
               busy_timeout_s: float | None = None) -> int:
     """Append a run in state 'running'; returns its id. `busy_timeout_s`: how long to wait for
     another writer (default: the ledger's)."""
-    check_run_fields(project, phase, planned_steps)
+    check_run_fields(project, phase, planned_steps, config)
     values = _run_values(project, phase, name, device_kind, device_name, planned_steps, config,
                          created_utc, hostname)
     with ledger.transaction(busy_timeout_s) as db:
@@ -159,7 +185,8 @@ def insert_pending_run(ledger: Ledger, run_id: int | None, run_fields: dict[str,
             run_id = None
         if run_id is None:
             fields = dict(run_fields)
-            check_run_fields(fields["project"], fields["phase"], fields.get("planned_steps"))
+            check_run_fields(fields["project"], fields["phase"], fields.get("planned_steps"),
+                             fields.get("config"))
             run_id = int(db.execute(_INSERT_RUN, _run_values(**fields)).lastrowid or 0)
         before = db.total_changes
         db.executemany(_INSERT_STEPS.replace("INSERT", "INSERT OR IGNORE", 1),
@@ -277,6 +304,7 @@ def actuals_by_phase(ledger: Ledger, project: str,
         "GROUP BY r.id ORDER BY r.id", [project])
     out: dict[str, PhaseActual] = {}
     apart: dict[str, list[str]] = {}
+    unstated: dict[str, list[int]] = {}
     for r in rows:
         cfg = json.loads(r["cfg"])
         want = (expected or {}).get(r["phase"])
@@ -286,7 +314,9 @@ def actuals_by_phase(ledger: Ledger, project: str,
             if why:
                 apart.setdefault(r["phase"], []).append(f"run #{r['id']}: {'; '.join(why)}")
                 continue
-        gpus = int(cfg.get("num_gpus") or 1)
+        gpus = run_gpus(cfg, f"ledger {ledger.path} run #{r['id']} config num_gpus")
+        if cfg.get("num_gpus") is None:
+            unstated.setdefault(r["phase"], []).append(int(r["id"]))
         prev = out.get(r["phase"])
         hours = r["wall"] * gpus / 3600 + (prev.gpu_hours_spent if prev else 0.0)
         steps = int(r["steps"]) + (prev.steps_done if prev else 0)
@@ -298,7 +328,7 @@ def actuals_by_phase(ledger: Ledger, project: str,
             phase=r["phase"], runs=(prev.runs if prev else 0) + 1, gpu_hours_spent=hours,
             steps_done=steps, steps_planned=planned, projected_gpu_hours=projected,
             basis="measured: tracked step wall time x GPUs; projected = measured GPU h per step "
-                  "x planned steps")
+                  "x planned steps" + _unstated_gpus(unstated.get(r["phase"], [])))
     for phase, reasons in apart.items():
         prev = out.get(phase)
         base = prev or PhaseActual(phase=phase, runs=0, gpu_hours_spent=0.0, steps_done=0,
