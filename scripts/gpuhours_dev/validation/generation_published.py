@@ -60,7 +60,8 @@ MODELS: dict[str, tuple[str, str]] = {
     "Qwen3-32B": ("qwen3-32b", ""), "Qwen3-30B-A3B": ("qwen3-30b-a3b", ""),
     "Qwen3-235B-A22B": ("qwen3-235b-a22b", ""),
     "Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""), "Meta-Llama-3-8B": ("llama-3-8b", ""),
-    "Llama-2-7B": ("llama-2-7b", ""),
+    "Llama-2-7B": ("llama-2-7b", ""), "Llama-2-13B": ("llama-2-13b", ""),
+    "Llama-2-70B": ("llama-2-70b", ""),
     "Llama-3.1-70B-Instruct": ("llama-3.1-70b", ""),
     "Llama-3.3-70B-Instruct": ("llama-3.1-70b", "Llama 3.3 70B has Llama 3.1 70B's architecture"),
     "LLaMA 7B": ("llama-2-7b", "TensorRT-LLM's 'LLaMA 7B' as llama-2-7b (LLaMA 1 and 2 7B share "
@@ -81,6 +82,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
         "n_positions": 1024, "tie_word_embeddings": True,
         "activation_function": "gelu_new"},
+    # internlm/internlm-20b config.json (model_type internlm: a Llama-shaped decoder, RMSNorm,
+    # SiLU gated MLP, rotary, no biases), as the llama shape the estimate reads
+    "InternLM-20B": {
+        "model_type": "llama", "hidden_size": 5120, "num_hidden_layers": 60,
+        "num_attention_heads": 40, "num_key_value_heads": 40, "intermediate_size": 13824,
+        "vocab_size": 103168, "tie_word_embeddings": False, "hidden_act": "silu",
+        "max_position_embeddings": 4096},
     "Qwen2.5-72B-Instruct": {
         "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
@@ -161,7 +169,25 @@ BENCHMARK_THROUGHPUT_PROMPTS = 1000
 FP8_MATMULS = False
 
 #: engines the estimate models
-MODELLED = {"vllm", "hf-generate", "sglang", "tensorrt-llm"}
+MODELLED = {"vllm", "hf-generate", "sglang", "tensorrt-llm", "lmdeploy"}
+
+
+def lmdeploy_setup(r: dict[str, str], assumed: list[str]) -> dict[str, Any]:
+    """The TurboMind engine settings an LMDeploy row's notes state (its benchmark config):
+    cache_max_entry_count (blocks), and the sequences at once, min(the client's concurrency,
+    the engine's max_batch_size)."""
+    notes = r["notes"]
+    found = {k: re.search(rf"{k} (\d+)", notes) for k in
+             ("cache_max_entry_count", "max_batch_size", "concurrency")}
+    missing = [k for k, m in found.items() if m is None]
+    if missing:
+        raise ValueError(f"{DATA.name} row {r['row']}: notes give no {', '.join(missing)}")
+    got = {k: int(m[1]) for k, m in found.items() if m is not None}
+    assumed.append(f"TurboMind config as stated: cache_max_entry_count {got['cache_max_entry_count']:,} "
+                   f"blocks of 128 tokens, at most min(concurrency {got['concurrency']}, "
+                   f"max_batch_size {got['max_batch_size']}) sequences at once")
+    return {"cache_max_entry_count": float(got["cache_max_entry_count"]),
+            "max_num_seqs": min(got["concurrency"], got["max_batch_size"])}
 
 #: The rows that set the dequantisation rate and the fixed time of a quantised GEMM
 #: (assumptions.DEQUANT_WEIGHTS_PER_SM_CYCLE, QUANTISED_GEMM_FIXED_S): vLLM 0.6.3's GPTQ-Int4
@@ -417,6 +443,8 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
                    matmul_precision="fp8" if r["precision"] == "fp8 (block W8A8)" or (
                        FP8_MATMULS and r["precision"].startswith("fp8")) else "bf16")
+    if engine == "lmdeploy":
+        g = g.model_copy(update=lmdeploy_setup(r, assumed))
     if r["batch"]:
         requests = int(r["batch"])
     else:
