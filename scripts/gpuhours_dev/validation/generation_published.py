@@ -22,6 +22,10 @@ that duplicate that file are not repeated here.
 vLLM rows before 0.8 are costed as `vllm-v0` (the V0 engine); TensorRT-LLM's rows (v0.5 and
 v0.6.1 gptSessionBenchmark tables) as `tensorrt-llm` (its static batch, KV cache sized to the
 batch, no CUDA graphs, C++ host step; estimate/trtllm.py), with no constant set from them.
+LMDeploy's rows (its A100 tables: v0.1.0a1's static and request-throughput tables, v0.2.0's
+request-throughput table) as `lmdeploy` (TurboMind's persistent batch over a paged cache of
+the block count each row's benchmark config states, C++ launches, no CUDA graphs;
+estimate/lmdeploy.py), with no constant set from them either (LMDEPLOY_NOTES).
 Rows of an engine the estimate does not model would be shown costed as vLLM V1 (a proxy,
 counted apart); none is left.
 transformers rows on several GPUs ran the model split by `device_map` (layers in sequence,
@@ -213,6 +217,45 @@ HF_FP8_FIT_ROW = "169"
 #: transformers 4.51.3 with GPTQModel 2.2.0 and Qwen3-0.6B-GPTQ-Int8 on an H20, batch 1, 1-token
 #: prompt, whose Marlin GEMMs take a few microseconds, so its time per linear is the host's.
 HF_GPTQMODEL_FIT_ROW = "170"
+
+#: The prose for docs/generation.md's section on LMDeploy (issue 13; estimate/lmdeploy.py),
+#: with the figures this script gives; `print(LMDEPLOY_NOTES)`.
+LMDEPLOY_NOTES = """\
+## LMDeploy's TurboMind (issue 13; estimate/lmdeploy.py)
+
+LMDeploy publishes one set of A100-80GB tables (InternLM/lmdeploy docs/en/benchmark/a100_fp16.md):
+at ebe90bc9 (2023-12-06, "The tested lmdeploy version is v0.1.0a1") a static-inference table per
+model (Llama-2-7B and 13B on one GPU, InternLM-20B on two, Llama-2-70B on four; 1, 16, 32 and 64
+client threads x five prompt/output pairs: 80 rows) and a ShareGPT request-throughput table (9
+rows); the page was relabelled v0.1.0 (379a2d5a) and v0.2.0 (9e420561) with those numbers
+unchanged, and 9e420561 added a v0.2.0 request-throughput table (4 rows). All 93 rows are in
+data/generation_published.csv (rows 317-409), each with its benchmark config (cache_max_entry_count
+blocks, max_batch_size) from benchmark/benchmark_<size>.sh@ebe90bc9 or benchmark/config/*.ini
+@9e420561. None sets a constant: `decode_host_step_s.lmdeploy` (50 us) is an assumption read from
+TurboMind's loop (one cudaStreamSynchronize a step in LlamaBatch::Finish, launches from C++, no
+Python on that thread), and the decode attention's reads of a grouped cache (group / heads per CTA:
+2 for Llama-2-70B) are counted from decoder_multihead_attention.cu at v0.1.0a1.
+
+Held out, 81 of 93 rows are within 25%, median measured / predicted 0.93 (the estimate a little
+fast). Static rows at batch 1 are within -1% to +15%; 16 to 64 sequences with 2,048 output tokens
+within -19% to +19%. The misses:
+- short runs at 32-64 client threads (1-token prompts, 128 output tokens: 7B +50% and +44%,
+  70B +52%, and +38% and +26% at 128/128): profile_generation.py runs 6 rounds of one request a thread, and
+  at 32-64 Python threads each round's next request starts late; the per-token latencies the
+  page gives (11-12 ms at the median) are near the predicted step (10-11 ms), so the lost time is
+  between requests, the client's, which the engine's step does not hold. The same batches with
+  2,048 output tokens are within 3-9%.
+- ShareGPT request throughput: Llama-2-70B on four GPUs (+40% to +71%), InternLM-20B at
+  concurrency 128 (+26%), Llama-2-7B at v0.2.0's concurrency 256 (+25.2%):
+  the estimate runs the ShareGPT waves at the mean lengths; not explained further (the
+  all-reduce latency of NCCL on A100 NVLink, 10 us assumed a call, and the paged cache's
+  preemption at the stated block counts are candidates, not checked).
+- Llama-2-7B, 16 threads, 2,048 in / 128 out (+28%): prefill-heavy; TurboMind prefills each
+  arriving request in sub-batches of at most 4 x session_len tokens as it comes.
+A host step fitted to the one 7B batch-1 decode row (0.8 ms) would put 84 of 93 within 25%; it
+is not set: TurboMind's code shows no such cost, and the 13B batch-1 rows need none.
+"""
+
 
 #: The prose for docs/generation.md's section on transformers with GPTQ/AWQ weights (issue 13;
 #: estimate/hf_quant.py), with the figures this script gives; `print(HF_QUANT_NOTES)`.
