@@ -21,6 +21,7 @@ from gpuhours.estimate.lmdeploy import (
     kv_reads_per_decode_step,
     sequences_in_blocks,
 )
+from gpuhours.estimate.track_record import load
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Generation
 
@@ -142,6 +143,11 @@ def test_the_cli_prints_lmdeploy_figures_with_their_basis() -> None:
     assert "TurboMind" in data["basis"]
     names = {a["name"] for a in data["assumptions"]}
     assert {"decode_host_step_s.lmdeploy", "lmdeploy_launch_s_per_kernel"} <= names
+    # the cache size given replaces the converter's default share: only the given one is named
+    assert "lmdeploy_cache_max_entry_count" not in names
+    # its published rows' record, as the other engines print theirs (scripts/regen_docs.py
+    # writes catalog/data/track_record_generation-lmdeploy.json)
+    assert data["track_record"] == load("generation-lmdeploy").model_dump(mode="json")
     bad = CliRunner().invoke(app, [*args, "--weight-bytes-per-param", "1"])
     assert bad.exit_code == 2
     assert "weight" in bad.output and "Traceback" not in bad.output

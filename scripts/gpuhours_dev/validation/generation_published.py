@@ -239,12 +239,18 @@ Python on that thread), and the decode attention's reads of a grouped cache (gro
 Held out, 81 of 93 rows are within 25%, median measured / predicted 0.93 (the estimate a little
 fast). Static rows at batch 1 are within -1% to +15%; 16 to 64 sequences with 2,048 output tokens
 within -19% to +19%. The misses:
-- short runs at 32-64 client threads (1-token prompts, 128 output tokens: 7B +50% and +44%,
-  70B +52%, and +38% and +26% at 128/128): profile_generation.py runs 6 rounds of one request a thread, and
-  at 32-64 Python threads each round's next request starts late; the per-token latencies the
-  page gives (11-12 ms at the median) are near the predicted step (10-11 ms), so the lost time is
-  between requests, the client's, which the engine's step does not hold. The same batches with
-  2,048 output tokens are within 3-9%.
+- Llama-2-7B, short runs at 32-64 client threads (1-token prompts, 128 output tokens: +50% and
+  +44%): profile_generation.py runs 6 rounds of one request a thread, and at 32-64 Python threads
+  each round's next request starts late; the per-token latencies the page gives (11-12 ms at the
+  median) are near the predicted step (10-11 ms), so the lost time is between requests, the
+  client's, which the engine's step does not hold. The same batches with 2,048 output tokens are
+  within -9% to -3%.
+- Llama-2-70B at 32-64 threads and short outputs (+52% at 1/128, +38% and +26% at 128/128): here
+  the step itself is slower than predicted (the page's median per-token latency 37 ms at batch
+  64 against 31 ms predicted; 29 ms against 28 ms at batch 1). Its runs did not tune their GEMMs
+  (benchmark_70b.sh at ebe90bc9 runs no generate_gemm_config; the v0.2.0 ini says tune_gemm=0,
+  "Turbomind gemm_tune doesn't support" GQA) while the 7B-20B runs did; the estimate's GEMM
+  efficiency is one figure for both, so this is a candidate, not a measured cause.
 - ShareGPT request throughput: Llama-2-70B on four GPUs (+40% to +71%), InternLM-20B at
   concurrency 128 (+26%), Llama-2-7B at v0.2.0's concurrency 256 (+25.2%):
   the estimate runs the ShareGPT waves at the mean lengths; not explained further (the

@@ -428,7 +428,8 @@ class GenerationEstimate:
                 self.eager_launch_s_first, "s per decode step",
                 f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
                 "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (tensorrt-llm: "
-                "TRTLLM_ENQUEUE_S_PER_KERNEL; lmdeploy: LMDEPLOY_LAUNCH_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
+                "TRTLLM_ENQUEUE_S_PER_KERNEL; lmdeploy: LMDEPLOY_LAUNCH_S_PER_KERNEL; "
+                "hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
                 "+ GPTQModel's or AutoAWQ's linears' own, estimate/hf_quant.py), "
                 "overlapping the GPU's work; 0 on a replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
@@ -1414,7 +1415,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     # as the training side counts them), not by a share of the device
     memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
               else [A.CUDA_CONTEXT_BYTES] if g.engine == trtllm.ENGINE
-              else [A.LMDEPLOY_CACHE_MAX_ENTRY_COUNT, A.CUDA_CONTEXT_BYTES]
+              else [*([A.LMDEPLOY_CACHE_MAX_ENTRY_COUNT] if g.cache_max_entry_count is None
+                      else []), A.CUDA_CONTEXT_BYTES]
               if g.engine == lmdeploy.ENGINE
               else [A.GENERATION_MEMORY_UTILISATION])
     # hf-generate's cache copies at the SMs' rate where the catalog has SMs and a clock
@@ -1497,8 +1499,13 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                   + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
                   + released_note(g.released_format, g.weight_bytes_per_param)
-                  + f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
-                  "rows of the generation validation data (docs/generation.md)"
+                  + (f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
+                     "rows of the generation validation data (docs/generation.md)"
+                     if g.engine != lmdeploy.ENGINE else
+                     " (estimate/generation.py, estimate/lmdeploy.py): lmdeploy's own constants "
+                     "assumed from TurboMind's code, none fitted (its published rows are all "
+                     "held out); the shared ones fitted to the tune rows of the generation "
+                     "validation data (docs/generation.md)")
                   + (f"; host costs {e.calibration}" if e.calibration else "")),
         "calibration": e.calibration,
         # how this engine's published rows landed against the model (measured; the table of
