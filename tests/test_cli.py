@@ -161,7 +161,8 @@ BAD_INPUT = [
      r"expected a positive number, got nan"),
     ("gen-engine-typo", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                          "--engine", "tgi"], "--engine",
-     r"'vllm', 'vllm-v0', 'hf-generate', 'sglang' or 'tensorrt-llm' \(got 'tgi'\)"),
+     r"'vllm', 'vllm-v0', 'hf-generate', 'sglang', 'tensorrt-llm' or 'lmdeploy' "
+     r"\(got 'tgi'\)"),
 ]
 
 

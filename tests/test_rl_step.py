@@ -135,6 +135,10 @@ def test_fp8_rollouts_read_half_the_weights(tmp_path):
     with pytest.raises(InputError, match="GptSession") as caught:
         phase(engine="tensorrt-llm")
     assert "'engine'" in str(caught.value)
+    # nor a converted LMDeploy 0.1 TurboMind workspace (estimate/lmdeploy.py)
+    with pytest.raises(InputError, match="TurboMind") as caught:
+        phase(engine="lmdeploy")
+    assert "'engine'" in str(caught.value)
 
 
 @pytest.mark.parametrize(("phase", "field", "pattern"), [

@@ -778,12 +778,15 @@ def generation(
         parser=count_option, metavar="COUNT",
         help="Sequences to generate in all, for GPU hours and cost (1e5 or 100k).")] = None,
     engine: Annotated[str, typer.Option(
-        help="vllm (V1), vllm-v0 (0.5-0.7), sglang, hf-generate, or tensorrt-llm "
-             "(0.5-0.6's static batch).")
+        help="vllm (V1), vllm-v0 (0.5-0.7), sglang, hf-generate, tensorrt-llm "
+             "(0.5-0.6's static batch), or lmdeploy (0.1's TurboMind).")
                       ] = GENERATION.engine,
     max_num_seqs: Annotated[int | None, typer.Option(
         help="Sequences the engine runs at once (vLLM's max_num_seqs; default: the "
              "engine's).")] = None,
+    cache_max_entry_count: Annotated[float | None, typer.Option(
+        help="lmdeploy only: TurboMind's KV cache, a share of GPU memory below 1, else "
+             "128-token blocks (default 0.5).")] = None,
     hf_transformers_version: Annotated[str, typer.Option(
         help="hf-generate only: the transformers release (4.36+; 4.38 rebuilds a causal mask "
              "every step, 4.48+ and 5.x read a grouped cache without repeating it; default: "
@@ -851,6 +854,7 @@ def generation(
                                        max_output_tokens=max_output_tokens,
                                        batch=batch, engine=engine,
                                        max_num_seqs=max_num_seqs,
+                                       cache_max_entry_count=cache_max_entry_count,
                                        hf_transformers_version=hf_transformers_version,
                                        hf_quant_linear=hf_quant_linear,
                                        tensor_parallel=tensor_parallel,

@@ -151,8 +151,9 @@ RecomputeModule = Literal["layernorm", "moe_act"]
 #: a serving engine with paged KV cache and continuous batching (vLLM V1, SGLang), or HF
 #: `generate`; vllm-v0: vLLM 0.5-0.7's V0 engine, whose host work grows with the running batch;
 #: tensorrt-llm: TensorRT-LLM 0.5-0.6's C++ GptSession, a static batch with a KV cache sized to
-#: it (estimate/trtllm.py)
-Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang", "tensorrt-llm"]
+#: it (estimate/trtllm.py); lmdeploy: LMDeploy 0.1's TurboMind, a C++ persistent batch over a
+#: paged cache without CUDA graphs (estimate/lmdeploy.py)
+Engine = Literal["vllm", "vllm-v0", "hf-generate", "sglang", "tensorrt-llm", "lmdeploy"]
 #: a config field set on top of a model's config.json (bench and trace `--set`)
 ConfigValue = int | float | str | bool
 
@@ -1595,6 +1596,10 @@ class Generation(_ReadsModel):
     #: sequences the engine runs at once (vLLM's max_num_seqs); None = the engine's default
     #: (assumptions.ENGINE_MAX_NUM_SEQS; no cap for hf-generate, which runs the whole batch)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: lmdeploy only: TurboMind's cache_max_entry_count, the size of its paged KV cache on each
+    #: GPU: below 1 the share of the device's memory, 1 or more a count of 128-token blocks;
+    #: None = its converter's default, 0.5 (estimate/lmdeploy.py)
+    cache_max_entry_count: float | None = Field(default=None, gt=0, le=10_000_000)
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8] = 1
@@ -1660,6 +1665,10 @@ class Generation(_ReadsModel):
             raise FieldError(("device_map_gpus", "tensor_parallel"), "a model split by "
                              "device_map runs its layers in sequence; tensor parallelism "
                              "splits every layer: give one of them.")
+        if self.cache_max_entry_count is not None and self.engine != "lmdeploy":
+            raise FieldError(("cache_max_entry_count", "engine"), "cache_max_entry_count is "
+                             f"TurboMind's (LMDeploy) KV-cache size, not {self.engine}'s.",
+                             "Leave it out, or use engine lmdeploy.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

@@ -22,6 +22,10 @@ that duplicate that file are not repeated here.
 vLLM rows before 0.8 are costed as `vllm-v0` (the V0 engine); TensorRT-LLM's rows (v0.5 and
 v0.6.1 gptSessionBenchmark tables) as `tensorrt-llm` (its static batch, KV cache sized to the
 batch, no CUDA graphs, C++ host step; estimate/trtllm.py), with no constant set from them.
+LMDeploy's rows (its A100 tables: v0.1.0a1's static and request-throughput tables, v0.2.0's
+request-throughput table) as `lmdeploy` (TurboMind's persistent batch over a paged cache of
+the block count each row's benchmark config states, C++ launches, no CUDA graphs;
+estimate/lmdeploy.py), with no constant set from them either (LMDEPLOY_NOTES).
 Rows of an engine the estimate does not model would be shown costed as vLLM V1 (a proxy,
 counted apart); none is left.
 transformers rows on several GPUs ran the model split by `device_map` (layers in sequence,
@@ -60,7 +64,8 @@ MODELS: dict[str, tuple[str, str]] = {
     "Qwen3-32B": ("qwen3-32b", ""), "Qwen3-30B-A3B": ("qwen3-30b-a3b", ""),
     "Qwen3-235B-A22B": ("qwen3-235b-a22b", ""),
     "Llama-3.1-8B-Instruct": ("llama-3.1-8b", ""), "Meta-Llama-3-8B": ("llama-3-8b", ""),
-    "Llama-2-7B": ("llama-2-7b", ""),
+    "Llama-2-7B": ("llama-2-7b", ""), "Llama-2-13B": ("llama-2-13b", ""),
+    "Llama-2-70B": ("llama-2-70b", ""),
     "Llama-3.1-70B-Instruct": ("llama-3.1-70b", ""),
     "Llama-3.3-70B-Instruct": ("llama-3.1-70b", "Llama 3.3 70B has Llama 3.1 70B's architecture"),
     "LLaMA 7B": ("llama-2-7b", "TensorRT-LLM's 'LLaMA 7B' as llama-2-7b (LLaMA 1 and 2 7B share "
@@ -81,6 +86,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257,
         "n_positions": 1024, "tie_word_embeddings": True,
         "activation_function": "gelu_new"},
+    # internlm/internlm-20b config.json (model_type internlm: a Llama-shaped decoder, RMSNorm,
+    # SiLU gated MLP, rotary, no biases), as the llama shape the estimate reads
+    "InternLM-20B": {
+        "model_type": "llama", "hidden_size": 5120, "num_hidden_layers": 60,
+        "num_attention_heads": 40, "num_key_value_heads": 40, "intermediate_size": 13824,
+        "vocab_size": 103168, "tie_word_embeddings": False, "hidden_act": "silu",
+        "max_position_embeddings": 4096},
     "Qwen2.5-72B-Instruct": {
         "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
@@ -161,7 +173,25 @@ BENCHMARK_THROUGHPUT_PROMPTS = 1000
 FP8_MATMULS = False
 
 #: engines the estimate models
-MODELLED = {"vllm", "hf-generate", "sglang", "tensorrt-llm"}
+MODELLED = {"vllm", "hf-generate", "sglang", "tensorrt-llm", "lmdeploy"}
+
+
+def lmdeploy_setup(r: dict[str, str], assumed: list[str]) -> dict[str, Any]:
+    """The TurboMind engine settings an LMDeploy row's notes state (its benchmark config):
+    cache_max_entry_count (blocks), and the sequences at once, min(the client's concurrency,
+    the engine's max_batch_size)."""
+    notes = r["notes"]
+    found = {k: re.search(rf"{k} (\d+)", notes) for k in
+             ("cache_max_entry_count", "max_batch_size", "concurrency")}
+    missing = [k for k, m in found.items() if m is None]
+    if missing:
+        raise ValueError(f"{DATA.name} row {r['row']}: notes give no {', '.join(missing)}")
+    got = {k: int(m[1]) for k, m in found.items() if m is not None}
+    assumed.append(f"TurboMind config as stated: cache_max_entry_count {got['cache_max_entry_count']:,} "
+                   f"blocks of 128 tokens, at most min(concurrency {got['concurrency']}, "
+                   f"max_batch_size {got['max_batch_size']}) sequences at once")
+    return {"cache_max_entry_count": float(got["cache_max_entry_count"]),
+            "max_num_seqs": min(got["concurrency"], got["max_batch_size"])}
 
 #: The rows that set the dequantisation rate and the fixed time of a quantised GEMM
 #: (assumptions.DEQUANT_WEIGHTS_PER_SM_CYCLE, QUANTISED_GEMM_FIXED_S): vLLM 0.6.3's GPTQ-Int4
@@ -187,6 +217,51 @@ HF_FP8_FIT_ROW = "169"
 #: transformers 4.51.3 with GPTQModel 2.2.0 and Qwen3-0.6B-GPTQ-Int8 on an H20, batch 1, 1-token
 #: prompt, whose Marlin GEMMs take a few microseconds, so its time per linear is the host's.
 HF_GPTQMODEL_FIT_ROW = "170"
+
+#: The prose for docs/generation.md's section on LMDeploy (issue 13; estimate/lmdeploy.py),
+#: with the figures this script gives; `print(LMDEPLOY_NOTES)`.
+LMDEPLOY_NOTES = """\
+## LMDeploy's TurboMind (issue 13; estimate/lmdeploy.py)
+
+LMDeploy publishes one set of A100-80GB tables (InternLM/lmdeploy docs/en/benchmark/a100_fp16.md):
+at ebe90bc9 (2023-12-06, "The tested lmdeploy version is v0.1.0a1") a static-inference table per
+model (Llama-2-7B and 13B on one GPU, InternLM-20B on two, Llama-2-70B on four; 1, 16, 32 and 64
+client threads x five prompt/output pairs: 80 rows) and a ShareGPT request-throughput table (9
+rows); the page was relabelled v0.1.0 (379a2d5a) and v0.2.0 (9e420561) with those numbers
+unchanged, and 9e420561 added a v0.2.0 request-throughput table (4 rows). All 93 rows are in
+data/generation_published.csv (rows 317-409), each with its benchmark config (cache_max_entry_count
+blocks, max_batch_size) from benchmark/benchmark_<size>.sh@ebe90bc9 or benchmark/config/*.ini
+@9e420561. None sets a constant: `decode_host_step_s.lmdeploy` (50 us) is an assumption read from
+TurboMind's loop (one cudaStreamSynchronize a step in LlamaBatch::Finish, launches from C++, no
+Python on that thread), and the decode attention's reads of a grouped cache (group / heads per CTA:
+2 for Llama-2-70B) are counted from decoder_multihead_attention.cu at v0.1.0a1.
+
+Held out, 81 of 93 rows are within 25%, median measured / predicted 0.93 (the estimate a little
+fast). Static rows at batch 1 are within -1% to +15%; 16 to 64 sequences with 2,048 output tokens
+within -19% to +19%. The misses:
+- Llama-2-7B, short runs at 32-64 client threads (1-token prompts, 128 output tokens: +50% and
+  +44%): profile_generation.py runs 6 rounds of one request a thread, and at 32-64 Python threads
+  each round's next request starts late; the per-token latencies the page gives (11-12 ms at the
+  median) are near the predicted step (10-11 ms), so the lost time is between requests, the
+  client's, which the engine's step does not hold. The same batches with 2,048 output tokens are
+  within -9% to -3%.
+- Llama-2-70B at 32-64 threads and short outputs (+52% at 1/128, +38% and +26% at 128/128): here
+  the step itself is slower than predicted (the page's median per-token latency 37 ms at batch
+  64 against 31 ms predicted; 29 ms against 28 ms at batch 1). Its runs did not tune their GEMMs
+  (benchmark_70b.sh at ebe90bc9 runs no generate_gemm_config; the v0.2.0 ini says tune_gemm=0,
+  "Turbomind gemm_tune doesn't support" GQA) while the 7B-20B runs did; the estimate's GEMM
+  efficiency is one figure for both, so this is a candidate, not a measured cause.
+- ShareGPT request throughput: Llama-2-70B on four GPUs (+40% to +71%), InternLM-20B at
+  concurrency 128 (+26%), Llama-2-7B at v0.2.0's concurrency 256 (+25.2%):
+  the estimate runs the ShareGPT waves at the mean lengths; not explained further (the
+  all-reduce latency of NCCL on A100 NVLink, 10 us assumed a call, and the paged cache's
+  preemption at the stated block counts are candidates, not checked).
+- Llama-2-7B, 16 threads, 2,048 in / 128 out (+28%): prefill-heavy; TurboMind prefills each
+  arriving request in sub-batches of at most 4 x session_len tokens as it comes.
+A host step fitted to the one 7B batch-1 decode row (0.8 ms) would put 84 of 93 within 25%; it
+is not set: TurboMind's code shows no such cost, and the 13B batch-1 rows need none.
+"""
+
 
 #: The prose for docs/generation.md's section on transformers with GPTQ/AWQ weights (issue 13;
 #: estimate/hf_quant.py), with the figures this script gives; `print(HF_QUANT_NOTES)`.
@@ -423,6 +498,8 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
                    weight_bytes_per_param=weight_bytes, kv_bytes_per_element=kv_bytes,
                    matmul_precision="fp8" if r["precision"] == "fp8 (block W8A8)" or (
                        FP8_MATMULS and r["precision"].startswith("fp8")) else "bf16")
+    if engine == "lmdeploy":
+        g = g.model_copy(update=lmdeploy_setup(r, assumed))
     if r["batch"]:
         requests = int(r["batch"])
     else:

@@ -750,6 +750,12 @@ DECODE_HOST_STEP_S: dict[str, Assumption] = {
                        "count) before enqueuing the next: a wake-up and the first launches, "
                        "tens of microseconds, no Python (estimate/trtllm.py); no published "
                        "row isolates it"),
+    "lmdeploy": _a("decode_host_step_s.lmdeploy", 50e-6, "s per step",
+                   "assumption: LMDeploy 0.1's TurboMind ends each step in LlamaBatch::Finish "
+                   "(the ids copied to the host, cudaStreamSynchronize) before its C++ loop "
+                   "dequeues and launches the next: tens of microseconds, no Python (its "
+                   "streamed outputs go to Python on another thread; estimate/lmdeploy.py); "
+                   "not fitted: every LMDeploy row is held out (docs/generation.md)"),
 }
 
 #: Host time per running sequence per decode step that does not overlap the GPU: the
@@ -780,6 +786,11 @@ DECODE_HOST_PER_SEQUENCE_S: dict[str, Assumption] = {
                        "s per running sequence per step",
                        "TensorRT-LLM's GptSession runs a static batch as tensors (C++ "
                        "RuntimeBuffers::prepareNextStep): no per-sequence objects"),
+    "lmdeploy": _a("decode_host_per_sequence_s.lmdeploy", 0.0,
+                   "s per running sequence per step",
+                   "TurboMind 0.1's C++ batch loop (LlamaBatch::Finish) copies every "
+                   "sequence's ids in one transfer and loops over them in C++: microseconds "
+                   "for the whole batch, not counted (estimate/lmdeploy.py)"),
 }
 
 #: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
@@ -798,6 +809,9 @@ DECODE_HOST_PER_LAYER_S: dict[str, Assumption] = {
     "tensorrt-llm": _a("decode_host_per_layer_s.tensorrt-llm", 0.0, "s per layer",
                        "its launches are counted per kernel instead "
                        "(tensorrt_llm_enqueue_s_per_kernel)"),
+    "lmdeploy": _a("decode_host_per_layer_s.lmdeploy", 0.0, "s per layer",
+                   "its launches are counted per kernel instead "
+                   "(lmdeploy_launch_s_per_kernel)"),
 }
 
 #: Host time TensorRT-LLM's C++ runtime takes to enqueue one kernel of its TensorRT engine
@@ -811,6 +825,25 @@ TRTLLM_ENQUEUE_S_PER_KERNEL = _a(
     "tensorrt_llm_enqueue_s_per_kernel", 4e-6, "s per kernel launched",
     "assumption: a C++ kernel launch through TensorRT's enqueue, a few microseconds; not "
     "fitted (no launch-bound TensorRT-LLM row)")
+
+#: Host time LMDeploy 0.1's TurboMind takes to launch one kernel of a decode step from C++
+#: (cuBLAS GEMMs and its own fused kernels, no CUDA graph: estimate/lmdeploy.py), overlapping
+#: the GPU's work; the kernels counted as vLLM's layers (estimate/cuda_graphs.py). Assumption,
+#: the same cudaLaunchKernel-class call as TRTLLM_ENQUEUE_S_PER_KERNEL; not fitted (no
+#: published row isolates it).
+LMDEPLOY_LAUNCH_S_PER_KERNEL = _a(
+    "lmdeploy_launch_s_per_kernel", 4e-6, "s per kernel launched",
+    "assumption: a C++ kernel launch (TurboMind 0.1 LlamaBatch, no CUDA graph), a few "
+    "microseconds; not fitted")
+
+#: The share of the device's total memory LMDeploy 0.1's paged KV cache may take when the
+#: setup gives no block count: cache_max_entry_count 0.5, the default its converter writes
+#: (lmdeploy/turbomind/deploy/target_model/base.py@v0.1.0a1; BlockManager::GetBlockCount:
+#: total memory x ratio / block size).
+LMDEPLOY_CACHE_MAX_ENTRY_COUNT = _a(
+    "lmdeploy_cache_max_entry_count", 0.5, "fraction of total device memory",
+    "LMDeploy v0.1.0a1 converter default (deploy/target_model/base.py: cache_max_entry_count "
+    "0.5), read as BlockManager::GetBlockCount does")
 
 #: Host time of one accelerate hook call (AlignDevicesHook.pre_forward's send_to_device of the
 #: module's arguments, the wrapped forward, post_forward) in transformers' generate over several
@@ -975,6 +1008,11 @@ DECODE_KV_PASSES: dict[str, Assumption] = {
                        "each query head's thread block of the masked multi-head attention "
                        "kernel reads its KV head's cache once; x (query heads / KV heads) per "
                        "step (estimate/trtllm.py kv_reads_per_decode_step)"),
+    "lmdeploy": _a("decode_kv_passes.lmdeploy", 1.0, "reads of the KV cache per CTA of "
+                   "query heads per step",
+                   "each CTA of TurboMind 0.1's decoder attention serves up to 4 query heads "
+                   "of one KV head and reads its cache once; x (group / heads per CTA) per "
+                   "step (estimate/lmdeploy.py kv_reads_per_decode_step)"),
 }
 
 #: Bytes of KV cache transformers' generate copies (or reads) per SM per clock cycle, for each
@@ -1002,6 +1040,10 @@ ENGINE_MAX_NUM_SEQS: dict[str, Assumption] = {
     "vllm": _a("engine_max_num_seqs.vllm", 256.0, "sequences",
                "vLLM EngineArgs max_num_seqs default 256 (docs.vllm.ai engine args, 0.6.x); "
                "V1 raises it on large GPUs: set Generation.max_num_seqs"),
+    "lmdeploy": _a("engine_max_num_seqs.lmdeploy", 64.0, "sequences",
+                   "TurboMind 0.1's max_batch_size as its converter writes it "
+                   "(lmdeploy/turbomind/deploy/target_model/base.py@v0.1.0a1: 64); "
+                   "benchmark configs raise it: set Generation.max_num_seqs"),
 }
 
 #: Time of one small all-reduce (a decode step's activations, KBs) between the GPUs of a

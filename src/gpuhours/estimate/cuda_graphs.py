@@ -137,7 +137,8 @@ _GRAPH_ENGINES = frozenset({"vllm", "vllm-v0", "sglang", "tensorrt-llm"})
 #: engines whose graphs are off unless cuda_graphs is "on" (TensorRT-LLM's GptSession)
 _GRAPHS_OPT_IN = frozenset({"tensorrt-llm"})
 _ENGINE_NAMES = {"vllm": "vLLM V1", "vllm-v0": "vLLM V0", "sglang": "SGLang 0.4.6",
-                 "hf-generate": "transformers' generate", "tensorrt-llm": "TensorRT-LLM 0.5-0.6"}
+                 "hf-generate": "transformers' generate", "tensorrt-llm": "TensorRT-LLM 0.5-0.6",
+                 "lmdeploy": "LMDeploy 0.1's TurboMind"}
 
 
 def capture_rule(engine: str, mode: str, max_num_seqs: int | None, gpu_memory_bytes: float,

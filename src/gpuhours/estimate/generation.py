@@ -27,6 +27,10 @@ sequence) costs
   KV cache is sized to it (the batch fits beside the weights, the context step's activations
   and the CUDA context: `_static_cap`), eager steps enqueued from C++ unless cuda_graphs is on,
   and a decode step that reads a grouped KV cache once per query head.
+- LMDeploy 0.1's TurboMind (`lmdeploy`, estimate/lmdeploy.py): continuous batching over a paged
+  cache of blocks (its share of memory: `_kv_room`), every kernel launched from C++ (no CUDA
+  graphs), and a decode attention that reads a grouped KV head's cache once per CTA of up to
+  four query heads.
 - Tensor parallelism: each GPU reads 1/tp of the weights with GEMMs 1/tp as wide (the
   bandwidth's width term at d / tp) and adds two all-reduces a layer.
 - hf-generate over several GPUs by device_map (estimate/device_map.py): the layers split in
@@ -51,7 +55,7 @@ from typing import Any
 from gpuhours.catalog.schema import USER_BANDWIDTH_SOURCE, GpuSpec
 from gpuhours.errors import FieldDoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
-from gpuhours.estimate import hf_fp8, hf_quant, trtllm
+from gpuhours.estimate import hf_fp8, hf_quant, lmdeploy, trtllm
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.blocks import routed_expert_params
 from gpuhours.estimate.cuda_graphs import (
@@ -342,6 +346,9 @@ class GenerationEstimate:
                 "sequence's contiguous KV cache of prompt + output tokens + its context step's "
                 "activations, prompt x the layer's transient elements x 2 bytes), per GPU "
                 "(estimate/trtllm.py)" if eng == trtllm.ENGINE else
+                "TurboMind's paged cache: min(memory x cache_max_entry_count (or its count of "
+                "128-token blocks), memory - cuda_context_bytes - weights) / KV bytes per "
+                "sequence (prompt + output), per GPU (estimate/lmdeploy.py)" if eng == lmdeploy.ENGINE else
                 f"(memory x generation_memory_utilisation - weights - profile_reserve_bytes) / "
                 f"KV bytes per sequence ({src})" if self.peak_memory_bytes is None else
                 "the largest batch whose peak (weights + KV cache + the largest transient of "
@@ -421,7 +428,8 @@ class GenerationEstimate:
                 self.eager_launch_s_first, "s per decode step",
                 f"{self.cuda_graphs}; eager: {self.eager_kernels} kernels a forward (counted, "
                 "estimate/cuda_graphs.py) x assumptions.EAGER_HOST_S_PER_KERNEL (tensorrt-llm: "
-                "TRTLLM_ENQUEUE_S_PER_KERNEL; hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
+                "TRTLLM_ENQUEUE_S_PER_KERNEL; lmdeploy: LMDEPLOY_LAUNCH_S_PER_KERNEL; "
+                "hf-generate: layers x DECODE_HOST_PER_LAYER_S, "
                 "+ GPTQModel's or AutoAWQ's linears' own, estimate/hf_quant.py), "
                 "overlapping the GPU's work; 0 on a replayed CUDA graph"),
             "decode_step_s_first": formula(self.decode_step_s_first, "s",
@@ -515,6 +523,12 @@ def _kv_room(arch: ModelArch, g: Generation, gpu: GpuSpec,
     and state on each GPU of the tensor-parallel group in `share` of the device)."""
     weights = stored_weight_bytes(arch, g.weight_bytes_per_param, g.released_format)
     reserve = engine_profile_reserve(arch, g, gpu)
+    if g.engine == lmdeploy.ENGINE:
+        # TurboMind's blocks: cache_max_entry_count of the device, what the weights leave
+        return weights, reserve, lmdeploy.kv_cache_room_bytes(
+            gpu.memory_bytes * share, weights / g.tensor_parallel,
+            kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, g.tensor_parallel),
+            g.cache_max_entry_count)
     return weights, reserve, (gpu.memory_bytes * share - weights / g.tensor_parallel
                               - reserve.bytes)
 
@@ -584,11 +598,12 @@ def engine_memory_share(g: Generation, memory_utilisation: float | None = None) 
     """The share of the device the engine may fill: `memory_utilisation` when given; else
     vLLM's/SGLang's default gpu_memory_utilization (GENERATION_MEMORY_UTILISATION), or the
     whole device for hf-generate, whose peak counts the allocator reserve and CUDA context
-    itself (hf_generate_peak), and for TensorRT-LLM, whose static batch allocates its buffers
-    outright (estimate/trtllm.py)."""
+    itself (hf_generate_peak), for TensorRT-LLM, whose static batch allocates its buffers
+    outright (estimate/trtllm.py), and for LMDeploy, whose cache takes its own share of it
+    (lmdeploy.kv_cache_room_bytes)."""
     if memory_utilisation is not None:
         return memory_utilisation
-    return (1.0 if g.engine in _COPIES_KV or g.engine == trtllm.ENGINE
+    return (1.0 if g.engine in _COPIES_KV or g.engine in (trtllm.ENGINE, lmdeploy.ENGINE)
             else A.GENERATION_MEMORY_UTILISATION.value)
 
 
@@ -742,6 +757,8 @@ class _Step:
         if self.engine == trtllm.ENGINE:
             return (self.eager_kernels * A.TRTLLM_ENQUEUE_S_PER_KERNEL.value * self.host_scale
                     if eager else 0.0)
+        if self.engine == lmdeploy.ENGINE:  # no CUDA graphs: every step launches from C++
+            return self.eager_kernels * A.LMDEPLOY_LAUNCH_S_PER_KERNEL.value * self.host_scale
         # under device_map, accelerate's hooks are host work beside the launches; GPTQModel's
         # and AutoAWQ's linears their own beyond a bf16 linear's (estimate/hf_quant.py)
         return ((self.arch.num_layers * A.DECODE_HOST_PER_LAYER_S[self.engine].value
@@ -939,9 +956,11 @@ class _Step:
         flops = running * prompt_tokens * prefill_flops_per_token(self.arch, prompt_tokens)
         # prefill runs eagerly in every engine; its launches are counted with graphs off only
         # (they hide under any real prompt's compute; estimate/cuda_graphs.py), and always for
-        # TensorRT-LLM, whose context step is never a graph (GptSession step 0)
+        # TensorRT-LLM, whose context step is never a graph (GptSession step 0), and LMDeploy
+        # 0.1, which captures none
         return self.seconds(running * prompt_tokens, 0.0, flops / self.tensor_parallel,
-                            self.capture.mode == "off" or self.engine == trtllm.ENGINE)[0]
+                            self.capture.mode == "off"
+                            or self.engine in (trtllm.ENGINE, lmdeploy.ENGINE))[0]
 
 
 #: Engines that run an MoE layer as a Python loop over experts (transformers' generate:
@@ -1050,7 +1069,7 @@ def _quantised_weights_note(g: Generation, gpu: GpuSpec) -> str:
     """What the step leaves out for 8/4-bit weights, '' when nothing."""
     if not _weight_only_quantised(g):
         return ""
-    if g.engine == trtllm.ENGINE:
+    if g.engine in (trtllm.ENGINE, lmdeploy.ENGINE):
         return (f"; 8/4-bit weights on {g.engine}: its weight-only GEMM kernels are not "
                 "modelled, the weights take their bytes' time alone")
     if g.hf_quant_linear is not None:
@@ -1151,7 +1170,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   fp8_gemm_bandwidth_bytes_per_s=(bandwidth_gb_per_s * 1e9
                                                   * A.BANDWIDTH_EFFICIENCY.value),
                   kv_reads=(trtllm.kv_reads_per_decode_step(arch, tp)
-                            if g.engine == trtllm.ENGINE else 1.0),
+                            if g.engine == trtllm.ENGINE else
+                            lmdeploy.kv_reads_per_decode_step(arch, g.kv_bytes_per_element)
+                            if g.engine == lmdeploy.ENGINE else 1.0),
                   hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0,
                   hf_quant_linear=g.hf_quant_linear)
 
@@ -1198,6 +1219,9 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         raise FieldError("model", f"{arch.name} is an encoder: it does not generate tokens.")
     if g.engine == trtllm.ENGINE:
         trtllm.check_supported(arch)
+    if g.engine == lmdeploy.ENGINE:
+        lmdeploy.check_supported(arch, g.weight_bytes_per_param, g.kv_bytes_per_element,
+                                 g.matmul_precision, g.cuda_graphs)
     if g.matmul_precision == "fp8":
         # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
         try:
@@ -1340,6 +1364,12 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
                  "from C++" + (f"; KV bytes x {reads:g} reads a decode step (query heads per "
                                "KV head: its masked attention kernel reads the cache once per "
                                "query head)" if reads > 1 else ""))
+    if g.engine == lmdeploy.ENGINE:
+        reads = lmdeploy.kv_reads_per_decode_step(g.arch, g.kv_bytes_per_element)
+        text += ("; continuous batching over a paged cache (LMDeploy 0.1's TurboMind), every "
+                 "kernel launched from C++" + (
+                     f"; KV bytes x {reads:g} reads a decode step (group size / query heads a "
+                     "CTA of its decoder attention serves)" if reads > 1 else ""))
     if g.engine in _COPIES_KV:
         hf = g.hf_transformers_version
         passes = hf_generate_kv_cache_passes(g.arch, hf)
@@ -1385,6 +1415,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     # as the training side counts them), not by a share of the device
     memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
               else [A.CUDA_CONTEXT_BYTES] if g.engine == trtllm.ENGINE
+              else [*([A.LMDEPLOY_CACHE_MAX_ENTRY_COUNT] if g.cache_max_entry_count is None
+                      else []), A.CUDA_CONTEXT_BYTES]
+              if g.engine == lmdeploy.ENGINE
               else [A.GENERATION_MEMORY_UTILISATION])
     # hf-generate's cache copies at the SMs' rate where the catalog has SMs and a clock
     kv_copy_sm = g.engine in _COPIES_KV and hf_kv_copy_bytes_per_s(gpu) is not None
@@ -1426,6 +1459,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.EAGER_HOST_S_PER_KERNEL)
     if g.engine == trtllm.ENGINE:  # its context step's launches are counted in any mode
         used.append(A.TRTLLM_ENQUEUE_S_PER_KERNEL)
+    if g.engine == lmdeploy.ENGINE:  # every step's launches are counted
+        used.append(A.LMDEPLOY_LAUNCH_S_PER_KERNEL)
     if g.tensor_parallel > 1:
         used.append(A.TP_ALLREDUCE_LATENCY_S)
     if g.device_map_gpus > 1:
@@ -1440,6 +1475,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         "engine": g.engine,
         "setup": g.model_dump(mode="json", include={"prompt_tokens", "output_tokens", "batch",
                                                     "max_num_seqs", "engine",
+                                                    *(("cache_max_entry_count",)
+                                                      if g.engine == lmdeploy.ENGINE else ()),
                                                     "tensor_parallel",
                                                     *(("device_map_gpus",)
                                                       if g.device_map_gpus > 1 else ()),
@@ -1462,8 +1499,13 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                   + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
                   + released_note(g.released_format, g.weight_bytes_per_param)
-                  + f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
-                  "rows of the generation validation data (docs/generation.md)"
+                  + (f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
+                     "rows of the generation validation data (docs/generation.md)"
+                     if g.engine != lmdeploy.ENGINE else
+                     " (estimate/generation.py, estimate/lmdeploy.py): lmdeploy's own constants "
+                     "assumed from TurboMind's code, none fitted (its published rows are all "
+                     "held out); the shared ones fitted to the tune rows of the generation "
+                     "validation data (docs/generation.md)")
                   + (f"; host costs {e.calibration}" if e.calibration else "")),
         "calibration": e.calibration,
         # how this engine's published rows landed against the model (measured; the table of

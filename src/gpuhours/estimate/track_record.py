@@ -26,7 +26,7 @@ from gpuhours.errors import InputError
 
 #: generation's records are per engine: its held-out rows mix GPUs, batches and releases, but an
 #: engine's host and kernels are what set most of its misses
-GENERATION_ENGINES = ("vllm", "sglang", "hf-generate", "tensorrt-llm")
+GENERATION_ENGINES = ("vllm", "sglang", "hf-generate", "tensorrt-llm", "lmdeploy")
 KINDS = ("pretraining", "rl", *(f"generation-{e}" for e in GENERATION_ENGINES))
 
 

@@ -689,15 +689,19 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs do not split into engines of {tp}.")
     engines = rollout_gpus // tp
     per_gpu = math.ceil(sequences / engines)  # per engine (one GPU when tp = 1)
-    if phase.engine == "tensorrt-llm":
+    if phase.engine in ("tensorrt-llm", "lmdeploy"):
         # estimate/trtllm.py models TensorRT-LLM 0.5-0.6's GptSession: a built engine holds
-        # its weights (no per-step weight sync) and runs static batches (no streamed refill)
+        # its weights (no per-step weight sync) and runs static batches (no streamed refill);
+        # estimate/lmdeploy.py models LMDeploy 0.1's TurboMind, which loads a converted
+        # workspace once (no weight update between requests)
+        name = ("TensorRT-LLM 0.5-0.6's GptSession, whose built engine" if phase.engine ==
+                "tensorrt-llm" else "LMDeploy 0.1's TurboMind, whose converted workspace")
         raise InputError(_field_where(ctx, phase, "engine"),
-                         "the tensorrt-llm engine is modelled as TensorRT-LLM 0.5-0.6's "
-                         "GptSession, whose built engine holds its weights: RL rollouts that "
-                         "take the policy's new weights every step are not expressed with it.",
+                         f"the {phase.engine} engine is modelled as {name} holds its weights: "
+                         "RL rollouts that take the policy's new weights every step are not "
+                         "expressed with it.",
                          "use engine: vllm, sglang or hf-generate (an eval phase can use "
-                         "tensorrt-llm)")
+                         f"{phase.engine})")
     if phase.engine == "hf-generate" and phase.rollout_precision == "fp8":
         # vLLM's and SGLang's quantization='fp8' quantises the synced bf16 policy on load;
         # transformers runs fp8 only as FP8Linear over a block-fp8 checkpoint (estimate/hf_fp8.py)
