@@ -98,3 +98,58 @@ def test_history_markers_are_in_order(tmp_path):
     _, up = run(write_plan(tmp_path), date(2026, 1, 1))
     text = up.path.read_text()
     assert text.index(NOTES_BEGIN) < text.index(HISTORY_BEGIN)
+
+
+def _state(gpu_hours: float, gpus: int = 8, wall: float | None = None, digest: str = "a",
+           spent: float | None = None, **extra) -> dict:
+    phase = {"gpu_hours": gpu_hours, "gpus": gpus,
+             "wall_hours": gpu_hours / gpus if wall is None else wall, "digest": digest,
+             "basis": "formula", "spent": spent, "projected": None}
+    return {"version": "1.2.0", "total_gpu_hours": gpu_hours, "phases": {"sft": phase}, **extra}
+
+
+def test_what_a_version_records_beyond_the_gpu_hours() -> None:
+    from gpuhours.report.living_doc import what_changed
+
+    # 8 GPUs -> 1 at the same GPU hours: the wall clock is 8x; a version says so
+    (line,) = what_changed(_state(5.6), _state(5.6, gpus=1))
+    assert line == "sft: 8 -> 1 GPUs, wall clock 0.7 -> 5.6 h"
+    # settings changed, GPU hours within the threshold: still recorded
+    (line,) = what_changed(_state(100.0), _state(100.2, digest="b"))
+    assert line == "sft: the plan's settings for it changed (100.2 GPU h)"
+    # tracked actuals shown before and not found now
+    (line,) = what_changed(_state(10.0, spent=0.4), _state(10.0))
+    assert "the 0.40 GPU h of tracked runs shown before are not in this run's ledger" in line
+    # nothing moved: nothing to record
+    assert what_changed(_state(10.0), _state(10.0)) == []
+
+
+def test_small_moves_add_up_to_a_version(tmp_path) -> None:
+    from gpuhours.report.living_doc import what_changed
+
+    # the last version had 5.2 GPU h; rewrites at that version kept moving it by < 0.5% each
+    old = _state(5.47, versioned={"total_gpu_hours": 5.2,
+                                  "phases": {"sft": {"gpu_hours": 5.2, "gpus": 8,
+                                                     "wall_hours": 0.65}}})
+    (line,) = what_changed(old, _state(5.5))
+    assert line.startswith("sft 5.2 -> 5.5 GPU h")
+
+
+def test_a_document_checked_out_with_crlf_is_the_same_document(tmp_path) -> None:
+    plan = write_plan(tmp_path)
+    _, first = run(plan, date(2026, 1, 1))
+    crlf = first.path.read_bytes().replace(b"\n", b"\r\n")
+    first.path.write_bytes(crlf)
+    _, again = run(plan, date(2026, 2, 1))
+    assert not again.written and again.changes == [] and again.version == "1.0.0"
+    assert first.path.read_bytes() == crlf
+
+
+def test_the_document_names_its_plan_the_same_from_any_folder(tmp_path) -> None:
+    plan = write_plan(tmp_path)
+    b = evaluate(load_plan(plan))
+    doc = tmp_path / "COMPUTE_BUDGET.md"
+    first = update_living_document(b, doc, str(plan), date(2026, 1, 1))  # absolute path
+    assert "Generated from `plan.yaml`" in doc.read_text()
+    again = update_living_document(b, doc, "plan.yaml", date(2026, 2, 1))
+    assert first.written and not again.written

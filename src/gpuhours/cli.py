@@ -984,7 +984,8 @@ def plan(
                           f"a little ({esc(doc.small_moves)}).")
         elif doc.written and not doc.changes:
             console.print(f"Rewrote {esc(doc.path)} at version {doc.version}: its numbers are "
-                          "the same, this release lays them out otherwise.")
+                          "the same; the text around them is rendered otherwise (this "
+                          "release's layout, or the plan's wording).")
         elif doc.written:
             what = "; ".join(doc.changes)
             console.print(f"Wrote {esc(doc.path)} (version {doc.version}: {esc(what)}).")

@@ -129,7 +129,8 @@ def read_previous(path: Path) -> Previous | None:
         text = read_user_text(path, str(path), MAX_DOCUMENT_BYTES, "budget document")
     except FileNotFoundError:
         return None
-    return _parse(text, Path(path))
+    # a checkout with CRLF line endings (git's autocrlf) is the same document
+    return _parse(text.replace("\r\n", "\n"), Path(path))
 
 
 def plan_reference(plan_path: str | Path, document: Path) -> str:
@@ -203,6 +204,8 @@ def state_of(b: Budget, version: str, plan: str | None = None) -> dict[str, Any]
         "project": b.project,
         "total_gpu_hours": round(b.total_gpu_hours, 3),
         "phases": {r.name: {"gpu_hours": round(r.gpu_hours_per_run, 3),
+                            "gpus": r.gpus,
+                            "wall_hours": round(r.wall_hours_per_run, 3),
                             "digest": r.config_digest,
                             "basis": r.basis.split(":")[0],
                             "spent": None if r.actual is None else round(
@@ -225,9 +228,25 @@ def _moved(old: float, new: float) -> bool:
     return abs(new - old) > max(0.05, RELATIVE_CHANGE * max(abs(old), abs(new)))
 
 
+def versioned_baseline(state: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of a document's last version: what a rewrite at the same version (numbers
+    that moved less than a version records) keeps as `versioned`, else the state's own. Changes
+    are measured from it, so that many small moves add up to a version instead of drifting
+    past the history unrecorded."""
+    kept = state.get("versioned")
+    if isinstance(kept, dict) and isinstance(kept.get("phases"), dict):
+        return kept
+    return {"total_gpu_hours": state.get("total_gpu_hours", 0.0),
+            "phases": {n: {k: p.get(k) for k in ("gpu_hours", "gpus", "wall_hours")}
+                       for n, p in state.get("phases", {}).items()}}
+
+
 def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Sentences naming each phase whose numbers changed, and why."""
+    """Sentences naming each phase whose numbers changed since the last version, and why: its
+    GPU hours, its GPUs or its wall clock moved, or its settings changed (even where the GPU
+    hours did not move), or its tracked actuals appeared, moved or are no longer found."""
     out = []
+    base = versioned_baseline(old)
     old_phases, new_phases = old.get("phases", {}), new["phases"]
     for name, now in new_phases.items():
         before = old_phases.get(name)
@@ -239,8 +258,25 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             tail = (f", projected {projected:,.1f} against {now['gpu_hours']:,.1f} budgeted"
                     if projected is not None else "")
             out.append(f"{name}: {now['spent']:,.2f} GPU h spent in tracked runs{tail}")
-        if not _moved(before["gpu_hours"], now["gpu_hours"]):
+        elif before.get("spent") is not None and now.get("spent") is None:
+            out.append(f"{name}: the {before['spent']:,.2f} GPU h of tracked runs shown before "
+                       f"are not in this run's ledger (another ledger, or none)")
+        then = base["phases"].get(name, before)
+        gpus_then, gpus_now = then.get("gpus"), now.get("gpus")
+        if gpus_then is not None and gpus_then != gpus_now:
+            out.append(f"{name}: {gpus_then} -> {gpus_now} GPUs, wall clock "
+                       f"{then.get('wall_hours') or 0:,.1f} -> {now['wall_hours']:,.1f} h")
+        elif (then.get("wall_hours") is not None
+              and _moved(then["wall_hours"], now["wall_hours"])
+              and not _moved(then["gpu_hours"], now["gpu_hours"])):
+            out.append(f"{name}: wall clock {then['wall_hours']:,.1f} -> "
+                       f"{now['wall_hours']:,.1f} h")
+        if not _moved(then["gpu_hours"], now["gpu_hours"]):
+            if before.get("digest") != now["digest"]:
+                out.append(f"{name}: the plan's settings for it changed ("
+                           f"{now['gpu_hours']:,.1f} GPU h)")
             continue
+        before = {**before, "gpu_hours": then["gpu_hours"]}
         if before.get("digest") != now["digest"]:
             why = "the plan's settings for it changed"
         elif before.get("basis") != now["basis"]:
@@ -260,8 +296,9 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                        f"assumed figures of {', '.join(m['phases'])}")
     out += [f"micro-benchmark ledger #{key} no longer used" for key in old_mb
             if key not in new_mb]
-    if not out and _moved(float(old.get("total_gpu_hours", 0.0)), new["total_gpu_hours"]):
-        out.append("the budget formula changed (seeds or contingency)")
+    if not out and _moved(float(base.get("total_gpu_hours") or 0.0), new["total_gpu_hours"]):
+        out.append("the budget formula changed (seeds or contingency), or its phases moved a "
+                   f"little each since v{old.get('version', '1.0.0')}")
     return out
 
 
@@ -512,19 +549,23 @@ def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, v
     shown = {k: charts.chart_path(path, k).name for k in charts.CHART_SUFFIXES
              if f"]({quote(charts.chart_path(path, k).name)})" in prev.text}
     state = state_of(b, version, reference)
-    text = render(b, plan_path, version, day, prev.notes, prev.history, state, shown or None)
+    baseline = versioned_baseline(prev.state)
+    if versioned_baseline(state) != baseline:  # numbers moved below a version: keep the last's
+        state["versioned"] = baseline
+    text = render(b, reference, version, day, prev.notes, prev.history, state, shown or None)
     if text == prev.text:
         return False
     _refuse_read_only(path, ["the document's layout (this release renders it otherwise)"])
     fresh = _write_charts(b, path)  # None with charts off: the links already there are kept
-    atomic_write_text(path, render(b, plan_path, version, day, prev.notes, prev.history, state,
+    atomic_write_text(path, render(b, reference, version, day, prev.notes, prev.history, state,
                                    fresh if fresh is not None else shown or None))
     return True
 
 
 def _small_moves(old: dict[str, Any], b: Budget) -> str | None:
-    """What moved below the threshold a version records, or None if nothing did: the total,
-    and each phase that moved at all (rounded as the state keeps them)."""
+    """What moved below the threshold a version records since the last version (`old`: its
+    numbers, versioned_baseline), or None if nothing did: the total, and each phase that moved
+    at all (rounded as the state keeps them)."""
     before = float(old.get("total_gpu_hours", 0.0))
     phases = old.get("phases", {})
     moved = [f"{r.name} {phases[r.name]['gpu_hours']:,.2f} -> {r.gpu_hours_per_run:,.2f}"
@@ -637,7 +678,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
             state = state_of(b, version, reference)
             entry = (f"- **v{version}** ({day.isoformat()}): first budget from the plan: "
                      f"{b.total_gpu_hours:,.1f} GPU h.")
-            atomic_write_text(path, render(b, plan_path, version, day, DEFAULT_NOTES, [entry],
+            atomic_write_text(path, render(b, reference, version, day, DEFAULT_NOTES, [entry],
                                            state, _write_charts(b, path)))
             return DocUpdate(path, version, ["first budget"], True)
         _refuse_other_owner(prev, path, b.project, reference)
@@ -647,15 +688,16 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         changes += _price_changes(prev.text, b)
         if not changes:
             if _rerender_unchanged(b, path, plan_path, prev, old_version, reference):
-                return DocUpdate(path, old_version, [], True, _small_moves(prev.state, b))
+                return DocUpdate(path, old_version, [], True,
+                                 _small_moves(versioned_baseline(prev.state), b))
             _restore_charts(b, path, prev.text)
             return DocUpdate(path, old_version, [], False)
         _refuse_read_only(path, changes)
         version = _bump(old_version)
         state = state_of(b, version, reference)
-        total_before = float(prev.state.get("total_gpu_hours", 0.0))
+        total_before = float(versioned_baseline(prev.state).get("total_gpu_hours") or 0.0)
         entry = _neutral(f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
                          f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
-        atomic_write_text(path, render(b, plan_path, version, day, prev.notes,
+        atomic_write_text(path, render(b, reference, version, day, prev.notes,
                                        [*prev.history, entry], state, _write_charts(b, path)))
         return DocUpdate(path, version, changes, True)
