@@ -68,7 +68,7 @@ def test_input_bound_from_bench_data_rates() -> None:
     rates = [{"num_workers": 0, "samples_per_s": 10.0}, {"num_workers": 2, "samples_per_s": 40.0}]
     f = rules.input_bound(v, rates)
     assert f is not None and f.saved_s_per_step.value == pytest.approx(0.4)
-    assert f.change == {"num_workers": 2} and f.gpu_hours_saved.basis == "measured"
+    assert f.change == {"num_workers": 2} and f.gpu_hours_saved.basis == "formula"
 
 
 def test_no_input_finding_when_the_wait_is_small() -> None:
@@ -280,7 +280,8 @@ def test_hf_log_of_a_checkpoint_is_timed_by_the_checkpoints_beside_it(tmp_path: 
     # 2,000 planned steps x 10 s x 4 GPUs
     assert d.measured_gpu_hours_planned.value == pytest.approx(2000 * 10 * 4 / 3600)
     assert "file times of 3 checkpoint" in d.measured_gpu_hours_planned.source
-    assert d.measured_gpu_hours_planned.basis == "measured"
+    # a projection of the measured rate over the planned steps: a formula, not a measurement
+    assert d.measured_gpu_hours_planned.basis == "formula"
 
 
 def test_hf_log_of_a_lone_checkpoint_needs_the_elapsed_time(tmp_path: Path) -> None:

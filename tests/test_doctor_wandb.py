@@ -116,7 +116,7 @@ def test_unfinished_run_is_timed_by_wandbs_clock(tmp_path: Path) -> None:
     got = doctor_json("--wandb-run", str(folder))
     assert got["steps_recorded"] == 50 and got["planned_steps"] == 100  # max_steps of config
     figure = got["measured_gpu_hours_planned"]
-    assert figure["basis"] == "measured" and "W&B's _runtime" in figure["source"]
+    assert figure["basis"] == "formula" and "W&B's _runtime" in figure["source"]
     assert figure["value"] == pytest.approx(runtime_s / 50 * 100 / 3600)
 
 

@@ -149,7 +149,9 @@ def diagnose(view: RunView, gpu: GpuSpec | None = None,
         planned_basis=view.planned_basis, time_shares=shares, step_time_mean_s=mean_step,
         measured_gpu_hours_planned=Figure(
             value=mean_step * view.planned_steps * view.num_gpus / 3600, unit="GPU h",
-            basis="measured", source="mean step wall time x planned steps x GPUs / 3600"),
+            basis="formula",
+            source="measured mean step wall time x planned steps x GPUs / 3600 (a projection "
+                   "over the planned run)"),
         usd_per_gpu_hour=view.usd_per_gpu_hour, price_basis=view.price_basis,
         findings=found, options=options, notes=notes)
 

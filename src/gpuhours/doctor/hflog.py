@@ -360,7 +360,7 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
         step_time_mean_s=step_s,
         measured_gpu_hours_planned=Figure(
             value=step_s * planned / 3600 * gpus, unit="GPU h",
-            basis="assumed" if time_basis.startswith("given") else "measured",
+            basis="assumed" if time_basis.startswith("given") else "formula",
             source=f"run time / global_step x planned steps / 3600 x {gpus} GPU(s) "
                    f"(run time: {time_basis}; GPUs: "
                    f"{'given: --gpus' if gpus > 1 else 'one process assumed: pass --gpus'})"),

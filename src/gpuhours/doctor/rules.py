@@ -152,7 +152,8 @@ def input_bound(view: RunView, loader_rates: list[dict[str, Any]] | None = None,
         fix = (f"num_workers={best['num_workers']} (measured by bench-data), with the data "
                f"pre-tokenised and on a local disk if it is not already")
         return finding_worth(view, "input-bound", "The step waits for data", evidence, fix, saved,
-                      "measured", "this run's wait and rest of step; bench-data's loader rate",
+                      "formula", "saved = this run's measured wait - (batch time at bench-data's "
+                      "measured loader rate - the step's measured rest)",
                       {"num_workers": int(best["num_workers"])})
     if workers_now > 0:
         saved = wait
@@ -245,7 +246,7 @@ def _periodic(view: RunView, attr: str, rule: Literal["checkpoint", "evaluation"
         fix = (f"evaluate every {every_new} steps instead of every {every_now:.0f} (eval_steps="
                f"{every_new}), or on a fixed subset of the evaluation set: at most "
                f"{TARGET_OVERHEAD_SHARE:.0%} of the time")
-    return finding_worth(view, rule, title, evidence, fix, saved, "measured",
+    return finding_worth(view, rule, title, evidence, fix, saved, "formula",
                   f"({count_now} - {count_new} events over the planned run) x measured "
                   f"{mean_event:.3f} s each / planned steps",
                   {"save_steps" if rule == "checkpoint" else "eval_steps": every_new})

@@ -171,7 +171,7 @@ def diagnose_wandb_run(directory: str | Path, gpu: GpuSpec | None = None,
     if wandb_clock:
         notes.append("run time: W&B's _runtime of the last logged row (the run has no "
                      "train_runtime: unfinished), from wandb.init, so start-up is included")
-        figure = Figure(value=figure.value, unit=figure.unit, basis="measured",
+        figure = Figure(value=figure.value, unit=figure.unit, basis="formula",
                         source=figure.source.replace(
                             "given: --elapsed-hours", "W&B's _runtime at the last logged row"))
     return d.model_copy(update={"source": where, "measured_gpu_hours_planned": figure,
