@@ -334,3 +334,18 @@ def test_another_programs_database_is_refused_and_left_unchanged(tmp_path: Path)
         _add(ledger)
     with L.Ledger.open(empty) as ledger:
         assert len(ledger.measurements()) == 1
+
+
+def test_a_variant_of_a_model_is_labelled_with_its_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    with L.Ledger.open(path) as ledger:
+        _add(ledger, model="qwen2-0.5b",
+             setup={**SETUP, "config_overrides": {"num_hidden_layers": 2, "hidden_size": 128}})
+        _add(ledger, model="qwen2-0.5b")
+        variant, whole = list(reversed(ledger.measurements()))
+    assert variant.model_label == "qwen2-0.5b (hidden_size=128, num_hidden_layers=2)"
+    assert whole.model_label == "qwen2-0.5b"
+    table = list(csv.DictReader(io.StringIO(to_csv([variant, whole]))))
+    assert [t["config_overrides"] for t in table] == ["hidden_size=128 num_hidden_layers=2", ""]
+    r = CliRunner().invoke(app, ["ledger", "list", "--ledger", str(path), "--wide"])
+    assert r.exit_code == 0 and "num_hidden_layers=2" in r.stdout

@@ -16,7 +16,7 @@ from gpuhours.report.tables import Col, Notes, print_table
 from gpuhours.report.text import esc
 from gpuhours.report.units import pct, seconds, si
 from gpuhours.torchkit.module_time import ModuleTimes
-from gpuhours.track.ledger import Measurement
+from gpuhours.track.ledger import Measurement, model_label
 
 
 def size(n_bytes: float | None) -> str:
@@ -123,13 +123,6 @@ def render_module_times(m: ModuleTimes, plain_median_s: float, console: Console)
                   "synchronisation and the hooks themselves cost that difference.[/dim]")
 
 
-def _model_label(model: str, overrides: dict[str, Any] | None) -> str:
-    """A model and its --set overrides as the user typed them (key=value)."""
-    if not overrides:
-        return model
-    return f"{model} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
-
-
 #: the sweep table: a configuration's label is what the user reads back; numbers never cut
 _SWEEP_COLS = (Col("#", "number", "right"), Col("configuration", "text"), Col("status", "name"),
                Col("tokens/s", "number", "right"),
@@ -141,7 +134,7 @@ _SWEEP_COLS = (Col("#", "number", "right"), Col("configuration", "text"), Col("s
 
 def render_sweep(outcomes: list[Outcome], summary: SweepSummary, console: Console) -> None:
     """The configurations of a sweep, one row each, whole at 80 columns (report/tables.py)."""
-    models = sorted({_model_label(o.setup.model, o.setup.training.config_overrides)
+    models = sorted({model_label(o.setup.model, o.setup.training.config_overrides)
                      for o in outcomes})
     rows = []
     for i, o in enumerate(outcomes, 1):
@@ -225,7 +218,7 @@ def render_ledger_list(rows: list[Measurement], console: Console, path: str) -> 
     for m in rows:
         setup = ledger_setup_label(m.kind, m.setup)
         table.append([str(m.id), esc(m.created_utc[:16].replace("T", " ")),
-                      esc(m.device_key), esc(m.model), esc(m.status), esc(setup),
+                      esc(m.device_key), esc(m.model_label), esc(m.status), esc(setup),
                       f"{m.tokens_per_s:,.0f}" if m.tokens_per_s else "-",
                       seconds(m.step_time_median_s) if m.step_time_median_s else "-",
                       f"{m.step_time_cv:.1%}" if m.step_time_cv is not None else "-",

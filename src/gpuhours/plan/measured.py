@@ -66,7 +66,7 @@ def micro_benchmarks(ledger: Any, uses: dict[int, list[str]]) -> list[MicroBench
         steps = r.get("steps_timed") or timing.get("n_steps")
         out.append(MicroBenchmark(
             ledger_id=m.id, measured_utc=m.created_utc, kind=m.kind, device=m.device_name,
-            model=m.model, setup=setup_text(m.kind, m.setup),
+            model=m.model_label, setup=setup_text(m.kind, m.setup),
             steps_timed=int(steps) if steps else None,
             step_time_median_s=m.step_time_median_s, step_time_cv=m.step_time_cv,
             step_parts_s=_step_parts_s(m.kind, r), peak_memory_bytes=m.peak_memory_bytes,

@@ -234,7 +234,7 @@ def find_host_calibration(ledger: Ledger, hw: Hardware, *, device_key: str | Non
     counted = m.results.get("operators_per_step")
     ops_text = (f"{counted:,} operators counted" if isinstance(counted, int)
                 else "operators as the estimator counts them")
-    basis = (f"measured: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model} "
+    basis = (f"measured: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model_label} "
              f"{tm.method} batch {tm.micro_batch} x seq {tm.seq_len}, median "
              f"{m.step_time_median_s * 1e3:.1f} ms, host-led ({share:.0%} of the step beyond "
              f"the GPU's work), {ops_text}: {us:.1f} us per operator")
@@ -266,7 +266,7 @@ def find_calibration(ledger: Ledger, hw: Hardware, t: Training, *, device_key: s
         spread = m.results.get("tokens_per_s_range") or [None, None]
         spread_text = (f", p10-p90 {spread[0]:,.0f}-{spread[1]:,.0f}" if spread[0] else "")
         basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: "
-                 f"{m.model} {tm.method} {tm.precision} batch {tm.micro_batch} x seq "
+                 f"{m.model_label} {tm.method} {tm.precision} batch {tm.micro_batch} x seq "
                  f"{tm.seq_len}{' checkpointing' if tm.checkpointing else ''} measured "
                  f"{m.tokens_per_s:,.0f} tokens/s (median of {timing.get('n_steps', '?')} steps"
                  f"{spread_text}) vs {analytic:,.0f} analytic: efficiency x{scale:.3g}")
@@ -404,7 +404,7 @@ def find_generation_calibration(ledger: Ledger, gpu: GpuSpec, g: Any
         else:
             hi = mid
     scale = math.sqrt(lo * hi)
-    basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model} HF "
+    basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: {m.model_label} HF "
              f"generate batch {s['batch']}, {s['prompt_tokens']} + {s['output_tokens']} "
              f"tokens, decode step {m.step_time_median_s * 1e3:.1f} ms measured: engine host "
              f"costs x{scale:.3g}")
@@ -502,7 +502,7 @@ def find_grpo_calibration(ledger: Ledger, hw: Hardware, t: Training, *,
         return None
     shown = ", ".join(f"{part} x{scale:.3g}" for part, scale in scales.items())
     basis = (f"calibrated: ledger #{m.id}, {m.device_name}, {m.created_utc[:10]}: one GRPO "
-             f"step of {m.model} {tm.method} ({s['prompts']} prompts x {s['generations']}, "
+             f"step of {m.model_label} {tm.method} ({s['prompts']} prompts x {s['generations']}, "
              f"{s['prompt_tokens']} + {s['response_tokens']} tokens, HF generate) measured "
              f"{m.step_time_median_s or 0:.3g} s; measured / physics: {shown}")
     return GrpoCalibration(scales=scales, basis=basis, ledger_id=m.id, engine="hf-generate")

@@ -187,6 +187,19 @@ class Measurement:
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @property
+    def model_label(self) -> str:
+        """The model as measured: its name and the --set overrides that changed it (a 2-layer
+        variant is not the model its name says)."""
+        return model_label(self.model, self.setup.get("config_overrides"))
+
+
+def model_label(model: str, overrides: dict[str, Any] | None) -> str:
+    """A model and its --set overrides as the user typed them (key=value)."""
+    if not overrides:
+        return model
+    return f"{model} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
+
 
 @dataclass(frozen=True)
 class Probe:

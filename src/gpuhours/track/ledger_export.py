@@ -15,7 +15,7 @@ CSV_COLUMNS = (
     "model", "method", "precision", "micro_batch", "seq_len", "grad_accum", "checkpointing",
     "compiled", "optimizer", "steps_timed", "step_time_median_s", "step_time_p90_s",
     "step_time_cv", "tokens_per_s", "model_flops_per_step", "peak_flops_per_s",
-    "peak_flops_basis", "mfu", "peak_memory_bytes", "probe_ids",
+    "peak_flops_basis", "mfu", "peak_memory_bytes", "probe_ids", "config_overrides",
 )
 
 
@@ -25,6 +25,9 @@ def flat_row(m: Measurement) -> dict[str, Any]:
     for col in CSV_COLUMNS:
         if col == "probe_ids":
             row[col] = " ".join(str(i) for i in m.probe_ids)
+        elif col == "config_overrides":  # the --set changes that made a variant of the model
+            row[col] = " ".join(f"{k}={v}" for k, v in
+                                (m.setup.get("config_overrides") or {}).items())
         elif hasattr(m, col):
             row[col] = getattr(m, col)
         elif col in m.setup:
@@ -35,11 +38,11 @@ def flat_row(m: Measurement) -> dict[str, Any]:
 
 
 def is_export(head: bytes) -> bool:
-    """Whether the start of a file is an earlier export: CSV whose first line is CSV_COLUMNS,
+    """Whether the start of a file is an earlier export: CSV whose header starts as ours,
     or a JSON list that is empty or whose first record has a measurement's keys."""
     text = head.decode("utf-8", errors="replace")
-    if text.split("\n", 1)[0].rstrip("\r") == ",".join(CSV_COLUMNS):
-        return True
+    if text.split("\n", 1)[0].rstrip("\r").startswith("id,created_utc,kind,status,"):
+        return True  # this release's columns, or an earlier release's
     body = text.lstrip()
     if not body.startswith("["):
         return False
