@@ -1597,7 +1597,13 @@ class Generation(_ReadsModel):
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
-    tensor_parallel: Literal[1, 2, 4, 8] = 1
+    tensor_parallel: Literal[1, 2, 4, 8, 16, 32, 64] = 1
+    #: GPUs one NVLink domain joins (a DGX/HGX node's 8; 72 in a GB200 NVL72 rack): a
+    #: tensor-parallel group wider than it all-reduces over the network between nodes, and a
+    #: group wider than 8 through NCCL (estimate/tp_allreduce.py)
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    #: network bandwidth between nodes per GPU, GB/s, one direction (as Hardware's)
+    inter_node_gb_per_s_one_way: float = Field(default=25.0, gt=0, allow_inf_nan=False)
     #: GPUs transformers' generate (hf-generate only) splits the model over by
     #: `device_map="auto"`: its layers in sequence, one GPU busy at a time, accelerate's hooks
     #: moving the activations (estimate/device_map.py); 1 = one GPU. Not with tensor_parallel

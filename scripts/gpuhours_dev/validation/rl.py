@@ -329,7 +329,8 @@ _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
 
 def nemo_prompt_tokens(row: int) -> int:
     """Mean prompt tokens a sequence of a NeMo-RL performance-summary row: the page's
-    Tokens/sec/GPU x Total Step time x GPUs / (64 x 32 sequences) is the step's tokens a
+    Tokens/sec/GPU x Total Step time x GPUs / the step's sequences (prompts x generations: 64 x
+    32 on the 8B and 32B rows, 32 x 16 DeepSeek-V3, 16 x 32 Qwen3-235B) is the step's tokens a
     sequence, less its 'G-Average Seq len' (the mean response). Both are the page's own
     figures ("Tokens/sec/GPU = Total Tokens Processed / (Time for Stage x Number of GPUs)",
     docs/about/performance-summary.md @108bffda; means of 5 steps, which the page says makes
@@ -338,7 +339,8 @@ def nemo_prompt_tokens(row: int) -> int:
     examples/prompts/cot.txt), Llama-3.1's chat template adding its default system header."""
     r = rows()[row]
     tokens_per_gpu_s = float(r["other_times"].split()[1].replace(",", ""))
-    per_sequence = tokens_per_gpu_s * float(r["step_time_s"]) * int(r["n_gpus"]) / (64 * 32)
+    sequences = int(r["prompts_per_step"]) * int(r["generations_per_prompt"])
+    per_sequence = tokens_per_gpu_s * float(r["step_time_s"]) * int(r["n_gpus"]) / sequences
     return round(per_sequence - float(r["response_tokens_mean"]))
 
 
@@ -943,6 +945,236 @@ def _verl_qwen35(row: int) -> Case:
         "each sequence costed at its own tokens, a lower end")
 
 
+# NeMo-RL's large-MoE rows and its v0.6 table (CSV lines 43-74, 0-based rows 41-72; issue 13,
+# 2026-11-25), held out: no figure was set from them. Each as the recipe the page names sets
+# it, read at 108bffda (v0.5 rows) or v0.6.0 (v0.6 rows), over grpo_math_1B.yaml of the same
+# commit:
+# - DeepSeek-V3 (grpo-deepseek-v3-32n8g.yaml and children): 32 prompts x 16, 1,536-token
+#   sequences, Megatron TP1 PP16 EP16 (GB200 PP8; 64n8g/64n4g on-policy EP32), full recompute,
+#   packing 1,536 a micro-batch (logprob 1 x 1,536; 2 x in the async-1off recipes), vLLM
+#   TP32 (the async and GB200 async recipes TP16), colocated at grpo_math_1B's 0.6 (v0.6
+#   GB200 32n4g: 0.3), dedicated at 0.8; the fp8 recipe: Megatron fp8 blockwise, router fp32,
+#   vLLM fp8 TP16 with max_num_seqs 32;
+# - Qwen3-235B-A22B (grpo-qwen3-235b-16n8g.yaml and children): 16 prompts x 32, 8,192-token
+#   sequences, TP2 (sequence parallel) CP2 PP8 EP16 (GB200 PP4), async TP4 CP1, full
+#   recompute, packing 8,192 a micro-batch over the CP group, vLLM TP16 (GB200 and async TP8);
+#   v0.6 GB200 16n4g at 0.4, 32n4g at 0.6;
+# - DAPO (dapo-deepseek-v3-64n8g.yaml): TP8 CP4 EP32 PP8, packing 1,536, vLLM TP64 eager
+#   (enforce_eager true), synchronous engine; read as 32 prompts x 16 (the table's G-GBS 512,
+#   which its tokens/s agree with; the recipe's 256 x 16 with dynamic sampling would not);
+# - Qwen3-30B-A3B: as row 5 (CSV line 7) with each recipe's layout;
+# - MoE routing: v0.5's grpo_math_1B.yaml allgather dispatcher with an fp64 frozen router; the
+#   DeepSeek and 235B recipes fuse the permute (moe_permute_fusion true), which moe_dispatch
+#   cannot say: allgather-unfused (its allgather traffic and fp64 combine; the unfused permute's
+#   operators and bytes an upper end). v0.6's default is the all-to-all dispatcher
+#   (moe_token_dispatcher_type alltoall, grpo_math_1B.yaml @v0.6.0): fused (the 30B recipes'
+#   unfused permute not counted, a lower end);
+# - every PP > 1 row pads its packed micro-batches to the batch's longest (megatron/common.py),
+#   each taken at its whole budget, an upper end; where the v0.5 GB200 DeepSeek recipes turn
+#   packing off, the unpacked one-sequence micro-batches under PP are padded to the batch's
+#   longest too: the same cost;
+# - rollout engines wider than a node (vLLM TP16-64 on 8-GPU DGX nodes) all-reduce through NCCL
+#   over the network (estimate/tp_allreduce.py); on GB200 the NVL72 rack is one NVLink domain.
+_V05_MOE = ("; MoE routing as grpo_math_1B.yaml @108bffda sets it (allgather dispatcher, fp64 "
+            "frozen router) with the recipe's fused permute (moe_permute_fusion true) taken as "
+            "allgather-unfused: the unfused permute's operators and bytes an upper end")
+_V06_MOE = ("; MoE routing by grpo_math_1B.yaml @v0.6.0's all-to-all dispatcher "
+            "(moe_token_dispatcher_type alltoall) as moe_dispatch fused")
+
+
+def _nemo_cap_prompt(row: int, cap: int) -> dict[str, int]:
+    """A NeMo row's prompt (`nemo_prompt_tokens`) and longest response (the cap - prompt)."""
+    prompt = nemo_prompt_tokens(row)
+    return {"prompt_tokens": prompt, "max_response_tokens": cap - prompt}
+
+
+def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
+                gen_tp: int, share: float, rollout_gpus: int | None = None,
+                pack: tuple[int, int] | None = None, extra_phase: dict[str, Any] | None = None,
+                assumed: str = "") -> Case:
+    """One row of NeMo-RL's large-MoE or v0.6 tables: `train` the Megatron layout (gpus = the
+    training GPUs), `pack` the (update, log-prob) tokens a packed micro-batch holds on each GPU
+    of a CP group (None: one sequence a micro-batch), `rollout_gpus` the dedicated engines'
+    GPUs of a one-step-off row (None: colocated)."""
+    r = rows()[row]
+    prompts, generations = int(r["prompts_per_step"]), int(r["generations_per_prompt"])
+    phase: dict[str, Any] = {
+        "prompts_per_step": prompts, "generations_per_prompt": generations,
+        "reference_model": True, "reward": {"kind": "rule"},
+        "response_tokens": round(float(r["response_tokens_mean"])),
+        "rollout_tensor_parallel": gen_tp, **_nemo_cap_prompt(row, cap)}
+    if rollout_gpus is None:
+        phase["rollout_memory_utilisation"] = share
+    else:
+        phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
+                      "async_rollout": True, "rollout_gpus": rollout_gpus})
+    settings: dict[str, Any] = {**_NEMO_MEGATRON_PACKED, "model": model, **train,
+                                "gpus": train["gpus"] + (rollout_gpus or 0)}
+    if pack is not None:
+        phase.update({"update_tokens_per_gpu": pack[0], "scoring_tokens_per_gpu": pack[1]})
+        if train.get("pp", 1) > 1:
+            phase["pad_packed_to_longest"] = True
+    else:
+        dp = train["gpus"] // (train.get("tp", 1) * train.get("pp", 1) * train.get("cp", 1))
+        settings.update({"micro_batch": 1, "grad_accum": 512 // dp})
+    phase.update(extra_phase or {})
+    layout = ", ".join(f"{k.upper()}{train[k]}" for k in ("tp", "cp", "pp", "ep") if k in train)
+    where = (f"{rollout_gpus} dedicated rollout GPUs at {share:g} beside {train['gpus']} "
+             f"training GPUs" if rollout_gpus else f"colocated at {share:g}")
+    text = (_nemo_assumed(row, settings.get("checkpointing", True)).replace(
+                "longest = 4096 - prompt", f"longest = {cap:,} - prompt").replace(
+                f"{4096 - nemo_prompt_tokens(row):,}", f"{cap - nemo_prompt_tokens(row):,}")
+            + f"; Megatron {layout or 'TP1 PP1'} as the recipe sets them; vLLM TP{gen_tp} "
+            f"{where}" + ("" if pack is None else
+                          f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
+                          f"passes {pack[1]:,}") + assumed)
+    return Case(row, gpu, phase, settings, text)
+
+
+_DSV3 = {"model": "deepseek-v3"}
+_Q235 = {"model": "qwen3-235b-a22b"}
+_DS_PACK = (1536, 1536)
+_DS_PACK_ASYNC = (1536, 2 * 1536)
+# CP 2: the 8,192-token micro-batch over the CP group's two GPUs
+_Q235_PACK_CP2 = (4096, 4096)
+_Q235_PACK = (8192, 8192)
+_EAGER_ROLLOUTS = {"rollout_cuda_graphs": "off"}
+_DS_FP8_TRAIN = {"precision": "fp8-mixed"}
+_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32}
+_DS_FP8_ASSUMED = ("; Megatron fp8 (e4m3 blockwise, fp8_param false) and vLLM fp8 (W8A8, "
+                   "deep_gemm; max_num_seqs 32) as the recipe sets them; its fp32 router "
+                   "costed as the fp64 one")
+_DS_EP_TABLE = ("; the recipe's EP32 (the table's Training column says 16)")
+_DAPO_ASSUMED = ("; DAPO read as 32 prompts x 16 (the table's G-GBS 512; the recipe's 256 x 16 "
+                 "with batch_multiplier 3 and dynamic sampling, whose extra generation "
+                 "batches the phase does not model, would make its tokens/s/GPU 140 a "
+                 "sequence, below the mean response); reference pass kept (the recipe sets "
+                 "no skip_reference_policy_logprobs_calculation); vLLM TP64 eager "
+                 "(enforce_eager true)")
+_Q30_ASYNC_PACK = ("; packed micro-batches of 4,096 tokens, log-prob passes 16,384, padded to "
+                   "the longest under PP2")
+_STREAMED_8OFF = {"partial_rollout": True}
+_STREAMED_8OFF_ASSUMED = (
+    "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
+    "in flight, so the engines stay full and no step waits for its longest response, taken as "
+    "streamed rollouts (partial_rollout; nemo_rl/algorithms/async_utils.py)")
+
+_NEMO_LARGE_CASES = [
+    # v0.5, H100 BF16
+    _nemo_large(41, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                assumed=_V05_MOE),
+    _nemo_large(42, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.8, rollout_gpus=256,
+                pack=_DS_PACK_ASYNC, assumed=_V05_MOE),
+    _nemo_large(43, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 512, "tp": 8, "cp": 4, "pp": 8, "ep": 32}, 64, 0.6,
+                pack=(1536 // 4, 1536 // 4), extra_phase=_EAGER_ROLLOUTS,
+                assumed=_V05_MOE + _DAPO_ASSUMED),
+    _nemo_large(44, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16}, 16, 0.6,
+                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+    _nemo_large(45, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16}, 8, 0.8, rollout_gpus=128,
+                pack=_Q235_PACK, assumed=_V05_MOE),
+    _nemo_large(46, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 2, 0.8, rollout_gpus=16,
+                pack=(4096, 4 * 4096), assumed=_Q30_ASYNC_PACK),
+    # v0.5, H100 FP8
+    _nemo_large(47, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, **_DS_FP8_TRAIN}, 16, 0.8,
+                rollout_gpus=256, pack=_DS_PACK_ASYNC, extra_phase=_DS_FP8_ROLLOUT,
+                assumed=_V05_MOE + _DS_FP8_ASSUMED),
+    # v0.5, GB200 BF16
+    _nemo_large(48, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
+                "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
+    _nemo_large(49, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 16, 0.8, rollout_gpus=128,
+                pack=_DS_PACK_ASYNC,
+                assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
+                "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
+    _nemo_large(50, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16}, 8, 0.6,
+                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+    _nemo_large(51, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16}, 8, 0.8, rollout_gpus=64,
+                pack=_Q235_PACK, assumed=_V05_MOE),
+    _nemo_large(52, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 1, 0.6,
+                assumed="; MoE routing as grpo_math_1B.yaml sets it (allgather-unfused)"),
+    _nemo_large(53, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 1, 0.8, rollout_gpus=16,
+                assumed="; MoE routing as grpo_math_1B.yaml sets it (allgather-unfused)"),
+    # v0.6, H100 BF16
+    _nemo_large(54, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.6,
+                pack=_DS_PACK, assumed=_V06_MOE),
+    _nemo_large(55, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 512, "pp": 16, "ep": 32, "moe_dispatch": "fused"}, 32, 0.6,
+                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+    _nemo_large(56, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.8,
+                rollout_gpus=256, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
+    _nemo_large(57, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(58, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 256, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(59, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16, "moe_dispatch": "fused"},
+                8, 0.8, rollout_gpus=128, pack=_Q235_PACK, assumed=_V06_MOE),
+    _nemo_large(60, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 32, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.6,
+                assumed=_V06_MOE),
+    _nemo_large(61, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"},
+                2, 0.8, rollout_gpus=16, pack=(4096, 4 * 4096),
+                assumed=_V06_MOE + _Q30_ASYNC_PACK),
+    _nemo_large(62, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 128, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.8,
+                rollout_gpus=64, extra_phase=_STREAMED_8OFF,
+                assumed=_V06_MOE + _STREAMED_8OFF_ASSUMED),
+    # v0.6, H100 FP8
+    _nemo_large(64, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused",
+                 **_DS_FP8_TRAIN}, 16, 0.8, rollout_gpus=256, pack=_DS_PACK_ASYNC,
+                extra_phase=_DS_FP8_ROLLOUT, assumed=_V06_MOE + _DS_FP8_ASSUMED),
+    # v0.6, GB200 BF16
+    _nemo_large(65, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 32, 0.3,
+                pack=_DS_PACK, assumed=_V06_MOE),
+    _nemo_large(66, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 8, "ep": 32, "moe_dispatch": "fused"}, 32, 0.3,
+                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+    _nemo_large(67, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 16, 0.8,
+                rollout_gpus=128, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
+    _nemo_large(68, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
+                 "moe_dispatch": "fused"}, 8, 0.4, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(69, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
+                 "moe_dispatch": "fused"}, 8, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(70, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16, "moe_dispatch": "fused"},
+                8, 0.8, rollout_gpus=64, pack=_Q235_PACK, assumed=_V06_MOE),
+    _nemo_large(71, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.6,
+                assumed=_V06_MOE),
+    _nemo_large(72, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 8, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.8,
+                rollout_gpus=8, assumed=_V06_MOE + "; the recipe's 8 + 8 GPUs and EP8 "
+                "(grpo-qwen3-30ba3b-4n4g-async-1off.yaml @v0.6.0; the table's Training column "
+                "says EP16, which 8 training GPUs cannot hold)"),
+]
+
+
 CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
@@ -1144,6 +1376,7 @@ CASES = [
          "the table's row "
          "not stating them; the table's training micro-batch 4, accumulation 8 "
          "(train_batch_size 128 over the actor's 4 GPUs)"),
+    *_NEMO_LARGE_CASES,
 ]
 
 # Rows left out, each with why: what the source does not state, or what the rl phase cannot
@@ -1160,6 +1393,11 @@ NOT_EXPRESSED: dict[int, str] = {
     37: "DeepSpeed-Chat's Hybrid Engine (inference kernels inside the training engine) and "
         "the prompt and response lengths are not stated",
     38: "an unnamed 13B model; prompts per step, completion length, KL and reward not stated",
+    63: "Nemotron-3-Nano-30B-A3B (a hybrid of Mamba-2, attention and MoE layers) is not in the "
+        "catalog, and the row is multi-turn SWE-agent RL at a 131,072-token cap whose "
+        "environment (sandboxed repositories, tool calls, test runs) and turns a sample are "
+        "not stated; the page names no recipe for it at v0.6.0 (its dataset link points to the "
+        "super-v3 branch's docs/guides/nemotron-3-super.md)",
 }
 
 

@@ -633,6 +633,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
+    if cp > 1:
+        # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
+        # frameworks pad each to a multiple of 2 x cp (NeMo-RL's CP recipes:
+        # make_sequence_length_divisible_by = tp x 2 x cp, dapo-deepseek-v3-64n8g.yaml
+        # @v0.6.0; verl pads to the CP group's alignment likewise): the mean and the longest
+        # sequence taken so padded
+        seq, seq_max = (2 * cp * math.ceil(n / (2 * cp)) for n in (seq, seq_max))
     # (the actor's own GPUs when it has them: plan/rl_train.py)
     ranks = max(1, (phase.actor_gpus or train_gpus)
                 // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
@@ -714,7 +721,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                            hf_transformers_version=phase.rollout_transformers_version,
                            cuda_graphs=phase.rollout_cuda_graphs,
                            max_num_seqs=phase.rollout_max_num_seqs,
-                           tensor_parallel=tp, weight_bytes_per_param=(
+                           tensor_parallel=tp, gpus_per_node=hw.gpus_per_node,
+                           inter_node_gb_per_s_one_way=hw.inter_node_gb_per_s_one_way,
+                           weight_bytes_per_param=(
                                1.0 if phase.rollout_precision == "fp8" else 2.0),
                            # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs
                            matmul_precision=("fp8" if phase.rollout_precision == "fp8"

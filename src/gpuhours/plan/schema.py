@@ -515,8 +515,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "wait (`actor`: OpenRLHF Ray without vLLM, each actor rank generating with HF generate)")
     rollout_gpus: PositiveInt | None = Field(
         default=None, description="GPUs of the phase that run the engine (dedicated placement)")
-    rollout_tensor_parallel: Literal[1, 2, 4, 8] = Field(
-        default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size)")
+    rollout_tensor_parallel: Literal[1, 2, 4, 8, 16, 32, 64] = Field(
+        default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size); an "
+        "engine wider than a node all-reduces over the network between nodes")
     rollout_batch: PositiveInt | None = Field(
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
