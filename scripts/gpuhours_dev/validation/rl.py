@@ -1053,11 +1053,14 @@ _DAPO_ASSUMED = ("; DAPO read as 32 prompts x 16 (the table's G-GBS 512; the rec
                  "(enforce_eager true)")
 _Q30_ASYNC_PACK = ("; packed micro-batches of 4,096 tokens, log-prob passes 16,384, padded to "
                    "the longest under PP2")
-_STREAMED_8OFF = {"partial_rollout": True}
+_STREAMED_8OFF = {"partial_rollout": True, "rollout_steps_in_flight": 8}
 _STREAMED_8OFF_ASSUMED = (
     "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
-    "in flight, so the engines stay full and no step waits for its longest response, taken as "
-    "streamed rollouts (partial_rollout; nemo_rl/algorithms/async_utils.py)")
+    "in flight (_calculate_target_weights: the next 8 weight versions, each a step's 64 "
+    "prompt groups), so the engines stay full and no step waits for its longest response: "
+    "streamed rollouts (partial_rollout) with rollout_steps_in_flight 8, each engine's running "
+    "batch up to 8 steps' shares as its KV cache and max_num_seqs (the phase's 256) allow "
+    "(nemo_rl/algorithms/async_utils.py @v0.6.0)")
 
 _NEMO_LARGE_CASES = [
     # v0.5, H100 BF16
@@ -1415,6 +1418,22 @@ def timer_leaves_out_scoring(framework: str) -> bool:
     return framework.startswith("DeepSpeed-Chat")
 
 
+#: the network between nodes of a system a row names (its CSV gpu column), by catalog node:
+#: NeMo-RL's pages say "System: DGX-H100" (the catalog's dgx-h100: 8 ConnectX-7 400 Gb/s, 50
+#: GB/s a GPU) and "GB200-NVL72" (between racks InfiniBand, its rate per GPU not read: the DGX
+#: B200's 400 Gb/s, as validation/blackwell.py assumes for Megatron-Bridge's GB200 rows).
+#: Rows that name no system keep the plan's default (25 GB/s a GPU)
+_SYSTEM_NODES = {"H100 (DGX-H100)": "dgx-h100", "GB200 (GB200-NVL72)": "dgx-b200"}
+
+
+def system_network_gb_per_s(gpu_column: str) -> float | None:
+    """GB/s per GPU, one way, between the nodes of the system a row names; None: not named."""
+    from gpuhours import catalog
+
+    name = _SYSTEM_NODES.get(gpu_column)
+    return None if name is None else catalog.node(name).inter_node_gb_per_s_one_way
+
+
 def predict(case: Case) -> tuple[float | None, str]:
     """(predicted step time in s as the row's framework times it, or None; the bottleneck or
     the error)."""
@@ -1438,6 +1457,9 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
     hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
                 "nodes": max(1, -(-case.settings["gpus"] // per_node))}
+    network = system_network_gb_per_s(rows()[case.row]["gpu"])
+    if network is not None:
+        hardware["inter_node_gb_per_s_one_way"] = network
     plan = {"project": f"rl-row-{case.row}", "hardware": hardware,
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:

@@ -762,7 +762,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # fp8 W8A8 rollouts: the engine's GEMMs at the fp8 rate (scoring stays the trainer's)
     gen_matmul = "fp8-mixed" if phase.rollout_precision == "fp8" else matmul
     try:
-        work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}),
+        # a stream that may run several steps' rollouts at once (rollout_steps_in_flight:
+        # NeMo-RL's max_trajectory_age_steps) fills its engines with all of them
+        in_flight = per_gpu * (phase.rollout_steps_in_flight if streamed else 1)
+        work = estimate_generation(probe.model_copy(update={"batch": min(cap, in_flight)}),
                                    ctx.gpu, gen_matmul)
     except InputError as err:
         raise InputError(_field_where(ctx, phase, "rollout_precision"), err.message

@@ -550,6 +550,13 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    rollout_steps_in_flight: PositiveInt = Field(
+        default=1, description="steps whose rollouts the engines may run at once in a stream "
+        "(NeMo-RL's async_grpo max_trajectory_age_steps with in-flight weight updates: its "
+        "collector generates for the next that many weight versions, "
+        "nemo_rl/algorithms/async_utils.py _calculate_target_weights): the engines' running "
+        "batch is up to that many steps' shares, as the KV cache and max_num_seqs allow; "
+        "needs partial_rollout")
     updates_per_sync: PositiveInt = Field(
         default=1, description="local updates the trainer makes per weight sync, each on its "
         "share of the step's prompts as soon as the engines have finished them (verl "
@@ -730,6 +737,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if self.critic_training is not None and not self.critic:
             raise ValueError("critic_training sets PPO's critic's training: it needs "
                              "`critic: true`")
+        if self.rollout_steps_in_flight > 1 and not self.partial_rollout:
+            raise ValueError(f"rollout_steps_in_flight ({self.rollout_steps_in_flight}) runs "
+                             "several steps' rollouts in one stream: it needs "
+                             "`partial_rollout: true` (and async_rollout)")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
