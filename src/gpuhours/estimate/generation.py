@@ -86,8 +86,8 @@ from gpuhours.estimate.timing import (
     link_bandwidth_bytes_per_s,
     peak_flops,
 )
-from gpuhours.estimate.track_record import for_engine as track_record_for_engine
 from gpuhours.estimate.tp_allreduce import tp_allreduce_latency_s
+from gpuhours.estimate.track_record import for_engine as track_record_for_engine
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
 
