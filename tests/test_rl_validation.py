@@ -81,7 +81,7 @@ def test_published_rl_steps_floor():
     # GEMM efficiency of its other rows
     # 1 -> 3 with NeMo-RL's new rows (issue 13): the DAPO DeepSeek-V3 row (CSV line 45, -74%:
     # its dynamic sampling's extra generation batches not modelled) and the v0.6 GB200
-    # Qwen3-30B-A3B one-step-off on 8 + 8 GPUs (CSV line 74, -64%, measured slower than its
+    # Qwen3-30B-A3B one-step-off on 8 + 8 GPUs (CSV line 74, -62%, measured slower than its
     # colocated twin on 16)
     assert sum(e < -0.5 or e > 1.0 for e in held) == 3
     # 3: the fully-async 7B rows on 16 + 16 and 32 + 32 H20s at the recipe's fitted mean

@@ -1011,8 +1011,8 @@ def _verl_qwen35(row: int) -> Case:
 # - DAPO (line 45) -74%: read as 512 sequences (the table), its recipe's dynamic sampling
 #   (up to 10 generation batches of 768 prompts x 16 a step, filtered to prompts whose rewards
 #   differ) not modelled: a lower end, and a row whose table and recipe disagree;
-# - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -39% and the GB200 one-step-off on 8
-#   + 8 GPUs -64% (measured 301 s, slower than the colocated run on the same 16 GPUs, 221 s).
+# - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -37% and the GB200 one-step-off on 8
+#   + 8 GPUs -62% (measured 301 s, slower than the colocated run on the same 16 GPUs, 221 s).
 #   v0.6 runs the all-to-all dispatcher with the unfused permute and the fp64 router
 #   (grpo_math_1B.yaml @v0.6.0), costed as moe_dispatch fused, which counts neither's host
 #   operators (a dense layer's): a lower end that the Grace host (2.75x an operator) makes
@@ -1097,6 +1097,9 @@ _DAPO_ASSUMED = ("; DAPO read as 32 prompts x 16 (the table's G-GBS 512; the rec
                  "(enforce_eager true)")
 _Q30_ASYNC_PACK = ("; packed micro-batches of 4,096 tokens, log-prob passes 16,384, padded to "
                    "the longest under PP2")
+# v0.6's GB200 30B-A3B recipes (grpo-qwen3-30ba3b-4n4g.yaml @v0.6.0) set logprob_batch_size 2
+_Q30_GB200_LOGPROB = {"scoring_tokens_per_gpu": 2 * 4096}
+_Q30_GB200_LOGPROB_ASSUMED = "; log-prob passes of 2 x 4,096 tokens (logprob_batch_size 2)"
 _STREAMED_8OFF = {"partial_rollout": True, "rollout_steps_in_flight": 8}
 _STREAMED_8OFF_ASSUMED = (
     "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
@@ -1213,10 +1216,11 @@ _NEMO_LARGE_CASES = [
                 8, 0.8, rollout_gpus=64, pack=_Q235_PACK, assumed=_V06_MOE),
     _nemo_large(71, "gb200", "qwen3-30b-a3b", 4096,
                 {"gpus": 16, "ep": 16, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.6,
-                assumed=_V06_MOE),
+                extra_phase=_Q30_GB200_LOGPROB, assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED),
     _nemo_large(72, "gb200", "qwen3-30b-a3b", 4096,
                 {"gpus": 8, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.8,
-                rollout_gpus=8, assumed=_V06_MOE + "; the recipe's 8 + 8 GPUs and EP8 "
+                rollout_gpus=8, extra_phase=_Q30_GB200_LOGPROB,
+                assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED + "; the recipe's 8 + 8 GPUs and EP8 "
                 "(grpo-qwen3-30ba3b-4n4g-async-1off.yaml @v0.6.0; the table's Training column "
                 "says EP16, which 8 training GPUs cannot hold)"),
 ]
