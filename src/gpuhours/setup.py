@@ -1624,6 +1624,12 @@ class Generation(_ReadsModel):
     #: and length), off = none (vLLM enforce_eager=True, SGLang --disable-cuda-graph).
     #: hf-generate always runs eagerly: `on` is refused for it
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
+    #: vLLM V1's async scheduling (its default from vLLM 0.14.0: the release notes' "Async
+    #: scheduling is now enabled by default", vllm#27614; off before, unless asked for): the
+    #: engine's host work for the next step (scheduler, input preparation, sampling's trip
+    #: back) runs while the GPU runs this one, so a step takes the longer of the two
+    #: (assumptions.DECODE_HOST_STEP_S, else serial with the GPU). vLLM (V1) only
+    async_scheduling: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -1666,6 +1672,10 @@ class Generation(_ReadsModel):
             raise FieldError(("device_map_gpus", "tensor_parallel"), "a model split by "
                              "device_map runs its layers in sequence; tensor parallelism "
                              "splits every layer: give one of them.")
+        if self.async_scheduling and self.engine != "vllm":
+            raise FieldError(("async_scheduling", "engine"), f"async scheduling is vLLM V1's "
+                             f"(0.11 or later); {self.engine} is not modelled with it.",
+                             "Use engine vllm, or leave async_scheduling off.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

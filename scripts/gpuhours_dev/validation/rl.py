@@ -979,11 +979,14 @@ def _verl_qwen35(row: int) -> Case:
 # 31 expressed rows within 25%, 2 off by more than 2x, median measured / predicted 1.17. No
 # version of the page splits a step, so each miss below is read from the estimate's parts and
 # the rows' pairs (colocated against dedicated, one GPU type against the other):
-# - three mechanisms were added to express them: rollout engines wider than a node (vLLM
+# - four mechanisms were added to express them: rollout engines wider than a node (vLLM
 #   tensor_parallel_size 16-64; estimate/tp_allreduce.py: NCCL's modelled all-reduce latency,
 #   the network's bytes); NeMo-RL's k-step-off stream (rollout_steps_in_flight: the engines
 #   hold up to k steps' shares; the 8-step-off row +126% -> -11%); context parallelism's
-#   padding of each sequence to 2 x cp (the DAPO and 235B CP rows were refused);
+#   padding of each sequence to 2 x cp (the DAPO and 235B CP rows were refused); vLLM's async
+#   scheduling (rollout_async_scheduling: the engine's host step beside the GPU's, vLLM 0.14+'s
+#   default), on v0.6's TP-1 engines only (the GB200 30B-A3B colocated row -37% -> -49%: its
+#   3,997 decode steps lose the Grace host's 6.3 ms each; the one-step-off twin is update-led);
 # - the systems' network: DGX-H100 at the catalog's dgx-h100 50 GB/s a GPU, GB200 at the DGX
 #   B200's (assumed, as validation/blackwell.py), where every row had taken 25 GB/s. It moved
 #   the old NeMo H100 rows by 1-2 points (CSV lines 2, 5, 6, 7: -22/-20/-11/-23% ->
@@ -1011,7 +1014,7 @@ def _verl_qwen35(row: int) -> Case:
 # - DAPO (line 45) -74%: read as 512 sequences (the table), its recipe's dynamic sampling
 #   (up to 10 generation batches of 768 prompts x 16 a step, filtered to prompts whose rewards
 #   differ) not modelled: a lower end, and a row whose table and recipe disagree;
-# - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -37% and the GB200 one-step-off on 8
+# - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -49% and the GB200 one-step-off on 8
 #   + 8 GPUs -62% (measured 301 s, slower than the colocated run on the same 16 GPUs, 221 s).
 #   v0.6 runs the all-to-all dispatcher with the unfused permute and the fp64 router
 #   (grpo_math_1B.yaml @v0.6.0), costed as moe_dispatch fused, which counts neither's host
@@ -1061,6 +1064,15 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
     else:
         dp = train["gpus"] // (train.get("tp", 1) * train.get("pp", 1) * train.get("cp", 1))
         settings.update({"micro_batch": 1, "grad_accum": 512 // dp})
+    # vLLM 0.17.1 (v0.6's pin) turns async scheduling on by default where its executor
+    # supports it: the uni-process executor NeMo-RL's TP-1 engines run (vllm_worker.py @v0.6.0:
+    # distributed_executor_backend None, VLLM_ENABLE_V1_MULTIPROCESSING=0); its TP > 1 engines
+    # run Ray's executor, which vLLM's config listed as unsupported ("async scheduling only
+    # supports mp, uni, or external_launcher"); whether 0.17.1's does was not read: not applied
+    v06 = r["framework"].startswith("NeMo-RL v0.6")
+    async_scheduled = v06 and gen_tp == 1
+    if async_scheduled:
+        phase["rollout_async_scheduling"] = True
     phase.update(extra_phase or {})
     layout = ", ".join(f"{k.upper()}{train[k]}" for k in ("tp", "cp", "pp", "ep") if k in train)
     where = (f"{rollout_gpus} dedicated rollout GPUs at {share:g} beside {train['gpus']} "
@@ -1071,7 +1083,16 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             + f"; Megatron {layout or 'TP1 PP1'} as the recipe sets them; vLLM TP{gen_tp} "
             f"{where}" + ("" if pack is None else
                           f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
-                          f"passes {pack[1]:,}") + assumed)
+                          f"passes {pack[1]:,}") + assumed
+            + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
+               "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
+               "engines' uni-process executor: the engine's host step beside the GPU's"
+               if async_scheduled else
+               "; vLLM 0.17.1 (pyproject.toml @v0.6.0) on Ray's executor (TP > 1), async "
+               "scheduling taken as off (vLLM's config supported it on mp, uni and "
+               "external_launcher only; 0.17.1's not read): the host step serial" if v06 else
+               "; vLLM 0.11.2 (pyproject.toml @108bffda), no async scheduling: the engine's "
+               "host step serial with the GPU"))
     return Case(row, gpu, phase, settings, text)
 
 

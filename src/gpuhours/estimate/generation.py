@@ -693,6 +693,8 @@ class _Step:
     hooks_s: float = 0.0
     #: the library whose quantised linears hf-generate runs (estimate/hf_quant.py; None: none)
     hf_quant_linear: str | None = None
+    #: vLLM's async scheduling (Generation.async_scheduling): host step beside the GPU's
+    async_scheduling: bool = False
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -799,6 +801,10 @@ class _Step:
         experts = self.expert_loop_s(tokens)
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
+        if self.async_scheduling:
+            # vLLM's async scheduling: the engine's host work for the next step runs while the
+            # GPU runs this one, so a step takes the longer of the two
+            return max(self.host_s, device) + experts, bound
         return self.host_s + device + experts, bound
 
     def fp8_linear_seconds(self, tokens: float, kv_bytes: float, flops: float,
@@ -1091,8 +1097,8 @@ def host_cpu_ratio(gpu: GpuSpec) -> float:
     work is the same kind as a training step's operator issue: Python and PyTorch's dispatch
     on one core (vLLM V1's scheduler, input preparation, sampler launches and the sampled
     tokens' trip back, serial with the GPU unless async scheduling is on: off by default
-    before vLLM 0.14.0, vllm#27614), so it takes the same ratio: an assumption, no engine step
-    timed on a Grace host."""
+    before vLLM 0.14.0, vllm#27614; Generation.async_scheduling), so it takes the same ratio:
+    an assumption, no engine step timed on a Grace host."""
     return gpu.host_op_time_ratio or 1.0
 
 
@@ -1161,7 +1167,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   kv_reads=(trtllm.kv_reads_per_decode_step(arch, tp)
                             if g.engine == trtllm.ENGINE else 1.0),
                   hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0,
-                  hf_quant_linear=g.hf_quant_linear)
+                  hf_quant_linear=g.hf_quant_linear, async_scheduling=g.async_scheduling)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,

@@ -535,6 +535,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default="auto", description="whether the engine's decode steps replay CUDA graphs: "
         "auto (its capture limits by batch and length), on, or off (vLLM enforce_eager=True, "
         "SGLang --disable-cuda-graph: every kernel launched by the host)")
+    rollout_async_scheduling: bool = Field(
+        default=False, description="vLLM's async scheduling (its default from vLLM 0.14.0, "
+        "vllm#27614): the engine's host work for the next decode step beside the GPU's "
+        "current one; off = serial, as vLLM 0.11-0.13 run by default; engine vllm only")
     rollout_precision: Literal["bf16", "fp8"] = Field(
         default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
         "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
