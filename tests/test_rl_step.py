@@ -445,10 +445,18 @@ def test_fp8_weights_are_offered_where_the_gpu_runs_fp8(tmp_path):
 
 def test_a_model_no_engine_holds_asks_for_a_larger_gpu(tmp_path):
     """DeepSeek-V3, 671B parameters, 1,342 GB in bf16: 168 GB a GPU at tensor parallelism 8,
-    beyond any share of an 80 GB A100 (which runs no fp8)."""
+    beyond any share of an 80 GB A100 (which runs no fp8). Since an engine may span nodes
+    (tensor parallelism up to 64, as NeMo-RL's DeepSeek-V3 recipes run it; issue 13), the
+    remedy is the smallest engine that holds it: 64 GPUs of 21.0 GB each (32 leave 41.9 GB, over
+    the 0.5 x 80 GB share); on 16 GB T4s no engine does."""
     with pytest.raises(InputError) as caught:
         run(tmp_path, model="deepseek-v3", method="lora")
-    assert "No rollout engine of up to 8 a100-80gb GPUs" in caught.value.hint
+    assert ("rollout_tensor_parallel: 64 splits the weights to 21.0 GB a GPU (the phase's 8 "
+            "rollout GPUs must then be a multiple of 64)") in caught.value.hint
+    t4 = {**BASE, "hardware": {**BASE["hardware"], "gpu": "t4"}}
+    with pytest.raises(InputError) as caught:
+        run_rl_phase(tmp_path, t4, model="deepseek-v3", method="lora")
+    assert "No rollout engine of up to 64 t4 GPUs" in caught.value.hint
     assert "more memory" in caught.value.hint and "fp8" not in caught.value.hint
 
 

@@ -798,7 +798,9 @@ def generation(
              "or autoawq-0.2.9 (4-bit AWQ, WQLinear_GEMM with awq_ext; give 0.5-0.625). "
              "Default: none, the 8/4-bit weights take their bytes' time alone.")] = None,
     tensor_parallel: Annotated[int, typer.Option(
-        help="GPUs one replica is split over: 1, 2, 4 or 8.")] = GENERATION.tensor_parallel,
+        help="GPUs one replica is split over: 1, 2, 4, 8, 16, 32 or 64 (beyond 8 the "
+             "all-reduces cross nodes of 8 at 25 GB/s a GPU, through NCCL).")
+    ] = GENERATION.tensor_parallel,
     device_map_gpus: Annotated[int, typer.Option(
         help="hf-generate only: GPUs the model is split over by device_map=\"auto\" (its "
              "layers in sequence, one GPU busy at a time; GPU hours count them all). Not "

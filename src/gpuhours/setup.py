@@ -1602,7 +1602,13 @@ class Generation(_ReadsModel):
     cache_max_entry_count: float | None = Field(default=None, gt=0, le=10_000_000)
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
-    tensor_parallel: Literal[1, 2, 4, 8] = 1
+    tensor_parallel: Literal[1, 2, 4, 8, 16, 32, 64] = 1
+    #: GPUs one NVLink domain joins (a DGX/HGX node's 8; 72 in a GB200 NVL72 rack): a
+    #: tensor-parallel group wider than it all-reduces over the network between nodes, and a
+    #: group wider than 8 through NCCL (estimate/tp_allreduce.py)
+    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    #: network bandwidth between nodes per GPU, GB/s, one direction (as Hardware's)
+    inter_node_gb_per_s_one_way: float = Field(default=25.0, gt=0, allow_inf_nan=False)
     #: GPUs transformers' generate (hf-generate only) splits the model over by
     #: `device_map="auto"`: its layers in sequence, one GPU busy at a time, accelerate's hooks
     #: moving the activations (estimate/device_map.py); 1 = one GPU. Not with tensor_parallel
@@ -1623,6 +1629,12 @@ class Generation(_ReadsModel):
     #: and length), off = none (vLLM enforce_eager=True, SGLang --disable-cuda-graph).
     #: hf-generate always runs eagerly: `on` is refused for it
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
+    #: vLLM V1's async scheduling (its default from vLLM 0.14.0: the release notes' "Async
+    #: scheduling is now enabled by default", vllm#27614; off before, unless asked for): the
+    #: engine's host work for the next step (scheduler, input preparation, sampling's trip
+    #: back) runs while the GPU runs this one, so a step takes the longer of the two
+    #: (assumptions.DECODE_HOST_STEP_S, else serial with the GPU). vLLM (V1) only
+    async_scheduling: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -1669,6 +1681,10 @@ class Generation(_ReadsModel):
             raise FieldError(("cache_max_entry_count", "engine"), "cache_max_entry_count is "
                              f"TurboMind's (LMDeploy) KV-cache size, not {self.engine}'s.",
                              "Leave it out, or use engine lmdeploy.")
+        if self.async_scheduling and self.engine != "vllm":
+            raise FieldError(("async_scheduling", "engine"), f"async scheduling is vLLM V1's "
+                             f"(0.11 or later); {self.engine} is not modelled with it.",
+                             "Use engine vllm, or leave async_scheduling off.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

@@ -329,7 +329,8 @@ _NEMO_MEGATRON = {"method": "full", "checkpointing": True, "zero_stage": 1,
 
 def nemo_prompt_tokens(row: int) -> int:
     """Mean prompt tokens a sequence of a NeMo-RL performance-summary row: the page's
-    Tokens/sec/GPU x Total Step time x GPUs / (64 x 32 sequences) is the step's tokens a
+    Tokens/sec/GPU x Total Step time x GPUs / the step's sequences (prompts x generations: 64 x
+    32 on the 8B and 32B rows, 32 x 16 DeepSeek-V3, 16 x 32 Qwen3-235B) is the step's tokens a
     sequence, less its 'G-Average Seq len' (the mean response). Both are the page's own
     figures ("Tokens/sec/GPU = Total Tokens Processed / (Time for Stage x Number of GPUs)",
     docs/about/performance-summary.md @108bffda; means of 5 steps, which the page says makes
@@ -338,7 +339,8 @@ def nemo_prompt_tokens(row: int) -> int:
     examples/prompts/cot.txt), Llama-3.1's chat template adding its default system header."""
     r = rows()[row]
     tokens_per_gpu_s = float(r["other_times"].split()[1].replace(",", ""))
-    per_sequence = tokens_per_gpu_s * float(r["step_time_s"]) * int(r["n_gpus"]) / (64 * 32)
+    sequences = int(r["prompts_per_step"]) * int(r["generations_per_prompt"])
+    per_sequence = tokens_per_gpu_s * float(r["step_time_s"]) * int(r["n_gpus"]) / sequences
     return round(per_sequence - float(r["response_tokens_mean"]))
 
 
@@ -943,6 +945,308 @@ def _verl_qwen35(row: int) -> Case:
         "each sequence costed at its own tokens, a lower end")
 
 
+# NeMo-RL's large-MoE rows and its v0.6 table (CSV lines 43-74, 0-based rows 41-72; issue 13,
+# 2026-11-25), held out: no figure was set from them. Each as the recipe the page names sets
+# it, read at 108bffda (v0.5 rows) or v0.6.0 (v0.6 rows), over grpo_math_1B.yaml of the same
+# commit:
+# - DeepSeek-V3 (grpo-deepseek-v3-32n8g.yaml and children): 32 prompts x 16, 1,536-token
+#   sequences, Megatron TP1 PP16 EP16 (GB200 PP8; 64n8g/64n4g on-policy EP32), full recompute,
+#   packing 1,536 a micro-batch (logprob 1 x 1,536; 2 x in the async-1off recipes), vLLM
+#   TP32 (the async and GB200 async recipes TP16), colocated at grpo_math_1B's 0.6 (v0.6
+#   GB200 32n4g: 0.3), dedicated at 0.8; the fp8 recipe: Megatron fp8 blockwise, router fp32,
+#   vLLM fp8 TP16 with max_num_seqs 32;
+# - Qwen3-235B-A22B (grpo-qwen3-235b-16n8g.yaml and children): 16 prompts x 32, 8,192-token
+#   sequences, TP2 (sequence parallel) CP2 PP8 EP16 (GB200 PP4), async TP4 CP1, full
+#   recompute, packing 8,192 a micro-batch over the CP group, vLLM TP16 (GB200 and async TP8);
+#   v0.6 GB200 16n4g at 0.4, 32n4g at 0.6;
+# - DAPO (dapo-deepseek-v3-64n8g.yaml): TP8 CP4 EP32 PP8, packing 1,536, vLLM TP64 eager
+#   (enforce_eager true), synchronous engine; read as 32 prompts x 16 (the table's G-GBS 512,
+#   which its tokens/s agree with; the recipe's 256 x 16 with dynamic sampling would not);
+# - Qwen3-30B-A3B: as row 5 (CSV line 7) with each recipe's layout;
+# - MoE routing: v0.5's grpo_math_1B.yaml allgather dispatcher with an fp64 frozen router; the
+#   DeepSeek and 235B recipes fuse the permute (moe_permute_fusion true), which moe_dispatch
+#   cannot say: allgather-unfused (its allgather traffic and fp64 combine; the unfused permute's
+#   operators and bytes an upper end). v0.6's default is the all-to-all dispatcher
+#   (moe_token_dispatcher_type alltoall, grpo_math_1B.yaml @v0.6.0): fused (the 30B recipes'
+#   unfused permute not counted, a lower end);
+# - every PP > 1 row pads its packed micro-batches to the batch's longest (megatron/common.py),
+#   each taken at its whole budget, an upper end; where the v0.5 GB200 DeepSeek recipes turn
+#   packing off, the unpacked one-sequence micro-batches under PP are padded to the batch's
+#   longest too: the same cost;
+# - rollout engines wider than a node (vLLM TP16-64 on 8-GPU DGX nodes) all-reduce through NCCL
+#   over the network (estimate/tp_allreduce.py); on GB200 the NVL72 rack is one NVLink domain.
+# What they gave (issue 13, 2026-11-25), every row held out, nothing set from them: 20 of the
+# 31 expressed rows within 25%, 2 off by more than 2x, median measured / predicted 1.17. No
+# version of the page splits a step, so each miss below is read from the estimate's parts and
+# the rows' pairs (colocated against dedicated, one GPU type against the other):
+# - four mechanisms were added to express them: rollout engines wider than a node (vLLM
+#   tensor_parallel_size 16-64; estimate/tp_allreduce.py: NCCL's modelled all-reduce latency,
+#   the network's bytes); NeMo-RL's k-step-off stream (rollout_steps_in_flight: the engines
+#   hold up to k steps' shares; the 8-step-off row +126% -> -11%); context parallelism's
+#   padding of each sequence to 2 x cp (the DAPO and 235B CP rows were refused); vLLM's async
+#   scheduling (rollout_async_scheduling: the engine's host step beside the GPU's, vLLM 0.14+'s
+#   default), on v0.6's TP-1 engines only (the GB200 30B-A3B colocated row -37% -> -49%: its
+#   3,997 decode steps lose the Grace host's 6.3 ms each; the one-step-off twin is update-led);
+# - the systems' network: DGX-H100 at the catalog's dgx-h100 50 GB/s a GPU, GB200 at the DGX
+#   B200's (assumed, as validation/blackwell.py), where every row had taken 25 GB/s. It moved
+#   the old NeMo H100 rows by 1-2 points (CSV lines 2, 5, 6, 7: -22/-20/-11/-23% ->
+#   -23/-21/-13/-24%; their weight syncs and PP/DP traffic), none across the 25% line;
+# - DeepSeek-V3 on 256-512 GPUs is rollouts and refit in the estimate: vLLM TP32 engines
+#   decode 1,424 steps of ~42 ms (each GPU reads ~36 GB of touched experts a step at the width
+#   term's 0.25 of bandwidth, hidden 7,168 / 32 = 224, below the TP <= 8 widths it was fitted
+#   on; 122 cross-node all-reduces of ~35 us a step) and the refit hands the whole 1.34 TB of
+#   bf16 weights to every engine GPU (NeMo-RL's broadcast of each exported HF tensor, or every
+#   rank's export under IPC: megatron_policy_worker.py broadcast_weights_for_collective,
+#   stream_weights_via_ipc_zmq @108bffda) at 50 GB/s: ~36 s. The update is 3-11 s (512
+#   sequences of ~850 tokens on 128-512 GPUs), the log-prob passes ~1 s. The BF16 one-step-off
+#   rows read +48% (H100, lines 44 and 58) and +27/+21% (GB200) where the colocated rows of the
+#   same engines read -19 to -30%: the dedicated rows say the TP32 rollouts (or the refit) are
+#   costed too long, the colocated rows that something they alone do is missing (the
+#   colocated worker's weights to pinned host memory and back, its optimizer .to("cpu") each
+#   step: megatron_policy_worker.py offload_after_refit / move_optimizer, not costed, as noted
+#   for the GB200 32B rows). The FP8 one-step-off rows (TP16, fp8, max_num_seqs 32) read 0% and
+#   +14%;
+# - Qwen3-235B: the colocated rows within -15..+17% but the v0.6 GB200 128-GPU one (-32%, its
+#   refit across the two 72-GPU domains); the H100 one-step-off rows +66% (v0.5) and +41% (v0.6),
+#   rollout-led at TP8 (16 engines of 32 sequences, 7,941 decode steps of 41 ms: 52 GB of
+#   experts read a step at the width term's 0.40 of bandwidth) where the whole measured step is
+#   203 / 231 s: the narrow-TP MoE decode again; on GB200 the same engines read -15/-18%;
+# - DAPO (line 45) -74%: read as 512 sequences (the table), its recipe's dynamic sampling
+#   (up to 10 generation batches of 768 prompts x 16 a step, filtered to prompts whose rewards
+#   differ) not modelled: a lower end, and a row whose table and recipe disagree;
+# - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -49% and the GB200 one-step-off on 8
+#   + 8 GPUs -62% (measured 301 s, slower than the colocated run on the same 16 GPUs, 221 s).
+#   v0.6 runs the all-to-all dispatcher with the unfused permute and the fp64 router
+#   (grpo_math_1B.yaml @v0.6.0), costed as moe_dispatch fused, which counts neither's host
+#   operators (a dense layer's): a lower end that the Grace host (2.75x an operator) makes
+#   larger; an alltoall-unfused count from Megatron-Core's MoEAlltoAllTokenDispatcher was not
+#   made here. The cross-version pair on H100 (v0.5 -> v0.6 measured 198 -> 192 s colocated,
+#   154 -> 152 s one-step-off) reads -24% -> -32% and -19% -> -18%.
+_V05_MOE = ("; MoE routing as grpo_math_1B.yaml @108bffda sets it (allgather dispatcher, fp64 "
+            "frozen router) with the recipe's fused permute (moe_permute_fusion true) taken as "
+            "allgather-unfused: the unfused permute's operators and bytes an upper end")
+_V06_MOE = ("; MoE routing by grpo_math_1B.yaml @v0.6.0's all-to-all dispatcher "
+            "(moe_token_dispatcher_type alltoall) as moe_dispatch fused")
+
+
+def _nemo_cap_prompt(row: int, cap: int) -> dict[str, int]:
+    """A NeMo row's prompt (`nemo_prompt_tokens`) and longest response (the cap - prompt)."""
+    prompt = nemo_prompt_tokens(row)
+    return {"prompt_tokens": prompt, "max_response_tokens": cap - prompt}
+
+
+def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
+                gen_tp: int, share: float, rollout_gpus: int | None = None,
+                pack: tuple[int, int] | None = None, extra_phase: dict[str, Any] | None = None,
+                assumed: str = "") -> Case:
+    """One row of NeMo-RL's large-MoE or v0.6 tables: `train` the Megatron layout (gpus = the
+    training GPUs), `pack` the (update, log-prob) tokens a packed micro-batch holds on each GPU
+    of a CP group (None: one sequence a micro-batch), `rollout_gpus` the dedicated engines'
+    GPUs of a one-step-off row (None: colocated)."""
+    r = rows()[row]
+    prompts, generations = int(r["prompts_per_step"]), int(r["generations_per_prompt"])
+    phase: dict[str, Any] = {
+        "prompts_per_step": prompts, "generations_per_prompt": generations,
+        "reference_model": True, "reward": {"kind": "rule"},
+        "response_tokens": round(float(r["response_tokens_mean"])),
+        "rollout_tensor_parallel": gen_tp, **_nemo_cap_prompt(row, cap)}
+    if rollout_gpus is None:
+        phase["rollout_memory_utilisation"] = share
+    else:
+        phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
+                      "async_rollout": True, "rollout_gpus": rollout_gpus})
+    settings: dict[str, Any] = {**_NEMO_MEGATRON_PACKED, "model": model, **train,
+                                "gpus": train["gpus"] + (rollout_gpus or 0)}
+    if pack is not None:
+        phase.update({"update_tokens_per_gpu": pack[0], "scoring_tokens_per_gpu": pack[1]})
+        if train.get("pp", 1) > 1:
+            phase["pad_packed_to_longest"] = True
+    else:
+        dp = train["gpus"] // (train.get("tp", 1) * train.get("pp", 1) * train.get("cp", 1))
+        settings.update({"micro_batch": 1, "grad_accum": 512 // dp})
+    # vLLM 0.17.1 (v0.6's pin) turns async scheduling on by default where its executor
+    # supports it: the uni-process executor NeMo-RL's TP-1 engines run (vllm_worker.py @v0.6.0:
+    # distributed_executor_backend None, VLLM_ENABLE_V1_MULTIPROCESSING=0); its TP > 1 engines
+    # run Ray's executor, which vLLM's config listed as unsupported ("async scheduling only
+    # supports mp, uni, or external_launcher"); whether 0.17.1's does was not read: not applied
+    v06 = r["framework"].startswith("NeMo-RL v0.6")
+    async_scheduled = v06 and gen_tp == 1
+    if async_scheduled:
+        phase["rollout_async_scheduling"] = True
+    phase.update(extra_phase or {})
+    layout = ", ".join(f"{k.upper()}{train[k]}" for k in ("tp", "cp", "pp", "ep") if k in train)
+    where = (f"{rollout_gpus} dedicated rollout GPUs at {share:g} beside {train['gpus']} "
+             f"training GPUs" if rollout_gpus else f"colocated at {share:g}")
+    text = (_nemo_assumed(row, settings.get("checkpointing", True)).replace(
+                "longest = 4096 - prompt", f"longest = {cap:,} - prompt").replace(
+                f"{4096 - nemo_prompt_tokens(row):,}", f"{cap - nemo_prompt_tokens(row):,}")
+            + f"; Megatron {layout or 'TP1 PP1'} as the recipe sets them; vLLM TP{gen_tp} "
+            f"{where}" + ("" if pack is None else
+                          f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
+                          f"passes {pack[1]:,}") + assumed
+            + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
+               "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
+               "engines' uni-process executor: the engine's host step beside the GPU's"
+               if async_scheduled else
+               "; vLLM 0.17.1 (pyproject.toml @v0.6.0) on Ray's executor (TP > 1), async "
+               "scheduling taken as off (vLLM's config supported it on mp, uni and "
+               "external_launcher only; 0.17.1's not read): the host step serial" if v06 else
+               "; vLLM 0.11.2 (pyproject.toml @108bffda), no async scheduling: the engine's "
+               "host step serial with the GPU"))
+    return Case(row, gpu, phase, settings, text)
+
+
+_DSV3 = {"model": "deepseek-v3"}
+_Q235 = {"model": "qwen3-235b-a22b"}
+_DS_PACK = (1536, 1536)
+_DS_PACK_ASYNC = (1536, 2 * 1536)
+# CP 2: the 8,192-token micro-batch over the CP group's two GPUs
+_Q235_PACK_CP2 = (4096, 4096)
+_Q235_PACK = (8192, 8192)
+_EAGER_ROLLOUTS = {"rollout_cuda_graphs": "off"}
+_DS_FP8_TRAIN = {"precision": "fp8-mixed"}
+_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32}
+_DS_FP8_ASSUMED = ("; Megatron fp8 (e4m3 blockwise, fp8_param false) and vLLM fp8 (W8A8, "
+                   "deep_gemm; max_num_seqs 32) as the recipe sets them; its fp32 router "
+                   "costed as the fp64 one")
+_DS_EP_TABLE = ("; the recipe's EP32 (the table's Training column says 16)")
+_DAPO_ASSUMED = ("; DAPO read as 32 prompts x 16 (the table's G-GBS 512; the recipe's 256 x 16 "
+                 "with batch_multiplier 3 and dynamic sampling, whose extra generation "
+                 "batches the phase does not model, would make its tokens/s/GPU 140 a "
+                 "sequence, below the mean response); reference pass kept (the recipe sets "
+                 "no skip_reference_policy_logprobs_calculation); vLLM TP64 eager "
+                 "(enforce_eager true)")
+_Q30_ASYNC_PACK = ("; packed micro-batches of 4,096 tokens, log-prob passes 16,384, padded to "
+                   "the longest under PP2")
+# v0.6's GB200 30B-A3B recipes (grpo-qwen3-30ba3b-4n4g.yaml @v0.6.0) set logprob_batch_size 2
+_Q30_GB200_LOGPROB = {"scoring_tokens_per_gpu": 2 * 4096}
+_Q30_GB200_LOGPROB_ASSUMED = "; log-prob passes of 2 x 4,096 tokens (logprob_batch_size 2)"
+_STREAMED_8OFF = {"partial_rollout": True, "rollout_steps_in_flight": 8}
+_STREAMED_8OFF_ASSUMED = (
+    "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
+    "in flight (_calculate_target_weights: the next 8 weight versions, each a step's 64 "
+    "prompt groups), so the engines stay full and no step waits for its longest response: "
+    "streamed rollouts (partial_rollout) with rollout_steps_in_flight 8, each engine's running "
+    "batch up to 8 steps' shares as its KV cache and max_num_seqs (the phase's 256) allow "
+    "(nemo_rl/algorithms/async_utils.py @v0.6.0)")
+
+_NEMO_LARGE_CASES = [
+    # v0.5, H100 BF16
+    _nemo_large(41, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                assumed=_V05_MOE),
+    _nemo_large(42, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.8, rollout_gpus=256,
+                pack=_DS_PACK_ASYNC, assumed=_V05_MOE),
+    _nemo_large(43, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 512, "tp": 8, "cp": 4, "pp": 8, "ep": 32}, 64, 0.6,
+                pack=(1536 // 4, 1536 // 4), extra_phase=_EAGER_ROLLOUTS,
+                assumed=_V05_MOE + _DAPO_ASSUMED),
+    _nemo_large(44, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16}, 16, 0.6,
+                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+    _nemo_large(45, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16}, 8, 0.8, rollout_gpus=128,
+                pack=_Q235_PACK, assumed=_V05_MOE),
+    _nemo_large(46, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 2, 0.8, rollout_gpus=16,
+                pack=(4096, 4 * 4096), assumed=_Q30_ASYNC_PACK),
+    # v0.5, H100 FP8
+    _nemo_large(47, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, **_DS_FP8_TRAIN}, 16, 0.8,
+                rollout_gpus=256, pack=_DS_PACK_ASYNC, extra_phase=_DS_FP8_ROLLOUT,
+                assumed=_V05_MOE + _DS_FP8_ASSUMED),
+    # v0.5, GB200 BF16
+    _nemo_large(48, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
+                "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
+    _nemo_large(49, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 16, 0.8, rollout_gpus=128,
+                pack=_DS_PACK_ASYNC,
+                assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
+                "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
+    _nemo_large(50, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16}, 8, 0.6,
+                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+    _nemo_large(51, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16}, 8, 0.8, rollout_gpus=64,
+                pack=_Q235_PACK, assumed=_V05_MOE),
+    _nemo_large(52, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 1, 0.6,
+                assumed="; MoE routing as grpo_math_1B.yaml sets it (allgather-unfused)"),
+    _nemo_large(53, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False,
+                 "moe_dispatch": "allgather-unfused"}, 1, 0.8, rollout_gpus=16,
+                assumed="; MoE routing as grpo_math_1B.yaml sets it (allgather-unfused)"),
+    # v0.6, H100 BF16
+    _nemo_large(54, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.6,
+                pack=_DS_PACK, assumed=_V06_MOE),
+    _nemo_large(55, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 512, "pp": 16, "ep": 32, "moe_dispatch": "fused"}, 32, 0.6,
+                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+    _nemo_large(56, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.8,
+                rollout_gpus=256, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
+    _nemo_large(57, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(58, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 256, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(59, "h100-sxm", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16, "moe_dispatch": "fused"},
+                8, 0.8, rollout_gpus=128, pack=_Q235_PACK, assumed=_V06_MOE),
+    _nemo_large(60, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 32, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.6,
+                assumed=_V06_MOE),
+    _nemo_large(61, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"},
+                2, 0.8, rollout_gpus=16, pack=(4096, 4 * 4096),
+                assumed=_V06_MOE + _Q30_ASYNC_PACK),
+    _nemo_large(62, "h100-sxm", "qwen3-30b-a3b", 4096,
+                {"gpus": 128, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.8,
+                rollout_gpus=64, extra_phase=_STREAMED_8OFF,
+                assumed=_V06_MOE + _STREAMED_8OFF_ASSUMED),
+    # v0.6, H100 FP8
+    _nemo_large(64, "h100-sxm", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused",
+                 **_DS_FP8_TRAIN}, 16, 0.8, rollout_gpus=256, pack=_DS_PACK_ASYNC,
+                extra_phase=_DS_FP8_ROLLOUT, assumed=_V06_MOE + _DS_FP8_ASSUMED),
+    # v0.6, GB200 BF16
+    _nemo_large(65, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 32, 0.3,
+                pack=_DS_PACK, assumed=_V06_MOE),
+    _nemo_large(66, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 256, "pp": 8, "ep": 32, "moe_dispatch": "fused"}, 32, 0.3,
+                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+    _nemo_large(67, "gb200", "deepseek-v3", 1536,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 16, 0.8,
+                rollout_gpus=128, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
+    _nemo_large(68, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
+                 "moe_dispatch": "fused"}, 8, 0.4, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(69, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
+                 "moe_dispatch": "fused"}, 8, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+    _nemo_large(70, "gb200", "qwen3-235b-a22b", 8192,
+                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16, "moe_dispatch": "fused"},
+                8, 0.8, rollout_gpus=64, pack=_Q235_PACK, assumed=_V06_MOE),
+    _nemo_large(71, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 16, "ep": 16, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.6,
+                extra_phase=_Q30_GB200_LOGPROB, assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED),
+    _nemo_large(72, "gb200", "qwen3-30b-a3b", 4096,
+                {"gpus": 8, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.8,
+                rollout_gpus=8, extra_phase=_Q30_GB200_LOGPROB,
+                assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED + "; the recipe's 8 + 8 GPUs and EP8 "
+                "(grpo-qwen3-30ba3b-4n4g-async-1off.yaml @v0.6.0; the table's Training column "
+                "says EP16, which 8 training GPUs cannot hold)"),
+]
+
+
 CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
@@ -1144,6 +1448,7 @@ CASES = [
          "the table's row "
          "not stating them; the table's training micro-batch 4, accumulation 8 "
          "(train_batch_size 128 over the actor's 4 GPUs)"),
+    *_NEMO_LARGE_CASES,
 ]
 
 # Rows left out, each with why: what the source does not state, or what the rl phase cannot
@@ -1160,6 +1465,11 @@ NOT_EXPRESSED: dict[int, str] = {
     37: "DeepSpeed-Chat's Hybrid Engine (inference kernels inside the training engine) and "
         "the prompt and response lengths are not stated",
     38: "an unnamed 13B model; prompts per step, completion length, KL and reward not stated",
+    63: "Nemotron-3-Nano-30B-A3B (a hybrid of Mamba-2, attention and MoE layers) is not in the "
+        "catalog, and the row is multi-turn SWE-agent RL at a 131,072-token cap whose "
+        "environment (sandboxed repositories, tool calls, test runs) and turns a sample are "
+        "not stated; the page names no recipe for it at v0.6.0 (its dataset link points to the "
+        "super-v3 branch's docs/guides/nemotron-3-super.md)",
 }
 
 
@@ -1175,6 +1485,22 @@ def timer_leaves_out_scoring(framework: str) -> bool:
     approximation, we did not include, e.g., rw forward time", DeepSpeedExamples step3 main.py;
     the benchmark's End-to-End latency = its Generation + Training columns)."""
     return framework.startswith("DeepSpeed-Chat")
+
+
+#: the network between nodes of a system a row names (its CSV gpu column), by catalog node:
+#: NeMo-RL's pages say "System: DGX-H100" (the catalog's dgx-h100: 8 ConnectX-7 400 Gb/s, 50
+#: GB/s a GPU) and "GB200-NVL72" (between racks InfiniBand, its rate per GPU not read: the DGX
+#: B200's 400 Gb/s, as validation/blackwell.py assumes for Megatron-Bridge's GB200 rows).
+#: Rows that name no system keep the plan's default (25 GB/s a GPU)
+_SYSTEM_NODES = {"H100 (DGX-H100)": "dgx-h100", "GB200 (GB200-NVL72)": "dgx-b200"}
+
+
+def system_network_gb_per_s(gpu_column: str) -> float | None:
+    """GB/s per GPU, one way, between the nodes of the system a row names; None: not named."""
+    from gpuhours import catalog
+
+    name = _SYSTEM_NODES.get(gpu_column)
+    return None if name is None else catalog.node(name).inter_node_gb_per_s_one_way
 
 
 def predict(case: Case) -> tuple[float | None, str]:
@@ -1200,6 +1526,9 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
     hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
                 "nodes": max(1, -(-case.settings["gpus"] // per_node))}
+    network = system_network_gb_per_s(rows()[case.row]["gpu"])
+    if network is not None:
+        hardware["inter_node_gb_per_s_one_way"] = network
     plan = {"project": f"rl-row-{case.row}", "hardware": hardware,
             "phases": [{"name": "rl", "kind": "rl", "steps": 1, **case.settings, **case.phase}]}
     with tempfile.TemporaryDirectory() as tmp:

@@ -90,6 +90,7 @@ from gpuhours.estimate.timing import (
     link_bandwidth_bytes_per_s,
     peak_flops,
 )
+from gpuhours.estimate.tp_allreduce import tp_allreduce_latency_s
 from gpuhours.estimate.track_record import for_engine as track_record_for_engine
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
@@ -401,8 +402,9 @@ class GenerationEstimate:
                             "are split over, in sequence"),
             "allreduce_s_per_decode_step": formula(
                 self.allreduce_s_per_decode_step, "s",
-                "2 x layers x (tp_allreduce_latency_s + 2(tp-1)/tp x running x d x 2 bytes / "
-                "link bandwidth); 0 without tensor parallelism"),
+                "2 x layers x (all-reduce latency: tp_allreduce_latency_s within a node of up "
+                "to 8, NCCL's model beyond (estimate/tp_allreduce.py) + 2(tp-1)/tp x running "
+                "x d x 2 bytes / link bandwidth); 0 without tensor parallelism"),
             "host_step_s": assumed(self.host_step_s, "s per engine step",
                                    f"assumptions.DECODE_HOST_STEP_S[{eng}]" + (
                                        f" x {self.host_cpu_ratio:g} for {self.gpu_name}'s "
@@ -662,6 +664,8 @@ class _Step:
     kv_bytes_per_token: float
     tensor_parallel: int
     link_bytes_per_s: float
+    #: one all-reduce's latency in the group (estimate/tp_allreduce.py), s
+    allreduce_latency_s: float = A.TP_ALLREDUCE_LATENCY_S.value
     #: a measured host relative to the engine's assumed one (calibration; 1 = assumed)
     host_scale: float = 1.0
     #: SSM state per sequence and GPU: read and written back by every decode step
@@ -704,6 +708,8 @@ class _Step:
     hooks_s: float = 0.0
     #: the library whose quantised linears hf-generate runs (estimate/hf_quant.py; None: none)
     hf_quant_linear: str | None = None
+    #: vLLM's async scheduling (Generation.async_scheduling): host step beside the GPU's
+    async_scheduling: bool = False
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -723,12 +729,13 @@ class _Step:
 
     def allreduce_s(self, tokens: float) -> float:
         """Two all-reduces per layer of tokens x d activations (bf16) in a tensor-parallel
-        group (Megatron-LM, Shoeybi et al. 2019): latency + ring traffic 2(tp-1)/tp x bytes."""
+        group (Megatron-LM, Shoeybi et al. 2019): latency (vLLM's custom all-reduce within a node
+        of up to 8, NCCL's beyond: estimate/tp_allreduce.py) + ring traffic 2(tp-1)/tp x bytes."""
         tp = self.tensor_parallel
         if tp == 1:
             return 0.0
         message = tokens * self.arch.hidden_size * 2.0
-        one = A.TP_ALLREDUCE_LATENCY_S.value + 2 * (tp - 1) / tp * message / self.link_bytes_per_s
+        one = self.allreduce_latency_s + 2 * (tp - 1) / tp * message / self.link_bytes_per_s
         return 2 * self.arch.num_layers * one
 
     def weights_s(self, tokens: float) -> tuple[float, bool]:
@@ -811,6 +818,10 @@ class _Step:
         experts = self.expert_loop_s(tokens)
         if experts > max(device, self.host_s):
             bound = "host (Python loop over experts)"
+        if self.async_scheduling:
+            # vLLM's async scheduling: the engine's host work for the next step runs while the
+            # GPU runs this one, so a step takes the longer of the two
+            return max(self.host_s, device) + experts, bound
         return self.host_s + device + experts, bound
 
     def fp8_linear_seconds(self, tokens: float, kv_bytes: float, flops: float,
@@ -1105,8 +1116,8 @@ def host_cpu_ratio(gpu: GpuSpec) -> float:
     work is the same kind as a training step's operator issue: Python and PyTorch's dispatch
     on one core (vLLM V1's scheduler, input preparation, sampler launches and the sampled
     tokens' trip back, serial with the GPU unless async scheduling is on: off by default
-    before vLLM 0.14.0, vllm#27614), so it takes the same ratio: an assumption, no engine step
-    timed on a Grace host."""
+    before vLLM 0.14.0, vllm#27614; Generation.async_scheduling), so it takes the same ratio:
+    an assumption, no engine step timed on a Grace host."""
     return gpu.host_op_time_ratio or 1.0
 
 
@@ -1135,7 +1146,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     tp = g.tensor_parallel
     kv_token = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp)
     state = state_bytes_per_sequence_per_gpu(arch, g.kv_bytes_per_element, tp)
-    link, _ = link_bandwidth_bytes_per_s(Hardware(gpu=gpu, num_gpus=tp))
+    link, _ = link_bandwidth_bytes_per_s(Hardware(
+        gpu=gpu, num_gpus=tp, gpus_per_node=g.gpus_per_node,
+        inter_node_gb_per_s_one_way=g.inter_node_gb_per_s_one_way))
     if _runs_fp8_linear(g):
         hf_fp8.check_covered(arch, hf_release(g.hf_transformers_version), tp,
                              g.weight_bytes_per_param)
@@ -1149,6 +1162,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                   weights_read_bytes=weight_bytes_read_per_step(
                       arch, g.weight_bytes_per_param, g.released_format) / tp,
                   kv_bytes_per_token=kv_token, tensor_parallel=tp, link_bytes_per_s=link,
+                  allreduce_latency_s=tp_allreduce_latency_s(tp, g.gpus_per_node),
                   host_scale=host_scale * host_cpu_ratio(gpu), state_bytes_per_sequence=state,
                   routed_bytes=routed_expert_params(arch) * g.weight_bytes_per_param / tp,
                   weight_only_quantised=_weight_only_quantised(g),
@@ -1174,7 +1188,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                             lmdeploy.kv_reads_per_decode_step(arch, g.kv_bytes_per_element)
                             if g.engine == lmdeploy.ENGINE else 1.0),
                   hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0,
-                  hf_quant_linear=g.hf_quant_linear)
+                  hf_quant_linear=g.hf_quant_linear, async_scheduling=g.async_scheduling)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,

@@ -633,6 +633,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
+    if cp > 1:
+        # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
+        # frameworks pad each to a multiple of 2 x cp (NeMo-RL's CP recipes:
+        # make_sequence_length_divisible_by = tp x 2 x cp, dapo-deepseek-v3-64n8g.yaml
+        # @v0.6.0; verl pads to the CP group's alignment likewise): the mean and the longest
+        # sequence taken so padded
+        seq, seq_max = (2 * cp * math.ceil(n / (2 * cp)) for n in (seq, seq_max))
     # (the actor's own GPUs when it has them: plan/rl_train.py)
     ranks = max(1, (phase.actor_gpus or train_gpus)
                 // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
@@ -718,7 +725,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                            hf_transformers_version=phase.rollout_transformers_version,
                            cuda_graphs=phase.rollout_cuda_graphs,
                            max_num_seqs=phase.rollout_max_num_seqs,
-                           tensor_parallel=tp, weight_bytes_per_param=(
+                           async_scheduling=phase.rollout_async_scheduling,
+                           tensor_parallel=tp, gpus_per_node=hw.gpus_per_node,
+                           inter_node_gb_per_s_one_way=hw.inter_node_gb_per_s_one_way,
+                           weight_bytes_per_param=(
                                1.0 if phase.rollout_precision == "fp8" else 2.0),
                            # W8A8: fp8 GEMMs, not 8-bit weights dequantised into bf16 GEMMs
                            matmul_precision=("fp8" if phase.rollout_precision == "fp8"
@@ -727,6 +737,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         field = ("rollout_transformers_version" if isinstance(err, FieldError)
                  and "hf_transformers_version" in err.fields else "rollout_cuda_graphs"
                  if isinstance(err, FieldError) and "cuda_graphs" in err.fields
+                 else "rollout_async_scheduling"
+                 if isinstance(err, FieldError) and "async_scheduling" in err.fields
                  else "rollout_tensor_parallel")
         raise InputError(_field_where(ctx, phase, field), err.message, err.hint
                          ) from None
@@ -757,7 +769,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # fp8 W8A8 rollouts: the engine's GEMMs at the fp8 rate (scoring stays the trainer's)
     gen_matmul = "fp8-mixed" if phase.rollout_precision == "fp8" else matmul
     try:
-        work = estimate_generation(probe.model_copy(update={"batch": min(cap, per_gpu)}),
+        # a stream that may run several steps' rollouts at once (rollout_steps_in_flight:
+        # NeMo-RL's max_trajectory_age_steps) fills its engines with all of them
+        in_flight = per_gpu * (phase.rollout_steps_in_flight if streamed else 1)
+        work = estimate_generation(probe.model_copy(update={"batch": min(cap, in_flight)}),
                                    ctx.gpu, gen_matmul)
     except InputError as err:
         raise InputError(_field_where(ctx, phase, "rollout_precision"), err.message

@@ -515,8 +515,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "wait (`actor`: OpenRLHF Ray without vLLM, each actor rank generating with HF generate)")
     rollout_gpus: PositiveInt | None = Field(
         default=None, description="GPUs of the phase that run the engine (dedicated placement)")
-    rollout_tensor_parallel: Literal[1, 2, 4, 8] = Field(
-        default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size)")
+    rollout_tensor_parallel: Literal[1, 2, 4, 8, 16, 32, 64] = Field(
+        default=1, description="GPUs of one rollout engine (vLLM tensor_parallel_size); an "
+        "engine wider than a node all-reduces over the network between nodes")
     rollout_batch: PositiveInt | None = Field(
         default=None, description="sequences one engine is given at a time (OpenRLHF 0.2's "
         "micro_rollout_batch_size per generate call, DeepSpeed-Chat's per-device generation "
@@ -534,6 +535,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default="auto", description="whether the engine's decode steps replay CUDA graphs: "
         "auto (its capture limits by batch and length), on, or off (vLLM enforce_eager=True, "
         "SGLang --disable-cuda-graph: every kernel launched by the host)")
+    rollout_async_scheduling: bool = Field(
+        default=False, description="vLLM's async scheduling (its default from vLLM 0.14.0, "
+        "vllm#27614): the engine's host work for the next decode step beside the GPU's "
+        "current one; off = serial, as vLLM 0.11-0.13 run by default; engine vllm only")
     rollout_precision: Literal["bf16", "fp8"] = Field(
         default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
         "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
@@ -549,6 +554,13 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    rollout_steps_in_flight: PositiveInt = Field(
+        default=1, description="steps whose rollouts the engines may run at once in a stream "
+        "(NeMo-RL's async_grpo max_trajectory_age_steps with in-flight weight updates: its "
+        "collector generates for the next that many weight versions, "
+        "nemo_rl/algorithms/async_utils.py _calculate_target_weights): the engines' running "
+        "batch is up to that many steps' shares, as the KV cache and max_num_seqs allow; "
+        "needs partial_rollout")
     updates_per_sync: PositiveInt = Field(
         default=1, description="local updates the trainer makes per weight sync, each on its "
         "share of the step's prompts as soon as the engines have finished them (verl "
@@ -729,6 +741,10 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if self.critic_training is not None and not self.critic:
             raise ValueError("critic_training sets PPO's critic's training: it needs "
                              "`critic: true`")
+        if self.rollout_steps_in_flight > 1 and not self.partial_rollout:
+            raise ValueError(f"rollout_steps_in_flight ({self.rollout_steps_in_flight}) runs "
+                             "several steps' rollouts in one stream: it needs "
+                             "`partial_rollout: true` (and async_rollout)")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
