@@ -5,7 +5,8 @@ The plain question (plain_comparisons): every run of data/pretraining_gpu_hours.
 and data/pretraining_plain.csv (LLaMA, Llama 3, Llama 3.1, Llama 3.2 1B/3B, Llama 4 Scout and
 Maverick, DeepSeek-V2 and V3, DeepSeek LLM 67B, BLOOM, MPT-7B and 1.3B, TinyLlama, Pythia,
 Falcon, OPT-175B, StarCoderBase, Phi-1.5, Phi-2, Phi-3-mini, Phi-3-medium, Phi-3.5-MoE,
-Phi-4-mini, JetMoE-8B, Falcon2-11B, StableLM-3B-4E1T), asked as
+Phi-4-mini, JetMoE-8B, Falcon2-11B, StableLM-3B-4E1T, Falcon-Mamba-7B; added 2026-11-25: Granite
+3.0 2B, 8B, 1B-A400M and 3B-A800M, SmolLM3 3B, Phi-3.5-mini), asked as
 `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (plus the precision a source
 states): estimate's chooser (estimate/fit.py chosen_setup) picks micro-batch, accumulation,
 checkpointing, ZeRO stage and layout for the default global batch of the model's size.
@@ -594,6 +595,41 @@ MISS_REASONS = {
                 "8 x 2,048 tokens a micro-batch) runs its hardware FLOPs at about two thirds of "
                 "peak, what llm-foundry's FSDP stack reaches on 8-64 A100s (the MPT rows "
                 "above); nothing in the estimate says why metaseq's 2021 stack ran slower.",
+    "Granite 3.0 2B": (
+        "Slower estimated than published. The question leaves the global batch to the default "
+        "of the model's size (256 sequences of 4,096, about 1M tokens: one sequence per GPU on "
+        "the 256 GPUs, micro-batch 1, no accumulation); the run took 4M tokens a step (the "
+        "report sec. 4.2) with tensor parallelism 2 (sec. 4.3), which the question does not "
+        "carry. The report's table 7 gives GPU-hours of \"training Granite 3.0 models\" for its "
+        "energy figures, without saying whether they are wall clock or what they hold (its two "
+        "pretraining stages, 10T + 2T tokens; post-training, sec. 5); the expected downtime is "
+        "in the prediction."),
+    "Granite 3.0 8B": (
+        "The same table's hours for the 8B on 768 GPUs are 1,083 hours a GPU (45 days), 21% "
+        "MFU by our count, where the 2B's on the same cluster imply 30%. The run was Megatron-"
+        "style tensor parallelism 4 x pipeline parallelism 4 with the 1F1B schedule and ZeRO-1 "
+        "(the report sec. 4.3); the chooser's setup (tensor parallelism 2 with its traffic "
+        "overlapped, data parallelism 384) is not that run. The table does not say whether its "
+        "GPU-hours hold post-training (SFT, PPO and BRAIn, sec. 5), evaluations or restarts; "
+        "none of these is modelled beyond the expected downtime."),
+    "Granite 3.0 3B-A800M": (
+        "Slower estimated than published, as the 2B. The report trained both MoE models with "
+        "data parallelism only and ZeRO-1 (sec. 4.3), dropless experts with the ScatterMoE "
+        "kernels (sec. 1); the chooser's setup adds expert parallelism 8. The report gives the "
+        "MoE models' GPUs as \"128 and 256 GPUs\" without pairing them with the models: 256 is "
+        "read here for the 3B-A800M (the order of its tables). Its 40 experts of width 512, "
+        "top-8, are small GEMMs (estimate/moe_gemm.py prices their rate); the run's 4M-token "
+        "step (sec. 4.2) is not the question's default batch. The table does not say what its "
+        "GPU-hours hold."),
+    "SmolLM3 3B": (
+        "Slower estimated than published. The run's own config (huggingface/smollm@a0417598 "
+        "text/pretraining/smollm3/stage1_8T.yaml) is data parallelism 192 x tensor parallelism "
+        "2, micro-batch 3 of 4,096 tokens, no recomputation, 2.36M tokens a step; the question "
+        "takes the default batch of a 3B (256 sequences of 4,096, about 1M tokens), fewer "
+        "sequences than the 384 GPUs, so the chooser adds tensor parallelism 4. The README's "
+        "384 GPUs for 24 days does not say whether it holds the two long-context stages (to "
+        "32k and 64k tokens) after the three 4k stages; the expected downtime is in the "
+        "prediction."),
 }
 
 #: the Pythia suite's own setup (EleutherAI/pythia@a19eecb8 models/<size>/pythia-<size>.yml:
@@ -718,7 +754,12 @@ INCLUSION_RULE = (
     "320,256 GPU hours, JetMoE's technical report's 30,000). Added on 2026-11-24 (eighth "
     "session): Falcon-Mamba-7B, an attention-free Mamba-1 model (its card's commit bdad334: "
     "256 H100s on average for roughly two months, 5,500B tokens), which estimate can ask now "
-    "that fit's remedies skip the changes a model cannot take.")
+    "that fit's remedies skip the changes a model cannot take. Added on 2026-11-25: Granite "
+    "3.0 2B, 8B, 1B-A400M and 3B-A800M (every size of its report's table 7, GPU-hours on "
+    "H100s; ibm-granite/granite-3.0-language-models paper.pdf), SmolLM3 3B (huggingface/smollm "
+    "README: 384 H100s for 24 days) and Phi-3.5-mini (its card: 512 H100s for 10 days). Read "
+    "then and out: the Granite 3.1 and 4.0 model cards (Blue Vela H100s, no GPU hours or days "
+    "in what was read).")
 
 
 #: BLOOM's own setup (bigscience-workshop/bigscience@e726b159 train/tr11-176B-ml/
@@ -887,8 +928,8 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "asked as `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (and "
              "`--precision fp8-mixed` where the source states fp8), with the network per GPU "
              "its source states (25 GB/s, the default, where the source states none: the LLaMA, "
-             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoderBase, Phi and JetMoE rows). "
-             "estimate's chooser "
+             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoderBase, Phi, JetMoE, Falcon-Mamba "
+             "and SmolLM3 rows). estimate's chooser "
              "(estimate/fit.py chosen_setup) picks the rest for the default global batch of the "
              "model's size (assumptions.DEFAULT_GLOBAL_BATCH_TOKENS: GPT-3 table 2.1, LLaMA and "
              "Llama 2, Llama 3 405B), keeping plain data parallelism unless its ranks outnumber "
