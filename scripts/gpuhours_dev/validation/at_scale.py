@@ -6,7 +6,8 @@ and data/pretraining_plain.csv (LLaMA, Llama 3, Llama 3.1, Llama 3.2 1B/3B, Llam
 Maverick, DeepSeek-V2 and V3, DeepSeek LLM 67B, BLOOM, MPT-7B and 1.3B, TinyLlama, Pythia,
 Falcon, OPT-175B, StarCoderBase, Phi-1.5, Phi-2, Phi-3-mini, Phi-3-medium, Phi-3.5-MoE,
 Phi-4-mini, JetMoE-8B, Falcon2-11B, StableLM-3B-4E1T, Falcon-Mamba-7B; added 2026-11-25: Granite
-3.0 2B, 8B, 1B-A400M and 3B-A800M, SmolLM3 3B, Phi-3.5-mini), asked as
+3.0 2B, 8B, 1B-A400M and 3B-A800M, SmolLM3 3B, Phi-3.5-mini, SantaCoder, StarCoderBase-1B,
+TinyStarCoderPy, Falcon-RW-1B), asked as
 `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (plus the precision a source
 states): estimate's chooser (estimate/fit.py chosen_setup) picks micro-batch, accumulation,
 checkpointing, ZeRO stage and layout for the default global batch of the model's size.
@@ -630,6 +631,30 @@ MISS_REASONS = {
         "384 GPUs for 24 days does not say whether it holds the two long-context stages (to "
         "32k and 64k tokens) after the three 4k stages; the expected downtime is in the "
         "prediction."),
+    "SantaCoder 1.1B": (
+        "96 V100s for 6.2 days (the card) for 236B tokens imply 27% of the V100's 125 TFLOP/s "
+        "fp16 peak by our FLOP count; the card's own \"Total FLOPS: 2.1 x 10e21\" (read as "
+        "2.1e21) over the same hours is 33%. The estimate runs the step at 54%: the catalog's "
+        "V100 GEMM rate rests on matmul microbenchmarks (95-97 TFLOP/s, data/"
+        "matmul_microbench.csv), and no V100 training step is measured in these tables. The "
+        "run was Megatron-LM with apex fp16 (the card); the card states neither the V100's "
+        "memory (the 32 GB part taken; the 16 GB part reads -39%), the layout, the batch nor "
+        "the network. Not explained by a modelled mechanism."),
+    "StarCoderBase-1B": (
+        "128 A100s for 11 days (the card) for 1T tokens in 500k steps (2M tokens, about 244 "
+        "sequences of 8,192, a step: the card's steps and tokens) imply 24% MFU. The question "
+        "takes the default batch of a 1.1B model (128 sequences of 8,192, one per GPU). The run "
+        "was Megatron-LM in bf16 (the card); the card states neither the A100's memory (80 GB "
+        "taken, as the 15.5B row; 40 GB gives the same setup), the layout nor the network. The "
+        "15.5B StarCoderBase row above misses by the same sign. Not explained by a modelled "
+        "mechanism."),
+    "Falcon-RW-1B": (
+        "Slower estimated than published: 32 A100 40GB for \"about six days\" (the card) for "
+        "350B tokens imply 57% MFU by our count, above the 53-55% that llm-foundry's MPT-1B "
+        "A100 rows at sequence 2,048 reach (throughput table above). The card's six days are "
+        "rounded: read as 6.5 days the error would be +16%, as 5.5 days +37%. The run was data "
+        "parallelism with ZeRO on TII's Gigatron with Triton kernels, 512 sequences a step "
+        "(the card); the expected downtime is in the prediction."),
 }
 
 #: the Pythia suite's own setup (EleutherAI/pythia@a19eecb8 models/<size>/pythia-<size>.yml:
@@ -757,9 +782,12 @@ INCLUSION_RULE = (
     "that fit's remedies skip the changes a model cannot take. Added on 2026-11-25: Granite "
     "3.0 2B, 8B, 1B-A400M and 3B-A800M (every size of its report's table 7, GPU-hours on "
     "H100s; ibm-granite/granite-3.0-language-models paper.pdf), SmolLM3 3B (huggingface/smollm "
-    "README: 384 H100s for 24 days) and Phi-3.5-mini (its card: 512 H100s for 10 days). Read "
-    "then and out: the Granite 3.1 and 4.0 model cards (Blue Vela H100s, no GPU hours or days "
-    "in what was read).")
+    "README: 384 H100s for 24 days), Phi-3.5-mini (its card: 512 H100s for 10 days), and "
+    "the cards of SantaCoder (96 V100s, 6.2 days), StarCoderBase-1B (128 A100s, 11 days), "
+    "TinyStarCoderPy (32 A100s, 18 hours) and Falcon-RW-1B (32 A100 40GB, about six days), "
+    "read in copies of the cards. Read then and out: the Granite 3.1 and 4.0 model cards "
+    "(Blue Vela H100s, no GPU hours or days in what was read) and the EuroLLM-9B card (400 "
+    "H100s, no days in what was read).")
 
 
 #: BLOOM's own setup (bigscience-workshop/bigscience@e726b159 train/tr11-176B-ml/
@@ -928,8 +956,8 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "asked as `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (and "
              "`--precision fp8-mixed` where the source states fp8), with the network per GPU "
              "its source states (25 GB/s, the default, where the source states none: the LLaMA, "
-             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoderBase, Phi, JetMoE, Falcon-Mamba "
-             "and SmolLM3 rows). estimate's chooser "
+             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoder, SantaCoder, Phi, JetMoE, "
+             "Falcon-Mamba and SmolLM3 rows). estimate's chooser "
              "(estimate/fit.py chosen_setup) picks the rest for the default global batch of the "
              "model's size (assumptions.DEFAULT_GLOBAL_BATCH_TOKENS: GPT-3 table 2.1, LLaMA and "
              "Llama 2, Llama 3 405B), keeping plain data parallelism unless its ranks outnumber "
