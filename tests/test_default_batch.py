@@ -367,6 +367,18 @@ def test_configs_added_on_2026_11_25_count_as_worked_by_hand():
                                                              "Phi-3.5-mini"))} == {"h100-sxm"}
 
 
+def test_the_mfu_columns_divide_by_the_16_bit_peak_the_gpu_has():
+    """bf16 where the catalog has it; a V100 (SantaCoder's) has no bf16, so its fp16 rate."""
+    from gpuhours import catalog
+    from gpuhours.estimate.timing import peak_flops
+    from gpuhours_dev.validation.at_scale import mfu_reference_precision
+
+    v100, h100 = catalog.gpu("v100-32gb"), catalog.gpu("h100-sxm")
+    assert mfu_reference_precision(h100) == "bf16-mixed"
+    assert mfu_reference_precision(v100) == "fp16-mixed"
+    assert peak_flops(v100, mfu_reference_precision(v100)) == pytest.approx(125e12)
+
+
 def _row(label: str, error: float, group: str = "dense") -> Comparison:
     return Comparison(PLAIN_KIND, label, 100.0, 100.0 * (1 + error), "GPU hours", "", "setup",
                       "src", implied_mfu=0.4, group=group)

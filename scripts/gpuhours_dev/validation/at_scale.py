@@ -187,6 +187,12 @@ def _batch_basis(why: str) -> str:
     return f"global batch {m.group(1)} x {m.group(2)}M tokens (default)" if m else ""
 
 
+def mfu_reference_precision(gpu: GpuSpec) -> Precision:
+    """The peak the plain table's MFU columns divide by: the dense bf16 rate, or the fp16 rate
+    on a GPU without bf16 (V100: its 16-bit tensor-core rate, 125 TFLOP/s, is fp16's)."""
+    return "bf16-mixed" if gpu.dense_tflops.bf16 is not None else "fp16-mixed"
+
+
 @lru_cache(maxsize=1)
 def _plain_cached() -> tuple[Comparison, ...]:
     out = []
@@ -202,9 +208,11 @@ def _plain_cached() -> tuple[Comparison, ...]:
         with_down = e.totals.gpu_hours_with_downtime.value
         predicted = with_down if run.includes_downtime else steps_hours
         # MFU the published hours imply, by our FLOP count over the dense bf16 peak (fp8 runs
-        # too, as DeepSeek-V3's report and the Llama cards quote it)
+        # too, as DeepSeek-V3's report and the Llama cards quote it; fp16 where the GPU has no
+        # bf16: mfu_reference_precision)
         implied = (e.mfu.value * steps_hours / run.published_gpu_hours
-                   * peak_flops(run.gpu, t.precision) / peak_flops(run.gpu, "bf16-mixed"))
+                   * peak_flops(run.gpu, t.precision)
+                   / peak_flops(run.gpu, mfu_reference_precision(run.gpu)))
         prec = "" if t.precision == "bf16-mixed" else f", {t.precision}"
         setup = (f"{_setup_text(t, hw)}{prec}, seq {t.seq_len}, {run.tokens / 1e12:g}T tokens; "
                  f"{_batch_basis(why)}; GPUs: {'rule' if run.gpus_basis == GPU_COUNT_RULE else 'stated'}"
@@ -606,8 +614,8 @@ MISS_REASONS = {
         "pretraining stages, 10T + 2T tokens; post-training, sec. 5); the expected downtime is "
         "in the prediction."),
     "Granite 3.0 8B": (
-        "The same table's hours for the 8B on 768 GPUs are 1,083 hours a GPU (45 days), 21% "
-        "MFU by our count, where the 2B's on the same cluster imply 30%. The run was Megatron-"
+        "The same table's hours for the 8B are 1,083 hours on each of its 768 GPUs (45 days), "
+        "where the 2B's on the same cluster imply 30% MFU. The run was Megatron-"
         "style tensor parallelism 4 x pipeline parallelism 4 with the 1F1B schedule and ZeRO-1 "
         "(the report sec. 4.3); the chooser's setup (tensor parallelism 2 with its traffic "
         "overlapped, data parallelism 384) is not that run. The table does not say whether its "
@@ -626,23 +634,25 @@ MISS_REASONS = {
         "Slower estimated than published. The run's own config (huggingface/smollm@a0417598 "
         "text/pretraining/smollm3/stage1_8T.yaml) is data parallelism 192 x tensor parallelism "
         "2, micro-batch 3 of 4,096 tokens, no recomputation, 2.36M tokens a step; the question "
-        "takes the default batch of a 3B (256 sequences of 4,096, about 1M tokens), fewer "
-        "sequences than the 384 GPUs, so the chooser adds tensor parallelism 4. The README's "
+        "takes the default batch of a 3B (about 1M tokens: 256 sequences of 4,096, 288 once "
+        "rounded to its data-parallel ranks), fewer sequences than the 384 GPUs, so the chooser "
+        "adds tensor parallelism 4. The README's "
         "384 GPUs for 24 days does not say whether it holds the two long-context stages (to "
         "32k and 64k tokens) after the three 4k stages; the expected downtime is in the "
         "prediction."),
     "SantaCoder 1.1B": (
-        "96 V100s for 6.2 days (the card) for 236B tokens imply 27% of the V100's 125 TFLOP/s "
-        "fp16 peak by our FLOP count; the card's own \"Total FLOPS: 2.1 x 10e21\" (read as "
-        "2.1e21) over the same hours is 33%. The estimate runs the step at 54%: the catalog's "
+        "96 V100s for 6.2 days (the card) for 236B tokens; the card's own \"Total FLOPS: 2.1 x "
+        "10e21\" (read as 2.1e21) over the same hours is 33% of the V100's 125 TFLOP/s fp16 "
+        "peak. The estimate runs the step at 54%: the catalog's "
         "V100 GEMM rate rests on matmul microbenchmarks (95-97 TFLOP/s, data/"
         "matmul_microbench.csv), and no V100 training step is measured in these tables. The "
         "run was Megatron-LM with apex fp16 (the card); the card states neither the V100's "
-        "memory (the 32 GB part taken; the 16 GB part reads -39%), the layout, the batch nor "
-        "the network. Not explained by a modelled mechanism."),
+        "memory (the 32 GB part taken; the 16 GB part reads -39%), the layout nor the "
+        "network; its 600K steps for 236B tokens are about 192 sequences of 2,048 a step, "
+        "where the question takes the default 480. Not explained by a modelled mechanism."),
     "StarCoderBase-1B": (
         "128 A100s for 11 days (the card) for 1T tokens in 500k steps (2M tokens, about 244 "
-        "sequences of 8,192, a step: the card's steps and tokens) imply 24% MFU. The question "
+        "sequences of 8,192, a step: the card's steps and tokens). The question "
         "takes the default batch of a 1.1B model (128 sequences of 8,192, one per GPU). The run "
         "was Megatron-LM in bf16 (the card); the card states neither the A100's memory (80 GB "
         "taken, as the 15.5B row; 40 GB gives the same setup), the layout nor the network. The "
@@ -650,7 +660,7 @@ MISS_REASONS = {
         "mechanism."),
     "Falcon-RW-1B": (
         "Slower estimated than published: 32 A100 40GB for \"about six days\" (the card) for "
-        "350B tokens imply 57% MFU by our count, above the 53-55% that llm-foundry's MPT-1B "
+        "350B tokens: the implied MFU is above the 53-55% that llm-foundry's MPT-1B "
         "A100 rows at sequence 2,048 reach (throughput table above). The card's six days are "
         "rounded: read as 6.5 days the error would be +16%, as 5.5 days +37%. The run was data "
         "parallelism with ZeRO on TII's Gigatron with Triton kernels, 512 sequences a step "
@@ -971,8 +981,9 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "steps' GPU hours alone (data/pretraining_plain.csv includes_downtime, with the "
              "source's wording per row). No constant "
              "was set from these rows. Implied MFU: our model FLOPs per token x tokens / "
-             "(published GPU hours x the dense bf16 peak); estimated MFU: the same over the "
-             "predicted hours. `estimate` prints this table's record (how many within "
+             "(published GPU hours x the dense bf16 peak, fp16's on a GPU without bf16: the "
+             "V100); estimated MFU: the same over the predicted hours. `estimate` prints "
+             "this table's record (how many within "
              "25%, the median and spread of published / predicted) beside any whole-run total "
              "of full training on 16 or more GPUs, and `plan` under such a pretraining phase "
              "(estimate/track_record.py; validate.py writes it with this file). "
