@@ -110,11 +110,15 @@ def test_the_rows_carry_the_figures_they_quote():
         thousands = re.findall(r"([\d.]+)K GPU hours", quote)
         card_k = re.match(r"([\d.]+)k \(", quote)  # Llama 3.2's "370k (Training Time ...)"
         gpu_days = re.match(r"(\d+) GPUs x \"about ([\d.]+|half a) days?\"", quote)
-        # Falcon's cards: "about two weeks", "two months", read as 14 and 60 days (the notes)
-        gpu_words = re.match(r"(\d+) GPUs x \"(?:about |roughly )?two (weeks|months)\"", quote)
-        # model cards' "Training time: N days" (StarCoder, Phi) and JetMoE's "2 weeks"
+        # Falcon's cards: "about two weeks", "two months", read as 14 and 60 days (the notes),
+        # Falcon-RW-1B's "about six days"
+        gpu_words = re.match(
+            r"(\d+) GPUs x \"(?:about |roughly )?(two weeks|two months|six days)\"", quote)
+        # model cards' "Training time: N days" (StarCoder, Phi; SantaCoder's 6.2), JetMoE's
+        # "2 weeks", TinyStarCoderPy's "18 hours"
         card_days = re.match(
-            r"(\d+) GPUs x \"(?:Training time: |approximately )?(?:(\d+) days|(\d+) weeks)\"", quote)
+            r"(\d+) GPUs x \"(?:Training time: |approximately )?"
+            r"(?:([\d.]+) days|(\d+) weeks|(\d+) hours)\"", quote)
         if millions:
             hours = float(millions.group(1)) * 1e6
         elif thousands:  # the DeepSeek-V2 sentence holds both rows' figures
@@ -127,11 +131,16 @@ def test_the_rows_carry_the_figures_they_quote():
             hours = int(gpu_days.group(1)) * days * 24
             assert f"{hours:,.0f} GPU hours" in quote
         elif card_days:
-            days = int(card_days.group(2)) if card_days.group(2) else 7 * int(card_days.group(3))
+            if card_days.group(4):
+                days = int(card_days.group(4)) / 24
+            elif card_days.group(2):
+                days = float(card_days.group(2))
+            else:
+                days = 7 * int(card_days.group(3))
             hours = int(card_days.group(1)) * days * 24
             assert f"{hours:,.0f} GPU hours" in quote
         elif gpu_words:
-            days = {"weeks": 14, "months": 60}[gpu_words.group(2)]
+            days = {"two weeks": 14, "two months": 60, "six days": 6}[gpu_words.group(2)]
             hours = int(gpu_words.group(1)) * days * 24
             assert f"{hours:,.0f} GPU hours ({days} days)" in quote
         else:
@@ -155,8 +164,9 @@ def test_the_runs_are_mapped_as_their_sources_state():
     # 1B/3B, MPT-7B, MPT-1.3B, TinyLlama + the eight Pythia sizes + Falcon-7B/40B/180B
     # + OPT-175B; added on 2026-11-24: StarCoderBase, Phi-1.5, Phi-2, JetMoE-8B, Phi-3-mini
     # (two runs), Phi-3-medium, Phi-3.5-MoE, Phi-4-mini, Falcon2-11B, StableLM-3B-4E1T,
-    # Falcon-Mamba-7B
-    assert len(runs) == 48
+    # Falcon-Mamba-7B; added on 2026-11-25: Granite 3.0 2B, 8B, 1B-A400M, 3B-A800M, SmolLM3 3B,
+    # Phi-3.5-mini, SantaCoder, StarCoderBase-1B, TinyStarCoderPy, Falcon-RW-1B
+    assert len(runs) == 58
     # Pythia: the paper's table of GPU counts, A100-40GB, fp16, 299,892,736,000 tokens
     assert [runs[f"Pythia {s}"].num_gpus for s in ("70M", "160M", "410M", "1B", "1.4B", "2.8B",
                                                    "6.9B", "12B")] == [32] * 3 + [64] * 3 + [128, 256]
@@ -170,7 +180,7 @@ def test_the_runs_are_mapped_as_their_sources_state():
     assert runs["MPT-7B"].gpu.name == "a100-40gb" and runs["MPT-7B"].seq_len == 2048
     assert {k for k, r in runs.items() if r.moe} == {
         "Llama 4 Scout", "Llama 4 Maverick", "DeepSeek-V3", "DeepSeek-V2 (per trillion tokens)",
-        "JetMoE-8B", "Phi-3.5-MoE 42B-A6.6B"}
+        "JetMoE-8B", "Phi-3.5-MoE 42B-A6.6B", "Granite 3.0 1B-A400M", "Granite 3.0 3B-A800M"}
     # the cards' GPU counts and types, as stated
     assert [(runs[k].num_gpus, runs[k].gpu.name) for k in (
         "StarCoderBase 15.5B (1T tokens)", "Phi-1.5 1.3B", "Phi-2 2.7B", "JetMoE-8B",
@@ -274,6 +284,99 @@ def test_added_configs_count_as_worked_by_hand():
     d, f = 2560, 6912
     stablelm = 32 * (4 * d * d + 3 * d * f + 2 * d) + 2 * 50_304 * d + d
     assert total("StableLM-3B-4E1T") == stablelm == 2_795_443_200 - 65 * d
+
+
+def test_configs_added_on_2026_11_25_count_as_worked_by_hand():
+    """Granite 3.0 (the report's table 1 shapes, vocabulary 49,155, tied embeddings), SmolLM3
+    (huggingface/smollm stage1_8T.yaml), SantaCoder, StarCoderBase-1B, TinyStarCoderPy and
+    Falcon-RW-1B, counted here by hand, match count_params and the
+    published sizes (the report's 2.5B, 8.1B, 1.3B / 400M active, 3.3B / 800M active; SmolLM3's
+    3B); the runs are mapped as the sources state."""
+    from gpuhours.estimate.params import count_params
+
+    runs = {r.label: r for r in plain_runs()}
+
+    def dense(d: int, layers: int, heads: int, kv: int, f: int, vocab: int) -> int:
+        # q and o (d x d), k and v (d x kv heads x head_dim), SwiGLU (3 d f), two RMSNorms a
+        # layer; one tied embedding and the final norm
+        head = d // heads
+        return layers * (2 * d * d + 2 * d * kv * head + 3 * d * f + 2 * d) + vocab * d + d
+
+    def moe(d: int, layers: int, heads: int, kv: int, f: int, experts: int, k: int,
+            vocab: int) -> tuple[int, int]:
+        # attention as dense; experts of SwiGLU width f and a router (d x experts), no bias
+        head = d // heads
+        attn = 2 * d * d + 2 * d * kv * head
+        total = layers * (attn + experts * 3 * d * f + experts * d + 2 * d) + vocab * d + d
+        active = layers * (attn + k * 3 * d * f)  # the blocks' routed top-k, no embedding
+        return total, active
+
+    def total(label: str) -> int:
+        return count_params(runs[label].arch).total
+
+    g2 = dense(2048, 40, 32, 8, 8192, 49_155)
+    g8 = dense(4096, 40, 32, 8, 12_800, 49_155)
+    assert total("Granite 3.0 2B") == g2 == 2_533_531_648
+    assert total("Granite 3.0 8B") == g8 == 8_170_848_256
+    assert (g2 / 1e9, g8 / 1e9) == (pytest.approx(2.5, rel=0.02), pytest.approx(8.1, rel=0.01))
+    m1, a1 = moe(1024, 24, 16, 8, 512, 32, 8, 49_155)
+    m3, a3 = moe(1536, 32, 24, 8, 512, 40, 8, 49_155)
+    assert total("Granite 3.0 1B-A400M") == m1 and total("Granite 3.0 3B-A800M") == m3
+    assert m1 / 1e9 == pytest.approx(1.3, rel=0.03) and m3 / 1e9 == pytest.approx(3.3, rel=0.01)
+    # the report's "400M" and "800M" active: the blocks' weights a token passes through
+    # (378M and 805M; with the tied embedding 428M and 881M)
+    assert a1 / 1e9 == pytest.approx(0.4, rel=0.06) and a3 / 1e9 == pytest.approx(0.8, rel=0.01)
+    smol = dense(2048, 36, 16, 4, 11_008, 128_256)
+    assert total("SmolLM3 3B") == smol == 3_075_098_624  # the hub's "3.08B"
+    # GPTBigCode (multi-query: one key/value head) as starcoder2-type stand-ins: LayerNorms,
+    # biased GELU MLP of 4 x width, tied embedding; the learned positions left out
+    def bigcode(d: int, layers: int, heads: int, vocab: int) -> int:
+        kv = d // heads
+        attn = (d * d + d) + 2 * (d * kv + kv) + (d * d + d)
+        mlp = (d * 4 * d + 4 * d) + (4 * d * d + d)
+        return layers * (attn + mlp + 4 * d) + vocab * d + 2 * d
+
+    assert total("SantaCoder 1.1B") == bigcode(2048, 24, 16, 49_280)
+    assert total("StarCoderBase-1B") == bigcode(2048, 24, 16, 49_152)
+    assert total("TinyStarCoderPy 164M") == bigcode(768, 20, 12, 49_152)
+    # with the positions they are the published sizes (transformers 5.23.0's GPTBigCode counts)
+    assert total("SantaCoder 1.1B") + 2048 * 2048 == 1_124_886_528  # the card's 1.1B
+    assert total("StarCoderBase-1B") + 8192 * 2048 == 1_137_207_296
+    assert total("TinyStarCoderPy 164M") + 8192 * 768 == 164_144_128  # the card's 164M
+    # Falcon-RW-1B: fused biased qkv of 3 x d, dense, biased MLP of 4d, two LayerNorms a layer
+    # (sequential block), tied embedding: transformers' count of falcon-rw-1b
+    d = 2048
+    frw = 24 * ((d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)
+                + 4 * d) + 50_304 * d + 2 * d
+    assert total("Falcon-RW-1B") == frw == 1_311_625_216
+    # the sources' GPUs, tokens and sequences
+    assert [(runs[k].num_gpus, runs[k].gpu.name, runs[k].tokens, runs[k].seq_len) for k in (
+        "SantaCoder 1.1B", "StarCoderBase-1B", "TinyStarCoderPy 164M", "Falcon-RW-1B")] == [
+        (96, "v100-32gb", 236e9, 2048), (128, "a100-80gb", 1e12, 8192),
+        (32, "a100-80gb", 100e9, 8192), (32, "a100-40gb", 350e9, 2048)]
+    assert runs["SantaCoder 1.1B"].precision == "fp16-mixed"
+    assert [(runs[k].num_gpus, runs[k].tokens, runs[k].seq_len, runs[k].network_gb_per_s)
+            for k in ("Granite 3.0 2B", "Granite 3.0 8B", "Granite 3.0 1B-A400M",
+                      "Granite 3.0 3B-A800M", "SmolLM3 3B", "Phi-3.5-mini 3.8B")] == [
+        (256, 12e12, 4096, 50.0), (768, 12e12, 4096, 50.0), (128, 10e12, 4096, 50.0),
+        (256, 10e12, 4096, 50.0), (384, 11e12, 4096, 25.0), (512, 3.4e12, 4096, 25.0)]
+    # SmolLM3's 384 GPUs are its config's dp 192 x tp 2; 24 days of them
+    assert runs["SmolLM3 3B"].published_gpu_hours == 192 * 2 * 24 * 24
+    assert runs["Phi-3.5-mini 3.8B"].published_gpu_hours == 512 * 10 * 24
+    assert {runs[k].gpu.name for k in runs if k.startswith(("Granite 3.0", "SmolLM3",
+                                                             "Phi-3.5-mini"))} == {"h100-sxm"}
+
+
+def test_the_mfu_columns_divide_by_the_16_bit_peak_the_gpu_has():
+    """bf16 where the catalog has it; a V100 (SantaCoder's) has no bf16, so its fp16 rate."""
+    from gpuhours import catalog
+    from gpuhours.estimate.timing import peak_flops
+    from gpuhours_dev.validation.at_scale import mfu_reference_precision
+
+    v100, h100 = catalog.gpu("v100-32gb"), catalog.gpu("h100-sxm")
+    assert mfu_reference_precision(h100) == "bf16-mixed"
+    assert mfu_reference_precision(v100) == "fp16-mixed"
+    assert peak_flops(v100, mfu_reference_precision(v100)) == pytest.approx(125e12)
 
 
 def _row(label: str, error: float, group: str = "dense") -> Comparison:

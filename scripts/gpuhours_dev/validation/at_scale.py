@@ -5,7 +5,9 @@ The plain question (plain_comparisons): every run of data/pretraining_gpu_hours.
 and data/pretraining_plain.csv (LLaMA, Llama 3, Llama 3.1, Llama 3.2 1B/3B, Llama 4 Scout and
 Maverick, DeepSeek-V2 and V3, DeepSeek LLM 67B, BLOOM, MPT-7B and 1.3B, TinyLlama, Pythia,
 Falcon, OPT-175B, StarCoderBase, Phi-1.5, Phi-2, Phi-3-mini, Phi-3-medium, Phi-3.5-MoE,
-Phi-4-mini, JetMoE-8B, Falcon2-11B, StableLM-3B-4E1T), asked as
+Phi-4-mini, JetMoE-8B, Falcon2-11B, StableLM-3B-4E1T, Falcon-Mamba-7B; added 2026-11-25: Granite
+3.0 2B, 8B, 1B-A400M and 3B-A800M, SmolLM3 3B, Phi-3.5-mini, SantaCoder, StarCoderBase-1B,
+TinyStarCoderPy, Falcon-RW-1B), asked as
 `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (plus the precision a source
 states): estimate's chooser (estimate/fit.py chosen_setup) picks micro-batch, accumulation,
 checkpointing, ZeRO stage and layout for the default global batch of the model's size.
@@ -185,6 +187,12 @@ def _batch_basis(why: str) -> str:
     return f"global batch {m.group(1)} x {m.group(2)}M tokens (default)" if m else ""
 
 
+def mfu_reference_precision(gpu: GpuSpec) -> Precision:
+    """The peak the plain table's MFU columns divide by: the dense bf16 rate, or the fp16 rate
+    on a GPU without bf16 (V100: its 16-bit tensor-core rate, 125 TFLOP/s, is fp16's)."""
+    return "bf16-mixed" if gpu.dense_tflops.bf16 is not None else "fp16-mixed"
+
+
 @lru_cache(maxsize=1)
 def _plain_cached() -> tuple[Comparison, ...]:
     out = []
@@ -200,9 +208,11 @@ def _plain_cached() -> tuple[Comparison, ...]:
         with_down = e.totals.gpu_hours_with_downtime.value
         predicted = with_down if run.includes_downtime else steps_hours
         # MFU the published hours imply, by our FLOP count over the dense bf16 peak (fp8 runs
-        # too, as DeepSeek-V3's report and the Llama cards quote it)
+        # too, as DeepSeek-V3's report and the Llama cards quote it; fp16 where the GPU has no
+        # bf16: mfu_reference_precision)
         implied = (e.mfu.value * steps_hours / run.published_gpu_hours
-                   * peak_flops(run.gpu, t.precision) / peak_flops(run.gpu, "bf16-mixed"))
+                   * peak_flops(run.gpu, t.precision)
+                   / peak_flops(run.gpu, mfu_reference_precision(run.gpu)))
         prec = "" if t.precision == "bf16-mixed" else f", {t.precision}"
         setup = (f"{_setup_text(t, hw)}{prec}, seq {t.seq_len}, {run.tokens / 1e12:g}T tokens; "
                  f"{_batch_basis(why)}; GPUs: {'rule' if run.gpus_basis == GPU_COUNT_RULE else 'stated'}"
@@ -594,6 +604,67 @@ MISS_REASONS = {
                 "8 x 2,048 tokens a micro-batch) runs its hardware FLOPs at about two thirds of "
                 "peak, what llm-foundry's FSDP stack reaches on 8-64 A100s (the MPT rows "
                 "above); nothing in the estimate says why metaseq's 2021 stack ran slower.",
+    "Granite 3.0 2B": (
+        "Slower estimated than published. The question leaves the global batch to the default "
+        "of the model's size (256 sequences of 4,096, about 1M tokens: one sequence per GPU on "
+        "the 256 GPUs, micro-batch 1, no accumulation); the run took 4M tokens a step (the "
+        "report sec. 4.2) with tensor parallelism 2 (sec. 4.3), which the question does not "
+        "carry. The report's table 7 gives GPU-hours of \"training Granite 3.0 models\" for its "
+        "energy figures, without saying whether they are wall clock or what they hold (its two "
+        "pretraining stages, 10T + 2T tokens; post-training, sec. 5); the expected downtime is "
+        "in the prediction."),
+    "Granite 3.0 8B": (
+        "The same table's hours for the 8B are 1,083 hours on each of its 768 GPUs (45 days), "
+        "where the 2B's on the same cluster imply 30% MFU. The run was Megatron-"
+        "style tensor parallelism 4 x pipeline parallelism 4 with the 1F1B schedule and ZeRO-1 "
+        "(the report sec. 4.3); the chooser's setup (tensor parallelism 2 with its traffic "
+        "overlapped, data parallelism 384) is not that run. The table does not say whether its "
+        "GPU-hours hold post-training (SFT, PPO and BRAIn, sec. 5), evaluations or restarts; "
+        "none of these is modelled beyond the expected downtime."),
+    "Granite 3.0 3B-A800M": (
+        "Slower estimated than published, as the 2B. The report trained both MoE models with "
+        "data parallelism only and ZeRO-1 (sec. 4.3), dropless experts with the ScatterMoE "
+        "kernels (sec. 1); the chooser's setup adds expert parallelism 8. The report gives the "
+        "MoE models' GPUs as \"128 and 256 GPUs\" without pairing them with the models: 256 is "
+        "read here for the 3B-A800M (the order of its tables). Its 40 experts of width 512, "
+        "top-8, are small GEMMs (estimate/moe_gemm.py prices their rate); the run's 4M-token "
+        "step (sec. 4.2) is not the question's default batch. The table does not say what its "
+        "GPU-hours hold."),
+    "SmolLM3 3B": (
+        "Slower estimated than published. The run's own config (huggingface/smollm@a0417598 "
+        "text/pretraining/smollm3/stage1_8T.yaml) is data parallelism 192 x tensor parallelism "
+        "2, micro-batch 3 of 4,096 tokens, no recomputation, 2.36M tokens a step; the question "
+        "takes the default batch of a 3B (about 1M tokens: 256 sequences of 4,096, 288 once "
+        "rounded to its data-parallel ranks), fewer sequences than the 384 GPUs, so the chooser "
+        "adds tensor parallelism 4. The README's "
+        "384 GPUs for 24 days does not say whether it holds the two long-context stages (to "
+        "32k and 64k tokens) after the three 4k stages; the expected downtime is in the "
+        "prediction."),
+    "SantaCoder 1.1B": (
+        "96 V100s for 6.2 days (the card) for 236B tokens; the card's own \"Total FLOPS: 2.1 x "
+        "10e21\" (read as 2.1e21) over the same hours is 33% of the V100's 125 TFLOP/s fp16 "
+        "peak. The estimate runs the step at 54%: the catalog's "
+        "V100 GEMM rate rests on matmul microbenchmarks (95-97 TFLOP/s, data/"
+        "matmul_microbench.csv), and no V100 training step is measured in these tables. The "
+        "run was Megatron-LM with apex fp16 (the card); the card states neither the V100's "
+        "memory (the 32 GB part taken; the 16 GB part reads -39%), the layout nor the "
+        "network; its 600K steps for 236B tokens are about 192 sequences of 2,048 a step, "
+        "where the question takes the default 480. Not explained by a modelled mechanism."),
+    "StarCoderBase-1B": (
+        "128 A100s for 11 days (the card) for 1T tokens in 500k steps (2M tokens, about 244 "
+        "sequences of 8,192, a step: the card's steps and tokens). The question "
+        "takes the default batch of a 1.1B model (128 sequences of 8,192, one per GPU). The run "
+        "was Megatron-LM in bf16 (the card); the card states neither the A100's memory (80 GB "
+        "taken, as the 15.5B row; 40 GB gives the same setup), the layout nor the network. The "
+        "15.5B StarCoderBase row above misses by the same sign. Not explained by a modelled "
+        "mechanism."),
+    "Falcon-RW-1B": (
+        "Slower estimated than published: 32 A100 40GB for \"about six days\" (the card) for "
+        "350B tokens: the implied MFU is above the 53-55% that llm-foundry's MPT-1B "
+        "A100 rows at sequence 2,048 reach (throughput table above). The card's six days are "
+        "rounded: read as 6.5 days the error would be +16%, as 5.5 days +37%. The run was data "
+        "parallelism with ZeRO on TII's Gigatron with Triton kernels, 512 sequences a step "
+        "(the card); the expected downtime is in the prediction."),
 }
 
 #: the Pythia suite's own setup (EleutherAI/pythia@a19eecb8 models/<size>/pythia-<size>.yml:
@@ -718,7 +789,15 @@ INCLUSION_RULE = (
     "320,256 GPU hours, JetMoE's technical report's 30,000). Added on 2026-11-24 (eighth "
     "session): Falcon-Mamba-7B, an attention-free Mamba-1 model (its card's commit bdad334: "
     "256 H100s on average for roughly two months, 5,500B tokens), which estimate can ask now "
-    "that fit's remedies skip the changes a model cannot take.")
+    "that fit's remedies skip the changes a model cannot take. Added on 2026-11-25: Granite "
+    "3.0 2B, 8B, 1B-A400M and 3B-A800M (every size of its report's table 7, GPU-hours on "
+    "H100s; ibm-granite/granite-3.0-language-models paper.pdf), SmolLM3 3B (huggingface/smollm "
+    "README: 384 H100s for 24 days), Phi-3.5-mini (its card: 512 H100s for 10 days), and "
+    "the cards of SantaCoder (96 V100s, 6.2 days), StarCoderBase-1B (128 A100s, 11 days), "
+    "TinyStarCoderPy (32 A100s, 18 hours) and Falcon-RW-1B (32 A100 40GB, about six days), "
+    "read in copies of the cards. Read then and out: the Granite 3.1 and 4.0 model cards "
+    "(Blue Vela H100s, no GPU hours or days in what was read) and the EuroLLM-9B card (400 "
+    "H100s, no days in what was read).")
 
 
 #: BLOOM's own setup (bigscience-workshop/bigscience@e726b159 train/tr11-176B-ml/
@@ -887,8 +966,8 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "asked as `gpuhours estimate --model M --gpu G --gpus N --seq S --tokens T` (and "
              "`--precision fp8-mixed` where the source states fp8), with the network per GPU "
              "its source states (25 GB/s, the default, where the source states none: the LLaMA, "
-             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoderBase, Phi and JetMoE rows). "
-             "estimate's chooser "
+             "Llama 2, MPT, TinyLlama, Pythia, OPT, StarCoder, SantaCoder, Phi, JetMoE, "
+             "Falcon-Mamba and SmolLM3 rows). estimate's chooser "
              "(estimate/fit.py chosen_setup) picks the rest for the default global batch of the "
              "model's size (assumptions.DEFAULT_GLOBAL_BATCH_TOKENS: GPT-3 table 2.1, LLaMA and "
              "Llama 2, Llama 3 405B), keeping plain data parallelism unless its ranks outnumber "
@@ -902,8 +981,9 @@ def render_plain(comparisons: list[Comparison]) -> list[str]:
              "steps' GPU hours alone (data/pretraining_plain.csv includes_downtime, with the "
              "source's wording per row). No constant "
              "was set from these rows. Implied MFU: our model FLOPs per token x tokens / "
-             "(published GPU hours x the dense bf16 peak); estimated MFU: the same over the "
-             "predicted hours. `estimate` prints this table's record (how many within "
+             "(published GPU hours x the dense bf16 peak, fp16's on a GPU without bf16: the "
+             "V100); estimated MFU: the same over the predicted hours. `estimate` prints "
+             "this table's record (how many within "
              "25%, the median and spread of published / predicted) beside any whole-run total "
              "of full training on 16 or more GPUs, and `plan` under such a pretraining phase "
              "(estimate/track_record.py; validate.py writes it with this file). "
