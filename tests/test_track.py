@@ -300,3 +300,20 @@ def test_a_stored_bad_gpu_count_is_an_error_naming_the_run_and_one_not_stored_is
                        ('{"num_gpus": "eight"}', a))
         with pytest.raises(InputError, match=r"run #1 config num_gpus: expected a whole"):
             actuals_by_phase(book, "p")
+
+
+def test_a_plan_on_a_measured_cpu_device_counts_its_cpu_runs() -> None:
+    from gpuhours.track.runs import setup_mismatches
+
+    planned = {"method": "full", "gpu": "cpu-amd-epyc-7b13-2t"}
+    run = {"device_kind": "cpu", "device_name": "AMD EPYC 7B13",
+           "config": {"num_gpus": 1, "threads": 2, "method": "full"}}
+    assert setup_mismatches(run, planned) == []
+    four = {**run, "config": {**run["config"], "threads": 4}}
+    assert setup_mismatches(four, planned) == [
+        "ran on cpu-amd-epyc-7b13-4t (planned cpu-amd-epyc-7b13-2t)"]
+    other = {**run, "device_name": "Intel Xeon 8480"}
+    assert setup_mismatches(other, planned) == [
+        "ran on cpu-intel-xeon-8480-2t (planned cpu-amd-epyc-7b13-2t)"]
+    assert setup_mismatches({**run, "device_kind": "cuda", "device_name": "NVIDIA H100"},
+                            {"gpu": "h100-sxm"}) == []

@@ -277,7 +277,18 @@ def setup_mismatches(run: dict[str, Any], expected: dict[str, Any]) -> list[str]
     if cfg.get("method") and expected.get("method") and cfg["method"] != expected["method"]:
         reasons.append(f"method {cfg['method']} (planned {expected['method']})")
     gpu = expected.get("gpu")
-    if gpu and run["device_kind"] in ("cpu", "mps"):
+    if gpu and str(gpu).startswith("cpu-") and run["device_kind"] == "cpu":
+        # a plan on a measured CPU device (bench's key cpu-<model>-<threads>t): the same CPU
+        # model, and the same torch threads where the run recorded them
+        from gpuhours.bench.device import slug
+
+        model = f"cpu-{slug(run['device_name'])}-"
+        threads = cfg.get("threads")
+        ran_on = f"{model}{threads}t" if isinstance(threads, int) else None
+        same = (ran_on == gpu) if ran_on is not None else str(gpu).startswith(model)
+        if not same:
+            reasons.append(f"ran on {ran_on or run['device_name']} (planned {gpu})")
+    elif gpu and run["device_kind"] in ("cpu", "mps"):
         reasons.append(f"ran on {run['device_kind']} (planned {gpu})")
     elif gpu and run["device_kind"] == "cuda":
         from gpuhours.bench.device import catalog_gpu_for
