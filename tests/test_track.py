@@ -317,3 +317,28 @@ def test_a_plan_on_a_measured_cpu_device_counts_its_cpu_runs() -> None:
         "ran on cpu-intel-xeon-8480-2t (planned cpu-amd-epyc-7b13-2t)"]
     assert setup_mismatches({**run, "device_kind": "cuda", "device_name": "NVIDIA H100"},
                             {"gpu": "h100-sxm"}) == []
+
+
+def test_a_tracked_run_of_a_grid_is_compared_with_one_experiment(tmp_path: Path) -> None:
+    """A grid phase's tracked run is one of its experiments: 1,000 steps of 0.25 s on one GPU
+    projected against the grid's mean experiment, not the whole grid's GPU hours."""
+    from gpuhours.plan.budget import evaluate
+    from gpuhours.plan.load import load_plan
+
+    plan = load_plan(Path(__file__).resolve().parents[1] / "examples"
+                     / "qwen2-0.5b-experiments.yaml")
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        run = start_run(book, project="Qwen2-0.5B experiments", phase="experiments", name="x",
+                        device_kind="cuda", device_name="NVIDIA GeForce RTX 4090",
+                        planned_steps=10000, config={"num_gpus": 1})
+        add_steps(book, run, [StepRecord(step=i + 1, started_s=0.25 * i, wall_s=0.25)
+                              for i in range(1000)])
+        b = evaluate(plan, ledger=book)
+    (phase,) = [p for p in b.phases if p.name == "experiments"]
+    rows = b.grids["experiments"].rows
+    mean = sum(r.gpu_hours for r in rows) / len(rows)
+    a = phase.actual
+    assert a is not None and a.projected_gpu_hours == pytest.approx(10000 * 0.25 / 3600)
+    assert a.budgeted_gpu_hours == pytest.approx(mean) and mean < phase.gpu_hours_per_run / 10
+    assert a.overrun_gpu_hours == pytest.approx(a.projected_gpu_hours - mean)
+    assert "one experiment of the grid" in a.budgeted_basis

@@ -66,7 +66,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         results.append(result)
         uses_by_id(ctx.used_measurements[start:], phase.name, uses)
     if ledger is not None and calibrate:
-        results = _with_actuals(results, ledger, plan.project)
+        results = _with_actuals(results, ledger, plan.project, grids)
 
     def total(runs: str) -> float:
         return sum(r.gpu_hours_per_run for r in results if r.runs == runs)
@@ -140,8 +140,11 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
     )
 
 
-def _with_actuals(results: list[PhaseResult], ledger: Any, project: str) -> list[PhaseResult]:
-    """Attach what tracked runs tagged with this project and a phase's name have spent."""
+def _with_actuals(results: list[PhaseResult], ledger: Any, project: str,
+                  grids: dict[str, GridSchedule] | None = None) -> list[PhaseResult]:
+    """Attach what tracked runs tagged with this project and a phase's name have spent. A
+    tracked run of a grid phase is one of its experiments: its projection is compared with one
+    experiment's GPU hours (the grid's mean), not the whole grid's."""
     from gpuhours.track.runs import actuals_by_phase
 
     expected = {r.name: {k: r.setup.get(k) for k in ("hidden_size", "num_layers",
@@ -154,12 +157,18 @@ def _with_actuals(results: list[PhaseResult], ledger: Any, project: str) -> list
         if a is None:
             out.append(r)
             continue
-        over = None if a.projected_gpu_hours is None else (
-            a.projected_gpu_hours - r.gpu_hours_per_run)
+        budget, what = r.gpu_hours_per_run, "one run of the phase"
+        grid = (grids or {}).get(r.name)
+        if grid is not None and grid.rows:
+            budget = sum(row.gpu_hours for row in grid.rows) / len(grid.rows)
+            what = (f"one experiment of the grid (the mean of its {len(grid.rows)}; a tracked "
+                    "run is one experiment)")
+        over = None if a.projected_gpu_hours is None else a.projected_gpu_hours - budget
         out.append(r.model_copy(update={"actual": PhaseActual(
             runs=a.runs, gpu_hours_spent=a.gpu_hours_spent, steps_done=a.steps_done,
             steps_planned=a.steps_planned, projected_gpu_hours=a.projected_gpu_hours,
-            overrun_gpu_hours=over, basis=a.basis, other_setup_runs=a.other_setup_runs,
+            overrun_gpu_hours=over, basis=a.basis, budgeted_gpu_hours=budget,
+            budgeted_basis=what, other_setup_runs=a.other_setup_runs,
             other_setup_reasons=list(a.other_setup_reasons))}))
     return out
 

@@ -144,6 +144,10 @@ class PhaseActual(_Out):
     #: projected minus budgeted GPU hours of one run (positive: an overrun)
     overrun_gpu_hours: float | None
     basis: str
+    #: what the projection is compared with: the GPU hours of one run of the phase, or of one
+    #: experiment of a grid (a tracked run is one experiment); None: the phase's per run
+    budgeted_gpu_hours: float | None = None
+    budgeted_basis: str = ""
 
     @field_serializer("gpu_hours_spent", when_used="json")
     def _spent_json(self, value: float) -> dict[str, Any] | None:
@@ -153,8 +157,14 @@ class PhaseActual(_Out):
     def _projected_json(self, value: float | None, info: FieldSerializationInfo
                         ) -> dict[str, Any] | None:
         what = ("spent + steps left at the measured rate" if info.field_name ==
-                "projected_gpu_hours" else "projected - budgeted GPU hours of one run")
+                "projected_gpu_hours" else
+                f"projected - budgeted GPU hours of {self.budgeted_basis or 'one run'}")
         return _fig(value, "GPU hours", "formula", f"{what}: {self.basis}")
+
+    @field_serializer("budgeted_gpu_hours", when_used="json")
+    def _budgeted_json(self, value: float | None) -> dict[str, Any] | None:
+        return _fig(value, "GPU hours", "formula", f"the plan's GPU hours of "
+                                                   f"{self.budgeted_basis or 'one run'}")
     #: tracked runs under this phase's name of another setup (model, method, device): not
     #: counted, and why
     other_setup_runs: int = 0

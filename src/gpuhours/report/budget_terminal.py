@@ -99,9 +99,11 @@ def actual_text(r: PhaseResult) -> str:
             f"tracked run(s)")
     if a.projected_gpu_hours is not None and a.overrun_gpu_hours is not None:
         sign = "overrun" if a.overrun_gpu_hours > 0 else "saving"
-        share = abs(a.overrun_gpu_hours) / r.gpu_hours_per_run if r.gpu_hours_per_run else 0.0
+        budget = r.gpu_hours_per_run if a.budgeted_gpu_hours is None else a.budgeted_gpu_hours
+        share = abs(a.overrun_gpu_hours) / budget if budget else 0.0
+        per = f" for {a.budgeted_basis}" if a.budgeted_basis else ""
         text += (f"; projected {a.projected_gpu_hours:,.2f} GPU h at the measured rate against "
-                 f"{r.gpu_hours_per_run:,.2f} budgeted: {sign} of "
+                 f"{budget:,.2f} budgeted{per}: {sign} of "
                  f"{abs(a.overrun_gpu_hours):,.2f} GPU h ({100 * share:.0f}%)")
     text += f" ({a.basis})"
     if a.other_setup_runs:

@@ -190,7 +190,9 @@ def burn_downs(b: dict[str, Any]) -> list[BurnDown]:
         if not a or not a["runs"]:
             continue
         planned = a["steps_planned"] or value((p.get("details") or {}).get("optimizer_steps"))
-        out.append(BurnDown(p["name"], value(p["gpu_hours_per_run"]), planned, a["steps_done"],
+        budget = value(a.get("budgeted_gpu_hours")) if a.get("budgeted_gpu_hours") else None
+        out.append(BurnDown(p["name"], budget if budget is not None else
+                            value(p["gpu_hours_per_run"]), planned, a["steps_done"],
                             value(a["gpu_hours_spent"]), value(a["projected_gpu_hours"]),
                             a["basis"]))
     return out

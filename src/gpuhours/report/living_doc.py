@@ -212,7 +212,13 @@ def state_of(b: Budget, version: str, plan: str | None = None) -> dict[str, Any]
                                 r.actual.gpu_hours_spent, 3),
                             "projected": None if r.actual is None or
                             r.actual.projected_gpu_hours is None else round(
-                                r.actual.projected_gpu_hours, 3)} for r in b.phases},
+                                r.actual.projected_gpu_hours, 3),
+                            **({"budgeted": round(r.actual.budgeted_gpu_hours, 3)}
+                               if r.actual is not None
+                               and r.actual.budgeted_gpu_hours is not None
+                               and round(r.actual.budgeted_gpu_hours, 3)
+                               != round(r.gpu_hours_per_run, 3) else {})}
+                   for r in b.phases},
     }
     if b.micro_benchmarks:
         out["micro_benchmarks"] = {
@@ -255,7 +261,8 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             continue
         if now.get("spent") is not None and before.get("spent") != now["spent"]:
             projected = now.get("projected")
-            tail = (f", projected {projected:,.1f} against {now['gpu_hours']:,.1f} budgeted"
+            budgeted = now.get("budgeted", now["gpu_hours"])  # a grid: one experiment's
+            tail = (f", projected {projected:,.1f} against {budgeted:,.1f} budgeted"
                     if projected is not None else "")
             out.append(f"{name}: {now['spent']:,.2f} GPU h spent in tracked runs{tail}")
         elif before.get("spent") is not None and now.get("spent") is None:
