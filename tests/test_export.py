@@ -232,3 +232,18 @@ def test_online_without_a_wandb_login_is_exit_2(ledger_file: Path, tmp_path: Pat
     assert r.exit_code == 2, r.output
     assert "could not check whether run" in r.output and "--offline" in r.output
     assert not wandb_local_runs(tmp_path / "wb", records(ledger_file)[0].run_key)
+
+
+def test_a_run_still_running_is_not_exported(ledger_file: Path) -> None:
+    """Exported mid-run, a run's key would stand for its first steps for good (a later export
+    finds the key and skips it): it waits until it has finished."""
+    with Ledger.open(ledger_file) as book:
+        live = start_run(book, project="proj", phase="sft", name="live", device_kind="cpu",
+                         device_name="cpu", planned_steps=10, config={})
+        add_steps(book, live, [StepRecord(step=1, started_s=0.0, wall_s=1.0)])
+    assert [r.ledger_ref for r in records(ledger_file)] == ["measurement 1", "run 1"]
+    with pytest.raises(InputError, match="tracked run #2 is still running"):
+        records(ledger_file, ["r2"])
+    with Ledger.open(ledger_file) as book:
+        finish_run(book, live, "finished", {})
+    assert [r.ledger_ref for r in records(ledger_file)] == ["measurement 1", "run 1", "run 2"]

@@ -212,7 +212,10 @@ def parse_ref(text: str) -> tuple[str, int]:
 
 def ledger_exports(ledger: Ledger, refs: list[str] | None = None) -> list[ExportRun]:
     """The records to export: those of `refs` (parse_ref), else every measurement and every
-    tracked run of the ledger, oldest first."""
+    finished tracked run of the ledger, oldest first. A run still running is not exported (its
+    key would stand for the steps so far, and a later export of the finished run would find
+    the key and skip it): asked for by ref, it is an error; else it is left out
+    (`running_runs` names them)."""
     path = ledger.path.resolve()
     if refs:
         out = []
@@ -221,16 +224,25 @@ def ledger_exports(ledger: Ledger, refs: list[str] | None = None) -> list[Export
             try:
                 if kind == "m":
                     out.append(from_measurement(ledger.measurement(number), path))
-                else:
-                    out.append(from_tracked_run(get_run(ledger, number),
-                                                run_steps(ledger, number), path))
+                    continue
+                run = get_run(ledger, number)
             except InputError as e:  # named by the run asked for, not by the ledger's words
                 raise FieldError("run", e.message, e.hint, given=ref) from None
+            if run.status == "running":
+                raise FieldError("run", f"tracked run #{number} is still running; its export "
+                                        "would keep the steps so far as the run's.",
+                                 "Export it when it has finished.", given=ref)
+            out.append(from_tracked_run(run, run_steps(ledger, number), path))
         return out
     measured = [from_measurement(m, path) for m in reversed(ledger.measurements())]
     tracked = [from_tracked_run(r, run_steps(ledger, r.id), path)
-               for r in reversed(list_runs(ledger))]
+               for r in reversed(list_runs(ledger)) if r.status != "running"]
     return measured + tracked
+
+
+def running_runs(ledger: Ledger) -> list[int]:
+    """The ids of the ledger's tracked runs still running (not exported until they finish)."""
+    return [r.id for r in list_runs(ledger) if r.status == "running"]
 
 
 # --- destinations -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gpuhours.cli_common import JsonOpt, LedgerOpt, emit_json, out, user_errors
+from gpuhours.cli_common import JsonOpt, LedgerOpt, emit_json, err, out, user_errors
 
 if TYPE_CHECKING:
     from gpuhours.track.export import ExportOutcome, ExportRun
@@ -21,7 +21,8 @@ RunsOpt = Annotated[list[str] | None, typer.Option(
 
 def _records(ledger: str | None, runs: list[str] | None) -> list[ExportRun]:
     from gpuhours.errors import InputError
-    from gpuhours.track.export import ledger_exports
+    from gpuhours.report.text import esc
+    from gpuhours.track.export import ledger_exports, running_runs
     from gpuhours.track.ledger import Ledger, ledger_path
 
     path = ledger_path(ledger)
@@ -30,8 +31,13 @@ def _records(ledger: str | None, runs: list[str] | None) -> list[ExportRun]:
                          "Run `gpuhours bench` or track a run first, or set --ledger.")
     with Ledger.open(path, create=False) as book:
         records = ledger_exports(book, runs)
+        running = [] if runs else running_runs(book)
+    if running:  # on stderr: --json keeps stdout to the JSON
+        err.print(f"Not exported, still running: {esc(', '.join(f'r{i}' for i in running))} "
+                  "(export them when they have finished).", style="dim")
     if not records:
-        raise InputError(f"ledger {path}", "holds no measurement and no tracked run to export.")
+        raise InputError(f"ledger {path}", "holds no measurement and no finished tracked run "
+                                           "to export.")
     return records
 
 
