@@ -188,3 +188,21 @@ def test_the_limits_are_far_above_the_examples():
         plan = load_plan(EXAMPLES / name).plan
         assert len(plan.phases) * 10 <= load.MAX_PHASES
         assert len(plan.project) * 5 <= load.MAX_NAME_CHARS
+
+
+def test_a_duplicate_phase_or_experiment_is_named_at_its_own_line(tmp_path):
+    text = PIXELIS.replace("  - name: sft-qwen3-8b", "  - name: sft", 1)
+    message = plan_error(text, tmp_path)
+    second = [i for i, ln in enumerate(text.splitlines(), 1) if ln == "  - name: sft"][1]
+    assert f"line {second}, phases[" in message and "phase names must be unique: 'sft'" in message
+    qwen = (EXAMPLES / "qwen2-0.5b-experiments.yaml").read_text()
+    grid = qwen.replace("{name: baseline-02,", "{name: baseline-01,", 1)
+    message = plan_error(grid, tmp_path)
+    second = line_of(grid, "      - {name: baseline-01") + 1
+    assert f"line {second}," in message and "experiment names must be unique" in message
+
+
+@pytest.mark.parametrize("name", ["a\\nb", "tab\\there"])
+def test_a_name_over_two_lines_is_refused(tmp_path, name):
+    text = PIXELIS.replace("  - name: rft", f'  - name: "{name}"', 1)
+    assert "a name must be one line of text" in plan_error(text, tmp_path)

@@ -342,3 +342,18 @@ def test_a_tracked_run_of_a_grid_is_compared_with_one_experiment(tmp_path: Path)
     assert a.budgeted_gpu_hours == pytest.approx(mean) and mean < phase.gpu_hours_per_run / 10
     assert a.overrun_gpu_hours == pytest.approx(a.projected_gpu_hours - mean)
     assert "one experiment of the grid" in a.budgeted_basis
+
+
+def test_runs_a_plan_leaves_out_by_their_tags_are_said(tmp_path: Path) -> None:
+    from gpuhours.track.runs import unmatched_runs
+
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        for project, phase in (("Proj", "sft"), ("Proj", "stf"), ("proj ", "sft"),
+                               ("other", "sft")):
+            start_run(book, project=project, phase=phase, name="x", device_kind="cpu",
+                      device_name="cpu", planned_steps=None, config={})
+        said = unmatched_runs(book, "Proj", ["sft", "rl"])
+    assert said == ["1 tracked run(s) of this project under phase 'stf', which the plan does "
+                    "not have (phases: sft, rl)",
+                    "1 tracked run(s) of project 'proj ', phase 'sft': not counted, the plan's "
+                    "project is 'Proj'"]

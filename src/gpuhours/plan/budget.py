@@ -108,6 +108,10 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         if plan.hardware.electricity_usd_per_kwh is not None:
             usd = kwh * plan.hardware.electricity_usd_per_kwh
     warnings = [f"{r.name}: {w}" for r in results for w in r.warnings]
+    if ledger is not None and calibrate:
+        from gpuhours.track.runs import unmatched_runs
+
+        warnings += unmatched_runs(ledger, plan.project, [r.name for r in results])
     hw = plan.hardware
     # a phase on more of the plan's GPU type than its hardware declares: costed as asked, said
     warnings += [f"{r.name}: uses {r.gpus} GPUs, more than the plan's hardware has ({gpu.name}: "

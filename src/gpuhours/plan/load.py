@@ -195,6 +195,36 @@ def limit_problem(data: Any) -> tuple[tuple[Any, ...], str] | None:
 _NODE_DEPTH = 4
 
 
+def duplicate_problem(data: dict[str, Any]) -> tuple[tuple[Any, ...], str] | None:
+    """The second of two phases with one name, or of two experiments of a grid with one name
+    (an experiment would be counted twice): its place and the problem, so that the error names
+    that entry's own line; None when names are unique."""
+    phases = data.get("phases")
+    if not isinstance(phases, list):
+        return None
+    seen: dict[Any, int] = {}
+    for i, phase in enumerate(phases):
+        if not isinstance(phase, dict):
+            continue
+        name = phase.get("name")
+        if isinstance(name, str) and name in seen:
+            return (("phases", i, "name"), f"phase names must be unique: {name!r} is also phase "
+                                          f"{seen[name] + 1}")
+        seen.setdefault(name, i)
+        experiments = phase.get("experiments")
+        if not isinstance(experiments, list):
+            continue
+        names: dict[Any, int] = {}
+        for j, e in enumerate(experiments):
+            ename = e.get("name") if isinstance(e, dict) else None
+            if isinstance(ename, str) and ename in names:
+                return (("phases", i, "experiments", j, "name"),
+                        f"experiment names must be unique in a grid: {ename!r} is also "
+                        f"experiment {names[ename] + 1}")
+            names.setdefault(ename, j)
+    return None
+
+
 def _line(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
     target = _node_at(node, loc)
     return f", line {target.start_mark.line + 1}" if target is not None else ""
@@ -208,7 +238,7 @@ def parse_plan(text: str, label: str) -> LoadedPlan:
                                 "phases, ...).")
     try:
         with gc_paused():  # a grid of 100,000 experiments is 100,000 models
-            problem = limit_problem(data)
+            problem = limit_problem(data) or duplicate_problem(data)
             if problem is not None:
                 loc, message = problem
                 full, _ = compose(text, label)

@@ -432,8 +432,21 @@ class PhaseStorage(_Strict):
                             description="anything else this phase keeps, as stated (assumed)")
 
 
+def _one_line_name(name: str) -> str:
+    """A phase's or an experiment's name goes into table cells and headings: one line."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError("a name must be one line of text, without control characters "
+                         "(newlines, tabs)")
+    return name
+
+
 class _PhaseBase(_Strict):
     name: str = Field(min_length=1, max_length=80)
+
+    @field_validator("name")
+    @classmethod
+    def _name_one_line(cls, v: str) -> str:
+        return _one_line_name(v)
     gpu: str | None = Field(default=None, description="this phase's catalog GPU when it is not "
                                                       "the plan's (hardware.gpu)")
     runs: Runs = Field(default="per_seed", description="once, per_seed or single_seed")
@@ -798,7 +811,13 @@ class FixedPhase(_PhaseBase):
 
 
 class Experiment(_Strict):
-    name: str
+    name: str = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name_one_line(cls, v: str) -> str:
+        return _one_line_name(v)
+
     steps: Count | None = None
     tokens: Count | None = None
     eval_only_hours: PositiveFloat | None = Field(

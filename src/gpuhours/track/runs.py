@@ -299,6 +299,26 @@ def setup_mismatches(run: dict[str, Any], expected: dict[str, Any]) -> list[str]
     return reasons
 
 
+def unmatched_runs(ledger: Ledger, project: str, phases: list[str]) -> list[str]:
+    """Tracked runs a plan's totals leave out because their tags do not match it exactly: of
+    this project under a phase name the plan lacks, or of a project whose name differs from
+    this one only in case or spaces (a typo would otherwise go unseen)."""
+    rows = ledger.query("SELECT project, phase, COUNT(*) AS n FROM runs GROUP BY project, phase")
+
+    def norm(text: str) -> str:
+        return "".join(text.split()).lower()
+
+    out = []
+    for r in rows:
+        if r["project"] == project and r["phase"] not in phases:
+            out.append(f"{r['n']} tracked run(s) of this project under phase {r['phase']!r}, "
+                       f"which the plan does not have (phases: {', '.join(phases)})")
+        elif r["project"] != project and norm(r["project"]) == norm(project):
+            out.append(f"{r['n']} tracked run(s) of project {r['project']!r}, phase "
+                       f"{r['phase']!r}: not counted, the plan's project is {project!r}")
+    return out
+
+
 def actuals_by_phase(ledger: Ledger, project: str,
                      expected: dict[str, dict[str, Any]] | None = None
                      ) -> dict[str, PhaseActual]:
