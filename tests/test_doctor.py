@@ -253,6 +253,9 @@ def test_cli_doctor_too_few_steps_and_missing_ledger(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "at least 5" in " ".join(r.output.split())
     r = runner.invoke(app, ["doctor", "1", "--ledger", str(tmp_path / "none.sqlite")])
     assert r.exit_code == 2 and "no ledger" in r.output
+    # --gpus is the logs'; a tracked run's GPUs are its config's, not silently overridden
+    r = runner.invoke(app, ["doctor", str(rid), "--ledger", str(path), "--gpus", "8"])
+    assert r.exit_code == 2 and "a tracked run's GPUs are its config's num_gpus" in r.output
 
 
 def _checkpoint(out: Path, step: int, mtime: float) -> Path:

@@ -93,6 +93,10 @@ def register(app: typer.Typer) -> None:
             raise InputError("/".join(given), "set the setup that --hf-log compares with "
                              "physics, and need --model.", "Pass --model NAME (a catalog name "
                              "or a config.json) with --hf-log.")
+        if run is not None and not _not_given(ctx, "gpus"):
+            raise InputError("--gpus", "is for --hf-log and --wandb-run; a tracked run's GPUs "
+                                       "are its config's num_gpus.",
+                             "Leave --gpus out with a run id.")
         if run is not None and model is not None:
             raise InputError("--model", "is for --hf-log; a tracked run's model and setup are "
                              "in its config.", "Leave --model out with a run id.")

@@ -280,7 +280,9 @@ def diagnose_hf_log(path: str | Path, gpu: GpuSpec | None = None,
                          "trainer_state.json of the output folder once the run has finished, "
                          "or track the run with gpuhours.track.")
     planned = planned_steps or int(state.get("max_steps") or steps_done)
-    planned_basis = "given: --planned-steps" if planned_steps else "max_steps of the log"
+    planned_basis = ("given: --planned-steps" if planned_steps else "max_steps of the log"
+                     if state.get("max_steps") else
+                     "the steps the log records (it holds no max_steps; pass --planned-steps)")
     price, price_basis = price_per_gpu_hour(gpu, usd_per_gpu_hour, {}, gpus)
     evals = [float(h["eval_runtime"]) for h in history if "eval_runtime" in h]
     eval_total = sum(evals)
