@@ -247,6 +247,25 @@ def versioned_baseline(state: dict[str, Any]) -> dict[str, Any]:
                        for n, p in state.get("phases", {}).items()}}
 
 
+def _digest_scheme(fingerprint: Any) -> str:
+    """The scheme of a phase's settings fingerprint (plan/phases.py DIGEST_SCHEME, or '' for
+    the earlier one of every field, defaults included)."""
+    text = str(fingerprint or "")
+    return text.split(":", 1)[0] + ":" if ":" in text else ""
+
+
+def _same_numbers(now: dict[str, Any], last: dict[str, Any]) -> bool:
+    """Whether a state's numbers are the last version's (versioned_baseline form); a figure the
+    last version's state did not record (an earlier release's) is not compared."""
+    if now.get("total_gpu_hours") != last.get("total_gpu_hours"):
+        return False
+    phases = now.get("phases", {})
+    if set(phases) != set(last.get("phases", {})):
+        return False
+    return all(last["phases"][n].get(k) is None or phases[n].get(k) == last["phases"][n].get(k)
+               for n in phases for k in ("gpu_hours", "gpus", "wall_hours"))
+
+
 def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Sentences naming each phase whose numbers changed since the last version, and why: its
     GPU hours, its GPUs or its wall clock moved, or its settings changed (even where the GPU
@@ -268,6 +287,10 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         elif before.get("spent") is not None and now.get("spent") is None:
             out.append(f"{name}: the {before['spent']:,.2f} GPU h of tracked runs shown before "
                        f"are not in this run's ledger (another ledger, or none)")
+        # fingerprints of two schemes are not comparable: no settings change is read from them
+        settings_changed = (before.get("digest") != now["digest"]
+                            and _digest_scheme(before.get("digest")) == _digest_scheme(
+                                now["digest"]))
         then = base["phases"].get(name, before)
         gpus_then, gpus_now = then.get("gpus"), now.get("gpus")
         if gpus_then is not None and gpus_then != gpus_now:
@@ -279,12 +302,12 @@ def what_changed(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
             out.append(f"{name}: wall clock {then['wall_hours']:,.1f} -> "
                        f"{now['wall_hours']:,.1f} h")
         if not _moved(then["gpu_hours"], now["gpu_hours"]):
-            if before.get("digest") != now["digest"]:
+            if settings_changed:
                 out.append(f"{name}: the plan's settings for it changed ("
                            f"{now['gpu_hours']:,.1f} GPU h)")
             continue
         before = {**before, "gpu_hours": then["gpu_hours"]}
-        if before.get("digest") != now["digest"]:
+        if settings_changed:
             why = "the plan's settings for it changed"
         elif before.get("basis") != now["basis"]:
             why = f"basis {before.get('basis')} -> {now['basis']}"
@@ -557,8 +580,8 @@ def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, v
              if f"]({quote(charts.chart_path(path, k).name)})" in prev.text}
     state = state_of(b, version, reference)
     baseline = versioned_baseline(prev.state)
-    if versioned_baseline(state) != baseline:  # numbers moved below a version: keep the last's
-        state["versioned"] = baseline
+    if not _same_numbers(versioned_baseline(state), baseline):
+        state["versioned"] = baseline  # numbers moved below a version: keep the last's
     text = render(b, reference, version, day, prev.notes, prev.history, state, shown or None)
     if text == prev.text:
         return False
