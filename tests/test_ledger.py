@@ -319,12 +319,19 @@ def test_another_programs_database_is_refused_and_left_unchanged(tmp_path: Path)
         db.execute("INSERT INTO foo VALUES (1)")
         db.commit()
     before = other.read_bytes()
-    with pytest.raises(InputError, match="SQLite database of something else .tables foo"):
+    with pytest.raises(InputError, match="SQLite database of something else .holding foo"):
         L.Ledger.open(other)
     assert other.read_bytes() == before  # no WAL switch, no tables added
     with closing(sqlite3.connect(other)) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
         assert [r[0] for r in db.execute("SELECT name FROM sqlite_master")] == ["foo"]
+    # a database of views only is another program's too
+    views = tmp_path / "views.sqlite"
+    with closing(sqlite3.connect(views)) as db:
+        db.execute("CREATE VIEW v AS SELECT 1 AS x")
+        db.commit()
+    with pytest.raises(InputError, match="holding v;"):
+        L.Ledger.open(views)
     # an empty database is adopted as a new ledger; a ledger opens again as before
     empty = tmp_path / "empty.sqlite"
     with closing(sqlite3.connect(empty)) as db:

@@ -206,3 +206,10 @@ def test_a_duplicate_phase_or_experiment_is_named_at_its_own_line(tmp_path):
 def test_a_name_over_two_lines_is_refused(tmp_path, name):
     text = PIXELIS.replace("  - name: rft", f'  - name: "{name}"', 1)
     assert "a name must be one line of text" in plan_error(text, tmp_path)
+
+
+@pytest.mark.parametrize("old, new", [("  - name: rft", "  - name: [a, b]"),
+                                      ("  - name: sft\n", "  - name: {a: 1}\n")])
+def test_a_name_that_is_not_text_is_the_schemas_error(tmp_path, old, new):
+    text = PIXELIS.replace(old, new, 1)
+    assert "name" in plan_error(text, tmp_path)  # exit 2, no traceback (plan_error checks)

@@ -320,28 +320,48 @@ def test_a_plan_on_a_measured_cpu_device_counts_its_cpu_runs() -> None:
 
 
 def test_a_tracked_run_of_a_grid_is_compared_with_one_experiment(tmp_path: Path) -> None:
-    """A grid phase's tracked run is one of its experiments: 1,000 steps of 0.25 s on one GPU
-    projected against the grid's mean experiment, not the whole grid's GPU hours."""
+    """A grid phase's tracked run is one of its experiments: a run planned for 43,210 steps at
+    the grid's own GPU hours per step is on budget, not a 300% overrun of the mean experiment
+    (the review's case), and far from the whole grid's hours."""
     from gpuhours.plan.budget import evaluate
     from gpuhours.plan.load import load_plan
 
     plan = load_plan(Path(__file__).resolve().parents[1] / "examples"
                      / "qwen2-0.5b-experiments.yaml")
+    rows = evaluate(plan).grids["experiments"].rows
+    trained = [r for r in rows if r.steps]
+    per_step = sum(r.gpu_hours for r in trained) / sum(r.steps for r in trained)
+    assert all(round(r.steps) != 43210 for r in trained)
     with Ledger.open(tmp_path / "l.sqlite") as book:
         run = start_run(book, project="Qwen2-0.5B experiments", phase="experiments", name="x",
                         device_kind="cuda", device_name="NVIDIA GeForce RTX 4090",
-                        planned_steps=10000, config={"num_gpus": 1})
-        add_steps(book, run, [StepRecord(step=i + 1, started_s=0.25 * i, wall_s=0.25)
+                        planned_steps=43210, config={"num_gpus": 1})
+        wall = per_step * 3600  # one GPU at the grid's rate
+        add_steps(book, run, [StepRecord(step=i + 1, started_s=wall * i, wall_s=wall)
                               for i in range(1000)])
         b = evaluate(plan, ledger=book)
     (phase,) = [p for p in b.phases if p.name == "experiments"]
-    rows = b.grids["experiments"].rows
-    mean = sum(r.gpu_hours for r in rows) / len(rows)
     a = phase.actual
-    assert a is not None and a.projected_gpu_hours == pytest.approx(10000 * 0.25 / 3600)
-    assert a.budgeted_gpu_hours == pytest.approx(mean) and mean < phase.gpu_hours_per_run / 10
-    assert a.overrun_gpu_hours == pytest.approx(a.projected_gpu_hours - mean)
-    assert "one experiment of the grid" in a.budgeted_basis
+    assert a is not None and a.projected_gpu_hours == pytest.approx(43210 * per_step)
+    assert a.budgeted_gpu_hours == pytest.approx(43210 * per_step)
+    assert a.overrun_gpu_hours == pytest.approx(0.0, abs=1e-9)
+    assert "43,210 steps of the grid" in a.budgeted_basis
+    assert a.budgeted_gpu_hours < phase.gpu_hours_per_run
+
+
+def test_a_grid_runs_budget_is_its_experiment_or_the_grids_rate() -> None:
+    from gpuhours.plan.budget import grid_run_budget
+    from gpuhours.plan.results import GridRow, GridSchedule
+
+    rows = [GridRow(name="a", priority=1, gpu_hours=2.0, basis="", steps=100),
+            GridRow(name="b", priority=1, gpu_hours=6.0, basis="", steps=300),
+            GridRow(name="eval", priority=1, gpu_hours=1.0, basis="")]
+    grid = GridSchedule(rows=rows, schedule_gpus=1, makespan_hours=9.0, days=0.4,
+                        hours_per_day=24.0, reduced_priority=1, reduced_gpu_hours=9.0,
+                        reduced_makespan_hours=9.0, reduced_days=0.4)
+    assert grid_run_budget(grid, 300)[0] == 6.0                   # experiment b
+    assert grid_run_budget(grid, 50)[0] == pytest.approx(1.0)     # 50 x 8/400 GPU h a step
+    assert grid_run_budget(grid, None)[0] == pytest.approx(3.0)   # the mean of the three
 
 
 def test_runs_a_plan_leaves_out_by_their_tags_are_said(tmp_path: Path) -> None:

@@ -283,6 +283,13 @@ def _with_mask(largest: Transient, arch: ModelArch, release: str, batch: int) ->
     return Transient(largest.bytes + mask, f"{largest.what}, with 4.38's causal mask")
 
 
+def residual_elements_per_token(arch: ModelArch) -> float:
+    """Elements a token holds in the residual stream beside a layer's own transient: 4 d-wide
+    tensors (the embeddings, the layer's input, the residual after attention, the normed
+    input) and rotary's cos and sin (2 x head_dim); see prefill_transient."""
+    return 4.0 * arch.hidden_size + 2.0 * arch.head_dim
+
+
 def _quant_linear_transient(kernel: str, arch: ModelArch, tokens: float, residual: float,
                             tensor_parallel: int) -> Transient:
     """A layer's quantised linears' transient (hf_quant.layer_transient_elements) beside the
@@ -310,7 +317,7 @@ def prefill_transient(arch: ModelArch, release: str, batch: int, prompt_tokens: 
     tokens = float(batch) * prompt_tokens
     mlp, mlp_name = mlp_transient_elements_per_token(arch, release)
     attn = attention_transient_elements_per_token(arch, release)
-    residual = 4.0 * arch.hidden_size + 2.0 * arch.head_dim
+    residual = residual_elements_per_token(arch)
     found = [Transient(0.0, "none")]
     if parts.layers and mlp >= attn:
         found.append(Transient(tokens * (mlp + residual) * _ACT_BYTES / tensor_parallel,
@@ -365,8 +372,7 @@ def decode_transient(arch: ModelArch, release: str, batch: int, context_tokens: 
                                "DynamicCache torch.cat: one layer's old K beside the new"))
     if parts.layers and quant_linear is not None:
         linear = _quant_linear_transient(quant_linear, arch, float(batch),
-                                         4.0 * arch.hidden_size + 2.0 * arch.head_dim,
-                                         tensor_parallel)
+                                         residual_elements_per_token(arch), tensor_parallel)
         found.append(Transient(linear.bytes + previous, linear.what))
     if parts.head or parts.sampler:
         logits = logits_bytes(arch, release, batch, 1)

@@ -144,6 +144,27 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
     )
 
 
+def grid_run_budget(grid: GridSchedule, steps_planned: int | None) -> tuple[float, str]:
+    """The plan's GPU hours for one tracked run of a grid phase (a run is one experiment), and
+    what they are: the experiment planned for the run's steps; else the run's planned steps at
+    the grid's GPU hours per step (its step-counted experiments together); else, with no
+    planned steps, the grid's mean experiment."""
+    trained = [row for row in grid.rows if row.steps]
+    if steps_planned:
+        same = [row for row in trained if round(row.steps or 0) == steps_planned]
+        if same:
+            return same[0].gpu_hours, (f"experiment {same[0].name!r} of the grid ("
+                                       f"{steps_planned:,} steps, as the run plans)")
+        if trained:
+            per_step = (sum(row.gpu_hours for row in trained)
+                        / sum(row.steps or 0.0 for row in trained))
+            return steps_planned * per_step, (f"{steps_planned:,} steps of the grid at its "
+                                              f"{per_step:.3g} GPU h per step")
+    return (sum(row.gpu_hours for row in grid.rows) / len(grid.rows),
+            f"one experiment of the grid (the mean of its {len(grid.rows)}; the run gives no "
+            "planned steps)")
+
+
 def _with_actuals(results: list[PhaseResult], ledger: Any, project: str,
                   grids: dict[str, GridSchedule] | None = None) -> list[PhaseResult]:
     """Attach what tracked runs tagged with this project and a phase's name have spent. A
@@ -164,9 +185,7 @@ def _with_actuals(results: list[PhaseResult], ledger: Any, project: str,
         budget, what = r.gpu_hours_per_run, "one run of the phase"
         grid = (grids or {}).get(r.name)
         if grid is not None and grid.rows:
-            budget = sum(row.gpu_hours for row in grid.rows) / len(grid.rows)
-            what = (f"one experiment of the grid (the mean of its {len(grid.rows)}; a tracked "
-                    "run is one experiment)")
+            budget, what = grid_run_budget(grid, a.steps_planned)
         over = None if a.projected_gpu_hours is None else a.projected_gpu_hours - budget
         out.append(r.model_copy(update={"actual": PhaseActual(
             runs=a.runs, gpu_hours_spent=a.gpu_hours_spent, steps_done=a.steps_done,

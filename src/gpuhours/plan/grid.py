@@ -137,7 +137,7 @@ def _experiment_rows(ctx: Context, phase: GridPhase) -> _Rows:
             hours = steps * setup.gpu_hours_per_step
             out.rows.append(GridRow(name=exp.name, priority=exp.priority, gpu_hours=hours,
                                     basis=f"formula: {steps:,.0f} steps x "
-                                          f"{e.step_time_s.value:.3g} s"))
+                                          f"{e.step_time_s.value:.3g} s", steps=steps))
             out.durations.append(hours / hw.num_gpus)
             out.needs.append(hw.num_gpus)
             out.bottlenecks[e.bottleneck] = out.bottlenecks.get(e.bottleneck, 0.0) + hours

@@ -202,26 +202,29 @@ def duplicate_problem(data: dict[str, Any]) -> tuple[tuple[Any, ...], str] | Non
     phases = data.get("phases")
     if not isinstance(phases, list):
         return None
-    seen: dict[Any, int] = {}
+    seen: dict[str, int] = {}
     for i, phase in enumerate(phases):
         if not isinstance(phase, dict):
             continue
         name = phase.get("name")
-        if isinstance(name, str) and name in seen:
-            return (("phases", i, "name"), f"phase names must be unique: {name!r} is also phase "
-                                          f"{seen[name] + 1}")
-        seen.setdefault(name, i)
+        if isinstance(name, str):  # another type is the schema's error, at its own line
+            if name in seen:
+                return (("phases", i, "name"), f"phase names must be unique: {name!r} is also "
+                                              f"phase {seen[name] + 1}")
+            seen[name] = i
         experiments = phase.get("experiments")
         if not isinstance(experiments, list):
             continue
-        names: dict[Any, int] = {}
+        names: dict[str, int] = {}
         for j, e in enumerate(experiments):
             ename = e.get("name") if isinstance(e, dict) else None
-            if isinstance(ename, str) and ename in names:
+            if not isinstance(ename, str):
+                continue
+            if ename in names:
                 return (("phases", i, "experiments", j, "name"),
                         f"experiment names must be unique in a grid: {ename!r} is also "
                         f"experiment {names[ename] + 1}")
-            names.setdefault(ename, j)
+            names[ename] = j
     return None
 
 

@@ -176,6 +176,8 @@ class GridRow(_Out):
     priority: int
     gpu_hours: float
     basis: str
+    #: the experiment's optimizer steps (None for an evaluation-only entry)
+    steps: float | None = None
 
     @field_serializer("gpu_hours", when_used="json")
     def _hours_json(self, value: float) -> dict[str, Any] | None:

@@ -273,7 +273,7 @@ class Ledger:
         else:
             foreign = _foreign_tables(path, busy_timeout_s)
             if foreign:
-                raise InputError(where, f"is an SQLite database of something else (tables "
+                raise InputError(where, f"is an SQLite database of something else (holding "
                                         f"{', '.join(foreign[:4])}{', ...' if len(foreign) > 4 else ''}"
                                         f"; no gpuhours schema_version); it was left unchanged.",
                                  f"Point --ledger or {ENV_VAR} at a ledger file, or a new path "
@@ -553,9 +553,9 @@ def _retry_while_locked(step: Callable[[], None], timeout_s: float) -> None:
 
 
 def _foreign_tables(path: Path, busy_timeout_s: float) -> list[str]:
-    """The tables of an existing SQLite file that is not a ledger: none when it has
-    schema_version (a ledger, of any version) or no tables at all (an empty database is
-    adopted). Read through a read-only connection, so that another program's database is never
+    """The tables, views, indexes and triggers of an existing SQLite file that is not a ledger:
+    none when it has schema_version (a ledger, of any version) or nothing at all (an empty
+    database is adopted). Read through a read-only connection, so that another program's database is never
     switched to WAL or given tables; if that connection cannot read it (a ledger whose WAL
     index cannot be opened read-only), [] and the normal open decides."""
     try:
@@ -565,7 +565,7 @@ def _foreign_tables(path: Path, busy_timeout_s: float) -> list[str]:
         return []
     try:
         names = [str(r[0]) for r in ro.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")]
     except sqlite3.Error:
         return []
     finally:
