@@ -345,3 +345,31 @@ def test_pending_records_never_join_another_projects_run(tmp_path: Path) -> None
         assert runs["NEW"].status == "running" and run_steps(book, new) == []
         assert runs["OLD"].id != new and runs["OLD"].summary == {"from": "OLD"}
         assert [s.step for s in run_steps(book, runs["OLD"].id)] == list(range(4, 11))
+
+
+def test_the_retry_thread_never_writes_into_another_ledgers_run(tmp_path: Path) -> None:
+    """The run's writer knows run #1; the ledger is moved aside and started afresh at the same
+    path, where #1 is another project's run: the records left go to a run of their own."""
+    from gpuhours.track.pending import PendingWriter
+    from gpuhours.track.runs import StepRecord, start_run
+
+    path = tmp_path / "l.sqlite"
+    book = Ledger.open(path)
+    fields = {"project": "OLD", "phase": "sft", "name": "OLD/sft", "device_kind": "cpu",
+              "device_name": "cpu", "planned_steps": 10, "config": {},
+              "created_utc": "2026-11-25T00:00:00+00:00", "hostname": "h"}
+    writer = PendingWriter(book, fields)
+    assert writer.flush(force=True) and writer.run_id == 1
+    book.close()
+    path.rename(tmp_path / "aside.sqlite")
+    with Ledger.open(path) as fresh:
+        assert start_run(fresh, project="NEW", phase="sft", name="NEW/sft", device_kind="cpu",
+                         device_name="cpu", planned_steps=5, config={}) == 1
+    writer.add_steps([StepRecord(step=i, started_s=float(i), wall_s=1.0) for i in (1, 2)])
+    writer.set_finish("finished", lambda: {"from": "OLD"})
+    assert writer.drain(timeout_s=5.0)
+    with Ledger.open(path) as fresh:
+        runs = {r.project: r for r in list_runs(fresh)}
+        assert runs["NEW"].status == "running" and run_steps(fresh, 1) == []
+        assert runs["OLD"].id == 2 and runs["OLD"].summary["from"] == "OLD"
+        assert [s.step for s in run_steps(fresh, 2)] == [1, 2]

@@ -220,8 +220,7 @@ RANKS = textwrap.dedent("""
 
     def work(rank, ledger, init):
         dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
-        with track_run(project="p", phase="ddp", ledger=ledger,
-                       config={"num_gpus": 2}) as run:
+        with track_run(project="p", phase="ddp", ledger=ledger) as run:
             for _ in range(3):
                 with run.compute():
                     dist.all_reduce(torch.ones(4))
@@ -250,6 +249,8 @@ def test_a_distributed_job_is_one_run_from_rank_0(tmp_path: Path) -> None:
     with Ledger.open(path) as book:
         (r,) = list_runs(book)
         assert [s.step for s in run_steps(book, r.id)] == [1, 2, 3]
+    # the job's GPUs from its world size, said so: counted once, for both processes
+    assert r.config["num_gpus"] == 2 and "world size" in r.config["num_gpus_basis"]
 
 
 def test_hf_callback_records_nothing_on_other_processes(tmp_path: Path) -> None:
@@ -294,12 +295,22 @@ def test_a_stored_bad_gpu_count_is_an_error_naming_the_run_and_one_not_stored_is
                       device_name="H100", planned_steps=10, config={})
         add_steps(book, a, [StepRecord(step=1, started_s=0, wall_s=3600.0)])
         assert "assumed: 1 GPU for run(s) #1" in actuals_by_phase(book, "p")["sft"].basis
-        # a ledger written before the check: the value is stored as it came
+        # a ledger written before the check: a whole number as a float or digits is taken;
+        # anything else puts that run apart, named, and the plan goes on
+        for stored, spent in (('{"num_gpus": 8.0}', 8.0), ('{"num_gpus": "8"}', 8.0)):
+            with book.transaction() as db:
+                db.execute("UPDATE runs SET config_json = ? WHERE id = ?", (stored, a))
+            assert actuals_by_phase(book, "p")["sft"].gpu_hours_spent == pytest.approx(spent)
         with book.transaction() as db:
             db.execute("UPDATE runs SET config_json = ? WHERE id = ?",
                        ('{"num_gpus": "eight"}', a))
-        with pytest.raises(InputError, match=r"run #1 config num_gpus: expected a whole"):
-            actuals_by_phase(book, "p")
+        sft = actuals_by_phase(book, "p")["sft"]
+        assert sft.runs == 0 and sft.other_setup_runs == 1
+        assert "run #1: expected a whole number of GPUs" in sft.other_setup_reasons[0]
+    with pytest.raises(InputError, match="expected a whole number"):  # doctor's one run
+        from gpuhours.track.runs import run_gpus
+
+        run_gpus({"num_gpus": "eight"}, "run #1 config num_gpus")
 
 
 def test_a_plan_on_a_measured_cpu_device_counts_its_cpu_runs() -> None:

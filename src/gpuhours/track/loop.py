@@ -378,7 +378,8 @@ def start_tracking(*, project: str, phase: str, name: str = "", planned_steps: i
     and writes nothing (`run_id` stays None)."""
     check_run_fields(project, phase, planned_steps, config)
     device = Device(sync)
-    if distributed_rank() not in (None, 0):
+    rank = distributed_rank()
+    if rank not in (None, 0):
         # one run a job: rank 0 records it (its config's num_gpus counts the job's GPUs)
         return TrackedRun(UntrackedWriter(), device, flush_every, False, flush_every_s,
                           close_timeout_s)
@@ -389,6 +390,9 @@ def start_tracking(*, project: str, phase: str, name: str = "", planned_steps: i
         import_pending(book)
     cfg = dict(config or {})
     cfg.setdefault("threads", torch_threads())
+    if rank == 0 and "num_gpus" not in cfg:  # the job's processes, one GPU each
+        cfg["num_gpus"] = distributed_world_size()
+        cfg["num_gpus_basis"] = "torch.distributed world size (one GPU a process)"
     writer = PendingWriter(book, {
         "project": project, "phase": phase, "name": name or f"{project}/{phase}",
         "device_kind": device.kind, "device_name": device.name,
@@ -419,6 +423,15 @@ def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | 
         run.close(failed=True)
         raise
     run.close()
+
+
+def distributed_world_size() -> int:
+    """The processes of the initialised torch.distributed job (1 outside one)."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return 1
+    return int(dist.get_world_size())
 
 
 def distributed_rank() -> int | None:

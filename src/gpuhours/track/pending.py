@@ -34,6 +34,7 @@ from gpuhours.track.runs import (
     add_steps,
     finish_run,
     insert_pending_run,
+    is_same_run,
     start_run,
 )
 
@@ -105,6 +106,11 @@ class PendingWriter:
             return False
         with self._lock:
             try:
+                if (book is not self.ledger and self.run_id is not None
+                        and not is_same_run(book, self.run_id, self._run_fields)):
+                    # the path opened again holds another ledger now (moved aside, started
+                    # afresh): what is left becomes a run of its own, never another's
+                    self.run_id = None
                 if self.run_id is None:
                     self.run_id = start_run(book, **self._run_fields,
                                             busy_timeout_s=busy_timeout_s)

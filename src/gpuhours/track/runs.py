@@ -88,11 +88,16 @@ def check_run_fields(project: str, phase: str, planned_steps: int | None,
 
 def run_gpus(config: dict[str, Any], where: str) -> int:
     """The GPUs a run's config records (num_gpus), checked: a whole number of at least 1; 1
-    when it records none (a one-process run). InputError keyed by `where` otherwise (a ledger
-    written before this check may hold anything)."""
+    when it records none (a one-process run). A ledger written before the check may hold a
+    whole number as a float or as digits (8.0, "8"): taken. InputError keyed by `where`
+    otherwise."""
     value = config.get("num_gpus", 1)
     if value is None:
         return 1
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(where, f"expected a whole number of GPUs, at least 1, got {value!r}.",
                          "Pass config={'num_gpus': <GPUs the run used>} to the tracker.")
@@ -158,15 +163,28 @@ def finish_run(ledger: Ledger, run_id: int, status: str, summary: dict[str, Any]
                    (status, now_utc(), dumps_json(summary), run_id))
 
 
+_RUN_IDENTITY = ("project", "phase", "name", "created_utc")
+
+
 def _same_run(db: Any, run_id: int, run_fields: dict[str, Any]) -> bool:
     """Whether the ledger's run `run_id` is the run `run_fields` describe (the fields a tracker
     started it with; a start time only where they hold one)."""
-    row = db.execute("SELECT project, phase, name, created_utc FROM runs WHERE id = ?",
+    row = db.execute(f"SELECT {', '.join(_RUN_IDENTITY)} FROM runs WHERE id = ?",
                      (run_id,)).fetchone()
+    return _matches(row, run_fields)
+
+
+def _matches(row: Any, run_fields: dict[str, Any]) -> bool:
     if row is None:
         return False
-    keys = [k for k in ("project", "phase", "name", "created_utc") if k in run_fields]
-    return all(row[k] == run_fields[k] for k in keys)
+    return all(row[k] == run_fields[k] for k in _RUN_IDENTITY if k in run_fields)
+
+
+def is_same_run(ledger: Ledger, run_id: int, run_fields: dict[str, Any]) -> bool:
+    """_same_run through a ledger (a tracker's connection opened again by path: the file there
+    may be another ledger now)."""
+    rows = ledger.query(f"SELECT {', '.join(_RUN_IDENTITY)} FROM runs WHERE id = ?", [run_id])
+    return _matches(rows[0] if rows else None, run_fields)
 
 
 def insert_pending_run(ledger: Ledger, run_id: int | None, run_fields: dict[str, Any],
@@ -345,7 +363,11 @@ def actuals_by_phase(ledger: Ledger, project: str,
             if why:
                 apart.setdefault(r["phase"], []).append(f"run #{r['id']}: {'; '.join(why)}")
                 continue
-        gpus = run_gpus(cfg, f"ledger {ledger.path} run #{r['id']} config num_gpus")
+        try:
+            gpus = run_gpus(cfg, f"ledger {ledger.path} run #{r['id']} config num_gpus")
+        except InputError as e:  # an older ledger's value: this run apart, the plan goes on
+            apart.setdefault(r["phase"], []).append(f"run #{r['id']}: {e.message}")
+            continue
         if cfg.get("num_gpus") is None:
             unstated.setdefault(r["phase"], []).append(int(r["id"]))
         prev = out.get(r["phase"])
