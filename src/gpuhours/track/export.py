@@ -212,10 +212,10 @@ def parse_ref(text: str) -> tuple[str, int]:
 
 def ledger_exports(ledger: Ledger, refs: list[str] | None = None) -> list[ExportRun]:
     """The records to export: those of `refs` (parse_ref), else every measurement and every
-    finished tracked run of the ledger, oldest first. A run still running is not exported (its
-    key would stand for the steps so far, and a later export of the finished run would find
-    the key and skip it): asked for by ref, it is an error; else it is left out
-    (`running_runs` names them)."""
+    tracked run of the ledger not marked running, oldest first. A run still marked running is
+    left out by default (its key would stand for the steps so far, and a later export of the
+    finished run would find the key and skip it; `running_runs` names them); asked for by ref
+    it is exported as it is (a run killed by the system stays marked running for good)."""
     path = ledger.path.resolve()
     if refs:
         out = []
@@ -228,10 +228,6 @@ def ledger_exports(ledger: Ledger, refs: list[str] | None = None) -> list[Export
                 run = get_run(ledger, number)
             except InputError as e:  # named by the run asked for, not by the ledger's words
                 raise FieldError("run", e.message, e.hint, given=ref) from None
-            if run.status == "running":
-                raise FieldError("run", f"tracked run #{number} is still running; its export "
-                                        "would keep the steps so far as the run's.",
-                                 "Export it when it has finished.", given=ref)
             out.append(from_tracked_run(run, run_steps(ledger, number), path))
         return out
     measured = [from_measurement(m, path) for m in reversed(ledger.measurements())]

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 RunsOpt = Annotated[list[str] | None, typer.Option(
     "--run", help="A ledger id to export (repeat for more): 3 or m3 = measurement 3 "
                   "(`gpuhours ledger list`), r3 = tracked run 3. Default: every measurement "
-                  "and every tracked run.")]
+                  "and every tracked run not marked running.")]
 
 
 def _records(ledger: str | None, runs: list[str] | None) -> list[ExportRun]:
@@ -33,8 +33,10 @@ def _records(ledger: str | None, runs: list[str] | None) -> list[ExportRun]:
         records = ledger_exports(book, runs)
         running = [] if runs else running_runs(book)
     if running:  # on stderr: --json keeps stdout to the JSON
-        err.print(f"Not exported, still running: {esc(', '.join(f'r{i}' for i in running))} "
-                  "(export them when they have finished).", style="dim")
+        names = ", ".join(f"r{i}" for i in running)
+        err.print(f"Not exported, marked running: {esc(names)}. Export them when they have "
+                  "finished; a run that was killed stays marked running, and `--run rN` "
+                  "exports it as it is (once: a later export finds its key).", style="dim")
     if not records:
         raise InputError(f"ledger {path}", "holds no measurement and no finished tracked run "
                                            "to export.")
