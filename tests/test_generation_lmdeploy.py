@@ -162,3 +162,32 @@ def test_every_lmdeploy_row_is_expressed_and_held_out() -> None:
         res = gp.predict(r)
         assert res.error is not None and res.predicted is not None, (r["row"], res.why)
         assert r["row"] not in gp.TUNED and r["row"] not in gp.DEPENDENT
+
+
+def test_a_sequence_takes_whole_blocks() -> None:
+    """1,000 blocks, 1 + 1,000 = 1,001-token sequences: 8 blocks each (1,024 tokens held), so
+    125 sequences, not the 127 the tokens alone would give (1,000 x 128 / 1,001)."""
+    g = _setup(prompt_tokens=1, output_tokens=1000, cache_max_entry_count=1000)
+    assert max_batch_by_memory(g.arch, g, _gpu()) == 125 == 1000 // 8
+
+
+def test_a_cache_too_small_names_its_setting_and_turbomind_limits_are_refused() -> None:
+    from gpuhours.errors import FieldDoesNotFit
+
+    g = _setup(prompt_tokens=128, output_tokens=2048, cache_max_entry_count=1)
+    with pytest.raises(FieldDoesNotFit, match="cache_max_entry_count 1 sets") as caught:
+        max_batch_by_memory(g.arch, g, _gpu())
+    assert "cache_max_entry_count" in str(caught.value)
+    # head size 64 (Llama 3.2 1B): the decode attention is built for 128
+    with pytest.raises(FieldError, match="head size 64"):
+        estimate_generation(_setup("llama-3.2-1b", prompt_tokens=128, output_tokens=128,
+                                   batch=1), _gpu())
+    # a parallel residual (Phi-2), learned positions (GPT-2): not TurboMind's LlamaV2
+    for model, pattern in (("phi-2", "parallel residual"), ("gpt2", "learned position")):
+        with pytest.raises(FieldError, match=pattern):
+            estimate_generation(_setup(model, prompt_tokens=16, output_tokens=16, batch=1),
+                                _gpu())
+    with pytest.raises(FieldError, match="one node") as caught:
+        estimate_generation(_setup("llama-2-70b", prompt_tokens=128, output_tokens=128,
+                                   batch=1, tensor_parallel=16), _gpu())
+    assert "tensor_parallel" in str(caught.value)

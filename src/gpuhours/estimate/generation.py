@@ -486,6 +486,20 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
         arch, g.kv_bytes_per_element, tp)
+    if g.engine == lmdeploy.ENGINE:  # whole 128-token blocks a sequence (estimate/lmdeploy.py)
+        fits = lmdeploy.sequences_in_room(
+            usable, kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp),
+            g.prompt_tokens + g.output_tokens)
+        if fits < 1 and g.cache_max_entry_count is not None:
+            raise FieldDoesNotFit(
+                "cache_max_entry_count", f"the cache cache_max_entry_count "
+                f"{g.cache_max_entry_count:g} sets ({usable / 1e9:.2f} GB a GPU) holds no "
+                f"sequence of {g.prompt_tokens + g.output_tokens:,} tokens in whole "
+                f"{lmdeploy.CACHE_BLOCK_TOKENS}-token blocks.",
+                "Give a larger cache_max_entry_count (a share of the device below 1, else "
+                "blocks), or shorter sequences.")
+        if fits >= 1:
+            return fits
     if usable <= per_seq:
         where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
@@ -1235,7 +1249,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         trtllm.check_supported(arch)
     if g.engine == lmdeploy.ENGINE:
         lmdeploy.check_supported(arch, g.weight_bytes_per_param, g.kv_bytes_per_element,
-                                 g.matmul_precision, g.cuda_graphs)
+                                 g.matmul_precision, g.cuda_graphs, g.tensor_parallel)
     if g.matmul_precision == "fp8":
         # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
         try:

@@ -50,18 +50,32 @@ CACHE_BLOCK_TOKENS = 128
 MAX_4BIT_BYTES_PER_WEIGHT = 0.6
 
 
+#: the head size TurboMind 0.1's decode attention is built for (decoder_multihead_attention.cu
+#: @9c46b27c: FT_CHECK(params.size_per_head == HeadDim), HeadDim 128)
+HEAD_DIM = 128
+#: TurboMind 0.1 runs a tensor-parallel group as threads of one process, a GPU each (its
+#: LlamaTritonModel's per-device instances over one NCCL communicator): one node
+MAX_TENSOR_PARALLEL = 8
+
+
 def check_supported(arch: ModelArch, weight_bytes_per_param: float,
                     kv_bytes_per_element: float, matmul_precision: str,
-                    cuda_graphs: str) -> None:
+                    cuda_graphs: str, tensor_parallel: int = 1) -> None:
     """Refuse what TurboMind 0.1 does not run, naming the field: MoE layers, latent attention,
-    recurrent mixers, sliding windows and vision towers (its LlamaV2 is a dense Llama-shaped
-    decoder); 8-bit weights and fp8 GEMMs (its linears are fp16 or W4A16 AWQ); a KV cache
-    other than 16-bit or int8 (quant_policy 4); CUDA graphs (it captures none)."""
+    recurrent mixers, sliding windows, vision towers, learned positions, parallel residuals and
+    a head size other than HEAD_DIM (its LlamaV2 is a dense Llama-shaped decoder); 8-bit
+    weights and fp8 GEMMs (its linears are fp16 or W4A16 AWQ); a KV cache other than 16-bit or
+    int8 (quant_policy 4); CUDA graphs (it captures none); a tensor-parallel group beyond one
+    node."""
     kinds = [k for k, has in (
         ("MoE layers", arch.is_moe), ("multi-head latent attention", arch.mla is not None),
         ("recurrent mixers (SSM, Gated DeltaNet)", bool(arch.ssm_state_elements)),
         ("sliding-window layers", bool(arch.sliding_window and arch.sliding_layers)),
-        ("a vision tower", arch.vision is not None)) if has]
+        ("a vision tower", arch.vision is not None),
+        ("learned position embeddings", bool(arch.position_embeddings)),
+        ("a parallel residual", arch.parallel_residual),
+        (f"head size {arch.head_dim} (TurboMind 0.1's decode attention takes {HEAD_DIM})",
+         arch.head_dim != HEAD_DIM)) if has]
     if kinds:
         raise FieldError("engine", f"{arch.name} has {' and '.join(kinds)}: the lmdeploy engine "
                                    f"is modelled as LMDeploy 0.1's TurboMind, dense decoders "
@@ -80,6 +94,12 @@ def check_supported(arch: ModelArch, weight_bytes_per_param: float,
                          f"{kv_bytes_per_element:g} bytes a KV element: TurboMind 0.1 keeps "
                          "its cache in fp16 (2) or int8 (1, quant_policy 4).",
                          "Use 2 or 1 for --engine lmdeploy.")
+    if tensor_parallel > MAX_TENSOR_PARALLEL:
+        raise FieldError("tensor_parallel", f"TurboMind 0.1 runs its tensor-parallel GPUs as "
+                                            f"threads of one process, on one node (at most "
+                                            f"{MAX_TENSOR_PARALLEL}); {tensor_parallel} asked.",
+                         f"Use --tensor-parallel {MAX_TENSOR_PARALLEL} or fewer for --engine "
+                         "lmdeploy.")
     if cuda_graphs == "on":
         raise FieldError("cuda_graphs", "TurboMind 0.1 captures no CUDA graphs: every decode "
                                         "step launches its kernels from C++.",
@@ -123,6 +143,15 @@ def kv_cache_room_bytes(memory_bytes: float, weights_bytes_per_gpu: float,
 
 def sequences_in_blocks(blocks: int, context_tokens: int) -> int:
     """Sequences of `context_tokens` (prompt + output) that `blocks` cache blocks of
-    CACHE_BLOCK_TOKENS hold whole (a benchmark config's cache_max_entry_count >= 1)."""
+    CACHE_BLOCK_TOKENS hold whole: each takes its tokens rounded up to whole blocks."""
     per_sequence = -(-context_tokens // CACHE_BLOCK_TOKENS)
     return blocks // per_sequence
+
+
+def sequences_in_room(room_bytes: float, kv_bytes_per_token: float,
+                      context_tokens: int) -> int:
+    """Sequences the paged cache of `room_bytes` (kv_cache_room_bytes) holds: its whole blocks
+    of CACHE_BLOCK_TOKENS tokens x `kv_bytes_per_token` (each GPU's), shared out by
+    sequences_in_blocks."""
+    blocks = int(room_bytes // (CACHE_BLOCK_TOKENS * kv_bytes_per_token))
+    return sequences_in_blocks(blocks, context_tokens)
