@@ -44,6 +44,29 @@ class Case:
 # examples/configs/grpo_math_1B.yaml (colocated), 0.8 in each performance/*-async-1off.yaml
 # recipe (dedicated generation GPUs)
 _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
+# Colocated, NeMo-RL's Megatron worker moves its state out of vLLM's way every step and back
+# (issue 13; plan/rl_refit_offload.py, read at 108bffda and v0.6.0: grpo.py
+# refit_policy_generation calls policy.offload_before_refit / offload_after_refit only when
+# generation is colocated; megatron_policy_worker.py move_model / move_optimizer,
+# prepare_for_lp_inference, prepare_for_training): the bf16 parameter buffers to pinned host
+# memory after the refit and up before the log-prob passes, the optimizer's state to pageable
+# host memory before the refit and up before the update (the gradient buffers are freed and
+# re-zeroed, no copy). Every recipe sets use_precision_aware_optimizer with bf16
+# (grpo_math_1B.yaml; performance/*.yaml), so Transformer Engine's FusedAdam keeps the moments
+# and, under Megatron-Core's default store_param_remainders, the master weights' int16 low
+# halves in that state: refit_offload "moments+remainders". Dedicated (one-step-off) rows move
+# nothing. GB200's host link (NVLink-C2C) has no figure in estimate/offload.py: not costed there.
+_NEMO_REFIT = {"refit_offload": "moments+remainders"}
+_NEMO_REFIT_ASSUMED = ("; each step the trainer's bf16 weights to pinned host memory and back "
+                       "and its optimizer state (Adam moments + int16 master remainders: "
+                       "precision-aware optimizer) to pageable host memory and back, as "
+                       "megatron_policy_worker.py offload_before_refit / offload_after_refit / "
+                       "prepare_for_lp_inference / prepare_for_training do when colocated "
+                       "(@108bffda, v0.6.0): refit_offload, PCIe 5.0 at 0.8, the pageable copies "
+                       "4.5x slower (estimate/offload.py)")
+_NEMO_REFIT_GB200 = ("; the trainer's per-step offload around the refit (megatron_policy_worker.py"
+                     " offload_before_refit / offload_after_refit, colocated) NOT costed: no host "
+                     "link figure for GB200's NVLink-C2C (estimate/offload.py)")
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
                    "async_rollout": True}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
@@ -1050,8 +1073,14 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
         "reference_model": True, "reward": {"kind": "rule"},
         "response_tokens": round(float(r["response_tokens_mean"])),
         "rollout_tensor_parallel": gen_tp, **_nemo_cap_prompt(row, cap)}
+    refit = ""
     if rollout_gpus is None:
         phase["rollout_memory_utilisation"] = share
+        if gpu == "gb200":  # no host link figure (NVLink-C2C): not costed
+            refit = _NEMO_REFIT_GB200
+        else:
+            phase.update(_NEMO_REFIT)
+            refit = _NEMO_REFIT_ASSUMED
     else:
         phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
                       "async_rollout": True, "rollout_gpus": rollout_gpus})
@@ -1083,7 +1112,7 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             + f"; Megatron {layout or 'TP1 PP1'} as the recipe sets them; vLLM TP{gen_tp} "
             f"{where}" + ("" if pack is None else
                           f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
-                          f"passes {pack[1]:,}") + assumed
+                          f"passes {pack[1]:,}") + assumed + refit
             + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
                "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
                "engines' uni-process executor: the engine's host step beside the GPU's"
@@ -1250,11 +1279,12 @@ _NEMO_LARGE_CASES = [
 CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
-    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
+    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 1019,
                          **_nemo_prompt(0), **_NEMO_PACKED_8B, "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
          _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
-         + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)),
+         + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)
+         + _NEMO_REFIT_ASSUMED),
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
                          **_nemo_prompt(1), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
@@ -1268,14 +1298,15 @@ CASES = [
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
          "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
-    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
+    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 3251,
                          "rollout_tensor_parallel": 4, **_nemo_prompt(3), **_NEMO_PACKED_32B,
                          "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
           "grad_accum": 256, "checkpointing": False},
          _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
-         + _nemo_pp_padding(3, 1)),
+         + _nemo_pp_padding(3, 1)
+         + _NEMO_REFIT_ASSUMED),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
                          **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4),
                          **_NEMO_PACKED_32B, "pad_packed_to_longest": True},
@@ -1284,7 +1315,7 @@ CASES = [
          _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(4, 1)),
-    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
+    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 3196,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
           "checkpointing": False, "moe_dispatch": "allgather-unfused"},
@@ -1292,11 +1323,13 @@ CASES = [
          "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks); MoE "
          "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
          "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
-         "and its combine reduce-scattered in fp64)"),
+         "and its combine reduce-scattered in fp64)"
+         + _NEMO_REFIT_ASSUMED),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
-         _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED),
+         _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED
+         + _NEMO_REFIT_GB200),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
                       **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
@@ -1306,7 +1339,8 @@ CASES = [
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
          _nemo_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
-         "data parallelism 8)"),
+         "data parallelism 8)"
+         + _NEMO_REFIT_GB200),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
                       "rollout_gpus": 16, **_nemo_prompt(9)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,
