@@ -96,7 +96,8 @@ def test_the_validation_rows_that_take_it_are_nemo_rl_colocated():
     (grpo.py refit_policy_generation @108bffda and v0.6.0); its recipes all set the
     precision-aware optimizer (moments+remainders). Counted from the CSV's own columns, not
     from the cases: every NeMo-RL colocated row on a GPU with a PCIe figure takes it, no other
-    row does, and the GB200 colocated rows say that it is not costed there."""
+    row does, and the GB200 colocated rows say that it is not costed there. Likewise vLLM's
+    level-1 sleep (rollout_sleep_offload), which NeMo-RL calls only when colocated."""
     from gpuhours_dev.validation import rl
 
     data = rl.rows()
@@ -109,6 +110,10 @@ def test_the_validation_rows_that_take_it_are_nemo_rl_colocated():
     assert len(taking) == 11
     assert {c.phase["refit_offload"] for c in rl.CASES if c.row in taking} == {
         "moments+remainders"}
+    # the engine beside it sleeps at level 1 on exactly those rows (vllm_generation.py
+    # finish_generation calls `sleep` only when colocated)
+    assert {c.row for c in rl.CASES if c.phase.get("rollout_sleep_offload")
+            and data[c.row]["framework"].startswith("NeMo-RL")} == taking
     for c in rl.CASES:
         if c.row in gb200:
             assert "NOT costed" in c.assumed and "NVLink-C2C" in c.assumed, c.row

@@ -55,18 +55,29 @@ _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
 # (grpo_math_1B.yaml; performance/*.yaml), so Transformer Engine's FusedAdam keeps the moments
 # and, under Megatron-Core's default store_param_remainders, the master weights' int16 low
 # halves in that state: refit_offload "moments+remainders". Dedicated (one-step-off) rows move
-# nothing. GB200's host link (NVLink-C2C) has no figure in estimate/offload.py: not costed there.
-_NEMO_REFIT = {"refit_offload": "moments+remainders"}
-_NEMO_REFIT_ASSUMED = ("; each step the trainer's bf16 weights to pinned host memory and back "
-                       "and its optimizer state (Adam moments + int16 master remainders: "
-                       "precision-aware optimizer) to pageable host memory and back, as "
-                       "megatron_policy_worker.py offload_before_refit / offload_after_refit / "
-                       "prepare_for_lp_inference / prepare_for_training do when colocated "
-                       "(@108bffda, v0.6.0): refit_offload, PCIe 5.0 at 0.8, the pageable copies "
-                       "4.5x slower (estimate/offload.py)")
-_NEMO_REFIT_GB200 = ("; the trainer's per-step offload around the refit (megatron_policy_worker.py"
-                     " offload_before_refit / offload_after_refit, colocated) NOT costed: no host "
-                     "link figure for GB200's NVLink-C2C (estimate/offload.py)")
+# nothing. The engine beside it sleeps at level 1 between rollouts: NeMo-RL builds vLLM with
+# enable_sleep_mode=True and, colocated only, calls `sleep` (`self.llm.sleep(level=1)`) in
+# finish_generation and `wake_up(tags=["weights"])` before the refit
+# (models/generation/vllm/vllm_generation.py, vllm_worker.py, vllm_worker_async.py @108bffda):
+# vLLM's CuMemAllocator copies each GPU's weight shard to pinned host memory and back with
+# cudaMemcpy (device_allocator/cumem.py), though the refit overwrites them right after:
+# rollout_sleep_offload (plan/rl_engine_sleep.py), as on the EasyR1 rows. GB200's host link
+# (NVLink-C2C) has no figure in estimate/offload.py: neither is costed there.
+_NEMO_HOST_COPIES = {"refit_offload": "moments+remainders", "rollout_sleep_offload": True}
+_NEMO_HOST_ASSUMED = ("; each step the trainer's bf16 weights to pinned host memory and back "
+                      "and its optimizer state (Adam moments + int16 master remainders: "
+                      "precision-aware optimizer) to pageable host memory and back, as "
+                      "megatron_policy_worker.py offload_before_refit / offload_after_refit / "
+                      "prepare_for_lp_inference / prepare_for_training do when colocated "
+                      "(@108bffda, v0.6.0): refit_offload, PCIe 5.0 at 0.8, the pageable copies "
+                      "4.5x slower (estimate/offload.py); vLLM's level-1 sleep after each "
+                      "rollout and wake before the refit (vllm_generation.py finish_generation "
+                      "/ prepare_for_generation, colocated): its weight shard down and up, "
+                      "rollout_sleep_offload")
+_NEMO_HOST_GB200 = ("; the trainer's per-step offload around the refit (megatron_policy_worker.py"
+                    " offload_before_refit / offload_after_refit, colocated) and vLLM's level-1 "
+                    "sleep NOT costed: no host link figure for GB200's NVLink-C2C "
+                    "(estimate/offload.py)")
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
                    "async_rollout": True}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
@@ -1077,10 +1088,10 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
     if rollout_gpus is None:
         phase["rollout_memory_utilisation"] = share
         if gpu == "gb200":  # no host link figure (NVLink-C2C): not costed
-            refit = _NEMO_REFIT_GB200
+            refit = _NEMO_HOST_GB200
         else:
-            phase.update(_NEMO_REFIT)
-            refit = _NEMO_REFIT_ASSUMED
+            phase.update(_NEMO_HOST_COPIES)
+            refit = _NEMO_HOST_ASSUMED
     else:
         phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
                       "async_rollout": True, "rollout_gpus": rollout_gpus})
@@ -1279,12 +1290,13 @@ _NEMO_LARGE_CASES = [
 CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
-    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 1019,
+    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
+                         **_NEMO_HOST_COPIES,
                          **_nemo_prompt(0), **_NEMO_PACKED_8B, "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
          _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
          + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)
-         + _NEMO_REFIT_ASSUMED),
+         + _NEMO_HOST_ASSUMED),
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
                          **_nemo_prompt(1), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
@@ -1298,7 +1310,8 @@ CASES = [
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
          "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
-    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 3251,
+    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
+                         **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 4, **_nemo_prompt(3), **_NEMO_PACKED_32B,
                          "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
@@ -1306,7 +1319,7 @@ CASES = [
          _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(3, 1)
-         + _NEMO_REFIT_ASSUMED),
+         + _NEMO_HOST_ASSUMED),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
                          **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4),
                          **_NEMO_PACKED_32B, "pad_packed_to_longest": True},
@@ -1315,7 +1328,8 @@ CASES = [
          _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(4, 1)),
-    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_REFIT, "response_tokens": 3196,
+    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
+                         **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
           "checkpointing": False, "moe_dispatch": "allgather-unfused"},
@@ -1324,12 +1338,12 @@ CASES = [
          "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
          "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
          "and its combine reduce-scattered in fp64)"
-         + _NEMO_REFIT_ASSUMED),
+         + _NEMO_HOST_ASSUMED),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
          _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED
-         + _NEMO_REFIT_GB200),
+         + _NEMO_HOST_GB200),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
                       **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
@@ -1340,7 +1354,7 @@ CASES = [
           "checkpointing": False},
          _nemo_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
          "data parallelism 8)"
-         + _NEMO_REFIT_GB200),
+         + _NEMO_HOST_GB200),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
                       "rollout_gpus": 16, **_nemo_prompt(9)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,
