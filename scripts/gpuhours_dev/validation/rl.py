@@ -64,6 +64,20 @@ _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
 # rollout_sleep_offload (plan/rl_engine_sleep.py), as on the EasyR1 rows. GB200's host link
 # (NVLink-C2C) has no figure in estimate/offload.py: neither is costed there.
 _NEMO_HOST_COPIES = {"refit_offload": "moments+remainders", "rollout_sleep_offload": True}
+# Note for docs/rl.md (NeMo-RL colocated rows, issue 13, 2026-11-25): both host copies counted,
+# no constant set from any row (PCIe 5.0 x 0.8 and the pageable 4.5x are estimate/offload.py's,
+# set from vendor figures and DeepSpeed PR #5301). Per GPU and step, refit_offload + vLLM sleep
+# (s): CSV line 2 1.21 + 0.64, 5 2.09 + 0.65, 7 2.11 + 1.21, 43 4.07 + 1.66, 45 2.68 + 0.83,
+# 46 3.60 + 1.17, 56 4.07 + 1.66, 57 2.10 + 1.66, 59 3.60 + 1.17, 60 1.90 + 1.17, 62 2.11 +
+# 1.21; the optimizer's pageable copies are most of the first (DeepSeek-V3 at PP16 EP16: 21 GB
+# of moments and remainders a GPU, 3.8 s, against 0.3 s for its 7.4 GB of bf16 weights).
+# Step errors -23/-21/-24/-21/-74/+7/-22/-23/+17/+12/-32% -> -21/-20/-23/-16/-73/+8/-18/-20/
+# +18/+13/-30%: real, and small: 1-5% of the step where the colocated rows miss by 11-32%.
+# Not counted, read in the same code: the `gc.collect()` (three a step in the worker: both
+# offload calls and prepare_for_lp_inference; more in vLLM's sleep) and
+# `torch.cuda.empty_cache()` calls around the moves, the first step's pinning
+# of the parameter buffer (`.cpu().pin_memory()`), and the pageable copies' fresh host
+# allocation each step (`v.to("cpu")`: page faults on first touch), which the 4.5x may not hold.
 _NEMO_HOST_ASSUMED = ("; each step the trainer's bf16 weights to pinned host memory and back "
                       "and its optimizer state (Adam moments + int16 master remainders: "
                       "precision-aware optimizer) to pageable host memory and back, as "
