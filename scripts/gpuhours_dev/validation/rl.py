@@ -44,6 +44,54 @@ class Case:
 # examples/configs/grpo_math_1B.yaml (colocated), 0.8 in each performance/*-async-1off.yaml
 # recipe (dedicated generation GPUs)
 _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
+# Colocated, NeMo-RL's Megatron worker moves its state out of vLLM's way every step and back
+# (issue 13; plan/rl_refit_offload.py, read at 108bffda and v0.6.0: grpo.py
+# refit_policy_generation calls policy.offload_before_refit / offload_after_refit only when
+# generation is colocated; megatron_policy_worker.py move_model / move_optimizer,
+# prepare_for_lp_inference, prepare_for_training): the bf16 parameter buffers to pinned host
+# memory after the refit and up before the log-prob passes, the optimizer's state to pageable
+# host memory before the refit and up before the update (the gradient buffers are freed and
+# re-zeroed, no copy). Every recipe sets use_precision_aware_optimizer with bf16
+# (grpo_math_1B.yaml; performance/*.yaml), so Transformer Engine's FusedAdam keeps the moments
+# and, under Megatron-Core's default store_param_remainders, the master weights' int16 low
+# halves in that state: refit_offload "moments+remainders". Dedicated (one-step-off) rows move
+# nothing. The engine beside it sleeps at level 1 between rollouts: NeMo-RL builds vLLM with
+# enable_sleep_mode=True and, colocated only, calls `sleep` (`self.llm.sleep(level=1)`) in
+# finish_generation and `wake_up(tags=["weights"])` before the refit
+# (models/generation/vllm/vllm_generation.py, vllm_worker.py, vllm_worker_async.py @108bffda):
+# vLLM's CuMemAllocator copies each GPU's weight shard to pinned host memory and back with
+# cudaMemcpy (device_allocator/cumem.py), though the refit overwrites them right after:
+# rollout_sleep_offload (plan/rl_engine_sleep.py), as on the EasyR1 rows. GB200's host link
+# (NVLink-C2C) has no figure in estimate/offload.py: neither is costed there.
+_NEMO_HOST_COPIES = {"refit_offload": "moments+remainders", "rollout_sleep_offload": True}
+# Note for docs/rl.md (NeMo-RL colocated rows, issue 13, 2026-11-25): both host copies counted,
+# no constant set from any row (PCIe 5.0 x 0.8 and the pageable 4.5x are estimate/offload.py's,
+# set from vendor figures and DeepSpeed PR #5301). Per GPU and step, refit_offload + vLLM sleep
+# (s): CSV line 2 1.21 + 0.64, 5 2.09 + 0.65, 7 2.11 + 1.21, 43 4.07 + 1.66, 45 2.68 + 0.83,
+# 46 3.60 + 1.17, 56 4.07 + 1.66, 57 2.10 + 1.66, 59 3.60 + 1.17, 60 1.90 + 1.17, 62 2.11 +
+# 1.21; the optimizer's pageable copies are most of the first (DeepSeek-V3 at PP16 EP16: 21 GB
+# of moments and remainders a GPU, 3.8 s, against 0.3 s for its 7.4 GB of bf16 weights).
+# Step errors -23/-21/-24/-21/-74/+7/-22/-23/+17/+12/-32% -> -21/-20/-23/-16/-73/+8/-18/-20/
+# +18/+13/-30%: real, and small: 1-5% of the step where the colocated rows miss by 11-32%.
+# Not counted, read in the same code: the `gc.collect()` (three a step in the worker: both
+# offload calls and prepare_for_lp_inference; more in vLLM's sleep) and
+# `torch.cuda.empty_cache()` calls around the moves, the first step's pinning
+# of the parameter buffer (`.cpu().pin_memory()`), and the pageable copies' fresh host
+# allocation each step (`v.to("cpu")`: page faults on first touch), which the 4.5x may not hold.
+_NEMO_HOST_ASSUMED = ("; each step the trainer's bf16 weights to pinned host memory and back "
+                      "and its optimizer state (Adam moments + int16 master remainders: "
+                      "precision-aware optimizer) to pageable host memory and back, as "
+                      "megatron_policy_worker.py offload_before_refit / offload_after_refit / "
+                      "prepare_for_lp_inference / prepare_for_training do when colocated "
+                      "(@108bffda, v0.6.0): refit_offload, PCIe 5.0 at 0.8, the pageable copies "
+                      "4.5x slower (estimate/offload.py); vLLM's level-1 sleep after each "
+                      "rollout and wake before the refit (vllm_generation.py finish_generation "
+                      "/ prepare_for_generation, colocated): its weight shard down and up, "
+                      "rollout_sleep_offload")
+_NEMO_HOST_GB200 = ("; the trainer's per-step offload around the refit (megatron_policy_worker.py"
+                    " offload_before_refit / offload_after_refit, colocated) and vLLM's level-1 "
+                    "sleep NOT costed: no host link figure for GB200's NVLink-C2C "
+                    "(estimate/offload.py)")
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
                    "async_rollout": True}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
@@ -1050,8 +1098,14 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
         "reference_model": True, "reward": {"kind": "rule"},
         "response_tokens": round(float(r["response_tokens_mean"])),
         "rollout_tensor_parallel": gen_tp, **_nemo_cap_prompt(row, cap)}
+    refit = ""
     if rollout_gpus is None:
         phase["rollout_memory_utilisation"] = share
+        if gpu == "gb200":  # no host link figure (NVLink-C2C): not costed
+            refit = _NEMO_HOST_GB200
+        else:
+            phase.update(_NEMO_HOST_COPIES)
+            refit = _NEMO_HOST_ASSUMED
     else:
         phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
                       "async_rollout": True, "rollout_gpus": rollout_gpus})
@@ -1083,7 +1137,7 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             + f"; Megatron {layout or 'TP1 PP1'} as the recipe sets them; vLLM TP{gen_tp} "
             f"{where}" + ("" if pack is None else
                           f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
-                          f"passes {pack[1]:,}") + assumed
+                          f"passes {pack[1]:,}") + assumed + refit
             + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
                "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
                "engines' uni-process executor: the engine's host step beside the GPU's"
@@ -1251,10 +1305,12 @@ CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
     Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
+                         **_NEMO_HOST_COPIES,
                          **_nemo_prompt(0), **_NEMO_PACKED_8B, "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
          _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
-         + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)),
+         + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)
+         + _NEMO_HOST_ASSUMED),
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
                          **_nemo_prompt(1), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
@@ -1269,13 +1325,15 @@ CASES = [
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
          "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
     Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
+                         **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 4, **_nemo_prompt(3), **_NEMO_PACKED_32B,
                          "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "qwen3-32b", "gpus": 32, "tp": 4, "pp": 4,
           "grad_accum": 256, "checkpointing": False},
          _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
-         + _nemo_pp_padding(3, 1)),
+         + _nemo_pp_padding(3, 1)
+         + _NEMO_HOST_ASSUMED),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
                          **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4),
                          **_NEMO_PACKED_32B, "pad_packed_to_longest": True},
@@ -1285,6 +1343,7 @@ CASES = [
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(4, 1)),
     Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
+                         **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
           "checkpointing": False, "moe_dispatch": "allgather-unfused"},
@@ -1292,11 +1351,13 @@ CASES = [
          "micro-batches per optimizer step (512 sequences over 32 data-parallel ranks); MoE "
          "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
          "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
-         "and its combine reduce-scattered in fp64)"),
+         "and its combine reduce-scattered in fp64)"
+         + _NEMO_HOST_ASSUMED),
     Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
-         _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED),
+         _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED
+         + _NEMO_HOST_GB200),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
                       **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
@@ -1306,7 +1367,8 @@ CASES = [
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
          _nemo_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
-         "data parallelism 8)"),
+         "data parallelism 8)"
+         + _NEMO_HOST_GB200),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
                       "rollout_gpus": 16, **_nemo_prompt(9)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,

@@ -892,7 +892,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             f"a {held} ({seq:,} tokens each on average; its memory taken at the longest, "
             f"{seq_max:,} tokens, as the same tokens in {padded.setup['micro_batch']} "
             f"sequence(s))"))
-    if not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases:
+    if (not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases
+            and phase.refit_offload == "none"):
         # with `actor` placement the engine shares the actor's GPUs with the actor's own shards
         _check_colocated_split(ctx, phase, e if not on_actor else estimate_phase(
             ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
@@ -950,6 +951,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     except InputError as err:  # a GPU without a PCIe host link figure (GB200's NVLink-C2C)
         raise InputError(_field_where(ctx, phase, "offload_between_phases"), err.message
                          ) from None
+    # refit_offload: the trainer's weights and optimizer state out of the engine's way and back
+    refit_s = _refit_offload_s(ctx, phase, e, hw)
+    offload_s += refit_s
     ref_copy_s, ref_added_s = _ref_offload_s(ctx, phase, t, hw, sequences, train_gpus, ref_s)
     ref_s += ref_added_s
     validation_s = 0.0
@@ -1113,6 +1117,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "actor_image_prep_s": actor_prep_s,
                # ref_offload's host-to-GPU copies, overlapped with the reference pass
                "ref_offload_copy_s": ref_copy_s,
+               # refit_offload: the trainer's weights and optimizer state down and up (in
+               # host_offload_s, the step's "host offload" part)
+               "refit_offload_s": refit_s,
                # rollout_sleep_offload: the engine's weights down and up (in weight_sync_s)
                "engine_sleep_wake_s": sleep_s,
                # PPO's critic: its values forward (a scoring pass) and its whole update (with
@@ -1275,6 +1282,29 @@ def host_offload_s(e: TrainingEstimate, hw: Hardware, old_logprob_pass: bool,
     if critic:  # its values pass and its update: the weights twice, its moments once
         moved += 2 * (2 * weights + optimizer)
     return moved / host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes)
+
+
+def _refit_offload_s(ctx: Context, phase: RLPhase, e: TrainingEstimate, hw: Hardware) -> float:
+    """Seconds a step spends on `refit_offload` (plan/rl_refit_offload.py): each GPU's bf16
+    weight shard down to pinned host memory and up again, and its optimizer state (the moments,
+    and the share of the master copy the choice names, as the training estimate shards them)
+    down to pageable host memory and up again, at the host link's rate (estimate/offload.py),
+    the pageable copies PAGEABLE_COPY_SLOWDOWN times slower."""
+    if phase.refit_offload == "none":
+        return 0.0
+    from gpuhours.estimate.offload import PAGEABLE_COPY_SLOWDOWN, host_link_bytes_per_s
+    from gpuhours.plan.rl_refit_offload import optimizer_state_bytes_moved, refit_offload_s
+
+    try:
+        link = host_link_bytes_per_s(hw.gpu.generation, hw.gpu.name, hw.pcie_lanes,
+                                     field="refit_offload")
+    except InputError as err:  # a GPU without a PCIe host link figure
+        raise InputError(_field_where(ctx, phase, "refit_offload"), err.message) from None
+    optimizer = optimizer_state_bytes_moved(phase.refit_offload,
+                                            e.memory.optimizer_bytes.value,
+                                            e.memory.master_weights_bytes.value)
+    return refit_offload_s(e.memory.weights_bytes.value, optimizer, link,
+                           PAGEABLE_COPY_SLOWDOWN.value)
 
 
 def _engine_sleep_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware, tp: int) -> float:

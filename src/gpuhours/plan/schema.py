@@ -22,6 +22,7 @@ from pydantic.config import JsonDict
 
 from gpuhours.counts import parse_count
 from gpuhours.errors import FieldError
+from gpuhours.plan.rl_refit_offload import RefitOffload
 from gpuhours.setup import (
     BaseQuant,
     CudaGraphScope,
@@ -586,6 +587,16 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "host memory between the step's phases and come back for each (EasyR1's "
         "actor.offload, verl's FSDP param_offload/optimizer_offload): host<->GPU copies every "
         "step over the GPU's PCIe link")
+    refit_offload: RefitOffload = Field(
+        default="none", description="what a colocated trainer moves to host memory around each "
+        "refit of its engine and back (NeMo-RL's Megatron worker with colocated generation: "
+        "offload_before_refit / offload_after_refit, prepare_for_lp_inference / "
+        "prepare_for_training): its bf16 weights to pinned memory and back, and its optimizer "
+        "state to pageable memory and back, once each a step, over PCIe, not overlapped "
+        "(plan/rl_refit_offload.py). The choice names the optimizer state that moves: "
+        "'moments' (the fp32 master copy stays), 'moments+remainders' (Megatron's "
+        "precision-aware optimizer with store_param_remainders: the master weights' int16 low "
+        "halves too, NeMo-RL's recipes), 'moments+master'; 'none' moves nothing")
     rollout_sleep_offload: bool = Field(
         default=False, description="the colocated engine sleeps between rollouts with its "
         "weights backed up in host memory (vLLM `sleep(level=1)` / `wake_up`; EasyR1's "
@@ -723,6 +734,13 @@ class RLPhase(_PhaseBase, TrainingSettings):
                                            or not self.engine.startswith("vllm")):
             raise ValueError("rollout_sleep_offload is a colocated vLLM engine sleeping between "
                              "rollouts: it needs `placement: colocated` and a vLLM engine")
+        if self.refit_offload != "none" and self.placement != "colocated":
+            raise ValueError(f"refit_offload ({self.refit_offload}) moves the trainer's state "
+                             "out of a colocated engine's way: it needs `placement: colocated` "
+                             "(with dedicated rollout GPUs NeMo-RL moves nothing)")
+        if self.refit_offload != "none" and self.offload_between_phases:
+            raise ValueError("refit_offload and offload_between_phases both move the trainer's "
+                             "weights and optimizer state to the host each step: set one")
         if self.padded_prompt_tokens is not None and self.padded_prompt_tokens < self.prompt_tokens:
             raise ValueError(f"padded_prompt_tokens ({self.padded_prompt_tokens}) is the width "
                              f"prompts are padded to: it cannot be below prompt_tokens "
