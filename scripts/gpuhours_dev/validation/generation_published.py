@@ -70,6 +70,10 @@ MODELS: dict[str, tuple[str, str]] = {
     "Llama-3.3-70B-Instruct": ("llama-3.1-70b", "Llama 3.3 70B has Llama 3.1 70B's architecture"),
     "LLaMA 7B": ("llama-2-7b", "TensorRT-LLM's 'LLaMA 7B' as llama-2-7b (LLaMA 1 and 2 7B share "
                                "d 4096, 32 layers, MHA, 32,000 vocab)"),
+    "Mixtral-8x7B-Instruct-v0.1": ("mixtral-8x7b", "Mixtral 8x7B Instruct has the base model's "
+                                   "architecture (the catalog's mixtral-8x7b)"),
+    "Mixtral-8x22B": ("mixtral-8x22b", "vLLM#4002 names 'Mixtral 8x22' without the variant: "
+                                       "the base and Instruct share one architecture"),
     "LLaMA 70B": ("llama-2-70b", "TensorRT-LLM's 'LLaMA 70B' as llama-2-70b (the only 70B of "
                                  "that name, GQA 8 KV heads)"),
 }
@@ -93,6 +97,15 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "num_attention_heads": 40, "num_key_value_heads": 40, "intermediate_size": 13824,
         "vocab_size": 103168, "tie_word_embeddings": False, "hidden_act": "silu",
         "max_position_embeddings": 4096},
+    # databricks/dbrx-instruct config.json (model_type dbrx: d_model 6144, 40 blocks, 48 heads,
+    # kv_n_heads 8, 16 experts of ffn_hidden_size 10752, top 4, vocab 100352, untied), as the
+    # Mixtral shape the estimate reads (GLU experts, grouped-query attention; DBRX's bias-free
+    # LayerNorm counted as an RMSNorm and its fused Wqkv as three projections: the same weights)
+    "DBRX-Instruct": {
+        "model_type": "mixtral", "hidden_size": 6144, "num_hidden_layers": 40,
+        "num_attention_heads": 48, "num_key_value_heads": 8, "intermediate_size": 10752,
+        "num_local_experts": 16, "num_experts_per_tok": 4, "vocab_size": 100352,
+        "tie_word_embeddings": False, "hidden_act": "silu", "max_position_embeddings": 32768},
     "Qwen2.5-72B-Instruct": {
         "model_type": "qwen2", "hidden_size": 8192, "num_hidden_layers": 80,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
@@ -106,6 +119,8 @@ GPUS: dict[str, tuple[str, dict[str, float], str]] = {
     "A100 (80GB assumed)": ("a100-80gb", {}, "A100 taken as the 80 GB SXM part (not stated)"),
     "H100 80GB": ("h100-sxm", {}, "H100 80GB HBM3 = the SXM part"),
     "H200 141GB": ("h200", {}, ""),
+    "H100 (SXM assumed)": ("h100-sxm", {}, "'H100' taken as the 80 GB SXM part (an 8-GPU "
+                                          "NVLink node; not stated)"),
     "not stated (H100 80GB assumed)": (
         "h100-sxm", {}, "GPU not stated; an H100 SXM assumed: the row's pair's 7.06 ms graph "
         "step reads 16 GB of weights, >= 2.3 TB/s, more than any A100 has"),
