@@ -338,6 +338,59 @@ prompts 52-64% slow. Held-out tally of the whole table: 245 -> 265 rows, 222 -> 
 no other row moved.
 """
 
+#: The prose for docs/generation.md's section on MoE decode at batch under tensor parallelism
+#: (issue 13; rows 410-458, validation/moe_expert_reads.py); `print(MOE_BATCH_NOTES)`.
+MOE_BATCH_NOTES = """\
+## MoE decode at batch under tensor parallelism (issue 13; validation/moe_expert_reads.py)
+
+Until rows 410-458 every MoE row here was batch 1 on an H20. They add every row of the fused_moe
+tables in four vLLM pull requests, each a benchmark_latency.py run (the mean time to prefill
+and decode one batch): #2542 (Mixtral 8x7B, H100, TP 8, 1,000 in / 50 out, batch 1-64), #3240
+(Mixtral 8x7B, A100, TP 2, same lengths, tuned and default tile configs), #3692 (DBRX, H100,
+TP 4 and 8, batch 8-64, default and tuned) and #4002 (Mixtral 8x22B, A100, TP 4 and 8, batch
+8-32, default and tuned); the last two give no lengths (the script's 32 / 128 assumed). All held
+out. As the estimate stands, 39 of the 49 are within 25%: the decode-led rows (32 / 128) read
+slow, DBRX -25% to +6% and Mixtral 8x22B -26% to -11%; the 1,000 / 50 rows read fast, Mixtral
+8x7B on H100 TP 8 +16% to +78% and on A100 TP 2 -13% to +64%, rising with the batch.
+
+The question they were collected for: the estimate reads a touched expert's bytes at the dense
+width term, d = hidden_size / tp (0.40 of bandwidth for Mixtral 8x7B or Qwen3-235B at TP 8, 0.25
+for DeepSeek-V3 at TP 32), while the fused MoE kernel's programs (cdiv(EM, BLOCK_SIZE_M) x
+cdiv(N, BLOCK_SIZE_N), vLLM fused_moe.py) grow with the experts a step touches. Three readings
+of that grid were tried, none with a free constant, against every held-out row of both
+harnesses (python -m gpuhours_dev.validation.moe_expert_reads):
+
+| expert reads at | generation held out | vLLM | SGLang | MoE rows | rows 410-458 | RL held out |
+|---|---|---|---|---|---|---|
+| the width term at hidden / tp (as now) | 350/407 | 77/89 | 118/127 | 65/79 | 39/49 | 45/62 |
+| no width term (0.80) | 332/407 | 70/89 | 107/127 | 47/79 | 32/49 | 37/62 |
+| width term at touched x hidden / tp | 335/407 | 72/89 | 108/127 | 50/79 | 34/49 | 37/62 |
+| width term at touched x moe_ffn / tp | 336/407 | 70/89 | 111/127 | 51/79 | 32/49 | 38/62 |
+
+Each helps the rows it was meant for and throws others out, so none is adopted. With no width
+term, Mixtral 8x22B's rows come to -6% to +24% and DBRX's tuned-config rows to -6% to +17%, but
+DBRX's default-config TP 8 rows go to +17% to +34%, the Qwen3 H20 SGLang MoE rows (batch 1)
+from -14%..+33% to -13%..+39% (Qwen3-235B bf16 TP 8: +12% -> +39%), Mixtral 8x7B on H100 to
++58%..+110%. In the RL table the one-step-off NeMo-RL rows that prompted this come in (lines
+44, 47, 58, 61: +48/+66/+48/+41% -> +4/+7/+5/-9%; 51, 66, 69 too), while 23 other MoE rows,
+most already costed short, fall 3 to 39 points (e.g. 46 +7% -> -27%, 59 +17% -> -20%, 60 +12%
+-> -27%, 43 -21% -> -42%): the dedicated rows' excess is not the rollouts' expert reads alone.
+
+What the rows do say: (1) the tile config alone moves a fused MoE step by 4-20% at the same
+batch (DBRX main vs the PR's config, 8x22B with and without), which no rule without the config
+can give; (2) at TP 4 the 8x22B decode reads reach more of the A100's bandwidth than the width
+term gives (5.79 s measured against 7.3 s predicted at batch 8), at TP 8 the gap is the same
+size, so the width term's TP dependence is about right there and its level low for experts;
+(3) the Mixtral 8x7B H100 TP 8 rows are too fast already at batch 1 (about 8.9 ms a step:
+the measured 0.459 s less the predicted 14 ms prefill, over 50 steps; 6.0 ms predicted, 2.3 of
+it the host step): vLLM of January 2024 (before its
+custom all-reduce) at TP 8 spends per step what the estimate does not count; a candidate, not
+checked. Not done: a per-config tile model, DeepSeek-V3 / Qwen3-235B rows at batch on H100/H200
+(none found with a single engine and stated lengths in the time given; SGLang's and
+InferenceX's DeepSeek-R1 H200 serving sweeps are candidates).
+"""
+
+
 #: transformers rows that name the library their GPTQ/AWQ linears load into (engine_version)
 #: -> Generation.hf_quant_linear (estimate/hf_quant.py), with what the row leaves to assume
 HF_QUANT_STACKS: dict[str, tuple[str, str]] = {
