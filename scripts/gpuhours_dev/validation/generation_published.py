@@ -74,6 +74,8 @@ MODELS: dict[str, tuple[str, str]] = {
                                    "architecture (the catalog's mixtral-8x7b)"),
     "Mixtral-8x22B": ("mixtral-8x22b", "vLLM#4002 names 'Mixtral 8x22' without the variant: "
                                        "the base and Instruct share one architecture"),
+    "DeepSeek-R1-0528": ("deepseek-v3", "DeepSeek-R1-0528 has DeepSeek-V3's architecture "
+                                        "(DeepseekV3ForCausalLM; its MTP layer unused)"),
     "LLaMA 70B": ("llama-2-70b", "TensorRT-LLM's 'LLaMA 70B' as llama-2-70b (the only 70B of "
                                  "that name, GQA 8 KV heads)"),
 }
@@ -343,51 +345,58 @@ no other row moved.
 MOE_BATCH_NOTES = """\
 ## MoE decode at batch under tensor parallelism (issue 13; validation/moe_expert_reads.py)
 
-Until rows 410-458 every MoE row here was batch 1 on an H20. They add every row of the fused_moe
-tables in four vLLM pull requests, each a benchmark_latency.py run (the mean time to prefill
-and decode one batch): #2542 (Mixtral 8x7B, H100, TP 8, 1,000 in / 50 out, batch 1-64), #3240
-(Mixtral 8x7B, A100, TP 2, same lengths, tuned and default tile configs), #3692 (DBRX, H100,
-TP 4 and 8, batch 8-64, default and tuned) and #4002 (Mixtral 8x22B, A100, TP 4 and 8, batch
-8-32, default and tuned); the last two give no lengths (the script's 32 / 128 assumed). All held
-out. As the estimate stands, 39 of the 49 are within 25%: the decode-led rows (32 / 128) read
-slow, DBRX -25% to +6% and Mixtral 8x22B -26% to -11%; the 1,000 / 50 rows read fast, Mixtral
-8x7B on H100 TP 8 +16% to +78% and on A100 TP 2 -13% to +64%, rising with the batch.
+Until row 410 every MoE row here was batch 1 on an H20. Rows 410-462 add every row of the
+fused_moe tables in four vLLM pull requests, each a benchmark_latency.py run (the mean time to
+prefill and decode one batch): #2542 (Mixtral 8x7B, H100, TP 8, 1,000 in / 50 out, batch 1-64),
+#3240 (Mixtral 8x7B, A100, TP 2, same lengths, the PR's tile config and master's default), #3692
+(DBRX, H100, TP 4 and 8, batch 8-64, default and tuned) and #4002 (Mixtral 8x22B, A100, TP 4 and
+8, batch 8-32, default and tuned; these two give no lengths: the script's 32 / 128 assumed); and
+InferenceX's DeepSeek-R1-0528 FP8 sweep on one SGLang v0.5.7 engine over 8 H200 (TP 8, EP 1,
+1,024 / 1,024, concurrency 8-64; issue 870, a bot's summary of a CI run). All 53 held out; 43
+within 25% as the estimate stands. DeepSeek on H200 reads -0%, -12%, -13%, -16% (the estimate a
+little slow at 16-64 sequences); DBRX -25% to +6%; Mixtral 8x22B -26% to -11%; Mixtral 8x7B on
+A100 TP 2 -13% to +64% and on H100 TP 8 +16% to +78%, rising with the batch.
 
 The question they were collected for: the estimate reads a touched expert's bytes at the dense
-width term, d = hidden_size / tp (0.40 of bandwidth for Mixtral 8x7B or Qwen3-235B at TP 8, 0.25
-for DeepSeek-V3 at TP 32), while the fused MoE kernel's programs (cdiv(EM, BLOCK_SIZE_M) x
-cdiv(N, BLOCK_SIZE_N), vLLM fused_moe.py) grow with the experts a step touches. Three readings
-of that grid were tried, none with a free constant, against every held-out row of both
-harnesses (python -m gpuhours_dev.validation.moe_expert_reads):
+width term, d = hidden_size / tp (0.40 of bandwidth for Mixtral 8x7B or Qwen3-235B at TP 8, 0.51
+for DeepSeek-V3 at TP 8, 0.25 at TP 32), while the fused MoE kernel's programs (cdiv(EM,
+BLOCK_SIZE_M) x cdiv(N, BLOCK_SIZE_N), vLLM fused_moe.py) grow with the experts a step touches
+and each streams K / BLOCK_SIZE_K tiles, K = hidden for gate/up and moe_ffn / tp for down (64
+for DeepSeek-V3 at TP 32). Five readings of that were tried against every held-out row of both
+harnesses, none with a constant set from a row (python -m gpuhours_dev.validation.moe_expert_reads;
+"k-depth" takes GROUPED_GEMM_K_HALF_DEPTH, 375, fitted on DeepGEMM's compute-bound tiles, and
+1,000 is a sensitivity, not a fit):
 
-| expert reads at | generation held out | vLLM | SGLang | MoE rows | rows 410-458 | RL held out |
+| expert reads at | generation held out | vLLM | SGLang | MoE rows | rows 410-462 | RL held out |
 |---|---|---|---|---|---|---|
-| the width term at hidden / tp (as now) | 350/407 | 77/89 | 118/127 | 65/79 | 39/49 | 45/62 |
-| no width term (0.80) | 332/407 | 70/89 | 107/127 | 47/79 | 32/49 | 37/62 |
-| width term at touched x hidden / tp | 335/407 | 72/89 | 108/127 | 50/79 | 34/49 | 37/62 |
-| width term at touched x moe_ffn / tp | 336/407 | 70/89 | 111/127 | 51/79 | 32/49 | 38/62 |
+| the width term at hidden / tp (as now) | 354/411 | 77/89 | 122/131 | 69/83 | 43/53 | 45/62 |
+| no width term (0.80) | 336/411 | 70/89 | 111/131 | 51/83 | 36/53 | 37/62 |
+| width term at touched x hidden / tp | 339/411 | 72/89 | 112/131 | 54/83 | 38/53 | 37/62 |
+| width term at touched x moe_ffn / tp | 340/411 | 70/89 | 115/131 | 55/83 | 36/53 | 38/62 |
+| K / (K + 375) per expert GEMM | 347/411 | 74/89 | 118/131 | 62/83 | 40/53 | 44/62 |
+| K / (K + 1,000) per expert GEMM | 353/411 | 77/89 | 121/131 | 68/83 | 40/53 | 43/62 |
 
-Each helps the rows it was meant for and throws others out, so none is adopted. With no width
-term, Mixtral 8x22B's rows come to -6% to +24% and DBRX's tuned-config rows to -6% to +17%, but
-DBRX's default-config TP 8 rows go to +17% to +34%, the Qwen3 H20 SGLang MoE rows (batch 1)
-from -14%..+33% to -13%..+39% (Qwen3-235B bf16 TP 8: +12% -> +39%), Mixtral 8x7B on H100 to
-+58%..+110%. In the RL table the one-step-off NeMo-RL rows that prompted this come in (lines
-44, 47, 58, 61: +48/+66/+48/+41% -> +4/+7/+5/-9%; 51, 66, 69 too), while 23 other MoE rows,
-most already costed short, fall 3 to 39 points (e.g. 46 +7% -> -27%, 59 +17% -> -20%, 60 +12%
--> -27%, 43 -21% -> -42%): the dedicated rows' excess is not the rollouts' expert reads alone.
+None is adopted: each brings some rows in and throws others out. Without the width term
+Mixtral 8x22B comes to -6%..+24% and DBRX's tuned rows to -6%..+17%, but DeepSeek on H200 goes
+to +12%..+24%, DBRX's default-config TP 8 rows to +17%..+34%, Qwen3-235B bf16 TP 8 on the H20
+from -0%..+12% to +6%..+39%. The K-depth term keeps DeepSeek (-14%..+1%) and 27 of the 28 DBRX
+and 8x22B rows within 25% (two in, DBRX's row 438 out at +26%), but moves four H20 Qwen3-235B
+fp8 TP 4 rows across the line (+23-25% -> +26-27%) and four Mixtral 8x7B rows out (9 out, 2 in;
+RL: 2 out, 1 in). In the RL table the one-step-off NeMo-RL rows that prompted this come in only without the
+width term (lines 44, 47, 58, 61: +48/+66/+48/+41% -> +4/+7/+5/-9%), while 23 other MoE rows,
+most already costed short, fall 3 to 39 points (46 +7% -> -27%, 59 +17% -> -20%, 60 +12% ->
+-27%, 43 -21% -> -42%). DeepSeek-V3's own decode at TP 8 and batch 8-64 is costed within 16% by
+the rule as it stands, so the one-step-off rows' excess is not shown to be the expert reads;
+their TP 32 (d = 224) is checked by no generation row.
 
-What the rows do say: (1) the tile config alone moves a fused MoE step by 4-20% at the same
-batch (DBRX main vs the PR's config, 8x22B with and without), which no rule without the config
-can give; (2) at TP 4 the 8x22B decode reads reach more of the A100's bandwidth than the width
-term gives (5.79 s measured against 7.3 s predicted at batch 8), at TP 8 the gap is the same
-size, so the width term's TP dependence is about right there and its level low for experts;
-(3) the Mixtral 8x7B H100 TP 8 rows are too fast already at batch 1 (about 8.9 ms a step:
+What else the rows say: (1) the tile config alone moves a fused MoE step by 4-20% at the same
+batch (DBRX main vs the PR's config; 8x22B with and without), which no rule without the config
+gives; (2) the Mixtral 8x7B H100 TP 8 rows are too fast already at batch 1 (about 8.9 ms a step:
 the measured 0.459 s less the predicted 14 ms prefill, over 50 steps; 6.0 ms predicted, 2.3 of
-it the host step): vLLM of January 2024 (before its
-custom all-reduce) at TP 8 spends per step what the estimate does not count; a candidate, not
-checked. Not done: a per-config tile model, DeepSeek-V3 / Qwen3-235B rows at batch on H100/H200
-(none found with a single engine and stated lengths in the time given; SGLang's and
-InferenceX's DeepSeek-R1 H200 serving sweeps are candidates).
+it the host step): vLLM of January 2024 (before its custom all-reduce) spends per step at TP 8
+what the estimate does not count; a candidate, not checked. Not done: a tile-config model;
+Qwen3-235B at batch on H100/H200 and DeepSeek-V3 at TP 16-32 on one engine (none found with
+stated lengths and GPU).
 """
 
 

@@ -40,7 +40,12 @@ def expert_read_efficiency(rule: str, arch: ModelArch, tensor_parallel: int,
     - "none": BANDWIDTH_EFFICIENCY, no width term (the fused grid taken as wide enough);
     - "touched-hidden": the width term at experts_touched x hidden_size / tp;
     - "touched-ffn": the width term at experts_touched x moe_intermediate_size / tp (the grid's
-      programs over the touched experts' gate/up N tiles)."""
+      programs over the touched experts' gate/up N tiles);
+    - "k-depth": no width term, each expert GEMM's programs at K / (K + GROUPED_GEMM_K_HALF_DEPTH)
+      of the rate (a program's fixed cost against its K loop, the grouped-GEMM term fitted on
+      DeepGEMM's tiles, estimate/moe_gemm.py), K = hidden_size for gate/up (2/3 of an expert's
+      bytes) and moe_intermediate_size / tp for down (1/3), combined by time;
+    - "k-depth:<elements>": the same at another half depth (a sensitivity, not a fit)."""
     touched = G.experts_touched(arch, tokens)
     if rule == WIDTH:
         return G.decode_bandwidth_efficiency(arch, tensor_parallel)
@@ -50,10 +55,16 @@ def expert_read_efficiency(rule: str, arch: ModelArch, tensor_parallel: int,
         return _width(touched * arch.hidden_size / tensor_parallel)
     if rule == "touched-ffn":
         return _width(touched * arch.moe_intermediate_size / tensor_parallel)
+    if rule == "k-depth" or rule.startswith("k-depth:"):
+        half = (A.GROUPED_GEMM_K_HALF_DEPTH.value if rule == "k-depth"
+                else float(rule.split(":", 1)[1]))
+        k_up, k_down = arch.hidden_size, arch.moe_intermediate_size / tensor_parallel
+        share = (2 / 3) / (k_up / (k_up + half)) + (1 / 3) / (k_down / (k_down + half))
+        return A.BANDWIDTH_EFFICIENCY.value / share
     raise ValueError(f"unknown rule {rule!r}; one of {', '.join(RULES)}")
 
 
-RULES = (WIDTH, "none", "touched-hidden", "touched-ffn")
+RULES = (WIDTH, "none", "touched-hidden", "touched-ffn", "k-depth", "k-depth:1000")
 
 
 @contextmanager
@@ -61,7 +72,8 @@ def expert_reads(rule: str) -> Iterator[None]:
     """Within the block, a decode step's touched-expert bytes (16-bit and fp8 weights; GPTQ/AWQ
     steps keep the estimate's rule) take `expert_read_efficiency(rule, ...)` of the bandwidth;
     the rest of its weights keep the width term."""
-    step_cls: Any = getattr(G, "_Step")
+    # the estimate's step cost, swapped for the trial only (restored on exit)
+    step_cls: Any = G._Step
     original: Callable[..., tuple[float, bool]] = step_cls.weights_s
 
     def weights_s(self: Any, tokens: float) -> tuple[float, bool]:
@@ -101,16 +113,26 @@ def errors(rule: str) -> tuple[dict[str, float], dict[int, float]]:
     return {k: v for k, v in gen.items() if v is not None}, out
 
 
+def _is_moe(name: str) -> bool:
+    """Whether a generation_published row's model routes to experts (its catalog model or
+    config, as the harness resolves it)."""
+    from gpuhours.estimate.arch import from_hf_config
+    from gpuhours.resolve import resolve_model
+    from gpuhours_dev.validation import generation_published as gp
+
+    if name in gp.CONFIGS:
+        return from_hf_config(gp.CONFIGS[name], name).is_moe
+    return resolve_model(gp.MODELS[name][0], None)[0].is_moe
+
+
 def report() -> str:
     """Each rule's held-out counts within 25% (generation by engine, its MoE rows, RL)."""
     from gpuhours_dev.validation import generation_published as gp
 
     engine = {r["row"]: r["engine"] for r in gp.rows()}
-    moe_models = {"Qwen3-30B-A3B", "Qwen3-235B-A22B", "Mixtral-8x7B-Instruct-v0.1",
-                  "Mixtral-8x22B", "DBRX-Instruct"}
-    moe = {r["row"] for r in gp.rows() if r["model"] in moe_models}
+    moe = {r["row"] for r in gp.rows() if _is_moe(r["model"])}
     lines = ["| rule | generation held out | vLLM | SGLang | HF | TRT-LLM | LMDeploy | "
-             "MoE rows | rows 410-458 | RL held out |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "MoE rows | rows 410-462 | RL held out |", "|---|---|---|---|---|---|---|---|---|---|"]
 
     def within(errs: list[float]) -> str:
         return f"{sum(abs(e) <= 0.25 for e in errs)}/{len(errs)}"
