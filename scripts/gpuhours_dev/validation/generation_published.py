@@ -842,7 +842,9 @@ def fit_quantised_gemm(weights_per_sm_cycle: list[float],
 def _short_source(src: str) -> str:
     for key, short in (("Qwen3", "Qwen3"), ("Qwen2.5", "Qwen2.5"), ("TensorRT", "TRT-LLM"),
                        ("sglang", "SGLang bench"), ("issues/12315", "vLLM#12315"),
-                       ("pull/7117", "vLLM#7117")):
+                       ("pull/7117", "vLLM#7117"), ("pull/2542", "vLLM#2542"),
+                       ("pull/3240", "vLLM#3240"), ("pull/3692", "vLLM#3692"),
+                       ("pull/4002", "vLLM#4002"), ("InferenceX", "InferenceX#870")):
         if key in src:
             return short
     return src[:20]
