@@ -64,6 +64,13 @@ def test_the_touched_width_rule_by_hand() -> None:
         0.733653, abs=1e-6)
 
 
+def test_one_experts_width_by_hand() -> None:
+    # Mixtral 8x22B at TP 8: moe_intermediate_size 16384 / 8 = 2048, 0.80 x 2048 / 2548
+    arch, _ = resolve_model("mixtral-8x22b", None)
+    assert trial.expert_read_efficiency("expert-ffn", arch, 8, 8) == pytest.approx(
+        0.643014, abs=1e-6)
+
+
 def test_the_k_depth_rule_by_hand() -> None:
     # DeepSeek-V3 at TP 32: gate/up K = 7168 -> 7168 / 7543 = 0.950285; down K = 2048 / 32 = 64
     # -> 64 / 439 = 0.145786; by time 2/3 / 0.950285 + 1/3 / 0.145786 = 2.988002; 0.80 / that

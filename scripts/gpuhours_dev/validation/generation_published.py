@@ -362,27 +362,30 @@ width term, d = hidden_size / tp (0.40 of bandwidth for Mixtral 8x7B or Qwen3-23
 for DeepSeek-V3 at TP 8, 0.25 at TP 32), while the fused MoE kernel's programs (cdiv(EM,
 BLOCK_SIZE_M) x cdiv(N, BLOCK_SIZE_N), vLLM fused_moe.py) grow with the experts a step touches
 and each streams K / BLOCK_SIZE_K tiles, K = hidden for gate/up and moe_ffn / tp for down (64
-for DeepSeek-V3 at TP 32). Five readings of that were tried against every held-out row of both
-harnesses, none with a constant set from a row (python -m gpuhours_dev.validation.moe_expert_reads;
-"k-depth" takes GROUPED_GEMM_K_HALF_DEPTH, 375, fitted on DeepGEMM's compute-bound tiles, and
-1,000 is a sensitivity, not a fit):
+for DeepSeek-V3 at TP 32). Six readings of that were tried against every held-out row of both
+harnesses, none with a constant set from a row (python -m
+gpuhours_dev.validation.moe_expert_reads; "k-depth" takes GROUPED_GEMM_K_HALF_DEPTH, 375, fitted
+on DeepGEMM's compute-bound tiles, and 1,000 is a sensitivity, not a fit):
 
 | expert reads at | generation held out | vLLM | SGLang | MoE rows | rows 410-462 | RL held out |
 |---|---|---|---|---|---|---|
 | the width term at hidden / tp (as now) | 354/411 | 77/89 | 122/131 | 69/83 | 43/53 | 45/62 |
 | no width term (0.80) | 336/411 | 70/89 | 111/131 | 51/83 | 36/53 | 37/62 |
+| width term at one expert's moe_ffn / tp | 350/411 | 75/89 | 120/131 | 65/83 | 37/53 | 39/62 |
 | width term at touched x hidden / tp | 339/411 | 72/89 | 112/131 | 54/83 | 38/53 | 37/62 |
 | width term at touched x moe_ffn / tp | 340/411 | 70/89 | 115/131 | 55/83 | 36/53 | 38/62 |
 | K / (K + 375) per expert GEMM | 347/411 | 74/89 | 118/131 | 62/83 | 40/53 | 44/62 |
 | K / (K + 1,000) per expert GEMM | 353/411 | 77/89 | 121/131 | 68/83 | 40/53 | 43/62 |
 
-None is adopted: each brings some rows in and throws others out. Without the width term
-Mixtral 8x22B comes to -6%..+24% and DBRX's tuned rows to -6%..+17%, but DeepSeek on H200 goes
-to +12%..+24%, DBRX's default-config TP 8 rows to +17%..+34%, Qwen3-235B bf16 TP 8 on the H20
-from -0%..+12% to +6%..+39%. The K-depth term keeps DeepSeek (-14%..+1%) and 27 of the 28 DBRX
-and 8x22B rows within 25% (two in, DBRX's row 438 out at +26%), but moves four H20 Qwen3-235B
-fp8 TP 4 rows across the line (+23-25% -> +26-27%) and four Mixtral 8x7B rows out (9 out, 2 in;
-RL: 2 out, 1 in). In the RL table the one-step-off NeMo-RL rows that prompted this come in only without the
+None is adopted: each brings some rows in and throws others out. One expert's width (moe_ffn /
+tp, 256 for DeepSeek-V3 at TP 8) makes DeepSeek on H200 -33%..-48% and the one-step-off RL rows
++123%..+164%: the grid is wider than one expert. Without the width term Mixtral 8x22B comes to
+-6%..+24% and DBRX's tuned rows to -6%..+17%, but DeepSeek on H200 goes to +12%..+24%, DBRX's
+default-config TP 8 rows to +17%..+34%, Qwen3-235B bf16 TP 8 on the H20 from -0%..+12% to
++6%..+39%. The K-depth term keeps DeepSeek (-14%..+1%) and 27 of the 28 DBRX and 8x22B rows
+within 25% (two in, DBRX's row 438 out at +26%), but moves four H20 Qwen3-235B fp8 TP 4 rows
+across the line (+23-25% -> +26-27%) and four Mixtral 8x7B rows out (9 out, 2 in; RL: 2 out, 1
+in). In the RL table the one-step-off NeMo-RL rows that prompted this come in only without the
 width term (lines 44, 47, 58, 61: +48/+66/+48/+41% -> +4/+7/+5/-9%), while 23 other MoE rows,
 most already costed short, fall 3 to 39 points (46 +7% -> -27%, 59 +17% -> -20%, 60 +12% ->
 -27%, 43 -21% -> -42%). DeepSeek-V3's own decode at TP 8 and batch 8-64 is costed within 16% by
@@ -395,8 +398,9 @@ gives; (2) the Mixtral 8x7B H100 TP 8 rows are too fast already at batch 1 (abou
 the measured 0.459 s less the predicted 14 ms prefill, over 50 steps; 6.0 ms predicted, 2.3 of
 it the host step): vLLM of January 2024 (before its custom all-reduce) spends per step at TP 8
 what the estimate does not count; a candidate, not checked. Not done: a tile-config model;
-Qwen3-235B at batch on H100/H200 and DeepSeek-V3 at TP 16-32 on one engine (none found with
-stated lengths and GPU).
+DeepSeek-V3 at TP 16-32 on one engine (none found); Qwen3-235B on 8 H100 at about 1,000 requests
+at once (GPUStack's performance-lab page, vLLM 0.11 and SGLang 0.5.5) is a candidate not taken
+in the time given.
 """
 
 

@@ -38,6 +38,7 @@ def expert_read_efficiency(rule: str, arch: ModelArch, tensor_parallel: int,
     """Fraction of the bandwidth the touched experts' reads reach under `rule`:
     - "width": the dense width term at hidden_size / tp (the estimate as it stands);
     - "none": BANDWIDTH_EFFICIENCY, no width term (the fused grid taken as wide enough);
+    - "expert-ffn": the width term at one expert's per-GPU width, moe_intermediate_size / tp;
     - "touched-hidden": the width term at experts_touched x hidden_size / tp;
     - "touched-ffn": the width term at experts_touched x moe_intermediate_size / tp (the grid's
       programs over the touched experts' gate/up N tiles);
@@ -51,6 +52,8 @@ def expert_read_efficiency(rule: str, arch: ModelArch, tensor_parallel: int,
         return G.decode_bandwidth_efficiency(arch, tensor_parallel)
     if rule == "none":
         return A.BANDWIDTH_EFFICIENCY.value
+    if rule == "expert-ffn":
+        return _width(arch.moe_intermediate_size / tensor_parallel)
     if rule == "touched-hidden":
         return _width(touched * arch.hidden_size / tensor_parallel)
     if rule == "touched-ffn":
@@ -64,7 +67,7 @@ def expert_read_efficiency(rule: str, arch: ModelArch, tensor_parallel: int,
     raise ValueError(f"unknown rule {rule!r}; one of {', '.join(RULES)}")
 
 
-RULES = (WIDTH, "none", "touched-hidden", "touched-ffn", "k-depth", "k-depth:1000")
+RULES = (WIDTH, "none", "expert-ffn", "touched-hidden", "touched-ffn", "k-depth", "k-depth:1000")
 
 
 @contextmanager
