@@ -153,3 +153,29 @@ def test_the_document_names_its_plan_the_same_from_any_folder(tmp_path) -> None:
     assert "Generated from `plan.yaml`" in doc.read_text()
     again = update_living_document(b, doc, "plan.yaml", date(2026, 2, 1))
     assert first.written and not again.written
+
+
+def test_no_calibrate_does_not_version_the_tracked_actuals_away(tmp_path) -> None:
+    """With the ledger's tracked runs in the document, a run that does not look them up
+    (--no-calibrate) and the next that does again record no version."""
+    from gpuhours.track.ledger import Ledger
+    from gpuhours.track.runs import StepRecord, add_steps, start_run
+
+    plan = write_plan(tmp_path)
+    loaded = load_plan(plan)
+    doc = plan.parent / "COMPUTE_BUDGET.md"
+    with Ledger.open(tmp_path / "l.sqlite") as book:
+        rid = start_run(book, project=loaded.plan.project, phase="sft", name="x",
+                        device_kind="cuda", device_name="NVIDIA A100-SXM4-40GB",
+                        planned_steps=100, config={"num_gpus": 8})
+        add_steps(book, rid, [StepRecord(step=i + 1, started_s=float(i), wall_s=10.0)
+                              for i in range(10)])
+        first = update_living_document(evaluate(loaded, ledger=book), doc, plan.name,
+                                       date(2026, 1, 1))
+        assert "GPU h spent over 10 steps" in doc.read_text()
+        unread = update_living_document(evaluate(loaded, ledger=book, calibrate=False), doc,
+                                        plan.name, date(2026, 1, 2))
+        again = update_living_document(evaluate(loaded, ledger=book), doc, plan.name,
+                                       date(2026, 1, 3))
+    assert first.version == unread.version == again.version == "1.0.0"
+    assert unread.changes == [] and again.changes == []

@@ -71,8 +71,26 @@ def test_context_parallelism_pads_the_mean_sequence_to_its_chunks(tmp_path: Path
     # padded to 1,536 (a multiple of 4); before, the odd mean was refused outright
     base = {**BASE, "hardware": {"gpu": "h100-sxm", "gpus_per_node": 8, "nodes": 1},
             "defaults": {"model": "qwen2.5-7b", "method": "lora", "checkpointing": True}}
-    r = run_rl_phase(tmp_path, base, response_tokens=1023, cp=2)
+    def update(response: int) -> float:
+        return float(run_rl_phase(tmp_path, base, response_tokens=response, cp=2
+                                  ).details["policy_update_s"])
+
+    # 1,535 and 1,536 tokens are both costed as 1,536; 1,537 as 1,540
+    assert update(1023) == pytest.approx(update(1024))
+    assert update(1025) > update(1024)
+
+
+def test_the_context_check_takes_the_lengths_given_not_the_padded(tmp_path: Path):
+    # Llama-2-7B's 4,096 positions: 1,000 + 3,096 tokens fit exactly; padded to a multiple of
+    # 2 x cp 3 (4,098) for the cost only, never refused for it
+    base = {**BASE, "hardware": {"gpu": "h100-sxm", "gpus_per_node": 6, "nodes": 1},
+            "defaults": {"model": "llama-2-7b", "method": "lora", "checkpointing": True}}
+    r = run_rl_phase(tmp_path, base, prompt_tokens=1000, response_tokens=2000,
+                     max_response_tokens=3096, cp=3)
     assert r.details["policy_update_s"] > 0
+    with pytest.raises(InputError, match="exceed llama-2-7b's 4,096-token context"):
+        run_rl_phase(tmp_path, base, prompt_tokens=1000, response_tokens=2000,
+                     max_response_tokens=3097, cp=3)
 
 
 def test_async_scheduling_shortens_the_rollouts_and_is_vllms(tmp_path: Path):

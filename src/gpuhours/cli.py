@@ -218,6 +218,11 @@ A2aOverlapOpt = Annotated[bool, typer.Option(
 CalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the measured efficiency of a matching benchmark in the ledger, when there is one.")]
+PlanCalibrateOpt = Annotated[bool, typer.Option(
+    "--calibrate/--no-calibrate",
+    help="Use the ledger: the measured efficiency of a matching benchmark, and the tracked "
+         "runs' actuals (--no-calibrate leaves both out; the document keeps the actuals it "
+         "had).")]
 
 
 def _training(model: str | None, params: float | None, hidden_size: int | None = None,
@@ -933,7 +938,7 @@ def plan(
     schema: Annotated[bool, typer.Option("--schema", help="Print the plan's JSON Schema.")
                       ] = False,
     ledger: LedgerOpt = None,
-    calibrate: CalibrateOpt = True,
+    calibrate: PlanCalibrateOpt = True,
     as_json: JsonOpt = False,
     wide: WideOpt = False,
 ) -> None:

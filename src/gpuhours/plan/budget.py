@@ -141,6 +141,7 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
             A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
             A.CUDA_CONTEXT_BYTES)],
         micro_benchmarks=micro_benchmarks(ledger, uses) if uses else [],
+        actuals_looked_up=ledger is not None and calibrate,
     )
 
 

@@ -640,12 +640,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
+    longest_given = seq_max  # the context check and the messages speak of the lengths given
     if cp > 1:
         # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
-        # frameworks pad each to a multiple of 2 x cp (NeMo-RL's CP recipes:
-        # make_sequence_length_divisible_by = tp x 2 x cp, dapo-deepseek-v3-64n8g.yaml
-        # @v0.6.0; verl pads to the CP group's alignment likewise): the mean and the longest
-        # sequence taken so padded
+        # frameworks pad each to a multiple of at least 2 x cp, the figure taken here (a lower
+        # end: NeMo-RL's CP recipes pad to tp x 2 x cp, make_sequence_length_divisible_by in
+        # dapo-deepseek-v3-64n8g.yaml @v0.6.0; verl to the CP group's alignment): the mean
+        # and the longest sequence costed so padded
         seq, seq_max = (2 * cp * math.ceil(n / (2 * cp)) for n in (seq, seq_max))
     # (the actor's own GPUs when it has them: plan/rl_train.py)
     ranks = max(1, (phase.actor_gpus or train_gpus)
@@ -667,8 +668,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
                              f"a micro-batch of {budget * cp:,.0f} tokens (update_tokens_per_gpu"
                              f" {budget:,.0f} x cp {cp}) cannot hold the longest sequence, "
-                             f"{seq_max:,} tokens (prompt + max_response_tokens); verl refuses "
-                             "it too (its token-budget packing asserts the same).",
+                             f"{longest_given:,} tokens (prompt + max_response_tokens)"
+                             + (f", {seq_max:,} padded to a multiple of 2 x cp"
+                                if seq_max != longest_given else "")
+                             + "; verl refuses it too (its token-budget packing asserts the "
+                             "same).",
                              f"Raise update_tokens_per_gpu to at least {math.ceil(seq_max / cp):,}"
                              ", or use more context parallelism.")
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
@@ -678,7 +682,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
-    if t.arch.max_positions and seq_max > t.arch.max_positions:
+    if t.arch.max_positions and longest_given > t.arch.max_positions:
         # both lengths make the sum; the longer is named first, and its line given
         response = "max_response_tokens" if phase.max_response_tokens else "response_tokens"
         fields = (("prompt_tokens", response) if phase.prompt_tokens >= longest

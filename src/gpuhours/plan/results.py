@@ -301,6 +301,9 @@ class Budget(_Out):
     assumptions: list[str]
     #: the ledger's measurements that set figures of this budget (empty without a ledger)
     micro_benchmarks: list[MicroBenchmark] = []
+    #: whether tracked runs were looked up in a ledger (not with --no-calibrate or no ledger):
+    #: without, a phase's missing actuals say nothing about its runs
+    actuals_looked_up: bool = False
 
     @field_serializer("one_time_gpu_hours", "per_seed_gpu_hours", "single_seed_gpu_hours",
                       "subtotal_gpu_hours", "contingency_gpu_hours", "total_gpu_hours",

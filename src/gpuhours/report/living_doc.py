@@ -227,7 +227,21 @@ def state_of(b: Budget, version: str, plan: str | None = None) -> dict[str, Any]
             for m in b.micro_benchmarks}
     if plan is not None:
         out["plan"] = plan
+    if not b.actuals_looked_up:
+        out["actuals_looked_up"] = False
     return out
+
+
+def _keep_unread_actuals(state: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """A state whose tracked runs were not looked up (--no-calibrate, no ledger) keeps the
+    previous state's actuals: nothing is known to have changed about them."""
+    if state.get("actuals_looked_up", True):
+        return state
+    old = previous.get("phases", {})
+    phases = {n: {**p, **{k: old[n][k] for k in ("spent", "projected", "budgeted")
+                          if n in old and k in old[n]}}
+              for n, p in state["phases"].items()}
+    return {**state, "phases": phases}
 
 
 def _moved(old: float, new: float) -> bool:
@@ -578,7 +592,7 @@ def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, v
 
     shown = {k: charts.chart_path(path, k).name for k in charts.CHART_SUFFIXES
              if f"]({quote(charts.chart_path(path, k).name)})" in prev.text}
-    state = state_of(b, version, reference)
+    state = _keep_unread_actuals(state_of(b, version, reference), prev.state)
     baseline = versioned_baseline(prev.state)
     if not _same_numbers(versioned_baseline(state), baseline):
         state["versioned"] = baseline  # numbers moved below a version: keep the last's
@@ -713,7 +727,8 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
             return DocUpdate(path, version, ["first budget"], True)
         _refuse_other_owner(prev, path, b.project, reference)
         old_version = str(prev.state.get("version", "1.0.0"))
-        changes = what_changed(prev.state, state_of(b, old_version, reference))
+        changes = what_changed(prev.state, _keep_unread_actuals(
+            state_of(b, old_version, reference), prev.state))
         changes += _owner_changes(prev.owner, b.project, reference)
         changes += _price_changes(prev.text, b)
         if not changes:
@@ -724,7 +739,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
             return DocUpdate(path, old_version, [], False)
         _refuse_read_only(path, changes)
         version = _bump(old_version)
-        state = state_of(b, version, reference)
+        state = _keep_unread_actuals(state_of(b, version, reference), prev.state)
         total_before = float(versioned_baseline(prev.state).get("total_gpu_hours") or 0.0)
         entry = _neutral(f"- **v{version}** ({day.isoformat()}): " + "; ".join(changes) +
                          f". Total {total_before:,.1f} -> {b.total_gpu_hours:,.1f} GPU h.")
