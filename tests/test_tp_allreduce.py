@@ -58,3 +58,28 @@ def test_an_engine_across_nodes_all_reduces_over_the_network_by_hand():
         2 * 94 * (25.2e-6 + 2 * 15 / 16 * message / 50e9))
     assert (within.allreduce_s_per_decode_step < faster.allreduce_s_per_decode_step
             < across.allreduce_s_per_decode_step)
+
+
+def test_generation_says_what_its_all_reduces_were_costed_with() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    def assumed(*args: str) -> dict[str, dict]:
+        r = CliRunner().invoke(app, ["generation", "-m", "llama-3-8b", "-g", "h100",
+                                     "--json", *args])
+        assert r.exit_code == 0, r.output
+        return {a["name"]: a for a in json.loads(r.stdout)["assumptions"]}
+
+    within = assumed("--tensor-parallel", "8")
+    assert "tp_allreduce_latency_s" in within and "gpus_per_node" not in within
+    across = assumed("--tensor-parallel", "16")
+    assert "tp_allreduce_latency_s" not in across
+    # NCCL's model at 16 GPUs over two nodes of 8 (the hand-worked 25.2 us above)
+    assert across["tp_allreduce_latency_s.nccl"]["value"] == pytest.approx(25.2e-6)
+    assert "the defaults" in across["inter_node_gb_per_s_one_way"]["source"]
+    node = assumed("--tensor-parallel", "16", "--node", "dgx-h100")
+    assert node["inter_node_gb_per_s_one_way"]["value"] == 50.0
+    assert node["inter_node_gb_per_s_one_way"]["source"] == "the setup's"

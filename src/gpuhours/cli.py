@@ -768,6 +768,7 @@ def fit(
 @app.command()
 @user_errors
 def generation(
+    ctx: typer.Context,
     model: ModelOpt = None,
     gpu: GpuOpt = None,
     prompt_tokens: Annotated[int, typer.Option(help="Prompt length, tokens.")
@@ -835,6 +836,9 @@ def generation(
              "and any achieved decode figure it holds (e.g. the h20's 1.9 TB/s, fitted on "
              "SGLang 0.4.6).")] = None,
     usd_per_gpu_hour: UsdOpt = None,
+    node: NodeOpt = None,
+    gpus_per_node: PerNodeOpt = GENERATION.gpus_per_node,
+    inter_node_gb_per_s_one_way: NetOpt = GENERATION.inter_node_gb_per_s_one_way,
     ledger: LedgerOpt = None,
     calibrate: CalibrateOpt = True,
     as_json: JsonOpt = False,
@@ -854,6 +858,9 @@ def generation(
     if gpu is not None:  # an unknown name: the options generation has, not estimate's
         catalog_gpu(gpu, "gpu", GPU_HINT_GENERATION)
     hw = Hardware(gpu=resolve_gpu(gpu, bandwidth_gb_per_s=bandwidth_gb_per_s))  # checks it
+    # a tensor-parallel group wider than a node's NVLink all-reduces over the network
+    gpus_per_node, inter_node_gb_per_s_one_way, _ = _network(
+        ctx, node, hw.gpu, gpus_per_node, inter_node_gb_per_s_one_way)
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,
@@ -865,6 +872,9 @@ def generation(
                                        hf_transformers_version=hf_transformers_version,
                                        hf_quant_linear=hf_quant_linear,
                                        tensor_parallel=tensor_parallel,
+                                       gpus_per_node=gpus_per_node,
+                                       inter_node_gb_per_s_one_way=(
+                                           inter_node_gb_per_s_one_way),
                                        device_map_gpus=device_map_gpus,
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,

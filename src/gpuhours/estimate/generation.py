@@ -90,7 +90,10 @@ from gpuhours.estimate.timing import (
     link_bandwidth_bytes_per_s,
     peak_flops,
 )
-from gpuhours.estimate.tp_allreduce import tp_allreduce_latency_s
+from gpuhours.estimate.tp_allreduce import (
+    VLLM_CUSTOM_ALLREDUCE_MAX_GPUS,
+    tp_allreduce_latency_s,
+)
 from gpuhours.estimate.track_record import for_engine as track_record_for_engine
 from gpuhours.estimate.weight_formats import released_note, sixteen_bit_params
 from gpuhours.setup import Generation, Hardware, hf_release
@@ -1411,6 +1414,28 @@ def _step_basis(g: Generation, *, launches: bool, dequant: bool = False,
     return text + ")"
 
 
+def tensor_parallel_assumptions(g: Generation) -> list[A.Assumption]:
+    """What a tensor-parallel group's all-reduces are costed with: vLLM's own all-reduce's
+    latency within a node of up to 8 GPUs (TP_ALLREDUCE_LATENCY_S); beyond, NCCL's latency
+    model (estimate/tp_allreduce.py) over the setup's GPUs per node and network, said as the
+    setup gives them (Generation's defaults: 8 a node, 25 GB/s one way)."""
+    if g.tensor_parallel <= min(VLLM_CUSTOM_ALLREDUCE_MAX_GPUS, g.gpus_per_node):
+        return [A.TP_ALLREDUCE_LATENCY_S]
+    defaults = Generation.model_fields
+    said = ("the setup's" if (g.gpus_per_node, g.inter_node_gb_per_s_one_way) != (
+        defaults["gpus_per_node"].default, defaults["inter_node_gb_per_s_one_way"].default)
+        else "assumed, the defaults (--node or --gpus-per-node / --inter-node-gb-per-s set "
+             "them)")
+    return [A.Assumption("tp_allreduce_latency_s.nccl",
+                         tp_allreduce_latency_s(g.tensor_parallel, g.gpus_per_node), "s",
+                         f"NCCL's latency model, ring or tree (NVIDIA/nccl@5067397c "
+                         f"tuning.cc; estimate/tp_allreduce.py), {g.tensor_parallel} GPUs, "
+                         f"{g.gpus_per_node} a node"),
+            A.Assumption("gpus_per_node", float(g.gpus_per_node), "GPUs", said),
+            A.Assumption("inter_node_gb_per_s_one_way", g.inter_node_gb_per_s_one_way,
+                         "GB/s per GPU", said)]
+
+
 def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                        sequences: float | None = None,
                        price_rows: list[Any] | None = None) -> dict[str, Any]:
@@ -1490,7 +1515,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
     if g.engine == lmdeploy.ENGINE:  # every step's launches are counted
         used.append(A.LMDEPLOY_LAUNCH_S_PER_KERNEL)
     if g.tensor_parallel > 1:
-        used.append(A.TP_ALLREDUCE_LATENCY_S)
+        used += tensor_parallel_assumptions(g)
     if g.device_map_gpus > 1:
         used += [A.ACCELERATE_HOOK_HOST_S, A.ACCELERATE_HOOK_OPERATOR_TIMES]
     if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:

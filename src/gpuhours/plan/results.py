@@ -183,6 +183,12 @@ class GridRow(_Out):
     def _hours_json(self, value: float) -> dict[str, Any] | None:
         return _fig(value, "GPU hours", basis_kind_of(self.basis), self.basis)
 
+    @field_serializer("steps", when_used="json")
+    def _steps_json(self, value: float | None) -> dict[str, Any] | None:
+        return _fig(value, "optimizer steps", "formula",
+                    "the experiment's steps, or its tokens / the tokens of a step "
+                    "(plan/grid.py training_amount)")
+
 
 class GridSchedule(_Out):
     rows: list[GridRow]
