@@ -621,3 +621,10 @@ def test_torchtune_paged_adamw_is_read_as_paged(tmp_path: Path) -> None:
         assert got.fields["optimizer"] == optimizer
         assert got.fields["optimizer_paged"] is True
         assert got.fields["optimizer_impl"] == "fused"
+
+
+def test_an_epoch_count_of_minus_one_is_said_not_used(tmp_path: Path) -> None:
+    got = read_setup(write(tmp_path, "e.yml", AXOLOTL.replace("num_epochs: 4",
+                                                               "num_epochs: -1")))
+    assert "epochs" not in got.fields
+    assert "num_epochs=-1: 0 or less: the trainer's 'not set'" in got.unused

@@ -246,6 +246,12 @@ def _set_amounts(r: Reader, epochs_key: str, steps_key: str) -> None:
             r.skip(f"{epochs_key}={epochs}", f"{steps_key} overrides it, as in the trainer")
     elif isinstance(epochs, int | float) and not isinstance(epochs, bool) and epochs > 0:
         r.set("epochs", epochs, f"{epochs_key}={epochs}", "with --examples, the dataset size")
+    # a value <= 0 read and not used is said, as every other key the import leaves out
+    for key, value in ((epochs_key, epochs), (steps_key, steps)):
+        if (isinstance(value, int | float) and not isinstance(value, bool) and value <= 0
+                and not (key == epochs_key and isinstance(steps, int | float)
+                         and not isinstance(steps, bool) and steps > 0)):
+            r.skip(f"{key}={value}", "0 or less: the trainer's 'not set'")
 
 
 def _set_int(r: Reader, key: str, field: str) -> None:
