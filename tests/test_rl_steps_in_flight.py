@@ -102,3 +102,16 @@ def test_async_scheduling_shortens_the_rollouts_and_is_vllms(tmp_path: Path):
     with pytest.raises(InputError) as caught:
         run_rl_phase(tmp_path, BASE, rollout_async_scheduling=True, engine="sglang")
     assert "rollout_async_scheduling" in str(caught.value)
+
+
+def test_dynamic_sampling_repeats_the_generation_not_the_update(tmp_path: Path):
+    # DAPO's dynamic sampling at 2.5 generation rounds a step on average: the rollouts take
+    # 2.5 times as long, the scoring passes and the update take the kept batch once
+    once = run_rl_phase(tmp_path, BASE).details
+    again = run_rl_phase(tmp_path, BASE, generation_rounds_per_step=2.5).details
+    assert again["rollout_generation_s"] == pytest.approx(2.5 * once["rollout_generation_s"])
+    assert again["policy_update_s"] == pytest.approx(once["policy_update_s"])
+    assert again["generation_rounds_per_step"] == 2.5
+    with pytest.raises(InputError) as caught:
+        run_rl_phase(tmp_path, BASE, generation_rounds_per_step=0.5)
+    assert "generation_rounds_per_step" in str(caught.value) and "line" in str(caught.value)

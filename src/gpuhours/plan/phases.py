@@ -831,6 +831,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         tower_runs_per_prompt=(phase.generations_per_prompt if phase.engine == "hf-generate"
                                else 1))
     rollout_s += rollout_tower_s + rollout_prep_s
+    # DAPO's dynamic sampling: the whole generation again until the step's batch is kept
+    rollout_s *= phase.generation_rounds_per_step
 
     # scoring passes over whole sequences, on the training GPUs, in micro-batches of
     # score_budget tokens a data-parallel group
@@ -1101,6 +1103,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     details = {"steps": steps, "step_time_s": step_s, **{k.replace(" ", "_").replace("-", "_")
                                                           + "_s": v for k, v in parts.items()},
                "rollout_share": rollout_s / step_s, "generation_batch_per_gpu": work.batch,
+               **({"generation_rounds_per_step": phase.generation_rounds_per_step}
+                  if phase.generation_rounds_per_step > 1 else {}),
                # waves and their tail play no part in a stream (the engines stay full): left out;
                # a paged engine runs no waves: its admissions and preemptions instead
                **({} if streamed else {"rollout_tail_s": tail.batch_time_s}),

@@ -43,6 +43,7 @@ _DETAIL_UNITS = {"tokens": "tokens", "optimizer_steps": "steps", "steps": "steps
                  "rollout_decode_steps": "steps",
                  "tokens_per_s_per_gpu": "tokens/s", "mfu": "fraction of peak FLOP/s",
                  "rollout_share": "fraction of step time",
+                 "generation_rounds_per_step": "generation rounds a step",
                  "rollout_memory_utilisation": "fraction of device memory",
                  "reduced_gpu_hours": "GPU hours", "downtime_gpu_hours": "GPU hours",
                  "gpu_hours_by_benchmark": "GPU hours"}

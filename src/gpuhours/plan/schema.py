@@ -568,6 +568,13 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    generation_rounds_per_step: float = Field(
+        default=1.0, ge=1.0, le=100.0, allow_inf_nan=False,
+        description="synchronous generation rounds of prompts_per_step prompts a step, mean: "
+        "more than 1 with DAPO's dynamic sampling, which generates again until enough groups "
+        "have rewards that differ (verl's recipe/dapo logs it as num_gen_batches, bounded by "
+        "max_num_gen_batches; NeMo-RL's DAPO likewise); the scoring passes and the update take "
+        "the kept prompts_per_step x generations_per_prompt sequences once")
     rollout_steps_in_flight: PositiveInt = Field(
         default=1, description="steps whose rollouts the engines may run at once in a stream "
         "(NeMo-RL's async_grpo max_trajectory_age_steps with in-flight weight updates: its "
@@ -772,6 +779,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
         if self.critic_training is not None and not self.critic:
             raise ValueError("critic_training sets PPO's critic's training: it needs "
                              "`critic: true`")
+        if self.generation_rounds_per_step > 1 and (self.async_rollout
+                                                    or self.partial_rollout):
+            raise ValueError("generation_rounds_per_step repeats a synchronous step's "
+                             "generation until its batch is kept: not modelled with "
+                             "async_rollout or partial_rollout")
         if self.rollout_steps_in_flight > 1 and not self.partial_rollout:
             raise ValueError(f"rollout_steps_in_flight ({self.rollout_steps_in_flight}) runs "
                              "several steps' rollouts in one stream: it needs "
