@@ -531,3 +531,13 @@ def test_a_projected_saving_is_not_printed_as_measured() -> None:
         r.tokens_real, r.tokens_computed = 600, 1000
     p = rules.padding(view(recs, 1000))
     assert p is not None and p.gpu_hours_saved.basis == "formula"
+
+
+def test_the_doctors_text_fits_80_columns(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    rid = _ledger_with_run(path, 30)
+    r = runner.invoke(app, ["doctor", str(rid), "--ledger", str(path)])
+    assert r.exit_code == 0, r.output
+    long = [line for line in r.stdout.splitlines()
+            if len(line) > 80 and not line.startswith("|")]
+    assert long == []

@@ -75,3 +75,12 @@ def test_a_batch_that_does_not_fit_is_refused():
     with pytest.raises(InputError, match="leave no room"):
         estimate_generation(Generation(arch=arch, prompt_tokens=100, output_tokens=100),
                             catalog.gpu("rtx-4090"))
+
+
+def test_a_gpu_without_bf16_generates_in_fp16() -> None:
+    # the V100 has fp16 tensor cores and no bf16: the engines run float16 (vLLM's dtype auto)
+    gpu = catalog.gpu("v100-32gb")
+    g = Generation(arch=resolve_model("llama-2-7b")[0], engine="vllm", prompt_tokens=512,
+                   output_tokens=64, batch=8)
+    auto = estimate_generation(g, gpu)
+    assert auto.prefill_s == estimate_generation(g, gpu, "fp16").prefill_s

@@ -191,3 +191,13 @@ def test_a_cache_too_small_names_its_setting_and_turbomind_limits_are_refused() 
         estimate_generation(_setup("llama-2-70b", prompt_tokens=128, output_tokens=128,
                                    batch=1, tensor_parallel=16), _gpu())
     assert "tensor_parallel" in str(caught.value)
+
+
+@pytest.mark.parametrize("model, pattern", [("qwen3-8b", "q/k norms"),
+                                            ("mpt-7b", "model type mpt"),
+                                            ("qwen2.5-7b", "model type qwen2")])
+def test_models_turbomind_0_1_does_not_convert_are_refused(model, pattern) -> None:
+    with pytest.raises(FieldError, match=pattern):
+        estimate_generation(_setup(model, prompt_tokens=16, output_tokens=16, batch=1),
+                            _gpu())
+

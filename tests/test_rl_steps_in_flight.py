@@ -96,8 +96,10 @@ def test_the_context_check_takes_the_lengths_given_not_the_padded(tmp_path: Path
 def test_async_scheduling_shortens_the_rollouts_and_is_vllms(tmp_path: Path):
     # the engine's 2.3 ms host step a decode step beside the GPU's instead of after it
     serial = run_rl_phase(tmp_path, BASE).details
-    overlapped = run_rl_phase(tmp_path, BASE, rollout_async_scheduling=True).details
+    phase = run_rl_phase(tmp_path, BASE, rollout_async_scheduling=True)
+    overlapped = phase.details
     assert overlapped["rollout_generation_s"] < serial["rollout_generation_s"]
+    assert "async scheduling: the engine's host step beside the GPU's work" in phase.basis
     assert overlapped["policy_update_s"] == pytest.approx(serial["policy_update_s"])
     with pytest.raises(InputError) as caught:
         run_rl_phase(tmp_path, BASE, rollout_async_scheduling=True, engine="sglang")

@@ -79,7 +79,11 @@ def test_generation_says_what_its_all_reduces_were_costed_with() -> None:
     assert "tp_allreduce_latency_s" not in across
     # NCCL's model at 16 GPUs over two nodes of 8 (the hand-worked 25.2 us above)
     assert across["tp_allreduce_latency_s.nccl"]["value"] == pytest.approx(25.2e-6)
-    assert "the defaults" in across["inter_node_gb_per_s_one_way"]["source"]
+    assert "the default, not given" in across["inter_node_gb_per_s_one_way"]["source"]
     node = assumed("--tensor-parallel", "16", "--node", "dgx-h100")
     assert node["inter_node_gb_per_s_one_way"]["value"] == 50.0
-    assert node["inter_node_gb_per_s_one_way"]["source"] == "the setup's"
+    assert node["inter_node_gb_per_s_one_way"]["source"].startswith("given")
+    assert node["gpus_per_node"]["source"].startswith("given")  # 8, as the default, but given
+    one = assumed("--tensor-parallel", "16", "--gpus-per-node", "4")
+    assert one["gpus_per_node"]["source"].startswith("given")
+    assert "not given" in one["inter_node_gb_per_s_one_way"]["source"]

@@ -872,9 +872,13 @@ def generation(
                                        hf_transformers_version=hf_transformers_version,
                                        hf_quant_linear=hf_quant_linear,
                                        tensor_parallel=tensor_parallel,
-                                       gpus_per_node=gpus_per_node,
-                                       inter_node_gb_per_s_one_way=(
-                                           inter_node_gb_per_s_one_way),
+                                       # only as given (--node or the options): the
+                                       # estimate says which figures are its defaults
+                                       **{k: v for k, v in (
+                                           ("gpus_per_node", gpus_per_node),
+                                           ("inter_node_gb_per_s_one_way",
+                                            inter_node_gb_per_s_one_way))
+                                          if node is not None or not _not_given(ctx, k)},
                                        device_map_gpus=device_map_gpus,
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,

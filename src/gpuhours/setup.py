@@ -1599,7 +1599,8 @@ class Generation(_ReadsModel):
     #: lmdeploy only: TurboMind's cache_max_entry_count, the size of its paged KV cache on each
     #: GPU: below 1 the share of the device's memory, 1 or more a count of 128-token blocks;
     #: None = its converter's default, 0.5 (estimate/lmdeploy.py)
-    cache_max_entry_count: float | None = Field(default=None, gt=0, le=10_000_000)
+    cache_max_entry_count: float | None = Field(default=None, gt=0, le=10_000_000,
+                                                allow_inf_nan=False)
     #: GPUs one replica is split over by tensor parallelism (attention heads and MLP columns,
     #: two all-reduces of the activations per layer per step; vLLM tensor_parallel_size)
     tensor_parallel: Literal[1, 2, 4, 8, 16, 32, 64] = 1
@@ -1684,7 +1685,7 @@ class Generation(_ReadsModel):
         if self.async_scheduling and self.engine != "vllm":
             raise FieldError(("async_scheduling", "engine"), f"async scheduling is vLLM V1's "
                              f"(0.11 or later); {self.engine} is not modelled with it.",
-                             "Use engine vllm, or leave async_scheduling off.")
+                             "Use engine vllm, or leave async scheduling off.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

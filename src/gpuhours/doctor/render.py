@@ -48,4 +48,23 @@ def render(d: Diagnosis) -> str:
     if d.notes:
         lines += [""] + [f"note: {n}" for n in d.notes]
     # paths, device and model names come from the user: no terminal control in them
-    return plain("\n".join(lines)) + "\n"
+    return plain("\n".join(_wrapped(line) for line in lines)) + "\n"
+
+
+#: the doctor's prose lines are wrapped to this width (Markdown keeps them one paragraph);
+#: table rows stay whole
+WIDTH = 80
+
+
+def _wrapped(line: str) -> str:
+    """A prose line wrapped at WIDTH, its continuation indented under its text ('1. ',
+    '   evidence: ' and the like); a heading, a table row or a short line as it is."""
+    if len(line) <= WIDTH or line.startswith(("|", "#")):
+        return line
+    import re
+    import textwrap
+
+    lead = re.match(r"\s*(\d+\.\s|\w+:\s)?", line)
+    indent = " " * min(len(lead.group(0)) if lead else 0, 16)
+    return textwrap.fill(line, width=WIDTH, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)

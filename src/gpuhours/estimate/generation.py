@@ -1241,6 +1241,15 @@ def paged_rollout_time_s(g: Generation, gpu: GpuSpec, rollout: PagedRollout,
     return prefill_s, decode_s
 
 
+def runs_fp16(gpu: GpuSpec, precision: str) -> str | None:
+    """'fp16' when a bf16 generation runs on a GPU without bf16 matmuls (V100, T4): the engines
+    cast to float16 there (vLLM's dtype "auto" below compute capability 8.0; SGLang and
+    transformers alike); None otherwise."""
+    if precision == "bf16" and gpu.dense_tflops.bf16 is None and gpu.dense_tflops.fp16:
+        return "fp16"
+    return None
+
+
 def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
                         host_scale: float = 1.0) -> GenerationEstimate:
     """Time to prefill `batch` prompts and decode `output_tokens` for each, on one GPU.
@@ -1253,6 +1262,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     if g.engine == lmdeploy.ENGINE:
         lmdeploy.check_supported(arch, g.weight_bytes_per_param, g.kv_bytes_per_element,
                                  g.matmul_precision, g.cuda_graphs, g.tensor_parallel)
+    precision = runs_fp16(gpu, precision) or precision
     if g.matmul_precision == "fp8":
         # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
         try:
@@ -1268,7 +1278,10 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     if batch > cap:
         if cap_peak is None:
             raise FieldDoesNotFit("batch", f"a batch of {batch} sequences needs more KV cache "
-                                           f"than fits on {gpu.name}; at most {cap} fit.")
+                                           f"than fits on {gpu.name}; at most {cap} fit"
+                                  + (f" in the cache cache_max_entry_count "
+                                     f"{g.cache_max_entry_count:g} sets"
+                                     if g.cache_max_entry_count is not None else "") + ".")
         over = hf_generate_peak_of(arch, g, batch, gpu)
         raise FieldDoesNotFit("batch", f"transformers' generate with a batch of {batch:,} "
                                        f"sequences needs {over.reserved_bytes / 1e9:.1f} GB on "
@@ -1421,19 +1434,20 @@ def tensor_parallel_assumptions(g: Generation) -> list[A.Assumption]:
     setup gives them (Generation's defaults: 8 a node, 25 GB/s one way)."""
     if g.tensor_parallel <= min(VLLM_CUSTOM_ALLREDUCE_MAX_GPUS, g.gpus_per_node):
         return [A.TP_ALLREDUCE_LATENCY_S]
-    defaults = Generation.model_fields
-    said = ("the setup's" if (g.gpus_per_node, g.inter_node_gb_per_s_one_way) != (
-        defaults["gpus_per_node"].default, defaults["inter_node_gb_per_s_one_way"].default)
-        else "assumed, the defaults (--node or --gpus-per-node / --inter-node-gb-per-s set "
-             "them)")
+    def said(field: str) -> str:
+        if field in g.model_fields_set:
+            return "given (--node, or the option itself)"
+        return "assumed: the default, not given (--node or the option sets it)"
+
     return [A.Assumption("tp_allreduce_latency_s.nccl",
                          tp_allreduce_latency_s(g.tensor_parallel, g.gpus_per_node), "s",
                          f"NCCL's latency model, ring or tree (NVIDIA/nccl@5067397c "
                          f"tuning.cc; estimate/tp_allreduce.py), {g.tensor_parallel} GPUs, "
                          f"{g.gpus_per_node} a node"),
-            A.Assumption("gpus_per_node", float(g.gpus_per_node), "GPUs", said),
+            A.Assumption("gpus_per_node", float(g.gpus_per_node), "GPUs",
+                         said("gpus_per_node")),
             A.Assumption("inter_node_gb_per_s_one_way", g.inter_node_gb_per_s_one_way,
-                         "GB/s per GPU", said)]
+                         "GB/s per GPU", said("inter_node_gb_per_s_one_way"))]
 
 
 def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
@@ -1551,6 +1565,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
                               quant=quant, qgemm=qgemm, kv_copy_sm=kv_copy_sm)
                   + f"; decode steps: {e.cuda_graphs}"
                   + _quantised_weights_note(g, gpu)
+                  + (f"; fp16 matmuls: {gpu.name} has no bf16 (engines cast to float16 "
+                     "below compute capability 8.0)" if runs_fp16(gpu, "bf16") else "")
                   + released_note(g.released_format, g.weight_bytes_per_param)
                   + (f" (estimate/generation.py), constants for {g.engine} fitted to the tune "
                      "rows of the generation validation data (docs/generation.md)"

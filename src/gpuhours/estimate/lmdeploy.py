@@ -53,6 +53,10 @@ MAX_4BIT_BYTES_PER_WEIGHT = 0.6
 #: the head size TurboMind 0.1's decode attention is built for (decoder_multihead_attention.cu
 #: @9c46b27c: FT_CHECK(params.size_per_head == HeadDim), HeadDim 128)
 HEAD_DIM = 128
+#: the model types TurboMind 0.1's converter takes as its LlamaV2 (lmdeploy/turbomind/deploy
+#: source models at v0.1.0a1: Llama / Llama 2 / Code Llama, InternLM, Qwen-1 and Baichuan,
+#: all Llama-shaped: RMSNorm, rotary, a SiLU-gated MLP); the estimate's configs read as these
+MODEL_TYPES = frozenset({"llama", "internlm", "qwen", "baichuan"})
 #: TurboMind 0.1 runs a tensor-parallel group as threads of one process, a GPU each (its
 #: LlamaTritonModel's per-device instances over one NCCL communicator): one node
 MAX_TENSOR_PARALLEL = 8
@@ -75,11 +79,14 @@ def check_supported(arch: ModelArch, weight_bytes_per_param: float,
         ("learned position embeddings", bool(arch.position_embeddings)),
         ("a parallel residual", arch.parallel_residual),
         (f"head size {arch.head_dim} (TurboMind 0.1's decode attention takes {HEAD_DIM})",
-         arch.head_dim != HEAD_DIM)) if has]
+         arch.head_dim != HEAD_DIM),
+        ("q/k norms", arch.qk_norm),
+        (f"model type {arch.model_type} (TurboMind 0.1 converts "
+         f"{', '.join(sorted(MODEL_TYPES))})", arch.model_type not in MODEL_TYPES)) if has]
     if kinds:
         raise FieldError("engine", f"{arch.name} has {' and '.join(kinds)}: the lmdeploy engine "
-                                   f"is modelled as LMDeploy 0.1's TurboMind, dense decoders "
-                                   f"only.", "Use --engine vllm or sglang for this model.")
+                                   f"is modelled as LMDeploy 0.1's TurboMind: Llama-shaped dense "
+                                   f"decoders only.", "Use --engine vllm or sglang for this model.")
     if matmul_precision != "bf16":
         raise FieldError("matmul_precision", f"TurboMind 0.1 has no {matmul_precision} GEMMs "
                                              "(fp16, or W4A16 AWQ weights).",

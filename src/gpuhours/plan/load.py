@@ -210,7 +210,7 @@ def duplicate_problem(data: dict[str, Any]) -> tuple[tuple[Any, ...], str] | Non
         if isinstance(name, str):  # another type is the schema's error, at its own line
             if name in seen:
                 return (("phases", i, "name"), f"phase names must be unique: {name!r} is also "
-                                              f"phase {seen[name] + 1}")
+                                              f"the name of phases[{seen[name]}]")
             seen[name] = i
         experiments = phase.get("experiments")
         if not isinstance(experiments, list):
@@ -223,7 +223,7 @@ def duplicate_problem(data: dict[str, Any]) -> tuple[tuple[Any, ...], str] | Non
             if ename in names:
                 return (("phases", i, "experiments", j, "name"),
                         f"experiment names must be unique in a grid: {ename!r} is also "
-                        f"experiment {names[ename] + 1}")
+                        f"the name of experiments[{names[ename]}]")
             names[ename] = j
     return None
 

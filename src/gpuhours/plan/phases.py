@@ -1069,6 +1069,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
              f"{_paged_text(paged) if paged is not None else ''}"
              f"{'; the longest response sets each wave' if tail_led and paged is None else ''}"
              f"{'; the step waits for the longest response' if tail_led and paged else ''}"
+             f"{_engine_host_text(phase)}"
              f") + policy update, "
              f"{training_basis(e).replace(': ', ' ', 1)}")
     if grpo is not None:
@@ -1332,6 +1333,20 @@ def _engine_sleep_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware, tp:
         raise InputError(_field_where(ctx, phase, "rollout_sleep_offload"), err.message
                          ) from None
     return sleep_wake_s(weights, link)
+
+
+def _engine_host_text(phase: RLPhase) -> str:
+    """What the rollout engine's host work per decode step is costed as, when a setting changes
+    it: vLLM's async scheduling prepares the next step while the GPU runs this one, so its host
+    step (DECODE_HOST_STEP_S) is hidden behind the GPU's work; DAPO's repeated generation."""
+    parts = []
+    if phase.rollout_async_scheduling:
+        parts.append("; async scheduling: the engine's host step beside the GPU's work, not "
+                     "after it (rollout_async_scheduling)")
+    if phase.generation_rounds_per_step > 1:
+        parts.append(f"; x {phase.generation_rounds_per_step:g} generation rounds a step "
+                     "(generation_rounds_per_step)")
+    return "".join(parts)
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:
