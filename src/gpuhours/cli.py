@@ -221,8 +221,8 @@ CalibrateOpt = Annotated[bool, typer.Option(
 PlanCalibrateOpt = Annotated[bool, typer.Option(
     "--calibrate/--no-calibrate",
     help="Use the ledger: the measured efficiency of a matching benchmark, and the tracked "
-         "runs' actuals (--no-calibrate leaves both out; the document keeps the actuals it "
-         "had).")]
+         "runs' actuals (--no-calibrate leaves both out: the document shows no actuals that "
+         "run, and records no version for their absence).")]
 
 
 def _training(model: str | None, params: float | None, hidden_size: int | None = None,
