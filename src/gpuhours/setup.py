@@ -1636,6 +1636,13 @@ class Generation(_ReadsModel):
     #: back) runs while the GPU runs this one, so a step takes the longer of the two
     #: (assumptions.DECODE_HOST_STEP_S, else serial with the GPU). vLLM (V1) only
     async_scheduling: bool = False
+    #: whether each request asks the engine for its sampled tokens' log-probabilities
+    #: (SamplingParams.logprobs=0, as NeMo-RL's vllm_worker.py does): vLLM V1 then turns each
+    #: running sequence's logprob into Python objects every step (the scheduler's
+    #: LogprobsLists.slice, the output processor's LogprobsProcessor;
+    #: assumptions.DECODE_HOST_LOGPROB_S_PER_SEQUENCE), host work serial with the GPU where the
+    #: engine's host step is (not under async_scheduling). vLLM (V1) only; off = not asked
+    returns_logprobs: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -1686,6 +1693,11 @@ class Generation(_ReadsModel):
             raise FieldError(("async_scheduling", "engine"), f"async scheduling is vLLM V1's "
                              f"(0.11 or later); {self.engine} is not modelled with it.",
                              "Use engine vllm, or leave async scheduling off.")
+        if self.returns_logprobs and self.engine != "vllm":
+            raise FieldError(("returns_logprobs", "engine"), f"the per-sequence cost of "
+                             f"returning logprobs is measured for vLLM V1's output path "
+                             f"(0.11.2); {self.engine}'s is not modelled.",
+                             "Use engine vllm, or leave returns_logprobs off.")
         if self.engine == "hf-generate" and self.cuda_graphs == "on":
             raise FieldError(("cuda_graphs", "engine"), "hf-generate runs every step eagerly "
                              "(transformers' generate with its dynamic cache); its static-cache "

@@ -44,6 +44,28 @@ class Case:
 # examples/configs/grpo_math_1B.yaml (colocated), 0.8 in each performance/*-async-1off.yaml
 # recipe (dedicated generation GPUs)
 _NEMO_COLOCATED = {"rollout_memory_utilisation": 0.6}
+# Each sampled token's logprob (issue 13): NeMo-RL asks vLLM for it (SamplingParams
+# logprobs=0, vllm_worker.py _build_sampling_params @108bffda and @v0.6.0), and where its
+# engine is vllm.LLM in the worker's own process (async_engine false: grpo_math_1B.yaml and
+# the Llama-8B, Qwen3-32B, Qwen3-30B-A3B and DAPO DeepSeek-V3 recipes; VllmGenerationWorker
+# with VLLM_ENABLE_V1_MULTIPROCESSING=0) LLMEngine.step runs the engine core's step and then
+# the output processor in one thread (vllm/v1/engine/llm_engine.py @0.11.2), so V1's work on
+# each running sequence's logprob (the scheduler's LogprobsLists.slice, LogprobsProcessor)
+# is serial with the GPU unless async scheduling: rollout_returns_logprobs, at the 4.4 us a
+# sequence a step measured on this project's VM (scripts/bench_vllm_logprob_host.py, vLLM
+# 0.11.2's own code). Not set where the recipe sets async_engine true (every one-step-off
+# recipe; the colocated DeepSeek-V3 GRPO and Qwen3-235B ones): AsyncLLM runs the engine core
+# in its own process and the output processor in the worker's, beside the core's steps.
+# vLLM 0.17.1 (v0.6's pin) does the same per token (LogprobsLists.slice_request,
+# LogprobsProcessor, flat_logprobs off by default; read, not timed). Not costed: NeMo-RL's
+# own unpacking after generate (each token's logprob set into a torch tensor, 2.5 us a token
+# on the same VM) and the sampler's logprob kernels (once a step).
+_NEMO_LOGPROBS = {"rollout_returns_logprobs": True}
+_NEMO_LOGPROBS_ASSUMED = ("; each sampled token's logprob asked of vLLM (vllm_worker.py "
+                          "logprobs=0) and turned into Python objects a sequence a step in "
+                          "the worker's own thread (vllm.LLM, async_engine false): 4.4 us a "
+                          "sequence a step, measured on this project's VM "
+                          "(scripts/bench_vllm_logprob_host.py), taken for the host's CPU")
 # Colocated, NeMo-RL's Megatron worker moves its state out of vLLM's way every step and back
 # (issue 13; plan/rl_refit_offload.py, read at 108bffda and v0.6.0: grpo.py
 # refit_policy_generation calls policy.offload_before_refit / offload_after_refit only when
@@ -307,10 +329,41 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   detokenisation and logprobs, runs between the steps too): the likeliest remaining cost,
 #   larger on Grace and at the GB200 rows' 256 sequences an engine, but no V1 figure per
 #   sequence was found to set it from.
+#   Measured since (issue 13, 2026-11-25, third pass; rollout_returns_logprobs): what vLLM
+#   0.11.2 adds a running sequence a decode step when its request asks logprobs=0 is the
+#   scheduler's LogprobsLists.slice (vllm/v1/core/sched/scheduler.py update_from_output) and
+#   the output processor's LogprobsProcessor._update_sample_logprobs (three ndarray.tolist(),
+#   a {token id: Logprob} dict appended a token, kept to the end; vllm/v1/engine/logprobs.py,
+#   vllm/logprobs.py); no detokenisation (skip_tokenizer_init without stop strings,
+#   nemo_rl/models/generation/__init__.py) and no RequestOutput until the request ends
+#   (LLM.generate's FINAL_ONLY). scripts/bench_vllm_logprob_host.py times vLLM's own two
+#   calls on this project's 2-core EPYC VM, heap frozen as EngineCore freezes it: 4.41 us a
+#   sequence a step (4.04 re-implemented; 7-9 us with the ~390K objects vLLM's import leaves
+#   unfrozen, the collector walking them), taken for the x86 hosts (2.75x on Grace). Serial
+#   where the recipe runs vllm.LLM in the worker's thread (async_engine false; not async
+#   scheduled), i.e. NeMo's colocated rows but the DeepSeek-V3 GRPO and Qwen3-235B ones
+#   (async_engine true: AsyncLLM, the engine core in its own process). Small: 256 sequences
+#   x 4.4 us = 1.1 ms on a ~10 ms Llama-8B step, summed over a rollout 1-5% of the step:
+#   lines 2/5/7 -21/-20/-23% -> -20/-19/-22%, GB200 lines 8/10 -23/-25% -> -20/-24%, line 45
+#   -73% (unchanged to the point), 54 -9% -> -7%, 62 -30% -> -29%; 73 (TP-1, async
+#   scheduled under vLLM 0.17.1) does not move. Held out 45 -> 46 of 62 within 25% (line 10
+#   crosses). Not costed: NeMo-RL's own unpacking after generate (each token's logprob set
+#   into a torch tensor: 2.5 us a token on the same VM, about half as much again) and the
+#   sampler's logprob kernels (log_softmax over the vocabulary, gather, rank count; once a
+#   step). It is not the 16-32% gap.
 #   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
 #   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
 #   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
 #   0.11.2 source was not read here, so the phase's 256 stands.
+#   Read since (issue 13, 2026-11-25, third pass; not applied: the phase's 256 stands, a
+#   change for its own review): vLLM 0.11.2's EngineArgs._set_default_args
+#   (vllm/engine/arg_utils.py get_batch_defaults) gives LLM_CLASS 1,024 on a device of 70 GiB
+#   or more that is not an A100 (H100, GB200), and a context it does not list,
+#   SchedulerConfig.DEFAULT_MAX_NUM_SEQS 128: NeMo-RL's AsyncLLM.from_engine_args
+#   (vllm_worker_async.py @108bffda) passes no usage_context, so ENGINE_CONTEXT, 128. At 1,024
+#   for the colocated vllm.LLM rows and 128 for the AsyncLLM ones (v0.5 rows; 0.17.1 not
+#   read): lines 3/4/9 -15/-16/-13% -> -6/-8/+18%, line 5 -19% -> -17%, line 10 -24% ->
+#   -23%, line 48 -19% -> +32%; the rest do not move.
 # Read again for lines 10 and 11 (issue 13, 2026-11-25, second pass); not the gap either:
 # - the page: no table splits a step into parts: v0.5 (108bffda), v0.6 (7ea279ab, whose GB200
 #   table drops Qwen3-32B) and v0.4 (cff17f83, no GB200); the recipes' test scripts
@@ -1086,11 +1139,12 @@ def _nemo_cap_prompt(row: int, cap: int) -> dict[str, int]:
 def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
                 gen_tp: int, share: float, rollout_gpus: int | None = None,
                 pack: tuple[int, int] | None = None, extra_phase: dict[str, Any] | None = None,
-                assumed: str = "") -> Case:
+                assumed: str = "", async_engine: bool = False) -> Case:
     """One row of NeMo-RL's large-MoE or v0.6 tables: `train` the Megatron layout (gpus = the
     training GPUs), `pack` the (update, log-prob) tokens a packed micro-batch holds on each GPU
     of a CP group (None: one sequence a micro-batch), `rollout_gpus` the dedicated engines'
-    GPUs of a one-step-off row (None: colocated)."""
+    GPUs of a one-step-off row (None: colocated), `async_engine` a colocated recipe's
+    vllm_cfg.async_engine (AsyncLLM: the logprobs' host work in another process)."""
     r = rows()[row]
     prompts, generations = int(r["prompts_per_step"]), int(r["generations_per_prompt"])
     phase: dict[str, Any] = {
@@ -1127,6 +1181,9 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
     async_scheduled = v06 and gen_tp == 1
     if async_scheduled:
         phase["rollout_async_scheduling"] = True
+    in_process = rollout_gpus is None and not async_engine
+    if in_process:
+        phase.update(_NEMO_LOGPROBS)
     phase.update(extra_phase or {})
     layout = ", ".join(f"{k.upper()}{train[k]}" for k in ("tp", "cp", "pp", "ep") if k in train)
     where = (f"{rollout_gpus} dedicated rollout GPUs at {share:g} beside {train['gpus']} "
@@ -1138,6 +1195,7 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             f"{where}" + ("" if pack is None else
                           f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
                           f"passes {pack[1]:,}") + assumed + refit
+            + (_NEMO_LOGPROBS_ASSUMED if in_process else "")
             + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
                "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
                "engines' uni-process executor: the engine's host step beside the GPU's"
@@ -1188,6 +1246,7 @@ _NEMO_LARGE_CASES = [
     # v0.5, H100 BF16
     _nemo_large(41, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                async_engine=True,
                 assumed=_V05_MOE),
     _nemo_large(42, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.8, rollout_gpus=256,
@@ -1198,7 +1257,8 @@ _NEMO_LARGE_CASES = [
                 assumed=_V05_MOE + _DAPO_ASSUMED),
     _nemo_large(44, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16}, 16, 0.6,
-                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+                pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V05_MOE),
     _nemo_large(45, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16}, 8, 0.8, rollout_gpus=128,
                 pack=_Q235_PACK, assumed=_V05_MOE),
@@ -1214,6 +1274,7 @@ _NEMO_LARGE_CASES = [
     # v0.5, GB200 BF16
     _nemo_large(48, "gb200", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                async_engine=True,
                 assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
                 "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
     _nemo_large(49, "gb200", "deepseek-v3", 1536,
@@ -1223,7 +1284,8 @@ _NEMO_LARGE_CASES = [
                 "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
     _nemo_large(50, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16}, 8, 0.6,
-                pack=_Q235_PACK_CP2, assumed=_V05_MOE),
+                pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V05_MOE),
     _nemo_large(51, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16}, 8, 0.8, rollout_gpus=64,
                 pack=_Q235_PACK, assumed=_V05_MOE),
@@ -1238,19 +1300,23 @@ _NEMO_LARGE_CASES = [
     # v0.6, H100 BF16
     _nemo_large(54, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.6,
-                pack=_DS_PACK, assumed=_V06_MOE),
+                pack=_DS_PACK, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(55, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 512, "pp": 16, "ep": 32, "moe_dispatch": "fused"}, 32, 0.6,
-                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+                pack=_DS_PACK, async_engine=True,
+                assumed=_V06_MOE + _DS_EP_TABLE),
     _nemo_large(56, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.8,
                 rollout_gpus=256, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
     _nemo_large(57, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
-                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(58, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 256, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
-                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(59, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16, "moe_dispatch": "fused"},
                 8, 0.8, rollout_gpus=128, pack=_Q235_PACK, assumed=_V06_MOE),
@@ -1273,19 +1339,23 @@ _NEMO_LARGE_CASES = [
     # v0.6, GB200 BF16
     _nemo_large(65, "gb200", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 32, 0.3,
-                pack=_DS_PACK, assumed=_V06_MOE),
+                pack=_DS_PACK, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(66, "gb200", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 8, "ep": 32, "moe_dispatch": "fused"}, 32, 0.3,
-                pack=_DS_PACK, assumed=_V06_MOE + _DS_EP_TABLE),
+                pack=_DS_PACK, async_engine=True,
+                assumed=_V06_MOE + _DS_EP_TABLE),
     _nemo_large(67, "gb200", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 16, 0.8,
                 rollout_gpus=128, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
     _nemo_large(68, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
-                 "moe_dispatch": "fused"}, 8, 0.4, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+                 "moe_dispatch": "fused"}, 8, 0.4, pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(69, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
-                 "moe_dispatch": "fused"}, 8, 0.6, pack=_Q235_PACK_CP2, assumed=_V06_MOE),
+                 "moe_dispatch": "fused"}, 8, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                assumed=_V06_MOE),
     _nemo_large(70, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16, "moe_dispatch": "fused"},
                 8, 0.8, rollout_gpus=64, pack=_Q235_PACK, assumed=_V06_MOE),
@@ -1304,13 +1374,13 @@ _NEMO_LARGE_CASES = [
 CASES = [
     # the H100 colocated recipe (2n8g) sets pipeline_model_parallel_size 2: 8 data-parallel
     # ranks of 2 stages; 3 packed sequences a micro-batch (4,096 // 1,146)
-    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1019,
+    Case(0, "h100-sxm", {**_NEMO_8B, **_NEMO_COLOCATED, **_NEMO_LOGPROBS, "response_tokens": 1019,
                          **_NEMO_HOST_COPIES,
                          **_nemo_prompt(0), **_NEMO_PACKED_8B, "pad_packed_to_longest": True},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16, "pp": 2},
          _nemo_assumed(0, True) + "; Megatron PP2 (the recipe's pipeline_model_parallel_size)"
          + _NEMO_PACKED_8B_ASSUMED + _nemo_pp_padding(0, 3)
-         + _NEMO_HOST_ASSUMED),
+         + _NEMO_HOST_ASSUMED + _NEMO_LOGPROBS_ASSUMED),
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
                          **_nemo_prompt(1), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
@@ -1324,7 +1394,8 @@ CASES = [
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
          "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
-    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3251,
+    Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
+                         "response_tokens": 3251,
                          **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 4, **_nemo_prompt(3), **_NEMO_PACKED_32B,
                          "pad_packed_to_longest": True},
@@ -1333,7 +1404,7 @@ CASES = [
          _nemo_assumed(3, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(3, 1)
-         + _NEMO_HOST_ASSUMED),
+         + _NEMO_HOST_ASSUMED + _NEMO_LOGPROBS_ASSUMED),
     Case(4, "h100-sxm", {**_NEMO_QWEN, "response_tokens": 3252, "rollout_tensor_parallel": 4,
                          **_NEMO_DEDICATED, "rollout_gpus": 32, **_nemo_prompt(4),
                          **_NEMO_PACKED_32B, "pad_packed_to_longest": True},
@@ -1342,7 +1413,8 @@ CASES = [
          _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
          + _nemo_pp_padding(4, 1)),
-    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3196,
+    Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
+                         "response_tokens": 3196,
                          **_NEMO_HOST_COPIES,
                          "rollout_tensor_parallel": 2, **_nemo_prompt(5)},
          {**_NEMO_MEGATRON, "model": "qwen3-30b-a3b", "gpus": 32, "ep": 8, "grad_accum": 16,
@@ -1352,23 +1424,24 @@ CASES = [
          "routing as grpo_math_1B.yaml sets it (allgather dispatcher, unfused permute, fp64 "
          "router: moe_dispatch allgather-unfused, its operators counted from Megatron-LM@4bbcd72d "
          "and its combine reduce-scattered in fp64)"
-         + _NEMO_HOST_ASSUMED),
-    Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, "response_tokens": 1066,
+         + _NEMO_HOST_ASSUMED + _NEMO_LOGPROBS_ASSUMED),
+    Case(6, "gb200", {**_NEMO_8B, **_NEMO_COLOCATED, **_NEMO_LOGPROBS, "response_tokens": 1066,
                       **_nemo_prompt(6), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
          _nemo_assumed(6, True) + _NEMO_PACKED_8B_ASSUMED
-         + _NEMO_HOST_GB200),
+         + _NEMO_HOST_GB200 + _NEMO_LOGPROBS_ASSUMED),
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
                       **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
          _nemo_assumed(7, True) + _NEMO_PACKED_8B_ASSUMED),
-    Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, "response_tokens": 3253,
+    Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
+                      "response_tokens": 3253,
                       **_nemo_prompt(8)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 16, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
          _nemo_assumed(8, False) + "; 64 micro-batches per optimizer step (512 sequences over "
          "data parallelism 8)"
-         + _NEMO_HOST_GB200),
+         + _NEMO_HOST_GB200 + _NEMO_LOGPROBS_ASSUMED),
     Case(9, "gb200", {**_NEMO_QWEN, "response_tokens": 3258, **_NEMO_DEDICATED,
                       "rollout_gpus": 16, **_nemo_prompt(9)},
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,

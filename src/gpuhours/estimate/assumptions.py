@@ -793,6 +793,30 @@ DECODE_HOST_PER_SEQUENCE_S: dict[str, Assumption] = {
                    "for the whole batch, not counted (estimate/lmdeploy.py)"),
 }
 
+#: Host time per running sequence per decode step that vLLM V1 spends on the sampled token's
+#: log-probability when the request asks for it (SamplingParams.logprobs=0; Generation.
+#: returns_logprobs), beyond what it spends on a request that does not: the engine core's
+#: Scheduler.update_from_output slices the step's LogprobsLists for the request
+#: (vllm/v1/core/sched/scheduler.py; vllm/v1/outputs.py LogprobsLists.slice), and the output
+#: processor's LogprobsProcessor._update_sample_logprobs (vllm/v1/engine/logprobs.py) turns it
+#: into Python: three ndarray.tolist(), a dict {token id: Logprob} appended to the request's
+#: list (vllm/logprobs.py append_logprobs_for_next_position; VLLM_FLAT_LOGPROBS off by
+#: default), kept until the request returns, so the garbage collector walks them (vLLM 0.11.2,
+#: read from its wheel). MEASURED, not fitted: scripts/bench_vllm_logprob_host.py calling vLLM
+#: 0.11.2's own LogprobsLists and LogprobsProcessor (its Python files, CPU only) on this
+#: project's 2-core AMD EPYC VM, one thread, 256 sequences x 512 steps, the startup heap
+#: frozen as EngineCore.__init__ freezes it (freeze_gc_heap): 4.41 us a token (median of 9
+#: runs, 4.33-4.92, load average 1.2-1.3); the same operations re-implemented: 4.04 us. Not in
+#: it: the sampler's logprob kernels and the three .cpu() copies (once a step, not a
+#: sequence), and the framework's own unpacking after generate (NeMo-RL: 2.5 us a token on
+#: the same VM, not costed).
+DECODE_HOST_LOGPROB_S_PER_SEQUENCE = _a(
+    "decode_host_logprob_s_per_sequence", 4.4e-6, "s per running sequence per step",
+    "measured on this project's 2-core AMD EPYC VM (scripts/bench_vllm_logprob_host.py: vLLM "
+    "0.11.2's own LogprobsLists.slice + LogprobsProcessor, 4.41 us median of 9 runs) and taken "
+    "for an x86 GPU host's CPU: an assumption there (x the catalog's host_op_time_ratio on "
+    "others)")
+
 #: Host time per transformer layer per forward that overlaps the GPU's work (eager kernel
 #: launches, Python module calls): a step takes the longer of the two. vLLM replays a CUDA
 #: graph (one launch per step), so 0; transformers' generate runs the model eagerly.

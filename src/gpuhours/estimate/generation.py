@@ -329,6 +329,9 @@ class GenerationEstimate:
     hooks_s: float = 0.0
     #: hook calls of one forward (device_map; 0 without)
     hook_calls: int = 0
+    #: host seconds each running sequence's logprob adds to a decode step when the requests
+    #: ask for them (Generation.returns_logprobs; 0 without)
+    logprob_host_s_per_sequence: float = 0.0
 
     @property
     def batch_time_s(self) -> float:
@@ -445,6 +448,18 @@ class GenerationEstimate:
                               "max(0, one sequence's prefill + decode of max_output_tokens "
                               "alone - the last wave at the mean): the run waits for its "
                               "longest output; 0 without max_output_tokens"),
+            **({} if not self.logprob_host_s_per_sequence else {
+                "logprob_host_s_per_sequence": Figure(
+                    value=self.logprob_host_s_per_sequence,
+                    unit="s per running sequence per decode step", basis="measured",
+                    source="assumptions.DECODE_HOST_LOGPROB_S_PER_SEQUENCE: vLLM 0.11.2's "
+                    "LogprobsLists.slice + LogprobsProcessor timed on this project's 2-core "
+                    "x86 VM (scripts/bench_vllm_logprob_host.py), taken for the GPU host's CPU "
+                    "(an assumption)" + (f", x {self.host_cpu_ratio:g} for {self.gpu_name}'s "
+                                         "host CPU (catalog host_op_time_ratio)"
+                                         if self.host_cpu_ratio != 1.0 else "")
+                    + "; added to each decode step's host work x running sequences, serial "
+                    "with the GPU unless async scheduling")}),
             **({} if not self.device_map else {"hooks_s": formula(
                 self.hooks_s, "s per forward",
                 f"{self.hook_calls} accelerate hook calls (layers x hooks a layer + 5, counted "
@@ -727,6 +742,8 @@ class _Step:
     hf_quant_linear: str | None = None
     #: vLLM's async scheduling (Generation.async_scheduling): host step beside the GPU's
     async_scheduling: bool = False
+    #: the requests ask for their sampled tokens' logprobs (Generation.returns_logprobs)
+    returns_logprobs: bool = False
 
     def weights_read(self, tokens: float) -> float:
         """Weight bytes a step of `tokens` tokens reads on each GPU: all but the routed
@@ -743,6 +760,15 @@ class _Step:
     @property
     def host_per_sequence_s(self) -> float:
         return A.DECODE_HOST_PER_SEQUENCE_S[self.engine].value * self.host_scale
+
+    @property
+    def logprob_host_s_per_sequence(self) -> float:
+        """Host seconds a decode step spends on each running sequence's logprob when the
+        requests ask for them (vLLM V1's LogprobsLists.slice + LogprobsProcessor, measured:
+        DECODE_HOST_LOGPROB_S_PER_SEQUENCE, x the host's ratio); 0 when they do not."""
+        if not self.returns_logprobs:
+            return 0.0
+        return A.DECODE_HOST_LOGPROB_S_PER_SEQUENCE.value * self.host_scale
 
     def allreduce_s(self, tokens: float) -> float:
         """Two all-reduces per layer of tokens x d activations (bf16) in a tensor-parallel
@@ -798,10 +824,12 @@ class _Step:
                 * hf_quant.host_s_per_linear(self.hf_quant_linear))
 
     def seconds(self, tokens: float, kv_bytes: float, flops: float,
-                eager: bool = False, kv_copy_s: float = 0.0) -> tuple[float, str]:
+                eager: bool = False, kv_copy_s: float = 0.0,
+                host_extra_s: float = 0.0) -> tuple[float, str]:
         """Time of a step that processes `tokens` tokens, reads `kv_bytes` of KV cache (and
         spends `kv_copy_s` copying it, hf-generate) and does `flops` on each GPU of the group,
-        eagerly or as a replayed CUDA graph; and what bounds it."""
+        eagerly or as a replayed CUDA graph, with `host_extra_s` of the engine's host work
+        beside its host step (the running sequences' logprobs); and what bounds it."""
         if self.fp8_syncs is not None:
             return self.fp8_linear_seconds(tokens, kv_bytes, flops, eager, kv_copy_s)
         t_weights, dequant = self.weights_s(tokens)
@@ -830,16 +858,18 @@ class _Step:
             device, bound = t_launch, ("host (eager kernel launches)"
                                        if self.engine in _SMALL_KERNEL_ENGINES
                                        else "host (kernel launches)")
-        if self.host_s > device:
-            bound = "host (engine step)"
+        host = self.host_s + host_extra_s
+        if host > device:
+            bound = ("host (engine step)" if not host_extra_s else
+                     "host (engine step and per-sequence logprobs)")
         experts = self.expert_loop_s(tokens)
-        if experts > max(device, self.host_s):
+        if experts > max(device, host):
             bound = "host (Python loop over experts)"
         if self.async_scheduling:
             # vLLM's async scheduling: the engine's host work for the next step runs while the
             # GPU runs this one, so a step takes the longer of the two
-            return max(self.host_s, device) + experts, bound
-        return self.host_s + device + experts, bound
+            return max(host, device) + experts, bound
+        return host + device + experts, bound
 
     def fp8_linear_seconds(self, tokens: float, kv_bytes: float, flops: float,
                            eager: bool, kv_copy_s: float = 0.0) -> tuple[float, str]:
@@ -970,8 +1000,11 @@ class _Step:
                 kv = A.DECODE_KV_PASSES[self.engine].value * copied
         kv += 2 * running * self.state_bytes_per_sequence
         flops = running * generation_flops_per_token(self.arch, context)
+        # each running sequence's logprob turned into Python objects (returns_logprobs),
+        # beside the engine's host step: serial with the GPU unless async scheduling
         s, bound = self.seconds(running, kv, flops / self.tensor_parallel,
-                                not self.capture.graphs(running, context), copy_s)
+                                not self.capture.graphs(running, context), copy_s,
+                                running * self.logprob_host_s_per_sequence)
         # the engine's Python work for each running sequence, serial with the GPU; the host
         # leads when it and the engine's step outlast the rest (walk F4: it was added after
         # seconds() chose the bound, so a step 88% host read "compute")
@@ -1205,7 +1238,8 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
                             lmdeploy.kv_reads_per_decode_step(arch, g.kv_bytes_per_element)
                             if g.engine == lmdeploy.ENGINE else 1.0),
                   hooks_s=device_map_hooks_s(arch) if g.device_map_gpus > 1 else 0.0,
-                  hf_quant_linear=g.hf_quant_linear, async_scheduling=g.async_scheduling)
+                  hf_quant_linear=g.hf_quant_linear, async_scheduling=g.async_scheduling,
+                  returns_logprobs=g.returns_logprobs)
 
 
 def paged_cache_tokens(arch: ModelArch, g: Generation, gpu: GpuSpec,
@@ -1332,6 +1366,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         decode_bandwidth_efficiency=e_bw,
         bandwidth_gb_per_s=bandwidth_gb_per_s,
         host_step_s=step.host_s,
+        logprob_host_s_per_sequence=step.logprob_host_s_per_sequence,
         host_cpu_ratio=host_cpu_ratio(gpu),
         gpu_name=gpu.name,
         allreduce_s_per_decode_step=step.allreduce_s(running),
@@ -1499,6 +1534,8 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used.append(A.HF_GENERATE_HOST_PER_EXPERT_S)  # not under 5.x's grouped experts
     if fp8_linear_syncs(g) is not None:
         used.append(A.HF_FP8_LINEAR_HOST_S)
+    if g.returns_logprobs:
+        used.append(A.DECODE_HOST_LOGPROB_S_PER_SEQUENCE)
     if g.hf_quant_linear == hf_quant.GPTQMODEL:
         used.append(A.HF_GPTQMODEL_LINEAR_HOST_S)
     launches = _pays_empty_expert_launches(g.engine, g.arch, _weight_only_quantised(g))

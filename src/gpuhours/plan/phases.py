@@ -737,6 +737,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                            cuda_graphs=phase.rollout_cuda_graphs,
                            max_num_seqs=phase.rollout_max_num_seqs,
                            async_scheduling=phase.rollout_async_scheduling,
+                           returns_logprobs=phase.rollout_returns_logprobs,
                            tensor_parallel=tp, gpus_per_node=hw.gpus_per_node,
                            inter_node_gb_per_s_one_way=hw.inter_node_gb_per_s_one_way,
                            weight_bytes_per_param=(
@@ -750,6 +751,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                  if isinstance(err, FieldError) and "cuda_graphs" in err.fields
                  else "rollout_async_scheduling"
                  if isinstance(err, FieldError) and "async_scheduling" in err.fields
+                 else "rollout_returns_logprobs"
+                 if isinstance(err, FieldError) and "returns_logprobs" in err.fields
                  else "rollout_tensor_parallel")
         raise InputError(_field_where(ctx, phase, field), err.message, err.hint
                          ) from None

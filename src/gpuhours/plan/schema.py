@@ -553,6 +553,12 @@ class RLPhase(_PhaseBase, TrainingSettings):
         default=False, description="vLLM's async scheduling (its default from vLLM 0.14.0, "
         "vllm#27614): the engine's host work for the next decode step beside the GPU's "
         "current one; off = serial, as vLLM 0.11-0.13 run by default; engine vllm only")
+    rollout_returns_logprobs: bool = Field(
+        default=False, description="the rollout requests ask vLLM for each sampled token's "
+        "log-probability (SamplingParams.logprobs=0, as NeMo-RL's vllm_worker.py does): V1's "
+        "scheduler and output processor turn it into Python objects for every running "
+        "sequence every step (assumptions.decode_host_logprob_s_per_sequence), serial with the "
+        "GPU unless rollout_async_scheduling; engine vllm only")
     rollout_precision: Literal["bf16", "fp8"] = Field(
         default="bf16", description="the engine's weights and matmuls: bf16, or fp8 W8A8 "
         "(vLLM quantization='fp8': 1 byte per weight, fp8 GEMMs; Hopper or later)")
