@@ -84,3 +84,30 @@ def test_a_gpu_without_bf16_generates_in_fp16() -> None:
                    output_tokens=64, batch=8)
     auto = estimate_generation(g, gpu)
     assert auto.prefill_s == estimate_generation(g, gpu, "fp16").prefill_s
+
+
+def test_deepseek_v3_is_generated_as_released_in_block_fp8() -> None:
+    """The catalog's released_weights: FP8 e4m3 linears with a float32 scale per 128 x 128
+    block (8 + 32/16,384 = 8.002 bits), the embedding and LM head bf16: 671,026,404,352
+    parameters, 2 x 129,280 x 7,168 = 1,853,317,120 of them in the untied embedding and head.
+    On an H200 (fp8 tensor cores) the matmuls are W8A8; on an A100 the weights are dequantised."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    def run(gpu: str, tp: str) -> dict:
+        r = CliRunner().invoke(app, ["generation", "-m", "deepseek-v3", "-g", gpu,
+                                     "--tensor-parallel", tp, "--batch", "8", "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    vocab = 2 * 129_280 * 7_168
+    weights = (671_026_404_352 - vocab) * 8.002 / 8 + vocab * 2
+    h200 = run("h200", "8")  # 8 x 141 GB: fits as released, not in bf16 (1.34 TB)
+    assert h200["weights_bytes"]["value"] == pytest.approx(weights, rel=1e-9)
+    assert "FP8 linear layers" in h200["basis"] and "fp8 input-quantisation" in h200["basis"]
+    a100 = run("a100-80gb", "16")  # no fp8 tensor cores: weights dequantised, bf16 GEMMs
+    assert "FP8 linear layers" in a100["basis"]
+    assert "fp8 input-quantisation" not in a100["basis"]

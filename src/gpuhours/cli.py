@@ -882,9 +882,8 @@ def generation(
                                        device_map_gpus=device_map_gpus,
                                        cuda_graphs=cuda_graphs,
                                        kv_bytes_per_element=kv_bytes_per_element,
-                                       matmul_precision=matmul_precision,
                                        **_weights_of(model, weight_bytes_per_param,
-                                                     matmul_precision)))
+                                                     matmul_precision, hw.gpu)))
     from gpuhours.estimate.lengths import check_generation_context
 
     # the longest output the run waits for, against the model's configured context (an
@@ -923,19 +922,23 @@ def generation(
 
 
 def _weights_of(model: str | None, weight_bytes_per_param: float | None,
-                matmul_precision: str) -> dict[str, Any]:
-    """generation's weights: the ones given, else as the model is released (the catalog's
-    released_weights, e.g. gpt-oss's MXFP4 experts), else Generation's default (bf16, or fp8
-    under W8A8)."""
+                matmul_precision: str, gpu: Any) -> dict[str, Any]:
+    """generation's weights and matmul precision: the ones given, else as the model is released
+    (the catalog's released_weights: gpt-oss's MXFP4 experts under bf16 matmuls; DeepSeek-V3's
+    block-FP8 linears as W8A8 where the GPU has fp8 tensor cores, as vLLM and SGLang serve
+    them, else dequantised), else Generation's default (bf16, or fp8 under W8A8)."""
+    given = {"matmul_precision": matmul_precision}
     if weight_bytes_per_param is not None:
-        return {"weight_bytes_per_param": weight_bytes_per_param}
+        return {**given, "weight_bytes_per_param": weight_bytes_per_param}
     from gpuhours.estimate.weight_formats import released_weights
 
     released = released_weights(model) if matmul_precision == "bf16" else None
     if released is None:
-        return {}
+        return given
+    fp8 = released.format == "fp8" and bool(gpu.dense_tflops.fp8)
     return {"weight_bytes_per_param": released.bits_per_weight / 8,
-            "released_format": released.format}
+            "released_format": released.format,
+            "matmul_precision": "fp8" if fp8 else matmul_precision}
 
 
 @app.command()

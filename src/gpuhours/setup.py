@@ -1583,8 +1583,8 @@ class Generation(_ReadsModel):
     #: the weights as the model is released (catalog released_weights): "mxfp4" puts only the
     #: routed experts at weight_bytes_per_param and keeps the rest 16-bit (gpt-oss); None: the
     #: caller's weight_bytes_per_param on every linear layer (the LM head and embedding 16-bit
-    #: under 8/4-bit weights)
-    released_format: Literal["mxfp4"] | None = None
+    #: under 8/4-bit weights), as "fp8" does (DeepSeek-V3's block-FP8 release)
+    released_format: Literal["mxfp4", "fp8"] | None = None
     #: the matmuls' precision: bf16, or fp8 (W8A8: vLLM quantization="fp8", TensorRT-LLM fp8;
     #: fp8 GEMMs at the GPU's fp8 rate, Hopper or later; weights then 1 byte each: the
     #: default of weight_bytes_per_param with fp8, and more than 1 is refused)
@@ -1664,11 +1664,12 @@ class Generation(_ReadsModel):
             raise FieldError("kv_bytes_per_element", f"{kv:g} bytes per cached element is no "
                              f"KV-cache format the estimate knows.",
                              f"Give {_formats(KV_BYTES_RANGES)}.")
-        if self.matmul_precision == "fp8" and self.weight_bytes_per_param > 1:
+        if self.matmul_precision == "fp8" and self.weight_bytes_per_param > 1.125:
             raise FieldError("weight_bytes_per_param", f"fp8 matmuls (W8A8) read fp8 weights, "
-                             f"1 byte each; {self.weight_bytes_per_param:g} bytes per weight "
-                             f"is a bf16 or fp16 model.", "Leave it out, or give 1 (or less, "
-                             "for 4-bit weights dequantised to fp8).")
+                             f"1 byte each (1-1.125 with their scales); "
+                             f"{self.weight_bytes_per_param:g} bytes per weight is a bf16 or "
+                             f"fp16 model.", "Leave it out, or give 1 (or less, for 4-bit "
+                             "weights dequantised to fp8).")
         if self.max_output_tokens is not None and self.max_output_tokens < self.output_tokens:
             raise FieldError("max_output_tokens", f"the longest output ({self.max_output_tokens}"
                              f" tokens) is below the mean output_tokens ({self.output_tokens}).")

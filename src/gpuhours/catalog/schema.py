@@ -253,8 +253,9 @@ class ReleasedWeights(_Strict):
     format: str = Field(description="the quant_method, e.g. 'mxfp4'")
     bits_per_weight: float = Field(gt=0, le=16, description="stored bits a quantised weight, "
                                    "its shared scales included (MXFP4: 4 + 8 / 32 = 4.25)")
-    quantised: Literal["routed experts"] = Field(
-        description="which weights are in the format; the rest stay 16-bit")
+    quantised: Literal["routed experts", "linear layers"] = Field(
+        description="which weights are in the format (the decoder's linear layers: all but the "
+                    "embedding table and LM head); the rest stay 16-bit")
     source: str
 
 

@@ -55,6 +55,7 @@ def released_note(released_format: str | None, bytes_per_param: float) -> str:
     """What the basis says of weights taken as released; '' for weights given by the caller."""
     if released_format is None:
         return ""
-    return (f"; weights as released: {released_format.upper()} routed experts, "
-            f"{bytes_per_param * 8:g} bits a weight, the rest bf16 (catalog released_weights; "
+    which = "routed experts" if released_format in EXPERTS_ONLY else "linear layers"
+    return (f"; weights as released: {released_format.upper()} {which}, "
+            f"{bytes_per_param * 8:.4g} bits a weight, the rest bf16 (catalog released_weights; "
             f"--weight-bytes-per-param to override)")
