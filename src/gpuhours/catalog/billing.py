@@ -67,7 +67,8 @@ def bill(used_gpus: int, gpus_per_instance: int) -> Bill:
 def spans_network_flag(b: Bill) -> str:
     """The price flag of a row whose small instances must be joined over the network."""
     return (f"{b.instances} instances of {b.gpus_per_instance} GPU(s) joined over the network; "
-            f"the estimate assumes one node's links (gpuhours compare leaves such rows out)")
+            f"the estimate assumes its nodes' own links (NVLink or PCIe) between the GPUs of "
+            f"a node (gpuhours compare leaves such rows out)")
 
 
 def cheapest_on_demand(rows: Iterable[PriceRow], used_gpus: int) -> tuple[PriceRow, Bill] | None:
