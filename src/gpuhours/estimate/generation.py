@@ -354,8 +354,9 @@ class GenerationEstimate:
                 "activations, prompt x the layer's transient elements x 2 bytes), per GPU "
                 "(estimate/trtllm.py)" if eng == trtllm.ENGINE else
                 "TurboMind's paged cache: min(memory x cache_max_entry_count (or its count of "
-                "128-token blocks), memory - cuda_context_bytes - weights) / KV bytes per "
-                "sequence (prompt + output), per GPU (estimate/lmdeploy.py)" if eng == lmdeploy.ENGINE else
+                "128-token blocks), memory - cuda_context_bytes - weights) in whole 128-token "
+                "blocks, a sequence's prompt + output rounded up to them, per GPU "
+                "(estimate/lmdeploy.py)" if eng == lmdeploy.ENGINE else
                 f"(memory x generation_memory_utilisation - weights - profile_reserve_bytes) / "
                 f"KV bytes per sequence ({src})" if self.peak_memory_bytes is None else
                 "the largest batch whose peak (weights + KV cache + the largest transient of "
@@ -504,6 +505,7 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
     per_seq = kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp) * kv_tokens_held(
         arch, g.prompt_tokens + g.output_tokens) + state_bytes_per_sequence_per_gpu(
         arch, g.kv_bytes_per_element, tp)
+    fits = None
     if g.engine == lmdeploy.ENGINE:  # whole 128-token blocks a sequence (estimate/lmdeploy.py)
         fits = lmdeploy.sequences_in_room(
             usable, kv_bytes_per_token_per_gpu(arch, g.kv_bytes_per_element, tp),
@@ -518,7 +520,7 @@ def _kv_cap(arch: ModelArch, g: Generation, gpu: GpuSpec, share: float) -> int:
                 "blocks), or shorter sequences.")
         if fits >= 1:
             return fits
-    if usable <= per_seq:
+    if usable <= per_seq or fits == 0:
         where = (f"{gpu.name} ({gpu.memory_gb:g} GB)" if tp == 1 else
                  f"{tp} x {gpu.name} ({gpu.memory_gb:g} GB each)")
         raise FieldDoesNotFit(
@@ -1206,7 +1208,9 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
         hf_quant.check_covered(g.hf_quant_linear, arch, g.engine,
                                hf_release(g.hf_transformers_version), tp, g.device_map_gpus,
                                g.weight_bytes_per_param, g.matmul_precision)
-    return _Step(arch=arch, engine=g.engine, peak_flops=peak_flops(gpu, precision),
+    # a bf16 setup on a GPU without bf16 runs in fp16 (runs_fp16): every engine step's rate
+    return _Step(arch=arch, engine=g.engine,
+                  peak_flops=peak_flops(gpu, runs_fp16(gpu, precision) or precision),
                   gemm_efficiency=gemm_efficiency(gpu, arch.hidden_size),
                   bandwidth_bytes_per_s=bandwidth_gb_per_s * 1e9 * e_bw,
                   weights_read_bytes=weight_bytes_read_per_step(
@@ -1296,7 +1300,6 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
     if g.engine == lmdeploy.ENGINE:
         lmdeploy.check_supported(arch, g.weight_bytes_per_param, g.kv_bytes_per_element,
                                  g.matmul_precision, g.cuda_graphs, g.tensor_parallel)
-    precision = runs_fp16(gpu, precision) or precision
     if g.matmul_precision == "fp8":
         # W8A8: every GEMM at the fp8 rate (peak_flops refuses a GPU without fp8 tensor cores)
         try:
@@ -1469,6 +1472,7 @@ def tensor_parallel_assumptions(g: Generation) -> list[A.Assumption]:
     setup gives them (Generation's defaults: 8 a node, 25 GB/s one way)."""
     if g.tensor_parallel <= min(VLLM_CUSTOM_ALLREDUCE_MAX_GPUS, g.gpus_per_node):
         return [A.TP_ALLREDUCE_LATENCY_S]
+
     def said(field: str) -> str:
         if field in g.model_fields_set:
             return "given (--node, or the option itself)"

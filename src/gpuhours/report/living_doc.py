@@ -413,17 +413,18 @@ def _image(charts: dict[str, str] | None, key: str, alt: str) -> list[str]:
     return ["", f"![{alt}]({quote(charts[key])})"]
 
 
-def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
+def render(b: Budget, plan: str, version: str, day: date, notes: str,
            history: list[str], state: dict[str, Any],
            charts: dict[str, str] | None = None) -> str:
-    """The document's text. `charts`: chart key -> PNG file name beside the document (None:
-    matplotlib is not installed, and the document says how to get them)."""
+    """The document's text. `plan`: the plan file as the document records it (plan_reference:
+    relative to the document's folder). `charts`: chart key -> PNG file name beside the
+    document (None: matplotlib is not installed, and the document says how to get them)."""
     lines = [
         f"# Compute budget: {b.project}",
         "",
         "HEADER",
         "",
-        f"**Version {version}** ({day.isoformat()}). Generated from `{plan_path}`.",
+        f"**Version {version}** ({day.isoformat()}). Generated from `{plan}`.",
         "",
         "## Executive summary",
         "",
@@ -519,7 +520,7 @@ def render(b: Budget, plan_path: str, version: str, day: date, notes: str,
     lines += ["", "## Assumptions used", ""] + [f"- {a}" for a in b.assumptions]
     # text from the plan and the catalog cannot form a marker or end a comment
     lines = [_neutral(line) for line in lines]
-    lines[2] = (f"<!-- written by `gpuhours plan {_neutral(plan_path)}`; regenerated on every run "
+    lines[2] = (f"<!-- written by `gpuhours plan {_neutral(plan)}`; regenerated on every run "
                 f"except the notes section and the version history, which are kept -->")
     state_json = json.dumps(state, sort_keys=True).replace("<", "\\u003c").replace(">", "\\u003e")
     lines += ["", "## Notes", "", NOTES_BEGIN, notes, NOTES_END, "",
@@ -578,7 +579,7 @@ def _write_charts(b: Budget, path: Path) -> dict[str, str] | None:
 _VERSION_DAY = re.compile(r"\*\*Version [0-9.]+\*\* \((\d{4}-\d{2}-\d{2})\)")
 
 
-def _rerender_unchanged(b: Budget, path: Path, plan_path: str, prev: Previous, version: str,
+def _rerender_unchanged(b: Budget, path: Path, prev: Previous, version: str,
                         reference: str) -> bool:
     """A document whose numbers did not change, but whose text this release renders otherwise
     (a new line or column, a billing rule, a basis reworded), is rewritten at the same version
@@ -732,7 +733,7 @@ def update_living_document(b: Budget, path: Path, plan_path: str,
         changes += _owner_changes(prev.owner, b.project, reference)
         changes += _price_changes(prev.text, b)
         if not changes:
-            if _rerender_unchanged(b, path, plan_path, prev, old_version, reference):
+            if _rerender_unchanged(b, path, prev, old_version, reference):
                 return DocUpdate(path, old_version, [], True,
                                  _small_moves(versioned_baseline(prev.state), b))
             _restore_charts(b, path, prev.text)

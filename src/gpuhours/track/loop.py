@@ -425,23 +425,26 @@ def track_run(*, project: str, phase: str, name: str = "", planned_steps: int | 
     run.close()
 
 
-def distributed_world_size() -> int:
-    """The processes of the initialised torch.distributed job (1 outside one)."""
-    torch = sys.modules.get("torch")
-    dist = getattr(torch, "distributed", None) if torch is not None else None
-    if dist is None or not dist.is_available() or not dist.is_initialized():
-        return 1
-    return int(dist.get_world_size())
-
-
-def distributed_rank() -> int | None:
-    """This process's rank in an initialised torch.distributed job; None outside one (never
-    imports torch)."""
+def _initialised_dist() -> Any:
+    """torch.distributed when torch is imported and a process group is initialised, else None
+    (never imports torch)."""
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return None
-    return int(dist.get_rank())
+    return dist
+
+
+def distributed_world_size() -> int:
+    """The processes of the initialised torch.distributed job (1 outside one)."""
+    dist = _initialised_dist()
+    return 1 if dist is None else int(dist.get_world_size())
+
+
+def distributed_rank() -> int | None:
+    """This process's rank in an initialised torch.distributed job; None outside one."""
+    dist = _initialised_dist()
+    return None if dist is None else int(dist.get_rank())
 
 
 def torch_threads() -> int | None:
