@@ -212,7 +212,7 @@ def test_ledger_commands(tmp_path: Path) -> None:
     assert r.exit_code == 0 and "step_time_median_s: 0.128" in r.stdout
     r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--format", "csv"])
     assert r.exit_code == 0 and r.stdout.startswith("id,created_utc")
-    out = tmp_path / "out" / "ledger.json"
+    out = tmp_path / "ledger.json"
     r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--output", str(out)])
     assert r.exit_code == 0 and json.loads(out.read_text())[0]["model"] == "tiny"
 
@@ -310,6 +310,10 @@ def test_export_replaces_only_an_earlier_export(tmp_path: Path) -> None:
     folder.mkdir()
     r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--output", str(folder)])
     assert r.exit_code == 2 and "is a directory" in r.output
+    typo = tmp_path / "exprots" / "e.json"  # a mistyped folder is an error, not a new folder
+    r = runner.invoke(app, ["ledger", "export", "--ledger", str(path), "--output", str(typo)])
+    assert r.exit_code == 2 and "does not exist" in r.output
+    assert not typo.parent.exists()
 
 
 def test_another_programs_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:

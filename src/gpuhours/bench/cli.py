@@ -313,13 +313,14 @@ def register(app: typer.Typer) -> None:
                  "is replaced only if it is an earlier export.")] = None,
     ) -> None:
         """Every measurement, as JSON (full records) or CSV (one flat row each)."""
-        from gpuhours.files import refuse_foreign_overwrite
+        from gpuhours.files import refuse_foreign_overwrite, require_parent_folder
         from gpuhours.track.ledger import Ledger, ledger_path
         from gpuhours.track.ledger_export import is_export, to_csv, to_json
 
         if format_ not in ("json", "csv"):
             raise InputError("--format", f"expected json or csv, got {format_!r}.")
-        if output is not None:
+        if output is not None:  # as report --html: the file, never the folders above it
+            require_parent_folder(output, "--output")
             refuse_foreign_overwrite(output, "--output", is_export, "a ledger export")
         with Ledger.open(ledger_path(ledger), create=False) as book:
             rows = list(reversed(book.measurements()))
