@@ -195,8 +195,26 @@ def test_prefill_is_never_faster_than_one_weight_read() -> None:
     assert e.prefill_s == pytest.approx(A.DECODE_HOST_STEP_S["vllm"].value + floor)
 
 
+def test_vllm_max_num_seqs_default_follows_the_gpu() -> None:
+    # vLLM V1's EngineArgs.get_batch_defaults (arg_utils.py, 0.11.2 and 0.17.1): 1,024 for
+    # vllm.LLM and `vllm serve` on a device of >= 70 GiB whose name lacks "a100", else 256
+    expect = {"h100-sxm": 1024, "h200": 1024, "h800": 1024, "a100-80gb": 256,
+              "a100-40gb": 256, "l40s": 256, "rtx-4090": 256}
+    g = gen(model="qwen2.5-0.5b", prompt_tokens=64, output_tokens=64, batch=2000)
+    for name, seqs in expect.items():
+        e = estimate_generation(g, catalog.gpu(name))
+        assert e.max_num_seqs == seqs, name
+        assert e.running_sequences == seqs and e.waves == -(-2000 // seqs), name
+    # V0 (vllm-v0) took 256 on every GPU; a setup's own cap wins over the default
+    h100 = catalog.gpu("h100-sxm")
+    assert estimate_generation(g.model_copy(update={"engine": "vllm-v0"}), h100).max_num_seqs \
+        == 256
+    assert estimate_generation(g.model_copy(update={"max_num_seqs": 128}), h100).max_num_seqs \
+        == 128
+
+
 def test_max_num_seqs_runs_the_batch_in_waves() -> None:
-    gpu = catalog.gpu("h100-sxm")
+    gpu = catalog.gpu("a100-80gb")  # vLLM's default there: 256 sequences at once
     g = gen(model="qwen2.5-0.5b", prompt_tokens=64, output_tokens=64, batch=600)
     e = estimate_generation(g, gpu)
     assert e.max_num_seqs == 256 and e.running_sequences == 256 and e.waves == 3
@@ -217,7 +235,7 @@ def test_max_num_seqs_runs_the_batch_in_waves() -> None:
 def test_default_batch_is_the_engine_cap_or_the_kv_cache() -> None:
     gpu = catalog.gpu("h100-sxm")
     small = estimate_generation(gen(model="qwen2.5-0.5b"), gpu)
-    assert small.batch == 256 < small.max_batch_by_memory
+    assert small.batch == 1024 < small.max_batch_by_memory  # vLLM V1 on an H100
     hf = estimate_generation(gen(model="qwen2.5-0.5b", engine="hf-generate"), gpu)
     assert hf.batch == hf.max_batch_by_memory and hf.waves == 1
 

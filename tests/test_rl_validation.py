@@ -116,8 +116,9 @@ def test_published_rl_steps_floor():
     # were counted, apart from the decoder's (estimate/vision_host.py, issue 13)
     # -21% -> -18% with the images prepared on the workers' hosts (plan/rl_images.py: its TP-8
     # engine's every GPU prepares all 512 prompts' images, 6.4 s a step) and the padded batch
-    # through the driver
-    assert -0.23 < results[22] < -0.15
+    # through the driver; -18% -> -27% when its vllm.LLM engine (EasyR1 sets no max_num_seqs)
+    # took vLLM V1's own default on an H100, 1,024 sequences, for the 256 assumed before
+    assert -0.30 < results[22] < -0.23
     assert -0.25 < results[21] < -0.20
     # verl's staleness-0 pipeline on 128 H20s (CSV line 42): 4 local updates a sync, all but
     # the last under the rollouts (+99% as the plain sum); its update, like rows 15-17's, is
@@ -172,8 +173,12 @@ def test_published_rl_steps_floor():
     # forwards' expert traffic (plan/rl_scoring.py expert_scoring_s): log-prob passes 2.97 ->
     # 7.52 s each, -30% -> -25%; and the unfused permute's and fp64 combine casts' memory traffic
     # (moe_gemm.allgather_routing_bytes_per_token): update 27.7 -> 29.4 s, -25% -> -24%
-    assert -0.26 < results[0] < -0.19 and -0.19 < results[1] < -0.11
-    assert -0.19 < results[2] < -0.12 and -0.24 < results[3] < -0.16
+    # The one-step-off rows' engines are AsyncLLMs made without a usage context: vLLM's 128
+    # sequences an engine (SchedulerConfig.DEFAULT_MAX_NUM_SEQS) where 256 was assumed: 8B
+    # one-step-off -15% -> -6%, FP8 -16% -> -8%; the 32B colocated (vllm.LLM, 1,024 on an H100)
+    # -19% -> -17%
+    assert -0.26 < results[0] < -0.19 and -0.11 < results[1] < -0.02
+    assert -0.12 < results[2] < -0.04 and -0.24 < results[3] < -0.14
     assert -0.15 < results[4] < -0.07 and -0.30 < results[5] < -0.21
     # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6; -5% with
     # the recipe's prompt, no recompute and one NVLink domain, issue 13); -28% with the paged
@@ -203,7 +208,9 @@ def test_published_rl_steps_floor():
     # x 2.75, serial with the GPU in vLLM 0.11.2 without async scheduling): the 8B colocated
     # -41% -> -23% (rollouts 28.0 -> 43.9 s over 3,968 decode steps), one-step-off -26% -> -13%
     # (41.6 -> 61.5 s); the 32B one-step-off stays -37% (update-led, rollouts 87 -> 103 s)
-    assert -0.28 < results[6] < -0.18 and -0.18 < results[7] < -0.08
+    # (the 8B one-step-off, its AsyncLLM at vLLM's 128 sequences an engine for the 256 assumed
+    # before: -13% -> +18%)
+    assert -0.28 < results[6] < -0.18 and 0.12 < results[7] < 0.24
     assert -0.42 < results[9] < -0.32
     # OpenRLHF's vLLM rows, each engine given the table's generation micro batch per call
     # (rollout_batch), the actor and critic each training on its own GPUs at once (actor_gpus,
@@ -820,16 +827,21 @@ def test_new_nemo_rows_floor():
             assert predicted is not None
             results[c.row] = predicted / float(data[c.row]["step_time_s"]) - 1
     assert len(results) == 31
-    # 20 of 31 within 25% when first expressed (issue 13)
-    assert sum(abs(e) <= 0.25 for e in results.values()) >= 20
+    # 20 of 31 within 25% when first expressed (issue 13); 17 since each engine runs the
+    # max_num_seqs its code gives it (vLLM's AsyncLLM without a usage context: 128, where 256
+    # was assumed; vllm.LLM on H100/GB200: 1,024): the one-step-off Qwen3-30B-A3B rows (CSV lines
+    # 48, 63) -19/-18% -> +32/+33%, the 8-step-off (line 64) -11% -> +43%
+    assert sum(abs(e) <= 0.25 for e in results.values()) >= 17
     # off by more than 2x: DAPO (CSV line 45) and the v0.6 GB200 30B-A3B one-step-off (line 74)
     assert sorted(r for r, e in results.items() if e < -0.5 or e > 1.0) == [43, 72]
     # the 8-step-off row (CSV line 64): the engines hold up to 8 steps' shares
-    # (rollout_steps_in_flight 8): +126% as one step's share, -11% with them
-    assert abs(results[62]) <= 0.25
+    # (rollout_steps_in_flight 8): +126% as one step's share, -11% with them at 256 sequences
+    # an engine, +43% at the 128 its AsyncLLM runs (the rollouts' tail and the refit's overlap
+    # under in_flight_weight_updates are not modelled; docs/rl.md)
+    assert 0.25 < results[62] < 0.6
     # the cross-version check: v0.6's Qwen3-30B-A3B H100 rows re-measure v0.5 setups (CSV
-    # lines 7 -> 62 colocated, 48 -> 63 one-step-off), the estimate under both on the fast side
-    assert results[60] < 0 and results[61] < 0 and results[46] < 0
+    # lines 7 -> 62 colocated, 48 -> 63 one-step-off): the estimate moves alike under both
+    assert results[60] < 0 and abs(results[61] - results[46]) < 0.05
 
 
 def test_dedicated_deepseek_rows_wait_on_the_refit_of_the_whole_model():

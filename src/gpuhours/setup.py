@@ -1594,7 +1594,7 @@ class Generation(_ReadsModel):
     #: the engine's per-step costs are assumptions, estimate/assumptions.py (DECODE_*)
     engine: Engine = "vllm"
     #: sequences the engine runs at once (vLLM's max_num_seqs); None = the engine's default
-    #: (assumptions.ENGINE_MAX_NUM_SEQS; no cap for hf-generate, which runs the whole batch)
+    #: (estimate/generation.py engine_max_num_seqs_default, by GPU; no cap for hf-generate)
     max_num_seqs: int | None = Field(default=None, ge=1, le=1_000_000)
     #: lmdeploy only: TurboMind's cache_max_entry_count, the size of its paged KV cache on each
     #: GPU: below 1 the share of the device's memory, 1 or more a count of 128-token blocks;

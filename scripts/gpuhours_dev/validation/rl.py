@@ -114,8 +114,20 @@ _NEMO_HOST_GB200 = ("; the trainer's per-step offload around the refit (megatron
                     " offload_before_refit / offload_after_refit, colocated) and vLLM's level-1 "
                     "sleep NOT costed: no host link figure for GB200's NVLink-C2C "
                     "(estimate/offload.py)")
+# NeMo-RL's async engine: AsyncLLM.from_engine_args(engine_args, stat_loggers=...) with no
+# usage context (vllm_worker_async.py @108bffda and v0.6.0), so vLLM's
+# UsageContext.ENGINE_CONTEXT, which get_batch_defaults does not list: max_num_seqs takes
+# SchedulerConfig.DEFAULT_MAX_NUM_SEQS, 128 (vllm/engine/arg_utils.py
+# _set_default_max_num_seqs_and_batched_tokens_args, vllm/config/scheduler.py, read at 0.17.1;
+# 0.11.2 the same by the earlier reading), where the recipe sets none (all but the DeepSeek-V3
+# fp8 one-step-off recipe's 32). The colocated vllm.LLM engines (async_engine false) take
+# LLM_CLASS's 1,024 on H100 and GB200, the tool's own default for vLLM V1 on those GPUs.
+_NEMO_ASYNC_ENGINE_SEQS = {"rollout_max_num_seqs": 128}
+_NEMO_ASYNC_ENGINE_ASSUMED = ("; vLLM's AsyncLLM (async_engine true) made without a usage "
+                              "context: max_num_seqs 128 (SchedulerConfig.DEFAULT_MAX_NUM_SEQS; "
+                              "the recipe sets none)")
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
-                   "async_rollout": True}
+                   "async_rollout": True, **_NEMO_ASYNC_ENGINE_SEQS}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
 _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                 reward={"kind": "rule"})
@@ -351,19 +363,22 @@ _NEMO_QWEN = dict(prompts_per_step=64, generations_per_prompt=32, reference_mode
 #   into a torch tensor: 2.5 us a token on the same VM, about half as much again) and the
 #   sampler's logprob kernels (log_softmax over the vocabulary, gather, rank count; once a
 #   step). It is not the 16-32% gap.
-#   Also read: vLLM's max_num_seqs default differs by usage context (the LLM class
-#   NeMo-RL's colocated engines use vs AsyncLLM.from_engine_args for the async ones); at
-#   128 for the async engines lines 3/4/9 would read -6/-8/+18%, at 1024 line 9 -26%; the
-#   0.11.2 source was not read here, so the phase's 256 stands.
-#   Read since (issue 13, 2026-11-25, third pass; not applied: the phase's 256 stands, a
-#   change for its own review): vLLM 0.11.2's EngineArgs._set_default_args
-#   (vllm/engine/arg_utils.py get_batch_defaults) gives LLM_CLASS 1,024 on a device of 70 GiB
-#   or more that is not an A100 (H100, GB200), and a context it does not list,
-#   SchedulerConfig.DEFAULT_MAX_NUM_SEQS 128: NeMo-RL's AsyncLLM.from_engine_args
-#   (vllm_worker_async.py @108bffda) passes no usage_context, so ENGINE_CONTEXT, 128. At 1,024
-#   for the colocated vllm.LLM rows and 128 for the AsyncLLM ones (v0.5 rows; 0.17.1 not
-#   read): lines 3/4/9 -15/-16/-13% -> -6/-8/+18%, line 5 -19% -> -17%, line 10 -24% ->
-#   -23%, line 48 -19% -> +32%; the rest do not move.
+#   Applied (issue 13, 2026-11-25, fourth pass): each engine runs the max_num_seqs its code
+#   gives it. vLLM's EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py, read at 0.17.1,
+#   v0.6's pin, and earlier at 0.11.2, v0.5's) gives LLM_CLASS 1,024 on a device of 70 GiB or
+#   more not named A100 (H100, GB200: the tool's own vLLM V1 default there now,
+#   estimate/generation.py engine_max_num_seqs_default), and any context it does not list
+#   SchedulerConfig.DEFAULT_MAX_NUM_SEQS, 128: NeMo-RL's AsyncLLM.from_engine_args
+#   (vllm_worker_async.py @108bffda and v0.6.0) passes no usage context (ENGINE_CONTEXT), and
+#   its llm_kwargs (vllm_worker.py) no max_num_seqs unless a recipe's vllm_kwargs does (only the
+#   DeepSeek-V3 fp8 one-step-off recipe: 32). Moves (error before -> after): lines 3/4 -15/-16%
+#   -> -6/-8%, 9 -13% -> +18%, 5 -19% -> -17%, EasyR1's 24 -18% -> -27% (its vllm.LLM at
+#   1,024), and the Qwen3-30B-A3B one-step-off rows 48/63 -19/-18% -> +32/+33%, the
+#   8-step-off 64 -11% -> +43%: held out 46 -> 42 of 62 within 25%. The earlier agreement of
+#   the one-step-off 30B rows rested on twice the sequences their engines run; what their
+#   step does that the estimate does not (NeMo-RL's in_flight_weight_updates: the rollouts of
+#   one weight version run on through the refit, async_utils.py prepare_for_refit @108bffda,
+#   so the tail of one step's responses overlaps the next step's) is not modelled.
 # Read again for lines 10 and 11 (issue 13, 2026-11-25, second pass); not the gap either:
 # - the page: no table splits a step into parts: v0.5 (108bffda), v0.6 (7ea279ab, whose GB200
 #   table drops Qwen3-32B) and v0.4 (cff17f83, no GB200); the recipes' test scripts
@@ -1184,6 +1199,8 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
     in_process = rollout_gpus is None and not async_engine
     if in_process:
         phase.update(_NEMO_LOGPROBS)
+    else:
+        phase.update(_NEMO_ASYNC_ENGINE_SEQS)
     phase.update(extra_phase or {})
     layout = ", ".join(f"{k.upper()}{train[k]}" for k in ("tp", "cp", "pp", "ep") if k in train)
     where = (f"{rollout_gpus} dedicated rollout GPUs at {share:g} beside {train['gpus']} "
@@ -1195,7 +1212,7 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             f"{where}" + ("" if pack is None else
                           f"; packed micro-batches of {pack[0]:,} tokens a GPU, log-prob "
                           f"passes {pack[1]:,}") + assumed + refit
-            + (_NEMO_LOGPROBS_ASSUMED if in_process else "")
+            + (_NEMO_LOGPROBS_ASSUMED if in_process else _NEMO_ASYNC_ENGINE_ASSUMED)
             + ("; vLLM 0.17.1 (pyproject.toml @v0.6.0) with its default async scheduling "
                "(on from 0.14.0, vllm#27614; NeMo-RL sets no async_scheduling) on the TP-1 "
                "engines' uni-process executor: the engine's host step beside the GPU's"
@@ -1384,7 +1401,8 @@ CASES = [
     Case(1, "h100-sxm", {**_NEMO_8B, "response_tokens": 1123, **_NEMO_DEDICATED, "rollout_gpus": 8,
                          **_nemo_prompt(1), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16},
-         _nemo_assumed(1, True) + _NEMO_PACKED_8B_ASSUMED),
+         _nemo_assumed(1, True) + _NEMO_PACKED_8B_ASSUMED
+         + _NEMO_ASYNC_ENGINE_ASSUMED),
     # the FP8 recipe (grpo-llama3.1-8b-instruct-2n8g-fp8-async-1off.yaml): Megatron fp8 training
     # (Transformer Engine, e4m3 blockwise, fp8_param false) and vLLM fp8 generation (W8A8,
     # deep_gemm), over the BF16 one-step-off recipe (TP1 PP1, packing, recompute)
@@ -1393,7 +1411,8 @@ CASES = [
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16,
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
-         "per weight, fp8 GEMMs; the KV cache bf16, not stated)"),
+         "per weight, fp8 GEMMs; the KV cache bf16, not stated)"
+         + _NEMO_ASYNC_ENGINE_ASSUMED),
     Case(3, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
                          "response_tokens": 3251,
                          **_NEMO_HOST_COPIES,
@@ -1412,7 +1431,8 @@ CASES = [
           "grad_accum": 256, "checkpointing": False},
          _nemo_assumed(4, False) + "; Megatron TP4 (sequence parallel) PP4 as the recipe sets "
          "them; 256 micro-batches per optimizer step (512 sequences over data parallelism 2)"
-         + _nemo_pp_padding(4, 1)),
+         + _nemo_pp_padding(4, 1)
+         + _NEMO_ASYNC_ENGINE_ASSUMED),
     Case(5, "h100-sxm", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
                          "response_tokens": 3196,
                          **_NEMO_HOST_COPIES,
@@ -1433,7 +1453,8 @@ CASES = [
     Case(7, "gb200", {**_NEMO_8B, "response_tokens": 1107, **_NEMO_DEDICATED, "rollout_gpus": 4,
                       **_nemo_prompt(7), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 8},
-         _nemo_assumed(7, True) + _NEMO_PACKED_8B_ASSUMED),
+         _nemo_assumed(7, True) + _NEMO_PACKED_8B_ASSUMED
+         + _NEMO_ASYNC_ENGINE_ASSUMED),
     Case(8, "gb200", {**_NEMO_QWEN, **_NEMO_COLOCATED, **_NEMO_LOGPROBS,
                       "response_tokens": 3253,
                       **_nemo_prompt(8)},
@@ -1447,7 +1468,8 @@ CASES = [
          {**_NEMO_MEGATRON, "model": "qwen3-32b", "gpus": 32, "tp": 2, "grad_accum": 64,
           "checkpointing": False},
          _nemo_assumed(9, False) + "; 64 micro-batches per optimizer step (512 sequences over "
-         "data parallelism 8)"),
+         "data parallelism 8)"
+         + _NEMO_ASYNC_ENGINE_ASSUMED),
     Case(10, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 32},
          _VERL_7B_ASSUMED + _VERL_COLOCATED_ASSUMED),
     Case(11, "h20", _VERL_7B, {**_VERL_7B_SETTINGS, "gpus": 64},

@@ -1062,13 +1062,29 @@ DECODE_BANDWIDTH_HALF_WIDTH = _a(
 #: Sequences an engine runs at once (continuous batching); more wait for a free slot.
 ENGINE_MAX_NUM_SEQS: dict[str, Assumption] = {
     "vllm": _a("engine_max_num_seqs.vllm", 256.0, "sequences",
-               "vLLM EngineArgs max_num_seqs default 256 (docs.vllm.ai engine args, 0.6.x); "
-               "V1 raises it on large GPUs: set Generation.max_num_seqs"),
+               "vLLM's max_num_seqs default for vllm.LLM and `vllm serve` on an A100 or a GPU "
+               "under 70 GiB (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py at "
+               "0.11.2 and 0.17.1; V0 0.6.x: 256 on every GPU); larger GPUs: "
+               "engine_max_num_seqs.vllm_large_gpu"),
     "lmdeploy": _a("engine_max_num_seqs.lmdeploy", 64.0, "sequences",
                    "TurboMind 0.1's max_batch_size as its converter writes it "
                    "(lmdeploy/turbomind/deploy/target_model/base.py@v0.1.0a1: 64); "
                    "benchmark configs raise it: set Generation.max_num_seqs"),
 }
+
+#: vLLM V1's max_num_seqs default for vllm.LLM and `vllm serve` on a GPU of 70 GiB or more whose
+#: name does not contain "a100" (H100, H200, H20, A800, B200, GB200, MI300X): 1,024
+#: (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py at 0.11.2 and 0.17.1; the A100 is
+#: left at 256 after vllm#17885 measured a regression there). An AsyncLLM made by
+#: from_engine_args without a usage context (UsageContext.ENGINE_CONTEXT, as NeMo-RL's async
+#: engine is) takes SchedulerConfig.DEFAULT_MAX_NUM_SEQS, 128, on every GPU: set
+#: Generation.max_num_seqs (a plan's rollout_max_num_seqs) for it.
+VLLM_LARGE_GPU_MAX_NUM_SEQS = _a(
+    "engine_max_num_seqs.vllm_large_gpu", 1024.0, "sequences",
+    "vLLM V1 EngineArgs.get_batch_defaults: 1,024 for LLM_CLASS and OPENAI_API_SERVER on a "
+    "device of >= 70 GiB not named A100 (vllm/engine/arg_utils.py, 0.11.2 and 0.17.1)")
+#: GiB of device memory from which vLLM V1 takes the larger default (arg_utils.py: 70 * GiB)
+VLLM_LARGE_GPU_GIB = 70.0
 
 #: Time of one small all-reduce (a decode step's activations, KBs) between the GPUs of a
 #: tensor-parallel group on NVLink: latency-bound. Basis: vLLM's custom all-reduce and NCCL's

@@ -251,12 +251,22 @@ def dequant_weights_per_s(gpu: GpuSpec) -> float | None:
     return gpu.sm_count * gpu.boost_clock_mhz * 1e6 * A.DEQUANT_WEIGHTS_PER_SM_CYCLE.value
 
 
-def engine_max_num_seqs(g: Generation) -> int | None:
-    """Sequences the engine runs at once: the setup's, else the engine's default (None: no
-    cap, hf-generate runs the whole batch)."""
+def engine_max_num_seqs_default(engine: str, gpu: GpuSpec) -> A.Assumption | None:
+    """The engine's own max_num_seqs default on `gpu` (None: no cap, hf-generate runs the whole
+    batch). vLLM V1 takes 1,024 on a GPU of 70 GiB or more not named A100, 256 otherwise
+    (EngineArgs.get_batch_defaults, vllm/engine/arg_utils.py 0.11.2 and 0.17.1); V0 256."""
+    if (engine == "vllm" and gpu.memory_bytes >= A.VLLM_LARGE_GPU_GIB * 2**30
+            and "a100" not in gpu.name.lower()):
+        return A.VLLM_LARGE_GPU_MAX_NUM_SEQS
+    return A.ENGINE_MAX_NUM_SEQS.get(engine)
+
+
+def engine_max_num_seqs(g: Generation, gpu: GpuSpec) -> int | None:
+    """Sequences the engine runs at once: the setup's, else the engine's default on `gpu`
+    (engine_max_num_seqs_default; None: no cap, hf-generate runs the whole batch)."""
     if g.max_num_seqs is not None:
         return g.max_num_seqs
-    cap = A.ENGINE_MAX_NUM_SEQS.get(g.engine)
+    cap = engine_max_num_seqs_default(g.engine, gpu)
     return None if cap is None else int(cap.value)
 
 
@@ -342,8 +352,9 @@ class GenerationEstimate:
         src = "estimate/generation.py"
         eng = self.engine
         cap = ("no engine cap" if self.max_num_seqs is None else
-               f"max_num_seqs {self.max_num_seqs} (the setup's, else "
-               f"assumptions.ENGINE_MAX_NUM_SEQS[{eng}])")
+               f"max_num_seqs {self.max_num_seqs} (the setup's, else the engine's default "
+               f"on this GPU: assumptions.ENGINE_MAX_NUM_SEQS[{eng}], vLLM V1 1,024 on a GPU "
+               f"of 70 GiB or more not named A100)")
         out: dict[str, Figure] = {
             "batch": formula(self.batch, "sequences",
                              "the setup's batch, else min(max_batch_by_memory, max_num_seqs)"),
@@ -572,7 +583,7 @@ def _kv_room(arch: ModelArch, g: Generation, gpu: GpuSpec,
 def engine_profile_reserve(arch: ModelArch, g: Generation, gpu: GpuSpec) -> ProfileReserve:
     """What the engine's startup profile keeps out of its KV cache, per GPU
     (estimate/engine_reserve.py; 0 for SGLang and hf-generate)."""
-    return profile_reserve(arch, g.engine, gpu.memory_bytes, engine_max_num_seqs(g),
+    return profile_reserve(arch, g.engine, gpu.memory_bytes, engine_max_num_seqs(g, gpu),
                            g.tensor_parallel, gpu.name)
 
 
@@ -1192,7 +1203,7 @@ def _engine_step(g: Generation, gpu: GpuSpec, precision: str, host_scale: float)
     """The step cost of this setup's engine on `gpu` (see the module docstring); the host's
     costs x the host CPU's ratio (`host_cpu_ratio`)."""
     arch = g.arch
-    max_seqs = engine_max_num_seqs(g)
+    max_seqs = engine_max_num_seqs(g, gpu)
     e_bw = decode_bandwidth_efficiency(arch, g.tensor_parallel)
     bandwidth_gb_per_s, _ = decode_bandwidth_gb_per_s(gpu)
     tp = g.tensor_parallel
@@ -1309,7 +1320,7 @@ def estimate_generation(g: Generation, gpu: GpuSpec, precision: str = "bf16",
         precision = "fp8-mixed"
     cap, cap_peak = memory_cap(arch, g, gpu)
     reserve = engine_profile_reserve(arch, g, gpu)
-    max_seqs = engine_max_num_seqs(g)
+    max_seqs = engine_max_num_seqs(g, gpu)
     default = cap if max_seqs is None else min(cap, max_seqs)
     batch = g.batch if g.batch is not None else default
     if batch > cap:
@@ -1573,8 +1584,9 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         used += tensor_parallel_assumptions(g)
     if g.device_map_gpus > 1:
         used += [A.ACCELERATE_HOOK_HOST_S, A.ACCELERATE_HOOK_OPERATOR_TIMES]
-    if g.max_num_seqs is None and g.engine in A.ENGINE_MAX_NUM_SEQS:
-        used.append(A.ENGINE_MAX_NUM_SEQS[g.engine])
+    default_cap = engine_max_num_seqs_default(g.engine, gpu)
+    if g.max_num_seqs is None and default_cap is not None:
+        used.append(default_cap)
     figures = e.figures()
     if g.batch is not None:
         figures["batch"] = given(g.batch, "sequences", "the batch given (--batch)")

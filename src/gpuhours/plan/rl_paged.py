@@ -86,7 +86,7 @@ def paged_batch(probe: Generation, gpu: GpuSpec, share: float, sequences: int, l
     lengths = response_lengths_tokens(probe.output_tokens, longest, sequences)
     per_call = call_sequences or sequences
     calls = tuple(paged_rollout(probe.prompt_tokens, lengths[i:i + per_call], cache_tokens,
-                                engine_max_num_seqs(probe), admission, state_tokens)
+                                engine_max_num_seqs(probe, gpu), admission, state_tokens)
                   for i in range(0, sequences, per_call))
     times = [paged_rollout_time_s(probe, gpu, c, matmul) for c in calls]
     return PagedBatch(calls, sum(p for p, _ in times), sum(d for _, d in times), cache_tokens)

@@ -540,7 +540,8 @@ class RLPhase(_PhaseBase, TrainingSettings):
     rollout_max_num_seqs: PositiveInt | None = Field(
         default=None, description="sequences one engine runs at once (vLLM max_num_seqs, "
         "verl's rollout.max_num_seqs: 1024 in its ppo_trainer.yaml); unset = the engine's "
-        "default (vLLM's EngineArgs: 256)")
+        "default on the GPU (vLLM V1: 1,024 on a GPU of 70 GiB or more not named A100, else 256; "
+        "an AsyncLLM made without a usage context, as NeMo-RL's async engine: 128, set it)")
     rollout_transformers_version: str = Field(
         default="4.46", description="the transformers release of hf-generate rollouts (4.36+; "
         "4.38 rebuilds a causal mask every step, 4.48+ and 5.x read a grouped KV cache without "
