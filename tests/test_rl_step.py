@@ -302,6 +302,26 @@ def test_a_colocated_split_that_cannot_hold_the_trainer_names_the_field(tmp_path
         offload_between_phases=True)
 
 
+def test_a_colocated_split_counts_the_critic_and_the_reward_model_too(tmp_path):
+    """PPO colocated (verl, OpenRLHF): the critic's and the reward model's weights stay beside
+    the policy's while the engine generates. Qwen2.5-7B full under ZeRO-3 on 8 A100-80GBs:
+    the policy's 14 bytes a parameter x 7,615,616,512 / 8 = 12.4 GiB, the critic's as much,
+    a Qwen2.5-7B reward model's bf16 weights 2 x 7,615,616,512 / 8 = 1.8 GiB: 26.6 GiB, over
+    the 0.7 share's 23.9 GiB left (the policy alone, 12.4, would fit). A does-not-fit verdict
+    (exit 1), not bad input."""
+    from gpuhours.errors import DoesNotFit
+
+    ppo = dict(method="full", zero_stage=3, critic=True, rollout_memory_utilisation=0.7,
+               reward={"kind": "model", "model": "qwen2.5-7b"})
+    with pytest.raises(DoesNotFit, match="leaves") as caught:
+        run(tmp_path, **ppo)
+    assert "rollout_memory_utilisation" in caught.value.where
+    message = caught.value.message
+    assert "needs 26.6 GiB" in message and "critic" in message and "reward model" in message
+    run(tmp_path, **{**ppo, "rollout_memory_utilisation": 0.6})  # 31.9 GiB left: fits
+    run(tmp_path, **{**ppo, "critic": False})  # 14.2 GiB: fits at 0.7
+
+
 def test_few_sequences_per_rollout_gpu_warn_that_decode_is_weight_bound(tmp_path):
     # 32 x 8 = 256 sequences on 8 GPUs: 32 each, no warning; 2 prompts x 4 on 8 GPUs: 1 each
     assert not any("weight-bound" in w for w in run(tmp_path).warnings)

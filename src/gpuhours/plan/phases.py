@@ -862,6 +862,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     actor_prep_s = (actor_image_prep_s(t, phase.prompts_per_step, phase.generations_per_prompt,
                                        score_ranks) if phase.image_prep_by_workers else 0.0)
     reward_s = 0.0
+    reward_arch: ModelArch | None = None
     if phase.reward.kind == "model":
         try:  # the reward model's own field, not the policy's `model` (walk p9 F19)
             reward_arch, _ = resolve_model(phase.reward.model)
@@ -901,12 +902,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             f"a {held} ({seq:,} tokens each on average; its memory taken at the longest, "
             f"{seq_max:,} tokens, as the same tokens in {padded.setup['micro_batch']} "
             f"sequence(s))"))
-    if (not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases
-            and phase.refit_offload == "none"):
-        # with `actor` placement the engine shares the actor's GPUs with the actor's own shards
-        _check_colocated_split(ctx, phase, e if not on_actor else estimate_phase(
-            ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
-            tokens=sequences * seq), share)
     update_s = (phase.policy_epochs * sequences * t.llm_seq_len * pad_factor
                 / e.tokens_per_s.value)
     # PPO's critic at its own ZeRO stage and offload (DeepSpeed-Chat's --critic_zero_stage):
@@ -921,6 +916,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         ce = estimate_phase(ctx, ct, chw, cbasis, tokens=sequences * seq)
         check_fits(ctx, phase, ce, "the critic's micro-batch at its own ZeRO stage and offload")
         critic_update_s = phase.policy_epochs * sequences * ct.llm_seq_len / ce.tokens_per_s.value
+    if (not dedicated and phase.engine != "hf-generate" and not phase.offload_between_phases
+            and phase.refit_offload == "none"):
+        if on_actor:  # the engine shares the actor's GPUs with the actor's own shards only
+            _check_colocated_split(ctx, phase, estimate_phase(
+                ctx, *training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": rollout_gpus}),
+                tokens=sequences * seq), share)
+        else:
+            dp = hw.num_gpus // (t.tp * t.pp * t.cp)
+            _check_colocated_split(ctx, phase, e, share, reward_arch,
+                                   ce if critic_own else None, dp if t.zero_stage == 3 else 1)
     if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
         def role_update_s(gpus: int, critic: bool = False) -> tuple[float, Training]:
             rt, rhw, rbasis = training_setup(ctx, phase, {**(critic_setup if critic else s),
@@ -1159,24 +1164,46 @@ def _runs_fp8(gpu: GpuSpec) -> bool:
     return True
 
 
-def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate,
-                           share: float) -> None:
-    """Colocated, the trainer's weights, master copy and optimizer moments stay on each GPU
-    while the engine generates in its `share` of the memory (vLLM's gpu_memory_utilization is
-    a fraction of the whole GPU; verl and TRL keep the actor resident unless it is offloaded):
-    both must fit. HF generate runs in the trainer's own model and is not checked here."""
-    resident = (e.memory.weights_bytes.value + e.memory.master_weights_bytes.value
-                + e.memory.optimizer_bytes.value)
-    device = e.memory.device_bytes.value
+def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate, share: float,
+                           reward_arch: ModelArch | None = None,
+                           critic: TrainingEstimate | None = None, shards: int = 1) -> None:
+    """Colocated, every trained or scoring model stays on each GPU while the engine generates
+    in its `share` of the memory (vLLM's gpu_memory_utilization is a fraction of the whole
+    GPU; verl, OpenRLHF and TRL keep each role resident unless it is offloaded): all must fit.
+    The policy's weights, master copy and optimizer moments; PPO's critic's alike (`critic`,
+    its own estimate where it has its own ZeRO stage, else the policy's: the policy's size); a
+    reward model's
+    weights in bf16 over `shards` ranks (ZeRO-3's data-parallel ranks, as the policy's; 1
+    otherwise), over its tensor and pipeline groups as the policy's. The reference model is not
+    counted: NeMo-RL keeps its weights in host memory and loads them for its pass
+    (megatron_policy_worker.py reference_state_dict @108bffda), verl's scripts offload it
+    (ref.fsdp_config.param_offload), an adapter policy's is its own base. A verdict (exit 1), not bad input. HF
+    generate runs in the trainer's own model and is not checked here."""
+    from gpuhours.estimate.params import count_params
+
+    m = e.memory
+    policy = m.weights_bytes.value + m.master_weights_bytes.value + m.optimizer_bytes.value
+    parts = [("the policy's weights, master copy and optimizer state", policy)]
+    if phase.critic:
+        cm = (critic or e).memory
+        parts.append(("PPO's critic's", cm.weights_bytes.value + cm.master_weights_bytes.value
+                      + cm.optimizer_bytes.value))
+    if reward_arch is not None:
+        split = int(e.setup.get("tp") or 1) * int(e.setup.get("pp") or 1)
+        parts.append(("the reward model's bf16 weights",
+                      2.0 * count_params(reward_arch).total / (shards * split)))
+    resident = sum(b for _, b in parts)
+    device = m.device_bytes.value
     left = (1 - share) * device
     if resident > left:
-        raise InputError(
+        listed = " + ".join(f"{what} {b / 2**30:.1f}" for what, b in parts)
+        raise DoesNotFit(
             _field_where(ctx, phase, "rollout_memory_utilisation"),
             f"colocated, the engine's share ({share:g} of {device / 2**30:.1f} GiB) leaves "
-            f"{left / 2**30:.1f} GiB per GPU, and the trainer's weights, master copy and "
-            f"optimizer state that stay resident during rollouts need {resident / 2**30:.1f} GiB.",
+            f"{left / 2**30:.1f} GiB per GPU, and what stays resident during rollouts needs "
+            f"{resident / 2**30:.1f} GiB ({listed} GiB).",
             "Lower rollout_memory_utilisation, shard the trainer over more GPUs (ZeRO-3), set "
-            "offload_between_phases, or use dedicated rollout GPUs.")
+            "offload_between_phases or ref_offload, or use dedicated rollout GPUs.")
 
 
 def _ref_offload_s(ctx: Context, phase: RLPhase, t: Training, hw: Hardware,
