@@ -196,6 +196,19 @@ def test_plan_json_and_document(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
 
 
+def test_plan_json_prints_the_verdict_when_a_phase_does_not_fit(tmp_path):
+    # README: a setup that does not fit is a verdict (exit 1), printed as JSON all the same
+    plan = tmp_path / "big.yaml"
+    plan.write_text("project: big\nhardware: {gpu: rtx-4090, gpus_per_node: 1}\nphases:\n"
+                    "  - name: sft\n    kind: finetune\n    model: llama-2-70b\n"
+                    "    method: full\n    tokens: 1e8\n    micro_batch: 1\n    seq_len: 512\n")
+    result = run("plan", str(plan), "--json", "--no-doc")
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.stdout)
+    assert data["fits"] is False and data["project"] == "big"
+    assert "line 4" in data["where"] and "GiB" in data["reason"]
+
+
 def test_schema_is_printed():
     result = run("plan", "--schema")
     assert result.exit_code == 0

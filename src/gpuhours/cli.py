@@ -982,7 +982,17 @@ def plan(
         from gpuhours.files import require_parent_folder
 
         require_parent_folder(out_path, "--out")
-    budget = evaluate(load_plan(plan_file), ledger=open_ledger(ledger), calibrate=calibrate)
+    plan_obj = load_plan(plan_file)
+    try:
+        budget = evaluate(plan_obj, ledger=open_ledger(ledger), calibrate=calibrate)
+    except DoesNotFit as too_big:
+        # a verdict, as estimate's and generation's: with --json the verdict as JSON all the
+        # same (no budget: a phase that does not fit has no GPU hours), then exit code 1
+        if as_json:
+            emit_json({"kind": "plan", "project": plan_obj.plan.project, "fits": False,
+                       "where": too_big.where, "reason": too_big.message,
+                       "hint": too_big.hint})
+        raise
     doc = None
     if not no_doc:
         from gpuhours.report.living_doc import default_document_path, update_living_document
