@@ -105,16 +105,16 @@ class HardwareSpec(_Strict):
         """A catalog node type fills gpus_per_node and inter_node_gb_per_s_one_way."""
         if not isinstance(data, dict) or not isinstance(data.get("node"), str):
             return data  # no node, or the field's own check says what is wrong with it
-        both = sorted({"gpus_per_node", "inter_node_gb_per_s_one_way"} & data.keys())
-        if both:
-            raise ValueError(f"node {data['node']} sets {both[0]}; give one or the other")
         from gpuhours.catalog import node_for_gpu
         from gpuhours.errors import InputError
 
-        try:
+        try:  # an unknown node type is the error to report first, not a clash with it
             n = node_for_gpu(data["node"], str(data.get("gpu")))
         except InputError as e:
             raise ValueError(f"{e.message} {e.hint or ''}".strip().rstrip(".")) from None
+        both = sorted({"gpus_per_node", "inter_node_gb_per_s_one_way"} & data.keys())
+        if both:
+            raise ValueError(f"node {data['node']} sets {both[0]}; give one or the other")
         return {**data, "gpus_per_node": n.gpus_per_node,
                 "inter_node_gb_per_s_one_way": n.inter_node_gb_per_s_one_way}
 
