@@ -19,7 +19,7 @@ from gpuhours.errors import DoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
-from gpuhours.estimate.figures import Figure
+from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.generation import (
     estimate_generation,
     max_batch_by_memory,
@@ -33,7 +33,6 @@ from gpuhours.estimate.track_record import load as load_track_record
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import overlapped_bottleneck, pipelined_step_s
-from gpuhours.plan.rl_reward_host import reward_host
 from gpuhours.plan.rl_images import (
     actor_image_prep_s,
     engine_images_s,
@@ -46,6 +45,7 @@ from gpuhours.plan.rl_padding import (
     sequences_per_packed_micro_batch,
 )
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
+from gpuhours.plan.rl_reward_host import reward_host
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import expert_scoring_s, ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_scoring_host import scoring_pass_s
@@ -1143,7 +1143,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "driver_transfer_s": sum(driver.values()),
                # a rule reward's host work: all of it (CPU-seconds over the workers) and its
                # source; what the step waits for is reward_host_s (plan/rl_reward_host.py)
-               "reward_host_total_s": reward_host_part.total_s * phase.generation_rounds_per_step,
+               "reward_host_total_s": (reward_host_part.total_s
+                                       * phase.generation_rounds_per_step),
                "reward_host_basis": reward_host_part.text,
                # a vision-language rollout's tower at prefill and the hosts' image preparation
                # (plan/rl_images.py), within the rollout and the first scoring pass
@@ -1171,11 +1172,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                           _setup_summary(t, hw), warnings, details, None, storage, write_s,
                           steps=steps)
     # the rule reward's host seconds carry their own source (a timing on another CPU)
-    kind = "assumed" if reward_host_part.total_s > 0 else "formula"
+    kind: BasisKind = "assumed" if reward_host_part.total_s > 0 else "formula"
+    reward_host_total_s = reward_host_part.total_s * phase.generation_rounds_per_step
     return result.model_copy(update={"detail_figures": {
         "reward_host_s": Figure(value=reward_host_s, unit="s", basis=kind,
                                 source=f"plan/rl_reward_host.py: {reward_host_part.text}"),
-        "reward_host_total_s": Figure(value=details["reward_host_total_s"], unit="s", basis=kind,
+        "reward_host_total_s": Figure(value=reward_host_total_s, unit="s", basis=kind,
                                       source=f"plan/rl_reward_host.py, every response's "
                                       f"scoring summed over the workers: "
                                       f"{reward_host_part.text}")}})

@@ -61,7 +61,7 @@ def per_response_s(verifier: str, response_tokens: float) -> float:
     pts = MATH_VERIFY_S
     if response_tokens <= pts[0][0]:
         return pts[0][1]
-    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
         if response_tokens <= x1:
             return y0 + (y1 - y0) * (response_tokens - x0) / (x1 - x0)
     (x0, y0), (x1, y1) = pts[-2], pts[-1]
