@@ -20,7 +20,9 @@ Responses are synthetic: seeded random math-like chain-of-thought (sentences wit
 $...$ equations: sums, products, fractions, powers), cut to `tokens x 4` characters (about 4
 characters a token, an assumption for English math text), ending in "the answer is
 $\\boxed{ANSWER}$." Gold answers are integers and fractions as in OpenMathInstruct-2; half the
-responses box the gold answer (correct), half a different one (wrong).
+responses box the gold answer (correct), half a different one (wrong); a third set ("cut") is
+the same text without its answer, as a response stopped at the length cap (not in the model's
+figures: the rows do not state how many responses hit the cap).
 
 The figures are measured on this project's 2-core VM (its CPU in the output): for the rows'
 hosts they are an assumption (plan/rl_reward_host.py says so where it uses them).
@@ -157,9 +159,12 @@ def main() -> int:
         fn("warm up $\\boxed{1}$", "1")
         for tokens in LENGTHS:
             golds = _golds(rng, args.samples)
-            for case in ("correct", "wrong"):
-                cases = [(response(rng, tokens, g if case == "correct" else _wrong(g)), g)
-                         for g in golds]
+            for case in ("correct", "wrong", "cut"):
+                if case == "cut":  # cut at the length cap before its answer: no \\boxed{}
+                    cases = [(response(rng, tokens, g).rsplit("\n\n", 1)[0], g) for g in golds]
+                else:
+                    cases = [(response(rng, tokens, g if case == "correct" else _wrong(g)), g)
+                             for g in golds]
                 ts = _time(fn, cases)
                 print(f"| {name} | {tokens:,} | {case} | {statistics.median(ts):.4g} | "
                       f"{statistics.fmean(ts):.4g} | {max(ts):.4g} |", flush=True)

@@ -15,12 +15,12 @@ from gpuhours.plan.rl_reward_host import largest_chunk, per_response_s, reward_h
 
 
 def test_per_response_seconds_follow_the_measured_table() -> None:
-    # between 2,000 (2.66 ms) and 4,000 tokens (3.61 ms): halfway at 3,000
-    assert per_response_s("math-verify", 3_000) == pytest.approx(3.135e-3)
+    # between 2,000 (3.00 ms) and 4,000 tokens (3.57 ms): halfway at 3,000
+    assert per_response_s("math-verify", 3_000) == pytest.approx(3.285e-3)
     # below the first length its figure; beyond the last, the last segment's slope:
-    # 6.51 + (6.51 - 3.61) x 2,000 / 4,000 = 7.96 ms at 10,000 tokens
-    assert per_response_s("math-verify", 100) == pytest.approx(2.07e-3)
-    assert per_response_s("math-verify", 10_000) == pytest.approx(7.96e-3)
+    # 5.92 + (5.92 - 3.57) x 2,000 / 4,000 = 7.095 ms at 10,000 tokens
+    assert per_response_s("math-verify", 100) == pytest.approx(1.78e-3)
+    assert per_response_s("math-verify", 10_000) == pytest.approx(7.095e-3)
     # the string match reads the last 300 characters: no trend with length
     assert per_response_s("string-match", 500) == per_response_s("string-match", 16_000)
     assert per_response_s("none", 4_000) == 0.0
@@ -38,22 +38,22 @@ def test_chunks_as_nemo_rl_cuts_them() -> None:
 
 
 def test_batch_after_the_rollout_waits_for_the_largest_chunk() -> None:
-    # 2,048 responses of 1,000 tokens over 8 workers: 256 x 1.94 ms = 0.49664 s on the step,
-    # 2,048 x 1.94 ms = 3.97312 CPU-seconds in all
+    # 2,048 responses of 1,000 tokens over 8 workers: 256 x 1.85 ms = 0.4736 s on the step,
+    # 2,048 x 1.85 ms = 3.7888 CPU-seconds in all
     r = reward_host("math-verify", 8, False, 2_048, 1_000, rollout_s=60.0)
-    assert r.critical_s == pytest.approx(0.49664)
-    assert r.total_s == pytest.approx(3.97312)
+    assert r.critical_s == pytest.approx(0.4736)
+    assert r.total_s == pytest.approx(3.7888)
     # one worker: the whole batch serial
     assert reward_host("math-verify", 1, False, 2_048, 1_000, 60.0).critical_s == \
-        pytest.approx(3.97312)
+        pytest.approx(3.7888)
 
 
 def test_per_response_scoring_hides_behind_the_rollout_but_its_last_response() -> None:
-    # 512 responses of 2,000 tokens at 2.66 ms, one at a time: 1.36192 s in all
+    # 512 responses of 2,000 tokens at 3.00 ms, one at a time: 1.536 s in all
     long = reward_host("math-verify", 1, True, 512, 2_000, rollout_s=50.0)
-    assert long.critical_s == pytest.approx(2.66e-3)  # the last response's score
+    assert long.critical_s == pytest.approx(3.00e-3)  # the last response's score
     short = reward_host("math-verify", 1, True, 512, 2_000, rollout_s=1.0)
-    assert short.critical_s == pytest.approx(0.36192)  # what outlasts a 1 s rollout
+    assert short.critical_s == pytest.approx(0.536)  # what outlasts a 1 s rollout
 
 
 def test_unset_verifier_costs_nothing_and_says_so() -> None:
@@ -86,14 +86,14 @@ def test_a_plan_with_and_without_the_verifier(tmp_path: Path) -> None:
     assert "reward.verifier unset" in without["reward_host_basis"]
     with_ = _details(_plan(tmp_path, {"kind": "rule", "verifier": "math-verify", "workers": 8},
                            "b.yaml"))
-    # 512 responses of 1,000 tokens over 8 workers: 64 x 1.94 ms = 0.12416 s, colocated: on
+    # 512 responses of 1,000 tokens over 8 workers: 64 x 1.85 ms = 0.1184 s, colocated: on
     # the step as it is
-    assert with_["reward_host_s"]["value"] == pytest.approx(0.12416)
+    assert with_["reward_host_s"]["value"] == pytest.approx(0.1184)
     assert with_["reward_host_s"]["basis"] == "assumed"
     assert "bench_reward_host.py" in with_["reward_host_s"]["source"]
-    assert with_["reward_host_total_s"]["value"] == pytest.approx(512 * 1.94e-3)
+    assert with_["reward_host_total_s"]["value"] == pytest.approx(512 * 1.85e-3)
     assert (with_["step_time_s"]["value"] - without["step_time_s"]["value"]
-            == pytest.approx(0.12416))
+            == pytest.approx(0.1184))
     # dedicated one-step-off rollouts: the reward on the rollout side, hidden when training
     # takes longer
     ded = {"placement": "dedicated", "rollout_gpus": 4, "async_rollout": True}
@@ -103,7 +103,7 @@ def test_a_plan_with_and_without_the_verifier(tmp_path: Path) -> None:
     rollout, train = a["rollout_generation_s"]["value"], sum(
         a[k]["value"] for k in ("old_policy_log_probs_s", "reference_model_s",
                                 "policy_update_s", "host_offload_s"))
-    assert b["reward_host_s"]["value"] == pytest.approx(max(1.94e-3, 512 * 1.94e-3 - rollout))
+    assert b["reward_host_s"]["value"] == pytest.approx(max(1.85e-3, 512 * 1.85e-3 - rollout))
     assert b["step_time_s"]["value"] == pytest.approx(
         max(rollout + b["reward_host_s"]["value"], train) + a["weight_sync_s"]["value"])
 

@@ -1633,7 +1633,7 @@ def _with_reward_host(c: Case) -> Case:
             reward = {"kind": "rule", "verifier": "string-match", "workers": 64}
             text = ("; the reward on the host: dapo_math_verify (verl's math_dapo) over the "
                     "recipe's 64 env workers after the rollout (dapo-deepseek-v3-64n8g.yaml, "
-                    "async_engine false), 34 us a response measured on this VM "
+                    "async_engine false), 28 us a response measured on this VM "
                     "(scripts/bench_reward_host.py), taken for the host's CPU")
         elif c.phase.get("placement") == "dedicated" or not c.phase.get(
                 "rollout_returns_logprobs"):
@@ -1641,20 +1641,20 @@ def _with_reward_host(c: Case) -> Case:
             text = ("; the reward on the host: Math-Verify's math_metric (HFVerifyWorker, "
                     "grpo_math_1B.yaml hf_math_verify) on each response as it finishes, one at "
                     "a time through the environment actor (async_engine true: "
-                    "run_async_multi_turn_rollout), beside the rollout; 2-7 ms a response "
+                    "run_async_multi_turn_rollout), beside the rollout; 2-6 ms a response "
                     "measured on this VM (scripts/bench_reward_host.py), taken for the host's "
                     "CPU")
         else:
             reward = {"kind": "rule", "verifier": "math-verify", "workers": 8}
             text = ("; the reward on the host: Math-Verify's math_metric (HFVerifyWorker, "
                     "grpo_math_1B.yaml hf_math_verify) over env.math.num_workers 8 after the "
-                    "rollout (async_engine false: run_multi_turn_rollout), 2-7 ms a response "
+                    "rollout (async_engine false: run_multi_turn_rollout), 2-6 ms a response "
                     "measured on this VM (scripts/bench_reward_host.py), taken for the host's "
                     "CPU")
     elif r["framework"].startswith("verl (") and "fully_async_policy" in r["source"]:
         reward = {"kind": "rule", "verifier": "string-match", "workers": 1}
         text = ("; the reward on the host: verl's DAPO reward manager (the shells' "
-                "reward_manager=dapo) scoring the batch in one process with math_dapo, 34 us a "
+                "reward_manager=dapo) scoring the batch in one process with math_dapo, 28 us a "
                 "response measured on this VM (scripts/bench_reward_host.py), taken for the "
                 "host's CPU")
     else:

@@ -24,7 +24,10 @@ Per-response seconds: measured on this project's 2-core VM (AMD EPYC, Python 3.1
 process) by scripts/bench_reward_host.py with the packages' own functions (math-verify 0.8.0,
 latex2sympy2-extended 1.10.2, sympy 1.14.0 as NeMo-RL's uv.lock pins them; verl 0.9.1's
 math_dapo.py), on synthetic math-like responses of 4 characters a token ending in \\boxed{},
-the mean over 24 correct and 24 wrong answers at each length. For the rows' hosts they are an
+the mean over four runs' 312 correct and 312 wrong answers at each length (one run to the next
+the mean moved by up to 30% at 2,000 tokens on this shared VM). Responses cut at the length cap
+before their answer took 2-3x longer (5.4 ms at 1,000 tokens, 19 ms at 8,000): not in these
+figures, as the rows do not say how many hit the cap. For the rows' hosts they are an
 assumption (a faster server core would take less). Not timed: detokenising the responses, Ray's
 calls, the batch's transfer to the workers.
 
@@ -37,13 +40,13 @@ import math
 from dataclasses import dataclass
 
 # (response tokens, mean seconds a response): Math-Verify's math_metric as NeMo-RL's
-# HFVerifyWorker calls it; measured on this VM (scripts/bench_reward_host.py, 2026-11-25),
-# an assumption for other hosts
-MATH_VERIFY_S = ((500, 2.07e-3), (1_000, 1.94e-3), (2_000, 2.66e-3), (4_000, 3.61e-3),
-                 (8_000, 6.51e-3))
-# verl's math_dapo.compute_score (the last 300 characters: no trend with length, 26-37 us at
+# HFVerifyWorker calls it; measured on this VM (scripts/bench_reward_host.py, 2026-11-25,
+# four runs pooled), an assumption for other hosts
+MATH_VERIFY_S = ((500, 1.78e-3), (1_000, 1.85e-3), (2_000, 3.00e-3), (4_000, 3.57e-3),
+                 (8_000, 5.92e-3))
+# verl's math_dapo.compute_score (the last 300 characters: no trend with length, 28-31 us at
 # 500 to 8,000 tokens); measured on this VM, an assumption for other hosts
-STRING_MATCH_S = 3.4e-5
+STRING_MATCH_S = 2.8e-5
 SOURCE = ("measured on this project's 2-core VM (scripts/bench_reward_host.py), an assumption "
           "for the run's host")
 
