@@ -1620,10 +1620,14 @@ CASES = [
 #   over the workers; where it is true (every one-step-off recipe, the colocated DeepSeek-V3
 #   GRPO and Qwen3-235B ones) run_async_multi_turn_rollout scores each sample as it finishes
 #   through the one environment actor (per_response).
-# - verl's fully_async_policy shells (@df340d70) set reward_model.reward_manager=dapo: the DAPO
-#   manager's loop over the batch in one process, math_dapo's string match (data source
-#   math_dapo); taken after the rollout (an upper end where verl's reward loop scores beside it).
-# Other rows (reward models; EasyR1; verl's Geo3K row): verifier unset, not costed.
+# - verl's fully_async_policy shells (@df340d70) set reward_model.reward_manager=dapo
+#   (math_dapo's string match, data source math_dapo); at that commit reward_model.use_reward_loop
+#   is true by default (_generated_ppo_trainer.yaml) and, with no reward model, the agent loop
+#   scores each sample as its generation ends in its RewardLoopWorker (agent_loop.py
+#   _compute_score), beside the rollout; ray_trainer.py's "reward" timer then reads rm_scores.
+# Other rows: verifier unset, not costed: reward models (OpenRLHF, DeepSpeed-Chat); EasyR1,
+# whose Ray actor grades beside the old-log-prob and reference passes (this doc's EasyR1
+# section: about 12 s of mathruler beside 11.5 s of passes, @8460e817); verl's Geo3K row.
 def _with_reward_host(c: Case) -> Case:
     r = rows()[c.row]
     if r["reward"] != "rule":
@@ -1652,11 +1656,12 @@ def _with_reward_host(c: Case) -> Case:
                     "measured on this VM (scripts/bench_reward_host.py), taken for the host's "
                     "CPU")
     elif r["framework"].startswith("verl (") and "fully_async_policy" in r["source"]:
-        reward = {"kind": "rule", "verifier": "string-match", "workers": 1}
-        text = ("; the reward on the host: verl's DAPO reward manager (the shells' "
-                "reward_manager=dapo) scoring the batch in one process with math_dapo, 28 us a "
-                "response measured on this VM (scripts/bench_reward_host.py), taken for the "
-                "host's CPU")
+        reward = {"kind": "rule", "verifier": "string-match", "per_response": True}
+        text = ("; the reward on the host: the shells' reward_manager=dapo (math_dapo's string "
+                "match) in the agent loop's reward loop, each response as it finishes, beside "
+                "the rollout (use_reward_loop true, agent_loop.py _compute_score @df340d70), 28 "
+                "us a response measured on this VM (scripts/bench_reward_host.py), taken for "
+                "the host's CPU")
     else:
         return c
     return Case(c.row, c.gpu, {**c.phase, "reward": reward}, c.settings, c.assumed + text)
@@ -2159,8 +2164,8 @@ def verl_sync_parts(row: int) -> dict[str, tuple[float, float]]:
     actor's weights into vLLM, inside the gen timer (agent_loop.py `generate_sequences` calls
     `wake_up`; vllm_async_server.py `wake_up`, RolloutMode.HYBRID). `rest` is what the step
     does besides the four (reward, advantages, the validation every test_freq steps); the
-    estimate's is the reward's host time alone (`reward_host_s`: the DAPO reward manager's
-    string match, plan/rl_reward_host.py)."""
+    estimate has nothing there (its reward is scored beside the rollout: `reward_host_s`,
+    plan/rl_reward_host.py)."""
     r = rows()[row]
     case = next(c for c in CASES if c.row == row)
     d, why = _details(case)

@@ -16,9 +16,12 @@ one, in Python. Where it sits in the step is the framework's loop, read in its c
   time: the responses are scored one after another while the others still generate
   ("per_response"); the one-step-off loop runs the same in its trajectory collector, on the
   rollout side.
-- verl (verl/workers/reward_manager/naive.py, dapo.py: a Python loop over the batch in the
-  driver, one process); prime.py uses a process pool. NeMo-RL's dapo_math_verify and verl's
-  math_dapo score only the response's last 300 characters.
+- verl: the naive and dapo reward managers (verl/workers/reward_manager/) are a Python loop
+  over the batch in one process ("batch", 1 worker) where the trainer calls them after the
+  rollout; at volcengine/verl@df340d70 reward_model.use_reward_loop is on by default and, with
+  no reward model, the agent loop scores each sample as its generation ends in its
+  RewardLoopWorker (agent_loop.py _compute_score): per_response. prime.py uses a process
+  pool. NeMo-RL's dapo_math_verify and verl's math_dapo score only the last 300 characters.
 
 Per-response seconds: measured on this project's 2-core VM (AMD EPYC, Python 3.11, one
 process) by scripts/bench_reward_host.py with the packages' own functions (math-verify 0.8.0,
