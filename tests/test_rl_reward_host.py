@@ -108,6 +108,20 @@ def test_a_plan_with_and_without_the_verifier(tmp_path: Path) -> None:
         max(rollout + b["reward_host_s"]["value"], train) + a["weight_sync_s"]["value"])
 
 
+def test_each_generation_round_scores_its_batch(tmp_path: Path) -> None:
+    # DAPO's dynamic sampling, 2 rounds a step: 2 x 64 x 1.85 ms = 0.2368 s
+    d = _details(_plan(tmp_path, {"kind": "rule", "verifier": "math-verify", "workers": 8},
+                       generation_rounds_per_step=2.0))
+    assert d["reward_host_s"]["value"] == pytest.approx(0.2368)
+    assert d["reward_host_total_s"]["value"] == pytest.approx(2 * 512 * 1.85e-3)
+
+
+def test_a_reward_model_has_no_rule_on_the_host(tmp_path: Path) -> None:
+    d = _details(_plan(tmp_path, {"kind": "model", "model": "qwen2.5-0.5b"}))
+    assert d["reward_host_s"]["value"] == 0.0 and d["reward_model_s"]["value"] > 0
+    assert "reward model" in d["reward_host_basis"]
+
+
 @pytest.mark.parametrize(("reward", "field", "key", "says"), [
     ({"kind": "rule", "verifier": "math-verify", "workers": 0}, "reward.workers", "workers:",
      "greater than or equal to 1"),

@@ -45,7 +45,7 @@ from gpuhours.plan.rl_padding import (
     sequences_per_packed_micro_batch,
 )
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
-from gpuhours.plan.rl_reward_host import reward_host
+from gpuhours.plan.rl_reward_host import RewardHost, reward_host
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import expert_scoring_s, ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_scoring_host import scoring_pass_s
@@ -1008,9 +1008,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # a rule reward's host work (plan/rl_reward_host.py): on the rollout side, where the
     # frameworks score (NeMo-RL inside its generation, in the one-step-off collector too); each
     # generation round scores its batch
-    reward_host_part = reward_host(phase.reward.verifier, phase.reward.workers or 1,
-                                   phase.reward.per_response, sequences, phase.response_tokens,
-                                   rollout_s / phase.generation_rounds_per_step)
+    reward_host_part = (reward_host(phase.reward.verifier, phase.reward.workers or 1,
+                                    phase.reward.per_response, sequences, phase.response_tokens,
+                                    rollout_s / phase.generation_rounds_per_step)
+                        if phase.reward.kind == "rule" else
+                        RewardHost(0.0, 0.0, "a reward model scores the responses (its forward "
+                                             "in the reward model part): no rule on the host"))
     reward_host_s = reward_host_part.critical_s * phase.generation_rounds_per_step
     rollout_side = rollout_s + reward_host_s
 
