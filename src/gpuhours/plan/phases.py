@@ -925,8 +925,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                 tokens=sequences * seq), share)
         else:
             dp = hw.num_gpus // (t.tp * t.pp * t.cp)
-            _check_colocated_split(ctx, phase, e, share, reward_arch,
-                                   ce if critic_own else None, dp if t.zero_stage == 3 else 1)
+            _check_colocated_split(ctx, phase, e, share, reward_arch, ce if critic_own else None,
+                                   t.tp * t.pp * (dp if t.zero_stage == 3 else 1))
     if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
         def role_update_s(gpus: int, critic: bool = False) -> tuple[float, Training]:
             rt, rhw, rbasis = training_setup(ctx, phase, {**(critic_setup if critic else s),
@@ -1204,12 +1204,12 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate, sh
     The policy's weights, master copy and optimizer moments; PPO's critic's alike (`critic`,
     its own estimate where it has its own ZeRO stage, else the policy's: the policy's size); a
     reward model's
-    weights in bf16 over `shards` ranks (ZeRO-3's data-parallel ranks, as the policy's; 1
-    otherwise), over its tensor and pipeline groups as the policy's. The reference model is not
+    weights in bf16 over `shards` GPUs (the policy's tensor and pipeline groups, times its
+    data-parallel ranks under ZeRO-3). The reference model is not
     counted: NeMo-RL keeps its weights in host memory and loads them for its pass
     (megatron_policy_worker.py reference_state_dict @108bffda), verl's scripts offload it
-    (ref.fsdp_config.param_offload), an adapter policy's is its own base. A verdict (exit 1), not bad input. HF
-    generate runs in the trainer's own model and is not checked here."""
+    (ref.fsdp_config.param_offload), an adapter policy's is its own base. A verdict (exit 1),
+    not bad input. HF generate runs in the trainer's own model and is not checked here."""
     from gpuhours.estimate.params import count_params
 
     m = e.memory
@@ -1220,9 +1220,8 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate, sh
         parts.append(("PPO's critic's", cm.weights_bytes.value + cm.master_weights_bytes.value
                       + cm.optimizer_bytes.value))
     if reward_arch is not None:
-        split = int(e.setup.get("tp") or 1) * int(e.setup.get("pp") or 1)
         parts.append(("the reward model's bf16 weights",
-                      2.0 * count_params(reward_arch).total / (shards * split)))
+                      2.0 * count_params(reward_arch).total / shards))
     resident = sum(b for _, b in parts)
     device = m.device_bytes.value
     left = (1 - share) * device
