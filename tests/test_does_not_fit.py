@@ -75,18 +75,20 @@ def test_generation_whose_weights_leave_no_room_exits_1_with_json() -> None:
 
 def test_generation_batch_beyond_the_kv_cache_exits_1_with_json() -> None:
     """Qwen2.5-7B on an H100: (0.9 x 85,520,809,984 - 15,231,233,024 bytes of weights -
-    2,097,152,000 of vLLM's profiling run: 16,384 tokens x (2 x 3,584 + 3 x 18,944) x 2 bytes) /
-    (28 layers x 4 KV heads x 128 x 2 x 2 bytes x 1,024 tokens = 58,720,256) = 1,015.7: 1,015
-    sequences fit, not 100,000."""
+    5,100,273,664 of vLLM's profiling run: its dummy sampler run, 16,384 tokens x 3,584 x 2
+    bytes of hidden states + 1,024 requests (vLLM V1's max_num_seqs on an H100) x 152,064
+    logits x 32 bytes, above the forward's 16,384 x (2 x 3,584 + 3 x 18,944) x 2 =
+    2,097,152,000) / (28 layers x 4 KV heads x 128 x 2 x 2 bytes x 1,024 tokens = 58,720,256)
+    = 964.5: 964 sequences fit, not 100,000."""
     args = ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm", "--batch", "100000"]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 1
-    assert "--batch" in r.stderr and "at most 1015 fit" in r.stderr
+    assert "--batch" in r.stderr and "at most 964 fit" in r.stderr
     r = CliRunner().invoke(app, [*args, "--json"])
     assert r.exit_code == 1
     data = json.loads(r.stdout)
     assert data["fits"] is False
-    assert data["max_batch_by_memory"]["value"] == 1015
+    assert data["max_batch_by_memory"]["value"] == 964
     assert data["batch"]["value"] == 100000
     assert data["profile_reserve_bytes"]["value"] == 16_384 * 64_000 * 2
 
