@@ -90,7 +90,7 @@ def test_generation_batch_beyond_the_kv_cache_exits_1_with_json() -> None:
     assert data["fits"] is False
     assert data["max_batch_by_memory"]["value"] == 964
     assert data["batch"]["value"] == 100000
-    assert data["profile_reserve_bytes"]["value"] == 16_384 * 64_000 * 2
+    assert data["profile_reserve_bytes"]["value"] == 16_384 * 3_584 * 2 + 1_024 * 152_064 * 32
 
 
 def test_generation_that_fits_says_so_in_json() -> None:
