@@ -512,14 +512,20 @@ def estimate(
                          "--batch, --checkpointing or --zero given, the global batch is "
                          "micro-batch x accumulation x data-parallel GPUs.",
                          "Leave those out, or set the batch with --batch and --grad-accum.")
-    if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
-        # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
-        # fastest setup that fits rather than refuse the defaults
+    # the setup fields the user gave (kept) and those left for gpuhours to choose
+    kept = [f for f, p in (("micro_batch", "batch"), ("checkpointing", "checkpointing"),
+                           ("zero_stage", "zero")) if not _not_given(ctx, p) or f in fill]
+    layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+    partly_open = len(kept) < 3
+    if (not e.memory.fits or global_batch is not None) and not ignore_memory and partly_open:
+        # the question left the setup open ("a 65B model on 2,048 GPUs"), or part of it:
+        # answer it with the fastest setup that fits, keeping what was given, rather than
+        # refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
-        layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
         found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch,
-                             fixed_overlaps=_given_overlaps(ctx))
+                             fixed_overlaps=_given_overlaps(ctx), keep=kept,
+                             kernels_open=_not_given(ctx, "kernels") and "kernels" not in fill)
         if found is not None:
             t, why = found
             why += (" Give --batch, --grad-accum, --checkpointing or --zero"
@@ -553,7 +559,8 @@ def estimate(
         # state does not fit whatever the batch), and say when the sequence is beyond the
         # model's positions (the estimate's warning, else shown only with --ignore-memory)
         field = setting_at_fault(t, hw)
-        option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method"}[field]
+        option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method",
+                  "zero_stage": "--zero", "checkpointing": "--checkpointing"}[field]
         beyond = beyond_positions_warning(t)
         too_big = DoesNotFit(
             option, f"micro-batch {batch} x seq {seq} needs "

@@ -603,7 +603,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             parts[f"{c.name} over {c.link}"] = c.exposed_s
         parts[f"data-parallel gradients over {link}"] = parts.pop(
             f"communication over {link}")
-    bottleneck = max(parts, key=lambda k: parts[k])
+    bottleneck = network_bottleneck(collectives, comm_s, link, gpu_compute_s) or max(
+        parts, key=lambda k: parts[k])
     return StepTime(
         matmul_s=matmul_s,
         attention_s=attention_s,
@@ -624,6 +625,27 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         expert_gemm_s=expert_gemm_s,
         checkpoint_copy_s=checkpoint_copy_s,
     )
+
+
+#: said of a step whose collectives take longer in all than the compute they overlap
+NETWORK_BOUND_NOTE = "more in all than the compute it overlaps"
+
+
+def network_bottleneck(collectives: tuple[P.Collective, ...], comm_s: float, link: str,
+                       gpu_compute_s: float) -> str:
+    """The bottleneck label of a step whose communication, hidden or not, takes longer in all
+    than its GPU compute (matmuls, attention, memory-bound work): the step then waits on the
+    network however well the collectives overlap, although the part left exposed may be
+    smaller than the matmuls. The largest collective on its link; "" when compute is longer."""
+    if collectives:
+        total = sum(c.seconds for c in collectives)
+        if total <= gpu_compute_s or total <= 0:
+            return ""
+        big = max(collectives, key=lambda c: c.seconds)
+        return f"{big.name} over {big.link} (communication {NETWORK_BOUND_NOTE})"
+    if comm_s <= gpu_compute_s or comm_s <= 0:
+        return ""
+    return f"communication over {link} ({NETWORK_BOUND_NOTE})"
 
 
 def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: float, e_mm: float,
