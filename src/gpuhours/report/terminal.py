@@ -372,6 +372,8 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
     elif data.get("gpu_hours") is not None:
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
+    if data.get("setup_chosen"):
+        console.print(f"[yellow]warning:[/yellow] {esc(data['setup_chosen'])}")
     if data.get("track_record"):
         from gpuhours.estimate.track_record import TrackRecord
 
