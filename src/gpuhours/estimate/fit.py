@@ -18,7 +18,8 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
-from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
+from gpuhours.estimate.timing import (TP_OVERLAP_GENERATIONS, groups_cross_nodes,
+                                      training_step_time)
 from gpuhours.setup import Hardware, Training
 
 MAX_MICRO_BATCH = 512
@@ -193,7 +194,8 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     arch, n = t.arch, hw.num_gpus
     powers = [2 ** k for k in range(12)]
     # only sizes that split every width Megatron-Core divides (heads, KV heads, MLP)
-    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and not tp_split_problem(arch, x)]
+    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and not tp_split_problem(arch, x)
+           and not groups_cross_nodes(n, hw.gpus_per_node, x)]
     # any stage count up to one layer a stage: uneven stages (parallel.stage_layers) are
     # Megatron-Core's --decoder-first/last-pipeline-num-layers
     pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if n % x == 0]
