@@ -206,7 +206,7 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
         for pp in pps:
             for cp in cps:
                 mp = tp * pp * cp
-                if n % mp or t.seq_len % cp or tp * cp > hw.gpus_per_node:
+                if n % mp or (cp > 1 and t.seq_len % (2 * cp)) or tp * cp > hw.gpus_per_node:
                     continue
                 for ep in eps:
                     if (tp * cp * (n // mp)) % ep == 0:
