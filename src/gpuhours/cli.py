@@ -914,6 +914,14 @@ def generation(
         # fits, as estimate chooses a training setup; else the verdict names the size needed
         tp_open = (_not_given(ctx, "tensor_parallel") and _not_given(ctx, "device_map_gpus")
                    and g.engine != "hf-generate")
+        if tp_open and g.batch is not None:
+            # a batch given: a replica is chosen only when the model leaves no room for one
+            # sequence on a GPU (else the batch is what to change: the verdict says so)
+            try:
+                estimate_generation(g.model_copy(update={"batch": None}), hw, book)
+                tp_open = False
+            except DoesNotFit:
+                pass
         found = _smallest_generation_tp(g, hw, book, too_big) if tp_open else None
         if found is None:
             # a verdict, as estimate's: with --json the figures behind it, then exit code 1
