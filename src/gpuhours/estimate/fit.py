@@ -579,7 +579,7 @@ def default_global_batch(t: Training) -> tuple[int, str]:
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                  search_layouts: bool = False, global_batch: int | None = None,
                  fixed_overlaps: Collection[str] = (), keep: Collection[str] = (),
-                 kernels_open: bool = False) -> tuple[Training, str] | None:
+                 kernels_open: bool = True) -> tuple[Training, str] | None:
     """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
     ZeRO stage, accumulation chosen, and with `search_layouts` the parallel layout; everything
     else as given), with a sentence saying what was chosen and why; None when none fits. For a
@@ -598,7 +598,7 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     (_network_bound: collectives under NOT_COMPUTE_BOUND_SHARE of compute); the fastest
     tensor/pipeline/context/expert layout is chosen otherwise, each layout costed on the
     kernel path that runs it (Megatron-Core's, kernels megatron) unless `kernels_open` is
-    False (the user gave --kernels). Policy, not physics:
+    False (the user gave --kernels: t's are kept). Policy, not physics:
     the analytic model puts tensor parallelism ahead of ZeRO for the Llama 2 runs, yet lands
     under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
     basis = "given"
