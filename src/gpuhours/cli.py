@@ -529,7 +529,9 @@ def estimate(
         if found is not None:
             t, why = found
             why += (" Give --batch, --grad-accum, --checkpointing or --zero"
-                    f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''} to choose yourself.")
+                    f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''}"
+                    f"{' (and --kernels)' if t.kernels == 'megatron' else ''} to choose "
+                    f"yourself.")
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch
