@@ -555,15 +555,6 @@ def communication_share(t: Training, hw: Hardware, c: Candidate) -> tuple[float,
     return comm, st.compute_s, st.bottleneck
 
 
-def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
-    """Whether the candidate's step is not clearly compute-bound: its bottleneck a collective
-    on a link ("... over <link>", also when the collectives in all outlast the compute that
-    hides part of them), or its collectives, hidden or not, at least NOT_COMPUTE_BOUND_SHARE
-    of its GPU compute."""
-    comm, compute, bottleneck = communication_share(t, hw, c)
-    return " over " in bottleneck or comm >= NOT_COMPUTE_BOUND_SHARE * compute
-
-
 def default_global_batch(t: Training) -> tuple[int, str]:
     """Sequences per optimizer step when the question gives none: the tokens per step of the
     model's size class (A.DEFAULT_GLOBAL_BATCH_TOKENS, by total parameters, from published
@@ -595,7 +586,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
 
     Plain data parallelism (ZeRO/FSDP, which any framework runs) is kept when a setup of it
     fits, its ranks do not outnumber the target batch and its step is clearly compute-bound
-    (_network_bound: collectives under NOT_COMPUTE_BOUND_SHARE of compute); the fastest
+    (its collectives, hidden or not, under NOT_COMPUTE_BOUND_SHARE of its compute,
+    and its bottleneck no collective); the fastest
     tensor/pipeline/context/expert layout is chosen otherwise, each layout costed on the
     kernel path that runs it (Megatron-Core's, kernels megatron) unless `kernels_open` is
     False (the user gave --kernels: t's are kept). Policy, not physics:
@@ -618,8 +610,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         elif plain is None:
             searched = "no plain data-parallel setup fits, so parallel layouts were searched"
         else:
-            comm, compute, _ = communication_share(t, hw, plain)
-            if _network_bound(t, hw, plain):
+            comm, compute, bottleneck = communication_share(t, hw, plain)
+            if " over " in bottleneck or comm >= NOT_COMPUTE_BOUND_SHARE * compute:
                 searched = (f"plain data parallelism is not compute-bound (its collectives "
                             f"take {comm:,.3g} s a step, hidden or not, beside {compute:,.3g} "
                             f"s of compute), so parallel layouts were searched")
@@ -627,7 +619,10 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                 searched = (f"plain data parallelism kept: its step is compute-bound "
                             f"(collectives {comm:,.3g} s beside {compute:,.3g} s of compute; "
                             f"layouts are searched from {NOT_COMPUTE_BOUND_SHARE:.0%})")
-    megatron = kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
+    # the megatron path models none of DeepSpeed's ZeRO-3 hooks, Liger's patches or LoRA
+    # dropout (setup.py _check_megatron): a setup with them keeps its kernels
+    megatron = (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
+                and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
     if searched and not searched.startswith("plain data parallelism kept"):
         result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
                      fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
