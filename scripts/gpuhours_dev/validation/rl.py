@@ -1739,8 +1739,14 @@ def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
     from gpuhours.plan.budget import evaluate
     from gpuhours.plan.load import load_plan
 
-    # a GB200 job's GPUs share one NVLink domain (`_NVLINK_DOMAIN_GPUS`); DGX/HGX nodes of 8
-    per_node = (min(_NVLINK_DOMAIN_GPUS[case.gpu], case.settings["gpus"])
+    # a GB200 job's GPUs in NVLink domains of whole trays as Megatron-Bridge's launcher asks
+    # Slurm for them (validation/blackwell.py gb200_nvlink_domain_gpus: all its trays up to 18,
+    # else the largest divisor of the tray count up to 18: 64 GPUs a domain for a job of 128;
+    # NeMo-RL's page does not say how its jobs were placed: an assumption), where a rack of 72
+    # taken whole would leave TP and EP groups across its edge; DGX/HGX nodes of 8
+    from gpuhours_dev.validation.blackwell import gb200_nvlink_domain_gpus
+
+    per_node = (gb200_nvlink_domain_gpus(case.settings["gpus"])
                 if case.gpu in _NVLINK_DOMAIN_GPUS else 8)
     hardware = {"gpu": case.gpu, "gpus_per_node": per_node,
                 "nodes": max(1, -(-case.settings["gpus"] // per_node))}
