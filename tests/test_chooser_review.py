@@ -15,8 +15,7 @@ from gpuhours.cli import app
 from gpuhours.errors import FieldError
 from gpuhours.estimate import parallel as P
 from gpuhours.estimate.fit import candidate_layouts
-from gpuhours.estimate.timing import (group_link_bytes_per_s, groups_cross_nodes,
-                                      network_bottleneck)
+from gpuhours.estimate.timing import group_link_bytes_per_s, groups_cross_nodes, network_bottleneck
 from gpuhours.setup import Hardware, Training
 
 runner = CliRunner()

@@ -25,8 +25,7 @@ from gpuhours.estimate.moe_gemm import (
     unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.estimate.paged_optimizer import paged_overflow_bytes
-from gpuhours.estimate.parallel import (REFERENCE_NODE, REFERENCE_NODE_OF_GPU, reference_node,
-                                        stages_text)
+from gpuhours.estimate.parallel import REFERENCE_NODE, REFERENCE_NODE_OF_GPU, reference_node, stages_text
 from gpuhours.estimate.rope import unfused_rope_bytes_per_token_layer
 from gpuhours.estimate.step_replay import (
     STEP_REPLAY_TERM,
@@ -36,9 +35,9 @@ from gpuhours.estimate.step_replay import (
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
-    groups_cross_nodes,
     gemm_efficiency_assumptions,
     gemm_efficiency_basis,
+    groups_cross_nodes,
     peak_flops,
     training_step_time,
 )

@@ -18,8 +18,7 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
-from gpuhours.estimate.timing import (TP_OVERLAP_GENERATIONS, groups_cross_nodes,
-                                      training_step_time)
+from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, groups_cross_nodes, training_step_time
 from gpuhours.setup import Hardware, Training
 
 MAX_MICRO_BATCH = 512
