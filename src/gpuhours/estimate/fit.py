@@ -337,7 +337,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
             def trial(mb: int, replicas: int = replicas, open_accum: int = open_accum,
                       ckpt: bool = ckpt, effective_batch: int | None = layout_batch,
                       stage: int = stage, layout: dict[str, int] = layout,
-                      overlap: dict[str, bool] = overlap) -> Candidate | str | None:
+                      overlap: dict[str, bool] = overlap,
+                      tl: Training = tl) -> Candidate | str | None:
                 """A candidate; None: fits but cannot make the batch; "stop": too big."""
                 if effective_batch is not None and mb * replicas > effective_batch:
                     return "stop"  # a larger micro-batch overshoots on every replica
