@@ -282,7 +282,11 @@ class ModelArch:
     #: cache, from the config's mamba_ssm_dtype (Qwen3.5: float32, 4); None: the KV cache's
     #: dtype. SGLang reads it from the config (text_config for a VL model) before its own
     #: float32 default (sgl-project/sglang@02e208de python/sglang/srt/configs/mamba_utils.py
-    #: mamba2_state_dtype); the conv window stays in the model dtype
+    #: mamba2_state_dtype); the conv window stays in the model dtype. Nemotron-H: the config's
+    #: mamba_ssm_cache_dtype (NemotronHConfig's default float32), which vLLM takes when its own
+    #: --mamba-ssm-cache-dtype is "auto" (vllm-project/vllm vllm/model_executor/models/config.py
+    #: NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype, float32 when the config has none;
+    #: vLLM releases before that hook, e.g. @1936cf38, keep it in the model dtype)
     ssm_state_bytes: int | None = None
 
     @property
