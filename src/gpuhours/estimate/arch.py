@@ -1050,7 +1050,6 @@ def _nemotron_h(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
                          _refusal_hint())
     kinds = _nemotron_h_layer_kinds(cfg, where)
     layers = len(kinds)
-    d = _positive_int(cfg["hidden_size"], where, "hidden_size")
     mamba, attention = kinds.count("linear_attention"), kinds.count("full_attention")
     moe = kinds.count("moe")
     top_k = cfg["num_experts_per_tok"] if moe else None

@@ -93,8 +93,8 @@ def _attention(arch: ModelArch, weights_only: bool = False) -> int:
 def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
     """One MoE layer: the routed experts (all, or the top-k of one token), the router (d x E;
     gpt-oss adds a bias of E) and the shared expert (an MLP gated as the experts are; plus its
-    d -> 1 sigmoid gate in Qwen-MoE). transformers stores the experts as 3-D parameters (gate_up_proj, down_proj),
-    without biases but in gpt-oss (2 f + d per expert)."""
+    d -> 1 sigmoid gate in Qwen-MoE). transformers stores the experts as 3-D parameters
+    (gate_up_proj, down_proj), without biases but in gpt-oss (2 f + d per expert)."""
     d = arch.hidden_size
     experts = arch.experts_per_token if active_only else arch.num_experts
     expert_bias = arch.expert_bias and not weights_only  # gpt-oss's biased experts
