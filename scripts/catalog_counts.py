@@ -25,7 +25,7 @@ from gpuhours.estimate.params import count_params
 
 #: model types outside the analytic model, at their transformers default configs
 UNCOVERED = ("olmo", "olmo2", "cohere", "gemma3_text",
-             "bamba", "nemotron_h", "zamba2", "granitemoeshared", "phimoe",
+             "bamba", "zamba2", "granitemoeshared", "phimoe",
              "deepseek_v32")
 #: covered types whose transformers default config leaves out a field the estimate needs
 DEFAULT_FIXES: dict[str, dict[str, Any]] = {"deepseek_v2": {"num_experts_per_tok": 6}}

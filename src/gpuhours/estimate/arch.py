@@ -19,8 +19,8 @@ Covered, each read as transformers builds it (the reader's docstring cites the m
 - multi-head latent attention with DeepSeek's MoE (MLA_MODEL_TYPES): deepseek_v2, deepseek_v3;
 - MoE families (MOE_MODEL_TYPES): llama4_text (and a llama4 config's language model),
   gpt_oss, glm4_moe, olmoe, granitemoe;
-- state-space models and hybrids (SSM_MODEL_TYPES): mamba2, falcon_h1, granitemoehybrid
-  (Mamba-2 mixers), jamba and mamba (Mamba-1 mixers);
+- state-space models and hybrids (SSM_MODEL_TYPES): mamba2, falcon_h1, granitemoehybrid,
+  nemotron_h (Mamba-2 mixers), jamba and mamba (Mamba-1 mixers);
 - LayerNorm decoders with non-gated MLPs (CLASSIC_MODEL_TYPES): phi, starcoder2, gpt_neox, falcon;
 - qwen2_vl, like qwen2_5_vl, with its own tower (estimate/vision.py).
 Models whose layers differ are summed layer kind by layer kind in estimate/blocks.py.
@@ -282,7 +282,11 @@ class ModelArch:
     #: cache, from the config's mamba_ssm_dtype (Qwen3.5: float32, 4); None: the KV cache's
     #: dtype. SGLang reads it from the config (text_config for a VL model) before its own
     #: float32 default (sgl-project/sglang@02e208de python/sglang/srt/configs/mamba_utils.py
-    #: mamba2_state_dtype); the conv window stays in the model dtype
+    #: mamba2_state_dtype); the conv window stays in the model dtype. Nemotron-H: the config's
+    #: mamba_ssm_cache_dtype (NemotronHConfig's default float32), which vLLM takes when its own
+    #: --mamba-ssm-cache-dtype is "auto" (vllm-project/vllm vllm/model_executor/models/config.py
+    #: NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype, float32 when the config has none;
+    #: vLLM releases before that hook, e.g. @1936cf38, keep it in the model dtype)
     ssm_state_bytes: int | None = None
 
     @property
@@ -426,7 +430,7 @@ MOE_MODEL_TYPES = frozenset({"llama4_text", "gpt_oss", "glm4_moe", "olmoe", "gra
 #: state-space models and hybrids with Mamba-2 mixers (_mamba_family), Jamba's and Mamba's
 #: Mamba-1 mixers
 SSM_MODEL_TYPES = frozenset({"mamba2", "falcon_h1", "granitemoehybrid", "jamba", "mamba",
-                             "falcon_mamba"})
+                             "falcon_mamba", "nemotron_h"})
 #: LayerNorm decoders with biased, non-gated GELU MLPs (_classic): Phi-1/2 (parallel block,
 #: biased head, q/k LayerNorms), StarCoder2 (GQA), GPT-NeoX (fused qkv, parallel residual),
 #: Falcon (fused multi-query or grouped qkv, parallel attention)
@@ -888,7 +892,10 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
       projectors_bias; the gated norm only with mamba_rms_norm) and a dense gated MLP;
     - granitemoehybrid (Granite 4): each layer a mixer ("linear_attention" or "mamba" in
       layer_types) or attention, then the MoE (when num_local_experts > 0) and a shared gated
-      MLP of shared_intermediate_size."""
+      MLP of shared_intermediate_size;
+    - nemotron_h: one kind of layer each (_nemotron_h)."""
+    if model_type == "nemotron_h":  # its layer count is its pattern's length
+        return _nemotron_h(cfg, name, where)
     layers = _positive_int(_get(cfg, where, "num_hidden_layers"), where, "num_hidden_layers")
     d = _positive_int(_get(cfg, where, "hidden_size"), where, "hidden_size")
     if model_type == "jamba":
@@ -965,6 +972,119 @@ def _mamba_family(cfg: dict[str, Any], name: str, where: str, model_type: str) -
         return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba)
     return replace(arch, ssm_layers=mamba, attention_layers=layers - mamba,
                    shared_expert_intermediate_size=shared, shared_expert_gate=False)
+
+
+#: NemotronHConfig's pattern characters and layer_types names (transformers 5.23
+#: configuration_nemotron_h.py _pattern_to_list; "mamba" and "attention" are the legacy names
+#: configuration_utils.remap_legacy_layer_types maps to the newer ones)
+_NEMOTRON_H_KINDS = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe",
+                     "mamba": "linear_attention", "attention": "full_attention",
+                     "linear_attention": "linear_attention", "full_attention": "full_attention",
+                     "mlp": "mlp", "moe": "moe"}
+#: the fields a nemotron_h config takes from NemotronHConfig when it leaves them out
+#: (transformers 5.23 configuration_nemotron_h.py); the older spellings (mamba_n_groups,
+#: mamba_d_conv, mamba_chunk_size, mamba_conv_bias) are read first as its __post_init__ does
+_NEMOTRON_H_DEFAULTS: dict[str, Any] = dict(
+    vocab_size=131072, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+    head_dim=128, intermediate_size=21504, mlp_bias=False, ssm_state_size=128,
+    mamba_num_heads=128, mamba_head_dim=64, n_groups=8, conv_kernel=4, use_conv_bias=True,
+    chunk_size=128, mamba_ssm_cache_dtype="float32", n_routed_experts=8,
+    moe_intermediate_size=7688, moe_shared_expert_intermediate_size=7688,
+    num_experts_per_tok=2, use_bias=False, max_position_embeddings=4096)
+_NEMOTRON_H_OLD_NAMES = {"n_groups": "mamba_n_groups", "conv_kernel": "mamba_d_conv",
+                         "chunk_size": "mamba_chunk_size", "use_conv_bias": "mamba_conv_bias"}
+
+
+def _nemotron_h_layer_kinds(cfg: dict[str, Any], where: str) -> list[str]:
+    """The kind of each layer: layers_block_type (or layer_types, its attribute_map alias),
+    else hybrid_override_pattern, else NemotronHConfig's default of four layers; the layer
+    count is that list's length (transformers ignores num_hidden_layers)."""
+    kinds = cfg.get("layers_block_type") or cfg.get("layer_types")
+    field = "layers_block_type"
+    if kinds is None and cfg.get("hybrid_override_pattern") is not None:
+        field, kinds = "hybrid_override_pattern", cfg["hybrid_override_pattern"]
+        if not isinstance(kinds, str):
+            raise InputError(where, f"field 'hybrid_override_pattern' must be a string of M, *, "
+                                    f"- and E, got {kinds!r}.")
+        kinds = list(kinds)
+    if kinds is None:
+        kinds = ["linear_attention", "moe", "full_attention", "mlp"]
+    bad = [k for k in kinds if not isinstance(k, str) or k not in _NEMOTRON_H_KINDS] \
+        if isinstance(kinds, list) else [kinds]
+    if bad or not kinds:
+        raise InputError(where, f"field {field!r} must list the layers, each M (Mamba-2), * "
+                                f"(attention), - (MLP) or E (MoE) (or mamba, attention, mlp, "
+                                f"moe), got {bad[:3] if bad else kinds!r}.")
+    return [_NEMOTRON_H_KINDS[k] for k in kinds]
+
+
+def _nemotron_h(cfg: dict[str, Any], name: str, where: str) -> ModelArch:
+    """Nemotron-H, Nemotron Nano 2 and Nemotron 3 (transformers 5.23 modeling_nemotron_h.py):
+    every layer one pre-norm (RMSNorm, d) and one mixer, by its kind
+    (_nemotron_h_layer_kinds):
+    - "M": a Mamba-2 mixer (NemotronHMamba2Mixer) of mamba_num_heads x mamba_head_dim inner
+      width (not expand x hidden), n_groups groups of ssm_state_size, conv_kernel taps (biased
+      with use_conv_bias), in_proj and out_proj biased with use_bias, a gated RMSNorm;
+    - "*": attention (NemotronHAttention): q, k, v, o without biases whatever attention_bias
+      says, head_dim wide heads, no q/k norms, no rotary;
+    - "-": a non-gated MLP (NemotronHMLP: up_proj, down_proj, biased with mlp_bias; relu2 by
+      default) of intermediate_size;
+    - "E": MoE (NemotronHMoE): n_routed_experts non-gated experts of moe_intermediate_size
+      (3-D parameters, no biases), num_experts_per_tok a token, a router of E x d without
+      bias (its e_score_correction_bias is a buffer; n_group / topk_group pick the experts,
+      no parameters), and one shared expert, a NemotronHMLP of
+      moe_shared_expert_intermediate_size (n_shared_experts is not read by transformers).
+    An LM head untied, whatever tie_word_embeddings says. A latent MoE (moe_latent_size: the experts work in a
+    narrower space between two projections, Nemotron 3 Super) is refused, not covered; the
+    multi-token-prediction layers (num_nextn_predict_layers) are not built by
+    transformers' NemotronHForCausalLM and not counted. relu2 keeps no more for backward than
+    torch's native GELU (relu's output, which square reads, and square's output)."""
+    cfg = {**_NEMOTRON_H_DEFAULTS, **{k: v for k, v in cfg.items() if v is not None}}
+    for new_name, old in _NEMOTRON_H_OLD_NAMES.items():
+        if cfg.get(old) is not None:
+            cfg[new_name] = cfg[old]
+    if cfg.get("moe_latent_size") is not None:
+        raise FieldError("model", f"{where}: a nemotron_h config with moe_latent_size (a latent "
+                         "MoE, as Nemotron 3 Super's) is not covered by the analytic model: the "
+                         "experts' width, their FLOPs and traffic would be read wrongly.",
+                         _refusal_hint())
+    kinds = _nemotron_h_layer_kinds(cfg, where)
+    layers = len(kinds)
+    mamba, attention = kinds.count("linear_attention"), kinds.count("full_attention")
+    moe = kinds.count("moe")
+    top_k = cfg["num_experts_per_tok"] if moe else None
+    base = _llama_like({
+        **cfg, "num_hidden_layers": layers, "sliding_window": None, "num_local_experts": None,
+        "num_experts": cfg["n_routed_experts"] if moe else None, "num_experts_per_tok": top_k,
+        "moe_intermediate_size": cfg["moe_intermediate_size"] if moe else None,
+        "shared_expert_intermediate_size": None, "attention_bias": False,
+        # NemotronHForCausalLM's _tied_weights_keys is empty: transformers 5.23 builds an
+        # untied head whatever tie_word_embeddings says (the released configs say false)
+        "tie_word_embeddings": False}, name, where, "nemotron_h")
+    heads = _positive_int(cfg["mamba_num_heads"], where, "mamba_num_heads")
+    head_dim = _positive_int(cfg["mamba_head_dim"], where, "mamba_head_dim")
+    bias = bool(cfg["use_bias"])
+    ssm = MambaMixer(
+        inner=heads * head_dim, heads=heads, head_dim=head_dim,
+        state_size=_positive_int(cfg["ssm_state_size"], where, "ssm_state_size"),
+        groups=_positive_int(cfg["n_groups"], where, "n_groups"),
+        conv_kernel=_positive_int(cfg["conv_kernel"], where, "conv_kernel"),
+        chunk_size=_positive_int(cfg["chunk_size"], where, "chunk_size"),
+        in_bias=bias, out_bias=bias, conv_bias=bool(cfg["use_conv_bias"]))
+    state_dtype = cfg["mamba_ssm_cache_dtype"]
+    state_bytes = {"float32": 4, "bfloat16": 2, "float16": 2}.get(str(state_dtype))
+    if state_bytes is None:
+        raise InputError(where, f"field 'mamba_ssm_cache_dtype' must be float32, bfloat16 or "
+                                f"float16, got {state_dtype!r}.")
+    shared = (_positive_int(cfg["moe_shared_expert_intermediate_size"], where,
+                            "moe_shared_expert_intermediate_size") if moe else 0)
+    return replace(
+        base, gated_mlp=False, norms_per_block=1, counted_by_blocks=True, ssm=ssm,
+        ssm_layers=mamba, attention_layers=attention, mlp_free_layers=mamba + attention,
+        # the layers without experts: the "-" MLP layers and the mixer-only ones
+        dense_mlp_layers=layers - moe if moe else 0,
+        shared_expert_intermediate_size=shared, shared_expert_gate=False,
+        qkv_bias=False, out_bias=False, qk_norm=False, ssm_state_bytes=state_bytes)
 
 
 #: the language model's fields a qwen3_next / qwen3_5_text / qwen3_5_moe_text config takes from

@@ -92,9 +92,9 @@ def _attention(arch: ModelArch, weights_only: bool = False) -> int:
 
 def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
     """One MoE layer: the routed experts (all, or the top-k of one token), the router (d x E;
-    gpt-oss adds a bias of E) and the shared expert (a gated MLP; plus its d -> 1 sigmoid gate
-    in Qwen-MoE). transformers stores the experts as 3-D parameters (gate_up_proj, down_proj),
-    without biases but in gpt-oss (2 f + d per expert)."""
+    gpt-oss adds a bias of E) and the shared expert (an MLP gated as the experts are; plus its
+    d -> 1 sigmoid gate in Qwen-MoE). transformers stores the experts as 3-D parameters
+    (gate_up_proj, down_proj), without biases but in gpt-oss (2 f + d per expert)."""
     d = arch.hidden_size
     experts = arch.experts_per_token if active_only else arch.num_experts
     expert_bias = arch.expert_bias and not weights_only  # gpt-oss's biased experts
@@ -104,7 +104,8 @@ def _moe_mlp(arch: ModelArch, active_only: bool, weights_only: bool) -> int:
     shared = 0
     if arch.shared_expert_intermediate_size:
         bias = arch.mlp_bias and not weights_only  # DeepSeek-V2's shared MLP honours mlp_bias
-        shared = _ffn(d, arch.shared_expert_intermediate_size, True, bias)
+        # gated as the experts are (Nemotron-H's shared expert is a plain MLP, as its experts)
+        shared = _ffn(d, arch.shared_expert_intermediate_size, arch.gated_mlp, bias)
         shared += d if arch.shared_expert_gate else 0
     return routed + router + shared
 

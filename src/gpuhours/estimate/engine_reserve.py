@@ -101,9 +101,11 @@ def forward_elements_per_token(arch: ModelArch, tensor_parallel: int = 1) -> flo
     if not arch.is_moe:
         return 2.0 * d + dense
     k = float(arch.experts_per_token)
-    routed = k * (3.0 * arch.moe_intermediate_size / tp + d)
-    shared = 3.0 * arch.shared_expert_intermediate_size / tp
-    mlp = max(routed + shared, dense if arch.dense_mlp_layers else 0.0)
+    widths = 3.0 if arch.gated_mlp else 2.0  # Nemotron-H's experts: fc1's output, relu2's
+    routed = k * (widths * arch.moe_intermediate_size / tp + d)
+    shared = widths * arch.shared_expert_intermediate_size / tp
+    has_dense = arch.dense_mlp_layers > arch.mlp_free_layers  # some layer has a dense MLP
+    mlp = max(routed + shared, dense if has_dense else 0.0)
     return 2.0 * d + mlp
 
 

@@ -129,8 +129,9 @@ def state_bytes_per_sequence_per_gpu(arch: ModelArch, bytes_per_element: float,
     bytes / tp, the same whatever the sequence's length (it replaces a KV cache in those
     layers). Assumed: kept in the KV-cache dtype (vLLM's mamba_ssm_cache_dtype "auto") and
     split with the heads over the group, as vLLM's Mamba-2 layers shard them. A config that
-    names the recurrent state's dtype (mamba_ssm_dtype: Qwen3.5's float32,
-    ModelArch.ssm_state_bytes) keeps that part in it, the conv windows in the KV dtype."""
+    names the recurrent state's dtype (mamba_ssm_dtype: Qwen3.5's float32; Nemotron-H's
+    mamba_ssm_cache_dtype; ModelArch.ssm_state_bytes) keeps that part in it, the conv windows
+    in the KV dtype."""
     conv = arch.ssm_conv_state_elements
     recurrent = arch.ssm_state_elements - conv
     state_bytes = arch.ssm_state_bytes or bytes_per_element

@@ -115,7 +115,8 @@ def layer_linear_shapes(arch: ModelArch) -> list[tuple[int, int, int]]:
         shapes += [(d, f, dense * (2 if arch.gated_mlp else 1)), (f, d, dense)]
     shared = arch.shared_expert_intermediate_size
     if arch.is_moe and shared:
-        shapes += [(d, shared, 2 * arch.moe_layers), (shared, d, arch.moe_layers)]
+        shapes += [(d, shared, (2 if arch.gated_mlp else 1) * arch.moe_layers),
+                   (shared, d, arch.moe_layers)]
     return [s for s in shapes if s[2] > 0]
 
 

@@ -157,7 +157,7 @@ def mlp_transient_elements_per_token(arch: ModelArch, release: str = "5.0") -> t
     if arch.is_moe and arch.moe_layers == arch.num_layers:
         e, k, i, d = (float(arch.num_experts), float(arch.experts_per_token),
                       float(arch.moe_intermediate_size), float(arch.hidden_size))
-        shared = 3.0 * arch.shared_expert_intermediate_size
+        shared = (3.0 if arch.gated_mlp else 2.0) * arch.shared_expert_intermediate_size
         if hf_release(release) >= (5, 0):
             routed = k * (d + 4.0 * i) + (d if shared else 0.0)
             name = "MoE layer (grouped experts: every routed token's rows at once)"

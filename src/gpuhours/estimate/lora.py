@@ -164,7 +164,7 @@ def adapted_linears(arch: ModelArch, targets: str) -> list[Adapted]:
     shared = arch.shared_expert_intermediate_size
     if shared:
         out += [Adapted(f"shared_{name}", width, moe, moe)
-                for name, width in _mlp(d, shared, True, fused)]
+                for name, width in _mlp(d, shared, arch.gated_mlp, fused)]
         if arch.shared_expert_gate:  # Qwen2-MoE's d -> 1 sigmoid gate is an nn.Linear
             out.append(Adapted("shared_expert_gate", d + 1, moe, moe))
     return out

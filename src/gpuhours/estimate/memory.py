@@ -291,8 +291,10 @@ def activation_bytes_per_token_layer(arch: ModelArch, precision: str, flash: boo
         if arch.shared_expert_intermediate_size:
             mlp += ffn_bytes(arch.shared_expert_intermediate_size)
         if arch.dense_mlp_layers:  # dense first layers (DeepSeek): the mean over the layers
-            mlp = (arch.moe_layers * mlp + arch.dense_mlp_layers
-                   * ffn_bytes(arch.intermediate_size)) / arch.num_layers
+            # that have an MLP (Nemotron-H's mixer-only layers have none: mlp_free_layers)
+            dense = arch.dense_mlp_layers - arch.mlp_free_layers
+            mlp = (arch.moe_layers * mlp + dense * ffn_bytes(arch.intermediate_size)) / (
+                arch.num_layers - arch.mlp_free_layers)
     else:
         mlp = ffn_bytes(arch.intermediate_size)
     lora = 0.0

@@ -97,7 +97,7 @@ def mlp_params(arch: ModelArch, active_only: bool = False, weights_only: bool = 
     router = d * arch.num_experts
     shared = 0
     if arch.shared_expert_intermediate_size:
-        shared = _ffn_params(d, arch.shared_expert_intermediate_size, True, False) + d
+        shared = _ffn_params(d, arch.shared_expert_intermediate_size, arch.gated_mlp, False) + d
     return routed + router + shared
 
 

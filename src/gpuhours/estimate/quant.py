@@ -86,7 +86,7 @@ def block_linears(arch: ModelArch) -> list[tuple[int, int, int]]:
         out += [(d, f, mats_in * n), (f, d, n)]
         if arch.shared_expert_intermediate_size:
             s = arch.shared_expert_intermediate_size
-            out += [(d, s, 2), (s, d, 1)]
+            out += [(d, s, mats_in), (s, d, 1)]
     else:
         out += [(d, arch.intermediate_size, mats_in), (arch.intermediate_size, d, 1)]
     return out
