@@ -1683,11 +1683,15 @@ NOT_EXPRESSED: dict[int, str] = {
     37: "DeepSpeed-Chat's Hybrid Engine (inference kernels inside the training engine) and "
         "the prompt and response lengths are not stated",
     38: "an unnamed 13B model; prompts per step, completion length, KL and reward not stated",
-    63: "Nemotron-3-Nano-30B-A3B (a hybrid of Mamba-2, attention and MoE layers) is not in the "
-        "catalog, and the row is multi-turn SWE-agent RL at a 131,072-token cap whose "
-        "environment (sandboxed repositories, tool calls, test runs) and turns a sample are "
-        "not stated; the page names no recipe for it at v0.6.0 (its dataset link points to the "
-        "super-v3 branch's docs/guides/nemotron-3-super.md)",
+    63: "the model is in the catalog (nemotron-3-nano, a hybrid of Mamba-2, attention and MoE "
+        "layers), but the row is multi-turn SWE-agent RL at a 131,072-token cap whose prompts "
+        "per step, generations per prompt, turns a sample and environment (sandboxed "
+        "repositories, tool calls, test runs between turns) are not stated (the page gives "
+        "only its G-Average Seq len, 31,599, and 37.5 tokens/s/GPU); the page names no recipe "
+        "for it at v0.6.0 (its dataset link points to the super-v3 branch's "
+        "docs/guides/nemotron-3-super.md), and the training TP 8 its table states cannot "
+        "split the model's 2 query groups, which Megatron-Core's divide(num_query_groups, tp) "
+        "requires",
 }
 
 
