@@ -640,7 +640,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
-    longest_given = seq_max  # the context check and the messages speak of the lengths given
+    # tokens the language model sees a sequence beside the text: a vision-language example's
+    # image tokens (and prompt tuning's virtual tokens). verl's token budget counts them (its
+    # input_ids hold the image pads: ppo_max_token_len_per_gpu packs by attention_mask), and
+    # they take context positions: both the packing and the context check count them
+    probe_t = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})[0]
+    extra = probe_t.llm_seq_len - probe_t.seq_len
+    # the context check and the messages speak of the lengths given (image tokens included)
+    longest_given = seq_max + extra
     if cp > 1:
         # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
         # frameworks pad each to a multiple of at least 2 x cp, the figure taken here (a lower
@@ -663,36 +670,47 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
         # the default budget (an assumption, not the user's) grows to hold the longest sequence
         budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
-                                                    math.ceil(seq_max / cp))
-        if budget * cp < seq_max:
+                                                    math.ceil((seq_max + extra) / cp))
+        if budget * cp < seq_max + extra:
             raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
                              f"a micro-batch of {budget * cp:,.0f} tokens (update_tokens_per_gpu"
                              f" {budget:,.0f} x cp {cp}) cannot hold the longest sequence, "
-                             f"{longest_given:,} tokens (prompt + max_response_tokens)"
-                             + (f", {seq_max:,} padded to a multiple of 2 x cp"
-                                if seq_max != longest_given else "")
+                             f"{longest_given:,} tokens (prompt + max_response_tokens"
+                             + (f" + {extra:,} image tokens" if extra else "") + ")"
+                             + (f", {seq_max + extra:,} padded to a multiple of 2 x cp"
+                                if seq_max + extra != longest_given else "")
                              + "; verl refuses it too (its token-budget packing asserts the "
                              "same).",
-                             f"Raise update_tokens_per_gpu to at least {math.ceil(seq_max / cp):,}"
-                             ", or use more context parallelism.")
+                             "Raise update_tokens_per_gpu to at least "
+                             f"{math.ceil((seq_max + extra) / cp):,}, or use more context "
+                             "parallelism.")
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
-        # one data-parallel rank's share of a mini-batch
-        micro = max(1, min(int(budget * cp // seq), per_rank))
+        # one data-parallel rank's share of a mini-batch; a sequence is its image tokens too
+        micro = max(1, min(int(budget * cp // (seq + extra)), per_rank))
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
     t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
     if t.arch.max_positions and longest_given > t.arch.max_positions:
         # both lengths make the sum; the longer is named first, and its line given
         response = "max_response_tokens" if phase.max_response_tokens else "response_tokens"
-        fields = (("prompt_tokens", response) if phase.prompt_tokens >= longest
-                  else (response, "prompt_tokens"))
+        images = t.images_per_example * t.image_tokens_per_image
+        sizes = {"prompt_tokens": phase.prompt_tokens, response: longest,
+                 "images_per_example": images}
+        fields = tuple(sorted((k for k, v in sizes.items() if v), key=lambda k: -sizes[k]))
         raise InputError(_field_where(ctx, phase, *fields),
-                         f"a {phase.prompt_tokens:,}-token prompt and a {longest:,}-token "
-                         f"response exceed {t.arch.name}'s {t.arch.max_positions:,}-token "
+                         f"a {phase.prompt_tokens:,}-token prompt"
+                         + (f", {t.images_per_example:,} image(s) of "
+                            f"{t.image_tokens_per_image:,} tokens ({images:,} tokens)"
+                            if images else "")
+                         + (f", {extra - images:,} virtual tokens" if extra > images else "")
+                         + f" and a {longest:,}-token response ({longest_given:,} tokens) "
+                         f"exceed {t.arch.name}'s {t.arch.max_positions:,}-token "
                          "context (max_position_embeddings).",
-                         "Shorten one of them, or give a config.json whose "
-                         "max_position_embeddings states the context the run uses.")
+                         "Shorten one of them" + (", use fewer or smaller images" if images
+                                                  else "")
+                         + ", or give a config.json whose max_position_embeddings states the "
+                         "context the run uses.")
     sequences = phase.prompts_per_step * phase.generations_per_prompt
     steps = phase.steps if phase.steps is not None else math.ceil(
         (phase.prompts or 0) * (phase.epochs or 0) / phase.prompts_per_step)
@@ -873,10 +891,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     def longest_batch(tt: Training) -> TrainingEstimate:
         """The micro-batch's memory when it holds the longest sequences (padded); padded to
         the longest packed micro-batch (pad_packed_to_longest), that many tokens at most."""
-        tokens = (padded_micro_batch_tokens(budget * cp, tt.micro_batch, seq_max) if pads
-                  else tt.micro_batch * seq)
+        tokens = (padded_micro_batch_tokens(budget * cp, tt.micro_batch, seq_max + extra)
+                  if pads else tt.micro_batch * (seq + extra))
         return estimate_phase(ctx, tt.model_copy(update={
-            "seq_len": seq_max, "micro_batch": max(1, int(tokens // seq_max))}), hw,
+            "seq_len": seq_max, "micro_batch": max(1, int(tokens // (seq_max + extra)))}), hw,
             model_basis)
 
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
@@ -889,9 +907,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     held = f"{'packed ' if packed else ''}micro-batch of {t.micro_batch} sequences"
     # NeMo-RL under PP: every packed micro-batch padded to the longest (plan/rl_padding.py);
     # its padded tokens computed at the real ones' rate in the update and the log-prob passes
-    pad_factor = padding_factor(budget * cp, t.micro_batch, seq, seq_max) if pads else 1.0
+    pad_factor = (padding_factor(budget * cp, t.micro_batch, seq + extra, seq_max + extra)
+                  if pads else 1.0)
     score_pad_factor = (padding_factor(score_budget, sequences_per_packed_micro_batch(
-        score_budget, seq), seq, seq_max) if pads else 1.0)
+        score_budget, seq + extra), seq + extra, seq_max + extra) if pads else 1.0)
     old_logprob_s *= score_pad_factor
     ref_s *= score_pad_factor
     if seq_max == seq and not pads:
@@ -1048,8 +1067,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
     if pads:
         formula += "; " + padding_text(padded_micro_batch_tokens(budget * cp, t.micro_batch,
-                                                                 seq_max),
-                                       t.micro_batch, seq, pad_factor, score_pad_factor)
+                                                                 seq_max + extra),
+                                       t.micro_batch, seq + extra, pad_factor, score_pad_factor)
     if phase.actor_gpus is not None:
         formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if on_actor:

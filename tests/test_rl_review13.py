@@ -1,0 +1,58 @@
+"""Issue 13's second review of the rl plan phase and `gpuhours generation`: each defect it found,
+worked by hand (tests/rl_plan.py's GRPO plan as the base)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuhours.errors import InputError
+from gpuhours.plan.load import load_plan
+from rl_plan import grpo_plan, run_rl_phase, write_rl_plan
+
+BASE: dict[str, Any] = grpo_plan("review13")
+#: a 448 x 448 image: 32 x 32 patches of 14 px, merged 2 x 2 into 16 x 16 = 256 language-model
+#: tokens (Qwen2.5-VL's 28 px a merged token)
+VLM = dict(model="qwen2.5-vl-7b", images_per_example=1, image_pixels=448 * 448)
+
+
+def test_update_packing_counts_the_image_tokens(tmp_path: Path) -> None:
+    """verl packs input_ids, image pads included, up to 16,384 tokens a GPU: a 256 + 512-token
+    text with a 256-token image is 1,024 tokens, so 16 sequences a micro-batch, not the
+    16,384 // 768 = 21 of the text alone (32 x 8 = 256 sequences over 8 ranks: 32 a rank, not
+    the bound)."""
+    d = run_rl_phase(tmp_path, BASE, **VLM, prompt_tokens=256, response_tokens=512).details
+    assert d["update_micro_batch"] == 16_384 // (256 + 512 + 256) == 16
+    text = run_rl_phase(tmp_path, BASE, prompt_tokens=256, response_tokens=512).details
+    assert text["update_micro_batch"] == 16_384 // 768 == 21
+
+
+def test_the_context_check_counts_the_image_tokens(tmp_path: Path) -> None:
+    """2,000 + 1,000 text tokens and 500 images of 256 tokens: 131,000 positions against
+    Qwen2.5-VL-7B's 128,000 (max_position_embeddings), refused naming the images first (the
+    largest part); 480 images (125,880 tokens) pass the check."""
+    with pytest.raises(InputError, match=r"131,000 tokens\) exceed .*128,000") as caught:
+        run_rl_phase(tmp_path, BASE, **{**VLM, "images_per_example": 500}, prompt_tokens=2000,
+                     response_tokens=1000, cp=8)
+    assert "'images_per_example'" in caught.value.where
+    assert caught.value.where.index("images_per_example") < caught.value.where.index(
+        "prompt_tokens")
+    run_rl_phase(tmp_path, BASE, **{**VLM, "images_per_example": 480}, prompt_tokens=2000,
+                 response_tokens=1000, cp=8)
+
+
+@pytest.mark.parametrize("field", ["steps", "prompts"])
+def test_rl_steps_and_prompts_are_whole(tmp_path: Path, field: str) -> None:
+    """10.5 steps (or 100.5 prompts) are refused naming the field, as `estimate --steps 10.5`
+    is; 1e3 (a whole number written as a float) passes."""
+    extra = {"epochs": 1, "steps": None} if field == "prompts" else {}
+    phase = {**extra, field: 100.5 if field == "prompts" else 10.5}
+    plan = write_rl_plan(tmp_path, BASE, **phase)
+    if field == "prompts":  # steps or epochs, not both: drop the base's steps
+        plan.write_text(plan.read_text().replace("    steps: null\n", ""))
+    with pytest.raises(InputError, match="whole number") as caught:
+        load_plan(plan)
+    assert field in caught.value.where
+    load_plan(write_rl_plan(tmp_path, BASE, steps=1e3))
