@@ -56,3 +56,25 @@ def test_rl_steps_and_prompts_are_whole(tmp_path: Path, field: str) -> None:
         load_plan(plan)
     assert field in caught.value.where
     load_plan(write_rl_plan(tmp_path, BASE, steps=1e3))
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--output-tokens", "0"], "--output-tokens"),
+    (["--sequences", "1.5"], "--sequences"),
+    (["--engine", "vllm", "--hf-transformers-version", "4.40"], "--hf-transformers-version"),
+])
+def test_generation_refuses_what_it_cannot_cost(args: list[str], flag: str) -> None:
+    """No output tokens (a prefill, not a generation), half a sequence, and hf-generate's
+    transformers release on vLLM: each refused naming its flag, exit 2, no traceback."""
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    r = CliRunner().invoke(app, ["generation", "--model", "qwen2.5-0.5b", "--gpu", "h100-sxm",
+                                 *args])
+    assert r.exit_code == 2, r.output
+    assert flag in r.output and "Traceback" not in r.output
+    ok = CliRunner().invoke(app, ["generation", "--model", "qwen2.5-0.5b", "--gpu", "h100-sxm",
+                                  "--sequences", "1e4", "--engine", "hf-generate",
+                                  "--hf-transformers-version", "4.40", "--batch", "8"])
+    assert ok.exit_code == 0, ok.output
