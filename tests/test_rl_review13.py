@@ -78,3 +78,31 @@ def test_generation_refuses_what_it_cannot_cost(args: list[str], flag: str) -> N
                                   "--sequences", "1e4", "--engine", "hf-generate",
                                   "--hf-transformers-version", "4.40", "--batch", "8"])
     assert ok.exit_code == 0, ok.output
+
+
+def test_generation_cost_leaves_out_instances_a_replica_cannot_span() -> None:
+    """A TP-4 replica of Llama-3.1-70B on H100s: no row billed as several instances smaller
+    than 4 GPUs (1- and 2-GPU shapes joined over the network) is costed; those rows are named
+    as left out, and the 4- and 8-GPU shapes stay. TP 2 keeps the 2-GPU shapes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    def run(tp: str) -> dict[str, Any]:
+        r = CliRunner().invoke(app, ["generation", "--model", "llama-3.1-70b", "--gpu",
+                                     "h100-sxm", "--tensor-parallel", tp, "--batch", "8",
+                                     "--sequences", "1e4", "--weight-bytes-per-param", "1",
+                                     "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)
+
+    d = run("4")
+    assert d["cost_usd"] and all(c["gpus_per_instance"] >= 4 for c in d["cost_usd"])
+    assert d["cost_rows_left_out"]["rows"]
+    assert all("instances of 1 GPU" in r or "instances of 2 GPU" in r
+               for r in d["cost_rows_left_out"]["rows"])
+    two = run("2")
+    assert any(c["gpus_per_instance"] == 2 for c in two["cost_usd"])
+    assert all("instances of 1 GPU" in r for r in two["cost_rows_left_out"]["rows"])
