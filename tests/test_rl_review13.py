@@ -106,3 +106,29 @@ def test_generation_cost_leaves_out_instances_a_replica_cannot_span() -> None:
     two = run("2")
     assert any(c["gpus_per_instance"] == 2 for c in two["cost_usd"])
     assert all("instances of 1 GPU" in r for r in two["cost_rows_left_out"]["rows"])
+
+
+@pytest.mark.parametrize(("phase", "field", "match"), [
+    (dict(reward={"kind": "rule", "model": "llama-3.1-8b"}), "reward.model", "rule reward"),
+    (dict(placement="actor", actor_gpus=4), "placement", "HF generate.*vllm \\(the default\\)"),
+    (dict(placement="actor", actor_gpus=4, engine="sglang"), "engine", "sglang"),
+    # 512 + 1,024 tokens (the base's lengths): a budget of 1,000 holds none
+    (dict(scoring_tokens_per_gpu=1000), "scoring_tokens_per_gpu", "1,536 tokens"),
+])
+def test_conflicting_rl_fields_are_refused(tmp_path: Path, phase: dict[str, Any], field: str,
+                                           match: str) -> None:
+    with pytest.raises(InputError, match=match) as caught:
+        run_rl_phase(tmp_path, BASE, **phase)
+    assert f"'{field}'" in caught.value.where
+
+
+def test_a_scoring_budget_of_one_sequence_passes(tmp_path: Path) -> None:
+    d = run_rl_phase(tmp_path, BASE, scoring_tokens_per_gpu=1536).details
+    assert d["step_time_s"] > 0
+
+
+def test_later_epochs_without_old_log_probs_are_warned(tmp_path: Path) -> None:
+    warned = run_rl_phase(tmp_path, BASE, policy_epochs=2, old_logprob_pass=False).warnings
+    assert any("policy_epochs 2 with old_logprob_pass false" in w for w in warned)
+    quiet = run_rl_phase(tmp_path, BASE, policy_epochs=2).warnings
+    assert not any("old_logprob_pass false" in w for w in quiet)

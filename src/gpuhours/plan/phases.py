@@ -619,6 +619,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
+    if phase.reward.kind == "rule" and phase.reward.model:
+        raise InputError(_field_where(ctx, phase, "reward.model"),
+                         f"a rule reward runs no model, yet reward.model names "
+                         f"{phase.reward.model!r}: it would not be costed.",
+                         "Set reward.kind: model to score with it, or drop reward.model.")
+    if on_actor and phase.engine != "hf-generate":
+        raise InputError(_field_where(ctx, phase, "engine", "placement"),
+                         f"placement: actor is each actor rank generating with HF generate "
+                         f"(OpenRLHF's Ray roles without vLLM); the engine is {phase.engine}"
+                         + ("" if "engine" in phase.model_fields_set else " (the default)")
+                         + ".", "Set engine: hf-generate, or use placement: dedicated with "
+                         "rollout_gpus for vLLM or SGLang engines of their own.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
     if not packed and phase.update_tokens_per_gpu is not None:
         raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
@@ -859,6 +871,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # score_budget tokens a data-parallel group
     score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
                     or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value) * cp
+    if phase.scoring_tokens_per_gpu is not None and score_budget < seq_max + extra:
+        # verl's log_prob_max_token_len_per_gpu packs by the same rearrange_micro_batches,
+        # which asserts the budget holds the longest sequence, as for the update's
+        raise InputError(_field_where(ctx, phase, "scoring_tokens_per_gpu"),
+                         f"a scoring micro-batch of {score_budget:,.0f} tokens "
+                         f"(scoring_tokens_per_gpu {phase.scoring_tokens_per_gpu:,} x cp {cp}) "
+                         f"cannot hold the longest sequence, {seq_max + extra:,} tokens; verl "
+                         "refuses it too (its token-budget packing asserts the same).",
+                         "Raise scoring_tokens_per_gpu to at least "
+                         f"{math.ceil((seq_max + extra) / cp):,}, or leave it unset.")
     stages = int(s.get("pp") or 1)
     score_ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * stages))
 
@@ -1121,6 +1143,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         f"while the actor generates ({idle_gpu_s / (step_s * gpus_total):.0%} of "
                         f"the phase's GPU hours); dedicated rollout GPUs (vLLM) would let them "
                         f"work.")
+    if phase.policy_epochs > 1 and not phase.old_logprob_pass:
+        warnings.append(f"policy_epochs {phase.policy_epochs} with old_logprob_pass false: "
+                        "every epoch after the first needs the old policy's log-probs for "
+                        "PPO's clipped ratio, and no pass computes them here; the step takes "
+                        "them from the rollout engine (its returned log-probs), or it is "
+                        "missing a forward over every sequence.")
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
                         "the mean; a synchronous step waits for its longest response.")
