@@ -132,3 +132,30 @@ def test_later_epochs_without_old_log_probs_are_warned(tmp_path: Path) -> None:
     assert any("policy_epochs 2 with old_logprob_pass false" in w for w in warned)
     quiet = run_rl_phase(tmp_path, BASE, policy_epochs=2).warnings
     assert not any("old_logprob_pass false" in w for w in quiet)
+
+
+def test_a_derived_accumulation_names_the_fields_it_comes_from(tmp_path: Path) -> None:
+    """1e9 prompts x 8 responses over 8 ranks: 1e9 sequences a rank, 16,384 // 1,536 = 10 a
+    micro-batch, so the derived grad_accum 1e8 exceeds the 1e6 limit: the error names
+    prompts_per_step (the line the user wrote), not the grad_accum they never set."""
+    with pytest.raises(InputError, match="derived grad_accum 100000000") as caught:
+        run_rl_phase(tmp_path, BASE, prompts_per_step=1_000_000_000)
+    assert "'prompts_per_step'" in caught.value.where
+    assert "'grad_accum'" not in caught.value.where
+
+
+def test_a_share_too_small_names_the_share_first(tmp_path: Path) -> None:
+    """rollout_memory_utilisation 0.05 of an A100-80GB cannot hold Qwen2.5-7B's 15.2 GB: the
+    verdict's line is the share's, which it names first."""
+    from gpuhours.errors import DoesNotFit
+
+    plan = write_rl_plan(tmp_path, BASE, rollout_memory_utilisation=0.05)
+    line = next(i for i, text in enumerate(plan.read_text().splitlines(), 1)
+                if "rollout_memory_utilisation" in text)
+    from gpuhours.plan.budget import evaluate
+
+    with pytest.raises(DoesNotFit) as caught:
+        evaluate(load_plan(plan))
+    assert f"line {line}," in caught.value.where
+    assert caught.value.where.split("phase 'grpo', ")[1].startswith(
+        "field 'rollout_memory_utilisation'")

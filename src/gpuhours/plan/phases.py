@@ -702,7 +702,26 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         micro = max(1, min(int(budget * cp // (seq + extra)), per_rank))
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
-    t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
+    try:
+        t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq,
+                                                         "gpus": train_gpus})
+    except InputError as err:
+        # the micro-batch and the accumulation the phase derived (not the user's) refused:
+        # the fields they come from are at fault (walk p18: "field 'grad_accum'" was named
+        # for prompts_per_step: 1e9)
+        derived = [f for f, own in (("grad_accum", accum_given), ("micro_batch", not packed))
+                   if not own and f"field '{f}'" in err.where]
+        if not derived:
+            raise
+        raise InputError(_field_where(ctx, phase, "prompts_per_step", "generations_per_prompt",
+                                      "mini_batches"),
+                         f"{phase.prompts_per_step:,} prompts x {phase.generations_per_prompt} "
+                         f"responses over {ranks} data-parallel rank(s) and "
+                         f"{phase.mini_batches} mini-batch(es) are {per_rank:,} sequences a "
+                         f"rank an optimizer step, which make the derived {derived[0]} "
+                         f"{s.get(derived[0])!r}: {err.message}",
+                         "Give fewer prompts_per_step (or generations_per_prompt), or more "
+                         "mini_batches.") from None
     if t.arch.max_positions and longest_given > t.arch.max_positions:
         # both lengths make the sum; the longer is named first, and its line given
         response = "max_response_tokens" if phase.max_response_tokens else "response_tokens"
@@ -801,7 +820,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                         _runs_fp8(ctx.gpu))
         set_by = ("rollout_memory_utilisation" if phase.rollout_memory_utilisation else
                   f"the default for {phase.placement} rollouts")
-        raise DoesNotFit(_field_where(ctx, phase, field),
+        # the share the user set is what is at fault, first; then the hint's field
+        raise DoesNotFit(_field_where(ctx, phase, *(
+            ("rollout_memory_utilisation", field) if phase.rollout_memory_utilisation
+            and field != "rollout_memory_utilisation" else (field,))),
                          f"{err.message.rstrip('.')} (the engine's share: {share:g} of the "
                          f"GPU, {set_by}).", hint) from None
     if phase.rollout_batch is not None:
