@@ -652,14 +652,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
-    # tokens the language model sees a sequence beside the text: a vision-language example's
-    # image tokens (and prompt tuning's virtual tokens). verl's token budget counts them (its
-    # input_ids hold the image pads: ppo_max_token_len_per_gpu packs by attention_mask), and
-    # they take context positions: both the packing and the context check count them
-    probe_t = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})[0]
-    extra = probe_t.llm_seq_len - probe_t.seq_len
-    # the context check and the messages speak of the lengths given (image tokens included)
-    longest_given = seq_max + extra
+    given_max = seq_max  # the context check and the messages speak of the lengths given
     if cp > 1:
         # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
         # frameworks pad each to a multiple of at least 2 x cp, the figure taken here (a lower
@@ -667,6 +660,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # dapo-deepseek-v3-64n8g.yaml @v0.6.0; verl to the CP group's alignment): the mean
         # and the longest sequence costed so padded
         seq, seq_max = (2 * cp * math.ceil(n / (2 * cp)) for n in (seq, seq_max))
+    # tokens the language model sees a sequence beside the text: a vision-language example's
+    # image tokens (and prompt tuning's virtual tokens). verl's token budget counts them (its
+    # input_ids hold the image pads: ppo_max_token_len_per_gpu packs by attention_mask), and
+    # they take context positions: both the packing and the context check count them
+    probe_t = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})[0]
+    extra = probe_t.llm_seq_len - probe_t.seq_len
+    longest_given = given_max + extra  # image tokens included
     # (the actor's own GPUs when it has them: plan/rl_train.py)
     ranks = max(1, (phase.actor_gpus or train_gpus)
                 // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
