@@ -159,3 +159,20 @@ def test_a_share_too_small_names_the_share_first(tmp_path: Path) -> None:
     assert f"line {line}," in caught.value.where
     assert caught.value.where.split("phase 'grpo', ")[1].startswith(
         "field 'rollout_memory_utilisation'")
+
+
+def test_weight_sync_to_engines_on_another_node_crosses_the_network(tmp_path: Path) -> None:
+    """Qwen2.5-7B (7.62e9 parameters, 15.23 GB in bf16) to dedicated engines: rank 0's
+    broadcast lasts the bytes over the slowest link at collective efficiency 0.75. On one node
+    of 8 A100s (4 train, 4 engines) that is NVLink's 300 GB/s a direction; on 2 nodes (8 + 8)
+    some engines sit on the other node: 25 GB/s a GPU, 12x longer."""
+    from gpuhours.estimate import assumptions as A
+
+    weights = 7_615_616_512 * 2
+    eff = A.COLLECTIVE_EFFICIENCY.value
+    assert eff == 0.75
+    one = run_rl_phase(tmp_path, BASE, placement="dedicated", rollout_gpus=4).details
+    assert one["weight_sync_s"] == pytest.approx(weights / (300e9 * eff), rel=1e-3)
+    two_nodes = {**BASE, "hardware": {**BASE["hardware"], "nodes": 2}}
+    two = run_rl_phase(tmp_path, two_nodes, placement="dedicated", rollout_gpus=8).details
+    assert two["weight_sync_s"] == pytest.approx(weights / (25e9 * eff), rel=1e-3)

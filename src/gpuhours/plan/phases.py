@@ -1017,7 +1017,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                       if phase.critic else 0.0)
     critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
     critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
-    sync_s = weight_sync_s(t.arch, hw, dedicated)
+    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total)
     sleep_s = 0.0
     if phase.rollout_sleep_offload:  # the engine's weights down and up around each rollout
         sleep_s = _engine_sleep_s(ctx, phase, t, hw, tp)
@@ -1448,22 +1448,31 @@ def _engine_host_text(phase: RLPhase) -> str:
     return "".join(parts)
 
 
-def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:
+def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
+                  phase_gpus: int | None = None) -> float:
     """Seconds to hand the updated policy's bf16 weights to the rollout engine each step.
 
-    Dedicated engine GPUs receive them over the GPUs' link (an NCCL broadcast: the bytes once
-    at collective efficiency). Colocated, the engine's copy is refreshed in device memory
-    (read and write once at achievable bandwidth), after the trainer's shards are gathered
-    over the link when it trains on several GPUs ((N-1)/N of the bytes, an all-gather).
+    Dedicated engine GPUs receive them in an NCCL broadcast from the trainer's rank 0 to every
+    engine GPU (OpenRLHF's broadcast_to_vllm over its model_update_group of rank 0 and all vLLM
+    ranks; NeMo-RL's and verl's one-step-off refits alike): a pipelined broadcast carries the
+    whole bytes over each link of its chain, so it lasts the bytes over the slowest link at
+    collective efficiency. That link is the network when the phase's GPUs (`phase_gpus`, trainer
+    and engines together) span nodes, since some engines then sit on a node other than rank 0's
+    (25 GB/s a GPU by default, the plan's inter_node_gb_per_s_one_way), else the node's own
+    link. Colocated, the engine's copy is refreshed in device memory (read and write once at
+    achievable bandwidth), after the trainer's shards are gathered over the link when it trains
+    on several GPUs ((N-1)/N of the bytes, an all-gather).
     """
     from gpuhours.estimate.params import count_params
     from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
 
     weights = count_params(arch).total * 2.0
+    if dedicated:
+        path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, phase_gpus or 0)})
+        link, _ = link_bandwidth_bytes_per_s(path)
+        return weights / (link * A.COLLECTIVE_EFFICIENCY.value)
     link, _ = link_bandwidth_bytes_per_s(hw)
     link *= A.COLLECTIVE_EFFICIENCY.value
-    if dedicated:
-        return weights / link
     local = 2 * weights / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value)
     gather = (hw.num_gpus - 1) / hw.num_gpus * weights / link if hw.num_gpus > 1 else 0.0
     return local + gather
