@@ -176,3 +176,65 @@ def test_weight_sync_to_engines_on_another_node_crosses_the_network(tmp_path: Pa
     two_nodes = {**BASE, "hardware": {**BASE["hardware"], "nodes": 2}}
     two = run_rl_phase(tmp_path, two_nodes, placement="dedicated", rollout_gpus=8).details
     assert two["weight_sync_s"] == pytest.approx(weights / (25e9 * eff), rel=1e-3)
+
+
+def test_each_rl_detail_carries_its_own_basis(tmp_path: Path) -> None:
+    """In JSON the engine's default share is an assumption, a share the plan gives its input,
+    the steps the plan's input; the weight sync and the reference pass say what makes them,
+    not the rollout roofline of the whole phase."""
+    def details(**phase: Any) -> dict[str, Any]:
+        return run_rl_phase(tmp_path, BASE, **phase).model_dump(mode="json")["details"]
+
+    d = details()
+    assert d["rollout_memory_utilisation"]["basis"] == "assumed"
+    assert "colocated_rollout_memory_utilisation" in d["rollout_memory_utilisation"]["source"]
+    assert d["steps"]["basis"] == "input"
+    for key in ("weight_sync_s", "reference_model_s"):
+        assert d[key]["basis"] == "formula"
+        assert "generation roofline" not in d[key]["source"], key
+    assert "weights" in d["weight_sync_s"]["source"]
+    assert "generation roofline" in d["rollout_generation_s"]["source"]
+    given = details(rollout_memory_utilisation=0.4)
+    assert given["rollout_memory_utilisation"]["basis"] == "input"
+    assert given["rollout_memory_utilisation"]["value"] == 0.4
+
+
+def test_a_tensor_parallel_engine_batch_is_named_per_engine(tmp_path: Path) -> None:
+    """Engines of 2 GPUs: the basis gives the running sequences per engine (the paged replay's
+    peak, details.rollout_peak_running_sequences), not 'per GPU'."""
+    r = run_rl_phase(tmp_path, BASE, rollout_tensor_parallel=2)
+    peak = r.details["rollout_peak_running_sequences"]
+    assert f"up to {peak} running per engine of 2 GPUs" in r.basis
+    assert "per GPU in" not in r.basis
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "hf-generate"])
+def test_the_plans_assumptions_are_the_ones_its_phases_used(tmp_path: Path,
+                                                           engine: str) -> None:
+    """An rl phase lists its own engine's decode constants (not vLLM's for every plan), the
+    colocated share and the 16,384-token budget it took by default, and the collective
+    efficiency of its weight sync; a plan of a finetune phase alone lists no engine's."""
+    from gpuhours.plan.budget import evaluate
+
+    budget = evaluate(load_plan(write_rl_plan(tmp_path, BASE, engine=engine)))
+    names = {a.split(" = ")[0] for a in budget.assumptions}
+    assert f"decode_host_step_s.{engine}" in names
+    assert {f"decode_host_step_s.{e}" for e in ("vllm", "sglang", "hf-generate")} & names == {
+        f"decode_host_step_s.{engine}"}
+    assert {"rl_update_tokens_per_micro_batch", "collective_efficiency"} <= names
+    assert "colocated_rollout_memory_utilisation" in names  # the engine's share, defaulted
+    given = evaluate(load_plan(write_rl_plan(tmp_path, BASE, engine=engine,
+                                             rollout_memory_utilisation=0.4,
+                                             update_tokens_per_gpu=8192)))
+    names = {a.split(" = ")[0] for a in given.assumptions}
+    assert "colocated_rollout_memory_utilisation" not in names
+    assert "rl_update_tokens_per_micro_batch" not in names
+    ft = {"project": "ft", "hardware": BASE["hardware"],
+          "phases": [{"name": "sft", "kind": "finetune", "model": "qwen2.5-0.5b",
+                      "method": "full", "seq_len": 512, "micro_batch": 4, "tokens": 1e7}]}
+    import yaml
+
+    f = tmp_path / "ft.yaml"
+    f.write_text(yaml.safe_dump(ft))
+    names = {a.split(" = ")[0] for a in evaluate(load_plan(f)).assumptions}
+    assert not any(n.startswith("decode_") for n in names)

@@ -235,13 +235,13 @@ def training_basis(e: TrainingEstimate) -> str:
     exposed = e.step_time_breakdown_s["host_exposed_s"].value
     host_measured = host.basis == "measured" and exposed > 0.5 * e.step_time_s.value
     if e.gemm_efficiency.basis == "measured":
-        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, efficiency "
+        return (f"measured: analytic estimate at {_pct(e.mfu.value)} MFU, efficiency "
                 f"{e.gemm_efficiency.source}"
                 + (f"; host {host.source}" if host.basis == "measured" else ""))
     if host_measured:
-        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, host-led; host "
+        return (f"measured: analytic estimate at {_pct(e.mfu.value)} MFU, host-led; host "
                 f"{host.source}")
-    return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
+    return f"formula: analytic estimate at {_pct(e.mfu.value)} MFU (efficiency assumed)"
 
 
 def check_fits(ctx: Context, phase: Any, e: TrainingEstimate, what: str = "") -> None:
@@ -1135,14 +1135,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                     f"{A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value:g} s a megapixel "
                     f"({A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.name}: measured on one CPU, "
                     f"an assumption for this host)")
-    basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
-             f"{share:g} of its memory, decode {work.decode_bound}-bound"
+    per_engine = f"engine of {tp} GPUs" if tp > 1 else "GPU"
+    batch_text = (f"up to {paged.peak_running} running per {per_engine}" if paged is not None
+                  else f"batch {work.batch} per {per_engine}")
+    roofline = (f"generation roofline ({phase.engine}, {batch_text} in "
+                f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{_paged_text(paged) if paged is not None else ''}"
              f"{'; the longest response sets each wave' if tail_led and paged is None else ''}"
              f"{'; the step waits for the longest response' if tail_led and paged else ''}"
-             f"{_engine_host_text(phase)}"
-             f") + policy update, "
-             f"{training_basis(e).replace(': ', ' ', 1)}")
+                f"{_engine_host_text(phase)})")
+    update_basis = training_basis(e)
+    basis = (f"{'measured' if grpo is not None else 'formula'}: {roofline} + policy update, "
+             f"{update_basis.replace(': ', ' ', 1)}")
     if grpo is not None:
         basis += f"; {grpo.basis}"
     warnings = list(e.warnings)
@@ -1219,9 +1223,144 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         phase, t, (phase.prompts or steps * phase.prompts_per_step) * phase.prompt_tokens, steps,
         base / gpus_total, rollouts=steps * sequences, rollout_tokens=seq,
         disk_write_gb_per_s=ctx.plan.hardware.disk_write_gb_per_s)
-    return phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
-                        _setup_summary(t, hw), warnings, details, None, storage, write_s,
-                        steps=steps)
+    result = phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
+                          _setup_summary(t, hw), warnings, details, None, storage, write_s,
+                          steps=steps)
+    return result.model_copy(update={
+        "detail_bases": _rl_detail_bases(phase, grpo, roofline, update_basis, share, dedicated,
+                                         hw, gpus_total, details),
+        "assumptions": [assumption_text(a) for a in _rl_assumptions(
+            phase, packed, dedicated, bool(driver), t.image_grid is not None)]})
+
+
+def _rl_assumptions(phase: RLPhase, packed: bool, dedicated: bool, driver: bool,
+                    images: bool) -> list[Any]:
+    """The assumptions an rl phase's figures rest on: its engine's decode constants, the
+    engine's memory share and the update's token budget where the plan leaves them to their
+    defaults, the weight sync's collective efficiency, the driver's rate."""
+    used = engine_assumptions(phase.engine)
+    if phase.rollout_memory_utilisation is None:
+        used.append(A.GENERATION_MEMORY_UTILISATION if dedicated
+                    else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION)
+    if (packed and phase.update_tokens_per_gpu is None) or (
+            phase.scoring_tokens_per_gpu is None and phase.update_tokens_per_gpu is None):
+        used.append(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH)
+    used.append(A.COLLECTIVE_EFFICIENCY)  # the weight sync (and colocated, its gather)
+    if driver:
+        used.append(A.RL_DRIVER_BYTES_PER_S)
+        if images:
+            used.append(A.RL_IMAGE_BYTES_PER_PIXEL)
+    if phase.image_prep_by_workers:
+        used.append(A.RL_IMAGE_PREP_S_PER_MEGAPIXEL)
+    return used
+
+
+def _rl_detail_bases(phase: RLPhase, grpo: Any, roofline: str, update_basis: str, share: float,
+                     dedicated: bool, hw: Hardware, gpus_total: int,
+                     details: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each rl detail's own basis (kind, source): the plan's inputs as input, defaults as
+    assumed, the parts a GRPO measurement on this device scales as measured, the rest by the
+    formula that makes them (not the phase's whole basis for every figure)."""
+    from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
+
+    out: dict[str, tuple[str, str]] = {}
+    # the parts a GRPO calibration scales: physics x (measured / physics) of the same part
+    scaled = ({"rollout_generation_s": "rollout generation",
+               "old_policy_log_probs_s": "old-policy log-probs",
+               "reference_model_s": "reference model", "reward_model_s": "reference model",
+               "policy_update_s": "policy update", "critic_s": "reference model"}
+              if grpo is not None else {})
+    if grpo is not None and phase.engine != grpo.engine:
+        scaled.pop("rollout_generation_s")
+    for key, part in scaled.items():
+        out[key] = ("measured", f"physics x the {part} part's measured / physics scale "
+                                f"{grpo.scales.get(part, 1.0):.3g} ({grpo.basis})")
+    out.setdefault("rollout_generation_s", ("formula", roofline))
+    out.setdefault("rollout_tail_s", ("formula", "the longest response decoded alone, "
+                                                 f"{roofline}"))
+    out.setdefault("policy_update_s", (update_basis.split(":", 1)[0],
+                                       update_basis.split(":", 1)[1].strip()))
+    for key in ("old_policy_log_probs_s", "reference_model_s", "reward_model_s",
+                "critic_value_pass_s"):
+        out.setdefault(key, ("formula", "a forward pass over every sequence at the trainer's "
+                                        "rate, in packed micro-batches (plan/rl_scoring.py)"))
+    if dedicated:
+        path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, gpus_total)})
+        _, link = link_bandwidth_bytes_per_s(path)
+        sync = (f"the policy's bf16 weights / the {link} link x {A.COLLECTIVE_EFFICIENCY.name} "
+                f"{A.COLLECTIVE_EFFICIENCY.value:g} (rank 0's broadcast to the engines, "
+                "weight_sync_s)")
+    else:
+        sync = ("the policy's bf16 weights gathered over the GPUs' link and copied in device "
+                "memory (weight_sync_s)")
+    if phase.rollout_sleep_offload:
+        sync += " + the engine's sleep and wake (plan/rl_engine_sleep.py)"
+    out["weight_sync_s"] = ("formula", sync)
+    if phase.rollout_memory_utilisation is not None:
+        out["rollout_memory_utilisation"] = ("input", "the plan's rollout_memory_utilisation")
+    else:
+        a = (A.GENERATION_MEMORY_UTILISATION if dedicated
+             else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION)
+        out["rollout_memory_utilisation"] = ("assumed", f"{a.name}, the default for "
+                                                        f"{phase.placement} rollouts: {a.basis}")
+    if phase.steps is not None:
+        out["steps"] = ("input", "the plan's steps")
+    else:
+        out["steps"] = ("formula", "ceil(prompts x epochs / prompts_per_step)")
+    if "generation_rounds_per_step" in details:
+        out["generation_rounds_per_step"] = ("input", "the plan's generation_rounds_per_step")
+    if grpo is not None:
+        out["step_time_s"] = ("measured", f"the parts' sum as the phase adds them, its "
+                                          f"calibrated parts from {grpo.basis}")
+        out["rollout_share"] = ("measured", "rollout_generation_s / step_time_s")
+        for key, part in (("critic_value_pass_s", "reference model"),
+                          ("critic_update_s", "policy update")):
+            out[key] = ("measured", f"physics x the {part} part's measured / physics scale "
+                                    f"{grpo.scales.get(part, 1.0):.3g} ({grpo.basis})")
+    # the rest: each by the model that makes it, never the calibration's label
+    made_by = {
+        "step_time_s": "the parts as the placement adds them (the phase's formula)",
+        "rollout_share": "rollout_generation_s / step_time_s",
+        "rollout_intake_s": "the trainer pulling a stream's rollouts through the driver "
+                            "(plan/rl_driver.py)",
+        "host_offload_s": "the trainer's state to host memory and back (estimate/offload.py, "
+                          "plan/rl_refit_offload.py)",
+        "critic_s": "PPO's critic: its values pass and what its update outlasts the actor's "
+                    "(plan/rl_train.py)",
+        "critic_update_s": update_basis.split(":", 1)[1].strip(),
+        "validation_s": "a validation rollout every validation_every_steps steps "
+                        "(plan/rl_validation.py)",
+        "update_padding_factor": "plan/rl_padding.py", "logprob_padding_factor":
+        "plan/rl_padding.py", "driver_transfer_s": f"the batch through one driver at "
+        f"{A.RL_DRIVER_BYTES_PER_S.name} (plan/rl_driver.py)",
+        "rollout_vision_tower_s": "plan/rl_images.py", "rollout_image_prep_s":
+        "plan/rl_images.py", "actor_image_prep_s": "plan/rl_images.py",
+        "ref_offload_copy_s": "the reference's weights host to GPU (ref_offload)",
+        "refit_offload_s": "plan/rl_refit_offload.py",
+        "engine_sleep_wake_s": "plan/rl_engine_sleep.py"}
+    for key, v in details.items():
+        if key not in out and isinstance(v, int | float) and not isinstance(v, bool):
+            out[key] = ("formula", made_by.get(key, f"{roofline} (plan/rl_paged.py)"
+                                   if key.startswith("rollout_") else "the phase's formula"))
+    return out
+
+
+def assumption_text(a: Any) -> str:
+    """An assumption as the plan's list writes it."""
+    return f"{a.name} = {a.value:g} {a.unit}: {a.basis}"
+
+
+def engine_assumptions(engine: str) -> list[Any]:
+    """The constants an engine's decode steps are costed with (estimate/generation.py): its host
+    step, per sequence and per layer, its KV passes, and the bandwidth's width term."""
+    return [A.DECODE_HOST_STEP_S[engine], A.DECODE_HOST_PER_SEQUENCE_S[engine],
+            A.DECODE_HOST_PER_LAYER_S[engine], A.DECODE_KV_PASSES[engine],
+            A.DECODE_BANDWIDTH_HALF_WIDTH, A.BANDWIDTH_EFFICIENCY]
+
+
+def _pct(fraction: float) -> str:
+    """A percentage for a basis: whole above 1%, two figures below (0.014% is not 0%)."""
+    return f"{100 * fraction:.0f}%" if 100 * fraction >= 1 else f"{100 * fraction:.2g}%"
 
 
 def _runs_fp8(gpu: GpuSpec) -> bool:
@@ -1520,7 +1659,9 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     return phase_result(ctx, phase, 1, total_s / 3600, "generation",
                    f"formula: generation roofline ({phase.engine}), {model_basis}", formula,
                    {"model": arch.name, "benchmarks": len(phase.benchmarks)}, [],
-                   {"gpu_hours_by_benchmark": rows})
+                   {"gpu_hours_by_benchmark": rows}).model_copy(update={
+        "assumptions": [assumption_text(a) for a in (*engine_assumptions(phase.engine),
+                                                     A.GENERATION_MEMORY_UTILISATION)]})
 
 
 def fixed(ctx: Context, phase: FixedPhase) -> PhaseResult:
