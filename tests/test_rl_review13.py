@@ -238,3 +238,70 @@ def test_the_plans_assumptions_are_the_ones_its_phases_used(tmp_path: Path,
     f.write_text(yaml.safe_dump(ft))
     names = {a.split(" = ")[0] for a in evaluate(load_plan(f)).assumptions}
     assert not any(n.startswith("decode_") for n in names)
+
+
+VERL = """data:
+  train_batch_size: 32
+  max_prompt_length: 1024
+  max_response_length: 2048
+actor_rollout_ref:
+  model:
+    path: Qwen/Qwen2.5-7B-Instruct
+    use_remove_padding: true
+  actor:
+    ppo_mini_batch_size: 8
+    use_dynamic_bsz: true
+    ppo_max_token_len_per_gpu: 8192
+    ppo_epochs: 2
+  rollout:
+    name: vllm
+    n: 4
+    tensor_model_parallel_size: 2
+    gpu_memory_utilization: 0.6
+  ref:
+    fsdp_config:
+      param_offload: true
+trainer:
+  n_gpus_per_node: 8
+  nnodes: 1
+"""
+
+
+def test_a_verl_config_gives_an_rl_phase_its_rollout_settings(tmp_path: Path) -> None:
+    """`from:` a verl config: its engine TP 2 at 0.6 of each GPU, 4 responses a prompt, the
+    reference offloaded, 32 // 8 = 4 mini-batches, 2 epochs and an 8,192-token update budget
+    become the phase's, where the phase leaves them unset; a field the phase sets itself
+    (generations_per_prompt 8) stays and the note says so; no note speaks of `estimate`."""
+    (tmp_path / "verl.yaml").write_text(VERL)
+    base = {**BASE, "defaults": {"method": "full", "checkpointing": True}}
+    phase = {k: v for k, v in BASE["phases"][0].items() if k != "generations_per_prompt"}
+    base = {**base, "phases": [{**phase, "from": "verl.yaml"}]}
+    r = run_rl_phase(tmp_path, base)
+    d = r.details
+    assert (d["rollout_tensor_parallel"], d["rollout_memory_utilisation"]) == (2, 0.6)
+    assert d["ref_offload_copy_s"] > 0
+    # 32 prompts x 4 = 128 sequences over 8 ranks and 4 mini-batches: 4 a rank, 1,536 tokens
+    # each in 8,192-token micro-batches: 5 fit, the 4 a rank bound it
+    assert d["update_micro_batch"] == 4
+    assert "128 sequences" in r.formula
+    assert not any("`estimate` prices" in w for w in r.warnings)
+    taken = next(w for w in r.warnings if "rl fields from verl" in w)
+    for text in ("rollout.tensor_model_parallel_size=2 -> rollout_tensor_parallel 2",
+                 "ppo_max_token_len_per_gpu=8192 -> update_tokens_per_gpu 8192",
+                 "actor.ppo_epochs=2 -> policy_epochs 2", "-> mini_batches 4"):
+        assert text in taken, text
+    own = run_rl_phase(tmp_path, {**base, "phases": [{**base["phases"][0],
+                                                      "generations_per_prompt": 8}]})
+    assert "256 sequences" in own.formula
+    assert any("rollout.n=4 (the phase's generations_per_prompt 8 kept)" in w
+               for w in own.warnings)
+
+
+def test_a_verl_setting_the_phase_cannot_take_names_the_from_field(tmp_path: Path) -> None:
+    """TP 3 is no engine width an rl phase takes: refused naming `from` and verl's key."""
+    (tmp_path / "verl.yaml").write_text(VERL.replace("tensor_model_parallel_size: 2",
+                                                     "tensor_model_parallel_size: 3"))
+    base = {**BASE, "phases": [{**BASE["phases"][0], "from": "verl.yaml"}]}
+    with pytest.raises(InputError, match="tensor_model_parallel_size=3") as caught:
+        run_rl_phase(tmp_path, base)
+    assert "'from'" in caught.value.where

@@ -581,6 +581,69 @@ def _paged_text(paged: PagedBatch) -> str:
             f"{d['rollout_decode_steps']:,.0f} decode steps (plan/rl_paged.py)")
 
 
+def _verl_rl_fields(ctx: Context, phase: RLPhase) -> RLPhase:
+    """An rl phase whose `from:` (its own, else the defaults') is a verl trainer config: the
+    settings verl gives for the rollouts, the reference and the mini-batches taken into the
+    phase's own fields where the phase leaves them unset (the phase's own value wins, said in a
+    note), and the file's notes put in the phase's terms, not `estimate`'s (walk p18 F7: a
+    verl config's TP 2, share 0.6, 4 mini-batches and reference offload were dropped)."""
+    from pathlib import Path
+
+    name = phase.from_ or ctx.plan.defaults.from_
+    if name is None:
+        return phase
+    path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
+    s = merged(ctx, phase)  # reads the file (errors name `from`) and records its notes
+    got = ctx.setups.get(str(path))
+    if got is None or got.format != "verl":
+        return phase
+    from gpuhours.files import read_user_text
+    from gpuhours.importer_verl import rl_settings
+    from gpuhours.importers import MAX_SETUP_BYTES
+    from gpuhours.yamlio import compose
+
+    text = read_user_text(path, str(path), MAX_SETUP_BYTES, "training setup file")
+    data = json.loads(text) if text.lstrip().startswith("{") else compose(
+        text, str(path), node_depth=2)[1]
+    mapped, skipped = rl_settings(data, phase.prompts_per_step, phase.reference_model)
+    notes = ctx.imported.setdefault(phase.name, [])
+    # the estimate's words do not fit a phase that costs the rollouts and packs its sequences
+    notes[:] = [n for n in notes if "`estimate` prices the policy update" not in n
+                and "use_remove_padding=true: padding removal" not in n
+                and "use_dynamic_bsz=true: micro-batches made by a token budget" not in n]
+    taken, kept = [], []
+    update: dict[str, Any] = {}
+    for field_name, value, source in mapped:
+        if field_name in phase.model_fields_set:
+            own = getattr(phase, field_name)
+            if own != value:
+                kept.append(f"{source} (the phase's {field_name} {own!r} kept)")
+        else:
+            update[field_name] = value
+            taken.append(f"{source} -> {field_name} {value!r}")
+    if "seq_len" in s:
+        kept.append(f"seq_len {s['seq_len']} (max_prompt_length + max_response_length): the "
+                    f"phase's sequences are prompt_tokens + response_tokens, {phase.prompt_tokens}"
+                    f" + {phase.response_tokens} on average, packed as verl's "
+                    "use_remove_padding packs them")
+    if taken:
+        notes.append(f"{name}: rl fields from verl: " + "; ".join(taken))
+    notes += [f"{name}: not taken: {k}" for k in (*kept, *skipped)]
+    if not update:
+        return phase
+    try:
+        return RLPhase.model_validate({**phase.model_dump(exclude_unset=True, by_alias=True),
+                                       **update})
+    except ValidationError as e:
+        first = e.errors()[0]
+        field_name = str(first["loc"][0]) if first["loc"] else "from"
+        source = next((src for f, _, src in mapped if f == field_name), "")
+        raise InputError(_field_where(ctx, phase, "from"),
+                         f"{name}: verl's {source or 'settings'} as the phase's "
+                         f"{field_name}: {first['msg']}.",
+                         f"Set {field_name} in the phase to override it.") from None
+
+
 def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     """One synchronous GRPO/PPO step: generate G responses to each prompt, score them (the
     policy's old log-probs, the reference model, a reward model, PPO's critic), update the
@@ -600,6 +663,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
       length, produced while the trainer trains, and the trainer pulls them from the queue.
     - Weight sync: the policy's bf16 weights to the engine each step, over the GPUs' link.
     """
+    phase = _verl_rl_fields(ctx, phase)
     s = merged(ctx, phase)
     longest = phase.max_response_tokens or phase.response_tokens
     seq = phase.prompt_tokens + phase.response_tokens
