@@ -663,6 +663,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
       length, produced while the trainer trains, and the trainer pulls them from the queue.
     - Weight sync: the policy's bf16 weights to the engine each step, over the GPUs' link.
     """
+    given = phase  # the plan's own settings: the digest of "what changed" follows them
     phase = _verl_rl_fields(ctx, phase)
     s = merged(ctx, phase)
     longest = phase.max_response_tokens or phase.response_tokens
@@ -1291,6 +1292,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                           _setup_summary(t, hw), warnings, details, None, storage, write_s,
                           steps=steps)
     return result.model_copy(update={
+        "config_digest": digest(given),
         "detail_bases": _rl_detail_bases(phase, grpo, roofline, update_basis, share, dedicated,
                                          hw, gpus_total, details),
         "assumptions": [assumption_text(a) for a in _rl_assumptions(
