@@ -166,3 +166,17 @@ def test_an_rl_length_beyond_the_context_names_the_longer_length_and_its_line(tm
     assert (f"line {at + 1}, phase 'rft', field 'prompt_tokens', field 'max_response_tokens'"
             in message), message
     assert "130,000-token prompt" in message and "128,000-token context" in message
+
+
+def test_an_unknown_node_type_is_named_before_a_clash_with_it(tmp_path):
+    # a mistyped node beside gpus_per_node: the unknown name is the error, not "sets
+    # gpus_per_node; give one or the other" about a node that does not exist
+    plan = tmp_path / "n.yaml"
+    plan.write_text("project: n\nhardware:\n  gpu: h100-sxm\n  node: dgx-hundred\n"
+                    "  gpus_per_node: 4\n  nodes: 2\nphases:\n  - name: pt\n    kind: pretrain\n"
+                    "    model: llama-3-8b\n    tokens: 1e9\n")
+    r = runner.invoke(app, ["plan", str(plan), "--no-doc"])
+    assert r.exit_code == 2 and "unknown node type 'dgx-hundred'" in r.output
+    plan.write_text(plan.read_text().replace("dgx-hundred", "dgx-h100"))
+    r = runner.invoke(app, ["plan", str(plan), "--no-doc"])
+    assert r.exit_code == 2 and "node dgx-h100 sets gpus_per_node" in r.output

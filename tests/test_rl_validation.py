@@ -712,7 +712,8 @@ def test_the_verl_sync_timers_sum_to_their_step_and_the_miss_lies_in_gen():
         assert p["old_log_prob"][1] == pytest.approx(p["old_log_prob"][0], abs=0.2)
     excess = {k: p14[k][1] - p14[k][0] for k in p14}
     assert excess["step"] > 0 and excess["gen"] > excess["update_actor"] > 0
-    # the measured rest (reward, advantages, validation) is 10.7 s; the estimate has none
+    # the measured rest (reward, advantages, validation) is 10.7 s; the estimate has none (the
+    # reward is scored beside the rollout, its last response's 28 us on the step)
     assert excess["rest"] == pytest.approx(-10.72, abs=0.01)
     table = rl.verl_sync_parts_report()
     assert table.count("\n| ") == len(rl.VERL_SYNC_SPLIT)

@@ -517,7 +517,7 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
     """The row's measured quantity, predicted with `engine`'s constants."""
     from gpuhours.api import estimate_generation
     from gpuhours.estimate.arch import from_hf_config
-    from gpuhours.estimate.generation import max_batch_by_memory
+    from gpuhours.estimate.generation import engine_max_num_seqs, max_batch_by_memory
     from gpuhours.resolve import resolve_gpu, resolve_model
     from gpuhours.setup import Generation, Hardware
 
@@ -597,21 +597,25 @@ def _estimate(r: dict[str, str], engine: str, assumed: list[str]) -> float:
         if batch > 1:
             assumed.append("static batch: every sequence at once (max_num_seqs = batch)")
     elif requests > 1:
-        # continuous batching: min(requests, 256, the KV cache) at once, in waves
+        # continuous batching: min(requests, the engine's max_num_seqs, the KV cache) at once,
+        # in waves; max_num_seqs the row's, else vLLM's default on this GPU (V1: 1,024 on a GPU
+        # of 70 GiB or more not named A100; V0 and smaller GPUs 256), and SGLang's running
+        # requests taken as 256 (row 154's tuned host time per sequence was set at it)
         cap = max_batch_by_memory(arch, g, gpu)
-        seqs = g.max_num_seqs or 256
+        seqs = (g.max_num_seqs or (engine_max_num_seqs(g, gpu) or 256)
+                if engine in ("vllm", "vllm-v0") else g.max_num_seqs or 256)
         batch = min(requests, seqs, cap)
         if "ShareGPT" in r["notes"]:
             # lengths spread: the mean work, then the run waits for its longest output
             longest = SHAREGPT_MAX_PAIR_TOKENS - prompt
             g = g.model_copy(update={"max_output_tokens": longest})
-            assumed.append(f"continuous batching: min(requests, max_num_seqs 256, what the KV "
+            assumed.append(f"continuous batching: min(requests, max_num_seqs {seqs}, what the KV "
                            f"cache holds) run at once, in waves of the mean lengths; the run "
                            f"then waits for its longest output, taken as {longest:,} tokens "
                            f"(the ShareGPT sampler's 2,048-token pair cap less the mean "
                            f"prompt; the run's longest is not given)")
         else:
-            assumed.append("continuous batching: min(requests, max_num_seqs 256, what the KV "
+            assumed.append(f"continuous batching: min(requests, max_num_seqs {seqs}, what the KV "
                            "cache holds) run at once; the aggregate rate is one full wave's")
     else:
         batch = 1

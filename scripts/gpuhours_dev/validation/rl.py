@@ -1608,6 +1608,67 @@ CASES = [
     *_NEMO_LARGE_CASES,
 ]
 
+
+# The rule reward's host work (issue 13; plan/rl_reward_host.py), as each framework's config
+# sets it, read not fitted:
+# - NeMo-RL (@108bffda and v0.6.0): grpo_math_1B.yaml's env.math (num_workers 8,
+#   math_verify_impl hf_math_verify: Math-Verify's math_metric in HFVerifyWorker), which the
+#   performance recipes inherit; the DAPO recipe (dapo-deepseek-v3-64n8g.yaml) sets 64 workers
+#   and dapo_math_verify (verl's math_dapo, the last 300 characters). Where vLLM's async_engine
+#   is false (the rows this harness gives rollout_returns_logprobs: vllm.LLM in the worker, see
+#   _NEMO_LOGPROBS) run_multi_turn_rollout scores the whole batch after generation, chunked
+#   over the workers; where it is true (every one-step-off recipe, the colocated DeepSeek-V3
+#   GRPO and Qwen3-235B ones) run_async_multi_turn_rollout scores each sample as it finishes
+#   through the one environment actor (per_response).
+# - verl's fully_async_policy shells (@df340d70) set reward_model.reward_manager=dapo
+#   (math_dapo's string match, data source math_dapo); at that commit reward_model.use_reward_loop
+#   is true by default (_generated_ppo_trainer.yaml) and, with no reward model, the agent loop
+#   scores each sample as its generation ends in its RewardLoopWorker (agent_loop.py
+#   _compute_score), beside the rollout; ray_trainer.py's "reward" timer then reads rm_scores.
+# Other rows: verifier unset, not costed: reward models (OpenRLHF, DeepSpeed-Chat); EasyR1,
+# whose Ray actor grades beside the old-log-prob and reference passes (this doc's EasyR1
+# section: about 12 s of mathruler beside 11.5 s of passes, @8460e817); verl's Geo3K row.
+def _with_reward_host(c: Case) -> Case:
+    r = rows()[c.row]
+    if r["reward"] != "rule":
+        return c
+    if r["framework"].startswith("NeMo-RL"):
+        if "dapo-deepseek-v3" in r["source"]:
+            reward = {"kind": "rule", "verifier": "string-match", "workers": 64}
+            text = ("; the reward on the host: dapo_math_verify (verl's math_dapo) over the "
+                    "recipe's 64 env workers after the rollout (dapo-deepseek-v3-64n8g.yaml, "
+                    "async_engine false), 28 us a response measured on this VM "
+                    "(scripts/bench_reward_host.py), taken for the host's CPU")
+        elif c.phase.get("placement") == "dedicated" or not c.phase.get(
+                "rollout_returns_logprobs"):
+            reward = {"kind": "rule", "verifier": "math-verify", "per_response": True}
+            text = ("; the reward on the host: Math-Verify's math_metric (HFVerifyWorker, "
+                    "grpo_math_1B.yaml hf_math_verify) on each response as it finishes, one at "
+                    "a time through the environment actor (async_engine true: "
+                    "run_async_multi_turn_rollout), beside the rollout; 2-6 ms a response "
+                    "measured on this VM (scripts/bench_reward_host.py), taken for the host's "
+                    "CPU")
+        else:
+            reward = {"kind": "rule", "verifier": "math-verify", "workers": 8}
+            text = ("; the reward on the host: Math-Verify's math_metric (HFVerifyWorker, "
+                    "grpo_math_1B.yaml hf_math_verify) over env.math.num_workers 8 after the "
+                    "rollout (async_engine false: run_multi_turn_rollout), 2-6 ms a response "
+                    "measured on this VM (scripts/bench_reward_host.py), taken for the host's "
+                    "CPU")
+    elif r["framework"].startswith("verl (") and "fully_async_policy" in r["source"]:
+        reward = {"kind": "rule", "verifier": "string-match", "per_response": True}
+        text = ("; the reward on the host: the shells' reward_manager=dapo (math_dapo's string "
+                "match) in the agent loop's reward loop, each response as it finishes, beside "
+                "the rollout (use_reward_loop true, agent_loop.py _compute_score @df340d70), 28 "
+                "us a response measured on this VM (scripts/bench_reward_host.py), taken for "
+                "the host's CPU")
+    else:
+        return c
+    return Case(c.row, c.gpu, {**c.phase, "reward": reward}, c.settings, c.assumed + text)
+
+
+CASES = [_with_reward_host(c) for c in CASES]
+
 # Rows left out, each with why: what the source does not state, or what the rl phase cannot
 # express (0-based rows of rl_steps.csv)
 _VERL_ASYNC_WHY = ("verl's fully-async mode (partial rollouts, staleness 0.5, 4 mini-batches per "
@@ -2103,7 +2164,8 @@ def verl_sync_parts(row: int) -> dict[str, tuple[float, float]]:
     actor's weights into vLLM, inside the gen timer (agent_loop.py `generate_sequences` calls
     `wake_up`; vllm_async_server.py `wake_up`, RolloutMode.HYBRID). `rest` is what the step
     does besides the four (reward, advantages, the validation every test_freq steps); the
-    estimate has nothing there."""
+    estimate has nothing there (its reward is scored beside the rollout: `reward_host_s`,
+    plan/rl_reward_host.py)."""
     r = rows()[row]
     case = next(c for c in CASES if c.row == row)
     d, why = _details(case)

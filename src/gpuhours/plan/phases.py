@@ -19,7 +19,7 @@ from gpuhours.errors import DoesNotFit, FieldError, InputError
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import TrainingEstimate, estimate_training
-from gpuhours.estimate.figures import Figure
+from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.generation import (
     estimate_generation,
     max_batch_by_memory,
@@ -45,6 +45,7 @@ from gpuhours.plan.rl_padding import (
     sequences_per_packed_micro_batch,
 )
 from gpuhours.plan.rl_paged import PagedBatch, paged_batch
+from gpuhours.plan.rl_reward_host import RewardHost, reward_host
 from gpuhours.plan.rl_rollout_room import rollout_room_hint
 from gpuhours.plan.rl_scoring import expert_scoring_s, ref_offload_s, vision_scoring_s
 from gpuhours.plan.rl_scoring_host import scoring_pass_s
@@ -684,11 +685,6 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
-    if phase.reward.kind == "rule" and phase.reward.model:
-        raise InputError(_field_where(ctx, phase, "reward.model"),
-                         f"a rule reward runs no model, yet reward.model names "
-                         f"{phase.reward.model!r}: it would not be costed.",
-                         "Set reward.kind: model to score with it, or drop reward.model.")
     if on_actor and phase.engine != "hf-generate":
         raise InputError(_field_where(ctx, phase, "engine", "placement"),
                          f"placement: actor is each actor rank generating with HF generate "
@@ -1052,8 +1048,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                 tokens=sequences * seq), share)
         else:
             dp = hw.num_gpus // (t.tp * t.pp * t.cp)
-            _check_colocated_split(ctx, phase, e, share, reward_arch,
-                                   ce if critic_own else None, dp if t.zero_stage == 3 else 1)
+            _check_colocated_split(ctx, phase, e, share, reward_arch, ce if critic_own else None,
+                                   t.tp * t.pp * (dp if t.zero_stage == 3 else 1))
     if phase.actor_gpus is not None:  # each trained role on GPUs of its own (plan/rl_train.py)
         def role_update_s(gpus: int, critic: bool = False) -> tuple[float, Training]:
             rt, rhw, rbasis = training_setup(ctx, phase, {**(critic_setup if critic else s),
@@ -1132,18 +1128,31 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     update_s += driver.get("policy update", 0.0)
     critic_s += driver.get("critic", 0.0)
 
+    # a rule reward's host work (plan/rl_reward_host.py): on the rollout side, where the
+    # frameworks score (NeMo-RL inside its generation, in the one-step-off collector too); each
+    # generation round scores its batch
+    reward_host_part = (reward_host(phase.reward.verifier, phase.reward.workers or 1,
+                                    phase.reward.per_response, sequences, phase.response_tokens,
+                                    rollout_s / phase.generation_rounds_per_step)
+                        if phase.reward.kind == "rule" else
+                        RewardHost(0.0, 0.0, "a reward model scores the responses (its forward "
+                                             "in the reward model part): no rule on the host"))
+    reward_host_s = reward_host_part.critical_s * phase.generation_rounds_per_step
+    rollout_side = rollout_s + reward_host_s
+
     train_side = intake_s + old_logprob_s + ref_s + reward_s + update_s + critic_s + offload_s
     if not dedicated:
-        step_s = rollout_s + train_side + sync_s
+        step_s = rollout_side + train_side + sync_s
     elif phase.async_rollout:
-        step_s = max(rollout_s, train_side) + sync_s
+        step_s = max(rollout_side, train_side) + sync_s
     else:  # local updates on the prompts already finished overlap the rest (plan/rl_async.py)
-        step_s = pipelined_step_s(rollout_s, train_side, sync_s, phase.updates_per_sync)
+        step_s = pipelined_step_s(rollout_side, train_side, sync_s, phase.updates_per_sync)
     step_s += validation_s  # inside the step's timer, every validation_every_steps steps
     # `actor` placement: the reference, reward and critic GPUs wait while the actor generates
     idle_gpu_s = (gpus_total - rollout_gpus) * rollout_s if on_actor else 0.0
     parts = {"rollout generation": rollout_s, "rollout intake": intake_s,
              "old-policy log-probs": old_logprob_s,
+             "reward host": reward_host_s,
              "reference model": ref_s, "reward model": reward_s, "policy update": update_s,
              "critic": critic_s, "host offload": offload_s, "weight sync": sync_s,
              "validation": validation_s}
@@ -1152,7 +1161,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # the side that sets max(rollout, training side) names the bound, not the longest
         # single part (a one-step-off step whose log-prob passes and update outlast its
         # rollouts read "rollout generation": plan/rl_async.py overlapped_bottleneck)
-        bottleneck = overlapped_bottleneck(rollout_s, {
+        bottleneck = overlapped_bottleneck(rollout_side, {
             k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
                                   "reward model", "policy update", "critic", "host offload")},
             {k: parts[k] for k in ("weight sync", "validation")})
@@ -1192,6 +1201,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         if t.image_grid is not None:
             formula += (f", the batch's images with it ({A.RL_IMAGE_BYTES_PER_PIXEL.value:g} bytes "
                         f"a pixel, {A.RL_IMAGE_BYTES_PER_PIXEL.name}: decoded, assumed RGB)")
+    if phase.reward.kind == "rule":
+        formula += f"; {reward_host_part.text}"
     if rollout_tower_s:
         formula += (f"; the engines' vision tower at prefill, {rollout_tower_s:.3g} s a step "
                     f"(plan/rl_images.py)")
@@ -1266,6 +1277,11 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                "rollout_memory_utilisation": share,
                "grpo_calibration_ledger_id": grpo.ledger_id if grpo else None,
                "driver_transfer_s": sum(driver.values()),
+               # a rule reward's host work: all of it (CPU-seconds over the workers) and its
+               # source; what the step waits for is reward_host_s (plan/rl_reward_host.py)
+               "reward_host_total_s": (reward_host_part.total_s
+                                       * phase.generation_rounds_per_step),
+               "reward_host_basis": reward_host_part.text,
                # a vision-language rollout's tower at prefill and the hosts' image preparation
                # (plan/rl_images.py), within the rollout and the first scoring pass
                "rollout_vision_tower_s": rollout_tower_s, "rollout_image_prep_s": rollout_prep_s,
@@ -1291,7 +1307,17 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     result = phase_result(ctx, phase, gpus_total, base, bottleneck, basis, formula,
                           _setup_summary(t, hw), warnings, details, None, storage, write_s,
                           steps=steps)
+    # the rule reward's host seconds carry their own source (a timing on another CPU)
+    kind: BasisKind = "assumed" if reward_host_part.total_s > 0 else "formula"
+    reward_host_total_s = reward_host_part.total_s * phase.generation_rounds_per_step
     return result.model_copy(update={
+        "detail_figures": {
+            "reward_host_s": Figure(value=reward_host_s, unit="s", basis=kind,
+                                    source=f"plan/rl_reward_host.py: {reward_host_part.text}"),
+            "reward_host_total_s": Figure(value=reward_host_total_s, unit="s", basis=kind,
+                                          source=f"plan/rl_reward_host.py, every response's "
+                                          f"scoring summed over the workers: "
+                                          f"{reward_host_part.text}")},
         "config_digest": digest(given),
         "detail_bases": _rl_detail_bases(phase, grpo, roofline, update_basis, share, dedicated,
                                          hw, gpus_total, details),
@@ -1447,12 +1473,12 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate, sh
     The policy's weights, master copy and optimizer moments; PPO's critic's alike (`critic`,
     its own estimate where it has its own ZeRO stage, else the policy's: the policy's size); a
     reward model's
-    weights in bf16 over `shards` ranks (ZeRO-3's data-parallel ranks, as the policy's; 1
-    otherwise), over its tensor and pipeline groups as the policy's. The reference model is not
+    weights in bf16 over `shards` GPUs (the policy's tensor and pipeline groups, times its
+    data-parallel ranks under ZeRO-3). The reference model is not
     counted: NeMo-RL keeps its weights in host memory and loads them for its pass
     (megatron_policy_worker.py reference_state_dict @108bffda), verl's scripts offload it
-    (ref.fsdp_config.param_offload), an adapter policy's is its own base. A verdict (exit 1), not bad input. HF
-    generate runs in the trainer's own model and is not checked here."""
+    (ref.fsdp_config.param_offload), an adapter policy's is its own base. A verdict (exit 1),
+    not bad input. HF generate runs in the trainer's own model and is not checked here."""
     from gpuhours.estimate.params import count_params
 
     m = e.memory
@@ -1463,9 +1489,8 @@ def _check_colocated_split(ctx: Context, phase: RLPhase, e: TrainingEstimate, sh
         parts.append(("PPO's critic's", cm.weights_bytes.value + cm.master_weights_bytes.value
                       + cm.optimizer_bytes.value))
     if reward_arch is not None:
-        split = int(e.setup.get("tp") or 1) * int(e.setup.get("pp") or 1)
         parts.append(("the reward model's bf16 weights",
-                      2.0 * count_params(reward_arch).total / (shards * split)))
+                      2.0 * count_params(reward_arch).total / shards))
     resident = sum(b for _, b in parts)
     device = m.device_bytes.value
     left = (1 - share) * device

@@ -117,16 +117,16 @@ class HardwareSpec(_Strict):
         """A catalog node type fills gpus_per_node and inter_node_gb_per_s_one_way."""
         if not isinstance(data, dict) or not isinstance(data.get("node"), str):
             return data  # no node, or the field's own check says what is wrong with it
-        both = sorted({"gpus_per_node", "inter_node_gb_per_s_one_way"} & data.keys())
-        if both:
-            raise ValueError(f"node {data['node']} sets {both[0]}; give one or the other")
         from gpuhours.catalog import node_for_gpu
         from gpuhours.errors import InputError
 
-        try:
+        try:  # an unknown node type is the error to report first, not a clash with it
             n = node_for_gpu(data["node"], str(data.get("gpu")))
         except InputError as e:
             raise ValueError(f"{e.message} {e.hint or ''}".strip().rstrip(".")) from None
+        both = sorted({"gpus_per_node", "inter_node_gb_per_s_one_way"} & data.keys())
+        if both:
+            raise ValueError(f"node {data['node']} sets {both[0]}; give one or the other")
         return {**data, "gpus_per_node": n.gpus_per_node,
                 "inter_node_gb_per_s_one_way": n.inter_node_gb_per_s_one_way}
 
@@ -497,13 +497,47 @@ class PretrainPhase(_PhaseBase, TrainingSettings):
 
 
 class RewardModel(_Strict):
+    """The step's reward: `rule` (host code scores each response: plan/rl_reward_host.py) or
+    `model` (a reward model's forward over every sequence)."""
+
     kind: Literal["rule", "model"] = "rule"
     model: str | None = None
+    verifier: Literal["math-verify", "string-match", "none"] | None = Field(
+        default=None, description="a rule reward's scorer, timed on the host a response "
+        "(plan/rl_reward_host.py): math-verify (Math-Verify's math_metric as NeMo-RL's "
+        "HFVerifyWorker calls it), string-match (verl's math_dapo: the answer in the last 300 "
+        "characters), none (no host work); unset: the host time not costed, and said so")
+    workers: PositiveInt | None = Field(
+        default=None, description="processes scoring the batch in parallel, each a chunk of "
+        "ceil(responses / workers) (NeMo-RL's env.math.num_workers, 8 in grpo_math_1B.yaml; "
+        "verl's naive and dapo reward managers: 1); unset: 1")
+    per_response: bool = Field(
+        default=False, description="each response scored as its generation ends, one at a "
+        "time, beside the rollout (NeMo-RL with vLLM's async_engine: one-sample calls to the "
+        "environment); false: the whole batch after the rollout")
 
     @model_validator(mode="after")
     def _model(self) -> RewardModel:
         if self.kind == "model" and not self.model:
             raise ValueError("a reward model of kind `model` needs `model`")
+        if self.kind == "model":
+            rule_only = [f for f in ("verifier", "workers", "per_response")
+                         if f in self.model_fields_set]
+            if rule_only:
+                raise ValueError(f"{', '.join(rule_only)} set a rule reward's host scoring; "
+                                 f"this reward is of kind `model` (give kind: rule, or drop "
+                                 f"them)")
+        if self.kind == "rule" and self.model:
+            raise ValueError("`model` names a reward model, and kind is `rule` (give kind: "
+                             "model, or drop model)")
+        if self.per_response and self.workers not in (None, 1):
+            raise ValueError(f"per_response scores one response a call, on one worker; "
+                             f"workers {self.workers} would not be used (drop workers, or set "
+                             f"per_response false to chunk the batch over them)")
+        if self.verifier is None and ("workers" in self.model_fields_set
+                                      or self.per_response):
+            raise ValueError("workers and per_response time a verifier's host work; give "
+                             "verifier (math-verify, string-match or none)")
         return self
 
 
