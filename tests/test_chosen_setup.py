@@ -67,11 +67,42 @@ def test_the_issues_own_question_is_answered_for_llama_65b_from_the_catalog():
 
 
 def test_a_setup_the_user_chose_is_kept_and_refused_when_it_does_not_fit():
-    result = runner.invoke(app, [*PLAIN, "--model", "llama-2-70b", "--batch", "1"])
+    # micro-batch, checkpointing and ZeRO stage all given: nothing is chosen
+    result = runner.invoke(app, [*PLAIN, "--model", "llama-2-70b", "--batch", "1",
+                                 "--no-checkpointing", "--zero", "0"])
     assert result.exit_code == DOES_NOT_FIT_EXIT_CODE
     d = json.loads(result.stdout)
     assert not d["memory"]["fits"] and d["setup"]["micro_batch"] == 1
     assert not any(w.startswith("setup chosen") for w in d["warnings"])
+
+
+@pytest.mark.parametrize(("given", "field", "value"), [
+    (["--batch", "1"], "micro_batch", 1), (["--zero", "1"], "zero_stage", 1),
+    (["--checkpointing"], "checkpointing", True)])
+def test_a_partial_setup_keeps_what_was_given_and_chooses_the_rest(given, field, value):
+    """Issue 16 review, defect 12: --zero 1, --checkpointing or --batch 1 alone on a 70B and
+    64 H100 exited 1 (the defaults of the rest do not fit: ZeRO 0 holds 16 bytes a parameter,
+    1.1 TB for 70.6B, on every GPU); the rest is chosen now and the given value kept."""
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-70b", "--gpu", "h100-sxm",
+                                 "--node", "dgx-h100", "--gpus", "64", "--seq", "4096",
+                                 "--tokens", "1e9", "--json", "--no-calibrate", *given])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.stdout)
+    assert d["memory"]["fits"] and d["setup"][field] == value
+    assert d["warnings"][0].startswith("setup chosen by gpuhours")
+    assert "keeping the given" in d["warnings"][0]
+
+
+def test_a_memory_refusal_names_the_flag_at_fault():
+    """Defect 12: every memory refusal blamed --method. With checkpointing given and ZeRO 0
+    given at micro-batch 1 and no layout, 8 A100-80GB cannot hold Llama-2-7B's 16 bytes a
+    parameter of state on every GPU (6.7B x 16 = 108 GB > 80 GB), but ZeRO-3 shards it 8 ways
+    (13.5 GB): the ZeRO stage is what to change, not the method."""
+    result = runner.invoke(app, ["estimate", "--model", "llama-2-7b", "--gpu", "a100-80gb",
+                                 "--gpus", "8", "--seq", "2048", "--batch", "1", "--zero", "0",
+                                 "--checkpointing", "--tp", "1", "--no-calibrate"])
+    assert result.exit_code == DOES_NOT_FIT_EXIT_CODE
+    assert result.stderr.startswith("error --zero:"), result.stderr
 
 
 def test_a_node_that_slows_the_run_is_said():

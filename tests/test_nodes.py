@@ -21,7 +21,8 @@ runner = CliRunner()
 STATED_GBIT_PER_NODE = {"dgx-a100": 8 * 200, "dgx-h100": 8 * 400, "dgx-h200": 8 * 400,
                         "dgx-b200": 8 * 400, "dgx-b300": 8 * 800, "aws-p4d": 400,
                         "aws-p4de": 400, "aws-p5": 3200,
-                        "azure-nd-a100-v4": 8 * 200, "azure-nd-h100-v5": 8 * 400}
+                        "azure-nd-a100-v4": 8 * 200, "azure-nd-h100-v5": 8 * 400,
+                        "gb200-nvl72": 72 * 400}
 
 
 def test_every_node_type_carries_catalog_gpus_and_its_stated_network():
@@ -29,7 +30,8 @@ def test_every_node_type_carries_catalog_gpus_and_its_stated_network():
     assert sorted(n.name for n in nodes) == sorted(STATED_GBIT_PER_NODE)
     for n in nodes:
         assert all(catalog.gpu(g).name == g for g in n.gpus)
-        assert n.inter_node_gb_per_s_one_way == STATED_GBIT_PER_NODE[n.name] / 8 / 8
+        assert n.inter_node_gb_per_s_one_way == (STATED_GBIT_PER_NODE[n.name] / 8
+                                                 / n.gpus_per_node)
         assert n.source and n.as_of
     assert catalog.node("p4d.24xlarge").name == "aws-p4d"
 

@@ -40,7 +40,7 @@ def test_an_open_setup_that_does_not_fit_gets_the_one_estimate_chooses(tmp_path)
     arch, _ = resolve_model("llama-2-70b")
     found = chosen_setup(Training(arch=arch, seq_len=4096),
                          Hardware(gpu=catalog.gpu("a100-80gb"), num_gpus=64),
-                         search_layouts=True)
+                         search_layouts=True, kernels_open=True)
     assert found is not None
     chosen, sentence = found
     assert why[0].startswith(sentence) and "in the plan to choose yourself" in why[0]
@@ -52,6 +52,19 @@ def test_an_open_setup_that_does_not_fit_gets_the_one_estimate_chooses(tmp_path)
 
 def test_a_stated_setup_is_kept_and_refused_when_it_does_not_fit(tmp_path):
     path = tmp_path / "plan.yaml"
-    path.write_text(PLAN.format(extra="\n    micro_batch: 1"))
+    path.write_text(PLAN.format(extra="\n    micro_batch: 1\n    checkpointing: false\n"
+                                      "    zero_stage: 0"))
     with pytest.raises(DoesNotFit):
         evaluate(load_plan(path))
+
+
+def test_a_partly_stated_setup_keeps_it_and_chooses_the_rest(tmp_path):
+    """Defect 12 of the issue 16 review: micro_batch alone made the phase refuse; the rest
+    (checkpointing, ZeRO stage, layout) is chosen now, micro-batch 1 kept."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(PLAN.format(extra="\n    micro_batch: 1"))
+    [phase] = evaluate(load_plan(path)).phases
+    why = [w for w in phase.warnings if w.startswith("setup chosen by gpuhours")]
+    assert len(why) == 1 and "keeping the given micro-batch 1" in why[0]
+    assert phase.setup["micro_batch"] == 1
+    assert phase.details["memory_per_gpu_bytes"] <= catalog.gpu("a100-80gb").memory_bytes

@@ -6,7 +6,7 @@ inputs) becomes a one-paragraph message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 import typer.main
@@ -512,18 +512,26 @@ def estimate(
                          "--batch, --checkpointing or --zero given, the global batch is "
                          "micro-batch x accumulation x data-parallel GPUs.",
                          "Leave those out, or set the batch with --batch and --grad-accum.")
-    if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
-        # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
-        # fastest setup that fits rather than refuse the defaults
+    # the setup fields the user gave (kept) and those left for gpuhours to choose
+    kept = [f for f, p in (("micro_batch", "batch"), ("checkpointing", "checkpointing"),
+                           ("zero_stage", "zero")) if not _not_given(ctx, p) or f in fill]
+    layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+    partly_open = len(kept) < 3
+    if (not e.memory.fits or global_batch is not None) and not ignore_memory and partly_open:
+        # the question left the setup open ("a 65B model on 2,048 GPUs"), or part of it:
+        # answer it with the fastest setup that fits, keeping what was given, rather than
+        # refuse the defaults
         from gpuhours.estimate.fit import chosen_setup
 
-        layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
         found = chosen_setup(t, hw, search_layouts=layouts_open, global_batch=global_batch,
-                             fixed_overlaps=_given_overlaps(ctx))
+                             fixed_overlaps=_given_overlaps(ctx), keep=kept,
+                             kernels_open=_not_given(ctx, "kernels") and "kernels" not in fill)
         if found is not None:
             t, why = found
             why += (" Give --batch, --grad-accum, --checkpointing or --zero"
-                    f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''} to choose yourself.")
+                    f"{' or --tp/--pp/--cp/--ep' if layouts_open else ''}"
+                    f"{' (and --kernels)' if t.kernels == 'megatron' else ''} to choose "
+                    f"yourself.")
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch
@@ -553,7 +561,8 @@ def estimate(
         # state does not fit whatever the batch), and say when the sequence is beyond the
         # model's positions (the estimate's warning, else shown only with --ignore-memory)
         field = setting_at_fault(t, hw)
-        option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method"}[field]
+        option = {"micro_batch": "--batch", "seq_len": "--seq", "method": "--method",
+                  "zero_stage": "--zero", "checkpointing": "--checkpointing"}[field]
         beyond = beyond_positions_warning(t)
         too_big = DoesNotFit(
             option, f"micro-batch {batch} x seq {seq} needs "
@@ -805,8 +814,10 @@ def generation(
              "or autoawq-0.2.9 (4-bit AWQ, WQLinear_GEMM with awq_ext; give 0.5-0.625). "
              "Default: none, the 8/4-bit weights take their bytes' time alone.")] = None,
     tensor_parallel: Annotated[int, typer.Option(
-        help="GPUs one replica is split over: 1, 2, 4, 8, 16, 32 or 64 (beyond 8 the "
-             "all-reduces cross nodes of 8 at 25 GB/s a GPU, through NCCL).")
+        help="GPUs one replica is split over: 1, 2, 4, 8, 16, 32 or 64 (beyond a node, "
+             "--gpus-per-node or --node, 8 by default, the all-reduces cross the network at "
+             "--inter-node-gb-per-s, 25 GB/s a GPU by default, through NCCL). Default: 1, or "
+             "when the model does not fit one GPU the smallest within a node that fits.")
     ] = GENERATION.tensor_parallel,
     device_map_gpus: Annotated[int, typer.Option(
         help="hf-generate only: GPUs the model is split over by device_map=\"auto\" (its "
@@ -907,15 +918,32 @@ def generation(
                              else ("prompt_tokens", "output_tokens"))
     from gpuhours.api import open_ledger
 
+    book = open_ledger(ledger) if calibrate else None
+    chosen = ""
     try:
-        e = estimate_generation(g, hw, open_ledger(ledger) if calibrate else None)
+        e = estimate_generation(g, hw, book)
     except DoesNotFit as too_big:
-        # a verdict, as estimate's: with --json the figures behind it, then exit code 1
-        if as_json:
-            from gpuhours.estimate.generation_fit import does_not_fit_summary
+        # the replica's size left open: the smallest tensor parallelism within a node that
+        # fits, as estimate chooses a training setup; else the verdict names the size needed
+        tp_open = (_not_given(ctx, "tensor_parallel") and _not_given(ctx, "device_map_gpus")
+                   and g.engine != "hf-generate")
+        if tp_open and g.batch is not None:
+            # a batch given: a replica is chosen only when the model leaves no room for one
+            # sequence on a GPU (else the batch is what to change: the verdict says so)
+            try:
+                estimate_generation(g.model_copy(update={"batch": None}), hw, book)
+                tp_open = False
+            except DoesNotFit:
+                pass
+        found = _smallest_generation_tp(g, hw, book, too_big) if tp_open else None
+        if found is None:
+            # a verdict, as estimate's: with --json the figures behind it, then exit code 1
+            if as_json:
+                from gpuhours.estimate.generation_fit import does_not_fit_summary
 
-            emit_json(does_not_fit_summary(g, hw.gpu, too_big.message))
-        raise
+                emit_json(does_not_fit_summary(g, hw.gpu, too_big.message))
+            raise
+        g, e, chosen = found
     from gpuhours.estimate.generation import generation_summary
 
     prices = None
@@ -924,13 +952,57 @@ def generation(
 
         prices = price_rows_for(hw.model_copy(update={"num_gpus": e.gpus}), usd_per_gpu_hour)
     data = {"kind": "generation", **generation_summary(e, g, hw.gpu, sequences, prices),
-            "fits": True}
+            "fits": True, **({"setup_chosen": chosen} if chosen else {})}
     if as_json:
         emit_json(data)
         return
     from gpuhours.report.terminal import render_generation
 
     render_generation(data, console_for(wide), wide)
+
+
+def _smallest_generation_tp(g: Generation, hw: Hardware, book: Any, too_big: DoesNotFit
+                            ) -> tuple[Generation, Any, str] | None:
+    """(the setup, its estimate, a sentence saying what was chosen and why) for a replica left
+    at one GPU that does not fit: of the tensor parallelisms within a node (g.gpus_per_node)
+    that divide the attention heads (as vLLM requires) and fit, the one with the fewest GPU
+    seconds per sequence (GPUs x (prefill_s + decode_s) / batch, the steady rate
+    generation_summary bills). None when none within a node fits, `too_big`'s message then
+    naming the smallest size beyond a node that would (its all-reduces over the network), or
+    saying that none would."""
+    from gpuhours.api import estimate_generation
+
+    sizes = sorted(int(x) for x in get_args(Generation.model_fields["tensor_parallel"]
+                                            .annotation) if int(x) > g.tensor_parallel)
+    fitting: list[tuple[float, int, Generation, Any]] = []
+    for tp in sizes:
+        if g.arch.num_heads % tp:
+            continue
+        if tp > g.gpus_per_node and fitting:
+            break
+        trial = g.model_copy(update={"tensor_parallel": tp})
+        try:
+            e = estimate_generation(trial, hw, book)
+        except DoesNotFit:
+            continue
+        if tp > g.gpus_per_node:
+            too_big.message += (f" Tensor parallelism {tp} would fit, across nodes of "
+                                f"{g.gpus_per_node} GPUs (its all-reduces over the "
+                                f"{g.inter_node_gb_per_s_one_way:g} GB/s network): give "
+                                f"--tensor-parallel {tp}; none within a node fits.")
+            return None
+        fitting.append((e.gpus * (e.prefill_s + e.decode_s) / e.batch, tp, trial, e))
+    if not fitting:
+        too_big.message += " No tensor parallelism up to 64 GPUs fits either."
+        return None
+    cost, tp, trial, e = min(fitting, key=lambda f: f[0])
+    tried = ", ".join(f"{t}: {c:.3g}" for c, t, _, _ in fitting)
+    return trial, e, (
+        f"tensor parallelism {tp} chosen by gpuhours: of those within a node of "
+        f"{g.gpus_per_node} GPUs that divide the {g.arch.num_heads} attention heads and fit, "
+        f"the fewest GPU seconds per sequence (GPUs x (prefill + decode) / batch; {tried}). "
+        f"{g.tensor_parallel} GPU does not fit: {too_big.message} Give --tensor-parallel to "
+        f"choose yourself.")
 
 
 def _weights_of(model: str | None, weight_bytes_per_param: float | None,

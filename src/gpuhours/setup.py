@@ -1298,9 +1298,14 @@ def _check_layout(t: Training) -> None:
             raise FieldError(("moe_a2a_overlap", "virtual_stages"), "with pipeline stages, "
                              "Megatron-Core's combined 1F1B runs in the interleaved schedule "
                              "only: give virtual stages (2 or more).")
-    if t.cp > 1 and t.seq_len % t.cp:
-        raise FieldError("cp", f"context parallelism splits the sequence: {t.cp} must divide "
-                               f"the sequence length {t.seq_len}.")
+    if t.cp > 1 and t.seq_len % (2 * t.cp):
+        # Megatron-LM's get_batch_on_this_cp_rank (megatron/training/utils.py) views the
+        # sequence as 2 x cp chunks and gives rank r chunks r and 2 cp - 1 - r (load-balanced
+        # causal attention): the view needs 2 x cp to divide the sequence
+        raise FieldError("cp", f"context parallelism splits the sequence into 2 x cp chunks "
+                               f"(Megatron-Core's load-balanced split): 2 x {t.cp} = "
+                               f"{2 * t.cp} must divide the sequence length {t.seq_len}.",
+                         f"Give a sequence length that is a multiple of {2 * t.cp}.")
     if t.moe_fused_mlp and not arch.is_moe:
         raise FieldError("moe_fused_mlp", f"the op fuser's expert MLP is a MoE layer's; "
                                           f"{arch.name} has no experts.")

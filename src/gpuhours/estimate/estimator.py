@@ -25,7 +25,8 @@ from gpuhours.estimate.moe_gemm import (
     unfused_expert_bytes_per_token_layer,
 )
 from gpuhours.estimate.paged_optimizer import paged_overflow_bytes
-from gpuhours.estimate.parallel import REFERENCE_NODE, reference_node, stages_text
+from gpuhours.estimate.parallel import (REFERENCE_NODE, REFERENCE_NODE_OF_GPU, reference_node,
+                                        stages_text)
 from gpuhours.estimate.rope import unfused_rope_bytes_per_token_layer
 from gpuhours.estimate.step_replay import (
     STEP_REPLAY_TERM,
@@ -35,6 +36,7 @@ from gpuhours.estimate.step_replay import (
 from gpuhours.estimate.timing import (
     StepTime,
     attention_assumption,
+    groups_cross_nodes,
     gemm_efficiency_assumptions,
     gemm_efficiency_basis,
     peak_flops,
@@ -762,15 +764,36 @@ def estimate_training(
                         f"init or accelerate's fsdp_cpu_ram_efficient_loading, DeepSpeed "
                         f"zero.Init): a framework that loads it onto every GPU first runs out "
                         f"of memory before the first step.")
-    node = reference_node(hw.gpu.generation) if hw.num_nodes > 1 else None
-    if node is not None and hw.inter_node_gb_per_s_one_way < node.inter_node_gb_per_s_one_way:
+    node = reference_node(hw.gpu.generation, hw.gpu.name) if hw.num_nodes > 1 else None
+    if node is not None and hw.gpus_per_node < node.gpus_per_node:
+        # a rack-scale NVLink domain (GB200 NVL72) modelled as nodes of a few GPUs
+        warnings.append(f"{hw.gpu.name} is modelled in nodes of {hw.gpus_per_node} GPUs on "
+                        f"{hw.inter_node_gb_per_s_one_way:g} GB/s per GPU between them; it "
+                        f"comes in {node.name} racks: {node.within_node}, and "
+                        f"{node.inter_node_gb_per_s_one_way:g} GB/s per GPU between racks "
+                        f"({node.source}). Give --node {node.name} (a plan's hardware.node) "
+                        f"or your cluster's --gpus-per-node and --inter-node-gb-per-s.")
+    elif node is not None and (hw.inter_node_gb_per_s_one_way
+                               < node.inter_node_gb_per_s_one_way):
+        node_name = (REFERENCE_NODE_OF_GPU.get(hw.gpu.name)
+                     or REFERENCE_NODE[hw.gpu.generation])
         # the default network is a DGX A100's; a newer node usually has more
         warnings.append(f"the network between nodes is taken as "
                         f"{hw.inter_node_gb_per_s_one_way:g} GB/s per GPU one way; a "
-                        f"{REFERENCE_NODE[hw.gpu.generation]} has "
+                        f"{node_name} has "
                         f"{node.inter_node_gb_per_s_one_way:g} ({node.network}; "
                         f"{node.source}): give your cluster's (--node, --inter-node-gb-per-s, a "
                         f"plan's hardware.node or inter_node_gb_per_s_one_way).")
+    if t.tp > 1 and groups_cross_nodes(hw.num_gpus, hw.gpus_per_node, t.tp):
+        # Megatron-Core's guidance and this tool's help put tensor parallelism within a node
+        warnings.append(f"tensor parallelism {t.tp} across nodes of {hw.gpus_per_node} GPUs: "
+                        + ("each group is wider than a node" if t.tp > hw.gpus_per_node else
+                           f"{t.tp} does not divide {hw.gpus_per_node}, so some groups reach "
+                           f"over two nodes")
+                        + f", and the step waits on their all-reduces over the "
+                          f"{hw.inter_node_gb_per_s_one_way:g} GB/s network (a tensor-parallel "
+                          f"group usually stays within a node's NVLink: a tp dividing "
+                          f"{hw.gpus_per_node}).")
     varlen = None
     if t.seq_len_mean is not None and hw.gpu.stack == "xla":
         warnings.append("variable-length samples on a TPU: XLA compiles a program for each "

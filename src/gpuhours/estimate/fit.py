@@ -18,7 +18,8 @@ from gpuhours.estimate.params import count_params
 from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
-from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
+from gpuhours.estimate.timing import (TP_OVERLAP_GENERATIONS, groups_cross_nodes,
+                                      training_step_time)
 from gpuhours.setup import Hardware, Training
 
 MAX_MICRO_BATCH = 512
@@ -150,7 +151,9 @@ SHORT_SEQ_TOKENS = 128
 def setting_at_fault(t: Training, hw: Hardware) -> str:
     """The setup field to change when `t` does not fit `hw`'s memory: `micro_batch` when
     micro-batch 1 at this sequence fits; `seq_len` when micro-batch 1 fits only at a short
-    sequence (SHORT_SEQ_TOKENS); else `method`: the model's state (weights, gradients,
+    sequence (SHORT_SEQ_TOKENS); `zero_stage` when ZeRO-3 (with checkpointing if need be) fits
+    at micro-batch 1 on several GPUs; `checkpointing` when turning it on fits; else `method`:
+    the model's state (weights, gradients,
     optimizer, their temporaries and gathers) does not fit whatever the batch, so the method,
     sharding or GPU count must change. Memory only, the device's whole memory (estimate's
     verdict, not fit's headroom)."""
@@ -161,6 +164,17 @@ def setting_at_fault(t: Training, hw: Hardware) -> str:
     if t.seq_len > SHORT_SEQ_TOKENS and evaluate(short, hw, 0.0, "",
                                                  speed_if_too_big=False).fits:
         return "seq_len"
+    # the state does not fit at any batch: the sharding or the recomputation the setup left
+    # out, before the method
+    if hw.num_gpus > 1 and t.zero_stage < 3 and t.offload == "none" and (
+            not t.deepspeed_pipe_engine):
+        for ckpt in dict.fromkeys((t.checkpointing, True)):
+            sharded = one.model_copy(update={"zero_stage": 3, "checkpointing": ckpt})
+            if evaluate(sharded, hw, 0.0, "", speed_if_too_big=False).fits:
+                return "zero_stage"
+    if not t.checkpointing and evaluate(one.model_copy(update={"checkpointing": True}), hw,
+                                        0.0, "", speed_if_too_big=False).fits:
+        return "checkpointing"
     return "method"
 
 
@@ -180,7 +194,8 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     arch, n = t.arch, hw.num_gpus
     powers = [2 ** k for k in range(12)]
     # only sizes that split every width Megatron-Core divides (heads, KV heads, MLP)
-    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and not tp_split_problem(arch, x)]
+    tps = [x for x in powers if x <= min(hw.gpus_per_node, n) and not tp_split_problem(arch, x)
+           and not groups_cross_nodes(n, hw.gpus_per_node, x)]
     # any stage count up to one layer a stage: uneven stages (parallel.stage_layers) are
     # Megatron-Core's --decoder-first/last-pipeline-num-layers
     pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if n % x == 0]
@@ -191,7 +206,7 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
         for pp in pps:
             for cp in cps:
                 mp = tp * pp * cp
-                if n % mp or t.seq_len % cp or tp * cp > hw.gpus_per_node:
+                if n % mp or (cp > 1 and t.seq_len % (2 * cp)) or tp * cp > hw.gpus_per_node:
                     continue
                 for ep in eps:
                     if (tp * cp * (n // mp)) % ep == 0:
@@ -250,7 +265,8 @@ def overlaps_allowed(t: Training, hw: Hardware, layout: dict[str, int], checkpoi
 def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         headroom: float | None = None, bigger_gpus: Iterable[GpuSpec] = (),
         search_layouts: bool = False, batch_near: int | None = None,
-        fixed_overlaps: Collection[str] = (), remedies: bool = True) -> FitResult:
+        fixed_overlaps: Collection[str] = (), remedies: bool = True,
+        keep: Collection[str] = (), megatron_layouts: bool = False) -> FitResult:
     """Answer: does `t` fit on `hw`, how large a micro-batch fits, what is fastest, and what
     would fit when nothing does. Every candidate's memory comes from training_memory.
 
@@ -268,7 +284,13 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     more (so the batch stays within half a rank-step of the target).
 
     `remedies`: when not even micro-batch 1 fits as given, list what would
-    (estimate/remedies.py); the setup chooser, which needs only the fastest, leaves them out."""
+    (estimate/remedies.py); the setup chooser, which needs only the fastest, leaves them out.
+
+    `keep`: setup fields the sweep holds at t's value ("micro_batch", "checkpointing",
+    "zero_stage": the user's choices), the rest chosen. `megatron_layouts`: a tensor, pipeline,
+    context or expert parallel layout is costed on the megatron kernel path (kernels
+    "megatron", with its vocab-parallel loss), the code that runs such layouts (Megatron-Core);
+    plain data parallelism keeps t's kernels."""
     headroom = A.FIT_HEADROOM_FRACTION.value if headroom is None else headroom
     requested = evaluate(t, hw, headroom, "as given")
     largest, evaluated = _largest_micro_batch(t, hw, headroom)
@@ -283,6 +305,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     for layout in layouts:
         mp = layout["tp"] * layout["pp"] * layout["cp"]
         replicas = hw.num_gpus // mp
+        tl = (t.model_copy(update={"kernels": "megatron"})
+              if megatron_layouts and mp * layout["ep"] > 1 else t)
         layout_batch = effective_batch
         if batch_near is not None:
             if replicas > batch_near and some_within:
@@ -299,10 +323,13 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         # DeepSpeed's PipelineEngine refuses ZeRO-2 and 3, and with bf16 runs BF16_Optimizer,
         # ZeRO-1's sharding whatever the config (estimate/pipe_engine.py)
         stages = runnable_zero_stages(t, replicas)
+        if "zero_stage" in keep:
+            stages = [s for s in stages if s == t.zero_stage]
+        ckpts = (t.checkpointing,) if "checkpointing" in keep else (False, True)
         # a searched layout tries micro-batches 1, 2, 4, ... and the largest that fits
         # (bisected); the layout as given tries every micro-batch
         sampled = search_layouts and layout != given
-        settings = [(ckpt, stage, overlap) for ckpt in (False, True) for stage in stages
+        settings = [(ckpt, stage, overlap) for ckpt in ckpts for stage in stages
                     for overlap in _overlap_options(t, hw, layout, ckpt, search_layouts,
                                                     fixed_overlaps)]
         layout_best: Candidate | None = None
@@ -317,7 +344,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                     return "stop"  # a larger micro-batch overshoots on every replica
                 mb_accum = (_accum_for(effective_batch, mb, replicas)
                             if effective_batch is not None else open_accum)
-                base = t.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
+                base = tl.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
                                             "zero_stage": stage, **layout, **overlap})
                 if mb_accum is None:
                     # this micro-batch cannot make the effective batch exactly; a larger
@@ -329,7 +356,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                 return c if c.fits else "stop"  # memory only grows with the micro-batch
 
             tried: list[Candidate | str | None] = []
-            if not sampled:
+            if "micro_batch" in keep:
+                tried.append(trial(t.micro_batch))
+            elif not sampled:
                 for mb in range(1, MAX_MICRO_BATCH + 1):
                     tried.append(trial(mb))
                     if tried[-1] == "stop":
@@ -355,7 +384,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                     layout_best = c
         # the PipelineEngine runs plain 1F1B only (pipe/schedule.py TrainSchedule)
         if sampled and layout_best is not None and not t.deepspeed_pipe_engine:
-            more = _interleaved(t, hw, headroom, layout, layout_best, fixed_overlaps)
+            more = _interleaved(tl, hw, headroom, layout, layout_best, fixed_overlaps)
             evaluated += len(more)  # every trial, as the sweep above counts its own
             layout_best = max([layout_best, *(c for c in more if c.fits)],
                               key=lambda c: c.tokens_per_s_per_gpu)
@@ -375,7 +404,8 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         # the micro-batches that fit cannot make this batch on these GPUs (fit's note says
         # so): the fastest setup at the nearest batch they can make, said in its row
         near = fit(t, hw, None, headroom, (), search_layouts, batch_near=effective_batch,
-                   fixed_overlaps=fixed_overlaps, remedies=False)
+                   fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
+                   megatron_layouts=megatron_layouts)
         evaluated += near.candidates_evaluated
         if near.fastest is not None:
             f = near.fastest
@@ -496,20 +526,33 @@ def _overlap_options(t: Training, hw: Hardware, layout: dict[str, int], ckpt: bo
             for tp in tp_options for a2a in a2a_options]
 
 
-def _network_bound(t: Training, hw: Hardware, c: Candidate) -> bool:
-    """Whether the candidate's step is bound by communication (its bottleneck a collective on
-    a link: "... over <link>"), not by compute, memory traffic or the host."""
-    chosen = t.model_copy(update={"micro_batch": c.micro_batch, "grad_accum": c.grad_accum,
-                                  "checkpointing": c.checkpointing, "zero_stage": c.zero_stage,
-                                  "tp": c.tp, "pp": c.pp, "cp": c.cp, "ep": c.ep,
-                                  "virtual_stages": c.virtual_stages,
-                                  "tp_comm_overlap": c.tp_comm_overlap,
-                                  "moe_a2a_overlap": c.moe_a2a_overlap})
+#: the share of a step's GPU compute its collectives (hidden or not) may take before the step
+#: counts as not clearly compute-bound and the chooser compares parallel layouts: a search
+#: bound, not physics. Beyond half, the step time hangs on how much of the traffic overlap
+#: hides, the least certain part of the model (docs/parallelism.md), and a layout that moves
+#: less may win
+NOT_COMPUTE_BOUND_SHARE = 0.5
+
+
+def _as_training(t: Training, c: Candidate) -> Training:
+    return t.model_copy(update={"micro_batch": c.micro_batch, "grad_accum": c.grad_accum,
+                                "checkpointing": c.checkpointing, "zero_stage": c.zero_stage,
+                                "tp": c.tp, "pp": c.pp, "cp": c.cp, "ep": c.ep,
+                                "virtual_stages": c.virtual_stages,
+                                "tp_comm_overlap": c.tp_comm_overlap,
+                                "moe_a2a_overlap": c.moe_a2a_overlap})
+
+
+def communication_share(t: Training, hw: Hardware, c: Candidate) -> tuple[float, float, str]:
+    """(collective seconds per step, hidden or not; GPU compute seconds; the bottleneck) of
+    the candidate's step (timing.training_step_time)."""
+    chosen = _as_training(t, c)
     mem = reserved_training_memory(chosen, hw.num_gpus, hw.gpu.stack,
                                    hw.gpu.memory_bytes)
     st = training_step_time(chosen.arch, chosen, hw, training_flops(chosen),
                             mem.trainable_params)
-    return " over " in st.bottleneck
+    comm = sum(x.seconds for x in st.collectives) if st.collectives else st.communication_s
+    return comm, st.compute_s, st.bottleneck
 
 
 def default_global_batch(t: Training) -> tuple[int, str]:
@@ -526,11 +569,14 @@ def default_global_batch(t: Training) -> tuple[int, str]:
 
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                  search_layouts: bool = False, global_batch: int | None = None,
-                 fixed_overlaps: Collection[str] = ()) -> tuple[Training, str] | None:
+                 fixed_overlaps: Collection[str] = (), keep: Collection[str] = (),
+                 kernels_open: bool = True) -> tuple[Training, str] | None:
     """The fastest setup of the same model and method that fits (micro-batch, checkpointing,
     ZeRO stage, accumulation chosen, and with `search_layouts` the parallel layout; everything
     else as given), with a sentence saying what was chosen and why; None when none fits. For a
-    question that leaves the setup open: "a 65B model on 2,048 GPUs".
+    question that leaves the setup open: "a 65B model on 2,048 GPUs". `keep`: the fields of
+    micro_batch, checkpointing and zero_stage the user gave, held at t's values (a partial
+    setup: the rest is chosen).
 
     The global batch (sequences per optimizer step): `global_batch`, else, for full training
     when `t` gives no accumulation (grad_accum 1), default_global_batch (read from pretraining
@@ -539,9 +585,12 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     accumulation (the batch then follows the micro-batch chosen).
 
     Plain data parallelism (ZeRO/FSDP, which any framework runs) is kept when a setup of it
-    fits, its ranks do not outnumber the target batch and its step is not bound by the
-    network; the fastest tensor/pipeline/context/expert layout is chosen otherwise. Policy,
-    not physics:
+    fits, its ranks do not outnumber the target batch and its step is clearly compute-bound
+    (its collectives, hidden or not, under NOT_COMPUTE_BOUND_SHARE of its compute,
+    and its bottleneck no collective); the fastest
+    tensor/pipeline/context/expert layout is chosen otherwise, each layout costed on the
+    kernel path that runs it (Megatron-Core's, kernels megatron) unless `kernels_open` is
+    False (the user gave --kernels: t's are kept). Policy, not physics:
     the analytic model puts tensor parallelism ahead of ZeRO for the Llama 2 runs, yet lands
     under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
     basis = "given"
@@ -551,14 +600,37 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
     result = None
     if target is None or replicas <= target or not search_layouts:
-        result = fit(t, hw, headroom=headroom, batch_near=target, remedies=False)
+        result = fit(t, hw, headroom=headroom, batch_near=target, remedies=False, keep=keep)
     plain = result.fastest if result is not None else None
-    if search_layouts and (plain is None or _network_bound(t, hw, plain)):
+    searched = ""
+    if search_layouts and t.method == "full" and hw.num_gpus > 1:
+        if result is None:
+            searched = (f"plain data parallelism's {replicas} ranks outnumber the target "
+                        f"batch, so parallel layouts were searched")
+        elif plain is None:
+            searched = "no plain data-parallel setup fits, so parallel layouts were searched"
+        else:
+            comm, compute, bottleneck = communication_share(t, hw, plain)
+            if " over " in bottleneck or comm >= NOT_COMPUTE_BOUND_SHARE * compute:
+                searched = (f"plain data parallelism is not compute-bound (its collectives "
+                            f"take {comm:,.3g} s a step, hidden or not, beside {compute:,.3g} "
+                            f"s of compute), so parallel layouts were searched")
+            else:
+                searched = (f"plain data parallelism kept: its step is compute-bound "
+                            f"(collectives {comm:,.3g} s beside {compute:,.3g} s of compute; "
+                            f"layouts are searched from {NOT_COMPUTE_BOUND_SHARE:.0%})")
+    # the megatron path models none of DeepSpeed's ZeRO-3 hooks, Liger's patches or LoRA
+    # dropout (setup.py _check_megatron): a setup with them keeps its kernels
+    megatron = (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
+                and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
+    if searched and not searched.startswith("plain data parallelism kept"):
         result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
-                     fixed_overlaps=fixed_overlaps, remedies=False)
+                     fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
+                     megatron_layouts=megatron)
     best = result.fastest if result is not None else None
     if result is None or best is None:
         return None
+    parallel = best.tp * best.pp * best.cp * best.ep > 1
     keep_accum = target is None and best.tp * best.pp * best.cp == 1
     chosen = t.model_copy(update={"micro_batch": best.micro_batch,
                                   "checkpointing": best.checkpointing,
@@ -568,6 +640,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                                   "virtual_stages": best.virtual_stages,
                                   "tp_comm_overlap": best.tp_comm_overlap,
                                   "moe_a2a_overlap": best.moe_a2a_overlap})
+    if megatron and parallel and search_layouts:
+        chosen = chosen.model_copy(update={"kernels": "megatron"})
     layout = _layout_label(best, t.arch)
     layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
               if layout else f", accumulation {chosen.grad_accum}")
@@ -576,9 +650,20 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         made = best.micro_batch * chosen.grad_accum * best.data_parallel
         batch = (f"; global batch {made} sequences of {t.seq_len} "
                  f"({made * t.seq_len / 1e6:.2f}M tokens) for a target of {target}: {basis}")
+    kept = [f"{name} {value}" for name, field, value in (
+        ("micro-batch", "micro_batch", t.micro_batch),
+        ("checkpointing", "checkpointing", "on" if t.checkpointing else "off"),
+        ("ZeRO", "zero_stage", t.zero_stage)) if field in keep]
+    kernel_note = ""
+    if chosen.kernels == "megatron" and t.kernels != "megatron":
+        kernel_note = ("; costed on Megatron-Core's kernel path (kernels megatron: Transformer "
+                       "Engine's fused layers, vocab-parallel loss), the code that runs this "
+                       "layout")
     why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
            f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
            f"fastest of {result.candidates_evaluated} configurations that fit with "
            f"{result.headroom_fraction:.0%} headroom"
-           f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}).")
+           + (f", keeping the given {', '.join(kept)}" if kept else "")
+           + f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}"
+           + (f"; {searched}" if searched else "") + f"{kernel_note}).")
     return chosen, why

@@ -43,14 +43,17 @@ from gpuhours.estimate.params import ParamCounts
 #: GPU from its datasheet: gpuhours catalog nodes). `Hardware.inter_node_gb_per_s_one_way`
 #: keeps its 25 GB/s default (a DGX A100's); a newer node's figure is the one to give it.
 REFERENCE_NODE = {"ampere": "DGX A100", "hopper": "DGX H100", "blackwell": "DGX B200"}
+#: GPUs that come only in a node type of their own, before their generation's: a GB200 is
+#: sold in NVL72 racks (one NVLink domain of 72 GPUs), not in 8-GPU nodes
+REFERENCE_NODE_OF_GPU = {"gb200": "GB200 NVL72"}
 
 
-def reference_node(generation: str) -> NodeSpec | None:
-    """The catalog node type a generation's GPUs usually come in (REFERENCE_NODE: an alias of
-    the catalog row), or None."""
+def reference_node(generation: str, gpu: str | None = None) -> NodeSpec | None:
+    """The catalog node type a GPU (REFERENCE_NODE_OF_GPU), else its generation's GPUs
+    (REFERENCE_NODE), usually come in (an alias of the catalog row), or None."""
     from gpuhours import catalog
 
-    name = REFERENCE_NODE.get(generation)
+    name = REFERENCE_NODE_OF_GPU.get(gpu or "") or REFERENCE_NODE.get(generation)
     return catalog.node(name) if name else None
 
 

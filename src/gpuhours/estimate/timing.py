@@ -313,11 +313,27 @@ def _within_node_link(gpu: GpuSpec, lanes: int | None = None) -> tuple[float, st
             "pcie (assumed" + narrow + ")")
 
 
+def groups_cross_nodes(num_gpus: int, gpus_per_node: int, span_gpus: int) -> bool:
+    """Whether some group of `span_gpus` consecutive ranks, the groups starting at multiples of
+    it (ranks 0..span-1, span..2 span-1, ...), has ranks on two nodes of `gpus_per_node`:
+    when span is wider than a node, or does not divide it and a group reaches the first node
+    boundary (12 GPUs in nodes of 6, groups of 4: ranks 4-7 span two nodes)."""
+    if num_gpus <= gpus_per_node:
+        return False
+    if span_gpus > gpus_per_node:
+        return True
+    if gpus_per_node % span_gpus == 0:
+        return False
+    # the group around the first node boundary: starts below it, ends at or past it
+    return (gpus_per_node // span_gpus + 1) * span_gpus <= num_gpus
+
+
 def group_link_bytes_per_s(hw: Hardware, span_gpus: int) -> tuple[float, str]:
     """Per-GPU one-way bandwidth of a collective whose ranks lie within `span_gpus` consecutive
-    GPUs (Megatron-LM's rank order: tensor innermost, then context, data, pipeline): the GPU's
-    own link (NVLink) when they fit in one node, the network between nodes otherwise."""
-    if span_gpus <= hw.gpus_per_node:
+    GPUs (Megatron-LM's rank order: tensor innermost, then context, data, pipeline; each group
+    starting at a multiple of its span): the GPU's own link (NVLink) when every group lies in
+    one node, the network between nodes otherwise (the step waits for the slowest group)."""
+    if not groups_cross_nodes(hw.num_gpus, hw.gpus_per_node, span_gpus):
         return _within_node_link(hw.gpu, hw.pcie_lanes)
     return hw.inter_node_gb_per_s_one_way * 1e9, "inter-node network"
 
@@ -603,7 +619,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             parts[f"{c.name} over {c.link}"] = c.exposed_s
         parts[f"data-parallel gradients over {link}"] = parts.pop(
             f"communication over {link}")
-    bottleneck = max(parts, key=lambda k: parts[k])
+    bottleneck = network_bottleneck(collectives, comm_s, link, gpu_compute_s) or max(
+        parts, key=lambda k: parts[k])
     return StepTime(
         matmul_s=matmul_s,
         attention_s=attention_s,
@@ -624,6 +641,27 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         expert_gemm_s=expert_gemm_s,
         checkpoint_copy_s=checkpoint_copy_s,
     )
+
+
+#: said of a step whose collectives take longer in all than the compute they overlap
+NETWORK_BOUND_NOTE = "more in all than the compute it overlaps"
+
+
+def network_bottleneck(collectives: tuple[P.Collective, ...], comm_s: float, link: str,
+                       gpu_compute_s: float) -> str:
+    """The bottleneck label of a step whose communication, hidden or not, takes longer in all
+    than its GPU compute (matmuls, attention, memory-bound work): the step then waits on the
+    network however well the collectives overlap, although the part left exposed may be
+    smaller than the matmuls. The largest collective on its link; "" when compute is longer."""
+    if collectives:
+        total = sum(c.seconds for c in collectives)
+        if total <= gpu_compute_s or total <= 0:
+            return ""
+        big = max(collectives, key=lambda c: c.seconds)
+        return f"{big.name} over {big.link} (communication {NETWORK_BOUND_NOTE})"
+    if comm_s <= gpu_compute_s or comm_s <= 0:
+        return ""
+    return f"communication over {link} ({NETWORK_BOUND_NOTE})"
 
 
 def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: float, e_mm: float,

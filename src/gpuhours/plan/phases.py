@@ -469,17 +469,20 @@ _OVERLAP_FIELDS = ("tp_comm_overlap", "moe_a2a_overlap")
 def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
                     model_basis: str, e: TrainingEstimate, warnings: list[str],
                     **amount: Any) -> tuple[Training, TrainingEstimate]:
-    """A phase that does not fit with the defaults and leaves micro-batch, checkpointing and
+    """A phase that does not fit with the defaults and leaves micro-batch, checkpointing or
     ZeRO stage open gets the fastest setup that fits (estimate/fit.py chosen_setup, the layout
-    searched too when the phase gives none), as `gpuhours estimate` does; the sentence saying
-    what was chosen and why joins the phase's warnings. A setup the plan states is kept (and
-    check_fits refuses it when it does not fit)."""
-    if e.memory.fits or any(k in s for k in _SETUP_FIELDS):
+    searched too when the phase gives none, a layout only Megatron-Core runs costed on its
+    kernel path unless the phase names kernels), as `gpuhours estimate` does; the sentence
+    saying what was chosen and why joins the phase's warnings. What the plan states is kept
+    (and check_fits refuses the setup when nothing with it fits)."""
+    if e.memory.fits or all(k in s for k in _SETUP_FIELDS):
         return t, e
     from gpuhours.estimate.fit import chosen_setup
 
     found = chosen_setup(t, hw, search_layouts=not any(k in s for k in _LAYOUT_FIELDS),
-                         fixed_overlaps=tuple(k for k in _OVERLAP_FIELDS if k in s))
+                         fixed_overlaps=tuple(k for k in _OVERLAP_FIELDS if k in s),
+                         keep=[k for k in _SETUP_FIELDS if k in s],
+                         kernels_open="kernels" not in s)
     if found is None:
         return t, e
     chosen, why = found

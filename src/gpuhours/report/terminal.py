@@ -79,6 +79,8 @@ def render_training(e: TrainingEstimate, console: Console, wide: bool = False) -
               + (f", offload {s['offload']}" if s.get("offload") not in (None, "none") else "")
               + f", {s['optimizer']}{layout_text(s, e.num_gpus)}"
               + (", DeepSpeed PipelineEngine" if s.get("deepspeed_pipe_engine") else "")
+              + (f", kernels {s['kernels']}" if s.get("kernels") not in (None, "eager")
+                 else "")
               + (", CUDA_LAUNCH_BLOCKING" if s.get("cuda_launch_blocking") else "")))
     console.print(f"[dim]model: {esc(e.model_basis)}[/dim]")
 
@@ -374,6 +376,8 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
         console.print(f"[dim]left out of the cost: {esc(', '.join(out['rows']))}: "
                       f"{esc(out['reason'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
+    if data.get("setup_chosen"):
+        console.print(f"[yellow]warning:[/yellow] {esc(data['setup_chosen'])}")
     if data.get("track_record"):
         from gpuhours.estimate.track_record import TrackRecord
 
