@@ -147,3 +147,21 @@ def test_a_measured_device_needs_the_ledger_that_measured_it(measured) -> None: 
                       env={"GPUHOURS_LEDGER": str(empty / "none.sqlite")})
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "line 3, hardware.gpu" in r.output and "measured by `gpuhours bench`" in r.output
+
+
+def test_the_measured_parts_are_labelled_measured(measured) -> None:  # type: ignore[no-untyped-def]
+    """In JSON the parts the GRPO row scales (and the step they sum to) are `measured`, the
+    engine's default share `assumed`, the weight refresh (not measured) a formula; the tiny
+    model's MFU is given in two figures, not rounded to 0%."""
+    root, ledger, _, device = measured
+    r = runner.invoke(app, ["plan", str(_plan(root, device, "labels")), "--no-doc", "--json",
+                            "--ledger", str(ledger)])
+    assert r.exit_code == 0, r.output
+    (phase,) = json.loads(r.stdout)["phases"]
+    d = phase["details"]
+    for key in (*PARTS.values(), "step_time_s"):
+        assert d[key]["basis"] == "measured", key
+    assert d["weight_sync_s"]["basis"] == "formula"
+    assert d["rollout_memory_utilisation"]["basis"] == "assumed"
+    assert phase["basis"].startswith("measured:")
+    assert " at 0% MFU" not in phase["basis"]

@@ -875,6 +875,17 @@ def generation(
         ctx, node, hw.gpu, gpus_per_node, inter_node_gb_per_s_one_way)
     if sequences is not None and not sequences > 0:
         raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
+    if sequences is not None and sequences != int(sequences):
+        raise FieldError("sequences", f"expected a whole number of sequences, got {sequences:g}.")
+    if output_tokens < 1:  # (the library's Generation takes 0: a prefill alone, in the tests)
+        raise FieldError("output_tokens", f"expected at least 1 generated token, got "
+                                          f"{output_tokens}.", "A prefill alone is a scoring "
+                                          "pass, not a generation.")
+    if engine != "hf-generate" and not _not_given(ctx, "hf_transformers_version"):
+        # the option's default is always set: only one the user gave is refused
+        raise FieldError(("hf_transformers_version", "engine"), "the transformers release "
+                         f"sets hf-generate's per-step costs; {engine} does not run "
+                         "transformers' generate.", "Leave it out, or use --engine hf-generate.")
     g = Generation.model_validate(dict(arch=arch, model=model, model_basis=basis,
                                        prompt_tokens=prompt_tokens, output_tokens=output_tokens,
                                        max_output_tokens=max_output_tokens,

@@ -281,3 +281,87 @@ def read_verl(data: dict[str, Any], folder: Path, where: str = "",
                "`estimate` prices the policy update's training step; rollouts and scoring are "
                "an rl plan phase's (docs/rl.md)")
     return r.finish("verl")
+
+
+#: verl's rollout engines by `rollout.name`, as an rl plan phase names them
+_ENGINES = {"vllm": "vllm", "sglang": "sglang", "hf": "hf-generate"}
+
+
+def rl_settings(data: dict[str, Any], prompts_per_step: int, reference_model: bool
+                ) -> tuple[list[tuple[str, Any, str]], list[str]]:
+    """The settings of verl's rollout, reference and mini-batching that an `rl` plan phase has
+    fields for: [(field, value, the verl keys it comes from)], and the notes on keys read
+    but not mapped. `prompts_per_step` (the phase's) sets the mini-batches a step
+    (ppo_mini_batch_size prompts each, dp_actor.py update_policy); the reference's offload is
+    taken only when the phase runs a reference model.
+
+    Keys and their meaning from verl/trainer/config/ppo_trainer.yaml: rollout.n responses a
+    prompt, rollout.tensor_model_parallel_size the engine's TP, rollout.gpu_memory_utilization
+    its share of each GPU, rollout.max_num_seqs, ref.fsdp_config.param_offload the reference's
+    weights on the host, actor.ppo_epochs, actor.use_dynamic_bsz with
+    ppo_max_token_len_per_gpu (the update's token budget) and rollout/ref
+    log_prob_max_token_len_per_gpu (the scoring passes'), algorithm.adv_estimator gae (a
+    critic), data.max_response_length the longest response."""
+    flat = _flatten(data)
+    out: list[tuple[str, Any, str]] = []
+    notes: list[str] = []
+
+    def whole(key: str) -> int | None:
+        return _whole(flat.get(key))
+
+    n = whole(A + "rollout.n")
+    if n is not None:
+        out.append(("generations_per_prompt", n, f"rollout.n={n}"))
+    tp = whole(A + "rollout.tensor_model_parallel_size")
+    if tp is not None:
+        out.append(("rollout_tensor_parallel", tp, f"rollout.tensor_model_parallel_size={tp}"))
+    share = flat.get(A + "rollout.gpu_memory_utilization")
+    if isinstance(share, int | float) and not isinstance(share, bool):
+        out.append(("rollout_memory_utilisation", float(share),
+                    f"rollout.gpu_memory_utilization={share:g}"))
+    name = flat.get(A + "rollout.name")
+    if isinstance(name, str):
+        if name in _ENGINES:
+            out.append(("engine", _ENGINES[name], f"rollout.name={name}"))
+        else:
+            notes.append(f"rollout.name={name}: no engine of an rl phase; the phase's engine "
+                         "is kept")
+    seqs = whole(A + "rollout.max_num_seqs")
+    if seqs is not None:
+        out.append(("rollout_max_num_seqs", seqs, f"rollout.max_num_seqs={seqs}"))
+    if flat.get(A + "ref.fsdp_config.param_offload") is True:
+        if reference_model:
+            out.append(("ref_offload", True, "ref.fsdp_config.param_offload=true"))
+        else:
+            notes.append("ref.fsdp_config.param_offload=true: the phase runs no reference "
+                         "model")
+    epochs = whole(A + "actor.ppo_epochs")
+    if epochs is not None:
+        out.append(("policy_epochs", epochs, f"actor.ppo_epochs={epochs}"))
+    mini = whole(A + "actor.ppo_mini_batch_size")
+    if mini is not None:
+        if prompts_per_step % mini == 0:
+            out.append(("mini_batches", prompts_per_step // mini,
+                        f"the phase's prompts_per_step {prompts_per_step} // "
+                        f"actor.ppo_mini_batch_size={mini}"))
+        else:
+            notes.append(f"actor.ppo_mini_batch_size={mini} does not divide the phase's "
+                         f"prompts_per_step {prompts_per_step}: mini_batches not taken")
+    if flat.get(A + "actor.use_dynamic_bsz") is True:
+        budget = whole(A + "actor.ppo_max_token_len_per_gpu") or 16384
+        out.append(("update_tokens_per_gpu", budget, "actor.use_dynamic_bsz=true, "
+                    f"ppo_max_token_len_per_gpu={budget}"
+                    + ("" if whole(A + "actor.ppo_max_token_len_per_gpu") else
+                       " (verl's default)")))
+        scoring = (whole(A + "rollout.log_prob_max_token_len_per_gpu")
+                   or whole(A + "ref.log_prob_max_token_len_per_gpu"))
+        if scoring is not None:
+            out.append(("scoring_tokens_per_gpu", scoring,
+                        f"log_prob_max_token_len_per_gpu={scoring}"))
+    adv = flat.get("algorithm.adv_estimator")
+    if isinstance(adv, str):
+        out.append(("critic", adv == "gae", f"algorithm.adv_estimator={adv}"))
+    response = whole("data.max_response_length")
+    if response is not None:
+        out.append(("max_response_tokens", response, f"data.max_response_length={response}"))
+    return out, notes

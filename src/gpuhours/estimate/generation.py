@@ -1512,6 +1512,7 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
 
     gpu_hours = None
     costs: list[Any] = []
+    left_out: list[str] = []
     if sequences is not None:
         if not sequences > 0:
             raise FieldError("sequences", f"expected a positive number, got {sequences!r}.")
@@ -1529,6 +1530,17 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
         if price_rows is None:
             price_rows = catalog.prices(gpu.name) if known else []
         costs = cost_rows(gpu_hours.value, price_rows, e.gpus)
+        # one replica's GPUs (its tensor-parallel group, or device_map's split) exchange every
+        # layer's activations: small instances joined over the network cannot hold it, as
+        # `compare` leaves such rows out (catalog/billing.py spans_network)
+        from gpuhours.catalog.billing import bill
+
+        def spans(c: Any) -> bool:
+            return bill(e.gpus, c.gpus_per_instance).spans_network(g.gpus_per_node)
+
+        left_out = [f"{c.provider} {c.instance} ({c.instances} instances of "
+                    f"{c.gpus_per_instance} GPU(s))" for c in costs if spans(c)]
+        costs = [c for c in costs if not spans(c)]
     # hf-generate's batch is capped by its peak (with the allocator reserve and CUDA context,
     # as the training side counts them), not by a share of the device
     memory = ([A.ALLOCATOR_RESERVE_FRACTION, A.CUDA_CONTEXT_BYTES] if g.engine in _COPIES_KV
@@ -1615,6 +1627,11 @@ def generation_summary(e: GenerationEstimate, g: Generation, gpu: GpuSpec,
             sequences, "sequences", "the number given (--sequences)").model_dump(mode="json"),
         "gpu_hours": None if gpu_hours is None else gpu_hours.model_dump(mode="json"),
         "cost_usd": [c.model_dump(mode="json") for c in costs],
+        # price rows whose instances are too small for one replica (not offered)
+        "cost_rows_left_out": ({"rows": left_out, "reason": (
+            f"one replica's {e.gpus} GPUs would span instances joined only by the network; "
+            "tensor parallelism (or device_map's split) runs over each node's own links")}
+            if sequences is not None and left_out else None),
         "basis": (_step_basis(g, launches=launches, dequant=dequant, routing=routing,
                               quant=quant, qgemm=qgemm, kv_copy_sm=kv_copy_sm)
                   + f"; decode steps: {e.cuda_graphs}"

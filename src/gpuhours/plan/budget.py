@@ -135,11 +135,12 @@ def evaluate(loaded: LoadedPlan, ledger: Any = None, calibrate: bool = True) -> 
         costs=costs, gpu_hours_by_gpu=by_gpu, electricity_kwh=kwh, electricity_usd=usd,
         electricity_basis=elec_basis,
         grids=grids, storage_total=storage_total, warnings=warnings,
-        assumptions=[f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
+        # the estimator's shared constants, then what each phase used beyond them (its
+        # engine's decode constants, an rl phase's defaults), each once
+        assumptions=list(dict.fromkeys([f"{a.name} = {a.value:g} {a.unit}: {a.basis}" for a in (
             *gemm_efficiency_assumptions(gpu), A.GEMM_HALF_WIDTH,
             A.ATTENTION_EFFICIENCY_RATIO, A.BANDWIDTH_EFFICIENCY, A.COMM_OVERLAP,
-            A.DECODE_HOST_STEP_S["vllm"], A.DECODE_BANDWIDTH_HALF_WIDTH,
-            A.CUDA_CONTEXT_BYTES)],
+            A.CUDA_CONTEXT_BYTES)] + [a for r in results for a in r.assumptions])),
         micro_benchmarks=micro_benchmarks(ledger, uses) if uses else [],
         actuals_looked_up=ledger is not None and calibrate,
     )

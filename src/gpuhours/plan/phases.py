@@ -236,13 +236,13 @@ def training_basis(e: TrainingEstimate) -> str:
     exposed = e.step_time_breakdown_s["host_exposed_s"].value
     host_measured = host.basis == "measured" and exposed > 0.5 * e.step_time_s.value
     if e.gemm_efficiency.basis == "measured":
-        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, efficiency "
+        return (f"measured: analytic estimate at {_pct(e.mfu.value)} MFU, efficiency "
                 f"{e.gemm_efficiency.source}"
                 + (f"; host {host.source}" if host.basis == "measured" else ""))
     if host_measured:
-        return (f"measured: analytic estimate at {100 * e.mfu.value:.0f}% MFU, host-led; host "
+        return (f"measured: analytic estimate at {_pct(e.mfu.value)} MFU, host-led; host "
                 f"{host.source}")
-    return f"formula: analytic estimate at {100 * e.mfu.value:.0f}% MFU (efficiency assumed)"
+    return f"formula: analytic estimate at {_pct(e.mfu.value)} MFU (efficiency assumed)"
 
 
 def check_fits(ctx: Context, phase: Any, e: TrainingEstimate, what: str = "") -> None:
@@ -585,6 +585,69 @@ def _paged_text(paged: PagedBatch) -> str:
             f"{d['rollout_decode_steps']:,.0f} decode steps (plan/rl_paged.py)")
 
 
+def _verl_rl_fields(ctx: Context, phase: RLPhase) -> RLPhase:
+    """An rl phase whose `from:` (its own, else the defaults') is a verl trainer config: the
+    settings verl gives for the rollouts, the reference and the mini-batches taken into the
+    phase's own fields where the phase leaves them unset (the phase's own value wins, said in a
+    note), and the file's notes put in the phase's terms, not `estimate`'s (walk p18 F7: a
+    verl config's TP 2, share 0.6, 4 mini-batches and reference offload were dropped)."""
+    from pathlib import Path
+
+    name = phase.from_ or ctx.plan.defaults.from_
+    if name is None:
+        return phase
+    path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
+    s = merged(ctx, phase)  # reads the file (errors name `from`) and records its notes
+    got = ctx.setups.get(str(path))
+    if got is None or got.format != "verl":
+        return phase
+    from gpuhours.files import read_user_text
+    from gpuhours.importer_verl import rl_settings
+    from gpuhours.importers import MAX_SETUP_BYTES
+    from gpuhours.yamlio import compose
+
+    text = read_user_text(path, str(path), MAX_SETUP_BYTES, "training setup file")
+    data = json.loads(text) if text.lstrip().startswith("{") else compose(
+        text, str(path), node_depth=2)[1]
+    mapped, skipped = rl_settings(data, phase.prompts_per_step, phase.reference_model)
+    notes = ctx.imported.setdefault(phase.name, [])
+    # the estimate's words do not fit a phase that costs the rollouts and packs its sequences
+    notes[:] = [n for n in notes if "`estimate` prices the policy update" not in n
+                and "use_remove_padding=true: padding removal" not in n
+                and "use_dynamic_bsz=true: micro-batches made by a token budget" not in n]
+    taken, kept = [], []
+    update: dict[str, Any] = {}
+    for field_name, value, source in mapped:
+        if field_name in phase.model_fields_set:
+            own = getattr(phase, field_name)
+            if own != value:
+                kept.append(f"{source} (the phase's {field_name} {own!r} kept)")
+        else:
+            update[field_name] = value
+            taken.append(f"{source} -> {field_name} {value!r}")
+    if "seq_len" in s:
+        kept.append(f"seq_len {s['seq_len']} (max_prompt_length + max_response_length): the "
+                    f"phase's sequences are prompt_tokens + response_tokens, {phase.prompt_tokens}"
+                    f" + {phase.response_tokens} on average, packed as verl's "
+                    "use_remove_padding packs them")
+    if taken:
+        notes.append(f"{name}: rl fields from verl: " + "; ".join(taken))
+    notes += [f"{name}: not taken: {k}" for k in (*kept, *skipped)]
+    if not update:
+        return phase
+    try:
+        return RLPhase.model_validate({**phase.model_dump(exclude_unset=True, by_alias=True),
+                                       **update})
+    except ValidationError as e:
+        first = e.errors()[0]
+        field_name = str(first["loc"][0]) if first["loc"] else "from"
+        source = next((src for f, _, src in mapped if f == field_name), "")
+        raise InputError(_field_where(ctx, phase, "from"),
+                         f"{name}: verl's {source or 'settings'} as the phase's "
+                         f"{field_name}: {first['msg']}.",
+                         f"Set {field_name} in the phase to override it.") from None
+
+
 def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     """One synchronous GRPO/PPO step: generate G responses to each prompt, score them (the
     policy's old log-probs, the reference model, a reward model, PPO's critic), update the
@@ -604,6 +667,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
       length, produced while the trainer trains, and the trainer pulls them from the queue.
     - Weight sync: the policy's bf16 weights to the engine each step, over the GPUs' link.
     """
+    given = phase  # the plan's own settings: the digest of "what changed" follows them
+    phase = _verl_rl_fields(ctx, phase)
     s = merged(ctx, phase)
     longest = phase.max_response_tokens or phase.response_tokens
     seq = phase.prompt_tokens + phase.response_tokens
@@ -623,6 +688,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                          f"{rollout_gpus} rollout GPUs leave none of the phase's {gpus_total} "
                          f"GPUs to train on.", "Give the phase more `gpus`, or fewer "
                          "`rollout_gpus`.")
+    if on_actor and phase.engine != "hf-generate":
+        raise InputError(_field_where(ctx, phase, "engine", "placement"),
+                         f"placement: actor is each actor rank generating with HF generate "
+                         f"(OpenRLHF's Ray roles without vLLM); the engine is {phase.engine}"
+                         + ("" if "engine" in phase.model_fields_set else " (the default)")
+                         + ".", "Set engine: hf-generate, or use placement: dedicated with "
+                         "rollout_gpus for vLLM or SGLang engines of their own.")
     packed = "micro_batch" not in s  # the plan leaves the update's batching to the framework
     if not packed and phase.update_tokens_per_gpu is not None:
         raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
@@ -644,7 +716,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the sequences of one mini-batch (optimizer step) each data-parallel rank holds: the
     # accumulation covers them (walk finding F10: grad_accum 1 was shown for 8 micro-batches)
     cp = int(s.get("cp") or 1)
-    longest_given = seq_max  # the context check and the messages speak of the lengths given
+    given_max = seq_max  # the context check and the messages speak of the lengths given
     if cp > 1:
         # Megatron-Core's context parallelism cuts every sequence into 2 x cp chunks, so the
         # frameworks pad each to a multiple of at least 2 x cp, the figure taken here (a lower
@@ -652,6 +724,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # dapo-deepseek-v3-64n8g.yaml @v0.6.0; verl to the CP group's alignment): the mean
         # and the longest sequence costed so padded
         seq, seq_max = (2 * cp * math.ceil(n / (2 * cp)) for n in (seq, seq_max))
+    # tokens the language model sees a sequence beside the text: a vision-language example's
+    # image tokens (and prompt tuning's virtual tokens). verl's token budget counts them (its
+    # input_ids hold the image pads: ppo_max_token_len_per_gpu packs by attention_mask), and
+    # they take context positions: both the packing and the context check count them
+    probe_t = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})[0]
+    extra = probe_t.llm_seq_len - probe_t.seq_len
+    longest_given = given_max + extra  # image tokens included
     # (the actor's own GPUs when it has them: plan/rl_train.py)
     ranks = max(1, (phase.actor_gpus or train_gpus)
                 // (cp * int(s.get("tp") or 1) * int(s.get("pp") or 1)))
@@ -667,36 +746,66 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # context_parallel_size), and each of its GPUs holds 1/cp of every sequence
         # the default budget (an assumption, not the user's) grows to hold the longest sequence
         budget = phase.update_tokens_per_gpu or max(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value,
-                                                    math.ceil(seq_max / cp))
-        if budget * cp < seq_max:
+                                                    math.ceil((seq_max + extra) / cp))
+        if budget * cp < seq_max + extra:
             raise InputError(_field_where(ctx, phase, "update_tokens_per_gpu"),
                              f"a micro-batch of {budget * cp:,.0f} tokens (update_tokens_per_gpu"
                              f" {budget:,.0f} x cp {cp}) cannot hold the longest sequence, "
-                             f"{longest_given:,} tokens (prompt + max_response_tokens)"
-                             + (f", {seq_max:,} padded to a multiple of 2 x cp"
-                                if seq_max != longest_given else "")
+                             f"{longest_given:,} tokens (prompt + max_response_tokens"
+                             + (f" + {extra:,} image tokens" if extra else "") + ")"
+                             + (f", {seq_max + extra:,} padded to a multiple of 2 x cp"
+                                if seq_max + extra != longest_given else "")
                              + "; verl refuses it too (its token-budget packing asserts the "
                              "same).",
-                             f"Raise update_tokens_per_gpu to at least {math.ceil(seq_max / cp):,}"
-                             ", or use more context parallelism.")
+                             "Raise update_tokens_per_gpu to at least "
+                             f"{math.ceil((seq_max + extra) / cp):,}, or use more context "
+                             "parallelism.")
         # verl packs each mini-batch apart (dp_actor.py update_policy splits by
         # ppo_mini_batch_size, then packs each split by tokens): no micro-batch holds more than
-        # one data-parallel rank's share of a mini-batch
-        micro = max(1, min(int(budget * cp // seq), per_rank))
+        # one data-parallel rank's share of a mini-batch; a sequence is its image tokens too
+        micro = max(1, min(int(budget * cp // (seq + extra)), per_rank))
         s = {**s, "micro_batch": micro,
              "grad_accum": s.get("grad_accum") or math.ceil(per_rank / micro)}
-    t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq, "gpus": train_gpus})
+    try:
+        t, hw, model_basis = training_setup(ctx, phase, {**s, "seq_len": seq,
+                                                         "gpus": train_gpus})
+    except InputError as err:
+        # the micro-batch and the accumulation the phase derived (not the user's) refused:
+        # the fields they come from are at fault (walk p18: "field 'grad_accum'" was named
+        # for prompts_per_step: 1e9)
+        derived = [f for f, own in (("grad_accum", accum_given), ("micro_batch", not packed))
+                   if not own and f"field '{f}'" in err.where]
+        if not derived:
+            raise
+        raise InputError(_field_where(ctx, phase, "prompts_per_step", "generations_per_prompt",
+                                      "mini_batches"),
+                         f"{phase.prompts_per_step:,} prompts x {phase.generations_per_prompt} "
+                         f"responses over {ranks} data-parallel rank(s) and "
+                         f"{phase.mini_batches} mini-batch(es) are {per_rank:,} sequences a "
+                         f"rank an optimizer step, which make the derived {derived[0]} "
+                         f"{s.get(derived[0])!r}: {err.message}",
+                         "Give fewer prompts_per_step (or generations_per_prompt), or more "
+                         "mini_batches.") from None
     if t.arch.max_positions and longest_given > t.arch.max_positions:
         # both lengths make the sum; the longer is named first, and its line given
         response = "max_response_tokens" if phase.max_response_tokens else "response_tokens"
-        fields = (("prompt_tokens", response) if phase.prompt_tokens >= longest
-                  else (response, "prompt_tokens"))
+        images = t.images_per_example * t.image_tokens_per_image
+        sizes = {"prompt_tokens": phase.prompt_tokens, response: longest,
+                 "images_per_example": images}
+        fields = tuple(sorted((k for k, v in sizes.items() if v), key=lambda k: -sizes[k]))
         raise InputError(_field_where(ctx, phase, *fields),
-                         f"a {phase.prompt_tokens:,}-token prompt and a {longest:,}-token "
-                         f"response exceed {t.arch.name}'s {t.arch.max_positions:,}-token "
+                         f"a {phase.prompt_tokens:,}-token prompt"
+                         + (f", {t.images_per_example:,} image(s) of "
+                            f"{t.image_tokens_per_image:,} tokens ({images:,} tokens)"
+                            if images else "")
+                         + (f", {extra - images:,} virtual tokens" if extra > images else "")
+                         + f" and a {longest:,}-token response ({longest_given:,} tokens) "
+                         f"exceed {t.arch.name}'s {t.arch.max_positions:,}-token "
                          "context (max_position_embeddings).",
-                         "Shorten one of them, or give a config.json whose "
-                         "max_position_embeddings states the context the run uses.")
+                         "Shorten one of them" + (", use fewer or smaller images" if images
+                                                  else "")
+                         + ", or give a config.json whose max_position_embeddings states the "
+                         "context the run uses.")
     sequences = phase.prompts_per_step * phase.generations_per_prompt
     steps = phase.steps if phase.steps is not None else math.ceil(
         (phase.prompts or 0) * (phase.epochs or 0) / phase.prompts_per_step)
@@ -775,7 +884,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                         _runs_fp8(ctx.gpu))
         set_by = ("rollout_memory_utilisation" if phase.rollout_memory_utilisation else
                   f"the default for {phase.placement} rollouts")
-        raise DoesNotFit(_field_where(ctx, phase, field),
+        # the share the user set is what is at fault, first; then the hint's field
+        raise DoesNotFit(_field_where(ctx, phase, *(
+            ("rollout_memory_utilisation", field) if phase.rollout_memory_utilisation
+            and field != "rollout_memory_utilisation" else (field,))),
                          f"{err.message.rstrip('.')} (the engine's share: {share:g} of the "
                          f"GPU, {set_by}).", hint) from None
     if phase.rollout_batch is not None:
@@ -845,6 +957,16 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # score_budget tokens a data-parallel group
     score_budget = (phase.scoring_tokens_per_gpu or phase.update_tokens_per_gpu
                     or A.RL_UPDATE_TOKENS_PER_MICRO_BATCH.value) * cp
+    if phase.scoring_tokens_per_gpu is not None and score_budget < seq_max + extra:
+        # verl's log_prob_max_token_len_per_gpu packs by the same rearrange_micro_batches,
+        # which asserts the budget holds the longest sequence, as for the update's
+        raise InputError(_field_where(ctx, phase, "scoring_tokens_per_gpu"),
+                         f"a scoring micro-batch of {score_budget:,.0f} tokens "
+                         f"(scoring_tokens_per_gpu {phase.scoring_tokens_per_gpu:,} x cp {cp}) "
+                         f"cannot hold the longest sequence, {seq_max + extra:,} tokens; verl "
+                         "refuses it too (its token-budget packing asserts the same).",
+                         "Raise scoring_tokens_per_gpu to at least "
+                         f"{math.ceil((seq_max + extra) / cp):,}, or leave it unset.")
     stages = int(s.get("pp") or 1)
     score_ranks = max(1, train_gpus // (cp * int(s.get("tp") or 1) * stages))
 
@@ -877,10 +999,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     def longest_batch(tt: Training) -> TrainingEstimate:
         """The micro-batch's memory when it holds the longest sequences (padded); padded to
         the longest packed micro-batch (pad_packed_to_longest), that many tokens at most."""
-        tokens = (padded_micro_batch_tokens(budget * cp, tt.micro_batch, seq_max) if pads
-                  else tt.micro_batch * seq)
+        tokens = (padded_micro_batch_tokens(budget * cp, tt.micro_batch, seq_max + extra)
+                  if pads else tt.micro_batch * (seq + extra))
         return estimate_phase(ctx, tt.model_copy(update={
-            "seq_len": seq_max, "micro_batch": max(1, int(tokens // seq_max))}), hw,
+            "seq_len": seq_max, "micro_batch": max(1, int(tokens // (seq_max + extra)))}), hw,
             model_basis)
 
     e = estimate_phase(ctx, t, hw, model_basis, tokens=sequences * seq)
@@ -893,9 +1015,10 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     held = f"{'packed ' if packed else ''}micro-batch of {t.micro_batch} sequences"
     # NeMo-RL under PP: every packed micro-batch padded to the longest (plan/rl_padding.py);
     # its padded tokens computed at the real ones' rate in the update and the log-prob passes
-    pad_factor = padding_factor(budget * cp, t.micro_batch, seq, seq_max) if pads else 1.0
+    pad_factor = (padding_factor(budget * cp, t.micro_batch, seq + extra, seq_max + extra)
+                  if pads else 1.0)
     score_pad_factor = (padding_factor(score_budget, sequences_per_packed_micro_batch(
-        score_budget, seq), seq, seq_max) if pads else 1.0)
+        score_budget, seq + extra), seq + extra, seq_max + extra) if pads else 1.0)
     old_logprob_s *= score_pad_factor
     ref_s *= score_pad_factor
     if seq_max == seq and not pads:
@@ -958,7 +1081,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                       if phase.critic else 0.0)
     critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
     critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
-    sync_s = weight_sync_s(t.arch, hw, dedicated)
+    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total)
     sleep_s = 0.0
     if phase.rollout_sleep_offload:  # the engine's weights down and up around each rollout
         sleep_s = _engine_sleep_s(ctx, phase, t, hw, tp)
@@ -1065,8 +1188,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                f"{f' in packed micro-batches of {t.micro_batch} sequences' if packed else ''}")
     if pads:
         formula += "; " + padding_text(padded_micro_batch_tokens(budget * cp, t.micro_batch,
-                                                                 seq_max),
-                                       t.micro_batch, seq, pad_factor, score_pad_factor)
+                                                                 seq_max + extra),
+                                       t.micro_batch, seq + extra, pad_factor, score_pad_factor)
     if phase.actor_gpus is not None:
         formula += f"; {role_split_text(phase.actor_gpus, phase.critic_gpus)}"
     if on_actor:
@@ -1091,14 +1214,18 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                     f"{A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.value:g} s a megapixel "
                     f"({A.RL_IMAGE_PREP_S_PER_MEGAPIXEL.name}: measured on one CPU, "
                     f"an assumption for this host)")
-    basis = (f"formula: generation roofline ({phase.engine}, batch {work.batch} per GPU in "
-             f"{share:g} of its memory, decode {work.decode_bound}-bound"
+    per_engine = f"engine of {tp} GPUs" if tp > 1 else "GPU"
+    batch_text = (f"up to {paged.peak_running} running per {per_engine}" if paged is not None
+                  else f"batch {work.batch} per {per_engine}")
+    roofline = (f"generation roofline ({phase.engine}, {batch_text} in "
+                f"{share:g} of its memory, decode {work.decode_bound}-bound"
              f"{_paged_text(paged) if paged is not None else ''}"
              f"{'; the longest response sets each wave' if tail_led and paged is None else ''}"
              f"{'; the step waits for the longest response' if tail_led and paged else ''}"
-             f"{_engine_host_text(phase)}"
-             f") + policy update, "
-             f"{training_basis(e).replace(': ', ' ', 1)}")
+                f"{_engine_host_text(phase)})")
+    update_basis = training_basis(e)
+    basis = (f"{'measured' if grpo is not None else 'formula'}: {roofline} + policy update, "
+             f"{update_basis.replace(': ', ' ', 1)}")
     if grpo is not None:
         basis += f"; {grpo.basis}"
     warnings = list(e.warnings)
@@ -1121,6 +1248,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                         f"while the actor generates ({idle_gpu_s / (step_s * gpus_total):.0%} of "
                         f"the phase's GPU hours); dedicated rollout GPUs (vLLM) would let them "
                         f"work.")
+    if phase.policy_epochs > 1 and not phase.old_logprob_pass:
+        warnings.append(f"policy_epochs {phase.policy_epochs} with old_logprob_pass false: "
+                        "every epoch after the first needs the old policy's log-probs for "
+                        "PPO's clipped ratio, and no pass computes them here; the step takes "
+                        "them from the rollout engine (its returned log-probs), or it is "
+                        "missing a forward over every sequence.")
     if phase.max_response_tokens is None:
         warnings.append("max_response_tokens not given: every response is assumed as long as "
                         "the mean; a synchronous step waits for its longest response.")
@@ -1180,13 +1313,149 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     # the rule reward's host seconds carry their own source (a timing on another CPU)
     kind: BasisKind = "assumed" if reward_host_part.total_s > 0 else "formula"
     reward_host_total_s = reward_host_part.total_s * phase.generation_rounds_per_step
-    return result.model_copy(update={"detail_figures": {
-        "reward_host_s": Figure(value=reward_host_s, unit="s", basis=kind,
-                                source=f"plan/rl_reward_host.py: {reward_host_part.text}"),
-        "reward_host_total_s": Figure(value=reward_host_total_s, unit="s", basis=kind,
-                                      source=f"plan/rl_reward_host.py, every response's "
-                                      f"scoring summed over the workers: "
-                                      f"{reward_host_part.text}")}})
+    return result.model_copy(update={
+        "detail_figures": {
+            "reward_host_s": Figure(value=reward_host_s, unit="s", basis=kind,
+                                    source=f"plan/rl_reward_host.py: {reward_host_part.text}"),
+            "reward_host_total_s": Figure(value=reward_host_total_s, unit="s", basis=kind,
+                                          source=f"plan/rl_reward_host.py, every response's "
+                                          f"scoring summed over the workers: "
+                                          f"{reward_host_part.text}")},
+        "config_digest": digest(given),
+        "detail_bases": _rl_detail_bases(phase, grpo, roofline, update_basis, share, dedicated,
+                                         hw, gpus_total, details),
+        "assumptions": [assumption_text(a) for a in _rl_assumptions(
+            phase, packed, dedicated, bool(driver), t.image_grid is not None)]})
+
+
+def _rl_assumptions(phase: RLPhase, packed: bool, dedicated: bool, driver: bool,
+                    images: bool) -> list[Any]:
+    """The assumptions an rl phase's figures rest on: its engine's decode constants, the
+    engine's memory share and the update's token budget where the plan leaves them to their
+    defaults, the weight sync's collective efficiency, the driver's rate."""
+    used = engine_assumptions(phase.engine)
+    if phase.rollout_memory_utilisation is None:
+        used.append(A.GENERATION_MEMORY_UTILISATION if dedicated
+                    else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION)
+    if (packed and phase.update_tokens_per_gpu is None) or (
+            phase.scoring_tokens_per_gpu is None and phase.update_tokens_per_gpu is None):
+        used.append(A.RL_UPDATE_TOKENS_PER_MICRO_BATCH)
+    used.append(A.COLLECTIVE_EFFICIENCY)  # the weight sync (and colocated, its gather)
+    if driver:
+        used.append(A.RL_DRIVER_BYTES_PER_S)
+        if images:
+            used.append(A.RL_IMAGE_BYTES_PER_PIXEL)
+    if phase.image_prep_by_workers:
+        used.append(A.RL_IMAGE_PREP_S_PER_MEGAPIXEL)
+    return used
+
+
+def _rl_detail_bases(phase: RLPhase, grpo: Any, roofline: str, update_basis: str, share: float,
+                     dedicated: bool, hw: Hardware, gpus_total: int,
+                     details: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each rl detail's own basis (kind, source): the plan's inputs as input, defaults as
+    assumed, the parts a GRPO measurement on this device scales as measured, the rest by the
+    formula that makes them (not the phase's whole basis for every figure)."""
+    from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
+
+    out: dict[str, tuple[str, str]] = {}
+    # the parts a GRPO calibration scales: physics x (measured / physics) of the same part
+    scaled = ({"rollout_generation_s": "rollout generation",
+               "old_policy_log_probs_s": "old-policy log-probs",
+               "reference_model_s": "reference model", "reward_model_s": "reference model",
+               "policy_update_s": "policy update", "critic_s": "reference model"}
+              if grpo is not None else {})
+    if grpo is not None and phase.engine != grpo.engine:
+        scaled.pop("rollout_generation_s")
+    for key, part in scaled.items():
+        out[key] = ("measured", f"physics x the {part} part's measured / physics scale "
+                                f"{grpo.scales.get(part, 1.0):.3g} ({grpo.basis})")
+    out.setdefault("rollout_generation_s", ("formula", roofline))
+    out.setdefault("rollout_tail_s", ("formula", "the longest response decoded alone, "
+                                                 f"{roofline}"))
+    out.setdefault("policy_update_s", (update_basis.split(":", 1)[0],
+                                       update_basis.split(":", 1)[1].strip()))
+    for key in ("old_policy_log_probs_s", "reference_model_s", "reward_model_s",
+                "critic_value_pass_s"):
+        out.setdefault(key, ("formula", "a forward pass over every sequence at the trainer's "
+                                        "rate, in packed micro-batches (plan/rl_scoring.py)"))
+    if dedicated:
+        path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, gpus_total)})
+        _, link = link_bandwidth_bytes_per_s(path)
+        sync = (f"the policy's bf16 weights / the {link} link x {A.COLLECTIVE_EFFICIENCY.name} "
+                f"{A.COLLECTIVE_EFFICIENCY.value:g} (rank 0's broadcast to the engines, "
+                "weight_sync_s)")
+    else:
+        sync = ("the policy's bf16 weights gathered over the GPUs' link and copied in device "
+                "memory (weight_sync_s)")
+    if phase.rollout_sleep_offload:
+        sync += " + the engine's sleep and wake (plan/rl_engine_sleep.py)"
+    out["weight_sync_s"] = ("formula", sync)
+    if phase.rollout_memory_utilisation is not None:
+        out["rollout_memory_utilisation"] = ("input", "the plan's rollout_memory_utilisation")
+    else:
+        a = (A.GENERATION_MEMORY_UTILISATION if dedicated
+             else A.COLOCATED_ROLLOUT_MEMORY_UTILISATION)
+        out["rollout_memory_utilisation"] = ("assumed", f"{a.name}, the default for "
+                                                        f"{phase.placement} rollouts: {a.basis}")
+    if phase.steps is not None:
+        out["steps"] = ("input", "the plan's steps")
+    else:
+        out["steps"] = ("formula", "ceil(prompts x epochs / prompts_per_step)")
+    if "generation_rounds_per_step" in details:
+        out["generation_rounds_per_step"] = ("input", "the plan's generation_rounds_per_step")
+    if grpo is not None:
+        out["step_time_s"] = ("measured", f"the parts' sum as the phase adds them, its "
+                                          f"calibrated parts from {grpo.basis}")
+        out["rollout_share"] = ("measured", "rollout_generation_s / step_time_s")
+        for key, part in (("critic_value_pass_s", "reference model"),
+                          ("critic_update_s", "policy update")):
+            out[key] = ("measured", f"physics x the {part} part's measured / physics scale "
+                                    f"{grpo.scales.get(part, 1.0):.3g} ({grpo.basis})")
+    # the rest: each by the model that makes it, never the calibration's label
+    made_by = {
+        "step_time_s": "the parts as the placement adds them (the phase's formula)",
+        "rollout_share": "rollout_generation_s / step_time_s",
+        "rollout_intake_s": "the trainer pulling a stream's rollouts through the driver "
+                            "(plan/rl_driver.py)",
+        "host_offload_s": "the trainer's state to host memory and back (estimate/offload.py, "
+                          "plan/rl_refit_offload.py)",
+        "critic_s": "PPO's critic: its values pass and what its update outlasts the actor's "
+                    "(plan/rl_train.py)",
+        "critic_update_s": update_basis.split(":", 1)[1].strip(),
+        "validation_s": "a validation rollout every validation_every_steps steps "
+                        "(plan/rl_validation.py)",
+        "update_padding_factor": "plan/rl_padding.py", "logprob_padding_factor":
+        "plan/rl_padding.py", "driver_transfer_s": f"the batch through one driver at "
+        f"{A.RL_DRIVER_BYTES_PER_S.name} (plan/rl_driver.py)",
+        "rollout_vision_tower_s": "plan/rl_images.py", "rollout_image_prep_s":
+        "plan/rl_images.py", "actor_image_prep_s": "plan/rl_images.py",
+        "ref_offload_copy_s": "the reference's weights host to GPU (ref_offload)",
+        "refit_offload_s": "plan/rl_refit_offload.py",
+        "engine_sleep_wake_s": "plan/rl_engine_sleep.py"}
+    for key, v in details.items():
+        if key not in out and isinstance(v, int | float) and not isinstance(v, bool):
+            out[key] = ("formula", made_by.get(key, f"{roofline} (plan/rl_paged.py)"
+                                   if key.startswith("rollout_") else "the phase's formula"))
+    return out
+
+
+def assumption_text(a: Any) -> str:
+    """An assumption as the plan's list writes it."""
+    return f"{a.name} = {a.value:g} {a.unit}: {a.basis}"
+
+
+def engine_assumptions(engine: str) -> list[Any]:
+    """The constants an engine's decode steps are costed with (estimate/generation.py): its host
+    step, per sequence and per layer, its KV passes, and the bandwidth's width term."""
+    return [A.DECODE_HOST_STEP_S[engine], A.DECODE_HOST_PER_SEQUENCE_S[engine],
+            A.DECODE_HOST_PER_LAYER_S[engine], A.DECODE_KV_PASSES[engine],
+            A.DECODE_BANDWIDTH_HALF_WIDTH, A.BANDWIDTH_EFFICIENCY]
+
+
+def _pct(fraction: float) -> str:
+    """A percentage for a basis: whole above 1%, two figures below (0.014% is not 0%)."""
+    return f"{100 * fraction:.0f}%" if 100 * fraction >= 1 else f"{100 * fraction:.2g}%"
 
 
 def _runs_fp8(gpu: GpuSpec) -> bool:
@@ -1412,22 +1681,31 @@ def _engine_host_text(phase: RLPhase) -> str:
     return "".join(parts)
 
 
-def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool) -> float:
+def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
+                  phase_gpus: int | None = None) -> float:
     """Seconds to hand the updated policy's bf16 weights to the rollout engine each step.
 
-    Dedicated engine GPUs receive them over the GPUs' link (an NCCL broadcast: the bytes once
-    at collective efficiency). Colocated, the engine's copy is refreshed in device memory
-    (read and write once at achievable bandwidth), after the trainer's shards are gathered
-    over the link when it trains on several GPUs ((N-1)/N of the bytes, an all-gather).
+    Dedicated engine GPUs receive them in an NCCL broadcast from the trainer's rank 0 to every
+    engine GPU (OpenRLHF's broadcast_to_vllm over its model_update_group of rank 0 and all vLLM
+    ranks; NeMo-RL's and verl's one-step-off refits alike): a pipelined broadcast carries the
+    whole bytes over each link of its chain, so it lasts the bytes over the slowest link at
+    collective efficiency. That link is the network when the phase's GPUs (`phase_gpus`, trainer
+    and engines together) span nodes, since some engines then sit on a node other than rank 0's
+    (25 GB/s a GPU by default, the plan's inter_node_gb_per_s_one_way), else the node's own
+    link. Colocated, the engine's copy is refreshed in device memory (read and write once at
+    achievable bandwidth), after the trainer's shards are gathered over the link when it trains
+    on several GPUs ((N-1)/N of the bytes, an all-gather).
     """
     from gpuhours.estimate.params import count_params
     from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
 
     weights = count_params(arch).total * 2.0
+    if dedicated:
+        path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, phase_gpus or 0)})
+        link, _ = link_bandwidth_bytes_per_s(path)
+        return weights / (link * A.COLLECTIVE_EFFICIENCY.value)
     link, _ = link_bandwidth_bytes_per_s(hw)
     link *= A.COLLECTIVE_EFFICIENCY.value
-    if dedicated:
-        return weights / link
     local = 2 * weights / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value)
     gather = (hw.num_gpus - 1) / hw.num_gpus * weights / link if hw.num_gpus > 1 else 0.0
     return local + gather
@@ -1475,7 +1753,9 @@ def evaluation(ctx: Context, phase: EvalPhase) -> PhaseResult:
     return phase_result(ctx, phase, 1, total_s / 3600, "generation",
                    f"formula: generation roofline ({phase.engine}), {model_basis}", formula,
                    {"model": arch.name, "benchmarks": len(phase.benchmarks)}, [],
-                   {"gpu_hours_by_benchmark": rows})
+                   {"gpu_hours_by_benchmark": rows}).model_copy(update={
+        "assumptions": [assumption_text(a) for a in (*engine_assumptions(phase.engine),
+                                                     A.GENERATION_MEMORY_UTILISATION)]})
 
 
 def fixed(ctx: Context, phase: FixedPhase) -> PhaseResult:

@@ -96,6 +96,13 @@ class PhaseResult(_Out):
     #: the estimate's own figures behind some `details` (step time, MFU, memory...), for their
     #: basis and source in JSON; not printed themselves
     detail_figures: dict[str, Figure] = Field(default={}, exclude=True)
+    #: a detail's own basis where the phase knows it, by key: (kind, source) with kind one of
+    #: figures.BasisKind (an assumed default, the plan's input, a measured part, a formula);
+    #: details without one take the phase's basis
+    detail_bases: dict[str, tuple[str, str]] = Field(default={}, exclude=True)
+    #: the assumptions the phase used beyond the estimator's shared ones ("name = value unit:
+    #: basis"), for the plan's list
+    assumptions: list[str] = Field(default=[], exclude=True)
 
     @field_serializer("gpu_hours_per_run_base", "gpu_hours_per_run", "wall_hours_per_run",
                       when_used="json")
@@ -121,8 +128,10 @@ class PhaseResult(_Out):
                 out[key] = fig.model_dump(mode="json")
             elif (isinstance(v, int | float) and not isinstance(v, bool)
                   and key not in DETAIL_COUNTS):
-                out[key] = _fig(v, _detail_unit(key), basis_kind_of(self.basis),
-                                f"plan/phases.py, phase {self.name!r}: {self.basis}")
+                kind, source = self.detail_bases.get(key, (basis_kind_of(self.basis),
+                                                           self.basis))
+                out[key] = _fig(v, _detail_unit(key), kind,
+                                f"plan/phases.py, phase {self.name!r}: {source}")
             elif isinstance(v, dict) and v and all(
                     isinstance(x, int | float) and not isinstance(x, bool) for x in v.values()):
                 # a quantity by name (an eval phase's GPU hours by benchmark)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     BeforeValidator,
@@ -47,6 +48,17 @@ NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(ge=1)]
 #: An amount of work as people write it: 2e12, "1.4T", "52k" (gpuhours.counts).
 Count = Annotated[float, BeforeValidator(parse_count), Field(gt=0, allow_inf_nan=False)]
+
+
+def _whole(v: float) -> float:
+    if v != int(v):
+        raise ValueError("expected a whole number")
+    return v
+
+
+#: A Count of things that come whole (RL steps, prompts): 10.5 is refused, as `estimate
+#: --steps 10.5` is, rather than priced.
+WholeCount = Annotated[Count, AfterValidator(_whole)]
 
 
 class _Strict(BaseModel):
@@ -543,9 +555,9 @@ class RLPhase(_PhaseBase, TrainingSettings):
     `prompts_per_step` prompts, scores them, runs the reference model, and updates the policy."""
 
     kind: Literal["rl"]
-    prompts: Count | None = Field(default=None, description="dataset size, prompts")
+    prompts: WholeCount | None = Field(default=None, description="dataset size, prompts")
     epochs: PositiveFloat | None = None
-    steps: Count | None = None
+    steps: WholeCount | None = None
     prompts_per_step: PositiveInt
     generations_per_prompt: PositiveInt = 8
     prompt_tokens: PositiveInt = Field(description="mean prompt length, tokens")

@@ -369,8 +369,12 @@ def render_generation(data: dict[str, Any], console: Console, wide: bool = False
                     title="Cost of the GPU hours, whole instances billed")
         print_price_flags(console, ((c["provider"], c["instance"], c.get("flags") or [])
                                     for c in data["cost_usd"]))
-    elif data.get("gpu_hours") is not None:
+    elif data.get("gpu_hours") is not None and not data.get("cost_rows_left_out"):
         console.print(f"[dim]no catalog price for {esc(data['gpu'])}[/dim]")
+    if data.get("cost_rows_left_out"):
+        out = data["cost_rows_left_out"]
+        console.print(f"[dim]left out of the cost: {esc(', '.join(out['rows']))}: "
+                      f"{esc(out['reason'])}[/dim]")
     console.print(f"[dim]{esc(data['basis'])}[/dim]")
     if data.get("setup_chosen"):
         console.print(f"[yellow]warning:[/yellow] {esc(data['setup_chosen'])}")
