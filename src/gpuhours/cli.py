@@ -479,6 +479,9 @@ def estimate(
                            if not _not_given(ctx, p)), None)
         fill, notes = settings_to_use(read_setup(from_file), explicit, cli_amount, from_file)
     given = _given(ctx, fill)
+    accum_open = _not_given(ctx, "grad_accum") and "grad_accum" not in fill
+    if accum_open:
+        del given["grad_accum"]  # Training's default for the layout (setup.default_grad_accum)
     batch, seq, gpus = given["micro_batch"], given["seq_len"], given["num_gpus"]
     steps, epochs = given["steps"], given["epochs"]
     examples, packed = given["examples"], given["packed"]
@@ -527,6 +530,11 @@ def estimate(
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch
+            accum_open = False  # chosen, and said in `why`
+    if accum_open and t.virtual_stages > 1:
+        notes.append(f"accumulation {t.grad_accum} (--grad-accum not given): the fewest "
+                     f"micro-batches a step the interleaved schedule runs, one group of pp "
+                     f"{t.pp} (Megatron-LM requires a multiple of pp).")
     if notes:
         e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
     if network:

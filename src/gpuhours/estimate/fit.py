@@ -19,7 +19,7 @@ from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, training_step_time
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, default_grad_accum
 
 MAX_MICRO_BATCH = 512
 #: the most virtual stages a pipeline rank the chooser tries: a search bound, not physics (each
@@ -615,7 +615,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
     basis = "given"
     target = global_batch
-    if target is None and t.grad_accum == 1 and t.method == "full":
+    if (target is None and t.grad_accum == default_grad_accum(t.pp, t.virtual_stages)
+            and t.method == "full"):
         target, basis = default_global_batch(t)
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
     result = None
