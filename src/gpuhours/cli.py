@@ -320,6 +320,39 @@ def _training_fields(given: dict[str, Any]) -> dict[str, Any]:
     return {f: v for f, v in given.items() if f in Training.model_fields}
 
 
+def _global_batch_within_work(global_batch: int, t: Training, amount: dict[str, Any]) -> None:
+    """Refuse a --global-batch whose one optimizer step holds more than the whole work asked
+    (--tokens, or --examples x --epochs, packed or padded): the run would be a single step of
+    more work than asked (issue 16: 10,000,000 sequences of 4,096 tokens for 1e9 tokens made
+    one step of 41 G tokens, 41x the work, unsaid). A number of --steps is the work in steps:
+    nothing to compare."""
+    seq = t.llm_seq_len  # the tokens one sequence of the step holds (estimator's tokens/step)
+    epochs = amount["epochs"] if amount["epochs"] is not None else 1.0
+    if amount["tokens"] is not None:
+        work, what = amount["tokens"], f"{amount['tokens']:.4g} tokens (--tokens)"
+    elif amount["examples"] is not None and amount["packed"]:
+        per = amount["tokens_per_example"] or t.seq_len
+        work = amount["examples"] * epochs * per
+        what = (f"{work:.4g} tokens ({amount['examples']:g} packed examples x {epochs:g} "
+                f"epochs x {per:g} tokens)")
+    elif amount["examples"] is not None:
+        work = amount["examples"] * epochs * seq
+        what = (f"{amount['examples'] * epochs:.4g} sequences of {seq:,} tokens (--examples "
+                f"{amount['examples']:g} x {epochs:g} epochs)")
+    else:
+        return
+    step = global_batch * seq
+    if step <= work:
+        return
+    most = int(work // seq)
+    raise FieldError("global_batch", f"{global_batch:,} sequences of {seq:,} tokens are "
+                     f"{step:.4g} tokens a step, more than the whole run's {what}: it would be "
+                     f"one step of {step / work:,.3g}x the work asked.",
+                     (f"Give at most {most:,} sequences" if most >= 1 else
+                      "The work is less than one sequence: give more of it")
+                     + ", or leave --global-batch out for the default by model size.")
+
+
 @app.command()
 @user_errors
 def estimate(
@@ -515,6 +548,8 @@ def estimate(
                          "--batch, --checkpointing or --zero given, the global batch is "
                          "micro-batch x accumulation x data-parallel GPUs.",
                          "Leave those out, or set the batch with --batch and --grad-accum.")
+    if global_batch is not None:
+        _global_batch_within_work(global_batch, t, amount)
     if (not e.memory.fits or global_batch is not None) and not ignore_memory and left_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"): answer it with the
         # fastest setup that fits rather than refuse the defaults
