@@ -619,13 +619,25 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
             and t.method == "full"):
         target, basis = default_global_batch(t)
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
+    # a global batch the user gives is reached exactly where a setup that fits makes it (as
+    # fit's --effective-batch; fit falls back to the nearest); a default one is aimed at
+    exact = basis == "given" and target is not None
+    aim: dict[str, Any] = {"effective_batch": target} if exact else {"batch_near": target}
+
+    def off(c: Candidate | None) -> bool:
+        return exact and c is not None and c.micro_batch * c.grad_accum * c.data_parallel != target
+
     result = None
     if target is None or replicas <= target or not search_layouts:
-        result = fit(t, hw, headroom=headroom, batch_near=target, remedies=False)
+        result = fit(t, hw, headroom=headroom, remedies=False, **aim)
     plain = result.fastest if result is not None else None
-    if search_layouts and (plain is None or _network_bound(t, hw, plain)):
-        result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
-                     fixed_overlaps=fixed_overlaps, remedies=False)
+    if search_layouts and (plain is None or off(plain) or _network_bound(t, hw, plain)):
+        searched = fit(t, hw, headroom=headroom, search_layouts=True,
+                       fixed_overlaps=fixed_overlaps, remedies=False, **aim)
+        # plain data parallelism at the nearest batch stays, unless a layout makes the batch
+        # exactly or plain is bound by the network (the policy above)
+        if not (off(plain) and off(searched.fastest) and not _network_bound(t, hw, plain)):
+            result = searched
     best = result.fastest if result is not None else None
     if result is None or best is None:
         return None
@@ -646,6 +658,9 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         made = best.micro_batch * chosen.grad_accum * best.data_parallel
         batch = (f"; global batch {made} sequences of {t.seq_len} "
                  f"({made * t.seq_len / 1e6:.2f}M tokens) for a target of {target}: {basis}")
+        if exact and made != target:
+            batch += (f" (no setup that fits makes {target} exactly on these GPUs: micro-batch "
+                      f"x accumulation x data-parallel ranks; {made} is the nearest)")
     why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
            f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
            f"fastest of {result.candidates_evaluated} configurations that fit with "
