@@ -54,11 +54,14 @@ class FitResult(_Out):
     largest_micro_batch: int | None
     grad_accum_for_effective_batch: int | None
     effective_batch: int | None
-    #: the micro-batch that, with grad_accum_for_effective_batch and the GPUs, makes exactly
-    #: the effective batch: the largest that fits and divides it (micro-batch x accumulation
-    #: x GPUs = effective batch); None when no whole split exists
+    #: the micro-batch that, with grad_accum_for_effective_batch, makes exactly the effective
+    #: batch on the layout as given: the largest that fits and divides it (micro-batch x
+    #: accumulation x data-parallel ranks = effective batch, the accumulation a multiple of pp
+    #: on the interleaved schedule); None when no whole split exists or the note says more
     micro_batch_for_effective_batch: int | None = None
-    #: why the effective batch cannot be reached exactly, and what is nearest; "" when it is
+    #: "" when the layout as given makes the effective batch exactly; else why not, the
+    #: nearest batches it makes, and what the fastest row makes (the batch on another layout,
+    #: or the nearest batch a setup that fits makes: fit's verdict is memory, not the batch)
     effective_batch_note: str = ""
     fastest: Candidate | None
     alternatives: list[Candidate]
