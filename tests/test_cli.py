@@ -153,7 +153,7 @@ BAD_INPUT = [
      r"greater than or equal to 1 \(got 0\)"),
     ("gen-output-negative", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                              "--output-tokens", "-1"], "--output-tokens",
-     r"greater than or equal to 0 \(got -1\)"),
+     r"expected at least 1 generated token, got -1"),
     ("gen-batch-zero", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",
                         "--batch", "0"], "--batch", r"greater than or equal to 1 \(got 0\)"),
     ("gen-sequences-nan", ["generation", "--model", "qwen2.5-7b", "--gpu", "h100-sxm",

@@ -320,6 +320,39 @@ def _training_fields(given: dict[str, Any]) -> dict[str, Any]:
     return {f: v for f, v in given.items() if f in Training.model_fields}
 
 
+def _global_batch_within_work(global_batch: int, t: Training, amount: dict[str, Any]) -> None:
+    """Refuse a --global-batch whose one optimizer step holds more than the whole work asked
+    (--tokens, or --examples x --epochs, packed or padded): the run would be a single step of
+    more work than asked (issue 16: 10,000,000 sequences of 4,096 tokens for 1e9 tokens made
+    one step of 41 G tokens, 41x the work, unsaid). A number of --steps is the work in steps:
+    nothing to compare."""
+    seq = t.llm_seq_len  # the tokens one sequence of the step holds (estimator's tokens/step)
+    epochs = amount["epochs"] if amount["epochs"] is not None else 1.0
+    if amount["tokens"] is not None:
+        work, what = amount["tokens"], f"{amount['tokens']:.4g} tokens (--tokens)"
+    elif amount["examples"] is not None and amount["packed"]:
+        per = amount["tokens_per_example"] or t.seq_len
+        work = amount["examples"] * epochs * per
+        what = (f"{work:.4g} tokens ({amount['examples']:g} packed examples x {epochs:g} "
+                f"epochs x {per:g} tokens)")
+    elif amount["examples"] is not None:
+        work = amount["examples"] * epochs * seq
+        what = (f"{amount['examples'] * epochs:.4g} sequences of {seq:,} tokens (--examples "
+                f"{amount['examples']:g} x {epochs:g} epochs)")
+    else:
+        return
+    step = global_batch * seq
+    if step <= work:
+        return
+    most = int(work // seq)
+    raise FieldError("global_batch", f"{global_batch:,} sequences of {seq:,} tokens are "
+                     f"{step:.4g} tokens a step, more than the whole run's {what}: it would be "
+                     f"one step of {step / work:,.3g}x the work asked.",
+                     (f"Give at most {most:,} sequences" if most >= 1 else
+                      "The work is less than one sequence: give more of it")
+                     + ", or leave --global-batch out for the default by model size.")
+
+
 @app.command()
 @user_errors
 def estimate(
@@ -479,6 +512,9 @@ def estimate(
                            if not _not_given(ctx, p)), None)
         fill, notes = settings_to_use(read_setup(from_file), explicit, cli_amount, from_file)
     given = _given(ctx, fill)
+    accum_open = _not_given(ctx, "grad_accum") and "grad_accum" not in fill
+    if accum_open:
+        del given["grad_accum"]  # Training's default for the layout (setup.default_grad_accum)
     batch, seq, gpus = given["micro_batch"], given["seq_len"], given["num_gpus"]
     steps, epochs = given["steps"], given["epochs"]
     examples, packed = given["examples"], given["packed"]
@@ -517,6 +553,8 @@ def estimate(
                            ("zero_stage", "zero")) if not _not_given(ctx, p) or f in fill]
     layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
     partly_open = len(kept) < 3
+    if global_batch is not None:
+        _global_batch_within_work(global_batch, t, amount)
     if (not e.memory.fits or global_batch is not None) and not ignore_memory and partly_open:
         # the question left the setup open ("a 65B model on 2,048 GPUs"), or part of it:
         # answer it with the fastest setup that fits, keeping what was given, rather than
@@ -535,6 +573,11 @@ def estimate(
             e = estimate_training(t, hw, **amount, ledger=book)
             e = e.model_copy(update={"warnings": [why, *e.warnings]})
             batch = t.micro_batch
+            accum_open = False  # chosen, and said in `why`
+    if accum_open and t.virtual_stages > 1:
+        notes.append(f"accumulation {t.grad_accum} (--grad-accum not given): the fewest "
+                     f"micro-batches a step the interleaved schedule runs, one group of pp "
+                     f"{t.pp} (Megatron-LM requires a multiple of pp).")
     if notes:
         e = e.model_copy(update={"warnings": [*notes, *e.warnings]})
     if network:

@@ -220,12 +220,34 @@ class _ReadsModel(_Strict):
         return _resolve_model_fields(data)
 
 
+def default_grad_accum(pp: int, virtual_stages: int) -> int:
+    """The accumulation of a setup that gives none: 1, or pp on the interleaved schedule, which
+    runs the micro-batches in groups of pp (Megatron-LM requires a multiple of pp; the check
+    in _check_layout is for an accumulation given)."""
+    return pp if virtual_stages > 1 else 1
+
+
 class Training(_ReadsModel):
     """One training setup, per GPU: the model, the method, the precision and the batch.
 
     Build it from a model reference, `Training(model="qwen2.5-7b", method="lora")` (a catalog
     name or a config.json path; `params=13e9` for a standard shape of that size), or from a
     shape, `Training(arch=ModelArch(...))`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accumulation_left_out(cls, data: Any) -> Any:
+        """No accumulation given: default_grad_accum of the layout (issue 16: with virtual
+        stages and none given, accumulation 1 was refused before anything chose one)."""
+        if not isinstance(data, dict) or data.get("grad_accum") is not None:
+            return data
+        try:
+            pp, vs = int(data.get("pp") or 1), int(data.get("virtual_stages") or 1)
+        except (TypeError, ValueError):
+            return data  # the fields' own validation names the bad value
+        if pp > 1 and vs > 1:
+            return {**data, "grad_accum": default_grad_accum(pp, vs)}
+        return data
 
     #: the shape the physics uses; read from `model` when not given
     arch: ModelArch
@@ -244,7 +266,8 @@ class Training(_ReadsModel):
     micro_batch: int = Field(default=1, ge=1, le=1_000_000)
     #: tokens per sequence
     seq_len: int = Field(default=2048, ge=1, le=10_000_000)
-    #: micro-batches per optimizer step
+    #: micro-batches per optimizer step; when not given, 1, or on the interleaved schedule
+    #: (virtual_stages above 1) pp, the fewest it runs (default_grad_accum)
     grad_accum: int = Field(default=1, ge=1, le=1_000_000)
     #: activation (gradient) checkpointing: only each block's input is kept; one extra forward
     checkpointing: bool = False

@@ -432,6 +432,39 @@ def training_amount(
     return n_steps * tokens_per_step, n_steps, basis
 
 
+#: the share of work beyond what was asked that whole optimizer steps may add before the
+#: estimate says so: a reporting threshold, not physics
+WHOLE_STEPS_WARN_FRACTION = 0.10
+
+
+def whole_steps_warning(t: Training, hw: Hardware, amount: tuple[float, float, str],
+                        tokens: float | None, examples: float | None, epochs: float | None,
+                        tokens_per_example: float | None, packed: bool) -> str:
+    """A warning when the run's whole optimizer steps (training_amount's ceil) hold more than
+    WHOLE_STEPS_WARN_FRACTION beyond the work asked (--tokens, or examples x epochs): the
+    global batch is large beside the work, and the GPU hours price the steps; "" otherwise, and
+    for a number of steps given (the steps are the work)."""
+    n_tokens, n_steps, _ = amount
+    n_epochs = epochs if epochs is not None else 1.0
+    if tokens is not None:
+        asked, made, unit = tokens, n_tokens, "tokens"
+    elif examples is not None and packed:
+        per = tokens_per_example if tokens_per_example is not None else t.seq_len
+        asked, made, unit = examples * n_epochs * per, n_tokens, "tokens"
+    elif examples is not None:
+        batch = t.micro_batch * t.grad_accum * (hw.num_gpus // (t.tp * t.pp * t.cp))
+        asked, made, unit = examples * n_epochs, n_steps * batch, "sequences"
+    else:
+        return ""
+    if made <= asked * (1 + WHOLE_STEPS_WARN_FRACTION):
+        return ""
+    return (f"whole optimizer steps: {n_steps:,.0f} step{'s' if n_steps != 1 else ''} of "
+            f"{made / n_steps:,.0f} {unit} make {made:.4g} {unit}, {made / asked:,.3g}x the "
+            f"{asked:.4g} asked; the GPU hours price the steps. The global batch is large "
+            f"beside the work: a smaller one (--global-batch, --batch, --grad-accum) or more "
+            f"work.")
+
+
 #: the basis of a packed run's example length when no mean was given: an assumption, named
 PACKED_MEAN_ASSUMED = "assumed: no tokens_per_example given, each example taken as a full sequence"
 
@@ -718,6 +751,11 @@ def estimate_training(
         )
         used_downtime = down_used
     warnings = []
+    if amount is not None:
+        over = whole_steps_warning(t, hw, amount, tokens, examples, epochs,
+                                   tokens_per_example, packed)
+        if over:
+            warnings.append(over)
     from gpuhours.estimate.flops import images_note
 
     images = images_note(t)  # a vision-language setup's images and its tower (issue 15)

@@ -19,7 +19,7 @@ from gpuhours.estimate.pipe_engine import runnable_zero_stages
 from gpuhours.estimate.remedies import branch_change_text, what_would_fit
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import TP_OVERLAP_GENERATIONS, groups_cross_nodes, training_step_time
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, default_grad_accum
 
 MAX_MICRO_BATCH = 512
 #: the most virtual stages a pipeline rank the chooser tries: a search bound, not physics (each
@@ -54,11 +54,14 @@ class FitResult(_Out):
     largest_micro_batch: int | None
     grad_accum_for_effective_batch: int | None
     effective_batch: int | None
-    #: the micro-batch that, with grad_accum_for_effective_batch and the GPUs, makes exactly
-    #: the effective batch: the largest that fits and divides it (micro-batch x accumulation
-    #: x GPUs = effective batch); None when no whole split exists
+    #: the micro-batch that, with grad_accum_for_effective_batch, makes exactly the effective
+    #: batch on the layout as given: the largest that fits and divides it (micro-batch x
+    #: accumulation x data-parallel ranks = effective batch, the accumulation a multiple of pp
+    #: on the interleaved schedule); None when no whole split exists or the note says more
     micro_batch_for_effective_batch: int | None = None
-    #: why the effective batch cannot be reached exactly, and what is nearest; "" when it is
+    #: "" when the layout as given makes the effective batch exactly; else why not, the
+    #: nearest batches it makes, and what the fastest row makes (the batch on another layout,
+    #: or the nearest batch a setup that fits makes: fit's verdict is memory, not the batch)
     effective_batch_note: str = ""
     fastest: Candidate | None
     alternatives: list[Candidate]
@@ -108,18 +111,58 @@ def divisor_at_most(total: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(total, cap)) + 1) if total % d == 0)
 
 
-def _split_effective_batch(effective_batch: int, largest: int, num_gpus: int
+def batch_step(t: Training, num_gpus: int) -> tuple[int, int]:
+    """(data-parallel ranks, the step between the batches t's layout makes at micro-batch 1):
+    the ranks (GPUs / (tp x pp x cp)), times pp on the interleaved schedule, which runs the
+    micro-batches in groups of pp (Megatron-LM requires the accumulation to be a multiple)."""
+    ranks = max(1, num_gpus // (t.tp * t.pp * t.cp))
+    return ranks, ranks * (t.pp if t.virtual_stages > 1 else 1)
+
+
+def nearest_batches(effective_batch: int, step: int) -> list[int]:
+    """The batches nearest `effective_batch` that a layout of this step makes (multiples of it,
+    one step at least): the one below (when there is one) and the one above."""
+    below = effective_batch // step * step
+    return [b for b in (below, below + step) if b > 0]
+
+
+def ranks_text(t: Training, num_gpus: int) -> str:
+    """The data-parallel ranks of t's layout on `num_gpus`, said with the GPUs they come from:
+    "64 data-parallel ranks" or "8 data-parallel ranks (64 GPUs / tp 8)"."""
+    ranks, step = batch_step(t, num_gpus)
+    split = [f"{k} {getattr(t, k)}" for k in ("tp", "pp", "cp") if getattr(t, k) > 1]
+    text = f"{ranks} data-parallel rank{'s' if ranks > 1 else ''}"
+    if split:
+        text += f" ({num_gpus} GPUs / {' x '.join(split)})"
+    if step != ranks:
+        text += f", in groups of pp {t.pp} on the interleaved schedule"
+    return text
+
+
+def _split_effective_batch(t: Training, num_gpus: int, effective_batch: int, largest: int
                            ) -> tuple[int | None, int | None, str]:
-    """(micro-batch, accumulation, note): the largest micro-batch up to `largest` that makes
-    exactly `effective_batch` with `num_gpus`; otherwise the nearest reachable batches."""
-    if effective_batch % num_gpus == 0:
-        mb = divisor_at_most(effective_batch // num_gpus, largest)
-        return mb, effective_batch // (mb * num_gpus), ""
-    below = effective_batch // num_gpus * num_gpus
-    above = below + num_gpus
-    near = " or ".join(str(b) for b in (below, above) if b > 0)
-    return None, None, (f"an effective batch of {effective_batch} cannot be split over "
-                        f"{num_gpus} GPUs (micro-batch x accumulation x GPUs); nearest: {near}")
+    """(micro-batch, accumulation, note) of the layout as given: the largest micro-batch up to
+    `largest` that makes exactly `effective_batch` on its data-parallel ranks (micro-batch x
+    accumulation x ranks, the accumulation a multiple of pp on the interleaved schedule);
+    otherwise None, None and why not, with the nearest batches it makes."""
+    ranks, step = batch_step(t, num_gpus)
+    group = step // ranks
+    if effective_batch % step == 0:
+        per_rank = effective_batch // ranks
+        mb = max(d for d in range(1, max(1, min(per_rank, largest)) + 1)
+                 if per_rank % d == 0 and (per_rank // d) % group == 0)
+        return mb, per_rank // mb, ""
+    return None, None, unreachable_text(t, num_gpus, effective_batch)
+
+
+def unreachable_text(t: Training, num_gpus: int, effective_batch: int) -> str:
+    """Why t's layout on `num_gpus` cannot make `effective_batch` sequences a step, and the
+    nearest batches it makes."""
+    _, step = batch_step(t, num_gpus)
+    near = " or ".join(str(b) for b in nearest_batches(effective_batch, step))
+    return (f"an effective batch of {effective_batch} cannot be made on "
+            f"{ranks_text(t, num_gpus)}: micro-batch x accumulation x ranks cannot equal it; "
+            f"nearest: {near}")
 
 
 def _largest_micro_batch(t: Training, hw: Hardware, headroom: float) -> tuple[int | None, int]:
@@ -310,7 +353,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         if batch_near is not None:
             if replicas > batch_near and some_within:
                 continue
-            layout_batch = max(1, round(batch_near / replicas)) * replicas
+            # a multiple of the ranks (of ranks x pp on the interleaved schedule: batch_step)
+            step = replicas * (layout["pp"] if layout["virtual_stages"] > 1 else 1)
+            layout_batch = max(1, round(batch_near / step)) * step
         # without an effective batch: the layout as given keeps its micro-batches per step (one
         # without a layout, as this sweep always did); a searched layout keeps the given global
         # batch, its replicas running proportionally more micro-batches
@@ -344,6 +389,9 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
                     return "stop"  # a larger micro-batch overshoots on every replica
                 mb_accum = (_accum_for(effective_batch, mb, replicas)
                             if effective_batch is not None else open_accum)
+                if (mb_accum is not None and layout["virtual_stages"] > 1
+                        and mb_accum % layout["pp"]):
+                    mb_accum = None  # the interleaved schedule runs groups of pp micro-batches
                 base = tl.model_copy(update={"micro_batch": mb, "checkpointing": ckpt,
                                             "zero_stage": stage, **layout, **overlap})
                 if mb_accum is None:
@@ -399,10 +447,10 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         branch = branch_change_text(t, t.model_copy(update={"zero_stage": fastest.zero_stage}))
         if branch:
             fastest = fastest.model_copy(update={"change": f"{fastest.change}, {branch}"})
-    if (fastest is None and effective_batch is not None and batch_near is None
-            and largest is not None):
-        # the micro-batches that fit cannot make this batch on these GPUs (fit's note says
-        # so): the fastest setup at the nearest batch they can make, said in its row
+    if fastest is None and effective_batch is not None and batch_near is None:
+        # no setup that fits makes this batch on these GPUs (the layouts' ranks do not divide
+        # it; fit's note says so): the fastest setup at the nearest batch one makes, said in
+        # its row. Not a verdict: the batch is not memory (issue 16)
         near = fit(t, hw, None, headroom, (), search_layouts, batch_near=effective_batch,
                    fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
                    megatron_layouts=megatron_layouts)
@@ -423,9 +471,10 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     accum: int | None = None
     split_mb: int | None = None
     note = ""
-    if effective_batch is not None and largest is not None:
-        split_mb, accum, note = _split_effective_batch(
-            effective_batch, largest, hw.num_gpus // (t.tp * t.pp * t.cp))
+    if effective_batch is not None:
+        note = _batch_note(t, hw, effective_batch, fastest)
+        if largest is not None and not note:
+            split_mb, accum, _ = _split_effective_batch(t, hw.num_gpus, effective_batch, largest)
     goodput, goodput_basis = _goodput(t, hw, fastest or (requested if requested.fits else None))
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
@@ -436,6 +485,29 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
         fastest=fastest, alternatives=alternatives, candidates_evaluated=evaluated,
         expected_goodput=goodput, goodput_basis=goodput_basis,
     )
+
+
+def _batch_note(t: Training, hw: Hardware, effective_batch: int, fastest: Candidate | None
+                ) -> str:
+    """FitResult.effective_batch_note: "" when the layout as given makes `effective_batch`
+    exactly; else why not and the nearest batches it makes, with what the fastest row makes
+    (the same batch on another layout, or the nearest one a setup that fits makes)."""
+    made = (None if fastest is None
+            else fastest.micro_batch * fastest.grad_accum * fastest.data_parallel)
+    _, step = batch_step(t, hw.num_gpus)
+    if effective_batch % step == 0:
+        if made is None or made == effective_batch:
+            return ""
+        return (f"no setup that fits makes an effective batch of {effective_batch} exactly; "
+                f"the fastest row makes {made}")
+    note = "as given, " + unreachable_text(t, hw.num_gpus, effective_batch)
+    if made == effective_batch:
+        assert fastest is not None
+        return note + (f"; the fastest row makes it exactly on another layout "
+                       f"({_layout_label(fastest) or 'data parallel'})")
+    if made is not None:
+        return note + f"; the fastest row makes {made}"
+    return note
 
 
 def _goodput(t: Training, hw: Hardware, best: Candidate | None) -> tuple[float | None, str]:
@@ -595,14 +667,24 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     under their published GPU hours with it (docs/validation.md, "Pretraining at scale")."""
     basis = "given"
     target = global_batch
-    if target is None and t.grad_accum == 1 and t.method == "full":
+    if (target is None and t.grad_accum == default_grad_accum(t.pp, t.virtual_stages)
+            and t.method == "full"):
         target, basis = default_global_batch(t)
     replicas = hw.num_gpus // (t.tp * t.pp * t.cp)
+    # a global batch the user gives is reached exactly where a setup that fits makes it (as
+    # fit's --effective-batch; fit falls back to the nearest); a default one is aimed at
+    exact = basis == "given" and target is not None
+    aim: dict[str, Any] = {"effective_batch": target} if exact else {"batch_near": target}
+
+    def off(c: Candidate | None) -> bool:
+        return exact and c is not None and c.micro_batch * c.grad_accum * c.data_parallel != target
+
     result = None
     if target is None or replicas <= target or not search_layouts:
-        result = fit(t, hw, headroom=headroom, batch_near=target, remedies=False, keep=keep)
+        result = fit(t, hw, headroom=headroom, remedies=False, keep=keep, **aim)
     plain = result.fastest if result is not None else None
     searched = ""
+    batch_only = False  # searched only because plain data parallelism misses a given batch
     if search_layouts and t.method == "full" and hw.num_gpus > 1:
         if result is None:
             searched = (f"plain data parallelism's {replicas} ranks outnumber the target "
@@ -615,6 +697,10 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                 searched = (f"plain data parallelism is not compute-bound (its collectives "
                             f"take {comm:,.3g} s a step, hidden or not, beside {compute:,.3g} "
                             f"s of compute), so parallel layouts were searched")
+            elif off(plain):
+                batch_only = True
+                searched = (f"plain data parallelism cannot make the given batch of {target} "
+                            f"exactly, so parallel layouts were searched")
             else:
                 searched = (f"plain data parallelism kept: its step is compute-bound "
                             f"(collectives {comm:,.3g} s beside {compute:,.3g} s of compute; "
@@ -624,9 +710,13 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     megatron = (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
                 and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
     if searched and not searched.startswith("plain data parallelism kept"):
-        result = fit(t, hw, headroom=headroom, search_layouts=True, batch_near=target,
-                     fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
-                     megatron_layouts=megatron)
+        layouts = fit(t, hw, headroom=headroom, search_layouts=True,
+                      fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
+                      megatron_layouts=megatron, **aim)
+        # plain data parallelism at the nearest batch stays when it was searched past only for
+        # the batch and no layout makes the batch exactly either
+        if not (batch_only and off(layouts.fastest)):
+            result = layouts
     best = result.fastest if result is not None else None
     if result is None or best is None:
         return None
@@ -650,6 +740,9 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         made = best.micro_batch * chosen.grad_accum * best.data_parallel
         batch = (f"; global batch {made} sequences of {t.seq_len} "
                  f"({made * t.seq_len / 1e6:.2f}M tokens) for a target of {target}: {basis}")
+        if exact and made != target:
+            batch += (f" (no setup that fits makes {target} exactly on these GPUs: micro-batch "
+                      f"x accumulation x data-parallel ranks; {made} is the nearest)")
     kept = [f"{name} {value}" for name, field, value in (
         ("micro-batch", "micro_batch", t.micro_batch),
         ("checkpointing", "checkpointing", "on" if t.checkpointing else "off"),

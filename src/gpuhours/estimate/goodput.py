@@ -127,10 +127,17 @@ def expected_downtime(productive_s: float, num_gpus: int, checkpoint_bytes: floa
                 if rate_is_default else f"at {interruptions_per_gpu_hour:g} interruptions per "
                 f"GPU-hour")
         whose = "your cluster's" if rate_is_default else "a lower"
+        # the checkpoint interval is one optimizer step at least: a step longer than the time
+        # between interruptions is the cause then, not the rate (issue 16: a huge global batch)
+        by_step = tau == step_time_s and step_time_s > young_interval_s(write_s, m)
+        half = (f"half a checkpoint interval ({tau / 2 / 60:,.1f} min"
+                + (f": the interval is one optimizer step at least, {step_time_s / 60:,.1f} min"
+                   if by_step else "") + ")")
         raise FieldError("interruptions_per_gpu_hour", (
-            f"{rate} a job on {num_gpus} GPUs is interrupted every {m / 60:.1f} minutes, less "
-            f"than a restart ({restart_s / 60:.0f} min) and half a checkpoint interval: it never "
-            f"finishes. Give {whose} rate, or 0 to leave downtime out."))
+            f"{rate} a job on {num_gpus} GPUs is interrupted every {m / 60:,.1f} minutes, no "
+            f"more than a restart ({restart_s / 60:.0f} min) plus {half}: it never finishes. "
+            + ("Make the optimizer step shorter (a smaller global batch), or give "
+               if by_step else "Give ") + f"{whose} rate, or 0 to leave downtime out."))
     work_s = productive_s * (1 + write_s / tau)
     wall_s = work_s / (1 - lost_share)
     n = wall_s / m

@@ -121,16 +121,23 @@ def _combined(t: Training, hw: Hardware, stages: Iterable[int], **update: object
     return out
 
 
-def _with_batch(s: Training, h: Hardware, effective_batch: int | None) -> Training:
-    """`s` with the accumulation that makes `effective_batch` sequences a step at its
-    micro-batch on `h`'s data-parallel ranks; as it is without one, or where they do not
-    divide it (fit says so)."""
+def _with_batch(s: Training, h: Hardware, effective_batch: int | None
+                ) -> tuple[Training, str]:
+    """(`s` with the accumulation that makes `effective_batch` sequences a step at its
+    micro-batch on `h`'s data-parallel ranks, the accumulation a multiple of pp on the
+    interleaved schedule; where the ranks cannot make it, the nearest batch they make, as
+    fit's own fallback rounds (the nearest multiple, one a rank at least), and the words that
+    say so in the row ("" when exact or without a batch))."""
     if effective_batch is None:
-        return s
-    per_pass = s.micro_batch * max(1, h.num_gpus // (s.tp * s.pp * s.cp))
-    if effective_batch % per_pass:
-        return s
-    return s.model_copy(update={"grad_accum": effective_batch // per_pass})
+        return s, ""
+    ranks = max(1, h.num_gpus // (s.tp * s.pp * s.cp))
+    step = s.micro_batch * ranks * (s.pp if s.virtual_stages > 1 else 1)
+    made = max(1, round(effective_batch / step)) * step
+    accum = made // (s.micro_batch * ranks)
+    note = ("" if made == effective_batch else
+            f"effective batch {made} (the nearest {ranks} data-parallel "
+            f"rank{'s' if ranks > 1 else ''} make; not {effective_batch})")
+    return s.model_copy(update={"grad_accum": accum}), note
 
 
 def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
@@ -148,7 +155,13 @@ def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
     full first: it counts only where it does not fit, and is the row only where none fits.
     Where none fits, every variant was evaluated, and the row is the one needing the least
     memory, as before."""
-    setups = [(_with_batch(s, h, effective_batch), h) for s, h in variants]
+    batched = [(_with_batch(s, h, effective_batch), h) for s, h in variants]
+    setups = [(s, h) for (s, _), h in batched]
+    said = [note for (_, note), _ in batched]
+
+    def label(i: int) -> str:
+        return " + ".join(x for x in (changes_text(t, hw, *setups[i]), said[i]) if x)
+
     speeds = _speeds(setups)
     known = sorted((i for i, v in enumerate(speeds) if v is not None),
                    key=lambda i: (-(speeds[i] or 0.0), i))
@@ -165,21 +178,21 @@ def _row(t: Training, hw: Hardware, headroom: float, variants: Variants,
         # row (not expected: both take the same trainable parameters): then no early answer
         if c.fits and i in known and not any(done[u].fits for u in unknown if u in done):
             not_evaluated = len(known) - known.index(i) - 1
-            return (c.model_copy(update={"change": changes_text(t, hw, s, h)}),
+            return (c.model_copy(update={"change": label(i)}),
                     len(done) + not_evaluated)
-    tried = [(done[i], *setups[i]) for i in sorted(done)]
+    tried = [(done[i], i) for i in sorted(done)]
     if not tried:
         return None, 0
     fitting = [x for x in tried if x[0].fits]
     if fitting:  # only where a variant fitted that the early answer had to pass over
-        c, s, h = max(fitting, key=lambda x: x[0].tokens_per_s_per_gpu)
+        c, i = max(fitting, key=lambda x: x[0].tokens_per_s_per_gpu)
     else:
-        _, s, h = min(tried, key=lambda x: x[0].memory_total_bytes)
+        _, i = min(tried, key=lambda x: x[0].memory_total_bytes)
         try:
-            c = evaluate(s, h, headroom, "")  # its speed too, for the table
+            c = evaluate(*setups[i], headroom, "")  # its speed too, for the table
         except InputError:
             return None, len(tried)  # a GPU without this precision's matmul rate
-    return c.model_copy(update={"change": changes_text(t, hw, s, h)}), len(tried)
+    return c.model_copy(update={"change": label(i)}), len(tried)
 
 
 def _speeds(setups: Variants) -> list[float | None]:

@@ -251,13 +251,14 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
                       f"in {device}; the setups below keep {room} headroom free ({limit}).")
     if r.largest_micro_batch is not None:
         console.print(f"Largest micro-batch that fits: [bold]{r.largest_micro_batch}[/bold]")
-        if r.effective_batch is not None and r.micro_batch_for_effective_batch is not None:
+        if (r.effective_batch is not None and r.micro_batch_for_effective_batch is not None
+                and r.grad_accum_for_effective_batch is not None):
+            ranks = r.effective_batch // (r.micro_batch_for_effective_batch
+                                          * r.grad_accum_for_effective_batch)
             console.print(f"Effective batch {r.effective_batch}: micro-batch "
                           f"[bold]{r.micro_batch_for_effective_batch}[/bold] x accumulation "
-                          f"[bold]{r.grad_accum_for_effective_batch}[/bold] x {req.num_gpus} "
-                          f"GPU(s), exactly")
-        elif r.effective_batch is not None:
-            console.print(f"[yellow]{esc(r.effective_batch_note)}[/yellow]")
+                          f"[bold]{r.grad_accum_for_effective_batch}[/bold] x {ranks} "
+                          f"data-parallel rank{'s' if ranks > 1 else ''} as given, exactly")
     elif r.fastest is not None:
         console.print("As given, not even micro-batch 1 fits with the headroom; the first row is "
                       "the fastest setup of this model and method on these GPUs that does.")
@@ -265,6 +266,8 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
         console.print(f"[red]No setup of this model and method fits on these GPUs with "
                       f"{room} headroom[/red] (micro-batch, checkpointing, ZeRO stage and, "
                       f"unless given, the parallel layout tried); the rows below change more.")
+    if r.effective_batch_note:
+        console.print(f"[yellow]{esc(r.effective_batch_note)}[/yellow]")
     rows = []
     if r.fastest is not None:
         rows.append(_candidate_row(r.fastest.model_copy(update={
@@ -274,7 +277,8 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
         print_table(console, _FIT_COLS, rows, notes=Notes(), wide=wide, title="Configurations")
     if r.alternatives:
         batch = (f" x the accumulation an effective batch of {r.effective_batch} needs on "
-                 "each row's GPUs" if r.effective_batch is not None else "")
+                 "each row's data-parallel ranks (where they cannot make it, the nearest batch "
+                 "they make, which the row names)" if r.effective_batch is not None else "")
         console.print(f"[dim]Other rows: what would fit, at micro-batch 1{batch}, changing "
                       "only what their first column names (estimate/remedies.py); more or "
                       "larger GPUs only when no setup of the method as given fits on these."
