@@ -194,6 +194,35 @@ def beyond_positions_warning(t: Training) -> str | None:
             f"scaling) to train well.")
 
 
+def reduction_window_warning(t: Training, hw: Hardware, st: StepTime) -> str | None:
+    """A warning when the data-parallel reduction is counted as hidden for longer than the
+    backward it can run beside. DDP (under no_sync while accumulating), ZeRO-1 (DeepSpeed's and
+    Megatron-Core's distributed optimizer) reduce once a step, launched bucket by bucket during
+    the last micro-batch's backward (torch DDP's reducer; DeepSpeed stage_1_and_2.py reduces at
+    the accumulation boundary; Megatron-Core's register_grad_ready counts a gradient only on the
+    last micro-batch), so at most that backward hides it: about 2/3 of one micro-batch's
+    compute. The estimate hides assumptions.COMM_OVERLAP of it whatever the accumulation
+    (docs/parallelism.md: the window is found and not wired in, with why); None when the
+    counted hidden time fits the window, or for ZeRO-2/3 and model-parallel layouts, whose
+    collectives run every micro-batch or are costed otherwise."""
+    if (hw.num_gpus < 2 or t.zero_stage > 1 or t.tp * t.pp * t.cp * t.ep > 1
+            or st.communication_s <= 0):
+        return None
+    hidden = st.communication_s - st.communication_exposed_s
+    window = st.compute_s * (2.0 / 3.0) / t.grad_accum
+    longer = hidden - window
+    if longer <= 0.05 * st.step_time_s:
+        return None
+    return (f"the data-parallel gradient reduction ({st.communication_s:.3g} s a step) is "
+            f"counted {hidden:.3g} s hidden behind compute ({A.COMM_OVERLAP.name} "
+            f"{A.COMM_OVERLAP.value:g}, assumed), but DDP and ZeRO-1 reduce once a step, during "
+            f"the last of the {t.grad_accum} micro-batches' backward (about {window:.3g} s): "
+            f"hidden only there, the step would take up to {longer:.3g} s more "
+            f"({st.step_time_s:.3g} -> {st.step_time_s + longer:.3g} s). Not applied: "
+            f"docs/parallelism.md, 'Found, and not wired in'. Fewer, larger micro-batches or a "
+            f"faster network shrink it.")
+
+
 def headroom_warning(total_bytes: float, device_bytes: float) -> str:
     """The warning on a setup that fits the device (the verdict of estimate, plan and fit) but
     with less free than fit's headroom (assumptions.FIT_HEADROOM_FRACTION), the margin fit
@@ -831,6 +860,9 @@ def estimate_training(
                           f"{hw.inter_node_gb_per_s_one_way:g} GB/s network (a tensor-parallel "
                           f"group usually stays within a node's NVLink: a tp dividing "
                           f"{hw.gpus_per_node}).")
+    over_window = reduction_window_warning(t, hw, st)
+    if over_window:
+        warnings.append(over_window)
     varlen = None
     if t.seq_len_mean is not None and hw.gpu.stack == "xla":
         warnings.append("variable-length samples on a TPU: XLA compiles a program for each "
