@@ -148,6 +148,8 @@ def main() -> int:
         except PackageNotFoundError:
             return "?"
 
+    from gpuhours.track.loop import _cpu_name  # the CPU's model name, as the ledger records it
+
     print(f"host: {platform.machine()}, {_cpu_name()}; Python {sys.version.split()[0]}; "
           f"math-verify {_version('math-verify')}, latex2sympy2_extended "
           f"{_version('latex2sympy2_extended')}, sympy {_version('sympy')}; one process")
@@ -171,14 +173,6 @@ def main() -> int:
     return 0
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "CPU not read"
 
 
 if __name__ == "__main__":
