@@ -1683,7 +1683,8 @@ NOT_EXPRESSED: dict[int, str] = {
     37: "DeepSpeed-Chat's Hybrid Engine (inference kernels inside the training engine) and "
         "the prompt and response lengths are not stated",
     38: "an unnamed 13B model; prompts per step, completion length, KL and reward not stated",
-    63: "the model is in the catalog (nemotron-3-nano, a hybrid of Mamba-2, attention and MoE "
+    63: "Nemotron-3-Nano-30B-A3B is in the catalog (nemotron-3-nano, a hybrid of Mamba-2, "
+        "attention and MoE "
         "layers), but the row is multi-turn SWE-agent RL at a 131,072-token cap whose prompts "
         "per step, generations per prompt, turns a sample and environment (sandboxed "
         "repositories, tool calls, test runs between turns) are not stated (the page gives "
