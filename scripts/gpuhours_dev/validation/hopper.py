@@ -407,7 +407,9 @@ def gemm_bound(row: HopperRow) -> bool:
     the efficiency pay for another mechanism's error."""
     assert row.training is not None and row.hardware is not None
     e = estimate_training(row.training, row.hardware, row.training.model_basis)
-    return e.bottleneck == "matmul compute"
+    # the largest part as summed, not the label that names the network when the collectives in
+    # all outlast the compute they mostly hide behind (timing.network_bottleneck)
+    return e.largest_part == "matmul compute"
 
 
 def fit_hopper(tune: list[HopperRow], grid: tuple[float, ...] = FIT_GRID) -> dict[str, float]:

@@ -170,6 +170,9 @@ class TrainingEstimate(_Out):
     step_time_s: Figure
     step_time_breakdown_s: dict[str, Figure]
     bottleneck: str
+    #: the largest part of the step as summed (exposed time); the bottleneck names the network
+    #: instead when the collectives in all outlast the compute they overlap
+    largest_part: str = ""
     tokens_per_step: Figure
     tokens_per_s_per_gpu: Figure
     tokens_per_s: Figure
@@ -976,6 +979,7 @@ def estimate_training(
         step_time_s=formula(st.step_time_s, "s", f"{step_src}; efficiency: {eff_source}"),
         step_time_breakdown_s=breakdown,
         bottleneck=st.bottleneck,
+        largest_part=st.largest_part,
         tokens_per_step=formula(tokens_per_step_gpu * hw.num_gpus, "tokens",
                                 "micro-batch x seq x accumulation x data-parallel replicas"),
         tokens_per_s_per_gpu=formula(tps_gpu, "tokens/s", "tokens per step per GPU / step time"),

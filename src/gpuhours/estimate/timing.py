@@ -374,6 +374,9 @@ class StepTime:
     #: checkpoint_offload's copies of the block inputs to the host and back, on the compute
     #: stream (estimate/unsloth.py): added to the step
     checkpoint_copy_s: float = 0.0
+    #: the largest part of the step as summed (exposed time): the bottleneck unless the
+    #: collectives in all outlast the compute (network_bottleneck), when that names them
+    largest_part: str = ""
 
     @property
     def compute_s(self) -> float:
@@ -619,8 +622,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
             parts[f"{c.name} over {c.link}"] = c.exposed_s
         parts[f"data-parallel gradients over {link}"] = parts.pop(
             f"communication over {link}")
-    bottleneck = network_bottleneck(collectives, comm_s, link, gpu_compute_s) or max(
-        parts, key=lambda k: parts[k])
+    largest_part = max(parts, key=lambda k: parts[k])
+    bottleneck = network_bottleneck(collectives, comm_s, link, gpu_compute_s) or largest_part
     return StepTime(
         matmul_s=matmul_s,
         attention_s=attention_s,
@@ -632,6 +635,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         communication_exposed_s=exposed_s,
         step_time_s=step,
         bottleneck=bottleneck,
+        largest_part=largest_part,
         gemm_efficiency=e_mm,
         attention_efficiency=e_attn if t.flash_attention else e_mm,
         link=link,
