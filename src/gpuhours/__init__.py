@@ -4,9 +4,9 @@
     e = estimate_training(Training(model="qwen2.5-7b", method="lora", micro_batch=4),
                           Hardware(gpu="a100-80gb"), tokens=1e9)
 
-The analytic path (estimate_training, fit_training, estimate_generation, plan_budget) never
-imports torch; trace_training and trace_module (your own nn.Module on a GPU you lack) need the
-`bench` extra. See gpuhours.api for each function.
+The analytic path (estimate_training, fit_training, choose_setup, estimate_generation,
+plan_budget) never imports torch; trace_training and trace_module (your own nn.Module on a GPU
+you lack) need the `bench` extra. See gpuhours.api for each function.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "Hardware",
     "InputError",
     "Training",
+    "choose_setup",
     "estimate_generation",
     "estimate_training",
     "fit_training",
@@ -33,6 +34,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from gpuhours.api import (
+        choose_setup,
         estimate_generation,
         estimate_training,
         fit_training,

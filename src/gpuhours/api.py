@@ -94,9 +94,49 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
     if effective_batch is not None and effective_batch < 1:
         raise FieldError("effective_batch", f"expected a positive integer, got "
                                             f"{effective_batch!r}.")
+    _check_overlaps(fixed_overlaps)
     return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
                bigger_gpus=catalog.gpus(), search_layouts=search_layouts,
                fixed_overlaps=fixed_overlaps)
+
+
+#: the communication overlaps a layout search may choose (Training's fields of that name)
+OVERLAPS = ("tp_comm_overlap", "moe_a2a_overlap")
+
+
+def _check_overlaps(fixed_overlaps: Sequence[str]) -> None:
+    from gpuhours.errors import FieldError
+
+    unknown = [o for o in fixed_overlaps if o not in OVERLAPS]
+    if unknown:
+        raise FieldError("fixed_overlaps", f"unknown overlap(s) {', '.join(map(repr, unknown))}; "
+                                           f"expected some of {', '.join(OVERLAPS)}.")
+
+
+def choose_setup(training: Training, hardware: Hardware, *, global_batch: int | None = None,
+                 search_layouts: bool = True, keep: Sequence[str] = (),
+                 fixed_overlaps: Sequence[str] = (),
+                 headroom: float | None = None) -> tuple[Training, str] | None:
+    """The setup `estimate` chooses when it is left open ("a 65B model on 2,048 GPUs"): the
+    fastest that fits for the global batch (sequences per optimizer step; None: the default
+    for the model's size when `training` gives no accumulation), with the sentence saying what
+    was chosen and why; None when nothing fits. `keep` names the fields of micro_batch,
+    checkpointing and zero_stage held at `training`'s values; with `search_layouts` the
+    parallel layouts (tp, pp, cp, ep, virtual stages) are searched when plain data parallelism
+    is not clearly compute-bound, and costed on Megatron-Core's kernel path
+    (estimate/fit.py chosen_setup). Pass the result to estimate_training."""
+    from gpuhours.errors import FieldError
+    from gpuhours.estimate.fit import chosen_setup
+
+    if global_batch is not None and global_batch < 1:
+        raise FieldError("global_batch", f"expected a positive integer, got {global_batch!r}.")
+    bad = [k for k in keep if k not in ("micro_batch", "checkpointing", "zero_stage")]
+    if bad:
+        raise FieldError("keep", f"expected some of micro_batch, checkpointing, zero_stage; "
+                                 f"got {', '.join(map(repr, bad))}.")
+    _check_overlaps(fixed_overlaps)
+    return chosen_setup(training, hardware, headroom=headroom, search_layouts=search_layouts,
+                        global_batch=global_batch, fixed_overlaps=fixed_overlaps, keep=keep)
 
 
 def estimate_generation(generation: Generation, hardware: Hardware,
