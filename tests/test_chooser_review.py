@@ -136,3 +136,18 @@ def test_cp_needs_2_cp_to_divide_the_sequence():
     r = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
                             "--gpus", "8", "--cp", "2", "--seq", "4094", "--batch", "1"])
     assert r.exit_code == 2 and r.stderr.startswith("error --cp:")
+
+
+def test_fit_costs_a_searched_layout_on_the_megatron_kernels_unless_kernels_are_given():
+    # as estimate's chooser: the layout fit finds is costed on the code that runs it
+    from typer.testing import CliRunner
+
+    from gpuhours.cli import app
+
+    args = ["fit", "--model", "llama-2-70b", "--gpu", "a100-80gb", "--gpus", "64",
+            "--seq", "4096", "--json"]
+    open_ = json.loads(CliRunner().invoke(app, args).stdout)
+    given = json.loads(CliRunner().invoke(app, [*args, "--kernels", "eager"]).stdout)
+    fastest, eager = open_["fastest"], given["fastest"]
+    assert fastest["tp"] * fastest["pp"] > 1 and fastest["kernels"] == "megatron"
+    assert eager["kernels"] == "eager"

@@ -76,7 +76,8 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
 
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,
                  headroom: float | None = None, search_layouts: bool = False,
-                 fixed_overlaps: tuple[str, ...] = ()) -> FitResult:
+                 fixed_overlaps: tuple[str, ...] = (),
+                 megatron_layouts: bool = False) -> FitResult:
     """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
     effective batch, the fastest configuration that fits, and what would fit when micro-batch 1
     does not as given (estimate/remedies.py: checkpointing, ZeRO, CPU offload of full training,
@@ -84,7 +85,9 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
     without offload). With
     `search_layouts`, the parallel layouts are searched, each with the communication overlaps
     it can run, except those named in `fixed_overlaps` ("tp_comm_overlap",
-    "moe_a2a_overlap"), which keep `training`'s value."""
+    "moe_a2a_overlap"), which keep `training`'s value; with `megatron_layouts` a searched
+    tensor, pipeline, context or expert layout is costed on Megatron-Core's kernel path (as
+    `estimate`'s chooser and `fit` without --kernels cost them)."""
     from gpuhours import catalog
     from gpuhours.errors import FieldError
     from gpuhours.estimate.fit import fit
@@ -97,7 +100,7 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
     _check_overlaps(fixed_overlaps)
     return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
                bigger_gpus=catalog.gpus(), search_layouts=search_layouts,
-               fixed_overlaps=fixed_overlaps)
+               fixed_overlaps=fixed_overlaps, megatron_layouts=megatron_layouts)
 
 
 #: the communication overlaps a layout search may choose (Training's fields of that name)

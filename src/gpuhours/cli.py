@@ -789,8 +789,15 @@ def fit(
                   interruptions_per_gpu_hour=interruptions_per_gpu_hour)
     # a layout left open is searched: tensor, pipeline, context and expert parallelism
     layouts_open = all(_not_given(ctx, name) for name in ("tp", "pp", "cp", "ep"))
+    from gpuhours.estimate.fit import megatron_path_open
+
+    # a searched layout on the kernels that run it, as estimate's chooser costs it
+    kernels_from_file = from_file is not None and "kernels" in imported.fields
+    megatron = layouts_open and megatron_path_open(
+        t, _not_given(ctx, "kernels") and not kernels_from_file)
     result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,
-                          search_layouts=layouts_open, fixed_overlaps=_given_overlaps(ctx))
+                          search_layouts=layouts_open, fixed_overlaps=_given_overlaps(ctx),
+                          megatron_layouts=megatron)
     confirmation = None
     if trace:
         from gpuhours.trace import confirm_fit

@@ -42,6 +42,9 @@ class Candidate(_Out):
     moe_a2a_overlap: bool = False
     #: CPU offload (setup.py Training.offload): none, optimizer, optimizer+params
     offload: str = "none"
+    #: the kernel path it is costed on (setup.py Training.kernels): a searched tensor,
+    #: pipeline, context or expert layout takes Megatron-Core's when the kernels are left open
+    kernels: str = "eager"
     gpu: str
     #: in JSON (`fit --json`), these three are figures: {value, unit, basis, source}
     memory_total_bytes: float
@@ -92,7 +95,7 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
             tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
             virtual_stages=t.virtual_stages,
             tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
-            offload=t.offload)
+            offload=t.offload, kernels=t.kernels)
     return Candidate(
         change=change, micro_batch=t.micro_batch, grad_accum=t.grad_accum,
         checkpointing=t.checkpointing, method=t.method, zero_stage=t.zero_stage,
@@ -102,7 +105,7 @@ def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
         tp=t.tp, pp=t.pp, cp=t.cp, ep=t.ep, data_parallel=hw.num_gpus // mp,
         virtual_stages=t.virtual_stages,
         tp_comm_overlap=t.tp_comm_overlap, moe_a2a_overlap=t.moe_a2a_overlap,
-        offload=t.offload,
+        offload=t.offload, kernels=t.kernels,
     )
 
 

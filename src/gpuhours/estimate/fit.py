@@ -639,6 +639,15 @@ def default_global_batch(t: Training) -> tuple[int, str]:
                        f"{rule.value / 2**20:g}M tokens per step ({rule.basis})")
 
 
+def megatron_path_open(t: Training, kernels_open: bool = True) -> bool:
+    """Whether a searched tensor, pipeline, context or expert layout of `t` is costed on
+    Megatron-Core's kernel path (the code that runs such layouts): when the kernels were left
+    open and `t` has nothing that path does not model (DeepSpeed's ZeRO-3 hooks, Liger's
+    patches, LoRA dropout: setup.py _check_megatron)."""
+    return (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
+            and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
+
+
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                  search_layouts: bool = False, global_batch: int | None = None,
                  fixed_overlaps: Collection[str] = (), keep: Collection[str] = (),
@@ -705,10 +714,7 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                 searched = (f"plain data parallelism kept: its step is compute-bound "
                             f"(collectives {comm:,.3g} s beside {compute:,.3g} s of compute; "
                             f"layouts are searched from {NOT_COMPUTE_BOUND_SHARE:.0%})")
-    # the megatron path models none of DeepSpeed's ZeRO-3 hooks, Liger's patches or LoRA
-    # dropout (setup.py _check_megatron): a setup with them keeps its kernels
-    megatron = (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
-                and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
+    megatron = megatron_path_open(t, kernels_open)
     if searched and not searched.startswith("plain data parallelism kept"):
         layouts = fit(t, hw, headroom=headroom, search_layouts=True,
                       fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,

@@ -283,6 +283,12 @@ def render_fit(r: FitResult, console: Console, wide: bool = False) -> None:
                       "only what their first column names (estimate/remedies.py); more or "
                       "larger GPUs only when no setup of the method as given fits on these."
                       "[/dim]")
+    if r.fastest is not None and r.fastest.kernels == "megatron" and (
+            r.fastest.tp * r.fastest.pp * r.fastest.cp * r.fastest.ep > 1):
+        console.print("[dim]The fastest row's layout is costed on Megatron-Core's kernel path "
+                      "(kernels megatron: Transformer Engine's fused layers, vocab-parallel "
+                      "loss), the code that runs such a layout; give --kernels to choose."
+                      "[/dim]")
     # as estimate's downtime line: shown when it loses at least 0.1% of the wall clock
     if r.expected_goodput is not None and r.expected_goodput <= 0.999:
         which = "fastest setup" if r.fastest else "as given"
