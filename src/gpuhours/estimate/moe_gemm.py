@@ -85,9 +85,10 @@ class ExpertShapes:
 def expert_shapes(arch: ModelArch, tokens_per_rank: float, ep: int, tp: int) -> ExpertShapes:
     """The expert GEMMs of a rank holding experts / ep experts whose micro-batch has
     `tokens_per_rank` tokens: each expert receives tokens x top-k x ep / experts copies (the ep
-    ranks' tokens all-to-all'd in, routing balanced); expert tensor parallelism (Megatron-Core's
-    expert_tensor_parallel_size, by default the tensor-parallel size) splits the intermediate
-    width by `tp`."""
+    ranks' tokens all-to-all'd in, routing balanced); expert tensor parallelism `tp`
+    (Megatron-Core's expert_tensor_parallel_size) splits the intermediate width. The training
+    step takes it as 1, as its memory and all-to-all do (parallel.py: Megatron-Core's MoE
+    recipes set 1; its own default is the tensor-parallel size)."""
     f = arch.moe_intermediate_size / tp
     fc1_n = 2 * f if arch.gated_mlp else f
     per_expert = tokens_per_rank * arch.experts_per_token * ep / arch.num_experts

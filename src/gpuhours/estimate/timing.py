@@ -673,7 +673,8 @@ def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: floa
     """Seconds the routed experts' GEMMs of `tokens` take beyond the dense GEMM rate that
     matmul_s charges them at: their time at that rate x (estimate/moe_gemm.py
     expert_gemm_slowdown - 1), the shapes those of one micro-batch on one rank (its sequence
-    chunk's tokens, ep ranks' routed copies brought in, the intermediate width split by tp).
+    chunk's sequence-parallel share of tokens, ep ranks' routed copies brought in, whole
+    experts: expert tensor parallelism 1).
     fp8-mixed runs the experts in fp8 (fp8_matmul_flops_per_token). 0 for a dense model."""
     if not arch.is_moe:
         return 0.0
@@ -688,7 +689,10 @@ def expert_gemm_extra_s(arch: ModelArch, t: Training, hw: Hardware, tokens: floa
         peak = peak_flops(gpu, t.precision)
         eff = e_mm
         element = ACTIVATION_BYTES[t.precision]
-    shapes = expert_shapes(arch, t.tokens_per_micro_batch / t.cp, t.ep, t.tp)
+    # expert tensor parallelism 1, as the memory and the all-to-all take it (parallel.py):
+    # each rank routes its sequence-parallel share of the micro-batch's tokens through whole
+    # experts
+    shapes = expert_shapes(arch, t.tokens_per_micro_batch / (t.cp * t.tp), t.ep, 1)
     bw = gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value
     slowdown = expert_gemm_slowdown(shapes, trains, peak, eff, bw, element, gpu.sm_count,
                                     grouped_launch=t.kernels == "megatron")
