@@ -41,3 +41,12 @@ def test_what_is_kept_stays_and_bad_arguments_are_named():
         gpuhours.choose_setup(t, hw, fixed_overlaps=("bogus",))
     with pytest.raises(FieldError, match="fixed_overlaps"):
         gpuhours.fit_training(t, hw, fixed_overlaps=("bogus",))
+
+
+def test_hardware_takes_a_catalog_node_type_as_the_cli_does():
+    h = Hardware(gpu="h100-sxm", node="dgx-h100", num_gpus=16)
+    assert (h.gpus_per_node, h.inter_node_gb_per_s_one_way) == (8, 50.0)  # 8 x 400 Gb/s
+    with pytest.raises(FieldError, match="carries"):
+        Hardware(gpu="a100-80gb", node="dgx-h100")
+    with pytest.raises(FieldError, match="give one or the other"):
+        Hardware(gpu="h100-sxm", node="dgx-h100", gpus_per_node=4)

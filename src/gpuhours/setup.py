@@ -1510,6 +1510,27 @@ def _catalog_gpu(data: Any) -> Any:
     return data
 
 
+def _fill_node(data: Any) -> Any:
+    """Hardware(node="dgx-h100", ...): a catalog node type (gpuhours catalog nodes) fills
+    gpus_per_node and inter_node_gb_per_s_one_way, as --node and a plan's hardware.node do;
+    neither may be given beside it (a FieldError keyed by `node`)."""
+    if not isinstance(data, dict) or "node" not in data:
+        return data
+    from gpuhours.catalog import node_for_gpu
+
+    node = data["node"]
+    if not isinstance(node, str):
+        raise FieldError("node", f"expected a node type's name, got {node!r}.")
+    both = [k for k in ("gpus_per_node", "inter_node_gb_per_s_one_way") if k in data]
+    if both:
+        raise FieldError(("node", both[0]), f"node {node} sets {both[0]}; give one or the other.")
+    gpu = data.get("gpu")
+    n = node_for_gpu(node, gpu if isinstance(gpu, str) else getattr(gpu, "name", str(gpu)))
+    rest = {k: v for k, v in data.items() if k != "node"}
+    return {**rest, "gpus_per_node": n.gpus_per_node,
+            "inter_node_gb_per_s_one_way": n.inter_node_gb_per_s_one_way}
+
+
 class Hardware(_Strict):
     """Where it runs: an accelerator, how many, how they are connected."""
 
@@ -1537,7 +1558,7 @@ class Hardware(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _fill_gpu(cls, data: Any) -> Any:
-        return _catalog_gpu(data)
+        return _fill_node(_catalog_gpu(data))
 
     @field_validator("pcie_lanes")
     @classmethod
