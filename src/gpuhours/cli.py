@@ -6,7 +6,7 @@ inputs) becomes a one-paragraph message and exit code 2, never a traceback.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 import typer
 import typer.main
@@ -985,7 +985,12 @@ def generation(
                 tp_open = False
             except DoesNotFit:
                 pass
-        found = _smallest_generation_tp(g, hw, book, too_big) if tp_open else None
+        found = None
+        if tp_open:
+            from gpuhours.estimate.generation_fit import smallest_tensor_parallel
+
+            found, more = smallest_tensor_parallel(g, hw, book, too_big.message)
+            too_big.message += more
         if found is None:
             # a verdict, as estimate's: with --json the figures behind it, then exit code 1
             if as_json:
@@ -1009,50 +1014,6 @@ def generation(
     from gpuhours.report.terminal import render_generation
 
     render_generation(data, console_for(wide), wide)
-
-
-def _smallest_generation_tp(g: Generation, hw: Hardware, book: Any, too_big: DoesNotFit
-                            ) -> tuple[Generation, Any, str] | None:
-    """(the setup, its estimate, a sentence saying what was chosen and why) for a replica left
-    at one GPU that does not fit: of the tensor parallelisms within a node (g.gpus_per_node)
-    that divide the attention heads (as vLLM requires) and fit, the one with the fewest GPU
-    seconds per sequence (GPUs x (prefill_s + decode_s) / batch, the steady rate
-    generation_summary bills). None when none within a node fits, `too_big`'s message then
-    naming the smallest size beyond a node that would (its all-reduces over the network), or
-    saying that none would."""
-    from gpuhours.api import estimate_generation
-
-    sizes = sorted(int(x) for x in get_args(Generation.model_fields["tensor_parallel"]
-                                            .annotation) if int(x) > g.tensor_parallel)
-    fitting: list[tuple[float, int, Generation, Any]] = []
-    for tp in sizes:
-        if g.arch.num_heads % tp:
-            continue
-        if tp > g.gpus_per_node and fitting:
-            break
-        trial = g.model_copy(update={"tensor_parallel": tp})
-        try:
-            e = estimate_generation(trial, hw, book)
-        except DoesNotFit:
-            continue
-        if tp > g.gpus_per_node:
-            too_big.message += (f" Tensor parallelism {tp} would fit, across nodes of "
-                                f"{g.gpus_per_node} GPUs (its all-reduces over the "
-                                f"{g.inter_node_gb_per_s_one_way:g} GB/s network): give "
-                                f"--tensor-parallel {tp}; none within a node fits.")
-            return None
-        fitting.append((e.gpus * (e.prefill_s + e.decode_s) / e.batch, tp, trial, e))
-    if not fitting:
-        too_big.message += " No tensor parallelism up to 64 GPUs fits either."
-        return None
-    cost, tp, trial, e = min(fitting, key=lambda f: f[0])
-    tried = ", ".join(f"{t}: {c:.3g}" for c, t, _, _ in fitting)
-    return trial, e, (
-        f"tensor parallelism {tp} chosen by gpuhours: of those within a node of "
-        f"{g.gpus_per_node} GPUs that divide the {g.arch.num_heads} attention heads and fit, "
-        f"the fewest GPU seconds per sequence (GPUs x (prefill + decode) / batch; {tried}). "
-        f"{g.tensor_parallel} GPU does not fit: {too_big.message} Give --tensor-parallel to "
-        f"choose yourself.")
 
 
 def _weights_of(model: str | None, weight_bytes_per_param: float | None,

@@ -773,6 +773,13 @@ def detect_format(data: dict[str, Any]) -> str | None:
 
 def read_setup(path: str | os.PathLike[str]) -> Imported:
     """The setup in another tool's config file (format detected from its keys)."""
+    data, lines = load_setup_data(path)
+    return parse_setup(data, str(path), Path(path).expanduser().parent, lines)
+
+
+def load_setup_data(path: str | os.PathLike[str]) -> tuple[Any, dict[str, int]]:
+    """Another tool's config file as loaded (JSON or YAML), with the line of each top-level
+    key; errors name the file."""
     from gpuhours.files import read_user_text
 
     where = str(path)
@@ -800,7 +807,7 @@ def read_setup(path: str | os.PathLike[str]) -> Imported:
         if isinstance(node, MappingNode):
             lines = {k.value: k.start_mark.line + 1 for k, _ in node.value
                      if isinstance(getattr(k, "value", None), str)}
-    return parse_setup(data, where, Path(path).expanduser().parent, lines)
+    return data, lines
 
 
 def parse_setup(data: Any, where: str, folder: Path,

@@ -140,19 +140,19 @@ def ranks_text(t: Training, num_gpus: int) -> str:
 
 
 def _split_effective_batch(t: Training, num_gpus: int, effective_batch: int, largest: int
-                           ) -> tuple[int | None, int | None, str]:
-    """(micro-batch, accumulation, note) of the layout as given: the largest micro-batch up to
+                           ) -> tuple[int | None, int | None]:
+    """(micro-batch, accumulation) of the layout as given: the largest micro-batch up to
     `largest` that makes exactly `effective_batch` on its data-parallel ranks (micro-batch x
     accumulation x ranks, the accumulation a multiple of pp on the interleaved schedule);
-    otherwise None, None and why not, with the nearest batches it makes."""
+    (None, None) when it cannot (why, and the nearest: _batch_note)."""
     ranks, step = batch_step(t, num_gpus)
     group = step // ranks
-    if effective_batch % step == 0:
-        per_rank = effective_batch // ranks
-        mb = max(d for d in range(1, max(1, min(per_rank, largest)) + 1)
-                 if per_rank % d == 0 and (per_rank // d) % group == 0)
-        return mb, per_rank // mb, ""
-    return None, None, unreachable_text(t, num_gpus, effective_batch)
+    if effective_batch % step:
+        return None, None
+    per_rank = effective_batch // ranks
+    mb = max(d for d in range(1, max(1, min(per_rank, largest)) + 1)
+             if per_rank % d == 0 and (per_rank // d) % group == 0)
+    return mb, per_rank // mb
 
 
 def unreachable_text(t: Training, num_gpus: int, effective_batch: int) -> str:
@@ -474,7 +474,7 @@ def fit(t: Training, hw: Hardware, effective_batch: int | None = None,
     if effective_batch is not None:
         note = _batch_note(t, hw, effective_batch, fastest)
         if largest is not None and not note:
-            split_mb, accum, _ = _split_effective_batch(t, hw.num_gpus, effective_batch, largest)
+            split_mb, accum = _split_effective_batch(t, hw.num_gpus, effective_batch, largest)
     goodput, goodput_basis = _goodput(t, hw, fastest or (requested if requested.fits else None))
     return FitResult(
         requested=requested, headroom_fraction=headroom, largest_micro_batch=largest,
@@ -692,9 +692,11 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
     if target is None or replicas <= target or not search_layouts:
         result = fit(t, hw, headroom=headroom, remedies=False, keep=keep, **aim)
     plain = result.fastest if result is not None else None
-    searched = ""
+    searched = ""  # why the layouts were searched, or why plain data parallelism was kept
+    search = False
     batch_only = False  # searched only because plain data parallelism misses a given batch
     if search_layouts and t.method == "full" and hw.num_gpus > 1:
+        search = True
         if result is None:
             searched = (f"plain data parallelism's {replicas} ranks outnumber the target "
                         f"batch, so parallel layouts were searched")
@@ -711,11 +713,12 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                 searched = (f"plain data parallelism cannot make the given batch of {target} "
                             f"exactly, so parallel layouts were searched")
             else:
+                search = False
                 searched = (f"plain data parallelism kept: its step is compute-bound "
                             f"(collectives {comm:,.3g} s beside {compute:,.3g} s of compute; "
                             f"layouts are searched from {NOT_COMPUTE_BOUND_SHARE:.0%})")
     megatron = megatron_path_open(t, kernels_open)
-    if searched and not searched.startswith("plain data parallelism kept"):
+    if search:
         layouts = fit(t, hw, headroom=headroom, search_layouts=True,
                       fixed_overlaps=fixed_overlaps, remedies=False, keep=keep,
                       megatron_layouts=megatron, **aim)

@@ -92,3 +92,48 @@ def does_not_fit_summary(g: Generation, gpu: GpuSpec, reason: str) -> dict[str, 
                                                     "kv_bytes_per_element"}),
         **{k: f.model_dump(mode="json") for k, f in figures.items()},
     }
+
+
+def smallest_tensor_parallel(g: Generation, hw: Any, ledger: Any, does_not_fit: str
+                             ) -> tuple[tuple[Generation, Any, str] | None, str]:
+    """For a replica left at one GPU that does not fit (`does_not_fit`: why): ((the setup, its
+    estimate, a sentence saying what was chosen and why), "") where, of the tensor
+    parallelisms within a node (g.gpus_per_node) that divide the attention heads (as vLLM
+    requires) and fit, the one with the fewest GPU seconds per sequence (GPUs x (prefill_s +
+    decode_s) / batch, the steady rate generation_summary bills) is taken; else (None, what to
+    add to the verdict: the smallest size beyond a node that would fit, its all-reduces over
+    the network, or that none would). `hw` a setup.Hardware, `ledger` the calibration's."""
+    from typing import get_args
+
+    from gpuhours.api import estimate_generation
+    from gpuhours.errors import DoesNotFit
+
+    sizes = sorted(int(x) for x in get_args(Generation.model_fields["tensor_parallel"]
+                                            .annotation) if int(x) > g.tensor_parallel)
+    fitting: list[tuple[float, int, Generation, Any]] = []
+    for tp in sizes:
+        if g.arch.num_heads % tp:
+            continue
+        if tp > g.gpus_per_node and fitting:
+            break
+        trial = g.model_copy(update={"tensor_parallel": tp})
+        try:
+            e = estimate_generation(trial, hw, ledger)
+        except DoesNotFit:
+            continue
+        if tp > g.gpus_per_node:
+            return None, (f" Tensor parallelism {tp} would fit, across nodes of "
+                          f"{g.gpus_per_node} GPUs (its all-reduces over the "
+                          f"{g.inter_node_gb_per_s_one_way:g} GB/s network): give "
+                          f"--tensor-parallel {tp}; none within a node fits.")
+        fitting.append((e.gpus * (e.prefill_s + e.decode_s) / e.batch, tp, trial, e))
+    if not fitting:
+        return None, " No tensor parallelism up to 64 GPUs fits either."
+    _, tp, trial, e = min(fitting, key=lambda f: f[0])
+    tried = ", ".join(f"{t}: {c:.3g}" for c, t, _, _ in fitting)
+    return (trial, e, (
+        f"tensor parallelism {tp} chosen by gpuhours: of those within a node of "
+        f"{g.gpus_per_node} GPUs that divide the {g.arch.num_heads} attention heads and fit, "
+        f"the fewest GPU seconds per sequence (GPUs x (prefill + decode) / batch; {tried}). "
+        f"{g.tensor_parallel} GPU does not fit: {does_not_fit} Give --tensor-parallel to "
+        f"choose yourself.")), ""

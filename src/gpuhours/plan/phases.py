@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -87,8 +88,10 @@ class Context:
     #: what each phase's `from:` file gave and could not give, by phase name (warnings)
     imported: dict[str, list[str]] = field(default_factory=dict)
     #: `from:` files as read, by path: each is read once per plan (a grid's experiments and
-    #: every phase may name the same file)
+    #: every phase may name the same file); `setup_data` holds each one's loaded contents (an
+    #: rl phase maps a verl config's rollout settings from them)
     setups: dict[str, Any] = field(default_factory=dict)
+    setup_data: dict[str, Any] = field(default_factory=dict)
     #: (ledger id, what it set) for every measurement that calibrated a figure, in order: the
     #: budget lists them as its micro-benchmarks, each with the phases it set
     used_measurements: list[tuple[int, str]] = field(default_factory=list)
@@ -161,17 +164,23 @@ def merged(ctx: Context, settings: TrainingSettings, *extra: TrainingSettings | 
     return out
 
 
+def _from_path(ctx: Context, name: str) -> Path:
+    """A `from:` file's path: as given when absolute, else beside the plan."""
+    return Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
+
+
 def _imported(ctx: Context, phase: Any, name: str) -> dict[str, Any]:
     """The TrainingSettings a `from:` file gives, and its notes recorded for the phase."""
-    from pathlib import Path
+    from gpuhours.importers import load_setup_data, parse_setup
 
-    from gpuhours.importers import read_setup
-
-    path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
+    path = _from_path(ctx, name)
     got = ctx.setups.get(str(path))
     if got is None:
         try:
-            got = ctx.setups[str(path)] = read_setup(path)
+            data, lines = load_setup_data(path)
+            ctx.setup_data[str(path)] = data
+            got = ctx.setups[str(path)] = parse_setup(data, str(path),
+                                                      path.expanduser().parent, lines)
         except InputError as e:
             # the setup file's own place (its line and key) stays in the message
             raise InputError(_field_where(ctx, phase, "from"), f"{e.where}: {e.message}",
@@ -591,25 +600,18 @@ def _verl_rl_fields(ctx: Context, phase: RLPhase) -> RLPhase:
     phase's own fields where the phase leaves them unset (the phase's own value wins, said in a
     note), and the file's notes put in the phase's terms, not `estimate`'s (walk p18 F7: a
     verl config's TP 2, share 0.6, 4 mini-batches and reference offload were dropped)."""
-    from pathlib import Path
-
     name = phase.from_ or ctx.plan.defaults.from_
     if name is None:
         return phase
-    path = Path(name) if Path(name).is_absolute() else Path(ctx.path).parent / name
-    s = merged(ctx, phase)  # reads the file (errors name `from`) and records its notes
+    path = _from_path(ctx, name)
+    s = merged(ctx, phase)  # reads the file once (errors name `from`), records its notes
     got = ctx.setups.get(str(path))
     if got is None or got.format != "verl":
         return phase
-    from gpuhours.files import read_user_text
     from gpuhours.importer_verl import rl_settings
-    from gpuhours.importers import MAX_SETUP_BYTES
-    from gpuhours.yamlio import compose
 
-    text = read_user_text(path, str(path), MAX_SETUP_BYTES, "training setup file")
-    data = json.loads(text) if text.lstrip().startswith("{") else compose(
-        text, str(path), node_depth=2)[1]
-    mapped, skipped = rl_settings(data, phase.prompts_per_step, phase.reference_model)
+    mapped, skipped = rl_settings(ctx.setup_data[str(path)], phase.prompts_per_step,
+                                  phase.reference_model)
     notes = ctx.imported.setdefault(phase.name, [])
     # the estimate's words do not fit a phase that costs the rollouts and packs its sequences
     notes[:] = [n for n in notes if "`estimate` prices the policy update" not in n
