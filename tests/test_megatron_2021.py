@@ -77,6 +77,7 @@ def test_score_traffic_replaces_eager_passes():
     ({"flash_attention": True}, "flash_attention"),
     ({"method": "lora"}, "method"),
     ({"precision": "fp32"}, "precision"),
+    ({"cp": 2}, "cp"),
 ])
 def test_what_the_2021_layer_did_not_run_is_refused(update, field):
     fields = {"arch": _gpt(), "seq_len": 2048, "precision": "fp16-mixed",

@@ -126,6 +126,24 @@ def test_what_unsloths_path_does_not_model_is_refused() -> None:
         _t(base_quant="gptq-int4")
     with pytest.raises(FieldError, match="DoRA"):
         _t(dora=True)
+    with pytest.raises(FieldError, match="no tp 2") as e:
+        _t(method="lora", tp=2)
+    assert e.value.fields == ("kernels", "tp")
+
+
+def test_fit_and_the_chooser_keep_to_what_unsloth_runs() -> None:
+    """A sweep builds its setups by copying fields (no validator runs): on Unsloth's path it
+    must still not offer ZeRO (an 8B QLoRA on 8 GPUs: every row at stage 0), and a setup
+    copied into what the path refuses is refused when evaluated."""
+    from gpuhours.estimate.candidate import evaluate
+    from gpuhours.estimate.fit import fit
+
+    hw = Hardware(gpu="h100", num_gpus=8)
+    result = fit(_t(), hw)
+    assert result.fastest is not None and result.fastest.zero_stage == 0
+    assert all(a.zero_stage == 0 for a in result.alternatives)
+    with pytest.raises(FieldError, match="no ZeRO"):
+        evaluate(_t().model_copy(update={"zero_stage": 3}), hw, 0.1, "")
 
 
 def test_llama_factory_use_unsloth_reads_as_unsloths_stack(tmp_path: Path) -> None:

@@ -833,10 +833,7 @@ class Training(_ReadsModel):
                              "runs the routed experts through Transformer Engine's op fuser; "
                              "the kernel path is not megatron.",
                              "Give --kernels megatron, or leave --moe-fused-mlp out.")
-        if self.kernels == "unsloth":
-            _check_unsloth(self)
-        if self.kernels == "megatron-2021":
-            _check_megatron_2021(self)
+        check_kernel_path(self)
         if self.liger_kernels != "none" and (self.kernels != "eager" or self.compile):
             raise FieldError(("liger_kernels", "kernels" if self.kernels != "eager"
                               else "compile"),
@@ -1183,6 +1180,17 @@ def _check_megatron(t: Training) -> None:
                              "(selective).")
 
 
+def check_kernel_path(t: Training) -> None:
+    """Refuse a setup its kernel path's code does not run (FieldError): Unsloth's (one GPU or
+    data parallel, no ZeRO) and Megatron-LM 2021's (GPT-shaped full training, no context
+    parallelism). Run by the validator and on every setup fit, the chooser and the remedies
+    derive by copying fields (pydantic's model_copy runs no validator)."""
+    if t.kernels == "unsloth":
+        _check_unsloth(t)
+    if t.kernels == "megatron-2021":
+        _check_megatron_2021(t)
+
+
 def _check_megatron_2021(t: Training) -> None:
     """The megatron-2021 path counts Megatron-LM's 2021 layer (estimate/megatron_2021.py): full
     training of a GPT-shaped layer (LayerNorm, GeLU MLP, dense) with its unfused attention, in
@@ -1203,6 +1211,11 @@ def _check_megatron_2021(t: Training) -> None:
                          "sequential residuals); rotary positions, a parallel residual and "
                          "grouped-query attention came later.",
                          "Use kernels megatron (Megatron-Core) or eager for this model.")
+    if t.cp > 1:
+        raise FieldError(("kernels", "cp"), why + "context parallelism: the 2021 code splits "
+                         "layers by tensor and pipeline parallelism only (context parallelism "
+                         "came with Megatron-Core, 2023).", "Leave --cp out, or use kernels "
+                         "megatron.")
     if t.compile:
         raise FieldError(("kernels", "compile"), why + "torch.compile: the 2021 code "
                          "predates it (its fused kernels are TorchScript and CUDA).",
@@ -1232,6 +1245,14 @@ def _check_unsloth(t: Training) -> None:
         raise FieldError(("kernels", "dora"), why + "DoRA layers it leaves to peft (its "
                          "patching skips a lora_magnitude_vector) are not modelled on it.",
                          "Use kernels eager with --dora.")
+    layout = {"tp": t.tp, "pp": t.pp, "cp": t.cp, "ep": t.ep}
+    split = [k for k, v in layout.items() if v > 1]
+    if split:
+        # Unsloth patches a model on one GPU (data parallel copies at most): it has no tensor,
+        # pipeline, context or expert sharding of a layer
+        raise FieldError(("kernels", split[0]), why + f"it runs whole layers on each GPU, no "
+                         f"{split[0]} {layout[split[0]]}.", f"Leave --{split[0]} out, or use "
+                         "kernels eager or megatron.")
     if t.zero_stage or t.offload != "none" or not t.flash_attention:
         raise FieldError(("kernels", "zero_stage"), why + "one GPU, no ZeRO or CPU offload of "
                          "state, flash attention (Unsloth's flash-attn or xformers kernels).",

@@ -12,7 +12,7 @@ from gpuhours.estimate.figures import BasisKind, Figure
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.step_replay import reserved_training_memory
 from gpuhours.estimate.timing import training_step_time
-from gpuhours.setup import Hardware, Training
+from gpuhours.setup import Hardware, Training, check_kernel_path
 
 
 class _Out(BaseModel):
@@ -82,7 +82,9 @@ def figure_json(value: float, unit: str, basis: BasisKind, source: str) -> dict[
 def evaluate(t: Training, hw: Hardware, headroom: float, change: str,
               speed_if_too_big: bool = True) -> Candidate:
     """One configuration's memory and speed; `speed_if_too_big` False leaves the speed of one
-    that does not fit at 0 (the sweep only needs to know that it does not)."""
+    that does not fit at 0 (the sweep only needs to know that it does not). A setup its
+    kernel path does not run raises FieldError (setup.check_kernel_path)."""
+    check_kernel_path(t)
     mem = reserved_training_memory(t, hw.num_gpus, hw.gpu.stack, hw.gpu.memory_bytes)
     limit = hw.gpu.memory_bytes * (1 - headroom)
     mp = t.tp * t.pp * t.cp

@@ -209,7 +209,7 @@ def setting_at_fault(t: Training, hw: Hardware) -> str:
     # the state does not fit at any batch: the sharding or the recomputation the setup left
     # out, before the method
     if hw.num_gpus > 1 and t.zero_stage < 3 and t.offload == "none" and (
-            not t.deepspeed_pipe_engine):
+            3 in runnable_zero_stages(t, hw.num_gpus)):
         for ckpt in dict.fromkeys((t.checkpointing, True)):
             sharded = one.model_copy(update={"zero_stage": 3, "checkpointing": ckpt})
             if evaluate(sharded, hw, 0.0, "", speed_if_too_big=False).fits:
@@ -241,7 +241,9 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
     # any stage count up to one layer a stage: uneven stages (parallel.stage_layers) are
     # Megatron-Core's --decoder-first/last-pipeline-num-layers
     pps = [x for x in range(1, min(arch.num_layers, 64) + 1) if n % x == 0]
-    cps = [x for x in powers if x <= 8] if t.seq_len >= 16384 else [1]
+    # the 2021 Megatron-LM code had no context parallelism (setup.check_kernel_path)
+    cps = ([x for x in powers if x <= 8] if t.seq_len >= 16384 and t.kernels != "megatron-2021"
+           else [1])
     eps = [x for x in powers if arch.is_moe and arch.num_experts % x == 0 and x <= 64] or [1]
     out = []
     for tp in tps:

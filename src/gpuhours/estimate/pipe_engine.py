@@ -59,7 +59,10 @@ def runnable_zero_stages(t: Training, replicas: int) -> list[int]:
     """ZeRO stages a setup can run on `replicas` data-parallel replicas: any with more than
     one, stage 0 alone with one. DeepSpeed's PipelineEngine: stage 0 or 1 only, and with
     bf16-mixed stage 1 alone (it runs BF16_Optimizer, ZeRO-1's sharding, whatever the config;
-    setup.py refuses stage 0 with it)."""
+    setup.py refuses stage 0 with it). Unsloth's kernel path: stage 0 alone (it patches a
+    model on one GPU; setup.check_kernel_path)."""
+    if t.kernels == "unsloth":
+        return [0]
     if t.deepspeed_pipe_engine:
         if t.precision == "bf16-mixed":
             return [1]
