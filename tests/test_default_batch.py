@@ -46,10 +46,20 @@ def test_default_global_batch_of_a_405b_is_llama_3s_16m_tokens():
     assert "Llama 3 405B" in basis
 
 
+def test_default_global_batch_of_a_175b_is_the_dense_175b_runs_4m_tokens():
+    """GPT-3 175B took 3.2M tokens a step, OPT-175B 2M, BLOOM 2,048 x 2,048: not 405B's 16M."""
+    arch = standard_shape(175e9, name="175b")
+    n, basis = default_global_batch(Training(arch=arch, seq_len=2048))
+    assert n == 2**22 // 2048 == 2048
+    assert "OPT-175B" in basis
+
+
 def test_the_size_classes_are_the_published_recipes():
     tokens = {k: a.value for k, a in A.DEFAULT_GLOBAL_BATCH_TOKENS.items()}
-    # GPT-3 table 2.1 (0.5M, 1M), LLaMA / Llama 2 (4M), Llama 3 405B (16M)
-    assert tokens == {1e9: 2**19, 6e9: 2**20, 100e9: 2**22, float("inf"): 2**24}
+    # GPT-3 table 2.1 (0.5M, 1M), LLaMA / Llama 2 (4M), the 175B-280B dense runs (2M-6M: 4M),
+    # Llama 3 405B (16M)
+    assert tokens == {1e9: 2**19, 6e9: 2**20, 100e9: 2**22, 300e9: 2**22,
+                      float("inf"): 2**24}
     assert all(a in A.all_assumptions() for a in A.DEFAULT_GLOBAL_BATCH_TOKENS.values())
 
 

@@ -533,10 +533,11 @@ MISS_REASONS = {
                   "of 384 GPUs at the Llama 3 rate is about 2%); the bigscience/bloom "
                   "model card's \"about 150 TFLOP per GPU per second\" is 716K-954K GPU hours "
                   "for 366B tokens (6N, or 8N with recomputation), above the estimate too. "
-                  "The chooser's setup runs without recomputation at 16M tokens per step over "
-                  "hundreds of accumulated micro-batches (the run: 2,048 sequences, TP 4 x PP 12 "
-                  "x DP 8, ZeRO-1, recomputation), where the A100 GEMM efficiency assumed (0.80 "
-                  "of peak x width, llm-foundry's MPT rows above) and a pipeline bubble "
+                  "The chooser's setup runs without recomputation at the run's own 2,048 "
+                  "sequences a step (the 100B-300B default, 4M tokens; before 2026-11-25 the "
+                  "class took 16M, -53%) over 128 accumulated micro-batches (the run: TP 4 x PP "
+                  "12 x DP 8, ZeRO-1, recomputation), where the A100 GEMM efficiency assumed "
+                  "(0.80 of peak x width, llm-foundry's MPT rows above) and a pipeline bubble "
                   "amortised over that many micro-batches give an MFU no published A100 run at "
                   "this scale shows.",
     "StarCoderBase 15.5B (1T tokens)": (

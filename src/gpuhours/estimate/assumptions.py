@@ -647,6 +647,11 @@ FIT_HEADROOM_FRACTION = _a("fit_headroom_fraction", 0.10, "of device memory",
 #: 405B (Llama Team 2024 sec. 3.4.1 and table 4: 4M, then 8M, then 16M tokens for most of
 #: the run); DeepSeek-V3 671B (DeepSeek-AI 2024 sec. 4.2: 3,072 ramped to 15,360 sequences
 #: of 4K, 63M tokens). The powers of two are the published "0.5M", "1M", "4M", "16M".
+#: 100B-300B, 4M tokens: the dense runs of that size took 2M-6M (GPT-3 175B 3.2M; OPT-175B 2M,
+#: Zhang et al. 2022 table 1; BLOOM 176B 2,048 x 2,048 = 4.2M, BigScience 2022 sec. 3.5.4;
+#: Gopher 280B 3M then 6M, Rae et al. 2021 table 1; MT-NLG 530B 1,920 x 2,048 = 3.9M, Smith et
+#: al. 2022), where this class had taken Llama 3 405B's 16M; DeepSeek-V2 236B (MoE) ramped to
+#: 9,216 sequences of 4K, 38M (DeepSeek-AI 2024 sec. 3.2.1): the exception, not the rule.
 DEFAULT_GLOBAL_BATCH_TOKENS: dict[float, Assumption] = {
     1e9: _a("default_global_batch_tokens.below_1b", 2.0**19, "tokens per optimizer step",
             "GPT-3 table 2.1: 0.5M tokens for 125M-760M"),
@@ -654,7 +659,9 @@ DEFAULT_GLOBAL_BATCH_TOKENS: dict[float, Assumption] = {
             "GPT-3 table 2.1: 1M tokens for 1.3B and 2.7B"),
     100e9: _a("default_global_batch_tokens.6b_to_100b", 2.0**22, "tokens per optimizer step",
               "LLaMA table 2 and Llama 2 table 1: 4M tokens for 7B-70B"),
-    float("inf"): _a("default_global_batch_tokens.100b_and_up", 2.0**24,
+    300e9: _a("default_global_batch_tokens.100b_to_300b", 2.0**22, "tokens per optimizer step",
+              "GPT-3 175B 3.2M, OPT-175B 2M, BLOOM 176B 4.2M, Gopher 280B 3M-6M tokens"),
+    float("inf"): _a("default_global_batch_tokens.300b_and_up", 2.0**24,
                      "tokens per optimizer step",
                      "Llama 3 405B table 4: 16M tokens (DeepSeek-V3 671B: 63M; GPT-3 175B: "
                      "3.2M)"),
