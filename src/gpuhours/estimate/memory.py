@@ -1281,8 +1281,15 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
               + head_cast) / split
     head_phase = (lm_head_backward_bytes(arch, t, head_grad * split / shard_grad)
                   + kept_logits + head_cast) / split
-    # (BF16_Optimizer's fp32 buffer persists whatever the accumulation: made at start-up)
-    persisting_grads = grads if t.grad_accum > 1 else engine_fp32_grads
+    # (BF16_Optimizer's fp32 buffer persists whatever the accumulation: made at start-up; so
+    # does Megatron-Core's: its DistributedDataParallel allocates every parameter's main_grad
+    # in one contiguous buffer when it wraps the model, param_and_grad_buffer.py
+    # _ParamAndGradBuffer @d98e8a64, and zeroes it each step, never frees it. Its dtype is the
+    # weights' here, as Megatron-Bridge's performance recipes set it (perf_recipes/_common.py
+    # grad_reduce_in_fp32 False @067f987d); Megatron-LM's own bf16 default is fp32, not
+    # modelled)
+    persisting_grads = (grads if t.grad_accum > 1 or t.kernels == "megatron"
+                        else engine_fp32_grads)
     # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place
     # of the shards (estimate/fsdp_no_sync.py); only when accumulating
     no_sync_grads = no_sync_unsharded_grad_bytes(counts, t, num_gpus, trainable) * (held / total)
@@ -1294,9 +1301,12 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     if t.precision == "fp8-mixed":  # the fp8 copies of the layers' weights (assumptions.py)
         autocast_cache = (A.FP8_WEIGHT_COPY_BYTES.value * quantised_params(arch)
                           * (held / total) / shard_w)
-        if t.fp8_params:  # the fp8 tensors are the weights: no half-precision copy of them
-            weights -= (ACTIVATION_BYTES[t.precision] * quantised_params(arch)
-                        * (held / total) / shard_w)
+        if t.fp8_params:  # the fp8 tensors are the weights: no half-precision copy of them;
+            # they are resident in every phase, the optimizer step's too (Transformer Engine's
+            # Float8Tensor parameters), not a cache of the forward and backward
+            weights += autocast_cache - (ACTIVATION_BYTES[t.precision] * quantised_params(arch)
+                                         * (held / total) / shard_w)
+            autocast_cache = 0.0
     # under checkpointing the one layer recomputed in backward comes after the loss: its
     # activations and the logits working set are not alive together
     recomputed = (t.tokens_per_micro_batch * act.per_token_per_layer / split
