@@ -77,7 +77,7 @@ def estimate_training(training: Training, hardware: Hardware, *, tokens: float |
 def fit_training(training: Training, hardware: Hardware, *, effective_batch: int | None = None,
                  headroom: float | None = None, search_layouts: bool = False,
                  fixed_overlaps: tuple[str, ...] = (),
-                 megatron_layouts: bool = False) -> FitResult:
+                 megatron_layouts: bool = False, batch_near: int | None = None) -> FitResult:
     """Does `training` fit on `hardware`: the largest micro-batch, the accumulation for an
     effective batch, the fastest configuration that fits, and what would fit when micro-batch 1
     does not as given (estimate/remedies.py: checkpointing, ZeRO, CPU offload of full training,
@@ -87,7 +87,9 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
     it can run, except those named in `fixed_overlaps` ("tp_comm_overlap",
     "moe_a2a_overlap"), which keep `training`'s value; with `megatron_layouts` a searched
     tensor, pipeline, context or expert layout is costed on Megatron-Core's kernel path (as
-    `estimate`'s chooser and `fit` without --kernels cost them)."""
+    `estimate`'s chooser and `fit` without --kernels cost them). `batch_near`: the global
+    batch (sequences per step) the layouts aim at, each making the nearest it can (without an
+    effective batch: `gpuhours fit` passes estimate's default for full training)."""
     from gpuhours import catalog
     from gpuhours.errors import FieldError
     from gpuhours.estimate.fit import fit
@@ -100,7 +102,8 @@ def fit_training(training: Training, hardware: Hardware, *, effective_batch: int
     _check_overlaps(fixed_overlaps)
     return fit(training, hardware, effective_batch=effective_batch, headroom=headroom,
                bigger_gpus=catalog.gpus(), search_layouts=search_layouts,
-               fixed_overlaps=fixed_overlaps, megatron_layouts=megatron_layouts)
+               fixed_overlaps=fixed_overlaps, megatron_layouts=megatron_layouts,
+               batch_near=batch_near)
 
 
 #: the communication overlaps a layout search may choose (Training's fields of that name)

@@ -172,7 +172,8 @@ GENERATION = defaults_of(Generation)
 HiddenOpt = Annotated[int | None, typer.Option(help="With --params: hidden size.")]
 LayersOpt = Annotated[int | None, typer.Option(help="With --params: number of layers.")]
 VocabOpt = Annotated[int | None, typer.Option(help="With --params: vocabulary size.")]
-GpusOpt = Annotated[int, typer.Option(help="Number of GPUs (data parallel).")]
+GpusOpt = Annotated[int, typer.Option(help="Number of GPUs in all: tp x pp x cp x data-parallel "
+                                         "ranks (expert parallelism within them).")]
 PeakOpt = Annotated[float | None, typer.Option(
     help="Dense bf16/fp16 peak TFLOPS, to override the catalog or describe your own GPU (at "
          "most 10x the catalog's largest).")]
@@ -525,6 +526,11 @@ def estimate(
                   image_pixels=image_pixels, image_tokens=image_tokens,
                   image_max_pixels=image_max_pixels, train_vision=train_vision)
     refuse_lora_options_on_full(ctx, t.method)
+    from gpuhours.estimate.fit import layout_on_megatron
+
+    t, on_megatron = layout_on_megatron(t, _not_given(ctx, "kernels") and "kernels" not in fill)
+    if on_megatron:
+        notes.append(on_megatron)
     book = open_ledger(ledger) if calibrate else None
     own_figures = (peak_tflops, memory_gb, bandwidth_gb_per_s)
     if gpu is not None and all(v is None for v in own_figures):
@@ -555,7 +561,17 @@ def estimate(
     partly_open = len(kept) < 3
     if global_batch is not None:
         _global_batch_within_work(global_batch, t, amount)
-    if (not e.memory.fits or global_batch is not None) and not ignore_memory and partly_open:
+    # a full-training question that gives nothing of the batch ("a 1B model, 1T tokens, 64
+    # GPUs") is answered with the chosen setup even where the defaults fit: micro-batch 1 with
+    # no accumulation is a global batch of one sequence a GPU, which nobody chose
+    # (a pretraining question: tokens on several GPUs; a fine-tuning one on examples, or on
+    # one GPU, keeps the trainers' defaults, micro-batch 1 without accumulation)
+    batch_open = (left_open and accum_open and t.method == "full" and gpus > 1
+                  and examples is None)
+    # a layout left open is searched when the setup as given does not fit, even with micro-
+    # batch, checkpointing and ZeRO all given (kept)
+    if ((not e.memory.fits or global_batch is not None or batch_open) and not ignore_memory
+            and (partly_open or (layouts_open and not e.memory.fits))):
         # the question left the setup open ("a 65B model on 2,048 GPUs"), or part of it:
         # answer it with the fastest setup that fits, keeping what was given, rather than
         # refuse the defaults
@@ -795,9 +811,21 @@ def fit(
     kernels_from_file = from_file is not None and "kernels" in imported.fields
     megatron = layouts_open and megatron_path_open(
         t, _not_given(ctx, "kernels") and not kernels_from_file)
+    batch_near = None
+    if effective_batch is None and t.method == "full" and gpus > 1 and layouts_open:
+        # the layouts compared at one global batch, estimate's default for the model's size,
+        # not at one sequence a GPU scaled by each layout's split (2,048 sequences of 8,192
+        # for a 70B on 1,024 GPUs at tp 8 x pp 2, four times the recipes' batch)
+        from gpuhours.estimate.fit import default_global_batch
+
+        batch_near, basis = default_global_batch(t)
+        notes.append(f"the fastest row aims at a global batch of {batch_near} sequences of "
+                     f"{t.seq_len} ({batch_near * t.seq_len / 1e6:.2f}M tokens: {basis}), "
+                     f"the nearest each layout makes, as `gpuhours estimate` chooses; give "
+                     f"--effective-batch for another.")
     result = fit_training(t, hw, effective_batch=effective_batch, headroom=headroom,
                           search_layouts=layouts_open, fixed_overlaps=_given_overlaps(ctx),
-                          megatron_layouts=megatron)
+                          megatron_layouts=megatron, batch_near=batch_near)
     confirmation = None
     if trace:
         from gpuhours.trace import confirm_fit

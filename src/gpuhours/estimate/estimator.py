@@ -863,9 +863,27 @@ def estimate_training(
                           f"{hw.inter_node_gb_per_s_one_way:g} GB/s network (a tensor-parallel "
                           f"group usually stays within a node's NVLink: a tp dividing "
                           f"{hw.gpus_per_node}).")
+    if t.arch.is_moe and t.tp > 1:
+        # Megatron-Core's default expert_tensor_parallel_size is tp (arguments.py); every MoE
+        # recipe of Megatron-Bridge sets 1 (recipes/, 73 assignments @067f987d), as modelled
+        warnings.append(f"the routed experts are taken whole on each expert-parallel rank "
+                        f"(expert tensor parallelism 1, as Megatron-Bridge's MoE recipes set "
+                        f"it), not split over tp {t.tp}; Megatron-LM's own default splits "
+                        f"them over tp (expert_tensor_parallel_size = tp), which is not "
+                        f"modelled: with it each GPU would hold 1/{t.tp} of its experts' "
+                        f"weights.")
     over_window = reduction_window_warning(t, hw, st)
     if over_window:
         warnings.append(over_window)
+    if st.pipeline_bubble_s > 0.25 * st.step_time_s:
+        # (p - 1)/(v m) of the ideal step idles (Narayanan et al. 2021 sec. 2.2): with few
+        # micro-batches a step most stages wait
+        warnings.append(f"the pipeline bubble is {st.pipeline_bubble_s / st.step_time_s:.0%} "
+                        f"of the step ({st.pipeline_bubble_s:,.3g} s of {st.step_time_s:,.3g} "
+                        f"s): {t.pp} stages run {t.grad_accum} micro-batch"
+                        f"{'es' if t.grad_accum != 1 else ''} a step, and the bubble is "
+                        f"(pp - 1)/(v x micro-batches) of the ideal step; more micro-batches "
+                        f"(--grad-accum), fewer stages or --virtual-stages shrink it.")
     varlen = None
     if t.seq_len_mean is not None and hw.gpu.stack == "xla":
         warnings.append("variable-length samples on a TPU: XLA compiles a program for each "

@@ -250,7 +250,11 @@ def candidate_layouts(t: Training, hw: Hardware) -> list[dict[str, int]]:
         for pp in pps:
             for cp in cps:
                 mp = tp * pp * cp
-                if n % mp or (cp > 1 and t.seq_len % (2 * cp)) or tp * cp > hw.gpus_per_node:
+                # a context-parallel group may span nodes (Llama 3's 128K stage: TP 8 x CP 16,
+                # Llama Team 2024 sec. 3.3.2): its KV ring is then priced on the network
+                # (timing.py: span tp x cp), within a node where tp x cp fits one
+                if n % mp or (cp > 1 and t.seq_len % (2 * cp)) or (
+                        tp * cp > hw.gpus_per_node and (tp * cp) % hw.gpus_per_node):
                     continue
                 for ep in eps:
                     if (tp * cp * (n // mp)) % ep == 0:
@@ -629,6 +633,15 @@ def communication_share(t: Training, hw: Hardware, c: Candidate) -> tuple[float,
     return comm, st.compute_s, st.bottleneck
 
 
+def plain_fits_one_gpu(t: Training, hw: Hardware) -> bool:
+    """Whether micro-batch 1 of `t` without a layout fits one GPU of `hw` with ZeRO-1 over its
+    GPUs (fit's headroom): a model data parallelism alone can train."""
+    one = t.model_copy(update={"micro_batch": 1, "grad_accum": 1, "tp": 1, "pp": 1, "cp": 1,
+                               "ep": 1, "virtual_stages": 1,
+                               "zero_stage": 1 if hw.num_gpus > 1 else 0})
+    return evaluate(one, hw, A.FIT_HEADROOM_FRACTION.value, "", speed_if_too_big=False).fits
+
+
 def default_global_batch(t: Training) -> tuple[int, str]:
     """Sequences per optimizer step when the question gives none: the tokens per step of the
     model's size class (A.DEFAULT_GLOBAL_BATCH_TOKENS, by total parameters, from published
@@ -648,6 +661,19 @@ def megatron_path_open(t: Training, kernels_open: bool = True) -> bool:
     patches, LoRA dropout: setup.py _check_megatron)."""
     return (kernels_open and t.kernels == "eager" and t.zero3_engine == "fsdp"
             and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
+
+
+def layout_on_megatron(t: Training, kernels_open: bool) -> tuple[Training, str]:
+    """A tensor, pipeline, context or expert layout given with the kernels left open runs on
+    Megatron-Core's kernel path, as the chooser costs the layouts it picks (fit.py
+    megatron_path_open: unless the setup has what that path does not model); with the note
+    saying so. Unchanged otherwise."""
+    if max(t.tp, t.pp, t.cp, t.ep) == 1 or not megatron_path_open(t, kernels_open):
+        return t, ""
+    return t.model_copy(update={"kernels": "megatron"}), (
+        "kernels megatron: the layout given (tp/pp/cp/ep) is costed on Megatron-Core's kernel "
+        "path (Transformer Engine's fused layers, vocab-parallel loss), the code that runs "
+        "it; give --kernels to choose another.")
 
 
 def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
@@ -758,6 +784,15 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         ("micro-batch", "micro_batch", t.micro_batch),
         ("checkpointing", "checkpointing", "on" if t.checkpointing else "off"),
         ("ZeRO", "zero_stage", t.zero_stage)) if field in keep]
+    defaults_too_big = not evaluate(t, hw, 0.0, "", speed_if_too_big=False).fits
+    if (basis != "given" and target is not None and best.tp * best.pp * best.cp > 1
+            and plain_fits_one_gpu(t, hw) and hw.num_gpus > target):
+        # the recipes' batch for this size was set on fewer GPUs: making it on these splits
+        # layers that one GPU holds, only to give every rank a sequence
+        batch += (f"; the default batch has fewer sequences than the {hw.num_gpus} GPUs, so "
+                  f"the layers of a model one GPU holds are split only to make it (MFU falls "
+                  f"with the split): --global-batch {hw.num_gpus} (one sequence a GPU) or "
+                  f"fewer GPUs would use them better")
     kernel_note = ""
     if chosen.kernels == "megatron" and t.kernels != "megatron":
         kernel_note = ("; costed on Megatron-Core's kernel path (kernels megatron: Transformer "
@@ -768,6 +803,6 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
            f"fastest of {result.candidates_evaluated} configurations that fit with "
            f"{result.headroom_fraction:.0%} headroom"
            + (f", keeping the given {', '.join(kept)}" if kept else "")
-           + f"{'' if basis == 'given' else '; the defaults did not fit'}{batch}"
+           + f"{'' if basis == 'given' or not defaults_too_big else '; the defaults did not fit'}{batch}"
            + (f"; {searched}" if searched else "") + f"{kernel_note}).")
     return chosen, why

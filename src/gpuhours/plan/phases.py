@@ -477,18 +477,32 @@ _OVERLAP_FIELDS = ("tp_comm_overlap", "moe_a2a_overlap")
 
 def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
                     model_basis: str, e: TrainingEstimate, warnings: list[str],
-                    **amount: Any) -> tuple[Training, TrainingEstimate]:
-    """A phase that does not fit with the defaults and leaves micro-batch, checkpointing or
-    ZeRO stage open gets the fastest setup that fits (estimate/fit.py chosen_setup, the layout
-    searched too when the phase gives none, a layout only Megatron-Core runs costed on its
-    kernel path unless the phase names kernels), as `gpuhours estimate` does; the sentence
+                    pretraining: bool = False, **amount: Any
+                    ) -> tuple[Training, TrainingEstimate]:
+    """A phase that does not fit with the defaults and leaves micro-batch, checkpointing, ZeRO
+    stage or the layout open, or a full pretraining phase on several GPUs that gives nothing
+    of the batch (micro-batch, accumulation, checkpointing, ZeRO), gets the fastest setup that
+    fits (estimate/fit.py chosen_setup, the layout searched too when the phase gives none, a
+    layout only Megatron-Core runs costed on its kernel path unless the phase names kernels,
+    as is a layout the phase gives), as `gpuhours estimate` does; the sentence
     saying what was chosen and why joins the phase's warnings. What the plan states is kept
     (and check_fits refuses the setup when nothing with it fits)."""
-    if e.memory.fits or all(k in s for k in _SETUP_FIELDS):
-        return t, e
-    from gpuhours.estimate.fit import chosen_setup
+    from gpuhours.estimate.fit import chosen_setup, layout_on_megatron
 
-    found = chosen_setup(t, hw, search_layouts=not any(k in s for k in _LAYOUT_FIELDS),
+    t_layout, note = layout_on_megatron(t, "kernels" not in s)
+    if note:
+        warnings.append(note.replace("--kernels", "kernels"))
+        t, e = t_layout, estimate_phase(ctx, t_layout, hw, model_basis, **amount)
+    # nothing of the batch given for full training: the defaults' one sequence a GPU is a
+    # global batch nobody chose, so the setup is chosen even where it fits (as estimate does)
+    batch_open = (pretraining and not any(k in s for k in (*_SETUP_FIELDS, "grad_accum"))
+                  and t.method == "full" and hw.num_gpus > 1)
+    layout_given = any(k in s for k in _LAYOUT_FIELDS)
+    if (e.memory.fits and not batch_open) or (
+            all(k in s for k in _SETUP_FIELDS) and (layout_given or e.memory.fits)):
+        return t, e
+
+    found = chosen_setup(t, hw, search_layouts=not layout_given,
                          fixed_overlaps=tuple(k for k in _OVERLAP_FIELDS if k in s),
                          keep=[k for k in _SETUP_FIELDS if k in s],
                          kernels_open="kernels" not in s)
@@ -542,7 +556,8 @@ def pretrain(ctx: Context, phase: PretrainPhase) -> PhaseResult:
     t, hw, model_basis = training_setup(ctx, phase, s)
     e = estimate_phase(ctx, t, hw, model_basis, tokens=phase.tokens)
     warnings: list[str] = []
-    t, e = _chosen_if_open(ctx, s, t, hw, model_basis, e, warnings, tokens=phase.tokens)
+    t, e = _chosen_if_open(ctx, s, t, hw, model_basis, e, warnings, pretraining=True,
+                           tokens=phase.tokens)
     check_fits(ctx, phase, e)
     return _training_result(ctx, phase, e, t, hw, f"{phase.tokens:.3g} tokens", warnings,
                             phase.tokens)
