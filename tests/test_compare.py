@@ -376,3 +376,24 @@ def test_the_command_is_loaded_only_when_used() -> None:
         import gpuhours.cli
         print(json.dumps("gpuhours.compare.cli" in sys.modules))
     """) is False
+
+
+def test_a_setup_left_open_is_chosen_on_each_gpu_and_count():
+    """issue 16's review: Mixtral-8x7B on 64 H100s does not fit at the defaults (micro-batch 1,
+    ZeRO 0: 47B parameters' state), and `compare` left it out where `estimate` chooses a setup.
+    Left open, each count gets estimate's chooser: the row is in, at estimate's GPU hours."""
+    from gpuhours.estimate.fit import chosen_setup
+
+    t = Training(model="mixtral-8x7b", seq_len=4096)
+    h100 = Hardware(gpu="h100").gpu
+    amount = Amount(tokens=1e11)
+    given = compare_training(t, [h100], [64], [], amount, today=TODAY)
+    assert not given.estimates and given.excluded[0].reason == "does not fit"
+    open_ = compare_training(t, [h100], [64], [], amount, today=TODAY, keep=[])
+    (e,) = open_.estimates
+    assert e.fits and e.setup_chosen and e.setup_chosen.startswith("setup chosen by gpuhours")
+    found = chosen_setup(t, Hardware(gpu="h100", num_gpus=64), search_layouts=True, keep=[])
+    assert found is not None
+    direct = estimate_training(found[0], Hardware(gpu="h100", num_gpus=64), tokens=1e11)
+    assert direct.totals is not None
+    assert e.gpu_hours.value == pytest.approx(direct.totals.gpu_hours.value)

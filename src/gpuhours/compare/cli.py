@@ -136,9 +136,22 @@ def register(app: typer.Typer) -> None:
                                 usd_per_gpu_hour)
         amount = Amount(tokens=tokens, steps=steps, examples=examples, epochs=epochs,
                         tokens_per_example=tokens_per_example, packed=packed)
+        # the setup left open (as `gpuhours estimate` reads it): chosen on each GPU and count
+        def chosen_by_user(option: str) -> bool:
+            source = ctx.get_parameter_source(option)
+            return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+        given = {f: chosen_by_user(p) for f, p in (
+            ("micro_batch", "batch"), ("checkpointing", "checkpointing"),
+            ("zero_stage", "zero"), ("grad_accum", "grad_accum"))}
+        keep = ([f for f in ("micro_batch", "checkpointing", "zero_stage") if given[f]]
+                if not given["grad_accum"] and not all(
+                    given[f] for f in ("micro_batch", "checkpointing", "zero_stage"))
+                else None)
         result = compare_training(training, specs, counts, rows, amount, by=by, top=top,
                                   gpus_per_node=gpus_per_node,
-                                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way)
+                                  inter_node_gb_per_s_one_way=inter_node_gb_per_s_one_way,
+                                  keep=keep)
         if as_json:
             emit_json(result)
         else:

@@ -74,6 +74,9 @@ class SetupEstimate(_Out):
     optimizer_steps: Figure
     wall_clock_hours: Figure
     gpu_hours: Figure
+    #: the setup gpuhours chose on these GPUs when the question left it open (estimate's
+    #: chooser: estimate/fit.py chosen_setup), with why; None: the setup as given
+    setup_chosen: str | None = None
 
 
 class Excluded(_Out):
@@ -239,19 +242,37 @@ def cheapest_instance(rows: Sequence[PriceRow], num_gpus: int, gpus_per_node: in
 
 
 # The estimates --------------------------------------------------------------------------
-def estimate_setup(training: Training, hardware: Hardware, amount: Amount) -> SetupEstimate:
+def estimate_setup(training: Training, hardware: Hardware, amount: Amount,
+                   keep: Sequence[str] | None = None) -> SetupEstimate:
     """The job on `hardware`: memory, step time and, from the amount, wall clock and GPU hours
-    (the analytic estimator, gpuhours.estimate.estimator; no calibration)."""
+    (the analytic estimator, gpuhours.estimate.estimator; no calibration).
+
+    `keep`: the setup was left open but for these fields (micro_batch, checkpointing,
+    zero_stage: `gpuhours estimate`'s rule): the fastest setup that fits these GPUs is chosen
+    where the setup as given does not fit, or, for full pretraining on several GPUs with
+    nothing of the batch given (keep empty), always (estimate/fit.py chosen_setup, layouts
+    searched); None: the setup as given."""
     from gpuhours.estimate.estimator import estimate_training
 
     e = estimate_training(training, hardware, **amount.model_dump())
+    why = None
+    if keep is not None:
+        from gpuhours.estimate.fit import chosen_setup
+
+        batch_open = (not keep and training.method == "full" and hardware.num_gpus > 1
+                      and amount.examples is None)
+        if not e.memory.fits or batch_open:
+            found = chosen_setup(training, hardware, search_layouts=True, keep=keep)
+            if found is not None:
+                training, why = found
+                e = estimate_training(training, hardware, **amount.model_dump())
     assert e.totals is not None  # the amount is checked to be given by compare_training
     return SetupEstimate(
         gpu=hardware.gpu.name, num_gpus=hardware.num_gpus, fits=e.memory.fits,
         memory_per_gpu_bytes=e.memory.total_bytes, device_bytes=e.memory.device_bytes,
         step_time_s=e.step_time_s, bottleneck=e.bottleneck, tokens=e.totals.tokens,
         optimizer_steps=e.totals.optimizer_steps, wall_clock_hours=e.totals.wall_clock_hours,
-        gpu_hours=e.totals.gpu_hours)
+        gpu_hours=e.totals.gpu_hours, setup_chosen=why)
 
 
 def _check_amount(training: Training, amount: Amount, counts: Sequence[int],
@@ -323,12 +344,15 @@ def compare_training(
     today: date | None = None,
     gpus_per_node: int | None = None,
     inter_node_gb_per_s_one_way: float | None = None,
+    keep: Sequence[str] | None = None,
 ) -> Comparison:
     """Rank the job `training` x `amount` over every (GPU, count) of `gpus` x `counts` that
     fits in memory, every provider row of `price_rows` for that GPU, and on-demand and spot.
 
     Multi-GPU is data parallel with the Training's ZeRO stage; micro-batch and accumulation
-    are per GPU, so the effective batch grows with the count. Dollars are for whole instances
+    are per GPU, so the effective batch grows with the count. With `keep` (the setup left
+    open but for those fields), each GPU type and count gets the setup `gpuhours estimate`
+    would choose on it (estimate_setup), layouts included. Dollars are for whole instances
     (cheapest_instance). `top` limits `offers`; `cheapest` and `fastest` are over all offers.
     `today` (default: the local date) dates the stale flags.
     """
@@ -358,7 +382,7 @@ def compare_training(
         for count in counts:
             hardware = Hardware.model_validate({"gpu": gpu, "num_gpus": count, **node})
             try:
-                setup = estimate_setup(training, hardware, amount)
+                setup = estimate_setup(training, hardware, amount, keep)
             except InputError as exc:  # e.g. no matmul rate at this precision on this GPU
                 first_error = first_error or exc
                 excluded.append(Excluded(gpu=gpu.name, num_gpus=count,
@@ -387,7 +411,8 @@ def compare_training(
         offers=ranked[:top],
         cheapest=min(ranked, key=lambda o: _sort_key(o, "usd"), default=None),
         fastest=min(ranked, key=lambda o: _sort_key(o, "wall"), default=None),
-        estimates=estimates, excluded=excluded, assumptions=_assumptions())
+        estimates=estimates, excluded=excluded,
+        assumptions=_assumptions(any(e.setup_chosen for e in estimates)))
 
 
 def _offers_of(setup: SetupEstimate, rows: Sequence[PriceRow], gpus_per_node: int,
@@ -415,10 +440,15 @@ def _unpriced(gpu: str, count: int, rows: Sequence[PriceRow]) -> Excluded:
                            f"instances over the network are not modelled")
 
 
-def _assumptions() -> list[str]:
+def _assumptions(chosen: bool = False) -> list[str]:
+    first = ("the setup left open is chosen on each GPU type and count as `gpuhours estimate` "
+             "chooses it (micro-batch, accumulation for the default global batch, "
+             "checkpointing, ZeRO, the parallel layout); where it is not, multi-GPU is data "
+             "parallel with the setup's ZeRO stage" if chosen else
+             "multi-GPU is data parallel with the setup's ZeRO stage; micro-batch and "
+             "accumulation are per GPU, so the effective batch grows with the GPU count")
     return [
-        "multi-GPU is data parallel with the setup's ZeRO stage; micro-batch and accumulation "
-        "are per GPU, so the effective batch grows with the GPU count",
+        first,
         "you pay whole instances for the whole wall clock: billed GPUs = instances x GPUs per "
         "instance; the cheapest shape that holds the GPUs is chosen per provider and pricing",
         "spot runs as long as on-demand: preemption and restarts are not modelled",
