@@ -1155,10 +1155,12 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
         # stalls the running responses (plan/rl_inflight.py); the rollout side's seconds
         # beyond the engines' (the reward's host work, a driver's transfer) taken as spread
         # over the engines' time
-        if paged is None:
+        if phase.engine != "vllm" or paged is None:
+            # the collector's in-flight refit needs vLLM V1's AsyncLLM (async_utils.py
+            # prepare_for_refit: async_engine), replayed under V1's admission rule
             raise InputError(_field_where(ctx, phase, "in_flight_weight_updates", "engine"),
-                             "in_flight_weight_updates replays NeMo-RL's collector on vLLM's "
-                             f"async engine (a paged cache); the engine is {phase.engine}.",
+                             "in_flight_weight_updates replays NeMo-RL's collector on vLLM "
+                             f"V1's async engine; the engine is {phase.engine}.",
                              "Set engine: vllm, or drop in_flight_weight_updates.")
         inflight = inflight_step(probe, ctx.gpu, share, engines, phase.prompts_per_step,
                                  phase.generations_per_prompt, longest,
