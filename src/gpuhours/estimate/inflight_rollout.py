@@ -20,7 +20,10 @@ What the collector does (NVIDIA-NeMo/RL nemo_rl/algorithms/async_utils.py, read 
   refits: `prepare_for_refit` stops new groups from starting but, with vLLM's async engine and
   `in_flight_weight_updates`, does not wait for the running ones; the weights go to the engines
   by `collective_rpc` (vllm_worker_async.py `update_weights_from_collective_async`), which
-  vLLM's engine core runs between its steps: the running requests wait through the refit and
+  vLLM's engine core runs between its steps (vllm/v1/engine/core.py
+  `EngineCoreProc.run_busy_loop`: client requests are handled before each `step`, a UTILITY
+  one by calling the method inline in `_handle_client_request`; read in a vLLM V1 copy whose
+  commit was not pinned): the running requests wait through the refit and
   then decode on with the new weights and their old KV cache (nothing aborted or recomputed,
   unless recompute_kv_cache_after_weight_updates); then the version is v+1 and new groups start
   (`resume_after_refit`).

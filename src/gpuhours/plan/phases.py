@@ -34,12 +34,12 @@ from gpuhours.estimate.track_record import load as load_track_record
 from gpuhours.estimate.weight_formats import released_weights
 from gpuhours.plan.results import PhaseResult
 from gpuhours.plan.rl_async import overlapped_bottleneck, pipelined_step_s
-from gpuhours.plan.rl_inflight import inflight_step
 from gpuhours.plan.rl_images import (
     actor_image_prep_s,
     engine_images_s,
     validation_dataset_prep_s,
 )
+from gpuhours.plan.rl_inflight import inflight_step
 from gpuhours.plan.rl_padding import (
     padded_micro_batch_tokens,
     padding_factor,
