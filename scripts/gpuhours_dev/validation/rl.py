@@ -1271,6 +1271,13 @@ _Q30_GB200_LOGPROB_ASSUMED = "; log-prob passes of 2 x 4,096 tokens (logprob_bat
 # -6/-7% -> -14/-16%. The 8-step-off row (line 64), replayed with 8 steps' groups as slots
 # (no longer taken as a stream with no tail), +43% -> +32%. The earlier what-if (every
 # one-step-off row as partial_rollout: 41 of 62) drops the semaphore's share of the tail.
+# Held out 42 -> 44 of 62 within 25% (48 and 63 in), 3 off by more than 2x before and after;
+# rows moved > 5 points: 3 -6 -> -14%, 4 -7 -> -16%, 9 +18 -> -7%, 44 +48 -> +54%, 48 +32 ->
+# +18%, 58 +48 -> +54%, 63 +33 -> +17%, 64 +43 -> +32%. The replay admits a group at a time, so
+# it hangs on what an admission beside running requests costs: taken as what its prefill adds
+# to their decode step (vLLM V1 schedules both in one forward, the weights read once). Charged
+# a whole prefill each instead, as the synchronous replay's paged_rollout_time_s does its far
+# fewer admissions, the table reads 41 of 62 (48/63 +38/+41%, 64 +99%): a what-if, not applied.
 _STREAMED_8OFF = {"rollout_steps_in_flight": 8}
 _STREAMED_8OFF_ASSUMED = (
     "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
