@@ -47,6 +47,19 @@ def test_two_groups_of_two_on_two_slots_by_hand():
     assert r.peak_running == 2 and r.preemptions == 0
 
 
+def test_an_admission_beside_running_requests_adds_what_its_prefill_outlasts():
+    # the hand-worked case with a prefill of 1.5 s where a decode step is 1 s: the groups'
+    # admissions at t 8 and 10 (beside one running request) add 1.5 - 1 = 0.5 s each, the one
+    # into the empty engine after the batch completes its whole 1.5 s, which outlasts the 1 s
+    # of training, so the refit waits for it: 6 + 0.5 + 0.5 + 1.5 = 8.5 s a step, 2.5 s of it
+    # prefill, the trainer waiting 4 + 0.5 + 0.5 s
+    r = collector_replay(1, [[2, 4], [3, 1]], 1, 1, 1000, 2, _one_second,
+                         lambda _n, _tokens: 1.5, 1.0, 1.0, steps=8)
+    assert r.step_s == pytest.approx(8.5)
+    assert r.prefill_s == pytest.approx(2.5)
+    assert r.trainer_wait_s == pytest.approx(5.0)
+
+
 def test_a_slow_trainer_sets_the_step():
     # the same groups beside 5 s of training: the engine's 5 s of decode all run under it, the
     # trainer never waits, and a step is training + refit, 6 s
