@@ -1190,8 +1190,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                                   "reward model", "policy update", "critic", "host offload")},
             {k: parts[k] for k in ("weight sync", "validation")})
     if inflight is not None:
-        # the rollouts bound the step when the trainer waits for its batch
-        rollout_bound = inflight.trainer_wait_s > 0.05 * inflight.step_s
+        # the rollouts bound the step when the trainer waits for its batch at all (a
+        # millionth of the step: the replay's float noise)
+        rollout_bound = inflight.trainer_wait_s > 1e-6 * inflight.step_s
         bottleneck = overlapped_bottleneck(rollout_side if rollout_bound else 0.0, {
             k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
                                   "reward model", "policy update", "critic", "host offload")},
@@ -1312,7 +1313,9 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                    "rollout_inflight_engine_busy_s": inflight.engine_busy_s,
                    "rollout_inflight_trainer_wait_s": inflight.trainer_wait_s,
                    "rollout_inflight_peak_running_sequences": inflight.peak_running,
-                   "rollout_inflight_preemptions": inflight.preemptions}),
+                   "rollout_inflight_preemptions": inflight.preemptions,
+                   "rollout_inflight_prefill_s": inflight.prefill_s,
+                   "rollout_inflight_decode_steps": inflight.decode_steps}),
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
                # GPU-seconds a step the roles off the actor's GPUs wait for its rollouts
                **({"idle_gpu_s": idle_gpu_s} if on_actor else {}),
