@@ -127,7 +127,8 @@ _NEMO_ASYNC_ENGINE_ASSUMED = ("; vLLM's AsyncLLM (async_engine true) made withou
                               "context: max_num_seqs 128 (SchedulerConfig.DEFAULT_MAX_NUM_SEQS; "
                               "the recipe sets none)")
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
-                   "async_rollout": True, **_NEMO_ASYNC_ENGINE_SEQS}
+                   "async_rollout": True, "in_flight_weight_updates": True,
+                   **_NEMO_ASYNC_ENGINE_SEQS}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
 _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                 reward={"kind": "rule"})
@@ -1177,7 +1178,8 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
             refit = _NEMO_HOST_ASSUMED
     else:
         phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
-                      "async_rollout": True, "rollout_gpus": rollout_gpus})
+                      "async_rollout": True, "in_flight_weight_updates": True,
+                      "rollout_gpus": rollout_gpus})
     settings: dict[str, Any] = {**_NEMO_MEGATRON_PACKED, "model": model, **train,
                                 "gpus": train["gpus"] + (rollout_gpus or 0)}
     if pack is not None:
@@ -1250,13 +1252,39 @@ _Q30_ASYNC_PACK = ("; packed micro-batches of 4,096 tokens, log-prob passes 16,3
 # v0.6's GB200 30B-A3B recipes (grpo-qwen3-30ba3b-4n4g.yaml @v0.6.0) set logprob_batch_size 2
 _Q30_GB200_LOGPROB = {"scoring_tokens_per_gpu": 2 * 4096}
 _Q30_GB200_LOGPROB_ASSUMED = "; log-prob passes of 2 x 4,096 tokens (logprob_batch_size 2)"
-_STREAMED_8OFF = {"partial_rollout": True, "rollout_steps_in_flight": 8}
+# NeMo-RL's collector with in-flight weight updates, replayed (in_flight_weight_updates: every
+# one-step-off recipe at 108bffda, 9dbd9adc and v0.6.0 sets async_grpo.in_flight_weight_updates
+# true with vllm_cfg.async_engine true, directly or through its `defaults:` recipe; the 8-step-off
+# one max_trajectory_age_steps 8). nemo_rl/algorithms/async_utils.py @v0.6.0: each prompt group
+# is a thread behind a semaphore of num_prompts_per_step x max_trajectory_age_steps permits,
+# released when the group's last response is in the replay buffer; groups for weight version
+# v+k start only once the engines hold version v (_calculate_target_weights,
+# _should_pause_for_generation_limits); prepare_for_refit does not wait for running groups and
+# vLLM's engine core runs the refit's collective_rpc between its steps, so they stall through
+# it and decode on. plan/rl_inflight.py replays that (estimate/inflight_rollout.py) beside the
+# training side. What it found: with one step's groups as slots, a group holding its slot until
+# its longest response ends keeps the engines below the step's batch, so the next step's groups
+# fill in only part of the tail: the rollout-led rows (DeepSeek-V3 TP32, Qwen3-235B TP8) read
+# the same as max(rollouts, training side) + sync or 1-6 points higher (their MoE decode steps
+# dearer at the fuller batches the overlap keeps); the rows whose training side is near their
+# rollouts gain the overlap: lines 9 +18% -> -7%, 48 +32% -> +18%, 63 +33% -> +17%, 3/4
+# -6/-7% -> -14/-16%. The 8-step-off row (line 64), replayed with 8 steps' groups as slots
+# (no longer taken as a stream with no tail), +43% -> +32%. The earlier what-if (every
+# one-step-off row as partial_rollout: 41 of 62) drops the semaphore's share of the tail.
+# Held out 42 -> 44 of 62 within 25% (48 and 63 in), 3 off by more than 2x before and after;
+# rows moved > 5 points: 3 -6 -> -14%, 4 -7 -> -16%, 9 +18 -> -7%, 44 +48 -> +54%, 48 +32 ->
+# +18%, 58 +48 -> +54%, 63 +33 -> +17%, 64 +43 -> +32%. The replay admits a group at a time, so
+# it hangs on what an admission beside running requests costs: taken as what its prefill adds
+# to their decode step (vLLM V1 schedules both in one forward, the weights read once). Charged
+# a whole prefill each instead, as the synchronous replay's paged_rollout_time_s does its far
+# fewer admissions, the table reads 41 of 62 (48/63 +38/+41%, 64 +99%): a what-if, not applied.
+_STREAMED_8OFF = {"rollout_steps_in_flight": 8}
 _STREAMED_8OFF_ASSUMED = (
     "; max_trajectory_age_steps 8 with in-flight weight updates: up to 8 steps' prompt groups "
     "in flight (_calculate_target_weights: the next 8 weight versions, each a step's 64 "
-    "prompt groups), so the engines stay full and no step waits for its longest response: "
-    "streamed rollouts (partial_rollout) with rollout_steps_in_flight 8, each engine's running "
-    "batch up to 8 steps' shares as its KV cache and max_num_seqs (the phase's 256) allow "
+    "prompt groups), replayed group by group on the engines (in_flight_weight_updates with "
+    "rollout_steps_in_flight 8: each group's slot freed when its longest response ends), each "
+    "engine's running batch as its KV cache and max_num_seqs allow "
     "(nemo_rl/algorithms/async_utils.py @v0.6.0)")
 
 _NEMO_LARGE_CASES = [
@@ -1668,6 +1696,26 @@ def _with_reward_host(c: Case) -> Case:
 
 
 CASES = [_with_reward_host(c) for c in CASES]
+
+_INFLIGHT_ASSUMED = (
+    "; NeMo-RL's collector with in-flight weight updates replayed group by group "
+    "(in_flight_weight_updates: async_utils.py @v0.6.0, the recipe's async_grpo."
+    "in_flight_weight_updates true): a prompt group's slot freed when its longest response "
+    "ends, the engines stalled through the refit; each group's responses taken to spread as "
+    "the batch's do (consecutive draws of the batch's interleaved lengths), every step the same "
+    "draw, the engines as one pool sharing the running sequences evenly (round-robin requests), "
+    "an admission's prefill beside running requests costing only what it adds to their decode "
+    "step")
+
+
+def _with_inflight_text(c: Case) -> Case:
+    """The in-flight replay's assumptions in the rows that use it."""
+    if not c.phase.get("in_flight_weight_updates"):
+        return c
+    return Case(c.row, c.gpu, c.phase, c.settings, c.assumed + _INFLIGHT_ASSUMED)
+
+
+CASES = [_with_inflight_text(c) for c in CASES]
 
 # Rows left out, each with why: what the source does not state, or what the rl phase cannot
 # express (0-based rows of rl_steps.csv)

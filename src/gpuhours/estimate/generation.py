@@ -49,6 +49,7 @@ on the rows that did not are in docs/generation.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -1289,6 +1290,26 @@ def paged_rollout_time_s(g: Generation, gpu: GpuSpec, rollout: PagedRollout,
     decode_s = sum(s.steps * step.decode(s.running_sequences, s.mean_context_tokens)[0]
                    for s in rollout.stretches)
     return prefill_s, decode_s
+
+
+def paged_step_costs(g: Generation, gpu: GpuSpec, precision: str = "bf16"
+                     ) -> tuple[Callable[[float, float], float], Callable[[float, float], float]]:
+    """One engine's step at this setup, as `paged_rollout_time_s` costs a replay's: decode
+    seconds of a step of `sequences` at a mean context of `tokens`, and prefill seconds of
+    `sequences` prompts of `tokens` each (for a replay that keeps its own clock:
+    estimate/inflight_rollout.py)."""
+    if g.matmul_precision == "fp8":
+        precision = "fp8-mixed"
+    step = _engine_step(g, gpu, precision, 1.0)
+
+    # (a mean share of sequences may be fractional: the step's terms are linear in it)
+    def decode(sequences: float, tokens: float) -> float:
+        return float(step.decode(sequences, tokens)[0])  # type: ignore[arg-type]
+
+    def prefill(sequences: float, tokens: float) -> float:
+        return float(step.prefill(sequences, max(1, round(tokens))))  # type: ignore[arg-type]
+
+    return decode, prefill
 
 
 def runs_fp16(gpu: GpuSpec, precision: str) -> str | None:

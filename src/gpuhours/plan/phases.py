@@ -39,6 +39,7 @@ from gpuhours.plan.rl_images import (
     engine_images_s,
     validation_dataset_prep_s,
 )
+from gpuhours.plan.rl_inflight import inflight_step
 from gpuhours.plan.rl_padding import (
     padded_micro_batch_tokens,
     padding_factor,
@@ -1161,8 +1162,26 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     rollout_side = rollout_s + reward_host_s
 
     train_side = intake_s + old_logprob_s + ref_s + reward_s + update_s + critic_s + offload_s
+    inflight = None
     if not dedicated:
         step_s = rollout_side + train_side + sync_s
+    elif phase.in_flight_weight_updates:
+        # NeMo-RL's collector: prompt groups take slots as earlier groups finish, the refit
+        # stalls the running responses (plan/rl_inflight.py); the rollout side's seconds
+        # beyond the engines' (the reward's host work, a driver's transfer) taken as spread
+        # over the engines' time
+        if phase.engine != "vllm" or paged is None:
+            # the collector's in-flight refit needs vLLM V1's AsyncLLM (async_utils.py
+            # prepare_for_refit: async_engine), replayed under V1's admission rule
+            raise InputError(_field_where(ctx, phase, "in_flight_weight_updates", "engine"),
+                             "in_flight_weight_updates replays NeMo-RL's collector on vLLM "
+                             f"V1's async engine; the engine is {phase.engine}.",
+                             "Set engine: vllm, or drop in_flight_weight_updates.")
+        inflight = inflight_step(probe, ctx.gpu, share, engines, phase.prompts_per_step,
+                                 phase.generations_per_prompt, longest,
+                                 phase.rollout_steps_in_flight, train_side, sync_s, gen_matmul,
+                                 rollout_side / paged.seconds)
+        step_s = inflight.step_s
     elif phase.async_rollout:
         step_s = max(rollout_side, train_side) + sync_s
     else:  # local updates on the prompts already finished overlap the rest (plan/rl_async.py)
@@ -1185,6 +1204,15 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
             k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
                                   "reward model", "policy update", "critic", "host offload")},
             {k: parts[k] for k in ("weight sync", "validation")})
+    if inflight is not None:
+        # the rollouts bound the step when the trainer waits for its batch at all (a
+        # millionth of the step: the replay's float noise)
+        rollout_bound = inflight.trainer_wait_s > 1e-6 * inflight.step_s
+        bottleneck = overlapped_bottleneck(rollout_side if rollout_bound else 0.0, {
+            k: parts[k] for k in ("rollout intake", "old-policy log-probs", "reference model",
+                                  "reward model", "policy update", "critic", "host offload")},
+            {k: parts[k] for k in ("weight sync", "validation")})
+        tail_led = tail_led and rollout_bound
     if bottleneck == "rollout generation" and tail_led:
         bottleneck = "rollout generation (waiting for the longest response)"
     base = steps * step_s * gpus_total / 3600
@@ -1197,6 +1225,14 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
     if streamed:
         overlap = ("streamed: max(the engines' production at the mean length, training side) "
                    "+ sync")
+    if inflight is not None:
+        overlap = (f"NeMo-RL's collector with in-flight weight updates replayed "
+                   f"(plan/rl_inflight.py): {phase.prompts_per_step * phase.rollout_steps_in_flight}"
+                   f" prompt groups in flight, each freeing its slot when its longest response "
+                   f"ends, the refit stalling the running responses; the engines busy "
+                   f"{inflight.engine_busy_s:.3g} s a step, the trainer waiting "
+                   f"{inflight.trainer_wait_s:.3g} s for its batch; the step's batch alone "
+                   f"{rollout_side:.3g} s")
     formula = (f"{steps:,.0f} steps x {step_s:.3g} s ({shown}; {overlap}) x {gpus_total} GPUs "
                f"/ 3600; {sequences} sequences of {phase.prompt_tokens} + "
                f"{phase.response_tokens} (longest {longest}) tokens per step; rollouts on "
@@ -1288,6 +1324,13 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                **({} if streamed else {"rollout_tail_s": tail.batch_time_s}),
                **({} if streamed or paged is not None else {"rollout_waves": waves}),
                **({} if paged is None else paged.details()),
+               **({} if inflight is None else {
+                   "rollout_inflight_engine_busy_s": inflight.engine_busy_s,
+                   "rollout_inflight_trainer_wait_s": inflight.trainer_wait_s,
+                   "rollout_inflight_peak_running_sequences": inflight.peak_running,
+                   "rollout_inflight_preemptions": inflight.preemptions,
+                   "rollout_inflight_prefill_s": inflight.prefill_s,
+                   "rollout_inflight_decode_steps": inflight.decode_steps}),
                "rollout_gpus": rollout_gpus, "train_gpus": train_gpus,
                # GPU-seconds a step the roles off the actor's GPUs wait for its rollouts
                **({"idle_gpu_s": idle_gpu_s} if on_actor else {}),

@@ -621,6 +621,17 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    in_flight_weight_updates: bool = Field(
+        default=False, description="NeMo-RL's one-step-off collector with in-flight weight "
+        "updates (async_grpo.in_flight_weight_updates with vLLM's async engine; "
+        "nemo_rl/algorithms/async_utils.py AsyncTrajectoryCollector @v0.6.0): each prompt group "
+        "starts as soon as a slot of the collector's prompts_per_step x "
+        "rollout_steps_in_flight frees (a group holds its slot until its longest response "
+        "ends), for the next rollout_steps_in_flight weight versions, and the refit does not "
+        "wait for the running responses: they stall through it and decode on. The step is "
+        "replayed group by group on the engines (estimate/inflight_rollout.py) beside the "
+        "training side, not max(rollouts, training side) + sync. Needs async_rollout, "
+        "placement dedicated and engine vllm; not with partial_rollout")
     generation_rounds_per_step: float = Field(
         default=1.0, ge=1.0, le=100.0, allow_inf_nan=False,
         description="synchronous generation rounds of prompts_per_step prompts a step, mean: "
@@ -634,7 +645,8 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "collector generates for the next that many weight versions, "
         "nemo_rl/algorithms/async_utils.py _calculate_target_weights): the engines' running "
         "batch is up to that many steps' shares, as the KV cache and max_num_seqs allow; "
-        "needs partial_rollout")
+        "with in_flight_weight_updates, the collector's slots are that many steps' prompt "
+        "groups; needs partial_rollout or in_flight_weight_updates")
     updates_per_sync: PositiveInt = Field(
         default=1, description="local updates the trainer makes per weight sync, each on its "
         "share of the step's prompts as soon as the engines have finished them (verl "
@@ -837,10 +849,17 @@ class RLPhase(_PhaseBase, TrainingSettings):
             raise ValueError("generation_rounds_per_step repeats a synchronous step's "
                              "generation until its batch is kept: not modelled with "
                              "async_rollout or partial_rollout")
-        if self.rollout_steps_in_flight > 1 and not self.partial_rollout:
+        if (self.rollout_steps_in_flight > 1 and not self.partial_rollout
+                and not self.in_flight_weight_updates):
             raise ValueError(f"rollout_steps_in_flight ({self.rollout_steps_in_flight}) runs "
-                             "several steps' rollouts in one stream: it needs "
-                             "`partial_rollout: true` (and async_rollout)")
+                             "several steps' rollouts at once: it needs "
+                             "`partial_rollout: true` or `in_flight_weight_updates: true` (and "
+                             "async_rollout)")
+        if self.in_flight_weight_updates and (not self.async_rollout or self.partial_rollout):
+            raise ValueError("in_flight_weight_updates replays NeMo-RL's one-step-off "
+                             "collector: it needs `async_rollout: true` (and `placement: "
+                             "dedicated`), and not `partial_rollout` (a stream with no "
+                             "collector slots)")
         if self.partial_rollout and not self.async_rollout:
             raise ValueError("partial_rollout streams rollouts beside the update: it needs "
                              "`async_rollout: true` (and `placement: dedicated`)")
