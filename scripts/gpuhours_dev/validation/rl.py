@@ -1144,7 +1144,16 @@ def _verl_qwen35(row: int) -> Case:
 #   host's wait for the token counts in every MoE layer's forward, which stops the host
 #   running ahead (timing.host_gpu_combined_s: the forward combined apart from the backward).
 #   The cross-version pair on H100 (v0.5 -> v0.6 measured 198 -> 192 s colocated, 154 ->
-#   152 s one-step-off) read -24% -> -32% and -19% -> -18% before.
+#   152 s one-step-off) read -24% -> -32% and -19% -> -18% before. With it (nothing set from
+#   these rows): CSV line 62 (H100 colocated) -29% -> -25%, 73 (GB200 colocated) -48% -> -24%,
+#   74 (GB200 one-step-off, 8 + 8) -58% -> -26%; 63 and 64 are rollout-led and unchanged
+#   (+33%, +43%). The v0.6 DeepSeek and 235B rows now count the fused dispatcher's operators
+#   and fp64 router: the GB200 235B colocated rows 70 -2% -> +20% and 71 -31% -> -22%, the
+#   GB200 DeepSeek-V3 row 67 -19% -> -13%; the v0.5 GB200 235B row 52 -15% -> +2% (the v0.5
+#   DeepSeek and 235B rows set no moe_dispatch, so take fused, whose operators now count,
+#   though _V05_MOE reads allgather-unfused). The forward's waits themselves move these rows
+#   by under 1%: the operators, on the Grace host at 2.75x, move them. Held out: 42 -> 45 of
+#   62 within 25%.
 _V05_MOE = ("; MoE routing as grpo_math_1B.yaml @108bffda sets it (allgather dispatcher, fp64 "
             "frozen router) with the recipe's fused permute (moe_permute_fusion true) taken as "
             "allgather-unfused: the unfused permute's operators and bytes an upper end")
