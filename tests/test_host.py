@@ -374,10 +374,15 @@ def test_megatron_moe_allgather_router_and_dispatcher_by_hand() -> None:
     assert host_ops_per_micro_batch(t.arch, t) == pytest.approx(4952.0)
     # a scoring forward: 48 x 53 + 32 = 2576
     assert host_forward_ops_per_micro_batch(t.arch, t) == pytest.approx(2576.0)
-    # the default, fused (Megatron-Bridge's all-to-all with fused permute): the MoE layer's
-    # host work counted as a dense layer's, 48 x (14 + 23) + 56 = 1832
-    fused = t.model_copy(update={"moe_dispatch": "fused"})
-    assert host_ops_per_micro_batch(fused.arch, fused) == pytest.approx(1832.0)
+    # the default, fused (Megatron-Bridge's all-to-all with fused permute), EP 1 and its
+    # default bf16 router: the dense layer's 48 x (14 + 23) + 56 = 1832, plus per MoE layer
+    # forward the router 11, the per-expert sum 1, tokens_per_expert's copy to the host 1, the
+    # fused permute's 4 Triton launches, the chunk sort there and back (128 local experts: 4)
+    # and the unpermute 1: 22; backward the router 8, the permute 1, the sorts 2, the
+    # unpermute 1, the branch's sum and the weighted SwiGLU's reduction 2: 14.
+    # 1832 + 48 x 36 = 3560
+    fused = t.model_copy(update={"moe_dispatch": "fused", "moe_router_dtype": None})
+    assert host_ops_per_micro_batch(fused.arch, fused) == pytest.approx(3560.0)
     # a dense model has no router: the setting adds nothing
     dense = _training("qwen3-8b", precision="bf16", kernels="megatron",
                       moe_dispatch="allgather-unfused")

@@ -84,18 +84,20 @@ def test_megatron_bridge_70b_lora_recipe_by_hand() -> None:
 
 
 def test_moe_scopes_by_hand() -> None:
-    # Qwen3-30B-A3B (48 MoE layers, q and k norms), fused dispatch: no graphs, 48 x 37 + 56 =
-    # 1832. attn + moe_router + moe_preprocess (the DeepSeek recipes'): attention 7 + 2 norms
-    # and 11 + 4, the router's pre-MLP norm 1 and 2 (router and preprocess not counted when
-    # fused): 10 and 17 graphed: 48 x (37 - 27 + 2) + 56 = 632
+    # Qwen3-30B-A3B (48 MoE layers, q and k norms), fused dispatch (EP 1, bf16 router): the
+    # dense count 37 a layer and the router and dispatcher's 22 + 14 = 36 (test_host.py's
+    # fused case): no graphs, 48 x 73 + 56 = 3560. attn + moe_router + moe_preprocess (the
+    # DeepSeek recipes'): attention 7 + 2 norms and 11 + 4, the router's pre-MLP norm 1 and 2
+    # and the bf16 router's 11 and 8: 21 and 25 graphed: 48 x (73 - 46 + 2) + 56 = 1448
     t = _training("qwen3-30b-a3b", precision="bf16")
-    assert _ops(t) == pytest.approx(1832.0)
+    assert _ops(t) == pytest.approx(3560.0)
     router = t.model_copy(update={"cuda_graph_scope": ("attn", "moe_router", "moe_preprocess")})
-    assert _ops(router) == pytest.approx(632.0)
+    assert _ops(router) == pytest.approx(1448.0)
     # "mlp" is a dense layer's: a model of MoE layers only graphs nothing
     mlp = t.model_copy(update={"cuda_graph_scope": ("mlp",)})
-    assert _ops(mlp) == pytest.approx(1832.0)
-    # "moe": each MoE layer's MLP (5 + 8): 48 x (37 - 13 + 2) + 56 = 1304
+    assert _ops(mlp) == pytest.approx(3560.0)
+    # "moe": each MoE layer's MLP (5 + 8) with its router and dispatcher (36):
+    # 48 x (73 - 49 + 2) + 56 = 1304
     moe = t.model_copy(update={"cuda_graph_scope": ("moe",)})
     assert _ops(moe) == pytest.approx(1304.0)
     # allgather-unfused (NeMo-RL): per layer 53 + 49 = 102; the router's 15 and 12 join the

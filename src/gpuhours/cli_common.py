@@ -59,7 +59,8 @@ OPTION_OF_FIELD: dict[str, str] = {
     "checkpoint_offload": "--checkpoint-offload",
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
-    "moe_dispatch": "--moe-dispatch", "moe_fused_mlp": "--moe-fused-mlp",
+    "moe_dispatch": "--moe-dispatch", "moe_router_dtype": "--moe-router-dtype",
+    "moe_fused_mlp": "--moe-fused-mlp",
     "recompute_modules": "--recompute-modules",
     "cuda_graph_scope": "--cuda-graph-scope",
     "offload": "--offload",
@@ -281,9 +282,15 @@ KernelsOpt = Annotated[str, typer.Option(
          "bias-dropout-add, unfused attention; with --no-flash).")]
 MoeDispatchOpt = Annotated[str, typer.Option(
     help="On --kernels megatron, how a MoE layer routes its tokens: fused (the all-to-all "
-         "dispatcher with fused permute: Megatron-Bridge; router and dispatcher operators "
-         "not counted) or allgather-unfused (NeMo-RL's: allgather dispatcher, unfused "
-         "permute, fp64 router: counted, and its combine's fp64 traffic).")]
+         "dispatcher with Transformer Engine's fused permute: Megatron-Bridge), "
+         "alltoall-unfused (the all-to-all dispatcher, unfused permute: NeMo-RL v0.6) or "
+         "allgather-unfused (NeMo-RL v0.5: allgather dispatcher, unfused permute, its "
+         "combine's fp64 traffic). Each counts its router's and dispatcher's operators and "
+         "the host's wait for the token counts in every MoE layer's forward.")]
+MoeRouterDtypeOpt = Annotated[str | None, typer.Option(
+    help="On --kernels megatron, the MoE router's dtype (Megatron-Core moe_router_dtype): "
+         "bf16, fp32 or fp64. Default: fp64 with the unfused dispatches (NeMo-RL's), else "
+         "bf16 (Megatron-Core's default, the input's dtype).")]
 MoeFusedMlpOpt = Annotated[bool, typer.Option(
     "--moe-fused-mlp/--no-moe-fused-mlp",
     help="On --kernels megatron, a MoE's routed experts run through Transformer Engine's op "

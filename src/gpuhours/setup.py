@@ -123,13 +123,22 @@ OffloadCopies = Literal["pinned", "pageable-step", "pageable"]
 #: Sets the operators the host issues per micro-batch (unsloth: counted as eager's)
 Kernels = Literal["eager", "flash-attn", "megatron", "unsloth", "megatron-2021"]
 #: how a Megatron-Core MoE layer routes its tokens on the megatron path (estimate/host.py
-#: MEGATRON_MOE_ALLGATHER_OPS, estimate/parallel.py expert_allgather_bytes_per_layer):
-#: fused = the all-to-all dispatcher with Transformer Engine's fused permute (Megatron-Bridge's
-#: MoE providers' moe_permute_fusion True), whose router and dispatcher operators are not counted
-#: (the MoE layer's host work counted as a dense layer's); allgather-unfused = NeMo-RL's
-#: grpo_math_1B.yaml megatron_cfg: moe_token_dispatcher_type allgather, moe_permute_fusion false,
-#: moe_router_dtype fp64, the router frozen (Megatron-Core's MoEAllGatherTokenDispatcher)
-MoeDispatch = Literal["fused", "allgather-unfused"]
+#: megatron_moe_ops_per_layer, estimate/parallel.py expert_allgather_bytes_per_layer,
+#: estimate/timing.py host_gpu_combined_s): fused = the all-to-all dispatcher
+#: (MoEAlltoAllTokenDispatcher) with Transformer Engine's fused permute (moe_permute_fusion
+#: True: Megatron-Bridge's MoE providers, NeMo-RL's DeepSeek-V3 and Qwen3-235B recipes);
+#: alltoall-unfused = the all-to-all dispatcher with the unfused permute (moe_permute_fusion
+#: false: NeMo-RL v0.6's grpo_math_1B.yaml and the Qwen3-30B-A3B recipes that inherit it);
+#: allgather-unfused = NeMo-RL v0.5's grpo_math_1B.yaml: moe_token_dispatcher_type allgather,
+#: moe_permute_fusion false (MoEAllGatherTokenDispatcher). Each counts its router's and
+#: dispatcher's operators (the router's dtype: Training.moe_router_dtype) and the host's wait
+#: for the token counts every MoE layer's forward makes
+MoeDispatch = Literal["fused", "alltoall-unfused", "allgather-unfused"]
+#: the dtype of a Megatron-Core MoE router's logits and probs (TransformerConfig
+#: moe_router_dtype, NVIDIA/Megatron-LM@d98e8a64 router.py Router.gating): bf16 = Megatron-Core's
+#: default (None: the input's dtype), fp32 (Megatron-Bridge's DeepSeek providers), fp64
+#: (NeMo-RL's grpo_math_1B.yaml; its gating GEMM then runs in torch.mm, not Transformer Engine's)
+MoeRouterDtype = Literal["bf16", "fp32", "fp64"]
 #: a region of the megatron path's training step replayed as a CUDA graph, as Megatron-Core
 #: names it (NVIDIA/Megatron-LM@d98e8a64 megatron/core/transformer/transformer_config.py
 #: cuda_graph_impl and cuda_graph_scope / cuda_graph_modules; estimate/host.py
@@ -335,6 +344,10 @@ class Training(_ReadsModel):
     #: a MoE model's token routing on the megatron path (MoeDispatch above): its router's and
     #: dispatcher's host operators and the expert-parallel traffic
     moe_dispatch: MoeDispatch = "fused"
+    #: a MoE model's router dtype on the megatron path (MoeRouterDtype above); None: fp64 with
+    #: the unfused dispatches (NeMo-RL's grpo_math_1B.yaml sets it), else Megatron-Core's
+    #: default, the input's (bf16)
+    moe_router_dtype: MoeRouterDtype | None = None
     #: a MoE model's routed experts on the megatron path run through Transformer Engine's op
     #: fuser (Megatron-Core use_transformer_engine_op_fuser: grouped fc1, the scaled, clamped
     #: activation and grouped fc2 with its bias as fused ops; Megatron-Bridge's gpt-oss GB200/
@@ -823,6 +836,10 @@ class Training(_ReadsModel):
             raise FieldError(("moe_dispatch", "kernels"), "moe_dispatch says how Megatron-Core's "
                              "MoE layer routes its tokens; the kernel path is not megatron.",
                              "Give --kernels megatron, or leave --moe-dispatch out.")
+        elif self.moe_router_dtype is not None:
+            raise FieldError(("moe_router_dtype", "kernels"), "moe_router_dtype is the dtype of "
+                             "Megatron-Core's MoE router; the kernel path is not megatron.",
+                             "Give --kernels megatron, or leave --moe-router-dtype out.")
         elif self.recompute_modules is not None:
             raise FieldError(("recompute_modules", "kernels"), "recompute_modules names "
                              "Megatron-Core's selectively recomputed modules; the kernel path "

@@ -1084,8 +1084,9 @@ def _verl_qwen35(row: int) -> Case:
 #   DeepSeek and 235B recipes fuse the permute (moe_permute_fusion true), which moe_dispatch
 #   cannot say: allgather-unfused (its allgather traffic and fp64 combine; the unfused permute's
 #   operators and bytes an upper end). v0.6's default is the all-to-all dispatcher
-#   (moe_token_dispatcher_type alltoall, grpo_math_1B.yaml @v0.6.0): fused (the 30B recipes'
-#   unfused permute not counted, a lower end);
+#   (moe_token_dispatcher_type alltoall, grpo_math_1B.yaml @v0.6.0) with the base config's
+#   fp64 frozen router: the 30B recipes inherit its unfused permute (alltoall-unfused), the
+#   DeepSeek and 235B recipes fuse it (fused, moe_router_dtype fp64; the FP8 recipe's fp32);
 # - every PP > 1 row pads its packed micro-batches to the batch's longest (megatron/common.py),
 #   each taken at its whole budget, an upper end; where the v0.5 GB200 DeepSeek recipes turn
 #   packing off, the unpacked one-sequence micro-batches under PP are padded to the batch's
@@ -1134,16 +1135,35 @@ def _verl_qwen35(row: int) -> Case:
 # - Qwen3-30B-A3B: the v0.5 rows -9 to -19%; v0.6 -11 to -49% and the GB200 one-step-off on 8
 #   + 8 GPUs -62% (measured 301 s, slower than the colocated run on the same 16 GPUs, 221 s).
 #   v0.6 runs the all-to-all dispatcher with the unfused permute and the fp64 router
-#   (grpo_math_1B.yaml @v0.6.0), costed as moe_dispatch fused, which counts neither's host
-#   operators (a dense layer's): a lower end that the Grace host (2.75x an operator) makes
-#   larger; an alltoall-unfused count from Megatron-Core's MoEAlltoAllTokenDispatcher was not
-#   made here. The cross-version pair on H100 (v0.5 -> v0.6 measured 198 -> 192 s colocated,
-#   154 -> 152 s one-step-off) reads -24% -> -32% and -19% -> -18%.
+#   (grpo_math_1B.yaml @v0.6.0; every 30B recipe at v0.6.0 inherits moe_permute_fusion false),
+#   first costed as moe_dispatch fused with no router or dispatcher operators at all (a dense
+#   layer's): a lower end that the Grace host (2.75x an operator) made larger. It is now
+#   alltoall-unfused: Megatron-Core's TopKRouter and MoEAlltoAllTokenDispatcher counted
+#   (estimate/host.py MEGATRON_ROUTER_OPS, MEGATRON_A2A_*: 39 operators forward and 25
+#   backward a layer at EP 8, checked by running the dispatcher on CPU,
+#   tests/test_moe_dispatch_ops.py), its permute's bytes (moe_gemm.ROUTING_ELEMENTS), and the
+#   host's wait for the token counts in every MoE layer's forward, which stops the host
+#   running ahead (timing.host_gpu_combined_s: the forward combined apart from the backward).
+#   The cross-version pair on H100 (v0.5 -> v0.6 measured 198 -> 192 s colocated, 154 ->
+#   152 s one-step-off) read -24% -> -32% and -19% -> -18% before. With it (nothing set from
+#   these rows): CSV line 62 (H100 colocated) -29% -> -25%, 73 (GB200 colocated) -48% -> -24%,
+#   74 (GB200 one-step-off, 8 + 8) -58% -> -26%; 63 and 64 are rollout-led and unchanged
+#   (+33%, +43%). The v0.6 DeepSeek and 235B rows now count the fused dispatcher's operators
+#   and fp64 router: the GB200 235B colocated rows 70 -2% -> +20% and 71 -31% -> -22%, the
+#   GB200 DeepSeek-V3 row 67 -19% -> -13%; the v0.5 GB200 235B row 52 -15% -> +2% (the v0.5
+#   DeepSeek and 235B rows set no moe_dispatch, so take fused, whose operators now count,
+#   though _V05_MOE reads allgather-unfused). The forward's waits themselves move these rows
+#   by under 1%: the operators, on the Grace host at 2.75x, move them. Held out: 42 -> 45 of
+#   62 within 25%.
 _V05_MOE = ("; MoE routing as grpo_math_1B.yaml @108bffda sets it (allgather dispatcher, fp64 "
             "frozen router) with the recipe's fused permute (moe_permute_fusion true) taken as "
             "allgather-unfused: the unfused permute's operators and bytes an upper end")
 _V06_MOE = ("; MoE routing by grpo_math_1B.yaml @v0.6.0's all-to-all dispatcher "
-            "(moe_token_dispatcher_type alltoall) as moe_dispatch fused")
+            "(moe_token_dispatcher_type alltoall) with the recipe's fused permute "
+            "(moe_permute_fusion true) and the base config's fp64 router: moe_dispatch fused")
+_V06_MOE_30B = ("; MoE routing by grpo_math_1B.yaml @v0.6.0, which the recipe inherits: the "
+                "all-to-all dispatcher with the unfused permute (moe_permute_fusion false) and "
+                "the fp64 frozen router: moe_dispatch alltoall-unfused")
 
 
 def _nemo_cap_prompt(row: int, cap: int) -> dict[str, int]:
@@ -1239,7 +1259,7 @@ _DS_FP8_TRAIN = {"precision": "fp8-mixed"}
 _DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32}
 _DS_FP8_ASSUMED = ("; Megatron fp8 (e4m3 blockwise, fp8_param false) and vLLM fp8 (W8A8, "
                    "deep_gemm; max_num_seqs 32) as the recipe sets them; its fp32 router "
-                   "costed as the fp64 one")
+                   "costed as the fp64 one where the dispatch is allgather-unfused (v0.5)")
 _DS_EP_TABLE = ("; the recipe's EP32 (the table's Training column says 16)")
 _DAPO_ASSUMED = ("; DAPO read as 32 prompts x 16 (the table's G-GBS 512; the recipe's 256 x 16 "
                  "with batch_multiplier 3 and dynamic sampling, whose extra generation "
@@ -1344,73 +1364,93 @@ _NEMO_LARGE_CASES = [
                 assumed="; MoE routing as grpo_math_1B.yaml sets it (allgather-unfused)"),
     # v0.6, H100 BF16
     _nemo_large(54, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.6,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 32, 0.6,
                 pack=_DS_PACK, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(55, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 512, "pp": 16, "ep": 32, "moe_dispatch": "fused"}, 32, 0.6,
+                {**_DSV3, "gpus": 512, "pp": 16, "ep": 32, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 32, 0.6,
                 pack=_DS_PACK, async_engine=True,
                 assumed=_V06_MOE + _DS_EP_TABLE),
     _nemo_large(56, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused"}, 32, 0.8,
+                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 32, 0.8,
                 rollout_gpus=256, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
     _nemo_large(57, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
-                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                 "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(58, "h100-sxm", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 256, "tp": 2, "cp": 2, "pp": 8, "ep": 16,
-                 "moe_dispatch": "fused"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                 "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 16, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(59, "h100-sxm", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16, "moe_dispatch": "fused"},
+                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"},
                 8, 0.8, rollout_gpus=128, pack=_Q235_PACK, assumed=_V06_MOE),
     _nemo_large(60, "h100-sxm", "qwen3-30b-a3b", 4096,
-                {"gpus": 32, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.6,
-                assumed=_V06_MOE),
+                {"gpus": 32, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "alltoall-unfused"}, 2, 0.6,
+                assumed=_V06_MOE_30B),
     _nemo_large(61, "h100-sxm", "qwen3-30b-a3b", 4096,
-                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"},
+                {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "alltoall-unfused"},
                 2, 0.8, rollout_gpus=16, pack=(4096, 4 * 4096),
-                assumed=_V06_MOE + _Q30_ASYNC_PACK),
+                assumed=_V06_MOE_30B + _Q30_ASYNC_PACK),
     _nemo_large(62, "h100-sxm", "qwen3-30b-a3b", 4096,
-                {"gpus": 128, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 2, 0.8,
+                {"gpus": 128, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "alltoall-unfused"}, 2, 0.8,
                 rollout_gpus=64, extra_phase=_STREAMED_8OFF,
-                assumed=_V06_MOE + _STREAMED_8OFF_ASSUMED),
+                assumed=_V06_MOE_30B + _STREAMED_8OFF_ASSUMED),
     # v0.6, H100 FP8
     _nemo_large(64, "h100-sxm", "deepseek-v3", 1536,
                 {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, "moe_dispatch": "fused",
-                 **_DS_FP8_TRAIN}, 16, 0.8, rollout_gpus=256, pack=_DS_PACK_ASYNC,
+                 "moe_router_dtype": "fp32", **_DS_FP8_TRAIN}, 16, 0.8, rollout_gpus=256,
+                pack=_DS_PACK_ASYNC,
                 extra_phase=_DS_FP8_ROLLOUT, assumed=_V06_MOE + _DS_FP8_ASSUMED),
     # v0.6, GB200 BF16
     _nemo_large(65, "gb200", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 32, 0.3,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 32, 0.3,
                 pack=_DS_PACK, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(66, "gb200", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 8, "ep": 32, "moe_dispatch": "fused"}, 32, 0.3,
+                {**_DSV3, "gpus": 256, "pp": 8, "ep": 32, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 32, 0.3,
                 pack=_DS_PACK, async_engine=True,
                 assumed=_V06_MOE + _DS_EP_TABLE),
     _nemo_large(67, "gb200", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused"}, 16, 0.8,
+                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 16, 0.8,
                 rollout_gpus=128, pack=_DS_PACK_ASYNC, assumed=_V06_MOE),
     _nemo_large(68, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
-                 "moe_dispatch": "fused"}, 8, 0.4, pack=_Q235_PACK_CP2, async_engine=True,
+                 "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 8, 0.4, pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(69, "gb200", "qwen3-235b-a22b", 8192,
                 {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 4, "ep": 16,
-                 "moe_dispatch": "fused"}, 8, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
+                 "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"}, 8, 0.6, pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V06_MOE),
     _nemo_large(70, "gb200", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16, "moe_dispatch": "fused"},
+                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16, "moe_dispatch": "fused",
+                 "moe_router_dtype": "fp64"},
                 8, 0.8, rollout_gpus=64, pack=_Q235_PACK, assumed=_V06_MOE),
     _nemo_large(71, "gb200", "qwen3-30b-a3b", 4096,
-                {"gpus": 16, "ep": 16, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.6,
-                extra_phase=_Q30_GB200_LOGPROB, assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED),
+                {"gpus": 16, "ep": 16, "checkpointing": False,
+                 "moe_dispatch": "alltoall-unfused"}, 1, 0.6,
+                extra_phase=_Q30_GB200_LOGPROB,
+                assumed=_V06_MOE_30B + _Q30_GB200_LOGPROB_ASSUMED),
     _nemo_large(72, "gb200", "qwen3-30b-a3b", 4096,
-                {"gpus": 8, "ep": 8, "checkpointing": False, "moe_dispatch": "fused"}, 1, 0.8,
+                {"gpus": 8, "ep": 8, "checkpointing": False,
+                 "moe_dispatch": "alltoall-unfused"}, 1, 0.8,
                 rollout_gpus=8, extra_phase=_Q30_GB200_LOGPROB,
-                assumed=_V06_MOE + _Q30_GB200_LOGPROB_ASSUMED + "; the recipe's 8 + 8 GPUs and EP8 "
+                assumed=_V06_MOE_30B + _Q30_GB200_LOGPROB_ASSUMED
+                + "; the recipe's 8 + 8 GPUs and EP8 "
                 "(grpo-qwen3-30ba3b-4n4g-async-1off.yaml @v0.6.0; the table's Training column "
                 "says EP16, which 8 training GPUs cannot hold)"),
 ]

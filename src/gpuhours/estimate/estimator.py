@@ -17,7 +17,10 @@ from gpuhours.estimate.assumptions import Assumption
 from gpuhours.estimate.figures import Figure, assumed, formula, given
 from gpuhours.estimate.flops import training_flops
 from gpuhours.estimate.fragmentation import VarlenReserve
-from gpuhours.estimate.host import megatron_expert_gemm_calls_per_micro_batch
+from gpuhours.estimate.host import (
+    megatron_expert_gemm_calls_per_micro_batch,
+    megatron_moe_forward_syncs_per_micro_batch,
+)
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
 from gpuhours.estimate.moe_gemm import (
@@ -688,7 +691,14 @@ def estimate_training(
                                   f"{step_src}: (host^p + GPU^p)^(1/p) - GPU, "
                                   f"p = {A.HOST_GPU_OVERLAP_P.value:g}"
                                   + ("; the vision tower's apart (estimate/timing.py "
-                                     "host_gpu_combined_s)" if tower_ops else "")),
+                                     "host_gpu_combined_s)" if tower_ops else "")
+                                  + ("; the forward apart from the backward, its MoE "
+                                     "dispatcher waiting on the host in every MoE layer, plus "
+                                     "one host operator a wait (estimate/timing.py "
+                                     "host_gpu_combined_s, estimate/host.py "
+                                     "MEGATRON_MOE_FORWARD_SYNCS)"
+                                     if megatron_moe_forward_syncs_per_micro_batch(arch, t)
+                                     else "")),
         "optimizer_s": formula(st.optimizer_s, "s", f"{step_src}: {t.optimizer} "
                                f"({t.optimizer_impl}) counted bytes per parameter / bandwidth"
                                + ("; + its host operators: CUDA_LAUNCH_BLOCKING"

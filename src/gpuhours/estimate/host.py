@@ -276,9 +276,9 @@ def zero3_hook_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
 # Tensor-parallel collectives are costed by estimate/parallel.py, not here. A MoE layer counts
 # as a dense one (its pre_mlp_layernorm is a separate TE norm where the dense layer fuses it into
 # linear_fc1: the same kernels; TE's grouped GEMMs, one cuBLAS call per local expert issued from
-# C++ in one Python call, as one operator each), plus, with Training.moe_dispatch
-# allgather-unfused, its router's and dispatcher's operators (MEGATRON_MOE_ALLGATHER_OPS); with
-# the default, fused, those are not counted.
+# C++ in one Python call, as one operator each), plus its router's and dispatcher's operators
+# by Training.moe_dispatch: the allgather dispatcher's (MEGATRON_MOE_ALLGATHER_OPS) or the
+# all-to-all dispatcher's, with the fused or the unfused permute (megatron_alltoall_ops).
 
 # MEGATRON_LAYER_OPS's 31 kernels by the part of TransformerLayer.forward that issues them
 # (the whole layer's comment below names each kernel); a CUDA graph scope takes off its parts:
@@ -366,8 +366,112 @@ MEGATRON_ADAPTERS_PER_LAYER = {"all-linear": 4, "attention": 2, "qkv": 1, "qv": 
 #:   gradient though the router is frozen (the weight's and the input's casts, two mm, two casts
 #:   back: 6) + the gradient sum where the normed input feeds the router and the dispatch (1).
 #: The three blocking copies to the host each forward (.cpu(), the two masked_select) stop the
-#: host running ahead of the GPU; that is not modelled beyond their operators.
+#: host running ahead of the GPU (MEGATRON_MOE_FORWARD_SYNCS, estimate/timing.py).
 MEGATRON_MOE_ALLGATHER_OPS = (39.0, 26.0)
+
+# --- the all-to-all dispatcher (Training.moe_dispatch fused and alltoall-unfused) -------------
+#
+# Megatron-Core's TopKRouter and MoEAlltoAllTokenDispatcher as NVIDIA/Megatron-LM@d98e8a64 has
+# them (megatron/core/transformer/moe/router.py TopKRouter.forward / gating / routing,
+# moe_utils.py router_gating_linear, topk_routing_with_score_function, permute, unpermute,
+# sort_chunks_by_idxs, token_dispatcher.py MoEAlltoAllTokenDispatcher), dropless, with the
+# softmax top-k router of Qwen3's MoE (no group-limited top-k, expert bias or load-balancing
+# loss: NeMo-RL's moe_router_load_balancing_type none; DeepSeek-V3's sigmoid router with its
+# expert bias and group-limited top-k issues more and is counted as this one), expert tensor
+# parallelism 1 (NeMo-RL's expert_tensor_parallel_size 1; with more, the dispatcher's
+# all-gathers and reduce-scatter of the tokens, not counted). Counted as count_ops counts
+# (device operators; views and CPU-side tensors excluded), and the unfused path run on CPU:
+# scripts/megatron_moe_dispatch_count.py, whose counts tests/data/megatron_moe_alltoall_counts.json
+# keeps and tests/test_moe_dispatch_ops.py holds these constants to.
+#: the router, (forward, backward), by moe_router_dtype: forward, the gating (fp64:
+#: RouterGatingLinearFunction's torch.mm path, the input's and the weight's casts and the mm:
+#: 3; bf16 and fp32: Transformer Engine's general_gemm writing the router's dtype: 1), top-k
+#: (1), softmax with dtype fp32 (a cast and the kernel where the logits are not fp32: ATen's
+#: half-to-float shortcut takes fp16 only; 1 in fp32), .type_as back to the logits' dtype
+#: (1; none in fp32), routing_probs (zeros_like, scatter: 2), routing_map (zeros_like, .int(),
+#: scatter, .bool(): 4): fp64 13, fp32 9, bf16 11. Backward, the probs scatter's gather (1),
+#: type_as's and softmax's casts back (2; none in fp32), softmax's backward (1), top-k's
+#: zeros and scatter (2), and RouterGatingLinearFunction.backward, which forms the weight's
+#: gradient though NeMo-RL freezes the router: both GEMMs, and in fp64 and fp32 the weight's
+#: and the input's casts up and the two gradients' casts back (6; bf16: 2): fp64 12, fp32 10,
+#: bf16 8
+MEGATRON_ROUTER_OPS = {"fp64": (13.0, 12.0), "fp32": (9.0, 10.0), "bf16": (11.0, 8.0)}
+#: preprocess's token counts, forward: with EP > 1, the per-expert sum of the routing map, the
+#: input splits' sum, the all-gather of the counts over the EP group, the local experts'
+#: columns made contiguous, the per-rank sum, the TP splits' sum and the local experts' sum
+#: (7); with EP 1 only the per-expert sum (1)
+MEGATRON_A2A_PREPROCESS_OPS = {"ep": 7.0, "single": 1.0}
+#: the non-blocking copies to the host at cuda_dtoh_point (_maybe_dtoh_and_synchronize):
+#: tokens_per_expert, and with EP > 1 the input, output and TP splits (EP > 1: 4; EP 1: 1),
+#: plus, with the unfused permute and more than one local expert, the per-rank per-expert
+#: counts sort_chunks_by_idxs reads on the host (1)
+MEGATRON_A2A_DTOH_OPS = {"ep": 4.0, "single": 1.0, "unfused_sort": 1.0}
+#: the permute of the tokens and probs into expert order, (forward, backward): unfused, the
+#: map's transposed copy, argsort (a sort), the modulo, the probs' transposed copy, their
+#: gather by index, the tokens' index_select (6); backward, index_select's zeros and index_add_
+#: and the probs gather's zeros and index_put (4). Fused (Transformer Engine @d0067d0d
+#: transformer_engine/pytorch/permutation.py moe_permute_with_probs, triton/permutation.py):
+#: make_row_id_map's three Triton passes and the permute kernel (4); backward the unpermute
+#: kernel (1). A Triton launch is taken as one operator (an assumption)
+MEGATRON_A2A_PERMUTE_OPS = {"unfused": (6.0, 4.0), "fused": (4.0, 1.0)}
+#: the all-to-alls over the EP group (EP > 1): the tokens and the probs, and the combine's
+#: tokens (3); backward the same three
+MEGATRON_A2A_COLLECTIVE_OPS = (3.0, 3.0)
+#: with more than one local expert, the received tokens sorted by local expert and back:
+#: unfused (torch.split, views, and torch.cat of the tokens and of the probs, and the combine's
+#: cat: 3; backward each split's cat: 3); fused (make_chunk_sort_map and sort_chunks_by_map
+#: each way: 4; backward one sort_chunks_by_map each: 2)
+MEGATRON_A2A_SORT_OPS = {"unfused": (3.0, 3.0), "fused": (4.0, 2.0)}
+#: the unpermute back to token order (no probs: the weighted SwiGLU applied them): unfused
+#: torch.zeros and scatter_add_ (2), backward its gather (1); fused the unpermute kernel (1),
+#: backward the permute kernel (1)
+MEGATRON_A2A_UNPERMUTE_OPS = {"unfused": (2.0, 1.0), "fused": (1.0, 1.0)}
+#: backward only: the gradient sum where the normed input feeds the router and the dispatcher
+#: (1) and the weighted SwiGLU's reduction for the probs' gradient (weighted_swiglu_back: 1),
+#: as MEGATRON_MOE_ALLGATHER_OPS counts them
+MEGATRON_A2A_BACKWARD_EXTRA_OPS = 2.0
+#: times a MoE layer's forward waits on the host for the GPU (an event synchronize or a
+#: blocking copy to the host), by dispatch: the all-to-all dispatcher's one
+#: _maybe_dtoh_and_synchronize at cuda_sync_point (dropless: "before_ep_alltoall" with EP > 1,
+#: else "before_permutation_2" unfused with several local experts or "before_finish"); the
+#: allgather dispatcher's .cpu() of the token counts and the unfused permute's two
+#: masked_select (as MEGATRON_MOE_ALLGATHER_OPS counts them at 4bbcd72d). The backward keeps
+#: the forward's splits and does not wait. Megatron-Core's flex dispatcher waits too (DeepEP's
+#: dispatch returns the per-expert counts as a host list; HybridEP sizes its buffers by a host
+#: sync unless a capacity budget is set); it is not a moe_dispatch choice here
+MEGATRON_MOE_FORWARD_SYNCS = {"fused": 1.0, "alltoall-unfused": 1.0, "allgather-unfused": 3.0}
+
+
+def moe_router_dtype_of(t: Training) -> str:
+    """The MoE router's dtype: Training.moe_router_dtype, or by default fp64 with the unfused
+    dispatches (NeMo-RL's grpo_math_1B.yaml) and bf16 (Megatron-Core's default: the input's
+    dtype) with the fused one."""
+    if t.moe_router_dtype is not None:
+        return t.moe_router_dtype
+    return "bf16" if t.moe_dispatch == "fused" else "fp64"
+
+
+def megatron_alltoall_ops(num_experts: int, ep: int, fused: bool, router_dtype: str
+                          ) -> tuple[float, float]:
+    """(forward, backward) operators of one MoE layer's router and all-to-all dispatcher
+    beyond the dense layer's kernels (the MEGATRON_ROUTER_OPS and MEGATRON_A2A_* parts above),
+    with `num_experts` over `ep` ranks, the fused or the unfused permute."""
+    kind = "fused" if fused else "unfused"
+    multi_rank = ep > 1
+    local_many = num_experts // max(ep, 1) > 1
+    fwd, bwd = MEGATRON_ROUTER_OPS[router_dtype]
+    fwd += MEGATRON_A2A_PREPROCESS_OPS["ep" if multi_rank else "single"]
+    fwd += MEGATRON_A2A_DTOH_OPS["ep" if multi_rank else "single"]
+    if local_many and not fused:
+        fwd += MEGATRON_A2A_DTOH_OPS["unfused_sort"]
+    parts = [MEGATRON_A2A_PERMUTE_OPS[kind], MEGATRON_A2A_UNPERMUTE_OPS[kind]]
+    if multi_rank:
+        parts.append(MEGATRON_A2A_COLLECTIVE_OPS)
+    if local_many:
+        parts.append(MEGATRON_A2A_SORT_OPS[kind])
+    fwd += sum(p[0] for p in parts)
+    bwd += sum(p[1] for p in parts) + MEGATRON_A2A_BACKWARD_EXTRA_OPS
+    return fwd, bwd
 
 # --- CUDA graphs on the megatron path --------------------------------------------------------
 #
@@ -389,9 +493,10 @@ MEGATRON_MOE_ALLGATHER_OPS = (39.0, 26.0)
 #: what "moe_router" graphs of a MoE layer's counted kernels: its pre_mlp_layernorm, a
 #: separate TE norm (MEGATRON_NORM_OPS: its kernel; backward and dgamma), and, with
 #: moe_dispatch allgather-unfused, the router's operators of MEGATRON_MOE_ALLGATHER_OPS
-#: (forward 15, backward the router's 6 and the gating GEMM's 6). With the fused dispatch the
-#: router's and the preprocess's own operators are not counted (the MoE layer is counted as a
-#: dense one), so moe_preprocess takes away nothing counted
+#: (forward 15, backward the router's 6 and the gating GEMM's 6); with the all-to-all
+#: dispatcher, the router's MEGATRON_ROUTER_OPS (megatron_router_ops). moe_preprocess's graph
+#: (the dispatcher's token counts and permute, up to the all-to-all) is taken to take away
+#: nothing more: an upper end of what stays eager
 MEGATRON_ROUTER_ALLGATHER_OPS = (15.0, 12.0)
 #: graph replays per graphed layer per micro-batch: its forward graph and its backward graph
 MEGATRON_GRAPH_LAUNCHES_PER_LAYER = (1.0, 1.0)
@@ -504,15 +609,35 @@ def megatron_expert_gemm_calls_per_micro_batch(arch: ModelArch, t: Training) -> 
     return arch.moe_layers * local * EXPERT_LINEARS * passes
 
 
+def megatron_router_dispatch_ops(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """(forward, backward) operators of one megatron-path MoE layer's router and dispatcher by
+    Training.moe_dispatch: MEGATRON_MOE_ALLGATHER_OPS (allgather-unfused, its fp64 router), or
+    the all-to-all dispatcher's with the fused or unfused permute and the router's dtype
+    (megatron_alltoall_ops)."""
+    if t.moe_dispatch == "allgather-unfused":
+        return MEGATRON_MOE_ALLGATHER_OPS
+    return megatron_alltoall_ops(arch.num_experts, t.ep, t.moe_dispatch == "fused",
+                                 moe_router_dtype_of(t))
+
+
+def megatron_router_ops(t: Training) -> tuple[float, float]:
+    """(forward, backward) operators of a MoE layer's router alone (what a "moe_router" CUDA
+    graph captures): MEGATRON_ROUTER_ALLGATHER_OPS with the allgather dispatch, else
+    MEGATRON_ROUTER_OPS by the router's dtype."""
+    if t.moe_dispatch == "allgather-unfused":
+        return MEGATRON_ROUTER_ALLGATHER_OPS
+    return MEGATRON_ROUTER_OPS[moe_router_dtype_of(t)]
+
+
 def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
     """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
     average over the decoder layers (arch.moe_layers of arch.num_layers): the router's and the
-    dispatcher's, MEGATRON_MOE_ALLGATHER_OPS with Training.moe_dispatch allgather-unfused; none
-    with fused (not counted) or for a dense model."""
-    if not arch.is_moe or t.moe_dispatch != "allgather-unfused":
+    dispatcher's (megatron_router_dispatch_ops); none for a dense model."""
+    if not arch.is_moe:
         return 0.0, 0.0
     share = arch.moe_layers / arch.num_layers
-    return MEGATRON_MOE_ALLGATHER_OPS[0] * share, MEGATRON_MOE_ALLGATHER_OPS[1] * share
+    fwd, bwd = megatron_router_dispatch_ops(arch, t)
+    return fwd * share, bwd * share
 
 
 def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
@@ -550,16 +675,14 @@ def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float,
     # a MoE layer: attention, and its MLP whole (moe, full) or to the router (moe_router)
     moe_mlp: tuple[float, float] = (0.0, 0.0)
     if whole or "moe" in scope:
-        router = (MEGATRON_MOE_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
-                  else (0.0, 0.0))
+        router = megatron_router_dispatch_ops(arch, t)
         moe_mlp = (mlp[0] + router[0], mlp[1] + router[1])
         # the unfused expert MLP's eager pieces, per MoE layer (undo the layer average)
         e_fwd, e_bwd = megatron_eager_moe_ops(arch, t)
         per_moe = arch.num_layers / moe_layers if moe_layers else 0.0
         moe_mlp = (moe_mlp[0] + e_fwd * per_moe, moe_mlp[1] + e_bwd * per_moe)
     elif "moe_router" in scope:
-        router = (MEGATRON_ROUTER_ALLGATHER_OPS if t.moe_dispatch == "allgather-unfused"
-                  else (0.0, 0.0))
+        router = megatron_router_ops(t)
         moe_mlp = (MEGATRON_NORM_OPS[0] + router[0], MEGATRON_NORM_OPS[1] + router[1])
     moe = [attn if whole or "attn" in scope else (0.0, 0.0), moe_mlp]
     fwd = bwd = 0.0
@@ -581,8 +704,15 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     (Training.cuda_graph_scope): per-layer graphs take their parts' kernels off
     (megatron_graphed_ops_per_layer); full_iteration leaves the static-buffer copies and the
     step's one replay shared over its micro-batches."""
+    return sum(megatron_ops_by_pass(arch, t))
+
+
+def megatron_ops_by_pass(arch: ModelArch, t: Training) -> tuple[float, float]:
+    """megatron_ops_per_micro_batch split into (forward, backward): the backward with the
+    forward recomputed under checkpointing; full_iteration's copies and replay in the
+    forward."""
     if t.cuda_graph_scope is not None and "full_iteration" in t.cuda_graph_scope:
-        return MEGATRON_FULL_ITERATION_COPIES + 1.0 / t.grad_accum
+        return MEGATRON_FULL_ITERATION_COPIES + 1.0 / t.grad_accum, 0.0
     fwd, bwd = MEGATRON_LAYER_OPS
     if t.precision == "fp8-mixed":
         fwd, bwd = fwd + MEGATRON_FP8_EXTRA_OPS[0], bwd + MEGATRON_FP8_EXTRA_OPS[1]
@@ -602,4 +732,31 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     fwd, bwd = fwd - g_fwd, bwd - g_bwd
     if t.checkpointing:
         bwd += fwd
-    return arch.num_layers * (fwd + bwd) + outside_fwd + outside_bwd
+    return arch.num_layers * fwd + outside_fwd, arch.num_layers * bwd + outside_bwd
+
+
+def megatron_moe_forward_syncs_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """Times one micro-batch's forward waits on the host for the GPU in Megatron-Core's MoE
+    dispatcher (all layers; the caller takes a pipeline stage's share): per MoE layer
+    MEGATRON_MOE_FORWARD_SYNCS by Training.moe_dispatch, again in the recomputed forward
+    under full checkpointing. 0 off the megatron path, for a dense model, and where a CUDA
+    graph holds the MoE layer whole (full_iteration, full, moe: Megatron-Core graphs a MoE
+    layer only with drop-and-pad routing, transformer_config.py @d98e8a64 "moe cuda graph is
+    only supported with drop-padding MoE", whose splits are fixed and need no wait)."""
+    if t.kernels != "megatron" or not arch.is_moe:
+        return 0.0
+    if set(t.cuda_graph_scope or ()) & {"full_iteration", "full", "moe"}:
+        return 0.0
+    passes = 2.0 if t.checkpointing else 1.0
+    return arch.moe_layers * MEGATRON_MOE_FORWARD_SYNCS[t.moe_dispatch] * passes
+
+
+def megatron_expert_gemm_forward_calls_per_micro_batch(arch: ModelArch, t: Training) -> float:
+    """The forward pass's share of megatron_expert_gemm_calls_per_micro_batch: EXPERT_LINEARS
+    per local expert and MoE layer (the recomputed forward and the backward's are the
+    backward's)."""
+    calls = megatron_expert_gemm_calls_per_micro_batch(arch, t)
+    if not calls:
+        return 0.0
+    local = max(arch.num_experts // t.ep, 1)
+    return float(arch.moe_layers * local * EXPERT_LINEARS)

@@ -139,10 +139,19 @@ def expert_gemm_slowdown(shapes: ExpertShapes, trains_weights: bool, peak_flops:
 #:   read k, write k), `* routing_weights` (k, k), index_add_ into the output (read k, read and
 #:   write k); backward, the index_add_'s gradient gathered (k, k), the product's for the input
 #:   and the weight (read 2 k, write k), the gather's an index_add_ (read k, read and write k)
-#: The unfused Megatron-LM permute (NVIDIA/Megatron-LM@e61c3841 moe_utils.py: index_select,
-#: zeros_like + index_copy_, * probs, sum) moves more, about 8 k + 1 forward; not used here.
+#: - "megatron-a2a-unfused": Megatron-Core's all-to-all dispatcher with the unfused permute
+#:   (Training.moe_dispatch alltoall-unfused; NVIDIA/Megatron-LM@d98e8a64 moe_utils.py permute,
+#:   sort_chunks_by_idxs, unpermute; host.py MEGATRON_A2A_* names the operators): forward,
+#:   index_select of the k copies (read k, write k), sort_chunks_by_idxs's cat of the received
+#:   copies into local-expert order and the combine's cat back (read k, write k each: 4 k),
+#:   the unpermute's torch.zeros (write 1) and scatter_add_ (read the k copies, read and write
+#:   the k destinations: 3 k): 9 k + 1; backward, scatter_add_'s gather (read k, write k), the
+#:   two cats' split gradients concatenated (4 k), index_select's zeros (1) and index_add_
+#:   (3 k): 9 k + 1. The probs' and the map's copies (num_experts wide, a few bytes) are left
+#:   out; the weighting is the weighted SwiGLU's, as in the fused path
 ROUTING_ELEMENTS = {
     "megatron": {"forward": (3, 1), "backward": (3, 2)},
+    "megatron-a2a-unfused": {"forward": (9, 1), "backward": (9, 1)},
     "eager": {"forward": (7, 0), "backward": (8, 0)},
 }
 #: fp32 passes over the router's logits per token and expert: softmax (read, write), top-k
@@ -179,27 +188,34 @@ def allgather_routing_bytes_per_token(arch: ModelArch, activation_bytes: float, 
 
 def routing_bytes_per_token_layer(arch: ModelArch, kernels: str, activation_bytes: float,
                                   recompute: bool, dispatch: str = "fused",
-                                  ep: int = 1) -> float:
+                                  ep: int = 1, router_dtype: str = "fp32") -> float:
     """Bytes of memory traffic per token and MoE layer of the routing around the experts:
     the permutation, weighting and combine of the top-k copies of the hidden state
     (ROUTING_ELEMENTS; the megatron kernel path's fused kernels, otherwise the eager loop), and
     the router's fp32 logits (ROUTER_FP32_PASSES per expert each way), forward and backward,
     the forward twice under full recomputation. With the megatron path's allgather-unfused
-    `dispatch` over `ep` ranks, allgather_routing_bytes_per_token each way instead. The
-    router's GEMM is with the matmuls (estimate/blocks.py); the all-to-all is
-    estimate/parallel.py's."""
+    `dispatch` over `ep` ranks, allgather_routing_bytes_per_token each way instead; with
+    alltoall-unfused, the unfused permute's passes (ROUTING_ELEMENTS "megatron-a2a-unfused").
+    The router's logits are 8 bytes an element with an fp64 `router_dtype` (Megatron-Core's
+    moe_router_dtype), else 4 (softmax's fp32). The router's GEMM is with the matmuls
+    (estimate/blocks.py; an fp64 router's runs on the fp64 units, not costed apart); the
+    all-to-all is estimate/parallel.py's."""
     if not arch.is_moe:
         return 0.0
     forwards = 2 if recompute else 1
     if kernels == "megatron" and dispatch == "allgather-unfused":
         return (forwards + 1) * allgather_routing_bytes_per_token(arch, activation_bytes, ep)
     k, d = arch.experts_per_token, arch.hidden_size
-    table = ROUTING_ELEMENTS["megatron" if kernels == "megatron" else "eager"]
+    key = "eager"
+    if kernels == "megatron":
+        key = "megatron-a2a-unfused" if dispatch == "alltoall-unfused" else "megatron"
+    table = ROUTING_ELEMENTS[key]
+    logit_bytes = ROUTER_FP64_ELEMENT_BYTES if router_dtype == "fp64" else 4.0
 
     def pass_bytes(direction: str) -> float:
         per_copy, per_token = table[direction]
         return ((per_copy * k + per_token) * d * activation_bytes
-                + ROUTER_FP32_PASSES * arch.num_experts * 4.0)
+                + ROUTER_FP32_PASSES * arch.num_experts * logit_bytes)
 
     return forwards * pass_bytes("forward") + pass_bytes("backward")
 

@@ -40,6 +40,10 @@ from gpuhours.estimate.flops import TrainingFlops
 from gpuhours.estimate.host import (
     host_ops_per_micro_batch,
     megatron_expert_gemm_calls_per_micro_batch,
+    megatron_expert_gemm_forward_calls_per_micro_batch,
+    megatron_moe_forward_syncs_per_micro_batch,
+    megatron_ops_by_pass,
+    moe_router_dtype_of,
 )
 from gpuhours.estimate.kv_repeat import (
     repeated_kv_copy_bytes_per_token_layer,
@@ -490,7 +494,8 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
                           arch, t, a))
     # an MoE layer's token permutation, weighting and combine, and its router's logits
     layer_traffic += tokens * arch.moe_layers * routing_bytes_per_token_layer(
-        arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep)
+        arch, t.kernels, a, t.checkpointing, t.moe_dispatch, t.ep,
+        moe_router_dtype_of(t) if t.kernels == "megatron" else "fp32")
     # Megatron-Core's eager rotary where TE's fused one cannot run (a YaRN factor: gpt-oss)
     layer_traffic += tokens * arch.attention_layer_count * unfused_rope_bytes_per_token_layer(
         arch, t.kernels, a, t.checkpointing)
@@ -539,8 +544,22 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         tower_gpu_s = (tokens * (flops.vision_matmul_flops_per_token / (peak * e_mm)
                                  + flops.vision_attention_flops_per_token / (peak * e_attn))
                        if lay.trivial else 0.0)
+        # Megatron-Core's MoE dispatcher waits on the host for the token counts in every MoE
+        # layer's forward (host.megatron_moe_forward_syncs_per_micro_batch): the forward is
+        # combined apart from the backward, and each wait costs a host operator
+        syncs = (t.grad_accum * megatron_moe_forward_syncs_per_micro_batch(arch, t)
+                 * stage_share)
+        forward_pass = None
+        if syncs:
+            per_call = A.CUBLASLT_GEMM_HOST_S.value * host_s_per_op(hw) / A.HOST_S_PER_OP.value
+            forward_host_s = t.grad_accum * stage_share * (
+                megatron_ops_by_pass(arch, t)[0] * host_s_per_op(hw)
+                + megatron_expert_gemm_forward_calls_per_micro_batch(arch, t) * per_call)
+            forward_pass = (forward_host_s,
+                            (gpu_compute_s - tower_gpu_s) * forward_share(flops))
         combined = host_gpu_combined_s(host_s, gpu_compute_s - tower_gpu_s, tower_host_s,
-                                       tower_gpu_s, lay.trivial)
+                                       tower_gpu_s, lay.trivial, forward_pass=forward_pass,
+                                       sync_s=syncs * host_s_per_op(hw))
         host_s += tower_host_s
         host_exposed_s = combined - gpu_compute_s
         if t.cuda_launch_blocking:
@@ -920,7 +939,9 @@ def _nodes_spanned(hw: Hardware, span_gpus: int) -> int:
 
 
 def host_gpu_combined_s(host_s: float, gpu_s: float, tower_host_s: float = 0.0,
-                        tower_gpu_s: float = 0.0, tower_apart: bool = True) -> float:
+                        tower_gpu_s: float = 0.0, tower_apart: bool = True,
+                        forward_pass: tuple[float, float] | None = None,
+                        sync_s: float = 0.0) -> float:
     """Seconds of a step's compute with the host issuing its operators beside the GPU: the
     p-norm (host^p + gpu^p)^(1/p) (assumptions.HOST_GPU_OVERLAP_P) of the decoder's host and
     GPU time, plus, for a vision-language model, the same p-norm of its vision tower's own
@@ -934,16 +955,40 @@ def host_gpu_combined_s(host_s: float, gpu_s: float, tower_host_s: float = 0.0,
     has nothing else queued, in backward after the decoder's: its host time (about 40
     operators a block for GEMMs of a few tenths of a millisecond) hides only behind its own
     GPU work. Without `tower_apart` (model-parallel layouts, where the tower's GPU time is not
-    split out) its host time joins the decoder's in one p-norm."""
+    split out) its host time joins the decoder's in one p-norm.
+
+    `forward_pass` (the decoder's forward host and GPU seconds, within host_s and gpu_s): a
+    forward that waits on the host for the GPU in every layer (Megatron-Core's MoE dispatcher,
+    host.megatron_moe_forward_syncs_per_micro_batch), plus `sync_s`, the waits' own latency.
+    After each wait the GPU's queue is empty: the host cannot issue the next layer's operators
+    while the GPU runs this one's, so each stretch between two waits is its own host and GPU
+    time combined, and their sum is, by the p-norm's homogeneity (for stretches alike), the
+    p-norm of the forward's totals. The backward keeps the forward's splits and does not
+    wait: its host runs ahead as before, up to the next forward's first wait, which drains
+    whatever backward work it left queued. So the forward is combined apart from the
+    backward: p(hf, gf) + p(h - hf, g - gf) >= p(h, g), most where the forward is host-bound
+    and the backward GPU-bound. A recomputed forward (full checkpointing) waits too: it runs
+    layer by layer inside the backward, so the backward is cut at every layer as well, the same
+    sum of p-norms (it is in the backward's totals) with twice the waits. Pipeline parallelism
+    changes nothing here: under 1F1B a stage alternates one micro-batch's forward with
+    another's backward, and each forward's first wait drains the backward before it, as a
+    step of one stage without pipelining does."""
     p = A.HOST_GPU_OVERLAP_P.value
 
     def pnorm(a: float, b: float) -> float:
         return float((a ** p + b ** p) ** (1 / p))
 
+    def decoder(host: float, gpu: float) -> float:
+        if forward_pass is None:
+            return pnorm(host, gpu)
+        f_host, f_gpu = forward_pass
+        return (pnorm(f_host, f_gpu) + pnorm(max(host - f_host, 0.0), max(gpu - f_gpu, 0.0))
+                + sync_s)
+
     if not tower_apart:
-        return pnorm(host_s + tower_host_s, gpu_s + tower_gpu_s)
-    return pnorm(host_s, gpu_s) + (pnorm(tower_host_s, tower_gpu_s)
-                                   if tower_host_s or tower_gpu_s else 0.0)
+        return decoder(host_s + tower_host_s, gpu_s + tower_gpu_s)
+    return decoder(host_s, gpu_s) + (pnorm(tower_host_s, tower_gpu_s)
+                                     if tower_host_s or tower_gpu_s else 0.0)
 
 
 def eager_host_dispatch(gpu: GpuSpec) -> bool:

@@ -33,6 +33,7 @@ from gpuhours.setup import (
     LossKernel,
     Method,
     MoeDispatch,
+    MoeRouterDtype,
     Offload,
     Optimizer,
     OptimizerImpl,
@@ -235,9 +236,14 @@ class TrainingSettings(_Strict):
         "LoRA/QLoRA layer: fused LoRA Functions, Triton norms and cross-entropy)")
     moe_dispatch: MoeDispatch | None = Field(
         default=None, description="on kernels megatron, how a MoE layer routes its tokens: "
-        "fused (default: the all-to-all dispatcher with fused permute, Megatron-Bridge's; its "
-        "router and dispatcher operators not counted) or allgather-unfused (NeMo-RL's "
-        "grpo_math_1B.yaml: allgather dispatcher, unfused permute, fp64 router)")
+        "fused (default: the all-to-all dispatcher with Transformer Engine's fused permute, "
+        "Megatron-Bridge's), alltoall-unfused (the all-to-all dispatcher, unfused permute: "
+        "NeMo-RL v0.6's grpo_math_1B.yaml) or allgather-unfused (NeMo-RL v0.5's: allgather "
+        "dispatcher, unfused permute)")
+    moe_router_dtype: MoeRouterDtype | None = Field(
+        default=None, description="on kernels megatron, the MoE router's dtype "
+        "(Megatron-Core moe_router_dtype): bf16, fp32 or fp64; default fp64 with the unfused "
+        "dispatches (NeMo-RL's), else bf16 (Megatron-Core's default)")
     moe_fused_mlp: bool | None = Field(
         default=None, description="on kernels megatron, a MoE's routed experts run through "
         "Transformer Engine's op fuser (Megatron-Core use_transformer_engine_op_fuser); "
