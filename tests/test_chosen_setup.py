@@ -67,13 +67,23 @@ def test_the_issues_own_question_is_answered_for_llama_65b_from_the_catalog():
 
 
 def test_a_setup_the_user_chose_is_kept_and_refused_when_it_does_not_fit():
-    # micro-batch, checkpointing and ZeRO stage all given: nothing is chosen
-    result = runner.invoke(app, [*PLAIN, "--model", "llama-2-70b", "--batch", "1",
-                                 "--no-checkpointing", "--zero", "0"])
+    # micro-batch, checkpointing, ZeRO stage and the layout all given: nothing is chosen
+    given = [*PLAIN, "--model", "llama-2-70b", "--batch", "1", "--no-checkpointing", "--zero",
+             "0"]
+    result = runner.invoke(app, [*given, "--tp", "1"])
     assert result.exit_code == DOES_NOT_FIT_EXIT_CODE
     d = json.loads(result.stdout)
     assert not d["memory"]["fits"] and d["setup"]["micro_batch"] == 1
     assert not any(w.startswith("setup chosen") for w in d["warnings"])
+    # the layout left open: searched, the three given kept (issue 16's second review)
+    searched = runner.invoke(app, given)
+    assert searched.exit_code == 0, searched.output
+    d = json.loads(searched.stdout)
+    s = d["setup"]
+    assert (s["micro_batch"], s["checkpointing"], s["zero_stage"]) == (1, False, 0)
+    assert s["tp"] * s["pp"] > 1
+    assert any("keeping the given micro-batch 1, checkpointing off, ZeRO 0" in w
+               for w in d["warnings"])
 
 
 @pytest.mark.parametrize(("given", "field", "value"), [

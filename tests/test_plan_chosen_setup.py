@@ -52,10 +52,18 @@ def test_an_open_setup_that_does_not_fit_gets_the_one_estimate_chooses(tmp_path)
 
 def test_a_stated_setup_is_kept_and_refused_when_it_does_not_fit(tmp_path):
     path = tmp_path / "plan.yaml"
+    # the layout stated too (tp 1): nothing is chosen
     path.write_text(PLAN.format(extra="\n    micro_batch: 1\n    checkpointing: false\n"
-                                      "    zero_stage: 0"))
+                                      "    zero_stage: 0\n    tp: 1"))
     with pytest.raises(DoesNotFit):
         evaluate(load_plan(path))
+    # the layout left open: it is searched, the three stated kept
+    path.write_text(PLAN.format(extra="\n    micro_batch: 1\n    checkpointing: false\n"
+                                      "    zero_stage: 0"))
+    [phase] = evaluate(load_plan(path)).phases
+    assert (phase.setup["micro_batch"], phase.setup["checkpointing"],
+            phase.setup["zero_stage"]) == (1, False, 0)
+    assert phase.setup.get("tp", 1) * phase.setup.get("pp", 1) > 1, phase.setup
 
 
 def test_a_partly_stated_setup_keeps_it_and_chooses_the_rest(tmp_path):

@@ -33,10 +33,20 @@ def test_no_accumulation_given_takes_one_group_of_pp() -> None:
 
 def test_estimate_with_virtual_stages_and_no_accumulation_runs() -> None:
     # once exit 2: "1 micro-batches per step are not a multiple of pp"
-    r = CliRunner().invoke(app, ["estimate", *LAYOUT, "--tokens", "1e10"])
+    # the micro-batch given, so the batch is not left to the chooser: pp's one group
+    r = CliRunner().invoke(app, ["estimate", *LAYOUT, "--batch", "1", "--tokens", "1e10"])
     assert r.exit_code == 0, r.output
     out = " ".join(r.output.split())
     assert "accumulation 4" in out and "--grad-accum not given" in out
+    # nothing of the batch given: the chooser's accumulation for the default global batch,
+    # groups of pp (1,024 sequences of 4,096 on 2 replicas)
+    chosen = CliRunner().invoke(app, ["estimate", *LAYOUT, "--tokens", "1e10", "--json"])
+    assert chosen.exit_code == 0, chosen.output
+    import json
+
+    setup = json.loads(chosen.stdout)["setup"]
+    assert setup["grad_accum"] % 4 == 0
+    assert setup["micro_batch"] * setup["grad_accum"] * 2 == 1024
     given = CliRunner().invoke(app, ["estimate", *LAYOUT, "--grad-accum", "3", "--batch", "1",
                                      "--tokens", "1e10"])
     assert given.exit_code == 2 and "--grad-accum" in given.stderr
@@ -64,6 +74,6 @@ def test_a_plan_that_leaves_the_accumulation_out_runs(tmp_path) -> None:
     path.write_text("project: v\nhardware: {gpu: h100-sxm, gpus_per_node: 8, nodes: 8}\n"
                     "phases:\n  - name: pt\n    kind: pretrain\n    model: llama-3.1-70b\n"
                     "    tokens: 1e10\n    seq_len: 4096\n    tp: 8\n    pp: 4\n"
-                    "    virtual_stages: 2\n")
+                    "    virtual_stages: 2\n    micro_batch: 1\n")
     [phase] = evaluate(load_plan(path)).phases
     assert phase.setup["grad_accum"] == 4, phase.setup

@@ -574,7 +574,8 @@ def estimate(
     # a layout left open is searched when the setup as given does not fit, even with micro-
     # batch, checkpointing and ZeRO all given (kept)
     if ((not e.memory.fits or global_batch is not None or batch_open) and not ignore_memory
-            and (partly_open or (layouts_open and not e.memory.fits))):
+            and (partly_open or (layouts_open and not e.memory.fits and gpus > 1
+                                 and examples is None))):
         # the question left the setup open ("a 65B model on 2,048 GPUs"), or part of it:
         # answer it with the fastest setup that fits, keeping what was given, rather than
         # refuse the defaults

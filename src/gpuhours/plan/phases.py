@@ -293,7 +293,11 @@ def _setup_summary(t: Training, hw: Hardware) -> dict[str, Any]:
             "method": t.method, "precision": t.precision,
             "micro_batch": t.micro_batch, "seq_len": t.seq_len, "grad_accum": t.grad_accum,
             "checkpointing": t.checkpointing, "zero_stage": t.zero_stage,
-            "gpus": hw.num_gpus, "gpu": hw.gpu.name}
+            "gpus": hw.num_gpus, "gpu": hw.gpu.name,
+            # the layout and kernels where they are not plain data parallelism's defaults
+            **{k: v for k, v in (("tp", t.tp), ("pp", t.pp), ("cp", t.cp), ("ep", t.ep),
+                                 ("virtual_stages", t.virtual_stages)) if v > 1},
+            **({"kernels": t.kernels} if t.kernels != "eager" else {})}
 
 
 def _implied_mfu(tokens_per_s_per_gpu: float, e: TrainingEstimate) -> float:
@@ -500,7 +504,8 @@ def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
                   and t.method == "full" and hw.num_gpus > 1)
     layout_given = any(k in s for k in _LAYOUT_FIELDS)
     if (e.memory.fits and not batch_open) or (
-            all(k in s for k in _SETUP_FIELDS) and (layout_given or e.memory.fits)):
+            all(k in s for k in _SETUP_FIELDS)
+            and (layout_given or e.memory.fits or hw.num_gpus == 1 or not pretraining)):
         return t, e
 
     found = chosen_setup(t, hw, search_layouts=not layout_given,
