@@ -1099,7 +1099,7 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                       if phase.critic else 0.0)
     critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
     critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
-    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total)
+    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total, phase.weight_sync_every_rank)
     sleep_s = 0.0
     if phase.rollout_sleep_offload:  # the engine's weights down and up around each rollout
         sleep_s = _engine_sleep_s(ctx, phase, t, hw, tp)
@@ -1742,7 +1742,7 @@ def _engine_host_text(phase: RLPhase) -> str:
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
-                  phase_gpus: int | None = None) -> float:
+                  phase_gpus: int | None = None, every_rank: bool = False) -> float:
     """Seconds to hand the updated policy's bf16 weights to the rollout engine each step.
 
     Dedicated engine GPUs receive them in an NCCL broadcast from the trainer's rank 0 to every
@@ -1752,9 +1752,12 @@ def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
     collective efficiency. That link is the network when the phase's GPUs (`phase_gpus`, trainer
     and engines together) span nodes, since some engines then sit on a node other than rank 0's
     (25 GB/s a GPU by default, the plan's inter_node_gb_per_s_one_way), else the node's own
-    link. Colocated, the engine's copy is refreshed in device memory (read and write once at
-    achievable bandwidth), after the trainer's shards are gathered over the link when it trains
-    on several GPUs ((N-1)/N of the bytes, an all-gather).
+    link. With `every_rank` (the phase's weight_sync_every_rank: NeMo-RL's group is every
+    training rank and every engine rank, whole nodes of them) the ring spans whole nodes and
+    broadcast_ring_bytes_per_s gives its rate: every GPU still receives every byte. Colocated,
+    the engine's copy is refreshed in device memory (read and write once at achievable
+    bandwidth), after the trainer's shards are gathered over the link when it trains on
+    several GPUs ((N-1)/N of the bytes, an all-gather).
     """
     from gpuhours.estimate.params import count_params
     from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
@@ -1763,12 +1766,35 @@ def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
     if dedicated:
         path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, phase_gpus or 0)})
         link, _ = link_bandwidth_bytes_per_s(path)
+        if every_rank and path.num_nodes > 1:
+            link = broadcast_ring_bytes_per_s(path)
         return weights / (link * A.COLLECTIVE_EFFICIENCY.value)
     link, _ = link_bandwidth_bytes_per_s(hw)
     link *= A.COLLECTIVE_EFFICIENCY.value
     local = 2 * weights / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value)
     gather = (hw.num_gpus - 1) / hw.num_gpus * weights / link if hw.num_gpus > 1 else 0.0
     return local + gather
+
+
+def broadcast_ring_bytes_per_s(hw: Hardware) -> float:
+    """Bytes/s an NCCL broadcast over whole nodes of `hw` delivers to every rank, before
+    COLLECTIVE_EFFICIENCY: min(gpus_per_node x the network's per-GPU figure, the node's own GPU
+    link).
+
+    NCCL runs broadcast as a ring only (its tuning table has no tree for it) and splits the
+    buffer over the channels of its ring graph; a graph over nodes of several GPUs each with
+    its NIC gives each channel's ring a different NIC to leave and enter a node by, as the
+    rings of an all-reduce do, so a node takes in the bytes once through all its NICs
+    together (gpus_per_node x inter_node_gb_per_s_one_way) and forwards them to its GPUs over
+    the node's link, every GPU receiving every byte once. A DGX-H100 (8 x 50 GB/s NICs, NVLink
+    450 GB/s a direction): 400 GB/s, where one NIC is 50. The NIC count per node is taken
+    as its GPU count (the per-GPU network figure is a NIC's share). An assumption from NCCL's
+    ring design, not measured here; a ring over a group with one GPU on some node (OpenRLHF's
+    rank 0 beside the engines) leaves that node by its one GPU's NIC: not this rate."""
+    from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
+
+    node, _ = link_bandwidth_bytes_per_s(hw.model_copy(update={"num_gpus": hw.gpus_per_node}))
+    return min(hw.gpus_per_node * hw.inter_node_gb_per_s_one_way * 1e9, node)
 
 
 def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:

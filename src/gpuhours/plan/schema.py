@@ -621,6 +621,14 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    weight_sync_every_rank: bool = Field(
+        default=False, description="a dedicated (placement: dedicated) refit's NCCL group "
+        "holds every training rank beside the engines' (NeMo-RL: world size = train + "
+        "inference ranks, AbstractPolicyWorker.init_collective and "
+        "VllmInternalWorkerExtension.init_collective @108bffda), so it spans whole nodes and "
+        "its ring broadcast's channels cross them through every NIC of a node "
+        "(plan/phases.py weight_sync_s); false: the sender rank and the engines' only "
+        "(OpenRLHF's model_update_group), the bytes over one GPU's network link")
     in_flight_weight_updates: bool = Field(
         default=False, description="NeMo-RL's one-step-off collector with in-flight weight "
         "updates (async_grpo.in_flight_weight_updates with vLLM's async engine; "
