@@ -60,3 +60,34 @@ def test_refit_within_one_node_is_the_node_link_either_way(tmp_path: Path) -> No
         d = run_rl_phase(tmp_path, BASE, placement="dedicated", rollout_gpus=4,
                          weight_sync_every_rank=every).details
         assert d["weight_sync_s"] == pytest.approx(0.067694, rel=1e-3)
+
+
+#: an H100 node: the fp8 rollout needs Hopper or later
+H100: dict[str, Any] = {**BASE, "hardware": {**BASE["hardware"], "gpu": "h100-sxm"}}
+
+
+def test_fp8_engines_cast_the_whole_model_beside_the_broadcast(tmp_path: Path) -> None:
+    """NeMo-RL's fp8 engines cast every received bf16 linear weight, whole, in eager torch:
+    49 bytes of GPU traffic a weight (2 + 4, 4 + 4, 4 + 4, 4, 4 + 4, 4 + 4, 4 + 1, 1 + 1).
+    Qwen2.5-7B: 7,615,616,512 parameters less the embedding and the untied LM head (152,064 x
+    3,584 each) and the norms (28 x 2 x 3,584 + 3,584) = 6,525,417,472 cast; x 49 B /
+    (3,350 GB/s x 0.8) = 0.11931 s on an H100, longer than the broadcast over NVLink (15.23 GB /
+    (450 GB/s x 0.75) = 0.0451 s), beside which it runs: the refit is the cast's."""
+    cast = 7_615_616_512 - 2 * 152_064 * 3_584 - (28 * 2 * 3_584 + 3_584)
+    assert cast == 6_525_417_472
+    d = run_rl_phase(tmp_path, H100, placement="dedicated", rollout_gpus=4,
+                     rollout_precision="fp8", refit_fp8_cast=True).details
+    assert d["weight_sync_s"] == pytest.approx(0.11931, rel=1e-3)
+    plain = run_rl_phase(tmp_path, H100, placement="dedicated", rollout_gpus=4,
+                         rollout_precision="fp8").details
+    assert plain["weight_sync_s"] == pytest.approx(0.045128, rel=1e-3)
+
+
+def test_fp8_cast_needs_fp8_dedicated_engines(tmp_path: Path) -> None:
+    """The cast is the fp8 engines' work on a dedicated refit: refused on bf16 engines."""
+    from gpuhours.errors import InputError
+
+    with pytest.raises(InputError) as caught:
+        run_rl_phase(tmp_path, H100, placement="dedicated", rollout_gpus=4,
+                     refit_fp8_cast=True)
+    assert "refit_fp8_cast" in str(caught.value.message)

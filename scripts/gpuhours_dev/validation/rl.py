@@ -1131,12 +1131,14 @@ def _verl_qwen35(row: int) -> Case:
 #   and every engine rank (_NEMO_DEDICATED's comment), whole nodes, so the ring broadcast
 #   takes a node's 8 NICs, 400 GB/s at 0.75: 4.5 s (weight_sync_every_rank; it was costed at
 #   one GPU's 50 GB/s, 36 s, which put lines 44 and 58 at +54%: now +6% and +5%). The same
-#   change takes the FP8 one-step-off rows (49, 66: refit-bound before, +2% and +16%) to -45%
-#   and -37% and the GB200 ones (51, 69) from +28/+24% to -24/-31%: the FP8 engines' cast of
-#   every bf16 weight to blockwise fp8 on load (quantization/fp8.py load_weights) and the
-#   export's PP broadcasts and EP all-gathers on the trainer (~84 GB over one NIC's ring and
-#   ~1.2 TB over the EP group's 2 nodes a rank for DeepSeek-V3 at PP16 EP16, pipelined with
-#   the broadcast) are not costed. Read at vLLM 0.11.2, the decode slices are right in bytes
+#   change took the FP8 one-step-off rows (49, 66: refit-bound before, +2% and +16%) to -45%
+#   and -37% and the GB200 ones (51, 69) from +28/+24% to -24/-31%. The FP8 engines cast
+#   every bf16 weight they receive, the whole model's on every GPU, to blockwise fp8 in eager
+#   torch (quantization/fp8.py load_weights @108bffda, v0.6.0): 49 bytes of traffic a weight,
+#   ~12 s a refit on an H100, beside the next buffer's broadcast (refit_fp8_cast), which takes
+#   49 and 66 to about -33% and -24%. The export's PP broadcasts and EP all-gathers on the
+#   trainer (~84 GB over one NIC's ring and ~1.2 TB over the EP group's 2 nodes a rank for
+#   DeepSeek-V3 at PP16 EP16, pipelined with the broadcast) are not costed. Read at vLLM 0.11.2, the decode slices are right in bytes
 #   (FusedMoE shards each expert's 2,048 intermediate over TP32: 64 a GPU; EP off, vllm_cfg
 #   sets no expert_parallel_size, grpo_math_1B.yaml 1): ~36 GB of touched experts a step a
 #   GPU, plus ~1.9 GB of MLA's replicated q_a/kv_a projections the per-GPU share (weights /
@@ -1267,7 +1269,10 @@ _Q235_PACK_CP2 = (4096, 4096)
 _Q235_PACK = (8192, 8192)
 _EAGER_ROLLOUTS = {"rollout_cuda_graphs": "off"}
 _DS_FP8_TRAIN = {"precision": "fp8-mixed"}
-_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32}
+# NeMo-RL's fp8 engines cast every bf16 weight the refit hands them (refit_fp8_cast:
+# quantization/fp8.py load_weights @108bffda, v0.6.0)
+_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32,
+                   "refit_fp8_cast": True}
 _DS_FP8_ASSUMED = ("; Megatron fp8 (e4m3 blockwise, fp8_param false) and vLLM fp8 (W8A8, "
                    "deep_gemm; max_num_seqs 32) as the recipe sets them; its fp32 router "
                    "costed as the fp64 one")
@@ -1466,7 +1471,8 @@ CASES = [
     # (Transformer Engine, e4m3 blockwise, fp8_param false) and vLLM fp8 generation (W8A8,
     # deep_gemm), over the BF16 one-step-off recipe (TP1 PP1, packing, recompute)
     Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, **_NEMO_DEDICATED, "rollout_gpus": 8,
-                         "rollout_precision": "fp8", **_nemo_prompt(2), **_NEMO_PACKED_8B},
+                         "rollout_precision": "fp8", "refit_fp8_cast": True,
+                         **_nemo_prompt(2), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16,
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "
