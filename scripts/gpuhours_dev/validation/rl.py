@@ -126,9 +126,22 @@ _NEMO_ASYNC_ENGINE_SEQS = {"rollout_max_num_seqs": 128}
 _NEMO_ASYNC_ENGINE_ASSUMED = ("; vLLM's AsyncLLM (async_engine true) made without a usage "
                               "context: max_num_seqs 128 (SchedulerConfig.DEFAULT_MAX_NUM_SEQS; "
                               "the recipe sets none)")
+# NeMo-RL's non-colocated refit (@108bffda): one NCCL group of every training rank and every
+# engine rank (AbstractPolicyWorker.init_collective: world_size = train_world_size + inference
+# ranks; VllmInternalWorkerExtension.init_collective places the engines' ranks after the
+# trainers'), every training rank calling broadcast_weights_for_collective ->
+# packed_broadcast_producer (nemo_rl/utils/packed_tensor.py) with src 0: rank 0's exported HF
+# tensors (megatron-bridge export_hf_weights, gathered over PP by broadcast_from_pp_rank and
+# over EP by gather_from_ep_ranks on every rank) packed into buffers of 2% of the GPU's memory
+# (NRL_REFIT_BUFFER_MEMORY_RATIO, at most 5 GiB), two of them on their own streams, each
+# broadcast to every rank of the group; the engines unpack and call the model's load_weights,
+# which keeps each GPU's TP shard. So every engine GPU receives every byte (the whole bf16
+# model), and the group spans whole nodes: weight_sync_every_rank (plan/phases.py
+# broadcast_ring_bytes_per_s). The export's own gathers, pipelined with the broadcast by the
+# two buffers, are not costed.
 _NEMO_DEDICATED = {"rollout_memory_utilisation": 0.8, "placement": "dedicated",
                    "async_rollout": True, "in_flight_weight_updates": True,
-                   **_NEMO_ASYNC_ENGINE_SEQS}
+                   "weight_sync_every_rank": True, **_NEMO_ASYNC_ENGINE_SEQS}
 # (the prompt and the longest response of every NeMo row: `_nemo_prompt`)
 _NEMO_8B = dict(prompts_per_step=64, generations_per_prompt=32, reference_model=True,
                 reward={"kind": "rule"})
@@ -1115,11 +1128,31 @@ def _verl_qwen35(row: int) -> Case:
 #   on; 122 cross-node all-reduces of ~35 us a step) and the refit hands the whole 1.34 TB of
 #   bf16 weights to every engine GPU (NeMo-RL's broadcast of each exported HF tensor, or every
 #   rank's export under IPC: megatron_policy_worker.py broadcast_weights_for_collective,
-#   stream_weights_via_ipc_zmq @108bffda) at 50 GB/s: ~36 s. The update is 3-11 s (512
-#   sequences of ~850 tokens on 128-512 GPUs), the log-prob passes ~1 s. The BF16 one-step-off
-#   rows read +48% (H100, lines 44 and 58) and +27/+21% (GB200) where the colocated rows of the
-#   same engines read -19 to -30%: the dedicated rows say the TP32 rollouts (or the refit) are
-#   costed too long, the colocated rows that something they alone do is missing (the
+#   stream_weights_via_ipc_zmq @108bffda). The dedicated refit's group is every training rank
+#   and every engine rank (_NEMO_DEDICATED's comment), whole nodes, so the ring broadcast
+#   takes a node's 8 NICs, 400 GB/s at 0.75: 4.5 s (weight_sync_every_rank; it was costed at
+#   one GPU's 50 GB/s, 36 s, which put lines 44 and 58 at +54%: now +6% and +5%). The same
+#   change took the FP8 one-step-off rows (49, 66: refit-bound before, +2% and +16%) to -45%
+#   and -37% and the GB200 ones (51, 69) from +28/+24% to -24/-31%. The FP8 engines cast
+#   every bf16 weight they receive, the whole model's on every GPU, to blockwise fp8 in eager
+#   torch (quantization/fp8.py load_weights @108bffda, v0.6.0): 49 bytes of traffic a weight,
+#   ~12 s a refit on an H100, beside the next buffer's broadcast (refit_fp8_cast), which takes
+#   49 and 66 to about -33% and -24%. The export's PP broadcasts and EP all-gathers on the
+#   trainer (~84 GB over one NIC's ring and ~1.2 TB over the EP group's 2 nodes a rank for
+#   DeepSeek-V3 at PP16 EP16, pipelined with the broadcast) are not costed. Read at vLLM 0.11.2, the decode slices are right in bytes
+#   (FusedMoE shards each expert's 2,048 intermediate over TP32: 64 a GPU; EP off, vllm_cfg
+#   sets no expert_parallel_size, grpo_math_1B.yaml 1): ~36 GB of touched experts a step a
+#   GPU, plus ~1.9 GB of MLA's replicated q_a/kv_a projections the per-GPU share (weights /
+#   tp) leaves out. The width term on them is not: Triton's fused_moe runs every touched
+#   expert in one launch (grid = token blocks x column blocks), ~222 experts x 64 = ~14,200
+#   wide, not 224. Costing the routed bytes at that launch width (tried: 0.77 of bandwidth
+#   where 0.25) takes lines 44/47/58/61 to +7/+10/+7/-7% but every colocated twin 15-35 points
+#   faster (RL 44 -> 40 of 62 within 25%) and the generation table from 354 to 340 of 411
+#   (SGLang Qwen3-235B TP8 and vLLM Mixtral at batch 1 too fast): not wired in. The update is
+#   3-11 s (512 sequences of ~850 tokens on 128-512 GPUs), the log-prob passes ~1 s. Before the
+#   refit's rate, the BF16 one-step-off rows read +48% (H100, lines 44 and 58) and +27/+21%
+#   (GB200) where the colocated rows of the same engines read -19 to -30%: the colocated rows
+#   say something they alone do is missing (the
 #   colocated worker's weights to pinned host memory and back, its optimizer .to("cpu") each
 #   step: megatron_policy_worker.py offload_after_refit / move_optimizer, not costed, as noted
 #   for the GB200 32B rows). The FP8 one-step-off rows (TP16, fp8, max_num_seqs 32) read 0% and
@@ -1199,7 +1232,7 @@ def _nemo_large(row: int, gpu: str, model: str, cap: int, train: dict[str, Any],
     else:
         phase.update({"rollout_memory_utilisation": share, "placement": "dedicated",
                       "async_rollout": True, "in_flight_weight_updates": True,
-                      "rollout_gpus": rollout_gpus})
+                      "weight_sync_every_rank": True, "rollout_gpus": rollout_gpus})
     settings: dict[str, Any] = {**_NEMO_MEGATRON_PACKED, "model": model, **train,
                                 "gpus": train["gpus"] + (rollout_gpus or 0)}
     if pack is not None:
@@ -1256,7 +1289,10 @@ _Q235_PACK_CP2 = (4096, 4096)
 _Q235_PACK = (8192, 8192)
 _EAGER_ROLLOUTS = {"rollout_cuda_graphs": "off"}
 _DS_FP8_TRAIN = {"precision": "fp8-mixed"}
-_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32}
+# NeMo-RL's fp8 engines cast every bf16 weight the refit hands them (refit_fp8_cast:
+# quantization/fp8.py load_weights @108bffda, v0.6.0)
+_DS_FP8_ROLLOUT = {"rollout_precision": "fp8", "rollout_max_num_seqs": 32,
+                   "refit_fp8_cast": True}
 _DS_FP8_ASSUMED = ("; Megatron fp8 (e4m3 blockwise, fp8_param false) and vLLM fp8 (W8A8, "
                    "deep_gemm; max_num_seqs 32) as the recipe sets them; its fp32 router "
                    "costed as the fp64 one where the dispatch is allgather-unfused (v0.5)")
@@ -1475,7 +1511,8 @@ CASES = [
     # (Transformer Engine, e4m3 blockwise, fp8_param false) and vLLM fp8 generation (W8A8,
     # deep_gemm), over the BF16 one-step-off recipe (TP1 PP1, packing, recompute)
     Case(2, "h100-sxm", {**_NEMO_8B, "response_tokens": 1128, **_NEMO_DEDICATED, "rollout_gpus": 8,
-                         "rollout_precision": "fp8", **_nemo_prompt(2), **_NEMO_PACKED_8B},
+                         "rollout_precision": "fp8", "refit_fp8_cast": True,
+                         **_nemo_prompt(2), **_NEMO_PACKED_8B},
          {**_NEMO_MEGATRON_PACKED, "model": "llama-3.1-8b", "gpus": 16,
           "precision": "fp8-mixed"},
          _nemo_assumed(2, True) + _NEMO_PACKED_8B_ASSUMED + "; fp8 generation as W8A8 (1 byte "

@@ -1104,7 +1104,8 @@ def rl(ctx: Context, phase: RLPhase) -> PhaseResult:
                       if phase.critic else 0.0)
     critic_update_s = critic_update_s * update_s / unscaled_update_s if phase.critic else 0.0
     critic_s = critic_value_s + critic_added_s(update_s, critic_update_s, concurrent_critic)
-    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total)
+    sync_s = weight_sync_s(t.arch, hw, dedicated, gpus_total, phase.weight_sync_every_rank,
+                           fp8_refit_cast_s(t.arch, hw) if phase.refit_fp8_cast else 0.0)
     sleep_s = 0.0
     if phase.rollout_sleep_offload:  # the engine's weights down and up around each rollout
         sleep_s = _engine_sleep_s(ctx, phase, t, hw, tp)
@@ -1747,7 +1748,8 @@ def _engine_host_text(phase: RLPhase) -> str:
 
 
 def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
-                  phase_gpus: int | None = None) -> float:
+                  phase_gpus: int | None = None, every_rank: bool = False,
+                  engine_cast_s: float = 0.0) -> float:
     """Seconds to hand the updated policy's bf16 weights to the rollout engine each step.
 
     Dedicated engine GPUs receive them in an NCCL broadcast from the trainer's rank 0 to every
@@ -1757,9 +1759,16 @@ def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
     collective efficiency. That link is the network when the phase's GPUs (`phase_gpus`, trainer
     and engines together) span nodes, since some engines then sit on a node other than rank 0's
     (25 GB/s a GPU by default, the plan's inter_node_gb_per_s_one_way), else the node's own
-    link. Colocated, the engine's copy is refreshed in device memory (read and write once at
-    achievable bandwidth), after the trainer's shards are gathered over the link when it trains
-    on several GPUs ((N-1)/N of the bytes, an all-gather).
+    link. With `every_rank` (the phase's weight_sync_every_rank: NeMo-RL's group is every
+    training rank and every engine rank, whole nodes of them) the ring spans whole nodes and
+    broadcast_ring_bytes_per_s gives its rate: every GPU still receives every byte. The
+    engines' own work on what they receive (`engine_cast_s`: fp8_refit_cast_s) runs beside the
+    broadcast of the next of the two packed buffers (NeMo-RL's packed_broadcast_consumer: each
+    buffer's broadcast and unpacking on its own stream), so the refit lasts the longer of the
+    two (the last buffer's tail left out). Colocated,
+    the engine's copy is refreshed in device memory (read and write once at achievable
+    bandwidth), after the trainer's shards are gathered over the link when it trains on
+    several GPUs ((N-1)/N of the bytes, an all-gather).
     """
     from gpuhours.estimate.params import count_params
     from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
@@ -1768,12 +1777,65 @@ def weight_sync_s(arch: ModelArch, hw: Hardware, dedicated: bool,
     if dedicated:
         path = hw.model_copy(update={"num_gpus": max(hw.num_gpus, phase_gpus or 0)})
         link, _ = link_bandwidth_bytes_per_s(path)
-        return weights / (link * A.COLLECTIVE_EFFICIENCY.value)
+        if every_rank and path.num_nodes > 1:
+            link = broadcast_ring_bytes_per_s(path)
+        return max(weights / (link * A.COLLECTIVE_EFFICIENCY.value), engine_cast_s)
     link, _ = link_bandwidth_bytes_per_s(hw)
     link *= A.COLLECTIVE_EFFICIENCY.value
     local = 2 * weights / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value)
     gather = (hw.num_gpus - 1) / hw.num_gpus * weights / link if hw.num_gpus > 1 else 0.0
     return local + gather
+
+
+#: bytes of GPU memory traffic per weight of NeMo-RL's eager blockwise fp8 cast of a bf16
+#: weight (nemo_rl/models/generation/vllm/quantization/fp8.py @108bffda, the same at v0.6.0:
+#: load_weights -> cast_tensor_to_fp8_blockwise), counted op by op: v.to(torch.float) 2 read +
+#: 4 written; the block permute's .contiguous() 4 + 4; torch.abs 4 + 4; torch.amax over each
+#: block 4; data_hp * scale_fp 4 + 4; torch.clamp 4 + 4; .to(float8_e4m3fn) 4 + 1; the permute
+#: back's reshape copy 1 + 1: 49 (the per-block scales, 1/16,384 of it, and vLLM's copy of the
+#: GPU's fp8 shard into its parameter left out)
+FP8_REFIT_CAST_BYTES_PER_WEIGHT = 49
+
+
+def fp8_refit_cast_s(arch: ModelArch, hw: Hardware) -> float:
+    """Seconds each fp8 engine GPU spends casting a refit's bf16 weights: NeMo-RL's
+    load_weights casts every received linear weight, whole (the broadcast hands every GPU
+    whole HF tensors; vLLM's weight loader takes its TP shard only after the cast), so each
+    GPU casts the whole model's linear weights: (all parameters - embedding, LM head and norms)
+    x FP8_REFIT_CAST_BYTES_PER_WEIGHT at the GPU's datasheet bandwidth x BANDWIDTH_EFFICIENCY.
+    The router (a bf16 ReplicatedLinear) and the biases, not cast, are counted with them: a
+    small upper end.
+    DeepSeek-V3 on an H100: ~0.66e12 weights x 49 B / (3.35 TB/s x 0.8) = ~12 s."""
+    from gpuhours.estimate.params import count_params
+
+    c = count_params(arch)
+    norms = c.num_layers * c.norms_per_layer + c.final_norm
+    cast = max(0, c.total - c.embedding - c.lm_head - norms - c.vision)
+    return (cast * FP8_REFIT_CAST_BYTES_PER_WEIGHT
+            / (hw.gpu.memory_bw_gb_per_s * 1e9 * A.BANDWIDTH_EFFICIENCY.value))
+
+
+def broadcast_ring_bytes_per_s(hw: Hardware) -> float:
+    """Bytes/s an NCCL broadcast over whole nodes of `hw` delivers to every rank, before
+    COLLECTIVE_EFFICIENCY: min(gpus_per_node x the network's per-GPU figure, the node's own GPU
+    link).
+
+    NCCL runs broadcast as a ring only and costs a ring's bus bandwidth as its channels x each
+    channel's inter-node bandwidth (NVIDIA/nccl@5067397c src/graph/tuning.cc ncclTopoTuneModel:
+    "(coll == ncclFuncBroadcast || ...) && a != NCCL_ALGO_RING) continue"; busBw = nChannels x
+    bwInter beyond 2 nodes); the ring graph's search over nodes of several GPUs each with its
+    NIC gives the channels different NICs to leave and enter a node by, as an all-reduce's
+    rings have, so a node takes in the bytes once through all its NICs
+    together (gpus_per_node x inter_node_gb_per_s_one_way) and forwards them to its GPUs over
+    the node's link, every GPU receiving every byte once. A DGX-H100 (8 x 50 GB/s NICs, NVLink
+    450 GB/s a direction): 400 GB/s, where one NIC is 50. The NIC count per node is taken
+    as its GPU count (the per-GPU network figure is a NIC's share). An assumption from NCCL's
+    ring design, not measured here; a ring over a group with one GPU on some node (OpenRLHF's
+    rank 0 beside the engines) leaves that node by its one GPU's NIC: not this rate."""
+    from gpuhours.estimate.timing import link_bandwidth_bytes_per_s
+
+    node, _ = link_bandwidth_bytes_per_s(hw.model_copy(update={"num_gpus": hw.gpus_per_node}))
+    return min(hw.gpus_per_node * hw.inter_node_gb_per_s_one_way * 1e9, node)
 
 
 def online(ctx: Context, phase: OnlinePhase) -> PhaseResult:

@@ -627,6 +627,20 @@ class RLPhase(_PhaseBase, TrainingSettings):
         "response cut by a weight sync goes on after it, so no step waits for its longest "
         "response; the step is the slower of the training side and the engines' production "
         "of its sequences (needs async_rollout)")
+    weight_sync_every_rank: bool = Field(
+        default=False, description="a dedicated (placement: dedicated) refit's NCCL group "
+        "holds every training rank beside the engines' (NeMo-RL: world size = train + "
+        "inference ranks, AbstractPolicyWorker.init_collective and "
+        "VllmInternalWorkerExtension.init_collective @108bffda), so it spans whole nodes and "
+        "its ring broadcast's channels cross them through every NIC of a node "
+        "(plan/phases.py weight_sync_s); false: the sender rank and the engines' only "
+        "(OpenRLHF's model_update_group), the bytes over one GPU's network link")
+    refit_fp8_cast: bool = Field(
+        default=False, description="with rollout_precision fp8 and placement dedicated: each "
+        "engine GPU casts every received bf16 linear weight, the whole model's, to blockwise "
+        "fp8 on load, in eager torch (NeMo-RL's quantization/fp8.py load_weights -> "
+        "cast_tensor_to_fp8_blockwise @108bffda and v0.6.0), beside the broadcast of the next "
+        "packed buffer (plan/phases.py fp8_refit_cast_s)")
     in_flight_weight_updates: bool = Field(
         default=False, description="NeMo-RL's one-step-off collector with in-flight weight "
         "updates (async_grpo.in_flight_weight_updates with vLLM's async engine; "
@@ -861,6 +875,11 @@ class RLPhase(_PhaseBase, TrainingSettings):
                              "several steps' rollouts at once: it needs "
                              "`partial_rollout: true` or `in_flight_weight_updates: true` (and "
                              "async_rollout)")
+        if self.refit_fp8_cast and (self.rollout_precision != "fp8"
+                                    or self.placement != "dedicated"):
+            raise ValueError("refit_fp8_cast costs fp8 engines' cast of the weights a dedicated "
+                             "refit hands them: it needs `rollout_precision: fp8` and "
+                             "`placement: dedicated`")
         if self.in_flight_weight_updates and (not self.async_rollout or self.partial_rollout):
             raise ValueError("in_flight_weight_updates replays NeMo-RL's one-step-off "
                              "collector: it needs `async_rollout: true` (and `placement: "
