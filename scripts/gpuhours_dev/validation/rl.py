@@ -1139,7 +1139,8 @@ def _verl_qwen35(row: int) -> Case:
 #   ~12 s a refit on an H100, beside the next buffer's broadcast (refit_fp8_cast), which takes
 #   49 and 66 to about -33% and -24%. The export's PP broadcasts and EP all-gathers on the
 #   trainer (~84 GB over one NIC's ring and ~1.2 TB over the EP group's 2 nodes a rank for
-#   DeepSeek-V3 at PP16 EP16, pipelined with the broadcast) are not costed. Read at vLLM 0.11.2, the decode slices are right in bytes
+#   DeepSeek-V3 at PP16 EP16, pipelined with the broadcast) are not costed. Read at vLLM
+#   0.11.2, the decode slices are right in bytes
 #   (FusedMoE shards each expert's 2,048 intermediate over TP32: 64 a GPU; EP off, vllm_cfg
 #   sets no expert_parallel_size, grpo_math_1B.yaml 1): ~36 GB of touched experts a step a
 #   GPU, plus ~1.9 GB of MLA's replicated q_a/kv_a projections the per-GPU share (weights /
