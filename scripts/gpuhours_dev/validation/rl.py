@@ -1185,13 +1185,20 @@ def _verl_qwen35(row: int) -> Case:
 #   (+33%, +43%). The v0.6 DeepSeek and 235B rows now count the fused dispatcher's operators
 #   and fp64 router: the GB200 235B colocated rows 70 -2% -> +20% and 71 -31% -> -22%, the
 #   GB200 DeepSeek-V3 row 67 -19% -> -13%; the v0.5 GB200 235B row 52 -15% -> +2% (the v0.5
-#   DeepSeek and 235B rows set no moe_dispatch, so take fused, whose operators now count,
-#   though _V05_MOE reads allgather-unfused). The forward's waits themselves move these rows
-#   by under 1%: the operators, on the Grace host at 2.75x, move them. Held out: 42 -> 45 of
-#   62 within 25%.
+#   DeepSeek and 235B rows set no moe_dispatch, so take fused, whose operators now count;
+#   their router in fp64 as the base config sets it, _V05_ROUTING). The forward's waits
+#   themselves move these rows by under 1%: the operators, on the Grace host at 2.75x, move
+#   them. Held out: 42 -> 45 of 62 within 25%.
+#: v0.5's MoE routing as _V05_MOE says it is costed: the fused permute's operator count (the
+#: rows had set nothing, so took fused with a bf16 router while their text said
+#: allgather-unfused; costed as allgather-unfused, an upper end, rows 46 +10% -> +47% and 50
+#: -26% -> -23%, 48 of 62 either way)
+_V05_ROUTING = {"moe_router_dtype": "fp64"}
 _V05_MOE = ("; MoE routing as grpo_math_1B.yaml @108bffda sets it (allgather dispatcher, fp64 "
-            "frozen router) with the recipe's fused permute (moe_permute_fusion true) taken as "
-            "allgather-unfused: the unfused permute's operators and bytes an upper end")
+            "frozen router) with the recipe's fused permute (moe_permute_fusion true), costed "
+            "as moe_dispatch fused with the fp64 router: the all-to-all dispatcher's fused "
+            "operators, not the allgather's traffic and its three host waits a layer (a lower "
+            "end)")
 _V06_MOE = ("; MoE routing by grpo_math_1B.yaml @v0.6.0's all-to-all dispatcher "
             "(moe_token_dispatcher_type alltoall) with the recipe's fused permute "
             "(moe_permute_fusion true) and the base config's fp64 router: moe_dispatch fused")
@@ -1347,22 +1354,22 @@ _STREAMED_8OFF_ASSUMED = (
 _NEMO_LARGE_CASES = [
     # v0.5, H100 BF16
     _nemo_large(41, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                {**_DSV3, **_V05_ROUTING, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.6, pack=_DS_PACK,
                 async_engine=True,
                 assumed=_V05_MOE),
     _nemo_large(42, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.8, rollout_gpus=256,
+                {**_DSV3, **_V05_ROUTING, "gpus": 256, "pp": 16, "ep": 16}, 32, 0.8, rollout_gpus=256,
                 pack=_DS_PACK_ASYNC, assumed=_V05_MOE),
     _nemo_large(43, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 512, "tp": 8, "cp": 4, "pp": 8, "ep": 32}, 64, 0.6,
+                {**_DSV3, **_V05_ROUTING, "gpus": 512, "tp": 8, "cp": 4, "pp": 8, "ep": 32}, 64, 0.6,
                 pack=(1536 // 4, 1536 // 4), extra_phase=_EAGER_ROLLOUTS,
                 assumed=_V05_MOE + _DAPO_ASSUMED),
     _nemo_large(44, "h100-sxm", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16}, 16, 0.6,
+                {**_Q235, **_V05_ROUTING, "gpus": 128, "tp": 2, "cp": 2, "pp": 8, "ep": 16}, 16, 0.6,
                 pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V05_MOE),
     _nemo_large(45, "h100-sxm", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 128, "tp": 4, "pp": 8, "ep": 16}, 8, 0.8, rollout_gpus=128,
+                {**_Q235, **_V05_ROUTING, "gpus": 128, "tp": 4, "pp": 8, "ep": 16}, 8, 0.8, rollout_gpus=128,
                 pack=_Q235_PACK, assumed=_V05_MOE),
     _nemo_large(46, "h100-sxm", "qwen3-30b-a3b", 4096,
                 {"gpus": 16, "pp": 2, "ep": 8, "checkpointing": False,
@@ -1370,26 +1377,26 @@ _NEMO_LARGE_CASES = [
                 pack=(4096, 4 * 4096), assumed=_Q30_ASYNC_PACK),
     # v0.5, H100 FP8
     _nemo_large(47, "h100-sxm", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 256, "pp": 16, "ep": 16, **_DS_FP8_TRAIN}, 16, 0.8,
+                {**_DSV3, **_V05_ROUTING, "gpus": 256, "pp": 16, "ep": 16, **_DS_FP8_TRAIN}, 16, 0.8,
                 rollout_gpus=256, pack=_DS_PACK_ASYNC, extra_phase=_DS_FP8_ROLLOUT,
                 assumed=_V05_MOE + _DS_FP8_ASSUMED),
     # v0.5, GB200 BF16
     _nemo_large(48, "gb200", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 32, 0.6, pack=_DS_PACK,
+                {**_DSV3, **_V05_ROUTING, "gpus": 128, "pp": 8, "ep": 16}, 32, 0.6, pack=_DS_PACK,
                 async_engine=True,
                 assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
                 "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
     _nemo_large(49, "gb200", "deepseek-v3", 1536,
-                {**_DSV3, "gpus": 128, "pp": 8, "ep": 16}, 16, 0.8, rollout_gpus=128,
+                {**_DSV3, **_V05_ROUTING, "gpus": 128, "pp": 8, "ep": 16}, 16, 0.8, rollout_gpus=128,
                 pack=_DS_PACK_ASYNC,
                 assumed=_V05_MOE + "; the recipe's sequence_packing off: one sequence a "
                 "micro-batch padded to the batch's longest under PP, costed as the packed rows"),
     _nemo_large(50, "gb200", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16}, 8, 0.6,
+                {**_Q235, **_V05_ROUTING, "gpus": 64, "tp": 2, "cp": 2, "pp": 4, "ep": 16}, 8, 0.6,
                 pack=_Q235_PACK_CP2, async_engine=True,
                 assumed=_V05_MOE),
     _nemo_large(51, "gb200", "qwen3-235b-a22b", 8192,
-                {**_Q235, "gpus": 64, "tp": 4, "pp": 4, "ep": 16}, 8, 0.8, rollout_gpus=64,
+                {**_Q235, **_V05_ROUTING, "gpus": 64, "tp": 4, "pp": 4, "ep": 16}, 8, 0.8, rollout_gpus=64,
                 pack=_Q235_PACK, assumed=_V05_MOE),
     _nemo_large(52, "gb200", "qwen3-30b-a3b", 4096,
                 {"gpus": 16, "ep": 16, "checkpointing": False,
