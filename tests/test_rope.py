@@ -106,10 +106,14 @@ def test_eager_pieces_host_operators_by_hand() -> None:
     with_moe = t.model_copy(update={"cuda_graph_scope": ("attn", "moe")})
     g_attn = megatron_graphed_ops_per_layer(GPT_OSS_120B, attn_only)
     g_moe = megatron_graphed_ops_per_layer(GPT_OSS_120B, with_moe)
-    # "moe" adds the layer's MLP kernels and the expert MLP's eager ones to what "attn" took
-    from gpuhours.estimate.host import MEGATRON_MLP_OPS
-    assert g_moe[0] - g_attn[0] == MEGATRON_MLP_OPS[0] + 36.0
-    assert g_moe[1] - g_attn[1] == MEGATRON_MLP_OPS[1] + 75.0
+    # "moe" adds the layer's MLP kernels, the expert MLP's eager ones and the router's and
+    # dispatcher's (the fused dispatch's counts, held to Megatron-Core's own code in
+    # tests/test_moe_dispatch_ops.py; every gpt-oss layer is MoE) to what "attn" took
+    from gpuhours.estimate.host import MEGATRON_MLP_OPS, megatron_moe_ops_per_layer
+    router = megatron_moe_ops_per_layer(GPT_OSS_120B, t)
+    assert router[0] > 0 and router[1] > 0
+    assert g_moe[0] - g_attn[0] == MEGATRON_MLP_OPS[0] + 36.0 + router[0]
+    assert g_moe[1] - g_attn[1] == MEGATRON_MLP_OPS[1] + 75.0 + router[1]
     llama, _ = resolve_model("llama-3-8b")
     assert megatron_eager_attn_ops(llama, Training(arch=llama, kernels="megatron")) == (0, 0)
 
