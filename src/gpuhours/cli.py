@@ -569,8 +569,9 @@ def estimate(
     # no accumulation is a global batch of one sequence a GPU, which nobody chose
     # (a pretraining question: tokens on several GPUs; a fine-tuning one on examples, or on
     # one GPU, keeps the trainers' defaults, micro-batch 1 without accumulation)
-    batch_open = (left_open and accum_open and t.method == "full" and gpus > 1
-                  and examples is None)
+    from gpuhours.estimate.fit import batch_left_open
+
+    batch_open = batch_left_open(t, gpus, left_open and accum_open, examples is None)
     # a layout left open is searched when the setup as given does not fit, even with micro-
     # batch, checkpointing and ZeRO all given (kept)
     if ((not e.memory.fits or global_batch is not None or batch_open) and not ignore_memory

@@ -257,10 +257,10 @@ def estimate_setup(training: Training, hardware: Hardware, amount: Amount,
     e = estimate_training(training, hardware, **amount.model_dump())
     why = None
     if keep is not None:
-        from gpuhours.estimate.fit import chosen_setup
+        from gpuhours.estimate.fit import batch_left_open, chosen_setup
 
-        batch_open = (not keep and training.method == "full" and hardware.num_gpus > 1
-                      and amount.examples is None)
+        batch_open = batch_left_open(training, hardware.num_gpus, not keep,
+                                     amount.examples is None)
         if not e.memory.fits or batch_open:
             found = chosen_setup(training, hardware, search_layouts=True, keep=keep)
             if found is not None:

@@ -663,6 +663,16 @@ def megatron_path_open(t: Training, kernels_open: bool = True) -> bool:
             and t.liger_kernels == "none" and t.lora_dropout == 0 and t.method == "full")
 
 
+def batch_left_open(t: Training, num_gpus: int, nothing_of_batch_given: bool,
+                    pretraining: bool) -> bool:
+    """Whether the chooser answers even where the defaults fit: a full pretraining question
+    (tokens, not examples) on several GPUs that gives nothing of the batch (micro-batch,
+    accumulation, checkpointing, ZeRO): micro-batch 1 with no accumulation is a global batch of
+    one sequence a GPU, which nobody chose. A fine-tuning question (examples), or one GPU,
+    keeps the trainers' defaults. Shared by estimate, plan and compare."""
+    return nothing_of_batch_given and pretraining and t.method == "full" and num_gpus > 1
+
+
 def layout_on_megatron(t: Training, kernels_open: bool) -> tuple[Training, str]:
     """A tensor, pipeline, context or expert layout given with the kernels left open runs on
     Megatron-Core's kernel path, as the chooser costs the layouts it picks (fit.py

@@ -492,7 +492,7 @@ def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
     as is a layout the phase gives), as `gpuhours estimate` does; the sentence
     saying what was chosen and why joins the phase's warnings. What the plan states is kept
     (and check_fits refuses the setup when nothing with it fits)."""
-    from gpuhours.estimate.fit import chosen_setup, layout_on_megatron
+    from gpuhours.estimate.fit import batch_left_open, chosen_setup, layout_on_megatron
 
     t_layout, note = layout_on_megatron(t, "kernels" not in s)
     if note:
@@ -500,8 +500,8 @@ def _chosen_if_open(ctx: Context, s: dict[str, Any], t: Training, hw: Hardware,
         t, e = t_layout, estimate_phase(ctx, t_layout, hw, model_basis, **amount)
     # nothing of the batch given for full training: the defaults' one sequence a GPU is a
     # global batch nobody chose, so the setup is chosen even where it fits (as estimate does)
-    batch_open = (pretraining and not any(k in s for k in (*_SETUP_FIELDS, "grad_accum"))
-                  and t.method == "full" and hw.num_gpus > 1)
+    batch_open = batch_left_open(
+        t, hw.num_gpus, not any(k in s for k in (*_SETUP_FIELDS, "grad_accum")), pretraining)
     layout_given = any(k in s for k in _LAYOUT_FIELDS)
     if (e.memory.fits and not batch_open) or (
             all(k in s for k in _SETUP_FIELDS)
