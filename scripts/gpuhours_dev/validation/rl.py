@@ -12,7 +12,9 @@ recipe's mean response (`verl_7b_mean_fit`); the rest of the rows are held out.
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
 import math
 import tempfile
 from dataclasses import dataclass
@@ -1871,8 +1873,23 @@ def predict(case: Case) -> tuple[float | None, str]:
     return step, why
 
 
+#: each case's phase as evaluated in this process, by its inputs: the tables, the record and
+#: the tests ask for the same case many times, and a plan's evaluation is seconds for some
+_EVALUATED: dict[str, tuple[dict[str, Any] | None, str]] = {}
+
+
 def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
-    """The phase's details (None when not expressed) and its bottleneck (or the error)."""
+    """The phase's details (None when not expressed) and its bottleneck (or the error); a copy,
+    kept per case (_EVALUATED)."""
+    key = json.dumps([case.row, case.gpu, case.phase, case.settings], sort_keys=True,
+                     default=repr)
+    if key not in _EVALUATED:
+        _EVALUATED[key] = _evaluated(case)
+    details, why = _EVALUATED[key]
+    return (None if details is None else copy.deepcopy(details)), why
+
+
+def _evaluated(case: Case) -> tuple[dict[str, Any] | None, str]:
     from gpuhours.errors import InputError
     from gpuhours.plan.budget import evaluate
     from gpuhours.plan.load import load_plan

@@ -30,6 +30,7 @@ twice that for an all-reduce (the bus-bandwidth convention of nccl-tests).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -93,6 +94,9 @@ class Layout:
         return " ".join(parts + [f"dp{self.dp}"])
 
 
+# the chooser asks for the same layouts and splits of one model thousands of times a search
+# (a few per candidate): every argument is hashable and every result immutable
+@functools.lru_cache(maxsize=4096)
 def layout_of(tp: int, pp: int, cp: int, ep: int, virtual_stages: int, num_gpus: int,
               arch: ModelArch | None = None, a2a_overlap: bool = False) -> Layout:
     """The layout of `num_gpus`, checked: tp x pp x cp divides the GPUs, ep divides the ranks
@@ -163,6 +167,7 @@ def head_layer_equivalents(arch: ModelArch) -> float:
     return counts.lm_head_matmul / per_layer if per_layer else 0.0
 
 
+@functools.lru_cache(maxsize=1024)
 def stage_layers(arch: ModelArch, pp: int) -> tuple[int, ...]:
     """Decoder layers of each of `pp` pipeline stages, first to last.
 
@@ -210,6 +215,7 @@ def stages_text(arch: ModelArch, pp: int) -> str:
     return f" (uneven stages, layers: {', '.join(parts)})"
 
 
+@functools.lru_cache(maxsize=4096)
 def stage_fractions(lay: Layout) -> tuple[float, ...]:
     """Each stage's share of the decoder layers (lay.stages, else an even split)."""
     if lay.stages:
@@ -233,6 +239,7 @@ class LocalParams:
         return self.dense + self.expert
 
 
+@functools.lru_cache(maxsize=4096)
 def local_params(arch: ModelArch, counts: ParamCounts, lay: Layout) -> LocalParams:
     """Parameters per GPU: each layer's attention and MLP weights / tp (column- and row-parallel
     linears; Narayanan et al. sec. 2.3), routed experts / ep, norms and the router replicated,

@@ -447,6 +447,24 @@ def replay_step(t: Training, m: MemoryBreakdown, num_gpus: int,
                       unshard_stream_bytes=stream, steps=steps, pre_unshard_stream_bytes=pre)
 
 
+#: replays already run in this process, by setup, breakdown, GPUs and capacity: the chooser
+#: reaches the same candidate from several searches, and a replay is the dearest part of one
+_REPLAYS: dict[tuple[str, MemoryBreakdown, int, float | None], StepReplay] = {}
+_REPLAYS_KEPT = 4096
+
+
+def _replayed(t: Training, m: MemoryBreakdown, num_gpus: int,
+              capacity_bytes: float | None) -> StepReplay:
+    """replay_step of STEPS_REPLAYED steps, kept (a pure function of its arguments)."""
+    key = (repr(t), m, num_gpus, capacity_bytes)
+    r = _REPLAYS.get(key)
+    if r is None:
+        if len(_REPLAYS) >= _REPLAYS_KEPT:
+            _REPLAYS.clear()
+        r = _REPLAYS[key] = replay_step(t, m, num_gpus, capacity_bytes=capacity_bytes)
+    return r
+
+
 def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch-cuda",
                              gpu_memory_bytes: float | None = None) -> MemoryBreakdown:
     """training_memory with the allocator reserve from the step replay where it applies
@@ -463,7 +481,7 @@ def reserved_training_memory(t: Training, num_gpus: int = 1, stack: str = "torch
         return training_memory(t.arch, t, num_gpus, load_path_reserve_bytes(t, num_gpus), stack)
     m = training_memory(t.arch, t, num_gpus, 0.0, stack)
     cap = None if gpu_memory_bytes is None else gpu_memory_bytes - m.cuda_context_bytes
-    r = replay_step(t, m, num_gpus, capacity_bytes=cap)
+    r = _replayed(t, m, num_gpus, cap)
     load = " after FSDP's wrap (load_cache.py)" if t.load_path == "fsdp-flatten" else ""
     reserve = float(r.reserve_bytes)
     where = ("; bounded by the card's memory less the CUDA context" if cap is not None
