@@ -397,3 +397,39 @@ def test_a_setup_left_open_is_chosen_on_each_gpu_and_count():
     direct = estimate_training(found[0], Hardware(gpu="h100", num_gpus=64), tokens=1e11)
     assert direct.totals is not None
     assert e.gpu_hours.value == pytest.approx(direct.totals.gpu_hours.value)
+
+
+def test_the_setup_chosen_is_shown_in_short_as_the_sentence_begins():
+    """compare prints each count's chosen setup in the chooser's own words (fit.setup_label,
+    the start of chosen_setup's sentence), not the sentence cut at a phrase."""
+    from rich.console import Console
+
+    from gpuhours.compare.render import render_comparison
+
+    t = Training(model="mixtral-8x7b", seq_len=4096)
+    h100 = Hardware(gpu="h100").gpu
+    c = compare_training(t, [h100], [64], [], Amount(tokens=1e11), today=TODAY, keep=[])
+    (e,) = c.estimates
+    assert e.setup_label and e.setup_chosen == (
+        f"setup chosen by gpuhours: {e.setup_label} (" + e.setup_chosen.split(" (", 1)[1])
+    console = Console(record=True, width=400)
+    render_comparison(c, console)
+    line = next(x for x in console.export_text().splitlines() if "Setup chosen on" in x)
+    assert f"64 x {h100.name}: {e.setup_label}." in line and "the fastest of" not in line
+
+
+def test_setup_label_by_hand():
+    llama = Training(model="llama-2-70b", seq_len=4096, micro_batch=1, zero_stage=1, tp=4, pp=2,
+                     virtual_stages=8, grad_accum=4)
+    assert setup_label_of(llama, 2048) == (
+        "micro-batch 1, checkpointing off, ZeRO 1, tp 4, pp 2, interleaved: 8 virtual stages a "
+        "rank, data parallel 256, 4 micro-batches per step")
+    plain = Training(model="qwen2.5-0.5b", micro_batch=4, grad_accum=8, checkpointing=True)
+    assert setup_label_of(plain, 2) == (
+        "micro-batch 4, checkpointing on, ZeRO 0, accumulation 8")
+
+
+def setup_label_of(t: Training, num_gpus: int) -> str:
+    from gpuhours.estimate.fit import setup_label
+
+    return setup_label(t, num_gpus)

@@ -9,8 +9,10 @@ rows the estimator cannot express are listed with the reason. Nothing here is tu
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -52,6 +54,17 @@ class Comparison:
         return None if self.predicted is None else self.predicted / self.measured - 1
 
 
+def kept(build: Callable[[], list[Comparison]]) -> Callable[[], list[Comparison]]:
+    """A table's comparisons built once a process, a new list each call: validate.py and the
+    tests ask for each table several times (minutes in all), and a Comparison is frozen."""
+    once = functools.lru_cache(maxsize=1)(lambda: tuple(build()))
+
+    @functools.wraps(build)
+    def table() -> list[Comparison]:
+        return list(once())
+    return table
+
+
 def _rows(name: str) -> list[dict[str, str]]:
     text = resources.files("gpuhours_dev.validation").joinpath("data", name).read_text("utf-8")
     # strict: a stray quote in a notes cell is an error here, not a silently garbled row
@@ -73,6 +86,7 @@ def _note(notes: str, key: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+@kept
 def throughput_comparisons() -> list[Comparison]:
     out = []
     a100 = catalog.gpu("a100-80gb")
@@ -157,6 +171,7 @@ def _torchtune_row(r: dict[str, str], label: str, measured: float | None) -> Com
                       setup=setup, implied_mfu=_implied_mfu(e, measured))
 
 
+@kept
 def hopper_comparisons() -> list[Comparison]:
     """Training throughput on H100 (validation/hopper.py): each expressed row in its half of
     the split (group "tune" or "held-out"), the rest with why."""
@@ -182,6 +197,7 @@ def hopper_comparisons() -> list[Comparison]:
     return out
 
 
+@kept
 def blackwell_comparisons() -> list[Comparison]:
     """Training throughput on Blackwell (validation/blackwell.py): each expressed row (all held
     out: no constant was set from them), the rest with why."""
@@ -229,6 +245,7 @@ def _llama2_setup(arch: ModelArch, gpu: Any) -> tuple[Training, Hardware]:
     raise AssertionError(f"{arch.name} does not fit")  # pragma: no cover
 
 
+@kept
 def gpu_hours_comparisons() -> list[Comparison]:
     out = []
     gpu = catalog.gpu("a100-80gb")
@@ -256,6 +273,7 @@ def gpu_hours_comparisons() -> list[Comparison]:
 _PEFT_LORA = re.compile(r"^LORA \(lora/llama-3\.2-3B-rank(\d+)(-rslora|-dora)?\)$")
 
 
+@kept
 def memory_comparisons() -> list[Comparison]:
     """PEFT's method comparison (reserved memory, 99th percentile of steps) and others."""
     out = []

@@ -50,7 +50,7 @@ from gpuhours.resolve import resolve_gpu, resolve_model
 from gpuhours.setup import Hardware, Training, loss_kernel_of
 from gpuhours_dev.validation.recipe_graphs import recipe_graph_scope
 
-from . import Comparison, _rows
+from . import Comparison, _rows, kept
 
 GIB = 2**30
 GB = 10**9
@@ -2106,6 +2106,7 @@ def save_replays() -> None:
     atomic_write_text(REPLAY_CACHE, json.dumps(dict(sorted(_used.items())), indent=0) + "\n")
 
 
+@kept
 def finetune_comparisons() -> list[Comparison]:
     """Three Comparisons per row: ft_memory, ft_throughput and ft_fits (each compared or
     skipped with the reason). ft_fits: measured = the GPU's memory, predicted = the estimate's

@@ -77,6 +77,8 @@ class SetupEstimate(_Out):
     #: the setup gpuhours chose on these GPUs when the question left it open (estimate's
     #: chooser: estimate/fit.py chosen_setup), with why; None: the setup as given
     setup_chosen: str | None = None
+    #: that setup in short (estimate/fit.py setup_label); None: the setup as given
+    setup_label: str | None = None
 
 
 class Excluded(_Out):
@@ -255,9 +257,9 @@ def estimate_setup(training: Training, hardware: Hardware, amount: Amount,
     from gpuhours.estimate.estimator import estimate_training
 
     e = estimate_training(training, hardware, **amount.model_dump())
-    why = None
+    why = label = None
     if keep is not None:
-        from gpuhours.estimate.fit import batch_left_open, chosen_setup
+        from gpuhours.estimate.fit import batch_left_open, chosen_setup, setup_label
 
         batch_open = batch_left_open(training, hardware.num_gpus, not keep,
                                      amount.examples is None)
@@ -265,6 +267,7 @@ def estimate_setup(training: Training, hardware: Hardware, amount: Amount,
             found = chosen_setup(training, hardware, search_layouts=True, keep=keep)
             if found is not None:
                 training, why = found
+                label = setup_label(training, hardware.num_gpus)
                 e = estimate_training(training, hardware, **amount.model_dump())
     assert e.totals is not None  # the amount is checked to be given by compare_training
     return SetupEstimate(
@@ -272,7 +275,7 @@ def estimate_setup(training: Training, hardware: Hardware, amount: Amount,
         memory_per_gpu_bytes=e.memory.total_bytes, device_bytes=e.memory.device_bytes,
         step_time_s=e.step_time_s, bottleneck=e.bottleneck, tokens=e.totals.tokens,
         optimizer_steps=e.totals.optimizer_steps, wall_clock_hours=e.totals.wall_clock_hours,
-        gpu_hours=e.totals.gpu_hours, setup_chosen=why)
+        gpu_hours=e.totals.gpu_hours, setup_chosen=why, setup_label=label)
 
 
 def _check_amount(training: Training, amount: Amount, counts: Sequence[int],

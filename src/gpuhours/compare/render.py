@@ -95,24 +95,19 @@ def _basis_lines(c: Comparison) -> list[str]:
             f"$ = GPU h x the row's price per GPU-hour.")
     chosen = [e for e in c.estimates if e.setup_chosen]
     if chosen:
+        # those of the top three offers; with no offer priced, the first three estimates
         shown = {(o.gpu, o.num_gpus) for o in c.offers[:3]}
+        picked = [e for e in chosen if (e.gpu, e.num_gpus) in shown] or chosen[:3]
         lines.append("Setup chosen on each GPU and count (the setup left open, as `gpuhours "
                      "estimate` chooses it; each one's sentence in --json): " + "; ".join(
-                         f"{e.num_gpus} x {e.gpu}: {_setup_of(e.setup_chosen)}"
-                         for e in chosen if (e.gpu, e.num_gpus) in shown) + ".")
+                         f"{e.num_gpus} x {e.gpu}: {esc(e.setup_label or '')}"
+                         for e in picked) + ".")
     dates = sorted({o.price_as_of.isoformat() for o in c.offers})
     sources = sorted({o.price_source.split(" ")[0] for o in c.offers})
     if dates:
         lines.append(f"Prices: {', '.join(esc(s) for s in sources)}; as of "
                      f"{', '.join(dates)}; each row's source in --json.")
     return lines
-
-
-def _setup_of(why: str | None) -> str:
-    """The chosen setup of the chooser's sentence ("setup chosen by gpuhours: micro-batch 1,
-    ..., 4 micro-batches per step (the fastest ...") without its reasons."""
-    text = (why or "").removeprefix("setup chosen by gpuhours: ")
-    return esc(text.split(" (the fastest")[0])
 
 
 def _legend(c: Comparison) -> str | None:

@@ -275,7 +275,10 @@ def interleave_options(arch: ModelArch, pp: int) -> list[int]:
     return [v for v in range(2, MAX_VIRTUAL_STAGES + 1) if (arch.num_layers // pp) % v == 0]
 
 
-def _layout_label(c: Candidate, arch: ModelArch | None = None) -> str:
+def _layout_label(c: Candidate | Training, arch: ModelArch | None = None,
+                  data_parallel: int | None = None) -> str:
+    """The layout in words ("tp 4, pp 2, ..., data parallel 64, TP overlap (...)"), "" for
+    plain data parallelism. `data_parallel`: for a Training (a Candidate carries its own)."""
     parts = [f"{k} {getattr(c, k)}" for k in ("tp", "pp", "cp", "ep") if getattr(c, k) > 1]
     if arch is not None and c.pp > 1:
         parts[[p.startswith("pp ") for p in parts].index(True)] += stages_text(arch, c.pp)
@@ -284,7 +287,19 @@ def _layout_label(c: Candidate, arch: ModelArch | None = None) -> str:
             f", interleaved: {c.virtual_stages} virtual stages a rank")
     if not parts:
         return ""
-    return ", ".join(parts + [f"data parallel {c.data_parallel}"] + overlap_labels(c))
+    dp = c.data_parallel if isinstance(c, Candidate) else data_parallel
+    return ", ".join(parts + [f"data parallel {dp}"] + overlap_labels(c))
+
+
+def setup_label(t: Training, num_gpus: int) -> str:
+    """The setup in the chooser's words, without its reasons: "micro-batch 1, checkpointing
+    off, ZeRO 1, tp 4, ..., data parallel 64, 16 micro-batches per step" (chosen_setup's
+    sentence begins with it; compare prints it for each GPU and count)."""
+    layout = _layout_label(t, t.arch, num_gpus // (t.tp * t.pp * t.cp))
+    tail = (f", {layout}, {t.grad_accum} micro-batches per step" if layout
+            else f", accumulation {t.grad_accum}")
+    return (f"micro-batch {t.micro_batch}, checkpointing {'on' if t.checkpointing else 'off'}, "
+            f"ZeRO {t.zero_stage}{tail}")
 
 
 def overlap_labels(c: Candidate | Training) -> list[str]:
@@ -779,9 +794,6 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
                                   "moe_a2a_overlap": best.moe_a2a_overlap})
     if megatron and parallel and search_layouts:
         chosen = chosen.model_copy(update={"kernels": "megatron"})
-    layout = _layout_label(best, t.arch)
-    layout = (f", {layout}, {chosen.grad_accum} micro-batches per step"
-              if layout else f", accumulation {chosen.grad_accum}")
     batch = ""
     if target is not None:
         made = best.micro_batch * chosen.grad_accum * best.data_parallel
@@ -808,9 +820,8 @@ def chosen_setup(t: Training, hw: Hardware, headroom: float | None = None,
         kernel_note = ("; costed on Megatron-Core's kernel path (kernels megatron: Transformer "
                        "Engine's fused layers, vocab-parallel loss), the code that runs this "
                        "layout")
-    why = (f"setup chosen by gpuhours: micro-batch {best.micro_batch}, checkpointing "
-           f"{'on' if best.checkpointing else 'off'}, ZeRO {best.zero_stage}{layout} (the "
-           f"fastest of {result.candidates_evaluated} configurations that fit with "
+    why = (f"setup chosen by gpuhours: {setup_label(chosen, hw.num_gpus)} (the fastest of "
+           f"{result.candidates_evaluated} configurations that fit with "
            f"{result.headroom_fraction:.0%} headroom"
            + (f", keeping the given {', '.join(kept)}" if kept else "")
            + f"{'' if basis == 'given' or not defaults_too_big else '; the defaults did not fit'}{batch}"
