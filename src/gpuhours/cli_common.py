@@ -60,7 +60,7 @@ OPTION_OF_FIELD: dict[str, str] = {
     "tp_comm_overlap": "--tp-comm-overlap", "moe_a2a_overlap": "--moe-a2a-overlap",
     "loss_kernel": "--loss-kernel", "kernels": "--kernels",
     "moe_dispatch": "--moe-dispatch", "moe_router_dtype": "--moe-router-dtype",
-    "moe_fused_mlp": "--moe-fused-mlp",
+    "moe_fused_mlp": "--moe-fused-mlp", "grad_reduce_in_fp32": "--grad-reduce-fp32",
     "recompute_modules": "--recompute-modules",
     "cuda_graph_scope": "--cuda-graph-scope",
     "offload": "--offload",
@@ -296,6 +296,11 @@ MoeFusedMlpOpt = Annotated[bool, typer.Option(
     help="On --kernels megatron, a MoE's routed experts run through Transformer Engine's op "
          "fuser (Megatron-Core use_transformer_engine_op_fuser). Default: the unfused grouped "
          "MLP, whose eager clamp (gpt-oss) and per-expert output bias cost passes.")]
+GradReduceFp32Opt = Annotated[bool, typer.Option(
+    "--grad-reduce-fp32/--no-grad-reduce-fp32",
+    help="On --kernels megatron, Megatron-Core's gradient buffer in fp32, accumulated and "
+         "reduced in fp32: Megatron-LM's own default for bf16 (unless --grad-reduce-in-bf16). "
+         "Default: in the weights' dtype, as Megatron-Bridge's performance recipes run.")]
 RecomputeModulesOpt = Annotated[str | None, typer.Option(
     help="On --kernels megatron, the modules recomputed in backward under selective "
          "recomputation, comma-separated as Megatron-Core names them: layernorm (a MoE "

@@ -355,6 +355,13 @@ class Training(_ReadsModel):
     #: clamp and per-expert fc2 bias cost passes (estimate/moe_gemm.py
     #: unfused_expert_bytes_per_token_layer)
     moe_fused_mlp: bool = False
+    #: the megatron path's gradient buffer (Megatron-Core DistributedDataParallel's main_grad)
+    #: in fp32, accumulated and reduced in fp32: Megatron-LM's own default for bf16
+    #: (megatron/training/arguments.py: "bfloat16 requires gradient accumulation and
+    #: all-reduce to be done in fp32", accumulate_allreduce_grads_in_fp32 unless
+    #: --grad-reduce-in-bf16; NVIDIA/Megatron-LM@d98e8a64). False: in the weights' dtype, as
+    #: Megatron-Bridge's performance recipes set grad_reduce_in_fp32 (the tables' runs)
+    grad_reduce_in_fp32: bool = False
     #: the megatron path's selective recomputation (RecomputeModule above; Megatron-Bridge's
     #: recipes' recompute_modules with recompute_granularity "selective"): each module's
     #: forward runs again in backward (estimate/moe_gemm.py recompute_bytes_per_token_layer).
@@ -845,6 +852,11 @@ class Training(_ReadsModel):
                              "Megatron-Core's selectively recomputed modules; the kernel path "
                              "is not megatron.", "Give --kernels megatron, or leave "
                              "--recompute-modules out.")
+        elif self.grad_reduce_in_fp32:
+            raise FieldError(("grad_reduce_in_fp32", "kernels"), "grad_reduce_in_fp32 says "
+                             "Megatron-Core's gradient buffer is fp32; the kernel path is not "
+                             "megatron.", "Give --kernels megatron, or leave "
+                             "--grad-reduce-fp32 out.")
         elif self.moe_fused_mlp:
             raise FieldError(("moe_fused_mlp", "kernels"), "moe_fused_mlp says Megatron-Core "
                              "runs the routed experts through Transformer Engine's op fuser; "
@@ -997,6 +1009,7 @@ class Training(_ReadsModel):
             parts.append(f"v{self.virtual_stages}")
         parts += [name for name, on in (("tp-overlap", self.tp_comm_overlap),
                                         ("a2a-overlap", self.moe_a2a_overlap),
+                                        ("fp32-grads", self.grad_reduce_in_fp32),
                                         ("ds-pipe-engine", self.deepspeed_pipe_engine),
                                         ("launch-blocking", self.cuda_launch_blocking)) if on]
         return " ".join(parts)
@@ -1184,6 +1197,12 @@ def _check_megatron(t: Training) -> None:
         raise FieldError(("kernels", "lora_dropout"), why + "LoRA dropout: its mask and "
                          "multiply operators would be left out.",
                          "Use kernels eager, or lora_dropout 0.")
+    if t.grad_reduce_in_fp32 and not (t.method == "full" and t.precision.endswith("-mixed")):
+        raise FieldError(("grad_reduce_in_fp32", "precision", "method"), "an fp32 gradient "
+                         "buffer is Megatron-Core's for full training in half precision with "
+                         f"fp32 master weights (a *-mixed precision); this setup is "
+                         f"{t.method} in {t.precision}.", "Give method full and a -mixed "
+                         "precision, or leave --grad-reduce-fp32 out.")
     if t.cuda_graph_scope is not None:
         _check_cuda_graph_scope(t.cuda_graph_scope)
     if t.recompute_modules is not None:

@@ -8,6 +8,7 @@ QLoRA's 4-bit NF4 with double quantisation from Dettmers et al. 2023 (sec. 3): 4
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -1167,6 +1168,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     if t.method == "full":
         trainable = total
         s = state_bytes_per_param(t.precision, t.optimizer, trainable=True)
+        if t.grad_reduce_in_fp32:  # Megatron-Core's main_grad buffer in fp32 (setup.py)
+            s = dataclasses.replace(s, grads=4.0)
         weights = held * s.weights / shard_w
         grads_full = held * s.grads
         master = held * s.master / shard_opt
@@ -1286,8 +1289,8 @@ def training_memory(arch: ModelArch, t: Training, num_gpus: int = 1,
     # in one contiguous buffer when it wraps the model, param_and_grad_buffer.py
     # _ParamAndGradBuffer @d98e8a64, and zeroes it each step, never frees it. Its dtype is the
     # weights' here, as Megatron-Bridge's performance recipes set it (perf_recipes/_common.py
-    # grad_reduce_in_fp32 False @067f987d); Megatron-LM's own bf16 default is fp32, not
-    # modelled)
+    # grad_reduce_in_fp32 False @067f987d), unless grad_reduce_in_fp32 (Megatron-LM's own bf16
+    # default: fp32, 4 bytes a parameter, above)
     persisting_grads = (grads if t.grad_accum > 1 or t.kernels == "megatron"
                         else engine_fp32_grads)
     # FSDP's no_sync: every unit's gradient held unsharded across the micro-batches, in place

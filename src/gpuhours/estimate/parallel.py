@@ -408,7 +408,8 @@ def expert_allgather_bytes_per_layer(tokens_per_gpu: float, hidden_size: int,
 
 
 def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
-                             zero_stage: int = 0, micro_batches: int = 1) -> float:
+                             zero_stage: int = 0, micro_batches: int = 1,
+                             gather_bytes: float | None = None) -> float:
     """Bytes one GPU sends to reduce its gradients over `ranks` data-parallel ranks per optimizer
     step. DDP and ZeRO-1: one all-reduce per step, 2 (n - 1)/n of the buffer (ZeRO-1's
     reduce-scatter + all-gather of the updated weights move the same); gradients accumulate
@@ -418,12 +419,18 @@ def data_parallel_grad_bytes(params: float, grad_bytes: float, ranks: float,
     updated weights all-gathered once per step: (m + 1) (n - 1)/n of the buffer.
     DeepSpeed@38327e07 deepspeed/runtime/zero/stage_1_and_2.py,
     reduce_ready_partitions_and_remove_grads: `if self.partition_gradients or
-    self.is_gradient_accumulation_boundary` (partition_gradients: stage 2)."""
+    self.is_gradient_accumulation_boundary` (partition_gradients: stage 2).
+    `gather_bytes`: bytes per parameter of ZeRO-1/2's all-gather of the updated weights where
+    they differ from the gradients' (Megatron-Core's fp32 gradient buffer reduce-scattered,
+    the bf16 weights all-gathered: grad_reduce_in_fp32); None: the gradients'."""
     if ranks <= 1:
         return 0.0
     ring = (ranks - 1) / ranks
+    gather = grad_bytes if gather_bytes is None else gather_bytes
     if zero_stage == 2:
-        return (micro_batches + 1) * ring * params * grad_bytes
+        return ring * params * (micro_batches * grad_bytes + gather)
+    if zero_stage == 1:
+        return ring * params * (grad_bytes + gather)
     return 2 * ring * params * grad_bytes
 
 

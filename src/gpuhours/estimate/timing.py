@@ -882,8 +882,11 @@ def _layout_data_parallel(t: Training, hw: Hardware, lay: P.Layout, local_params
     half = not (t.precision == "fp32" or t.precision.endswith("-amp"))
     grad_bytes = 2.0 if half else 4.0
     if t.zero_stage < 3:
-        seconds = (P.data_parallel_grad_bytes(trained, grad_bytes, shards, t.zero_stage,
-                                              t.grad_accum) / bw if shards > 1 else 0.0)
+        # Megatron-Core's fp32 gradient buffer reduced in fp32, the weights gathered in theirs
+        reduced = 4.0 if t.grad_reduce_in_fp32 else grad_bytes
+        seconds = (P.data_parallel_grad_bytes(trained, reduced, shards, t.zero_stage,
+                                              t.grad_accum, gather_bytes=grad_bytes) / bw
+                   if shards > 1 else 0.0)
         exposed = seconds - min(seconds * A.COMM_OVERLAP.value, compute_s)
     else:
         ring = (shards - 1) / shards
@@ -1123,7 +1126,9 @@ def _communication_s(t: Training, hw: Hardware, trainable: int, arch: ModelArch,
     if t.zero_stage in (1, 2) and t.deepspeed_reduce_bucket > 0:
         return _deepspeed_zero12_s(t, trainable, n, bw, compute_s) + (link,)
     if t.zero_stage < 3:
-        volume = P.data_parallel_grad_bytes(trainable, grad_bytes, n, t.zero_stage, t.grad_accum)
+        volume = P.data_parallel_grad_bytes(
+            trainable, 4.0 if t.grad_reduce_in_fp32 else grad_bytes, n, t.zero_stage,
+            t.grad_accum, gather_bytes=grad_bytes)
     else:
         fp32_weights = t.precision == "fp32" or t.precision.endswith("-amp")
         weight_bytes = (4.0 if fp32_weights else 2.0) * count_params(arch).total

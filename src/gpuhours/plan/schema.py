@@ -244,6 +244,10 @@ class TrainingSettings(_Strict):
         default=None, description="on kernels megatron, the MoE router's dtype "
         "(Megatron-Core moe_router_dtype): bf16, fp32 or fp64; default fp64 with the unfused "
         "dispatches (NeMo-RL's), else bf16 (Megatron-Core's default)")
+    grad_reduce_in_fp32: bool | None = Field(
+        default=None, description="on kernels megatron, Megatron-Core's gradient buffer in "
+        "fp32, accumulated and reduced in fp32 (Megatron-LM's own default for bf16); default "
+        "false: in the weights' dtype, as Megatron-Bridge's performance recipes run")
     moe_fused_mlp: bool | None = Field(
         default=None, description="on kernels megatron, a MoE's routed experts run through "
         "Transformer Engine's op fuser (Megatron-Core use_transformer_engine_op_fuser); "
