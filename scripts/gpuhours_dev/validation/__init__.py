@@ -12,7 +12,8 @@ import csv
 import functools
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -54,14 +55,36 @@ class Comparison:
         return None if self.predicted is None else self.predicted / self.measured - 1
 
 
+#: what-ifs in progress (patched_estimate): while one runs, nothing is kept or read back
+_patched = 0
+
+
+@contextmanager
+def patched_estimate() -> Iterator[None]:
+    """The block runs the estimate patched (a what-if swaps a constant or a function): the
+    tables (kept) and the RL cases (rl.py) are built afresh in it and not kept."""
+    global _patched
+    _patched += 1
+    try:
+        yield
+    finally:
+        _patched -= 1
+
+
+def estimate_patched() -> bool:
+    """Whether a what-if (patched_estimate) is running."""
+    return _patched > 0
+
+
 def kept(build: Callable[[], list[Comparison]]) -> Callable[[], list[Comparison]]:
     """A table's comparisons built once a process, a new list each call: validate.py and the
-    tests ask for each table several times (minutes in all), and a Comparison is frozen."""
+    tests ask for each table several times (minutes in all), and a Comparison is frozen.
+    Under a what-if (patched_estimate) built afresh, and not kept."""
     once = functools.lru_cache(maxsize=1)(lambda: tuple(build()))
 
     @functools.wraps(build)
     def table() -> list[Comparison]:
-        return list(once())
+        return list(build()) if estimate_patched() else list(once())
     return table
 
 

@@ -36,7 +36,7 @@ from gpuhours.estimate.timing import host_s_per_op, peak_flops
 from gpuhours.estimate.track_record import TrackRecord, summarise
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Precision, Training
-from gpuhours_dev.validation import Comparison
+from gpuhours_dev.validation import Comparison, kept
 
 #: the issue's plain question: "2,048 A100-80GB, sequence 4096" (Meta states no GPU count);
 #: the same count for every run whose source states none (GPU_COUNT_RULE)
@@ -193,8 +193,7 @@ def mfu_reference_precision(gpu: GpuSpec) -> Precision:
     return "bf16-mixed" if gpu.dense_tflops.bf16 is not None else "fp16-mixed"
 
 
-@lru_cache(maxsize=1)
-def _plain_cached() -> tuple[Comparison, ...]:
+def _plain_built() -> list[Comparison]:
     out = []
     for run in plain_runs():
         t, hw, why = plain_question(run)
@@ -223,13 +222,14 @@ def _plain_cached() -> tuple[Comparison, ...]:
         out.append(Comparison(PLAIN_KIND, run.label, run.published_gpu_hours, predicted,
                               "GPU hours", "published GPU hours", setup, run.source,
                               implied_mfu=implied, group="MoE" if run.moe else "dense"))
-    return tuple(out)
+    return out
 
 
+@kept
 def plain_comparisons() -> list[Comparison]:
     """Each run of plain_runs: published GPU hours beside the estimate of the setup chosen
     (kind PLAIN_KIND; group "MoE" or "dense"; implied_mfu: the published hours' MFU)."""
-    return list(_plain_cached())
+    return _plain_built()
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 
 from gpuhours.estimate import parallel as P
 from gpuhours.estimate import timing
+from gpuhours_dev.validation import patched_estimate
 
 #: the MFU-implied policy update of docs/rl.md rows 21 and 22 (s) at row 21's tokens, and the
 #: micro-batches a GPU runs in each (4 mini-batches of 16 or of 4): docs/rl.md, EasyR1 notes
@@ -84,7 +85,8 @@ def what_if(name: str | None) -> Iterator[None]:
     if name is not None:
         timing._zero3_exposed_s = WHAT_IFS[name]
     try:
-        yield
+        with patched_estimate():  # nothing kept from or for the unpatched estimate
+            yield
     finally:
         timing._zero3_exposed_s = original
 

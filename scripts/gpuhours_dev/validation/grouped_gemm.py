@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import moe_gemm as M
+from gpuhours_dev.validation import patched_estimate
 
 DATA = Path(__file__).parent / "data" / "grouped_gemm_microbench.csv"
 #: H800 SXM5: the H100 SXM5's compute (1,979 dense fp8 TFLOPS, 132 SMs) and HBM3 (3.35 TB/s)
@@ -53,7 +54,8 @@ def k_half_depth(value: float) -> Iterator[None]:
     saved = A.GROUPED_GEMM_K_HALF_DEPTH
     A.GROUPED_GEMM_K_HALF_DEPTH = replace(saved, value=value)
     try:
-        yield
+        with patched_estimate():  # nothing kept from or for the unpatched estimate
+            yield
     finally:
         A.GROUPED_GEMM_K_HALF_DEPTH = saved
 

@@ -31,6 +31,7 @@ from gpuhours.estimate.estimator import estimate_training
 from gpuhours.estimate.parallel import reference_node
 from gpuhours.resolve import resolve_model
 from gpuhours.setup import Hardware, Training
+from gpuhours_dev.validation import patched_estimate
 from gpuhours_dev.validation.recipe_graphs import (
     recipe_graph_scope,
     recipe_op_fuser,
@@ -367,7 +368,8 @@ def hopper_efficiency(name: str, value: float) -> Iterator[None]:
     old = table["hopper"]
     table["hopper"] = replace(old, value=value)
     try:
-        yield
+        with patched_estimate():  # nothing kept from or for the unpatched estimate
+            yield
     finally:
         table["hopper"] = old
 

@@ -50,6 +50,7 @@ from gpuhours.estimate import timing as T
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.lora import adapted_linears
 from gpuhours.setup import Training
+from gpuhours_dev.validation import patched_estimate
 
 H100_RUN = Path(__file__).parent / "data" / "h100_2026-11-23"
 SHARES = (1.0, 0.5)
@@ -138,8 +139,10 @@ def l2_served(share: float) -> Iterator[None]:
             return total
         return total - l2_served_bytes_per_token_layer(arch, t, a, share * mib * 2**20)
 
+    # nothing kept from or for the unpatched estimate (patched_estimate)
     with mock.patch.object(E, "training_step_time", step_on), \
-            mock.patch.object(T, "lora_branch_bytes_per_token_layer", branch_less_l2):
+            mock.patch.object(T, "lora_branch_bytes_per_token_layer", branch_less_l2), \
+            patched_estimate():
         yield
 
 
@@ -235,7 +238,7 @@ def geforce_gemm(base: float, gpus: tuple[str, ...] = ("rtx-3090", "rtx-4090")
             return base * hidden_size / (hidden_size + A.GEMM_HALF_WIDTH.value)
         return gemm(gpu, hidden_size)
 
-    with mock.patch.object(T, "gemm_efficiency", on_geforce):
+    with mock.patch.object(T, "gemm_efficiency", on_geforce), patched_estimate():
         yield
 
 

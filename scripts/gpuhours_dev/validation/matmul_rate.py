@@ -36,6 +36,7 @@ from gpuhours import catalog
 from gpuhours.catalog.schema import GpuSpec
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import timing as T
+from gpuhours_dev.validation import patched_estimate
 
 DATA = Path(__file__).parent / "data" / "matmul_microbench.csv"
 #: the product each generation's gemm_efficiency rests on (assumptions.py)
@@ -137,7 +138,8 @@ def scale(gpu: GpuSpec, shares: dict[str, RateShare]) -> float:
 def generation_only() -> Iterator[None]:
     """Estimates inside this block run every product at its generation's GEMM efficiency (the
     rule before the per-product factor, estimate/timing.py product_matmul_factor, was adopted)."""
-    with mock.patch.object(T, "product_matmul_factor", lambda gpu: 1.0):
+    # nothing kept from or for the unpatched estimate (patched_estimate)
+    with mock.patch.object(T, "product_matmul_factor", lambda gpu: 1.0), patched_estimate():
         yield
 
 
@@ -265,7 +267,7 @@ def _finetune_errors() -> dict[str, tuple[str, bool, float]]:
     from gpuhours_dev.validation.finetune_report import host_fit_row
 
     nan = float("nan")
-    with mock.patch.object(F, "_predicted_memory", lambda *a, **k: nan):
+    with mock.patch.object(F, "_predicted_memory", lambda *a, **k: nan), patched_estimate():
         comps = F.finetune_comparisons()
     return {c.label: (c.generation, host_fit_row(c), c.error) for c in comps
             if c.kind == "ft_throughput" and c.error is not None}

@@ -24,6 +24,7 @@ from typing import Any
 from gpuhours.estimate import assumptions as A
 from gpuhours.estimate import generation as G
 from gpuhours.estimate.arch import ModelArch
+from gpuhours_dev.validation import patched_estimate
 
 #: the estimate as it stands: expert reads at the dense width term
 WIDTH = "width"
@@ -91,7 +92,8 @@ def expert_reads(rule: str) -> Iterator[None]:
 
     step_cls.weights_s = weights_s
     try:
-        yield
+        with patched_estimate():  # nothing kept from or for the unpatched estimate
+            yield
     finally:
         step_cls.weights_s = original
 

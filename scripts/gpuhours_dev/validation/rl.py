@@ -1880,7 +1880,11 @@ _EVALUATED: dict[str, tuple[dict[str, Any] | None, str]] = {}
 
 def _details(case: Case) -> tuple[dict[str, Any] | None, str]:
     """The phase's details (None when not expressed) and its bottleneck (or the error); a copy,
-    kept per case (_EVALUATED)."""
+    kept per case (_EVALUATED) but under a what-if (patched_estimate)."""
+    from gpuhours_dev.validation import estimate_patched
+
+    if estimate_patched():  # a what-if: neither read nor kept
+        return _evaluated(case)
     key = json.dumps([case.row, case.gpu, case.phase, case.settings], sort_keys=True,
                      default=repr)
     if key not in _EVALUATED:
