@@ -433,3 +433,18 @@ def setup_label_of(t: Training, num_gpus: int) -> str:
     from gpuhours.estimate.fit import setup_label
 
     return setup_label(t, num_gpus)
+
+
+def test_no_chosen_setup_line_when_the_top_rows_took_theirs_as_given():
+    """The README's LoRA comparison: counts that did not fit as given got the chooser's setup
+    (unpriced ones among them), the top rows did not: no line of chosen setups, where an empty
+    one was printed (': .')."""
+    args = ["compare", "--model", "qwen2.5-7b", "--method", "lora", "--batch", "4", "--seq",
+            "2048", "--checkpointing", "--tokens", "1e9"]
+    data = json.loads(CliRunner().invoke(app, [*args, "--json"]).stdout)
+    assert any(e.get("setup_chosen") for e in data["estimates"])
+    top = {(o["gpu"], o["num_gpus"]) for o in data["offers"][:3]}
+    assert not any(e.get("setup_chosen") for e in data["estimates"]
+                   if (e["gpu"], e["num_gpus"]) in top)
+    text = CliRunner().invoke(app, args, env={"COLUMNS": "200"}).stdout
+    assert "Setup chosen on" not in text and ": ." not in text

@@ -94,10 +94,11 @@ def _basis_lines(c: Comparison) -> list[str]:
             f"{setup.bottleneck}); GPU h = wall h x GPUs billed (whole instances); "
             f"$ = GPU h x the row's price per GPU-hour.")
     chosen = [e for e in c.estimates if e.setup_chosen]
-    if chosen:
-        # those of the top three offers; with no offer priced, the first three estimates
-        shown = {(o.gpu, o.num_gpus) for o in c.offers[:3]}
-        picked = [e for e in chosen if (e.gpu, e.num_gpus) in shown] or chosen[:3]
+    # those of the top three offers (none when their setups were taken as given); with no
+    # offer priced, the first three estimates'
+    shown = {(o.gpu, o.num_gpus) for o in c.offers[:3]}
+    picked = [e for e in chosen if (e.gpu, e.num_gpus) in shown] if c.offers else chosen[:3]
+    if picked:
         lines.append("Setup chosen on each GPU and count (the setup left open, as `gpuhours "
                      "estimate` chooses it; each one's sentence in --json): " + "; ".join(
                          f"{e.num_gpus} x {e.gpu}: {esc(e.setup_label or '')}"
