@@ -185,7 +185,10 @@ def test_published_rl_steps_floor():
     # the 8B's training side, 61.2 -> 56.0 s and 49.1 -> 44.5 s: -6/-7% -> -14/-16%
     assert -0.26 < results[0] < -0.19 and -0.18 < results[1] < -0.10
     assert -0.20 < results[2] < -0.12 and -0.24 < results[3] < -0.14
-    assert -0.15 < results[4] < -0.07 and -0.30 < results[5] < -0.21
+    # Qwen3-30B-A3B colocated on H100 (allgather-unfused, EP 8): -21% -> -19% once Megatron-Core's
+    # router and dispatcher operators are costed at their measured host time
+    # (assumptions.MEGATRON_MOE_HOST_OP_RATIO)
+    assert -0.15 < results[4] < -0.07 and -0.30 < results[5] < -0.17
     # the GB200 Qwen3-32B colocated step (+32% at a 0.5 share, +10% at NeMo-RL's 0.6; -5% with
     # the recipe's prompt, no recompute and one NVLink domain, issue 13); -28% with the paged
     # replay: 128 sequences a GPU in 164,885 tokens of cache, 98 preempted and recomputed, the

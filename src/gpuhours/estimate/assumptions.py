@@ -518,6 +518,40 @@ HOST_S_PER_OP = _a(
     "host, torch 2.11). The forward and backward phases measured there give 31 us. A faster "
     "host is faster (docs/bench.md, 'The host floor')")
 
+#: The part of a GPU host's time per operator that a CPU timing of the same Python holds
+#: nothing of: the CUDA launch (cudaLaunchKernel through the driver, a few microseconds), the
+#: same for every operator whatever code issues it. The figure of TRTLLM_ENQUEUE_S_PER_KERNEL
+#: and LMDEPLOY_LAUNCH_S_PER_KERNEL (a C++ launch): an assumption, not fitted.
+CUDA_LAUNCH_HOST_S = _a(
+    "cuda_launch_host_s", 4e-6, "s per operator",
+    "assumption: a cudaLaunchKernel-class call, a few microseconds (as "
+    "tensorrt_llm_enqueue_s_per_kernel and lmdeploy_launch_s_per_kernel); not fitted")
+
+#: Host time per operator of Megatron-Core's MoE router and token dispatcher over transformers'
+#: eager decoder layer's, both on one CPU: scripts/bench_megatron_host_ops.py, data
+#: tests/data/megatron_host_op_times.json (torch 2.13, Megatron-LM@d98e8a64, transformers 5.23;
+#: AMD EPYC, 2 shared cores, one torch thread). Each configuration's time per counted operator
+#: (gpuhours.torchkit.ops.count_ops, views excluded, as HOST_S_PER_OP's count) is the fastest
+#: of its rounds; per size and precision, the mean over the router's dtypes of
+#: TopKRouter + MoEAlltoAllTokenDispatcher (EP 1, 4 experts, top-2, unfused permute) over the
+#: mean of the Qwen2 and Llama layers; the figure is the mean of those four ratios. Megatron's
+#: code is dearer per operator, not cheaper: the router's gating and the dispatcher's steps are
+#: Python autograd.Functions (RouterGatingLinearFunction, the permute's and all-to-all's
+#: wrappers) whose backward calls back into Python, and the dispatcher does host-side
+#: bookkeeping between operators (splits into per-expert views, .tolist() of the counts, the
+#: sort by chunk in Python), where the eager layer's operators are built-ins with C++
+#: backwards. The local-spec Megatron-Core TransformerLayer measures about as dear (recorded in
+#: the same file; not used: the megatron path's layer is Transformer Engine's, not measured).
+#: Applied to the host-side part of an operator only (estimate/host.py
+#: megatron_moe_host_op_weight): HOST_S_PER_OP less CUDA_LAUNCH_HOST_S. Not fitted to any
+#: training row.
+MEGATRON_MOE_HOST_OP_RATIO = _a(
+    "megatron_moe_host_op_ratio", 1.8, "ratio",
+    "measured: scripts/bench_megatron_host_ops.py on one CPU (tests/data/"
+    "megatron_host_op_times.json): Megatron-Core@d98e8a64's TopKRouter and "
+    "MoEAlltoAllTokenDispatcher per counted operator over transformers' eager Qwen2/Llama "
+    "layer's, torch 2.13; applied to the host-side part (less cuda_launch_host_s)")
+
 #: Operators per decoder layer per micro-batch, counted, by how the precision runs in torch:
 #: (forward, backward). autocast (-amp, -mixed) adds a cast per linear weight and its grad.
 OPS_PER_LAYER: dict[str, tuple[float, float]] = {

@@ -20,6 +20,7 @@ from gpuhours.estimate.fragmentation import VarlenReserve
 from gpuhours.estimate.host import (
     megatron_expert_gemm_calls_per_micro_batch,
     megatron_moe_forward_syncs_per_micro_batch,
+    megatron_moe_host_op_weight,
 )
 from gpuhours.estimate.lora_traffic import lora_branch_of
 from gpuhours.estimate.memory import LOAD_PATH_TERM, MemoryBreakdown
@@ -659,6 +660,10 @@ def estimate_training(
                  if vision_host_ops_per_micro_batch(t) else "")
     if t.cuda_graph_scope is not None:  # the regions replayed as CUDA graphs, one launch each
         tower_ops = f"; CUDA graphs {','.join(t.cuda_graph_scope)}{tower_ops}"
+    if t.kernels == "megatron" and arch.is_moe:  # the router's and dispatcher's own host cost
+        tower_ops = (f"; Megatron-Core's MoE router and dispatcher operators at "
+                     f"{megatron_moe_host_op_weight():.2f} eager operators each "
+                     f"(host.megatron_moe_host_op_weight){tower_ops}")
     breakdown = {
         "matmul_s": formula(st.matmul_s, "s", f"{step_src}: matmul FLOPs / (peak x GEMM efficiency)"
                             + _expert_gemm_note(arch, st)),
@@ -962,6 +967,8 @@ def estimate_training(
         used += [A.GROUPED_GEMM_K_HALF_DEPTH, A.GEMM_ROOFLINE_P]
         if megatron_expert_gemm_calls_per_micro_batch(arch, t):
             used.append(A.CUBLASLT_GEMM_HOST_S)
+        if t.kernels == "megatron" and hw.gpu.stack != "xla":
+            used += [A.MEGATRON_MOE_HOST_OP_RATIO, A.CUDA_LAUNCH_HOST_S]
     attention = attention_assumption(hw.gpu, t.fused_attention)
     if attention is not None:
         used.append(attention)

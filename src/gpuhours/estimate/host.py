@@ -167,13 +167,15 @@ def _layer_ops(arch: ModelArch, t: Training, kind: str) -> tuple[float, float, f
     return fwd + lf * n, bwd + lb * n, float(biases)
 
 
-def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+def host_ops_per_micro_batch(arch: ModelArch, t: Training, moe_weight: float = 1.0) -> float:
     """Device operators the host issues for one micro-batch, forward and backward: per layer by
     the kernel path and how the precision runs, LoRA adapters and their dropout, bias
     gradients, a quantised base's dequantisation, the recomputed forward under checkpointing,
-    and the embedding, head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH)."""
+    and the embedding, head and loss outside the layers (assumptions.OPS_PER_MICRO_BATCH).
+    `moe_weight`: what one of Megatron-Core's MoE router and dispatcher operators counts for
+    (megatron_moe_host_op_weight where the host's time is wanted; 1 for the count)."""
     if t.kernels == "megatron":
-        return megatron_ops_per_micro_batch(arch, t)
+        return megatron_ops_per_micro_batch(arch, t, moe_weight)
     if t.kernels == "megatron-2021":
         fwd, bwd = megatron_2021_layer_ops(arch)
         if t.checkpointing:
@@ -209,7 +211,8 @@ def host_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
             + zero3_hook_ops_per_micro_batch(arch, t))
 
 
-def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training, moe_weight: float = 1.0
+                                     ) -> float:
     """Device operators the host issues for one forward of a micro-batch with no backward (an
     RL scoring pass: the policy's old log-probs, the reference, a reward model, a critic's
     values): the forward half of host_ops_per_micro_batch, per layer by the kernel path and how
@@ -217,12 +220,13 @@ def host_forward_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     head outside the layers (assumptions.OPS_PER_MICRO_BATCH's forward). DeepSpeed ZeRO-3's
     module hooks are left out (a scoring model's ZeRO setting is its own, not the policy's),
     and so are Training.cuda_graph_scope's graphs (Megatron-Core captures them for the
-    training step's micro-batches; a scoring pass runs its forward eagerly)."""
+    training step's micro-batches; a scoring pass runs its forward eagerly). `moe_weight`: as
+    host_ops_per_micro_batch's."""
     if t.kernels == "megatron":
         fwd = MEGATRON_LAYER_OPS[0] + (MEGATRON_FP8_EXTRA_OPS[0] if t.precision == "fp8-mixed"
                                        else 0.0)
         fwd += (2.0 if arch.qk_norm else 0.0) * MEGATRON_NORM_OPS[0]
-        fwd += megatron_moe_ops_per_layer(arch, t)[0]
+        fwd += megatron_moe_ops_per_layer(arch, t, moe_weight)[0]
         fwd += megatron_eager_attn_ops(arch, t)[0] + megatron_eager_moe_ops(arch, t)[0]
         if t.method != "full":
             fwd += MEGATRON_ADAPTERS_PER_LAYER[t.lora_targets] * MEGATRON_LORA_ADAPTER_OPS[0]
@@ -629,24 +633,38 @@ def megatron_router_ops(t: Training) -> tuple[float, float]:
     return MEGATRON_ROUTER_OPS[moe_router_dtype_of(t)]
 
 
-def megatron_moe_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
+def megatron_moe_ops_per_layer(arch: ModelArch, t: Training, weight: float = 1.0
+                               ) -> tuple[float, float]:
     """(forward, backward) operators a megatron-path MoE layer adds to the dense count, on
     average over the decoder layers (arch.moe_layers of arch.num_layers): the router's and the
-    dispatcher's (megatron_router_dispatch_ops); none for a dense model."""
+    dispatcher's (megatron_router_dispatch_ops); none for a dense model. `weight`: what each
+    counts for (megatron_moe_host_op_weight for the host's time; 1 for the count)."""
     if not arch.is_moe:
         return 0.0, 0.0
-    share = arch.moe_layers / arch.num_layers
+    share = arch.moe_layers / arch.num_layers * weight
     fwd, bwd = megatron_router_dispatch_ops(arch, t)
     return fwd * share, bwd * share
 
 
-def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float, float]:
+def megatron_moe_host_op_weight() -> float:
+    """Host time of one operator of Megatron-Core's MoE router and token dispatcher over one
+    transformers eager layer operator's (assumptions.HOST_S_PER_OP): the measured CPU ratio
+    (assumptions.MEGATRON_MOE_HOST_OP_RATIO) on the host-side part of an operator, the CUDA
+    launch part (assumptions.CUDA_LAUNCH_HOST_S, in no CPU timing) the same for both:
+    (ratio x (HOST_S_PER_OP - launch) + launch) / HOST_S_PER_OP."""
+    per_op, launch = A.HOST_S_PER_OP.value, A.CUDA_LAUNCH_HOST_S.value
+    return (A.MEGATRON_MOE_HOST_OP_RATIO.value * (per_op - launch) + launch) / per_op
+
+
+def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training, moe_weight: float = 1.0
+                                   ) -> tuple[float, float]:
     """(forward, backward) kernels of one decoder layer, on average over the layers, that
     per-layer CUDA graphs (Training.cuda_graph_scope) take off the host, less the graphs' own
     replays (MEGATRON_GRAPH_LAUNCHES_PER_LAYER on each layer with anything graphed). The
     graphed parts are those of the layer-part counts above; LoRA adapters go with the linear
     they wrap (Megatron-Bridge's adapters run inside the graphed module). (0, 0) without
-    per-layer graphs (none, or full_iteration: megatron_ops_per_micro_batch)."""
+    per-layer graphs (none, or full_iteration: megatron_ops_per_micro_batch). `moe_weight`:
+    what a router or dispatcher operator counts for (megatron_moe_ops_per_layer)."""
     scope = set(t.cuda_graph_scope or ())
     if not scope or "full_iteration" in scope:
         return 0.0, 0.0
@@ -676,14 +694,15 @@ def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float,
     moe_mlp: tuple[float, float] = (0.0, 0.0)
     if whole or "moe" in scope:
         router = megatron_router_dispatch_ops(arch, t)
-        moe_mlp = (mlp[0] + router[0], mlp[1] + router[1])
+        moe_mlp = (mlp[0] + router[0] * moe_weight, mlp[1] + router[1] * moe_weight)
         # the unfused expert MLP's eager pieces, per MoE layer (undo the layer average)
         e_fwd, e_bwd = megatron_eager_moe_ops(arch, t)
         per_moe = arch.num_layers / moe_layers if moe_layers else 0.0
         moe_mlp = (moe_mlp[0] + e_fwd * per_moe, moe_mlp[1] + e_bwd * per_moe)
     elif "moe_router" in scope:
         router = megatron_router_ops(t)
-        moe_mlp = (MEGATRON_NORM_OPS[0] + router[0], MEGATRON_NORM_OPS[1] + router[1])
+        moe_mlp = (MEGATRON_NORM_OPS[0] + router[0] * moe_weight,
+                   MEGATRON_NORM_OPS[1] + router[1] * moe_weight)
     moe = [attn if whole or "attn" in scope else (0.0, 0.0), moe_mlp]
     fwd = bwd = 0.0
     for parts, layers in ((dense, arch.num_layers - moe_layers), (moe, moe_layers)):
@@ -695,7 +714,8 @@ def megatron_graphed_ops_per_layer(arch: ModelArch, t: Training) -> tuple[float,
     return fwd / arch.num_layers, bwd / arch.num_layers
 
 
-def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
+def megatron_ops_per_micro_batch(arch: ModelArch, t: Training, moe_weight: float = 1.0
+                                 ) -> float:
     """Device operators of one micro-batch on the megatron path: MEGATRON_LAYER_OPS per layer,
     fp8 casts, q and k norms, a MoE layer's router and dispatcher (megatron_moe_ops_per_layer),
     LoRA adapters (the frozen base's wgrad dropped), the forward again under
@@ -703,11 +723,13 @@ def megatron_ops_per_micro_batch(arch: ModelArch, t: Training) -> float:
     count (assumptions.OPS_PER_MICRO_BATCH; not counted for Megatron). CUDA graphs
     (Training.cuda_graph_scope): per-layer graphs take their parts' kernels off
     (megatron_graphed_ops_per_layer); full_iteration leaves the static-buffer copies and the
-    step's one replay shared over its micro-batches."""
-    return sum(megatron_ops_by_pass(arch, t))
+    step's one replay shared over its micro-batches. `moe_weight`: what a router or
+    dispatcher operator counts for (megatron_moe_ops_per_layer)."""
+    return sum(megatron_ops_by_pass(arch, t, moe_weight))
 
 
-def megatron_ops_by_pass(arch: ModelArch, t: Training) -> tuple[float, float]:
+def megatron_ops_by_pass(arch: ModelArch, t: Training, moe_weight: float = 1.0
+                         ) -> tuple[float, float]:
     """megatron_ops_per_micro_batch split into (forward, backward): the backward with the
     forward recomputed under checkpointing; full_iteration's copies and replay in the
     forward."""
@@ -718,7 +740,7 @@ def megatron_ops_by_pass(arch: ModelArch, t: Training) -> tuple[float, float]:
         fwd, bwd = fwd + MEGATRON_FP8_EXTRA_OPS[0], bwd + MEGATRON_FP8_EXTRA_OPS[1]
     norms = 2.0 if arch.qk_norm else 0.0
     fwd, bwd = fwd + norms * MEGATRON_NORM_OPS[0], bwd + norms * MEGATRON_NORM_OPS[1]
-    moe_fwd, moe_bwd = megatron_moe_ops_per_layer(arch, t)
+    moe_fwd, moe_bwd = megatron_moe_ops_per_layer(arch, t, moe_weight)
     fwd, bwd = fwd + moe_fwd, bwd + moe_bwd
     for extra in (megatron_eager_attn_ops(arch, t), megatron_eager_moe_ops(arch, t)):
         fwd, bwd = fwd + extra[0], bwd + extra[1]
@@ -728,7 +750,7 @@ def megatron_ops_by_pass(arch: ModelArch, t: Training) -> tuple[float, float]:
         a_fwd, a_bwd = MEGATRON_LORA_ADAPTER_OPS
         fwd, bwd = fwd + a_fwd * adapters, bwd + a_bwd * adapters
         outside_bwd = 0.0
-    g_fwd, g_bwd = megatron_graphed_ops_per_layer(arch, t)
+    g_fwd, g_bwd = megatron_graphed_ops_per_layer(arch, t, moe_weight)
     fwd, bwd = fwd - g_fwd, bwd - g_bwd
     if t.checkpointing:
         bwd += fwd

@@ -42,6 +42,7 @@ from gpuhours.estimate.host import (
     megatron_expert_gemm_calls_per_micro_batch,
     megatron_expert_gemm_forward_calls_per_micro_batch,
     megatron_moe_forward_syncs_per_micro_batch,
+    megatron_moe_host_op_weight,
     megatron_ops_by_pass,
     moe_router_dtype_of,
 )
@@ -532,8 +533,11 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         # compiled program (eager_host_dispatch)
         host_s = host_exposed_s = 0.0
     else:
-        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t) * host_s_per_op(hw) \
-            * stage_share
+        # Megatron-Core's MoE router and dispatcher operators at their own host time
+        # (host.megatron_moe_host_op_weight: measured on one CPU against the eager layer's)
+        moe_weight = megatron_moe_host_op_weight()
+        host_s = t.grad_accum * host_ops_per_micro_batch(arch, t, moe_weight) \
+            * host_s_per_op(hw) * stage_share
         # TE's grouped GEMM: one cuBLASLt call per local expert from C++ (host.py), at the
         # published per-call figure scaled by this host's ratio to the x86 operator figure
         host_s += (t.grad_accum * megatron_expert_gemm_calls_per_micro_batch(arch, t)
@@ -553,7 +557,7 @@ def training_step_time(arch: ModelArch, t: Training, hw: Hardware, flops: Traini
         if syncs:
             per_call = A.CUBLASLT_GEMM_HOST_S.value * host_s_per_op(hw) / A.HOST_S_PER_OP.value
             forward_host_s = t.grad_accum * stage_share * (
-                megatron_ops_by_pass(arch, t)[0] * host_s_per_op(hw)
+                megatron_ops_by_pass(arch, t, moe_weight)[0] * host_s_per_op(hw)
                 + megatron_expert_gemm_forward_calls_per_micro_batch(arch, t) * per_call)
             forward_pass = (forward_host_s,
                             (gpu_compute_s - tower_gpu_s) * forward_share(flops))

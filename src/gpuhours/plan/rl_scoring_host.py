@@ -19,7 +19,7 @@ blocks. Pure functions; seconds per GPU.
 from __future__ import annotations
 
 from gpuhours.estimate.arch import ModelArch
-from gpuhours.estimate.host import host_forward_ops_per_micro_batch
+from gpuhours.estimate.host import host_forward_ops_per_micro_batch, megatron_moe_host_op_weight
 from gpuhours.estimate.timing import eager_host_dispatch, host_gpu_combined_s, host_s_per_op
 from gpuhours.estimate.vision_host import vision_forward_host_ops
 from gpuhours.plan.rl_scoring import scoring_micro_batches
@@ -40,7 +40,8 @@ def scoring_pass_s(t: Training, arch: ModelArch, hw: Hardware, decoder_gpu_s: fl
         return decoder_gpu_s + tower_gpu_s
     micro = scoring_micro_batches(sequences / max(1, ranks), t.llm_seq_len, budget_tokens)
     per_op = host_s_per_op(hw)
-    host_s = micro * host_forward_ops_per_micro_batch(arch, t) / max(1, stages) * per_op
+    host_s = (micro * host_forward_ops_per_micro_batch(arch, t, megatron_moe_host_op_weight())
+              / max(1, stages) * per_op)
     tower_host_s = 0.0
     if tower_gpu_s > 0:
         images = max(1, int(budget_tokens // t.llm_seq_len)) * t.images_per_example
