@@ -154,30 +154,6 @@ def _megatron_setup() -> None:
     rng.get_cuda_rng_tracker().states_["model-parallel-rng"] = torch.get_rng_state()
 
 
-class _Stream:
-    def wait_stream(self, other: Any) -> None:
-        pass
-
-    def record_event(self) -> _Event:
-        return _Event()
-
-
-class _Event:
-    def synchronize(self) -> None:
-        pass
-
-
-class _StreamContext:
-    def __init__(self, stream: Any) -> None:
-        pass
-
-    def __enter__(self) -> _StreamContext:
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        return False
-
-
 def router_dispatch_rows(tokens: int, hidden: int, bf16: bool) -> list[dict[str, Any]]:
     import megatron.core.transformer.moe.token_dispatcher as td
     import torch.distributed as dist
@@ -185,10 +161,12 @@ def router_dispatch_rows(tokens: int, hidden: int, bf16: bool) -> list[dict[str,
     from megatron.core.transformer.moe.router import TopKRouter
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    stream = _Stream()
+    from megatron_moe_dispatch_count import CpuStream, CpuStreamContext
+
+    stream = CpuStream()
     torch.cuda.Stream = lambda *a, **k: stream  # type: ignore[assignment,misc]
     torch.cuda.current_stream = lambda *a, **k: stream  # type: ignore[assignment]
-    torch.cuda.stream = _StreamContext  # type: ignore[assignment]
+    torch.cuda.stream = CpuStreamContext  # type: ignore[assignment]
 
     def to_host(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
         if torch.is_tensor(tensor):  # a non-blocking copy to the host on CUDA

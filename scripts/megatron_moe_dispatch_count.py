@@ -47,32 +47,34 @@ STAND_IN = {"forward": {"aten.mul": 2, "aten._to_copy": 1},
             "backward": {"aten.mul": 3, "aten.sum": 1, "aten._to_copy": 1}}
 
 
-class _Stream:
+# CUDA's stream, event and stream context as Megatron-Core's dispatcher uses them, stood in on
+# the CPU (scripts/bench_megatron_host_ops.py uses them too); an event counts its waits
+class CpuStream:
     def wait_stream(self, other: Any) -> None:
         pass
 
-    def record_event(self) -> _Event:
-        return _Event()
+    def record_event(self) -> CpuEvent:
+        return CpuEvent()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Stream)
+        return isinstance(other, CpuStream)
 
     def __hash__(self) -> int:
         return 0
 
 
-class _Event:
+class CpuEvent:
     synchronized = 0
 
     def synchronize(self) -> None:
-        _Event.synchronized += 1
+        CpuEvent.synchronized += 1
 
 
-class _StreamContext:
+class CpuStreamContext:
     def __init__(self, stream: Any) -> None:
         pass
 
-    def __enter__(self) -> _StreamContext:
+    def __enter__(self) -> CpuStreamContext:
         return self
 
     def __exit__(self, *exc: Any) -> bool:
@@ -95,10 +97,10 @@ def _worker(rank: int, world: int, cfg: dict[str, Any], out: str) -> None:
 
     from gpuhours.torchkit.ops import count_ops
 
-    stream = _Stream()
+    stream = CpuStream()
     torch.cuda.Stream = lambda *a, **k: stream  # type: ignore[assignment,misc]
     torch.cuda.current_stream = lambda *a, **k: stream  # type: ignore[assignment]
-    torch.cuda.stream = _StreamContext  # type: ignore[assignment]
+    torch.cuda.stream = CpuStreamContext  # type: ignore[assignment]
     torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
     moved = [0]
 
@@ -145,7 +147,7 @@ def _worker(rank: int, world: int, cfg: dict[str, Any], out: str) -> None:
         held["y"] = dispatcher.combine_postprocess(y)
 
     fwd = count_ops(forward)
-    synced = _Event.synchronized
+    synced = CpuEvent.synchronized
     grad = torch.ones_like(held["y"])
     bwd = count_ops(lambda: held["y"].backward(grad))
     if rank == 0:
