@@ -161,7 +161,7 @@ def router_dispatch_rows(tokens: int, hidden: int, bf16: bool) -> list[dict[str,
     from megatron.core.transformer.moe.router import TopKRouter
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    from megatron_moe_dispatch_count import CpuStream, CpuStreamContext
+    from megatron_moe_dispatch_count import CpuStream, CpuStreamContext, route_dispatch_combine
 
     stream = CpuStream()
     torch.cuda.Stream = lambda *a, **k: stream  # type: ignore[assignment,misc]
@@ -196,15 +196,7 @@ def router_dispatch_rows(tokens: int, hidden: int, bf16: bool) -> list[dict[str,
         x = torch.randn(tokens, 1, hidden, dtype=dtype_, requires_grad=True)
 
         def step(router: Any = router, dispatcher: Any = dispatcher, x: Any = x) -> None:
-            h = x * 1
-            probs, routing_map = router(h)
-            t, p = dispatcher.dispatch_preprocess(h, routing_map, probs)
-            t, p = dispatcher.token_dispatch(t, p)
-            t, _, p = dispatcher.dispatch_postprocess(t, p)
-            y = t * p.unsqueeze(-1).to(t.dtype)
-            y = dispatcher.combine_preprocess(y)
-            y = dispatcher.token_combine(y)
-            y = dispatcher.combine_postprocess(y)
+            y = route_dispatch_combine(router, dispatcher, x * 1)
             y.backward(torch.ones_like(y))
 
         rows.append(_row(step, kind="router_dispatch", router_dtype=dtype or ("bf16" if bf16 else "fp32"),

@@ -81,6 +81,20 @@ class CpuStreamContext:
         return False
 
 
+def route_dispatch_combine(router: Any, dispatcher: Any, h: Any) -> Any:
+    """A MoE layer's routing around its experts, as Megatron-Core's MoELayer calls it (the
+    experts stood in by the probabilities' scale): the router, the dispatcher's three dispatch
+    steps and its three combine steps; returns the combined output."""
+    probs, routing_map = router(h)
+    tokens, p = dispatcher.dispatch_preprocess(h, routing_map, probs)
+    tokens, p = dispatcher.token_dispatch(tokens, p)
+    tokens, _, p = dispatcher.dispatch_postprocess(tokens, p)
+    y = tokens * p.unsqueeze(-1).to(tokens.dtype)
+    y = dispatcher.combine_preprocess(y)
+    y = dispatcher.token_combine(y)
+    return dispatcher.combine_postprocess(y)
+
+
 def _worker(rank: int, world: int, cfg: dict[str, Any], out: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(cfg["port"])
@@ -136,15 +150,7 @@ def _worker(rank: int, world: int, cfg: dict[str, Any], out: str) -> None:
     held: dict[str, torch.Tensor] = {}
 
     def forward() -> None:
-        h = x * 1
-        probs, routing_map = router(h)
-        tokens, p = dispatcher.dispatch_preprocess(h, routing_map, probs)
-        tokens, p = dispatcher.token_dispatch(tokens, p)
-        tokens, _, p = dispatcher.dispatch_postprocess(tokens, p)
-        y = tokens * p.unsqueeze(-1).to(tokens.dtype)
-        y = dispatcher.combine_preprocess(y)
-        y = dispatcher.token_combine(y)
-        held["y"] = dispatcher.combine_postprocess(y)
+        held["y"] = route_dispatch_combine(router, dispatcher, x * 1)
 
     fwd = count_ops(forward)
     synced = CpuEvent.synchronized
