@@ -30,6 +30,7 @@ from gpuhours.compare.rank import (
 from gpuhours.errors import FieldError
 from gpuhours.estimate.arch import ModelArch
 from gpuhours.estimate.estimator import estimate_training
+from gpuhours.estimate.fit import setup_label
 from gpuhours.setup import Hardware, Training
 
 TODAY = date(2026, 11, 23)
@@ -421,18 +422,12 @@ def test_the_setup_chosen_is_shown_in_short_as_the_sentence_begins():
 def test_setup_label_by_hand():
     llama = Training(model="llama-2-70b", seq_len=4096, micro_batch=1, zero_stage=1, tp=4, pp=2,
                      virtual_stages=8, grad_accum=4)
-    assert setup_label_of(llama, 2048) == (
+    assert setup_label(llama, 2048) == (
         "micro-batch 1, checkpointing off, ZeRO 1, tp 4, pp 2, interleaved: 8 virtual stages a "
         "rank, data parallel 256, 4 micro-batches per step")
     plain = Training(model="qwen2.5-0.5b", micro_batch=4, grad_accum=8, checkpointing=True)
-    assert setup_label_of(plain, 2) == (
+    assert setup_label(plain, 2) == (
         "micro-batch 4, checkpointing on, ZeRO 0, accumulation 8")
-
-
-def setup_label_of(t: Training, num_gpus: int) -> str:
-    from gpuhours.estimate.fit import setup_label
-
-    return setup_label(t, num_gpus)
 
 
 def test_no_chosen_setup_line_when_the_top_rows_took_theirs_as_given():
